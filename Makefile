@@ -1,0 +1,71 @@
+# meshperf: `make help` lists the targets.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules
+
+# Code generators, pinned; `make tools` installs them into ./bin with go install.
+BUF_VERSION                := v1.75.0
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+
+BIN := $(CURDIR)/bin
+export PATH := $(BIN):$(PATH)
+
+# Lab size and CNI mode for `make demo`.
+NODES ?= 3
+MODE  ?= host-gw
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: deps
+deps: ## Install the measuring tools (apt-get, as root) if any is missing.
+	@deploy/lab/install-deps.sh
+
+.PHONY: build
+build: ## Build agent, coordinator and meshlab into ./bin.
+	go build -o $(BIN)/ ./cmd/...
+
+.PHONY: test
+test: ## Run every test; lab and end-to-end tests need root.
+	go test -count=1 ./...
+
+.PHONY: demo
+demo: deps build ## Full mesh on a local lab (root): up, measure, print, down.
+	$(BIN)/meshlab demo --bin $(BIN) --nodes $(NODES) --mode $(MODE)
+
+.PHONY: tools
+tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Install the pinned code generators.
+
+$(BIN)/buf:
+	GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+$(BIN)/protoc-gen-go:
+	GOBIN=$(BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+$(BIN)/protoc-gen-go-grpc:
+	GOBIN=$(BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+.PHONY: proto
+proto: tools ## Regenerate the protobuf code with buf.
+	buf generate
+
+.PHONY: lint
+lint: tools ## buf lint, go vet and gofmt.
+	buf lint
+	go vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: verify
+verify: proto lint ## Fail if generated code or go.mod/go.sum drift from the sources.
+	go mod tidy -diff
+	@if [ -n "$$(git status --porcelain -- proto)" ]; then \
+		echo "generated code drifted; run 'make proto' and commit:"; git status --porcelain -- proto; git diff --stat -- proto; exit 1; fi
+
+.PHONY: breaking
+breaking: tools ## Check the protocol for breaking changes against main.
+	buf breaking --against '.git#branch=main'
+
+.PHONY: clean
+clean: ## Remove ./bin.
+	rm -rf $(BIN)
