@@ -29,7 +29,7 @@ build: ## Build agent, coordinator and meshlab into ./bin.
 	go build -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: ## Run every test; lab and end-to-end tests need root.
+test: deps ## Run every test (as root: lab and end-to-end tests build network namespaces).
 	go test -count=1 ./...
 
 .PHONY: demo

@@ -809,7 +809,8 @@ func (*Work_StopServer) isWork_Action() {}
 // StartServer starts a tool's server in one network of the agent's node.
 type StartServer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// tool is qperf or iperf3 (the HTTP target is always up).
+	// tool is qperf or iperf3; for curl no process starts: the agent's HTTP
+	// target is always up and the answer only gives its port.
 	Tool v1.Tool `protobuf:"varint,1,opt,name=tool,proto3,enum=meshperf.measure.v1.Tool" json:"tool,omitempty"`
 	// network is where the server listens.
 	Network       v1.Network `protobuf:"varint,2,opt,name=network,proto3,enum=meshperf.measure.v1.Network" json:"network,omitempty"`

@@ -523,11 +523,13 @@ func (*TestSpec_Http) isTestSpec_Params() {}
 // PingParams become `ping -c COUNT -i INTERVAL -s PAYLOAD -W 1 -w DEADLINE`.
 type PingParams struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// count is the number of echo requests, 1..1000; 0 means 5.
+	// count is the number of echo requests, 1..1000, with count x interval
+	// at most 300 s; 0 means 5.
 	Count uint32 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
 	// interval between requests, 0.002 s..10 s; zero means 0.2 s.
 	Interval *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
-	// payload_size_bytes is the ICMP payload, 0..65507; 0 means 56 (ping's default).
+	// payload_size_bytes is the ICMP payload, 16..65507 (ping times replies
+	// only from 16 bytes on); 0 means 56 (ping's default).
 	PayloadSizeBytes uint32 `protobuf:"varint,3,opt,name=payload_size_bytes,json=payloadSizeBytes,proto3" json:"payload_size_bytes,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -589,8 +591,9 @@ type QperfParams struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// duration of each measurement, whole seconds 1..300; zero means 2 s.
 	Duration *durationpb.Duration `protobuf:"bytes,1,opt,name=duration,proto3" json:"duration,omitempty"`
-	// msg_size_bytes lists message sizes, each 1..1 GiB; each size gives one
-	// result. Empty means qperf's default (1 byte for *_lat, 64 KiB for *_bw).
+	// msg_size_bytes lists up to 32 distinct message sizes, each 1..1 GiB
+	// (UDP: ..65507); each size is one qperf run and one result. Empty means
+	// qperf's default: 1 byte for *_lat, 64 KiB for tcp_bw, 32 KiB for udp_bw.
 	MsgSizeBytes  []uint64 `protobuf:"varint,2,rep,packed,name=msg_size_bytes,json=msgSizeBytes,proto3" json:"msg_size_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -647,9 +650,11 @@ type Iperf3Params struct {
 	Duration *durationpb.Duration `protobuf:"bytes,1,opt,name=duration,proto3" json:"duration,omitempty"`
 	// parallel_streams is -P, 1..128; 0 means 1.
 	ParallelStreams uint32 `protobuf:"varint,2,opt,name=parallel_streams,json=parallelStreams,proto3" json:"parallel_streams,omitempty"`
-	// block_size_bytes is -l, 1..16 MiB; 0 means iperf3's default.
+	// block_size_bytes is -l: 1..1 MiB for TCP, 16..65507 for UDP; 0 means
+	// iperf3's default.
 	BlockSizeBytes uint64 `protobuf:"varint,3,opt,name=block_size_bytes,json=blockSizeBytes,proto3" json:"block_size_bytes,omitempty"`
-	// udp_target_bps is -b for UDP tests in bits per second; 0 means 1 Gbit/s.
+	// udp_target_bps is -b for UDP tests in bits per second, up to 1 Tbit/s;
+	// 0 means 1 Gbit/s. Must be 0 for TCP tests.
 	UdpTargetBps  uint64 `protobuf:"varint,4,opt,name=udp_target_bps,json=udpTargetBps,proto3" json:"udp_target_bps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

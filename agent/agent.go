@@ -1,0 +1,212 @@
+// Package agent is meshperf's node agent: it serves an HTTP target on each
+// of its networks, dials the coordinator and keeps one stream to it
+// (reconnecting with backoff), registers its node, and carries out the
+// coordinator's typed work: start and stop test servers, run test clients
+// against registered endpoints only.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshperf/meshperf/agent/httptarget"
+	"github.com/meshperf/meshperf/agent/netns"
+	"github.com/meshperf/meshperf/agent/runner"
+	"github.com/meshperf/meshperf/agent/servers"
+	"github.com/meshperf/meshperf/internal/protocol"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// Config configures Run. Addresses are the node's own; the coordinator
+// only learns them from the registration.
+type Config struct {
+	// Coordinator is the gRPC target: "host:port" or "unix:///path".
+	Coordinator string
+	// NodeName is the Kubernetes node name (DNS-1123 subdomain).
+	NodeName string
+	// HostIP is the node's address on the host network; required.
+	HostIP netip.Addr
+	// PodIP is the node's pod endpoint address; invalid means no pod network.
+	PodIP netip.Addr
+	// PodNetNS is the pod endpoint's network namespace path
+	// (/proc/PID/ns/net, /run/netns/NAME); required with PodIP.
+	PodNetNS string
+	// ServiceIP is the ClusterIP fronting the pod endpoint; optional.
+	ServiceIP netip.Addr
+	// HTTPPort is the HTTP target's port on both networks; zero means 8080.
+	HTTPPort uint32
+	// Ports are the test servers' pinned ports.
+	Ports servers.Ports
+	// AllowTargets are extra CIDRs clients may send to besides the
+	// registered endpoints.
+	AllowTargets []netip.Prefix
+	// MaxClients bounds concurrent client runs; zero means 8.
+	MaxClients int
+	// ReconnectMin and ReconnectMax bound the reconnect backoff; zero means
+	// 200 ms and 30 s.
+	ReconnectMin, ReconnectMax time.Duration
+	// DialOptions are extra gRPC dial options; transport security defaults
+	// to none.
+	DialOptions []grpc.DialOption
+	// Logger receives everything; nil means discard.
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	if c.Coordinator == "" {
+		return errors.New("coordinator address is empty")
+	}
+	if err := protocol.ValidateNodeName(c.NodeName); err != nil {
+		return err
+	}
+	if !c.HostIP.IsValid() {
+		return errors.New("host IP is not set")
+	}
+	if c.PodIP.IsValid() != (c.PodNetNS != "") {
+		return fmt.Errorf("pod IP %q and pod netns %q go together: set both or neither", c.PodIP, c.PodNetNS)
+	}
+	if c.HTTPPort == 0 {
+		c.HTTPPort = 8080
+	}
+	if c.HTTPPort > 65535 {
+		return fmt.Errorf("HTTP port %d is not a port", c.HTTPPort)
+	}
+	if c.MaxClients == 0 {
+		c.MaxClients = 8
+	}
+	if c.ReconnectMin == 0 {
+		c.ReconnectMin = 200 * time.Millisecond
+	}
+	if c.ReconnectMax == 0 {
+		c.ReconnectMax = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// netNS maps each network the agent serves to its namespace path.
+func (c *Config) netNS() map[measurev1.Network]string {
+	m := map[measurev1.Network]string{measurev1.Network_NETWORK_HOST: ""}
+	if c.PodNetNS != "" {
+		m[measurev1.Network_NETWORK_POD] = c.PodNetNS
+	}
+	return m
+}
+
+// Agent is a running agent; see Run.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	runner  *runner.Runner
+	servers *servers.Manager
+	clients chan struct{} // semaphore of MaxClients
+	targets *targets
+}
+
+// Run runs the agent until ctx ends. It fails at once on a bad Config, when
+// an HTTP target cannot listen, or when the coordinator refuses the agent
+// for good (protocol version mismatch, bad registration); a lost
+// coordinator is retried with exponential backoff and jitter.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.validate(); err != nil {
+		return fmt.Errorf("agent config: %w", err)
+	}
+	a := &Agent{
+		cfg:     cfg,
+		log:     cfg.Logger.With("node", cfg.NodeName),
+		runner:  runner.New(runner.Config{NetNS: cfg.netNS(), Logger: cfg.Logger}),
+		servers: servers.New(servers.Config{NetNS: cfg.netNS(), Ports: cfg.Ports, Logger: cfg.Logger}),
+		clients: make(chan struct{}, cfg.MaxClients),
+		targets: newTargets(cfg.AllowTargets),
+	}
+	defer a.servers.StopAll()
+
+	listeners, err := a.listenHTTP()
+	if err != nil {
+		return err
+	}
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+	}, cfg.DialOptions...)
+	conn, err := grpc.NewClient(cfg.Coordinator, opts...)
+	if err != nil {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+		return fmt.Errorf("coordinator address %q: %w", cfg.Coordinator, err)
+	}
+	defer conn.Close()
+
+	g, gctx := errgroup.WithContext(ctx)
+	for network, l := range listeners {
+		h := httptarget.Handler(cfg.NodeName, network)
+		g.Go(func() error { return httptarget.Serve(gctx, l, h) })
+	}
+	g.Go(func() error { return a.connectLoop(gctx, conn) })
+	return g.Wait()
+}
+
+// listenHTTP opens the HTTP target's listener on each network.
+func (a *Agent) listenHTTP() (map[string]net.Listener, error) {
+	port := strconv.Itoa(int(a.cfg.HTTPPort))
+	host, err := net.Listen("tcp", net.JoinHostPort(a.cfg.HostIP.String(), port))
+	if err != nil {
+		return nil, fmt.Errorf("HTTP target on the host network: %w", err)
+	}
+	ls := map[string]net.Listener{"host": host}
+	if a.cfg.PodNetNS != "" {
+		pod, err := netns.Listen(a.cfg.PodNetNS, "tcp", net.JoinHostPort("", port))
+		if err != nil {
+			_ = host.Close()
+			return nil, fmt.Errorf("HTTP target on the pod network: %w", err)
+		}
+		ls["pod"] = pod
+	}
+	return ls, nil
+}
+
+// connectLoop keeps a session with the coordinator until ctx ends.
+func (a *Agent) connectLoop(ctx context.Context, conn *grpc.ClientConn) error {
+	backoff := a.cfg.ReconnectMin
+	for {
+		began := time.Now()
+		err := a.session(ctx, conn)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch status.Code(err) {
+		case codes.FailedPrecondition, codes.InvalidArgument:
+			return fmt.Errorf("coordinator refused this agent: %s", status.Convert(err).Message())
+		}
+		if time.Since(began) > 10*backoff {
+			backoff = a.cfg.ReconnectMin // the session was healthy for a while
+		}
+		wait := time.Duration(float64(backoff) * (0.5 + rand.Float64())) // jitter: 0.5x..1.5x
+		a.log.Warn("coordinator session ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, a.cfg.ReconnectMax)
+	}
+}

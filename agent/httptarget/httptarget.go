@@ -1,0 +1,70 @@
+// Package httptarget is the HTTP server every agent runs on each of its
+// networks (hostNetwork and the pod network) as the target of TEST_HTTP: a
+// small, fast, always-up endpoint, so that curl measures the network path
+// and not an application.
+package httptarget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// MaxBodyBytes bounds the body size a client may ask for with ?bytes=N.
+const MaxBodyBytes = 64 << 20
+
+// Handler answers GET / with a short text naming the node and the network,
+// or with N zero bytes for GET /?bytes=N (N up to MaxBodyBytes).
+func Handler(node, network string) http.Handler {
+	body := []byte(fmt.Sprintf("meshperf agent %s %s\n", node, network))
+	zeros := make([]byte, 32<<10)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "only GET and HEAD", http.StatusMethodNotAllowed)
+			return
+		}
+		q := r.URL.Query().Get("bytes")
+		if q == "" {
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write(body)
+			return
+		}
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 0 || n > MaxBodyBytes {
+			http.Error(w, fmt.Sprintf("bytes=%q: want an integer in 0..%d", q, MaxBodyBytes), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		for n > 0 {
+			k := min(n, len(zeros))
+			if _, err := w.Write(zeros[:k]); err != nil {
+				return
+			}
+			n -= k
+		}
+	})
+}
+
+// Serve serves h on l until ctx ends, then shuts down (waiting at most 2 s
+// for requests in flight). It returns nil after ctx ends, or the serve error.
+func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http target %s: %w", l.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutCtx)
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http target %s: %w", l.Addr(), err)
+	}
+	return nil
+}

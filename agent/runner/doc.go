@@ -1,0 +1,35 @@
+// Package runner owns the agent's side of a measurement: which argv each
+// tool runs with (ping, qperf, iperf3, curl; never a shell string), in which
+// network namespace, how its output is parsed into Results in base units
+// (seconds, bits per second, bytes, ratios in 0..1), and how every failure
+// maps to a Status with the tool's own words. It also builds the servers'
+// argv (ServerCommand) and finds the installed tools' versions
+// (DetectTools).
+//
+// Tool versions the parsers were written against, from captured outputs in
+// testdata/: iputils ping 20221126, qperf 0.4.11, iperf 3.12, curl 7.88.1.
+//
+// Status mapping, by tool:
+//   - ping: all probes lost, "Destination Host Unreachable", "connect:
+//     Network is unreachable" -> UNREACHABLE; partial loss is OK with
+//     loss_ratio.
+//   - qperf: "failed to connect" (qperf tries for 5 s and does not say why)
+//     -> a TCP probe of the listen port from the same namespace decides
+//     REFUSED, UNREACHABLE or TIMEOUT; "timed out" -> TIMEOUT; a latency or
+//     bandwidth of 0 -> TOOL_ERROR; udp_bw that received nothing ->
+//     UNREACHABLE; a requested size missing from the output -> the tool's
+//     words, or PARSE_ERROR.
+//   - iperf3: the JSON "error" (3.12 exits 0 with it): busy -> BUSY,
+//     "Connection refused" -> REFUSED, "No route to host"/"Network is
+//     unreachable" -> UNREACHABLE, "Connection timed out" -> TIMEOUT, other
+//     -> TOOL_ERROR.
+//   - curl: exit 7 -> REFUSED or UNREACHABLE per -v's reason, 28 -> TIMEOUT,
+//     6 -> UNREACHABLE, other -> TOOL_ERROR; HTTP status not 2xx ->
+//     TOOL_ERROR without metrics.
+//   - all: the context's deadline -> TIMEOUT, its cancellation -> CANCELED,
+//     tool not installed -> TOOL_MISSING, a refused spec or request ->
+//     INVALID, unreadable output -> PARSE_ERROR.
+//
+// qperf's latency is its ONE-WAY figure (half the round trip), stored as
+// latency_seconds unchanged.
+package runner

@@ -1,0 +1,198 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meshperf/meshperf/agent/proc"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// Iperf3ConnectTimeout is the client's --connect-timeout: how long iperf3
+// 3.12 tries to open its control connection before it reports "Connection
+// timed out".
+const Iperf3ConnectTimeout = 5 * time.Second
+
+// iperf3Command builds `iperf3 -c TARGET -p PORT -J -i 0 -t SECONDS -P
+// STREAMS [-l LEN] [-u -b BPS] --connect-timeout MS` from a normalized spec.
+// -i 0 drops the per-second interval reports, which would make the JSON of
+// a 300 s run with 128 streams larger than proc.MaxOutputBytes.
+func iperf3Command(spec *measurev1.TestSpec, target string, port uint32, netns string) proc.Command {
+	p := spec.GetIperf3()
+	args := []string{
+		"-c", target,
+		"-p", strconv.FormatUint(uint64(port), 10),
+		"-J",
+		"-i", "0",
+		"-t", strconv.FormatInt(int64(p.GetDuration().AsDuration()/time.Second), 10),
+		"-P", strconv.FormatUint(uint64(p.GetParallelStreams()), 10),
+	}
+	if b := p.GetBlockSizeBytes(); b > 0 {
+		args = append(args, "-l", strconv.FormatUint(b, 10))
+	}
+	if spec.GetTest() == measurev1.Test_TEST_IPERF3_UDP {
+		args = append(args, "-u", "-b", strconv.FormatUint(p.GetUdpTargetBps(), 10))
+	}
+	args = append(args, "--connect-timeout", strconv.FormatInt(Iperf3ConnectTimeout.Milliseconds(), 10))
+	return proc.Command{Name: "iperf3", Args: args, NetNS: netns}
+}
+
+// iperf3Output is the part of iperf3 3.12's -J output that is read. Numbers
+// are float64 so that any JSON number decodes; they are checked afterwards.
+type iperf3Output struct {
+	Start struct {
+		Version       string  `json:"version"`
+		TCPMSS        float64 `json:"tcp_mss"`
+		TCPMSSDefault float64 `json:"tcp_mss_default"`
+	} `json:"start"`
+	End struct {
+		SumSent     *iperf3Sum `json:"sum_sent"`
+		SumReceived *iperf3Sum `json:"sum_received"`
+		Sum         *iperf3Sum `json:"sum"`
+		CPU         *struct {
+			HostTotal   float64 `json:"host_total"`
+			RemoteTotal float64 `json:"remote_total"`
+		} `json:"cpu_utilization_percent"`
+	} `json:"end"`
+	Error string `json:"error"`
+}
+
+type iperf3Sum struct {
+	Seconds       float64 `json:"seconds"`
+	Bytes         float64 `json:"bytes"`
+	BitsPerSecond float64 `json:"bits_per_second"`
+	Retransmits   float64 `json:"retransmits"`
+	JitterMs      float64 `json:"jitter_ms"`
+	LostPackets   float64 `json:"lost_packets"`
+	Packets       float64 `json:"packets"`
+	LostPercent   float64 `json:"lost_percent"`
+}
+
+// ParseIperf3 parses the JSON that `iperf3 -c ... -J` (3.12) prints, for
+// test TEST_IPERF3_TCP or TEST_IPERF3_UDP, into metrics in base units.
+//
+// TCP: throughput_bps is end.sum_received.bits_per_second (the receiver),
+// sender_throughput_bps end.sum_sent's, retransmits end.sum_sent's,
+// tcp_mss_bytes start.tcp_mss (or tcp_mss_default). UDP: iperf3 3.12 puts
+// the receiver's figures in end.sum_received (end.sum is read when it is
+// missing): throughput_bps, jitter_seconds (jitter_ms / 1000),
+// lost_packets, loss_ratio (lost/packets, or lost_percent / 100); packets is
+// end.sum_sent.packets. Both: bytes_sent and bytes_received, duration_seconds
+// (the receiver's), sender_cpu_ratio and receiver_cpu_ratio from
+// cpu_utilization_percent host_total and remote_total (100% = 1.0).
+//
+// The error is a *Failure. iperf3 3.12 exits 0 with -J even when it fails,
+// so the JSON "error" decides: "...busy..." is BUSY, "Connection refused"
+// REFUSED, "No route to host" / "Network is unreachable" UNREACHABLE,
+// "Connection timed out" TIMEOUT, anything else TOOL_ERROR. Output that is
+// not JSON is TOOL_ERROR with stderr's words (e.g. "parameter error") or
+// PARSE_ERROR. A UDP test where nothing arrived is UNREACHABLE.
+func ParseIperf3(test measurev1.Test, out proc.Output) (*measurev1.Iperf3Metrics, error) {
+	stdout := bytes.TrimSpace(out.Stdout)
+	stderr := strings.TrimSpace(string(out.Stderr))
+	var j iperf3Output
+	var jsonErr error
+	if i := bytes.IndexByte(stdout, '{'); i < 0 {
+		jsonErr = errors.New("no JSON object")
+	} else {
+		jsonErr = json.NewDecoder(bytes.NewReader(stdout[i:])).Decode(&j)
+	}
+	if jsonErr != nil {
+		switch {
+		case stderr != "":
+			status := classifyText(stderr)
+			if status == measurev1.Status_STATUS_UNSPECIFIED {
+				status = measurev1.Status_STATUS_TOOL_ERROR
+			}
+			return nil, fail(status, "iperf3 exited %d: %s", out.ExitCode, stderr)
+		case out.Truncated:
+			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 JSON was cut at %d bytes", proc.MaxOutputBytes)
+		case len(stdout) == 0:
+			return nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "iperf3 exited %d and printed nothing", out.ExitCode)
+		default:
+			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 output (%d bytes, exit %d) is not its JSON: %v; it starts %.60q",
+				len(stdout), out.ExitCode, jsonErr, stdout)
+		}
+	}
+	if j.Error != "" {
+		status := classifyText(j.Error)
+		if status == measurev1.Status_STATUS_UNSPECIFIED {
+			status = measurev1.Status_STATUS_TOOL_ERROR
+		}
+		return nil, fail(status, "%s", j.Error)
+	}
+	sent, recv := j.End.SumSent, j.End.SumReceived
+	udp := test == measurev1.Test_TEST_IPERF3_UDP
+	if udp && recv == nil {
+		recv = j.End.Sum
+	}
+	if sent == nil || recv == nil {
+		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 JSON has no end.sum_sent/sum_received (exit %d)", out.ExitCode)
+	}
+	for _, x := range []float64{sent.Seconds, sent.Bytes, sent.BitsPerSecond, sent.Retransmits, sent.Packets,
+		recv.Seconds, recv.Bytes, recv.BitsPerSecond, recv.JitterMs, recv.LostPackets, recv.Packets, recv.LostPercent} {
+		if !finiteNonNeg(x) {
+			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 JSON has a negative or huge figure in its end sums: %v", x)
+		}
+	}
+	m := &measurev1.Iperf3Metrics{
+		ThroughputBps:       recv.BitsPerSecond,
+		SenderThroughputBps: sent.BitsPerSecond,
+		BytesSent:           uint64(sent.Bytes),
+		BytesReceived:       uint64(recv.Bytes),
+		DurationSeconds:     firstPositive(recv.Seconds, sent.Seconds),
+	}
+	if c := j.End.CPU; c != nil {
+		if finiteNonNeg(c.HostTotal) {
+			m.SenderCpuRatio = c.HostTotal / 100
+		}
+		if finiteNonNeg(c.RemoteTotal) {
+			m.ReceiverCpuRatio = c.RemoteTotal / 100
+		}
+	}
+	if udp {
+		m.JitterSeconds = recv.JitterMs / 1e3
+		m.LostPackets = uint64(recv.LostPackets)
+		m.Packets = uint64(firstPositive(sent.Packets, recv.Packets))
+		switch {
+		case recv.Packets > 0:
+			m.LossRatio = math.Min(recv.LostPackets/recv.Packets, 1)
+		default:
+			m.LossRatio = math.Min(recv.LostPercent/100, 1)
+		}
+		if m.ThroughputBps <= 0 {
+			return nil, fail(measurev1.Status_STATUS_UNREACHABLE, "iperf3 UDP: nothing arrived (%d datagrams sent, %d lost)", m.Packets, m.LostPackets)
+		}
+		return m, nil
+	}
+	m.Retransmits = uint64(sent.Retransmits)
+	if mss := firstPositive(j.Start.TCPMSS, j.Start.TCPMSSDefault); finiteNonNeg(mss) && mss <= math.MaxUint32 {
+		m.TcpMssBytes = uint32(mss)
+	}
+	if m.ThroughputBps <= 0 {
+		return nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "iperf3 TCP: the receiver got %d bytes in %.3g s", m.BytesReceived, m.DurationSeconds)
+	}
+	return m, nil
+}
+
+// finiteNonNeg reports whether x is a figure that fits the metrics: not
+// NaN, not infinite, not negative and below 2^63.
+func finiteNonNeg(x float64) bool {
+	return !math.IsNaN(x) && !math.Signbit(x) && x < math.MaxInt64
+}
+
+// iperf3Results turns one iperf3 run into its result.
+func iperf3Results(spec *measurev1.TestSpec, out proc.Output) []*measurev1.Result {
+	m, err := ParseIperf3(spec.GetTest(), out)
+	if err != nil {
+		return []*measurev1.Result{failed(spec, 0, asFailure(err))}
+	}
+	r := okResult(spec, 0)
+	r.Metrics = &measurev1.Result_Iperf3{Iperf3: m}
+	return []*measurev1.Result{r}
+}

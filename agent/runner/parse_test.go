@@ -1,0 +1,150 @@
+package runner
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/meshperf/meshperf/agent/proc"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+func TestQperfValue(t *testing.T) {
+	tests := []struct {
+		num, unit string
+		want      float64
+		wantErr   bool
+	}{
+		{"15.3", "us", 15.3e-6, false},
+		{"980", "ms", 0.98, false},
+		{"1", "sec", 1, false},
+		{"0", "ns", 0, false},
+		{"3.36", "GB/sec", 3.36e9 * 8, false},
+		{"37.7", "MB/sec", 37.7e6 * 8, false},
+		{"26.9", "Gb/sec", 26.9e9, false},
+		{"588", "K/sec", 588e3, false},
+		{"346", "/sec", 346, false},
+		{"64", "KiB (65,536)", 65536, false},
+		{"1", "MiB (1,048,576)", 1 << 20, false},
+		{"1.23", "MB", 1.23e6, false},
+		{"1", "bytes", 1, false},
+		{"30,766", "", 30766, false},
+		{"1.2", "million", 1.2e6, false},
+		{"98", "% cpus", 0.98, false},
+		{"50.9", "sec/GB", 50.9e-9, false},
+		{"1.47", "GB", 1.47e9, false}, // send_bytes: decimal prefixes (22,488 x 65,536 bytes)
+		{"3.36", "XB/sec", 0, true},
+		{"-1", "us", 0, true},
+		{"1e3", "us", 0, true},
+		{"Inf", "us", 0, true},
+		{"NaN", "sec", 0, true},
+		{"0x10", "sec", 0, true},
+		{"1.2.3", "sec", 0, true},
+		{"64", "KiB (x)", 0, true},
+		{strings.Repeat("9", 400), "TB/sec", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := qperfValue(tt.num, tt.unit)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("qperfValue(%q, %q) error = %v, want error %v", tt.num, tt.unit, err, tt.wantErr)
+			continue
+		}
+		if err == nil && math.Abs(got-tt.want) > 1e-9*math.Abs(tt.want) {
+			t.Errorf("qperfValue(%q, %q) = %v, want %v", tt.num, tt.unit, got, tt.want)
+		}
+	}
+}
+
+func TestQperfSizeMatches(t *testing.T) {
+	tests := []struct {
+		printed float64
+		want    uint64
+		match   bool
+	}{
+		{1.23e6, 1234567, true}, // "1.23 MB"
+		{70e3, 70000, true},     // "70 KB"
+		{1.5e3, 1500, true},
+		{65536, 65536, true},
+		{1, 1, true},
+		{2048, 1, false},
+		{64, 512, false},
+		{1e3, 1024, false}, // 1,000 is "1 KB", 1,024 "1 KiB (1,024)"
+	}
+	for _, tt := range tests {
+		if got := qperfSizeMatches(tt.printed, tt.want); got != tt.match {
+			t.Errorf("qperfSizeMatches(%v, %d) = %v, want %v", tt.printed, tt.want, got, tt.match)
+		}
+	}
+}
+
+func TestParsePingVariants(t *testing.T) {
+	tests := []struct {
+		name     string
+		stdout   string
+		exit     int
+		wantErr  measurev1.Status
+		wantLoss float64
+		wantDups uint32
+	}{
+		{"ipg/ewma and pipe on the rtt line",
+			"2 packets transmitted, 2 received, 0% packet loss, time 1ms\nrtt min/avg/max/mdev = 0.004/0.030/0.056/0.026 ms, pipe 2, ipg/ewma 0.428/0.049 ms\n",
+			0, measurev1.Status_STATUS_OK, 0, 0},
+		{"duplicates, corrupted and errors",
+			"4 packets transmitted, 3 received, +1 duplicates, +1 corrupted, +2 errors, 25% packet loss, time 3003ms\nrtt min/avg/max/mdev = 1.000/2.000/3.000/0.500 ms\n",
+			1, measurev1.Status_STATUS_OK, 0.25, 1},
+		{"no probe sent", "0 packets transmitted, 0 received\n", 1, measurev1.Status_STATUS_TOOL_ERROR, 0, 0},
+		{"zero rtt", "1 packets transmitted, 1 received, 0% packet loss, time 0ms\nrtt min/avg/max/mdev = 0.000/0.000/0.000/0.000 ms\n",
+			0, measurev1.Status_STATUS_PARSE_ERROR, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := ParsePing(proc.Output{Stdout: []byte(tt.stdout), ExitCode: tt.exit})
+			if tt.wantErr != measurev1.Status_STATUS_OK {
+				if f := asFailure(err); err == nil || f.Status != tt.wantErr {
+					t.Fatalf("ParsePing = %v, %v; want %v", m, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParsePing: %v", err)
+			}
+			if m.GetLossRatio() != tt.wantLoss || m.GetDuplicates() != tt.wantDups || m.GetRttAvgSeconds() <= 0 {
+				t.Errorf("ParsePing = %v", m)
+			}
+		})
+	}
+}
+
+func TestParseIperf3UDPWithoutSumReceived(t *testing.T) {
+	// The shape of end when only end.sum carries the receiver's figures.
+	stdout := `{"start":{"version":"iperf 3.12"},"end":{
+		"sum_sent":{"seconds":1,"bytes":1000,"bits_per_second":8000,"packets":10},
+		"sum":{"seconds":1,"bytes":900,"bits_per_second":7200,"jitter_ms":0.5,"lost_packets":1,"packets":10,"lost_percent":10}}}`
+	m, err := ParseIperf3(measurev1.Test_TEST_IPERF3_UDP, proc.Output{Stdout: []byte(stdout)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.GetThroughputBps() != 7200 || m.GetJitterSeconds() != 0.0005 || m.GetLossRatio() != 0.1 || m.GetPackets() != 10 || m.GetBytesReceived() != 900 {
+		t.Errorf("ParseIperf3 = %v", m)
+	}
+}
+
+func TestClassifyText(t *testing.T) {
+	tests := []struct {
+		in   string
+		want measurev1.Status
+	}{
+		{"the server is busy running a test. try again later", measurev1.Status_STATUS_BUSY},
+		{"unable to connect to server: Connection refused", measurev1.Status_STATUS_REFUSED},
+		{"unable to connect to server: No route to host", measurev1.Status_STATUS_UNREACHABLE},
+		{"ping: connect: Network is unreachable", measurev1.Status_STATUS_UNREACHABLE},
+		{"From 10.0.0.1 icmp_seq=1 Destination Host Unreachable", measurev1.Status_STATUS_UNREACHABLE},
+		{"unable to connect to server: Connection timed out", measurev1.Status_STATUS_TIMEOUT},
+		{"control socket has closed unexpectedly", measurev1.Status_STATUS_UNSPECIFIED},
+	}
+	for _, tt := range tests {
+		if got := classifyText(tt.in); got != tt.want {
+			t.Errorf("classifyText(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	"golang.org/x/sys/unix"
+)
+
+// probeTimeout bounds the TCP probe that follows qperf's "failed to connect".
+const probeTimeout = 3 * time.Second
+
+// probeTCP opens one TCP connection to addr ("IP:port") from the network
+// namespace at netns ("" = the agent's own) and closes it at once. It
+// returns nil if the connection was accepted, else the dial error. The
+// namespace is entered on a locked OS thread that is restored before it is
+// unlocked (or left locked, and so thrown away, if it cannot be restored).
+func probeTCP(ctx context.Context, netns, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	dial := func() error {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+	if netns == "" {
+		return dial()
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("open own network namespace: %w", err)
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open(netns)
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("open network namespace: %w", err)
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("enter network namespace %s: %w", netns, err)
+			return
+		}
+		err = dial()
+		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		done <- err
+	}()
+	return <-done
+}
+
+// probeStatus maps a probe's dial error to a status: nil means the port
+// accepts connections now (STATUS_OK).
+func probeStatus(err error) measurev1.Status {
+	var nerr net.Error
+	switch {
+	case err == nil:
+		return measurev1.Status_STATUS_OK
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return measurev1.Status_STATUS_REFUSED
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return measurev1.Status_STATUS_UNREACHABLE
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.Is(err, syscall.ETIMEDOUT), errors.As(err, &nerr) && nerr.Timeout():
+		return measurev1.Status_STATUS_TIMEOUT
+	}
+	return measurev1.Status_STATUS_UNSPECIFIED
+}

@@ -1,0 +1,360 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Config configures a Runner.
+type Config struct {
+	// NetNS maps a network to the path of its namespace (/proc/PID/ns/net or
+	// /run/netns/NAME); "" means the agent's own namespace. A network that
+	// is absent from the map is not available on this agent (a RunClient for
+	// it is INVALID), except NETWORK_HOST, which defaults to the agent's own
+	// namespace. New copies the map.
+	NetNS map[measurev1.Network]string
+	// Logger gets a debug record per tool run (argv, exit status, elapsed,
+	// status); nil discards.
+	Logger *slog.Logger
+}
+
+// Runner runs test clients: it validates a RunClient, runs the tool in the
+// right namespace and turns its output into results. It is safe for
+// concurrent use; it does not limit concurrency (the coordinator decides
+// what runs together).
+type Runner struct {
+	netns map[measurev1.Network]string
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	tools  map[measurev1.Tool]*agentv1.ToolInfo // nil until detected
+	detect func(context.Context) []*agentv1.ToolInfo
+}
+
+// New returns a Runner. It runs nothing: the tools are detected on the
+// first call of Tools or Run (see Tools).
+func New(cfg Config) *Runner {
+	r := &Runner{
+		netns:  make(map[measurev1.Network]string, len(cfg.NetNS)+1),
+		log:    cfg.Logger,
+		detect: DetectTools,
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	r.netns[measurev1.Network_NETWORK_HOST] = ""
+	for n, path := range cfg.NetNS {
+		r.netns[n] = path
+	}
+	return r
+}
+
+// Tools returns what DetectTools found, one ToolInfo per tool. The first
+// call (of Tools or Run) detects, and the answer is kept for the Runner's
+// life; a detection cut short by ctx is not kept. Callers get copies.
+func (r *Runner) Tools(ctx context.Context) []*agentv1.ToolInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tools == nil {
+		infos := r.detect(ctx)
+		if ctx.Err() != nil {
+			return infos
+		}
+		r.tools = make(map[measurev1.Tool]*agentv1.ToolInfo, len(infos))
+		for _, info := range infos {
+			r.tools[info.GetTool()] = info
+		}
+	}
+	out := make([]*agentv1.ToolInfo, 0, len(r.tools))
+	for _, vc := range versionCommands {
+		if info, ok := r.tools[vc.tool]; ok {
+			out = append(out, proto.Clone(info).(*agentv1.ToolInfo))
+		}
+	}
+	return out
+}
+
+// toolInfo returns the ToolInfo of tool, detecting the tools if needed.
+func (r *Runner) toolInfo(ctx context.Context, tool measurev1.Tool) *agentv1.ToolInfo {
+	for _, info := range r.Tools(ctx) {
+		if info.GetTool() == tool {
+			return info
+		}
+	}
+	return &agentv1.ToolInfo{Tool: tool}
+}
+
+// Run runs req's client and returns its results: one per qperf message
+// size (Index = position in spec.qperf.msg_size_bytes), else one. It never
+// returns an empty slice and never panics.
+//
+// Run fills Index, Spec (normalized; for qperf with that result's single
+// size), Status, Message, ToolVersion, StartTime, Elapsed, TargetAddress
+// and, for STATUS_OK only, Metrics (base units: seconds, bits per second,
+// bytes, ratios in 0..1; qperf's latency is its ONE-WAY figure). The caller
+// fills TestId, RunId, SrcNode, DstNode and Path.
+//
+// Statuses: INVALID for a spec that testspec.Normalize refuses or a bad
+// request (target_ip not an IP, missing port or data_port, a network this
+// agent has no namespace for); TOOL_MISSING when the tool is not installed;
+// TIMEOUT when ctx's deadline passes before the tool ends, CANCELED when ctx
+// is canceled; otherwise what the tool's parser says (ParsePing,
+// ParseQperf, ParseIperf3, ParseCurl). When ctx has no deadline, Run sets
+// one of twice testspec.ExpectedDuration plus 30s.
+func (r *Runner) Run(ctx context.Context, req *agentv1.RunClient) (results []*measurev1.Result) {
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("runner panic", "panic", p)
+			results = []*measurev1.Result{failed(req.GetSpec(), 0, fail(measurev1.Status_STATUS_TOOL_ERROR, "internal error: %v", p))}
+		}
+		for _, res := range results {
+			res.TargetAddress = req.GetTargetIp()
+			if res.StartTime == nil { // not run: invalid, tool missing, skipped
+				res.StartTime = timestamppb.New(start)
+				res.Elapsed = durationpb.New(0)
+			}
+		}
+	}()
+	spec, err := testspec.Normalize(req.GetSpec())
+	if err != nil {
+		return []*measurev1.Result{failed(req.GetSpec(), 0, fail(measurev1.Status_STATUS_INVALID, "%v", err))}
+	}
+	netns, f := r.checkRequest(req, spec)
+	if f != nil {
+		return perSize(spec, f)
+	}
+	info := r.toolInfo(ctx, testspec.Tool(spec.GetTest()))
+	if info.GetError() == proc.ErrNotFound.Error() {
+		results = perSize(spec, fail(measurev1.Status_STATUS_TOOL_MISSING, "%s: %s", toolName(spec), info.GetError()))
+	} else {
+		if _, ok := ctx.Deadline(); !ok {
+			expected, _ := testspec.ExpectedDuration(spec)
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 2*expected+30*time.Second)
+			defer cancel()
+		}
+		if testspec.Tool(spec.GetTest()) == measurev1.Tool_TOOL_QPERF {
+			results = r.runQperf(ctx, req, spec, netns)
+		} else {
+			results = r.runOnce(ctx, req, spec, netns)
+		}
+	}
+	for _, res := range results {
+		res.ToolVersion = info.GetVersion()
+	}
+	return results
+}
+
+// checkRequest validates the parts of req that Normalize does not see and
+// returns the namespace path to run in.
+func (r *Runner) checkRequest(req *agentv1.RunClient, spec *measurev1.TestSpec) (string, *Failure) {
+	invalid := func(format string, args ...any) (string, *Failure) {
+		return "", fail(measurev1.Status_STATUS_INVALID, format, args...)
+	}
+	if _, err := netip.ParseAddr(req.GetTargetIp()); err != nil {
+		return invalid("target_ip: %q is not an IP address", req.GetTargetIp())
+	}
+	netns, ok := r.netns[req.GetNetwork()]
+	if !ok {
+		return invalid("network: %v has no namespace on this agent", req.GetNetwork())
+	}
+	tool := testspec.Tool(spec.GetTest())
+	if tool == measurev1.Tool_TOOL_PING {
+		return netns, nil
+	}
+	if p := req.GetPort(); p == 0 || p > 65535 {
+		return invalid("port: %d is not a port in 1..65535 (%s needs the server's port)", p, toolName(spec))
+	}
+	if tool == measurev1.Tool_TOOL_QPERF {
+		if p := req.GetDataPort(); p == 0 || p > 65535 || p == req.GetPort() {
+			return invalid("data_port: %d is not a port in 1..65535 other than port %d (qperf pins its data port)", p, req.GetPort())
+		}
+	}
+	return netns, nil
+}
+
+// runOnce runs ping, iperf3 or curl once.
+func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *measurev1.TestSpec, netns string) []*measurev1.Result {
+	var cmd proc.Command
+	switch testspec.Tool(spec.GetTest()) {
+	case measurev1.Tool_TOOL_PING:
+		cmd = pingCommand(spec, req.GetTargetIp(), netns)
+	case measurev1.Tool_TOOL_IPERF3:
+		cmd = iperf3Command(spec, req.GetTargetIp(), req.GetPort(), netns)
+	default:
+		cmd = curlCommand(spec, req.GetTargetIp(), req.GetPort(), netns)
+	}
+	if f := ctxFailure(ctx, cmd.Name); f != nil {
+		return []*measurev1.Result{failed(spec, 0, f)}
+	}
+	start := time.Now()
+	out, err := proc.Run(ctx, cmd)
+	results, _ := resultsOf(spec, out, err)
+	r.logRun(cmd, out, results)
+	stamp(results, start, out.Elapsed)
+	return results
+}
+
+// runQperf runs qperf once per message size. After a size fails to
+// connect (REFUSED, UNREACHABLE, TIMEOUT), is cut by the deadline or
+// canceled, or the tool is missing, the remaining sizes are not run and get
+// the same status with "not run: ...".
+func (r *Runner) runQperf(ctx context.Context, req *agentv1.RunClient, spec *measurev1.TestSpec, netns string) []*measurev1.Result {
+	p := spec.GetQperf()
+	seconds := uint64(p.GetDuration().AsDuration() / time.Second)
+	var results []*measurev1.Result
+	var stop *Failure
+	for i, size := range p.GetMsgSizeBytes() {
+		one := proto.Clone(spec).(*measurev1.TestSpec)
+		one.GetQperf().MsgSizeBytes = []uint64{size}
+		f := stop
+		if f == nil {
+			f = ctxFailure(ctx, fmt.Sprintf("qperf with msg_size %d", size))
+		}
+		if f != nil {
+			results = append(results, failed(one, uint32(i), f))
+			continue
+		}
+		cmd := qperfCommand(spec.GetTest(), seconds, size, req.GetTargetIp(), req.GetPort(), req.GetDataPort(), netns)
+		start := time.Now()
+		out, err := proc.Run(ctx, cmd)
+		rs, connectFailed := resultsOf(one, out, err)
+		res := rs[0]
+		if connectFailed {
+			r.refineConnect(ctx, res, netns, net.JoinHostPort(req.GetTargetIp(), strconv.FormatUint(uint64(req.GetPort()), 10)))
+		}
+		r.logRun(cmd, out, rs)
+		stamp(rs, start, out.Elapsed)
+		res.Index = uint32(i)
+		results = append(results, res)
+		switch res.GetStatus() {
+		case measurev1.Status_STATUS_REFUSED, measurev1.Status_STATUS_UNREACHABLE, measurev1.Status_STATUS_TIMEOUT,
+			measurev1.Status_STATUS_CANCELED, measurev1.Status_STATUS_TOOL_MISSING:
+			stop = &Failure{Status: res.GetStatus(), Message: oneLine(fmt.Sprintf("not run: msg_size %d ended %s: %s", size, StatusName(res.GetStatus()), res.GetMessage()))}
+		}
+	}
+	return results
+}
+
+// refineConnect replaces the status of a qperf "failed to connect" (which
+// does not say why) by what a TCP connect to the listen port from the same
+// namespace finds: REFUSED, UNREACHABLE or TIMEOUT; TOOL_ERROR if the port
+// accepts connections now. An inconclusive probe leaves UNREACHABLE.
+func (r *Runner) refineConnect(ctx context.Context, res *measurev1.Result, netns, addr string) {
+	if ctx.Err() != nil {
+		return
+	}
+	err := probeTCP(ctx, netns, addr)
+	status := probeStatus(err)
+	switch status {
+	case measurev1.Status_STATUS_OK:
+		res.Status = measurev1.Status_STATUS_TOOL_ERROR
+		res.Message = oneLine(res.GetMessage() + "; yet a TCP connect to " + addr + " from the same network succeeded afterwards")
+	case measurev1.Status_STATUS_UNSPECIFIED:
+		res.Message = oneLine(fmt.Sprintf("%s; a TCP connect to %s was inconclusive: %v", res.GetMessage(), addr, err))
+	default:
+		res.Status = status
+		res.Message = oneLine(fmt.Sprintf("%s; a TCP connect to %s from the same network: %v", res.GetMessage(), addr, err))
+	}
+}
+
+func (r *Runner) logRun(cmd proc.Command, out proc.Output, results []*measurev1.Result) {
+	if !r.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	for _, res := range results {
+		r.log.Debug("tool run", "argv", cmd.String(), "exit", out.ExitCode, "elapsed", out.Elapsed,
+			"index", res.GetIndex(), "status", StatusName(res.GetStatus()), "message", res.GetMessage())
+	}
+}
+
+// resultsOf turns one finished run of spec's tool into results with
+// Index, Spec, Status, Message and Metrics set: one per size of
+// spec.qperf.msg_size_bytes for qperf, else one. connectFailed is qperf's
+// "failed to connect" (see qperfResults). It does no I/O.
+func resultsOf(spec *measurev1.TestSpec, out proc.Output, runErr error) (results []*measurev1.Result, connectFailed bool) {
+	if f := runFailure(toolName(spec), out, runErr); f != nil {
+		return perSize(spec, f), false
+	}
+	switch testspec.Tool(spec.GetTest()) {
+	case measurev1.Tool_TOOL_PING:
+		return pingResults(spec, out), false
+	case measurev1.Tool_TOOL_QPERF:
+		return qperfResults(spec, out)
+	case measurev1.Tool_TOOL_IPERF3:
+		return iperf3Results(spec, out), false
+	case measurev1.Tool_TOOL_CURL:
+		return curlResults(spec, out), false
+	}
+	return []*measurev1.Result{failed(spec, 0, fail(measurev1.Status_STATUS_INVALID, "test %s has no tool", testspec.Name(spec.GetTest())))}, false
+}
+
+// perSize gives every qperf message size of spec (or the one result of
+// other tools) the failure f.
+func perSize(spec *measurev1.TestSpec, f *Failure) []*measurev1.Result {
+	sizes := spec.GetQperf().GetMsgSizeBytes()
+	if len(sizes) <= 1 {
+		return []*measurev1.Result{failed(spec, 0, f)}
+	}
+	results := make([]*measurev1.Result, 0, len(sizes))
+	for i, size := range sizes {
+		one := proto.Clone(spec).(*measurev1.TestSpec)
+		one.GetQperf().MsgSizeBytes = []uint64{size}
+		results = append(results, failed(one, uint32(i), f))
+	}
+	return results
+}
+
+// okResult is a STATUS_OK result; the caller sets its metrics.
+func okResult(spec *measurev1.TestSpec, index uint32) *measurev1.Result {
+	return &measurev1.Result{Index: index, Spec: spec, Status: measurev1.Status_STATUS_OK}
+}
+
+// failed is a result for failure f, without metrics.
+func failed(spec *measurev1.TestSpec, index uint32, f *Failure) *measurev1.Result {
+	if spec != nil {
+		spec = proto.Clone(spec).(*measurev1.TestSpec)
+	}
+	msg := f.Message
+	if msg == "" {
+		msg = StatusName(f.Status)
+	}
+	return &measurev1.Result{Index: index, Spec: spec, Status: f.Status, Message: msg}
+}
+
+func stamp(results []*measurev1.Result, start time.Time, elapsed time.Duration) {
+	for _, res := range results {
+		res.StartTime = timestamppb.New(start)
+		res.Elapsed = durationpb.New(elapsed)
+	}
+}
+
+func toolName(spec *measurev1.TestSpec) string {
+	switch testspec.Tool(spec.GetTest()) {
+	case measurev1.Tool_TOOL_PING:
+		return "ping"
+	case measurev1.Tool_TOOL_QPERF:
+		return "qperf"
+	case measurev1.Tool_TOOL_IPERF3:
+		return "iperf3"
+	case measurev1.Tool_TOOL_CURL:
+		return "curl"
+	}
+	return "tool"
+}

@@ -1,0 +1,168 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/meshperf/meshperf/agent/proc"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// MaxMessageBytes bounds Result.message: the tool's words are trimmed,
+// folded onto one line ("; " between lines) and cut to this many bytes.
+const MaxMessageBytes = 512
+
+// Failure is a test that yielded no metrics: the status to report and a
+// message with the tool's own words. Parsers return it as their error.
+type Failure struct {
+	// Status is never STATUS_OK or STATUS_UNSPECIFIED.
+	Status measurev1.Status
+	// Message is at most MaxMessageBytes of valid UTF-8 on one line.
+	Message string
+}
+
+// Error returns the status's short name and the message, e.g.
+// "refused: unable to connect to server: Connection refused".
+func (f *Failure) Error() string {
+	return StatusName(f.Status) + ": " + f.Message
+}
+
+// StatusName returns the enum name without its prefix, in lower case:
+// "ok", "refused", "tool_missing".
+func StatusName(s measurev1.Status) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "STATUS_"))
+}
+
+// fail builds a Failure; the message is cleaned with oneLine.
+func fail(status measurev1.Status, format string, args ...any) *Failure {
+	return &Failure{Status: status, Message: oneLine(fmt.Sprintf(format, args...))}
+}
+
+// asFailure returns err as a *Failure, or a TOOL_ERROR Failure.
+func asFailure(err error) *Failure {
+	var f *Failure
+	if errors.As(err, &f) {
+		return f
+	}
+	return fail(measurev1.Status_STATUS_TOOL_ERROR, "%v", err)
+}
+
+// oneLine makes s fit for Result.message: valid UTF-8 with control
+// characters dropped, each line trimmed and runs of spaces folded, empty
+// lines dropped, lines joined by "; ", at most MaxMessageBytes (cut at a
+// rune boundary, "..." appended).
+func oneLine(s string) string {
+	s = strings.ToValidUTF8(s, "?")
+	var lines []string
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.Map(func(r rune) rune {
+			switch {
+			case r == '\t' || r == '\r':
+				return ' '
+			case unicode.IsControl(r):
+				return -1
+			}
+			return r
+		}, line)
+		line = strings.Join(strings.Fields(line), " ")
+		if line != "" {
+			lines = append(lines, line)
+		}
+	}
+	s = strings.Join(lines, "; ")
+	if len(s) <= MaxMessageBytes {
+		return s
+	}
+	cut := MaxMessageBytes - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// tail returns the last n lines of b that are not empty, for messages.
+func tail(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var keep []string
+	for i := len(lines) - 1; i >= 0 && len(keep) < n; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			keep = append([]string{l}, keep...)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// Words that tools print (strerror texts, as iperf3, curl -v and ping show
+// them, and iperf3's busy message) and the status each means. The first
+// match in this order wins.
+var textStatuses = []struct {
+	words  string
+	status measurev1.Status
+}{
+	{"busy", measurev1.Status_STATUS_BUSY},
+	{"connection refused", measurev1.Status_STATUS_REFUSED},
+	{"no route to host", measurev1.Status_STATUS_UNREACHABLE},
+	{"network is unreachable", measurev1.Status_STATUS_UNREACHABLE},
+	{"host is unreachable", measurev1.Status_STATUS_UNREACHABLE},
+	{"destination host unreachable", measurev1.Status_STATUS_UNREACHABLE},
+	{"destination net unreachable", measurev1.Status_STATUS_UNREACHABLE},
+	{"timed out", measurev1.Status_STATUS_TIMEOUT},
+	{"timeout was reached", measurev1.Status_STATUS_TIMEOUT},
+}
+
+// classifyText maps a tool's error words to a status, or returns
+// STATUS_UNSPECIFIED when the words say nothing known.
+func classifyText(s string) measurev1.Status {
+	s = strings.ToLower(s)
+	for _, t := range textStatuses {
+		if strings.Contains(s, t.words) {
+			return t.status
+		}
+	}
+	return measurev1.Status_STATUS_UNSPECIFIED
+}
+
+// runFailure maps what proc.Run returned when the run did not end on its
+// own: a missing program, a start error, or the context's end. It returns
+// nil when the tool exited by itself, even if ctx ended meanwhile: the
+// output is then parsed as usual.
+func runFailure(tool string, out proc.Output, err error) *Failure {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, proc.ErrNotFound):
+		return fail(measurev1.Status_STATUS_TOOL_MISSING, "%s: %v", tool, proc.ErrNotFound)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		if out.ExitCode >= 0 {
+			return nil
+		}
+		status, what := measurev1.Status_STATUS_TIMEOUT, "the deadline passed"
+		if errors.Is(err, context.Canceled) {
+			status, what = measurev1.Status_STATUS_CANCELED, "the run was canceled"
+		}
+		msg := fmt.Sprintf("%s before %s finished", what, tool)
+		if t := tail(append(append([]byte{}, out.Stdout...), out.Stderr...), 3); t != "" {
+			msg += "; its last words: " + t
+		}
+		return fail(status, "%s", msg)
+	default:
+		return fail(measurev1.Status_STATUS_TOOL_ERROR, "%s: %v", tool, err)
+	}
+}
+
+// ctxFailure is the failure of a test that could not start because ctx
+// had already ended, or nil if ctx is still live.
+func ctxFailure(ctx context.Context, what string) *Failure {
+	switch err := ctx.Err(); {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return fail(measurev1.Status_STATUS_TIMEOUT, "the deadline passed before %s started", what)
+	default:
+		return fail(measurev1.Status_STATUS_CANCELED, "the run was canceled before %s started", what)
+	}
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""derive.py writes the testdata/<tool>/derived_*.txt cases: garbled or
+truncated variants of real captures (see README.md). Run it from
+agent/runner/testdata after capture.sh: `python3 derive.py`."""
+import re
+
+
+def derive(src, dst, note, fn):
+    with open(src) as f:
+        s = f.read()
+    head, body = s.split('==> stdout <==\n', 1)
+    head = re.sub(r'^# .*\n', '# Derived by derive.py from %s (not a real capture); format in README.md.\n' % src, head)
+    head = re.sub(r'(?m)^note: .*$', 'note: DERIVED: ' + note, head)
+    stdout, stderr = body.rsplit('==> stderr <==\n', 1)
+    head, stdout, stderr = fn(head, stdout, stderr)
+    with open(dst, 'w') as f:
+        f.write(head + '==> stdout <==\n' + stdout + '==> stderr <==\n' + stderr)
+
+
+def sub1(pattern, repl, s):
+    out, n = re.subn(pattern, repl, s, count=1)
+    assert n == 1, pattern
+    return out
+
+
+# ping
+derive('ping/ok_loopback.txt', 'ping/derived_truncated_rtt.txt', 'output cut in the middle of the rtt line',
+       lambda h, o, e: (h, o[:o.index('rtt min') + 30] + '\n', e))
+derive('ping/ok_loopback.txt', 'ping/derived_garbled_rtt.txt', 'an rtt figure replaced by 1.2.3',
+       lambda h, o, e: (h, sub1(r'= [0-9.]+/', '= 1.2.3/', o), e))
+derive('ping/partial_loss.txt', 'ping/derived_duplicates.txt', '+2 duplicates added to the summary',
+       lambda h, o, e: (h, sub1(' received, ', ' received, +2 duplicates, ', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_more_received.txt', 'more replies than requests in the summary',
+       lambda h, o, e: (h, sub1('5 packets transmitted', '3 packets transmitted', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_empty.txt', 'no output at all, exit 1',
+       lambda h, o, e: (sub1('exit: 0', 'exit: 1', h), '', ''))
+derive('ping/ok_loopback.txt', 'ping/derived_huge_count.txt', 'a transmitted count that does not fit 32 bits',
+       lambda h, o, e: (h, sub1('5 packets transmitted', '99999999999 packets transmitted', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_canceled.txt', 'as if the run was canceled (SIGKILL, no summary)',
+       lambda h, o, e: (sub1('exit: 0', 'exit: -1', h) + 'error: canceled\n', o[:o.index('\n---')] + '\n', e))
+
+# qperf
+def drop_block(o, size_line):
+    return ''.join(b for b in re.split(r'(?m)^(?=tcp_bw:)', o) if size_line not in b)
+
+
+derive('qperf/tcp_bw_loop_sizes.txt', 'qperf/derived_loop_missing_size.txt', 'the 512-byte block removed',
+       lambda h, o, e: (h, drop_block(o, '512 bytes'), e))
+derive('qperf/tcp_bw_ok.txt', 'qperf/derived_unknown_unit.txt', 'bw unit replaced by XB/sec',
+       lambda h, o, e: (h, sub1(r'(?m)^(    bw .*) [A-Za-z]+/sec$', r'\1 XB/sec', o), e))
+derive('qperf/tcp_bw_ok.txt', 'qperf/derived_truncated_block.txt', 'block cut before its first value',
+       lambda h, o, e: (h, o.split('\n')[0] + '\n', e))
+derive('qperf/udp_bw_ok.txt', 'qperf/derived_udp_bw_nothing_received.txt', 'recv_bw set to 0 bytes/sec',
+       lambda h, o, e: (h, sub1(r'(?m)^(    recv_bw\s+=\s+)\S+ \S+$', r'\g<1>0 bytes/sec', o), e))
+derive('qperf/tcp_bw_ok.txt', 'qperf/derived_bits_per_sec.txt', 'bw printed in bits (as with -ub): 26.9 Gb/sec',
+       lambda h, o, e: (h, sub1(r'(?m)^(    bw\s+=\s+)\S+ \S+$', r'\g<1>26.9 Gb/sec', o), e))
+derive('qperf/tcp_lat_ok.txt', 'qperf/derived_wrong_size.txt', 'msg_size printed as 2 KiB (2,048), not the requested 1',
+       lambda h, o, e: (h, sub1(r'(?m)^(    msg_size\s+=\s+).*$', r'\g<1>2 KiB (2,048)', o), e))
+
+# iperf3
+derive('iperf3/tcp_ok.txt', 'iperf3/derived_truncated_json.txt', 'JSON cut in the middle of end',
+       lambda h, o, e: (h, o[:o.index('"sum_sent"') + 40] + '\n', e))
+derive('iperf3/tcp_ok.txt', 'iperf3/derived_no_end_sums.txt', 'end emptied, no error field',
+       lambda h, o, e: (h, o[:o.index('\n\t"end":')] + '\n\t"end": {}\n}\n', e))
+
+
+def negative_figure(h, o, e):
+    i = o.index('"sum_received"')
+    return h, o[:i] + sub1(r'"bits_per_second":\s*', '"bits_per_second": -', o[i:]), e
+
+
+derive('iperf3/tcp_ok.txt', 'iperf3/derived_negative_figure.txt', 'a negative bits_per_second in sum_received', negative_figure)
+
+
+def udp_all_lost(h, o, e):
+    i = o.index('"sum_received"')
+    r = o[i:]
+    r = sub1(r'"bytes":\s*\d+', '"bytes": 0', r)
+    r = sub1(r'"bits_per_second":\s*[0-9.e+]+', '"bits_per_second": 0', r)
+    packets = re.search(r'"packets":\s*(\d+)', r).group(1)
+    r = sub1(r'"lost_packets":\s*\d+', '"lost_packets": ' + packets, r)
+    r = sub1(r'"lost_percent":\s*[0-9.e+]+', '"lost_percent": 100', r)
+    return h, o[:i] + r, e
+
+
+derive('iperf3/udp_loss.txt', 'iperf3/derived_udp_all_lost.txt', 'receiver figures set to nothing received', udp_all_lost)
+derive('iperf3/tcp_ok.txt', 'iperf3/derived_not_json.txt', 'stdout replaced by text, no stderr',
+       lambda h, o, e: (h, 'Connecting to host 127.0.0.1, port 30801\n', e))
+
+# curl
+derive('curl/ok_200.txt', 'curl/derived_truncated_w.txt', 'the -w block cut after time_connect',
+       lambda h, o, e: (h, o[:o.index('time_appconnect')], e))
+derive('curl/ok_200.txt', 'curl/derived_no_marker.txt', 'stdout empty, exit 0',
+       lambda h, o, e: (h, '', e))
+derive('curl/ok_200.txt', 'curl/derived_garbled_time.txt', 'time_total replaced by -1',
+       lambda h, o, e: (h, sub1(r'(?m)^time_total=.*$', 'time_total=-1', o), e))
+derive('curl/ok_200.txt', 'curl/derived_http_500.txt', 'http_code replaced by 500',
+       lambda h, o, e: (h, sub1(r'(?m)^http_code=.*$', 'http_code=500', o), e))
+derive('curl/refused.txt', 'curl/derived_refused_quiet.txt', 'refused without the -v lines (curl 7.88 alone does not say why)',
+       lambda h, o, e: (h, o, ''.join(l for l in e.splitlines(True) if not l.startswith('*'))))

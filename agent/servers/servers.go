@@ -1,0 +1,273 @@
+// Package servers owns the test servers an agent starts on the
+// coordinator's orders (iperf3 and qperf, in the host or the pod network):
+// one per test, on a pinned port, never shared by two tests, ready (its port
+// listening) before Start returns, and killed with its process group on
+// Stop, on its lifetime's end, or on StopAll.
+package servers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/agent/runner"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// Errors of Start and Stop; match with errors.Is.
+var (
+	// ErrBusy: another test's server holds the port.
+	ErrBusy = errors.New("server busy")
+	// ErrUnknown: no server was started for that test ID.
+	ErrUnknown = errors.New("no server for this test")
+	// ErrNotReady: the server did not listen in time or exited first.
+	ErrNotReady = errors.New("server not ready")
+)
+
+// Ports are the pinned ports of the servers; both networks use the same.
+type Ports struct {
+	// Iperf3 is iperf3's port (-p); zero means 5201.
+	Iperf3 uint32
+	// Qperf is qperf's listen port (-lp); zero means 19765.
+	Qperf uint32
+	// QperfData is qperf's data port (-ip) that clients ask for; zero means 19766.
+	QperfData uint32
+}
+
+// Config configures New.
+type Config struct {
+	// NetNS is the namespace path per network; "" is the agent's own.
+	NetNS map[measurev1.Network]string
+	// Ports are the pinned ports.
+	Ports Ports
+	// MaxLifetime kills a server nobody stopped; zero means 10 min.
+	MaxLifetime time.Duration
+	// Logger receives server events; nil means discard.
+	Logger *slog.Logger
+}
+
+// Manager starts and stops servers. It is safe for concurrent use.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	byTest map[string]*server
+	byPort map[portKey]string // -> test ID
+}
+
+type portKey struct {
+	network measurev1.Network
+	port    uint32
+}
+
+type server struct {
+	key    portKey
+	proc   *proc.Process
+	cancel context.CancelFunc
+}
+
+// New returns a Manager with no server running.
+func New(cfg Config) *Manager {
+	if cfg.Ports.Iperf3 == 0 {
+		cfg.Ports.Iperf3 = 5201
+	}
+	if cfg.Ports.Qperf == 0 {
+		cfg.Ports.Qperf = 19765
+	}
+	if cfg.Ports.QperfData == 0 {
+		cfg.Ports.QperfData = 19766
+	}
+	if cfg.MaxLifetime == 0 {
+		cfg.MaxLifetime = 10 * time.Minute
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{cfg: cfg, log: log, byTest: map[string]*server{}, byPort: map[portKey]string{}}
+}
+
+// Started describes a listening server.
+type Started struct {
+	// Port is the listen port; DataPort is qperf's data port (0 for iperf3).
+	Port, DataPort uint32
+}
+
+// Start starts tool's server for testID in network and returns once its
+// port listens (or ctx ends). Errors wrap ErrBusy (the port is another
+// test's), ErrNotReady (with the tool's own message), proc.ErrNotFound, or
+// say which argument was refused.
+func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool, network measurev1.Network) (Started, error) {
+	ns, ok := m.cfg.NetNS[network]
+	if !ok {
+		return Started{}, fmt.Errorf("network %v is not served by this agent", network)
+	}
+	var st Started
+	switch tool {
+	case measurev1.Tool_TOOL_IPERF3:
+		st = Started{Port: m.cfg.Ports.Iperf3}
+	case measurev1.Tool_TOOL_QPERF:
+		st = Started{Port: m.cfg.Ports.Qperf, DataPort: m.cfg.Ports.QperfData}
+	default:
+		return Started{}, fmt.Errorf("tool %v has no server", tool)
+	}
+	cmd, err := runner.ServerCommand(tool, st.Port, st.DataPort, ns)
+	if err != nil {
+		return Started{}, err
+	}
+	key := portKey{network: network, port: st.Port}
+
+	m.mu.Lock()
+	if _, dup := m.byTest[testID]; dup {
+		m.mu.Unlock()
+		return Started{}, fmt.Errorf("test %q already has a server", testID)
+	}
+	if owner, busy := m.byPort[key]; busy {
+		m.mu.Unlock()
+		return Started{}, fmt.Errorf("%w: port %d in the %v network serves test %q", ErrBusy, key.port, network, owner)
+	}
+	m.byPort[key] = testID // reserved while starting
+	m.mu.Unlock()
+
+	lifeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.MaxLifetime)
+	p, err := proc.Start(lifeCtx, cmd)
+	if err == nil {
+		err = waitListening(ctx, p, st.Port)
+		if err != nil {
+			_ = p.Stop()
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		cancel()
+		delete(m.byPort, key)
+		return Started{}, err
+	}
+	s := &server{key: key, proc: p, cancel: cancel}
+	m.byTest[testID] = s
+	m.log.Info("server started", "test_id", testID, "cmd", cmd.String(), "pid", p.Pid())
+	go m.reap(testID, s) // owner: Manager; ends when the process exits
+	return st, nil
+}
+
+// reap forgets a server once its process has exited (iperf3 -1 exits after
+// one test; a lifetime's end kills it).
+func (m *Manager) reap(testID string, s *server) {
+	<-s.proc.Done()
+	s.cancel()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byTest[testID] == s {
+		delete(m.byTest, testID)
+		delete(m.byPort, s.key)
+	}
+}
+
+// Stop kills testID's server and its children and waits until they are
+// gone. A server that already exited is fine; an unknown test wraps
+// ErrUnknown.
+func (m *Manager) Stop(testID string) error {
+	m.mu.Lock()
+	s, ok := m.byTest[testID]
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("test %q: %w", testID, ErrUnknown)
+	}
+	err := s.proc.Stop()
+	s.cancel()
+	m.mu.Lock()
+	if m.byTest[testID] == s {
+		delete(m.byTest, testID)
+		delete(m.byPort, s.key)
+	}
+	m.mu.Unlock()
+	m.log.Info("server stopped", "test_id", testID, "pid", s.proc.Pid())
+	return err
+}
+
+// StopAll stops every server; the agent calls it when a session ends and
+// on shutdown.
+func (m *Manager) StopAll() {
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.byTest))
+	for id := range m.byTest {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	for _, id := range ids {
+		_ = m.Stop(id)
+	}
+}
+
+// Running returns how many servers run.
+func (m *Manager) Running() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byTest)
+}
+
+// waitListening polls the server's own view of TCP sockets
+// (/proc/PID/net/tcp and tcp6, which show the process's network namespace)
+// until port is in LISTEN state, the process exits, or ctx ends.
+func waitListening(ctx context.Context, p *proc.Process, port uint32) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if listening(p.Pid(), port) {
+			return nil
+		}
+		select {
+		case <-p.Done():
+			out := p.Output()
+			msg := strings.TrimSpace(string(out.Stderr) + " " + string(out.Stdout))
+			return fmt.Errorf("%w: exited with code %d before listening on %d: %s", ErrNotReady, out.ExitCode, port, msg)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: not listening on %d: %w", ErrNotReady, port, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// listening reports whether pid itself holds a TCP socket in LISTEN state
+// on port: another process listening there (a leftover server) does not
+// count.
+func listening(pid int, port uint32) bool {
+	want := fmt.Sprintf(":%04X", port)
+	inodes := map[string]bool{}
+	for _, f := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/" + f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			fields := strings.Fields(line)
+			if len(fields) > 9 && fields[3] == "0A" && strings.HasSuffix(fields[1], want) {
+				inodes["socket:["+fields[9]+"]"] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return false
+	}
+	fdDir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if link, err := os.Readlink(fdDir + "/" + fd.Name()); err == nil && inodes[link] {
+			return true
+		}
+	}
+	return false
+}

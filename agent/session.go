@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/version"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// errCoordinatorSilent ends a session whose coordinator sent nothing for
+// its heartbeat timeout.
+var errCoordinatorSilent = errors.New("no message from the coordinator within the heartbeat timeout")
+
+// register builds the Register message.
+func (a *Agent) register(ctx context.Context) *agentv1.Register {
+	reg := &agentv1.Register{
+		NodeName: a.cfg.NodeName, AgentVersion: version.Version, ProtocolVersion: protocol.Version,
+		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: a.cfg.HostIP.String()}},
+		Tools:     a.runner.Tools(ctx),
+	}
+	if a.cfg.PodIP.IsValid() {
+		reg.Addresses = append(reg.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: a.cfg.PodIP.String()})
+	}
+	if a.cfg.ServiceIP.IsValid() {
+		reg.ServiceIp = a.cfg.ServiceIP.String()
+	}
+	return reg
+}
+
+// session runs one stream: register, then heartbeats and work until the
+// stream fails, the coordinator goes silent, or ctx ends. Work still
+// running when the session ends is canceled and every server is stopped:
+// nobody would ask to stop them.
+func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stream, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
+	if err != nil {
+		return fmt.Errorf("open stream: %w", err)
+	}
+	if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: a.register(ctx)}}); err != nil {
+		return fmt.Errorf("send register: %w", err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err // keeps the gRPC status: a refusal is final for connectLoop
+	}
+	registered := first.GetRegistered()
+	if registered == nil {
+		return fmt.Errorf("coordinator answered the registration with %T, not Registered", first.GetMsg())
+	}
+	interval := registered.GetHeartbeatInterval().AsDuration()
+	timeout := registered.GetHeartbeatTimeout().AsDuration()
+	if interval <= 0 || timeout <= interval {
+		return fmt.Errorf("coordinator sent heartbeat interval %v and timeout %v: want 0 < interval < timeout", interval, timeout)
+	}
+	a.log.Info("registered with the coordinator", "coordinator_version", registered.GetCoordinatorVersion(), "heartbeat_interval", interval)
+
+	out := make(chan *agentv1.ConnectRequest, 16)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel(err)
+		wg.Wait()
+		a.servers.StopAll()
+	}()
+	wg.Add(1)
+	go func() { // owner: session; ends with ctx
+		defer wg.Done()
+		a.sendLoop(ctx, stream, out, interval, cancel)
+	}()
+	watchdog := time.AfterFunc(timeout, func() { cancel(errCoordinatorSilent) })
+	defer watchdog.Stop()
+
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if cause := context.Cause(ctx); cause != nil {
+				return cause
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		watchdog.Reset(timeout)
+		switch msg := m.GetMsg().(type) {
+		case *agentv1.ConnectResponse_Work:
+			wg.Add(1)
+			go func() { // owner: session; bounded by the work's deadline and ctx
+				defer wg.Done()
+				r := a.handle(ctx, msg.Work)
+				select {
+				case out <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}}:
+				case <-ctx.Done():
+				}
+			}()
+		case *agentv1.ConnectResponse_Endpoints:
+			a.targets.setEndpoints(msg.Endpoints)
+		case *agentv1.ConnectResponse_Heartbeat, *agentv1.ConnectResponse_Registered:
+		default:
+			a.log.Warn("unknown message from the coordinator", "type", fmt.Sprintf("%T", msg))
+		}
+	}
+}
+
+// sendLoop is the only sender on the stream: queued messages and a
+// heartbeat every interval.
+func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[agentv1.ConnectRequest, agentv1.ConnectResponse],
+	out <-chan *agentv1.ConnectRequest, interval time.Duration, cancel context.CancelCauseFunc) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		var m *agentv1.ConnectRequest
+		select {
+		case <-ctx.Done():
+			return
+		case m = <-out:
+		case <-tick.C:
+			m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}
+		}
+		if err := stream.Send(m); err != nil {
+			cancel(fmt.Errorf("send: %w", err))
+			return
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/agent/servers"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// maxWorkTime caps any work's deadline, whatever the coordinator asks.
+const maxWorkTime = 15 * time.Minute
+
+// handle carries out one Work and always answers it.
+func (a *Agent) handle(ctx context.Context, w *agentv1.Work) *agentv1.WorkResult {
+	res := &agentv1.WorkResult{TestId: w.GetTestId()}
+	fail := func(st measurev1.Status, format string, args ...any) *agentv1.WorkResult {
+		res.Status, res.Message = st, fmt.Sprintf(format, args...)
+		return res
+	}
+	// The outcome kind tells the coordinator which action this answers, so
+	// set it first, also for failures.
+	switch w.GetAction().(type) {
+	case *agentv1.Work_StartServer:
+		res.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{}}
+	case *agentv1.Work_RunClient:
+		res.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}
+	case *agentv1.Work_StopServer:
+		res.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
+	default:
+		return fail(measurev1.Status_STATUS_INVALID, "work %q has no action", w.GetTestId())
+	}
+	if w.GetTestId() == "" {
+		return fail(measurev1.Status_STATUS_INVALID, "work has no test_id")
+	}
+	if w.GetDeadline() == nil {
+		return fail(measurev1.Status_STATUS_INVALID, "work %q has no deadline", w.GetTestId())
+	}
+	deadline := w.GetDeadline().AsTime()
+	if limit := time.Now().Add(maxWorkTime); deadline.After(limit) {
+		deadline = limit
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	log := a.log.With("test_id", w.GetTestId())
+
+	switch act := w.GetAction().(type) {
+	case *agentv1.Work_StartServer:
+		st, err := a.startServer(ctx, w.GetTestId(), act.StartServer)
+		if err != nil {
+			log.Warn("start server", "tool", act.StartServer.GetTool(), "err", err)
+			return fail(serverStatus(err), "%v", err)
+		}
+		res.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: st}
+	case *agentv1.Work_StopServer:
+		if err := a.servers.Stop(w.GetTestId()); err != nil && !errors.Is(err, servers.ErrUnknown) {
+			return fail(measurev1.Status_STATUS_SERVER_ERROR, "%v", err)
+		}
+	case *agentv1.Work_RunClient:
+		results := a.runClient(ctx, act.RunClient)
+		res.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: results}}
+		for _, r := range results {
+			if r.GetStatus() != measurev1.Status_STATUS_OK {
+				log.Info("client failed", "status", r.GetStatus(), "message", r.GetMessage())
+				return fail(r.GetStatus(), "%s", r.GetMessage())
+			}
+		}
+	}
+	res.Status = measurev1.Status_STATUS_OK
+	return res
+}
+
+func (a *Agent) startServer(ctx context.Context, testID string, s *agentv1.StartServer) (*agentv1.ServerStarted, error) {
+	if s.GetTool() == measurev1.Tool_TOOL_CURL {
+		// The HTTP target is always up on every network the agent serves.
+		if _, ok := a.cfg.netNS()[s.GetNetwork()]; !ok {
+			return nil, fmt.Errorf("network %v is not served by this agent", s.GetNetwork())
+		}
+		return &agentv1.ServerStarted{Port: a.cfg.HTTPPort}, nil
+	}
+	st, err := a.servers.Start(ctx, testID, s.GetTool(), s.GetNetwork())
+	if err != nil {
+		return nil, err
+	}
+	return &agentv1.ServerStarted{Port: st.Port, DataPort: st.DataPort, ToolVersion: a.toolVersion(ctx, s.GetTool())}, nil
+}
+
+// toolVersion is the version line the runner detected for tool, or "".
+func (a *Agent) toolVersion(ctx context.Context, tool measurev1.Tool) string {
+	for _, t := range a.runner.Tools(ctx) {
+		if t.GetTool() == tool {
+			return t.GetVersion()
+		}
+	}
+	return ""
+}
+
+func serverStatus(err error) measurev1.Status {
+	switch {
+	case errors.Is(err, servers.ErrBusy):
+		return measurev1.Status_STATUS_BUSY
+	case errors.Is(err, proc.ErrNotFound):
+		return measurev1.Status_STATUS_TOOL_MISSING
+	case errors.Is(err, context.DeadlineExceeded):
+		return measurev1.Status_STATUS_TIMEOUT
+	}
+	return measurev1.Status_STATUS_SERVER_ERROR
+}
+
+// runClient checks the target and runs the client, at most MaxClients at once.
+func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measurev1.Result {
+	refuse := func(st measurev1.Status, format string, args ...any) []*measurev1.Result {
+		return []*measurev1.Result{{Spec: rc.GetSpec(), Status: st, Message: fmt.Sprintf(format, args...), TargetAddress: rc.GetTargetIp()}}
+	}
+	target, err := netip.ParseAddr(rc.GetTargetIp())
+	if err != nil {
+		return refuse(measurev1.Status_STATUS_INVALID, "target_ip %q: %v", rc.GetTargetIp(), err)
+	}
+	if !a.targets.allowed(target) {
+		return refuse(measurev1.Status_STATUS_INVALID, "target_ip %s is neither a registered endpoint nor in the allowlist", target)
+	}
+	select {
+	case a.clients <- struct{}{}:
+		defer func() { <-a.clients }()
+	case <-ctx.Done():
+		return refuse(measurev1.Status_STATUS_TIMEOUT, "no free client slot before the deadline (%d clients running)", cap(a.clients))
+	}
+	return a.runner.Run(ctx, rc)
+}
+
+// targets is the set of addresses clients may send to: every registered
+// endpoint (from the coordinator's Endpoints) and the allowlisted CIDRs.
+type targets struct {
+	allow []netip.Prefix
+
+	mu        sync.RWMutex
+	endpoints map[netip.Addr]bool
+}
+
+func newTargets(allow []netip.Prefix) *targets {
+	return &targets{allow: allow, endpoints: map[netip.Addr]bool{}}
+}
+
+func (t *targets) setEndpoints(ep *agentv1.Endpoints) {
+	m := map[netip.Addr]bool{}
+	for _, n := range ep.GetNodes() {
+		ips := []string{n.GetServiceIp()}
+		for _, a := range n.GetAddresses() {
+			ips = append(ips, a.GetIp())
+		}
+		for _, s := range ips {
+			if ip, err := netip.ParseAddr(s); err == nil {
+				m[ip] = true
+			}
+		}
+	}
+	t.mu.Lock()
+	t.endpoints = m
+	t.mu.Unlock()
+}
+
+func (t *targets) allowed(ip netip.Addr) bool {
+	t.mu.RLock()
+	ok := t.endpoints[ip]
+	t.mu.RUnlock()
+	if ok {
+		return true
+	}
+	for _, p := range t.allow {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,91 @@
+// Command agent is meshperf's node agent (a DaemonSet on hostNetwork, or a
+// process in a lab node's namespace): it registers with the coordinator and
+// runs tests on its orders. See package agent.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshperf/meshperf/agent"
+	"github.com/meshperf/meshperf/internal/version"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var (
+		cfg                    agent.Config
+		hostIP, podIP, service string
+		allow                  []string
+		logLevel               string
+	)
+	cmd := &cobra.Command{
+		Use:           "agent",
+		Short:         "meshperf agent: runs network tests on this node on the coordinator's orders",
+		Version:       version.Version,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: %w", logLevel, err)
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+			var err error
+			for _, a := range []struct {
+				flag, v string
+				dst     *netip.Addr
+			}{{"host-ip", hostIP, &cfg.HostIP}, {"pod-ip", podIP, &cfg.PodIP}, {"service-ip", service, &cfg.ServiceIP}} {
+				if a.v == "" {
+					continue
+				}
+				if *a.dst, err = netip.ParseAddr(a.v); err != nil {
+					return fmt.Errorf("--%s %q: %w", a.flag, a.v, err)
+				}
+			}
+			for _, s := range allow {
+				p, err := netip.ParsePrefix(s)
+				if err != nil {
+					return fmt.Errorf("--allow-target %q: %w", s, err)
+				}
+				cfg.AllowTargets = append(cfg.AllowTargets, p)
+			}
+			return agent.Run(cmd.Context(), cfg)
+		},
+	}
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	f := cmd.Flags()
+	f.StringVar(&cfg.Coordinator, "coordinator", "", `coordinator gRPC address: "host:port" or "unix:///path" (required)`)
+	f.StringVar(&cfg.NodeName, "node", os.Getenv("NODE_NAME"), "node name (default $NODE_NAME)")
+	f.StringVar(&hostIP, "host-ip", os.Getenv("HOST_IP"), "node's host network IP (default $HOST_IP)")
+	f.StringVar(&podIP, "pod-ip", "", "IP of this node's pod endpoint")
+	f.StringVar(&cfg.PodNetNS, "pod-netns", "", "network namespace of the pod endpoint: /proc/PID/ns/net or /run/netns/NAME")
+	f.StringVar(&service, "service-ip", "", "ClusterIP that fronts this node's pod endpoint")
+	f.Uint32Var(&cfg.HTTPPort, "http-port", 8080, "port of the HTTP target on each network")
+	f.Uint32Var(&cfg.Ports.Iperf3, "iperf3-port", 5201, "iperf3 server port")
+	f.Uint32Var(&cfg.Ports.Qperf, "qperf-port", 19765, "qperf listen port")
+	f.Uint32Var(&cfg.Ports.QperfData, "qperf-data-port", 19766, "qperf data port")
+	f.StringSliceVar(&allow, "allow-target", nil, "extra CIDR that tests may target besides registered endpoints (repeatable)")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	_ = cmd.MarkFlagRequired("coordinator")
+	cmd.SetArgs(args)
+	return cmd.ExecuteContext(ctx)
+}

@@ -1,0 +1,41 @@
+// Command meshlab builds, inspects and removes the network-namespace lab
+// that meshperf runs on without Kubernetes (see package deploy/lab), and runs
+// the demo: the full mesh on that lab (see package deploy/lab/cluster).
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/meshperf/meshperf/deploy/lab/cluster"
+	"github.com/meshperf/meshperf/deploy/lab/labcli"
+)
+
+func main() {
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil:
+	case errors.Is(err, cluster.ErrDemoFailed):
+		os.Exit(1) // the verdict line was the last word
+	default:
+		slog.New(slog.NewTextHandler(os.Stderr, nil)).Error("meshlab failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run executes the meshlab command line args until it finishes or SIGINT or
+// SIGTERM arrives (which cancels the context the commands run with).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cmd := labcli.NewCommand(cluster.NewDemoCommand())
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	return cmd.ExecuteContext(ctx)
+}

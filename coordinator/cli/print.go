@@ -1,0 +1,289 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// listAll pages through ListResults until the end or limit results.
+func listAll(ctx context.Context, o *options, client meshv1.MeshServiceClient, req *meshv1.ListResultsRequest, limit int) ([]*measurev1.Result, error) {
+	var out []*measurev1.Result
+	for {
+		callCtx, cancel := o.call(ctx)
+		resp, err := client.ListResults(callCtx, req)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("list results: %w", err)
+		}
+		out = append(out, resp.GetResults()...)
+		if resp.GetNextPageToken() == "" || limit > 0 && len(out) >= limit {
+			break
+		}
+		req.PageToken = resp.GetNextPageToken()
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// printRun prints a finished run: a row per pair and path, failures, and the
+// verdict line last. It returns an *ExitError if a pair-path failed.
+func printRun(ctx context.Context, o *options, client meshv1.MeshServiceClient, runID string) error {
+	callCtx, cancel := o.call(ctx)
+	resp, err := client.GetRun(callCtx, &meshv1.GetRunRequest{RunId: runID})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("get run: %w", err)
+	}
+	run := resp.GetRun()
+	results, err := listAll(ctx, o, client, &meshv1.ListResultsRequest{RunId: runID}, 0)
+	if err != nil {
+		return err
+	}
+	rows := report.Build(run, results)
+	if o.output == "json" {
+		if err := o.printJSON(&meshv1.WatchRunResponse{Run: run, Results: results}); err != nil {
+			return err
+		}
+	} else {
+		printPairPaths(o, run, rows)
+	}
+	line := report.SummaryLine(rows)
+	out := o.stdout
+	if o.output == "json" {
+		out = o.stderr // keep stdout one JSON document
+	}
+	fmt.Fprintln(out, line)
+	if ok, total := report.Summary(rows); ok != total || run.GetState() == measurev1.RunState_RUN_STATE_INTERRUPTED {
+		return &ExitError{Code: 1, Err: fmt.Errorf("run %s: %s (%s)", runID, line, report.StateName(run.GetState()))}
+	}
+	return nil
+}
+
+func printPairPaths(o *options, run *measurev1.Run, rows []*report.PairPath) {
+	cols := report.Columns(rows)
+	fmt.Fprintf(o.stdout, "run %s  %s  %s\n\n", run.GetRunId(), report.StateName(run.GetState()), runTimes(run))
+	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+	head := []string{"SRC", "DST", "PATH"}
+	for _, c := range cols {
+		head = append(head, report.ColumnTitle(c))
+	}
+	fmt.Fprintln(tw, strings.Join(append(head, "VERDICT"), "\t"))
+	for _, p := range rows {
+		cells := []string{p.Src, p.Dst, testspec.PathName(p.Path)}
+		for _, c := range cols {
+			cells = append(cells, p.Cell(c))
+		}
+		verdict := "OK"
+		if !p.OK() {
+			verdict = "FAILED"
+		}
+		fmt.Fprintln(tw, strings.Join(append(cells, verdict), "\t"))
+	}
+	_ = tw.Flush()
+	var problems []string
+	for _, p := range rows {
+		for _, pr := range p.Problems() {
+			problems = append(problems, fmt.Sprintf("  %s -> %s %s: %s", p.Src, p.Dst, testspec.PathName(p.Path), pr))
+		}
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(o.stdout, "\nfailures:\n%s\n", strings.Join(problems, "\n"))
+	}
+	fmt.Fprintln(o.stdout)
+}
+
+func runTimes(run *measurev1.Run) string {
+	start := run.GetCreateTime().AsTime()
+	s := start.Local().Format(time.DateTime)
+	if run.GetEndTime() != nil {
+		s += fmt.Sprintf("  took %s", run.GetEndTime().AsTime().Sub(start).Round(100*time.Millisecond))
+	}
+	return s
+}
+
+type resultsFlags struct {
+	src, dst, test, path, run string
+	since, until              string
+	limit                     int
+}
+
+func newResultsCommand(o *options) *cobra.Command {
+	var rf resultsFlags
+	cmd := &cobra.Command{
+		Use:   "results",
+		Short: "List stored results, filtered by node pair, path, test, run and time",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req, err := rf.request(time.Now())
+			if err != nil {
+				return err
+			}
+			client, closeConn, err := o.dial()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			results, err := listAll(cmd.Context(), o, client, req, rf.limit)
+			if err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return o.printJSON(&meshv1.ListResultsResponse{Results: results})
+			}
+			printResults(o, results)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&rf.src, "src", "", "source node")
+	f.StringVar(&rf.dst, "dst", "", "destination node")
+	f.StringVar(&rf.test, "test", "", "test: "+strings.Join(testNames(), ", "))
+	f.StringVar(&rf.path, "path", "", "path: "+strings.Join(pathNames(), ", "))
+	f.StringVar(&rf.run, "run", "", "run ID")
+	f.StringVar(&rf.since, "since", "", "results that started at or after this: a duration ago (1h30m) or RFC 3339 time")
+	f.StringVar(&rf.until, "until", "", "results that started before this: a duration ago or RFC 3339 time")
+	f.IntVar(&rf.limit, "limit", 1000, "most results to print (0: all)")
+	return cmd
+}
+
+func (rf *resultsFlags) request(now time.Time) (*meshv1.ListResultsRequest, error) {
+	req := &meshv1.ListResultsRequest{SrcNode: rf.src, DstNode: rf.dst, RunId: rf.run}
+	if rf.test != "" {
+		t, err := testspec.ParseTest(rf.test)
+		if err != nil {
+			return nil, fmt.Errorf("--test: %w", err)
+		}
+		req.Test = t
+	}
+	if rf.path != "" {
+		p, err := testspec.ParsePath(rf.path)
+		if err != nil {
+			return nil, fmt.Errorf("--path: %w", err)
+		}
+		req.Path = p
+	}
+	for _, b := range []struct {
+		flag, v string
+		dst     **timestamppb.Timestamp
+	}{{"since", rf.since, &req.StartTime}, {"until", rf.until, &req.EndTime}} {
+		if b.v == "" {
+			continue
+		}
+		t, err := parseTime(b.v, now)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", b.flag, err)
+		}
+		*b.dst = timestamppb.New(t)
+	}
+	if rf.limit < 0 {
+		return nil, fmt.Errorf("--limit %d: want 0 or more", rf.limit)
+	}
+	return req, nil
+}
+
+// parseTime reads "1h30m" (that long before now) or an RFC 3339 time.
+func parseTime(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%q: a duration ago must not be negative", s)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither a duration (1h30m) nor an RFC 3339 time (2026-11-30T12:00:00Z)", s)
+	}
+	return t, nil
+}
+
+func printResults(o *options, results []*measurev1.Result) {
+	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "START\tSRC\tDST\tPATH\tTEST\tSTATUS\tVALUE\tRUN\tMESSAGE")
+	for _, r := range results {
+		value := "-"
+		if r.GetStatus() == measurev1.Status_STATUS_OK {
+			value = report.FormatHeadline(r.GetSpec().GetTest(), report.Headline(r))
+			if size := r.GetQperf().GetMsgSizeBytes(); size > 0 {
+				value += " @" + report.FormatBytes(size)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.GetStartTime().AsTime().Local().Format("2006-01-02 15:04:05.000"), r.GetSrcNode(), r.GetDstNode(),
+			testspec.PathName(r.GetPath()), testspec.Name(r.GetSpec().GetTest()), report.StatusName(r.GetStatus()),
+			value, r.GetRunId(), oneLine(r.GetMessage(), 80))
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(o.stdout, "%d results\n", len(results))
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n-3] + "..."
+	}
+	return s
+}
+
+func newAgentsCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "agents",
+		Short: "List the agents the coordinator knows, connected or not",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, closeConn, err := o.dial()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			ctx, cancel := o.call(cmd.Context())
+			defer cancel()
+			resp, err := client.ListAgents(ctx, &meshv1.ListAgentsRequest{})
+			if err != nil {
+				return fmt.Errorf("list agents: %w", err)
+			}
+			if o.output == "json" {
+				return o.printJSON(resp)
+			}
+			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tCONNECTED\tHOST IP\tPOD IP\tSERVICE IP\tVERSION\tLAST SEEN\tTOOLS")
+			for _, a := range resp.GetAgents() {
+				ips := map[measurev1.Network]string{}
+				for _, ad := range a.GetAddresses() {
+					ips[ad.GetNetwork()] = ad.GetIp()
+				}
+				var tools []string
+				for _, t := range a.GetTools() {
+					v := t.GetVersion()
+					if v == "" {
+						v = "missing"
+					}
+					tools = append(tools, v)
+				}
+				fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), a.GetConnected(),
+					dash(ips[measurev1.Network_NETWORK_HOST]), dash(ips[measurev1.Network_NETWORK_POD]), dash(a.GetServiceIp()),
+					a.GetAgentVersion(), a.GetLastSeenTime().AsTime().Local().Format(time.DateTime), strings.Join(tools, "; "))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

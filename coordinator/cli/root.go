@@ -1,0 +1,145 @@
+// Package cli is the coordinator's command line (cobra): `serve` runs the
+// daemon; `trigger`, `results` and `agents` are clients of its MeshService,
+// over the unix socket by default. Tables go to stdout, progress and logs to
+// stderr; `-o json` prints protojson for scripts.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshperf/meshperf/internal/testspec"
+	"github.com/meshperf/meshperf/internal/version"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// DefaultSocket is where `serve` listens and the clients dial by default.
+const DefaultSocket = "/run/meshperf/coordinator.sock"
+
+// ExitError carries a process exit code: `trigger` returns one with code 1
+// when a pair-path failed, after printing its report and verdict, so the
+// caller exits with Code without printing more.
+type ExitError struct {
+	// Code is the exit status.
+	Code int
+	// Err says why.
+	Err error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// options are the flags every client command shares.
+type options struct {
+	address  string
+	output   string
+	timeout  time.Duration
+	logLevel string
+	stdout   io.Writer
+	stderr   io.Writer
+}
+
+// NewCommand returns the `coordinator` root command writing to stdout and
+// stderr.
+func NewCommand(stdout, stderr io.Writer) *cobra.Command {
+	o := &options{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "coordinator",
+		Short:         "meshperf coordinator: schedules full-mesh network tests and keeps their results",
+		Version:       version.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.StringVar(&o.address, "coordinator", "unix://"+DefaultSocket, `coordinator to talk to: "unix:///path" or "host:port"`)
+	pf.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	pf.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each API call (trigger waits for the run regardless)")
+	pf.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	root.AddCommand(newServeCommand(o), newTriggerCommand(o), newResultsCommand(o), newAgentsCommand(o))
+	return root
+}
+
+func (o *options) logger() (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", o.logLevel, err)
+	}
+	return slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: lvl})), nil
+}
+
+func (o *options) checkOutput() error {
+	if o.output != "table" && o.output != "json" {
+		return fmt.Errorf("--output %q: want table or json", o.output)
+	}
+	return nil
+}
+
+// dial connects to the coordinator's MeshService.
+func (o *options) dial() (meshv1.MeshServiceClient, func(), error) {
+	if err := o.checkOutput(); err != nil {
+		return nil, nil, err
+	}
+	conn, err := grpc.NewClient(o.address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("coordinator address %q: %w", o.address, err)
+	}
+	return meshv1.NewMeshServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+// call bounds one API call with --timeout.
+func (o *options) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, o.timeout)
+}
+
+// printJSON writes m as indented protojson.
+func (o *options) printJSON(m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	_, err = fmt.Fprintln(o.stdout, string(b))
+	return err
+}
+
+// splitList splits comma-separated flag values and drops empty items.
+func splitList(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// testNames lists every test's CLI name.
+func testNames() []string {
+	var out []string
+	for _, t := range testspec.Tests() {
+		out = append(out, testspec.Name(t))
+	}
+	return out
+}
+
+// pathNames lists every path's CLI name.
+func pathNames() []string {
+	var out []string
+	for _, p := range testspec.Paths() {
+		out = append(out, testspec.PathName(p))
+	}
+	return out
+}

@@ -1,0 +1,32 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshperf/meshperf/coordinator"
+)
+
+func newServeCommand(o *options) *cobra.Command {
+	var cfg coordinator.Config
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the coordinator: accept agents, run tests, keep results",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := o.logger()
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			return coordinator.Run(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.ListenAddress, "listen", ":7700", `TCP address for agents and remote users ("" for none)`)
+	f.StringVar(&cfg.SocketPath, "socket", DefaultSocket, `unix socket for the local CLI ("" for none)`)
+	f.StringVar(&cfg.DBPath, "db", "/var/lib/meshperf/meshperf.db", "bbolt file that keeps every result (created with mode 0600)")
+	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "agent heartbeat period; an agent silent for 10 periods is dropped")
+	return cmd
+}

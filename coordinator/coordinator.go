@@ -1,0 +1,176 @@
+// Package coordinator wires the coordinator's parts into a daemon: the
+// bbolt store, the agent registry, the run manager and one gRPC server that
+// serves AgentService and MeshService on a TCP listener (for agents and
+// remote users) and on a unix socket (for the CLI on the same machine).
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/coordinator/runs"
+	"github.com/meshperf/meshperf/coordinator/server"
+	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/version"
+)
+
+// Config configures Run.
+type Config struct {
+	// ListenAddress is the TCP address for agents and remote users, e.g.
+	// "0.0.0.0:7700"; empty means no TCP listener.
+	ListenAddress string
+	// SocketPath is the unix socket for the local CLI, created with mode
+	// 0600 (a stale file is replaced); empty means no socket.
+	SocketPath string
+	// DBPath is the bbolt file.
+	DBPath string
+	// HeartbeatInterval is the agents' heartbeat period; zero means 1 s.
+	HeartbeatInterval time.Duration
+	// ShutdownTimeout bounds the graceful stop; zero means 5 s.
+	ShutdownTimeout time.Duration
+	// Logger receives everything; nil means discard.
+	Logger *slog.Logger
+	// Ready, if set, is called once every listener is up.
+	Ready func()
+}
+
+// Run serves until ctx ends, then stops gracefully: it marks itself not
+// serving, interrupts the runs in progress (stopping their servers), ends
+// the agent sessions and stops the gRPC server. It returns the first
+// listener or store error, or nil after a clean stop.
+func Run(ctx context.Context, cfg Config) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ListenAddress == "" && cfg.SocketPath == "" {
+		return errors.New("coordinator: neither a listen address nor a socket path is set")
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 5 * time.Second
+	}
+	st, err := store.Open(store.Config{Path: cfg.DBPath, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("close store", "err", err)
+		}
+	}()
+	reg, err := registry.New(ctx, registry.Config{
+		Recorder: st, Version: version.Version, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	mgr, err := runs.New(ctx, runs.Config{
+		Store: st, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) },
+		Agents: reg, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	listeners, err := listen(cfg)
+	if err != nil {
+		mgr.Close()
+		return err
+	}
+	g := grpc.NewServer(
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	)
+	server.New(server.Config{Registry: reg, Runs: mgr, Store: st}).Register(g)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+
+	eg, egCtx := errgroup.WithContext(ctx)
+	for _, l := range listeners {
+		log.Info("coordinator listening", "network", l.Addr().Network(), "address", l.Addr().String(), "version", version.Version)
+		eg.Go(func() error {
+			if err := g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				return fmt.Errorf("serve %s: %w", l.Addr(), err)
+			}
+			return nil
+		})
+	}
+	if cfg.Ready != nil {
+		cfg.Ready()
+	}
+	eg.Go(func() error {
+		<-egCtx.Done()
+		log.Info("coordinator stopping")
+		hs.Shutdown()
+		mgr.Close()
+		reg.Shutdown()
+		stopped := make(chan struct{})
+		go func() { g.GracefulStop(); close(stopped) }()
+		t := time.NewTimer(cfg.ShutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-stopped:
+		case <-t.C:
+			log.Warn("graceful stop timed out; forcing", "timeout", cfg.ShutdownTimeout)
+			g.Stop()
+			<-stopped
+		}
+		return nil
+	})
+	err = eg.Wait()
+	if cfg.SocketPath != "" {
+		_ = os.Remove(cfg.SocketPath)
+	}
+	return err
+}
+
+func listen(cfg Config) ([]net.Listener, error) {
+	var ls []net.Listener
+	closeAll := func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}
+	if cfg.ListenAddress != "" {
+		l, err := net.Listen("tcp", cfg.ListenAddress)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddress, err)
+		}
+		ls = append(ls, l)
+	}
+	if cfg.SocketPath != "" {
+		if err := os.MkdirAll(filepath.Dir(cfg.SocketPath), 0o755); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("socket directory: %w", err)
+		}
+		if err := os.Remove(cfg.SocketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			closeAll()
+			return nil, fmt.Errorf("remove stale socket %s: %w", cfg.SocketPath, err)
+		}
+		l, err := net.Listen("unix", cfg.SocketPath)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("listen on %s: %w", cfg.SocketPath, err)
+		}
+		if err := os.Chmod(cfg.SocketPath, 0o600); err != nil {
+			closeAll()
+			_ = l.Close()
+			return nil, fmt.Errorf("chmod %s: %w", cfg.SocketPath, err)
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
+}

@@ -1,0 +1,330 @@
+// Package registry owns the coordinator's live view of its agents: it runs
+// each agent's session on its gRPC stream (registration, heartbeats, work
+// and results), hands work to a node's agent and waits for the answer with
+// the same test ID, and tells every agent which endpoints exist.
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/internal/protocol"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// Errors of the registry. Match them with errors.Is.
+var (
+	// ErrAgentUnavailable: the node has no connected agent, or it went away
+	// while work was in flight.
+	ErrAgentUnavailable = errors.New("agent unavailable")
+	// ErrVersionMismatch: the agent speaks another protocol version.
+	ErrVersionMismatch = errors.New("protocol version mismatch")
+	// ErrBadRegistration: the agent's Register message was refused; the
+	// message names the field and value.
+	ErrBadRegistration = errors.New("bad registration")
+	// ErrHeartbeatTimeout: no message from the agent within HeartbeatTimeout.
+	ErrHeartbeatTimeout = errors.New("heartbeat timeout")
+	// ErrReplaced: a newer session of the same node took over.
+	ErrReplaced = errors.New("session replaced by a newer one")
+	// ErrShutdown: the coordinator is shutting down.
+	ErrShutdown = errors.New("coordinator shutting down")
+)
+
+// Stream is the agent side of AgentService.Connect as the gRPC server sees
+// it. Send is only ever called from one goroutine.
+type Stream interface {
+	Send(*agentv1.ConnectResponse) error
+	Recv() (*agentv1.ConnectRequest, error)
+}
+
+// Recorder persists what the registry learns of agents. It is
+// coordinator/store.Store in production.
+type Recorder interface {
+	PutAgent(ctx context.Context, a *meshv1.Agent) error
+	Agents(ctx context.Context) ([]*meshv1.Agent, error)
+}
+
+// Config configures New.
+type Config struct {
+	// Recorder persists agents; required.
+	Recorder Recorder
+	// Version is the coordinator's build version, sent to agents.
+	Version string
+	// HeartbeatInterval is how often both sides send heartbeats; zero
+	// means 1 s.
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout is how long a silent agent is kept; zero means
+	// 10 x HeartbeatInterval (a loaded 2-CPU node running a bandwidth test
+	// can delay a heartbeat by seconds).
+	HeartbeatTimeout time.Duration
+	// Logger receives session events; nil means discard.
+	Logger *slog.Logger
+}
+
+// Node is what the coordinator needs to know to send tests to a node.
+type Node struct {
+	// Name is the node name.
+	Name string
+	// HostIP and PodIP are the node's addresses per network; PodIP is
+	// invalid if the node has no pod endpoint.
+	HostIP, PodIP netip.Addr
+	// ServiceIP is the ClusterIP fronting the node's pod; invalid if none.
+	ServiceIP netip.Addr
+}
+
+// Registry holds the sessions of connected agents and the last known
+// registration of every agent. It is safe for concurrent use.
+type Registry struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	closed   bool                     // set by Shutdown
+	sessions map[string]*session      // by node name: connected agents
+	known    map[string]*meshv1.Agent // by node name: every agent ever seen
+}
+
+// New loads the known agents from cfg.Recorder, all marked disconnected.
+func New(ctx context.Context, cfg Config) (*Registry, error) {
+	if cfg.Recorder == nil {
+		return nil, errors.New("registry: Config.Recorder is nil")
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = time.Second
+	}
+	if cfg.HeartbeatTimeout == 0 {
+		cfg.HeartbeatTimeout = 10 * cfg.HeartbeatInterval
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	agents, err := cfg.Recorder.Agents(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("registry: load agents: %w", err)
+	}
+	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, known: map[string]*meshv1.Agent{}}
+	for _, a := range agents {
+		a.Connected = false
+		r.known[a.GetNodeName()] = a
+	}
+	return r, nil
+}
+
+// Agents returns every known agent, sorted by node name.
+func (r *Registry) Agents() []*meshv1.Agent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*meshv1.Agent, 0, len(r.known))
+	for name, a := range r.known {
+		a = cloneAgent(a)
+		if s, ok := r.sessions[name]; ok {
+			a.LastSeenTime = timestamppb.New(s.lastSeen())
+		}
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b *meshv1.Agent) int { return cmpString(a.GetNodeName(), b.GetNodeName()) })
+	return out
+}
+
+// Ready returns the nodes with a connected agent, sorted by name.
+func (r *Registry) Ready() []Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Node, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		out = append(out, s.node)
+	}
+	slices.SortFunc(out, func(a, b Node) int { return cmpString(a.Name, b.Name) })
+	return out
+}
+
+// Node returns a connected node by name.
+func (r *Registry) Node(name string) (Node, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.sessions[name]
+	if !ok {
+		return Node{}, false
+	}
+	return s.node, true
+}
+
+// Dispatch sends w to node's agent and waits for the WorkResult with the
+// same test ID and action. It fails with ErrAgentUnavailable (wrapped) if
+// the node has no session or the session ends first, and with ctx's error if
+// ctx ends first.
+func (r *Registry) Dispatch(ctx context.Context, node string, w *agentv1.Work) (*agentv1.WorkResult, error) {
+	kind, err := workKind(w)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	s, ok := r.sessions[node]
+	r.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("node %q: %w: not connected", node, ErrAgentUnavailable)
+	}
+	return s.call(ctx, pendingKey{testID: w.GetTestId(), kind: kind}, w)
+}
+
+// attach makes s the node's session, ending an older one. It fails with
+// ErrShutdown after Shutdown.
+func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register) error {
+	now := timestamppb.Now()
+	a := &meshv1.Agent{
+		NodeName: reg.GetNodeName(), Connected: true, AgentVersion: reg.GetAgentVersion(),
+		Addresses: reg.GetAddresses(), ServiceIp: reg.GetServiceIp(), Tools: reg.GetTools(),
+		ConnectTime: now, LastSeenTime: now,
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrShutdown
+	}
+	old := r.sessions[s.node.Name]
+	r.sessions[s.node.Name] = s
+	r.known[s.node.Name] = a
+	r.mu.Unlock()
+	if old != nil {
+		old.end(ErrReplaced)
+	}
+	r.persist(ctx, a)
+	r.announceEndpoints()
+	return nil
+}
+
+// detach removes s if it is still the node's session.
+func (r *Registry) detach(ctx context.Context, s *session) {
+	r.mu.Lock()
+	current := r.sessions[s.node.Name] == s
+	var a *meshv1.Agent
+	if current {
+		delete(r.sessions, s.node.Name)
+		if a = r.known[s.node.Name]; a != nil {
+			a.Connected = false
+			a.LastSeenTime = timestamppb.New(s.lastSeen())
+			a = cloneAgent(a)
+		}
+	}
+	r.mu.Unlock()
+	if a != nil {
+		r.persist(ctx, a)
+	}
+	if current {
+		r.announceEndpoints()
+	}
+}
+
+func (r *Registry) persist(ctx context.Context, a *meshv1.Agent) {
+	// The session's context may be gone already; the write must still happen.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.cfg.Recorder.PutAgent(ctx, a); err != nil {
+		r.log.Error("persist agent", "node", a.GetNodeName(), "err", err)
+	}
+}
+
+// endpoints builds the Endpoints message of the connected nodes.
+func (r *Registry) endpoints() *agentv1.Endpoints {
+	ep := &agentv1.Endpoints{}
+	for _, n := range r.Ready() {
+		r.mu.Lock()
+		a := r.known[n.Name]
+		r.mu.Unlock()
+		if a == nil {
+			continue
+		}
+		ep.Nodes = append(ep.Nodes, &agentv1.NodeEndpoint{NodeName: n.Name, Addresses: a.GetAddresses(), ServiceIp: a.GetServiceIp()})
+	}
+	return ep
+}
+
+// announceEndpoints tells every session to send the current endpoints.
+func (r *Registry) announceEndpoints() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.sessions {
+		select {
+		case s.endpointsDirty <- struct{}{}:
+		default: // already pending
+		}
+	}
+}
+
+func cloneAgent(a *meshv1.Agent) *meshv1.Agent {
+	return proto.CloneOf(a)
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// validateRegister checks an agent's Register message and turns it into a Node.
+func validateRegister(reg *agentv1.Register) (Node, error) {
+	if v := reg.GetProtocolVersion(); v != protocol.Version {
+		return Node{}, fmt.Errorf("%w: agent %q (version %q) speaks protocol %d, this coordinator speaks %d; run matching versions",
+			ErrVersionMismatch, reg.GetNodeName(), reg.GetAgentVersion(), v, protocol.Version)
+	}
+	n := Node{Name: reg.GetNodeName()}
+	if err := protocol.ValidateNodeName(n.Name); err != nil {
+		return Node{}, fmt.Errorf("%w: %w", ErrBadRegistration, err)
+	}
+	for i, a := range reg.GetAddresses() {
+		ip, err := netip.ParseAddr(a.GetIp())
+		if err != nil {
+			return Node{}, fmt.Errorf("%w: addresses[%d].ip %q: %v", ErrBadRegistration, i, a.GetIp(), err)
+		}
+		switch a.GetNetwork() {
+		case measurev1.Network_NETWORK_HOST:
+			n.HostIP = ip
+		case measurev1.Network_NETWORK_POD:
+			n.PodIP = ip
+		default:
+			return Node{}, fmt.Errorf("%w: addresses[%d].network %v is not host or pod", ErrBadRegistration, i, a.GetNetwork())
+		}
+	}
+	if !n.HostIP.IsValid() {
+		return Node{}, fmt.Errorf("%w: node %q has no host address", ErrBadRegistration, n.Name)
+	}
+	if s := reg.GetServiceIp(); s != "" {
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			return Node{}, fmt.Errorf("%w: service_ip %q: %v", ErrBadRegistration, s, err)
+		}
+		n.ServiceIP = ip
+	}
+	return n, nil
+}
+
+// Shutdown ends every session with ErrShutdown and refuses new ones, so
+// that a graceful gRPC stop does not wait for agent streams.
+func (r *Registry) Shutdown() {
+	r.mu.Lock()
+	r.closed = true
+	sessions := make([]*session, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		sessions = append(sessions, s)
+	}
+	r.mu.Unlock()
+	for _, s := range sessions {
+		s.end(ErrShutdown)
+	}
+}

@@ -1,0 +1,282 @@
+// Package report turns a run and its results into what an operator reads:
+// one row per node pair and path with a cell per test, the verdict of each
+// pair-path (every planned test OK, or what failed), and the values in
+// human units. Conversions from base units happen here, at the edge, only.
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// PairPath is one (source node, destination node, path) of a run with its
+// results per test.
+type PairPath struct {
+	// Src, Dst and Path identify the row.
+	Src, Dst string
+	Path     measurev1.Path
+	// Tests are the tests planned for the row, in the run's order.
+	Tests []measurev1.Test
+	// Results holds every result of the row by test.
+	Results map[measurev1.Test][]*measurev1.Result
+	// Planned counts planned tests (dispatches) of the row by test.
+	Planned map[measurev1.Test]int
+}
+
+// OK reports whether every planned test of the row has all its results OK.
+func (p *PairPath) OK() bool { return len(p.Problems()) == 0 }
+
+// Problems lists what is wrong with the row: failed results with their
+// status and message, and planned tests without a result ("missing").
+func (p *PairPath) Problems() []string {
+	var out []string
+	for _, t := range p.Tests {
+		tests := map[string]bool{}
+		for _, r := range p.Results[t] {
+			tests[r.GetTestId()] = true
+			if r.GetStatus() != measurev1.Status_STATUS_OK {
+				out = append(out, fmt.Sprintf("%s: %s: %s", testspec.Name(t), StatusName(r.GetStatus()), r.GetMessage()))
+			}
+		}
+		if missing := p.Planned[t] - len(tests); missing > 0 {
+			out = append(out, fmt.Sprintf("%s: missing: %d of %d planned tests have no result", testspec.Name(t), missing, p.Planned[t]))
+		}
+	}
+	return out
+}
+
+// Build groups a run's results by pair-path, with a row for every planned
+// pair-path even if no result arrived. Rows are sorted by source, destination
+// and path.
+func Build(run *measurev1.Run, results []*measurev1.Result) []*PairPath {
+	type key struct {
+		src, dst string
+		path     measurev1.Path
+	}
+	rows := map[key]*PairPath{}
+	get := func(k key) *PairPath {
+		p := rows[k]
+		if p == nil {
+			p = &PairPath{Src: k.src, Dst: k.dst, Path: k.path, Results: map[measurev1.Test][]*measurev1.Result{}, Planned: map[measurev1.Test]int{}}
+			rows[k] = p
+		}
+		return p
+	}
+	for _, pt := range run.GetPlanned() {
+		p := get(key{pt.GetSrcNode(), pt.GetDstNode(), pt.GetPath()})
+		t := pt.GetSpec().GetTest()
+		if p.Planned[t] == 0 {
+			p.Tests = append(p.Tests, t)
+		}
+		p.Planned[t]++
+	}
+	for _, r := range results {
+		p := get(key{r.GetSrcNode(), r.GetDstNode(), r.GetPath()})
+		t := r.GetSpec().GetTest()
+		if p.Planned[t] == 0 && len(p.Results[t]) == 0 {
+			p.Tests = append(p.Tests, t)
+		}
+		p.Results[t] = append(p.Results[t], r)
+	}
+	out := make([]*PairPath, 0, len(rows))
+	for _, p := range rows {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *PairPath) int {
+		return cmp.Or(cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.Path, b.Path))
+	})
+	return out
+}
+
+// Summary counts rows: ok of total pair-paths have every test OK.
+func Summary(rows []*PairPath) (ok, total int) {
+	for _, p := range rows {
+		if p.OK() {
+			ok++
+		}
+	}
+	return ok, len(rows)
+}
+
+// SummaryLine is the verdict line: "N/N pair-paths OK" or
+// "K/N pair-paths OK, F failed".
+func SummaryLine(rows []*PairPath) string {
+	ok, total := Summary(rows)
+	if ok == total {
+		return fmt.Sprintf("%d/%d pair-paths OK", ok, total)
+	}
+	return fmt.Sprintf("%d/%d pair-paths OK, %d failed", ok, total, total-ok)
+}
+
+// Columns returns the tests that appear in any row, in first-seen order.
+func Columns(rows []*PairPath) []measurev1.Test {
+	var cols []measurev1.Test
+	for _, p := range rows {
+		for _, t := range p.Tests {
+			if !slices.Contains(cols, t) {
+				cols = append(cols, t)
+			}
+		}
+	}
+	return cols
+}
+
+// Cell formats a row's results of one test: the headline figure of each OK
+// result (its median over repeats, per qperf message size) or the status of
+// failures; "-" if the test is not planned for the row.
+func (p *PairPath) Cell(t measurev1.Test) string {
+	rs := p.Results[t]
+	if len(rs) == 0 {
+		if p.Planned[t] > 0 {
+			return "missing"
+		}
+		return "-"
+	}
+	var failed []string
+	bySize := map[uint64][]float64{}
+	var sizes []uint64
+	for _, r := range rs {
+		if r.GetStatus() != measurev1.Status_STATUS_OK {
+			failed = append(failed, StatusName(r.GetStatus()))
+			continue
+		}
+		size := r.GetQperf().GetMsgSizeBytes()
+		if _, seen := bySize[size]; !seen {
+			sizes = append(sizes, size)
+		}
+		bySize[size] = append(bySize[size], Headline(r))
+	}
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		return strings.Join(slices.Compact(failed), ",")
+	}
+	slices.Sort(sizes)
+	parts := make([]string, 0, len(sizes))
+	for _, s := range sizes {
+		v := FormatHeadline(t, median(bySize[s]))
+		if len(sizes) > 1 {
+			v = FormatBytes(s) + ":" + v
+		}
+		parts = append(parts, v)
+	}
+	return strings.Join(parts, " ")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Headline is a result's main figure in base units: RTT average (s) for
+// ping, one-way latency (s) or throughput (bit/s) for qperf, receiver
+// throughput (bit/s) for iperf3, total time (s) for HTTP; 0 for a failure.
+func Headline(r *measurev1.Result) float64 {
+	switch m := r.GetMetrics().(type) {
+	case *measurev1.Result_Ping:
+		return m.Ping.GetRttAvgSeconds()
+	case *measurev1.Result_Qperf:
+		if isLatency(r.GetSpec().GetTest()) {
+			return m.Qperf.GetLatencySeconds()
+		}
+		return m.Qperf.GetThroughputBps()
+	case *measurev1.Result_Iperf3:
+		return m.Iperf3.GetThroughputBps()
+	case *measurev1.Result_Http:
+		return m.Http.GetTotalSeconds()
+	}
+	return 0
+}
+
+// FormatHeadline formats a Headline value of test t in human units.
+func FormatHeadline(t measurev1.Test, v float64) string {
+	if isLatency(t) || t == measurev1.Test_TEST_PING || t == measurev1.Test_TEST_HTTP {
+		return FormatSeconds(v)
+	}
+	return FormatBitsPerSecond(v)
+}
+
+// ColumnTitle is a test's column header, with what its figure means.
+func ColumnTitle(t measurev1.Test) string {
+	switch t {
+	case measurev1.Test_TEST_PING:
+		return "PING RTT"
+	case measurev1.Test_TEST_QPERF_TCP_LAT:
+		return "QPERF TCP LAT (1-way)"
+	case measurev1.Test_TEST_QPERF_UDP_LAT:
+		return "QPERF UDP LAT (1-way)"
+	case measurev1.Test_TEST_QPERF_TCP_BW:
+		return "QPERF TCP BW"
+	case measurev1.Test_TEST_QPERF_UDP_BW:
+		return "QPERF UDP BW"
+	case measurev1.Test_TEST_IPERF3_TCP:
+		return "IPERF3 TCP"
+	case measurev1.Test_TEST_IPERF3_UDP:
+		return "IPERF3 UDP"
+	case measurev1.Test_TEST_HTTP:
+		return "HTTP TOTAL"
+	}
+	return strings.ToUpper(testspec.Name(t))
+}
+
+// StatusName is the short lower-case name of a status: "ok", "unreachable".
+func StatusName(s measurev1.Status) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "STATUS_"))
+}
+
+// FormatSeconds formats seconds as ns, µs, ms or s with 3 significant digits.
+func FormatSeconds(s float64) string {
+	switch {
+	case s < 1e-6:
+		return fmt.Sprintf("%.3gns", s*1e9)
+	case s < 1e-3:
+		return fmt.Sprintf("%.3gµs", s*1e6)
+	case s < 1:
+		return fmt.Sprintf("%.3gms", s*1e3)
+	}
+	return fmt.Sprintf("%.3gs", s)
+}
+
+// FormatBitsPerSecond formats bit/s with a decimal prefix: "9.41 Gbit/s".
+func FormatBitsPerSecond(bps float64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%.3g Gbit/s", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.3g Mbit/s", bps/1e6)
+	case bps >= 1e3:
+		return fmt.Sprintf("%.3g kbit/s", bps/1e3)
+	}
+	return fmt.Sprintf("%.3g bit/s", bps)
+}
+
+// FormatBytes formats a size with a binary prefix: "64B", "4KiB".
+func FormatBytes(n uint64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// isLatency reports whether a qperf test reports latency (not throughput).
+func isLatency(t measurev1.Test) bool {
+	return t == measurev1.Test_TEST_QPERF_TCP_LAT || t == measurev1.Test_TEST_QPERF_UDP_LAT
+}
+
+// StateName is the short lower-case name of a run state: "succeeded".
+func StateName(s measurev1.RunState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "RUN_STATE_"))
+}

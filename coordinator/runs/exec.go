@@ -1,0 +1,220 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// Timing of one test.
+const (
+	// serverStartTimeout bounds a StartServer round trip.
+	serverStartTimeout = 10 * time.Second
+	// serverStopTimeout bounds a StopServer round trip.
+	serverStopTimeout = 5 * time.Second
+	// clientSlack is added to a client's expected run time for its deadline.
+	clientSlack = 10 * time.Second
+	// busyRetries and busyBackoff bound the retries of a test whose server
+	// answered busy; a busy answer is never a sample.
+	busyRetries = 3
+	busyBackoff = 500 * time.Millisecond
+)
+
+// route is where a test's client runs and where it sends.
+type route struct {
+	clientNet, serverNet measurev1.Network
+	target               netip.Addr
+}
+
+// routeFor resolves a path between two connected nodes.
+func routeFor(path measurev1.Path, src, dst registry.Node) (route, error) {
+	host, pod := measurev1.Network_NETWORK_HOST, measurev1.Network_NETWORK_POD
+	var r route
+	switch path {
+	case measurev1.Path_PATH_HOST_TO_HOST:
+		r = route{host, host, dst.HostIP}
+	case measurev1.Path_PATH_HOST_TO_POD:
+		r = route{host, pod, dst.PodIP}
+	case measurev1.Path_PATH_POD_TO_POD:
+		r = route{pod, pod, dst.PodIP}
+	case measurev1.Path_PATH_POD_TO_SERVICE:
+		r = route{pod, pod, dst.ServiceIP}
+	case measurev1.Path_PATH_HOST_TO_SERVICE:
+		r = route{host, pod, dst.ServiceIP}
+	default:
+		return route{}, fmt.Errorf("path %v is not supported", path)
+	}
+	switch {
+	case !r.target.IsValid():
+		return route{}, fmt.Errorf("node %q registered no address for %s", dst.Name, testspec.PathName(path))
+	case r.clientNet == pod && !src.PodIP.IsValid():
+		return route{}, fmt.Errorf("node %q registered no pod endpoint", src.Name)
+	}
+	return r, nil
+}
+
+// execTest runs one planned test to its results, retrying a busy server a
+// few times. It never fails: every problem is a result with its status.
+func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.PlannedTest) []*measurev1.Result {
+	var results []*measurev1.Result
+	for attempt := 0; ; attempt++ {
+		results = m.execOnce(ctx, pt)
+		if attempt == busyRetries || !anyBusy(results) {
+			break
+		}
+		m.log.Info("server busy, retrying", "run_id", runID, "test_id", pt.GetTestId(), "attempt", attempt+1)
+		wait := time.NewTimer(busyBackoff * time.Duration(attempt+1))
+		select {
+		case <-ctx.Done():
+		case <-wait.C:
+		}
+		wait.Stop()
+	}
+	for i, r := range results {
+		r.TestId, r.RunId = pt.GetTestId(), runID
+		r.SrcNode, r.DstNode, r.Path = pt.GetSrcNode(), pt.GetDstNode(), pt.GetPath()
+		if r.Spec == nil {
+			r.Spec = pt.GetSpec()
+		}
+		if r.Index == 0 {
+			r.Index = uint32(i)
+		}
+	}
+	return results
+}
+
+func anyBusy(rs []*measurev1.Result) bool {
+	for _, r := range rs {
+		if r.GetStatus() == measurev1.Status_STATUS_BUSY {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Manager) execOnce(ctx context.Context, pt *measurev1.PlannedTest) []*measurev1.Result {
+	start := time.Now()
+	fail := func(status measurev1.Status, format string, args ...any) []*measurev1.Result {
+		return []*measurev1.Result{{
+			Spec: pt.GetSpec(), Status: status, Message: fmt.Sprintf(format, args...),
+			StartTime: timestamppb.New(start), Elapsed: durationpb.New(time.Since(start)),
+		}}
+	}
+	src, ok := m.cfg.Agents.Node(pt.GetSrcNode())
+	if !ok {
+		return fail(measurev1.Status_STATUS_AGENT_UNAVAILABLE, "source node %q has no connected agent", pt.GetSrcNode())
+	}
+	dst, ok := m.cfg.Agents.Node(pt.GetDstNode())
+	if !ok {
+		return fail(measurev1.Status_STATUS_AGENT_UNAVAILABLE, "destination node %q has no connected agent", pt.GetDstNode())
+	}
+	rt, err := routeFor(pt.GetPath(), src, dst)
+	if err != nil {
+		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
+	}
+	test := pt.GetSpec().GetTest()
+	tool := testspec.Tool(test)
+
+	var started *agentv1.ServerStarted
+	if tool != measurev1.Tool_TOOL_PING {
+		wr, err := m.dispatch(ctx, pt.GetDstNode(), pt.GetTestId(), serverStartTimeout,
+			&agentv1.Work{Action: &agentv1.Work_StartServer{StartServer: &agentv1.StartServer{Tool: tool, Network: rt.serverNet}}})
+		if err != nil {
+			return fail(statusOf(ctx, err), "start %s server on %s: %v", toolName(tool), pt.GetDstNode(), err)
+		}
+		if wr.GetStatus() != measurev1.Status_STATUS_OK {
+			status := wr.GetStatus()
+			if status != measurev1.Status_STATUS_BUSY {
+				status = measurev1.Status_STATUS_SERVER_ERROR
+			}
+			return fail(status, "start %s server on %s: %s", toolName(tool), pt.GetDstNode(), wr.GetMessage())
+		}
+		started = wr.GetServerStarted()
+		if testspec.NeedsServer(test) {
+			defer m.stopServer(ctx, pt)
+		}
+	}
+
+	expected, err := testspec.ExpectedDuration(pt.GetSpec())
+	if err != nil {
+		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
+	}
+	budget := expected + clientSlack
+	wr, err := m.dispatch(ctx, pt.GetSrcNode(), pt.GetTestId(), budget, &agentv1.Work{Action: &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{
+		Spec: pt.GetSpec(), Network: rt.clientNet, TargetIp: rt.target.String(),
+		Port: started.GetPort(), DataPort: started.GetDataPort(),
+	}}})
+	if err != nil {
+		return fail(statusOf(ctx, err), "run client on %s: %v", pt.GetSrcNode(), err)
+	}
+	results := wr.GetClientDone().GetResults()
+	if len(results) == 0 {
+		status := wr.GetStatus()
+		if status == measurev1.Status_STATUS_OK || status == measurev1.Status_STATUS_UNSPECIFIED {
+			status = measurev1.Status_STATUS_TOOL_ERROR
+		}
+		return fail(status, "agent on %s returned no result: %s", pt.GetSrcNode(), wr.GetMessage())
+	}
+	return results
+}
+
+// stopServer stops the test's server; it runs even when ctx is done, so a
+// canceled run leaves no server behind.
+func (m *Manager) stopServer(ctx context.Context, pt *measurev1.PlannedTest) {
+	ctx = context.WithoutCancel(ctx)
+	wr, err := m.dispatch(ctx, pt.GetDstNode(), pt.GetTestId(), serverStopTimeout,
+		&agentv1.Work{Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}})
+	if err == nil && wr.GetStatus() != measurev1.Status_STATUS_OK {
+		err = errors.New(wr.GetMessage())
+	}
+	if err != nil {
+		m.log.Warn("stop server", "node", pt.GetDstNode(), "test_id", pt.GetTestId(), "err", err)
+	}
+}
+
+// dispatch sends one Work with a deadline of now+timeout and waits a little
+// longer than that for the answer, so the agent's own timeout result wins.
+func (m *Manager) dispatch(ctx context.Context, node, testID string, timeout time.Duration, w *agentv1.Work) (*agentv1.WorkResult, error) {
+	deadline := time.Now().Add(timeout)
+	w = proto.CloneOf(w)
+	w.TestId, w.Deadline = testID, timestamppb.New(deadline)
+	ctx, cancel := context.WithDeadline(ctx, deadline.Add(3*time.Second))
+	defer cancel()
+	return m.cfg.Agents.Dispatch(ctx, node, w)
+}
+
+// statusOf maps a dispatch error to a result status.
+func statusOf(ctx context.Context, err error) measurev1.Status {
+	switch {
+	case errors.Is(err, registry.ErrAgentUnavailable):
+		return measurev1.Status_STATUS_AGENT_UNAVAILABLE
+	case ctx.Err() != nil:
+		return measurev1.Status_STATUS_CANCELED
+	case errors.Is(err, context.DeadlineExceeded):
+		return measurev1.Status_STATUS_TIMEOUT
+	}
+	return measurev1.Status_STATUS_TOOL_ERROR
+}
+
+func toolName(t measurev1.Tool) string {
+	switch t {
+	case measurev1.Tool_TOOL_QPERF:
+		return "qperf"
+	case measurev1.Tool_TOOL_IPERF3:
+		return "iperf3"
+	case measurev1.Tool_TOOL_CURL:
+		return "HTTP"
+	}
+	return t.String()
+}

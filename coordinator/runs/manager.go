@@ -1,0 +1,313 @@
+// Package runs owns the life of a run: it plans it (coordinator/schedule),
+// executes every planned test through the agents (start the server on the
+// destination, run the client on the source, stop the server), stores every
+// result, keeps the run's progress and streams it to watchers.
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/coordinator/schedule"
+	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// ErrNotFound means the run does not exist.
+var ErrNotFound = errors.New("run not found")
+
+// Agents is what a run needs of the registry.
+type Agents interface {
+	// Ready lists the connected nodes.
+	Ready() []registry.Node
+	// Node returns a connected node.
+	Node(name string) (registry.Node, bool)
+	// Dispatch sends work to a node's agent and waits for the answer.
+	Dispatch(ctx context.Context, node string, w *agentv1.Work) (*agentv1.WorkResult, error)
+}
+
+// Store is what a run needs of coordinator/store. GetRun's error must wrap
+// an error for which IsNotFound reports true when the run is absent.
+type Store interface {
+	PutRun(ctx context.Context, run *measurev1.Run) error
+	GetRun(ctx context.Context, runID string) (*measurev1.Run, error)
+	Runs(ctx context.Context, states ...measurev1.RunState) ([]*measurev1.Run, error)
+	AddResults(ctx context.Context, results []*measurev1.Result) error
+}
+
+// Config configures New.
+type Config struct {
+	// Store persists runs and results; required.
+	Store Store
+	// IsNotFound tells Store.GetRun's "absent" error; required.
+	IsNotFound func(error) bool
+	// Agents dispatches work; required.
+	Agents Agents
+	// Gate keeps tests apart; nil means a new Gate with default limits.
+	Gate *schedule.Gate
+	// Logger receives run events; nil means discard.
+	Logger *slog.Logger
+}
+
+// Update is one step of a run: its state after a test ended, and that
+// test's results (none in the first update of a watch).
+type Update struct {
+	// Run is a snapshot without its planned tests.
+	Run *measurev1.Run
+	// Results are the results of the test that just ended.
+	Results []*measurev1.Result
+}
+
+// Manager runs runs. Its goroutines end when Close is called.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	base   context.Context // parent of every run; canceled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	active map[string]*active
+}
+
+// active is a run in progress.
+type active struct {
+	mu       sync.Mutex
+	run      *measurev1.Run
+	watchers []chan Update
+}
+
+// New returns a Manager. Runs that a previous coordinator left queued or
+// running are marked interrupted: their planned tests without results stay
+// without results.
+func New(ctx context.Context, cfg Config) (*Manager, error) {
+	if cfg.Store == nil || cfg.Agents == nil || cfg.IsNotFound == nil {
+		return nil, errors.New("runs: Config.Store, IsNotFound and Agents are required")
+	}
+	if cfg.Gate == nil {
+		cfg.Gate = schedule.NewGate(0)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	stale, err := cfg.Store.Runs(ctx, measurev1.RunState_RUN_STATE_QUEUED, measurev1.RunState_RUN_STATE_RUNNING)
+	if err != nil {
+		return nil, fmt.Errorf("runs: load unfinished runs: %w", err)
+	}
+	for _, run := range stale {
+		run.State = measurev1.RunState_RUN_STATE_INTERRUPTED
+		run.Message = "the coordinator stopped before the run ended"
+		run.EndTime = timestamppb.Now()
+		if err := cfg.Store.PutRun(ctx, run); err != nil {
+			return nil, fmt.Errorf("runs: mark run %s interrupted: %w", run.GetRunId(), err)
+		}
+		log.Warn("run interrupted by a coordinator restart", "run_id", run.GetRunId(), "done", run.GetTestsDone(), "planned", len(run.GetPlanned()))
+	}
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	return &Manager{cfg: cfg, log: log, base: base, cancel: cancel, active: map[string]*active{}}, nil
+}
+
+// Close cancels every run in progress, waits until its tests have stopped
+// (servers included), and marks it interrupted.
+func (m *Manager) Close() {
+	m.cancel()
+	m.wg.Wait()
+}
+
+// Trigger plans spec over the connected agents, stores the run and starts
+// it. Errors wrap schedule.ErrInvalid or schedule.ErrNoPairs.
+func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measurev1.Run, error) {
+	ready := m.cfg.Agents.Ready()
+	names := make([]string, len(ready))
+	for i, n := range ready {
+		names[i] = n.Name
+	}
+	planned, err := schedule.Plan(spec, names)
+	if err != nil {
+		return nil, err
+	}
+	run := &measurev1.Run{
+		RunId: ulid.Make().String(), Spec: spec, State: measurev1.RunState_RUN_STATE_RUNNING,
+		CreateTime: timestamppb.Now(), Planned: planned,
+	}
+	if err := m.cfg.Store.PutRun(ctx, run); err != nil {
+		return nil, fmt.Errorf("store run: %w", err)
+	}
+	a := &active{run: run}
+	m.mu.Lock()
+	m.active[run.GetRunId()] = a
+	m.mu.Unlock()
+	m.log.Info("run started", "run_id", run.GetRunId(), "tests", len(planned), "nodes", len(names))
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.execute(m.base, a)
+	}()
+	return proto.CloneOf(run), nil
+}
+
+// Get returns a run, in progress or stored. The error wraps ErrNotFound.
+func (m *Manager) Get(ctx context.Context, runID string) (*measurev1.Run, error) {
+	m.mu.Lock()
+	a := m.active[runID]
+	m.mu.Unlock()
+	if a != nil {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return proto.CloneOf(a.run), nil
+	}
+	run, err := m.cfg.Store.GetRun(ctx, runID)
+	if m.cfg.IsNotFound(err) {
+		return nil, fmt.Errorf("run %q: %w", runID, ErrNotFound)
+	}
+	return run, err
+}
+
+// Watch returns a channel that receives the run's current state at once,
+// then one Update per ended test, and is closed when the run has ended (at
+// once for a run that already has). The channel never blocks the run: it
+// has room for every update. The error wraps ErrNotFound.
+func (m *Manager) Watch(ctx context.Context, runID string) (<-chan Update, error) {
+	m.mu.Lock()
+	a := m.active[runID]
+	m.mu.Unlock()
+	if a == nil {
+		run, err := m.Get(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		ch := make(chan Update, 1)
+		ch <- Update{Run: summary(run)}
+		close(ch)
+		return ch, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch := make(chan Update, len(a.run.GetPlanned())+2)
+	ch <- Update{Run: summary(a.run)}
+	if ended(a.run.GetState()) {
+		close(ch)
+		return ch, nil
+	}
+	a.watchers = append(a.watchers, ch)
+	return ch, nil
+}
+
+func ended(s measurev1.RunState) bool {
+	return s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING
+}
+
+// summary is a copy of run without its planned tests.
+func summary(run *measurev1.Run) *measurev1.Run {
+	planned := run.Planned
+	run.Planned = nil
+	s := proto.CloneOf(run)
+	run.Planned = planned
+	return s
+}
+
+// execute runs every planned test of a, as many at once as the Gate lets
+// through, in plan order.
+func (m *Manager) execute(ctx context.Context, a *active) {
+	runID := a.run.GetRunId()
+	pending := append([]*measurev1.PlannedTest(nil), a.run.GetPlanned()...)
+	var wg sync.WaitGroup
+	for len(pending) > 0 && ctx.Err() == nil {
+		changed := m.cfg.Gate.Changed()
+		rest := pending[:0]
+		for _, pt := range pending {
+			release, ok := m.cfg.Gate.TryAcquire(testspec.IsHeavy(pt.GetSpec().GetTest()), pt.GetSrcNode(), pt.GetDstNode())
+			if !ok {
+				rest = append(rest, pt)
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results := m.execTest(ctx, runID, pt)
+				release()
+				m.record(a, results)
+			}()
+		}
+		pending = rest
+		if len(pending) > 0 {
+			select {
+			case <-changed:
+			case <-ctx.Done():
+			}
+		}
+	}
+	wg.Wait()
+	m.finish(a, ctx.Err())
+}
+
+// record stores a test's results and publishes the progress.
+func (m *Manager) record(a *active, results []*measurev1.Result) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.base), 10*time.Second)
+	defer cancel()
+	if err := m.cfg.Store.AddResults(ctx, results); err != nil {
+		m.log.Error("store results", "run_id", a.run.GetRunId(), "err", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.run.TestsDone++
+	for _, r := range results {
+		if r.GetStatus() != measurev1.Status_STATUS_OK {
+			a.run.TestsFailed++
+			break
+		}
+	}
+	if err := m.cfg.Store.PutRun(ctx, a.run); err != nil {
+		m.log.Error("store run progress", "run_id", a.run.GetRunId(), "err", err)
+	}
+	u := Update{Run: summary(a.run), Results: results}
+	for _, w := range a.watchers {
+		w <- u // room for every update, see Watch
+	}
+}
+
+// finish ends the run: succeeded, failed, or interrupted if ctx ended first.
+func (m *Manager) finish(a *active, ctxErr error) {
+	a.mu.Lock()
+	run := a.run
+	switch {
+	case ctxErr != nil:
+		run.State = measurev1.RunState_RUN_STATE_INTERRUPTED
+		run.Message = "the coordinator stopped before the run ended"
+	case run.GetTestsFailed() > 0:
+		run.State = measurev1.RunState_RUN_STATE_FAILED
+		run.Message = fmt.Sprintf("%d of %d tests failed", run.GetTestsFailed(), len(run.GetPlanned()))
+	default:
+		run.State = measurev1.RunState_RUN_STATE_SUCCEEDED
+	}
+	run.EndTime = timestamppb.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.base), 10*time.Second)
+	defer cancel()
+	if err := m.cfg.Store.PutRun(ctx, run); err != nil {
+		m.log.Error("store finished run", "run_id", run.GetRunId(), "err", err)
+	}
+	u := Update{Run: summary(run)}
+	for _, w := range a.watchers {
+		w <- u
+		close(w)
+	}
+	a.watchers = nil
+	a.mu.Unlock()
+
+	m.mu.Lock()
+	delete(m.active, run.GetRunId())
+	m.mu.Unlock()
+	m.log.Info("run ended", "run_id", run.GetRunId(), "state", run.GetState(), "done", run.GetTestsDone(), "failed", run.GetTestsFailed())
+}

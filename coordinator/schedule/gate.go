@@ -1,0 +1,73 @@
+package schedule
+
+import "sync"
+
+// DefaultMaxLight is the default number of light tests a node takes part in
+// at once.
+const DefaultMaxLight = 4
+
+// Gate keeps tests from disturbing each other. A heavy test (one that loads
+// the link or needs a server of its own: qperf, iperf3) holds both of its
+// nodes alone; light tests (ping, HTTP) share nodes with each other, up to
+// MaxLight per node, but never with a heavy test. A Gate is safe for
+// concurrent use and is shared by every run of a coordinator.
+type Gate struct {
+	maxLight int
+
+	mu      sync.Mutex
+	heavy   map[string]bool
+	light   map[string]int
+	changed chan struct{}
+}
+
+// NewGate returns a Gate; maxLight <= 0 means DefaultMaxLight.
+func NewGate(maxLight int) *Gate {
+	if maxLight <= 0 {
+		maxLight = DefaultMaxLight
+	}
+	return &Gate{maxLight: maxLight, heavy: map[string]bool{}, light: map[string]int{}, changed: make(chan struct{})}
+}
+
+// TryAcquire takes src and dst for one test if they are free for it and
+// returns the function that gives them back (call it exactly once).
+func (g *Gate) TryAcquire(heavy bool, src, dst string) (release func(), ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	nodes := [2]string{src, dst}
+	for _, n := range nodes {
+		if g.heavy[n] || heavy && g.light[n] > 0 || !heavy && g.light[n] >= g.maxLight {
+			return nil, false
+		}
+	}
+	for _, n := range nodes {
+		if heavy {
+			g.heavy[n] = true
+		} else {
+			g.light[n]++
+		}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { g.release(heavy, nodes) }) }, true
+}
+
+func (g *Gate) release(heavy bool, nodes [2]string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, n := range nodes {
+		if heavy {
+			delete(g.heavy, n)
+		} else if g.light[n]--; g.light[n] == 0 {
+			delete(g.light, n)
+		}
+	}
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// Changed returns a channel that is closed at the next release: the moment
+// to try TryAcquire again.
+func (g *Gate) Changed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.changed
+}

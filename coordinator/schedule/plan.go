@@ -1,0 +1,160 @@
+// Package schedule owns what a run measures and when each test may start:
+// Plan expands a RunSpec into planned tests (defaults, node pairs, paths,
+// repeats), and Gate keeps tests that would disturb each other apart.
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// Limits of a run.
+const (
+	// MaxRepeats bounds RunSpec.repeats.
+	MaxRepeats = 100
+	// MaxPlannedTests bounds the size of one run.
+	MaxPlannedTests = 100_000
+)
+
+// ErrInvalid wraps every refusal of a RunSpec; the message names the field
+// and value.
+var ErrInvalid = errors.New("invalid run spec")
+
+// ErrNoPairs means there is nothing to measure: fewer than two ready nodes.
+var ErrNoPairs = errors.New("no node pair to measure")
+
+// DefaultTests are the tests of a RunSpec that names none: ping, qperf
+// tcp_lat and tcp_bw, iperf3 TCP and HTTP, with default parameters.
+func DefaultTests() []*measurev1.TestSpec {
+	return []*measurev1.TestSpec{
+		{Test: measurev1.Test_TEST_PING},
+		{Test: measurev1.Test_TEST_QPERF_TCP_LAT},
+		{Test: measurev1.Test_TEST_QPERF_TCP_BW},
+		{Test: measurev1.Test_TEST_IPERF3_TCP},
+		{Test: measurev1.Test_TEST_HTTP},
+	}
+}
+
+// DefaultPaths are the paths of a RunSpec that names none.
+func DefaultPaths() []measurev1.Path {
+	return []measurev1.Path{
+		measurev1.Path_PATH_HOST_TO_HOST,
+		measurev1.Path_PATH_HOST_TO_POD,
+		measurev1.Path_PATH_POD_TO_POD,
+		measurev1.Path_PATH_POD_TO_SERVICE,
+	}
+}
+
+// Applies reports whether test makes sense on path. Ping does not on the
+// service paths: kube-proxy in iptables mode DNATs TCP and UDP only, so an
+// ICMP echo to a ClusterIP goes unanswered on a healthy cluster.
+func Applies(test measurev1.Test, path measurev1.Path) bool {
+	if test == measurev1.Test_TEST_PING {
+		return path != measurev1.Path_PATH_POD_TO_SERVICE && path != measurev1.Path_PATH_HOST_TO_SERVICE
+	}
+	return true
+}
+
+// Plan expands spec into planned tests over the ready nodes (sorted names).
+// Tests are normalized (defaults filled, parameters validated); the order is
+// repeat, pair, path, test, which spreads a pair's tests over the run. Test
+// IDs are "t" and a 5-digit sequence number. Errors wrap ErrInvalid or
+// ErrNoPairs.
+func Plan(spec *measurev1.RunSpec, ready []string) ([]*measurev1.PlannedTest, error) {
+	tests := spec.GetTests()
+	if len(tests) == 0 {
+		tests = DefaultTests()
+	}
+	norm := make([]*measurev1.TestSpec, len(tests))
+	for i, t := range tests {
+		n, err := testspec.Normalize(t)
+		if err != nil {
+			return nil, fmt.Errorf("%w: tests[%d]: %w", ErrInvalid, i, err)
+		}
+		norm[i] = n
+	}
+	paths := spec.GetPaths()
+	if len(paths) == 0 {
+		paths = DefaultPaths()
+	}
+	for i, p := range paths {
+		if _, ok := measurev1.Path_name[int32(p)]; !ok || p == measurev1.Path_PATH_UNSPECIFIED {
+			return nil, fmt.Errorf("%w: paths[%d]: %v is not a path", ErrInvalid, i, p)
+		}
+	}
+	repeats := spec.GetRepeats()
+	switch {
+	case repeats == 0:
+		repeats = 1
+	case repeats > MaxRepeats:
+		return nil, fmt.Errorf("%w: repeats %d is above %d", ErrInvalid, repeats, MaxRepeats)
+	}
+	pairs, err := pairs(spec.GetPairs(), ready)
+	if err != nil {
+		return nil, err
+	}
+
+	var planned []*measurev1.PlannedTest
+	for r := uint32(0); r < repeats; r++ {
+		for _, pair := range pairs {
+			for _, path := range paths {
+				for _, t := range norm {
+					if !Applies(t.GetTest(), path) {
+						continue
+					}
+					if len(planned) == MaxPlannedTests {
+						return nil, fmt.Errorf("%w: more than %d tests; ask for fewer pairs, paths, tests or repeats", ErrInvalid, MaxPlannedTests)
+					}
+					planned = append(planned, &measurev1.PlannedTest{
+						TestId:  fmt.Sprintf("t%05d", len(planned)+1),
+						SrcNode: pair.GetSrcNode(), DstNode: pair.GetDstNode(),
+						Path: path, Spec: t, Repeat: r,
+					})
+				}
+			}
+		}
+	}
+	if len(planned) == 0 {
+		return nil, fmt.Errorf("%w: no test applies to the paths asked for", ErrInvalid)
+	}
+	return planned, nil
+}
+
+// pairs returns the requested pairs, checked against the ready nodes, or
+// every ordered pair of distinct ready nodes.
+func pairs(asked []*measurev1.NodePair, ready []string) ([]*measurev1.NodePair, error) {
+	if len(asked) == 0 {
+		if len(ready) < 2 {
+			return nil, fmt.Errorf("%w: %d ready node(s), a mesh needs 2", ErrNoPairs, len(ready))
+		}
+		var out []*measurev1.NodePair
+		for _, src := range ready {
+			for _, dst := range ready {
+				if src != dst {
+					out = append(out, &measurev1.NodePair{SrcNode: src, DstNode: dst})
+				}
+			}
+		}
+		return out, nil
+	}
+	seen := map[[2]string]bool{}
+	for i, p := range asked {
+		src, dst := p.GetSrcNode(), p.GetDstNode()
+		switch {
+		case src == dst:
+			return nil, fmt.Errorf("%w: pairs[%d]: source and destination are both %q", ErrInvalid, i, src)
+		case !slices.Contains(ready, src):
+			return nil, fmt.Errorf("%w: pairs[%d].src_node %q has no connected agent", ErrInvalid, i, src)
+		case !slices.Contains(ready, dst):
+			return nil, fmt.Errorf("%w: pairs[%d].dst_node %q has no connected agent", ErrInvalid, i, dst)
+		case seen[[2]string{src, dst}]:
+			return nil, fmt.Errorf("%w: pairs[%d]: %s->%s is listed twice", ErrInvalid, i, src, dst)
+		}
+		seen[[2]string{src, dst}] = true
+	}
+	return asked, nil
+}

@@ -1,0 +1,164 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+func TestPlanCounts(t *testing.T) {
+	three := []string{"node-1", "node-2", "node-3"}
+	tests := []struct {
+		name  string
+		spec  *measurev1.RunSpec
+		ready []string
+		want  int
+	}{
+		// 6 ordered pairs x (3 paths x 5 tests + pod-service x 4 tests: no ping).
+		{"defaults", &measurev1.RunSpec{}, three, 6 * (3*5 + 4)},
+		{"repeats", &measurev1.RunSpec{Repeats: 3, Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_HTTP}}}, three, 3 * 6 * 4},
+		{"one pair", &measurev1.RunSpec{Pairs: []*measurev1.NodePair{{SrcNode: "node-2", DstNode: "node-1"}}}, three, 3*5 + 4},
+		{"ping on service paths only", &measurev1.RunSpec{
+			Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}, {Test: measurev1.Test_TEST_HTTP}},
+			Paths: []measurev1.Path{measurev1.Path_PATH_POD_TO_SERVICE, measurev1.Path_PATH_HOST_TO_SERVICE},
+		}, []string{"a", "b"}, 2 * 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Plan(tt.spec, tt.ready)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tt.want {
+				t.Fatalf("%d planned tests, want %d", len(got), tt.want)
+			}
+			ids := map[string]bool{}
+			for _, pt := range got {
+				if ids[pt.GetTestId()] {
+					t.Errorf("duplicate test ID %s", pt.GetTestId())
+				}
+				ids[pt.GetTestId()] = true
+				if pt.GetSrcNode() == pt.GetDstNode() {
+					t.Errorf("%s: source and destination are both %s", pt.GetTestId(), pt.GetSrcNode())
+				}
+				if pt.GetSpec().GetParams() == nil {
+					t.Errorf("%s: spec not normalized: %v", pt.GetTestId(), pt.GetSpec())
+				}
+				if !Applies(pt.GetSpec().GetTest(), pt.GetPath()) {
+					t.Errorf("%s: %v planned on %v", pt.GetTestId(), pt.GetSpec().GetTest(), pt.GetPath())
+				}
+			}
+		})
+	}
+}
+
+func TestPlanCoversEveryOrderedPairOnce(t *testing.T) {
+	for n := 2; n <= 8; n++ {
+		var ready []string
+		for i := 1; i <= n; i++ {
+			ready = append(ready, fmt.Sprintf("node-%d", i))
+		}
+		got, err := Plan(&measurev1.RunSpec{Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_IPERF3_TCP}},
+			Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}}, ready)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[[2]string]int{}
+		for _, pt := range got {
+			seen[[2]string{pt.GetSrcNode(), pt.GetDstNode()}]++
+		}
+		if len(seen) != n*(n-1) {
+			t.Errorf("n=%d: %d distinct pairs, want %d", n, len(seen), n*(n-1))
+		}
+		for p, c := range seen {
+			if c != 1 {
+				t.Errorf("n=%d: pair %v planned %d times", n, p, c)
+			}
+		}
+	}
+}
+
+func TestPlanRefuses(t *testing.T) {
+	ready := []string{"node-1", "node-2"}
+	pair := func(s, d string) []*measurev1.NodePair { return []*measurev1.NodePair{{SrcNode: s, DstNode: d}} }
+	tests := []struct {
+		name    string
+		spec    *measurev1.RunSpec
+		ready   []string
+		wantErr error
+	}{
+		{"one node", &measurev1.RunSpec{}, ready[:1], ErrNoPairs},
+		{"no node", &measurev1.RunSpec{}, nil, ErrNoPairs},
+		{"pair with itself", &measurev1.RunSpec{Pairs: pair("node-1", "node-1")}, ready, ErrInvalid},
+		{"unknown source", &measurev1.RunSpec{Pairs: pair("node-9", "node-1")}, ready, ErrInvalid},
+		{"unknown destination", &measurev1.RunSpec{Pairs: pair("node-1", "node-9")}, ready, ErrInvalid},
+		{"pair twice", &measurev1.RunSpec{Pairs: append(pair("node-1", "node-2"), pair("node-1", "node-2")...)}, ready, ErrInvalid},
+		{"unknown path", &measurev1.RunSpec{Paths: []measurev1.Path{42}}, ready, ErrInvalid},
+		{"unspecified path", &measurev1.RunSpec{Paths: []measurev1.Path{0}}, ready, ErrInvalid},
+		{"unspecified test", &measurev1.RunSpec{Tests: []*measurev1.TestSpec{{}}}, ready, ErrInvalid},
+		{"too many repeats", &measurev1.RunSpec{Repeats: MaxRepeats + 1}, ready, ErrInvalid},
+		{"nothing applies", &measurev1.RunSpec{Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}},
+			Paths: []measurev1.Path{measurev1.Path_PATH_POD_TO_SERVICE}}, ready, ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Plan(tt.spec, tt.ready)
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("err = %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestGate(t *testing.T) {
+	g := NewGate(2)
+	relAB, ok := g.TryAcquire(true, "a", "b")
+	if !ok {
+		t.Fatal("heavy a-b refused on an idle gate")
+	}
+	// c-d is free: a heavy test there runs beside a-b.
+	relCD, ok := g.TryAcquire(true, "c", "d")
+	if !ok {
+		t.Fatal("heavy c-d refused beside a-b")
+	}
+	for _, s := range []struct {
+		heavy    bool
+		src, dst string
+	}{{true, "b", "c"}, {false, "a", "e"}, {false, "e", "d"}} {
+		if rel, ok := g.TryAcquire(s.heavy, s.src, s.dst); ok {
+			rel()
+			t.Errorf("%s-%s (heavy %t) admitted beside heavy a-b and c-d", s.src, s.dst, s.heavy)
+		}
+	}
+	changed := g.Changed()
+	relAB()
+	select {
+	case <-changed:
+	default:
+		t.Error("release did not signal Changed")
+	}
+	relAB() // twice is harmless
+	relCD()
+
+	// Light tests share up to maxLight per node and keep heavy ones out.
+	l1, ok1 := g.TryAcquire(false, "a", "b")
+	l2, ok2 := g.TryAcquire(false, "a", "c")
+	if !ok1 || !ok2 {
+		t.Fatal("two light tests on a refused")
+	}
+	if _, ok := g.TryAcquire(false, "a", "d"); ok {
+		t.Error("third light test on a admitted with maxLight 2")
+	}
+	if _, ok := g.TryAcquire(true, "b", "d"); ok {
+		t.Error("heavy b-d admitted beside light a-b")
+	}
+	l1()
+	if rel, ok := g.TryAcquire(true, "b", "d"); !ok {
+		t.Error("heavy b-d refused after light a-b ended")
+	} else {
+		rel()
+	}
+	l2()
+}

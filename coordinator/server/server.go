@@ -1,0 +1,153 @@
+// Package server is the coordinator's thin gRPC adapter: it validates
+// requests, calls the registry, the run manager and the store, and maps
+// their errors to gRPC status codes in one place (grpcError).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/coordinator/runs"
+	"github.com/meshperf/meshperf/coordinator/schedule"
+	"github.com/meshperf/meshperf/coordinator/store"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// Config wires the adapter to the domain.
+type Config struct {
+	// Registry serves agent sessions and lists agents.
+	Registry *registry.Registry
+	// Runs triggers and follows runs.
+	Runs *runs.Manager
+	// Store answers result queries.
+	Store *store.Store
+}
+
+// Server implements AgentService and MeshService.
+type Server struct {
+	agentv1.UnimplementedAgentServiceServer
+	meshv1.UnimplementedMeshServiceServer
+	cfg Config
+}
+
+// New returns a Server; Register it on a grpc.Server.
+func New(cfg Config) *Server { return &Server{cfg: cfg} }
+
+// Register registers both services on g.
+func (s *Server) Register(g *grpc.Server) {
+	agentv1.RegisterAgentServiceServer(g, s)
+	meshv1.RegisterMeshServiceServer(g, s)
+}
+
+// Connect runs one agent session.
+func (s *Server) Connect(stream grpc.BidiStreamingServer[agentv1.ConnectRequest, agentv1.ConnectResponse]) error {
+	err := s.cfg.Registry.Serve(stream.Context(), stream)
+	if err == nil || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return grpcError(err)
+}
+
+// TriggerRun plans and starts a run.
+func (s *Server) TriggerRun(ctx context.Context, req *meshv1.TriggerRunRequest) (*meshv1.TriggerRunResponse, error) {
+	spec := req.GetSpec()
+	if spec == nil {
+		spec = &measurev1.RunSpec{}
+	}
+	run, err := s.cfg.Runs.Trigger(ctx, spec)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &meshv1.TriggerRunResponse{Run: run}, nil
+}
+
+// GetRun returns a run.
+func (s *Server) GetRun(ctx context.Context, req *meshv1.GetRunRequest) (*meshv1.GetRunResponse, error) {
+	if req.GetRunId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "run_id is empty")
+	}
+	run, err := s.cfg.Runs.Get(ctx, req.GetRunId())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &meshv1.GetRunResponse{Run: run}, nil
+}
+
+// WatchRun streams a run's progress until it ends.
+func (s *Server) WatchRun(req *meshv1.WatchRunRequest, stream grpc.ServerStreamingServer[meshv1.WatchRunResponse]) error {
+	if req.GetRunId() == "" {
+		return status.Error(codes.InvalidArgument, "run_id is empty")
+	}
+	ctx := stream.Context()
+	updates, err := s.cfg.Runs.Watch(ctx, req.GetRunId())
+	if err != nil {
+		return grpcError(err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return grpcError(ctx.Err())
+		case u, ok := <-updates:
+			if !ok {
+				return nil
+			}
+			if err := stream.Send(&meshv1.WatchRunResponse{Run: u.Run, Results: u.Results}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// ListResults returns one page of stored results.
+func (s *Server) ListResults(ctx context.Context, req *meshv1.ListResultsRequest) (*meshv1.ListResultsResponse, error) {
+	f := store.Filter{
+		SrcNode: req.GetSrcNode(), DstNode: req.GetDstNode(), Path: req.GetPath(), Test: req.GetTest(), RunID: req.GetRunId(),
+	}
+	if ts := req.GetStartTime(); ts != nil {
+		f.Since = ts.AsTime()
+	}
+	if ts := req.GetEndTime(); ts != nil {
+		f.Until = ts.AsTime()
+	}
+	results, next, err := s.cfg.Store.ListResults(ctx, f, int(req.GetPageSize()), req.GetPageToken())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &meshv1.ListResultsResponse{Results: results, NextPageToken: next}, nil
+}
+
+// ListAgents lists the known agents.
+func (s *Server) ListAgents(context.Context, *meshv1.ListAgentsRequest) (*meshv1.ListAgentsResponse, error) {
+	return &meshv1.ListAgentsResponse{Agents: s.cfg.Registry.Agents()}, nil
+}
+
+// grpcError maps domain errors, wrapped or not, to gRPC status codes.
+func grpcError(err error) error {
+	code := codes.Internal
+	switch {
+	case errors.Is(err, schedule.ErrInvalid), errors.Is(err, store.ErrInvalid),
+		errors.Is(err, registry.ErrBadRegistration):
+		code = codes.InvalidArgument
+	case errors.Is(err, schedule.ErrNoPairs), errors.Is(err, registry.ErrVersionMismatch):
+		code = codes.FailedPrecondition
+	case errors.Is(err, runs.ErrNotFound), errors.Is(err, store.ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, registry.ErrHeartbeatTimeout), errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, registry.ErrReplaced):
+		code = codes.Aborted
+	case errors.Is(err, registry.ErrAgentUnavailable), errors.Is(err, registry.ErrShutdown):
+		code = codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	}
+	return status.Error(code, fmt.Sprint(err))
+}

@@ -1,0 +1,318 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/coordinator/runs"
+	"github.com/meshperf/meshperf/coordinator/server"
+	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/protocol"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// coordinator is a real registry, run manager and store behind a real gRPC
+// server on a loopback TCP port.
+type coordinator struct {
+	reg   *registry.Registry
+	agent agentv1.AgentServiceClient
+	mesh  meshv1.MeshServiceClient
+}
+
+const heartbeat = 50 * time.Millisecond
+
+func start(t *testing.T) *coordinator {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(ctx, registry.Config{Recorder: st, HeartbeatInterval: heartbeat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := runs.New(ctx, runs.Config{Store: st, Agents: reg, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	server.New(server.Config{Registry: reg, Runs: mgr, Store: st}).Register(g)
+	go func() { _ = g.Serve(l) }()
+	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		mgr.Close()
+		reg.Shutdown()
+		g.Stop()
+		_ = st.Close()
+	})
+	return &coordinator{reg: reg, agent: agentv1.NewAgentServiceClient(conn), mesh: meshv1.NewMeshServiceClient(conn)}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func register(node string) *agentv1.Register {
+	return &agentv1.Register{
+		NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "test",
+		Addresses: []*agentv1.NetworkAddress{
+			{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.1"},
+			{Network: measurev1.Network_NETWORK_POD, Ip: "127.0.0.2"},
+		},
+	}
+}
+
+// fakeAgent opens a stream and registers; it is the test's stand-in for an
+// agent process (the real one is exercised end to end in deploy/lab).
+func fakeAgent(t *testing.T, ctx context.Context, c *coordinator, reg *agentv1.Register) (agentv1.AgentService_ConnectClient, error) {
+	t.Helper()
+	stream, err := c.agent.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: reg}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if m.GetRegistered() == nil {
+		t.Fatalf("first answer is %T, want Registered", m.GetMsg())
+	}
+	return stream, nil
+}
+
+func TestRegistrationRefused(t *testing.T) {
+	c := start(t)
+	tests := []struct {
+		name     string
+		reg      func(r *agentv1.Register)
+		wantCode codes.Code
+		wantMsg  string
+	}{
+		{"protocol version", func(r *agentv1.Register) { r.ProtocolVersion = 99 }, codes.FailedPrecondition, "speaks protocol 99"},
+		{"node name", func(r *agentv1.Register) { r.NodeName = "Node_1" }, codes.InvalidArgument, `"Node_1"`},
+		{"address", func(r *agentv1.Register) { r.Addresses[0].Ip = "10.0.0.300" }, codes.InvalidArgument, `addresses[0].ip "10.0.0.300"`},
+		{"network", func(r *agentv1.Register) { r.Addresses[1].Network = 0 }, codes.InvalidArgument, "addresses[1].network"},
+		{"no host address", func(r *agentv1.Register) { r.Addresses = r.Addresses[1:] }, codes.InvalidArgument, "no host address"},
+		{"service ip", func(r *agentv1.Register) { r.ServiceIp = "x" }, codes.InvalidArgument, `service_ip "x"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := register("node-1")
+			tt.reg(reg)
+			_, err := fakeAgent(t, ctxT(t), c, reg)
+			if status.Code(err) != tt.wantCode || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("err = %v, want code %v with %q", err, tt.wantCode, tt.wantMsg)
+			}
+		})
+	}
+	if n := len(c.reg.Ready()); n != 0 {
+		t.Errorf("%d nodes ready after refused registrations", n)
+	}
+}
+
+func TestFirstMessageMustRegister(t *testing.T) {
+	c := start(t)
+	stream, err := c.agent.Connect(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("err = %v, want InvalidArgument", err)
+	}
+}
+
+func TestDispatchRoundTrip(t *testing.T) {
+	c := start(t)
+	ctx := ctxT(t)
+	stream, err := fakeAgent(t, ctx, c, register("node-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotEndpoints := make(chan *agentv1.Endpoints, 8)
+	go func() { // the fake agent: answers every Work with a ServerStarted
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if ep := m.GetEndpoints(); ep != nil {
+				gotEndpoints <- ep
+			}
+			if w := m.GetWork(); w != nil {
+				_ = stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
+					TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK,
+					Outcome: &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: 5201}},
+				}}})
+			}
+		}
+	}()
+	w := &agentv1.Work{TestId: "t00001", Deadline: timestamppb.New(time.Now().Add(time.Second)),
+		Action: &agentv1.Work_StartServer{StartServer: &agentv1.StartServer{Tool: measurev1.Tool_TOOL_IPERF3, Network: measurev1.Network_NETWORK_HOST}}}
+	wr, err := c.reg.Dispatch(ctx, "node-1", w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wr.GetTestId() != "t00001" || wr.GetServerStarted().GetPort() != 5201 {
+		t.Errorf("answer = %v, want test t00001 with port 5201", wr)
+	}
+	select {
+	case ep := <-gotEndpoints:
+		if len(ep.GetNodes()) != 1 || ep.GetNodes()[0].GetNodeName() != "node-1" {
+			t.Errorf("endpoints = %v, want node-1", ep)
+		}
+	case <-ctx.Done():
+		t.Fatal("no Endpoints message")
+	}
+	if _, err := c.reg.Dispatch(ctx, "node-2", w); !errors.Is(err, registry.ErrAgentUnavailable) {
+		t.Errorf("dispatch to an unknown node: err = %v, want ErrAgentUnavailable", err)
+	}
+	_ = stream.CloseSend()
+}
+
+func TestAgentLostWhileWorking(t *testing.T) {
+	tests := []struct {
+		name string
+		lose func(cancel context.CancelFunc)
+	}{
+		{"stream closed", func(cancel context.CancelFunc) { cancel() }},
+		{"heartbeats stop", func(context.CancelFunc) {}}, // the fake agent never sends one
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := start(t)
+			ctx := ctxT(t)
+			agentCtx, cancelAgent := context.WithCancel(ctx)
+			defer cancelAgent()
+			stream, err := fakeAgent(t, agentCtx, c, register("node-1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { // drain, never answer
+				for {
+					if _, err := stream.Recv(); err != nil {
+						return
+					}
+				}
+			}()
+			errc := make(chan error, 1)
+			go func() {
+				_, err := c.reg.Dispatch(ctx, "node-1", &agentv1.Work{TestId: "t1", Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}})
+				errc <- err
+			}()
+			tt.lose(cancelAgent)
+			if err := <-errc; !errors.Is(err, registry.ErrAgentUnavailable) {
+				t.Errorf("dispatch err = %v, want ErrAgentUnavailable", err)
+			}
+			agents := c.reg.Agents()
+			if len(agents) != 1 || agents[0].GetConnected() {
+				t.Errorf("agents = %v, want node-1 known and disconnected", agents)
+			}
+		})
+	}
+}
+
+func TestNewerSessionReplacesOlder(t *testing.T) {
+	c := start(t)
+	ctx := ctxT(t)
+	old, err := fakeAgent(t, ctx, c, register("node-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fakeAgent(t, ctx, c, register("node-1")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := old.Recv()
+		if err == nil {
+			continue // heartbeats, endpoints
+		}
+		if status.Code(err) != codes.Aborted {
+			t.Errorf("old session ended with %v, want Aborted", err)
+		}
+		break
+	}
+	if n := len(c.reg.Ready()); n != 1 {
+		t.Errorf("%d ready nodes, want 1", n)
+	}
+}
+
+func TestUserAPIErrors(t *testing.T) {
+	c := start(t)
+	ctx := ctxT(t)
+	tests := []struct {
+		name string
+		call func() error
+		want codes.Code
+	}{
+		{"trigger with no agents", func() error {
+			_, err := c.mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{})
+			return err
+		}, codes.FailedPrecondition},
+		{"trigger with a bad test", func() error {
+			_, err := c.mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{Tests: []*measurev1.TestSpec{{Test: 99}}}})
+			return err
+		}, codes.InvalidArgument},
+		{"get unknown run", func() error {
+			_, err := c.mesh.GetRun(ctx, &meshv1.GetRunRequest{RunId: "nope"})
+			return err
+		}, codes.NotFound},
+		{"get without id", func() error {
+			_, err := c.mesh.GetRun(ctx, &meshv1.GetRunRequest{})
+			return err
+		}, codes.InvalidArgument},
+		{"results with a bad token", func() error {
+			_, err := c.mesh.ListResults(ctx, &meshv1.ListResultsRequest{PageToken: "%%"})
+			return err
+		}, codes.InvalidArgument},
+		{"watch unknown run", func() error {
+			s, err := c.mesh.WatchRun(ctx, &meshv1.WatchRunRequest{RunId: "nope"})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}, codes.NotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); status.Code(err) != tt.want {
+				t.Errorf("err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}

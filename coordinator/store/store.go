@@ -1,0 +1,225 @@
+// Package store owns the coordinator's only persistent state: a bbolt file
+// with every result, every run and the last registration of every agent. It
+// is the only package that imports bbolt. Results are keyed by node pair and
+// start time (see schema.go), so the history of one pair over a time range is
+// one cursor scan; concurrent writers are coalesced into batched
+// transactions by bbolt's Batch.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// ErrNotFound means the requested run does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrInvalid means a caller's argument was refused; the message names it.
+var ErrInvalid = errors.New("invalid argument")
+
+// Config configures Open.
+type Config struct {
+	// Path is the bbolt file; created with mode 0600 if missing.
+	Path string
+	// LockTimeout is how long Open waits for the file lock held by another
+	// process; zero means 2 s.
+	LockTimeout time.Duration
+	// Logger receives store events; nil means discard.
+	Logger *slog.Logger
+}
+
+// Store is an open bbolt file. Its methods are safe for concurrent use.
+type Store struct {
+	db  *bolt.DB
+	log *slog.Logger
+}
+
+// Open opens or creates the file and its buckets. It fails if another
+// process holds the file (after LockTimeout) or the file is not a bbolt file.
+func Open(cfg Config) (*Store, error) {
+	if cfg.Path == "" {
+		return nil, fmt.Errorf("%w: store path is empty", ErrInvalid)
+	}
+	timeout := cfg.LockTimeout
+	if timeout == 0 {
+		timeout = 2 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
+		return nil, fmt.Errorf("store directory: %w", err)
+	}
+	db, err := bolt.Open(cfg.Path, 0o600, &bolt.Options{Timeout: timeout})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
+	}
+	if err := os.Chmod(cfg.Path, 0o600); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("chmod store %s: %w", cfg.Path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return fmt.Errorf("create bucket %s: %w", b, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("init store %s: %w", cfg.Path, err)
+	}
+	log.Info("store opened", "path", cfg.Path)
+	return &Store{db: db, log: log}, nil
+}
+
+// Close flushes pending batches and closes the file.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// Path returns the file's path.
+func (s *Store) Path() string { return s.db.Path() }
+
+// PutRun writes run, replacing any run with the same ID.
+func (s *Store) PutRun(ctx context.Context, run *measurev1.Run) error {
+	if err := validID("run_id", run.GetRunId()); err != nil {
+		return err
+	}
+	v, err := proto.Marshal(run)
+	if err != nil {
+		return fmt.Errorf("encode run %s: %w", run.GetRunId(), err)
+	}
+	return s.batch(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRuns).Put([]byte(run.GetRunId()), v)
+	})
+}
+
+// GetRun reads a run; the error wraps ErrNotFound if it does not exist.
+func (s *Store) GetRun(ctx context.Context, runID string) (*measurev1.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	run := &measurev1.Run{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketRuns).Get([]byte(runID))
+		if v == nil {
+			return fmt.Errorf("run %q: %w", runID, ErrNotFound)
+		}
+		return proto.Unmarshal(v, run)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+// Runs returns every run whose state is one of states (all runs if none
+// is given), oldest first.
+func (s *Store) Runs(ctx context.Context, states ...measurev1.RunState) ([]*measurev1.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var runs []*measurev1.Run
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRuns).ForEach(func(k, v []byte) error {
+			run := &measurev1.Run{}
+			if err := proto.Unmarshal(v, run); err != nil {
+				return fmt.Errorf("decode run %s: %w", k, err)
+			}
+			if len(states) == 0 || hasState(states, run.GetState()) {
+				runs = append(runs, run)
+			}
+			return nil
+		})
+	})
+	return runs, err
+}
+
+func hasState(states []measurev1.RunState, s measurev1.RunState) bool {
+	for _, x := range states {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// PutAgent records the last known registration of a node.
+func (s *Store) PutAgent(ctx context.Context, a *meshv1.Agent) error {
+	if err := validID("node_name", a.GetNodeName()); err != nil {
+		return err
+	}
+	v, err := proto.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("encode agent %s: %w", a.GetNodeName(), err)
+	}
+	return s.batch(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketAgents).Put([]byte(a.GetNodeName()), v)
+	})
+}
+
+// Agents returns every recorded agent, sorted by node name.
+func (s *Store) Agents(ctx context.Context) ([]*meshv1.Agent, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var agents []*meshv1.Agent
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketAgents).ForEach(func(k, v []byte) error {
+			a := &meshv1.Agent{}
+			if err := proto.Unmarshal(v, a); err != nil {
+				return fmt.Errorf("decode agent %s: %w", k, err)
+			}
+			agents = append(agents, a)
+			return nil
+		})
+	})
+	return agents, err
+}
+
+// batch runs fn in a write transaction that bbolt may share with other
+// concurrent callers (one fsync for many writes). fn may run more than once,
+// so it must only write.
+func (s *Store) batch(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.db.Batch(fn); err != nil {
+		return fmt.Errorf("store write: %w", err)
+	}
+	return nil
+}
+
+// validID checks that an ID is usable in a key: non-empty, at most 253
+// bytes, no 0x00.
+func validID(field, id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: %s is empty", ErrInvalid, field)
+	case len(id) > 253:
+		return fmt.Errorf("%w: %s %.20q... is longer than 253 bytes", ErrInvalid, field, id)
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] == sep {
+			return fmt.Errorf("%w: %s %q contains a NUL byte", ErrInvalid, field, id)
+		}
+	}
+	return nil
+}

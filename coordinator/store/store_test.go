@@ -1,0 +1,245 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func openTemp(t *testing.T) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "meshperf.db")
+	s, err := Open(Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, path
+}
+
+func result(run, id, src, dst string, path measurev1.Path, test measurev1.Test, start time.Time) *measurev1.Result {
+	return &measurev1.Result{
+		TestId: id, RunId: run, SrcNode: src, DstNode: dst, Path: path,
+		Spec: &measurev1.TestSpec{Test: test}, Status: measurev1.Status_STATUS_OK,
+		StartTime: timestamppb.New(start),
+	}
+}
+
+// fixture: 2 runs over 3 nodes, 12 results.
+func fixture() []*measurev1.Result {
+	var rs []*measurev1.Result
+	pairs := [][2]string{{"node-1", "node-2"}, {"node-2", "node-1"}, {"node-1", "node-3"}}
+	for run := 0; run < 2; run++ {
+		for i, p := range pairs {
+			start := t0.Add(time.Duration(run)*time.Hour + time.Duration(i)*time.Second)
+			runID := fmt.Sprintf("run-%d", run)
+			rs = append(rs,
+				result(runID, fmt.Sprintf("t%d-ping", i), p[0], p[1], measurev1.Path_PATH_HOST_TO_HOST, measurev1.Test_TEST_PING, start),
+				result(runID, fmt.Sprintf("t%d-iperf", i), p[0], p[1], measurev1.Path_PATH_POD_TO_POD, measurev1.Test_TEST_IPERF3_TCP, start.Add(time.Millisecond)))
+		}
+	}
+	return rs
+}
+
+func ids(rs []*measurev1.Result) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.GetRunId() + "/" + r.GetTestId()
+	}
+	return out
+}
+
+func TestListResultsFilters(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	if err := s.AddResults(ctx, fixture()); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		f    Filter
+		want []string
+	}{
+		{"pair in time order", Filter{SrcNode: "node-1", DstNode: "node-2"},
+			[]string{"run-0/t0-ping", "run-0/t0-iperf", "run-1/t0-ping", "run-1/t0-iperf"}},
+		{"pair and time range", Filter{SrcNode: "node-1", DstNode: "node-2", Since: t0.Add(time.Minute), Until: t0.Add(2 * time.Hour)},
+			[]string{"run-1/t0-ping", "run-1/t0-iperf"}},
+		{"until is exclusive", Filter{SrcNode: "node-1", DstNode: "node-2", Until: t0.Add(time.Millisecond)},
+			[]string{"run-0/t0-ping"}},
+		{"source only", Filter{SrcNode: "node-2", Test: measurev1.Test_TEST_PING},
+			[]string{"run-0/t1-ping", "run-1/t1-ping"}},
+		{"destination only", Filter{DstNode: "node-3", Path: measurev1.Path_PATH_POD_TO_POD},
+			[]string{"run-0/t2-iperf", "run-1/t2-iperf"}},
+		{"run", Filter{RunID: "run-1", Test: measurev1.Test_TEST_IPERF3_TCP},
+			[]string{"run-1/t0-iperf", "run-1/t2-iperf", "run-1/t1-iperf"}},
+		{"nothing matches", Filter{SrcNode: "node-9"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, next, err := s.ListResults(ctx, tt.f, 0, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next != "" {
+				t.Errorf("next page token = %q, want none", next)
+			}
+			if fmt.Sprint(ids(got)) != fmt.Sprint(tt.want) {
+				t.Errorf("got %v\nwant %v", ids(got), tt.want)
+			}
+		})
+	}
+}
+
+func TestListResultsPages(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	all := fixture()
+	if err := s.AddResults(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []Filter{{}, {RunID: "run-0"}, {SrcNode: "node-1", DstNode: "node-2"}} {
+		whole, _, err := s.ListResults(ctx, f, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paged []*measurev1.Result
+		token := ""
+		for pages := 0; ; pages++ {
+			if pages > len(all) {
+				t.Fatalf("filter %+v: pagination does not end", f)
+			}
+			page, next, err := s.ListResults(ctx, f, 5, token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			paged = append(paged, page...)
+			if next == "" {
+				break
+			}
+			token = next
+		}
+		if fmt.Sprint(ids(paged)) != fmt.Sprint(ids(whole)) {
+			t.Errorf("filter %+v: pages give %v, one call gives %v", f, ids(paged), ids(whole))
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	noStart := result("r", "t", "a", "b", measurev1.Path_PATH_HOST_TO_HOST, measurev1.Test_TEST_PING, t0)
+	noStart.StartTime = nil
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"node with NUL", func() error {
+			return s.AddResults(ctx, []*measurev1.Result{result("r", "t", "a\x00b", "b", 1, 1, t0)})
+		}},
+		{"empty test id", func() error { return s.AddResults(ctx, []*measurev1.Result{result("r", "", "a", "b", 1, 1, t0)}) }},
+		{"no start time", func() error { return s.AddResults(ctx, []*measurev1.Result{noStart}) }},
+		{"garbage token", func() error { _, _, err := s.ListResults(ctx, Filter{}, 0, "!!"); return err }},
+		{"token of another filter", func() error {
+			_, _, err := s.ListResults(ctx, Filter{RunID: "x"}, 0, "YWJj")
+			return err
+		}},
+		{"page too large", func() error { _, _, err := s.ListResults(ctx, Filter{}, MaxPageSize+1, ""); return err }},
+		{"run without id", func() error { return s.PutRun(ctx, &measurev1.Run{}) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); !errors.Is(err, ErrInvalid) {
+				t.Errorf("err = %v, want ErrInvalid", err)
+			}
+		})
+	}
+	if _, err := s.GetRun(ctx, "missing"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetRun(missing) err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestSurvivesReopen(t *testing.T) {
+	ctx := testCtx(t)
+	path := filepath.Join(t.TempDir(), "meshperf.db")
+	s, err := Open(Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Concurrent writers, as the coordinator's test goroutines are: bbolt
+	// batches them.
+	var wg sync.WaitGroup
+	for _, r := range fixture() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.AddResults(ctx, []*measurev1.Result{r}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	run := &measurev1.Run{RunId: "run-0", State: measurev1.RunState_RUN_STATE_RUNNING}
+	if err := s.PutRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutAgent(ctx, &meshv1.Agent{NodeName: "node-1", AgentVersion: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o600 {
+		t.Errorf("file mode = %o, want 600", mode)
+	}
+	s, err = Open(Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, _, err := s.ListResults(ctx, Filter{}, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(fixture()) {
+		t.Errorf("after reopen: %d results, want %d", len(got), len(fixture()))
+	}
+	runs, err := s.Runs(ctx, measurev1.RunState_RUN_STATE_RUNNING)
+	if err != nil || len(runs) != 1 || runs[0].GetRunId() != "run-0" {
+		t.Errorf("Runs(RUNNING) = %v, %v; want run-0", runs, err)
+	}
+	agents, err := s.Agents(ctx)
+	if err != nil || len(agents) != 1 || agents[0].GetAgentVersion() != "v1" {
+		t.Errorf("Agents() = %v, %v; want node-1 v1", agents, err)
+	}
+}
+
+func TestSecondOpenIsRefused(t *testing.T) {
+	_, path := openTemp(t)
+	if s, err := Open(Config{Path: path, LockTimeout: 100 * time.Millisecond}); err == nil {
+		_ = s.Close()
+		t.Fatal("a second Open of a locked file succeeded")
+	}
+}

@@ -1,0 +1,300 @@
+// Package cluster runs meshperf on a lab (deploy/lab) the way a cluster runs
+// it: the coordinator as a process in the control-plane node's host network
+// namespace, listening on its node IP for agents and on a unix socket for the
+// CLI in the root namespace; one agent process per node in that node's host
+// namespace, with the node's pod namespace as its pod network. The lab, the
+// binaries, the sockets and the processes are all real; only Kubernetes is
+// missing.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/meshperf/meshperf/deploy/lab"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// DefaultPort is the coordinator's TCP port inside the lab.
+const DefaultPort = 7700
+
+// Config configures Start.
+type Config struct {
+	// Lab is a lab that is up.
+	Lab *lab.Lab
+	// BinDir holds the `agent` and `coordinator` binaries.
+	BinDir string
+	// WorkDir holds the bbolt file, the socket and one log file per
+	// process; created if missing.
+	WorkDir string
+	// Port is the coordinator's TCP port; zero means DefaultPort.
+	Port int
+	// HeartbeatInterval is passed to the coordinator; zero means its default.
+	HeartbeatInterval time.Duration
+	// Logger receives process events; nil means discard.
+	Logger *slog.Logger
+}
+
+// Cluster is a coordinator and its agents running in a lab.
+type Cluster struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	coord  *process
+	agents map[string]*process
+}
+
+// process is one started binary in its own process group.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{}
+}
+
+// New checks cfg and prepares WorkDir; nothing is started.
+func New(cfg Config) (*Cluster, error) {
+	if cfg.Lab == nil || len(cfg.Lab.Nodes) == 0 {
+		return nil, errors.New("cluster: Config.Lab has no nodes")
+	}
+	for _, b := range []string{"agent", "coordinator"} {
+		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("cluster: binary %s: %w (run make build)", b, err)
+		}
+	}
+	if cfg.Port == 0 {
+		cfg.Port = DefaultPort
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.WorkDir, "logs"), 0o700); err != nil {
+		return nil, fmt.Errorf("cluster: work dir: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Cluster{cfg: cfg, log: log, agents: map[string]*process{}}, nil
+}
+
+// SocketPath is the coordinator's unix socket, reachable from the root
+// namespace.
+func (c *Cluster) SocketPath() string { return filepath.Join(c.cfg.WorkDir, "coordinator.sock") }
+
+// DBPath is the coordinator's bbolt file.
+func (c *Cluster) DBPath() string { return filepath.Join(c.cfg.WorkDir, "meshperf.db") }
+
+// LogPath is the log file of a process: "coordinator" or a node name.
+func (c *Cluster) LogPath(name string) string {
+	return filepath.Join(c.cfg.WorkDir, "logs", name+".log")
+}
+
+// CoordinatorAddress is where agents dial the coordinator, inside the lab.
+func (c *Cluster) CoordinatorAddress() string {
+	return net.JoinHostPort(c.cfg.Lab.ControlPlane().HostIP.String(), strconv.Itoa(c.cfg.Port))
+}
+
+// Start starts the coordinator and every agent and waits until every agent
+// is connected or ctx ends.
+func (c *Cluster) Start(ctx context.Context) error {
+	if err := c.StartCoordinator(ctx); err != nil {
+		return err
+	}
+	for _, n := range c.cfg.Lab.Nodes {
+		if err := c.StartAgent(n.Name); err != nil {
+			return err
+		}
+	}
+	return c.WaitAgents(ctx, len(c.cfg.Lab.Nodes))
+}
+
+// StartCoordinator starts `coordinator serve` in the control-plane node and
+// waits until its socket answers.
+func (c *Cluster) StartCoordinator(ctx context.Context) error {
+	args := []string{"serve", "--listen", c.CoordinatorAddress(), "--socket", c.SocketPath(), "--db", c.DBPath()}
+	if c.cfg.HeartbeatInterval > 0 {
+		args = append(args, "--heartbeat-interval", c.cfg.HeartbeatInterval.String())
+	}
+	p, err := c.spawn("coordinator", c.cfg.Lab.ControlPlane().HostNetNSPath, filepath.Join(c.cfg.BinDir, "coordinator"), args...)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.coord = p
+	c.mu.Unlock()
+	return c.waitSocket(ctx, p)
+}
+
+// StartAgent starts the agent of a node in its host namespace.
+func (c *Cluster) StartAgent(node string) error {
+	n, ok := c.cfg.Lab.Node(node)
+	if !ok {
+		return fmt.Errorf("cluster: no node %q in the lab", node)
+	}
+	p, err := c.spawn(n.Name, n.HostNetNSPath, filepath.Join(c.cfg.BinDir, "agent"),
+		"--coordinator", c.CoordinatorAddress(), "--node", n.Name,
+		"--host-ip", n.HostIP.String(), "--pod-ip", n.PodIP.String(), "--pod-netns", n.PodNetNSPath,
+		"--service-ip", n.ServiceIP.String())
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.agents[node] = p
+	c.mu.Unlock()
+	return nil
+}
+
+// StopCoordinator stops the coordinator with sig (SIGTERM for a clean stop,
+// SIGKILL for a crash) and waits until it is gone.
+func (c *Cluster) StopCoordinator(sig syscall.Signal) error {
+	c.mu.Lock()
+	p := c.coord
+	c.coord = nil
+	c.mu.Unlock()
+	return p.stop(sig)
+}
+
+// StopAgent stops a node's agent with sig and waits until it is gone.
+func (c *Cluster) StopAgent(node string, sig syscall.Signal) error {
+	c.mu.Lock()
+	p := c.agents[node]
+	delete(c.agents, node)
+	c.mu.Unlock()
+	return p.stop(sig)
+}
+
+// Stop stops every process: agents first, then the coordinator.
+func (c *Cluster) Stop() error {
+	c.mu.Lock()
+	nodes := make([]string, 0, len(c.agents))
+	for n := range c.agents {
+		nodes = append(nodes, n)
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, n := range nodes {
+		errs = append(errs, c.StopAgent(n, syscall.SIGTERM))
+	}
+	errs = append(errs, c.StopCoordinator(syscall.SIGTERM))
+	return errors.Join(errs...)
+}
+
+// Dial connects to the coordinator's MeshService over the unix socket.
+func (c *Cluster) Dial() (meshv1.MeshServiceClient, io.Closer, error) {
+	conn, err := grpc.NewClient("unix://"+c.SocketPath(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: dial coordinator: %w", err)
+	}
+	return meshv1.NewMeshServiceClient(conn), conn, nil
+}
+
+// WaitAgents waits until at least n agents are connected.
+func (c *Cluster) WaitAgents(ctx context.Context, n int) error {
+	client, conn, err := c.Dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		connected := 0
+		resp, err := client.ListAgents(ctx, &meshv1.ListAgentsRequest{})
+		if err == nil {
+			for _, a := range resp.GetAgents() {
+				if a.GetConnected() {
+					connected++
+				}
+			}
+			if connected >= n {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: %d of %d agents connected (last error: %v); see %s: %w",
+				connected, n, err, filepath.Join(c.cfg.WorkDir, "logs"), ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// waitSocket waits until the coordinator answers on its socket, or exits.
+func (c *Cluster) waitSocket(ctx context.Context, p *process) error {
+	client, conn, err := c.Dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := client.ListAgents(ctx, &meshv1.ListAgentsRequest{}); err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("cluster: coordinator exited at start (%v); see %s", p.cmd.ProcessState, c.LogPath("coordinator"))
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: coordinator not answering on %s: %w", c.SocketPath(), ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// spawn starts bin inside the network namespace at nsPath, in a process
+// group of its own that dies with this process, logging to LogPath(name).
+func (c *Cluster) spawn(name, nsPath, bin string, args ...string) (*process, error) {
+	f, err := os.OpenFile(c.LogPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: log file: %w", err)
+	}
+	argv := lab.NSExec(nsPath, append([]string{bin}, args...)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, log: f, done: make(chan struct{})}
+	go func() { // owner: process; ends when the process exits
+		_ = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	c.log.Info("started", "process", name, "pid", cmd.Process.Pid, "log", c.LogPath(name))
+	return p, nil
+}
+
+// stop signals the process group and waits; after 10 s it sends SIGKILL.
+func (p *process) stop(sig syscall.Signal) error {
+	if p == nil {
+		return nil
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+		return fmt.Errorf("cluster: %s ignored %v for 10 s; killed", p.name, sig)
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // anything it left in its group
+	return nil
+}

@@ -1,0 +1,292 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/deploy/lab/cluster"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// binDir holds the agent and coordinator binaries built by TestMain.
+var binDir string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Println("skipping end-to-end tests: they build network namespaces and need root")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "meshperf-e2e-bin-")
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	out, err := exec.Command("go", "build", "-o", dir+"/",
+		"github.com/meshperf/meshperf/cmd/agent", "github.com/meshperf/meshperf/cmd/coordinator").CombinedOutput()
+	if err != nil {
+		fmt.Printf("build binaries: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is a lab with meshperf running in it.
+type env struct {
+	lab *lab.Lab
+	c   *cluster.Cluster
+}
+
+// startEnv brings up a lab under a unique prefix and meshperf in it; both
+// are torn down when the test ends, and the logs are printed if it failed.
+func startEnv(t *testing.T, ctx context.Context, cfg lab.Config) *env {
+	t.Helper()
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	cfg.Prefix = "e2e" + hex.EncodeToString(b)
+	l, err := lab.Up(ctx, cfg)
+	if err != nil {
+		t.Fatalf("lab up: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Down(context.Background(), cfg.Prefix, nil); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+	})
+	work := t.TempDir()
+	c, err := cluster.New(cluster.Config{Lab: l, BinDir: binDir, WorkDir: work, HeartbeatInterval: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop cluster: %v", err)
+		}
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(work, "logs", "*.log"))
+			for _, f := range logs {
+				b, _ := os.ReadFile(f)
+				t.Logf("==> %s\n%s", f, tail(b, 60))
+			}
+		}
+	})
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &env{lab: l, c: c}
+}
+
+func tail(b []byte, lines int) string {
+	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}
+
+// cli runs the coordinator CLI from the root namespace: it reaches the
+// coordinator over the unix socket only, never over a lab address.
+func (e *env) cli(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	args = append([]string{"--coordinator", "unix://" + e.c.SocketPath()}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"), args...)
+	var o, s bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &s
+	err = cmd.Run()
+	return o.String(), s.String(), err
+}
+
+func lastLine(s string) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return ls[len(ls)-1]
+}
+
+// runResults decodes `trigger -o json` / `results -o json` output.
+func decode(t *testing.T, out string, m proto.Message) {
+	t.Helper()
+	if err := protojson.Unmarshal([]byte(out), m); err != nil {
+		t.Fatalf("decode %T: %v\n%s", m, err, out)
+	}
+}
+
+// TestFullMeshSurvivesRestart runs a short full mesh through the real tools
+// and real gRPC on a 3-node host-gw lab, checks every pair-path and the
+// plausibility of the figures, kills the coordinator with SIGKILL, starts it
+// again, and checks that `coordinator results` returns the same results.
+func TestFullMeshSurvivesRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx, lab.Config{Nodes: 3, Mode: lab.ModeHostGW})
+
+	stdout, stderr, err := e.cli(ctx, "trigger", "-o", "json", "--duration", "1s", "--ping-count", "3")
+	if err != nil {
+		t.Fatalf("trigger: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	if got, want := lastLine(stderr), "24/24 pair-paths OK"; got != want {
+		t.Fatalf("verdict %q, want %q\nstderr:\n%s", got, want, stderr)
+	}
+	var done meshv1.WatchRunResponse
+	decode(t, stdout, &done)
+	run := done.GetRun()
+	if run.GetState() != measurev1.RunState_RUN_STATE_SUCCEEDED {
+		t.Errorf("run state %v, want SUCCEEDED", run.GetState())
+	}
+	// 6 ordered pairs x (host-host, host-pod, pod-pod: 5 tests; pod-service: 4, no ping).
+	if got, want := len(done.GetResults()), 6*(3*5+4); got != want {
+		t.Errorf("%d results, want %d", got, want)
+	}
+	for _, r := range done.GetResults() {
+		checkPlausible(t, r)
+	}
+
+	before := results(t, ctx, e, run.GetRunId())
+	if len(before) != len(done.GetResults()) {
+		t.Fatalf("`results --run` gives %d results, trigger gave %d", len(before), len(done.GetResults()))
+	}
+	if err := e.c.StopCoordinator(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.StartCoordinator(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := results(t, ctx, e, run.GetRunId())
+	if len(after) != len(before) {
+		t.Fatalf("after restart: %d results, before: %d", len(after), len(before))
+	}
+	for i := range before {
+		if !proto.Equal(before[i], after[i]) {
+			t.Errorf("result %d differs after restart:\nbefore %v\nafter  %v", i, before[i], after[i])
+		}
+	}
+	// The per-pair query is one cursor scan and must agree with the run.
+	stdout, _, err = e.cli(ctx, "results", "-o", "json", "--src", "node-1", "--dst", "node-2", "--path", "pod-pod", "--test", "iperf3_tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pair meshv1.ListResultsResponse
+	decode(t, stdout, &pair)
+	if n := len(pair.GetResults()); n != 1 {
+		t.Errorf("results for node-1 -> node-2 pod-pod iperf3_tcp: %d, want 1", n)
+	}
+	if err := e.c.WaitAgents(ctx, 3); err != nil {
+		t.Errorf("agents did not reconnect to the restarted coordinator: %v", err)
+	}
+}
+
+func results(t *testing.T, ctx context.Context, e *env, runID string) []*measurev1.Result {
+	t.Helper()
+	stdout, stderr, err := e.cli(ctx, "results", "-o", "json", "--run", runID, "--limit", "0")
+	if err != nil {
+		t.Fatalf("results: %v\n%s", err, stderr)
+	}
+	var resp meshv1.ListResultsResponse
+	decode(t, stdout, &resp)
+	return resp.GetResults()
+}
+
+// checkPlausible checks that an OK result's figures fit veth in a lab:
+// latencies in microseconds to milliseconds, bandwidth above 100 Mbit/s.
+// These are sanity bounds, not timing assertions.
+func checkPlausible(t *testing.T, r *measurev1.Result) {
+	t.Helper()
+	where := fmt.Sprintf("%s->%s %v %v", r.GetSrcNode(), r.GetDstNode(), r.GetPath(), r.GetSpec().GetTest())
+	if r.GetStatus() != measurev1.Status_STATUS_OK {
+		t.Errorf("%s: status %v: %s", where, r.GetStatus(), r.GetMessage())
+		return
+	}
+	if r.GetToolVersion() == "" {
+		t.Errorf("%s: no tool version", where)
+	}
+	between := func(what string, v, lo, hi float64) {
+		if !(v > lo && v < hi) {
+			t.Errorf("%s: %s = %g, want in (%g, %g)", where, what, v, lo, hi)
+		}
+	}
+	switch m := r.GetMetrics().(type) {
+	case *measurev1.Result_Ping:
+		between("rtt_avg_seconds", m.Ping.GetRttAvgSeconds(), 0, 0.1)
+		between("loss_ratio+1", m.Ping.GetLossRatio()+1, 0.999, 1.001)
+	case *measurev1.Result_Qperf:
+		if r.GetSpec().GetTest() == measurev1.Test_TEST_QPERF_TCP_LAT {
+			between("latency_seconds", m.Qperf.GetLatencySeconds(), 1e-7, 0.05)
+		} else {
+			between("throughput_bps", m.Qperf.GetThroughputBps(), 1e8, 1e12)
+		}
+	case *measurev1.Result_Iperf3:
+		between("throughput_bps", m.Iperf3.GetThroughputBps(), 1e8, 1e12)
+	case *measurev1.Result_Http:
+		between("total_seconds", m.Http.GetTotalSeconds(), 0, 1)
+		if m.Http.GetHttpCode() != 200 {
+			t.Errorf("%s: HTTP %d", where, m.Http.GetHttpCode())
+		}
+	default:
+		t.Errorf("%s: OK without metrics", where)
+	}
+}
+
+// TestCrossNodePodTrafficDropped breaks the pod network the way a CNI with
+// missing routes does and checks that meshperf says so: cross-node pod->pod
+// fails as unreachable or timeout, host->host stays OK, trigger exits 1.
+func TestCrossNodePodTrafficDropped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx, lab.Config{Nodes: 3, Mode: lab.ModeHostGW, DropCrossNodePod: true})
+
+	stdout, stderr, err := e.cli(ctx, "trigger", "-o", "json", "--tests", "ping,qperf_tcp_lat,iperf3_tcp,http",
+		"--paths", "host-host,pod-pod", "--duration", "1s", "--ping-count", "2")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("trigger: err %v, want exit status 1\nstderr:\n%s", err, stderr)
+	}
+	if got, want := lastLine(stderr), "6/12 pair-paths OK, 6 failed"; got != want {
+		t.Errorf("verdict %q, want %q", got, want)
+	}
+	var done meshv1.WatchRunResponse
+	decode(t, stdout, &done)
+	counts := map[string]int{}
+	for _, r := range done.GetResults() {
+		switch r.GetPath() {
+		case measurev1.Path_PATH_HOST_TO_HOST:
+			checkPlausible(t, r)
+		case measurev1.Path_PATH_POD_TO_POD:
+			switch r.GetStatus() {
+			case measurev1.Status_STATUS_UNREACHABLE, measurev1.Status_STATUS_TIMEOUT:
+				if r.GetMessage() == "" {
+					t.Errorf("%v %s->%s: status %v without a reason", r.GetSpec().GetTest(), r.GetSrcNode(), r.GetDstNode(), r.GetStatus())
+				}
+			default:
+				t.Errorf("%v %s->%s pod-pod: status %v (%s), want unreachable or timeout",
+					r.GetSpec().GetTest(), r.GetSrcNode(), r.GetDstNode(), r.GetStatus(), r.GetMessage())
+			}
+			if r.GetMetrics() != nil {
+				t.Errorf("failed result carries metrics: %v", r)
+			}
+		}
+		counts[r.GetPath().String()]++
+	}
+	if want := 6 * 4; counts["PATH_HOST_TO_HOST"] != want || counts["PATH_POD_TO_POD"] != want {
+		t.Errorf("results per path %v, want %d each", counts, want)
+	}
+	// The table names the failures with their status.
+	stdout, _, _ = e.cli(ctx, "results", "--run", done.GetRun().GetRunId(), "--path", "pod-pod", "--test", "ping")
+	if !strings.Contains(stdout, "unreachable") && !strings.Contains(stdout, "timeout") {
+		t.Errorf("results table does not show the failure:\n%s", stdout)
+	}
+}

@@ -1,0 +1,180 @@
+package lab
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// probe is one bounded connectivity check, run inside lab namespaces only.
+type probe struct {
+	name string
+	// from is the namespace path the client runs in.
+	from func(l *Lab) string
+	// server, if set, is started in serverNS first (and killed afterwards);
+	// port is substituted for "PORT" and port+1 for "PORT1" in both argvs.
+	serverNS func(l *Lab) string
+	server   []string
+	listen   string // "t" or "u": what to wait for before the client runs
+	// client is the argv; "IP" placeholders are filled by target.
+	client []string
+	target func(l *Lab) string
+	// wantOK says whether the client must succeed, per lab config.
+	wantOK func(cfg Config) bool
+}
+
+func always(Config) bool             { return true }
+func never(Config) bool              { return false }
+func unlessDrop(c Config) bool       { return !c.DropCrossNodePod }
+func hostGWOnly(c Config) bool       { return c.Mode == ModeHostGW }
+func hostGWUnlessDrop(c Config) bool { return c.Mode == ModeHostGW && !c.DropCrossNodePod }
+func host(i int) func(*Lab) string   { return func(l *Lab) string { return l.Nodes[i-1].HostNetNSPath } }
+func pod(i int) func(*Lab) string    { return func(l *Lab) string { return l.Nodes[i-1].PodNetNSPath } }
+func hostIP(i int) func(*Lab) string {
+	return func(l *Lab) string { return l.Nodes[i-1].HostIP.String() }
+}
+func podIP(i int) func(*Lab) string {
+	return func(l *Lab) string { return l.Nodes[i-1].PodIP.String() }
+}
+func serviceIP(i int) func(*Lab) string {
+	return func(l *Lab) string { return l.Nodes[i-1].ServiceIP.String() }
+}
+func constant(s string) func(*Lab) string { return func(*Lab) string { return s } }
+
+var (
+	ping     = []string{"ping", "-n", "-q", "-c", "2", "-i", "0.2", "-W", "1", "IP"}
+	pingOnce = []string{"ping", "-n", "-q", "-c", "1", "-W", "1", "IP"}
+	pingDF   = func(size int) []string {
+		return []string{"ping", "-n", "-q", "-c", "1", "-W", "1", "-M", "do", "-s", strconv.Itoa(size), "IP"}
+	}
+	iperfSrv  = []string{"iperf3", "-s", "-1", "-p", "PORT"}
+	iperfTCP  = []string{"iperf3", "-c", "IP", "-p", "PORT", "-t", "1", "--connect-timeout", "1000"}
+	iperfUDP  = []string{"iperf3", "-c", "IP", "-p", "PORT", "-t", "1", "-u", "-b", "10M", "--connect-timeout", "1000"}
+	qperfSrv  = []string{"qperf", "-lp", "PORT"}
+	qperfLat  = []string{"qperf", "-lp", "PORT", "-ip", "PORT1", "-t", "1", "IP", "tcp_lat"}
+	routeGet  = []string{"ip", "route", "get", "IP"}
+	testNetIP = "192.0.2.1" // TEST-NET-1: only asked about, never sent to
+)
+
+var probes = []probe{
+	{name: "host1 to host2 ping", from: host(1), client: ping, target: hostIP(2), wantOK: always},
+	{name: "host1 to pod2 ping", from: host(1), client: ping, target: podIP(2), wantOK: always},
+	{name: "host3 to pod1 ping", from: host(3), client: ping, target: podIP(1), wantOK: always},
+	{name: "pod1 to pod2 ping", from: pod(1), client: ping, target: podIP(2), wantOK: unlessDrop},
+	{name: "pod3 to pod1 ping", from: pod(3), client: ping, target: podIP(1), wantOK: unlessDrop},
+	{name: "pod1 to host2 ping", from: pod(1), client: ping, target: hostIP(2), wantOK: always},
+	{name: "pod1 to service2 ping is not DNATed", from: pod(1), client: pingOnce, target: serviceIP(2), wantOK: never},
+	{name: "node has no route out of the lab", from: host(1), client: routeGet, target: constant(testNetIP), wantOK: never},
+	// MTU: 1422+28 = 1450 fits everywhere; 1472+28 = 1500 only without vxlan.
+	{name: "pod1 to pod2 DF 1450", from: pod(1), client: pingDF(1422), target: podIP(2), wantOK: unlessDrop},
+	{name: "pod1 to pod2 DF 1500", from: pod(1), client: pingDF(1472), target: podIP(2), wantOK: hostGWUnlessDrop},
+	{name: "host1 to pod2 DF 1451 fails in vxlan", from: host(1), client: pingDF(1423), target: podIP(2), wantOK: hostGWOnly},
+	{name: "host1 to host2 DF 1500", from: host(1), client: pingDF(1472), target: hostIP(2), wantOK: always},
+	// Services: TCP and UDP on any port, from pods and hosts.
+	{
+		name: "pod1 to service2 TCP (iperf3)", from: pod(1), target: serviceIP(2), client: iperfTCP,
+		serverNS: pod(2), server: iperfSrv, listen: "t", wantOK: unlessDrop,
+	},
+	{
+		name: "pod1 to service2 UDP (iperf3 -u)", from: pod(1), target: serviceIP(2), client: iperfUDP,
+		serverNS: pod(2), server: iperfSrv, listen: "t", wantOK: unlessDrop,
+	},
+	{
+		name: "host3 to service2 TCP (iperf3)", from: host(3), target: serviceIP(2), client: iperfTCP,
+		serverNS: pod(2), server: iperfSrv, listen: "t", wantOK: always,
+	},
+	{
+		name: "host1 to service1 TCP, same node", from: host(1), target: serviceIP(1), client: iperfTCP,
+		serverNS: pod(1), server: iperfSrv, listen: "t", wantOK: always,
+	},
+	{
+		name: "pod1 to its own service (hairpin)", from: pod(1), target: serviceIP(1), client: iperfTCP,
+		serverNS: pod(1), server: iperfSrv, listen: "t", wantOK: always,
+	},
+	{
+		name: "pod3 to service2 qperf tcp_lat, pinned ports", from: pod(3), target: serviceIP(2), client: qperfLat,
+		serverNS: pod(2), server: qperfSrv, listen: "t", wantOK: unlessDrop,
+	},
+	{
+		name: "host1 to service3 qperf tcp_lat, pinned ports", from: host(1), target: serviceIP(3), client: qperfLat,
+		serverNS: pod(3), server: qperfSrv, listen: "t", wantOK: always,
+	},
+}
+
+func TestConnectivity(t *testing.T) {
+	requireLab(t)
+	t.Parallel()
+	configs := []Config{
+		{Mode: ModeHostGW},
+		{Mode: ModeVXLAN},
+		{Mode: ModeHostGW, DropCrossNodePod: true},
+		{Mode: ModeVXLAN, DropCrossNodePod: true},
+	}
+	for _, cfg := range configs {
+		name := string(cfg.Mode)
+		if cfg.DropCrossNodePod {
+			name += "/drop-cross-node-pod"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg.Prefix, cfg.Nodes, cfg.Logger = testPrefix(t), 3, testLogger(t)
+			l := upLab(t, cfg)
+			port := 15000
+			for _, p := range probes {
+				port += 2
+				t.Run(p.name, func(t *testing.T) {
+					runProbe(t, l, p, port)
+				})
+			}
+		})
+	}
+}
+
+// runProbe runs p (starting its server first) and checks the outcome.
+func runProbe(t *testing.T, l *Lab, p probe, port int) {
+	fill := func(argv []string) []string {
+		out := make([]string, len(argv))
+		for i, a := range argv {
+			switch a {
+			case "IP":
+				a = p.target(l)
+			case "PORT":
+				a = strconv.Itoa(port)
+			case "PORT1":
+				a = strconv.Itoa(port + 1)
+			}
+			out[i] = a
+		}
+		return out
+	}
+	var srv *server
+	if p.server != nil {
+		srv = startIn(t, p.serverNS(l), fill(p.server)...)
+		waitListening(t, p.serverNS(l), p.listen, port)
+	}
+	start := time.Now()
+	out, err := runIn(t, 15*time.Second, p.from(l), fill(p.client)...)
+	elapsed := time.Since(start)
+	if srv != nil {
+		srv.stop()
+	}
+	want := p.wantOK(l.Config)
+	summary := lastLines(out, 3)
+	switch {
+	case want && err != nil:
+		t.Errorf("%v: want success, got %v after %v\n%s", fill(p.client), err, elapsed, out)
+	case !want && err == nil:
+		t.Errorf("%v: want failure, it worked\n%s", fill(p.client), out)
+	default:
+		t.Logf("%v: ok=%v in %v: %s", fill(p.client), err == nil, elapsed.Round(time.Millisecond), summary)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

@@ -1,0 +1,156 @@
+// Package labcli is the command line of the network-namespace lab: the
+// `meshlab` root command with `up`, `down` and `status`, on top of package
+// lab. Further subcommands (such as a demo that runs meshperf on the lab)
+// are passed to NewCommand, and can log through Logger.
+package labcli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshperf/meshperf/deploy/lab"
+)
+
+// DefaultPrefix is the lab prefix the commands use when --prefix is not given.
+const DefaultPrefix = "mp"
+
+// logLevelFlag is the root's persistent flag read by Logger.
+const logLevelFlag = "log-level"
+
+// NewCommand returns the `meshlab` root command with the up, down and status
+// subcommands, plus extra (added as they are). The root silences cobra's own
+// error and usage printing on run errors: the caller prints the error
+// Execute returns. It has a persistent --log-level flag (debug, info, warn,
+// error; default info) that Logger honours.
+func NewCommand(extra ...*cobra.Command) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "meshlab",
+		Short: "A Kubernetes-like lab of network namespaces for meshperf",
+		Long: "meshlab builds, inspects and removes a lab of Linux network namespaces wired\n" +
+			"like a Kubernetes cluster (flannel host-gw or vxlan, kube-proxy-style\n" +
+			"ClusterIPs). It needs root. Nothing is created in the root namespace.",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Runs before any subcommand that has no PersistentPreRunE of its own.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkLogLevel(cmd) },
+	}
+	root.PersistentFlags().String(logLevelFlag, "info", "log level on stderr: debug, info, warn or error")
+	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand())
+	root.AddCommand(extra...)
+	return root
+}
+
+// Logger returns a text logger on cmd's stderr at the root's --log-level
+// (info if the flag is absent or unparsable).
+func Logger(cmd *cobra.Command) *slog.Logger {
+	level := slog.LevelInfo
+	if f := cmd.Root().PersistentFlags().Lookup(logLevelFlag); f != nil {
+		_ = level.UnmarshalText([]byte(f.Value.String()))
+	}
+	return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+}
+
+// checkLogLevel validates --log-level, so a typo is an error, not silence.
+func checkLogLevel(cmd *cobra.Command) error {
+	f := cmd.Root().PersistentFlags().Lookup(logLevelFlag)
+	if f == nil {
+		return nil
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.Value.String())); err != nil {
+		return fmt.Errorf("--%s %q: want debug, info, warn or error", logLevelFlag, f.Value.String())
+	}
+	return nil
+}
+
+func newUpCommand() *cobra.Command {
+	var (
+		cfg  lab.Config
+		mode string
+	)
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Build a lab (removing any lab with the same prefix first) and print its layout",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Mode = lab.Mode(mode)
+			cfg.Logger = Logger(cmd)
+			l, err := lab.Up(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			return PrintLayout(cmd.OutOrStdout(), l)
+		},
+	}
+	modes := make([]string, len(lab.Modes))
+	for i, m := range lab.Modes {
+		modes[i] = string(m)
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Prefix, "prefix", DefaultPrefix, "lab name: prefix of its network namespaces, [a-z0-9]")
+	f.IntVar(&cfg.Nodes, "nodes", lab.DefaultNodes, fmt.Sprintf("number of nodes, %d to %d", lab.MinNodes, lab.MaxNodes))
+	f.StringVar(&mode, "mode", string(lab.ModeHostGW), "cross-node pod network: "+strings.Join(modes, " or "))
+	f.BoolVar(&cfg.DropCrossNodePod, "drop-cross-node-pod", false,
+		"drop pod traffic to other nodes' pods in every node's FORWARD chain (a broken CNI)")
+	return cmd
+}
+
+func newDownCommand() *cobra.Command {
+	var prefix string
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Remove a lab: kill the processes in its namespaces and delete them (idempotent)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return lab.Down(cmd.Context(), prefix, Logger(cmd))
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", DefaultPrefix, "lab name: prefix of its network namespaces")
+	return cmd
+}
+
+func newStatusCommand() *cobra.Command {
+	var prefix string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Print a lab's namespaces, interfaces, routes and processes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := lab.Status(cmd.Context(), prefix)
+			if err != nil {
+				return err
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), st.String())
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", DefaultPrefix, "lab name: prefix of its network namespaces")
+	return cmd
+}
+
+// PrintLayout writes l as a table, one row per node: node name, host IP, pod
+// IP, pod netns path, service IP, host netns path; then the mode and how to
+// run a command in a namespace.
+func PrintLayout(w io.Writer, l *lab.Lab) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tHOST IP\tPOD IP\tPOD NETNS\tSERVICE IP\tHOST NETNS")
+	for _, n := range l.Nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.HostIP, n.PodIP, n.PodNetNSPath, n.ServiceIP, n.HostNetNSPath)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	drop := ""
+	if l.DropCrossNodePod {
+		drop = ", cross-node pod traffic DROPPED"
+	}
+	cp := l.ControlPlane()
+	_, err := fmt.Fprintf(w, "\nlab %q: %d nodes, mode %s%s; control plane %s.\nRun a command in a namespace: %s\nRemove it: meshlab down --prefix %s\n",
+		l.Prefix, len(l.Nodes), l.Mode, drop, cp.Name, strings.Join(cp.PodCommand("ping", "-c", "3", l.Nodes[len(l.Nodes)-1].PodIP.String()), " "), l.Prefix)
+	return err
+}

@@ -1,0 +1,155 @@
+package labcli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshperf/meshperf/deploy/lab"
+)
+
+// execute runs the meshlab command line args and returns stdout, stderr and
+// the error.
+func execute(t *testing.T, args []string, extra ...*cobra.Command) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := NewCommand(extra...)
+	var stdout, stderr bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	err := cmd.ExecuteContext(ctx)
+	return stdout.String(), stderr.String(), err
+}
+
+func TestCommandErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr error  // nil: any error
+		wantMsg string // in the error
+	}{
+		{"bad mode", []string{"up", "--prefix", "lcx", "--mode", "ipip"}, lab.ErrInvalidConfig, `Mode "ipip"`},
+		{"bad nodes", []string{"up", "--prefix", "lcx", "--nodes", "1"}, lab.ErrInvalidConfig, "Nodes 1"},
+		{"bad prefix up", []string{"up", "--prefix", "Bad-1"}, lab.ErrInvalidConfig, `Prefix "Bad-1"`},
+		{"bad prefix down", []string{"down", "--prefix", "x/y"}, lab.ErrInvalidConfig, `Prefix "x/y"`},
+		{"bad prefix status", []string{"status", "--prefix", ""}, lab.ErrInvalidConfig, `Prefix ""`},
+		{"bad log level", []string{"--log-level", "loud", "status"}, nil, "--log-level"},
+		{"extra argument", []string{"down", "now"}, nil, "unknown command"},
+		{"unknown flag", []string{"up", "--pods", "3"}, nil, "unknown flag"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := execute(t, tt.args)
+			if err == nil {
+				t.Fatalf("%v: want an error", tt.args)
+			}
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Errorf("%v: error %v, want %v", tt.args, err, tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("%v: error %q does not mention %q", tt.args, err, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestExtraCommand(t *testing.T) {
+	ran := false
+	demo := &cobra.Command{
+		Use: "demo",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ran = true
+			Logger(cmd).Debug("hello from demo")
+			return nil
+		},
+	}
+	_, stderr, err := execute(t, []string{"--log-level", "debug", "demo"}, demo)
+	if err != nil || !ran {
+		t.Fatalf("demo: ran %v, err %v", ran, err)
+	}
+	if !strings.Contains(stderr, "hello from demo") {
+		t.Errorf("debug log missing from stderr: %q", stderr)
+	}
+	var names []string
+	for _, c := range NewCommand(demo).Commands() {
+		names = append(names, c.Name())
+	}
+	for _, want := range []string{"up", "down", "status", "demo"} {
+		if !strings.Contains(strings.Join(names, " "), want) {
+			t.Errorf("subcommands %v lack %s", names, want)
+		}
+	}
+}
+
+func TestPrintLayout(t *testing.T) {
+	l, err := lab.Describe(lab.Config{Prefix: "mp", Mode: lab.ModeVXLAN, DropCrossNodePod: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := PrintLayout(&b, l); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"NODE", "HOST IP", "POD IP", "POD NETNS", "SERVICE IP",
+		"node-2  172.18.0.12  10.244.2.2  /run/netns/mp-pod2  10.96.0.12",
+		"mode vxlan", "DROPPED", "nsenter --net=/run/netns/mp-pod1 -- ping",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("layout lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestUpStatusDown drives a real lab through the command line (root only).
+func TestUpStatusDown(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if _, err := exec.LookPath("iptables-restore"); err != nil {
+		t.Skip("needs iptables")
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	prefix := "lc" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := lab.Down(ctx, prefix, nil); err != nil {
+			t.Error(err)
+		}
+	})
+	steps := []struct {
+		args    []string
+		wantOut []string
+	}{
+		{[]string{"up", "--prefix", prefix, "--nodes", "2", "--mode", "vxlan"}, []string{"node-2", "/run/netns/" + prefix + "-pod2", "10.96.0.12"}},
+		{[]string{"status", "--prefix", prefix}, []string{"5 namespaces", "flannel.1", "10.244.2.0/32"}},
+		{[]string{"down", "--prefix", prefix}, nil},
+		{[]string{"down", "--prefix", prefix}, nil},
+		{[]string{"status", "--prefix", prefix}, []string{"no namespaces"}},
+	}
+	for _, s := range steps {
+		stdout, stderr, err := execute(t, s.args)
+		if err != nil {
+			t.Fatalf("meshlab %v: %v\n%s", s.args, err, stderr)
+		}
+		for _, want := range s.wantOut {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("meshlab %v: output lacks %q:\n%s", s.args, want, stdout)
+			}
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package testspec
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// FuzzNormalize builds specs from fuzzed numbers: Normalize must not panic,
+// must not modify its argument, must return ErrInvalid or a spec whose
+// params match its test, and a spec it accepts must normalize again to an
+// equal spec.
+func FuzzNormalize(f *testing.F) {
+	f.Add(int32(1), uint8(0), uint64(5), uint64(56), int64(0), int32(200000000), []byte{})
+	f.Add(int32(2), uint8(1), uint64(0), uint64(0), int64(1), int32(0), []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(int32(3), uint8(1), uint64(0), uint64(0), int64(0), int32(500000000), []byte{})
+	f.Add(int32(5), uint8(1), uint64(0), uint64(0), int64(2), int32(0), []byte{0, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0})
+	f.Add(int32(6), uint8(2), uint64(2), uint64(1<<20), int64(10), int32(0), []byte{})
+	f.Add(int32(7), uint8(2), uint64(1), uint64(1400), int64(1), int32(0), []byte{0xff})
+	f.Add(int32(8), uint8(3), uint64(0), uint64(0), int64(0), int32(100000000), []byte{})
+	f.Add(int32(8), uint8(0), uint64(0), uint64(0), int64(-1), int32(-5), []byte{})
+	f.Add(int32(99), uint8(4), uint64(0), uint64(0), int64(0), int32(0), []byte{})
+	f.Fuzz(func(t *testing.T, test int32, kind uint8, a, b uint64, secs int64, nanos int32, sizes []byte) {
+		var d *durationpb.Duration
+		if secs != 0 || nanos != 0 {
+			d = &durationpb.Duration{Seconds: secs, Nanos: nanos}
+		}
+		spec := &measurev1.TestSpec{Test: measurev1.Test(test)}
+		switch kind % 5 {
+		case 0:
+			spec.Params = &measurev1.TestSpec_Ping{Ping: &measurev1.PingParams{Count: uint32(a), Interval: d, PayloadSizeBytes: uint32(b)}}
+		case 1:
+			q := &measurev1.QperfParams{Duration: d}
+			for len(sizes) >= 8 {
+				q.MsgSizeBytes = append(q.MsgSizeBytes, binary.LittleEndian.Uint64(sizes)%(1<<31))
+				sizes = sizes[8:]
+			}
+			spec.Params = &measurev1.TestSpec_Qperf{Qperf: q}
+		case 2:
+			spec.Params = &measurev1.TestSpec_Iperf3{Iperf3: &measurev1.Iperf3Params{
+				Duration: d, ParallelStreams: uint32(a), BlockSizeBytes: b, UdpTargetBps: a * b,
+			}}
+		case 3:
+			spec.Params = &measurev1.TestSpec_Http{Http: &measurev1.HttpParams{Timeout: d}}
+		}
+		before := proto.Clone(spec)
+		got, err := Normalize(spec)
+		if !proto.Equal(before, spec) {
+			t.Fatalf("Normalize modified its argument")
+		}
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		if Tool(got.GetTest()) == measurev1.Tool_TOOL_UNSPECIFIED || got.Params == nil {
+			t.Fatalf("accepted %v", got)
+		}
+		again, err := Normalize(got)
+		if err != nil {
+			t.Fatalf("second Normalize(%v): %v", got, err)
+		}
+		if !proto.Equal(again, got) {
+			t.Fatalf("second Normalize changed %v into %v", got, again)
+		}
+		if _, err := ExpectedDuration(got); err != nil {
+			t.Fatalf("ExpectedDuration(%v): %v", got, err)
+		}
+	})
+}

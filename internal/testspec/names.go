@@ -1,0 +1,153 @@
+package testspec
+
+import (
+	"fmt"
+	"strings"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// testInfo is what this package knows about one Test.
+type testInfo struct {
+	name  string         // short CLI name
+	tool  measurev1.Tool // the client tool
+	qperf string         // qperf's test name, for qperf tests
+}
+
+var tests = map[measurev1.Test]testInfo{
+	measurev1.Test_TEST_PING:          {name: "ping", tool: measurev1.Tool_TOOL_PING},
+	measurev1.Test_TEST_QPERF_TCP_LAT: {name: "qperf_tcp_lat", tool: measurev1.Tool_TOOL_QPERF, qperf: "tcp_lat"},
+	measurev1.Test_TEST_QPERF_TCP_BW:  {name: "qperf_tcp_bw", tool: measurev1.Tool_TOOL_QPERF, qperf: "tcp_bw"},
+	measurev1.Test_TEST_QPERF_UDP_LAT: {name: "qperf_udp_lat", tool: measurev1.Tool_TOOL_QPERF, qperf: "udp_lat"},
+	measurev1.Test_TEST_QPERF_UDP_BW:  {name: "qperf_udp_bw", tool: measurev1.Tool_TOOL_QPERF, qperf: "udp_bw"},
+	measurev1.Test_TEST_IPERF3_TCP:    {name: "iperf3_tcp", tool: measurev1.Tool_TOOL_IPERF3},
+	measurev1.Test_TEST_IPERF3_UDP:    {name: "iperf3_udp", tool: measurev1.Tool_TOOL_IPERF3},
+	measurev1.Test_TEST_HTTP:          {name: "http", tool: measurev1.Tool_TOOL_CURL},
+}
+
+var paths = map[measurev1.Path]string{
+	measurev1.Path_PATH_HOST_TO_HOST:    "host-host",
+	measurev1.Path_PATH_HOST_TO_POD:     "host-pod",
+	measurev1.Path_PATH_POD_TO_POD:      "pod-pod",
+	measurev1.Path_PATH_POD_TO_SERVICE:  "pod-service",
+	measurev1.Path_PATH_HOST_TO_SERVICE: "host-service",
+}
+
+// Tests returns every valid Test in enum order.
+func Tests() []measurev1.Test {
+	out := make([]measurev1.Test, 0, len(tests))
+	for t := measurev1.Test(1); ; t++ {
+		if _, ok := tests[t]; !ok {
+			return out
+		}
+		out = append(out, t)
+	}
+}
+
+// Paths returns every valid Path in enum order.
+func Paths() []measurev1.Path {
+	out := make([]measurev1.Path, 0, len(paths))
+	for p := measurev1.Path(1); ; p++ {
+		if _, ok := paths[p]; !ok {
+			return out
+		}
+		out = append(out, p)
+	}
+}
+
+// Tool returns the client tool of test, or TOOL_UNSPECIFIED for an unknown
+// or unspecified test.
+func Tool(test measurev1.Test) measurev1.Tool { return tests[test].tool }
+
+// QperfTestName returns qperf's own name of a qperf test ("tcp_lat",
+// "tcp_bw", "udp_lat", "udp_bw"), or "" for other tests.
+func QperfTestName(test measurev1.Test) string { return tests[test].qperf }
+
+// IsHeavy reports whether test loads the link or needs a server of its own
+// (qperf and iperf3 tests), so that it must not run at the same time as
+// another heavy test on the same nodes. Ping and HTTP are light.
+func IsHeavy(test measurev1.Test) bool {
+	switch Tool(test) {
+	case measurev1.Tool_TOOL_QPERF, measurev1.Tool_TOOL_IPERF3:
+		return true
+	}
+	return false
+}
+
+// NeedsServer reports whether test needs a server started for it on the
+// destination (qperf and iperf3). HTTP uses the agent's always-up target;
+// ping needs nothing.
+func NeedsServer(test measurev1.Test) bool { return IsHeavy(test) }
+
+// IsUDP reports whether test is a UDP test (qperf udp_*, iperf3 UDP).
+func IsUDP(test measurev1.Test) bool {
+	switch test {
+	case measurev1.Test_TEST_QPERF_UDP_LAT, measurev1.Test_TEST_QPERF_UDP_BW, measurev1.Test_TEST_IPERF3_UDP:
+		return true
+	}
+	return false
+}
+
+// Name returns the short CLI name of test: ping, qperf_tcp_lat,
+// qperf_tcp_bw, qperf_udp_lat, qperf_udp_bw, iperf3_tcp, iperf3_udp, http.
+// An unspecified or unknown test gives "unspecified" or "test(N)", which
+// ParseTest refuses.
+func Name(test measurev1.Test) string {
+	if test == measurev1.Test_TEST_UNSPECIFIED {
+		return "unspecified"
+	}
+	if info, ok := tests[test]; ok {
+		return info.name
+	}
+	return fmt.Sprintf("test(%d)", int32(test))
+}
+
+// ParseTest is the inverse of Name. It also accepts the enum's own name
+// ("TEST_QPERF_TCP_LAT"); matching ignores case. The error wraps ErrInvalid.
+func ParseTest(s string) (measurev1.Test, error) {
+	want := strings.ToLower(strings.TrimSpace(s))
+	for t, info := range tests {
+		if want == info.name || want == strings.ToLower(t.String()) {
+			return t, nil
+		}
+	}
+	return measurev1.Test_TEST_UNSPECIFIED, fmt.Errorf("%w: unknown test %q (want one of %s)", ErrInvalid, s, strings.Join(testNames(), ", "))
+}
+
+func testNames() []string {
+	var names []string
+	for _, t := range Tests() {
+		names = append(names, Name(t))
+	}
+	return names
+}
+
+// PathName returns the short CLI name of p, "SOURCE-DESTINATION" in the
+// enum's words: host-host, host-pod, pod-pod, pod-service, host-service. An
+// unspecified or unknown path gives "unspecified" or "path(N)", which
+// ParsePath refuses.
+func PathName(p measurev1.Path) string {
+	if p == measurev1.Path_PATH_UNSPECIFIED {
+		return "unspecified"
+	}
+	if name, ok := paths[p]; ok {
+		return name
+	}
+	return fmt.Sprintf("path(%d)", int32(p))
+}
+
+// ParsePath is the inverse of PathName. It also accepts the enum's own name
+// ("PATH_POD_TO_SERVICE"); matching ignores case. The error wraps ErrInvalid.
+func ParsePath(s string) (measurev1.Path, error) {
+	want := strings.ToLower(strings.TrimSpace(s))
+	for p, name := range paths {
+		if want == name || want == strings.ToLower(p.String()) {
+			return p, nil
+		}
+	}
+	var names []string
+	for _, p := range Paths() {
+		names = append(names, PathName(p))
+	}
+	return measurev1.Path_PATH_UNSPECIFIED, fmt.Errorf("%w: unknown path %q (want one of %s)", ErrInvalid, s, strings.Join(names, ", "))
+}

@@ -1,0 +1,335 @@
+package testspec
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// ErrInvalid is wrapped by every validation error of this package.
+var ErrInvalid = errors.New("invalid test spec")
+
+// Defaults and limits. Where a tool's own limit is tighter than the range
+// written in measure.proto, the tool's limit wins, so that a spec this
+// package accepts is one the tool accepts too.
+const (
+	defaultPingCount    = 5
+	maxPingCount        = 1000
+	defaultPingInterval = 200 * time.Millisecond
+	minPingInterval     = 2 * time.Millisecond
+	maxPingInterval     = 10 * time.Second
+	defaultPingPayload  = 56
+	// minPingPayload: iputils ping times a reply only when the payload
+	// holds its timestamp (16 bytes); below that it prints no rtt line.
+	minPingPayload = 16
+	maxPingPayload = 65507
+	// maxRun bounds a tool's run (qperf -t, iperf3 -t, a ping's count x
+	// interval).
+	maxRun = 300 * time.Second
+
+	defaultQperfDuration = 2 * time.Second
+	maxQperfSizes        = 32
+	maxQperfMsgSize      = 1 << 30
+	// maxUDPPayload is the largest UDP payload over IPv4; qperf udp_* with a
+	// larger message gets send errors and reports a latency of 0 ns.
+	maxUDPPayload = 65507
+
+	defaultIperf3Duration = 2 * time.Second
+	maxIperf3Streams      = 128
+	// iperf3 3.12 refuses -l above 1 MiB for TCP ("block size too large")
+	// and outside 16..65507 for UDP ("block size invalid").
+	maxIperf3TCPBlock    = 1 << 20
+	minIperf3UDPBlock    = 16
+	maxIperf3UDPBlock    = 65507
+	defaultIperf3UDPBps  = 1_000_000_000
+	maxIperf3UDPBps      = 1_000_000_000_000
+	defaultHTTPTimeout   = 5 * time.Second
+	minHTTPTimeout       = 100 * time.Millisecond
+	maxHTTPTimeout       = 60 * time.Second
+	defaultQperfLatSize  = 1
+	defaultQperfTCPBSize = 64 << 10
+	// defaultQperfUDPBSize is qperf 0.4.11's default for udp_bw (32 KiB,
+	// measured), not the 64 KiB that measure.proto's comment says.
+	defaultQperfUDPBSize = 32 << 10
+)
+
+// Normalize returns a copy of spec with every default filled in, or an
+// error wrapping ErrInvalid that names the field and the value, e.g.
+// "invalid test spec: qperf.duration: 0.5s is not a whole number of seconds
+// in 1..300". spec itself is never modified.
+//
+// Defaults (zero or missing means the default):
+//   - ping: count 5 (1..1000), interval 0.2s (0.002s..10s), payload 56 bytes
+//     (16..65507: below 16 ping cannot time replies), and count x interval
+//     at most 300s.
+//   - qperf: duration 2s (whole seconds 1..300); msg_size_bytes empty means
+//     qperf's own default, written out: [1] for *_lat, [65536] for tcp_bw,
+//     [32768] for udp_bw. At most 32 sizes, no repeats, each 1..1 GiB and
+//     at most 65507 for udp_*.
+//   - iperf3: duration 2s (whole seconds 1..300), parallel_streams 1
+//     (1..128), block_size_bytes 0 = iperf3's default (TCP 1..1 MiB, UDP
+//     16..65507: iperf3 3.12's limits), udp_target_bps 1 Gbit/s for UDP (at
+//     most 1 Tbit/s) and must be 0 for TCP.
+//   - http: timeout 5s (0.1s..60s).
+//
+// The params field must match the test (ping for TEST_PING, qperf for
+// TEST_QPERF_*, iperf3 for TEST_IPERF3_*, http for TEST_HTTP) or be unset.
+// Normalize is idempotent: a normalized spec normalizes to an equal copy.
+func Normalize(spec *measurev1.TestSpec) (*measurev1.TestSpec, error) {
+	if spec == nil {
+		return nil, invalid("spec", "missing")
+	}
+	test := spec.GetTest()
+	if test == measurev1.Test_TEST_UNSPECIFIED {
+		return nil, invalid("test", "TEST_UNSPECIFIED is not a test")
+	}
+	if _, ok := tests[test]; !ok {
+		return nil, invalid("test", "%d is not a known test", int32(test))
+	}
+	out := proto.Clone(spec).(*measurev1.TestSpec)
+	var err error
+	switch Tool(test) {
+	case measurev1.Tool_TOOL_PING:
+		err = checkKind(out, "ping")
+		if err == nil {
+			p := out.GetPing()
+			if p == nil {
+				p = &measurev1.PingParams{}
+			}
+			out.Params = &measurev1.TestSpec_Ping{Ping: p}
+			err = normalizePing(p)
+		}
+	case measurev1.Tool_TOOL_QPERF:
+		err = checkKind(out, "qperf")
+		if err == nil {
+			p := out.GetQperf()
+			if p == nil {
+				p = &measurev1.QperfParams{}
+			}
+			out.Params = &measurev1.TestSpec_Qperf{Qperf: p}
+			err = normalizeQperf(test, p)
+		}
+	case measurev1.Tool_TOOL_IPERF3:
+		err = checkKind(out, "iperf3")
+		if err == nil {
+			p := out.GetIperf3()
+			if p == nil {
+				p = &measurev1.Iperf3Params{}
+			}
+			out.Params = &measurev1.TestSpec_Iperf3{Iperf3: p}
+			err = normalizeIperf3(test, p)
+		}
+	case measurev1.Tool_TOOL_CURL:
+		err = checkKind(out, "http")
+		if err == nil {
+			p := out.GetHttp()
+			if p == nil {
+				p = &measurev1.HttpParams{}
+			}
+			out.Params = &measurev1.TestSpec_Http{Http: p}
+			err = normalizeHTTP(p)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkKind checks that spec's params, if set, are of the kind want.
+func checkKind(spec *measurev1.TestSpec, want string) error {
+	var got string
+	switch spec.Params.(type) {
+	case nil:
+		return nil
+	case *measurev1.TestSpec_Ping:
+		got = "ping"
+	case *measurev1.TestSpec_Qperf:
+		got = "qperf"
+	case *measurev1.TestSpec_Iperf3:
+		got = "iperf3"
+	case *measurev1.TestSpec_Http:
+		got = "http"
+	}
+	if got == want {
+		return nil
+	}
+	return invalid("params", "%s params given for test %s, which takes %s params", got, Name(spec.GetTest()), want)
+}
+
+func normalizePing(p *measurev1.PingParams) error {
+	if p.Count == 0 {
+		p.Count = defaultPingCount
+	}
+	if p.Count > maxPingCount {
+		return invalid("ping.count", "%d is not in 1..%d", p.Count, maxPingCount)
+	}
+	iv, err := durationField("ping.interval", p.Interval, defaultPingInterval, minPingInterval, maxPingInterval, false)
+	if err != nil {
+		return err
+	}
+	p.Interval = iv
+	if p.PayloadSizeBytes == 0 {
+		p.PayloadSizeBytes = defaultPingPayload
+	}
+	if p.PayloadSizeBytes < minPingPayload || p.PayloadSizeBytes > maxPingPayload {
+		return invalid("ping.payload_size_bytes", "%d is not in %d..%d (ping times replies only from %d bytes)",
+			p.PayloadSizeBytes, minPingPayload, maxPingPayload, minPingPayload)
+	}
+	if total := time.Duration(p.Count) * iv.AsDuration(); total > maxRun {
+		return invalid("ping", "count %d x interval %s = %s is longer than %s",
+			p.Count, seconds(iv.AsDuration()), seconds(total), seconds(maxRun))
+	}
+	return nil
+}
+
+func normalizeQperf(test measurev1.Test, p *measurev1.QperfParams) error {
+	d, err := durationField("qperf.duration", p.Duration, defaultQperfDuration, time.Second, maxRun, true)
+	if err != nil {
+		return err
+	}
+	p.Duration = d
+	if len(p.MsgSizeBytes) == 0 {
+		switch test {
+		case measurev1.Test_TEST_QPERF_TCP_BW:
+			p.MsgSizeBytes = []uint64{defaultQperfTCPBSize}
+		case measurev1.Test_TEST_QPERF_UDP_BW:
+			p.MsgSizeBytes = []uint64{defaultQperfUDPBSize}
+		default:
+			p.MsgSizeBytes = []uint64{defaultQperfLatSize}
+		}
+	}
+	if len(p.MsgSizeBytes) > maxQperfSizes {
+		return invalid("qperf.msg_size_bytes", "%d sizes, at most %d", len(p.MsgSizeBytes), maxQperfSizes)
+	}
+	limit := uint64(maxQperfMsgSize)
+	if IsUDP(test) {
+		limit = maxUDPPayload
+	}
+	seen := make(map[uint64]int, len(p.MsgSizeBytes))
+	for i, size := range p.MsgSizeBytes {
+		field := fmt.Sprintf("qperf.msg_size_bytes[%d]", i)
+		if size == 0 || size > limit {
+			return invalid(field, "%d is not in 1..%d", size, limit)
+		}
+		if j, dup := seen[size]; dup {
+			return invalid(field, "%d repeats msg_size_bytes[%d]", size, j)
+		}
+		seen[size] = i
+	}
+	return nil
+}
+
+func normalizeIperf3(test measurev1.Test, p *measurev1.Iperf3Params) error {
+	d, err := durationField("iperf3.duration", p.Duration, defaultIperf3Duration, time.Second, maxRun, true)
+	if err != nil {
+		return err
+	}
+	p.Duration = d
+	if p.ParallelStreams == 0 {
+		p.ParallelStreams = 1
+	}
+	if p.ParallelStreams > maxIperf3Streams {
+		return invalid("iperf3.parallel_streams", "%d is not in 1..%d", p.ParallelStreams, maxIperf3Streams)
+	}
+	udp := test == measurev1.Test_TEST_IPERF3_UDP
+	if b := p.BlockSizeBytes; b != 0 {
+		if udp && (b < minIperf3UDPBlock || b > maxIperf3UDPBlock) {
+			return invalid("iperf3.block_size_bytes", "%d is not in %d..%d (iperf3's UDP limits)", b, minIperf3UDPBlock, maxIperf3UDPBlock)
+		}
+		if !udp && b > maxIperf3TCPBlock {
+			return invalid("iperf3.block_size_bytes", "%d is not in 1..%d (iperf3's TCP limit)", b, maxIperf3TCPBlock)
+		}
+	}
+	if !udp {
+		if p.UdpTargetBps != 0 {
+			return invalid("iperf3.udp_target_bps", "%d is set for %s, a TCP test", p.UdpTargetBps, Name(test))
+		}
+		return nil
+	}
+	if p.UdpTargetBps == 0 {
+		p.UdpTargetBps = defaultIperf3UDPBps
+	}
+	if p.UdpTargetBps > maxIperf3UDPBps {
+		return invalid("iperf3.udp_target_bps", "%d is above %d", p.UdpTargetBps, uint64(maxIperf3UDPBps))
+	}
+	return nil
+}
+
+func normalizeHTTP(p *measurev1.HttpParams) error {
+	d, err := durationField("http.timeout", p.Timeout, defaultHTTPTimeout, minHTTPTimeout, maxHTTPTimeout, false)
+	if err != nil {
+		return err
+	}
+	p.Timeout = d
+	return nil
+}
+
+// durationField checks a Duration field: nil or zero gives def; otherwise it
+// must be valid, in min..max and, if whole, a whole number of seconds.
+func durationField(field string, d *durationpb.Duration, def, lo, hi time.Duration, whole bool) (*durationpb.Duration, error) {
+	if d == nil || (d.Seconds == 0 && d.Nanos == 0) {
+		return durationpb.New(def), nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return nil, invalid(field, "{seconds:%d nanos:%d} is not a valid duration", d.Seconds, d.Nanos)
+	}
+	v := d.AsDuration()
+	if whole {
+		if v%time.Second != 0 || v < lo || v > hi {
+			return nil, invalid(field, "%s is not a whole number of seconds in %d..%d", seconds(v), lo/time.Second, hi/time.Second)
+		}
+		return d, nil
+	}
+	if v < lo || v > hi {
+		return nil, invalid(field, "%s is not in %s..%s", seconds(v), seconds(lo), seconds(hi))
+	}
+	return d, nil
+}
+
+// seconds formats d as decimal seconds: "0.5s", "300s".
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+}
+
+func invalid(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
+}
+
+// Per-run overheads used by ExpectedDuration: measured on loopback and veth,
+// rounded up.
+const (
+	pingLinger     = time.Second // -W 1: how long ping waits for the last reply
+	qperfOverhead  = time.Second // connect, exchange of parameters and results
+	iperf3Overhead = 2 * time.Second
+)
+
+// ExpectedDuration returns how long the client of spec normally runs,
+// failures aside: ping count x interval + 1s; qperf (duration + 1s) per
+// message size; iperf3 duration + 2s; http its timeout. It is an estimate
+// for deadlines, not a bound: callers add slack (a qperf client that cannot
+// connect gives up after 5s, per message size). spec is normalized first;
+// the error is Normalize's.
+func ExpectedDuration(spec *measurev1.TestSpec) (time.Duration, error) {
+	n, err := Normalize(spec)
+	if err != nil {
+		return 0, err
+	}
+	switch Tool(n.GetTest()) {
+	case measurev1.Tool_TOOL_PING:
+		p := n.GetPing()
+		return time.Duration(p.GetCount())*p.GetInterval().AsDuration() + pingLinger, nil
+	case measurev1.Tool_TOOL_QPERF:
+		p := n.GetQperf()
+		return time.Duration(len(p.GetMsgSizeBytes())) * (p.GetDuration().AsDuration() + qperfOverhead), nil
+	case measurev1.Tool_TOOL_IPERF3:
+		return n.GetIperf3().GetDuration().AsDuration() + iperf3Overhead, nil
+	default:
+		return n.GetHttp().GetTimeout().AsDuration(), nil
+	}
+}
