@@ -36,7 +36,10 @@ type ExitError struct {
 	Err error
 }
 
+// Error returns Err's message.
 func (e *ExitError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // options are the flags every client command shares.

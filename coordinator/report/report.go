@@ -18,9 +18,10 @@ import (
 // PairPath is one (source node, destination node, path) of a run with its
 // results per test.
 type PairPath struct {
-	// Src, Dst and Path identify the row.
+	// Src and Dst are the client's and the server's node.
 	Src, Dst string
-	Path     measurev1.Path
+	// Path is the row's path.
+	Path measurev1.Path
 	// Tests are the tests planned for the row, in the run's order.
 	Tests []measurev1.Test
 	// Results holds every result of the row by test.

@@ -63,8 +63,9 @@ func (s *Store) AddResults(ctx context.Context, results []*measurev1.Result) err
 type Filter struct {
 	// SrcNode and DstNode select the node pair (either may be empty).
 	SrcNode, DstNode string
-	// Path and Test select one path and one test.
+	// Path selects one path.
 	Path measurev1.Path
+	// Test selects one test.
 	Test measurev1.Test
 	// RunID selects one run.
 	RunID string

@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/prototext"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+func TestTriggerFlagsSpec(t *testing.T) {
+	tests := []struct {
+		name    string
+		flags   triggerFlags
+		want    string // prototext of the RunSpec, spaces collapsed
+		wantErr string
+	}{
+		{"defaults", triggerFlags{repeats: 1},
+			`tests:{test:TEST_PING} tests:{test:TEST_QPERF_TCP_LAT} tests:{test:TEST_QPERF_TCP_BW} tests:{test:TEST_IPERF3_TCP} tests:{test:TEST_HTTP} repeats:1`, ""},
+		{"params reach their tools", triggerFlags{tests: []string{"ping,qperf_tcp_lat", "iperf3_udp"}, duration: 3 * time.Second, pingCount: 7,
+			msgSizes: []string{"64,1024"}, streams: 2, paths: []string{"pod-pod"}, pairs: []string{"node-1:node-2"}},
+			`tests:{test:TEST_PING ping:{count:7}} tests:{test:TEST_QPERF_TCP_LAT qperf:{duration:{seconds:3} msg_size_bytes:64 msg_size_bytes:1024}} tests:{test:TEST_IPERF3_UDP iperf3:{duration:{seconds:3} parallel_streams:2}} paths:PATH_POD_TO_POD pairs:{src_node:"node-1" dst_node:"node-2"}`, ""},
+		{"unknown test", triggerFlags{tests: []string{"nping"}}, "", `--tests`},
+		{"unknown path", triggerFlags{paths: []string{"pod-moon"}}, "", `--paths`},
+		{"bad pair", triggerFlags{pairs: []string{"node-1"}}, "", `--pair "node-1": want SRC:DST`},
+		{"bad size", triggerFlags{msgSizes: []string{"64k"}}, "", `--msg-sizes: "64k" is not a byte count`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec, err := tt.flags.spec()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(strings.Fields(prototext.MarshalOptions{}.Format(spec)), " ")
+			got = strings.ReplaceAll(got, ": ", ":")
+			if got != tt.want {
+				t.Errorf("spec\n got %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestResultsFlagsRequest(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		flags   resultsFlags
+		check   func(t *testing.T, f resultsFlags)
+		wantErr string
+	}{
+		{"since a duration ago and until a time", resultsFlags{src: "node-1", test: "iperf3_tcp", path: "host-pod", since: "90m", until: "2026-11-30T11:59:00Z"}, nil, ""},
+		{"bad test", resultsFlags{test: "iperf2"}, nil, "--test"},
+		{"bad since", resultsFlags{since: "yesterday"}, nil, `--since: "yesterday" is neither a duration`},
+		{"negative duration", resultsFlags{until: "-1h"}, nil, "must not be negative"},
+		{"negative limit", resultsFlags{limit: -1}, nil, "--limit -1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := tt.flags.request(now)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if req.GetSrcNode() != "node-1" || req.GetTest() != measurev1.Test_TEST_IPERF3_TCP || req.GetPath() != measurev1.Path_PATH_HOST_TO_POD {
+				t.Errorf("request %v", req)
+			}
+			if got, want := req.GetStartTime().AsTime(), now.Add(-90*time.Minute); !got.Equal(want) {
+				t.Errorf("start %v, want %v", got, want)
+			}
+			if got, want := req.GetEndTime().AsTime(), now.Add(-time.Minute); !got.Equal(want) {
+				t.Errorf("end %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestBadOutputFormat(t *testing.T) {
+	var out, errOut bytes.Buffer
+	cmd := NewCommand(&out, &errOut)
+	cmd.SetArgs([]string{"agents", "-o", "yaml", "--coordinator", "unix:///nonexistent.sock"})
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), `--output "yaml"`) {
+		t.Errorf("err = %v, want one naming --output \"yaml\"", err)
+	}
+}
