@@ -20,6 +20,15 @@ import (
 // its heartbeat timeout.
 var errCoordinatorSilent = errors.New("no message from the coordinator within the heartbeat timeout")
 
+// errNotRegistered ends a session whose coordinator did not answer the
+// Register within registerTimeout (the heartbeat watchdog only starts with
+// the answer).
+var errNotRegistered = errors.New("no answer to the registration")
+
+// registerTimeout bounds the wait for the answer to Register; a variable
+// so that tests can shorten it.
+var registerTimeout = 30 * time.Second
+
 // register builds the Register message.
 func (a *Agent) register(ctx context.Context) *agentv1.Register {
 	reg := &agentv1.Register{
@@ -50,8 +59,13 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (err error) 
 	if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: a.register(ctx)}}); err != nil {
 		return fmt.Errorf("send register: %w", err)
 	}
+	regTimer := time.AfterFunc(registerTimeout, func() { cancel(errNotRegistered) })
 	first, err := stream.Recv()
+	regTimer.Stop()
 	if err != nil {
+		if errors.Is(context.Cause(ctx), errNotRegistered) {
+			return fmt.Errorf("%w within %v", errNotRegistered, registerTimeout)
+		}
 		return err // keeps the gRPC status: a refusal is final for connectLoop
 	}
 	registered := first.GetRegistered()

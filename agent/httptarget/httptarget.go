@@ -24,6 +24,7 @@ func Handler(node, network string) http.Handler {
 	zeros := make([]byte, 32<<10)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD") // required in a 405 (RFC 9110 15.5.6)
 			http.Error(w, "only GET and HEAD", http.StatusMethodNotAllowed)
 			return
 		}
@@ -62,7 +63,11 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
 	}
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(shutCtx)
+	if err := srv.Shutdown(shutCtx); err != nil {
+		// The grace period is over: cut the requests still in flight (a
+		// client that stopped reading would hold its handler forever).
+		_ = srv.Close()
+	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http target %s: %w", l.Addr(), err)
 	}

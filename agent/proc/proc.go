@@ -70,8 +70,8 @@ type Output struct {
 // its process group afterwards. A non-zero exit is not an error: it is in
 // Output.ExitCode, for the caller to read with the output. The error is
 // ErrNotFound (wrapped) if the program is missing, ctx.Err() (wrapped) if ctx
-// ended first (Output then holds what was printed so far), or another start
-// error.
+// ended first and the process was killed (Output then holds what was printed
+// so far), or another start error.
 func Run(ctx context.Context, c Command) (Output, error) {
 	p, err := Start(ctx, c)
 	if err != nil {
@@ -79,7 +79,9 @@ func Run(ctx context.Context, c Command) (Output, error) {
 	}
 	<-p.Done()
 	out := p.Output()
-	if ctxErr := ctx.Err(); ctxErr != nil {
+	// A tool that exited on its own just before ctx ended is a finished
+	// run; only a killed one (ExitCode -1) was cut short.
+	if ctxErr := ctx.Err(); ctxErr != nil && out.ExitCode == -1 {
 		return out, fmt.Errorf("%s: %w", c.Name, ctxErr)
 	}
 	return out, nil
@@ -93,7 +95,6 @@ type Process struct {
 	done           chan struct{}
 
 	mu      sync.Mutex
-	exitErr error
 	elapsed time.Duration
 }
 
@@ -129,10 +130,10 @@ func Start(ctx context.Context, c Command) (*Process, error) {
 }
 
 func (p *Process) wait() {
-	err := p.cmd.Wait()
+	_ = p.cmd.Wait()  // the exit status is read from ProcessState
 	_ = p.killGroup() // reap anything the tool forked
 	p.mu.Lock()
-	p.exitErr, p.elapsed = err, time.Since(p.start)
+	p.elapsed = time.Since(p.start)
 	p.mu.Unlock()
 	close(p.done)
 }

@@ -258,6 +258,14 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 		case <-s.endpointsDirty:
 			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: r.endpoints()}})
 		case w := <-s.out:
+			// Endpoints first: the agent checks a Work's target against them.
+			select {
+			case <-s.endpointsDirty:
+				if err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: r.endpoints()}}); err != nil {
+					return err
+				}
+			default:
+			}
 			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Work{Work: w}})
 		}
 		if err != nil {

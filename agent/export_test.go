@@ -1,0 +1,12 @@
+package agent
+
+import "time"
+
+// SetRegisterTimeout shortens how long a session waits for the answer to
+// its Register, for a test; the returned function restores the default.
+// Call it before the agent starts and restore after Run returned.
+func SetRegisterTimeout(d time.Duration) (restore func()) {
+	old := registerTimeout
+	registerTimeout = d
+	return func() { registerTimeout = old }
+}

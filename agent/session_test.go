@@ -1,0 +1,312 @@
+package agent_test
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meshperf/meshperf/agent"
+	"github.com/meshperf/meshperf/internal/protocol"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+type stream = grpc.BidiStreamingServer[agentv1.ConnectRequest, agentv1.ConnectResponse]
+
+// fakeSession is the coordinator's end of one agent session, driven by
+// the test.
+type fakeSession struct {
+	stream stream
+	reg    *agentv1.Register
+	msgs   chan *agentv1.ConnectRequest // closed when the agent's side ends
+	end    chan error                   // the test ends the session with this error
+}
+
+// sessions starts a fake coordinator that hands every agent session to
+// the test, after reading its Register.
+func sessions(t *testing.T) (target string, next func() *fakeSession) {
+	t.Helper()
+	ch := make(chan *fakeSession)
+	target = startFake(t, func(s stream) error {
+		m, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		fs := &fakeSession{stream: s, reg: m.GetRegister(), msgs: make(chan *agentv1.ConnectRequest, 64), end: make(chan error, 1)}
+		go func() { // ends when the stream does
+			defer close(fs.msgs)
+			for {
+				m, err := s.Recv()
+				if err != nil {
+					return
+				}
+				fs.msgs <- m
+			}
+		}()
+		select {
+		case ch <- fs:
+		case <-s.Context().Done():
+			return nil
+		}
+		select {
+		case err := <-fs.end:
+			return err
+		case <-s.Context().Done():
+			return nil
+		}
+	})
+	next = func() *fakeSession {
+		t.Helper()
+		timer := time.NewTimer(30 * time.Second)
+		defer timer.Stop()
+		select {
+		case fs := <-ch:
+			return fs
+		case <-timer.C:
+			t.Fatal("no agent session within 30 s")
+			return nil
+		}
+	}
+	return target, next
+}
+
+func (fs *fakeSession) send(t *testing.T, m *agentv1.ConnectResponse) {
+	t.Helper()
+	if err := fs.stream.Send(m); err != nil {
+		t.Fatalf("send to the agent: %v", err)
+	}
+}
+
+// accept answers the Register.
+func (fs *fakeSession) accept(t *testing.T, interval, timeout time.Duration) {
+	t.Helper()
+	fs.send(t, &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{
+		CoordinatorVersion: "fake", HeartbeatInterval: durationpb.New(interval), HeartbeatTimeout: durationpb.New(timeout),
+	}}})
+}
+
+// result waits for the WorkResult of testID, skipping heartbeats.
+func (fs *fakeSession) result(t *testing.T, testID string) *agentv1.WorkResult {
+	t.Helper()
+	timer := time.NewTimer(60 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case m, ok := <-fs.msgs:
+			if !ok {
+				t.Fatalf("the agent ended the session before answering %q", testID)
+			}
+			switch msg := m.GetMsg().(type) {
+			case *agentv1.ConnectRequest_Heartbeat:
+			case *agentv1.ConnectRequest_WorkResult:
+				if msg.WorkResult.GetTestId() == testID {
+					return msg.WorkResult
+				}
+				t.Errorf("unexpected answer to %q while waiting for %q", msg.WorkResult.GetTestId(), testID)
+			default:
+				t.Errorf("unexpected message from the agent: %T", msg)
+			}
+		case <-timer.C:
+			t.Fatalf("no answer to %q within 60 s", testID)
+		}
+	}
+}
+
+// closed reports whether the agent ended its side of the session.
+func (fs *fakeSession) closed() bool {
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case _, ok := <-fs.msgs:
+			if !ok {
+				return true
+			}
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+func TestRunBadConfig(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*agent.Config)
+		wantIn string
+	}{
+		{"bad node name", func(c *agent.Config) { c.NodeName = "Node_1" }, `"Node_1"`},
+		{"empty node name", func(c *agent.Config) { c.NodeName = "" }, "node name"},
+		{"no coordinator", func(c *agent.Config) { c.Coordinator = "" }, "coordinator"},
+		{"no host IP", func(c *agent.Config) { c.HostIP = netip.Addr{} }, "host IP"},
+		{"pod IP without a namespace", func(c *agent.Config) { c.PodIP = netip.MustParseAddr("127.0.0.5") }, "127.0.0.5"},
+		{"HTTP port out of range", func(c *agent.Config) { c.HTTPPort = 70000 }, "70000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var connects atomic.Int32
+			target := startFake(t, func(s stream) error { connects.Add(1); return nil })
+			cfg := baseConfig(t, target, "node-1")
+			tt.mutate(&cfg)
+			// A config that passes runs until ctx ends, and returns nil.
+			ctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
+			defer cancel()
+			err := agent.Run(ctx, cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.wantIn) {
+				t.Errorf("Run = %v, want an error containing %s", err, tt.wantIn)
+			}
+			if n := connects.Load(); n != 0 {
+				t.Errorf("the agent connected %d times with a bad config", n)
+			}
+		})
+	}
+}
+
+// TestRunRefused: a refusal for good (the codes that TestRefusedByCoordinator
+// gets from the real coordinator) ends Run, without a retry, with the
+// coordinator's reason. TestSessionEnds covers what is retried.
+func TestRunRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"protocol mismatch", status.Error(codes.FailedPrecondition,
+			`protocol version mismatch: agent "node-1" (version "dev") speaks protocol 1, this coordinator speaks 2; run matching versions`)},
+		{"bad registration", status.Error(codes.InvalidArgument,
+			`bad registration: node name "node-1" is not allowed here`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			regs := make(chan *agentv1.Register, 10)
+			target := startFake(t, func(s stream) error {
+				m, err := s.Recv()
+				if err != nil {
+					return err
+				}
+				regs <- m.GetRegister()
+				return tt.err
+			})
+			cfg := baseConfig(t, target, "node-1")
+			var err error
+			timer := time.NewTimer(30 * time.Second)
+			defer timer.Stop()
+			select {
+			case err = <-startAgent(t, cfg):
+			case <-timer.C:
+				t.Fatal("Run still runs 30 s after a refusal")
+			}
+			want := status.Convert(tt.err).Message()
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "refused") {
+				t.Errorf("Run = %v, want a refusal saying %q", err, want)
+			}
+			if n := len(regs); n != 1 {
+				t.Errorf("the agent registered %d times, want once (a refusal is final)", n)
+			}
+			reg := <-regs
+			if reg.GetProtocolVersion() != protocol.Version || reg.GetNodeName() != "node-1" {
+				t.Errorf("Register: protocol %d node %q, want %d and node-1", reg.GetProtocolVersion(), reg.GetNodeName(), protocol.Version)
+			}
+			if a := reg.GetAddresses(); len(a) != 1 || a[0].GetNetwork() != measurev1.Network_NETWORK_HOST || a[0].GetIp() != "127.0.0.1" {
+				t.Errorf("Register addresses %v, want host 127.0.0.1 only", a)
+			}
+		})
+	}
+}
+
+// TestSessionEnds: a session that fails in any way but a refusal is
+// retried, and its servers do not outlive it.
+func TestSessionEnds(t *testing.T) {
+	need(t, "qperf")
+	registered := func(interval, timeout time.Duration) *agentv1.ConnectResponse {
+		return &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{
+			HeartbeatInterval: durationpb.New(interval), HeartbeatTimeout: durationpb.New(timeout),
+		}}}
+	}
+	heartbeat := &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Heartbeat{Heartbeat: &agentv1.Heartbeat{}}}
+	tests := []struct {
+		name       string
+		first      *agentv1.ConnectResponse // the answer to Register; nil: none
+		withServer bool                     // start a server before the session ends
+		// endErr is how the coordinator ends the session; nil: the agent
+		// must drop it, although heartbeats keep coming unless silent.
+		endErr error
+		silent bool
+	}{
+		{"coordinator goes away", registered(time.Second, 30*time.Second), true, status.Error(codes.Unavailable, "shutting down"), false},
+		{"coordinator replaces the session", registered(time.Second, 30*time.Second), true, status.Error(codes.Aborted, "replaced"), false},
+		{"coordinator goes silent", registered(50*time.Millisecond, 300*time.Millisecond), true, nil, true},
+		{"heartbeat timeout not above interval", registered(time.Second, time.Second), false, nil, false},
+		{"answer is not Registered", heartbeat, false, nil, false},
+		{"no answer to Register", nil, false, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			target, next := sessions(t)
+			t.Cleanup(agent.SetRegisterTimeout(300 * time.Millisecond)) // runs after the agent's cleanup
+			cfg := baseConfig(t, target, "node-1")
+			errc := startAgent(t, cfg)
+			defer noServersLeft(t, cfg.Ports.Iperf3, cfg.Ports.Qperf)
+
+			fs := next()
+			if tt.first != nil {
+				fs.send(t, tt.first)
+			}
+			if tt.withServer {
+				fs.send(t, work("s1", 10*time.Second, &agentv1.Work_StartServer{StartServer: &agentv1.StartServer{
+					Tool: measurev1.Tool_TOOL_QPERF, Network: measurev1.Network_NETWORK_HOST}}))
+				if r := fs.result(t, "s1"); r.GetStatus() != measurev1.Status_STATUS_OK {
+					t.Fatalf("start server: %v %s", r.GetStatus(), r.GetMessage())
+				}
+				if len(serverPIDs(cfg.Ports.Qperf)) == 0 {
+					t.Fatal("no qperf server runs after StartServer answered OK")
+				}
+			}
+			if tt.endErr != nil {
+				fs.end <- tt.endErr
+			} else {
+				stopHB := make(chan struct{})
+				hbDone := make(chan struct{})
+				go func() { // the only sender from here on; ends with stopHB or the stream
+					defer close(hbDone)
+					tick := time.NewTicker(50 * time.Millisecond)
+					defer tick.Stop()
+					for !tt.silent {
+						select {
+						case <-stopHB:
+							return
+						case <-tick.C:
+							if fs.stream.Send(heartbeat) != nil {
+								return
+							}
+						}
+					}
+				}()
+				closed := fs.closed()
+				close(stopHB)
+				<-hbDone
+				if !closed {
+					t.Fatal("the agent kept a session that is not healthy")
+				}
+			}
+			// Servers go with the session; the agent comes back.
+			noServersLeft(t, cfg.Ports.Qperf)
+			again := next()
+			if again.reg.GetNodeName() != "node-1" {
+				t.Errorf("second Register from %q", again.reg.GetNodeName())
+			}
+			select {
+			case err := <-errc:
+				t.Fatalf("Run returned %v after a session that is worth retrying", err)
+			default:
+			}
+			again.end <- status.Error(codes.Unavailable, "test over")
+		})
+	}
+}

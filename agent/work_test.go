@@ -1,0 +1,246 @@
+package agent_test
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// work builds a Work; a zero timeout means no deadline, a negative one a
+// deadline in the past.
+func work(testID string, timeout time.Duration, action any) *agentv1.ConnectResponse {
+	w := &agentv1.Work{TestId: testID}
+	if timeout != 0 {
+		w.Deadline = timestamppb.New(time.Now().Add(timeout))
+	}
+	switch a := action.(type) {
+	case *agentv1.Work_StartServer:
+		w.Action = a
+	case *agentv1.Work_RunClient:
+		w.Action = a
+	case *agentv1.Work_StopServer:
+		w.Action = a
+	case nil:
+	default:
+		panic(fmt.Sprintf("work: %T is not an action", action))
+	}
+	return &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Work{Work: w}}
+}
+
+func endpoints(nodes ...*agentv1.NodeEndpoint) *agentv1.ConnectResponse {
+	return &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: &agentv1.Endpoints{Nodes: nodes}}}
+}
+
+func hostEndpoint(node, ip, serviceIP string) *agentv1.NodeEndpoint {
+	return &agentv1.NodeEndpoint{NodeName: node, ServiceIp: serviceIP, Addresses: []*agentv1.NetworkAddress{
+		{Network: measurev1.Network_NETWORK_HOST, Ip: ip},
+	}}
+}
+
+var pingSpec = &measurev1.TestSpec{Test: measurev1.Test_TEST_PING, Params: &measurev1.TestSpec_Ping{Ping: &measurev1.PingParams{
+	Count: 2, Interval: durationpb.New(200 * time.Millisecond),
+}}}
+
+func runPing(target string) *agentv1.Work_RunClient {
+	return &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{Spec: pingSpec, Network: measurev1.Network_NETWORK_HOST, TargetIp: target}}
+}
+
+func startServer(tool measurev1.Tool, network measurev1.Network) *agentv1.Work_StartServer {
+	return &agentv1.Work_StartServer{StartServer: &agentv1.StartServer{Tool: tool, Network: network}}
+}
+
+// outcomeKind names a WorkResult's outcome, to check that a failure still
+// says which action it answers.
+func outcomeKind(r *agentv1.WorkResult) string {
+	switch r.GetOutcome().(type) {
+	case *agentv1.WorkResult_ServerStarted:
+		return "server_started"
+	case *agentv1.WorkResult_ClientDone:
+		return "client_done"
+	case *agentv1.WorkResult_ServerStopped:
+		return "server_stopped"
+	}
+	return "none"
+}
+
+// TestWork drives one agent through a session with a fake coordinator:
+// targets must be registered endpoints (or allowlisted), every Work needs
+// a test ID, an action and a deadline, and every answer says which action
+// it answers.
+func TestWork(t *testing.T) {
+	need(t, "ping", "qperf")
+	target, next := sessions(t)
+	cfg := baseConfig(t, target, "node-a")
+	cfg.AllowTargets = []netip.Prefix{netip.MustParsePrefix("127.0.0.3/32")}
+	startAgent(t, cfg)
+	defer noServersLeft(t, cfg.Ports.Iperf3, cfg.Ports.Qperf)
+
+	fs := next()
+	fs.accept(t, time.Second, 30*time.Second)
+	fs.send(t, endpoints(hostEndpoint("node-a", "127.0.0.1", ""), hostEndpoint("node-b", "127.0.0.2", "127.0.0.4")))
+
+	host, pod := measurev1.Network_NETWORK_HOST, measurev1.Network_NETWORK_POD
+	qperfLat := &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{
+		Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_QPERF_TCP_LAT, Params: &measurev1.TestSpec_Qperf{Qperf: &measurev1.QperfParams{
+			Duration: durationpb.New(time.Second)}}},
+		Network: host, TargetIp: "127.0.0.2", Port: cfg.Ports.Qperf, DataPort: cfg.Ports.QperfData,
+	}}
+	stop := &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}
+	const ok, invalid = measurev1.Status_STATUS_OK, measurev1.Status_STATUS_INVALID
+	steps := []struct {
+		name        string
+		before      *agentv1.ConnectResponse // sent before the work
+		work        *agentv1.ConnectResponse
+		testID      string
+		wantStatus  measurev1.Status
+		wantIn      string // in the message
+		wantOutcome string
+		check       func(*testing.T, *agentv1.WorkResult)
+	}{
+		{name: "registered endpoint", work: work("c1", 20*time.Second, runPing("127.0.0.2")), testID: "c1",
+			wantStatus: ok, wantOutcome: "client_done", check: func(t *testing.T, r *agentv1.WorkResult) {
+				res := r.GetClientDone().GetResults()
+				if len(res) != 1 || res[0].GetPing().GetPacketsReceived() != 2 || res[0].GetTargetAddress() != "127.0.0.2" {
+					t.Errorf("results %v, want one ping to 127.0.0.2 with 2 replies", res)
+				}
+			}},
+		{name: "not a registered endpoint", work: work("c2", 20*time.Second, runPing("127.0.0.9")), testID: "c2",
+			wantStatus: invalid, wantIn: "127.0.0.9", wantOutcome: "client_done", check: func(t *testing.T, r *agentv1.WorkResult) {
+				res := r.GetClientDone().GetResults()
+				if len(res) != 1 || res[0].GetStatus() != invalid || !strings.Contains(res[0].GetMessage(), "127.0.0.9") || res[0].GetMetrics() != nil {
+					t.Errorf("results %v, want one INVALID result naming 127.0.0.9, without metrics", res)
+				}
+			}},
+		{name: "target is not an IP", work: work("c3", 20*time.Second, runPing("node-b")), testID: "c3",
+			wantStatus: invalid, wantIn: "node-b", wantOutcome: "client_done"},
+		{name: "allowlisted target", work: work("c4", 20*time.Second, runPing("127.0.0.3")), testID: "c4",
+			wantStatus: ok, wantOutcome: "client_done"},
+		{name: "an endpoint's service IP", work: work("c5", 20*time.Second, runPing("127.0.0.4")), testID: "c5",
+			wantStatus: ok, wantOutcome: "client_done"},
+		{name: "client without a deadline", work: work("c6", 0, runPing("127.0.0.2")), testID: "c6",
+			wantStatus: invalid, wantIn: "deadline", wantOutcome: "client_done"},
+		{name: "server without a deadline", work: work("s0", 0, startServer(measurev1.Tool_TOOL_QPERF, host)), testID: "s0",
+			wantStatus: invalid, wantIn: "deadline", wantOutcome: "server_started", check: func(t *testing.T, r *agentv1.WorkResult) {
+				if pids := serverPIDs(cfg.Ports.Qperf); len(pids) != 0 {
+					t.Errorf("servers %v started for a refused work", pids)
+				}
+			}},
+		{name: "no test ID", work: work("", 20*time.Second, runPing("127.0.0.2")), testID: "",
+			wantStatus: invalid, wantIn: "test_id", wantOutcome: "client_done"},
+		{name: "no action", work: work("n1", 20*time.Second, nil), testID: "n1",
+			wantStatus: invalid, wantIn: "no action", wantOutcome: "none"},
+		{name: "deadline passed", work: work("c7", -time.Second, runPing("127.0.0.2")), testID: "c7",
+			wantStatus: measurev1.Status_STATUS_TIMEOUT, wantOutcome: "client_done"},
+		{name: "HTTP target", work: work("h1", 10*time.Second, startServer(measurev1.Tool_TOOL_CURL, host)), testID: "h1",
+			wantStatus: ok, wantOutcome: "server_started", check: func(t *testing.T, r *agentv1.WorkResult) {
+				if got := r.GetServerStarted().GetPort(); got != cfg.HTTPPort {
+					t.Errorf("HTTP target port %d, want %d", got, cfg.HTTPPort)
+				}
+			}},
+		{name: "HTTP target on a network not served", work: work("h2", 10*time.Second, startServer(measurev1.Tool_TOOL_CURL, pod)), testID: "h2",
+			wantStatus: measurev1.Status_STATUS_SERVER_ERROR, wantIn: "NETWORK_POD", wantOutcome: "server_started"},
+		{name: "qperf server", work: work("s1", 10*time.Second, startServer(measurev1.Tool_TOOL_QPERF, host)), testID: "s1",
+			wantStatus: ok, wantOutcome: "server_started", check: func(t *testing.T, r *agentv1.WorkResult) {
+				st := r.GetServerStarted()
+				if st.GetPort() != cfg.Ports.Qperf || st.GetDataPort() != cfg.Ports.QperfData || !strings.HasPrefix(st.GetToolVersion(), "qperf") {
+					t.Errorf("ServerStarted %v, want port %d, data port %d and qperf's version", st, cfg.Ports.Qperf, cfg.Ports.QperfData)
+				}
+			}},
+		{name: "second server on the port", work: work("s2", 10*time.Second, startServer(measurev1.Tool_TOOL_QPERF, host)), testID: "s2",
+			wantStatus: measurev1.Status_STATUS_BUSY, wantIn: `"s1"`, wantOutcome: "server_started"},
+		{name: "client against the server", work: work("s1", 30*time.Second, qperfLat), testID: "s1",
+			wantStatus: ok, wantOutcome: "client_done", check: func(t *testing.T, r *agentv1.WorkResult) {
+				res := r.GetClientDone().GetResults()
+				if len(res) != 1 || !(res[0].GetQperf().GetLatencySeconds() > 0 && res[0].GetQperf().GetLatencySeconds() < 0.1) {
+					t.Errorf("results %v, want one qperf latency in (0, 0.1) s", res)
+				}
+			}},
+		{name: "stop the server", work: work("s1", 10*time.Second, stop), testID: "s1",
+			wantStatus: ok, wantOutcome: "server_stopped", check: func(t *testing.T, r *agentv1.WorkResult) {
+				noServersLeft(t, cfg.Ports.Qperf)
+			}},
+		{name: "stop a server that does not exist", work: work("s9", 10*time.Second, stop), testID: "s9",
+			wantStatus: ok, wantOutcome: "server_stopped"},
+		{name: "node-b left", before: endpoints(hostEndpoint("node-a", "127.0.0.1", "")),
+			work: work("c8", 20*time.Second, runPing("127.0.0.2")), testID: "c8",
+			wantStatus: invalid, wantIn: "127.0.0.2", wantOutcome: "client_done"},
+	}
+	for _, s := range steps {
+		if s.before != nil {
+			fs.send(t, s.before)
+		}
+		fs.send(t, s.work)
+		r := fs.result(t, s.testID)
+		if r.GetStatus() != s.wantStatus || !strings.Contains(r.GetMessage(), s.wantIn) {
+			t.Errorf("%s: %v %q, want %v with %q", s.name, r.GetStatus(), r.GetMessage(), s.wantStatus, s.wantIn)
+		}
+		if got := outcomeKind(r); got != s.wantOutcome {
+			t.Errorf("%s: outcome %s, want %s", s.name, got, s.wantOutcome)
+		}
+		if s.check != nil {
+			s.check(t, r)
+		}
+	}
+}
+
+// pingsTo lists the ping processes sending to target.
+func pingsTo(target string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if filepath.Base(argv[0]) == "ping" && slices.Contains(argv, target) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestMaxClients: with every client slot taken, a client waits for one
+// until its deadline and then answers TIMEOUT.
+func TestMaxClients(t *testing.T) {
+	need(t, "ping")
+	target, next := sessions(t)
+	cfg := baseConfig(t, target, "node-a")
+	cfg.MaxClients = 1
+	// A target of this test only, so that its ping can be told apart.
+	cfg.AllowTargets = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	startAgent(t, cfg)
+	fs := next()
+	fs.accept(t, time.Second, 30*time.Second)
+
+	const busyTarget = "127.0.0.33"
+	long := &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{
+		Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING, Params: &measurev1.TestSpec_Ping{Ping: &measurev1.PingParams{
+			Count: 10, Interval: durationpb.New(200 * time.Millisecond)}}},
+		Network: measurev1.Network_NETWORK_HOST, TargetIp: busyTarget,
+	}}
+	fs.send(t, work("long", 30*time.Second, long))
+	if !poll(30*time.Second, func() bool { return len(pingsTo(busyTarget)) > 0 }) {
+		t.Fatal("the first client never started")
+	}
+	// The slot stays taken for the rest of the first ping's 2 s.
+	fs.send(t, work("waits", 300*time.Millisecond, runPing("127.0.0.2")))
+	r := fs.result(t, "waits")
+	if r.GetStatus() != measurev1.Status_STATUS_TIMEOUT || !strings.Contains(r.GetMessage(), "client slot") {
+		t.Errorf("second client: %v %q, want TIMEOUT for want of a client slot", r.GetStatus(), r.GetMessage())
+	}
+	if r := fs.result(t, "long"); r.GetStatus() != measurev1.Status_STATUS_OK {
+		t.Errorf("first client: %v %q, want OK", r.GetStatus(), r.GetMessage())
+	}
+}
