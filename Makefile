@@ -12,11 +12,13 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-# Lab size, CNI mode and trigger arguments for `make demo`. One-second
+# Lab size, CNI mode, namespace prefix and trigger arguments for `make
+# demo` (two demos at once need two prefixes). One-second
 # qperf/iperf3 runs keep the 3-node mesh (72 heavy tests, one at a time)
 # around a minute and a half.
 NODES     ?= 3
 MODE      ?= host-gw
+PREFIX    ?= mpdemo
 DEMO_ARGS ?= --trigger-arg=--duration=1s
 
 .PHONY: help
@@ -37,7 +39,7 @@ test: deps ## Run every test (as root: lab and end-to-end tests build network na
 
 .PHONY: demo
 demo: deps build ## Full mesh on a local lab (root): up, measure, print, down.
-	$(BIN)/meshlab demo --bin $(BIN) --nodes $(NODES) --mode $(MODE) $(DEMO_ARGS)
+	$(BIN)/meshlab demo --bin $(BIN) --prefix $(PREFIX) --nodes $(NODES) --mode $(MODE) $(DEMO_ARGS)
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Install the pinned code generators.

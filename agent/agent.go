@@ -136,6 +136,9 @@ func Run(ctx context.Context, cfg Config) error {
 		targets: newTargets(cfg.AllowTargets),
 	}
 	defer a.servers.StopAll()
+	if !cfg.PodIP.IsValid() {
+		a.log.Warn("no pod network (--pod-ip, --pod-netns): tests on pod and service paths from or to this node will fail as invalid")
+	}
 
 	listeners, err := a.listenHTTP()
 	if err != nil {
@@ -199,7 +202,7 @@ func (a *Agent) connectLoop(ctx context.Context, conn *grpc.ClientConn) error {
 			backoff = a.cfg.ReconnectMin // the session was healthy for a while
 		}
 		wait := time.Duration(float64(backoff) * (0.5 + rand.Float64())) // jitter: 0.5x..1.5x
-		a.log.Warn("coordinator session ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		a.log.Warn("no session with the coordinator; retrying", "coordinator", a.cfg.Coordinator, "err", err, "in", wait.Round(time.Millisecond))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

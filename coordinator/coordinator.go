@@ -156,6 +156,12 @@ func listen(cfg Config) ([]net.Listener, error) {
 			closeAll()
 			return nil, fmt.Errorf("socket directory: %w", err)
 		}
+		// A socket that answers belongs to a live coordinator: never steal it.
+		if c, err := net.DialTimeout("unix", cfg.SocketPath, time.Second); err == nil {
+			_ = c.Close()
+			closeAll()
+			return nil, fmt.Errorf("socket %s is in use by a running coordinator", cfg.SocketPath)
+		}
 		if err := os.Remove(cfg.SocketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 			closeAll()
 			return nil, fmt.Errorf("remove stale socket %s: %w", cfg.SocketPath, err)

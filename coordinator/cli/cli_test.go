@@ -97,3 +97,25 @@ func TestBadOutputFormat(t *testing.T) {
 		t.Errorf("err = %v, want one naming --output \"yaml\"", err)
 	}
 }
+
+func TestTriggerFlagsNotSilentlyIgnored(t *testing.T) {
+	tests := []struct {
+		name    string
+		flags   triggerFlags
+		wantErr string
+	}{
+		{"msg sizes without qperf", triggerFlags{tests: []string{"ping"}, msgSizes: []string{"64"}}, "--msg-sizes is set but no chosen test uses it"},
+		{"streams without iperf3", triggerFlags{tests: []string{"qperf_tcp_bw"}, streams: 4}, "--streams is set"},
+		{"ping count without ping", triggerFlags{tests: []string{"http"}, pingCount: 3}, "--ping-count is set"},
+		{"duration without qperf or iperf3", triggerFlags{tests: []string{"ping"}, duration: time.Second}, "--duration is set"},
+		{"fractional duration", triggerFlags{duration: 1500 * time.Millisecond}, "--duration 1.5s: qperf and iperf3 take whole seconds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.flags.spec()
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("err = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}

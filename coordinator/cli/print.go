@@ -16,26 +16,27 @@ import (
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
-// listAll pages through ListResults until the end or limit results.
-func listAll(ctx context.Context, o *options, client meshv1.MeshServiceClient, req *meshv1.ListResultsRequest, limit int) ([]*measurev1.Result, error) {
-	var out []*measurev1.Result
+// listAll pages through ListResults until the end or limit results (0:
+// no limit); more reports whether results were left out.
+func listAll(ctx context.Context, o *options, client meshv1.MeshServiceClient, req *meshv1.ListResultsRequest, limit int) (out []*measurev1.Result, more bool, err error) {
 	for {
 		callCtx, cancel := o.call(ctx)
 		resp, err := client.ListResults(callCtx, req)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("list results: %w", err)
+			return nil, false, fmt.Errorf("list results: %w", err)
 		}
 		out = append(out, resp.GetResults()...)
-		if resp.GetNextPageToken() == "" || limit > 0 && len(out) >= limit {
+		more = resp.GetNextPageToken() != ""
+		if !more || limit > 0 && len(out) >= limit {
 			break
 		}
 		req.PageToken = resp.GetNextPageToken()
 	}
 	if limit > 0 && len(out) > limit {
-		out = out[:limit]
+		out, more = out[:limit], true
 	}
-	return out, nil
+	return out, more, nil
 }
 
 // printRun prints a finished run: a row per pair and path, failures, and the
@@ -48,7 +49,7 @@ func printRun(ctx context.Context, o *options, client meshv1.MeshServiceClient, 
 		return fmt.Errorf("get run: %w", err)
 	}
 	run := resp.GetRun()
-	results, err := listAll(ctx, o, client, &meshv1.ListResultsRequest{RunId: runID}, 0)
+	results, _, err := listAll(ctx, o, client, &meshv1.ListResultsRequest{RunId: runID}, 0)
 	if err != nil {
 		return err
 	}
@@ -99,10 +100,21 @@ func printPairPaths(o *options, run *measurev1.Run, rows []*report.PairPath) {
 			problems = append(problems, fmt.Sprintf("  %s -> %s %s: %s", p.Src, p.Dst, testspec.PathName(p.Path), pr))
 		}
 	}
+	fmt.Fprintf(o.stdout, "\n%s\n", legend(run))
 	if len(problems) > 0 {
 		fmt.Fprintf(o.stdout, "\nfailures:\n%s\n", strings.Join(problems, "\n"))
 	}
 	fmt.Fprintln(o.stdout)
+}
+
+// legend says what the cells hold.
+func legend(run *measurev1.Run) string {
+	l := "cells: ping's average RTT; qperf latency is one-way (half the round trip); iperf3 is receiver-side throughput; HTTP is curl's total time."
+	if r := run.GetSpec().GetRepeats(); r > 1 {
+		l += fmt.Sprintf("\nEach cell is the median of %d samples.", r)
+	}
+	l += "\nqperf message size when not given: tcp_lat/udp_lat 1 B, tcp_bw 64 KiB, udp_bw 32 KiB; several sizes show as SIZE:value. A failed test shows its status."
+	return l
 }
 
 func runTimes(run *measurev1.Run) string {
@@ -136,9 +148,12 @@ func newResultsCommand(o *options) *cobra.Command {
 				return err
 			}
 			defer closeConn()
-			results, err := listAll(cmd.Context(), o, client, req, rf.limit)
+			results, more, err := listAll(cmd.Context(), o, client, req, rf.limit)
 			if err != nil {
 				return err
+			}
+			if more {
+				fmt.Fprintf(o.stderr, "showing the first %d results in (source, destination, start time) order; more match: narrow with --since/--run/--src/--dst or raise --limit (0: all)\n", rf.limit)
 			}
 			if o.output == "json" {
 				return o.printJSON(&meshv1.ListResultsResponse{Results: results})

@@ -66,7 +66,7 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
-	pf.StringVar(&o.address, "coordinator", "unix://"+DefaultSocket, `coordinator to talk to: "unix:///path" or "host:port"`)
+	pf.StringVar(&o.address, "coordinator", "unix://"+DefaultSocket, `coordinator to talk to: a socket path ("/run/x.sock" or "unix:///run/x.sock") or "host:port"`)
 	pf.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each API call (trigger waits for the run regardless)")
 	pf.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -94,7 +94,11 @@ func (o *options) dial() (meshv1.MeshServiceClient, func(), error) {
 	if err := o.checkOutput(); err != nil {
 		return nil, nil, err
 	}
-	conn, err := grpc.NewClient(o.address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	address := o.address
+	if strings.HasPrefix(address, "/") {
+		address = "unix://" + address // a bare socket path
+	}
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("coordinator address %q: %w", o.address, err)
 	}
@@ -106,9 +110,13 @@ func (o *options) call(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, o.timeout)
 }
 
-// printJSON writes m as indented protojson.
+// printJSON writes m as indented protojson: proto field names, enums by
+// name, 64-bit integers as strings and durations as "1.5s" (the protobuf
+// JSON mapping).
 func (o *options) printJSON(m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
+	// Field names as in the .proto files (throughput_bps), zero values
+	// included, so scripts see every field.
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode json: %w", err)
 	}

@@ -76,6 +76,9 @@ func (tf *triggerFlags) spec() (*measurev1.RunSpec, error) {
 			names = append(names, testspec.Name(t))
 		}
 	}
+	if err := tf.checkParamsApply(names); err != nil {
+		return nil, err
+	}
 	var sizes []uint64
 	for _, s := range splitList(tf.msgSizes) {
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -127,6 +130,42 @@ func (tf *triggerFlags) spec() (*measurev1.RunSpec, error) {
 	return spec, nil
 }
 
+// checkParamsApply refuses a parameter flag that no chosen test uses, so
+// that nothing is silently ignored.
+func (tf *triggerFlags) checkParamsApply(names []string) error {
+	uses := map[measurev1.Tool]bool{}
+	for _, name := range names {
+		if t, err := testspec.ParseTest(name); err == nil {
+			uses[testspec.Tool(t)] = true
+		}
+	}
+	for _, f := range []struct {
+		flag  string
+		set   bool
+		tools []measurev1.Tool
+	}{
+		{"--msg-sizes", len(tf.msgSizes) > 0, []measurev1.Tool{measurev1.Tool_TOOL_QPERF}},
+		{"--duration", tf.duration != 0, []measurev1.Tool{measurev1.Tool_TOOL_QPERF, measurev1.Tool_TOOL_IPERF3}},
+		{"--streams", tf.streams != 0, []measurev1.Tool{measurev1.Tool_TOOL_IPERF3}},
+		{"--ping-count", tf.pingCount != 0, []measurev1.Tool{measurev1.Tool_TOOL_PING}},
+	} {
+		if !f.set {
+			continue
+		}
+		used := false
+		for _, t := range f.tools {
+			used = used || uses[t]
+		}
+		if !used {
+			return fmt.Errorf("%s is set but no chosen test uses it (tests: %s)", f.flag, strings.Join(names, ","))
+		}
+	}
+	if tf.duration%time.Second != 0 {
+		return fmt.Errorf("--duration %v: qperf and iperf3 take whole seconds", tf.duration)
+	}
+	return nil
+}
+
 func runTrigger(ctx context.Context, o *options, spec *measurev1.RunSpec, noWait bool) error {
 	client, closeConn, err := o.dial()
 	if err != nil {
@@ -140,15 +179,40 @@ func runTrigger(ctx context.Context, o *options, spec *measurev1.RunSpec, noWait
 		return fmt.Errorf("trigger run: %w", err)
 	}
 	run := resp.GetRun()
-	fmt.Fprintf(o.stderr, "run %s: %d tests planned\n", run.GetRunId(), len(run.GetPlanned()))
+	fmt.Fprintf(o.stderr, "run %s: %d test(s) planned\n", run.GetRunId(), len(run.GetPlanned()))
+	warnDisconnected(ctx, o, client, run)
 	if noWait {
 		fmt.Fprintln(o.stdout, run.GetRunId())
 		return nil
 	}
 	if err := watch(ctx, o, client, run); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(o.stderr, "stopped watching; run %s goes on in the coordinator: see `coordinator results --run %s`\n", run.GetRunId(), run.GetRunId())
+		}
 		return err
 	}
 	return printRun(ctx, o, client, run.GetRunId())
+}
+
+// warnDisconnected tells which nodes of the run have no connected agent:
+// their tests will fail as agent_unavailable.
+func warnDisconnected(ctx context.Context, o *options, client meshv1.MeshServiceClient, run *measurev1.Run) {
+	callCtx, cancel := o.call(ctx)
+	defer cancel()
+	resp, err := client.ListAgents(callCtx, &meshv1.ListAgentsRequest{})
+	if err != nil {
+		return // the run goes on; the results will say what failed
+	}
+	inRun := map[string]bool{}
+	for _, pt := range run.GetPlanned() {
+		inRun[pt.GetSrcNode()], inRun[pt.GetDstNode()] = true, true
+	}
+	for _, a := range resp.GetAgents() {
+		if inRun[a.GetNodeName()] && !a.GetConnected() {
+			fmt.Fprintf(o.stderr, "warning: node %s has no connected agent (last seen %s): its tests will fail as agent_unavailable\n",
+				a.GetNodeName(), a.GetLastSeenTime().AsTime().Local().Format(time.DateTime))
+		}
+	}
 }
 
 // watch follows the run until it ends, drawing progress on stderr.

@@ -138,6 +138,19 @@ func (r *Registry) Agents() []*meshv1.Agent {
 	return out
 }
 
+// Known returns the names of every node that ever registered, connected
+// or not, sorted.
+func (r *Registry) Known() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.known))
+	for name := range r.known {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Ready returns the nodes with a connected agent, sorted by name.
 func (r *Registry) Ready() []Node {
 	r.mu.Lock()

@@ -28,8 +28,8 @@ var ErrNotFound = errors.New("run not found")
 
 // Agents is what a run needs of the registry.
 type Agents interface {
-	// Ready lists the connected nodes.
-	Ready() []registry.Node
+	// Known lists every node that ever registered, connected or not.
+	Known() []string
 	// Node returns a connected node.
 	Node(name string) (registry.Node, bool)
 	// Dispatch sends work to a node's agent and waits for the answer.
@@ -126,14 +126,13 @@ func (m *Manager) Close() {
 	m.wg.Wait()
 }
 
-// Trigger plans spec over the connected agents, stores the run and starts
-// it. Errors wrap schedule.ErrInvalid or schedule.ErrNoPairs.
+// Trigger plans spec over every known node, stores the run and starts it.
+// A node whose agent is not connected stays in the plan: its tests end
+// with STATUS_AGENT_UNAVAILABLE, so a lost agent shows as a failure rather
+// than vanishing from the mesh. Errors wrap schedule.ErrInvalid or
+// schedule.ErrNoPairs.
 func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measurev1.Run, error) {
-	ready := m.cfg.Agents.Ready()
-	names := make([]string, len(ready))
-	for i, n := range ready {
-		names[i] = n.Name
-	}
+	names := m.cfg.Agents.Known()
 	planned, err := schedule.Plan(spec, names)
 	if err != nil {
 		return nil, err

@@ -24,7 +24,7 @@ const (
 // and value.
 var ErrInvalid = errors.New("invalid run spec")
 
-// ErrNoPairs means there is nothing to measure: fewer than two ready nodes.
+// ErrNoPairs means there is nothing to measure: fewer than two known nodes.
 var ErrNoPairs = errors.New("no node pair to measure")
 
 // DefaultTests are the tests of a RunSpec that names none: ping, qperf
@@ -59,12 +59,13 @@ func Applies(test measurev1.Test, path measurev1.Path) bool {
 	return true
 }
 
-// Plan expands spec into planned tests over the ready nodes (sorted names).
+// Plan expands spec into planned tests over the known nodes (sorted
+// names; connected or not: the caller decides what a missing agent means).
 // Tests are normalized (defaults filled, parameters validated); the order is
 // repeat, pair, path, test, which spreads a pair's tests over the run. Test
 // IDs are "t" and a 5-digit sequence number. Errors wrap ErrInvalid or
 // ErrNoPairs.
-func Plan(spec *measurev1.RunSpec, ready []string) ([]*measurev1.PlannedTest, error) {
+func Plan(spec *measurev1.RunSpec, nodes []string) ([]*measurev1.PlannedTest, error) {
 	tests := spec.GetTests()
 	if len(tests) == 0 {
 		tests = DefaultTests()
@@ -93,7 +94,7 @@ func Plan(spec *measurev1.RunSpec, ready []string) ([]*measurev1.PlannedTest, er
 	case repeats > MaxRepeats:
 		return nil, fmt.Errorf("%w: repeats %d is above %d", ErrInvalid, repeats, MaxRepeats)
 	}
-	pairs, err := pairs(spec.GetPairs(), ready)
+	pairs, err := pairs(spec.GetPairs(), nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -124,16 +125,16 @@ func Plan(spec *measurev1.RunSpec, ready []string) ([]*measurev1.PlannedTest, er
 	return planned, nil
 }
 
-// pairs returns the requested pairs, checked against the ready nodes, or
-// every ordered pair of distinct ready nodes.
-func pairs(asked []*measurev1.NodePair, ready []string) ([]*measurev1.NodePair, error) {
+// pairs returns the requested pairs, checked against the known nodes, or
+// every ordered pair of distinct known nodes.
+func pairs(asked []*measurev1.NodePair, nodes []string) ([]*measurev1.NodePair, error) {
 	if len(asked) == 0 {
-		if len(ready) < 2 {
-			return nil, fmt.Errorf("%w: %d ready node(s), a mesh needs 2", ErrNoPairs, len(ready))
+		if len(nodes) < 2 {
+			return nil, fmt.Errorf("%w: %d known node(s), a mesh needs 2", ErrNoPairs, len(nodes))
 		}
 		var out []*measurev1.NodePair
-		for _, src := range ready {
-			for _, dst := range ready {
+		for _, src := range nodes {
+			for _, dst := range nodes {
 				if src != dst {
 					out = append(out, &measurev1.NodePair{SrcNode: src, DstNode: dst})
 				}
@@ -147,10 +148,10 @@ func pairs(asked []*measurev1.NodePair, ready []string) ([]*measurev1.NodePair, 
 		switch {
 		case src == dst:
 			return nil, fmt.Errorf("%w: pairs[%d]: source and destination are both %q", ErrInvalid, i, src)
-		case !slices.Contains(ready, src):
-			return nil, fmt.Errorf("%w: pairs[%d].src_node %q has no connected agent", ErrInvalid, i, src)
-		case !slices.Contains(ready, dst):
-			return nil, fmt.Errorf("%w: pairs[%d].dst_node %q has no connected agent", ErrInvalid, i, dst)
+		case !slices.Contains(nodes, src):
+			return nil, fmt.Errorf("%w: pairs[%d].src_node %q is not a known node", ErrInvalid, i, src)
+		case !slices.Contains(nodes, dst):
+			return nil, fmt.Errorf("%w: pairs[%d].dst_node %q is not a known node", ErrInvalid, i, dst)
 		case seen[[2]string{src, dst}]:
 			return nil, fmt.Errorf("%w: pairs[%d]: %s->%s is listed twice", ErrInvalid, i, src, dst)
 		}

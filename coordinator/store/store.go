@@ -16,6 +16,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 	"google.golang.org/protobuf/proto"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -24,6 +25,9 @@ import (
 
 // ErrNotFound means the requested run does not exist.
 var ErrNotFound = errors.New("not found")
+
+// ErrLocked means another process has the file open.
+var ErrLocked = errors.New("store is locked")
 
 // ErrInvalid means a caller's argument was refused; the message names it.
 var ErrInvalid = errors.New("invalid argument")
@@ -63,6 +67,10 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store directory: %w", err)
 	}
 	db, err := bolt.Open(cfg.Path, 0o600, &bolt.Options{Timeout: timeout})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("open store %s: %w: another process (a second coordinator?) holds its lock; waited %v",
+			cfg.Path, ErrLocked, timeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}

@@ -238,8 +238,12 @@ func TestSurvivesReopen(t *testing.T) {
 
 func TestSecondOpenIsRefused(t *testing.T) {
 	_, path := openTemp(t)
-	if s, err := Open(Config{Path: path, LockTimeout: 100 * time.Millisecond}); err == nil {
+	s, err := Open(Config{Path: path, LockTimeout: 100 * time.Millisecond})
+	if err == nil {
 		_ = s.Close()
 		t.Fatal("a second Open of a locked file succeeded")
+	}
+	if !errors.Is(err, ErrLocked) {
+		t.Errorf("err = %v, want ErrLocked", err)
 	}
 }

@@ -81,11 +81,11 @@ func demo(ctx context.Context, cfg DemoConfig) (err error) {
 	say := func(format string, args ...any) { fmt.Fprintf(cfg.Stderr, "==> "+format+"\n", args...) }
 	cleanupCtx := context.WithoutCancel(ctx)
 
-	say("lab %s: %d nodes, %s (network namespaces only; nothing leaves this machine)", cfg.Lab.Prefix, max(cfg.Lab.Nodes, lab.DefaultNodes), modeOf(cfg.Lab.Mode))
 	l, err := lab.Up(ctx, cfg.Lab)
 	if err != nil {
 		return fmt.Errorf("lab up: %w", err)
 	}
+	say("lab %s: %d nodes, %s (network namespaces only; nothing leaves this machine)", l.Prefix, len(l.Nodes), l.Mode)
 	defer func() {
 		say("lab down")
 		if derr := lab.Down(cleanupCtx, cfg.Lab.Prefix, nil); derr != nil {
@@ -131,13 +131,6 @@ func demo(ctx context.Context, cfg DemoConfig) (err error) {
 	return nil
 }
 
-func modeOf(m lab.Mode) lab.Mode {
-	if m == "" {
-		return lab.ModeHostGW
-	}
-	return m
-}
-
 // NewDemoCommand returns `meshlab demo`.
 func NewDemoCommand() *cobra.Command {
 	var (
@@ -161,10 +154,10 @@ pair), print the report, and tear the lab down. The last line reads
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Lab.Prefix, "prefix", "mpdemo", "network namespace name prefix of the demo lab")
-	f.IntVar(&cfg.Lab.Nodes, "nodes", lab.DefaultNodes, "number of nodes")
+	f.IntVar(&cfg.Lab.Nodes, "nodes", lab.DefaultNodes, fmt.Sprintf("number of nodes, %d..%d", lab.MinNodes, lab.MaxNodes))
 	f.StringVar(&mode, "mode", string(lab.ModeHostGW), "cross-node pod network: host-gw or vxlan")
 	f.BoolVar(&cfg.Lab.DropCrossNodePod, "drop-cross-node-pod", false, "break cross-node pod traffic (iptables DROP), as a CNI with missing routes")
 	f.StringVar(&cfg.BinDir, "bin", "bin", "directory with the agent and coordinator binaries")
-	f.StringSliceVar(&cfg.TriggerArgs, "trigger-arg", nil, "extra argument for `coordinator trigger` (repeatable), e.g. --trigger-arg=--duration=1s")
+	f.StringSliceVar(&cfg.TriggerArgs, "trigger-arg", nil, "extra argument for coordinator trigger (repeatable), e.g. --trigger-arg=--duration=1s")
 	return cmd
 }

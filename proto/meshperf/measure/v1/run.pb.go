@@ -97,7 +97,9 @@ type RunSpec struct {
 	// paths to measure; empty means host->host, host->pod, pod->pod and
 	// pod->service.
 	Paths []Path `protobuf:"varint,2,rep,packed,name=paths,proto3,enum=meshperf.measure.v1.Path" json:"paths,omitempty"`
-	// pairs to measure; empty means every ordered pair of distinct ready nodes.
+	// pairs to measure; empty means every ordered pair of distinct known
+	// nodes. A node whose agent is not connected is measured too: its tests
+	// end with STATUS_AGENT_UNAVAILABLE.
 	Pairs []*NodePair `protobuf:"bytes,3,rep,name=pairs,proto3" json:"pairs,omitempty"`
 	// repeats is the number of samples per test, 1..100; 0 means 1.
 	Repeats       uint32 `protobuf:"varint,4,opt,name=repeats,proto3" json:"repeats,omitempty"`

@@ -37,8 +37,8 @@ const (
 // unix socket.
 type MeshServiceClient interface {
 	// TriggerRun plans and starts a run. INVALID_ARGUMENT names a bad field;
-	// FAILED_PRECONDITION means no pair can be measured (e.g. fewer than two
-	// ready agents).
+	// FAILED_PRECONDITION means no pair can be measured (fewer than two known
+	// nodes).
 	TriggerRun(ctx context.Context, in *TriggerRunRequest, opts ...grpc.CallOption) (*TriggerRunResponse, error)
 	// GetRun returns a run; NOT_FOUND if it does not exist.
 	GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error)
@@ -127,8 +127,8 @@ func (c *meshServiceClient) ListAgents(ctx context.Context, in *ListAgentsReques
 // unix socket.
 type MeshServiceServer interface {
 	// TriggerRun plans and starts a run. INVALID_ARGUMENT names a bad field;
-	// FAILED_PRECONDITION means no pair can be measured (e.g. fewer than two
-	// ready agents).
+	// FAILED_PRECONDITION means no pair can be measured (fewer than two known
+	// nodes).
 	TriggerRun(context.Context, *TriggerRunRequest) (*TriggerRunResponse, error)
 	// GetRun returns a run; NOT_FOUND if it does not exist.
 	GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error)
