@@ -126,7 +126,12 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-t.C:
 			log.Warn("graceful stop timed out; forcing", "timeout", cfg.ShutdownTimeout)
 			g.Stop()
-			<-stopped
+			t.Reset(cfg.ShutdownTimeout)
+			select {
+			case <-stopped:
+			case <-t.C:
+				log.Error("gRPC handlers still running after a forced stop; exiting anyway")
+			}
 		}
 		return nil
 	})
@@ -156,7 +161,12 @@ func listen(cfg Config) ([]net.Listener, error) {
 			closeAll()
 			return nil, fmt.Errorf("socket directory: %w", err)
 		}
-		// A socket that answers belongs to a live coordinator: never steal it.
+		// Only ever replace a stale socket: never a file (it could be the
+		// store), never a socket a live coordinator answers on.
+		if fi, err := os.Lstat(cfg.SocketPath); err == nil && fi.Mode().Type() != os.ModeSocket {
+			closeAll()
+			return nil, fmt.Errorf("socket path %s exists and is not a socket (%v); refusing to replace it", cfg.SocketPath, fi.Mode().Type())
+		}
 		if c, err := net.DialTimeout("unix", cfg.SocketPath, time.Second); err == nil {
 			_ = c.Close()
 			closeAll()

@@ -203,6 +203,9 @@ func (rf *resultsFlags) request(now time.Time) (*meshv1.ListResultsRequest, erro
 		}
 		*b.dst = timestamppb.New(t)
 	}
+	if req.GetStartTime() != nil && req.GetEndTime() != nil && !req.GetStartTime().AsTime().Before(req.GetEndTime().AsTime()) {
+		return nil, fmt.Errorf("--since %s is not before --until %s", rf.since, rf.until)
+	}
 	if rf.limit < 0 {
 		return nil, fmt.Errorf("--limit %d: want 0 or more", rf.limit)
 	}

@@ -26,6 +26,9 @@ import (
 // DefaultSocket is where `serve` listens and the clients dial by default.
 const DefaultSocket = "/run/meshperf/coordinator.sock"
 
+// maxRecvBytes bounds one answer the CLI accepts.
+const maxRecvBytes = 256 << 20
+
 // ExitError carries a process exit code: `trigger` returns one with code 1
 // when a pair-path failed, after printing its report and verdict, so the
 // caller exits with Code without printing more.
@@ -69,7 +72,6 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&o.address, "coordinator", "unix://"+DefaultSocket, `coordinator to talk to: a socket path ("/run/x.sock" or "unix:///run/x.sock") or "host:port"`)
 	pf.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each API call (trigger waits for the run regardless)")
-	pf.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.AddCommand(newServeCommand(o), newTriggerCommand(o), newResultsCommand(o), newAgentsCommand(o))
 	return root
 }
@@ -94,11 +96,17 @@ func (o *options) dial() (meshv1.MeshServiceClient, func(), error) {
 	if err := o.checkOutput(); err != nil {
 		return nil, nil, err
 	}
+	if o.timeout <= 0 {
+		return nil, nil, fmt.Errorf("--timeout %v: want a positive duration", o.timeout)
+	}
 	address := o.address
 	if strings.HasPrefix(address, "/") {
 		address = "unix://" + address // a bare socket path
 	}
-	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// A large run's planned tests or a full page of results can pass
+		// gRPC's 4 MiB default.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvBytes)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("coordinator address %q: %w", o.address, err)
 	}

@@ -24,6 +24,7 @@ func newServeCommand(o *options) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&cfg.ListenAddress, "listen", ":7700", `TCP address for agents and remote users ("" for none)`)
 	f.StringVar(&cfg.SocketPath, "socket", DefaultSocket, `unix socket for the local CLI ("" for none)`)
 	f.StringVar(&cfg.DBPath, "db", "/var/lib/meshperf/meshperf.db", "bbolt file that keeps every result (created with mode 0600)")

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -68,6 +70,9 @@ type Config struct {
 	// 10 x HeartbeatInterval (a loaded 2-CPU node running a bandwidth test
 	// can delay a heartbeat by seconds).
 	HeartbeatTimeout time.Duration
+	// DepartAfter is how long a node whose agent is gone stays in meshes
+	// (its tests failing as agent_unavailable); zero means 1 h.
+	DepartAfter time.Duration
 	// Logger receives session events; nil means discard.
 	Logger *slog.Logger
 }
@@ -106,6 +111,13 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if cfg.HeartbeatTimeout == 0 {
 		cfg.HeartbeatTimeout = 10 * cfg.HeartbeatInterval
 	}
+	if cfg.HeartbeatInterval < 10*time.Millisecond || cfg.HeartbeatTimeout < 2*cfg.HeartbeatInterval {
+		return nil, fmt.Errorf("registry: heartbeat interval %v and timeout %v: want an interval of at least 10ms and a timeout of at least twice it",
+			cfg.HeartbeatInterval, cfg.HeartbeatTimeout)
+	}
+	if cfg.DepartAfter == 0 {
+		cfg.DepartAfter = time.Hour
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -138,14 +150,20 @@ func (r *Registry) Agents() []*meshv1.Agent {
 	return out
 }
 
-// Known returns the names of every node that ever registered, connected
-// or not, sorted.
+// Known returns the names of the nodes a mesh should cover, sorted: every
+// connected node, and every node whose agent was last seen within
+// DepartAfter (a lost agent is a failure to report, not a smaller mesh).
+// Nodes silent for longer are departed: still listed by Agents, but left
+// out of meshes, so that nodes an autoscaler removed do not pile up.
 func (r *Registry) Known() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	cutoff := time.Now().Add(-r.cfg.DepartAfter)
 	out := make([]string, 0, len(r.known))
-	for name := range r.known {
-		out = append(out, name)
+	for name, a := range r.known {
+		if _, connected := r.sessions[name]; connected || a.GetLastSeenTime().AsTime().After(cutoff) {
+			out = append(out, name)
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -290,41 +308,109 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-// validateRegister checks an agent's Register message and turns it into a Node.
+// Limits of a registration, so that one agent cannot bloat the
+// coordinator's memory, store or answers.
+const (
+	maxAddresses  = 4
+	maxTools      = 16
+	maxTextLength = 256
+)
+
+// validateRegister checks an agent's Register message and turns it into a
+// Node. Addresses must be usable unicast IPs (not unspecified, multicast,
+// broadcast, IPv4-mapped or zoned), one per network; texts must be short
+// and printable.
 func validateRegister(reg *agentv1.Register) (Node, error) {
 	if v := reg.GetProtocolVersion(); v != protocol.Version {
-		return Node{}, fmt.Errorf("%w: agent %q (version %q) speaks protocol %d, this coordinator speaks %d; run matching versions",
+		return Node{}, fmt.Errorf("%w: agent %q (version %.64q) speaks protocol %d, this coordinator speaks %d; run matching versions",
 			ErrVersionMismatch, reg.GetNodeName(), reg.GetAgentVersion(), v, protocol.Version)
+	}
+	bad := func(format string, args ...any) (Node, error) {
+		return Node{}, fmt.Errorf("%w: "+format, append([]any{ErrBadRegistration}, args...)...)
 	}
 	n := Node{Name: reg.GetNodeName()}
 	if err := protocol.ValidateNodeName(n.Name); err != nil {
-		return Node{}, fmt.Errorf("%w: %w", ErrBadRegistration, err)
+		return bad("%v", err)
+	}
+	if err := printable("agent_version", reg.GetAgentVersion()); err != nil {
+		return bad("%v", err)
+	}
+	if len(reg.GetAddresses()) > maxAddresses {
+		return bad("%d addresses, at most %d", len(reg.GetAddresses()), maxAddresses)
 	}
 	for i, a := range reg.GetAddresses() {
-		ip, err := netip.ParseAddr(a.GetIp())
+		ip, err := protocol.ParseEndpointIP(a.GetIp())
 		if err != nil {
-			return Node{}, fmt.Errorf("%w: addresses[%d].ip %q: %v", ErrBadRegistration, i, a.GetIp(), err)
+			return bad("addresses[%d].ip: %v", i, err)
 		}
+		var slot *netip.Addr
 		switch a.GetNetwork() {
 		case measurev1.Network_NETWORK_HOST:
-			n.HostIP = ip
+			slot = &n.HostIP
 		case measurev1.Network_NETWORK_POD:
-			n.PodIP = ip
+			slot = &n.PodIP
 		default:
-			return Node{}, fmt.Errorf("%w: addresses[%d].network %v is not host or pod", ErrBadRegistration, i, a.GetNetwork())
+			return bad("addresses[%d].network %v is not host or pod", i, a.GetNetwork())
 		}
+		if slot.IsValid() {
+			return bad("addresses[%d]: a second address for network %v", i, a.GetNetwork())
+		}
+		*slot = ip
 	}
 	if !n.HostIP.IsValid() {
-		return Node{}, fmt.Errorf("%w: node %q has no host address", ErrBadRegistration, n.Name)
+		return bad("node %q has no host address", n.Name)
 	}
 	if s := reg.GetServiceIp(); s != "" {
-		ip, err := netip.ParseAddr(s)
+		ip, err := protocol.ParseEndpointIP(s)
 		if err != nil {
-			return Node{}, fmt.Errorf("%w: service_ip %q: %v", ErrBadRegistration, s, err)
+			return bad("service_ip: %v", err)
 		}
 		n.ServiceIP = ip
 	}
+	if len(reg.GetTools()) > maxTools {
+		return bad("%d tools, at most %d", len(reg.GetTools()), maxTools)
+	}
+	for i, t := range reg.GetTools() {
+		if err := printable(fmt.Sprintf("tools[%d].version", i), t.GetVersion()); err != nil {
+			return bad("%v", err)
+		}
+		if err := printable(fmt.Sprintf("tools[%d].error", i), t.GetError()); err != nil {
+			return bad("%v", err)
+		}
+	}
 	return n, nil
+}
+
+// printable refuses texts longer than maxTextLength or with control
+// characters (which would rewrite an operator's terminal).
+func printable(field, s string) error {
+	if len(s) > maxTextLength {
+		return fmt.Errorf("%s is %d bytes long, at most %d", field, len(s), maxTextLength)
+	}
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f || c == utf8.RuneError || unicode.IsControl(c) {
+			return fmt.Errorf("%s %.64q contains a control character", field, s)
+		}
+	}
+	return nil
+}
+
+// conflict returns the connected node other than name that registered one
+// of n's addresses, or "".
+func (r *Registry) conflict(n Node) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, s := range r.sessions {
+		if name == n.Name {
+			continue
+		}
+		for _, a := range []netip.Addr{n.HostIP, n.PodIP, n.ServiceIP} {
+			if a.IsValid() && (a == s.node.HostIP || a == s.node.PodIP || a == s.node.ServiceIP) {
+				return name
+			}
+		}
+	}
+	return ""
 }
 
 // Shutdown ends every session with ErrShutdown and refuses new ones, so

@@ -124,8 +124,9 @@ func (s *session) goneErr() error {
 	return fmt.Errorf("node %q: %w: session ended: %v", s.node.Name, ErrAgentUnavailable, s.endErr)
 }
 
-// deliver hands a WorkResult to its waiting caller; it reports false if
-// nobody waits (a late answer after the caller gave up).
+// deliver hands a WorkResult to its waiting caller without ever blocking;
+// it reports false if nobody waits (a late answer after the caller gave
+// up) or an answer for that work was already delivered.
 func (s *session) deliver(r *agentv1.WorkResult) bool {
 	kind, ok := resultKind(r)
 	if !ok {
@@ -134,10 +135,15 @@ func (s *session) deliver(r *agentv1.WorkResult) bool {
 	s.mu.Lock()
 	ch, ok := s.pending[pendingKey{testID: r.GetTestId(), kind: kind}]
 	s.mu.Unlock()
-	if ok {
-		ch <- r // buffered 1; one answer per key
+	if !ok {
+		return false
 	}
-	return ok
+	select {
+	case ch <- r: // buffered 1: the first answer wins
+		return true
+	default: // a duplicate answer: never block the session on it
+		return false
+	}
 }
 
 // Serve runs one agent session on stream until the agent leaves, its
@@ -189,6 +195,9 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	node, err := validateRegister(reg)
 	if err != nil {
 		return err
+	}
+	if other := r.conflict(node); other != "" {
+		return fmt.Errorf("%w: node %q announces an address that connected node %q registered", ErrBadRegistration, node.Name, other)
 	}
 	s := &session{
 		node: node, out: make(chan *agentv1.Work, 16), endpointsDirty: make(chan struct{}, 1),

@@ -68,8 +68,9 @@ func routeFor(path measurev1.Path, src, dst registry.Node) (route, error) {
 // few times. It never fails: every problem is a result with its status.
 func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.PlannedTest) []*measurev1.Result {
 	var results []*measurev1.Result
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		results = m.execOnce(ctx, pt)
+		results = m.execOnce(ctx, runID, pt)
 		if attempt == busyRetries || !anyBusy(results) {
 			break
 		}
@@ -81,17 +82,62 @@ func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.Plan
 		}
 		wait.Stop()
 	}
+	return sanitize(runID, pt, results, start)
+}
+
+// sanitize makes an agent's answer a well-formed set of results for pt:
+// the identity fields are the coordinator's, there is one result per
+// expected sample (extra ones dropped, missing ones failed), indexes are
+// positions, every result has a start time (the dispatch time when the
+// agent gave none or an impossible one), and a result whose metrics do not
+// fit its test or its status becomes a PARSE_ERROR. Nothing the agent says
+// can overwrite another test's results.
+func sanitize(runID string, pt *measurev1.PlannedTest, results []*measurev1.Result, start time.Time) []*measurev1.Result {
+	want := max(len(pt.GetSpec().GetQperf().GetMsgSizeBytes()), 1)
+	if len(results) > want {
+		results = results[:want]
+	}
+	for len(results) < want {
+		results = append(results, &measurev1.Result{Status: measurev1.Status_STATUS_PARSE_ERROR,
+			Message: fmt.Sprintf("the agent returned %d result(s); %d expected", len(results), want)})
+	}
 	for i, r := range results {
-		r.TestId, r.RunId = pt.GetTestId(), runID
+		r.TestId, r.RunId, r.Index = pt.GetTestId(), runID, uint32(i)
 		r.SrcNode, r.DstNode, r.Path = pt.GetSrcNode(), pt.GetDstNode(), pt.GetPath()
-		if r.Spec == nil {
+		if r.GetSpec().GetTest() != pt.GetSpec().GetTest() {
 			r.Spec = pt.GetSpec()
 		}
-		if r.Index == 0 {
-			r.Index = uint32(i)
+		if ts := r.GetStartTime(); ts == nil || ts.CheckValid() != nil || ts.AsTime().Before(start.Add(-time.Hour)) || ts.AsTime().After(time.Now().Add(time.Hour)) {
+			r.StartTime = timestamppb.New(start)
+		}
+		if r.GetStatus() == measurev1.Status_STATUS_UNSPECIFIED {
+			r.Status, r.Message = measurev1.Status_STATUS_PARSE_ERROR, "the agent sent a result without a status"
+		}
+		switch ok := r.GetStatus() == measurev1.Status_STATUS_OK; {
+		case ok && !metricsFit(r):
+			r.Status = measurev1.Status_STATUS_PARSE_ERROR
+			r.Message = fmt.Sprintf("the agent sent %T metrics for a %s test", r.GetMetrics(), testspec.Name(pt.GetSpec().GetTest()))
+			r.Metrics = nil
+		case !ok:
+			r.Metrics = nil
 		}
 	}
 	return results
+}
+
+// metricsFit reports whether r carries the metrics of its test's tool.
+func metricsFit(r *measurev1.Result) bool {
+	switch testspec.Tool(r.GetSpec().GetTest()) {
+	case measurev1.Tool_TOOL_PING:
+		return r.GetPing() != nil
+	case measurev1.Tool_TOOL_QPERF:
+		return r.GetQperf() != nil
+	case measurev1.Tool_TOOL_IPERF3:
+		return r.GetIperf3() != nil
+	case measurev1.Tool_TOOL_CURL:
+		return r.GetHttp() != nil
+	}
+	return false
 }
 
 func anyBusy(rs []*measurev1.Result) bool {
@@ -103,7 +149,7 @@ func anyBusy(rs []*measurev1.Result) bool {
 	return false
 }
 
-func (m *Manager) execOnce(ctx context.Context, pt *measurev1.PlannedTest) []*measurev1.Result {
+func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.PlannedTest) []*measurev1.Result {
 	start := time.Now()
 	fail := func(status measurev1.Status, format string, args ...any) []*measurev1.Result {
 		return []*measurev1.Result{{
@@ -128,7 +174,7 @@ func (m *Manager) execOnce(ctx context.Context, pt *measurev1.PlannedTest) []*me
 
 	var started *agentv1.ServerStarted
 	if tool != measurev1.Tool_TOOL_PING {
-		wr, err := m.dispatch(ctx, pt.GetDstNode(), pt.GetTestId(), serverStartTimeout,
+		wr, err := m.dispatch(ctx, pt.GetDstNode(), workID(runID, pt), serverStartTimeout,
 			&agentv1.Work{Action: &agentv1.Work_StartServer{StartServer: &agentv1.StartServer{Tool: tool, Network: rt.serverNet}}})
 		if err != nil {
 			return fail(statusOf(ctx, err), "start %s server on %s: %v", toolName(tool), pt.GetDstNode(), err)
@@ -142,7 +188,7 @@ func (m *Manager) execOnce(ctx context.Context, pt *measurev1.PlannedTest) []*me
 		}
 		started = wr.GetServerStarted()
 		if testspec.NeedsServer(test) {
-			defer m.stopServer(ctx, pt)
+			defer m.stopServer(ctx, runID, pt)
 		}
 	}
 
@@ -151,7 +197,7 @@ func (m *Manager) execOnce(ctx context.Context, pt *measurev1.PlannedTest) []*me
 		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
 	}
 	budget := expected + clientSlack
-	wr, err := m.dispatch(ctx, pt.GetSrcNode(), pt.GetTestId(), budget, &agentv1.Work{Action: &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{
+	wr, err := m.dispatch(ctx, pt.GetSrcNode(), workID(runID, pt), budget, &agentv1.Work{Action: &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{
 		Spec: pt.GetSpec(), Network: rt.clientNet, TargetIp: rt.target.String(),
 		Port: started.GetPort(), DataPort: started.GetDataPort(),
 	}}})
@@ -171,9 +217,9 @@ func (m *Manager) execOnce(ctx context.Context, pt *measurev1.PlannedTest) []*me
 
 // stopServer stops the test's server; it runs even when ctx is done, so a
 // canceled run leaves no server behind.
-func (m *Manager) stopServer(ctx context.Context, pt *measurev1.PlannedTest) {
+func (m *Manager) stopServer(ctx context.Context, runID string, pt *measurev1.PlannedTest) {
 	ctx = context.WithoutCancel(ctx)
-	wr, err := m.dispatch(ctx, pt.GetDstNode(), pt.GetTestId(), serverStopTimeout,
+	wr, err := m.dispatch(ctx, pt.GetDstNode(), workID(runID, pt), serverStopTimeout,
 		&agentv1.Work{Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}})
 	if err == nil && wr.GetStatus() != measurev1.Status_STATUS_OK {
 		err = errors.New(wr.GetMessage())
@@ -181,6 +227,12 @@ func (m *Manager) stopServer(ctx context.Context, pt *measurev1.PlannedTest) {
 	if err != nil {
 		m.log.Warn("stop server", "node", pt.GetDstNode(), "test_id", pt.GetTestId(), "err", err)
 	}
+}
+
+// workID names a test's work on the agents: unique across runs, so that
+// two runs at once never mix their answers or their servers.
+func workID(runID string, pt *measurev1.PlannedTest) string {
+	return runID + "/" + pt.GetTestId()
 }
 
 // dispatch sends one Work with a deadline of now+timeout and waits a little

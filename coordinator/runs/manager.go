@@ -14,6 +14,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
@@ -39,10 +40,18 @@ type Agents interface {
 // Store is what a run needs of coordinator/store. GetRun's error must wrap
 // an error for which IsNotFound reports true when the run is absent.
 type Store interface {
+	// CreateRun writes a new run with its planned tests.
+	CreateRun(ctx context.Context, run *measurev1.Run) error
+	// PutRun updates a run's header; Planned is ignored.
 	PutRun(ctx context.Context, run *measurev1.Run) error
+	// GetRun reads a run with its planned tests.
 	GetRun(ctx context.Context, runID string) (*measurev1.Run, error)
+	// Runs lists run headers by state.
 	Runs(ctx context.Context, states ...measurev1.RunState) ([]*measurev1.Run, error)
+	// AddResults writes results.
 	AddResults(ctx context.Context, results []*measurev1.Result) error
+	// RunTestIDs returns the IDs of a run's tests that have results.
+	RunTestIDs(ctx context.Context, runID string) (map[string]bool, error)
 }
 
 // Config configures New.
@@ -62,10 +71,13 @@ type Config struct {
 // Update is one step of a run: its state after a test ended, and that
 // test's results (none in the first update of a watch).
 type Update struct {
-	// Run is a snapshot without its planned tests.
+	// Run is a snapshot without its planned tests and spec.
 	Run *measurev1.Run
 	// Results are the results of the test that just ended.
 	Results []*measurev1.Result
+	// Lagged is set on the last update sent to a watcher that fell too far
+	// behind; its channel is closed after it.
+	Lagged bool
 }
 
 // Manager runs runs. Its goroutines end when Close is called.
@@ -85,7 +97,39 @@ type Manager struct {
 type active struct {
 	mu       sync.Mutex
 	run      *measurev1.Run
-	watchers []chan Update
+	done     map[string]bool // test IDs that ended
+	watchers map[*watcher]bool
+}
+
+// watcher is one Watch call's channel. Its room is bounded; a watcher
+// that falls behind gets a Lagged update and is dropped.
+type watcher struct {
+	ch   chan Update
+	stop func() bool // unregisters the context.AfterFunc
+}
+
+// watchBuffer bounds the updates a slow watcher may fall behind by.
+const watchBuffer = 4096
+
+// send queues u, or ends a watcher that has no room left with a Lagged
+// update; it reports whether the watcher is still there. Caller holds a.mu.
+func (a *active) send(w *watcher, u Update) bool {
+	if len(w.ch) >= cap(w.ch)-1 {
+		w.ch <- Update{Run: u.Run, Lagged: true}
+		a.drop(w)
+		return false
+	}
+	w.ch <- u
+	return true
+}
+
+// drop closes and forgets w. Caller holds a.mu.
+func (a *active) drop(w *watcher) {
+	if a.watchers[w] {
+		delete(a.watchers, w)
+		w.stop()
+		close(w.ch)
+	}
 }
 
 // New returns a Manager. Runs that a previous coordinator left queued or
@@ -106,17 +150,61 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runs: load unfinished runs: %w", err)
 	}
-	for _, run := range stale {
-		run.State = measurev1.RunState_RUN_STATE_INTERRUPTED
-		run.Message = "the coordinator stopped before the run ended"
-		run.EndTime = timestamppb.Now()
-		if err := cfg.Store.PutRun(ctx, run); err != nil {
-			return nil, fmt.Errorf("runs: mark run %s interrupted: %w", run.GetRunId(), err)
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m := &Manager{cfg: cfg, log: log, base: base, cancel: cancel, active: map[string]*active{}}
+	for _, hdr := range stale {
+		run, err := cfg.Store.GetRun(ctx, hdr.GetRunId())
+		if err == nil {
+			var done map[string]bool
+			if done, err = cfg.Store.RunTestIDs(ctx, run.GetRunId()); err == nil {
+				err = m.interrupt(ctx, run, done, "the coordinator stopped before the run ended")
+			}
+		}
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("runs: mark run %s interrupted: %w", hdr.GetRunId(), err)
 		}
 		log.Warn("run interrupted by a coordinator restart", "run_id", run.GetRunId(), "done", run.GetTestsDone(), "planned", len(run.GetPlanned()))
 	}
-	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	return &Manager{cfg: cfg, log: log, base: base, cancel: cancel, active: map[string]*active{}}, nil
+	return m, nil
+}
+
+// interrupt ends run as interrupted: every planned test without a result
+// (not in done) gets a STATUS_INTERRUPTED result saying why, so nothing
+// planned is silently missing, and the header is updated.
+func (m *Manager) interrupt(ctx context.Context, run *measurev1.Run, done map[string]bool, why string) error {
+	now := timestamppb.Now()
+	var batch []*measurev1.Result
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := m.cfg.Store.AddResults(ctx, batch)
+		batch = batch[:0]
+		return err
+	}
+	for _, pt := range run.GetPlanned() {
+		if done[pt.GetTestId()] {
+			continue
+		}
+		batch = append(batch, &measurev1.Result{
+			TestId: pt.GetTestId(), RunId: run.GetRunId(), SrcNode: pt.GetSrcNode(), DstNode: pt.GetDstNode(),
+			Path: pt.GetPath(), Spec: pt.GetSpec(), Status: measurev1.Status_STATUS_INTERRUPTED,
+			Message: why, StartTime: now, Elapsed: durationpb.New(0),
+		})
+		run.TestsDone++
+		run.TestsFailed++
+		if len(batch) == 1000 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	run.State, run.Message, run.EndTime = measurev1.RunState_RUN_STATE_INTERRUPTED, why, now
+	return m.cfg.Store.PutRun(ctx, run)
 }
 
 // Close cancels every run in progress, waits until its tests have stopped
@@ -139,12 +227,12 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measur
 	}
 	run := &measurev1.Run{
 		RunId: ulid.Make().String(), Spec: spec, State: measurev1.RunState_RUN_STATE_RUNNING,
-		CreateTime: timestamppb.Now(), Planned: planned,
+		CreateTime: timestamppb.Now(), Planned: planned, TestsPlanned: uint32(len(planned)),
 	}
-	if err := m.cfg.Store.PutRun(ctx, run); err != nil {
+	if err := m.cfg.Store.CreateRun(ctx, run); err != nil {
 		return nil, fmt.Errorf("store run: %w", err)
 	}
-	a := &active{run: run}
+	a := &active{run: run, done: make(map[string]bool, len(planned))}
 	m.mu.Lock()
 	m.active[run.GetRunId()] = a
 	m.mu.Unlock()
@@ -176,8 +264,10 @@ func (m *Manager) Get(ctx context.Context, runID string) (*measurev1.Run, error)
 
 // Watch returns a channel that receives the run's current state at once,
 // then one Update per ended test, and is closed when the run has ended (at
-// once for a run that already has). The channel never blocks the run: it
-// has room for every update. The error wraps ErrNotFound.
+// once for a run that already has) or when ctx ends. A watcher that falls
+// watchBuffer updates behind gets an Update with Lagged set and its channel
+// is closed: the run never waits for a watcher. The error wraps
+// ErrNotFound.
 func (m *Manager) Watch(ctx context.Context, runID string) (<-chan Update, error) {
 	m.mu.Lock()
 	a := m.active[runID]
@@ -194,27 +284,36 @@ func (m *Manager) Watch(ctx context.Context, runID string) (<-chan Update, error
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ch := make(chan Update, len(a.run.GetPlanned())+2)
-	ch <- Update{Run: summary(a.run)}
+	w := &watcher{ch: make(chan Update, min(int(a.run.GetTestsPlanned())+2, watchBuffer))}
+	w.ch <- Update{Run: summary(a.run)}
 	if ended(a.run.GetState()) {
-		close(ch)
-		return ch, nil
+		close(w.ch)
+		return w.ch, nil
 	}
-	a.watchers = append(a.watchers, ch)
-	return ch, nil
+	if a.watchers == nil {
+		a.watchers = map[*watcher]bool{}
+	}
+	a.watchers[w] = true
+	w.stop = context.AfterFunc(ctx, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.drop(w)
+	})
+	return w.ch, nil
 }
 
 func ended(s measurev1.RunState) bool {
 	return s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING
 }
 
-// summary is a copy of run without its planned tests.
+// summary is a copy of run's header without its planned tests and spec:
+// small, whatever the run's size.
 func summary(run *measurev1.Run) *measurev1.Run {
-	planned := run.Planned
-	run.Planned = nil
-	s := proto.CloneOf(run)
-	run.Planned = planned
-	return s
+	return &measurev1.Run{
+		RunId: run.GetRunId(), State: run.GetState(), Message: run.GetMessage(),
+		CreateTime: run.GetCreateTime(), EndTime: run.GetEndTime(), TestsDone: run.GetTestsDone(),
+		TestsFailed: run.GetTestsFailed(), TestsPlanned: run.GetTestsPlanned(),
+	}
 }
 
 // execute runs every planned test of a, as many at once as the Gate lets
@@ -262,6 +361,7 @@ func (m *Manager) record(a *active, results []*measurev1.Result) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.run.TestsDone++
+	a.done[results[0].GetTestId()] = true
 	for _, r := range results {
 		if r.GetStatus() != measurev1.Status_STATUS_OK {
 			a.run.TestsFailed++
@@ -272,37 +372,41 @@ func (m *Manager) record(a *active, results []*measurev1.Result) {
 		m.log.Error("store run progress", "run_id", a.run.GetRunId(), "err", err)
 	}
 	u := Update{Run: summary(a.run), Results: results}
-	for _, w := range a.watchers {
-		w <- u // room for every update, see Watch
+	for w := range a.watchers {
+		a.send(w, u)
 	}
 }
 
-// finish ends the run: succeeded, failed, or interrupted if ctx ended first.
+// finish ends the run: succeeded, failed, or interrupted if ctx ended
+// first (then its tests that never ran get STATUS_INTERRUPTED results).
 func (m *Manager) finish(a *active, ctxErr error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.base), time.Minute)
+	defer cancel()
 	a.mu.Lock()
 	run := a.run
 	switch {
 	case ctxErr != nil:
-		run.State = measurev1.RunState_RUN_STATE_INTERRUPTED
-		run.Message = "the coordinator stopped before the run ended"
+		if err := m.interrupt(ctx, run, a.done, "the coordinator stopped before the run ended"); err != nil {
+			m.log.Error("store interrupted run", "run_id", run.GetRunId(), "err", err)
+		}
 	case run.GetTestsFailed() > 0:
 		run.State = measurev1.RunState_RUN_STATE_FAILED
 		run.Message = fmt.Sprintf("%d of %d tests failed", run.GetTestsFailed(), len(run.GetPlanned()))
 	default:
 		run.State = measurev1.RunState_RUN_STATE_SUCCEEDED
 	}
-	run.EndTime = timestamppb.Now()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.base), 10*time.Second)
-	defer cancel()
-	if err := m.cfg.Store.PutRun(ctx, run); err != nil {
-		m.log.Error("store finished run", "run_id", run.GetRunId(), "err", err)
+	if ctxErr == nil {
+		run.EndTime = timestamppb.Now()
+		if err := m.cfg.Store.PutRun(ctx, run); err != nil {
+			m.log.Error("store finished run", "run_id", run.GetRunId(), "err", err)
+		}
 	}
 	u := Update{Run: summary(run)}
-	for _, w := range a.watchers {
-		w <- u
-		close(w)
+	for w := range a.watchers {
+		if a.send(w, u) {
+			a.drop(w)
+		}
 	}
-	a.watchers = nil
 	a.mu.Unlock()
 
 	m.mu.Lock()

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/store"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func TestRouteFor(t *testing.T) {
@@ -112,5 +115,208 @@ func TestUnfinishedRunsAreInterrupted(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d updates for an ended run, want 1", n)
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	start := time.Now()
+	ping := &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}
+	qperf := &measurev1.TestSpec{Test: measurev1.Test_TEST_QPERF_TCP_LAT, Params: &measurev1.TestSpec_Qperf{Qperf: &measurev1.QperfParams{MsgSizeBytes: []uint64{64, 1024}}}}
+	pt := func(spec *measurev1.TestSpec) *measurev1.PlannedTest {
+		return &measurev1.PlannedTest{TestId: "t00007", SrcNode: "a", DstNode: "b", Path: measurev1.Path_PATH_POD_TO_POD, Spec: spec}
+	}
+	okPing := func() *measurev1.Result {
+		return &measurev1.Result{Status: measurev1.Status_STATUS_OK, StartTime: timestamppb.New(start),
+			Metrics: &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{RttAvgSeconds: 1e-4}}}
+	}
+	tests := []struct {
+		name       string
+		pt         *measurev1.PlannedTest
+		in         []*measurev1.Result
+		wantStatus []measurev1.Status
+		wantMsg    string
+	}{
+		{"good answer kept", pt(ping), []*measurev1.Result{okPing()}, []measurev1.Status{measurev1.Status_STATUS_OK}, ""},
+		{"extra results dropped", pt(ping), []*measurev1.Result{okPing(), okPing(), okPing()}, []measurev1.Status{measurev1.Status_STATUS_OK}, ""},
+		{"missing size failed", pt(qperf), []*measurev1.Result{{Status: measurev1.Status_STATUS_OK, StartTime: timestamppb.New(start),
+			Metrics: &measurev1.Result_Qperf{Qperf: &measurev1.QperfMetrics{LatencySeconds: 2e-5}}}},
+			[]measurev1.Status{measurev1.Status_STATUS_OK, measurev1.Status_STATUS_PARSE_ERROR}, "1 result(s); 2 expected"},
+		{"metrics of another tool", pt(ping), []*measurev1.Result{{Status: measurev1.Status_STATUS_OK,
+			Metrics: &measurev1.Result_Iperf3{Iperf3: &measurev1.Iperf3Metrics{ThroughputBps: 1}}}},
+			[]measurev1.Status{measurev1.Status_STATUS_PARSE_ERROR}, "Iperf3 metrics for a ping test"},
+		{"failure with metrics", pt(ping), []*measurev1.Result{{Status: measurev1.Status_STATUS_REFUSED, Message: "refused",
+			Metrics: &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{}}}},
+			[]measurev1.Status{measurev1.Status_STATUS_REFUSED}, "refused"},
+		{"no status", pt(ping), []*measurev1.Result{{}}, []measurev1.Status{measurev1.Status_STATUS_PARSE_ERROR}, "without a status"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := sanitize("run-1", tt.pt, tt.in, start)
+			if len(got) != len(tt.wantStatus) {
+				t.Fatalf("%d results, want %d", len(got), len(tt.wantStatus))
+			}
+			for i, r := range got {
+				if r.GetStatus() != tt.wantStatus[i] {
+					t.Errorf("result %d: status %v (%s), want %v", i, r.GetStatus(), r.GetMessage(), tt.wantStatus[i])
+				}
+				if r.GetStatus() != measurev1.Status_STATUS_OK && r.GetMetrics() != nil {
+					t.Errorf("result %d: failed with metrics", i)
+				}
+				if r.GetIndex() != uint32(i) || r.GetTestId() != "t00007" || r.GetRunId() != "run-1" || r.GetSrcNode() != "a" ||
+					r.GetDstNode() != "b" || r.GetPath() != measurev1.Path_PATH_POD_TO_POD || r.GetStartTime() == nil {
+					t.Errorf("result %d: identity not the coordinator's: %v", i, r)
+				}
+			}
+			if tt.wantMsg != "" {
+				var msgs []string
+				for _, r := range got {
+					msgs = append(msgs, r.GetMessage())
+				}
+				if !strings.Contains(strings.Join(msgs, "|"), tt.wantMsg) {
+					t.Errorf("messages %q, want one containing %q", msgs, tt.wantMsg)
+				}
+			}
+		})
+	}
+}
+
+// testManager is a Manager over a real store whose registry knows nodes
+// a and b (recently seen, not connected): every test fails at once as
+// agent_unavailable, which is all these tests need.
+func testManager(t *testing.T) (*Manager, *store.Store, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	for _, n := range []string{"a", "b"} {
+		if err := st.PutAgent(ctx, &meshv1.Agent{NodeName: n, LastSeenTime: timestamppb.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg, err := registry.New(ctx, registry.Config{Recorder: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(ctx, Config{Store: st, Agents: reg, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m, st, ctx
+}
+
+func TestLostAgentsFailInTheMesh(t *testing.T) {
+	m, _, ctx := testManager(t)
+	run, err := m.Trigger(ctx, &measurev1.RunSpec{Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}},
+		Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := m.Watch(ctx, run.GetRunId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last Update
+	for u := range ch {
+		last = u
+	}
+	if last.Run.GetState() != measurev1.RunState_RUN_STATE_FAILED || last.Run.GetTestsFailed() != 2 {
+		t.Errorf("run %v, want FAILED with 2 failed tests (a->b, b->a)", last.Run)
+	}
+}
+
+func TestWatchersAreBounded(t *testing.T) {
+	m, _, ctx := testManager(t)
+	// More tests than a watcher may fall behind by.
+	spec := &measurev1.RunSpec{Repeats: 100, Tests: []*measurev1.TestSpec{
+		{Test: measurev1.Test_TEST_PING}, {Test: measurev1.Test_TEST_HTTP}, {Test: measurev1.Test_TEST_IPERF3_TCP},
+		{Test: measurev1.Test_TEST_IPERF3_UDP}, {Test: measurev1.Test_TEST_QPERF_TCP_LAT}, {Test: measurev1.Test_TEST_QPERF_TCP_BW},
+		{Test: measurev1.Test_TEST_QPERF_UDP_LAT}, {Test: measurev1.Test_TEST_QPERF_UDP_BW},
+	}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_POD, measurev1.Path_PATH_POD_TO_POD}}
+	run, err := m.Trigger(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.GetTestsPlanned() <= watchBuffer {
+		t.Fatalf("%d tests planned; the test needs more than %d", run.GetTestsPlanned(), watchBuffer)
+	}
+	slow, err := m.Watch(ctx, run.GetRunId()) // never read until the run ends
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, cancelGone := context.WithCancel(ctx)
+	left, err := m.Watch(gone, run.GetRunId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelGone() // a client that went away
+	for range left {
+	} // closed once its context ended, whatever the run does
+
+	for {
+		r, err := m.Get(ctx, run.GetRunId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ended(r.GetState()) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var n int
+	var lagged bool
+	for u := range slow {
+		n++
+		lagged = lagged || u.Lagged
+	}
+	if !lagged || n > watchBuffer {
+		t.Errorf("slow watcher got %d updates, lagged %t; want at most %d and a Lagged one", n, lagged, watchBuffer)
+	}
+}
+
+// A run the coordinator stopped mid-way lists every planned test: those
+// that never ran as interrupted.
+func TestInterruptedRunHasEveryTest(t *testing.T) {
+	m, st, ctx := testManager(t)
+	run := &measurev1.Run{RunId: "r-stale", State: measurev1.RunState_RUN_STATE_RUNNING, TestsPlanned: 3, Planned: []*measurev1.PlannedTest{
+		{TestId: "t00001", SrcNode: "a", DstNode: "b", Path: 1, Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}},
+		{TestId: "t00002", SrcNode: "b", DstNode: "a", Path: 1, Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}},
+		{TestId: "t00003", SrcNode: "a", DstNode: "b", Path: 3, Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}},
+	}}
+	if err := st.CreateRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	done := &measurev1.Result{TestId: "t00001", RunId: "r-stale", SrcNode: "a", DstNode: "b", Path: 1,
+		Spec: run.Planned[0].Spec, Status: measurev1.Status_STATUS_OK, StartTime: timestamppb.Now()}
+	if err := st.AddResults(ctx, []*measurev1.Result{done}); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	// The next coordinator start.
+	m2, err := New(ctx, Config{Store: st, Agents: m.cfg.Agents, IsNotFound: m.cfg.IsNotFound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	got, _, err := st.ListResults(ctx, store.Filter{RunID: "r-stale"}, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := map[string]measurev1.Status{}
+	for _, r := range got {
+		statuses[r.GetTestId()] = r.GetStatus()
+	}
+	want := map[string]measurev1.Status{"t00001": measurev1.Status_STATUS_OK,
+		"t00002": measurev1.Status_STATUS_INTERRUPTED, "t00003": measurev1.Status_STATUS_INTERRUPTED}
+	if fmt.Sprint(statuses) != fmt.Sprint(want) {
+		t.Errorf("statuses %v, want %v", statuses, want)
+	}
+	r, err := m2.Get(ctx, "r-stale")
+	if err != nil || r.GetState() != measurev1.RunState_RUN_STATE_INTERRUPTED || r.GetTestsDone() != 2 {
+		t.Errorf("run %v, %v; want INTERRUPTED with the 2 missing tests counted done", r, err)
 	}
 }

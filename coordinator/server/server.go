@@ -99,6 +99,9 @@ func (s *Server) WatchRun(req *meshv1.WatchRunRequest, stream grpc.ServerStreami
 			if !ok {
 				return nil
 			}
+			if u.Lagged {
+				return status.Errorf(codes.ResourceExhausted, "run %s: this watcher fell too far behind; call WatchRun again", req.GetRunId())
+			}
 			if err := stream.Send(&meshv1.WatchRunResponse{Run: u.Run, Results: u.Results}); err != nil {
 				return err
 			}

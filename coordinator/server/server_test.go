@@ -122,10 +122,25 @@ func TestRegistrationRefused(t *testing.T) {
 	}{
 		{"protocol version", func(r *agentv1.Register) { r.ProtocolVersion = 99 }, codes.FailedPrecondition, "speaks protocol 99"},
 		{"node name", func(r *agentv1.Register) { r.NodeName = "Node_1" }, codes.InvalidArgument, `"Node_1"`},
-		{"address", func(r *agentv1.Register) { r.Addresses[0].Ip = "10.0.0.300" }, codes.InvalidArgument, `addresses[0].ip "10.0.0.300"`},
+		{"address", func(r *agentv1.Register) { r.Addresses[0].Ip = "10.0.0.300" }, codes.InvalidArgument, `addresses[0].ip: "10.0.0.300" is not an IP address`},
+		{"unspecified address", func(r *agentv1.Register) { r.Addresses[0].Ip = "0.0.0.0" }, codes.InvalidArgument, `"0.0.0.0" is the unspecified address`},
+		{"multicast address", func(r *agentv1.Register) { r.Addresses[1].Ip = "224.0.0.1" }, codes.InvalidArgument, `"224.0.0.1" is a multicast address`},
+		{"broadcast address", func(r *agentv1.Register) { r.Addresses[0].Ip = "255.255.255.255" }, codes.InvalidArgument, "broadcast"},
+		{"mapped address", func(r *agentv1.Register) { r.Addresses[0].Ip = "::ffff:127.0.0.1" }, codes.InvalidArgument, "use 127.0.0.1"},
+		{"zoned address", func(r *agentv1.Register) { r.Addresses[0].Ip = "fe80::1%eth0" }, codes.InvalidArgument, "has a zone"},
+		{"two host addresses", func(r *agentv1.Register) { r.Addresses[1].Network = measurev1.Network_NETWORK_HOST }, codes.InvalidArgument, "a second address for network NETWORK_HOST"},
+		{"control characters", func(r *agentv1.Register) { r.AgentVersion = "v1\x1b[2J" }, codes.InvalidArgument, "agent_version"},
+		{"huge tool list", func(r *agentv1.Register) {
+			for i := 0; i < 17; i++ {
+				r.Tools = append(r.Tools, &agentv1.ToolInfo{Tool: measurev1.Tool_TOOL_PING, Version: "x"})
+			}
+		}, codes.InvalidArgument, "17 tools, at most 16"},
+		{"long tool version", func(r *agentv1.Register) {
+			r.Tools = []*agentv1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: strings.Repeat("v", 300)}}
+		}, codes.InvalidArgument, "tools[0].version is 300 bytes long"},
 		{"network", func(r *agentv1.Register) { r.Addresses[1].Network = 0 }, codes.InvalidArgument, "addresses[1].network"},
 		{"no host address", func(r *agentv1.Register) { r.Addresses = r.Addresses[1:] }, codes.InvalidArgument, "no host address"},
-		{"service ip", func(r *agentv1.Register) { r.ServiceIp = "x" }, codes.InvalidArgument, `service_ip "x"`},
+		{"service ip", func(r *agentv1.Register) { r.ServiceIp = "x" }, codes.InvalidArgument, `service_ip: "x" is not an IP address`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -315,4 +330,59 @@ func TestUserAPIErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A node cannot register an address that another connected node holds: it
+// would steer that node's tests (and receive them) in its place.
+func TestAddressConflictRefused(t *testing.T) {
+	c := start(t)
+	ctx := ctxT(t)
+	if _, err := fakeAgent(t, ctx, c, register("node-1")); err != nil {
+		t.Fatal(err)
+	}
+	evil := register("evil")
+	evil.Addresses = evil.Addresses[:1] // 127.0.0.1: node-1's host IP
+	_, err := fakeAgent(t, ctx, c, evil)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `connected node "node-1"`) {
+		t.Errorf("err = %v, want InvalidArgument naming node-1", err)
+	}
+}
+
+// An agent that answers twice (or answers work nobody waits for) must not
+// stall its session: the next work still gets through.
+func TestDuplicateAnswersDoNotStallTheSession(t *testing.T) {
+	c := start(t)
+	ctx := ctxT(t)
+	stream, err := fakeAgent(t, ctx, c, register("node-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { // answers every Work three times, and sends a stray answer
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			w := m.GetWork()
+			if w == nil {
+				continue
+			}
+			for _, id := range []string{w.GetTestId(), w.GetTestId(), w.GetTestId(), "never-sent"} {
+				_ = stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
+					TestId: id, Status: measurev1.Status_STATUS_OK,
+					Outcome: &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}},
+				}}})
+			}
+		}
+	}()
+	for i := 0; i < 3; i++ {
+		w := &agentv1.Work{TestId: "t1", Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}}
+		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := c.reg.Dispatch(callCtx, "node-1", w)
+		cancel()
+		if err != nil {
+			t.Fatalf("dispatch %d: %v", i, err)
+		}
+	}
+	_ = stream.CloseSend()
 }

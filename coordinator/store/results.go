@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -35,14 +38,14 @@ func (s *Store) AddResults(ctx context.Context, results []*measurev1.Result) err
 				return err
 			}
 		}
-		if r.GetStartTime() == nil {
-			return fmt.Errorf("%w: results[%d].start_time is unset (test %s)", ErrInvalid, i, r.GetTestId())
+		if err := validStart(r.GetStartTime()); err != nil {
+			return fmt.Errorf("%w: results[%d].start_time (test %s): %v", ErrInvalid, i, r.GetTestId(), err)
 		}
 		v, err := proto.Marshal(r)
 		if err != nil {
 			return fmt.Errorf("encode result %s: %w", r.GetTestId(), err)
 		}
-		k := resultKey(r.GetSrcNode(), r.GetDstNode(), r.GetStartTime().AsTime(), r.GetTestId(), r.GetIndex())
+		k := resultKey(r.GetSrcNode(), r.GetDstNode(), r.GetStartTime().AsTime(), r.GetRunId(), r.GetTestId(), r.GetIndex())
 		rows = append(rows, kv{k: k, rk: runResultKey(r.GetRunId(), k), v: v})
 	}
 	return s.batch(ctx, func(tx *bolt.Tx) error {
@@ -57,6 +60,46 @@ func (s *Store) AddResults(ctx context.Context, results []*measurev1.Result) err
 		}
 		return nil
 	})
+}
+
+// validStart accepts a valid timestamp from the Unix epoch to year 2262
+// (the range of int64 nanoseconds).
+func validStart(ts *timestamppb.Timestamp) error {
+	if ts == nil {
+		return errors.New("unset")
+	}
+	if err := ts.CheckValid(); err != nil {
+		return err
+	}
+	if ts.GetSeconds() < 0 || ts.GetSeconds() >= math.MaxInt64/int64(time.Second) {
+		return fmt.Errorf("%v is outside 1970..2262", ts.AsTime())
+	}
+	return nil
+}
+
+// RunTestIDs returns the IDs of the tests of a run that have at least one
+// stored result.
+func (s *Store) RunTestIDs(ctx context.Context, runID string) (map[string]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	prefix := append([]byte(runID), sep)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRunResults).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			dk, err := decodeResultKey(k[len(prefix):])
+			if err != nil {
+				return err
+			}
+			ids[dk.testID] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("run %s test IDs: %w", runID, err)
+	}
+	return ids, nil
 }
 
 // Filter selects results; zero fields match everything.
@@ -96,6 +139,17 @@ func (f Filter) inTime(t time.Time) bool {
 // pageToken is "" or a token from an earlier call with the same filter; a
 // token that does not decode wraps ErrInvalid.
 func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageToken string) ([]*measurev1.Result, string, error) {
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return nil, "", fmt.Errorf("%w: start_time %v is not before end_time %v", ErrInvalid, f.Since, f.Until)
+	}
+	for _, b := range []struct {
+		field string
+		t     time.Time
+	}{{"start_time", f.Since}, {"end_time", f.Until}} {
+		if !b.t.IsZero() && (b.t.Before(time.Unix(0, 0)) || b.t.Year() > 2262) {
+			return nil, "", fmt.Errorf("%w: %s %v is outside 1970..2262", ErrInvalid, b.field, b.t)
+		}
+	}
 	switch {
 	case pageSize == 0:
 		pageSize = DefaultPageSize

@@ -15,14 +15,18 @@ var (
 	// bucketRunResults maps runID 0x00 resultKey -> nothing: the results of
 	// one run, in resultKey order.
 	bucketRunResults = []byte("run_results")
-	// bucketRuns maps runID -> measurev1.Run (protobuf). Run IDs are ULIDs,
-	// so key order is creation order.
+	// bucketRuns maps runID -> measurev1.Run (protobuf) without its planned
+	// tests: the header that changes with every ended test. Run IDs are
+	// ULIDs, so key order is creation order.
 	bucketRuns = []byte("runs")
+	// bucketRunPlanned maps runID -> measurev1.Run holding only the planned
+	// tests, written once when the run is created.
+	bucketRunPlanned = []byte("run_planned")
 	// bucketAgents maps node name -> meshv1.Agent (protobuf): the last known
 	// registration of every node.
 	bucketAgents = []byte("agents")
 
-	allBuckets = [][]byte{bucketResults, bucketRunResults, bucketRuns, bucketAgents}
+	allBuckets = [][]byte{bucketResults, bucketRunResults, bucketRuns, bucketRunPlanned, bucketAgents}
 )
 
 // sep separates the variable-length parts of a key. Node names, run IDs
@@ -34,14 +38,18 @@ var errBadKey = errors.New("malformed key")
 
 // resultKey is
 //
-//	src 0x00 dst 0x00 startUnixNano(8, big-endian) testID 0x00 index(4, big-endian)
+//	src 0x00 dst 0x00 startUnixNano(8, big-endian) runID 0x00 testID 0x00 index(4, big-endian)
 //
 // so that the results of one node pair over a time range are one cursor
-// scan, in start-time order.
-func resultKey(src, dst string, start time.Time, testID string, index uint32) []byte {
-	k := make([]byte, 0, len(src)+len(dst)+len(testID)+16)
+// scan, in start-time order, and two runs never share a key even if their
+// test IDs and start times agree. Start times are at or after the Unix
+// epoch (AddResults refuses others), so the unsigned encoding sorts.
+func resultKey(src, dst string, start time.Time, runID, testID string, index uint32) []byte {
+	k := make([]byte, 0, len(src)+len(dst)+len(runID)+len(testID)+20)
 	k = pairPrefix(k, src, dst)
 	k = binary.BigEndian.AppendUint64(k, uint64(start.UnixNano()))
+	k = append(k, runID...)
+	k = append(k, sep)
 	k = append(k, testID...)
 	k = append(k, sep)
 	return binary.BigEndian.AppendUint32(k, index)
@@ -57,24 +65,27 @@ func pairPrefix(k []byte, src, dst string) []byte {
 
 // decodedKey is a resultKey taken apart.
 type decodedKey struct {
-	src, dst string
-	start    time.Time
+	src, dst      string
+	start         time.Time
+	runID, testID string
 }
 
 func decodeResultKey(k []byte) (decodedKey, error) {
-	i := bytes.IndexByte(k, sep)
-	if i < 0 {
-		return decodedKey{}, fmt.Errorf("%w: %q", errBadKey, k)
+	bad := func() (decodedKey, error) { return decodedKey{}, fmt.Errorf("%w: %q", errBadKey, k) }
+	parts := bytes.SplitN(k, []byte{sep}, 3) // src, dst, rest
+	if len(parts) != 3 || len(parts[2]) < 8+1+1+4 {
+		return bad()
 	}
-	j := bytes.IndexByte(k[i+1:], sep)
-	if j < 0 || len(k) < i+1+j+1+8 {
-		return decodedKey{}, fmt.Errorf("%w: %q", errBadKey, k)
+	rest := parts[2]
+	ts, ids := rest[:8], rest[8:len(rest)-4]
+	run, test, ok := bytes.Cut(ids, []byte{sep})
+	if !ok || len(test) == 0 || test[len(test)-1] != sep {
+		return bad()
 	}
-	ts := k[i+1+j+1:]
 	return decodedKey{
-		src:   string(k[:i]),
-		dst:   string(k[i+1 : i+1+j]),
-		start: time.Unix(0, int64(binary.BigEndian.Uint64(ts[:8]))),
+		src: string(parts[0]), dst: string(parts[1]),
+		start: time.Unix(0, int64(binary.BigEndian.Uint64(ts))),
+		runID: string(run), testID: string(test[:len(test)-1]),
 	}, nil
 }
 

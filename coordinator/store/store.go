@@ -26,6 +26,10 @@ import (
 // ErrNotFound means the requested run does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrCorrupt means the file is not a readable bbolt file (truncated,
+// overwritten, or not a store at all); move it aside to start afresh.
+var ErrCorrupt = errors.New("store file is damaged")
+
 // ErrLocked means another process has the file open.
 var ErrLocked = errors.New("store is locked")
 
@@ -66,7 +70,7 @@ func Open(cfg Config) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("store directory: %w", err)
 	}
-	db, err := bolt.Open(cfg.Path, 0o600, &bolt.Options{Timeout: timeout})
+	db, err := openBolt(cfg.Path, timeout)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("open store %s: %w: another process (a second coordinator?) holds its lock; waited %v",
 			cfg.Path, ErrLocked, timeout)
@@ -94,6 +98,21 @@ func Open(cfg Config) (*Store, error) {
 	return &Store{db: db, log: log}, nil
 }
 
+// openBolt opens the file, turning bbolt's panics on a damaged file into
+// an error wrapping ErrCorrupt.
+func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			db, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, p)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return db, err
+}
+
 // Close flushes pending batches and closes the file.
 func (s *Store) Close() error {
 	if err := s.db.Close(); err != nil {
@@ -105,12 +124,36 @@ func (s *Store) Close() error {
 // Path returns the file's path.
 func (s *Store) Path() string { return s.db.Path() }
 
-// PutRun writes run, replacing any run with the same ID.
+// CreateRun writes a new run: its header and, once and for all, its
+// planned tests.
+func (s *Store) CreateRun(ctx context.Context, run *measurev1.Run) error {
+	if err := validID("run_id", run.GetRunId()); err != nil {
+		return err
+	}
+	hdr, err := proto.Marshal(header(run))
+	if err != nil {
+		return fmt.Errorf("encode run %s: %w", run.GetRunId(), err)
+	}
+	planned, err := proto.Marshal(&measurev1.Run{Planned: run.GetPlanned()})
+	if err != nil {
+		return fmt.Errorf("encode planned tests of run %s: %w", run.GetRunId(), err)
+	}
+	return s.batch(ctx, func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketRunPlanned).Put([]byte(run.GetRunId()), planned); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketRuns).Put([]byte(run.GetRunId()), hdr)
+	})
+}
+
+// PutRun updates a run's header (state, counters, times); run.Planned is
+// ignored: the planned tests were written by CreateRun. This keeps each
+// progress update small whatever the size of the run.
 func (s *Store) PutRun(ctx context.Context, run *measurev1.Run) error {
 	if err := validID("run_id", run.GetRunId()); err != nil {
 		return err
 	}
-	v, err := proto.Marshal(run)
+	v, err := proto.Marshal(header(run))
 	if err != nil {
 		return fmt.Errorf("encode run %s: %w", run.GetRunId(), err)
 	}
@@ -119,27 +162,46 @@ func (s *Store) PutRun(ctx context.Context, run *measurev1.Run) error {
 	})
 }
 
-// GetRun reads a run; the error wraps ErrNotFound if it does not exist.
+// header is run without its planned tests (a shallow copy).
+func header(run *measurev1.Run) *measurev1.Run {
+	return &measurev1.Run{
+		RunId: run.GetRunId(), Spec: run.GetSpec(), State: run.GetState(), Message: run.GetMessage(),
+		CreateTime: run.GetCreateTime(), EndTime: run.GetEndTime(), TestsDone: run.GetTestsDone(),
+		TestsFailed: run.GetTestsFailed(), TestsPlanned: run.GetTestsPlanned(),
+	}
+}
+
+// GetRun reads a run with its planned tests; the error wraps ErrNotFound
+// if it does not exist.
 func (s *Store) GetRun(ctx context.Context, runID string) (*measurev1.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	run := &measurev1.Run{}
+	run, planned := &measurev1.Run{}, &measurev1.Run{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketRuns).Get([]byte(runID))
 		if v == nil {
 			return fmt.Errorf("run %q: %w", runID, ErrNotFound)
 		}
-		return proto.Unmarshal(v, run)
+		if err := proto.Unmarshal(v, run); err != nil {
+			return fmt.Errorf("decode run %s: %w", runID, err)
+		}
+		if p := tx.Bucket(bucketRunPlanned).Get([]byte(runID)); p != nil {
+			if err := proto.Unmarshal(p, planned); err != nil {
+				return fmt.Errorf("decode planned tests of run %s: %w", runID, err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	run.Planned = planned.GetPlanned()
 	return run, nil
 }
 
-// Runs returns every run whose state is one of states (all runs if none
-// is given), oldest first.
+// Runs returns the headers (no planned tests) of every run whose state is
+// one of states (all runs if none is given), oldest first.
 func (s *Store) Runs(ctx context.Context, states ...measurev1.RunState) ([]*measurev1.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -245,5 +246,118 @@ func TestSecondOpenIsRefused(t *testing.T) {
 	}
 	if !errors.Is(err, ErrLocked) {
 		t.Errorf("err = %v, want ErrLocked", err)
+	}
+}
+
+func TestDamagedFile(t *testing.T) {
+	dir := t.TempDir()
+	// A real store file cut in half, as a full disk or a bad copy leaves it.
+	full := filepath.Join(dir, "full.db")
+	s, err := Open(Config{Path: full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	var many []*measurev1.Result
+	for i := 0; i < 3000; i++ {
+		many = append(many, result("run", fmt.Sprintf("t%05d", i), "node-1", "node-2", 1, 1, t0.Add(time.Duration(i)*time.Second)))
+	}
+	if err := s.AddResults(ctx, many); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"truncated", b[:len(b)/2]},
+		{"not a store", bytes.Repeat([]byte("meshperf"), 4096)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, tt.name+".db")
+			if err := os.WriteFile(path, tt.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(Config{Path: path, LockTimeout: 100 * time.Millisecond})
+			if err == nil {
+				_ = s.Close()
+				t.Fatal("a damaged file opened")
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("err = %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+func TestRunsKeepPlannedApart(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	run := &measurev1.Run{RunId: "r1", State: measurev1.RunState_RUN_STATE_RUNNING, TestsPlanned: 2,
+		Planned: []*measurev1.PlannedTest{{TestId: "t00001"}, {TestId: "t00002"}}}
+	if err := s.CreateRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	// Progress updates carry no plan and must not lose it.
+	if err := s.PutRun(ctx, &measurev1.Run{RunId: "r1", State: measurev1.RunState_RUN_STATE_RUNNING, TestsDone: 1, TestsPlanned: 2}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetRun(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.GetPlanned()) != 2 || got.GetTestsDone() != 1 {
+		t.Errorf("GetRun = %d planned, %d done; want 2, 1", len(got.GetPlanned()), got.GetTestsDone())
+	}
+	hdrs, err := s.Runs(ctx)
+	if err != nil || len(hdrs) != 1 || len(hdrs[0].GetPlanned()) != 0 {
+		t.Errorf("Runs = %v, %v; want one header without its plan", hdrs, err)
+	}
+	if err := s.AddResults(ctx, []*measurev1.Result{result("r1", "t00002", "a", "b", 1, 1, t0)}); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := s.RunTestIDs(ctx, "r1")
+	if err != nil || len(ids) != 1 || !ids["t00002"] {
+		t.Errorf("RunTestIDs = %v, %v; want t00002", ids, err)
+	}
+}
+
+// Two runs whose tests share an ID and a start time keep both results.
+func TestRunsDoNotOverwriteEachOther(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	a := result("run-a", "t00001", "node-1", "node-2", 1, 1, t0)
+	b := result("run-b", "t00001", "node-1", "node-2", 1, 1, t0)
+	if err := s.AddResults(ctx, []*measurev1.Result{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.ListResults(ctx, Filter{SrcNode: "node-1", DstNode: "node-2"}, 0, "")
+	if err != nil || len(got) != 2 {
+		t.Errorf("ListResults = %d results, %v; want 2", len(got), err)
+	}
+}
+
+func TestTimesOutsideTheEpochRefused(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	old := result("r", "t", "a", "b", 1, 1, time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC))
+	if err := s.AddResults(ctx, []*measurev1.Result{old}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a 1969 start time: err = %v, want ErrInvalid", err)
+	}
+	for _, f := range []Filter{
+		{SrcNode: "a", DstNode: "b", Since: time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Since: t0, Until: t0},
+		{Since: t0.Add(time.Hour), Until: t0},
+	} {
+		if _, _, err := s.ListResults(ctx, f, 0, ""); !errors.Is(err, ErrInvalid) {
+			t.Errorf("filter %+v: err = %v, want ErrInvalid", f, err)
+		}
 	}
 }

@@ -165,11 +165,19 @@ func statNS(path string) (nsID, error) {
 }
 
 // nsIDs maps the identity of each named namespace to its name; entries that
-// cannot be read (a half-created name) are skipped.
+// cannot be read (a half-created name) are skipped, and so is a name bound
+// to the host's own namespace (that of PID 1 or of this process): its
+// processes are the host's, and Down must never kill them.
 func nsIDs(names []string) map[nsID]string {
+	host := map[nsID]bool{}
+	for _, p := range []string{"/proc/1/ns/net", "/proc/self/ns/net"} {
+		if id, err := statNS(p); err == nil {
+			host[id] = true
+		}
+	}
 	ids := make(map[nsID]string, len(names))
 	for _, name := range names {
-		if id, err := statNS(nsPath(name)); err == nil {
+		if id, err := statNS(nsPath(name)); err == nil && !host[id] {
 			ids[id] = name
 		}
 	}

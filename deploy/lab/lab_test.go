@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -285,5 +286,46 @@ func TestInvalidPrefix(t *testing.T) {
 		if _, err := Up(ctx, Config{Prefix: p}); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("Up(%q) = %v, want ErrInvalidConfig", p, err)
 		}
+	}
+}
+
+// A lab name bound to the host's own network namespace (by mistake, or by
+// someone else) must never make Down or Status treat the host's processes
+// as the lab's.
+func TestDownSparesTheHostNamespace(t *testing.T) {
+	requireLab(t)
+	t.Parallel()
+	prefix := testPrefix(t)
+	downOnCleanup(t, prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// A process of the host, and a lab name that points at the host's
+	// namespace through it.
+	host := exec.Command("sleep", "60")
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = host.Process.Kill(); _ = host.Wait() })
+	name := prefix + "-node1"
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "attach", name, strconv.Itoa(host.Process.Pid)).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns attach: %v: %s", err, out)
+	}
+
+	st, err := Status(ctx, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if procs := st.Processes(); len(procs) != 0 {
+		t.Errorf("Status lists %d host processes as the lab's, first %+v", len(procs), procs[0])
+	}
+	if err := Down(ctx, prefix, testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("Down killed a host process: %v", err)
+	}
+	if _, err := os.Stat(nsPath(name)); err == nil {
+		t.Errorf("Down left the name %s", name)
 	}
 }

@@ -3,7 +3,10 @@
 // rules for node names.
 package protocol
 
-import "fmt"
+import (
+	"fmt"
+	"net/netip"
+)
 
 // Version is the version of proto/meshperf/agent/v1 both sides speak; the
 // coordinator refuses an agent that announces another one.
@@ -24,4 +27,28 @@ func ValidateNodeName(name string) error {
 		}
 	}
 	return nil
+}
+
+// ParseEndpointIP parses an address a node announces, or a test may send
+// to: a unicast IPv4 or IPv6 address. It refuses the unspecified address
+// (0.0.0.0, ::), multicast, the IPv4 limited broadcast 255.255.255.255,
+// IPv4-mapped IPv6 (write the IPv4 form) and zoned addresses; loopback is
+// allowed (tests on one machine use it). The error names the value.
+func ParseEndpointIP(s string) (netip.Addr, error) {
+	ip, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
+	case ip.IsUnspecified():
+		return netip.Addr{}, fmt.Errorf("%q is the unspecified address", s)
+	case ip.IsMulticast():
+		return netip.Addr{}, fmt.Errorf("%q is a multicast address", s)
+	case ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return netip.Addr{}, fmt.Errorf("%q is the broadcast address", s)
+	case ip.Is4In6():
+		return netip.Addr{}, fmt.Errorf("%q is IPv4-mapped IPv6; use %s", s, ip.Unmap())
+	case ip.Zone() != "":
+		return netip.Addr{}, fmt.Errorf("%q has a zone; use a routable address", s)
+	}
+	return ip, nil
 }

@@ -326,12 +326,15 @@ type Run struct {
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// end_time is when the last test ended (unset while running).
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
-	// planned lists every test of the run.
+	// planned lists every test of the run; left out of watch updates.
 	Planned []*PlannedTest `protobuf:"bytes,7,rep,name=planned,proto3" json:"planned,omitempty"`
 	// tests_done counts planned tests that ended, whatever their status.
 	TestsDone uint32 `protobuf:"varint,8,opt,name=tests_done,json=testsDone,proto3" json:"tests_done,omitempty"`
 	// tests_failed counts ended tests with at least one result not STATUS_OK.
-	TestsFailed   uint32 `protobuf:"varint,9,opt,name=tests_failed,json=testsFailed,proto3" json:"tests_failed,omitempty"`
+	TestsFailed uint32 `protobuf:"varint,9,opt,name=tests_failed,json=testsFailed,proto3" json:"tests_failed,omitempty"`
+	// tests_planned is len(planned), also where planned is left out (watch
+	// updates).
+	TestsPlanned  uint32 `protobuf:"varint,10,opt,name=tests_planned,json=testsPlanned,proto3" json:"tests_planned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -429,6 +432,13 @@ func (x *Run) GetTestsFailed() uint32 {
 	return 0
 }
 
+func (x *Run) GetTestsPlanned() uint32 {
+	if x != nil {
+		return x.TestsPlanned
+	}
+	return 0
+}
+
 var File_meshperf_measure_v1_run_proto protoreflect.FileDescriptor
 
 const file_meshperf_measure_v1_run_proto_rawDesc = "" +
@@ -448,7 +458,7 @@ const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\bdst_node\x18\x03 \x01(\tR\adstNode\x12-\n" +
 	"\x04path\x18\x04 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x121\n" +
 	"\x04spec\x18\x05 \x01(\v2\x1d.meshperf.measure.v1.TestSpecR\x04spec\x12\x16\n" +
-	"\x06repeat\x18\x06 \x01(\rR\x06repeat\"\x8f\x03\n" +
+	"\x06repeat\x18\x06 \x01(\rR\x06repeat\"\xb4\x03\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x120\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1c.meshperf.measure.v1.RunSpecR\x04spec\x123\n" +
@@ -460,7 +470,9 @@ const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\aplanned\x18\a \x03(\v2 .meshperf.measure.v1.PlannedTestR\aplanned\x12\x1d\n" +
 	"\n" +
 	"tests_done\x18\b \x01(\rR\ttestsDone\x12!\n" +
-	"\ftests_failed\x18\t \x01(\rR\vtestsFailed*\x9c\x01\n" +
+	"\ftests_failed\x18\t \x01(\rR\vtestsFailed\x12#\n" +
+	"\rtests_planned\x18\n" +
+	" \x01(\rR\ftestsPlanned*\x9c\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10RUN_STATE_QUEUED\x10\x01\x12\x15\n" +

@@ -260,7 +260,8 @@ func (x *WatchRunRequest) GetRunId() string {
 // WatchRunResponse is one progress update.
 type WatchRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// run is the run's state after the update (planned is left out).
+	// run is the run's state after the update; planned and spec are left out
+	// (GetRun has them).
 	Run *v1.Run `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
 	// results are the results of the test that just ended (empty in the first
 	// message).

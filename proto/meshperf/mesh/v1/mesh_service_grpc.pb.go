@@ -43,7 +43,9 @@ type MeshServiceClient interface {
 	// GetRun returns a run; NOT_FOUND if it does not exist.
 	GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error)
 	// WatchRun streams the run's progress: the current state at once, then one
-	// message per ended test, and ends after the run ends.
+	// message per ended test, and ends after the run ends. A watcher that
+	// falls more than a few thousand updates behind is ended with
+	// RESOURCE_EXHAUSTED; it may watch again.
 	WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRunResponse], error)
 	// ListResults returns stored results, filtered and paginated, ordered by
 	// source node, destination node and start time.
@@ -133,7 +135,9 @@ type MeshServiceServer interface {
 	// GetRun returns a run; NOT_FOUND if it does not exist.
 	GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error)
 	// WatchRun streams the run's progress: the current state at once, then one
-	// message per ended test, and ends after the run ends.
+	// message per ended test, and ends after the run ends. A watcher that
+	// falls more than a few thousand updates behind is ended with
+	// RESOURCE_EXHAUSTED; it may watch again.
 	WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[WatchRunResponse]) error
 	// ListResults returns stored results, filtered and paginated, ordered by
 	// source node, destination node and start time.
