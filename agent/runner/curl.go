@@ -1,7 +1,7 @@
 package runner
 
 import (
-	"math"
+	"fmt"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -29,17 +29,13 @@ const CurlWriteOut = curlMarker + `\n` +
 	`errormsg=%{errormsg}\n`
 
 // curlCommand builds `curl -q -g -v -sS -o /dev/null --noproxy * --max-time
-// T --connect-timeout T -w CurlWriteOut http://TARGET:PORT/` from a
-// normalized spec. -q ignores any .curlrc, --noproxy * any proxy variable of
-// the agent's environment, -g keeps the brackets of an IPv6 URL literal;
+// T --connect-timeout T -w CurlWriteOut URL` from a normalized spec, URL as
+// curlURL builds it. -q ignores any .curlrc, --noproxy * any proxy variable
+// of the agent's environment, -g keeps the brackets of an IPv6 URL literal;
 // -v makes curl 7.88 say why a connection failed ("connect to ... failed:
 // Connection refused"), which its one-line error does not.
 func curlCommand(spec *measurev1.TestSpec, target string, port uint32, netns string) proc.Command {
 	t := strconv.FormatFloat(spec.GetHttp().GetTimeout().AsDuration().Seconds(), 'f', -1, 64)
-	host := target
-	if a, err := netip.ParseAddr(target); err == nil && a.Is6() && !a.Is4In6() {
-		host = "[" + target + "]"
-	}
 	return proc.Command{
 		Name: "curl",
 		Args: []string{
@@ -49,10 +45,42 @@ func curlCommand(spec *measurev1.TestSpec, target string, port uint32, netns str
 			"--max-time", t,
 			"--connect-timeout", t,
 			"-w", CurlWriteOut,
-			"http://" + host + ":" + strconv.FormatUint(uint64(port), 10) + "/",
+			curlURL(target, port),
 		},
 		NetNS: netns,
 	}
+}
+
+// curlURL is http://HOST:PORT/ for target, an IP address: IPv4 as it is,
+// IPv6 (IPv4-mapped ones too: the address is kept as given) in brackets,
+// as netip.AddrPort prints them, and a zone percent-encoded as RFC 6874
+// wants it in a URL: http://[fe80::1%25eth0]:8080/. A target that is not
+// an IP (Run refuses those) is used as it is.
+func curlURL(target string, port uint32) string {
+	a, err := netip.ParseAddr(target)
+	if err != nil || port > 65535 {
+		return "http://" + target + ":" + strconv.FormatUint(uint64(port), 10) + "/"
+	}
+	hostPort := netip.AddrPortFrom(a, uint16(port)).String()
+	if zone := a.Zone(); zone != "" {
+		hostPort = "[" + a.WithZone("").String() + "%25" + escapeZone(zone) + "]:" + strconv.FormatUint(uint64(port), 10)
+	}
+	return "http://" + hostPort + "/"
+}
+
+// escapeZone percent-encodes every byte of an IPv6 zone that is not
+// unreserved (RFC 3986: letters, digits, "-", ".", "_", "~").
+func escapeZone(zone string) string {
+	var b strings.Builder
+	for i := 0; i < len(zone); i++ {
+		c := zone[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
 }
 
 // curlErrorRE matches curl's own error line: "curl: (7) Failed to connect ...".
@@ -67,10 +95,17 @@ var curlErrorRE = regexp.MustCompile(`(?m)^curl: \((\d+)\) (.*)$`)
 // connect) is REFUSED or UNREACHABLE as -v's "connect to ... failed: ..."
 // line says (UNREACHABLE when it says nothing known), 28 TIMEOUT, 6 (could
 // not resolve) UNREACHABLE, others TOOL_ERROR; the message is curl's
-// errormsg and -v's reason. An HTTP status outside 200..299 is TOOL_ERROR
+// errormsg and -v's reason. With exit 0, a time_* figure that is not a
+// plain decimal (no hex float, exponent, sign or underscore) or is above 1
+// day, or times out of order (namelookup <= connect <= appconnect, when
+// not 0, <= starttransfer <= total; connect <= starttransfer) are
+// PARSE_ERROR naming the fields. An HTTP status outside 200..299 is TOOL_ERROR
 // "HTTP status 404 ..." without metrics: only STATUS_OK results carry
-// metrics, and a target that answers 404 is not measuring the path.
-func ParseCurl(out proc.Output) (*measurev1.HttpMetrics, error) {
+// metrics, and a target that answers 404 is not measuring the path. When
+// out.Truncated, a failure's message starts with "curl output truncated
+// at 8 MiB".
+func ParseCurl(out proc.Output) (_ *measurev1.HttpMetrics, err error) {
+	defer func() { err = truncatedFailure("curl", out, err) }()
 	kv := curlValues(string(out.Stdout))
 	stderr := string(out.Stderr)
 	msg := kv["errormsg"]
@@ -118,11 +153,17 @@ func ParseCurl(out proc.Output) (*measurev1.HttpMetrics, error) {
 		{"time_total", &m.TotalSeconds},
 	} {
 		key, dst := f.key, f.dst
-		x, err := strconv.ParseFloat(kv[key], 64)
-		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || math.Signbit(x) {
-			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "bad %s %q in curl output", key, kv[key])
+		x, err := parsePlainDecimal(kv[key], 0)
+		if err != nil {
+			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "bad %s %q in curl output", key, abbrev(kv[key]))
+		}
+		if x > maxCurlSeconds {
+			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "curl %s = %s s is above 1 day, not a measurement", key, abbrev(kv[key]))
 		}
 		*dst = x
+	}
+	if err := curlTimesInOrder(kv, m); err != nil {
+		return nil, err
 	}
 	if m.SizeDownloadBytes, err = strconv.ParseUint(kv["size_download"], 10, 64); err != nil {
 		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "bad size_download %q in curl output", kv["size_download"])
@@ -134,6 +175,31 @@ func ParseCurl(out proc.Output) (*measurev1.HttpMetrics, error) {
 		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "zero time_total in curl output")
 	}
 	return m, nil
+}
+
+// curlTimesInOrder checks that curl's times, each counted from the start,
+// are in the order the request goes through: name lookup, connect, TLS
+// (time_appconnect, 0 without TLS), first byte, total.
+func curlTimesInOrder(kv map[string]string, m *measurev1.HttpMetrics) error {
+	type point struct {
+		key string
+		x   float64
+	}
+	afterConnect := point{"time_connect", m.GetConnectSeconds()}
+	if m.GetTlsSeconds() > 0 {
+		afterConnect = point{"time_appconnect", m.GetTlsSeconds()}
+	}
+	for _, p := range [][2]point{
+		{{"time_namelookup", m.GetNamelookupSeconds()}, {"time_connect", m.GetConnectSeconds()}},
+		{{"time_connect", m.GetConnectSeconds()}, afterConnect},
+		{afterConnect, {"time_starttransfer", m.GetFirstByteSeconds()}},
+		{{"time_starttransfer", m.GetFirstByteSeconds()}, {"time_total", m.GetTotalSeconds()}},
+	} {
+		if p[1].x < p[0].x {
+			return fail(measurev1.Status_STATUS_PARSE_ERROR, "curl %s = %s is before %s = %s", p[1].key, kv[p[1].key], p[0].key, kv[p[0].key])
+		}
+	}
+	return nil
 }
 
 // curlValues returns the key=value lines after the last marker line, or nil

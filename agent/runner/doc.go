@@ -28,7 +28,29 @@
 //     TOOL_ERROR without metrics.
 //   - all: the context's deadline -> TIMEOUT, its cancellation -> CANCELED,
 //     tool not installed -> TOOL_MISSING, a refused spec or request ->
-//     INVALID, unreadable output -> PARSE_ERROR.
+//     INVALID, unreadable output -> PARSE_ERROR; output cut at proc's 8 MiB
+//     cap that does not parse -> a message starting "TOOL output truncated
+//     at 8 MiB".
+//
+// Figures that cannot be a measurement are PARSE_ERROR, with a message
+// naming the field and the value, not OK results:
+//   - ping: rtt figures that are not plain decimals, above 1 hour, or out
+//     of order (min <= avg <= max, mdev <= max; negative mdev); more
+//     packets transmitted than -c asked for (fewer is OK: ping interrupted
+//     by SIGINT prints what it sent).
+//   - qperf: a unit of the wrong kind for its key (latency a time, bw a
+//     bandwidth, msg_rate a message rate, ...: qperfKeyKind); a latency
+//     above 1 hour.
+//   - iperf3: negative, non-finite or fractional counts; bits_per_second
+//     off bytes x 8 / seconds by more than 2x; bytes in under 1 ms; jitter
+//     above 1 hour; lost_packets above packets; lost_percent above 100; a
+//     negative cpu_utilization_percent.
+//   - curl: time_* not plain decimals (no hex float, exponent, sign or
+//     underscore) or above 1 day; times out of order (namelookup <= connect
+//     <= appconnect <= starttransfer <= total).
+//
+// Whatever the path, a result that is not OK carries no metrics and a
+// message that is never empty and never starts with punctuation (finish).
 //
 // qperf's latency is its ONE-WAY figure (half the round trip), stored as
 // latency_seconds unchanged.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/meshperf/meshperf/agent/proc"
@@ -13,10 +14,13 @@ import (
 )
 
 // The fuzzers feed tool output (stdout, stderr, exit status, how the run
-// ended) and a spec built from fuzzed numbers to the same code the runner
-// uses, resultsOf, and check checkResults' rules: never a panic, a status
-// on every result, OK results with metrics and no NaN, Inf or negative
-// figure, failed results with a message and no metrics.
+// ended, whether proc truncated it) and a spec built from fuzzed numbers to
+// the same code the runner uses, resultsOf, and check checkResults' rules:
+// never a panic, a status on every result, OK results with metrics and no
+// NaN, Inf or negative figure (ping min <= avg <= max and transmitted <=
+// count, ordered curl timings, iperf3 lost <= packets), failed results
+// with no metrics and a message that is not empty and does not start with
+// punctuation; and a failed parse of truncated output says so.
 
 // fuzzTests lists the tests each fuzzer may pick from.
 var fuzzTests = map[measurev1.Tool][]measurev1.Test{
@@ -52,6 +56,9 @@ func seedFuzz(f *testing.F, tool measurev1.Tool, dir string) {
 		default:
 			ended = 1
 		}
+		if c.out.Truncated {
+			ended |= 0x80
+		}
 		f.Add(c.out.Stdout, c.out.Stderr, c.out.ExitCode, ended, test, sizes)
 	}
 }
@@ -78,7 +85,10 @@ func fuzzSpec(tool measurev1.Tool, test uint8, sizes []byte) *measurev1.TestSpec
 
 func fuzzRun(t *testing.T, tool measurev1.Tool, stdout, stderr []byte, exit int, ended, test uint8, sizes []byte) {
 	spec := fuzzSpec(tool, test, sizes)
-	out := proc.Output{Stdout: stdout, Stderr: stderr, ExitCode: exit}
+	// ended: the low bits say how the run ended, the top bit that proc
+	// truncated the output.
+	out := proc.Output{Stdout: stdout, Stderr: stderr, ExitCode: exit, Truncated: ended >= 0x80}
+	ended &^= 0x80
 	var runErr error
 	switch ended % 3 {
 	case 1:
@@ -88,6 +98,12 @@ func fuzzRun(t *testing.T, tool measurev1.Tool, stdout, stderr []byte, exit int,
 	}
 	results, _ := resultsOf(spec, out, runErr)
 	checkResults(t, spec, results)
+	for _, r := range results {
+		if out.Truncated && runErr == nil && r.GetStatus() != measurev1.Status_STATUS_OK &&
+			!strings.Contains(r.GetMessage(), "output truncated at 8 MiB") {
+			t.Errorf("truncated output, %v without saying so: %q", r.GetStatus(), r.GetMessage())
+		}
+	}
 	if want := max(1, len(spec.GetQperf().GetMsgSizeBytes())); len(results) != want {
 		t.Fatalf("%d results for %d sizes", len(results), want)
 	}

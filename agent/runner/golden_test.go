@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
@@ -82,6 +83,10 @@ func parseCapture(data []byte) (capture, error) {
 			default:
 				return c, fmt.Errorf("error: %q is not deadline or canceled", value)
 			}
+		case "truncated":
+			// Derived cases only: proc.Output.Truncated, as if the tool
+			// had printed more than proc.MaxOutputBytes.
+			c.out.Truncated = value == "true"
 		case "note", "netns":
 		default:
 			return c, fmt.Errorf("unknown header %q", key)
@@ -204,6 +209,9 @@ func TestGoldenStatuses(t *testing.T) {
 		"ping/killed_deadline": {timeout}, "ping/derived_canceled": {canceled}, "ping/derived_duplicates": {ok},
 		"ping/derived_truncated_rtt": {parseErr}, "ping/derived_garbled_rtt": {parseErr}, "ping/derived_empty": {parseErr},
 		"ping/derived_more_received": {parseErr}, "ping/derived_huge_count": {parseErr},
+		"ping/derived_rtt_out_of_order": {parseErr}, "ping/derived_rtt_absurd": {parseErr},
+		"ping/derived_negative_mdev": {parseErr}, "ping/derived_more_transmitted": {parseErr},
+		"ping/derived_truncated_8mib": {parseErr},
 
 		"qperf/tcp_lat_ok": {ok}, "qperf/tcp_bw_ok": {ok}, "qperf/tcp_bw_1234567": {ok}, "qperf/udp_lat_ok": {ok},
 		"qperf/udp_bw_ok": {ok}, "qperf/tcp_bw_loop_sizes": {ok, ok, ok}, "qperf/tcp_lat_repeated_oo": {parseErr, ok},
@@ -212,7 +220,8 @@ func TestGoldenStatuses(t *testing.T) {
 		"qperf/timeout_drop": {unreachable}, "qperf/derived_loop_missing_size": {ok, parseErr, ok},
 		"qperf/derived_unknown_unit": {parseErr}, "qperf/derived_truncated_block": {parseErr},
 		"qperf/derived_udp_bw_nothing_received": {unreachable}, "qperf/derived_bits_per_sec": {ok},
-		"qperf/derived_wrong_size": {parseErr},
+		"qperf/derived_wrong_size": {parseErr}, "qperf/derived_latency_wrong_unit": {parseErr},
+		"qperf/derived_connect_failed_after_block": {ok}, "qperf/derived_truncated_8mib": {parseErr},
 
 		"iperf3/tcp_ok": {ok}, "iperf3/tcp_p2_ok": {ok}, "iperf3/tcp_len_ok": {ok}, "iperf3/udp_ok": {ok},
 		"iperf3/udp_loss": {ok}, "iperf3/busy": {busy}, "iperf3/refused": {refused},
@@ -221,13 +230,16 @@ func TestGoldenStatuses(t *testing.T) {
 		"iperf3/killed_deadline": {timeout}, "iperf3/derived_truncated_json": {parseErr},
 		"iperf3/derived_no_end_sums": {parseErr}, "iperf3/derived_negative_figure": {parseErr},
 		"iperf3/derived_udp_all_lost": {unreachable}, "iperf3/derived_not_json": {parseErr},
+		"iperf3/derived_udp_lost_above_packets": {parseErr}, "iperf3/derived_rate_inconsistent": {parseErr},
+		"iperf3/derived_negative_cpu": {parseErr}, "iperf3/derived_truncated_8mib": {parseErr},
 
 		"curl/ok_200": {ok}, "curl/not_found_404": {toolErr}, "curl/refused": {refused},
 		"curl/no_response": {timeout}, "curl/empty_reply": {toolErr}, "curl/network_unreachable": {unreachable},
 		"curl/host_unreachable": {unreachable}, "curl/connect_timeout": {timeout}, "curl/resolve_error": {unreachable},
 		"curl/derived_truncated_w": {parseErr}, "curl/derived_no_marker": {parseErr},
 		"curl/derived_garbled_time": {parseErr}, "curl/derived_http_500": {toolErr},
-		"curl/derived_refused_quiet": {unreachable},
+		"curl/derived_refused_quiet": {unreachable}, "curl/derived_hex_time": {parseErr},
+		"curl/derived_total_before_connect": {parseErr},
 	}
 	seen := map[string]bool{}
 	for _, path := range captureFiles(t) {
@@ -252,7 +264,10 @@ func TestGoldenStatuses(t *testing.T) {
 
 // checkResults checks what every result set must satisfy: at least one
 // result, Index = position, a status, and either OK with sane metrics of
-// the test's kind or a failure with a message and no metrics.
+// the test's kind (ping: min <= avg <= max, mdev <= max, received <=
+// transmitted <= count; curl: timings in order; iperf3: lost <= packets;
+// times below their bounds) or a failure with no metrics and a message that
+// is not empty and does not start with punctuation, a symbol or a space.
 func checkResults(t testing.TB, spec *measurev1.TestSpec, results []*measurev1.Result) {
 	t.Helper()
 	if len(results) == 0 {
@@ -277,6 +292,9 @@ func checkResults(t testing.TB, spec *measurev1.TestSpec, results []*measurev1.R
 			if r.GetMessage() == "" {
 				t.Errorf("result %d: %v without a message", i, r.GetStatus())
 			}
+			if c, _ := utf8.DecodeRuneInString(r.GetMessage()); unicode.IsPunct(c) || unicode.IsSymbol(c) || unicode.IsSpace(c) {
+				t.Errorf("result %d: %v message starts with %q: %q", i, r.GetStatus(), c, r.GetMessage())
+			}
 			if r.Metrics != nil {
 				t.Errorf("result %d: %v with metrics %v", i, r.GetStatus(), r.Metrics)
 			}
@@ -290,21 +308,42 @@ func checkMetrics(t testing.TB, test measurev1.Test, r *measurev1.Result) {
 	var headline float64
 	switch test {
 	case measurev1.Test_TEST_PING:
-		m, headline = r.GetPing(), r.GetPing().GetRttAvgSeconds()
-		if x := r.GetPing().GetLossRatio(); x > 1 {
+		p := r.GetPing()
+		m, headline = p, p.GetRttAvgSeconds()
+		if x := p.GetLossRatio(); x > 1 {
 			t.Errorf("loss ratio %v > 1", x)
+		}
+		if !(p.GetRttMinSeconds() <= p.GetRttAvgSeconds() && p.GetRttAvgSeconds() <= p.GetRttMaxSeconds() &&
+			p.GetRttMdevSeconds() <= p.GetRttMaxSeconds() && p.GetRttMaxSeconds() <= maxTimeSeconds) {
+			t.Errorf("rtt min/avg/max/mdev out of order or above 1 hour: %v", p)
+		}
+		if p.GetPacketsReceived() > p.GetPacketsTransmitted() || p.GetPacketsTransmitted() > r.GetSpec().GetPing().GetCount() {
+			t.Errorf("received %d, transmitted %d, count %d", p.GetPacketsReceived(), p.GetPacketsTransmitted(), r.GetSpec().GetPing().GetCount())
 		}
 	case measurev1.Test_TEST_QPERF_TCP_LAT, measurev1.Test_TEST_QPERF_UDP_LAT:
 		m, headline = r.GetQperf(), r.GetQperf().GetLatencySeconds()
+		if headline > maxTimeSeconds {
+			t.Errorf("latency %v s above 1 hour", headline)
+		}
 	case measurev1.Test_TEST_QPERF_TCP_BW, measurev1.Test_TEST_QPERF_UDP_BW:
 		m, headline = r.GetQperf(), r.GetQperf().GetThroughputBps()
 	case measurev1.Test_TEST_IPERF3_TCP, measurev1.Test_TEST_IPERF3_UDP:
-		m, headline = r.GetIperf3(), r.GetIperf3().GetThroughputBps()
-		if x := r.GetIperf3().GetLossRatio(); x > 1 {
+		p := r.GetIperf3()
+		m, headline = p, p.GetThroughputBps()
+		if x := p.GetLossRatio(); x > 1 {
 			t.Errorf("loss ratio %v > 1", x)
 		}
+		if p.GetLostPackets() > p.GetPackets() || p.GetJitterSeconds() > maxTimeSeconds || !(p.GetDurationSeconds() > 0) {
+			t.Errorf("lost %d of %d packets, jitter %v s, duration %v s", p.GetLostPackets(), p.GetPackets(), p.GetJitterSeconds(), p.GetDurationSeconds())
+		}
 	case measurev1.Test_TEST_HTTP:
-		m, headline = r.GetHttp(), r.GetHttp().GetTotalSeconds()
+		h := r.GetHttp()
+		m, headline = h, h.GetTotalSeconds()
+		afterConnect := max(h.GetConnectSeconds(), h.GetTlsSeconds())
+		if !(h.GetNamelookupSeconds() <= h.GetConnectSeconds() && afterConnect <= h.GetFirstByteSeconds() &&
+			h.GetFirstByteSeconds() <= h.GetTotalSeconds() && h.GetTotalSeconds() <= maxCurlSeconds) {
+			t.Errorf("curl timings out of order or above 1 day: %v", h)
+		}
 	}
 	if m == nil || !m.ProtoReflect().IsValid() {
 		t.Fatalf("OK result without %v metrics: %v", test, r)

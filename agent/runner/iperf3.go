@@ -91,8 +91,20 @@ type iperf3Sum struct {
 // REFUSED, "No route to host" / "Network is unreachable" UNREACHABLE,
 // "Connection timed out" TIMEOUT, anything else TOOL_ERROR. Output that is
 // not JSON is TOOL_ERROR with stderr's words (e.g. "parameter error") or
-// PARSE_ERROR. A UDP test where nothing arrived is UNREACHABLE.
-func ParseIperf3(test measurev1.Test, out proc.Output) (*measurev1.Iperf3Metrics, error) {
+// PARSE_ERROR ("iperf3 output truncated at 8 MiB" first when out.Truncated).
+// A UDP test where nothing arrived is UNREACHABLE.
+//
+// Figures that cannot be a measurement are PARSE_ERROR, naming the field
+// (checkIperf3Sums): any end-sum figure negative, not finite or from 2^63
+// up; a count (bytes, packets, lost_packets, retransmits) that is not a
+// whole number; a sum with bytes or bits_per_second whose seconds is below
+// 1 ms, and sum_sent.seconds 0; bits_per_second off bytes x 8 / seconds by
+// more than a factor of 2 either way; jitter_ms above 1 hour; lost_packets
+// above packets (the receiver's or the sender's, whichever is not 0; above
+// 0 if both are); lost_percent above 100; a negative (or not finite, or 2^63 and
+// up) cpu_utilization_percent host_total or remote_total.
+func ParseIperf3(test measurev1.Test, out proc.Output) (_ *measurev1.Iperf3Metrics, err error) {
+	defer func() { err = truncatedFailure("iperf3", out, err) }()
 	stdout := bytes.TrimSpace(out.Stdout)
 	stderr := strings.TrimSpace(string(out.Stderr))
 	var j iperf3Output
@@ -104,14 +116,14 @@ func ParseIperf3(test measurev1.Test, out proc.Output) (*measurev1.Iperf3Metrics
 	}
 	if jsonErr != nil {
 		switch {
+		case out.Truncated:
+			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%s: its JSON is cut (exit %d): %v", truncatedWords("iperf3"), out.ExitCode, jsonErr)
 		case stderr != "":
 			status := classifyText(stderr)
 			if status == measurev1.Status_STATUS_UNSPECIFIED {
 				status = measurev1.Status_STATUS_TOOL_ERROR
 			}
 			return nil, fail(status, "iperf3 exited %d: %s", out.ExitCode, stderr)
-		case out.Truncated:
-			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 JSON was cut at %d bytes", proc.MaxOutputBytes)
 		case len(stdout) == 0:
 			return nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "iperf3 exited %d and printed nothing", out.ExitCode)
 		default:
@@ -134,10 +146,21 @@ func ParseIperf3(test measurev1.Test, out proc.Output) (*measurev1.Iperf3Metrics
 	if sent == nil || recv == nil {
 		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 JSON has no end.sum_sent/sum_received (exit %d)", out.ExitCode)
 	}
-	for _, x := range []float64{sent.Seconds, sent.Bytes, sent.BitsPerSecond, sent.Retransmits, sent.Packets,
-		recv.Seconds, recv.Bytes, recv.BitsPerSecond, recv.JitterMs, recv.LostPackets, recv.Packets, recv.LostPercent} {
-		if !finiteNonNeg(x) {
-			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 JSON has a negative or huge figure in its end sums: %v", x)
+	sentName, recvName := "end.sum_sent", "end.sum_received"
+	if recv == j.End.Sum {
+		recvName = "end.sum"
+	}
+	if err := checkIperf3Sums(sentName, sent, recvName, recv); err != nil {
+		return nil, err
+	}
+	if c := j.End.CPU; c != nil {
+		for _, f := range []struct {
+			name string
+			x    float64
+		}{{"host_total", c.HostTotal}, {"remote_total", c.RemoteTotal}} {
+			if !finiteNonNeg(f.x) {
+				return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 end.cpu_utilization_percent.%s = %v is not a CPU share", f.name, f.x)
+			}
 		}
 	}
 	m := &measurev1.Iperf3Metrics{
@@ -148,12 +171,8 @@ func ParseIperf3(test measurev1.Test, out proc.Output) (*measurev1.Iperf3Metrics
 		DurationSeconds:     firstPositive(recv.Seconds, sent.Seconds),
 	}
 	if c := j.End.CPU; c != nil {
-		if finiteNonNeg(c.HostTotal) {
-			m.SenderCpuRatio = c.HostTotal / 100
-		}
-		if finiteNonNeg(c.RemoteTotal) {
-			m.ReceiverCpuRatio = c.RemoteTotal / 100
-		}
+		m.SenderCpuRatio = c.HostTotal / 100
+		m.ReceiverCpuRatio = c.RemoteTotal / 100
 	}
 	if udp {
 		m.JitterSeconds = recv.JitterMs / 1e3
@@ -178,6 +197,64 @@ func ParseIperf3(test measurev1.Test, out proc.Output) (*measurev1.Iperf3Metrics
 		return nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "iperf3 TCP: the receiver got %d bytes in %.3g s", m.BytesReceived, m.DurationSeconds)
 	}
 	return m, nil
+}
+
+// checkIperf3Sums checks the end sums' figures (see ParseIperf3).
+func checkIperf3Sums(sentName string, sent *iperf3Sum, recvName string, recv *iperf3Sum) error {
+	bad := func(format string, args ...any) error {
+		return fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 "+format, args...)
+	}
+	for _, s := range []struct {
+		name string
+		sum  *iperf3Sum
+	}{{sentName, sent}, {recvName, recv}} {
+		name, x := s.name, s.sum
+		for _, f := range []struct {
+			field string
+			v     float64
+			count bool
+		}{
+			{"seconds", x.Seconds, false}, {"bytes", x.Bytes, true}, {"bits_per_second", x.BitsPerSecond, false},
+			{"retransmits", x.Retransmits, true}, {"jitter_ms", x.JitterMs, false}, {"lost_packets", x.LostPackets, true},
+			{"packets", x.Packets, true}, {"lost_percent", x.LostPercent, false},
+		} {
+			switch {
+			case math.Signbit(f.v):
+				return bad("%s.%s = %v is negative", name, f.field, f.v)
+			case !finiteNonNeg(f.v):
+				return bad("%s.%s = %v is not finite or not below 2^63", name, f.field, f.v)
+			case f.count && f.v != math.Trunc(f.v):
+				return bad("%s.%s = %v is not a whole number", name, f.field, f.v)
+			}
+		}
+		if x.Bytes > 0 || x.BitsPerSecond > 0 {
+			if x.Seconds < minIperf3Seconds {
+				return bad("%s.seconds = %v with %v bytes at %v bit/s: not a measurement", name, x.Seconds, x.Bytes, x.BitsPerSecond)
+			}
+			if want := x.Bytes * 8 / x.Seconds; x.BitsPerSecond > maxRateSkew*want || x.BitsPerSecond*maxRateSkew < want {
+				return bad("%s.bits_per_second = %.6g is not bytes x 8 / seconds = %.6g x 8 / %.6g = %.6g (within a factor of %d)",
+					name, x.BitsPerSecond, x.Bytes, x.Seconds, want, maxRateSkew)
+			}
+		}
+		if x.JitterMs > maxTimeSeconds*1e3 {
+			return bad("%s.jitter_ms = %v is above 1 hour, not a measurement", name, x.JitterMs)
+		}
+		if x.LostPercent > 100 {
+			return bad("%s.lost_percent = %v is above 100", name, x.LostPercent)
+		}
+	}
+	if sent.Seconds <= 0 {
+		return bad("%s.seconds = %v: the sender ran for no time", sentName, sent.Seconds)
+	}
+	for _, p := range []struct {
+		name    string
+		packets float64
+	}{{recvName, recv.Packets}, {sentName, sent.Packets}} {
+		if recv.LostPackets > p.packets && (p.packets > 0 || recv.Packets+sent.Packets == 0) {
+			return bad("%s.lost_packets = %v is more than %s.packets = %v", recvName, recv.LostPackets, p.name, p.packets)
+		}
+	}
+	return nil
 }
 
 // finiteNonNeg reports whether x is a figure that fits the metrics: not

@@ -11,46 +11,66 @@ import (
 
 func TestQperfValue(t *testing.T) {
 	tests := []struct {
-		num, unit string
-		want      float64
-		wantErr   bool
+		key, num, unit string
+		want           float64
+		wantErr        string // "" for no error, else a part of it
 	}{
-		{"15.3", "us", 15.3e-6, false},
-		{"980", "ms", 0.98, false},
-		{"1", "sec", 1, false},
-		{"0", "ns", 0, false},
-		{"3.36", "GB/sec", 3.36e9 * 8, false},
-		{"37.7", "MB/sec", 37.7e6 * 8, false},
-		{"26.9", "Gb/sec", 26.9e9, false},
-		{"588", "K/sec", 588e3, false},
-		{"346", "/sec", 346, false},
-		{"64", "KiB (65,536)", 65536, false},
-		{"1", "MiB (1,048,576)", 1 << 20, false},
-		{"1.23", "MB", 1.23e6, false},
-		{"1", "bytes", 1, false},
-		{"30,766", "", 30766, false},
-		{"1.2", "million", 1.2e6, false},
-		{"98", "% cpus", 0.98, false},
-		{"50.9", "sec/GB", 50.9e-9, false},
-		{"1.47", "GB", 1.47e9, false}, // send_bytes: decimal prefixes (22,488 x 65,536 bytes)
-		{"3.36", "XB/sec", 0, true},
-		{"-1", "us", 0, true},
-		{"1e3", "us", 0, true},
-		{"Inf", "us", 0, true},
-		{"NaN", "sec", 0, true},
-		{"0x10", "sec", 0, true},
-		{"1.2.3", "sec", 0, true},
-		{"64", "KiB (x)", 0, true},
-		{strings.Repeat("9", 400), "TB/sec", 0, true},
+		{"latency", "15.3", "us", 15.3e-6, ""},
+		{"latency", "980", "ms", 0.98, ""},
+		{"time", "1", "sec", 1, ""},
+		{"latency", "0", "ns", 0, ""},
+		{"bw", "3.36", "GB/sec", 3.36e9 * 8, ""},
+		{"recv_bw", "37.7", "MB/sec", 37.7e6 * 8, ""},
+		{"bw", "26.9", "Gb/sec", 26.9e9, ""},
+		{"msg_rate", "588", "K/sec", 588e3, ""},
+		{"msg_rate", "346", "/sec", 346, ""},
+		{"msg_size", "64", "KiB (65,536)", 65536, ""},
+		{"msg_size", "1", "MiB (1,048,576)", 1 << 20, ""},
+		{"msg_size", "1.23", "MB", 1.23e6, ""},
+		{"msg_size", "1", "bytes", 1, ""},
+		{"port", "30,766", "", 30766, ""},
+		{"send_msgs", "1.2", "million", 1.2e6, ""},
+		{"send_cpus_used", "98", "% cpus", 0.98, ""},
+		{"send_cost", "50.9", "sec/GB", 50.9e-9, ""},
+		{"send_bytes", "1.47", "GB", 1.47e9, ""}, // decimal prefixes (22,488 x 65,536 bytes)
+		{"some_new_key", "5", "us", 5e-6, ""},    // no rule: any known unit
+		{"bw", "3.36", "XB/sec", 0, `unknown unit "XB/sec"`},
+		{"latency", "-1", "us", 0, "bad number"},
+		{"latency", "1e3", "us", 0, "bad number"},
+		{"latency", "Inf", "us", 0, "bad number"},
+		{"time", "NaN", "sec", 0, "bad number"},
+		{"time", "0x10", "sec", 0, "bad number"},
+		{"time", "1.2.3", "sec", 0, "bad number"},
+		{"msg_size", "64", "KiB (x)", 0, "unknown unit"},
+		{"bw", strings.Repeat("9", 400), "TB/sec", 0, "bad number"},
+		// A unit of the wrong kind for its key.
+		{"latency", "5", "GB/sec", 0, `latency must be a time, and "GB/sec" is a bandwidth`},
+		{"latency", "5", "% cpus", 0, `latency must be a time, and "% cpus" is a CPU share`},
+		{"latency", "5", "", 0, `latency must be a time, and "" is a count`},
+		{"bw", "5", "us", 0, `bw must be a bandwidth, and "us" is a time`},
+		{"send_bw", "5", "K/sec", 0, `send_bw must be a bandwidth, and "K/sec" is a message rate`},
+		{"recv_bw", "5", "GB", 0, `recv_bw must be a bandwidth, and "GB" is a size`},
+		{"msg_rate", "5", "GB/sec", 0, `msg_rate must be a message rate, and "GB/sec" is a bandwidth`},
+		{"msg_size", "5", "sec", 0, `msg_size must be a size, and "sec" is a time`},
+		{"port", "5", "ms", 0, `port must be a count, and "ms" is a time`},
+		{"send_cpus_used", "5", "sec/GB", 0, `send_cpus_used must be a CPU share`},
+		{"recv_cost", "5", "MB/sec", 0, `recv_cost must be a cost per GB`},
+		{"loc_real_time", "5", "KiB (5,120)", 0, `loc_real_time must be a time, and "KiB" is a size`},
 	}
 	for _, tt := range tests {
-		got, err := qperfValue(tt.num, tt.unit)
-		if (err != nil) != tt.wantErr {
-			t.Errorf("qperfValue(%q, %q) error = %v, want error %v", tt.num, tt.unit, err, tt.wantErr)
+		got, err := qperfValue(tt.key, tt.num, tt.unit)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("qperfValue(%q, %q, %q) = %v, %v; want error with %q", tt.key, tt.num, tt.unit, got, err, tt.wantErr)
+			}
 			continue
 		}
-		if err == nil && math.Abs(got-tt.want) > 1e-9*math.Abs(tt.want) {
-			t.Errorf("qperfValue(%q, %q) = %v, want %v", tt.num, tt.unit, got, tt.want)
+		if err != nil {
+			t.Errorf("qperfValue(%q, %q, %q): %v", tt.key, tt.num, tt.unit, err)
+			continue
+		}
+		if math.Abs(got-tt.want) > 1e-9*math.Abs(tt.want) {
+			t.Errorf("qperfValue(%q, %q, %q) = %v, want %v", tt.key, tt.num, tt.unit, got, tt.want)
 		}
 	}
 }

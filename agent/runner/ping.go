@@ -2,7 +2,6 @@ package runner
 
 import (
 	"fmt"
-	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -39,7 +38,7 @@ var (
 	pingSummaryRE = regexp.MustCompile(`(?m)^(\d+) packets transmitted, (\d+) received((?:, \+\d+ [a-z]+)*)`)
 	pingExtraRE   = regexp.MustCompile(`\+(\d+) ([a-z]+)`)
 	// rtt min/avg/max/mdev = 0.033/0.050/0.085/0.017 ms
-	pingRTTRE = regexp.MustCompile(`(?m)^rtt min/avg/max/mdev = ([0-9.]+)/([0-9.]+)/([0-9.]+)/([0-9.]+) ms`)
+	pingRTTRE = regexp.MustCompile(`(?m)^rtt min/avg/max/mdev = ([^/\s]+)/([^/\s]+)/([^/\s]+)/([^/\s]+) ms`)
 	// From 10.250.0.1 icmp_seq=1 Destination Host Unreachable
 	pingErrorRE = regexp.MustCompile(`(?m)^From \S+ icmp_seq=\d+ (.+)$`)
 )
@@ -54,11 +53,35 @@ var (
 // "0/5 echo replies", with the first ICMP error ping printed, e.g. "Destination
 // Host Unreachable") or ping could not send ("connect: Network is
 // unreachable"); TOOL_ERROR for other complaints of ping (exit status 2);
-// PARSE_ERROR when the summary or the rtt line is missing or malformed.
+// PARSE_ERROR when the summary or the rtt line is missing or malformed,
+// when an rtt figure is not a plain decimal, is above 1 hour (not a
+// measurement) or out of order (min <= avg <= max, mdev <= max), and
+// "ping output truncated at 8 MiB before its summary" when out.Truncated
+// and there is no summary. When out.Truncated, any failure's message starts
+// with "ping output truncated at 8 MiB".
 func ParsePing(out proc.Output) (*measurev1.PingMetrics, error) {
+	return parsePing(out, 0)
+}
+
+// parsePing is ParsePing for a run asked for count echo requests (0: not
+// known). ping cannot send more than -c COUNT, so more transmitted than
+// count is a PARSE_ERROR. Fewer is accepted: iputils ping prints its
+// summary with what it sent so far when it is interrupted (SIGINT, from a
+// person or a supervisor; proc's SIGKILL at the deadline leaves no summary
+// and is TIMEOUT), and packets_transmitted and loss_ratio then say how
+// many it sent and what share of those came back.
+func parsePing(out proc.Output, count uint32) (_ *measurev1.PingMetrics, err error) {
+	defer func() { err = truncatedFailure("ping", out, err) }()
 	stdout, stderr := string(out.Stdout), strings.TrimSpace(string(out.Stderr))
 	sums := pingSummaryRE.FindAllStringSubmatch(stdout, -1)
 	if len(sums) == 0 {
+		if out.Truncated {
+			msg := fmt.Sprintf("%s before its summary (exit %d)", truncatedWords("ping"), out.ExitCode)
+			if stderr != "" {
+				msg += "; stderr: " + tail(out.Stderr, 1)
+			}
+			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%s", msg)
+		}
 		if stderr != "" {
 			status := classifyText(stderr)
 			if status == measurev1.Status_STATUS_UNSPECIFIED {
@@ -70,7 +93,6 @@ func ParsePing(out proc.Output) (*measurev1.PingMetrics, error) {
 	}
 	sum := sums[len(sums)-1]
 	m := &measurev1.PingMetrics{}
-	var err error
 	if m.PacketsTransmitted, err = parseUint32(sum[1]); err != nil {
 		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "packets transmitted %q: %v", sum[1], err)
 	}
@@ -88,6 +110,10 @@ func ParsePing(out proc.Output) (*measurev1.PingMetrics, error) {
 		case "errors":
 			m.Errors = n
 		}
+	}
+	if count > 0 && m.PacketsTransmitted > count {
+		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "packets transmitted %d is more than the %d asked for (-c %d): %s",
+			m.PacketsTransmitted, count, count, sum[0])
 	}
 	if m.PacketsTransmitted == 0 {
 		return nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "ping sent no echo request: %s", firstNonEmpty(stderr, sum[0]))
@@ -111,23 +137,41 @@ func ParsePing(out proc.Output) (*measurev1.PingMetrics, error) {
 		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d replies but no rtt line in ping output: %s", m.PacketsReceived, tail(out.Stdout, 2))
 	}
 	rtt := rtts[len(rtts)-1]
-	for i, dst := range []*float64{&m.RttMinSeconds, &m.RttAvgSeconds, &m.RttMaxSeconds, &m.RttMdevSeconds} {
-		// "0.036"+"e-3": milliseconds to seconds without a rounding step.
-		sec, err := strconv.ParseFloat(rtt[i+1]+"e-3", 64)
-		if err != nil || math.IsInf(sec, 0) || sec < 0 {
-			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "bad rtt figure %q in %q", rtt[i+1], rtt[0])
+	for i, f := range []struct {
+		name string
+		dst  *float64
+	}{{"min", &m.RttMinSeconds}, {"avg", &m.RttAvgSeconds}, {"max", &m.RttMaxSeconds}, {"mdev", &m.RttMdevSeconds}} {
+		if strings.HasPrefix(rtt[i+1], "-") {
+			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt %s %s ms is negative in %q", f.name, rtt[i+1], rtt[0])
 		}
-		*dst = sec
+		// "0.036"+"e-3": milliseconds to seconds without a rounding step.
+		sec, err := parsePlainDecimal(rtt[i+1], -3)
+		if err != nil {
+			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "bad rtt %s: %v in %q", f.name, err, rtt[0])
+		}
+		if sec > maxTimeSeconds {
+			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt %s %s ms is above 1 hour, not a measurement", f.name, abbrev(rtt[i+1]))
+		}
+		*f.dst = sec
 	}
 	if m.RttAvgSeconds <= 0 {
 		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "zero average rtt in %q", rtt[0])
 	}
+	switch {
+	case m.RttMinSeconds > m.RttAvgSeconds:
+		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt min %s ms is above avg %s ms in %q", rtt[1], rtt[2], rtt[0])
+	case m.RttAvgSeconds > m.RttMaxSeconds:
+		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt avg %s ms is above max %s ms in %q", rtt[2], rtt[3], rtt[0])
+	case m.RttMdevSeconds > m.RttMaxSeconds:
+		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt mdev %s ms is above max %s ms in %q", rtt[4], rtt[3], rtt[0])
+	}
 	return m, nil
 }
 
-// pingResults turns one ping run into its result.
+// pingResults turns one ping run into its result (parsePing with the
+// spec's count).
 func pingResults(spec *measurev1.TestSpec, out proc.Output) []*measurev1.Result {
-	m, err := ParsePing(out)
+	m, err := parsePing(out, spec.GetPing().GetCount())
 	if err != nil {
 		return []*measurev1.Result{failed(spec, 0, asFailure(err))}
 	}

@@ -59,32 +59,94 @@ var (
 
 // qperfUnit converts one of qperf's units to base units: x * factor *
 // 10^exp10, the power of ten applied in decimal (so "12.5 us" is exactly
-// the float64 nearest 12.5e-6).
+// the float64 nearest 12.5e-6). kind is what the unit measures.
 type qperfUnit struct {
 	factor float64
 	exp10  int
+	kind   qperfKind
 }
+
+// qperfKind is what a qperf value measures; a key takes units of one kind
+// only (qperfKeyKind).
+type qperfKind int
+
+const (
+	qperfAnyKind qperfKind = iota // a key this parser has no rule for
+	qperfCount
+	qperfTime
+	qperfBandwidth
+	qperfMsgRate
+	qperfSize
+	qperfCPU
+	qperfCost
+)
+
+var qperfKindNames = [...]string{"of any kind", "a count", "a time", "a bandwidth", "a message rate", "a size", "a CPU share", "a cost per GB"}
+
+func (k qperfKind) String() string { return qperfKindNames[k] }
 
 // qperfUnits are the units of qperf 0.4.11's output (qperf.c view_*).
 var qperfUnits = map[string]qperfUnit{
-	"": {1, 0}, "thousand": {1, 3}, "million": {1, 6}, "billion": {1, 9}, "trillion": {1, 12},
-	"ns": {1, -9}, "us": {1, -6}, "ms": {1, -3}, "sec": {1, 0},
-	"bytes/sec": {8, 0}, "KB/sec": {8, 3}, "MB/sec": {8, 6}, "GB/sec": {8, 9}, "TB/sec": {8, 12},
-	"bits/sec": {1, 0}, "Kb/sec": {1, 3}, "Mb/sec": {1, 6}, "Gb/sec": {1, 9}, "Tb/sec": {1, 12},
-	"/sec": {1, 0}, "K/sec": {1, 3}, "M/sec": {1, 6}, "G/sec": {1, 9}, "T/sec": {1, 12},
-	"bytes": {1, 0}, "KB": {1, 3}, "MB": {1, 6}, "GB": {1, 9}, "TB": {1, 12},
-	"KiB": {1 << 10, 0}, "MiB": {1 << 20, 0}, "GiB": {1 << 30, 0}, "TiB": {1 << 40, 0},
-	"% cpus": {1, -2},
-	"ns/GB":  {1, -18}, "us/GB": {1, -15}, "ms/GB": {1, -12}, "sec/GB": {1, -9},
+	"": {1, 0, qperfCount}, "thousand": {1, 3, qperfCount}, "million": {1, 6, qperfCount},
+	"billion": {1, 9, qperfCount}, "trillion": {1, 12, qperfCount},
+	"ns": {1, -9, qperfTime}, "us": {1, -6, qperfTime}, "ms": {1, -3, qperfTime}, "sec": {1, 0, qperfTime},
+	"bytes/sec": {8, 0, qperfBandwidth}, "KB/sec": {8, 3, qperfBandwidth}, "MB/sec": {8, 6, qperfBandwidth},
+	"GB/sec": {8, 9, qperfBandwidth}, "TB/sec": {8, 12, qperfBandwidth},
+	"bits/sec": {1, 0, qperfBandwidth}, "Kb/sec": {1, 3, qperfBandwidth}, "Mb/sec": {1, 6, qperfBandwidth},
+	"Gb/sec": {1, 9, qperfBandwidth}, "Tb/sec": {1, 12, qperfBandwidth},
+	"/sec": {1, 0, qperfMsgRate}, "K/sec": {1, 3, qperfMsgRate}, "M/sec": {1, 6, qperfMsgRate},
+	"G/sec": {1, 9, qperfMsgRate}, "T/sec": {1, 12, qperfMsgRate},
+	"bytes": {1, 0, qperfSize}, "KB": {1, 3, qperfSize}, "MB": {1, 6, qperfSize}, "GB": {1, 9, qperfSize}, "TB": {1, 12, qperfSize},
+	"KiB": {1 << 10, 0, qperfSize}, "MiB": {1 << 20, 0, qperfSize}, "GiB": {1 << 30, 0, qperfSize}, "TiB": {1 << 40, 0, qperfSize},
+	"% cpus": {1, -2, qperfCPU},
+	"ns/GB":  {1, -18, qperfCost}, "us/GB": {1, -15, qperfCost}, "ms/GB": {1, -12, qperfCost}, "sec/GB": {1, -9, qperfCost},
+}
+
+// qperfKeyKind is the kind of unit key takes in qperf 0.4.11's -vv
+// output: latency, time, timeout, *_time a time (ns, us, ms, sec); bw,
+// *_bw a bandwidth (bytes/sec..TB/sec, bits/sec..Tb/sec); msg_rate,
+// *_rate a message rate (/sec..T/sec); msg_size, *_bytes, *_size a size
+// (bytes, KB..TB, KiB..TiB); *_cost a cost (ns/GB..sec/GB); *_cpus_* a CPU
+// share (% cpus); port, *_msgs, *_errors a count (no unit, or
+// thousand..trillion). Other keys take any known unit.
+func qperfKeyKind(key string) qperfKind {
+	has := func(suffixes ...string) bool {
+		for _, s := range suffixes {
+			if strings.HasSuffix(key, s) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case key == "latency" || key == "time" || key == "timeout" || has("_time"):
+		return qperfTime
+	case key == "bw" || has("_bw"):
+		return qperfBandwidth
+	case has("_rate"):
+		return qperfMsgRate
+	case has("_bytes", "_size"):
+		return qperfSize
+	case has("_cost"):
+		return qperfCost
+	case strings.Contains(key, "_cpus_"):
+		return qperfCPU
+	case key == "port" || has("_msgs", "_errors"):
+		return qperfCount
+	}
+	return qperfAnyKind
 }
 
 // ParseQperf parses qperf 0.4.11 output (run with -vv, LC_ALL=C): every
 // block in output order, and every other line (qperf's complaints such as
 // "127.0.0.1: failed to connect", "failed to receive port: timed out",
 // "server: unable to make TCP socket"), from stdout and stderr, as notes.
-// A value whose number or unit is not understood is an error (PARSE_ERROR
-// *Failure).
+// A value whose number or unit is not understood, or whose unit is of the
+// wrong kind for its key (qperfKeyKind: "latency = 5 GB/sec"), is an error
+// (PARSE_ERROR *Failure naming the key and the value; "qperf output
+// truncated at 8 MiB" first when out.Truncated).
 func ParseQperf(out proc.Output) (blocks []QperfBlock, notes []string, err error) {
+	defer func() { err = truncatedFailure("qperf", out, err) }()
 	for _, line := range strings.Split(string(out.Stdout), "\n") {
 		if strings.TrimSpace(line) == "" {
 			continue
@@ -98,7 +160,7 @@ func ParseQperf(out proc.Output) (blocks []QperfBlock, notes []string, err error
 			notes = append(notes, strings.TrimSpace(line))
 			continue
 		}
-		x, err := qperfValue(v[2], v[3])
+		x, err := qperfValue(v[1], v[2], v[3])
 		if err != nil {
 			return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "qperf %s: %s = %s %s: %v", blocks[len(blocks)-1].Test, v[1], v[2], v[3], err)
 		}
@@ -112,18 +174,32 @@ func ParseQperf(out proc.Output) (blocks []QperfBlock, notes []string, err error
 	return blocks, notes, nil
 }
 
-// qperfValue converts "3.36" "GB/sec" or "64" "KiB (65,536)" to base units.
-func qperfValue(num, unit string) (float64, error) {
+// qperfValue converts key's "3.36" "GB/sec" or "64" "KiB (65,536)" to base
+// units; the unit must be of key's kind (qperfKeyKind).
+func qperfValue(key, num, unit string) (float64, error) {
+	kindOK := func(u qperfUnit, name string) error {
+		if want := qperfKeyKind(key); want != qperfAnyKind && u.kind != want {
+			return fmt.Errorf("%s must be %s, and %q is %s", key, want, name, u.kind)
+		}
+		return nil
+	}
 	if alt := qperfAltRE.FindStringSubmatch(unit); alt != nil {
 		// nice_1024 sizes: the exact byte count is in parentheses.
-		if _, ok := qperfUnits[alt[1]]; !ok {
+		u, ok := qperfUnits[alt[1]]
+		if !ok || u.kind != qperfSize {
 			return 0, fmt.Errorf("unknown unit %q", alt[1])
+		}
+		if err := kindOK(u, alt[1]); err != nil {
+			return 0, err
 		}
 		return parseQperfNumber(alt[2])
 	}
 	u, ok := qperfUnits[unit]
 	if !ok {
 		return 0, fmt.Errorf("unknown unit %q", unit)
+	}
+	if err := kindOK(u, unit); err != nil {
+		return 0, err
 	}
 	if _, err := parseQperfNumber(num); err != nil {
 		return 0, err
@@ -153,9 +229,11 @@ func qperfSizeMatches(printed float64, want uint64) bool {
 // qperfResults turns one qperf run into one result per message size of
 // spec (normally one): the i-th size takes the first unused block of the
 // test whose msg_size matches it. A size with no block is a failed result
-// with qperf's own words. connectFailed reports qperf's "failed to connect",
-// which says nothing of why: the runner then probes the port to tell
-// refused from unreachable from timed out.
+// with qperf's own words. connectFailed reports that a result failed with
+// qperf's "failed to connect", which says nothing of why: the runner then
+// probes the port to tell refused from unreachable from timed out. A size
+// whose block is there is OK even if qperf also failed to connect (for
+// another size of a loop): its result never takes the connect failure.
 func qperfResults(spec *measurev1.TestSpec, out proc.Output) (results []*measurev1.Result, connectFailed bool) {
 	test := spec.GetTest()
 	name := testspec.QperfTestName(test)
@@ -163,11 +241,12 @@ func qperfResults(spec *measurev1.TestSpec, out proc.Output) (results []*measure
 	blocks, notes, err := ParseQperf(out)
 	noteText := strings.Join(notes, "\n")
 	var missing *Failure
+	connectFailure := false
 	switch {
 	case err != nil:
 		missing = asFailure(err)
 	case strings.Contains(noteText, "failed to connect"):
-		connectFailed = true
+		connectFailure = true
 		missing = fail(measurev1.Status_STATUS_UNREACHABLE, "%s", noteText)
 	case noteText != "":
 		status := classifyText(noteText)
@@ -175,8 +254,6 @@ func qperfResults(spec *measurev1.TestSpec, out proc.Output) (results []*measure
 			status = measurev1.Status_STATUS_TOOL_ERROR
 		}
 		missing = fail(status, "qperf exited %d: %s", out.ExitCode, noteText)
-	case out.Truncated:
-		missing = fail(measurev1.Status_STATUS_PARSE_ERROR, "qperf output was cut at %d bytes", proc.MaxOutputBytes)
 	}
 	if len(sizes) == 0 {
 		return []*measurev1.Result{failed(spec, 0, fail(measurev1.Status_STATUS_INVALID, "qperf spec without msg_size_bytes"))}, false
@@ -200,7 +277,11 @@ func qperfResults(spec *measurev1.TestSpec, out proc.Output) (results []*measure
 			f := missing
 			if f == nil {
 				f = fail(measurev1.Status_STATUS_PARSE_ERROR, "no %s block with msg_size %d in qperf output (exit %d)", name, size, out.ExitCode)
+				if out.Truncated {
+					f = fail(measurev1.Status_STATUS_PARSE_ERROR, "%s before a %s block with msg_size %d (exit %d)", truncatedWords("qperf"), name, size, out.ExitCode)
+				}
 			}
+			connectFailed = connectFailed || connectFailure
 			results = append(results, failed(one, uint32(i), f))
 			continue
 		}
@@ -219,7 +300,8 @@ func qperfResults(spec *measurev1.TestSpec, out proc.Output) (results []*measure
 // qperfMetrics picks a block's figures: latency_seconds is qperf's
 // one-way latency, throughput_bps its bw (tcp_bw) or recv_bw (udp_bw) in
 // bits per second. A *_lat block needs latency > 0
-// (qperf prints "latency = 0 ns" when every send failed); tcp_bw needs
+// (qperf prints "latency = 0 ns" when every send failed) and at most 1
+// hour (PARSE_ERROR above); tcp_bw needs
 // bw > 0; udp_bw needs recv_bw > 0 (UNREACHABLE when it sent but nothing
 // arrived).
 func qperfMetrics(test measurev1.Test, size uint64, b *QperfBlock) (*measurev1.QperfMetrics, error) {
@@ -234,6 +316,9 @@ func qperfMetrics(test measurev1.Test, size uint64, b *QperfBlock) (*measurev1.Q
 		}
 		if lat <= 0 {
 			return nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "qperf %s reported a latency of 0%s", b.Test, errs)
+		}
+		if lat > maxTimeSeconds {
+			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "qperf %s: latency = %v s is above 1 hour, not a measurement", b.Test, lat)
 		}
 		m.LatencySeconds = lat
 		m.DurationSeconds = firstPositive(v["loc_real_time"], v["time"])

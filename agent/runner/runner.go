@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,10 @@ type Runner struct {
 	mu     sync.Mutex
 	tools  map[measurev1.Tool]*agentv1.ToolInfo // nil until detected
 	detect func(context.Context) []*agentv1.ToolInfo
+	// exec runs a tool (proc.Run) and probe opens one TCP connection
+	// (probeTCP); tests replace them.
+	exec  func(context.Context, proc.Command) (proc.Output, error)
+	probe func(ctx context.Context, netns, addr string) error
 }
 
 // New returns a Runner. It runs nothing: the tools are detected on the
@@ -53,6 +58,8 @@ func New(cfg Config) *Runner {
 		netns:  make(map[measurev1.Network]string, len(cfg.NetNS)+1),
 		log:    cfg.Logger,
 		detect: DetectTools,
+		exec:   proc.Run,
+		probe:  probeTCP,
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -109,6 +116,10 @@ func (r *Runner) toolInfo(ctx context.Context, tool measurev1.Tool) *agentv1.Too
 // bytes, ratios in 0..1; qperf's latency is its ONE-WAY figure). The caller
 // fills TestId, RunId, SrcNode, DstNode and Path.
 //
+// Whatever the path, a result that is not STATUS_OK carries no metrics and
+// a message that is never empty and never starts with punctuation (see
+// finish).
+//
 // Statuses: INVALID for a spec that testspec.Normalize refuses or a bad
 // request (target_ip not an IP, missing port or data_port, a network this
 // agent has no namespace for); TOOL_MISSING when the tool is not installed;
@@ -124,6 +135,11 @@ func (r *Runner) Run(ctx context.Context, req *agentv1.RunClient) (results []*me
 			results = []*measurev1.Result{failed(req.GetSpec(), 0, fail(measurev1.Status_STATUS_TOOL_ERROR, "internal error: %v", p))}
 		}
 		for _, res := range results {
+			spec := res.GetSpec()
+			if spec == nil {
+				spec = req.GetSpec()
+			}
+			finish(toolName(spec), res)
 			res.TargetAddress = req.GetTargetIp()
 			if res.StartTime == nil { // not run: invalid, tool missing, skipped
 				res.StartTime = timestamppb.New(start)
@@ -204,7 +220,7 @@ func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *meas
 		return []*measurev1.Result{failed(spec, 0, f)}
 	}
 	start := time.Now()
-	out, err := proc.Run(ctx, cmd)
+	out, err := r.exec(ctx, cmd)
 	results, _ := resultsOf(spec, out, err)
 	r.logRun(cmd, out, results)
 	stamp(results, start, out.Elapsed)
@@ -233,10 +249,10 @@ func (r *Runner) runQperf(ctx context.Context, req *agentv1.RunClient, spec *mea
 		}
 		cmd := qperfCommand(spec.GetTest(), seconds, size, req.GetTargetIp(), req.GetPort(), req.GetDataPort(), netns)
 		start := time.Now()
-		out, err := proc.Run(ctx, cmd)
+		out, err := r.exec(ctx, cmd)
 		rs, connectFailed := resultsOf(one, out, err)
 		res := rs[0]
-		if connectFailed {
+		if connectFailed && res.GetStatus() != measurev1.Status_STATUS_OK {
 			r.refineConnect(ctx, res, netns, net.JoinHostPort(req.GetTargetIp(), strconv.FormatUint(uint64(req.GetPort()), 10)))
 		}
 		r.logRun(cmd, out, rs)
@@ -255,23 +271,37 @@ func (r *Runner) runQperf(ctx context.Context, req *agentv1.RunClient, spec *mea
 // refineConnect replaces the status of a qperf "failed to connect" (which
 // does not say why) by what a TCP connect to the listen port from the same
 // namespace finds: REFUSED, UNREACHABLE or TIMEOUT; TOOL_ERROR if the port
-// accepts connections now. An inconclusive probe leaves UNREACHABLE.
+// accepts connections now. An inconclusive probe leaves UNREACHABLE. It
+// leaves an OK result alone (a block of the size was parsed: the connect
+// failure was another size's) and never gives metrics to a failure.
 func (r *Runner) refineConnect(ctx context.Context, res *measurev1.Result, netns, addr string) {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || res.GetStatus() == measurev1.Status_STATUS_OK {
 		return
 	}
-	err := probeTCP(ctx, netns, addr)
+	err := r.probe(ctx, netns, addr)
 	status := probeStatus(err)
+	var what string
 	switch status {
 	case measurev1.Status_STATUS_OK:
-		res.Status = measurev1.Status_STATUS_TOOL_ERROR
-		res.Message = oneLine(res.GetMessage() + "; yet a TCP connect to " + addr + " from the same network succeeded afterwards")
+		status, what = measurev1.Status_STATUS_TOOL_ERROR, "yet a TCP connect to "+addr+" from the same network succeeded afterwards"
 	case measurev1.Status_STATUS_UNSPECIFIED:
-		res.Message = oneLine(fmt.Sprintf("%s; a TCP connect to %s was inconclusive: %v", res.GetMessage(), addr, err))
+		status, what = res.GetStatus(), fmt.Sprintf("a TCP connect to %s was inconclusive: %v", addr, err)
 	default:
-		res.Status = status
-		res.Message = oneLine(fmt.Sprintf("%s; a TCP connect to %s from the same network: %v", res.GetMessage(), addr, err))
+		what = fmt.Sprintf("a TCP connect to %s from the same network: %v", addr, err)
 	}
+	res.Status, res.Metrics = status, nil
+	res.Message = failMessage("qperf", status, joinWords(res.GetMessage(), what))
+}
+
+// joinWords joins the non-empty parts of a message with "; ".
+func joinWords(parts ...string) string {
+	var keep []string
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			keep = append(keep, p)
+		}
+	}
+	return strings.Join(keep, "; ")
 }
 
 func (r *Runner) logRun(cmd proc.Command, out proc.Output, results []*measurev1.Result) {
@@ -288,8 +318,22 @@ func (r *Runner) logRun(cmd proc.Command, out proc.Output, results []*measurev1.
 // Index, Spec, Status, Message and Metrics set: one per size of
 // spec.qperf.msg_size_bytes for qperf, else one. connectFailed is qperf's
 // "failed to connect" (see qperfResults). It does no I/O.
+//
+// Every result goes through finish. When out was truncated (proc's cap)
+// and a result failed, its message starts with "TOOL output truncated at 8
+// MiB" (unless it already says so): the failure may be the cut's.
 func resultsOf(spec *measurev1.TestSpec, out proc.Output, runErr error) (results []*measurev1.Result, connectFailed bool) {
-	if f := runFailure(toolName(spec), out, runErr); f != nil {
+	tool := toolName(spec)
+	defer func() {
+		for _, res := range results {
+			if out.Truncated && runErr == nil && res.GetStatus() != measurev1.Status_STATUS_OK &&
+				!strings.Contains(res.GetMessage(), truncatedWords(tool)) {
+				res.Message = joinWords(truncatedWords(tool), res.GetMessage())
+			}
+			finish(tool, res)
+		}
+	}()
+	if f := runFailure(tool, out, runErr); f != nil {
 		return perSize(spec, f), false
 	}
 	switch testspec.Tool(spec.GetTest()) {
@@ -331,11 +375,7 @@ func failed(spec *measurev1.TestSpec, index uint32, f *Failure) *measurev1.Resul
 	if spec != nil {
 		spec = proto.Clone(spec).(*measurev1.TestSpec)
 	}
-	msg := f.Message
-	if msg == "" {
-		msg = StatusName(f.Status)
-	}
-	return &measurev1.Result{Index: index, Spec: spec, Status: f.Status, Message: msg}
+	return &measurev1.Result{Index: index, Spec: spec, Status: f.Status, Message: failMessage(toolName(spec), f.Status, f.Message)}
 }
 
 func stamp(results []*measurev1.Result, start time.Time, elapsed time.Duration) {

@@ -84,6 +84,64 @@ func oneLine(s string) string {
 	return s[:cut] + "..."
 }
 
+// failMessage makes msg fit for a failed result of tool: oneLine, without
+// the separators ("; ", ", ") a join may have left in front, never empty
+// (the status's name stands in) and never starting with punctuation or a
+// symbol: such a message (e.g. qperf's "::1: failed to connect") gets
+// "TOOL: " in front.
+func failMessage(tool string, status measurev1.Status, msg string) string {
+	msg = strings.TrimLeftFunc(oneLine(msg), func(r rune) bool {
+		return r == ';' || r == ',' || unicode.IsSpace(r)
+	})
+	if msg == "" {
+		return StatusName(status)
+	}
+	if r, _ := utf8.DecodeRuneInString(msg); unicode.IsPunct(r) || unicode.IsSymbol(r) {
+		msg = oneLine(tool + ": " + msg)
+	}
+	return msg
+}
+
+// finish enforces what every result of the runner satisfies, whichever path
+// made it: a status is set (UNSPECIFIED becomes TOOL_ERROR); a STATUS_OK
+// result carries metrics (else it becomes TOOL_ERROR); a result that is not
+// OK carries no metrics and a message as failMessage makes it.
+func finish(tool string, res *measurev1.Result) {
+	switch {
+	case res.GetStatus() == measurev1.Status_STATUS_UNSPECIFIED:
+		res.Status = measurev1.Status_STATUS_TOOL_ERROR
+		res.Message = joinWords("internal error: no status set", res.GetMessage())
+	case res.GetStatus() == measurev1.Status_STATUS_OK && res.Metrics == nil:
+		res.Status = measurev1.Status_STATUS_TOOL_ERROR
+		res.Message = joinWords("internal error: ok without metrics", res.GetMessage())
+	}
+	if res.GetStatus() == measurev1.Status_STATUS_OK {
+		return
+	}
+	res.Metrics = nil
+	res.Message = failMessage(tool, res.GetStatus(), res.GetMessage())
+}
+
+// truncatedWords says that tool's output was cut at proc's cap; a failed
+// parse of such output says so (see resultsOf).
+func truncatedWords(tool string) string {
+	return fmt.Sprintf("%s output truncated at %d MiB", tool, proc.MaxOutputBytes>>20)
+}
+
+// truncatedFailure returns err, a parser's failure, with truncatedWords in
+// front of its message when out was truncated (and it does not say so
+// already).
+func truncatedFailure(tool string, out proc.Output, err error) error {
+	if err == nil || !out.Truncated {
+		return err
+	}
+	f := asFailure(err)
+	if strings.Contains(f.Message, truncatedWords(tool)) {
+		return f
+	}
+	return fail(f.Status, "%s", joinWords(truncatedWords(tool), f.Message))
+}
+
 // tail returns the last n lines of b that are not empty, for messages.
 func tail(b []byte, n int) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")

@@ -21,12 +21,16 @@ func TestTriggerFlagsSpec(t *testing.T) {
 		{"defaults", triggerFlags{repeats: 1},
 			`tests:{test:TEST_PING} tests:{test:TEST_QPERF_TCP_LAT} tests:{test:TEST_QPERF_TCP_BW} tests:{test:TEST_IPERF3_TCP} tests:{test:TEST_HTTP} repeats:1`, ""},
 		{"params reach their tools", triggerFlags{tests: []string{"ping,qperf_tcp_lat", "iperf3_udp"}, duration: 3 * time.Second, pingCount: 7,
-			msgSizes: []string{"64,1024"}, streams: 2, paths: []string{"pod-pod"}, pairs: []string{"node-1:node-2"}},
-			`tests:{test:TEST_PING ping:{count:7}} tests:{test:TEST_QPERF_TCP_LAT qperf:{duration:{seconds:3} msg_size_bytes:64 msg_size_bytes:1024}} tests:{test:TEST_IPERF3_UDP iperf3:{duration:{seconds:3} parallel_streams:2}} paths:PATH_POD_TO_POD pairs:{src_node:"node-1" dst_node:"node-2"}`, ""},
+			msgSizes: []string{"64,1K"}, streams: []string{"2"}, paths: []string{"pod-pod"}, pairs: []string{"node-1:node-2"}, label: "vxlan", maxHeavy: 2},
+			`tests:{test:TEST_PING ping:{count:7}} tests:{test:TEST_QPERF_TCP_LAT qperf:{duration:{seconds:3} msg_size_bytes:64 msg_size_bytes:1024}} tests:{test:TEST_IPERF3_UDP iperf3:{duration:{seconds:3} parallel_streams:2}} paths:PATH_POD_TO_POD pairs:{src_node:"node-1" dst_node:"node-2"} max_concurrent_heavy:2 label:"vxlan"`, ""},
+		{"sweeps", triggerFlags{tests: []string{"qperf_tcp_bw,iperf3_tcp"}, sweep: true, streams: []string{"1,4"}, blockSizes: []string{"128K"}},
+			`tests:{test:TEST_QPERF_TCP_BW qperf:{msg_size_bytes:64 msg_size_bytes:128 msg_size_bytes:256 msg_size_bytes:512 msg_size_bytes:1024 msg_size_bytes:2048 msg_size_bytes:4096 msg_size_bytes:8192 msg_size_bytes:16384 msg_size_bytes:32768 msg_size_bytes:65536}} tests:{test:TEST_IPERF3_TCP iperf3:{parallel_streams:1 block_size_bytes:131072}} tests:{test:TEST_IPERF3_TCP iperf3:{parallel_streams:4 block_size_bytes:131072}}`, ""},
+		{"sweep and sizes", triggerFlags{tests: []string{"qperf_tcp_bw"}, sweep: true, msgSizes: []string{"64"}}, "", "--sweep and --msg-sizes"},
+		{"bad streams", triggerFlags{tests: []string{"iperf3_tcp"}, streams: []string{"0"}}, "", `--streams: "0" is not a positive count`},
 		{"unknown test", triggerFlags{tests: []string{"nping"}}, "", `--tests`},
 		{"unknown path", triggerFlags{paths: []string{"pod-moon"}}, "", `--paths`},
 		{"bad pair", triggerFlags{pairs: []string{"node-1"}}, "", `--pair "node-1": want SRC:DST`},
-		{"bad size", triggerFlags{msgSizes: []string{"64k"}}, "", `--msg-sizes: "64k" is not a byte count`},
+		{"bad size", triggerFlags{msgSizes: []string{"64x"}}, "", `--msg-sizes: "64x" is not a positive count`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,7 +109,7 @@ func TestTriggerFlagsNotSilentlyIgnored(t *testing.T) {
 		wantErr string
 	}{
 		{"msg sizes without qperf", triggerFlags{tests: []string{"ping"}, msgSizes: []string{"64"}}, "--msg-sizes is set but no chosen test uses it"},
-		{"streams without iperf3", triggerFlags{tests: []string{"qperf_tcp_bw"}, streams: 4}, "--streams is set"},
+		{"streams without iperf3", triggerFlags{tests: []string{"qperf_tcp_bw"}, streams: []string{"4"}}, "--streams is set"},
 		{"ping count without ping", triggerFlags{tests: []string{"http"}, pingCount: 3}, "--ping-count is set"},
 		{"duration without qperf or iperf3", triggerFlags{tests: []string{"ping"}, duration: time.Second}, "--duration is set"},
 		{"fractional duration", triggerFlags{duration: 1500 * time.Millisecond}, "--duration 1.5s: qperf and iperf3 take whole seconds"},

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/csv"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -139,6 +141,9 @@ func newResultsCommand(o *options) *cobra.Command {
 		Short: "List stored results, filtered by node pair, path, test, run and time",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkOutput("table", "json", "csv"); err != nil {
+				return err
+			}
 			req, err := rf.request(time.Now())
 			if err != nil {
 				return err
@@ -155,8 +160,11 @@ func newResultsCommand(o *options) *cobra.Command {
 			if more {
 				fmt.Fprintf(o.stderr, "showing the first %d results in (source, destination, start time) order; more match: narrow with --since/--run/--src/--dst or raise --limit (0: all)\n", rf.limit)
 			}
-			if o.output == "json" {
+			switch o.output {
+			case "json":
 				return o.printJSON(&meshv1.ListResultsResponse{Results: results})
+			case "csv":
+				return printResultsCSV(o, results)
 			}
 			printResults(o, results)
 			return nil
@@ -247,6 +255,26 @@ func printResults(o *options, results []*measurev1.Result) {
 	fmt.Fprintf(o.stdout, "%d results\n", len(results))
 }
 
+// printResultsCSV writes one row per result, figures in base units.
+func printResultsCSV(o *options, results []*measurev1.Result) error {
+	w := csv.NewWriter(o.stdout)
+	_ = w.Write([]string{"start_time", "run_id", "test_id", "index", "src_node", "dst_node", "path", "test", "params",
+		"status", "value", "unit", "elapsed_seconds", "tool_version", "message"})
+	for _, r := range results {
+		value := ""
+		if r.GetStatus() == measurev1.Status_STATUS_OK && r.GetMetrics() != nil {
+			value = strconv.FormatFloat(report.Headline(r), 'g', -1, 64)
+		}
+		_ = w.Write([]string{r.GetStartTime().AsTime().UTC().Format(time.RFC3339Nano), r.GetRunId(), r.GetTestId(),
+			strconv.Itoa(int(r.GetIndex())), r.GetSrcNode(), r.GetDstNode(), testspec.PathName(r.GetPath()),
+			testspec.Name(r.GetSpec().GetTest()), report.ParamsKey(r.GetSpec()), report.StatusName(r.GetStatus()), value,
+			unitOf(r.GetSpec().GetTest()), strconv.FormatFloat(r.GetElapsed().AsDuration().Seconds(), 'g', -1, 64),
+			r.GetToolVersion(), r.GetMessage()})
+	}
+	w.Flush()
+	return w.Error()
+}
+
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
@@ -261,6 +289,9 @@ func newAgentsCommand(o *options) *cobra.Command {
 		Short: "List the agents the coordinator knows, connected or not",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
 			client, closeConn, err := o.dial()
 			if err != nil {
 				return err

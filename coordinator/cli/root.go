@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,9 +71,10 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
 	pf.StringVar(&o.address, "coordinator", "unix://"+DefaultSocket, `coordinator to talk to: a socket path ("/run/x.sock" or "unix:///run/x.sock") or "host:port"`)
-	pf.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	pf.StringVarP(&o.output, "output", "o", "table", "output format: table or json; results, report and compare also csv")
 	pf.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each API call (trigger waits for the run regardless)")
-	root.AddCommand(newServeCommand(o), newTriggerCommand(o), newResultsCommand(o), newAgentsCommand(o))
+	root.AddCommand(newServeCommand(o), newTriggerCommand(o), newResultsCommand(o), newAgentsCommand(o),
+		newReportCommand(o), newCompareCommand(o), newPlotCommand(o))
 	return root
 }
 
@@ -84,18 +86,20 @@ func (o *options) logger() (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: lvl})), nil
 }
 
-func (o *options) checkOutput() error {
-	if o.output != "table" && o.output != "json" {
-		return fmt.Errorf("--output %q: want table or json", o.output)
+// checkOutput refuses an --output the command does not print; with no
+// formats given, table and json are allowed.
+func (o *options) checkOutput(formats ...string) error {
+	if len(formats) == 0 {
+		formats = []string{"table", "json"}
+	}
+	if !slices.Contains(formats, o.output) {
+		return fmt.Errorf("--output %q: want %s", o.output, strings.Join(formats, " or "))
 	}
 	return nil
 }
 
 // dial connects to the coordinator's MeshService.
 func (o *options) dial() (meshv1.MeshServiceClient, func(), error) {
-	if err := o.checkOutput(); err != nil {
-		return nil, nil, err
-	}
 	if o.timeout <= 0 {
 		return nil, nil, fmt.Errorf("--timeout %v: want a positive duration", o.timeout)
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -19,7 +20,6 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/schedule"
-	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -64,6 +64,9 @@ type Config struct {
 	Agents Agents
 	// Gate keeps tests apart; nil means a new Gate with default limits.
 	Gate *schedule.Gate
+	// WatchBuffer is how many updates a watcher may fall behind before it
+	// is dropped; zero means DefaultWatchBuffer.
+	WatchBuffer int
 	// Logger receives run events; nil means discard.
 	Logger *slog.Logger
 }
@@ -108,8 +111,8 @@ type watcher struct {
 	stop func() bool // unregisters the context.AfterFunc
 }
 
-// watchBuffer bounds the updates a slow watcher may fall behind by.
-const watchBuffer = 4096
+// DefaultWatchBuffer bounds the updates a slow watcher may fall behind by.
+const DefaultWatchBuffer = 4096
 
 // send queues u, or ends a watcher that has no room left with a Lagged
 // update; it reports whether the watcher is still there. Caller holds a.mu.
@@ -141,6 +144,9 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	if cfg.Gate == nil {
 		cfg.Gate = schedule.NewGate(0)
+	}
+	if cfg.WatchBuffer <= 0 {
+		cfg.WatchBuffer = DefaultWatchBuffer
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -265,7 +271,7 @@ func (m *Manager) Get(ctx context.Context, runID string) (*measurev1.Run, error)
 // Watch returns a channel that receives the run's current state at once,
 // then one Update per ended test, and is closed when the run has ended (at
 // once for a run that already has) or when ctx ends. A watcher that falls
-// watchBuffer updates behind gets an Update with Lagged set and its channel
+// Config.WatchBuffer updates behind gets an Update with Lagged set and its channel
 // is closed: the run never waits for a watcher. The error wraps
 // ErrNotFound.
 func (m *Manager) Watch(ctx context.Context, runID string) (<-chan Update, error) {
@@ -284,7 +290,7 @@ func (m *Manager) Watch(ctx context.Context, runID string) (<-chan Update, error
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	w := &watcher{ch: make(chan Update, min(int(a.run.GetTestsPlanned())+2, watchBuffer))}
+	w := &watcher{ch: make(chan Update, min(int(a.run.GetTestsPlanned())+2, m.cfg.WatchBuffer))}
 	w.ch <- Update{Run: summary(a.run)}
 	if ended(a.run.GetState()) {
 		close(w.ch)
@@ -316,39 +322,95 @@ func summary(run *measurev1.Run) *measurev1.Run {
 	}
 }
 
-// execute runs every planned test of a, as many at once as the Gate lets
-// through, in plan order.
+// lightJitter bounds the random delay before each light test, so that the
+// agents of a mesh do not all probe in step.
+const lightJitter = 100 * time.Millisecond
+
+// execute runs a's tests as schedule.Arrange lays them out: light tests
+// beside everything (at most the Gate's limit per node, each after a small
+// random delay), heavy tests round by round, every slot of a round at
+// once (up to the spec's max_concurrent_heavy), a round ending with its
+// last slot.
 func (m *Manager) execute(ctx context.Context, a *active) {
 	runID := a.run.GetRunId()
-	pending := append([]*measurev1.PlannedTest(nil), a.run.GetPlanned()...)
+	arr := schedule.Arrange(a.run.GetPlanned())
 	var wg sync.WaitGroup
-	for len(pending) > 0 && ctx.Err() == nil {
-		changed := m.cfg.Gate.Changed()
-		rest := pending[:0]
-		for _, pt := range pending {
-			release, ok := m.cfg.Gate.TryAcquire(testspec.IsHeavy(pt.GetSpec().GetTest()), pt.GetSrcNode(), pt.GetDstNode())
-			if !ok {
-				rest = append(rest, pt)
-				continue
-			}
-			wg.Add(1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.runLight(ctx, a, arr.Light)
+	}()
+	var limit chan struct{}
+	if c := a.run.GetSpec().GetMaxConcurrentHeavy(); c > 0 {
+		limit = make(chan struct{}, c)
+	}
+	for r, round := range arr.Rounds {
+		if ctx.Err() != nil {
+			break
+		}
+		m.log.Debug("round", "run_id", runID, "round", r+1, "of", len(arr.Rounds), "slots", len(round))
+		var slots sync.WaitGroup
+		for _, slot := range round {
+			slots.Add(1)
 			go func() {
-				defer wg.Done()
-				results := m.execTest(ctx, runID, pt)
-				release()
-				m.record(a, results)
+				defer slots.Done()
+				m.runSlot(ctx, a, slot, limit)
 			}()
 		}
-		pending = rest
-		if len(pending) > 0 {
-			select {
-			case <-changed:
-			case <-ctx.Done():
-			}
-		}
+		slots.Wait()
 	}
 	wg.Wait()
 	m.finish(a, ctx.Err())
+}
+
+// runSlot runs one pair's heavy tests in turn, holding the pair in the
+// Gate (which only waits if another run uses one of its nodes).
+func (m *Manager) runSlot(ctx context.Context, a *active, slot schedule.Slot, limit chan struct{}) {
+	if limit != nil {
+		select {
+		case limit <- struct{}{}:
+			defer func() { <-limit }()
+		case <-ctx.Done():
+			return
+		}
+	}
+	release, err := m.cfg.Gate.Acquire(ctx, true, slot.Pair.Src, slot.Pair.Dst)
+	if err != nil {
+		return
+	}
+	defer release()
+	for _, pt := range slot.Tests {
+		if ctx.Err() != nil {
+			return
+		}
+		m.record(a, m.execTest(ctx, a.run.GetRunId(), pt))
+	}
+}
+
+// runLight runs the light tests, as many at once as the Gate lets through,
+// in plan order.
+func (m *Manager) runLight(ctx context.Context, a *active, tests []*measurev1.PlannedTest) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, pt := range tests {
+		release, err := m.cfg.Gate.Acquire(ctx, false, pt.GetSrcNode(), pt.GetDstNode())
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer release()
+			jitter := time.NewTimer(rand.N(lightJitter))
+			defer jitter.Stop()
+			select {
+			case <-jitter.C:
+			case <-ctx.Done():
+				return
+			}
+			m.record(a, m.execTest(ctx, a.run.GetRunId(), pt))
+		}()
+	}
 }
 
 // record stores a test's results and publishes the progress.

@@ -1,16 +1,21 @@
 package schedule
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // DefaultMaxLight is the default number of light tests a node takes part in
 // at once.
 const DefaultMaxLight = 4
 
-// Gate keeps tests from disturbing each other. A heavy test (one that loads
-// the link or needs a server of its own: qperf, iperf3) holds both of its
-// nodes alone; light tests (ping, HTTP) share nodes with each other, up to
-// MaxLight per node, but never with a heavy test. A Gate is safe for
-// concurrent use and is shared by every run of a coordinator.
+// Gate keeps tests from disturbing each other across all the runs of a
+// coordinator. A heavy test (one that loads the link or needs a server of
+// its own: qperf, iperf3) holds both of its nodes against every other heavy
+// test; light tests (ping, HTTP) run beside anything but at most maxLight
+// at once per node, so probes never pile up on an agent. Within one run the
+// rounds of Arrange already keep heavy tests apart; the Gate also keeps two
+// runs apart. A Gate is safe for concurrent use.
 type Gate struct {
 	maxLight int
 
@@ -35,7 +40,7 @@ func (g *Gate) TryAcquire(heavy bool, src, dst string) (release func(), ok bool)
 	defer g.mu.Unlock()
 	nodes := [2]string{src, dst}
 	for _, n := range nodes {
-		if g.heavy[n] || heavy && g.light[n] > 0 || !heavy && g.light[n] >= g.maxLight {
+		if heavy && g.heavy[n] || !heavy && g.light[n] >= g.maxLight {
 			return nil, false
 		}
 	}
@@ -70,4 +75,20 @@ func (g *Gate) Changed() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.changed
+}
+
+// Acquire waits until TryAcquire succeeds or ctx ends (then it returns
+// ctx's error).
+func (g *Gate) Acquire(ctx context.Context, heavy bool, src, dst string) (release func(), err error) {
+	for {
+		changed := g.Changed()
+		if release, ok := g.TryAcquire(heavy, src, dst); ok {
+			return release, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode"
 
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -77,6 +79,9 @@ func Plan(spec *measurev1.RunSpec, nodes []string) ([]*measurev1.PlannedTest, er
 			return nil, fmt.Errorf("%w: tests[%d]: %w", ErrInvalid, i, err)
 		}
 		norm[i] = n
+	}
+	if l := spec.GetLabel(); len(l) > 64 || strings.IndexFunc(l, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return nil, fmt.Errorf("%w: label %.70q: want at most 64 printable characters", ErrInvalid, l)
 	}
 	paths := spec.GetPaths()
 	if len(paths) == 0 {

@@ -3,6 +3,8 @@ package schedule
 import (
 	"fmt"
 	"testing"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // TestRoundsProperties checks, for n = 2..64: every ordered pair of
@@ -57,5 +59,57 @@ func TestRoundsSmall(t *testing.T) {
 	// Three nodes: three rounds of one pair per direction, a bye each round.
 	if want := "[[{c b}] [{c a}] [{a b}] [{b c}] [{a c}] [{b a}]]"; got != want {
 		t.Errorf("Rounds(a,b,c) = %s, want %s", got, want)
+	}
+}
+
+func TestArrange(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3", "n4"}
+	spec := &measurev1.RunSpec{Tests: []*measurev1.TestSpec{
+		{Test: measurev1.Test_TEST_PING}, {Test: measurev1.Test_TEST_IPERF3_TCP}, {Test: measurev1.Test_TEST_QPERF_TCP_LAT},
+	}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD}}
+	planned, err := Plan(spec, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Arrange(planned)
+	if got, want := len(a.Light), 12*2; got != want {
+		t.Errorf("%d light tests, want %d", got, want)
+	}
+	if got, want := len(a.Rounds), OptimalRounds(4); got != want {
+		t.Errorf("%d rounds, want %d", got, want)
+	}
+	heavy := 0
+	for r, round := range a.Rounds {
+		busy := map[string]bool{}
+		for _, s := range round {
+			for _, n := range []string{s.Pair.Src, s.Pair.Dst} {
+				if busy[n] {
+					t.Errorf("round %d: %s in two slots", r, n)
+				}
+				busy[n] = true
+			}
+			for _, pt := range s.Tests {
+				if pt.GetSrcNode() != s.Pair.Src || pt.GetDstNode() != s.Pair.Dst {
+					t.Errorf("round %d: test %s of %s->%s in slot %v", r, pt.GetTestId(), pt.GetSrcNode(), pt.GetDstNode(), s.Pair)
+				}
+			}
+			// 2 heavy tests x 2 paths per ordered pair.
+			if len(s.Tests) != 4 {
+				t.Errorf("round %d slot %v: %d tests, want 4", r, s.Pair, len(s.Tests))
+			}
+			heavy += len(s.Tests)
+		}
+	}
+	if heavy+len(a.Light) != len(planned) {
+		t.Errorf("arranged %d tests, planned %d", heavy+len(a.Light), len(planned))
+	}
+	// Only some pairs: rounds without any of them are left out.
+	one, err := Plan(&measurev1.RunSpec{Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_IPERF3_TCP}},
+		Pairs: []*measurev1.NodePair{{SrcNode: "n1", DstNode: "n2"}}}, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Arrange(one); len(got.Rounds) != 1 || len(got.Rounds[0]) != 1 {
+		t.Errorf("one pair: rounds %v, want one round with one slot", got.Rounds)
 	}
 }

@@ -1,9 +1,11 @@
 package schedule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -118,47 +120,61 @@ func TestGate(t *testing.T) {
 	if !ok {
 		t.Fatal("heavy a-b refused on an idle gate")
 	}
-	// c-d is free: a heavy test there runs beside a-b.
 	relCD, ok := g.TryAcquire(true, "c", "d")
 	if !ok {
 		t.Fatal("heavy c-d refused beside a-b")
 	}
-	for _, s := range []struct {
-		heavy    bool
-		src, dst string
-	}{{true, "b", "c"}, {false, "a", "e"}, {false, "e", "d"}} {
-		if rel, ok := g.TryAcquire(s.heavy, s.src, s.dst); ok {
+	for _, s := range [][2]string{{"b", "c"}, {"a", "e"}, {"e", "d"}} {
+		if rel, ok := g.TryAcquire(true, s[0], s[1]); ok {
 			rel()
-			t.Errorf("%s-%s (heavy %t) admitted beside heavy a-b and c-d", s.src, s.dst, s.heavy)
+			t.Errorf("heavy %s-%s admitted beside heavy a-b and c-d", s[0], s[1])
 		}
 	}
+	// Light tests run beside heavy ones, at most 2 per node.
+	l1, ok1 := g.TryAcquire(false, "a", "c")
+	l2, ok2 := g.TryAcquire(false, "a", "d")
+	if !ok1 || !ok2 {
+		t.Fatal("light tests refused beside heavy ones")
+	}
+	if _, ok := g.TryAcquire(false, "a", "e"); ok {
+		t.Error("a third light test on a admitted with maxLight 2")
+	}
 	changed := g.Changed()
-	relAB()
+	l1()
 	select {
 	case <-changed:
 	default:
 		t.Error("release did not signal Changed")
 	}
-	relAB() // twice is harmless
-	relCD()
-
-	// Light tests share up to maxLight per node and keep heavy ones out.
-	l1, ok1 := g.TryAcquire(false, "a", "b")
-	l2, ok2 := g.TryAcquire(false, "a", "c")
-	if !ok1 || !ok2 {
-		t.Fatal("two light tests on a refused")
-	}
-	if _, ok := g.TryAcquire(false, "a", "d"); ok {
-		t.Error("third light test on a admitted with maxLight 2")
-	}
-	if _, ok := g.TryAcquire(true, "b", "d"); ok {
-		t.Error("heavy b-d admitted beside light a-b")
-	}
-	l1()
-	if rel, ok := g.TryAcquire(true, "b", "d"); !ok {
-		t.Error("heavy b-d refused after light a-b ended")
+	l1() // twice is harmless
+	if rel, ok := g.TryAcquire(false, "a", "e"); !ok {
+		t.Error("light a-e refused after a light test on a ended")
 	} else {
 		rel()
 	}
 	l2()
+
+	// Acquire waits for the release.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		rel, err := g.Acquire(ctx, true, "b", "c")
+		if err == nil {
+			rel()
+		}
+		got <- err
+	}()
+	relAB()
+	relCD()
+	if err := <-got; err != nil {
+		t.Errorf("Acquire after release: %v", err)
+	}
+	short, cancelShort := context.WithCancel(ctx)
+	hold, _ := g.TryAcquire(true, "x", "y")
+	cancelShort()
+	if _, err := g.Acquire(short, true, "x", "z"); err == nil {
+		t.Error("Acquire on a held node returned without error after its context ended")
+	}
+	hold()
 }

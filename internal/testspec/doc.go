@@ -7,4 +7,13 @@
 // qperf_tcp_lat, qperf_tcp_bw, qperf_udp_lat, qperf_udp_bw, iperf3_tcp,
 // iperf3_udp, http. Path names are SOURCE-DESTINATION in the enum's words:
 // host-host, host-pod, pod-pod, pod-service, host-service.
+//
+// Two limits span several fields (Normalize has them all):
+//   - iperf3 UDP: udp_target_bps is iperf3's -b, which applies PER STREAM,
+//     so the load offered is udp_target_bps x parallel_streams; that
+//     product must be at most 100 Gbit/s.
+//   - Every test: ExpectedDuration must be at most MaxExpectedDuration (10
+//     minutes, the longest a test server lives; the agent caps any work at
+//     15 minutes). Only qperf can exceed it, with many sizes: 32 sizes x
+//     (300s + 1s) is refused; sizes x (duration + 1s) <= 600s passes.
 package testspec

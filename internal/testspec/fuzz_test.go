@@ -3,6 +3,7 @@ package testspec
 import (
 	"encoding/binary"
 	"errors"
+	"math/big"
 	"testing"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -13,7 +14,8 @@ import (
 // FuzzNormalize builds specs from fuzzed numbers: Normalize must not panic,
 // must not modify its argument, must return ErrInvalid or a spec whose
 // params match its test, and a spec it accepts must normalize again to an
-// equal spec.
+// equal spec, last at most MaxExpectedDuration and, for iperf3 UDP, offer
+// at most 100 Gbit/s in all (udp_target_bps x parallel_streams).
 func FuzzNormalize(f *testing.F) {
 	f.Add(int32(1), uint8(0), uint64(5), uint64(56), int64(0), int32(200000000), []byte{})
 	f.Add(int32(2), uint8(1), uint64(0), uint64(0), int64(1), int32(0), []byte{1, 0, 0, 0, 0, 0, 0, 0})
@@ -24,6 +26,12 @@ func FuzzNormalize(f *testing.F) {
 	f.Add(int32(8), uint8(3), uint64(0), uint64(0), int64(0), int32(100000000), []byte{})
 	f.Add(int32(8), uint8(0), uint64(0), uint64(0), int64(-1), int32(-5), []byte{})
 	f.Add(int32(99), uint8(4), uint64(0), uint64(0), int64(0), int32(0), []byte{})
+	var sizes32 []byte
+	for i := range 32 {
+		sizes32 = binary.LittleEndian.AppendUint64(sizes32, uint64(i+1))
+	}
+	f.Add(int32(3), uint8(1), uint64(0), uint64(0), int64(300), int32(0), sizes32)
+	f.Add(int32(7), uint8(2), uint64(128), uint64(1<<30), int64(2), int32(0), []byte{})
 	f.Fuzz(func(t *testing.T, test int32, kind uint8, a, b uint64, secs int64, nanos int32, sizes []byte) {
 		var d *durationpb.Duration
 		if secs != 0 || nanos != 0 {
@@ -68,8 +76,17 @@ func FuzzNormalize(f *testing.F) {
 		if !proto.Equal(again, got) {
 			t.Fatalf("second Normalize changed %v into %v", got, again)
 		}
-		if _, err := ExpectedDuration(got); err != nil {
+		lasts, err := ExpectedDuration(got)
+		if err != nil {
 			t.Fatalf("ExpectedDuration(%v): %v", got, err)
+		}
+		if lasts <= 0 || lasts > MaxExpectedDuration {
+			t.Fatalf("accepted %v, which lasts %v", got, lasts)
+		}
+		if p := got.GetIperf3(); got.GetTest() == measurev1.Test_TEST_IPERF3_UDP {
+			if load := new(big.Int).Mul(new(big.Int).SetUint64(p.GetUdpTargetBps()), big.NewInt(int64(p.GetParallelStreams()))); load.Cmp(big.NewInt(100e9)) > 0 {
+				t.Fatalf("accepted %v, which offers %v bit/s", got, load)
+			}
 		}
 	})
 }

@@ -3,6 +3,8 @@ package testspec
 import (
 	"errors"
 	"fmt"
+	"math/big"
+	"math/bits"
 	"strconv"
 	"time"
 
@@ -43,11 +45,13 @@ const (
 	maxIperf3Streams      = 128
 	// iperf3 3.12 refuses -l above 1 MiB for TCP ("block size too large")
 	// and outside 16..65507 for UDP ("block size invalid").
-	maxIperf3TCPBlock    = 1 << 20
-	minIperf3UDPBlock    = 16
-	maxIperf3UDPBlock    = 65507
-	defaultIperf3UDPBps  = 1_000_000_000
-	maxIperf3UDPBps      = 1_000_000_000_000
+	maxIperf3TCPBlock   = 1 << 20
+	minIperf3UDPBlock   = 16
+	maxIperf3UDPBlock   = 65507
+	defaultIperf3UDPBps = 1_000_000_000
+	// maxIperf3UDPLoad bounds udp_target_bps x parallel_streams: iperf3
+	// applies -b to each stream, so that product is the load offered.
+	maxIperf3UDPLoad     = 100_000_000_000
 	defaultHTTPTimeout   = 5 * time.Second
 	minHTTPTimeout       = 100 * time.Millisecond
 	maxHTTPTimeout       = 60 * time.Second
@@ -56,6 +60,12 @@ const (
 	// defaultQperfUDPBSize is qperf 0.4.11's default for udp_bw (32 KiB,
 	// measured), not the 64 KiB that measure.proto's comment says.
 	defaultQperfUDPBSize = 32 << 10
+
+	// MaxExpectedDuration bounds ExpectedDuration of any spec Normalize
+	// accepts: a test server lives at most 10 minutes (agent/servers) and
+	// the agent caps any work at 15 minutes, so a longer client could not
+	// finish.
+	MaxExpectedDuration = 10 * time.Minute
 )
 
 // Normalize returns a copy of spec with every default filled in, or an
@@ -73,9 +83,15 @@ const (
 //     at most 65507 for udp_*.
 //   - iperf3: duration 2s (whole seconds 1..300), parallel_streams 1
 //     (1..128), block_size_bytes 0 = iperf3's default (TCP 1..1 MiB, UDP
-//     16..65507: iperf3 3.12's limits), udp_target_bps 1 Gbit/s for UDP (at
-//     most 1 Tbit/s) and must be 0 for TCP.
+//     16..65507: iperf3 3.12's limits), udp_target_bps 1 Gbit/s for UDP and
+//     must be 0 for TCP. udp_target_bps is iperf3's -b, which applies PER
+//     STREAM: the load offered is udp_target_bps x parallel_streams, and
+//     that product must be at most 100 Gbit/s.
 //   - http: timeout 5s (0.1s..60s).
+//
+// Whatever the tool, a spec whose ExpectedDuration exceeds
+// MaxExpectedDuration (10 minutes, the longest a test server lives) is
+// refused, e.g. 32 qperf sizes x (300s + 1s).
 //
 // The params field must match the test (ping for TEST_PING, qperf for
 // TEST_QPERF_*, iperf3 for TEST_IPERF3_*, http for TEST_HTTP) or be unset.
@@ -138,7 +154,43 @@ func Normalize(spec *measurev1.TestSpec) (*measurev1.TestSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d := expectedDuration(out); d > MaxExpectedDuration {
+		return nil, invalid(durationFields(out), "%s = %s expected, longer than the %s a test may last (a test server lives at most %d minutes)",
+			durationTerms(out), seconds(d), seconds(MaxExpectedDuration), MaxExpectedDuration/time.Minute)
+	}
 	return out, nil
+}
+
+// durationFields names the fields that make up a normalized spec's
+// ExpectedDuration, for errors.
+func durationFields(n *measurev1.TestSpec) string {
+	switch Tool(n.GetTest()) {
+	case measurev1.Tool_TOOL_PING:
+		return "ping.count x ping.interval"
+	case measurev1.Tool_TOOL_QPERF:
+		return "qperf.msg_size_bytes x qperf.duration"
+	case measurev1.Tool_TOOL_IPERF3:
+		return "iperf3.duration"
+	default:
+		return "http.timeout"
+	}
+}
+
+// durationTerms writes out how a normalized spec's ExpectedDuration is
+// made, for errors: "32 sizes x (300s + 1s)".
+func durationTerms(n *measurev1.TestSpec) string {
+	switch Tool(n.GetTest()) {
+	case measurev1.Tool_TOOL_PING:
+		p := n.GetPing()
+		return fmt.Sprintf("%d x %s + %s", p.GetCount(), seconds(p.GetInterval().AsDuration()), seconds(pingLinger))
+	case measurev1.Tool_TOOL_QPERF:
+		p := n.GetQperf()
+		return fmt.Sprintf("%d sizes x (%s + %s)", len(p.GetMsgSizeBytes()), seconds(p.GetDuration().AsDuration()), seconds(qperfOverhead))
+	case measurev1.Tool_TOOL_IPERF3:
+		return fmt.Sprintf("%s + %s", seconds(n.GetIperf3().GetDuration().AsDuration()), seconds(iperf3Overhead))
+	default:
+		return seconds(n.GetHttp().GetTimeout().AsDuration())
+	}
 }
 
 // checkKind checks that spec's params, if set, are of the kind want.
@@ -255,8 +307,12 @@ func normalizeIperf3(test measurev1.Test, p *measurev1.Iperf3Params) error {
 	if p.UdpTargetBps == 0 {
 		p.UdpTargetBps = defaultIperf3UDPBps
 	}
-	if p.UdpTargetBps > maxIperf3UDPBps {
-		return invalid("iperf3.udp_target_bps", "%d is above %d", p.UdpTargetBps, uint64(maxIperf3UDPBps))
+	// -b is per stream; parallel_streams is 1..128 here. The division
+	// keeps the product from overflowing.
+	if p.UdpTargetBps > maxIperf3UDPLoad/uint64(p.ParallelStreams) {
+		return invalid("iperf3.udp_target_bps x iperf3.parallel_streams",
+			"%d x %d = %s bit/s is above %d (100 Gbit/s; iperf3's -b applies to each stream)",
+			p.UdpTargetBps, p.ParallelStreams, productString(p.UdpTargetBps, uint64(p.ParallelStreams)), uint64(maxIperf3UDPLoad))
 	}
 	return nil
 }
@@ -292,6 +348,15 @@ func durationField(field string, d *durationpb.Duration, def, lo, hi time.Durati
 	return d, nil
 }
 
+// productString is a x b in decimal, exact even beyond 64 bits.
+func productString(a, b uint64) string {
+	hi, lo := bits.Mul64(a, b)
+	if hi == 0 {
+		return strconv.FormatUint(lo, 10)
+	}
+	return new(big.Int).Mul(new(big.Int).SetUint64(a), new(big.Int).SetUint64(b)).String()
+}
+
 // seconds formats d as decimal seconds: "0.5s", "300s".
 func seconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
@@ -314,22 +379,28 @@ const (
 // message size; iperf3 duration + 2s; http its timeout. It is an estimate
 // for deadlines, not a bound: callers add slack (a qperf client that cannot
 // connect gives up after 5s, per message size). spec is normalized first;
-// the error is Normalize's.
+// the error is Normalize's. It is at most MaxExpectedDuration.
 func ExpectedDuration(spec *measurev1.TestSpec) (time.Duration, error) {
 	n, err := Normalize(spec)
 	if err != nil {
 		return 0, err
 	}
+	return expectedDuration(n), nil
+}
+
+// expectedDuration is ExpectedDuration of a normalized spec. It cannot
+// overflow: counts, sizes and durations are bounded before it is called.
+func expectedDuration(n *measurev1.TestSpec) time.Duration {
 	switch Tool(n.GetTest()) {
 	case measurev1.Tool_TOOL_PING:
 		p := n.GetPing()
-		return time.Duration(p.GetCount())*p.GetInterval().AsDuration() + pingLinger, nil
+		return time.Duration(p.GetCount())*p.GetInterval().AsDuration() + pingLinger
 	case measurev1.Tool_TOOL_QPERF:
 		p := n.GetQperf()
-		return time.Duration(len(p.GetMsgSizeBytes())) * (p.GetDuration().AsDuration() + qperfOverhead), nil
+		return time.Duration(len(p.GetMsgSizeBytes())) * (p.GetDuration().AsDuration() + qperfOverhead)
 	case measurev1.Tool_TOOL_IPERF3:
-		return n.GetIperf3().GetDuration().AsDuration() + iperf3Overhead, nil
+		return n.GetIperf3().GetDuration().AsDuration() + iperf3Overhead
 	default:
-		return n.GetHttp().GetTimeout().AsDuration(), nil
+		return n.GetHttp().GetTimeout().AsDuration()
 	}
 }

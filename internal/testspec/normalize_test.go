@@ -15,6 +15,15 @@ import (
 
 func dur(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
 
+// sizes returns n distinct message sizes: 1..n.
+func sizes(n int) []uint64 {
+	s := make([]uint64, n)
+	for i := range s {
+		s[i] = uint64(i + 1)
+	}
+	return s
+}
+
 func pingSpec(p *measurev1.PingParams) *measurev1.TestSpec {
 	return &measurev1.TestSpec{Test: measurev1.Test_TEST_PING, Params: &measurev1.TestSpec_Ping{Ping: p}}
 }
@@ -76,6 +85,26 @@ func TestNormalizeDefaults(t *testing.T) {
 			name: "iperf3 udp gets 1 Gbit/s",
 			in:   iperf3Spec(measurev1.Test_TEST_IPERF3_UDP, &measurev1.Iperf3Params{BlockSizeBytes: 1400}),
 			want: iperf3Spec(measurev1.Test_TEST_IPERF3_UDP, &measurev1.Iperf3Params{Duration: dur(2 * time.Second), ParallelStreams: 1, BlockSizeBytes: 1400, UdpTargetBps: 1e9}),
+		},
+		{
+			name: "iperf3 udp load at 100 Gbit/s",
+			in:   iperf3Spec(measurev1.Test_TEST_IPERF3_UDP, &measurev1.Iperf3Params{ParallelStreams: 100}),
+			want: iperf3Spec(measurev1.Test_TEST_IPERF3_UDP, &measurev1.Iperf3Params{Duration: dur(2 * time.Second), ParallelStreams: 100, UdpTargetBps: 1e9}),
+		},
+		{
+			name: "iperf3 udp 25 Gbit/s x 4",
+			in:   iperf3Spec(measurev1.Test_TEST_IPERF3_UDP, &measurev1.Iperf3Params{ParallelStreams: 4, UdpTargetBps: 25e9}),
+			want: iperf3Spec(measurev1.Test_TEST_IPERF3_UDP, &measurev1.Iperf3Params{Duration: dur(2 * time.Second), ParallelStreams: 4, UdpTargetBps: 25e9}),
+		},
+		{
+			name: "qperf 2 sizes x 299s: 600s, as long as a server lives",
+			in:   qperfSpec(measurev1.Test_TEST_QPERF_TCP_BW, &measurev1.QperfParams{Duration: dur(299 * time.Second), MsgSizeBytes: sizes(2)}),
+			want: qperfSpec(measurev1.Test_TEST_QPERF_TCP_BW, &measurev1.QperfParams{Duration: dur(299 * time.Second), MsgSizeBytes: sizes(2)}),
+		},
+		{
+			name: "qperf 32 sizes x 17s",
+			in:   qperfSpec(measurev1.Test_TEST_QPERF_TCP_BW, &measurev1.QperfParams{Duration: dur(17 * time.Second), MsgSizeBytes: sizes(32)}),
+			want: qperfSpec(measurev1.Test_TEST_QPERF_TCP_BW, &measurev1.QperfParams{Duration: dur(17 * time.Second), MsgSizeBytes: sizes(32)}),
 		},
 		{
 			name: "http",
@@ -157,7 +186,23 @@ func TestNormalizeErrors(t *testing.T) {
 		{"iperf3 bps on tcp", iperf3Spec(measurev1.Test_TEST_IPERF3_TCP, &measurev1.Iperf3Params{UdpTargetBps: 1000}),
 			"iperf3.udp_target_bps: 1000 is set for iperf3_tcp, a TCP test"},
 		{"iperf3 bps huge", iperf3Spec(measurev1.Test_TEST_IPERF3_UDP, &measurev1.Iperf3Params{UdpTargetBps: 2e12}),
-			"iperf3.udp_target_bps: 2000000000000 is above 1000000000000"},
+			"iperf3.udp_target_bps x iperf3.parallel_streams: 2000000000000 x 1 = 2000000000000 bit/s is above 100000000000 (100 Gbit/s; iperf3's -b applies to each stream)"},
+		// -b is per stream: the load is udp_target_bps x parallel_streams.
+		{"iperf3 udp load", iperf3Spec(measurev1.Test_TEST_IPERF3_UDP, &measurev1.Iperf3Params{UdpTargetBps: 1e9, ParallelStreams: 128}),
+			"iperf3.udp_target_bps x iperf3.parallel_streams: 1000000000 x 128 = 128000000000 bit/s is above 100000000000 (100 Gbit/s; iperf3's -b applies to each stream)"},
+		{"iperf3 udp load default bps", iperf3Spec(measurev1.Test_TEST_IPERF3_UDP, &measurev1.Iperf3Params{ParallelStreams: 101}),
+			"iperf3.udp_target_bps x iperf3.parallel_streams: 1000000000 x 101 = 101000000000 bit/s is above 100000000000 (100 Gbit/s; iperf3's -b applies to each stream)"},
+		{"iperf3 udp load one over", iperf3Spec(measurev1.Test_TEST_IPERF3_UDP, &measurev1.Iperf3Params{UdpTargetBps: 25e9 + 1, ParallelStreams: 4}),
+			"iperf3.udp_target_bps x iperf3.parallel_streams: 25000000001 x 4 = 100000000004 bit/s is above 100000000000 (100 Gbit/s; iperf3's -b applies to each stream)"},
+		{"iperf3 udp load beyond 64 bits", iperf3Spec(measurev1.Test_TEST_IPERF3_UDP, &measurev1.Iperf3Params{UdpTargetBps: 1<<64 - 1, ParallelStreams: 128}),
+			"iperf3.udp_target_bps x iperf3.parallel_streams: 18446744073709551615 x 128 = 2361183241434822606720 bit/s is above 100000000000 (100 Gbit/s; iperf3's -b applies to each stream)"},
+		// A client that cannot finish while its server lives (10 minutes).
+		{"qperf 32 sizes x 300s", qperfSpec(measurev1.Test_TEST_QPERF_TCP_BW, &measurev1.QperfParams{Duration: dur(300 * time.Second), MsgSizeBytes: sizes(32)}),
+			"qperf.msg_size_bytes x qperf.duration: 32 sizes x (300s + 1s) = 9632s expected, longer than the 600s a test may last (a test server lives at most 10 minutes)"},
+		{"qperf 2 sizes x 300s", qperfSpec(measurev1.Test_TEST_QPERF_UDP_LAT, &measurev1.QperfParams{Duration: dur(300 * time.Second), MsgSizeBytes: sizes(2)}),
+			"qperf.msg_size_bytes x qperf.duration: 2 sizes x (300s + 1s) = 602s expected, longer than the 600s a test may last (a test server lives at most 10 minutes)"},
+		{"qperf 32 sizes x 20s", qperfSpec(measurev1.Test_TEST_QPERF_TCP_LAT, &measurev1.QperfParams{Duration: dur(20 * time.Second), MsgSizeBytes: sizes(32)}),
+			"qperf.msg_size_bytes x qperf.duration: 32 sizes x (20s + 1s) = 672s expected, longer than the 600s a test may last (a test server lives at most 10 minutes)"},
 		{"http short", httpSpec(&measurev1.HttpParams{Timeout: dur(50 * time.Millisecond)}), "http.timeout: 0.05s is not in 0.1s..60s"},
 		{"http long", httpSpec(&measurev1.HttpParams{Timeout: dur(61 * time.Second)}), "http.timeout: 61s is not in 0.1s..60s"},
 	}
@@ -187,6 +232,7 @@ func TestExpectedDuration(t *testing.T) {
 		{"qperf 3 sizes", qperfSpec(measurev1.Test_TEST_QPERF_TCP_BW, &measurev1.QperfParams{Duration: dur(time.Second), MsgSizeBytes: []uint64{1, 2, 3}}), 6 * time.Second},
 		{"iperf3", &measurev1.TestSpec{Test: measurev1.Test_TEST_IPERF3_UDP}, 4 * time.Second},
 		{"http", &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP}, 5 * time.Second},
+		{"qperf at the bound", qperfSpec(measurev1.Test_TEST_QPERF_TCP_BW, &measurev1.QperfParams{Duration: dur(299 * time.Second), MsgSizeBytes: []uint64{1, 2}}), MaxExpectedDuration},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +241,9 @@ func TestExpectedDuration(t *testing.T) {
 				t.Errorf("ExpectedDuration = %v, %v; want %v", got, err, tt.want)
 			}
 		})
+	}
+	if d, err := ExpectedDuration(qperfSpec(measurev1.Test_TEST_QPERF_TCP_BW, &measurev1.QperfParams{Duration: dur(300 * time.Second), MsgSizeBytes: sizes(32)})); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ExpectedDuration(32 sizes x 300s) = %v, %v; want ErrInvalid", d, err)
 	}
 	if _, err := ExpectedDuration(&measurev1.TestSpec{}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("ExpectedDuration(unspecified) error = %v, want ErrInvalid", err)

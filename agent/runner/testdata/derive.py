@@ -98,3 +98,52 @@ derive('curl/ok_200.txt', 'curl/derived_http_500.txt', 'http_code replaced by 50
        lambda h, o, e: (h, sub1(r'(?m)^http_code=.*$', 'http_code=500', o), e))
 derive('curl/refused.txt', 'curl/derived_refused_quiet.txt', 'refused without the -v lines (curl 7.88 alone does not say why)',
        lambda h, o, e: (h, o, ''.join(l for l in e.splitlines(True) if not l.startswith('*'))))
+
+
+# Sanity rules (see ParsePing, ParseQperf, ParseIperf3, ParseCurl) and
+# output cut at proc.MaxOutputBytes (the "truncated: true" header).
+def truncated(h):
+    return h + 'truncated: true\n'
+
+
+derive('ping/ok_loopback.txt', 'ping/derived_rtt_out_of_order.txt', 'rtt min and max swapped: min > avg',
+       lambda h, o, e: (h, sub1(r'= 0\.036/0\.043/0\.050/', '= 0.050/0.043/0.036/', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_rtt_absurd.txt', 'rtt max replaced by a 300-digit number',
+       lambda h, o, e: (h, sub1(r'/0\.050/', '/' + '9' * 300 + '/', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_negative_mdev.txt', 'rtt mdev made negative',
+       lambda h, o, e: (h, sub1(r'/0\.005 ms', '/-0.005 ms', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_more_transmitted.txt', '6 packets transmitted where -c 5 was asked',
+       lambda h, o, e: (h, sub1('5 packets transmitted', '6 packets transmitted', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_truncated_8mib.txt', 'stdout cut before the summary, as at proc\'s 8 MiB cap',
+       lambda h, o, e: (truncated(h), o[:o.index('\n---')] + '\n', e))
+derive('qperf/tcp_lat_ok.txt', 'qperf/derived_latency_wrong_unit.txt', 'latency printed as a bandwidth: 12.5 GB/sec',
+       lambda h, o, e: (h, sub1(r'(?m)^(    latency\s+=\s+\S+) us$', r'\1 GB/sec', o), e))
+derive('qperf/tcp_lat_ok.txt', 'qperf/derived_connect_failed_after_block.txt',
+       'a good block and "failed to connect" (as for another size of a loop): the block stands',
+       lambda h, o, e: (h, o, e + '127.0.0.1: failed to connect\n'))
+derive('qperf/tcp_bw_ok.txt', 'qperf/derived_truncated_8mib.txt', 'stdout cut after the header, as at proc\'s 8 MiB cap',
+       lambda h, o, e: (truncated(h), o.split('\n')[0] + '\n', e))
+
+
+def udp_lost_above_packets(h, o, e):
+    i = o.index('"sum_received"')
+    return h, o[:i] + sub1(r'"lost_packets":\s*\d+', '"lost_packets": 9000', o[i:]), e
+
+
+def rate_inconsistent(h, o, e):
+    i = o.index('"sum_received"')
+    return h, o[:i] + sub1(r'"bits_per_second":\s*[0-9.e+]+', '"bits_per_second": 62146703729.4', o[i:]), e
+
+
+derive('iperf3/udp_loss.txt', 'iperf3/derived_udp_lost_above_packets.txt', 'sum_received lost_packets 9000 of 8627 packets',
+       udp_lost_above_packets)
+derive('iperf3/tcp_ok.txt', 'iperf3/derived_rate_inconsistent.txt', 'sum_received bits_per_second tripled: not bytes x 8 / seconds',
+       rate_inconsistent)
+derive('iperf3/tcp_ok.txt', 'iperf3/derived_negative_cpu.txt', 'cpu_utilization_percent host_total made negative',
+       lambda h, o, e: (h, sub1(r'"host_total":\s*', '"host_total": -', o), e))
+derive('iperf3/tcp_ok.txt', 'iperf3/derived_truncated_8mib.txt', 'JSON cut in the middle of end, as at proc\'s 8 MiB cap',
+       lambda h, o, e: (truncated(h), o[:o.index('"sum_sent"') + 40] + '\n', e))
+derive('curl/ok_200.txt', 'curl/derived_hex_time.txt', 'time_total written as a hex float, 0x1p-2',
+       lambda h, o, e: (h, sub1(r'(?m)^time_total=.*$', 'time_total=0x1p-2', o), e))
+derive('curl/ok_200.txt', 'curl/derived_total_before_connect.txt', 'time_total set before time_connect',
+       lambda h, o, e: (h, sub1(r'(?m)^time_total=.*$', 'time_total=0.000400', o), e))

@@ -592,8 +592,9 @@ type QperfParams struct {
 	// duration of each measurement, whole seconds 1..300; zero means 2 s.
 	Duration *durationpb.Duration `protobuf:"bytes,1,opt,name=duration,proto3" json:"duration,omitempty"`
 	// msg_size_bytes lists up to 32 distinct message sizes, each 1..1 GiB
-	// (UDP: ..65507); each size is one qperf run and one result. Empty means
-	// qperf's default: 1 byte for *_lat, 64 KiB for tcp_bw, 32 KiB for udp_bw.
+	// (UDP: ..65507); each size is one qperf run and one result, and the
+	// sizes x (duration + 1 s) must be at most 600 s. Empty means qperf's
+	// default: 1 byte for *_lat, 64 KiB for tcp_bw, 32 KiB for udp_bw.
 	MsgSizeBytes  []uint64 `protobuf:"varint,2,rep,packed,name=msg_size_bytes,json=msgSizeBytes,proto3" json:"msg_size_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -653,8 +654,10 @@ type Iperf3Params struct {
 	// block_size_bytes is -l: 1..1 MiB for TCP, 16..65507 for UDP; 0 means
 	// iperf3's default.
 	BlockSizeBytes uint64 `protobuf:"varint,3,opt,name=block_size_bytes,json=blockSizeBytes,proto3" json:"block_size_bytes,omitempty"`
-	// udp_target_bps is -b for UDP tests in bits per second, up to 1 Tbit/s;
-	// 0 means 1 Gbit/s. Must be 0 for TCP tests.
+	// udp_target_bps is iperf3's -b for UDP tests, in bits per second PER
+	// STREAM: iperf3 applies -b to each of the parallel_streams, so the load
+	// offered is udp_target_bps x parallel_streams, which must be at most
+	// 100 Gbit/s. 0 means 1 Gbit/s per stream. Must be 0 for TCP tests.
 	UdpTargetBps  uint64 `protobuf:"varint,4,opt,name=udp_target_bps,json=udpTargetBps,proto3" json:"udp_target_bps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

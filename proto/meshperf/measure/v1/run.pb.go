@@ -102,7 +102,14 @@ type RunSpec struct {
 	// end with STATUS_AGENT_UNAVAILABLE.
 	Pairs []*NodePair `protobuf:"bytes,3,rep,name=pairs,proto3" json:"pairs,omitempty"`
 	// repeats is the number of samples per test, 1..100; 0 means 1.
-	Repeats       uint32 `protobuf:"varint,4,opt,name=repeats,proto3" json:"repeats,omitempty"`
+	Repeats uint32 `protobuf:"varint,4,opt,name=repeats,proto3" json:"repeats,omitempty"`
+	// max_concurrent_heavy caps the heavy tests (qperf, iperf3) that run at
+	// once across the fabric, so a shared network is not saturated by the
+	// mesh itself; 0 means no cap beyond the rounds (one heavy test per node).
+	MaxConcurrentHeavy uint32 `protobuf:"varint,5,opt,name=max_concurrent_heavy,json=maxConcurrentHeavy,proto3" json:"max_concurrent_heavy,omitempty"`
+	// label names the run for people, e.g. the CNI mode or the change being
+	// tried ("vxlan", "after MTU 9000"); at most 64 printable characters.
+	Label         string `protobuf:"bytes,6,opt,name=label,proto3" json:"label,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -163,6 +170,20 @@ func (x *RunSpec) GetRepeats() uint32 {
 		return x.Repeats
 	}
 	return 0
+}
+
+func (x *RunSpec) GetMaxConcurrentHeavy() uint32 {
+	if x != nil {
+		return x.MaxConcurrentHeavy
+	}
+	return 0
+}
+
+func (x *RunSpec) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
 }
 
 // NodePair is an ordered pair of nodes: the client runs on src_node.
@@ -443,12 +464,14 @@ var File_meshperf_measure_v1_run_proto protoreflect.FileDescriptor
 
 const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x1dmeshperf/measure/v1/run.proto\x12\x13meshperf.measure.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\xbe\x01\n" +
+	"\x1dmeshperf/measure/v1/run.proto\x12\x13meshperf.measure.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\x86\x02\n" +
 	"\aRunSpec\x123\n" +
 	"\x05tests\x18\x01 \x03(\v2\x1d.meshperf.measure.v1.TestSpecR\x05tests\x12/\n" +
 	"\x05paths\x18\x02 \x03(\x0e2\x19.meshperf.measure.v1.PathR\x05paths\x123\n" +
 	"\x05pairs\x18\x03 \x03(\v2\x1d.meshperf.measure.v1.NodePairR\x05pairs\x12\x18\n" +
-	"\arepeats\x18\x04 \x01(\rR\arepeats\"@\n" +
+	"\arepeats\x18\x04 \x01(\rR\arepeats\x120\n" +
+	"\x14max_concurrent_heavy\x18\x05 \x01(\rR\x12maxConcurrentHeavy\x12\x14\n" +
+	"\x05label\x18\x06 \x01(\tR\x05label\"@\n" +
 	"\bNodePair\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x02 \x01(\tR\adstNode\"\xd6\x01\n" +

@@ -1,0 +1,222 @@
+package cli
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+func newCompareCommand(o *options) *cobra.Command {
+	var (
+		failIfWorse float64
+		by          string
+	)
+	cmd := &cobra.Command{
+		Use:   "compare RUN_A RUN_B",
+		Short: "Compare two runs cell by cell: change of the median and Welch's t-test at 95%",
+		Long: `Match the cells of two runs (same node pair, path, test and parameters) and
+print, for each, both medians, the change, Welch's t-test p-value and whether
+the change is significant at 95% (each side needs 2 samples or more: use
+--repeats). A run before and after a tuning, or two CNI modes.
+--by path merges node pairs: per test and path, the samples are the pairs'
+medians, so two runs without repeats still compare with significance.
+With --fail-if-worse PCT the exit status is 1 if any cell is significantly
+worse (throughput down, latency up) by more than PCT percent: a CI gate.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.checkOutput("table", "json", "csv"); err != nil {
+				return err
+			}
+			if by != "pair" && by != "path" {
+				return fmt.Errorf("--by %q: want pair or path", by)
+			}
+			if failIfWorse < 0 || math.IsNaN(failIfWorse) {
+				return fmt.Errorf("--fail-if-worse %v: want a percentage of 0 or more", failIfWorse)
+			}
+			client, closeConn, err := o.dial()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			runA, resA, err := fetchRun(cmd.Context(), o, client, args[0])
+			if err != nil {
+				return err
+			}
+			runB, resB, err := fetchRun(cmd.Context(), o, client, args[1])
+			if err != nil {
+				return err
+			}
+			cellsA, cellsB := report.Cells(resA), report.Cells(resB)
+			if by == "path" {
+				cellsA, cellsB = report.ByPath(cellsA), report.ByPath(cellsB)
+			}
+			deltas := report.Compare(cellsA, cellsB)
+			switch o.output {
+			case "json":
+				err = printDeltasJSON(o, deltas)
+			case "csv":
+				err = printDeltasCSV(o, deltas)
+			default:
+				printDeltas(o, runA, runB, deltas)
+			}
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("fail-if-worse") {
+				var worse []string
+				for _, d := range deltas {
+					if d.WorseBy(failIfWorse) {
+						worse = append(worse, deltaTitle(d))
+					}
+				}
+				if len(worse) > 0 {
+					fmt.Fprintf(o.stderr, "%d cell(s) significantly worse by more than %g%%: %s\n", len(worse), failIfWorse, strings.Join(worse, "; "))
+					return &ExitError{Code: 1, Err: fmt.Errorf("%d cell(s) worse by more than %g%%", len(worse), failIfWorse)}
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Float64Var(&failIfWorse, "fail-if-worse", 0, "exit 1 if a cell is significantly worse by more than this many percent")
+	cmd.Flags().StringVar(&by, "by", "pair", "cells to compare: pair (each node pair; needs --repeats 2+) or path (node pairs as samples)")
+	return cmd
+}
+
+func deltaTitle(d report.Delta) string {
+	t := testspec.Name(d.Key.Test)
+	if d.Label != "" {
+		t += " " + d.Label
+	}
+	return fmt.Sprintf("%s %s %s->%s", t, testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst)
+}
+
+func printDeltas(o *options, a, b *measurev1.Run, deltas []report.Delta) {
+	fmt.Fprintf(o.stdout, "A: run %s %s\nB: run %s %s\n\n", a.GetRunId(), labelOf(a), b.GetRunId(), labelOf(b))
+	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEST\tPATH\tSRC\tDST\tA MEDIAN\tB MEDIAN\tCHANGE\tP\tVERDICT")
+	worse, better := 0, 0
+	for _, d := range deltas {
+		med := func(c *report.Cell) string {
+			if c == nil || len(c.Samples) == 0 {
+				return "-"
+			}
+			return report.FormatHeadline(d.Key.Test, c.Stats.Median) + fmt.Sprintf(" (n=%d)", c.Stats.N)
+		}
+		change, p := "-", "-"
+		if !math.IsNaN(d.MedianChange) {
+			change = fmt.Sprintf("%+.1f%%", 100*d.MedianChange)
+		}
+		verdict := "not tested"
+		if d.Tested {
+			p = fmt.Sprintf("%.3g", d.Test.P)
+			switch {
+			case d.Worse:
+				verdict, worse = "WORSE", worse+1
+			case d.Better:
+				verdict, better = "better", better+1
+			default:
+				verdict = "same"
+			}
+		}
+		title := testspec.Name(d.Key.Test)
+		if d.Label != "" {
+			title += " " + d.Label
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", title, testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst,
+			med(d.A), med(d.B), change, p, verdict)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(o.stdout, "\n%d cells: %d significantly worse, %d significantly better (Welch's t-test, 95%%)\n", len(deltas), worse, better)
+}
+
+func printDeltasJSON(o *options, deltas []report.Delta) error {
+	type side struct {
+		N      int      `json:"n"`
+		Median *float64 `json:"median,omitempty"`
+		Mean   *float64 `json:"mean,omitempty"`
+	}
+	type row struct {
+		Test         string   `json:"test"`
+		Params       string   `json:"params"`
+		Path         string   `json:"path"`
+		Src          string   `json:"src_node"`
+		Dst          string   `json:"dst_node"`
+		Unit         string   `json:"unit"`
+		A            *side    `json:"a"`
+		B            *side    `json:"b"`
+		MedianChange *float64 `json:"median_change_ratio,omitempty"`
+		P            *float64 `json:"p_value,omitempty"`
+		Significant  bool     `json:"significant"`
+		Worse        bool     `json:"worse"`
+		Better       bool     `json:"better"`
+	}
+	mk := func(c *report.Cell) *side {
+		if c == nil {
+			return nil
+		}
+		s := &side{N: c.Stats.N}
+		if c.Stats.N > 0 {
+			s.Median, s.Mean = &c.Stats.Median, &c.Stats.Mean
+		}
+		return s
+	}
+	rows := []row{}
+	for _, d := range deltas {
+		r := row{Test: testspec.Name(d.Key.Test), Params: d.Key.Params, Path: testspec.PathName(d.Key.Path), Src: d.Key.Src, Dst: d.Key.Dst,
+			Unit: unitOf(d.Key.Test), A: mk(d.A), B: mk(d.B), Significant: d.Tested && d.Test.Significant, Worse: d.Worse, Better: d.Better}
+		if !math.IsNaN(d.MedianChange) {
+			r.MedianChange = &d.MedianChange
+		}
+		if d.Tested {
+			r.P = &d.Test.P
+		}
+		rows = append(rows, r)
+	}
+	enc := json.NewEncoder(o.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{"cells": rows})
+}
+
+func printDeltasCSV(o *options, deltas []report.Delta) error {
+	w := csv.NewWriter(o.stdout)
+	_ = w.Write([]string{"test", "params", "path", "src_node", "dst_node", "unit", "a_n", "a_median", "b_n", "b_median", "median_change_ratio", "p_value", "significant", "verdict"})
+	f := func(v float64, ok bool) string {
+		if !ok || math.IsNaN(v) {
+			return ""
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	for _, d := range deltas {
+		an, am, bn, bm := 0, "", 0, ""
+		if d.A != nil {
+			an, am = d.A.Stats.N, f(d.A.Stats.Median, d.A.Stats.N > 0)
+		}
+		if d.B != nil {
+			bn, bm = d.B.Stats.N, f(d.B.Stats.Median, d.B.Stats.N > 0)
+		}
+		verdict := "same"
+		switch {
+		case !d.Tested:
+			verdict = "not tested"
+		case d.Worse:
+			verdict = "worse"
+		case d.Better:
+			verdict = "better"
+		}
+		_ = w.Write([]string{testspec.Name(d.Key.Test), d.Key.Params, testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst, unitOf(d.Key.Test),
+			strconv.Itoa(an), am, strconv.Itoa(bn), bm, f(d.MedianChange, true), f(d.Test.P, d.Tested),
+			strconv.FormatBool(d.Tested && d.Test.Significant), verdict})
+	}
+	w.Flush()
+	return w.Error()
+}

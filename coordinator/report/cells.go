@@ -1,0 +1,148 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/prototext"
+
+	"github.com/meshperf/meshperf/coordinator/stats"
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// CellKey identifies a cell: what was measured, where, and how. Two results
+// with the same key are samples of the same thing.
+type CellKey struct {
+	// Src and Dst are the client's and the server's node.
+	Src, Dst string
+	// Path is the path.
+	Path measurev1.Path
+	// Test is the test.
+	Test measurev1.Test
+	// Params is the canonical text of the test's parameters (message size,
+	// duration, streams, ...): different parameters, different cell.
+	Params string
+}
+
+// Cell is the samples of one CellKey and their statistics.
+type Cell struct {
+	CellKey
+	// Label is a short form of the parameters that tell cells of one test
+	// apart in a table: the qperf message size, the iperf3 streams and block
+	// size; "" when the defaults of the test.
+	Label string
+	// MsgSizeBytes is the qperf message size of the cell; 0 for other tools.
+	MsgSizeBytes uint64
+	// Samples are the headline figures (Headline) of the OK results, in
+	// base units, in result order.
+	Samples []float64
+	// Failed counts the results that are not samples, by status (a busy or
+	// failed run is never a number in the statistics).
+	Failed map[measurev1.Status]int
+	// Stats summarizes Samples; valid when len(Samples) > 0.
+	Stats stats.Summary
+}
+
+// Cells groups results into cells, sorted by test, parameters, path,
+// source and destination.
+func Cells(results []*measurev1.Result) []*Cell {
+	byKey := map[CellKey]*Cell{}
+	for _, r := range results {
+		k := KeyOf(r)
+		c := byKey[k]
+		if c == nil {
+			c = &Cell{CellKey: k, Label: Label(r.GetSpec()), Failed: map[measurev1.Status]int{}}
+			if sizes := r.GetSpec().GetQperf().GetMsgSizeBytes(); len(sizes) == 1 {
+				c.MsgSizeBytes = sizes[0]
+			}
+			byKey[k] = c
+		}
+		if r.GetStatus() == measurev1.Status_STATUS_OK && r.GetMetrics() != nil {
+			c.Samples = append(c.Samples, Headline(r))
+		} else {
+			c.Failed[r.GetStatus()]++
+		}
+	}
+	out := make([]*Cell, 0, len(byKey))
+	for _, c := range byKey {
+		if len(c.Samples) > 0 {
+			c.Stats, _ = stats.Summarize(c.Samples) // headlines are finite: the runner refuses others
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *Cell) int {
+		return cmp.Or(cmp.Compare(a.Test, b.Test), cmp.Compare(a.MsgSizeBytes, b.MsgSizeBytes), cmp.Compare(a.Params, b.Params),
+			cmp.Compare(a.Path, b.Path), cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst))
+	})
+	return out
+}
+
+// KeyOf returns the cell a result belongs to.
+func KeyOf(r *measurev1.Result) CellKey {
+	return CellKey{Src: r.GetSrcNode(), Dst: r.GetDstNode(), Path: r.GetPath(), Test: r.GetSpec().GetTest(), Params: ParamsKey(r.GetSpec())}
+}
+
+// ParamsKey is the canonical text of a spec's parameters.
+func ParamsKey(spec *measurev1.TestSpec) string {
+	var b []byte
+	switch p := spec.GetParams().(type) {
+	case *measurev1.TestSpec_Ping:
+		b, _ = prototext.MarshalOptions{}.Marshal(p.Ping)
+	case *measurev1.TestSpec_Qperf:
+		b, _ = prototext.MarshalOptions{}.Marshal(p.Qperf)
+	case *measurev1.TestSpec_Iperf3:
+		b, _ = prototext.MarshalOptions{}.Marshal(p.Iperf3)
+	case *measurev1.TestSpec_Http:
+		b, _ = prototext.MarshalOptions{}.Marshal(p.Http)
+	}
+	return strings.Join(strings.Fields(string(b)), " ")
+}
+
+// Label is the short form of the parameters a sweep varies: "64B" for a
+// qperf message size, "P4" or "P4 128KiB" for iperf3 streams and block
+// size; "" otherwise.
+func Label(spec *measurev1.TestSpec) string {
+	switch p := spec.GetParams().(type) {
+	case *measurev1.TestSpec_Qperf:
+		if sizes := p.Qperf.GetMsgSizeBytes(); len(sizes) == 1 {
+			return FormatBytes(sizes[0])
+		}
+	case *measurev1.TestSpec_Iperf3:
+		l := fmt.Sprintf("P%d", max(p.Iperf3.GetParallelStreams(), 1))
+		if b := p.Iperf3.GetBlockSizeBytes(); b > 0 {
+			l += " " + FormatBytes(b)
+		}
+		return l
+	}
+	return ""
+}
+
+// Title is the name of a test with its label: "qperf_tcp_lat 64B".
+func (c *Cell) Title() string {
+	if c.Label == "" {
+		return testspec.Name(c.Test)
+	}
+	return testspec.Name(c.Test) + " " + c.Label
+}
+
+// FailedCount is the number of results that are not samples.
+func (c *Cell) FailedCount() int {
+	n := 0
+	for _, k := range c.Failed {
+		n += k
+	}
+	return n
+}
+
+// HigherIsBetter reports whether a larger headline figure of test is an
+// improvement (throughput) rather than a degradation (latency, time).
+func HigherIsBetter(test measurev1.Test) bool {
+	switch test {
+	case measurev1.Test_TEST_QPERF_TCP_BW, measurev1.Test_TEST_QPERF_UDP_BW, measurev1.Test_TEST_IPERF3_TCP, measurev1.Test_TEST_IPERF3_UDP:
+		return true
+	}
+	return false
+}

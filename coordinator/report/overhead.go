@@ -1,0 +1,208 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// Matrix is one test (with its parameters) on one path: the median of
+// every node pair's cell, source by destination.
+type Matrix struct {
+	// Test is the test.
+	Test measurev1.Test
+	// Params is the canonical text of its parameters, as in CellKey.
+	Params string
+	// Label is their short form, as in Cell.
+	Label string
+	// MsgSizeBytes is the qperf message size; 0 for other tools.
+	MsgSizeBytes uint64
+	// Path is the path.
+	Path measurev1.Path
+	// Nodes are the row and column names, sorted.
+	Nodes []string
+	// Cells maps [src][dst] to the cell; a missing pair is absent.
+	Cells map[string]map[string]*Cell
+}
+
+// Matrices arranges cells by test, parameters and path.
+func Matrices(cells []*Cell) []*Matrix {
+	type key struct {
+		test   measurev1.Test
+		params string
+		path   measurev1.Path
+	}
+	byKey := map[key]*Matrix{}
+	var order []key
+	for _, c := range cells {
+		k := key{c.Test, c.Params, c.Path}
+		m := byKey[k]
+		if m == nil {
+			m = &Matrix{Test: c.Test, Params: c.Params, Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Path: c.Path, Cells: map[string]map[string]*Cell{}}
+			byKey[k] = m
+			order = append(order, k)
+		}
+		for _, n := range []string{c.Src, c.Dst} {
+			if !slices.Contains(m.Nodes, n) {
+				m.Nodes = append(m.Nodes, n)
+			}
+		}
+		if m.Cells[c.Src] == nil {
+			m.Cells[c.Src] = map[string]*Cell{}
+		}
+		m.Cells[c.Src][c.Dst] = c
+	}
+	out := make([]*Matrix, 0, len(order))
+	for _, k := range order {
+		m := byKey[k]
+		slices.Sort(m.Nodes)
+		out = append(out, m)
+	}
+	return out
+}
+
+// Title names the matrix: "qperf_tcp_lat 64B, pod-pod".
+func (m *Matrix) Title() string {
+	t := testspec.Name(m.Test)
+	if m.Label != "" {
+		t += " " + m.Label
+	}
+	return t + ", " + testspec.PathName(m.Path)
+}
+
+// Overhead is how a path compares with the host->host baseline for one
+// test: per node pair, the ratio of the path's median to host->host's
+// median on the same pair; then the median of those ratios.
+type Overhead struct {
+	// Test is the test.
+	Test measurev1.Test
+	// Params is the canonical text of its parameters, as in CellKey.
+	Params string
+	// Label is their short form, as in Cell.
+	Label string
+	// MsgSizeBytes is the qperf message size; 0 for other tools.
+	MsgSizeBytes uint64
+	// Path is the path compared with host->host.
+	Path measurev1.Path
+	// Ratio is the median over pairs of median(path)/median(host->host).
+	Ratio float64
+	// Pairs is the number of node pairs both paths have samples for.
+	Pairs int
+}
+
+// Change is Ratio as a relative change: -0.09 is 9% less than the host.
+func (o Overhead) Change() float64 { return o.Ratio - 1 }
+
+// Words says the overhead as an operator does: "bandwidth -9%" for
+// throughput tests, "latency x1.5" for latency and time.
+func (o Overhead) Words() string {
+	if HigherIsBetter(o.Test) {
+		return fmt.Sprintf("bandwidth %+.0f%%", 100*o.Change())
+	}
+	return fmt.Sprintf("latency x%.2g", o.Ratio)
+}
+
+// Overheads computes, for every test and path other than host->host, the
+// overhead against host->host. Paths without a baseline pair are left out.
+func Overheads(cells []*Cell) []Overhead {
+	type key struct {
+		test   measurev1.Test
+		params string
+	}
+	base := map[key]map[[2]string]float64{}
+	for _, c := range cells {
+		if c.Path == measurev1.Path_PATH_HOST_TO_HOST && len(c.Samples) > 0 && c.Stats.Median > 0 {
+			k := key{c.Test, c.Params}
+			if base[k] == nil {
+				base[k] = map[[2]string]float64{}
+			}
+			base[k][[2]string{c.Src, c.Dst}] = c.Stats.Median
+		}
+	}
+	type okey struct {
+		key
+		path measurev1.Path
+	}
+	ratios := map[okey][]float64{}
+	labels := map[okey]string{}
+	sizes := map[okey]uint64{}
+	for _, c := range cells {
+		if c.Path == measurev1.Path_PATH_HOST_TO_HOST || len(c.Samples) == 0 {
+			continue
+		}
+		k := key{c.Test, c.Params}
+		b, ok := base[k][[2]string{c.Src, c.Dst}]
+		if !ok {
+			continue
+		}
+		ok2 := okey{k, c.Path}
+		ratios[ok2] = append(ratios[ok2], c.Stats.Median/b)
+		labels[ok2], sizes[ok2] = c.Label, c.MsgSizeBytes
+	}
+	out := make([]Overhead, 0, len(ratios))
+	for k, rs := range ratios {
+		out = append(out, Overhead{Test: k.test, Params: k.params, Label: labels[k], MsgSizeBytes: sizes[k], Path: k.path, Ratio: median(rs), Pairs: len(rs)})
+	}
+	slices.SortFunc(out, func(a, b Overhead) int {
+		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Test, b.Test), cmp.Compare(a.MsgSizeBytes, b.MsgSizeBytes), cmp.Compare(a.Params, b.Params))
+	})
+	return out
+}
+
+// Sentences says, per path, how it compares with the host network in one
+// line: "pod->pod over vxlan: bandwidth -9% against host, latency x1.5".
+// Bandwidth comes from the first throughput test of iperf3 TCP, qperf
+// tcp_bw, iperf3 UDP, qperf udp_bw that the path has; latency from qperf
+// tcp_lat, ping, qperf udp_lat, HTTP; with several parameters (a sweep),
+// the median of their ratios. label (the run's label, e.g. the CNI mode) is
+// added when not empty.
+func Sentences(overheads []Overhead, label string) []string {
+	prefer := []measurev1.Test{
+		measurev1.Test_TEST_IPERF3_TCP, measurev1.Test_TEST_QPERF_TCP_BW, measurev1.Test_TEST_IPERF3_UDP, measurev1.Test_TEST_QPERF_UDP_BW,
+		measurev1.Test_TEST_QPERF_TCP_LAT, measurev1.Test_TEST_PING, measurev1.Test_TEST_QPERF_UDP_LAT, measurev1.Test_TEST_HTTP,
+	}
+	type key struct {
+		path measurev1.Path
+		test measurev1.Test
+	}
+	ratios := map[key][]float64{}
+	var paths []measurev1.Path
+	for _, o := range overheads {
+		if math.IsNaN(o.Ratio) {
+			continue
+		}
+		if !slices.Contains(paths, o.Path) {
+			paths = append(paths, o.Path)
+		}
+		k := key{o.Path, o.Test}
+		ratios[k] = append(ratios[k], o.Ratio)
+	}
+	slices.Sort(paths)
+	var lines []string
+	for _, p := range paths {
+		var parts []string
+		for _, wantBW := range []bool{true, false} {
+			for _, t := range prefer {
+				if rs := ratios[key{p, t}]; HigherIsBetter(t) == wantBW && len(rs) > 0 {
+					parts = append(parts, Overhead{Test: t, Ratio: median(rs)}.Words())
+					break
+				}
+			}
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		name := strings.Replace(testspec.PathName(p), "-", "->", 1)
+		if label != "" {
+			name += " over " + label
+		}
+		parts[0] += " against host"
+		lines = append(lines, fmt.Sprintf("%s: %s", name, strings.Join(parts, ", ")))
+	}
+	return lines
+}
