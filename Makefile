@@ -12,12 +12,12 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-# Lab size, CNI mode, namespace prefix and trigger arguments for `make
-# demo` (two demos at once need two prefixes). One-second
-# qperf/iperf3 runs keep the 3-node mesh (72 heavy tests, one at a time)
-# around a minute and a half.
+# Lab size, CNI modes (measured in turn, then compared), namespace prefix
+# and trigger arguments for `make demo` (two demos at once need two
+# prefixes). One-second qperf/iperf3 runs keep each 3-node mesh (72 heavy
+# tests, one at a time) around a minute and a half.
 NODES     ?= 3
-MODE      ?= host-gw
+MODES     ?= host-gw,vxlan
 PREFIX    ?= mpdemo
 DEMO_ARGS ?= --trigger-arg=--duration=1s
 
@@ -38,8 +38,8 @@ test: deps ## Run every test (as root: lab and end-to-end tests build network na
 	go test -count=1 ./...
 
 .PHONY: demo
-demo: deps build ## Full mesh on a local lab (root): up, measure, print, down.
-	$(BIN)/meshlab demo --bin $(BIN) --prefix $(PREFIX) --nodes $(NODES) --mode $(MODE) $(DEMO_ARGS)
+demo: deps build ## Full mesh on a local lab per CNI mode, then compare (root).
+	$(BIN)/meshlab demo --bin $(BIN) --prefix $(PREFIX) --nodes $(NODES) --modes $(MODES) $(DEMO_ARGS)
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Install the pinned code generators.

@@ -33,7 +33,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	cmd := labcli.NewCommand(cluster.NewDemoCommand())
+	cmd := labcli.NewCommand(cluster.NewDemoCommand(), cluster.NewBenchCommand())
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)

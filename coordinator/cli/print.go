@@ -336,3 +336,45 @@ func dash(s string) string {
 	}
 	return s
 }
+
+func newRunsCommand(o *options) *cobra.Command {
+	var limit uint32
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List the newest runs: ID, label, state, progress",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			client, closeConn, err := o.dial()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			ctx, cancel := o.call(cmd.Context())
+			defer cancel()
+			resp, err := client.ListRuns(ctx, &meshv1.ListRunsRequest{Limit: limit})
+			if err != nil {
+				return fmt.Errorf("list runs: %w", err)
+			}
+			if o.output == "json" {
+				return o.printJSON(resp)
+			}
+			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tLABEL\tSTATE\tTESTS\tFAILED\tROUNDS\tSTARTED\tTOOK")
+			for _, r := range resp.GetRuns() {
+				took := "-"
+				if r.GetEndTime() != nil {
+					took = r.GetEndTime().AsTime().Sub(r.GetCreateTime().AsTime()).Round(100 * time.Millisecond).String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n", r.GetRunId(), dash(r.GetSpec().GetLabel()), report.StateName(r.GetState()),
+					r.GetTestsDone(), r.GetTestsPlanned(), r.GetTestsFailed(), r.GetRounds(),
+					r.GetCreateTime().AsTime().Local().Format(time.DateTime), took)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().Uint32Var(&limit, "limit", 20, "most runs to list, newest first")
+	return cmd
+}

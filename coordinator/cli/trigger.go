@@ -25,9 +25,9 @@ func newTriggerCommand(o *options) *cobra.Command {
 		Long: `Start a run (by default the full mesh of every ordered node pair, on the
 paths host-host, host-pod, pod-pod and pod-service, with ping, qperf tcp_lat
 and tcp_bw, iperf3 TCP and HTTP), print its run ID, show progress while it
-runs, then print one row per node pair and path. Heavy tests (qperf,
-iperf3) run in rounds in which no node is in two of them; ping and HTTP run
-beside them. The last line reads "N/N pair-paths OK"; the exit status is 1
+runs, then print one row per node pair and path. Ping and HTTP run first;
+then the heavy tests (qperf, iperf3) in rounds in which no node is in two
+of them. The last line reads "N/N pair-paths OK"; the exit status is 1
 if any pair-path failed or is missing. Then: coordinator report RUN_ID,
 compare RUN_A RUN_B, plot RUN_ID --out run.png.`,
 		Args: cobra.NoArgs,

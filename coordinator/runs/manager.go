@@ -15,6 +15,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -231,9 +232,10 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measur
 	if err != nil {
 		return nil, err
 	}
+	arr := schedule.Arrange(planned)
 	run := &measurev1.Run{
 		RunId: ulid.Make().String(), Spec: spec, State: measurev1.RunState_RUN_STATE_RUNNING,
-		CreateTime: timestamppb.Now(), Planned: planned, TestsPlanned: uint32(len(planned)),
+		CreateTime: timestamppb.Now(), Planned: planned, TestsPlanned: uint32(len(planned)), Rounds: uint32(len(arr.Rounds)),
 	}
 	if err := m.cfg.Store.CreateRun(ctx, run); err != nil {
 		return nil, fmt.Errorf("store run: %w", err)
@@ -246,7 +248,7 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measur
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		m.execute(m.base, a)
+		m.execute(m.base, a, arr)
 	}()
 	return proto.CloneOf(run), nil
 }
@@ -315,31 +317,30 @@ func ended(s measurev1.RunState) bool {
 // summary is a copy of run's header without its planned tests and spec:
 // small, whatever the run's size.
 func summary(run *measurev1.Run) *measurev1.Run {
-	return &measurev1.Run{
-		RunId: run.GetRunId(), State: run.GetState(), Message: run.GetMessage(),
-		CreateTime: run.GetCreateTime(), EndTime: run.GetEndTime(), TestsDone: run.GetTestsDone(),
-		TestsFailed: run.GetTestsFailed(), TestsPlanned: run.GetTestsPlanned(),
-	}
+	s := &measurev1.Run{}
+	sr := s.ProtoReflect()
+	run.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if name := fd.Name(); name != "planned" && name != "spec" {
+			sr.Set(fd, v)
+		}
+		return true
+	})
+	return proto.CloneOf(s) // deep: the run goes on changing
 }
 
 // lightJitter bounds the random delay before each light test, so that the
 // agents of a mesh do not all probe in step.
 const lightJitter = 100 * time.Millisecond
 
-// execute runs a's tests as schedule.Arrange lays them out: light tests
-// beside everything (at most the Gate's limit per node, each after a small
-// random delay), heavy tests round by round, every slot of a round at
-// once (up to the spec's max_concurrent_heavy), a round ending with its
-// last slot.
-func (m *Manager) execute(ctx context.Context, a *active) {
+// execute runs a's tests as schedule.Arrange lays them out: first the
+// light tests (at most the Gate's limit per node, each after a small random
+// delay), so that latency probes see an idle network rather than one a
+// bandwidth test saturates; then the heavy tests round by round, every slot
+// of a round at once (up to the spec's max_concurrent_heavy), a round ending
+// with its last slot.
+func (m *Manager) execute(ctx context.Context, a *active, arr schedule.Arrangement) {
 	runID := a.run.GetRunId()
-	arr := schedule.Arrange(a.run.GetPlanned())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		m.runLight(ctx, a, arr.Light)
-	}()
+	m.runLight(ctx, a, arr.Light)
 	var limit chan struct{}
 	if c := a.run.GetSpec().GetMaxConcurrentHeavy(); c > 0 {
 		limit = make(chan struct{}, c)
@@ -359,7 +360,6 @@ func (m *Manager) execute(ctx context.Context, a *active) {
 		}
 		slots.Wait()
 	}
-	wg.Wait()
 	m.finish(a, ctx.Err())
 }
 

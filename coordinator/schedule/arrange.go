@@ -19,7 +19,8 @@ type Slot struct {
 // Arrangement is how a run's tests are laid out in time.
 type Arrangement struct {
 	// Light are the tests that neither need a server nor load the link
-	// (ping, HTTP): they may run beside anything, bounded per node.
+	// (ping, HTTP): they run first, bounded per node, while no heavy test
+	// loads the network they measure.
 	Light []*measurev1.PlannedTest
 	// Rounds hold the heavy tests (qperf, iperf3): within a round every
 	// node is in at most one slot, as client or server; a round ends when

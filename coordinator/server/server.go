@@ -132,6 +132,22 @@ func (s *Server) ListAgents(context.Context, *meshv1.ListAgentsRequest) (*meshv1
 	return &meshv1.ListAgentsResponse{Agents: s.cfg.Registry.Agents()}, nil
 }
 
+// ListRuns returns the newest run headers.
+func (s *Server) ListRuns(ctx context.Context, req *meshv1.ListRunsRequest) (*meshv1.ListRunsResponse, error) {
+	limit := int(req.GetLimit())
+	switch {
+	case limit == 0:
+		limit = 20
+	case limit > 1000:
+		return nil, status.Errorf(codes.InvalidArgument, "limit %d is above 1000", limit)
+	}
+	runs, err := s.cfg.Store.RecentRuns(ctx, limit)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &meshv1.ListRunsResponse{Runs: runs}, nil
+}
+
 // grpcError maps domain errors, wrapped or not, to gRPC status codes.
 func grpcError(err error) error {
 	code := codes.Internal

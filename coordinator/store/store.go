@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -162,13 +163,18 @@ func (s *Store) PutRun(ctx context.Context, run *measurev1.Run) error {
 	})
 }
 
-// header is run without its planned tests (a shallow copy).
+// header is run without its planned tests (a shallow copy of every other
+// field, so a field added to Run is never forgotten here).
 func header(run *measurev1.Run) *measurev1.Run {
-	return &measurev1.Run{
-		RunId: run.GetRunId(), Spec: run.GetSpec(), State: run.GetState(), Message: run.GetMessage(),
-		CreateTime: run.GetCreateTime(), EndTime: run.GetEndTime(), TestsDone: run.GetTestsDone(),
-		TestsFailed: run.GetTestsFailed(), TestsPlanned: run.GetTestsPlanned(),
-	}
+	h := &measurev1.Run{}
+	hr := h.ProtoReflect()
+	run.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Name() != "planned" {
+			hr.Set(fd, v)
+		}
+		return true
+	})
+	return h
 }
 
 // GetRun reads a run with its planned tests; the error wraps ErrNotFound
@@ -218,6 +224,27 @@ func (s *Store) Runs(ctx context.Context, states ...measurev1.RunState) ([]*meas
 			}
 			return nil
 		})
+	})
+	return runs, err
+}
+
+// RecentRuns returns the headers of the newest limit runs, newest first
+// (run IDs are ULIDs: key order is creation order).
+func (s *Store) RecentRuns(ctx context.Context, limit int) ([]*measurev1.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var runs []*measurev1.Run
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRuns).Cursor()
+		for k, v := c.Last(); k != nil && len(runs) < limit; k, v = c.Prev() {
+			run := &measurev1.Run{}
+			if err := proto.Unmarshal(v, run); err != nil {
+				return fmt.Errorf("decode run %s: %w", k, err)
+			}
+			runs = append(runs, run)
+		}
+		return nil
 	})
 	return runs, err
 }

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,18 +9,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/deploy/lab"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 // DemoConfig configures Demo.
 type DemoConfig struct {
-	// Lab is the lab to build; its Prefix defaults to "mpdemo".
+	// Lab is the lab to build; its Prefix defaults to "mpdemo" and its Mode
+	// is set from Modes.
 	Lab lab.Config
+	// Modes are the CNI modes to measure one after the other, on the same
+	// node names and into the same store; empty means host-gw then vxlan.
+	Modes []lab.Mode
 	// BinDir holds the agent and coordinator binaries.
 	BinDir string
 	// TriggerArgs are extra arguments for `coordinator trigger`.
@@ -34,120 +38,167 @@ type DemoConfig struct {
 // the report says which.
 var ErrDemoFailed = errors.New("some pair-paths failed")
 
-// Demo is the main job on a machine without a cluster: it brings a lab up,
-// starts the coordinator and an agent per node in it, triggers the full
-// mesh with `coordinator trigger` (whose report it prints), tears
-// everything down, also when ctx is canceled, and prints trigger's verdict
-// ("N/N pair-paths OK") again as its very last line. It returns
-// ErrDemoFailed if the verdict is not all OK.
+// Demo is the main job on a machine without a cluster. For each mode it
+// brings a lab up, starts the coordinator and an agent per node in it
+// (one store for all modes), triggers the full mesh with `coordinator
+// trigger` (whose table it prints) labelled with the mode, and tears the
+// lab down, also when ctx is canceled. With two modes or more it prints
+// `coordinator compare --by path` between the first and the last. Its last
+// line is the verdict over every run: "N/N pair-paths OK" (or how many
+// failed), and it returns ErrDemoFailed if any pair-path failed.
 func Demo(ctx context.Context, cfg DemoConfig) error {
-	last := &lastLine{w: cfg.Stdout}
-	cfg.Stdout = last
-	err := demo(ctx, cfg)
-	if v := last.String(); v != "" {
-		fmt.Fprintln(last.w, v)
-	}
-	return err
-}
-
-// lastLine passes writes through and remembers the last complete line.
-type lastLine struct {
-	w       io.Writer
-	partial []byte
-	last    string
-}
-
-func (l *lastLine) Write(b []byte) (int, error) {
-	l.partial = append(l.partial, b...)
-	for {
-		i := bytes.IndexByte(l.partial, '\n')
-		if i < 0 {
-			break
-		}
-		if line := strings.TrimSpace(string(l.partial[:i])); line != "" {
-			l.last = line
-		}
-		l.partial = l.partial[i+1:]
-	}
-	return l.w.Write(b)
-}
-
-func (l *lastLine) String() string { return l.last }
-
-func demo(ctx context.Context, cfg DemoConfig) (err error) {
 	if cfg.Lab.Prefix == "" {
 		cfg.Lab.Prefix = "mpdemo"
 	}
-	say := func(format string, args ...any) { fmt.Fprintf(cfg.Stderr, "==> "+format+"\n", args...) }
-	cleanupCtx := context.WithoutCancel(ctx)
-
-	l, err := lab.Up(ctx, cfg.Lab)
-	if err != nil {
-		return fmt.Errorf("lab up: %w", err)
+	if len(cfg.Modes) == 0 {
+		cfg.Modes = []lab.Mode{lab.ModeHostGW, lab.ModeVXLAN}
 	}
-	say("lab %s: %d nodes, %s (network namespaces only; nothing leaves this machine)", l.Prefix, len(l.Nodes), l.Mode)
-	defer func() {
-		say("lab down")
-		if derr := lab.Down(cleanupCtx, cfg.Lab.Prefix, nil); derr != nil {
-			err = errors.Join(err, fmt.Errorf("lab down: %w", derr))
-		}
-	}()
 	work, err := os.MkdirTemp("", "meshperf-demo-")
 	if err != nil {
 		return err
 	}
-	c, err := New(Config{Lab: l, BinDir: cfg.BinDir, WorkDir: work, Logger: slog.New(slog.DiscardHandler)})
+	d := &demo{cfg: cfg, work: work}
+	var runs []string
+	for i, mode := range cfg.Modes {
+		runID, err := d.mode(ctx, mode, i == len(cfg.Modes)-1, runs)
+		if err != nil {
+			d.say("logs kept in %s", filepath.Join(work, "logs"))
+			return err
+		}
+		runs = append(runs, runID)
+	}
+	_ = os.RemoveAll(work)
+	line := fmt.Sprintf("%d/%d pair-paths OK", d.ok, d.total)
+	if d.ok != d.total {
+		line += fmt.Sprintf(", %d failed", d.total-d.ok)
+	}
+	fmt.Fprintln(cfg.Stdout, line)
+	if d.ok != d.total {
+		return ErrDemoFailed
+	}
+	return nil
+}
+
+// demo is one Demo's state across modes.
+type demo struct {
+	cfg       DemoConfig
+	work      string
+	ok, total int
+}
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.cfg.Stderr, "==> "+format+"\n", args...)
+}
+
+// mode measures one CNI mode and returns its run ID; on the last mode it
+// also compares the first run with this one.
+func (d *demo) mode(ctx context.Context, mode lab.Mode, last bool, earlier []string) (runID string, err error) {
+	cleanupCtx := context.WithoutCancel(ctx)
+	labCfg := d.cfg.Lab
+	labCfg.Mode = mode
+	l, err := lab.Up(ctx, labCfg)
 	if err != nil {
-		return err
+		return "", fmt.Errorf("lab up: %w", err)
+	}
+	d.say("lab %s: %d nodes, %s (network namespaces only; nothing leaves this machine)", l.Prefix, len(l.Nodes), l.Mode)
+	defer func() {
+		d.say("lab %s (%s) down", l.Prefix, l.Mode)
+		if derr := lab.Down(cleanupCtx, labCfg.Prefix, nil); derr != nil {
+			err = errors.Join(err, fmt.Errorf("lab down: %w", derr))
+		}
+	}()
+	c, err := New(Config{Lab: l, BinDir: d.cfg.BinDir, WorkDir: d.work, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return "", err
 	}
 	defer func() {
 		if serr := c.Stop(); serr != nil {
 			err = errors.Join(err, serr)
 		}
-		if err == nil {
-			_ = os.RemoveAll(work)
-		} else {
-			say("logs kept in %s", filepath.Join(work, "logs"))
-		}
 	}()
-	say("coordinator on %s (socket %s), agents on %d nodes", c.CoordinatorAddress(), c.SocketPath(), len(l.Nodes))
+	d.say("coordinator on %s (socket %s), agents on %d nodes", c.CoordinatorAddress(), c.SocketPath(), len(l.Nodes))
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = c.Start(startCtx)
 	cancel()
 	if err != nil {
-		return err
+		return "", err
 	}
-	say("coordinator trigger (full mesh: every ordered node pair, paths host-host host-pod pod-pod pod-service)")
-	args := append([]string{"--coordinator", "unix://" + c.SocketPath(), "trigger"}, cfg.TriggerArgs...)
-	cmd := exec.CommandContext(ctx, filepath.Join(cfg.BinDir, "coordinator"), args...)
-	cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
-	if err := cmd.Run(); err != nil {
+	d.say("coordinator trigger --label %s (full mesh: every ordered node pair, paths host-host host-pod pod-pod pod-service)", mode)
+	args := append([]string{"trigger", "--label", string(mode)}, d.cfg.TriggerArgs...)
+	if err := d.cli(ctx, c, args...); err != nil {
 		var exit *exec.ExitError
-		if errors.As(err, &exit) && exit.ExitCode() == 1 {
-			return ErrDemoFailed
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			return "", fmt.Errorf("coordinator trigger: %w", err)
 		}
-		return fmt.Errorf("coordinator trigger: %w", err)
 	}
-	return nil
+	runID, ok, total, err := d.verdict(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	d.ok, d.total = d.ok+ok, d.total+total
+	if last && len(earlier) > 0 {
+		d.say("coordinator compare %s %s --by path (%s against %s; node pairs are the samples)", earlier[0], runID, mode, d.cfg.Modes[0])
+		if err := d.cli(ctx, c, "compare", earlier[0], runID, "--by", "path"); err != nil {
+			return "", fmt.Errorf("coordinator compare: %w", err)
+		}
+	}
+	return runID, nil
+}
+
+// cli runs the coordinator CLI against c's socket, printing to the demo's
+// output.
+func (d *demo) cli(ctx context.Context, c *Cluster, args ...string) error {
+	args = append([]string{"--coordinator", "unix://" + c.SocketPath()}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(d.cfg.BinDir, "coordinator"), args...)
+	cmd.Stdout, cmd.Stderr = d.cfg.Stdout, d.cfg.Stderr
+	return cmd.Run()
+}
+
+// verdict reads the newest run and counts its pair-paths.
+func (d *demo) verdict(ctx context.Context, c *Cluster) (runID string, ok, total int, err error) {
+	client, conn, err := c.Dial()
+	if err != nil {
+		return "", 0, 0, err
+	}
+	defer conn.Close()
+	runs, err := client.ListRuns(ctx, &meshv1.ListRunsRequest{Limit: 1})
+	if err != nil || len(runs.GetRuns()) == 0 {
+		return "", 0, 0, fmt.Errorf("find the run: %v", err)
+	}
+	runID = runs.GetRuns()[0].GetRunId()
+	full, err := client.GetRun(ctx, &meshv1.GetRunRequest{RunId: runID})
+	if err != nil {
+		return "", 0, 0, err
+	}
+	results, err := client.ListResults(ctx, &meshv1.ListResultsRequest{RunId: runID, PageSize: 10000})
+	if err != nil {
+		return "", 0, 0, err
+	}
+	ok, total = report.Summary(report.Build(full.GetRun(), results.GetResults()))
+	return runID, ok, total, nil
 }
 
 // NewDemoCommand returns `meshlab demo`.
 func NewDemoCommand() *cobra.Command {
 	var (
-		cfg  DemoConfig
-		mode string
+		cfg   DemoConfig
+		modes []string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Full mesh on a local lab: up, start coordinator and agents, trigger, print, down",
-		Long: `Bring a lab up, run the coordinator in node 1 and an agent on every node,
-trigger the full mesh (ping, qperf tcp_lat and tcp_bw, iperf3 TCP, HTTP over
-host->host, host->pod, pod->pod and pod->service for every ordered node
-pair), print the report, and tear the lab down. The last line reads
-"N/N pair-paths OK"; the exit status is 1 if any pair-path failed.`,
+		Short: "Full mesh on a local lab per CNI mode, then a comparison: up, trigger, print, down",
+		Long: `For each CNI mode (default host-gw, then vxlan): bring a lab up, run the
+coordinator in node 1 and an agent on every node, trigger the full mesh
+(ping, qperf tcp_lat and tcp_bw, iperf3 TCP, HTTP over host->host,
+host->pod, pod->pod and pod->service for every ordered node pair), print the
+table, and tear the lab down. Then compare the modes with coordinator
+compare --by path. The last line reads "N/N pair-paths OK" over every run;
+the exit status is 1 if any pair-path failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.Lab.Mode = lab.Mode(mode)
+			for _, m := range modes {
+				cfg.Modes = append(cfg.Modes, lab.Mode(m))
+			}
 			cfg.Stdout, cfg.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			return Demo(cmd.Context(), cfg)
 		},
@@ -155,7 +206,7 @@ pair), print the report, and tear the lab down. The last line reads
 	f := cmd.Flags()
 	f.StringVar(&cfg.Lab.Prefix, "prefix", "mpdemo", "network namespace name prefix of the demo lab")
 	f.IntVar(&cfg.Lab.Nodes, "nodes", lab.DefaultNodes, fmt.Sprintf("number of nodes, %d..%d", lab.MinNodes, lab.MaxNodes))
-	f.StringVar(&mode, "mode", string(lab.ModeHostGW), "cross-node pod network: host-gw or vxlan")
+	f.StringSliceVar(&modes, "modes", []string{string(lab.ModeHostGW), string(lab.ModeVXLAN)}, "CNI modes to measure in turn: host-gw, vxlan")
 	f.BoolVar(&cfg.Lab.DropCrossNodePod, "drop-cross-node-pod", false, "break cross-node pod traffic (iptables DROP), as a CNI with missing routes")
 	f.StringVar(&cfg.BinDir, "bin", "bin", "directory with the agent and coordinator binaries")
 	f.StringSliceVar(&cfg.TriggerArgs, "trigger-arg", nil, "extra argument for coordinator trigger (repeatable), e.g. --trigger-arg=--duration=1s")

@@ -355,7 +355,10 @@ type Run struct {
 	TestsFailed uint32 `protobuf:"varint,9,opt,name=tests_failed,json=testsFailed,proto3" json:"tests_failed,omitempty"`
 	// tests_planned is len(planned), also where planned is left out (watch
 	// updates).
-	TestsPlanned  uint32 `protobuf:"varint,10,opt,name=tests_planned,json=testsPlanned,proto3" json:"tests_planned,omitempty"`
+	TestsPlanned uint32 `protobuf:"varint,10,opt,name=tests_planned,json=testsPlanned,proto3" json:"tests_planned,omitempty"`
+	// rounds is how many rounds the heavy tests (qperf, iperf3) are laid out
+	// in: in each round a node takes part in at most one heavy test.
+	Rounds        uint32 `protobuf:"varint,11,opt,name=rounds,proto3" json:"rounds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -460,6 +463,13 @@ func (x *Run) GetTestsPlanned() uint32 {
 	return 0
 }
 
+func (x *Run) GetRounds() uint32 {
+	if x != nil {
+		return x.Rounds
+	}
+	return 0
+}
+
 var File_meshperf_measure_v1_run_proto protoreflect.FileDescriptor
 
 const file_meshperf_measure_v1_run_proto_rawDesc = "" +
@@ -481,7 +491,7 @@ const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\bdst_node\x18\x03 \x01(\tR\adstNode\x12-\n" +
 	"\x04path\x18\x04 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x121\n" +
 	"\x04spec\x18\x05 \x01(\v2\x1d.meshperf.measure.v1.TestSpecR\x04spec\x12\x16\n" +
-	"\x06repeat\x18\x06 \x01(\rR\x06repeat\"\xb4\x03\n" +
+	"\x06repeat\x18\x06 \x01(\rR\x06repeat\"\xcc\x03\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x120\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1c.meshperf.measure.v1.RunSpecR\x04spec\x123\n" +
@@ -495,7 +505,8 @@ const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"tests_done\x18\b \x01(\rR\ttestsDone\x12!\n" +
 	"\ftests_failed\x18\t \x01(\rR\vtestsFailed\x12#\n" +
 	"\rtests_planned\x18\n" +
-	" \x01(\rR\ftestsPlanned*\x9c\x01\n" +
+	" \x01(\rR\ftestsPlanned\x12\x16\n" +
+	"\x06rounds\x18\v \x01(\rR\x06rounds*\x9c\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10RUN_STATE_QUEUED\x10\x01\x12\x15\n" +

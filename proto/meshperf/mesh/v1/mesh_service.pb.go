@@ -679,6 +679,98 @@ func (x *Agent) GetLastSeenTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// ListRunsRequest asks for the newest runs.
+type ListRunsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// limit is the most runs to return, 1..1000; 0 means 20.
+	Limit         uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunsRequest) Reset() {
+	*x = ListRunsRequest{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunsRequest) ProtoMessage() {}
+
+func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
+func (*ListRunsRequest) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListRunsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// ListRunsResponse lists runs, newest first.
+type ListRunsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// runs are headers: planned tests are left out (GetRun has them).
+	Runs          []*v1.Run `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunsResponse) Reset() {
+	*x = ListRunsResponse{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunsResponse) ProtoMessage() {}
+
+func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
+func (*ListRunsResponse) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListRunsResponse) GetRuns() []*v1.Run {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
 var File_meshperf_mesh_v1_mesh_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
@@ -724,7 +816,11 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"service_ip\x18\x05 \x01(\tR\tserviceIp\x121\n" +
 	"\x05tools\x18\x06 \x03(\v2\x1b.meshperf.agent.v1.ToolInfoR\x05tools\x12=\n" +
 	"\fconnect_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vconnectTime\x12@\n" +
-	"\x0elast_seen_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime2\xbd\x03\n" +
+	"\x0elast_seen_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\"'\n" +
+	"\x0fListRunsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\"@\n" +
+	"\x10ListRunsResponse\x12,\n" +
+	"\x04runs\x18\x01 \x03(\v2\x18.meshperf.measure.v1.RunR\x04runs2\x90\x04\n" +
 	"\vMeshService\x12W\n" +
 	"\n" +
 	"TriggerRun\x12#.meshperf.mesh.v1.TriggerRunRequest\x1a$.meshperf.mesh.v1.TriggerRunResponse\x12K\n" +
@@ -732,7 +828,8 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\bWatchRun\x12!.meshperf.mesh.v1.WatchRunRequest\x1a\".meshperf.mesh.v1.WatchRunResponse0\x01\x12Z\n" +
 	"\vListResults\x12$.meshperf.mesh.v1.ListResultsRequest\x1a%.meshperf.mesh.v1.ListResultsResponse\x12W\n" +
 	"\n" +
-	"ListAgents\x12#.meshperf.mesh.v1.ListAgentsRequest\x1a$.meshperf.mesh.v1.ListAgentsResponseB<Z:github.com/meshperf/meshperf/proto/meshperf/mesh/v1;meshv1b\x06proto3"
+	"ListAgents\x12#.meshperf.mesh.v1.ListAgentsRequest\x1a$.meshperf.mesh.v1.ListAgentsResponse\x12Q\n" +
+	"\bListRuns\x12!.meshperf.mesh.v1.ListRunsRequest\x1a\".meshperf.mesh.v1.ListRunsResponseB<Z:github.com/meshperf/meshperf/proto/meshperf/mesh/v1;meshv1b\x06proto3"
 
 var (
 	file_meshperf_mesh_v1_mesh_service_proto_rawDescOnce sync.Once
@@ -746,7 +843,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP() []byte {
 	return file_meshperf_mesh_v1_mesh_service_proto_rawDescData
 }
 
-var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(*TriggerRunRequest)(nil),     // 0: meshperf.mesh.v1.TriggerRunRequest
 	(*TriggerRunResponse)(nil),    // 1: meshperf.mesh.v1.TriggerRunResponse
@@ -759,46 +856,51 @@ var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(*ListAgentsRequest)(nil),     // 8: meshperf.mesh.v1.ListAgentsRequest
 	(*ListAgentsResponse)(nil),    // 9: meshperf.mesh.v1.ListAgentsResponse
 	(*Agent)(nil),                 // 10: meshperf.mesh.v1.Agent
-	(*v1.RunSpec)(nil),            // 11: meshperf.measure.v1.RunSpec
-	(*v1.Run)(nil),                // 12: meshperf.measure.v1.Run
-	(*v1.Result)(nil),             // 13: meshperf.measure.v1.Result
-	(v1.Path)(0),                  // 14: meshperf.measure.v1.Path
-	(v1.Test)(0),                  // 15: meshperf.measure.v1.Test
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*v11.NetworkAddress)(nil),    // 17: meshperf.agent.v1.NetworkAddress
-	(*v11.ToolInfo)(nil),          // 18: meshperf.agent.v1.ToolInfo
+	(*ListRunsRequest)(nil),       // 11: meshperf.mesh.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),      // 12: meshperf.mesh.v1.ListRunsResponse
+	(*v1.RunSpec)(nil),            // 13: meshperf.measure.v1.RunSpec
+	(*v1.Run)(nil),                // 14: meshperf.measure.v1.Run
+	(*v1.Result)(nil),             // 15: meshperf.measure.v1.Result
+	(v1.Path)(0),                  // 16: meshperf.measure.v1.Path
+	(v1.Test)(0),                  // 17: meshperf.measure.v1.Test
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*v11.NetworkAddress)(nil),    // 19: meshperf.agent.v1.NetworkAddress
+	(*v11.ToolInfo)(nil),          // 20: meshperf.agent.v1.ToolInfo
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
-	11, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
-	12, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
-	12, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
-	12, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
-	13, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
-	14, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
-	15, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
-	16, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
-	16, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
-	13, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
+	13, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
+	14, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
+	14, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
+	14, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
+	15, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
+	16, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
+	17, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
+	18, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
+	18, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
+	15, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
 	10, // 10: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
-	17, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	18, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
-	16, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
-	16, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	0,  // 15: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
-	2,  // 16: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
-	4,  // 17: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
-	6,  // 18: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
-	8,  // 19: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
-	1,  // 20: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
-	3,  // 21: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
-	5,  // 22: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
-	7,  // 23: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
-	9,  // 24: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	19, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	20, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
+	18, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
+	18, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	14, // 15: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	0,  // 16: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
+	2,  // 17: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
+	4,  // 18: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
+	6,  // 19: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
+	8,  // 20: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
+	11, // 21: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
+	1,  // 22: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
+	3,  // 23: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
+	5,  // 24: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
+	7,  // 25: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
+	9,  // 26: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
+	12, // 27: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
+	22, // [22:28] is the sub-list for method output_type
+	16, // [16:22] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_mesh_v1_mesh_service_proto_init() }
@@ -812,7 +914,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_mesh_v1_mesh_service_proto_rawDesc), len(file_meshperf_mesh_v1_mesh_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	MeshService_WatchRun_FullMethodName    = "/meshperf.mesh.v1.MeshService/WatchRun"
 	MeshService_ListResults_FullMethodName = "/meshperf.mesh.v1.MeshService/ListResults"
 	MeshService_ListAgents_FullMethodName  = "/meshperf.mesh.v1.MeshService/ListAgents"
+	MeshService_ListRuns_FullMethodName    = "/meshperf.mesh.v1.MeshService/ListRuns"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -52,6 +53,8 @@ type MeshServiceClient interface {
 	ListResults(ctx context.Context, in *ListResultsRequest, opts ...grpc.CallOption) (*ListResultsResponse, error)
 	// ListAgents returns the known agents and whether they are connected.
 	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
+	// ListRuns returns run headers (no planned tests), newest first.
+	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
 }
 
 type meshServiceClient struct {
@@ -121,6 +124,16 @@ func (c *meshServiceClient) ListAgents(ctx context.Context, in *ListAgentsReques
 	return out, nil
 }
 
+func (c *meshServiceClient) ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRunsResponse)
+	err := c.cc.Invoke(ctx, MeshService_ListRuns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MeshServiceServer is the server API for MeshService service.
 // All implementations must embed UnimplementedMeshServiceServer
 // for forward compatibility.
@@ -144,6 +157,8 @@ type MeshServiceServer interface {
 	ListResults(context.Context, *ListResultsRequest) (*ListResultsResponse, error)
 	// ListAgents returns the known agents and whether they are connected.
 	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
+	// ListRuns returns run headers (no planned tests), newest first.
+	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -168,6 +183,9 @@ func (UnimplementedMeshServiceServer) ListResults(context.Context, *ListResultsR
 }
 func (UnimplementedMeshServiceServer) ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAgents not implemented")
+}
+func (UnimplementedMeshServiceServer) ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRuns not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -273,6 +291,24 @@ func _MeshService_ListAgents_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_ListRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).ListRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_ListRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).ListRuns(ctx, req.(*ListRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -295,6 +331,10 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAgents",
 			Handler:    _MeshService_ListAgents_Handler,
+		},
+		{
+			MethodName: "ListRuns",
+			Handler:    _MeshService_ListRuns_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
