@@ -38,7 +38,9 @@ type Config struct {
 	Coordinator string
 	// NodeName is the Kubernetes node name (DNS-1123 subdomain).
 	NodeName string
-	// HostIP is the node's address on the host network; required.
+	// HostIP is the node's address on the host network; required. HostIP,
+	// PodIP and ServiceIP follow protocol.ParseEndpointIP (unicast,
+	// loopback allowed).
 	HostIP netip.Addr
 	// PodIP is the node's pod endpoint address; invalid means no pod network.
 	PodIP netip.Addr
@@ -49,7 +51,9 @@ type Config struct {
 	ServiceIP netip.Addr
 	// HTTPPort is the HTTP target's port on both networks; zero means 8080.
 	HTTPPort uint32
-	// Ports are the test servers' pinned ports.
+	// Ports are the test servers' pinned ports; a zero field means its
+	// default (iperf3 5201, qperf 19765, qperf data 19766). The four ports
+	// (HTTPPort included) must differ.
 	Ports servers.Ports
 	// AllowTargets are extra CIDRs clients may send to besides the
 	// registered endpoints.
@@ -66,27 +70,43 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// validate fills in the defaults and checks c. Errors name the field, its
+// command-line flag, and the value.
 func (c *Config) validate() error {
 	if c.Coordinator == "" {
-		return errors.New("coordinator address is empty")
+		return errors.New("coordinator address (--coordinator) is empty")
 	}
 	if err := protocol.ValidateNodeName(c.NodeName); err != nil {
-		return err
+		return fmt.Errorf("node name (--node): %w", err)
 	}
 	if !c.HostIP.IsValid() {
-		return errors.New("host IP is not set")
+		return errors.New("host IP (--host-ip) is not set")
+	}
+	for _, a := range []struct {
+		name string
+		ip   netip.Addr
+	}{{"host IP (--host-ip)", c.HostIP}, {"pod IP (--pod-ip)", c.PodIP}, {"service IP (--service-ip)", c.ServiceIP}} {
+		if !a.ip.IsValid() {
+			continue
+		}
+		if _, err := protocol.ParseEndpointIP(a.ip.String()); err != nil {
+			return fmt.Errorf("%s: %w", a.name, err)
+		}
 	}
 	if c.PodIP.IsValid() != (c.PodNetNS != "") {
-		return fmt.Errorf("pod IP %q and pod netns %q go together: set both or neither", c.PodIP, c.PodNetNS)
+		return fmt.Errorf("pod IP (--pod-ip) %q and pod netns (--pod-netns) %q go together: set both or neither", c.PodIP, c.PodNetNS)
 	}
-	if c.HTTPPort == 0 {
-		c.HTTPPort = 8080
+	if err := c.validatePorts(); err != nil {
+		return err
 	}
-	if c.HTTPPort > 65535 {
-		return fmt.Errorf("HTTP port %d is not a port", c.HTTPPort)
+	if c.MaxClients < 0 {
+		return fmt.Errorf("MaxClients %d is negative", c.MaxClients)
 	}
 	if c.MaxClients == 0 {
 		c.MaxClients = 8
+	}
+	if c.ReconnectMin < 0 || c.ReconnectMax < 0 {
+		return fmt.Errorf("ReconnectMin %v and ReconnectMax %v may not be negative", c.ReconnectMin, c.ReconnectMax)
 	}
 	if c.ReconnectMin == 0 {
 		c.ReconnectMin = 200 * time.Millisecond
@@ -94,8 +114,49 @@ func (c *Config) validate() error {
 	if c.ReconnectMax == 0 {
 		c.ReconnectMax = 30 * time.Second
 	}
+	if c.ReconnectMin > c.ReconnectMax {
+		return fmt.Errorf("ReconnectMin %v is above ReconnectMax %v", c.ReconnectMin, c.ReconnectMax)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// validatePorts fills in the default ports and checks that each is a port
+// and that no two of them are the same: the servers of one network share
+// its ports, and the HTTP target listens for the agent's whole life.
+func (c *Config) validatePorts() error {
+	if c.HTTPPort == 0 {
+		c.HTTPPort = 8080
+	}
+	if c.Ports.Iperf3 == 0 {
+		c.Ports.Iperf3 = 5201
+	}
+	if c.Ports.Qperf == 0 {
+		c.Ports.Qperf = 19765
+	}
+	if c.Ports.QperfData == 0 {
+		c.Ports.QperfData = 19766
+	}
+	ports := []struct {
+		name string
+		port uint32
+	}{
+		{"HTTP port (--http-port)", c.HTTPPort},
+		{"iperf3 port (--iperf3-port)", c.Ports.Iperf3},
+		{"qperf port (--qperf-port)", c.Ports.Qperf},
+		{"qperf data port (--qperf-data-port)", c.Ports.QperfData},
+	}
+	for i, p := range ports {
+		if p.port > 65535 {
+			return fmt.Errorf("%s %d is not a port: want 1..65535", p.name, p.port)
+		}
+		for _, q := range ports[:i] {
+			if p.port == q.port {
+				return fmt.Errorf("%s %d is also the %s: each needs its own", p.name, p.port, q.name)
+			}
+		}
 	}
 	return nil
 }
@@ -133,7 +194,7 @@ func Run(ctx context.Context, cfg Config) error {
 		runner:  runner.New(runner.Config{NetNS: cfg.netNS(), Logger: cfg.Logger}),
 		servers: servers.New(servers.Config{NetNS: cfg.netNS(), Ports: cfg.Ports, Logger: cfg.Logger}),
 		clients: make(chan struct{}, cfg.MaxClients),
-		targets: newTargets(cfg.AllowTargets),
+		targets: newTargets(cfg.AllowTargets, cfg.Logger.With("node", cfg.NodeName)),
 	}
 	defer a.servers.StopAll()
 	if !cfg.PodIP.IsValid() {
@@ -185,12 +246,19 @@ func (a *Agent) listenHTTP() (map[string]net.Listener, error) {
 	return ls, nil
 }
 
-// connectLoop keeps a session with the coordinator until ctx ends.
+// observeBackoff, when set (by tests), is called with the backoff before
+// each wait to reconnect, before jitter.
+var observeBackoff func(backoff time.Duration)
+
+// connectLoop keeps a session with the coordinator until ctx ends. The
+// backoff grows exponentially (with jitter) while the agent fails to
+// connect or register, and starts over at ReconnectMin after any session
+// that got past registration, however short: a coordinator that ended it
+// (restarted, or replaced the session) is there to take the next one.
 func (a *Agent) connectLoop(ctx context.Context, conn *grpc.ClientConn) error {
 	backoff := a.cfg.ReconnectMin
 	for {
-		began := time.Now()
-		err := a.session(ctx, conn)
+		registered, err := a.session(ctx, conn)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -198,11 +266,18 @@ func (a *Agent) connectLoop(ctx context.Context, conn *grpc.ClientConn) error {
 		case codes.FailedPrecondition, codes.InvalidArgument:
 			return fmt.Errorf("coordinator refused this agent: %s", status.Convert(err).Message())
 		}
-		if time.Since(began) > 10*backoff {
-			backoff = a.cfg.ReconnectMin // the session was healthy for a while
+		if registered {
+			backoff = a.cfg.ReconnectMin
+		}
+		if observeBackoff != nil {
+			observeBackoff(backoff)
 		}
 		wait := time.Duration(float64(backoff) * (0.5 + rand.Float64())) // jitter: 0.5x..1.5x
-		a.log.Warn("no session with the coordinator; retrying", "coordinator", a.cfg.Coordinator, "err", err, "in", wait.Round(time.Millisecond))
+		msg := "no session with the coordinator; retrying"
+		if registered {
+			msg = "session with the coordinator ended; reconnecting"
+		}
+		a.log.Warn(msg, "coordinator", a.cfg.Coordinator, "err", err, "in", wait.Round(time.Millisecond))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -143,7 +143,8 @@ func TestMesh(t *testing.T) {
 
 	sec := durationpb.New(time.Second)
 	spec := &measurev1.RunSpec{
-		Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
+		Repeats: 1, // one sample of each, whatever the default repeats
+		Paths:   []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
 		Tests: []*measurev1.TestSpec{
 			{Test: measurev1.Test_TEST_PING, Params: &measurev1.TestSpec_Ping{Ping: &measurev1.PingParams{Count: 5, Interval: durationpb.New(200 * time.Millisecond)}}},
 			{Test: measurev1.Test_TEST_QPERF_TCP_LAT, Params: &measurev1.TestSpec_Qperf{Qperf: &measurev1.QperfParams{Duration: sec}}},

@@ -162,3 +162,67 @@ func TestPodNetwork(t *testing.T) {
 		}
 	}
 }
+
+// TestBadEndpoints: an address in the coordinator's Endpoints that is no
+// target (unspecified, broadcast, multicast, IPv4-mapped) is dropped with a
+// warning naming the node and the address, and no allowlist makes such an
+// address a target. The pings run in a throwaway namespace, so that a
+// regression sends nothing out of this machine.
+func TestBadEndpoints(t *testing.T) {
+	need(t, "ping")
+	path := newNetNS(t)
+	const podIP, goodIP = "127.0.0.50", "127.0.0.60"
+	target, next := sessions(t)
+	cfg := baseConfig(t, target, "node-a")
+	cfg.PodIP, cfg.PodNetNS = netip.MustParseAddr(podIP), path
+	cfg.AllowTargets = []netip.Prefix{netip.MustParsePrefix("224.0.0.0/4"), netip.MustParsePrefix("255.255.255.255/32")}
+	logs := captureLogs(&cfg)
+	startAgent(t, cfg)
+
+	fs := next()
+	fs.accept(t, time.Second, 30*time.Second)
+	host, pod := measurev1.Network_NETWORK_HOST, measurev1.Network_NETWORK_POD
+	fs.send(t, endpoints(
+		&agentv1.NodeEndpoint{NodeName: "node-a", Addresses: []*agentv1.NetworkAddress{{Network: host, Ip: "127.0.0.1"}, {Network: pod, Ip: podIP}}},
+		&agentv1.NodeEndpoint{NodeName: "node-b", ServiceIp: "255.255.255.255", Addresses: []*agentv1.NetworkAddress{
+			{Network: host, Ip: "0.0.0.0"}, {Network: pod, Ip: "::ffff:127.0.0.2"}}},
+		&agentv1.NodeEndpoint{NodeName: "node-c", ServiceIp: "::", Addresses: []*agentv1.NetworkAddress{
+			{Network: host, Ip: "224.0.0.1"}, {Network: pod, Ip: goodIP}}},
+	))
+
+	tests := []struct {
+		target     string
+		node       string // whose Endpoints held it; "" for none
+		wantStatus measurev1.Status
+		wantIn     string
+	}{
+		{"0.0.0.0", "node-b", measurev1.Status_STATUS_INVALID, `"0.0.0.0" is the unspecified address`},
+		{"255.255.255.255", "node-b", measurev1.Status_STATUS_INVALID, `"255.255.255.255" is the broadcast address`},
+		{"::ffff:127.0.0.2", "node-b", measurev1.Status_STATUS_INVALID, `"::ffff:127.0.0.2" is IPv4-mapped`},
+		{"224.0.0.1", "node-c", measurev1.Status_STATUS_INVALID, `"224.0.0.1" is a multicast address`},
+		{"::", "node-c", measurev1.Status_STATUS_INVALID, `"::" is the unspecified address`},
+		{"224.0.0.251", "", measurev1.Status_STATUS_INVALID, "multicast"}, // allowlisted only
+		{goodIP, "", measurev1.Status_STATUS_OK, ""},                      // kept from the same Endpoints
+	}
+	for i, tt := range tests {
+		t.Run(tt.target, func(t *testing.T) {
+			id := fmt.Sprintf("p%d", i)
+			fs.send(t, work(id, 20*time.Second, &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{
+				Spec: pingSpec, Network: pod, TargetIp: tt.target}}))
+			r := fs.result(t, id)
+			if r.GetStatus() != tt.wantStatus || !strings.Contains(r.GetMessage(), tt.wantIn) {
+				t.Errorf("ping %s: %v %q, want %v with %q", tt.target, r.GetStatus(), r.GetMessage(), tt.wantStatus, tt.wantIn)
+			}
+			if tt.node == "" {
+				return
+			}
+			warned := false
+			for _, line := range strings.Split(logs.String(), "\n") {
+				warned = warned || strings.Contains(line, "level=WARN") && strings.Contains(line, tt.node) && strings.Contains(line, tt.target)
+			}
+			if !warned {
+				t.Errorf("no warning naming %s and %s in the agent's log:\n%s", tt.node, tt.target, logs.String())
+			}
+		})
+	}
+}

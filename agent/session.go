@@ -25,6 +25,18 @@ var errCoordinatorSilent = errors.New("no message from the coordinator within th
 // the answer).
 var errNotRegistered = errors.New("no answer to the registration")
 
+// Bounds on the heartbeat parameters a coordinator may set: a shorter
+// interval floods the stream with heartbeats, and a timeout under two
+// intervals drops the session for one late heartbeat.
+const (
+	minHeartbeatInterval = 10 * time.Millisecond
+	minHeartbeatTimeouts = 2 // timeout >= minHeartbeatTimeouts x interval
+)
+
+// errBadHeartbeat ends a session whose coordinator asked for heartbeat
+// parameters outside those bounds.
+var errBadHeartbeat = errors.New("coordinator asked for unusable heartbeats")
+
 // registerTimeout bounds the wait for the answer to Register; a variable
 // so that tests can shorten it.
 var registerTimeout = 30 * time.Second
@@ -48,36 +60,37 @@ func (a *Agent) register(ctx context.Context) *agentv1.Register {
 // session runs one stream: register, then heartbeats and work until the
 // stream fails, the coordinator goes silent, or ctx ends. Work still
 // running when the session ends is canceled and every server is stopped:
-// nobody would ask to stop them.
-func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (err error) {
+// nobody would ask to stop them. registered reports that the coordinator
+// accepted the registration with usable heartbeat parameters.
+func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered bool, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stream, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
 	if err != nil {
-		return fmt.Errorf("open stream: %w", err)
+		return false, fmt.Errorf("open stream: %w", err)
 	}
 	if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: a.register(ctx)}}); err != nil {
-		return fmt.Errorf("send register: %w", err)
+		return false, fmt.Errorf("send register: %w", err)
 	}
 	regTimer := time.AfterFunc(registerTimeout, func() { cancel(errNotRegistered) })
 	first, err := stream.Recv()
 	regTimer.Stop()
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errNotRegistered) {
-			return fmt.Errorf("%w within %v", errNotRegistered, registerTimeout)
+			return false, fmt.Errorf("%w within %v", errNotRegistered, registerTimeout)
 		}
-		return err // keeps the gRPC status: a refusal is final for connectLoop
+		return false, err // keeps the gRPC status: a refusal is final for connectLoop
 	}
-	registered := first.GetRegistered()
-	if registered == nil {
-		return fmt.Errorf("coordinator answered the registration with %T, not Registered", first.GetMsg())
+	reg := first.GetRegistered()
+	if reg == nil {
+		return false, fmt.Errorf("coordinator answered the registration with %T, not Registered", first.GetMsg())
 	}
-	interval := registered.GetHeartbeatInterval().AsDuration()
-	timeout := registered.GetHeartbeatTimeout().AsDuration()
-	if interval <= 0 || timeout <= interval {
-		return fmt.Errorf("coordinator sent heartbeat interval %v and timeout %v: want 0 < interval < timeout", interval, timeout)
+	interval := reg.GetHeartbeatInterval().AsDuration()
+	timeout := reg.GetHeartbeatTimeout().AsDuration()
+	if err := checkHeartbeat(interval, timeout); err != nil {
+		return false, err
 	}
-	a.log.Info("registered with the coordinator", "coordinator_version", registered.GetCoordinatorVersion(), "heartbeat_interval", interval)
+	a.log.Info("registered with the coordinator", "coordinator_version", reg.GetCoordinatorVersion(), "heartbeat_interval", interval)
 
 	out := make(chan *agentv1.ConnectRequest, 16)
 	var wg sync.WaitGroup
@@ -98,9 +111,9 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (err error) 
 		m, err := stream.Recv()
 		if err != nil {
 			if cause := context.Cause(ctx); cause != nil {
-				return cause
+				return true, cause
 			}
-			return fmt.Errorf("receive: %w", err)
+			return true, fmt.Errorf("receive: %w", err)
 		}
 		watchdog.Reset(timeout)
 		switch msg := m.GetMsg().(type) {
@@ -121,6 +134,17 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (err error) 
 			a.log.Warn("unknown message from the coordinator", "type", fmt.Sprintf("%T", msg))
 		}
 	}
+}
+
+// checkHeartbeat refuses heartbeat parameters the agent cannot honor.
+func checkHeartbeat(interval, timeout time.Duration) error {
+	switch {
+	case interval < minHeartbeatInterval:
+		return fmt.Errorf("%w: heartbeat interval %v is below %v", errBadHeartbeat, interval, minHeartbeatInterval)
+	case timeout/minHeartbeatTimeouts < interval: // timeout < 2 x interval, without overflow
+		return fmt.Errorf("%w: heartbeat timeout %v is below %d x the interval %v", errBadHeartbeat, timeout, minHeartbeatTimeouts, interval)
+	}
+	return nil
 }
 
 // sendLoop is the only sender on the stream: queued messages and a

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -148,6 +149,23 @@ func TestRunBadConfig(t *testing.T) {
 		{"no host IP", func(c *agent.Config) { c.HostIP = netip.Addr{} }, "host IP"},
 		{"pod IP without a namespace", func(c *agent.Config) { c.PodIP = netip.MustParseAddr("127.0.0.5") }, "127.0.0.5"},
 		{"HTTP port out of range", func(c *agent.Config) { c.HTTPPort = 70000 }, "70000"},
+		{"iperf3 port out of range", func(c *agent.Config) { c.Ports.Iperf3 = 70000 }, "--iperf3-port) 70000"},
+		{"qperf port out of range", func(c *agent.Config) { c.Ports.Qperf = 65536 }, "--qperf-port) 65536"},
+		{"qperf data port out of range", func(c *agent.Config) { c.Ports.QperfData = 1 << 31 }, "--qperf-data-port) 2147483648"},
+		{"qperf data port = qperf port", func(c *agent.Config) { c.Ports.QperfData = c.Ports.Qperf }, "qperf data port (--qperf-data-port)"},
+		{"HTTP port = iperf3 port", func(c *agent.Config) { c.HTTPPort = c.Ports.Iperf3 }, "HTTP port (--http-port)"},
+		{"HTTP port = qperf port", func(c *agent.Config) { c.HTTPPort = c.Ports.Qperf }, "HTTP port (--http-port)"},
+		{"HTTP port = qperf data port", func(c *agent.Config) { c.HTTPPort = c.Ports.QperfData }, "HTTP port (--http-port)"},
+		{"HTTP port = default iperf3 port", func(c *agent.Config) { c.HTTPPort, c.Ports.Iperf3 = 5201, 0 }, "5201"},
+		{"unspecified host IP", func(c *agent.Config) { c.HostIP = netip.IPv4Unspecified() }, `host IP (--host-ip): "0.0.0.0"`},
+		{"unspecified IPv6 host IP", func(c *agent.Config) { c.HostIP = netip.IPv6Unspecified() }, `host IP (--host-ip): "::"`},
+		{"multicast host IP", func(c *agent.Config) { c.HostIP = netip.MustParseAddr("224.0.0.1") }, `host IP (--host-ip): "224.0.0.1"`},
+		{"broadcast host IP", func(c *agent.Config) { c.HostIP = netip.MustParseAddr("255.255.255.255") }, `"255.255.255.255"`},
+		{"IPv4-mapped host IP", func(c *agent.Config) { c.HostIP = netip.MustParseAddr("::ffff:127.0.0.1") }, `"::ffff:127.0.0.1"`},
+		{"zoned host IP", func(c *agent.Config) { c.HostIP = netip.MustParseAddr("fe80::1%lo") }, `"fe80::1%lo"`},
+		{"multicast pod IP", func(c *agent.Config) { c.PodIP, c.PodNetNS = netip.MustParseAddr("ff02::1"), "/run/netns/none" }, `pod IP (--pod-ip): "ff02::1"`},
+		{"unspecified service IP", func(c *agent.Config) { c.ServiceIP = netip.IPv4Unspecified() }, `service IP (--service-ip): "0.0.0.0"`},
+		{"negative MaxClients", func(c *agent.Config) { c.MaxClients = -1 }, "MaxClients -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -238,19 +256,31 @@ func TestSessionEnds(t *testing.T) {
 		// must drop it, although heartbeats keep coming unless silent.
 		endErr error
 		silent bool
+		// wantLog is in the agent's log once it reconnected: why the
+		// session ended.
+		wantLog string
 	}{
-		{"coordinator goes away", registered(time.Second, 30*time.Second), true, status.Error(codes.Unavailable, "shutting down"), false},
-		{"coordinator replaces the session", registered(time.Second, 30*time.Second), true, status.Error(codes.Aborted, "replaced"), false},
-		{"coordinator goes silent", registered(50*time.Millisecond, 300*time.Millisecond), true, nil, true},
-		{"heartbeat timeout not above interval", registered(time.Second, time.Second), false, nil, false},
-		{"answer is not Registered", heartbeat, false, nil, false},
-		{"no answer to Register", nil, false, nil, true},
+		{"coordinator goes away", registered(time.Second, 30*time.Second), true, status.Error(codes.Unavailable, "shutting down"), false, "shutting down"},
+		{"coordinator replaces the session", registered(time.Second, 30*time.Second), true, status.Error(codes.Aborted, "replaced"), false, "replaced"},
+		{"coordinator goes silent", registered(50*time.Millisecond, 300*time.Millisecond), true, nil, true, "no message from the coordinator"},
+		{"heartbeat timeout not above interval", registered(time.Second, time.Second), false, nil, false,
+			"heartbeat timeout 1s is below 2 x the interval 1s"},
+		{"heartbeat timeout below 2 intervals", registered(time.Second, 1500*time.Millisecond), false, nil, false,
+			"heartbeat timeout 1.5s is below 2 x the interval 1s"},
+		{"heartbeat interval of 1µs", registered(time.Microsecond, 30*time.Second), false, nil, false,
+			"heartbeat interval 1µs is below 10ms"},
+		{"heartbeat interval below 10 ms", registered(9*time.Millisecond, time.Second), false, nil, false,
+			"heartbeat interval 9ms is below 10ms"},
+		{"no heartbeat interval", registered(0, 30*time.Second), false, nil, false, "heartbeat interval 0s is below 10ms"},
+		{"answer is not Registered", heartbeat, false, nil, false, "not Registered"},
+		{"no answer to Register", nil, false, nil, true, "no answer to the registration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			target, next := sessions(t)
 			t.Cleanup(agent.SetRegisterTimeout(300 * time.Millisecond)) // runs after the agent's cleanup
 			cfg := baseConfig(t, target, "node-1")
+			logs := captureLogs(&cfg)
 			errc := startAgent(t, cfg)
 			defer noServersLeft(t, cfg.Ports.Iperf3, cfg.Ports.Qperf)
 
@@ -301,12 +331,104 @@ func TestSessionEnds(t *testing.T) {
 			if again.reg.GetNodeName() != "node-1" {
 				t.Errorf("second Register from %q", again.reg.GetNodeName())
 			}
+			if l := logs.String(); !strings.Contains(l, tt.wantLog) {
+				t.Errorf("the agent's log does not say %q:\n%s", tt.wantLog, l)
+			}
 			select {
 			case err := <-errc:
 				t.Fatalf("Run returned %v after a session that is worth retrying", err)
 			default:
 			}
 			again.end <- status.Error(codes.Unavailable, "test over")
+		})
+	}
+}
+
+// TestReconnectBackoff: the reconnect backoff doubles (up to
+// ReconnectMax) while the agent fails to register, and starts over at
+// ReconnectMin after any session that got past registration, however short
+// (a session replaced by an impostor must not keep the real agent away).
+// A registration whose heartbeats the agent refuses is a failure.
+func TestReconnectBackoff(t *testing.T) {
+	type step int
+	const (
+		refuse       step = iota // Unavailable before answering the Register
+		replace                  // Registered, then Aborted at once
+		badHeartbeat             // Registered with a 1 µs heartbeat interval
+	)
+	const ms = time.Millisecond // baseConfig: ReconnectMin 20 ms, ReconnectMax 200 ms
+	tests := []struct {
+		name   string
+		script []step // what the fake does with each session; then it keeps one
+		want   []time.Duration
+	}{
+		{"failures double up to the max", []step{refuse, refuse, refuse, refuse, refuse, refuse},
+			[]time.Duration{20 * ms, 40 * ms, 80 * ms, 160 * ms, 200 * ms, 200 * ms}},
+		{"a replaced session resets", []step{refuse, refuse, refuse, replace, refuse, replace, replace},
+			[]time.Duration{20 * ms, 40 * ms, 80 * ms, 20 * ms, 40 * ms, 20 * ms, 20 * ms}},
+		{"replaced again and again", []step{replace, replace, replace, replace, replace},
+			[]time.Duration{20 * ms, 20 * ms, 20 * ms, 20 * ms, 20 * ms}},
+		{"refused heartbeats are failures", []step{badHeartbeat, badHeartbeat, badHeartbeat, replace},
+			[]time.Duration{20 * ms, 40 * ms, 80 * ms, 20 * ms}},
+	}
+	registered := func(interval time.Duration) *agentv1.ConnectResponse {
+		return &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{
+			HeartbeatInterval: durationpb.New(interval), HeartbeatTimeout: durationpb.New(30 * time.Second),
+		}}}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var sessions atomic.Int32
+			target := startFake(t, func(s stream) error {
+				if _, err := s.Recv(); err != nil {
+					return err
+				}
+				i := int(sessions.Add(1)) - 1
+				if i >= len(tt.script) {
+					if err := s.Send(registered(time.Second)); err != nil {
+						return err
+					}
+					<-s.Context().Done() // kept until the test ends
+					return nil
+				}
+				switch tt.script[i] {
+				case refuse:
+					return status.Error(codes.Unavailable, "not now")
+				case replace:
+					if err := s.Send(registered(time.Second)); err != nil {
+						return err
+					}
+					return status.Error(codes.Aborted, "session replaced by a new one for node-1")
+				default:
+					if err := s.Send(registered(time.Microsecond)); err != nil {
+						return err
+					}
+					<-s.Context().Done() // until the agent drops it
+					return nil
+				}
+			})
+			backoffs := make(chan time.Duration, 100)
+			t.Cleanup(agent.SetBackoffObserver(func(d time.Duration) { // runs after the agent's cleanup
+				select {
+				case backoffs <- d:
+				default:
+				}
+			}))
+			startAgent(t, baseConfig(t, target, "node-1"))
+			var got []time.Duration
+			timer := time.NewTimer(60 * time.Second) // only turns a hang into a failure
+			defer timer.Stop()
+			for len(got) < len(tt.want) {
+				select {
+				case d := <-backoffs:
+					got = append(got, d)
+				case <-timer.C:
+					t.Fatalf("backoffs %v after 60 s, want %v", got, tt.want)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("backoffs %v, want %v", got, tt.want)
+			}
 		})
 	}
 }

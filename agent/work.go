@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/meshperf/meshperf/agent/proc"
 	"github.com/meshperf/meshperf/agent/servers"
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -43,6 +45,16 @@ func (a *Agent) handle(ctx context.Context, w *agentv1.Work) *agentv1.WorkResult
 		return fail(measurev1.Status_STATUS_INVALID, "work %q has no deadline", w.GetTestId())
 	}
 	deadline := w.GetDeadline().AsTime()
+	if now := time.Now(); !deadline.After(now) {
+		// Nothing can be done in time. A stop is cleanup that never hurts:
+		// do it anyway, so that a late order does not leave a server up.
+		note := ""
+		if _, ok := w.GetAction().(*agentv1.Work_StopServer); ok && a.servers.Stop(w.GetTestId()) == nil {
+			note = "; its server was stopped anyway"
+		}
+		return fail(measurev1.Status_STATUS_TIMEOUT, "work %q: deadline %s already passed (%v ago)%s",
+			w.GetTestId(), deadline.Format(time.RFC3339Nano), now.Sub(deadline).Round(time.Millisecond), note)
+	}
 	if limit := time.Now().Add(maxWorkTime); deadline.After(limit) {
 		deadline = limit
 	}
@@ -107,6 +119,8 @@ func serverStatus(err error) measurev1.Status {
 		return measurev1.Status_STATUS_BUSY
 	case errors.Is(err, proc.ErrNotFound):
 		return measurev1.Status_STATUS_TOOL_MISSING
+	case errors.Is(err, servers.ErrStopped):
+		return measurev1.Status_STATUS_CANCELED
 	case errors.Is(err, context.DeadlineExceeded):
 		return measurev1.Status_STATUS_TIMEOUT
 	}
@@ -118,19 +132,25 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 	refuse := func(st measurev1.Status, format string, args ...any) []*measurev1.Result {
 		return []*measurev1.Result{{Spec: rc.GetSpec(), Status: st, Message: fmt.Sprintf(format, args...), TargetAddress: rc.GetTargetIp()}}
 	}
-	target, err := netip.ParseAddr(rc.GetTargetIp())
+	// No allowlist makes the unspecified, a multicast or the broadcast
+	// address a target.
+	target, err := protocol.ParseEndpointIP(rc.GetTargetIp())
 	if err != nil {
-		return refuse(measurev1.Status_STATUS_INVALID, "target_ip %q: %v", rc.GetTargetIp(), err)
+		return refuse(measurev1.Status_STATUS_INVALID, "target_ip: %v", err)
 	}
 	if !a.targets.allowed(target) {
 		return refuse(measurev1.Status_STATUS_INVALID, "target_ip %s is neither a registered endpoint nor in the allowlist", target)
 	}
 	select {
 	case a.clients <- struct{}{}:
-		defer func() { <-a.clients }()
-	case <-ctx.Done():
-		return refuse(measurev1.Status_STATUS_TIMEOUT, "no free client slot before the deadline (%d clients running)", cap(a.clients))
+	default: // every slot is taken: wait for one
+		select {
+		case a.clients <- struct{}{}:
+		case <-ctx.Done():
+			return refuse(measurev1.Status_STATUS_TIMEOUT, "no free client slot before the deadline (%d of %d clients running)", len(a.clients), cap(a.clients))
+		}
 	}
+	defer func() { <-a.clients }()
 	return a.runner.Run(ctx, rc)
 }
 
@@ -138,26 +158,39 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 // endpoint (from the coordinator's Endpoints) and the allowlisted CIDRs.
 type targets struct {
 	allow []netip.Prefix
+	log   *slog.Logger
 
 	mu        sync.RWMutex
 	endpoints map[netip.Addr]bool
 }
 
-func newTargets(allow []netip.Prefix) *targets {
-	return &targets{allow: allow, endpoints: map[netip.Addr]bool{}}
+func newTargets(allow []netip.Prefix, log *slog.Logger) *targets {
+	return &targets{allow: allow, log: log, endpoints: map[netip.Addr]bool{}}
 }
 
+// setEndpoints replaces the registered endpoints with ep's addresses. An
+// address that is no endpoint (protocol.ParseEndpointIP: unspecified,
+// multicast, broadcast, IPv4-mapped, zoned, or not an IP) is dropped with
+// a warning.
 func (t *targets) setEndpoints(ep *agentv1.Endpoints) {
 	m := map[netip.Addr]bool{}
 	for _, n := range ep.GetNodes() {
-		ips := []string{n.GetServiceIp()}
-		for _, a := range n.GetAddresses() {
-			ips = append(ips, a.GetIp())
+		type addr struct{ kind, ip string }
+		var addrs []addr
+		if s := n.GetServiceIp(); s != "" {
+			addrs = append(addrs, addr{"service IP", s})
 		}
-		for _, s := range ips {
-			if ip, err := netip.ParseAddr(s); err == nil {
-				m[ip] = true
+		for _, a := range n.GetAddresses() {
+			addrs = append(addrs, addr{a.GetNetwork().String(), a.GetIp()})
+		}
+		for _, a := range addrs {
+			ip, err := protocol.ParseEndpointIP(a.ip)
+			if err != nil {
+				t.log.Warn("coordinator sent an endpoint address that is no target; dropped",
+					"endpoint_node", n.GetNodeName(), "address", a.ip, "kind", a.kind, "err", err)
+				continue
 			}
+			m[ip] = true
 		}
 	}
 	t.mu.Lock()

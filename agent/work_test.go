@@ -97,7 +97,7 @@ func TestWork(t *testing.T) {
 		Network: host, TargetIp: "127.0.0.2", Port: cfg.Ports.Qperf, DataPort: cfg.Ports.QperfData,
 	}}
 	stop := &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}
-	const ok, invalid = measurev1.Status_STATUS_OK, measurev1.Status_STATUS_INVALID
+	const ok, invalid, timeout = measurev1.Status_STATUS_OK, measurev1.Status_STATUS_INVALID, measurev1.Status_STATUS_TIMEOUT
 	steps := []struct {
 		name        string
 		before      *agentv1.ConnectResponse // sent before the work
@@ -141,7 +141,19 @@ func TestWork(t *testing.T) {
 		{name: "no action", work: work("n1", 20*time.Second, nil), testID: "n1",
 			wantStatus: invalid, wantIn: "no action", wantOutcome: "none"},
 		{name: "deadline passed", work: work("c7", -time.Second, runPing("127.0.0.2")), testID: "c7",
-			wantStatus: measurev1.Status_STATUS_TIMEOUT, wantOutcome: "client_done"},
+			wantStatus: timeout, wantIn: "already passed", wantOutcome: "client_done", check: func(t *testing.T, r *agentv1.WorkResult) {
+				if pings := pingsTo("127.0.0.2"); len(pings) != 0 {
+					t.Errorf("pings %v run for a work whose deadline passed", pings)
+				}
+			}},
+		{name: "server with a deadline passed", work: work("s5", -time.Second, startServer(measurev1.Tool_TOOL_QPERF, host)), testID: "s5",
+			wantStatus: timeout, wantIn: "already passed", wantOutcome: "server_started", check: func(t *testing.T, r *agentv1.WorkResult) {
+				if pids := serverPIDs(cfg.Ports.Qperf); len(pids) != 0 {
+					t.Errorf("servers %v started for a work whose deadline passed", pids)
+				}
+			}},
+		{name: "HTTP target with a deadline passed", work: work("h0", -time.Second, startServer(measurev1.Tool_TOOL_CURL, host)), testID: "h0",
+			wantStatus: timeout, wantIn: "already passed", wantOutcome: "server_started"},
 		{name: "HTTP target", work: work("h1", 10*time.Second, startServer(measurev1.Tool_TOOL_CURL, host)), testID: "h1",
 			wantStatus: ok, wantOutcome: "server_started", check: func(t *testing.T, r *agentv1.WorkResult) {
 				if got := r.GetServerStarted().GetPort(); got != cfg.HTTPPort {
@@ -165,6 +177,11 @@ func TestWork(t *testing.T) {
 				if len(res) != 1 || !(res[0].GetQperf().GetLatencySeconds() > 0 && res[0].GetQperf().GetLatencySeconds() < 0.1) {
 					t.Errorf("results %v, want one qperf latency in (0, 0.1) s", res)
 				}
+			}},
+		// Too late to answer OK, but a stop is done anyway: it is cleanup.
+		{name: "stop with a deadline passed", work: work("s1", -time.Second, stop), testID: "s1",
+			wantStatus: timeout, wantIn: "already passed", wantOutcome: "server_stopped", check: func(t *testing.T, r *agentv1.WorkResult) {
+				noServersLeft(t, cfg.Ports.Qperf)
 			}},
 		{name: "stop the server", work: work("s1", 10*time.Second, stop), testID: "s1",
 			wantStatus: ok, wantOutcome: "server_stopped", check: func(t *testing.T, r *agentv1.WorkResult) {
@@ -237,8 +254,8 @@ func TestMaxClients(t *testing.T) {
 	// The slot stays taken for the rest of the first ping's 2 s.
 	fs.send(t, work("waits", 300*time.Millisecond, runPing("127.0.0.2")))
 	r := fs.result(t, "waits")
-	if r.GetStatus() != measurev1.Status_STATUS_TIMEOUT || !strings.Contains(r.GetMessage(), "client slot") {
-		t.Errorf("second client: %v %q, want TIMEOUT for want of a client slot", r.GetStatus(), r.GetMessage())
+	if r.GetStatus() != measurev1.Status_STATUS_TIMEOUT || !strings.Contains(r.GetMessage(), "no free client slot before the deadline (1 of 1 clients running)") {
+		t.Errorf("second client: %v %q, want TIMEOUT for want of a client slot, with 1 of 1 running", r.GetStatus(), r.GetMessage())
 	}
 	if r := fs.result(t, "long"); r.GetStatus() != measurev1.Status_STATUS_OK {
 		t.Errorf("first client: %v %q, want OK", r.GetStatus(), r.GetMessage())

@@ -14,8 +14,10 @@ import (
 	"time"
 )
 
-// MaxBodyBytes bounds the body size a client may ask for with ?bytes=N.
-const MaxBodyBytes = 64 << 20
+// MaxBodyBytes bounds the body size a client may ask for with ?bytes=N:
+// 1 MiB is plenty to time a transfer, and anyone who reaches the agent may
+// ask.
+const MaxBodyBytes = 1 << 20
 
 // Handler answers GET / with a short text naming the node and the network,
 // or with N zero bytes for GET /?bytes=N (N up to MaxBodyBytes).

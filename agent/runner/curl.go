@@ -105,7 +105,7 @@ var curlErrorRE = regexp.MustCompile(`(?m)^curl: \((\d+)\) (.*)$`)
 // out.Truncated, a failure's message starts with "curl output truncated
 // at 8 MiB".
 func ParseCurl(out proc.Output) (_ *measurev1.HttpMetrics, err error) {
-	defer func() { err = truncatedFailure("curl", out, err) }()
+	defer func() { err = parseFailure("curl", out, err) }()
 	kv := curlValues(string(out.Stdout))
 	stderr := string(out.Stderr)
 	msg := kv["errormsg"]

@@ -50,7 +50,8 @@
 //     <= appconnect <= starttransfer <= total).
 //
 // Whatever the path, a result that is not OK carries no metrics and a
-// message that is never empty and never starts with punctuation (finish).
+// message that is never empty and never starts with punctuation (finish);
+// the parsers' own failures follow the same message rule (parseFailure).
 //
 // qperf's latency is its ONE-WAY figure (half the round trip), stored as
 // latency_seconds unchanged.

@@ -20,7 +20,9 @@ import (
 // NaN, Inf or negative figure (ping min <= avg <= max and transmitted <=
 // count, ordered curl timings, iperf3 lost <= packets), failed results
 // with no metrics and a message that is not empty and does not start with
-// punctuation; and a failed parse of truncated output says so.
+// punctuation; and a failed parse of truncated output says so. The public
+// parser (ParsePing, ...) is called on the same output: its failure, if
+// any, follows the same message rules.
 
 // fuzzTests lists the tests each fuzzer may pick from.
 var fuzzTests = map[measurev1.Tool][]measurev1.Test{
@@ -98,14 +100,33 @@ func fuzzRun(t *testing.T, tool measurev1.Tool, stdout, stderr []byte, exit int,
 	}
 	results, _ := resultsOf(spec, out, runErr)
 	checkResults(t, spec, results)
+	parsed := runFailure(toolName(spec), out, runErr) == nil // the tool exited by itself
 	for _, r := range results {
-		if out.Truncated && runErr == nil && r.GetStatus() != measurev1.Status_STATUS_OK &&
+		if out.Truncated && parsed && r.GetStatus() != measurev1.Status_STATUS_OK &&
 			!strings.Contains(r.GetMessage(), "output truncated at 8 MiB") {
 			t.Errorf("truncated output, %v without saying so: %q", r.GetStatus(), r.GetMessage())
 		}
 	}
 	if want := max(1, len(spec.GetQperf().GetMsgSizeBytes())); len(results) != want {
 		t.Fatalf("%d results for %d sizes", len(results), want)
+	}
+	// The public parser's own failure follows the same message rule.
+	var err error
+	switch tool {
+	case measurev1.Tool_TOOL_PING:
+		_, err = ParsePing(out)
+	case measurev1.Tool_TOOL_QPERF:
+		_, _, err = ParseQperf(out)
+	case measurev1.Tool_TOOL_IPERF3:
+		_, err = ParseIperf3(spec.GetTest(), out)
+	case measurev1.Tool_TOOL_CURL:
+		_, err = ParseCurl(out)
+	}
+	if err != nil {
+		checkFailureMessage(t, toolName(spec), err)
+		if out.Truncated && !strings.Contains(err.Error(), "output truncated at 8 MiB") {
+			t.Errorf("truncated output, parser failure without saying so: %v", err)
+		}
 	}
 }
 

@@ -104,7 +104,7 @@ type iperf3Sum struct {
 // 0 if both are); lost_percent above 100; a negative (or not finite, or 2^63 and
 // up) cpu_utilization_percent host_total or remote_total.
 func ParseIperf3(test measurev1.Test, out proc.Output) (_ *measurev1.Iperf3Metrics, err error) {
-	defer func() { err = truncatedFailure("iperf3", out, err) }()
+	defer func() { err = parseFailure("iperf3", out, err) }()
 	stdout := bytes.TrimSpace(out.Stdout)
 	stderr := strings.TrimSpace(string(out.Stderr))
 	var j iperf3Output

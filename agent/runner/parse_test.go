@@ -42,6 +42,10 @@ func TestQperfValue(t *testing.T) {
 		{"time", "0x10", "sec", 0, "bad number"},
 		{"time", "1.2.3", "sec", 0, "bad number"},
 		{"msg_size", "64", "KiB (x)", 0, "unknown unit"},
+		{"msg_size", "1.5", "KiB (1,536)", 1536, ""},
+		{"msg_size", "xyz", "KiB (65,536)", 0, `bad number "xyz"`},
+		{"msg_size", "64", "KiB (1,024)", 0, "64 KiB does not match its exact count 1,024"},
+		{"msg_size", "64", "KiB (" + strings.Repeat("9", 400) + ")", 0, "bad number"},
 		{"bw", strings.Repeat("9", 400), "TB/sec", 0, "bad number"},
 		// A unit of the wrong kind for its key.
 		{"latency", "5", "GB/sec", 0, `latency must be a time, and "GB/sec" is a bandwidth`},

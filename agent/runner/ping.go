@@ -71,7 +71,7 @@ func ParsePing(out proc.Output) (*measurev1.PingMetrics, error) {
 // and is TIMEOUT), and packets_transmitted and loss_ratio then say how
 // many it sent and what share of those came back.
 func parsePing(out proc.Output, count uint32) (_ *measurev1.PingMetrics, err error) {
-	defer func() { err = truncatedFailure("ping", out, err) }()
+	defer func() { err = parseFailure("ping", out, err) }()
 	stdout, stderr := string(out.Stdout), strings.TrimSpace(string(out.Stderr))
 	sums := pingSummaryRE.FindAllStringSubmatch(stdout, -1)
 	if len(sums) == 0 {

@@ -141,12 +141,13 @@ func qperfKeyKind(key string) qperfKind {
 // block in output order, and every other line (qperf's complaints such as
 // "127.0.0.1: failed to connect", "failed to receive port: timed out",
 // "server: unable to make TCP socket"), from stdout and stderr, as notes.
-// A value whose number or unit is not understood, or whose unit is of the
-// wrong kind for its key (qperfKeyKind: "latency = 5 GB/sec"), is an error
-// (PARSE_ERROR *Failure naming the key and the value; "qperf output
-// truncated at 8 MiB" first when out.Truncated).
+// A value whose number or unit is not understood, whose unit is of the
+// wrong kind for its key (qperfKeyKind: "latency = 5 GB/sec"), or a binary
+// size whose rounded figure does not stand for the exact count after it
+// ("64 KiB (1,024)") is an error (PARSE_ERROR *Failure naming the key and
+// the value; "qperf output truncated at 8 MiB" first when out.Truncated).
 func ParseQperf(out proc.Output) (blocks []QperfBlock, notes []string, err error) {
-	defer func() { err = truncatedFailure("qperf", out, err) }()
+	defer func() { err = parseFailure("qperf", out, err) }()
 	for _, line := range strings.Split(string(out.Stdout), "\n") {
 		if strings.TrimSpace(line) == "" {
 			continue
@@ -192,7 +193,21 @@ func qperfValue(key, num, unit string) (float64, error) {
 		if err := kindOK(u, alt[1]); err != nil {
 			return 0, err
 		}
-		return parseQperfNumber(alt[2])
+		// The rounded figure in front must be a number and stand for the
+		// exact count: "64 KiB (65,536)", not "xyz KiB (65,536)" or "64
+		// KiB (1,024)".
+		printed, err := parseQperfNumber(num)
+		if err != nil {
+			return 0, err
+		}
+		exact, err := parseQperfNumber(alt[2])
+		if err != nil {
+			return 0, err
+		}
+		if math.Abs(printed*u.factor-exact) > 0.006*exact {
+			return 0, fmt.Errorf("%s %s does not match its exact count %s", num, alt[1], alt[2])
+		}
+		return exact, nil
 	}
 	u, ok := qperfUnits[unit]
 	if !ok {

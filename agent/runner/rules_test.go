@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/meshperf/meshperf/agent/proc"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -321,28 +326,123 @@ func TestTruncatedMessages(t *testing.T) {
 		test   measurev1.Test
 		stdout string
 		stderr string
+		// runErr with exit >= 0: ctx ended as the tool exited by itself,
+		// so its output is parsed all the same (runFailure).
+		exit   int
+		runErr error
 	}{
-		{"ping without summary", measurev1.Test_TEST_PING, "64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=0.035 ms\n", ""},
-		{"ping without summary, stderr", measurev1.Test_TEST_PING, "64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=0.035 ms\n", "ping: sendmsg: No buffer space available\n"},
-		{"ping cut in the rtt line", measurev1.Test_TEST_PING, "5 packets transmitted, 5 received, 0% packet loss, time 814ms\nrtt min/avg/max/mdev = 0.036/0", ""},
-		{"qperf without block", measurev1.Test_TEST_QPERF_TCP_BW, "tcp_bw:\n", ""},
-		{"qperf cut in a value", measurev1.Test_TEST_QPERF_TCP_BW, "tcp_bw:\n    bw   =   4.2 GB/s", ""},
-		{"qperf with notes", measurev1.Test_TEST_QPERF_TCP_BW, "", "server: something\n"},
-		{"iperf3 cut JSON", measurev1.Test_TEST_IPERF3_TCP, `{"start":{"version":"iperf 3.12"},"end":{"sum_sent":`, ""},
-		{"iperf3 cut JSON, stderr", measurev1.Test_TEST_IPERF3_TCP, `{"start":{`, "iperf3: error\n"},
-		{"curl without block", measurev1.Test_TEST_HTTP, "", "* Trying 127.0.0.1:8080...\n"},
-		{"curl cut block", measurev1.Test_TEST_HTTP, curlMarker + "\nhttp_code=200\ntime_namelookup=0.000065\n", ""},
+		{"ping without summary", measurev1.Test_TEST_PING, "64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=0.035 ms\n", "", 0, nil},
+		{"ping without summary, stderr", measurev1.Test_TEST_PING, "64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=0.035 ms\n", "ping: sendmsg: No buffer space available\n", 0, nil},
+		{"ping cut in the rtt line", measurev1.Test_TEST_PING, "5 packets transmitted, 5 received, 0% packet loss, time 814ms\nrtt min/avg/max/mdev = 0.036/0", "", 0, nil},
+		{"qperf without block", measurev1.Test_TEST_QPERF_TCP_BW, "tcp_bw:\n", "", 0, nil},
+		{"qperf cut in a value", measurev1.Test_TEST_QPERF_TCP_BW, "tcp_bw:\n    bw   =   4.2 GB/s", "", 0, nil},
+		{"qperf with notes", measurev1.Test_TEST_QPERF_TCP_BW, "", "server: something\n", 0, nil},
+		{"iperf3 cut JSON", measurev1.Test_TEST_IPERF3_TCP, `{"start":{"version":"iperf 3.12"},"end":{"sum_sent":`, "", 0, nil},
+		{"iperf3 cut JSON, stderr", measurev1.Test_TEST_IPERF3_TCP, `{"start":{`, "iperf3: error\n", 0, nil},
+		{"curl without block", measurev1.Test_TEST_HTTP, "", "* Trying 127.0.0.1:8080...\n", 0, nil},
+		{"curl cut block", measurev1.Test_TEST_HTTP, curlMarker + "\nhttp_code=200\ntime_namelookup=0.000065\n", "", 0, nil},
+		{"qperf with notes, ctx ended as it exited", measurev1.Test_TEST_QPERF_TCP_BW, "tcp_bw:\n", "server: something\n", 1, context.DeadlineExceeded},
+		{"ping without summary, ctx ended as it exited", measurev1.Test_TEST_PING, "64 bytes from 127.0.0.1: icmp_seq=1\n", "", 1, context.Canceled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := normalized(t, &measurev1.TestSpec{Test: tt.test})
-			out := proc.Output{Stdout: []byte(tt.stdout), Stderr: []byte(tt.stderr), Truncated: true}
-			got, _ := resultsOf(spec, out, nil)
+			out := proc.Output{Stdout: []byte(tt.stdout), Stderr: []byte(tt.stderr), Truncated: true, ExitCode: tt.exit}
+			got, _ := resultsOf(spec, out, tt.runErr)
 			checkResults(t, spec, got)
 			t.Logf("%v: %s", got[0].GetStatus(), got[0].GetMessage())
 			if got[0].GetStatus() == measurev1.Status_STATUS_OK || !strings.Contains(got[0].GetMessage(), words) {
 				t.Errorf("got %v %q; want a failure saying %q", got[0].GetStatus(), got[0].GetMessage(), words)
 			}
 		})
+	}
+}
+
+// checkFailureMessage checks the message rule of failed results on a
+// parser's own *Failure: not empty, not starting with punctuation, a
+// symbol or a space, one line of at most MaxMessageBytes.
+func checkFailureMessage(t testing.TB, what string, err error) {
+	t.Helper()
+	var f *Failure
+	if !errors.As(err, &f) {
+		t.Errorf("%s: error %v is not a *Failure", what, err)
+		return
+	}
+	if f.Status == measurev1.Status_STATUS_OK || f.Status == measurev1.Status_STATUS_UNSPECIFIED {
+		t.Errorf("%s: failure with status %v", what, f.Status)
+	}
+	msg := f.Message
+	if c, _ := utf8.DecodeRuneInString(msg); msg == "" || unicode.IsPunct(c) || unicode.IsSymbol(c) || unicode.IsSpace(c) ||
+		len(msg) > MaxMessageBytes || strings.Contains(msg, "\n") || !utf8.ValidString(msg) {
+		t.Errorf("%s: bad failure message %q", what, msg)
+	}
+}
+
+// TestParserFailureMessages: the parsers' own failures (not only the
+// results Run makes of them) have a message that is never empty and never
+// starts with punctuation, whatever words the tool printed.
+func TestParserFailureMessages(t *testing.T) {
+	tests := []struct {
+		name  string
+		parse func(proc.Output) error
+		out   proc.Output
+		want  string // the whole message
+	}{
+		{"ping stderr starting with a colon", func(o proc.Output) error { _, err := ParsePing(o); return err },
+			proc.Output{Stderr: []byte(": connect: Network is unreachable\n"), ExitCode: 2}, "ping: : connect: Network is unreachable"},
+		{"ping IPv6 complaint", func(o proc.Output) error { _, err := ParsePing(o); return err },
+			proc.Output{Stderr: []byte("::1: Name or service not known\n"), ExitCode: 2}, "ping: ::1: Name or service not known"},
+		{"iperf3 blank error", func(o proc.Output) error { _, err := ParseIperf3(measurev1.Test_TEST_IPERF3_TCP, o); return err },
+			proc.Output{Stdout: []byte(`{"error":" \n "}`)}, "tool_error"},
+		{"iperf3 error in brackets", func(o proc.Output) error { _, err := ParseIperf3(measurev1.Test_TEST_IPERF3_TCP, o); return err },
+			proc.Output{Stdout: []byte(`{"error":"[5] control socket has closed unexpectedly"}`)}, "iperf3: [5] control socket has closed unexpectedly"},
+		{"iperf3 blank error, truncated", func(o proc.Output) error { _, err := ParseIperf3(measurev1.Test_TEST_IPERF3_TCP, o); return err },
+			proc.Output{Stdout: []byte(`{"error":";"}`), Truncated: true}, "iperf3 output truncated at 8 MiB"},
+		{"qperf wrong unit", func(o proc.Output) error { _, _, err := ParseQperf(o); return err },
+			proc.Output{Stdout: []byte("tcp_lat:\n    latency  =  5 GB/sec\n")}, `qperf tcp_lat: latency = 5 GB/sec: latency must be a time, and "GB/sec" is a bandwidth`},
+		{"curl exit without words", func(o proc.Output) error { _, err := ParseCurl(o); return err },
+			proc.Output{ExitCode: 56}, "curl exit 56:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.parse(tt.out)
+			checkFailureMessage(t, tt.name, err)
+			if f := asFailure(err); f.Message != tt.want {
+				t.Errorf("message %q, want %q", f.Message, tt.want)
+			}
+		})
+	}
+}
+
+// TestRunQperfBlockAndConnectFailureRealProbe is the reviewer's case end
+// to end, with the real proc.Run and TCP probe: a stand-in qperf on PATH
+// prints a tcp_lat block and "failed to connect", and nothing listens on
+// the 127.0.0.1 port the probe tries. The block stands: OK with its
+// latency, not REFUSED with the metrics left on and a message starting
+// with "; ".
+func TestRunQperfBlockAndConnectFailureRealProbe(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\ncat <<'EOF'\n" + qperfLatBlock + "EOF\necho '127.0.0.1: failed to connect'\n"
+	if err := os.WriteFile(filepath.Join(dir, "qperf"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint32(l.Addr().(*net.TCPAddr).Port)
+	l.Close() // a closed port: the probe is refused
+	r := fakeRunner(Config{}, &agentv1.ToolInfo{Tool: measurev1.Tool_TOOL_QPERF, Version: "qperf 0.4.11"})
+	req := &agentv1.RunClient{
+		Spec:    &measurev1.TestSpec{Test: measurev1.Test_TEST_QPERF_TCP_LAT},
+		Network: measurev1.Network_NETWORK_HOST, TargetIp: "127.0.0.1", Port: port, DataPort: port%65535 + 1,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := r.Run(ctx, req)
+	checkResults(t, req.GetSpec(), got)
+	if len(got) != 1 || got[0].GetStatus() != measurev1.Status_STATUS_OK || got[0].GetQperf().GetLatencySeconds() != 12.5e-6 {
+		t.Errorf("Run = %v", got)
 	}
 }

@@ -293,11 +293,12 @@ func (r *Runner) refineConnect(ctx context.Context, res *measurev1.Result, netns
 	res.Message = failMessage("qperf", status, joinWords(res.GetMessage(), what))
 }
 
-// joinWords joins the non-empty parts of a message with "; ".
+// joinWords joins the parts of a message with "; ", each without the
+// separators and spaces at its ends; parts left empty are dropped.
 func joinWords(parts ...string) string {
 	var keep []string
 	for _, p := range parts {
-		if p = strings.TrimSpace(p); p != "" {
+		if p = strings.Trim(p, "; ,\t\r\n"); p != "" {
 			keep = append(keep, p)
 		}
 	}
@@ -319,22 +320,25 @@ func (r *Runner) logRun(cmd proc.Command, out proc.Output, results []*measurev1.
 // spec.qperf.msg_size_bytes for qperf, else one. connectFailed is qperf's
 // "failed to connect" (see qperfResults). It does no I/O.
 //
-// Every result goes through finish. When out was truncated (proc's cap)
-// and a result failed, its message starts with "TOOL output truncated at 8
-// MiB" (unless it already says so): the failure may be the cut's.
+// Every result goes through finish. When out was parsed (the tool exited
+// by itself, even if ctx ended meanwhile: see runFailure), was truncated
+// (proc's cap) and a result failed, its message starts with "TOOL output
+// truncated at 8 MiB" (unless it already says so): the failure may be the
+// cut's.
 func resultsOf(spec *measurev1.TestSpec, out proc.Output, runErr error) (results []*measurev1.Result, connectFailed bool) {
 	tool := toolName(spec)
+	runFailed := runFailure(tool, out, runErr)
 	defer func() {
 		for _, res := range results {
-			if out.Truncated && runErr == nil && res.GetStatus() != measurev1.Status_STATUS_OK &&
+			if out.Truncated && runFailed == nil && res.GetStatus() != measurev1.Status_STATUS_OK &&
 				!strings.Contains(res.GetMessage(), truncatedWords(tool)) {
 				res.Message = joinWords(truncatedWords(tool), res.GetMessage())
 			}
 			finish(tool, res)
 		}
 	}()
-	if f := runFailure(tool, out, runErr); f != nil {
-		return perSize(spec, f), false
+	if runFailed != nil {
+		return perSize(spec, runFailed), false
 	}
 	switch testspec.Tool(spec.GetTest()) {
 	case measurev1.Tool_TOOL_PING:

@@ -21,7 +21,9 @@ const MaxMessageBytes = 512
 type Failure struct {
 	// Status is never STATUS_OK or STATUS_UNSPECIFIED.
 	Status measurev1.Status
-	// Message is at most MaxMessageBytes of valid UTF-8 on one line.
+	// Message is at most MaxMessageBytes of valid UTF-8 on one line. In the
+	// failures the parsers return (parseFailure) and in failed results it
+	// is never empty and never starts with punctuation or a symbol.
 	Message string
 }
 
@@ -128,18 +130,22 @@ func truncatedWords(tool string) string {
 	return fmt.Sprintf("%s output truncated at %d MiB", tool, proc.MaxOutputBytes>>20)
 }
 
-// truncatedFailure returns err, a parser's failure, with truncatedWords in
-// front of its message when out was truncated (and it does not say so
-// already).
-func truncatedFailure(tool string, out proc.Output, err error) error {
-	if err == nil || !out.Truncated {
-		return err
+// parseFailure is what a parser (ParsePing, ParseQperf, ParseIperf3,
+// ParseCurl) returns for err: nil for nil, else a *Failure whose status is
+// err's (TOOL_ERROR for an error that is not a *Failure) and whose message
+// satisfies what every failed result does (failMessage: never empty, never
+// starting with punctuation), with truncatedWords in front when out was
+// truncated (unless it says so already).
+func parseFailure(tool string, out proc.Output, err error) error {
+	if err == nil {
+		return nil
 	}
 	f := asFailure(err)
-	if strings.Contains(f.Message, truncatedWords(tool)) {
-		return f
+	msg := f.Message
+	if out.Truncated && !strings.Contains(msg, truncatedWords(tool)) {
+		msg = joinWords(truncatedWords(tool), msg)
 	}
-	return fail(f.Status, "%s", joinWords(truncatedWords(tool), f.Message))
+	return &Failure{Status: f.Status, Message: failMessage(tool, f.Status, msg)}
 }
 
 // tail returns the last n lines of b that are not empty, for messages.

@@ -29,6 +29,9 @@ var (
 	ErrUnknown = errors.New("no server for this test")
 	// ErrNotReady: the server did not listen in time or exited first.
 	ErrNotReady = errors.New("server not ready")
+	// ErrStopped: Stop or StopAll came for the test while its server was
+	// starting; the start was canceled and nothing runs.
+	ErrStopped = errors.New("server stopped while starting")
 )
 
 // Ports are the pinned ports of the servers; both networks use the same.
@@ -68,10 +71,20 @@ type portKey struct {
 	port    uint32
 }
 
+// server is a test's server from the moment Start reserved its test ID and
+// port: while it starts (proc nil), then while it runs.
 type server struct {
-	key    portKey
+	key portKey
+	// ready is closed when Start is over, whatever its outcome.
+	ready chan struct{}
+	// abort cancels the Start's wait for the port; stopped says that Stop
+	// or StopAll asked for it. Both are set under Manager.mu.
+	abort   context.CancelFunc
+	stopped bool
+
+	// Set under Manager.mu once the server listens.
 	proc   *proc.Process
-	cancel context.CancelFunc
+	cancel context.CancelFunc // ends the server's lifetime context
 }
 
 // New returns a Manager with no server running.
@@ -102,9 +115,12 @@ type Started struct {
 }
 
 // Start starts tool's server for testID in network and returns once its
-// port listens (or ctx ends). Errors wrap ErrBusy (the port is another
-// test's), ErrNotReady (with the tool's own message), proc.ErrNotFound, or
-// say which argument was refused.
+// port listens (or ctx ends). The test ID and the port are reserved from
+// the start: a second Start for testID fails whatever its network or tool,
+// and Stop or StopAll during the start cancels it. Errors wrap ErrBusy (the
+// port is another test's), ErrNotReady (with the tool's own message),
+// ErrStopped, proc.ErrNotFound, or say which argument was refused. A failed
+// Start leaves nothing running and nothing reserved.
 func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool, network measurev1.Network) (Started, error) {
 	ns, ok := m.cfg.NetNS[network]
 	if !ok {
@@ -125,38 +141,70 @@ func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool,
 	}
 	key := portKey{network: network, port: st.Port}
 
+	// Reserve the test ID and the port before anything starts: a second
+	// Start for the test (on any network) is refused, and a Stop that comes
+	// while this one waits for the port cancels it.
+	startCtx, abort := context.WithCancel(ctx)
+	defer abort()
+	s := &server{key: key, ready: make(chan struct{}), abort: abort}
+	defer close(s.ready)
 	m.mu.Lock()
-	if _, dup := m.byTest[testID]; dup {
+	if other, dup := m.byTest[testID]; dup {
 		m.mu.Unlock()
-		return Started{}, fmt.Errorf("test %q already has a server", testID)
+		state := "running"
+		if other.proc == nil {
+			state = "starting"
+		}
+		return Started{}, fmt.Errorf("test %q already has a server (%s on port %d in the %v network)", testID, state, other.key.port, other.key.network)
 	}
 	if owner, busy := m.byPort[key]; busy {
 		m.mu.Unlock()
 		return Started{}, fmt.Errorf("%w: port %d in the %v network serves test %q", ErrBusy, key.port, network, owner)
 	}
-	m.byPort[key] = testID // reserved while starting
+	m.byTest[testID] = s
+	m.byPort[key] = testID
 	m.mu.Unlock()
 
 	lifeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.MaxLifetime)
-	p, err := proc.Start(lifeCtx, cmd)
+	var p *proc.Process
+	if err = startCtx.Err(); err != nil { // stopped or out of time already: start nothing
+		err = fmt.Errorf("%w: not started: %w", ErrNotReady, err)
+	} else {
+		p, err = proc.Start(lifeCtx, cmd)
+	}
 	if err == nil {
-		err = waitListening(ctx, p, st.Port)
-		if err != nil {
-			_ = p.Stop()
-		}
+		err = waitListening(startCtx, p, st.Port)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err != nil {
-		cancel()
-		delete(m.byPort, key)
-		return Started{}, err
+	if s.stopped {
+		err = fmt.Errorf("%w: test %q", ErrStopped, testID)
 	}
-	s := &server{key: key, proc: p, cancel: cancel}
-	m.byTest[testID] = s
-	m.log.Info("server started", "test_id", testID, "cmd", cmd.String(), "pid", p.Pid())
-	go m.reap(testID, s) // owner: Manager; ends when the process exits
-	return st, nil
+	if err == nil {
+		s.proc, s.cancel = p, cancel
+		m.mu.Unlock()
+		m.log.Info("server started", "test_id", testID, "cmd", cmd.String(), "pid", p.Pid())
+		go m.reap(testID, s) // owner: Manager; ends when the process exits
+		return st, nil
+	}
+	m.mu.Unlock()
+	// Nothing of this start may outlive it: kill the process (and what it
+	// forked) before the test ID and the port are free again.
+	if p != nil {
+		_ = p.Stop()
+	}
+	cancel()
+	m.forget(testID, s)
+	return Started{}, err
+}
+
+// forget drops s's reservations if they are still s's.
+func (m *Manager) forget(testID string, s *server) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byTest[testID] == s {
+		delete(m.byTest, testID)
+		delete(m.byPort, s.key)
+	}
 }
 
 // reap forgets a server once its process has exited (iperf3 -1 exits after
@@ -164,38 +212,39 @@ func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool,
 func (m *Manager) reap(testID string, s *server) {
 	<-s.proc.Done()
 	s.cancel()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.byTest[testID] == s {
-		delete(m.byTest, testID)
-		delete(m.byPort, s.key)
-	}
+	m.forget(testID, s)
 }
 
 // Stop kills testID's server and its children and waits until they are
-// gone. A server that already exited is fine; an unknown test wraps
-// ErrUnknown.
+// gone. A server still starting is canceled (its Start fails with
+// ErrStopped) and Stop returns once nothing of it runs. A server that
+// already exited is fine; a test without a server (never started, or
+// already stopped or reaped) wraps ErrUnknown.
 func (m *Manager) Stop(testID string) error {
 	m.mu.Lock()
 	s, ok := m.byTest[testID]
-	m.mu.Unlock()
 	if !ok {
+		m.mu.Unlock()
 		return fmt.Errorf("test %q: %w", testID, ErrUnknown)
 	}
-	err := s.proc.Stop()
-	s.cancel()
-	m.mu.Lock()
-	if m.byTest[testID] == s {
-		delete(m.byTest, testID)
-		delete(m.byPort, s.key)
+	if s.proc == nil {
+		s.stopped = true
+		s.abort()
+		m.mu.Unlock()
+		<-s.ready // Start killed what it started and dropped the reservations
+		m.log.Info("server stopped while starting", "test_id", testID)
+		return nil
 	}
 	m.mu.Unlock()
+	err := s.proc.Stop()
+	s.cancel()
+	m.forget(testID, s)
 	m.log.Info("server stopped", "test_id", testID, "pid", s.proc.Pid())
 	return err
 }
 
-// StopAll stops every server; the agent calls it when a session ends and
-// on shutdown.
+// StopAll stops every server, those still starting included; the agent
+// calls it when a session ends and on shutdown.
 func (m *Manager) StopAll() {
 	m.mu.Lock()
 	ids := make([]string, 0, len(m.byTest))
@@ -208,7 +257,7 @@ func (m *Manager) StopAll() {
 	}
 }
 
-// Running returns how many servers run.
+// Running returns how many servers run or are starting.
 func (m *Manager) Running() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -60,6 +60,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					return fmt.Errorf("--%s %q: %w", a.flag, a.v, err)
 				}
 			}
+			// The agent takes a zero port for its default: a zero given
+			// here is a mistake, not a wish for the default.
+			for _, name := range []string{"http-port", "iperf3-port", "qperf-port", "qperf-data-port"} {
+				if fl := cmd.Flags().Lookup(name); fl.Changed && fl.Value.String() == "0" {
+					return fmt.Errorf("--%s 0 is not a port: want 1..65535", name)
+				}
+			}
 			for _, s := range allow {
 				p, err := netip.ParsePrefix(s)
 				if err != nil {

@@ -43,7 +43,7 @@ compare RUN_A RUN_B, plot RUN_ID --out run.png.`,
 	f.StringSliceVar(&tf.tests, "tests", nil, "tests, comma-separated: "+strings.Join(testNames(), ", ")+" (default ping,qperf_tcp_lat,qperf_tcp_bw,iperf3_tcp,http)")
 	f.StringSliceVar(&tf.paths, "paths", nil, "paths, comma-separated: "+strings.Join(pathNames(), ", ")+" (default host-host,host-pod,pod-pod,pod-service)")
 	f.StringSliceVar(&tf.pairs, "pair", nil, "node pair SRC:DST, repeatable (default: every ordered pair of known nodes)")
-	f.Uint32Var(&tf.repeats, "repeats", 1, "samples per test (2 or more give spread and confidence intervals)")
+	f.Uint32Var(&tf.repeats, "repeats", 0, "samples per test, 2 or more give spread and confidence intervals (default: 3 for ping, 5 for http, 1 for qperf and iperf3)")
 	f.DurationVar(&tf.duration, "duration", 0, "qperf and iperf3 measuring time, whole seconds (default 2s)")
 	f.Uint32Var(&tf.pingCount, "ping-count", 0, "echo requests per ping test (default 5)")
 	f.StringSliceVar(&tf.msgSizes, "msg-sizes", nil, "qperf message sizes, comma-separated: bytes or with K/M (1024-based), e.g. 64,1K,64K")

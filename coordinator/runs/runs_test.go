@@ -214,7 +214,7 @@ func testManager(t *testing.T) (*Manager, *store.Store, context.Context) {
 
 func TestLostAgentsFailInTheMesh(t *testing.T) {
 	m, _, ctx := testManager(t)
-	run, err := m.Trigger(ctx, &measurev1.RunSpec{Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}},
+	run, err := m.Trigger(ctx, &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}},
 		Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}})
 	if err != nil {
 		t.Fatal(err)

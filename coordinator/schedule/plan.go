@@ -51,6 +51,20 @@ func DefaultPaths() []measurev1.Path {
 	}
 }
 
+// DefaultRepeats is the number of samples of a test when the RunSpec asks
+// for none: a few for the cheap probes, so that their cells have a spread
+// and a confidence interval; one for the tests that load the link for
+// seconds (ask for more with repeats).
+func DefaultRepeats(t measurev1.Test) uint32 {
+	switch t {
+	case measurev1.Test_TEST_PING:
+		return 3
+	case measurev1.Test_TEST_HTTP:
+		return 5
+	}
+	return 1
+}
+
 // Applies reports whether test makes sense on path. Ping does not on the
 // service paths: kube-proxy in iptables mode DNATs TCP and UDP only, so an
 // ICMP echo to a ClusterIP goes unanswered on a healthy cluster.
@@ -92,12 +106,18 @@ func Plan(spec *measurev1.RunSpec, nodes []string) ([]*measurev1.PlannedTest, er
 			return nil, fmt.Errorf("%w: paths[%d]: %v is not a path", ErrInvalid, i, p)
 		}
 	}
-	repeats := spec.GetRepeats()
-	switch {
-	case repeats == 0:
-		repeats = 1
-	case repeats > MaxRepeats:
-		return nil, fmt.Errorf("%w: repeats %d is above %d", ErrInvalid, repeats, MaxRepeats)
+	if r := spec.GetRepeats(); r > MaxRepeats {
+		return nil, fmt.Errorf("%w: repeats %d is above %d", ErrInvalid, r, MaxRepeats)
+	}
+	repeatsOf := func(t measurev1.Test) uint32 {
+		if r := spec.GetRepeats(); r > 0 {
+			return r
+		}
+		return DefaultRepeats(t)
+	}
+	var repeats uint32
+	for _, t := range norm {
+		repeats = max(repeats, repeatsOf(t.GetTest()))
 	}
 	pairs, err := pairs(spec.GetPairs(), nodes)
 	if err != nil {
@@ -109,7 +129,7 @@ func Plan(spec *measurev1.RunSpec, nodes []string) ([]*measurev1.PlannedTest, er
 		for _, pair := range pairs {
 			for _, path := range paths {
 				for _, t := range norm {
-					if !Applies(t.GetTest(), path) {
+					if !Applies(t.GetTest(), path) || r >= repeatsOf(t.GetTest()) {
 						continue
 					}
 					if len(planned) == MaxPlannedTests {

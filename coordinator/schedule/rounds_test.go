@@ -64,7 +64,7 @@ func TestRoundsSmall(t *testing.T) {
 
 func TestArrange(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3", "n4"}
-	spec := &measurev1.RunSpec{Tests: []*measurev1.TestSpec{
+	spec := &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{
 		{Test: measurev1.Test_TEST_PING}, {Test: measurev1.Test_TEST_IPERF3_TCP}, {Test: measurev1.Test_TEST_QPERF_TCP_LAT},
 	}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD}}
 	planned, err := Plan(spec, nodes)

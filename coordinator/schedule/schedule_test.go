@@ -18,11 +18,13 @@ func TestPlanCounts(t *testing.T) {
 		ready []string
 		want  int
 	}{
-		// 6 ordered pairs x (3 paths x 5 tests + pod-service x 4 tests: no ping).
-		{"defaults", &measurev1.RunSpec{}, three, 6 * (3*5 + 4)},
+		// 6 ordered pairs x (ping: 3 paths (not pod-service) x 3 repeats +
+		// qperf tcp_lat, tcp_bw, iperf3: 4 paths x 1 + http: 4 paths x 5).
+		{"defaults", &measurev1.RunSpec{}, three, 6 * (3*3 + 3*4 + 4*5)},
+		{"one repeat", &measurev1.RunSpec{Repeats: 1}, three, 6 * (3*5 + 4)},
 		{"repeats", &measurev1.RunSpec{Repeats: 3, Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_HTTP}}}, three, 3 * 6 * 4},
-		{"one pair", &measurev1.RunSpec{Pairs: []*measurev1.NodePair{{SrcNode: "node-2", DstNode: "node-1"}}}, three, 3*5 + 4},
-		{"ping on service paths only", &measurev1.RunSpec{
+		{"one pair", &measurev1.RunSpec{Repeats: 1, Pairs: []*measurev1.NodePair{{SrcNode: "node-2", DstNode: "node-1"}}}, three, 3*5 + 4},
+		{"ping on service paths only", &measurev1.RunSpec{Repeats: 1,
 			Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}, {Test: measurev1.Test_TEST_HTTP}},
 			Paths: []measurev1.Path{measurev1.Path_PATH_POD_TO_SERVICE, measurev1.Path_PATH_HOST_TO_SERVICE},
 		}, []string{"a", "b"}, 2 * 2},

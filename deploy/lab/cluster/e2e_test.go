@@ -59,6 +59,13 @@ type env struct {
 // are torn down when the test ends, and the logs are printed if it failed.
 func startEnv(t *testing.T, ctx context.Context, cfg lab.Config) *env {
 	t.Helper()
+	return startEnvIn(t, ctx, cfg, t.TempDir())
+}
+
+// startEnvIn is startEnv with the cluster's work directory (its store) given,
+// so that labs started one after the other share one store.
+func startEnvIn(t *testing.T, ctx context.Context, cfg lab.Config, work string) *env {
+	t.Helper()
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	cfg.Prefix = "e2e" + hex.EncodeToString(b)
@@ -71,7 +78,6 @@ func startEnv(t *testing.T, ctx context.Context, cfg lab.Config) *env {
 			t.Errorf("lab down: %v", err)
 		}
 	})
-	work := t.TempDir()
 	c, err := cluster.New(cluster.Config{Lab: l, BinDir: binDir, WorkDir: work, HeartbeatInterval: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -148,8 +154,9 @@ func TestFullMeshSurvivesRestart(t *testing.T) {
 	if run.GetState() != measurev1.RunState_RUN_STATE_SUCCEEDED {
 		t.Errorf("run state %v, want SUCCEEDED", run.GetState())
 	}
-	// 6 ordered pairs x (host-host, host-pod, pod-pod: 5 tests; pod-service: 4, no ping).
-	if got, want := len(done.GetResults()), 6*(3*5+4); got != want {
+	// 6 ordered pairs x (ping: 3 paths, not pod-service, x 3 repeats; qperf
+	// tcp_lat, tcp_bw and iperf3: 4 paths x 1; HTTP: 4 paths x 5 repeats).
+	if got, want := len(done.GetResults()), 6*(3*3+3*4+4*5); got != want {
 		t.Errorf("%d results, want %d", got, want)
 	}
 	for _, r := range done.GetResults() {
@@ -250,7 +257,7 @@ func TestCrossNodePodTrafficDropped(t *testing.T) {
 	e := startEnv(t, ctx, lab.Config{Nodes: 3, Mode: lab.ModeHostGW, DropCrossNodePod: true})
 
 	stdout, stderr, err := e.cli(ctx, "trigger", "-o", "json", "--tests", "ping,qperf_tcp_lat,iperf3_tcp,http",
-		"--paths", "host-host,pod-pod", "--duration", "1s", "--ping-count", "2")
+		"--paths", "host-host,pod-pod", "--duration", "1s", "--ping-count", "2", "--repeats", "1")
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("trigger: err %v, want exit status 1\nstderr:\n%s", err, stderr)

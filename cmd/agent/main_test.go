@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freePort asks the kernel for a port free on 127.0.0.1, never one of the
+// tools' default ports that other tests may use.
+func freePort(t *testing.T) string {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if port != 5201 && port != 19765 && port != 19766 && port != 8080 {
+			return fmt.Sprint(port)
+		}
+	}
+	t.Fatal("no free port")
+	return ""
+}
+
+// TestRunFlags: a bad address or port is refused at startup, by an error
+// that names the flag and the value, before the agent listens or dials.
+func TestRunFlags(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string // over a valid command line on 127.0.0.1
+		wantIn []string // "": Run returns nil once its context ends
+	}{
+		{"loopback host IP", nil, nil},
+		{"IPv6 loopback host IP", []string{"--host-ip", "::1"}, nil},
+		{"iperf3 port above 65535", []string{"--iperf3-port", "70000"}, []string{"--iperf3-port", "70000"}},
+		{"qperf port above 65535", []string{"--qperf-port", "65536"}, []string{"--qperf-port", "65536"}},
+		{"qperf data port above 65535", []string{"--qperf-data-port", "4294967295"}, []string{"--qperf-data-port", "4294967295"}},
+		{"HTTP port above 65535", []string{"--http-port", "70000"}, []string{"--http-port", "70000"}},
+		{"HTTP port 0", []string{"--http-port", "0"}, []string{"--http-port", "0"}},
+		{"iperf3 port 0", []string{"--iperf3-port", "0"}, []string{"--iperf3-port", "0"}},
+		{"qperf data port = qperf port", []string{"--qperf-port", "7001", "--qperf-data-port", "7001"},
+			[]string{"--qperf-data-port", "--qperf-port", "7001"}},
+		{"HTTP port = iperf3 port", []string{"--http-port", "7002", "--iperf3-port", "7002"},
+			[]string{"--http-port", "--iperf3-port", "7002"}},
+		{"HTTP port = qperf port", []string{"--http-port", "7003", "--qperf-port", "7003"},
+			[]string{"--http-port", "--qperf-port", "7003"}},
+		{"HTTP port = qperf data port", []string{"--http-port", "7004", "--qperf-data-port", "7004"},
+			[]string{"--http-port", "--qperf-data-port", "7004"}},
+		{"unspecified host IP", []string{"--host-ip", "0.0.0.0"}, []string{"--host-ip", `"0.0.0.0"`, "unspecified"}},
+		{"unspecified IPv6 host IP", []string{"--host-ip", "::"}, []string{"--host-ip", `"::"`}},
+		{"multicast host IP", []string{"--host-ip", "224.0.0.1"}, []string{"--host-ip", "224.0.0.1", "multicast"}},
+		{"broadcast host IP", []string{"--host-ip", "255.255.255.255"}, []string{"--host-ip", "255.255.255.255", "broadcast"}},
+		{"IPv4-mapped host IP", []string{"--host-ip", "::ffff:127.0.0.1"}, []string{"--host-ip", "::ffff:127.0.0.1"}},
+		{"zoned host IP", []string{"--host-ip", "fe80::1%lo"}, []string{"--host-ip", "fe80::1%lo"}},
+		{"host IP not an IP", []string{"--host-ip", "node-1"}, []string{"--host-ip", "node-1"}},
+		{"multicast pod IP", []string{"--pod-ip", "ff02::1", "--pod-netns", "/run/netns/nonexistent"}, []string{"--pod-ip", "ff02::1"}},
+		{"unspecified service IP", []string{"--service-ip", "0.0.0.0"}, []string{"--service-ip", "0.0.0.0"}},
+		{"broadcast service IP", []string{"--service-ip", "255.255.255.255"}, []string{"--service-ip", "255.255.255.255"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{
+				"--coordinator", "unix://" + filepath.Join(t.TempDir(), "none.sock"), "--node", "node-1", "--host-ip", "127.0.0.1",
+				"--http-port", freePort(t), "--iperf3-port", freePort(t), "--qperf-port", freePort(t), "--qperf-data-port", freePort(t),
+			}
+			args = append(args, tt.args...) // a repeated flag: the last one counts
+			ctx, cancel := context.WithCancel(context.Background())
+			if tt.wantIn != nil {
+				// A config that wrongly passes runs until this ends.
+				ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+			} else {
+				cancel() // a good config returns nil once its context is over
+			}
+			defer cancel()
+			var stderr bytes.Buffer
+			err := run(ctx, args, &bytes.Buffer{}, &stderr)
+			switch {
+			case tt.wantIn == nil && err != nil:
+				t.Errorf("run = %v, want nil", err)
+			case tt.wantIn != nil && err == nil:
+				t.Errorf("run = nil, want an error naming %q", tt.wantIn)
+			}
+			for _, w := range tt.wantIn {
+				if err != nil && !strings.Contains(err.Error(), w) {
+					t.Errorf("run = %v, want an error containing %s", err, w)
+				}
+			}
+		})
+	}
+}
