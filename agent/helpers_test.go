@@ -3,12 +3,10 @@ package agent_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/agent/servers"
+	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -32,53 +31,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The tests send traffic only to 127.0.0.0/8 in the root namespace.
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func need(t *testing.T, names ...string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("runs real tools; skipped with -short")
-	}
-	for _, n := range names {
-		if _, err := exec.LookPath(n); err != nil {
-			t.Skipf("%s is not installed", n)
-		}
-	}
-}
-
-// freePort asks the kernel for a port free for TCP and UDP on 127.0.0.1,
-// never one of the tools' default ports that other tests may use.
-func freePort(t *testing.T) uint32 {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		_ = l.Close()
-		if err == nil {
-			_ = u.Close()
-			if port != 5201 && port != 19765 && port != 19766 && port != 8080 {
-				return uint32(port)
-			}
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
-
 // startAgent runs agent.Run until the test ends; the returned channel
 // gets Run's error.
 func startAgent(t *testing.T, cfg agent.Config) <-chan error {
 	t.Helper()
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
 	errc := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
@@ -139,8 +96,8 @@ func baseConfig(t *testing.T, coordinator, node string) agent.Config {
 		Coordinator:  coordinator,
 		NodeName:     node,
 		HostIP:       netip.MustParseAddr("127.0.0.1"),
-		HTTPPort:     freePort(t),
-		Ports:        servers.Ports{Iperf3: freePort(t), Qperf: freePort(t), QperfData: freePort(t)},
+		HTTPPort:     testnet.FreePort(t),
+		Ports:        servers.Ports{Iperf3: testnet.FreePort(t), Qperf: testnet.FreePort(t), QperfData: testnet.FreePort(t)},
 		ReconnectMin: 20 * time.Millisecond,
 		ReconnectMax: 200 * time.Millisecond,
 	}

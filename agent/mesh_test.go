@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -31,8 +32,8 @@ func startCoordinator(t *testing.T) (string, meshv1.MeshServiceClient, *grpc.Cli
 	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "coordinator.sock")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	ctx, cancel := context.WithCancel(testCtx(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
+	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
@@ -81,7 +82,7 @@ func TestRefusedByCoordinator(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(testCtx(t), 30*time.Second)
+			ctx, cancel := context.WithTimeout(testnet.Ctx(t, 2*time.Minute), 30*time.Second)
 			defer cancel()
 			s, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
 			if err != nil {
@@ -107,7 +108,7 @@ func TestRefusedByCoordinator(t *testing.T) {
 // 127.0.0.2 in this process, triggers a host-host run over the unix
 // socket and checks every result.
 func TestMesh(t *testing.T) {
-	need(t, "ping", "qperf", "iperf3", "curl")
+	testnet.Need(t, "ping", "qperf", "iperf3", "curl")
 	agentAddr, mesh, _ := startCoordinator(t)
 	a := baseConfig(t, agentAddr, "node-1")
 	b := baseConfig(t, agentAddr, "node-2")
@@ -116,7 +117,7 @@ func TestMesh(t *testing.T) {
 	errA, errB := startAgent(t, a), startAgent(t, b)
 	defer noServersLeft(t, a.Ports.Iperf3, a.Ports.Qperf)
 
-	ctx := testCtx(t)
+	ctx := testnet.Ctx(t, 2*time.Minute)
 	connected := func() bool {
 		resp, err := mesh.ListAgents(ctx, &meshv1.ListAgentsRequest{})
 		if err != nil {

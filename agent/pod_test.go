@@ -1,14 +1,10 @@
 package agent_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,34 +12,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshperf/meshperf/agent/netns"
+	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
-
-// newNetNS creates a throwaway network namespace with lo up and returns
-// its path; it is deleted when the test ends.
-func newNetNS(t *testing.T) string {
-	t.Helper()
-	need(t, "ip", "nsenter")
-	if os.Geteuid() != 0 {
-		t.Skip("creating a network namespace needs root")
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := "mp-agent-" + hex.EncodeToString(b)
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("lo up in %s: %v: %s", name, err, out)
-	}
-	return "/run/netns/" + name
-}
 
 // httpGet fetches / from addr over a connection opened in the namespace
 // at path ("" = ours) and returns the body.
@@ -80,9 +52,9 @@ func httpGet(path, addr string) (string, error) {
 // registers its pod address, serves its HTTP target inside the namespace
 // only, and runs servers and clients there.
 func TestPodNetwork(t *testing.T) {
-	need(t, "qperf", "curl")
+	testnet.Need(t, "qperf", "curl")
 	// Deleted after the agent stopped: cleanups run last-in first-out.
-	path := newNetNS(t)
+	path := testnet.NewNetNS(t, "mp-agent")
 	// Inside the namespace, an address of its own loopback.
 	const podIP = "127.0.0.50"
 	target, next := sessions(t)
@@ -169,8 +141,8 @@ func TestPodNetwork(t *testing.T) {
 // address a target. The pings run in a throwaway namespace, so that a
 // regression sends nothing out of this machine.
 func TestBadEndpoints(t *testing.T) {
-	need(t, "ping")
-	path := newNetNS(t)
+	testnet.Need(t, "ping")
+	path := testnet.NewNetNS(t, "mp-agent")
 	const podIP, goodIP = "127.0.0.50", "127.0.0.60"
 	target, next := sessions(t)
 	cfg := baseConfig(t, target, "node-a")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -174,7 +175,7 @@ func TestRunBadConfig(t *testing.T) {
 			cfg := baseConfig(t, target, "node-1")
 			tt.mutate(&cfg)
 			// A config that passes runs until ctx ends, and returns nil.
-			ctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
+			ctx, cancel := context.WithTimeout(testnet.Ctx(t, 2*time.Minute), 10*time.Second)
 			defer cancel()
 			err := agent.Run(ctx, cfg)
 			if err == nil || !strings.Contains(err.Error(), tt.wantIn) {
@@ -241,7 +242,7 @@ func TestRunRefused(t *testing.T) {
 // TestSessionEnds: a session that fails in any way but a refusal is
 // retried, and its servers do not outlive it.
 func TestSessionEnds(t *testing.T) {
-	need(t, "qperf")
+	testnet.Need(t, "qperf")
 	registered := func(interval, timeout time.Duration) *agentv1.ConnectResponse {
 		return &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{
 			HeartbeatInterval: durationpb.New(interval), HeartbeatTimeout: durationpb.New(timeout),

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -64,7 +65,7 @@ func (g *serverGate) release(t *testing.T) {
 // nothing runs, and the StartServer answers CANCELED. Either way the act
 // answers while the first server is still held in its start.
 func TestOrdersWhileStarting(t *testing.T) {
-	need(t, "qperf")
+	testnet.Need(t, "qperf")
 	host, pod := measurev1.Network_NETWORK_HOST, measurev1.Network_NETWORK_POD
 	stop := &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}
 	tests := []struct {
@@ -83,7 +84,7 @@ func TestOrdersWhileStarting(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := newNetNS(t) // deleted after the agent stopped: cleanups run last-in first-out
+			path := testnet.NewNetNS(t, "mp-agent") // deleted after the agent stopped: cleanups run last-in first-out
 			g := newServerGate(t)
 			target, next := sessions(t)
 			cfg := baseConfig(t, target, "node-a")

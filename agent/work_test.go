@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -79,7 +80,7 @@ func outcomeKind(r *agentv1.WorkResult) string {
 // a test ID, an action and a deadline, and every answer says which action
 // it answers.
 func TestWork(t *testing.T) {
-	need(t, "ping", "qperf")
+	testnet.Need(t, "ping", "qperf")
 	target, next := sessions(t)
 	cfg := baseConfig(t, target, "node-a")
 	cfg.AllowTargets = []netip.Prefix{netip.MustParsePrefix("127.0.0.3/32")}
@@ -231,7 +232,7 @@ func pingsTo(target string) []string {
 // TestMaxClients: with every client slot taken, a client waits for one
 // until its deadline and then answers TIMEOUT.
 func TestMaxClients(t *testing.T) {
-	need(t, "ping")
+	testnet.Need(t, "ping")
 	target, next := sessions(t)
 	cfg := baseConfig(t, target, "node-a")
 	cfg.MaxClients = 1

@@ -19,18 +19,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshperf/meshperf/agent/httptarget"
+	"github.com/meshperf/meshperf/internal/testnet"
 )
 
 // TestMain fails the package if a server or connection goroutine outlives
 // the tests.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func TestHandler(t *testing.T) {
 	h := httptarget.Handler("node-7", "pod")
@@ -135,7 +129,7 @@ func serve(t *testing.T, h http.Handler) (addr string, stop func() error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(testnet.Ctx(t, time.Minute))
 	errc := make(chan error, 1)
 	go func() { errc <- httptarget.Serve(ctx, l, h) }()
 	var once atomic.Bool
@@ -172,7 +166,7 @@ func TestServe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.target, func(t *testing.T) {
-			req, err := http.NewRequestWithContext(testCtx(t), tt.method, "http://"+addr+tt.target, nil)
+			req, err := http.NewRequestWithContext(testnet.Ctx(t, time.Minute), tt.method, "http://"+addr+tt.target, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,7 +206,7 @@ func TestServeListenerError(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	err = httptarget.Serve(testCtx(t), l, httptarget.Handler("n", "host"))
+	err = httptarget.Serve(testnet.Ctx(t, time.Minute), l, httptarget.Handler("n", "host"))
 	if err == nil || !strings.Contains(err.Error(), addr) {
 		t.Errorf("Serve on a closed listener = %v, want an error naming %s", err, addr)
 	}

@@ -1,14 +1,11 @@
 package netns_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -20,37 +17,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshperf/meshperf/agent/netns"
+	"github.com/meshperf/meshperf/internal/testnet"
 )
 
 // TestMain fails the package if a test's server goroutine outlives it.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// newNetNS creates a throwaway network namespace with lo up and returns
-// its path; it is deleted when the test ends.
-func newNetNS(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("ip (iproute2) is not installed")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("creating a network namespace needs root")
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := "mp-ns-" + hex.EncodeToString(b)
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("lo up in %s: %v: %s", name, err, out)
-	}
-	return "/run/netns/" + name
-}
 
 // nsID identifies a namespace file by device and inode.
 func nsID(t *testing.T, path string) [2]uint64 {
@@ -97,7 +68,7 @@ func fetch(addr string) (string, error) {
 // TestListenInNamespace: a socket opened in a namespace is reachable from
 // inside it and not from the root namespace's loopback.
 func TestListenInNamespace(t *testing.T) {
-	path := newNetNS(t)
+	path := testnet.NewNetNS(t, "mp-ns")
 	for _, network := range []string{"tcp", "tcp4"} {
 		t.Run(network, func(t *testing.T) {
 			l, err := netns.Listen(path, network, "127.0.0.1:0")
@@ -132,7 +103,7 @@ func TestListenInNamespace(t *testing.T) {
 // TestListenOwnNamespace: an empty path listens where the caller is, and
 // the same port can then be bound again inside another namespace.
 func TestListenOwnNamespace(t *testing.T) {
-	path := newNetNS(t)
+	path := testnet.NewNetNS(t, "mp-ns")
 	root, err := netns.Listen("", "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +134,7 @@ func TestListenOwnNamespace(t *testing.T) {
 // afterwards, whether fn failed or not, and no thread of the process is
 // left in the namespace.
 func TestDoRestoresThread(t *testing.T) {
-	path := newNetNS(t)
+	path := testnet.NewNetNS(t, "mp-ns")
 	target := nsID(t, path)
 	errFn := errors.New("fn failed")
 	for _, fnErr := range []error{nil, errFn} {
@@ -266,7 +237,7 @@ func TestBadPath(t *testing.T) {
 // TestListenErrorInside: a listen that fails inside the namespace (the
 // port is taken there) names the namespace too.
 func TestListenErrorInside(t *testing.T) {
-	path := newNetNS(t)
+	path := testnet.NewNetNS(t, "mp-ns")
 	l, err := netns.Listen(path, "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -3,12 +3,9 @@ package proc_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,27 +17,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/internal/testnet"
 )
 
 // TestMain fails the package if a process waiter outlives the tests.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// testCtx is a context bounded well above anything a test waits for.
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func need(t *testing.T, names ...string) {
-	t.Helper()
-	for _, n := range names {
-		if _, err := exec.LookPath(n); err != nil {
-			t.Skipf("%s is not installed", n)
-		}
-	}
-}
 
 func TestArgv(t *testing.T) {
 	tests := []struct {
@@ -68,7 +49,7 @@ func TestArgv(t *testing.T) {
 }
 
 func TestRunOutputAndExitCode(t *testing.T) {
-	need(t, "sh", "echo")
+	testnet.NeedTools(t, "sh", "echo")
 	tests := []struct {
 		name       string
 		cmd        proc.Command
@@ -83,7 +64,7 @@ func TestRunOutputAndExitCode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := proc.Run(testCtx(t), tt.cmd)
+			out, err := proc.Run(testnet.Ctx(t, time.Minute), tt.cmd)
 			if err != nil {
 				t.Fatalf("Run: %v (a non-zero exit is not an error)", err)
 			}
@@ -109,11 +90,11 @@ func TestRunOutputAndExitCode(t *testing.T) {
 // TestRunLocale checks that LC_ALL=C reaches the child and wins over the
 // agent's own locale variables.
 func TestRunLocale(t *testing.T) {
-	need(t, "printenv")
+	testnet.NeedTools(t, "printenv")
 	for _, agentLocale := range []string{"", "de_DE.UTF-8"} {
 		t.Run("agent LC_ALL="+agentLocale, func(t *testing.T) {
 			t.Setenv("LC_ALL", agentLocale)
-			out, err := proc.Run(testCtx(t), proc.Command{Name: "printenv", Args: []string{"LC_ALL"}})
+			out, err := proc.Run(testnet.Ctx(t, time.Minute), proc.Command{Name: "printenv", Args: []string{"LC_ALL"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +116,7 @@ func TestRunNotFound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := proc.Run(testCtx(t), tt.cmd)
+			out, err := proc.Run(testnet.Ctx(t, time.Minute), tt.cmd)
 			if !errors.Is(err, proc.ErrNotFound) {
 				t.Fatalf("Run error = %v, want ErrNotFound", err)
 			}
@@ -145,7 +126,7 @@ func TestRunNotFound(t *testing.T) {
 			if out.ExitCode != -1 {
 				t.Errorf("ExitCode = %d, want -1", out.ExitCode)
 			}
-			if _, err := proc.Start(testCtx(t), tt.cmd); !errors.Is(err, proc.ErrNotFound) {
+			if _, err := proc.Start(testnet.Ctx(t, time.Minute), tt.cmd); !errors.Is(err, proc.ErrNotFound) {
 				t.Errorf("Start error = %v, want ErrNotFound", err)
 			}
 		})
@@ -243,13 +224,13 @@ func waitGone(t *testing.T, pgid int, pids []int) {
 // children with it: the script prints the PID of a child it forked and its
 // own, then waits.
 func TestKillsChildren(t *testing.T) {
-	need(t, "sh", "sleep")
+	testnet.NeedTools(t, "sh", "sleep")
 	// The background sleep is a grandchild of ours; the shell waits in a
 	// foreground sleep of its own.
 	const script = "sleep 30 & echo $! $$; sleep 30"
 
 	t.Run("Run until the deadline", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(testCtx(t), 2*time.Second)
+		ctx, cancel := context.WithTimeout(testnet.Ctx(t, time.Minute), 2*time.Second)
 		defer cancel()
 		out, err := proc.Run(ctx, proc.Command{Name: "sh", Args: []string{"-c", script}})
 		if !errors.Is(err, context.DeadlineExceeded) {
@@ -267,7 +248,7 @@ func TestKillsChildren(t *testing.T) {
 
 	for _, how := range []string{"ctx canceled", "Stop"} {
 		t.Run(how, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(testCtx(t))
+			ctx, cancel := context.WithCancel(testnet.Ctx(t, time.Minute))
 			defer cancel()
 			p, err := proc.Start(ctx, proc.Command{Name: "sh", Args: []string{"-c", script}})
 			if err != nil {
@@ -328,7 +309,7 @@ func TestKillsChildren(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run("leader exits, "+tt.name, func(t *testing.T) {
-			out, err := proc.Run(testCtx(t), proc.Command{Name: "sh", Args: []string{"-c", tt.script}})
+			out, err := proc.Run(testnet.Ctx(t, time.Minute), proc.Command{Name: "sh", Args: []string{"-c", tt.script}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,7 +326,7 @@ func TestKillsChildren(t *testing.T) {
 }
 
 func TestTruncated(t *testing.T) {
-	need(t, "sh", "head")
+	testnet.NeedTools(t, "sh", "head")
 	const limit = proc.MaxOutputBytes
 	tests := []struct {
 		name      string
@@ -365,7 +346,7 @@ func TestTruncated(t *testing.T) {
 			if tt.stream == "stderr" {
 				script = "head -c " + strconv.Itoa(tt.size) + " /dev/zero >&2; echo done"
 			}
-			out, err := proc.Run(testCtx(t), proc.Command{Name: "sh", Args: []string{"-c", script}})
+			out, err := proc.Run(testnet.Ctx(t, time.Minute), proc.Command{Name: "sh", Args: []string{"-c", script}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -389,30 +370,8 @@ func TestTruncated(t *testing.T) {
 	}
 }
 
-// newNetNS creates a throwaway named network namespace and returns its
-// path; it is deleted when the test ends.
-func newNetNS(t *testing.T) string {
-	t.Helper()
-	need(t, "ip", "nsenter")
-	if os.Geteuid() != 0 {
-		t.Skip("creating a network namespace needs root")
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := "mp-proc-" + hex.EncodeToString(b)
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	return "/run/netns/" + name
-}
-
 func TestNetNS(t *testing.T) {
-	path := newNetNS(t)
+	path := testnet.NewNetNS(t, "mp-proc")
 	tests := []struct {
 		name      string
 		netns     string
@@ -423,7 +382,7 @@ func TestNetNS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := proc.Run(testCtx(t), proc.Command{Name: "ip", Args: []string{"-o", "link"}, NetNS: tt.netns})
+			out, err := proc.Run(testnet.Ctx(t, time.Minute), proc.Command{Name: "ip", Args: []string{"-o", "link"}, NetNS: tt.netns})
 			if err != nil || out.ExitCode != 0 {
 				t.Fatalf("ip -o link: %v, exit %d: %s", err, out.ExitCode, out.Stderr)
 			}
@@ -443,7 +402,7 @@ func TestNetNS(t *testing.T) {
 
 	t.Run("missing namespace", func(t *testing.T) {
 		bad := path + "-missing"
-		out, err := proc.Run(testCtx(t), proc.Command{Name: "true", NetNS: bad})
+		out, err := proc.Run(testnet.Ctx(t, time.Minute), proc.Command{Name: "true", NetNS: bad})
 		if err != nil {
 			t.Fatalf("Run: %v (nsenter's failure is an exit status)", err)
 		}

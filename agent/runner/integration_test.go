@@ -4,18 +4,17 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -24,39 +23,6 @@ import (
 // The integration tests run the real tools against 127.0.0.1 only, with
 // servers started through ServerCommand and proc.Start on ports the kernel
 // picked, and stopped (process group killed) when the test ends.
-
-func needTools(t *testing.T, names ...string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("runs real tools; skipped with -short")
-	}
-	for _, name := range names {
-		if _, err := exec.LookPath(name); err != nil {
-			t.Skipf("%s is not installed", name)
-		}
-	}
-}
-
-// freePort asks the kernel for a port that is free for TCP and UDP on
-// 127.0.0.1 (iperf3 UDP and qperf udp_* use the same number for UDP).
-func freePort(t *testing.T) uint32 {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return uint32(port)
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
 
 // listening reports whether something listens on TCP port, from
 // /proc/net/tcp (a dial would count as a test for iperf3's one-off server).
@@ -113,7 +79,7 @@ func inRange(t *testing.T, what string, x, lo, hi float64) {
 }
 
 func TestIntegration(t *testing.T) {
-	needTools(t, "ping", "qperf", "iperf3", "curl")
+	testnet.Need(t, "ping", "qperf", "iperf3", "curl")
 	r := New(Config{NetNS: map[measurev1.Network]string{
 		// The test's own namespace, entered through nsenter like a pod's.
 		measurev1.Network_NETWORK_POD: fmt.Sprintf("/proc/%d/ns/net", os.Getpid()),
@@ -202,7 +168,7 @@ func TestIntegration(t *testing.T) {
 				req.Network = measurev1.Network_NETWORK_HOST
 			}
 			if tt.spec.GetTest() != measurev1.Test_TEST_PING {
-				req.Port, req.DataPort = freePort(t), freePort(t)
+				req.Port, req.DataPort = testnet.FreePort(t), testnet.FreePort(t)
 			}
 			if tt.server != measurev1.Tool_TOOL_UNSPECIFIED {
 				startServer(t, tt.server, req.Port, req.DataPort)
@@ -247,7 +213,7 @@ func TestIntegration(t *testing.T) {
 }
 
 func TestDetectTools(t *testing.T) {
-	needTools(t, "ping", "qperf", "iperf3", "curl")
+	testnet.Need(t, "ping", "qperf", "iperf3", "curl")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	infos := DetectTools(ctx)

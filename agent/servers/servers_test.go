@@ -3,13 +3,10 @@ package servers_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,6 +22,7 @@ import (
 	"github.com/meshperf/meshperf/agent/proc"
 	"github.com/meshperf/meshperf/agent/runner"
 	"github.com/meshperf/meshperf/agent/servers"
+	"github.com/meshperf/meshperf/internal/testnet"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -39,73 +37,6 @@ const (
 	qperf  = measurev1.Tool_TOOL_QPERF
 )
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func need(t *testing.T, names ...string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("runs real servers; skipped with -short")
-	}
-	for _, n := range names {
-		if _, err := exec.LookPath(n); err != nil {
-			t.Skipf("%s is not installed", n)
-		}
-	}
-}
-
-// freePort asks the kernel for a port free for TCP and UDP on 127.0.0.1,
-// never one of the tools' default ports that other tests may use.
-func freePort(t *testing.T) uint32 {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		_ = l.Close()
-		if err == nil {
-			_ = u.Close()
-			if port != 5201 && port != 19765 && port != 19766 {
-				return uint32(port)
-			}
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
-
-// newNetNS creates a throwaway network namespace with lo up and returns
-// its path; it is deleted when the test ends.
-func newNetNS(t *testing.T) string {
-	t.Helper()
-	need(t, "ip", "nsenter")
-	if os.Geteuid() != 0 {
-		t.Skip("creating a network namespace needs root")
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := "mp-srv-" + hex.EncodeToString(b)
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("lo up in %s: %v: %s", name, err, out)
-	}
-	return "/run/netns/" + name
-}
-
 // fixture is a Manager on fresh ports serving the host network and, if
 // asked, a throwaway namespace as the pod network.
 type fixture struct {
@@ -116,13 +47,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, withPod bool, lifetime time.Duration) *fixture {
 	t.Helper()
-	need(t, "iperf3", "qperf")
+	testnet.Need(t, "iperf3", "qperf")
 	f := &fixture{
-		ports: servers.Ports{Iperf3: freePort(t), Qperf: freePort(t), QperfData: freePort(t)},
+		ports: servers.Ports{Iperf3: testnet.FreePort(t), Qperf: testnet.FreePort(t), QperfData: testnet.FreePort(t)},
 		ns:    map[measurev1.Network]string{host: ""},
 	}
 	if withPod {
-		f.ns[pod] = newNetNS(t) // deleted after the servers are gone: cleanups run last-in first-out
+		f.ns[pod] = testnet.NewNetNS(t, "mp-srv") // deleted after the servers are gone: cleanups run last-in first-out
 	}
 	f.m = servers.New(servers.Config{NetNS: f.ns, Ports: f.ports, MaxLifetime: lifetime})
 	t.Cleanup(func() {
@@ -258,7 +189,7 @@ func TestStartListensStop(t *testing.T) {
 				if tool == qperf {
 					want.DataPort = f.ports.QperfData
 				}
-				got, err := f.m.Start(testCtx(t), "t1", tool, network)
+				got, err := f.m.Start(testnet.Ctx(t, time.Minute), "t1", tool, network)
 				if err != nil {
 					t.Fatalf("Start: %v", err)
 				}
@@ -308,7 +239,7 @@ func TestStartListensStop(t *testing.T) {
 
 func TestStartBusyAndDuplicate(t *testing.T) {
 	f := newFixture(t, true, 0)
-	ctx := testCtx(t)
+	ctx := testnet.Ctx(t, time.Minute)
 	steps := []struct {
 		name    string
 		testID  string
@@ -372,7 +303,7 @@ var errAny = errors.New("any error")
 // exactly one gets it.
 func TestStartConcurrent(t *testing.T) {
 	f := newFixture(t, false, 0)
-	ctx := testCtx(t)
+	ctx := testnet.Ctx(t, time.Minute)
 	const n = 4
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -417,7 +348,7 @@ func TestStartNotReady(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = f.m.Start(testCtx(t), "t1", tt.tool, host)
+			_, err = f.m.Start(testnet.Ctx(t, time.Minute), "t1", tt.tool, host)
 			_ = l.Close()
 			if !errors.Is(err, servers.ErrNotReady) {
 				t.Fatalf("Start = %v, want ErrNotReady", err)
@@ -432,7 +363,7 @@ func TestStartNotReady(t *testing.T) {
 				t.Errorf("server processes %v left", pids)
 			}
 			// Neither the port nor the test ID stays reserved.
-			if _, err := f.m.Start(testCtx(t), "t1", tt.tool, host); err != nil {
+			if _, err := f.m.Start(testnet.Ctx(t, time.Minute), "t1", tt.tool, host); err != nil {
 				t.Fatalf("Start after the port was freed: %v", err)
 			}
 			if err := f.m.Stop("t1"); err != nil {
@@ -446,7 +377,7 @@ func TestStartNotReady(t *testing.T) {
 // a server or a reservation behind.
 func TestStartCanceled(t *testing.T) {
 	f := newFixture(t, false, 0)
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(testnet.Ctx(t, time.Minute))
 	cancel()
 	_, err := f.m.Start(ctx, "t1", qperf, host)
 	switch {
@@ -462,7 +393,7 @@ func TestStartCanceled(t *testing.T) {
 		t.Errorf("Running() = %d, want 0", n)
 	}
 	waitGone(t, f.serverPIDs())
-	if _, err := f.m.Start(testCtx(t), "t1", qperf, host); err != nil {
+	if _, err := f.m.Start(testnet.Ctx(t, time.Minute), "t1", qperf, host); err != nil {
 		t.Errorf("Start after a canceled one: %v", err)
 	}
 }
@@ -471,11 +402,11 @@ func TestStartCanceled(t *testing.T) {
 // forgets it and frees its port.
 func TestIperf3OneShotReaped(t *testing.T) {
 	f := newFixture(t, false, 0)
-	st, err := f.m.Start(testCtx(t), "t1", iperf3, host)
+	st, err := f.m.Start(testnet.Ctx(t, time.Minute), "t1", iperf3, host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := proc.Run(testCtx(t), proc.Command{Name: "iperf3", Args: []string{
+	out, err := proc.Run(testnet.Ctx(t, time.Minute), proc.Command{Name: "iperf3", Args: []string{
 		"-c", "127.0.0.1", "-p", strconv.Itoa(int(st.Port)), "-n", "1M", "--connect-timeout", "5000",
 	}})
 	if err != nil || out.ExitCode != 0 {
@@ -488,7 +419,7 @@ func TestIperf3OneShotReaped(t *testing.T) {
 	if err := f.m.Stop("t1"); !errors.Is(err, servers.ErrUnknown) {
 		t.Errorf("Stop of a reaped server = %v, want ErrUnknown", err)
 	}
-	if _, err := f.m.Start(testCtx(t), "t2", iperf3, host); err != nil {
+	if _, err := f.m.Start(testnet.Ctx(t, time.Minute), "t2", iperf3, host); err != nil {
 		t.Errorf("Start on the reaped server's port: %v", err)
 	}
 }
@@ -496,7 +427,7 @@ func TestIperf3OneShotReaped(t *testing.T) {
 // TestLifetime: a server nobody stops is killed at the end of its lifetime.
 func TestLifetime(t *testing.T) {
 	f := newFixture(t, false, time.Second)
-	if _, err := f.m.Start(testCtx(t), "t1", qperf, host); err != nil {
+	if _, err := f.m.Start(testnet.Ctx(t, time.Minute), "t1", qperf, host); err != nil {
 		t.Fatal(err)
 	}
 	pids := f.serverPIDs()
@@ -505,14 +436,14 @@ func TestLifetime(t *testing.T) {
 	}
 	waitFor(t, "the server to reach its lifetime", func() bool { return f.m.Running() == 0 })
 	waitGone(t, pids)
-	if _, err := f.m.Start(testCtx(t), "t2", qperf, host); err != nil {
+	if _, err := f.m.Start(testnet.Ctx(t, time.Minute), "t2", qperf, host); err != nil {
 		t.Errorf("Start after the lifetime ended: %v", err)
 	}
 }
 
 func TestStartRefused(t *testing.T) {
-	need(t, "iperf3", "qperf")
-	p := freePort(t)
+	testnet.Need(t, "iperf3", "qperf")
+	p := testnet.FreePort(t)
 	tests := []struct {
 		name    string
 		ports   servers.Ports
@@ -531,7 +462,7 @@ func TestStartRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := servers.New(servers.Config{NetNS: map[measurev1.Network]string{host: ""}, Ports: tt.ports})
 			defer m.StopAll()
-			_, err := m.Start(testCtx(t), "t1", tt.tool, tt.network)
+			_, err := m.Start(testnet.Ctx(t, time.Minute), "t1", tt.tool, tt.network)
 			if err == nil {
 				t.Fatal("Start succeeded, want an error")
 			}

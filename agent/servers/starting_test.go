@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshperf/meshperf/agent/servers"
+	"github.com/meshperf/meshperf/internal/testnet"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -86,7 +88,7 @@ func TestOrdersWhileStarting(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, true, 0)
 			gq, gi := newGate(t, "qperf"), newGate(t, "iperf3")
-			ctx := testCtx(t)
+			ctx := testnet.Ctx(t, time.Minute)
 			startErr := make(chan error, 1)
 			go func() {
 				_, err := f.m.Start(ctx, "t1", qperf, host)

@@ -4,31 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// freePort asks the kernel for a port free on 127.0.0.1, never one of the
-// tools' default ports that other tests may use.
-func freePort(t *testing.T) string {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		if port != 5201 && port != 19765 && port != 19766 && port != 8080 {
-			return fmt.Sprint(port)
-		}
-	}
-	t.Fatal("no free port")
-	return ""
-}
+	"github.com/meshperf/meshperf/internal/testnet"
+)
 
 // TestRunFlags: a bad address or port is refused at startup, by an error
 // that names the flag and the value, before the agent listens or dials.
@@ -67,9 +49,10 @@ func TestRunFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			port := func() string { return fmt.Sprint(testnet.FreePort(t)) }
 			args := []string{
 				"--coordinator", "unix://" + filepath.Join(t.TempDir(), "none.sock"), "--node", "node-1", "--host-ip", "127.0.0.1",
-				"--http-port", freePort(t), "--iperf3-port", freePort(t), "--qperf-port", freePort(t), "--qperf-data-port", freePort(t),
+				"--http-port", port(), "--iperf3-port", port(), "--qperf-port", port(), "--qperf-data-port", port(),
 			}
 			args = append(args, tt.args...) // a repeated flag: the last one counts
 			ctx, cancel := context.WithCancel(context.Background())

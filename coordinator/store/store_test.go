@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,17 +12,12 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/internal/testnet"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func openTemp(t *testing.T) (*Store, string) {
 	t.Helper()
@@ -69,7 +63,7 @@ func ids(rs []*measurev1.Result) []string {
 }
 
 func TestListResultsFilters(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testnet.Ctx(t, 30*time.Second)
 	s, _ := openTemp(t)
 	if err := s.AddResults(ctx, fixture()); err != nil {
 		t.Fatal(err)
@@ -110,7 +104,7 @@ func TestListResultsFilters(t *testing.T) {
 }
 
 func TestListResultsPages(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testnet.Ctx(t, 30*time.Second)
 	s, _ := openTemp(t)
 	all := fixture()
 	if err := s.AddResults(ctx, all); err != nil {
@@ -144,7 +138,7 @@ func TestListResultsPages(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testnet.Ctx(t, 30*time.Second)
 	s, _ := openTemp(t)
 	noStart := result("r", "t", "a", "b", measurev1.Path_PATH_HOST_TO_HOST, measurev1.Test_TEST_PING, t0)
 	noStart.StartTime = nil
@@ -178,7 +172,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestSurvivesReopen(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testnet.Ctx(t, 30*time.Second)
 	path := filepath.Join(t.TempDir(), "meshperf.db")
 	s, err := Open(Config{Path: path})
 	if err != nil {
@@ -257,7 +251,7 @@ func TestDamagedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t)
+	ctx := testnet.Ctx(t, 30*time.Second)
 	var many []*measurev1.Result
 	for i := 0; i < 3000; i++ {
 		many = append(many, result("run", fmt.Sprintf("t%05d", i), "node-1", "node-2", 1, 1, t0.Add(time.Duration(i)*time.Second)))
@@ -298,7 +292,7 @@ func TestDamagedFile(t *testing.T) {
 }
 
 func TestRunsKeepPlannedApart(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testnet.Ctx(t, 30*time.Second)
 	s, _ := openTemp(t)
 	run := &measurev1.Run{RunId: "r1", State: measurev1.RunState_RUN_STATE_RUNNING, TestsPlanned: 2,
 		Planned: []*measurev1.PlannedTest{{TestId: "t00001"}, {TestId: "t00002"}}}
@@ -331,7 +325,7 @@ func TestRunsKeepPlannedApart(t *testing.T) {
 
 // Two runs whose tests share an ID and a start time keep both results.
 func TestRunsDoNotOverwriteEachOther(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testnet.Ctx(t, 30*time.Second)
 	s, _ := openTemp(t)
 	a := result("run-a", "t00001", "node-1", "node-2", 1, 1, t0)
 	b := result("run-b", "t00001", "node-1", "node-2", 1, 1, t0)
@@ -345,7 +339,7 @@ func TestRunsDoNotOverwriteEachOther(t *testing.T) {
 }
 
 func TestTimesOutsideTheEpochRefused(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testnet.Ctx(t, 30*time.Second)
 	s, _ := openTemp(t)
 	old := result("r", "t", "a", "b", 1, 1, time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC))
 	if err := s.AddResults(ctx, []*measurev1.Result{old}); !errors.Is(err, ErrInvalid) {

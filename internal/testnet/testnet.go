@@ -1,0 +1,108 @@
+package testnet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+)
+
+// reservedPorts are the tools' default ports (iperf3, qperf, qperf's data
+// port, the agent's HTTP target) that tests may use; FreePort never
+// returns them.
+var reservedPorts = []int{5201, 19765, 19766, 8080}
+
+// FreePort asks the kernel for a port that is free for both TCP and UDP on
+// 127.0.0.1 (iperf3 UDP and qperf udp_* use the same number for both) and
+// is none of the tools' default ports 5201, 19765, 19766 and 8080. It
+// holds nothing open once it returns, so there is nothing to clean up. It
+// fails the test if 20 tries find no such port; it never skips.
+func FreePort(t testing.TB) uint32 {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		_ = l.Close()
+		if err == nil {
+			_ = u.Close()
+			if !slices.Contains(reservedPorts, port) {
+				return uint32(port)
+			}
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// NewNetNS creates a network namespace named prefix-<8 random hex
+// digits>, sets its lo up, and returns its path (/run/netns/<name>), for
+// nsenter --net= or setns. The namespace is deleted by ip netns del in a
+// t.Cleanup; cleanups run last-in first-out, so one registered after this
+// call (a server in the namespace, say) runs before the deletion. It skips
+// the test when ip or nsenter is not installed or the test does not run as
+// root, but not with -short (callers that want that call Need first), and
+// fails it if the namespace cannot be created or lo cannot be set up.
+func NewNetNS(t testing.TB, prefix string) (path string) {
+	t.Helper()
+	NeedTools(t, "ip", "nsenter")
+	if os.Geteuid() != 0 {
+		t.Skip("creating a network namespace needs root")
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := prefix + "-" + hex.EncodeToString(b)
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", name, err, out)
+		}
+	})
+	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up in %s: %v: %s", name, err, out)
+	}
+	return "/run/netns/" + name
+}
+
+// Need skips the test when it runs with -short (it runs real tools) or
+// when one of tools is not found in PATH. It registers no cleanup.
+func Need(t testing.TB, tools ...string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs real tools; skipped with -short")
+	}
+	NeedTools(t, tools...)
+}
+
+// NeedTools skips the test when one of tools is not found in PATH. Unlike
+// Need it does not skip with -short: it is for quick tools (sh, sleep)
+// that short tests may run too. It registers no cleanup.
+func NeedTools(t testing.TB, tools ...string) {
+	t.Helper()
+	for _, n := range tools {
+		if _, err := exec.LookPath(n); err != nil {
+			t.Skipf("%s is not installed", n)
+		}
+	}
+}
+
+// Ctx returns a context that ends d after the call or when the test ends,
+// whichever comes first: its cancel is registered with t.Cleanup. It
+// never skips or fails.
+func Ctx(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
