@@ -307,7 +307,7 @@ func newAgentsCommand(o *options) *cobra.Command {
 				return o.printJSON(resp)
 			}
 			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tCONNECTED\tHOST IP\tPOD IP\tSERVICE IP\tVERSION\tLAST SEEN\tTOOLS")
+			fmt.Fprintln(tw, "NODE\tSTATE\tCONNECTED\tHOST IP\tPOD IP\tSERVICE IP\tVERSION\tLAST SEEN\tTOOLS")
 			for _, a := range resp.GetAgents() {
 				ips := map[measurev1.Network]string{}
 				for _, ad := range a.GetAddresses() {
@@ -321,7 +321,7 @@ func newAgentsCommand(o *options) *cobra.Command {
 					}
 					tools = append(tools, v)
 				}
-				fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), a.GetConnected(),
+				fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), nodeStateName(a.GetState()), a.GetConnected(),
 					dash(ips[measurev1.Network_NETWORK_HOST]), dash(ips[measurev1.Network_NETWORK_POD]), dash(a.GetServiceIp()),
 					a.GetAgentVersion(), a.GetLastSeenTime().AsTime().Local().Format(time.DateTime), strings.Join(tools, "; "))
 			}
@@ -376,5 +376,42 @@ func newRunsCommand(o *options) *cobra.Command {
 		},
 	}
 	cmd.Flags().Uint32Var(&limit, "limit", 20, "most runs to list, newest first")
+	return cmd
+}
+
+// nodeStateName is the short lower-case name of a node state: "ready".
+func nodeStateName(s meshv1.NodeState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "NODE_STATE_"))
+}
+
+func newMaintenanceCommand(o *options) *cobra.Command {
+	var off bool
+	cmd := &cobra.Command{
+		Use:   "maintenance NODE",
+		Short: "Cordon a node (default meshes skip it; runs naming it still measure it); --off uncordons",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			client, closeConn, err := o.dial()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			ctx, cancel := o.call(cmd.Context())
+			defer cancel()
+			resp, err := client.SetMaintenance(ctx, &meshv1.SetMaintenanceRequest{NodeName: args[0], Maintenance: !off})
+			if err != nil {
+				return fmt.Errorf("maintenance %s: %w", args[0], err)
+			}
+			if o.output == "json" {
+				return o.printJSON(resp)
+			}
+			fmt.Fprintf(o.stdout, "node %s: %s\n", args[0], nodeStateName(resp.GetAgent().GetState()))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&off, "off", false, "uncordon: end the maintenance")
 	return cmd
 }

@@ -139,34 +139,82 @@ func (r *Registry) Agents() []*meshv1.Agent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]*meshv1.Agent, 0, len(r.known))
+	now := time.Now()
 	for name, a := range r.known {
 		a = cloneAgent(a)
 		if s, ok := r.sessions[name]; ok {
 			a.LastSeenTime = timestamppb.New(s.lastSeen())
 		}
+		a.State = r.state(a, now)
 		out = append(out, a)
 	}
 	slices.SortFunc(out, func(a, b *meshv1.Agent) int { return cmpString(a.GetNodeName(), b.GetNodeName()) })
 	return out
 }
 
-// Known returns the names of the nodes a mesh should cover, sorted: every
-// connected node, and every node whose agent was last seen within
-// DepartAfter (a lost agent is a failure to report, not a smaller mesh).
-// Nodes silent for longer are departed: still listed by Agents, but left
-// out of meshes, so that nodes an autoscaler removed do not pile up.
-func (r *Registry) Known() []string {
+// ErrUnknownNode means no agent ever registered under that node name.
+var ErrUnknownNode = errors.New("unknown node")
+
+// state is where a known node stands; caller holds r.mu.
+func (r *Registry) state(a *meshv1.Agent, now time.Time) meshv1.NodeState {
+	s, connected := r.sessions[a.GetNodeName()]
+	switch {
+	case connected && a.GetMaintenance():
+		return meshv1.NodeState_NODE_STATE_MAINTENANCE
+	case connected && !s.node.PodIP.IsValid():
+		return meshv1.NodeState_NODE_STATE_PENDING
+	case connected:
+		return meshv1.NodeState_NODE_STATE_READY
+	case now.Sub(a.GetLastSeenTime().AsTime()) > r.cfg.DepartAfter:
+		return meshv1.NodeState_NODE_STATE_DEPARTED
+	case a.GetMaintenance():
+		return meshv1.NodeState_NODE_STATE_MAINTENANCE
+	}
+	return meshv1.NodeState_NODE_STATE_UNAVAILABLE
+}
+
+// Known returns, sorted, the names of the nodes a default mesh covers
+// (mesh) and of the nodes a run may name in its pairs (targetable). A mesh
+// covers pending, ready and unavailable nodes: a lost agent is a failure to
+// report, not a smaller mesh. Nodes in maintenance are targetable but not
+// in default meshes; departed nodes (gone longer than DepartAfter) are
+// neither, so nodes an autoscaler removed do not pile up.
+func (r *Registry) Known() (mesh, targetable []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cutoff := time.Now().Add(-r.cfg.DepartAfter)
-	out := make([]string, 0, len(r.known))
+	now := time.Now()
 	for name, a := range r.known {
-		if _, connected := r.sessions[name]; connected || a.GetLastSeenTime().AsTime().After(cutoff) {
-			out = append(out, name)
+		switch r.state(a, now) {
+		case meshv1.NodeState_NODE_STATE_DEPARTED:
+		case meshv1.NodeState_NODE_STATE_MAINTENANCE:
+			targetable = append(targetable, name)
+		default:
+			mesh = append(mesh, name)
+			targetable = append(targetable, name)
 		}
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(mesh)
+	slices.Sort(targetable)
+	return mesh, targetable
+}
+
+// SetMaintenance cordons (on) or uncordons a known node and persists it.
+// The error wraps ErrUnknownNode.
+func (r *Registry) SetMaintenance(ctx context.Context, name string, on bool) (*meshv1.Agent, error) {
+	r.mu.Lock()
+	a, ok := r.known[name]
+	if ok {
+		a.Maintenance = on
+		a = cloneAgent(a)
+		a.State = r.state(a, time.Now())
+	}
+	r.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("node %q: %w", name, ErrUnknownNode)
+	}
+	r.persist(ctx, a)
+	r.log.Info("node maintenance", "node", name, "maintenance", on)
+	return a, nil
 }
 
 // Ready returns the nodes with a connected agent, sorted by name.
@@ -223,6 +271,9 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 	if r.closed {
 		r.mu.Unlock()
 		return ErrShutdown
+	}
+	if prev := r.known[s.node.Name]; prev != nil {
+		a.Maintenance = prev.GetMaintenance() // a cordon outlives reconnects
 	}
 	old := r.sessions[s.node.Name]
 	r.sessions[s.node.Name] = s

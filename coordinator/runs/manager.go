@@ -30,8 +30,8 @@ var ErrNotFound = errors.New("run not found")
 
 // Agents is what a run needs of the registry.
 type Agents interface {
-	// Known lists every node that ever registered, connected or not.
-	Known() []string
+	// Known lists the nodes of a default mesh and the nodes a run may name.
+	Known() (mesh, targetable []string)
 	// Node returns a connected node.
 	Node(name string) (registry.Node, bool)
 	// Dispatch sends work to a node's agent and waits for the answer.
@@ -227,8 +227,8 @@ func (m *Manager) Close() {
 // than vanishing from the mesh. Errors wrap schedule.ErrInvalid or
 // schedule.ErrNoPairs.
 func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measurev1.Run, error) {
-	names := m.cfg.Agents.Known()
-	planned, err := schedule.Plan(spec, names)
+	mesh, targetable := m.cfg.Agents.Known()
+	planned, err := schedule.Plan(spec, schedule.Nodes{Mesh: mesh, Targetable: targetable})
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +244,7 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measur
 	m.mu.Lock()
 	m.active[run.GetRunId()] = a
 	m.mu.Unlock()
-	m.log.Info("run started", "run_id", run.GetRunId(), "tests", len(planned), "nodes", len(names))
+	m.log.Info("run started", "run_id", run.GetRunId(), "tests", len(planned), "nodes", len(mesh))
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

@@ -75,13 +75,22 @@ func Applies(test measurev1.Test, path measurev1.Path) bool {
 	return true
 }
 
-// Plan expands spec into planned tests over the known nodes (sorted
-// names; connected or not: the caller decides what a missing agent means).
+// Nodes are the node names Plan works with, sorted.
+type Nodes struct {
+	// Mesh are the nodes of a default mesh (a spec without pairs).
+	Mesh []string
+	// Targetable are the nodes a spec may name in its pairs; a superset of
+	// Mesh (it adds nodes in maintenance).
+	Targetable []string
+}
+
+// Plan expands spec into planned tests over nodes (connected or not: the
+// caller decides what a missing agent means).
 // Tests are normalized (defaults filled, parameters validated); the order is
 // repeat, pair, path, test, which spreads a pair's tests over the run. Test
 // IDs are "t" and a 5-digit sequence number. Errors wrap ErrInvalid or
 // ErrNoPairs.
-func Plan(spec *measurev1.RunSpec, nodes []string) ([]*measurev1.PlannedTest, error) {
+func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error) {
 	tests := spec.GetTests()
 	if len(tests) == 0 {
 		tests = DefaultTests()
@@ -150,16 +159,16 @@ func Plan(spec *measurev1.RunSpec, nodes []string) ([]*measurev1.PlannedTest, er
 	return planned, nil
 }
 
-// pairs returns the requested pairs, checked against the known nodes, or
-// every ordered pair of distinct known nodes.
-func pairs(asked []*measurev1.NodePair, nodes []string) ([]*measurev1.NodePair, error) {
+// pairs returns the requested pairs, checked against the targetable
+// nodes, or every ordered pair of distinct mesh nodes.
+func pairs(asked []*measurev1.NodePair, nodes Nodes) ([]*measurev1.NodePair, error) {
 	if len(asked) == 0 {
-		if len(nodes) < 2 {
-			return nil, fmt.Errorf("%w: %d known node(s), a mesh needs 2", ErrNoPairs, len(nodes))
+		if len(nodes.Mesh) < 2 {
+			return nil, fmt.Errorf("%w: %d node(s) to mesh, a mesh needs 2", ErrNoPairs, len(nodes.Mesh))
 		}
 		var out []*measurev1.NodePair
-		for _, src := range nodes {
-			for _, dst := range nodes {
+		for _, src := range nodes.Mesh {
+			for _, dst := range nodes.Mesh {
 				if src != dst {
 					out = append(out, &measurev1.NodePair{SrcNode: src, DstNode: dst})
 				}
@@ -173,10 +182,10 @@ func pairs(asked []*measurev1.NodePair, nodes []string) ([]*measurev1.NodePair, 
 		switch {
 		case src == dst:
 			return nil, fmt.Errorf("%w: pairs[%d]: source and destination are both %q", ErrInvalid, i, src)
-		case !slices.Contains(nodes, src):
-			return nil, fmt.Errorf("%w: pairs[%d].src_node %q is not a known node", ErrInvalid, i, src)
-		case !slices.Contains(nodes, dst):
-			return nil, fmt.Errorf("%w: pairs[%d].dst_node %q is not a known node", ErrInvalid, i, dst)
+		case !slices.Contains(nodes.Targetable, src):
+			return nil, fmt.Errorf("%w: pairs[%d].src_node %q is not a known node (or it departed)", ErrInvalid, i, src)
+		case !slices.Contains(nodes.Targetable, dst):
+			return nil, fmt.Errorf("%w: pairs[%d].dst_node %q is not a known node (or it departed)", ErrInvalid, i, dst)
 		case seen[[2]string{src, dst}]:
 			return nil, fmt.Errorf("%w: pairs[%d]: %s->%s is listed twice", ErrInvalid, i, src, dst)
 		}

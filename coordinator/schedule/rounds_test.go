@@ -67,7 +67,7 @@ func TestArrange(t *testing.T) {
 	spec := &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{
 		{Test: measurev1.Test_TEST_PING}, {Test: measurev1.Test_TEST_IPERF3_TCP}, {Test: measurev1.Test_TEST_QPERF_TCP_LAT},
 	}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD}}
-	planned, err := Plan(spec, nodes)
+	planned, err := Plan(spec, all(nodes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestArrange(t *testing.T) {
 	}
 	// Only some pairs: rounds without any of them are left out.
 	one, err := Plan(&measurev1.RunSpec{Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_IPERF3_TCP}},
-		Pairs: []*measurev1.NodePair{{SrcNode: "n1", DstNode: "n2"}}}, nodes)
+		Pairs: []*measurev1.NodePair{{SrcNode: "n1", DstNode: "n2"}}}, all(nodes))
 	if err != nil {
 		t.Fatal(err)
 	}

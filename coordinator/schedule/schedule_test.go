@@ -31,7 +31,7 @@ func TestPlanCounts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Plan(tt.spec, tt.ready)
+			got, err := Plan(tt.spec, all(tt.ready))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,6 +58,36 @@ func TestPlanCounts(t *testing.T) {
 	}
 }
 
+// all is a Nodes where every node is in the mesh.
+func all(nodes []string) Nodes { return Nodes{Mesh: nodes, Targetable: nodes} }
+
+// A node in maintenance is left out of default meshes but may be named.
+func TestPlanMaintenance(t *testing.T) {
+	nodes := Nodes{Mesh: []string{"a", "b"}, Targetable: []string{"a", "b", "m"}}
+	spec := &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}},
+		Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}}
+	got, err := Plan(spec, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pt := range got {
+		if pt.GetSrcNode() == "m" || pt.GetDstNode() == "m" {
+			t.Errorf("default mesh includes node m in maintenance: %v", pt)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("%d tests, want 2 (a->b, b->a)", len(got))
+	}
+	spec.Pairs = []*measurev1.NodePair{{SrcNode: "a", DstNode: "m"}}
+	if got, err := Plan(spec, nodes); err != nil || len(got) != 1 {
+		t.Errorf("a run naming m: %d tests, %v; want 1", len(got), err)
+	}
+	spec.Pairs = []*measurev1.NodePair{{SrcNode: "a", DstNode: "gone"}}
+	if _, err := Plan(spec, nodes); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a departed node: err = %v, want ErrInvalid", err)
+	}
+}
+
 func TestPlanCoversEveryOrderedPairOnce(t *testing.T) {
 	for n := 2; n <= 8; n++ {
 		var ready []string
@@ -65,7 +95,7 @@ func TestPlanCoversEveryOrderedPairOnce(t *testing.T) {
 			ready = append(ready, fmt.Sprintf("node-%d", i))
 		}
 		got, err := Plan(&measurev1.RunSpec{Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_IPERF3_TCP}},
-			Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}}, ready)
+			Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}}, all(ready))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +138,7 @@ func TestPlanRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Plan(tt.spec, tt.ready)
+			_, err := Plan(tt.spec, all(tt.ready))
 			if !errors.Is(err, tt.wantErr) {
 				t.Errorf("err = %v, want %v", err, tt.wantErr)
 			}

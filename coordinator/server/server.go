@@ -132,6 +132,18 @@ func (s *Server) ListAgents(context.Context, *meshv1.ListAgentsRequest) (*meshv1
 	return &meshv1.ListAgentsResponse{Agents: s.cfg.Registry.Agents()}, nil
 }
 
+// SetMaintenance cordons or uncordons a node.
+func (s *Server) SetMaintenance(ctx context.Context, req *meshv1.SetMaintenanceRequest) (*meshv1.SetMaintenanceResponse, error) {
+	if req.GetNodeName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "node_name is empty")
+	}
+	a, err := s.cfg.Registry.SetMaintenance(ctx, req.GetNodeName(), req.GetMaintenance())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &meshv1.SetMaintenanceResponse{Agent: a}, nil
+}
+
 // ListRuns returns the newest run headers.
 func (s *Server) ListRuns(ctx context.Context, req *meshv1.ListRunsRequest) (*meshv1.ListRunsResponse, error) {
 	limit := int(req.GetLimit())
@@ -157,7 +169,7 @@ func grpcError(err error) error {
 		code = codes.InvalidArgument
 	case errors.Is(err, schedule.ErrNoPairs), errors.Is(err, registry.ErrVersionMismatch):
 		code = codes.FailedPrecondition
-	case errors.Is(err, runs.ErrNotFound), errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, runs.ErrNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, registry.ErrUnknownNode):
 		code = codes.NotFound
 	case errors.Is(err, registry.ErrHeartbeatTimeout), errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded

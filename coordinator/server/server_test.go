@@ -386,3 +386,76 @@ func TestDuplicateAnswersDoNotStallTheSession(t *testing.T) {
 	}
 	_ = stream.CloseSend()
 }
+
+func TestNodeStates(t *testing.T) {
+	c := start(t)
+	ctx := ctxT(t)
+	stateOf := func(node string) meshv1.NodeState {
+		t.Helper()
+		resp, err := c.mesh.ListAgents(ctx, &meshv1.ListAgentsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range resp.GetAgents() {
+			if a.GetNodeName() == node {
+				return a.GetState()
+			}
+		}
+		return meshv1.NodeState_NODE_STATE_UNSPECIFIED
+	}
+	hostOnly := register("node-2")
+	hostOnly.Addresses = hostOnly.Addresses[:1]
+	hostOnly.Addresses[0].Ip = "127.0.0.3"
+	agentCtx, leave := context.WithCancel(ctx)
+	if _, err := fakeAgent(t, agentCtx, c, register("node-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fakeAgent(t, ctx, c, hostOnly); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name string
+		do   func() error
+		node string
+		want meshv1.NodeState
+	}{
+		{"registered with every address", func() error { return nil }, "node-1", meshv1.NodeState_NODE_STATE_READY},
+		{"registered without a pod endpoint", func() error { return nil }, "node-2", meshv1.NodeState_NODE_STATE_PENDING},
+		{"cordoned", func() error {
+			_, err := c.mesh.SetMaintenance(ctx, &meshv1.SetMaintenanceRequest{NodeName: "node-1", Maintenance: true})
+			return err
+		}, "node-1", meshv1.NodeState_NODE_STATE_MAINTENANCE},
+		{"cordoned and gone stays cordoned", func() error {
+			leave()
+			for i := 0; i < 100 && len(c.reg.Ready()) != 1; i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+			return nil
+		}, "node-1", meshv1.NodeState_NODE_STATE_MAINTENANCE},
+		{"uncordoned while gone", func() error {
+			_, err := c.mesh.SetMaintenance(ctx, &meshv1.SetMaintenanceRequest{NodeName: "node-1", Maintenance: false})
+			return err
+		}, "node-1", meshv1.NodeState_NODE_STATE_UNAVAILABLE},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got := stateOf(s.node); got != s.want {
+			t.Errorf("%s: %s is %v, want %v", s.name, s.node, got, s.want)
+		}
+	}
+	if _, err := c.mesh.SetMaintenance(ctx, &meshv1.SetMaintenanceRequest{NodeName: "node-9", Maintenance: true}); status.Code(err) != codes.NotFound {
+		t.Errorf("unknown node: err = %v, want NotFound", err)
+	}
+	// A reconnect keeps a cordon.
+	if _, err := c.mesh.SetMaintenance(ctx, &meshv1.SetMaintenanceRequest{NodeName: "node-1", Maintenance: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fakeAgent(t, ctx, c, register("node-1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateOf("node-1"); got != meshv1.NodeState_NODE_STATE_MAINTENANCE {
+		t.Errorf("after a reconnect node-1 is %v, want MAINTENANCE", got)
+	}
+}

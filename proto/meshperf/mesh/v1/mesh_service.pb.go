@@ -27,6 +27,74 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// NodeState is where a node stands for scheduling.
+type NodeState int32
+
+const (
+	// NODE_STATE_UNSPECIFIED never appears in an answer.
+	NodeState_NODE_STATE_UNSPECIFIED NodeState = 0
+	// NODE_STATE_PENDING: the agent is connected but its pod endpoint is not
+	// known yet; only host paths can run.
+	NodeState_NODE_STATE_PENDING NodeState = 1
+	// NODE_STATE_READY: connected with every address; in every mesh.
+	NodeState_NODE_STATE_READY NodeState = 2
+	// NODE_STATE_MAINTENANCE: cordoned by an operator; default meshes skip
+	// it, runs that name it in their pairs still measure it.
+	NodeState_NODE_STATE_MAINTENANCE NodeState = 3
+	// NODE_STATE_UNAVAILABLE: the agent is gone for less than the departure
+	// delay; meshes keep the node and its tests fail as agent_unavailable.
+	NodeState_NODE_STATE_UNAVAILABLE NodeState = 4
+	// NODE_STATE_DEPARTED: gone for longer; left out of meshes, history kept.
+	NodeState_NODE_STATE_DEPARTED NodeState = 5
+)
+
+// Enum value maps for NodeState.
+var (
+	NodeState_name = map[int32]string{
+		0: "NODE_STATE_UNSPECIFIED",
+		1: "NODE_STATE_PENDING",
+		2: "NODE_STATE_READY",
+		3: "NODE_STATE_MAINTENANCE",
+		4: "NODE_STATE_UNAVAILABLE",
+		5: "NODE_STATE_DEPARTED",
+	}
+	NodeState_value = map[string]int32{
+		"NODE_STATE_UNSPECIFIED": 0,
+		"NODE_STATE_PENDING":     1,
+		"NODE_STATE_READY":       2,
+		"NODE_STATE_MAINTENANCE": 3,
+		"NODE_STATE_UNAVAILABLE": 4,
+		"NODE_STATE_DEPARTED":    5,
+	}
+)
+
+func (x NodeState) Enum() *NodeState {
+	p := new(NodeState)
+	*p = x
+	return p
+}
+
+func (x NodeState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeState) Descriptor() protoreflect.EnumDescriptor {
+	return file_meshperf_mesh_v1_mesh_service_proto_enumTypes[0].Descriptor()
+}
+
+func (NodeState) Type() protoreflect.EnumType {
+	return &file_meshperf_mesh_v1_mesh_service_proto_enumTypes[0]
+}
+
+func (x NodeState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeState.Descriptor instead.
+func (NodeState) EnumDescriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{0}
+}
+
 // TriggerRunRequest asks for a run.
 type TriggerRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -588,7 +656,12 @@ type Agent struct {
 	// connect_time is when the current (or last) stream started.
 	ConnectTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=connect_time,json=connectTime,proto3" json:"connect_time,omitempty"`
 	// last_seen_time is when the last message arrived.
-	LastSeenTime  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
+	LastSeenTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
+	// state is where the node stands for scheduling.
+	State NodeState `protobuf:"varint,9,opt,name=state,proto3,enum=meshperf.mesh.v1.NodeState" json:"state,omitempty"`
+	// maintenance is set while the node is cordoned (see NODE_STATE_MAINTENANCE);
+	// it survives reconnects and coordinator restarts.
+	Maintenance   bool `protobuf:"varint,10,opt,name=maintenance,proto3" json:"maintenance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -677,6 +750,20 @@ func (x *Agent) GetLastSeenTime() *timestamppb.Timestamp {
 		return x.LastSeenTime
 	}
 	return nil
+}
+
+func (x *Agent) GetState() NodeState {
+	if x != nil {
+		return x.State
+	}
+	return NodeState_NODE_STATE_UNSPECIFIED
+}
+
+func (x *Agent) GetMaintenance() bool {
+	if x != nil {
+		return x.Maintenance
+	}
+	return false
 }
 
 // ListRunsRequest asks for the newest runs.
@@ -771,6 +858,107 @@ func (x *ListRunsResponse) GetRuns() []*v1.Run {
 	return nil
 }
 
+// SetMaintenanceRequest cordons or uncordons a node.
+type SetMaintenanceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_name is the node.
+	NodeName string `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// maintenance is true to cordon, false to uncordon.
+	Maintenance   bool `protobuf:"varint,2,opt,name=maintenance,proto3" json:"maintenance,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetMaintenanceRequest) Reset() {
+	*x = SetMaintenanceRequest{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMaintenanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMaintenanceRequest) ProtoMessage() {}
+
+func (x *SetMaintenanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMaintenanceRequest.ProtoReflect.Descriptor instead.
+func (*SetMaintenanceRequest) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SetMaintenanceRequest) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *SetMaintenanceRequest) GetMaintenance() bool {
+	if x != nil {
+		return x.Maintenance
+	}
+	return false
+}
+
+// SetMaintenanceResponse returns the node after the change.
+type SetMaintenanceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// agent is the node's agent record.
+	Agent         *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetMaintenanceResponse) Reset() {
+	*x = SetMaintenanceResponse{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMaintenanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMaintenanceResponse) ProtoMessage() {}
+
+func (x *SetMaintenanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMaintenanceResponse.ProtoReflect.Descriptor instead.
+func (*SetMaintenanceResponse) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SetMaintenanceResponse) GetAgent() *Agent {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
 var File_meshperf_mesh_v1_mesh_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
@@ -806,7 +994,7 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x13\n" +
 	"\x11ListAgentsRequest\"E\n" +
 	"\x12ListAgentsResponse\x12/\n" +
-	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xfb\x02\n" +
+	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xd0\x03\n" +
 	"\x05Agent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12#\n" +
@@ -816,11 +1004,26 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"service_ip\x18\x05 \x01(\tR\tserviceIp\x121\n" +
 	"\x05tools\x18\x06 \x03(\v2\x1b.meshperf.agent.v1.ToolInfoR\x05tools\x12=\n" +
 	"\fconnect_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vconnectTime\x12@\n" +
-	"\x0elast_seen_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\"'\n" +
+	"\x0elast_seen_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\x121\n" +
+	"\x05state\x18\t \x01(\x0e2\x1b.meshperf.mesh.v1.NodeStateR\x05state\x12 \n" +
+	"\vmaintenance\x18\n" +
+	" \x01(\bR\vmaintenance\"'\n" +
 	"\x0fListRunsRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\"@\n" +
 	"\x10ListRunsResponse\x12,\n" +
-	"\x04runs\x18\x01 \x03(\v2\x18.meshperf.measure.v1.RunR\x04runs2\x90\x04\n" +
+	"\x04runs\x18\x01 \x03(\v2\x18.meshperf.measure.v1.RunR\x04runs\"V\n" +
+	"\x15SetMaintenanceRequest\x12\x1b\n" +
+	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12 \n" +
+	"\vmaintenance\x18\x02 \x01(\bR\vmaintenance\"G\n" +
+	"\x16SetMaintenanceResponse\x12-\n" +
+	"\x05agent\x18\x01 \x01(\v2\x17.meshperf.mesh.v1.AgentR\x05agent*\xa6\x01\n" +
+	"\tNodeState\x12\x1a\n" +
+	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12NODE_STATE_PENDING\x10\x01\x12\x14\n" +
+	"\x10NODE_STATE_READY\x10\x02\x12\x1a\n" +
+	"\x16NODE_STATE_MAINTENANCE\x10\x03\x12\x1a\n" +
+	"\x16NODE_STATE_UNAVAILABLE\x10\x04\x12\x17\n" +
+	"\x13NODE_STATE_DEPARTED\x10\x052\xf5\x04\n" +
 	"\vMeshService\x12W\n" +
 	"\n" +
 	"TriggerRun\x12#.meshperf.mesh.v1.TriggerRunRequest\x1a$.meshperf.mesh.v1.TriggerRunResponse\x12K\n" +
@@ -829,7 +1032,8 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\vListResults\x12$.meshperf.mesh.v1.ListResultsRequest\x1a%.meshperf.mesh.v1.ListResultsResponse\x12W\n" +
 	"\n" +
 	"ListAgents\x12#.meshperf.mesh.v1.ListAgentsRequest\x1a$.meshperf.mesh.v1.ListAgentsResponse\x12Q\n" +
-	"\bListRuns\x12!.meshperf.mesh.v1.ListRunsRequest\x1a\".meshperf.mesh.v1.ListRunsResponseB<Z:github.com/meshperf/meshperf/proto/meshperf/mesh/v1;meshv1b\x06proto3"
+	"\bListRuns\x12!.meshperf.mesh.v1.ListRunsRequest\x1a\".meshperf.mesh.v1.ListRunsResponse\x12c\n" +
+	"\x0eSetMaintenance\x12'.meshperf.mesh.v1.SetMaintenanceRequest\x1a(.meshperf.mesh.v1.SetMaintenanceResponseB<Z:github.com/meshperf/meshperf/proto/meshperf/mesh/v1;meshv1b\x06proto3"
 
 var (
 	file_meshperf_mesh_v1_mesh_service_proto_rawDescOnce sync.Once
@@ -843,64 +1047,72 @@ func file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP() []byte {
 	return file_meshperf_mesh_v1_mesh_service_proto_rawDescData
 }
 
-var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_meshperf_mesh_v1_mesh_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
-	(*TriggerRunRequest)(nil),     // 0: meshperf.mesh.v1.TriggerRunRequest
-	(*TriggerRunResponse)(nil),    // 1: meshperf.mesh.v1.TriggerRunResponse
-	(*GetRunRequest)(nil),         // 2: meshperf.mesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),        // 3: meshperf.mesh.v1.GetRunResponse
-	(*WatchRunRequest)(nil),       // 4: meshperf.mesh.v1.WatchRunRequest
-	(*WatchRunResponse)(nil),      // 5: meshperf.mesh.v1.WatchRunResponse
-	(*ListResultsRequest)(nil),    // 6: meshperf.mesh.v1.ListResultsRequest
-	(*ListResultsResponse)(nil),   // 7: meshperf.mesh.v1.ListResultsResponse
-	(*ListAgentsRequest)(nil),     // 8: meshperf.mesh.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),    // 9: meshperf.mesh.v1.ListAgentsResponse
-	(*Agent)(nil),                 // 10: meshperf.mesh.v1.Agent
-	(*ListRunsRequest)(nil),       // 11: meshperf.mesh.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),      // 12: meshperf.mesh.v1.ListRunsResponse
-	(*v1.RunSpec)(nil),            // 13: meshperf.measure.v1.RunSpec
-	(*v1.Run)(nil),                // 14: meshperf.measure.v1.Run
-	(*v1.Result)(nil),             // 15: meshperf.measure.v1.Result
-	(v1.Path)(0),                  // 16: meshperf.measure.v1.Path
-	(v1.Test)(0),                  // 17: meshperf.measure.v1.Test
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(*v11.NetworkAddress)(nil),    // 19: meshperf.agent.v1.NetworkAddress
-	(*v11.ToolInfo)(nil),          // 20: meshperf.agent.v1.ToolInfo
+	(NodeState)(0),                 // 0: meshperf.mesh.v1.NodeState
+	(*TriggerRunRequest)(nil),      // 1: meshperf.mesh.v1.TriggerRunRequest
+	(*TriggerRunResponse)(nil),     // 2: meshperf.mesh.v1.TriggerRunResponse
+	(*GetRunRequest)(nil),          // 3: meshperf.mesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),         // 4: meshperf.mesh.v1.GetRunResponse
+	(*WatchRunRequest)(nil),        // 5: meshperf.mesh.v1.WatchRunRequest
+	(*WatchRunResponse)(nil),       // 6: meshperf.mesh.v1.WatchRunResponse
+	(*ListResultsRequest)(nil),     // 7: meshperf.mesh.v1.ListResultsRequest
+	(*ListResultsResponse)(nil),    // 8: meshperf.mesh.v1.ListResultsResponse
+	(*ListAgentsRequest)(nil),      // 9: meshperf.mesh.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),     // 10: meshperf.mesh.v1.ListAgentsResponse
+	(*Agent)(nil),                  // 11: meshperf.mesh.v1.Agent
+	(*ListRunsRequest)(nil),        // 12: meshperf.mesh.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),       // 13: meshperf.mesh.v1.ListRunsResponse
+	(*SetMaintenanceRequest)(nil),  // 14: meshperf.mesh.v1.SetMaintenanceRequest
+	(*SetMaintenanceResponse)(nil), // 15: meshperf.mesh.v1.SetMaintenanceResponse
+	(*v1.RunSpec)(nil),             // 16: meshperf.measure.v1.RunSpec
+	(*v1.Run)(nil),                 // 17: meshperf.measure.v1.Run
+	(*v1.Result)(nil),              // 18: meshperf.measure.v1.Result
+	(v1.Path)(0),                   // 19: meshperf.measure.v1.Path
+	(v1.Test)(0),                   // 20: meshperf.measure.v1.Test
+	(*timestamppb.Timestamp)(nil),  // 21: google.protobuf.Timestamp
+	(*v11.NetworkAddress)(nil),     // 22: meshperf.agent.v1.NetworkAddress
+	(*v11.ToolInfo)(nil),           // 23: meshperf.agent.v1.ToolInfo
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
-	13, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
-	14, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
-	14, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
-	14, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
-	15, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
-	16, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
-	17, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
-	18, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
-	18, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
-	15, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
-	10, // 10: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
-	19, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	20, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
-	18, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
-	18, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	14, // 15: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
-	0,  // 16: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
-	2,  // 17: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
-	4,  // 18: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
-	6,  // 19: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
-	8,  // 20: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
-	11, // 21: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
-	1,  // 22: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
-	3,  // 23: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
-	5,  // 24: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
-	7,  // 25: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
-	9,  // 26: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
-	12, // 27: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
+	17, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
+	17, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
+	17, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
+	18, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
+	19, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
+	20, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
+	21, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
+	21, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
+	18, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
+	11, // 10: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
+	22, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	23, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
+	21, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
+	21, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	0,  // 15: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
+	17, // 16: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	11, // 17: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
+	1,  // 18: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
+	3,  // 19: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
+	5,  // 20: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
+	7,  // 21: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
+	9,  // 22: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
+	12, // 23: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
+	14, // 24: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
+	2,  // 25: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
+	4,  // 26: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
+	6,  // 27: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
+	8,  // 28: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
+	10, // 29: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
+	13, // 30: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
+	15, // 31: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
+	25, // [25:32] is the sub-list for method output_type
+	18, // [18:25] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_mesh_v1_mesh_service_proto_init() }
@@ -913,13 +1125,14 @@ func file_meshperf_mesh_v1_mesh_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_mesh_v1_mesh_service_proto_rawDesc), len(file_meshperf_mesh_v1_mesh_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   13,
+			NumEnums:      1,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_meshperf_mesh_v1_mesh_service_proto_goTypes,
 		DependencyIndexes: file_meshperf_mesh_v1_mesh_service_proto_depIdxs,
+		EnumInfos:         file_meshperf_mesh_v1_mesh_service_proto_enumTypes,
 		MessageInfos:      file_meshperf_mesh_v1_mesh_service_proto_msgTypes,
 	}.Build()
 	File_meshperf_mesh_v1_mesh_service_proto = out.File

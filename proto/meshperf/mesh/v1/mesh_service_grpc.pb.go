@@ -22,12 +22,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	MeshService_TriggerRun_FullMethodName  = "/meshperf.mesh.v1.MeshService/TriggerRun"
-	MeshService_GetRun_FullMethodName      = "/meshperf.mesh.v1.MeshService/GetRun"
-	MeshService_WatchRun_FullMethodName    = "/meshperf.mesh.v1.MeshService/WatchRun"
-	MeshService_ListResults_FullMethodName = "/meshperf.mesh.v1.MeshService/ListResults"
-	MeshService_ListAgents_FullMethodName  = "/meshperf.mesh.v1.MeshService/ListAgents"
-	MeshService_ListRuns_FullMethodName    = "/meshperf.mesh.v1.MeshService/ListRuns"
+	MeshService_TriggerRun_FullMethodName     = "/meshperf.mesh.v1.MeshService/TriggerRun"
+	MeshService_GetRun_FullMethodName         = "/meshperf.mesh.v1.MeshService/GetRun"
+	MeshService_WatchRun_FullMethodName       = "/meshperf.mesh.v1.MeshService/WatchRun"
+	MeshService_ListResults_FullMethodName    = "/meshperf.mesh.v1.MeshService/ListResults"
+	MeshService_ListAgents_FullMethodName     = "/meshperf.mesh.v1.MeshService/ListAgents"
+	MeshService_ListRuns_FullMethodName       = "/meshperf.mesh.v1.MeshService/ListRuns"
+	MeshService_SetMaintenance_FullMethodName = "/meshperf.mesh.v1.MeshService/SetMaintenance"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -55,6 +56,9 @@ type MeshServiceClient interface {
 	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
 	// ListRuns returns run headers (no planned tests), newest first.
 	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
+	// SetMaintenance cordons or uncordons a node; NOT_FOUND for a node that
+	// never registered.
+	SetMaintenance(ctx context.Context, in *SetMaintenanceRequest, opts ...grpc.CallOption) (*SetMaintenanceResponse, error)
 }
 
 type meshServiceClient struct {
@@ -134,6 +138,16 @@ func (c *meshServiceClient) ListRuns(ctx context.Context, in *ListRunsRequest, o
 	return out, nil
 }
 
+func (c *meshServiceClient) SetMaintenance(ctx context.Context, in *SetMaintenanceRequest, opts ...grpc.CallOption) (*SetMaintenanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetMaintenanceResponse)
+	err := c.cc.Invoke(ctx, MeshService_SetMaintenance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MeshServiceServer is the server API for MeshService service.
 // All implementations must embed UnimplementedMeshServiceServer
 // for forward compatibility.
@@ -159,6 +173,9 @@ type MeshServiceServer interface {
 	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
 	// ListRuns returns run headers (no planned tests), newest first.
 	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
+	// SetMaintenance cordons or uncordons a node; NOT_FOUND for a node that
+	// never registered.
+	SetMaintenance(context.Context, *SetMaintenanceRequest) (*SetMaintenanceResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -186,6 +203,9 @@ func (UnimplementedMeshServiceServer) ListAgents(context.Context, *ListAgentsReq
 }
 func (UnimplementedMeshServiceServer) ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRuns not implemented")
+}
+func (UnimplementedMeshServiceServer) SetMaintenance(context.Context, *SetMaintenanceRequest) (*SetMaintenanceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetMaintenance not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -309,6 +329,24 @@ func _MeshService_ListRuns_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_SetMaintenance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetMaintenanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).SetMaintenance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_SetMaintenance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).SetMaintenance(ctx, req.(*SetMaintenanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -335,6 +373,10 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRuns",
 			Handler:    _MeshService_ListRuns_Handler,
+		},
+		{
+			MethodName: "SetMaintenance",
+			Handler:    _MeshService_SetMaintenance_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
