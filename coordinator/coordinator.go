@@ -1,7 +1,8 @@
 // Package coordinator wires the coordinator's parts into a daemon: the
 // bbolt store, the agent registry, the run manager and one gRPC server that
 // serves AgentService and MeshService on a TCP listener (for agents and
-// remote users) and on a unix socket (for the CLI on the same machine).
+// remote users) and on a unix socket (for the CLI on the same machine),
+// and, if asked, Prometheus metrics over HTTP (coordinator/metrics).
 package coordinator
 
 import (
@@ -20,7 +21,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/meshperf/meshperf/coordinator/metrics"
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/coordinator/retention"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/server"
 	"github.com/meshperf/meshperf/coordinator/store"
@@ -45,6 +48,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Ready, if set, is called once every listener is up.
 	Ready func()
+	// MetricsAddress is the TCP address of the Prometheus endpoint
+	// (/metrics and /healthz), e.g. ":9090"; empty means none.
+	MetricsAddress string
+	// Retention is how long raw results and runs are kept before they are
+	// rolled up per pair per hour (coordinator/retention); zero keeps
+	// everything.
+	Retention time.Duration
+	// MetricsPerPair adds one series per node pair to /metrics
+	// (O(nodes²) series); false means per-node aggregates only.
+	MetricsPerPair bool
 }
 
 // Run serves until ctx ends, then stops gracefully: it marks itself not
@@ -77,9 +90,17 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	var met *metrics.Metrics
+	var observer runs.Observer // stays a nil interface without metrics
+	if cfg.MetricsAddress != "" {
+		if met, err = metrics.New(metrics.Config{Agents: reg, StorePath: st.Path(), PerPair: cfg.MetricsPerPair, Logger: log}); err != nil {
+			return err
+		}
+		observer = met
+	}
 	mgr, err := runs.New(ctx, runs.Config{
 		Store: st, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) },
-		Agents: reg, Logger: log,
+		Agents: reg, Logger: log, Observer: observer,
 	})
 	if err != nil {
 		return err
@@ -89,6 +110,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		mgr.Close()
 		return err
+	}
+	var metricsListener net.Listener
+	if met != nil {
+		if metricsListener, err = net.Listen("tcp", cfg.MetricsAddress); err != nil {
+			for _, l := range listeners {
+				_ = l.Close()
+			}
+			mgr.Close()
+			return fmt.Errorf("listen on %s: %w", cfg.MetricsAddress, err)
+		}
 	}
 	g := grpc.NewServer(
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
@@ -106,6 +137,15 @@ func Run(ctx context.Context, cfg Config) error {
 				return fmt.Errorf("serve %s: %w", l.Addr(), err)
 			}
 			return nil
+		})
+	}
+	if metricsListener != nil {
+		log.Info("metrics listening", "address", metricsListener.Addr().String())
+		eg.Go(func() error { return met.Serve(egCtx, metricsListener, cfg.ShutdownTimeout) })
+	}
+	if cfg.Retention > 0 {
+		eg.Go(func() error {
+			return retention.Run(egCtx, retention.Config{Store: st, Retention: cfg.Retention, Logger: log})
 		})
 	}
 	if cfg.Ready != nil {

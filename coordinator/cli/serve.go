@@ -28,6 +28,9 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&cfg.ListenAddress, "listen", ":7700", `TCP address for agents and remote users ("" for none)`)
 	f.StringVar(&cfg.SocketPath, "socket", DefaultSocket, `unix socket for the local CLI ("" for none)`)
 	f.StringVar(&cfg.DBPath, "db", "/var/lib/meshperf/meshperf.db", "bbolt file that keeps every result (created with mode 0600)")
+	f.StringVar(&cfg.MetricsAddress, "metrics-listen", ":9090", `TCP address of the Prometheus /metrics and /healthz endpoint ("" for none)`)
+	f.BoolVar(&cfg.MetricsPerPair, "metrics-per-pair", false, "also export one series per node pair on /metrics (nodes² series; per-node aggregates otherwise)")
+	f.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "keep raw results and runs this long, then roll results up per pair per hour (0: keep everything)")
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "agent heartbeat period; an agent silent for 10 periods is dropped")
 	return cmd
 }

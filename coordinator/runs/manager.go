@@ -70,6 +70,22 @@ type Config struct {
 	WatchBuffer int
 	// Logger receives run events; nil means discard.
 	Logger *slog.Logger
+	// Observer, if set, is told of every run's start and end and of every
+	// batch of results recorded (coordinator/metrics); nil means none.
+	Observer Observer
+}
+
+// Observer watches what the manager records. Its methods are called from
+// the runs' goroutines, concurrently; they must return quickly and must
+// neither modify nor keep the results.
+type Observer interface {
+	// RunStarted is called once a run is stored, before its first test.
+	RunStarted(runID string)
+	// Recorded is called with one test's results once the store was asked
+	// to write them (a store error is logged, not passed on).
+	Recorded(results []*measurev1.Result)
+	// RunEnded is called once per started run, with its final state.
+	RunEnded(runID string, state measurev1.RunState)
 }
 
 // Update is one step of a run: its state after a test ended, and that
@@ -245,6 +261,9 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measur
 	m.active[run.GetRunId()] = a
 	m.mu.Unlock()
 	m.log.Info("run started", "run_id", run.GetRunId(), "tests", len(planned), "nodes", len(mesh))
+	if m.cfg.Observer != nil {
+		m.cfg.Observer.RunStarted(run.GetRunId())
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -420,6 +439,9 @@ func (m *Manager) record(a *active, results []*measurev1.Result) {
 	if err := m.cfg.Store.AddResults(ctx, results); err != nil {
 		m.log.Error("store results", "run_id", a.run.GetRunId(), "err", err)
 	}
+	if m.cfg.Observer != nil {
+		m.cfg.Observer.Recorded(results)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.run.TestsDone++
@@ -462,6 +484,9 @@ func (m *Manager) finish(a *active, ctxErr error) {
 		if err := m.cfg.Store.PutRun(ctx, run); err != nil {
 			m.log.Error("store finished run", "run_id", run.GetRunId(), "err", err)
 		}
+	}
+	if m.cfg.Observer != nil { // before the watchers learn that the run ended
+		m.cfg.Observer.RunEnded(run.GetRunId(), run.GetState())
 	}
 	u := Update{Run: summary(run)}
 	for w := range a.watchers {

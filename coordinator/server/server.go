@@ -144,6 +144,29 @@ func (s *Server) SetMaintenance(ctx context.Context, req *meshv1.SetMaintenanceR
 	return &meshv1.SetMaintenanceResponse{Agent: a}, nil
 }
 
+// ListRollups returns hourly rollups.
+func (s *Server) ListRollups(ctx context.Context, req *meshv1.ListRollupsRequest) (*meshv1.ListRollupsResponse, error) {
+	limit := int(req.GetLimit())
+	switch {
+	case limit == 0:
+		limit = 10000
+	case limit > 100000:
+		return nil, status.Errorf(codes.InvalidArgument, "limit %d is above 100000", limit)
+	}
+	f := store.Filter{SrcNode: req.GetSrcNode(), DstNode: req.GetDstNode(), Path: req.GetPath(), Test: req.GetTest()}
+	if ts := req.GetStartTime(); ts != nil {
+		f.Since = ts.AsTime()
+	}
+	if ts := req.GetEndTime(); ts != nil {
+		f.Until = ts.AsTime()
+	}
+	rollups, err := s.cfg.Store.ListRollups(ctx, f, limit)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &meshv1.ListRollupsResponse{Rollups: rollups}, nil
+}
+
 // ListRuns returns the newest run headers.
 func (s *Server) ListRuns(ctx context.Context, req *meshv1.ListRunsRequest) (*meshv1.ListRunsResponse, error) {
 	limit := int(req.GetLimit())

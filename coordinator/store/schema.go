@@ -25,8 +25,11 @@ var (
 	// bucketAgents maps node name -> meshv1.Agent (protobuf): the last known
 	// registration of every node.
 	bucketAgents = []byte("agents")
+	// bucketRollups maps rollupKey -> measurev1.Rollup (protobuf): the
+	// hourly summaries of results older than the retention.
+	bucketRollups = []byte("rollups")
 
-	allBuckets = [][]byte{bucketResults, bucketRunResults, bucketRuns, bucketRunPlanned, bucketAgents}
+	allBuckets = [][]byte{bucketResults, bucketRunResults, bucketRuns, bucketRunPlanned, bucketAgents, bucketRollups}
 )
 
 // sep separates the variable-length parts of a key. Node names, run IDs
@@ -100,4 +103,17 @@ func runResultKey(runID string, rk []byte) []byte {
 	k = append(k, runID...)
 	k = append(k, sep)
 	return append(k, rk...)
+}
+
+// rollupKey is
+//
+//	src 0x00 dst 0x00 hourStartUnixNano(8, big-endian) path(4) test(4) params
+//
+// so that one pair's hourly history is one cursor scan in time order.
+func rollupKey(src, dst string, hour time.Time, path, test int32, params string) []byte {
+	k := pairPrefix(make([]byte, 0, len(src)+len(dst)+len(params)+18), src, dst)
+	k = binary.BigEndian.AppendUint64(k, uint64(hour.UnixNano()))
+	k = binary.BigEndian.AppendUint32(k, uint32(path))
+	k = binary.BigEndian.AppendUint32(k, uint32(test))
+	return append(k, params...)
 }

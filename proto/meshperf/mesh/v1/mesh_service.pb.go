@@ -959,11 +959,157 @@ func (x *SetMaintenanceResponse) GetAgent() *Agent {
 	return nil
 }
 
+// ListRollupsRequest filters rollups; empty fields match everything.
+type ListRollupsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// src_node matches the client's node.
+	SrcNode string `protobuf:"bytes,1,opt,name=src_node,json=srcNode,proto3" json:"src_node,omitempty"`
+	// dst_node matches the server's node.
+	DstNode string `protobuf:"bytes,2,opt,name=dst_node,json=dstNode,proto3" json:"dst_node,omitempty"`
+	// path matches the path.
+	Path v1.Path `protobuf:"varint,3,opt,name=path,proto3,enum=meshperf.measure.v1.Path" json:"path,omitempty"`
+	// test matches the test.
+	Test v1.Test `protobuf:"varint,4,opt,name=test,proto3,enum=meshperf.measure.v1.Test" json:"test,omitempty"`
+	// start_time keeps hours that start at or after it.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// end_time keeps hours that start before it.
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// limit is the most rollups to return, 1..100000; 0 means 10000.
+	Limit         uint32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRollupsRequest) Reset() {
+	*x = ListRollupsRequest{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRollupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRollupsRequest) ProtoMessage() {}
+
+func (x *ListRollupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRollupsRequest.ProtoReflect.Descriptor instead.
+func (*ListRollupsRequest) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListRollupsRequest) GetSrcNode() string {
+	if x != nil {
+		return x.SrcNode
+	}
+	return ""
+}
+
+func (x *ListRollupsRequest) GetDstNode() string {
+	if x != nil {
+		return x.DstNode
+	}
+	return ""
+}
+
+func (x *ListRollupsRequest) GetPath() v1.Path {
+	if x != nil {
+		return x.Path
+	}
+	return v1.Path(0)
+}
+
+func (x *ListRollupsRequest) GetTest() v1.Test {
+	if x != nil {
+		return x.Test
+	}
+	return v1.Test(0)
+}
+
+func (x *ListRollupsRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ListRollupsRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *ListRollupsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// ListRollupsResponse lists rollups.
+type ListRollupsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rollups in (source, destination, hour) order.
+	Rollups       []*v1.Rollup `protobuf:"bytes,1,rep,name=rollups,proto3" json:"rollups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRollupsResponse) Reset() {
+	*x = ListRollupsResponse{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRollupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRollupsResponse) ProtoMessage() {}
+
+func (x *ListRollupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRollupsResponse.ProtoReflect.Descriptor instead.
+func (*ListRollupsResponse) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListRollupsResponse) GetRollups() []*v1.Rollup {
+	if x != nil {
+		return x.Rollups
+	}
+	return nil
+}
+
 var File_meshperf_mesh_v1_mesh_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\n" +
-	"#meshperf/mesh/v1/mesh_service.proto\x12\x10meshperf.mesh.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%meshperf/agent/v1/agent_service.proto\x1a!meshperf/measure/v1/measure.proto\x1a\x1dmeshperf/measure/v1/run.proto\"E\n" +
+	"#meshperf/mesh/v1/mesh_service.proto\x12\x10meshperf.mesh.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%meshperf/agent/v1/agent_service.proto\x1a!meshperf/measure/v1/measure.proto\x1a meshperf/measure/v1/rollup.proto\x1a\x1dmeshperf/measure/v1/run.proto\"E\n" +
 	"\x11TriggerRunRequest\x120\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.meshperf.measure.v1.RunSpecR\x04spec\"@\n" +
 	"\x12TriggerRunResponse\x12*\n" +
@@ -1016,14 +1162,25 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12 \n" +
 	"\vmaintenance\x18\x02 \x01(\bR\vmaintenance\"G\n" +
 	"\x16SetMaintenanceResponse\x12-\n" +
-	"\x05agent\x18\x01 \x01(\v2\x17.meshperf.mesh.v1.AgentR\x05agent*\xa6\x01\n" +
+	"\x05agent\x18\x01 \x01(\v2\x17.meshperf.mesh.v1.AgentR\x05agent\"\xb0\x02\n" +
+	"\x12ListRollupsRequest\x12\x19\n" +
+	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
+	"\bdst_node\x18\x02 \x01(\tR\adstNode\x12-\n" +
+	"\x04path\x18\x03 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x12-\n" +
+	"\x04test\x18\x04 \x01(\x0e2\x19.meshperf.measure.v1.TestR\x04test\x129\n" +
+	"\n" +
+	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x14\n" +
+	"\x05limit\x18\a \x01(\rR\x05limit\"L\n" +
+	"\x13ListRollupsResponse\x125\n" +
+	"\arollups\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.RollupR\arollups*\xa6\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_PENDING\x10\x01\x12\x14\n" +
 	"\x10NODE_STATE_READY\x10\x02\x12\x1a\n" +
 	"\x16NODE_STATE_MAINTENANCE\x10\x03\x12\x1a\n" +
 	"\x16NODE_STATE_UNAVAILABLE\x10\x04\x12\x17\n" +
-	"\x13NODE_STATE_DEPARTED\x10\x052\xf5\x04\n" +
+	"\x13NODE_STATE_DEPARTED\x10\x052\xd1\x05\n" +
 	"\vMeshService\x12W\n" +
 	"\n" +
 	"TriggerRun\x12#.meshperf.mesh.v1.TriggerRunRequest\x1a$.meshperf.mesh.v1.TriggerRunResponse\x12K\n" +
@@ -1033,7 +1190,8 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\n" +
 	"ListAgents\x12#.meshperf.mesh.v1.ListAgentsRequest\x1a$.meshperf.mesh.v1.ListAgentsResponse\x12Q\n" +
 	"\bListRuns\x12!.meshperf.mesh.v1.ListRunsRequest\x1a\".meshperf.mesh.v1.ListRunsResponse\x12c\n" +
-	"\x0eSetMaintenance\x12'.meshperf.mesh.v1.SetMaintenanceRequest\x1a(.meshperf.mesh.v1.SetMaintenanceResponseB<Z:github.com/meshperf/meshperf/proto/meshperf/mesh/v1;meshv1b\x06proto3"
+	"\x0eSetMaintenance\x12'.meshperf.mesh.v1.SetMaintenanceRequest\x1a(.meshperf.mesh.v1.SetMaintenanceResponse\x12Z\n" +
+	"\vListRollups\x12$.meshperf.mesh.v1.ListRollupsRequest\x1a%.meshperf.mesh.v1.ListRollupsResponseB<Z:github.com/meshperf/meshperf/proto/meshperf/mesh/v1;meshv1b\x06proto3"
 
 var (
 	file_meshperf_mesh_v1_mesh_service_proto_rawDescOnce sync.Once
@@ -1048,7 +1206,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP() []byte {
 }
 
 var file_meshperf_mesh_v1_mesh_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(NodeState)(0),                 // 0: meshperf.mesh.v1.NodeState
 	(*TriggerRunRequest)(nil),      // 1: meshperf.mesh.v1.TriggerRunRequest
@@ -1066,53 +1224,63 @@ var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(*ListRunsResponse)(nil),       // 13: meshperf.mesh.v1.ListRunsResponse
 	(*SetMaintenanceRequest)(nil),  // 14: meshperf.mesh.v1.SetMaintenanceRequest
 	(*SetMaintenanceResponse)(nil), // 15: meshperf.mesh.v1.SetMaintenanceResponse
-	(*v1.RunSpec)(nil),             // 16: meshperf.measure.v1.RunSpec
-	(*v1.Run)(nil),                 // 17: meshperf.measure.v1.Run
-	(*v1.Result)(nil),              // 18: meshperf.measure.v1.Result
-	(v1.Path)(0),                   // 19: meshperf.measure.v1.Path
-	(v1.Test)(0),                   // 20: meshperf.measure.v1.Test
-	(*timestamppb.Timestamp)(nil),  // 21: google.protobuf.Timestamp
-	(*v11.NetworkAddress)(nil),     // 22: meshperf.agent.v1.NetworkAddress
-	(*v11.ToolInfo)(nil),           // 23: meshperf.agent.v1.ToolInfo
+	(*ListRollupsRequest)(nil),     // 16: meshperf.mesh.v1.ListRollupsRequest
+	(*ListRollupsResponse)(nil),    // 17: meshperf.mesh.v1.ListRollupsResponse
+	(*v1.RunSpec)(nil),             // 18: meshperf.measure.v1.RunSpec
+	(*v1.Run)(nil),                 // 19: meshperf.measure.v1.Run
+	(*v1.Result)(nil),              // 20: meshperf.measure.v1.Result
+	(v1.Path)(0),                   // 21: meshperf.measure.v1.Path
+	(v1.Test)(0),                   // 22: meshperf.measure.v1.Test
+	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
+	(*v11.NetworkAddress)(nil),     // 24: meshperf.agent.v1.NetworkAddress
+	(*v11.ToolInfo)(nil),           // 25: meshperf.agent.v1.ToolInfo
+	(*v1.Rollup)(nil),              // 26: meshperf.measure.v1.Rollup
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
-	16, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
-	17, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
-	17, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
-	17, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
-	18, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
-	19, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
-	20, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
-	21, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
-	21, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
-	18, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
+	18, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
+	19, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
+	19, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
+	19, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
+	20, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
+	21, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
+	22, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
+	23, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
+	23, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
+	20, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
 	11, // 10: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
-	22, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	23, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
-	21, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
-	21, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	24, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	25, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
+	23, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
+	23, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
 	0,  // 15: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
-	17, // 16: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	19, // 16: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
 	11, // 17: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
-	1,  // 18: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
-	3,  // 19: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
-	5,  // 20: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
-	7,  // 21: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
-	9,  // 22: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
-	12, // 23: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
-	14, // 24: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
-	2,  // 25: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
-	4,  // 26: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
-	6,  // 27: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
-	8,  // 28: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
-	10, // 29: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
-	13, // 30: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
-	15, // 31: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
-	25, // [25:32] is the sub-list for method output_type
-	18, // [18:25] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	21, // 18: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
+	22, // 19: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
+	23, // 20: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
+	23, // 21: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
+	26, // 22: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
+	1,  // 23: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
+	3,  // 24: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
+	5,  // 25: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
+	7,  // 26: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
+	9,  // 27: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
+	12, // 28: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
+	14, // 29: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
+	16, // 30: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
+	2,  // 31: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
+	4,  // 32: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
+	6,  // 33: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
+	8,  // 34: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
+	10, // 35: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
+	13, // 36: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
+	15, // 37: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
+	17, // 38: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
+	31, // [31:39] is the sub-list for method output_type
+	23, // [23:31] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_mesh_v1_mesh_service_proto_init() }
@@ -1126,7 +1294,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_mesh_v1_mesh_service_proto_rawDesc), len(file_meshperf_mesh_v1_mesh_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	MeshService_ListAgents_FullMethodName     = "/meshperf.mesh.v1.MeshService/ListAgents"
 	MeshService_ListRuns_FullMethodName       = "/meshperf.mesh.v1.MeshService/ListRuns"
 	MeshService_SetMaintenance_FullMethodName = "/meshperf.mesh.v1.MeshService/SetMaintenance"
+	MeshService_ListRollups_FullMethodName    = "/meshperf.mesh.v1.MeshService/ListRollups"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -59,6 +60,9 @@ type MeshServiceClient interface {
 	// SetMaintenance cordons or uncordons a node; NOT_FOUND for a node that
 	// never registered.
 	SetMaintenance(ctx context.Context, in *SetMaintenanceRequest, opts ...grpc.CallOption) (*SetMaintenanceResponse, error)
+	// ListRollups returns the hourly rollups of results older than the
+	// retention, in (source, destination, hour) order.
+	ListRollups(ctx context.Context, in *ListRollupsRequest, opts ...grpc.CallOption) (*ListRollupsResponse, error)
 }
 
 type meshServiceClient struct {
@@ -148,6 +152,16 @@ func (c *meshServiceClient) SetMaintenance(ctx context.Context, in *SetMaintenan
 	return out, nil
 }
 
+func (c *meshServiceClient) ListRollups(ctx context.Context, in *ListRollupsRequest, opts ...grpc.CallOption) (*ListRollupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRollupsResponse)
+	err := c.cc.Invoke(ctx, MeshService_ListRollups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MeshServiceServer is the server API for MeshService service.
 // All implementations must embed UnimplementedMeshServiceServer
 // for forward compatibility.
@@ -176,6 +190,9 @@ type MeshServiceServer interface {
 	// SetMaintenance cordons or uncordons a node; NOT_FOUND for a node that
 	// never registered.
 	SetMaintenance(context.Context, *SetMaintenanceRequest) (*SetMaintenanceResponse, error)
+	// ListRollups returns the hourly rollups of results older than the
+	// retention, in (source, destination, hour) order.
+	ListRollups(context.Context, *ListRollupsRequest) (*ListRollupsResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -206,6 +223,9 @@ func (UnimplementedMeshServiceServer) ListRuns(context.Context, *ListRunsRequest
 }
 func (UnimplementedMeshServiceServer) SetMaintenance(context.Context, *SetMaintenanceRequest) (*SetMaintenanceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetMaintenance not implemented")
+}
+func (UnimplementedMeshServiceServer) ListRollups(context.Context, *ListRollupsRequest) (*ListRollupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRollups not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -347,6 +367,24 @@ func _MeshService_SetMaintenance_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_ListRollups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRollupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).ListRollups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_ListRollups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).ListRollups(ctx, req.(*ListRollupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -377,6 +415,10 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetMaintenance",
 			Handler:    _MeshService_SetMaintenance_Handler,
+		},
+		{
+			MethodName: "ListRollups",
+			Handler:    _MeshService_ListRollups_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testspec"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+func newHistoryCommand(o *options) *cobra.Command {
+	var rf resultsFlags
+	cmd := &cobra.Command{
+		Use:   "history",
+		Short: "Hourly summaries of results older than the retention, per node pair",
+		Long: `Print the hourly rollups the coordinator keeps of results older than its
+--retention: per node pair, path, test and hour, the number of samples, the
+failures by status, and the min, median, max and mean headline figure.
+Newer results are in coordinator results.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			lr, err := rf.request(time.Now())
+			if err != nil {
+				return err
+			}
+			client, closeConn, err := o.dial()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			ctx, cancel := o.call(cmd.Context())
+			defer cancel()
+			resp, err := client.ListRollups(ctx, &meshv1.ListRollupsRequest{SrcNode: lr.GetSrcNode(), DstNode: lr.GetDstNode(),
+				Path: lr.GetPath(), Test: lr.GetTest(), StartTime: lr.GetStartTime(), EndTime: lr.GetEndTime(), Limit: uint32(rf.limit)})
+			if err != nil {
+				return fmt.Errorf("list rollups: %w", err)
+			}
+			if o.output == "json" {
+				return o.printJSON(resp)
+			}
+			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "HOUR\tSRC\tDST\tPATH\tTEST\tN\tMIN\tMEDIAN\tMAX\tFAILED")
+			for _, ru := range resp.GetRollups() {
+				t := ru.GetSpec().GetTest()
+				f := func(v float64) string {
+					if ru.GetSamples() == 0 {
+						return "-"
+					}
+					return report.FormatHeadline(t, v)
+				}
+				var failed []string
+				for _, fc := range ru.GetFailed() {
+					failed = append(failed, fmt.Sprintf("%d %s", fc.GetCount(), report.StatusName(fc.GetStatus())))
+				}
+				title := testspec.Name(t)
+				if l := report.Label(ru.GetSpec()); l != "" {
+					title += " " + l
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", ru.GetHourStart().AsTime().Local().Format("2006-01-02 15:04"),
+					ru.GetSrcNode(), ru.GetDstNode(), testspec.PathName(ru.GetPath()), title, ru.GetSamples(),
+					f(ru.GetMinValue()), f(ru.GetMedianValue()), f(ru.GetMaxValue()), dash(strings.Join(failed, ", ")))
+			}
+			_ = tw.Flush()
+			fmt.Fprintf(o.stdout, "%d hourly rollups\n", len(resp.GetRollups()))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&rf.src, "src", "", "source node")
+	f.StringVar(&rf.dst, "dst", "", "destination node")
+	f.StringVar(&rf.test, "test", "", "test")
+	f.StringVar(&rf.path, "path", "", "path")
+	f.StringVar(&rf.since, "since", "", "hours that start at or after this: a duration ago (48h) or RFC 3339 time")
+	f.StringVar(&rf.until, "until", "", "hours that start before this")
+	f.IntVar(&rf.limit, "limit", 10000, "most rollups to print")
+	return cmd
+}

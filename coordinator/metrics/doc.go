@@ -1,0 +1,46 @@
+// Package metrics exports the coordinator's figures and its own health to
+// Prometheus, from a registry of its own (never the global default one).
+//
+// The run manager feeds it (Metrics implements runs.Observer): every batch of
+// results recorded and every run's start and end. What is read at scrape
+// time (agents connected and known, the store file's size) is read then,
+// through Config.Agents and Config.StorePath, never on every result.
+//
+// Figures are in base units, with the unit in the name, and labelled with
+// testspec's names ("ping", "qperf_tcp_lat", ...; "host-host", "pod-pod", ...).
+// By default there are O(nodes x tests x paths) series, never one per pair:
+//
+//	meshperf_node_latency_seconds{node,role,test,path}    gauge
+//	meshperf_node_throughput_bps{node,role,test,path}     gauge
+//	meshperf_node_results_total{node,role,test,path,status} counter
+//
+// role is "src" (the node ran the client) or "dst" (the node was the
+// target). A node's figure is the median, over the node's peers in that
+// role, of each pair's last figure: the headline of report.Headline (ping's
+// average RTT, qperf's one-way latency, curl's total time in seconds; qperf
+// and iperf3 throughput in bit/s), the median of a test's results when it
+// has several (a qperf sweep's sizes). latency_seconds holds tests where
+// lower is better, throughput_bps those where higher is (report.HigherIsBetter).
+// Only OK results set a figure: a failure counts in results_total under its
+// status ("ok", "refused", "agent_unavailable", ...) and leaves the last
+// figure as it was. A node that leaves the mesh keeps its series until the
+// coordinator restarts.
+//
+// With Config.PerPair (coordinator serve --metrics-per-pair), each pair's
+// last figure is exported too, O(nodes²) series:
+//
+//	meshperf_pair_latency_seconds{src,dst,test,path}  gauge
+//	meshperf_pair_throughput_bps{src,dst,test,path}   gauge
+//
+// meshperf's own health:
+//
+//	meshperf_agents_connected          gauge: agents with a live session
+//	meshperf_agents_known              gauge: agents that ever registered
+//	meshperf_runs_active               gauge: runs in progress
+//	meshperf_runs_total{state}         counter: ended runs by final state
+//	meshperf_results_ingested_total    counter: results recorded; rate() is the ingest rate
+//	meshperf_store_size_bytes          gauge: the bbolt file's size
+//
+// plus the Go runtime's go_* and the process's process_* metrics. Serve
+// serves /metrics and /healthz (200 while serving).
+package metrics

@@ -1,0 +1,235 @@
+package metrics
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/coordinator/runs"
+	"github.com/meshperf/meshperf/coordinator/stats"
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// Roles of a node in a pair: the value of the role label.
+const (
+	// RoleSrc is the node that ran the client.
+	RoleSrc = "src"
+	// RoleDst is the node the client measured against.
+	RoleDst = "dst"
+)
+
+// Config configures New.
+type Config struct {
+	// Agents is read at scrape time for meshperf_agents_connected and
+	// meshperf_agents_known; nil means neither is exported.
+	Agents Agents
+	// StorePath is the bbolt file whose size, read at scrape time, is
+	// meshperf_store_size_bytes; "" means no such gauge.
+	StorePath string
+	// PerPair adds the meshperf_pair_* gauges, one series per ordered node
+	// pair, test and path: O(nodes²) series. False means per-node
+	// aggregates only, O(nodes).
+	PerPair bool
+	// Logger receives scrape problems; nil means discard.
+	Logger *slog.Logger
+}
+
+// Metrics holds the coordinator's Prometheus registry and the state behind
+// its figures. It is safe for concurrent use; its observer methods never
+// block on I/O.
+type Metrics struct {
+	cfg Config
+	log *slog.Logger
+	reg *prometheus.Registry
+
+	nodeLatency    *prometheus.GaugeVec   // node, role, test, path; seconds
+	nodeThroughput *prometheus.GaugeVec   // node, role, test, path; bit/s
+	nodeResults    *prometheus.CounterVec // node, role, test, path, status
+	pairLatency    *prometheus.GaugeVec   // src, dst, test, path; nil unless PerPair
+	pairThroughput *prometheus.GaugeVec   // src, dst, test, path; nil unless PerPair
+	runsActive     prometheus.Gauge
+	runsTotal      *prometheus.CounterVec // state
+	ingested       prometheus.Counter
+
+	mu sync.Mutex
+	// last holds each pair's last figure twice, by source and by
+	// destination: last[{n, role, test, path}][peer]. It is what the
+	// per-node medians are recomputed from, in O(peers), on every batch.
+	last map[nodeKey]map[string]float64
+}
+
+// nodeKey is one per-node series.
+type nodeKey struct {
+	node, role string
+	test       measurev1.Test
+	path       measurev1.Path
+}
+
+// pairKey is one pair's figure.
+type pairKey struct {
+	src, dst string
+	test     measurev1.Test
+	path     measurev1.Path
+}
+
+var _ runs.Observer = (*Metrics)(nil)
+
+// New returns Metrics with a registry of their own holding every collector
+// described in the package comment.
+func New(cfg Config) (*Metrics, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	nodeLabels := []string{"node", "role", "test", "path"}
+	pairLabels := []string{"src", "dst", "test", "path"}
+	m := &Metrics{
+		cfg: cfg, log: log, reg: prometheus.NewRegistry(),
+		nodeLatency: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshperf_node_latency_seconds",
+			Help: "Median over the node's peers (as source or destination) of each pair's last latency or time figure, in seconds: ping average RTT, qperf one-way latency, HTTP total time.",
+		}, nodeLabels),
+		nodeThroughput: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshperf_node_throughput_bps",
+			Help: "Median over the node's peers (as source or destination) of each pair's last throughput figure, in bits per second: qperf tcp_bw/udp_bw, iperf3 receiver throughput.",
+		}, nodeLabels),
+		nodeResults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshperf_node_results_total",
+			Help: "Results recorded with the node as source or destination, by status (ok or the failure).",
+		}, append(nodeLabels, "status")),
+		runsActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshperf_runs_active",
+			Help: "Runs in progress.",
+		}),
+		runsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshperf_runs_total",
+			Help: "Runs ended, by final state (succeeded, failed, interrupted).",
+		}, []string{"state"}),
+		ingested: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshperf_results_ingested_total",
+			Help: "Results recorded by the run manager; its rate is the ingest rate in results per second.",
+		}),
+		last: map[nodeKey]map[string]float64{},
+	}
+	cs := []prometheus.Collector{
+		m.nodeLatency, m.nodeThroughput, m.nodeResults, m.runsActive, m.runsTotal, m.ingested,
+		&scrapeCollector{agents: cfg.Agents, storePath: cfg.StorePath, log: log},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
+	if cfg.PerPair {
+		m.pairLatency = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshperf_pair_latency_seconds",
+			Help: "The pair's last latency or time figure, in seconds: ping average RTT, qperf one-way latency, HTTP total time.",
+		}, pairLabels)
+		m.pairThroughput = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshperf_pair_throughput_bps",
+			Help: "The pair's last throughput figure, in bits per second: qperf tcp_bw/udp_bw, iperf3 receiver throughput.",
+		}, pairLabels)
+		cs = append(cs, m.pairLatency, m.pairThroughput)
+	}
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	// Final states start at 0, so that rate() and increase() see the
+	// first run of each.
+	for _, s := range []measurev1.RunState{measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED, measurev1.RunState_RUN_STATE_INTERRUPTED} {
+		m.runsTotal.WithLabelValues(report.StateName(s))
+	}
+	return m, nil
+}
+
+// Registry returns the registry that Handler serves, for tests and for
+// embedding in another exporter.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// RunStarted counts a run in progress (meshperf_runs_active).
+func (m *Metrics) RunStarted(string) { m.runsActive.Inc() }
+
+// RunEnded counts a run out of progress and into meshperf_runs_total under
+// its final state.
+func (m *Metrics) RunEnded(_ string, state measurev1.RunState) {
+	m.runsActive.Dec()
+	m.runsTotal.WithLabelValues(report.StateName(state)).Inc()
+}
+
+// Recorded takes a batch of results: it counts each result for its source
+// and its destination, and sets each pair's figure (the median of the
+// batch's OK headlines for that pair, test and path) and the per-node
+// medians it changes. Failed results set no figure. results are not
+// modified or kept.
+func (m *Metrics) Recorded(results []*measurev1.Result) {
+	m.ingested.Add(float64(len(results)))
+	figures := map[pairKey][]float64{}
+	for _, r := range results {
+		k := pairKey{src: r.GetSrcNode(), dst: r.GetDstNode(), test: r.GetSpec().GetTest(), path: r.GetPath()}
+		test, path, status := testspec.Name(k.test), testspec.PathName(k.path), report.StatusName(r.GetStatus())
+		m.nodeResults.WithLabelValues(k.src, RoleSrc, test, path, status).Inc()
+		m.nodeResults.WithLabelValues(k.dst, RoleDst, test, path, status).Inc()
+		if r.GetStatus() != measurev1.Status_STATUS_OK || r.GetMetrics() == nil {
+			continue
+		}
+		if v := report.Headline(r); !math.IsNaN(v) && !math.IsInf(v, 0) {
+			figures[k] = append(figures[k], v)
+		}
+	}
+	if len(figures) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, vs := range figures {
+		v := median(vs)
+		if m.cfg.PerPair {
+			m.pairGauge(k.test).WithLabelValues(k.src, k.dst, testspec.Name(k.test), testspec.PathName(k.path)).Set(v)
+		}
+		m.setLast(nodeKey{node: k.src, role: RoleSrc, test: k.test, path: k.path}, k.dst, v)
+		m.setLast(nodeKey{node: k.dst, role: RoleDst, test: k.test, path: k.path}, k.src, v)
+	}
+}
+
+// setLast records peer's last figure in nk's series and sets the series
+// to the median over nk's peers. Caller holds m.mu.
+func (m *Metrics) setLast(nk nodeKey, peer string, v float64) {
+	peers := m.last[nk]
+	if peers == nil {
+		peers = map[string]float64{}
+		m.last[nk] = peers
+	}
+	peers[peer] = v
+	vs := make([]float64, 0, len(peers))
+	for _, x := range peers {
+		vs = append(vs, x)
+	}
+	m.nodeGauge(nk.test).WithLabelValues(nk.node, nk.role, testspec.Name(nk.test), testspec.PathName(nk.path)).Set(median(vs))
+}
+
+// nodeGauge is the per-node gauge of test's unit.
+func (m *Metrics) nodeGauge(test measurev1.Test) *prometheus.GaugeVec {
+	if report.HigherIsBetter(test) {
+		return m.nodeThroughput
+	}
+	return m.nodeLatency
+}
+
+// pairGauge is the per-pair gauge of test's unit; only with PerPair.
+func (m *Metrics) pairGauge(test measurev1.Test) *prometheus.GaugeVec {
+	if report.HigherIsBetter(test) {
+		return m.pairThroughput
+	}
+	return m.pairLatency
+}
+
+// median of finite, non-empty vs.
+func median(vs []float64) float64 {
+	v, _ := stats.Quantile(vs, 0.5) // never fails: vs is not empty
+	return v
+}

@@ -1,0 +1,130 @@
+package retention
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/coordinator/store"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+var now = time.Date(2026, 11, 30, 12, 30, 0, 0, time.UTC)
+
+// rtt is an OK ping result with an average RTT of v seconds.
+func rtt(run, id, src, dst string, start time.Time, v float64) *measurev1.Result {
+	return &measurev1.Result{TestId: id, RunId: run, SrcNode: src, DstNode: dst, Path: measurev1.Path_PATH_HOST_TO_HOST,
+		Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}, Status: measurev1.Status_STATUS_OK, StartTime: timestamppb.New(start),
+		Metrics: &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{RttAvgSeconds: v}}}
+}
+
+func TestPass(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	old := now.Add(-72 * time.Hour).Truncate(time.Hour) // an hour three days ago
+	results := []*measurev1.Result{
+		rtt("r1", "t1", "a", "b", old.Add(1*time.Minute), 100e-6),
+		rtt("r1", "t2", "a", "b", old.Add(2*time.Minute), 300e-6),
+		rtt("r1", "t3", "a", "b", old.Add(3*time.Minute), 200e-6),
+		rtt("r1", "t4", "b", "a", old.Add(70*time.Minute), 50e-6), // the next hour
+		rtt("r2", "t1", "a", "b", now.Add(-time.Hour), 150e-6),    // recent: kept
+	}
+	failed := rtt("r1", "t5", "a", "b", old.Add(4*time.Minute), 0)
+	failed.Status, failed.Metrics, failed.Message = measurev1.Status_STATUS_TIMEOUT, nil, "timed out"
+	results = append(results, failed)
+	if err := st.AddResults(ctx, results); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*measurev1.Run{
+		{RunId: "r1", EndTime: timestamppb.New(old.Add(time.Hour))},
+		{RunId: "r2", EndTime: timestamppb.New(now.Add(-time.Hour))},
+	} {
+		if err := st.CreateRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	rolled, runs, err := Pass(ctx, st, now.Add(-24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rolled != 5 || runs != 1 {
+		t.Errorf("rolled %d results and deleted %d runs; want 5 and 1", rolled, runs)
+	}
+	left, _, err := st.ListResults(ctx, store.Filter{}, 0, "")
+	if err != nil || len(left) != 1 || left[0].GetRunId() != "r2" {
+		t.Errorf("results left: %v, %v; want only r2's", left, err)
+	}
+	if _, err := st.GetRun(ctx, "r1"); err == nil {
+		t.Error("run r1 is still there")
+	}
+	rollups, err := st.ListRollups(ctx, store.Filter{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rollups) != 2 {
+		t.Fatalf("%d rollups, want 2 (a->b one hour, b->a the next)", len(rollups))
+	}
+	ab := rollups[0]
+	if ab.GetSrcNode() != "a" || !ab.GetHourStart().AsTime().Equal(old) || ab.GetSamples() != 3 ||
+		ab.GetMinValue() != 100e-6 || ab.GetMedianValue() != 200e-6 || ab.GetMaxValue() != 300e-6 ||
+		fmt.Sprint(ab.GetFailed()) != fmt.Sprint([]*measurev1.StatusCount{{Status: measurev1.Status_STATUS_TIMEOUT, Count: 1}}) {
+		t.Errorf("a->b rollup %v", ab)
+	}
+	// A second pass finds nothing more.
+	if rolled, runs, err := Pass(ctx, st, now.Add(-24*time.Hour)); rolled != 0 || runs != 0 || err != nil {
+		t.Errorf("second pass: %d, %d, %v", rolled, runs, err)
+	}
+}
+
+// With a retention, the file stops growing: a week of results written and
+// rolled up hour by hour ends no bigger than after the first day.
+func TestStoreSizeBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a week of results")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	start := now.Add(-7 * 24 * time.Hour)
+	var sizeAfterDay int64
+	for h := 0; h < 7*24; h++ {
+		hour := start.Add(time.Duration(h) * time.Hour)
+		var batch []*measurev1.Result
+		for i := 0; i < 120; i++ { // 2 probes a minute on one pair
+			batch = append(batch, rtt(fmt.Sprintf("run-%d", h), fmt.Sprintf("t%d", i), "a", "b", hour.Add(time.Duration(i)*30*time.Second), 1e-4))
+		}
+		if err := st.AddResults(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := Pass(ctx, st, hour.Add(-6*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if h == 24 {
+			if sizeAfterDay, err = st.Size(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	size, err := st.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rollups add ~100 bytes an hour; raw results stay at 6 hours' worth.
+	if size > sizeAfterDay*2 {
+		t.Errorf("store grew from %d bytes after a day to %d after a week", sizeAfterDay, size)
+	}
+}
