@@ -58,6 +58,10 @@ type Config struct {
 	// AllowTargets are extra CIDRs clients may send to besides the
 	// registered endpoints.
 	AllowTargets []netip.Prefix
+	// StateDir is where the agent records the test servers it runs, so
+	// that after a crash its next life kills those still running (see
+	// servers.Config.StateDir); empty means no record and no reclaim.
+	StateDir string
 	// MaxClients bounds concurrent client runs; zero means 8.
 	MaxClients int
 	// ReconnectMin and ReconnectMax bound the reconnect backoff; zero means
@@ -180,10 +184,12 @@ type Agent struct {
 	targets *targets
 }
 
-// Run runs the agent until ctx ends. It fails at once on a bad Config, when
-// an HTTP target cannot listen, or when the coordinator refuses the agent
-// for good (protocol version mismatch, bad registration); a lost
-// coordinator is retried with exponential backoff and jitter.
+// Run runs the agent until ctx ends. First, it kills the test servers that
+// a previous life of the agent recorded in StateDir and left running (see
+// servers.Manager.Reclaim). It fails at once on a bad Config, when an HTTP
+// target cannot listen, or when the coordinator refuses the agent for good
+// (protocol version mismatch, bad registration); a lost coordinator is
+// retried with exponential backoff and jitter.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("agent config: %w", err)
@@ -192,11 +198,16 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg:     cfg,
 		log:     cfg.Logger.With("node", cfg.NodeName),
 		runner:  runner.New(runner.Config{NetNS: cfg.netNS(), Logger: cfg.Logger}),
-		servers: servers.New(servers.Config{NetNS: cfg.netNS(), Ports: cfg.Ports, Logger: cfg.Logger}),
+		servers: servers.New(servers.Config{NetNS: cfg.netNS(), Ports: cfg.Ports, StateDir: cfg.StateDir, Logger: cfg.Logger}),
 		clients: make(chan struct{}, cfg.MaxClients),
 		targets: newTargets(cfg.AllowTargets, cfg.Logger.With("node", cfg.NodeName)),
 	}
-	defer a.servers.StopAll()
+	defer a.servers.Close()
+	// Before the coordinator hears of this agent: a server of the previous
+	// life would hold its port, and its test is over for the coordinator.
+	if orphans := a.servers.Reclaim(ctx); len(orphans) > 0 {
+		a.log.Warn("killed test servers left running by the agent's previous life", "count", len(orphans), "state_dir", cfg.StateDir)
+	}
 	if !cfg.PodIP.IsValid() {
 		a.log.Warn("no pod network (--pod-ip, --pod-netns): tests on pod and service paths from or to this node will fail as invalid")
 	}

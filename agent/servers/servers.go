@@ -3,6 +3,12 @@
 // one per test, on a pinned port, never shared by two tests, ready (its port
 // listening) before Start returns, and killed with its process group on
 // Stop, on its lifetime's end, or on StopAll.
+//
+// A server dies with its agent (proc.Start sets Pdeathsig). In case one
+// does not (a fork that escaped it, a tool that resets it), the Manager
+// records every running server in a state file, and Reclaim, which the
+// agent calls at startup, kills those a previous life of the agent left
+// running: only after checking that each PID is still that very process.
 package servers
 
 import (
@@ -54,6 +60,14 @@ type Config struct {
 	MaxLifetime time.Duration
 	// Logger receives server events; nil means discard.
 	Logger *slog.Logger
+	// StateDir is the directory (created with mode 0700) of StateFile, in
+	// which the Manager records each running server (PID, start time,
+	// tool, port, network) so that Reclaim, in the agent's next life, can
+	// kill what a crash left running. One live Manager owns a StateDir (an
+	// flock that the kernel releases when its process dies); a Manager
+	// that finds it taken logs so and keeps no state. Empty means no state
+	// file, and Reclaim does nothing.
+	StateDir string
 }
 
 // Manager starts and stops servers. It is safe for concurrent use.
@@ -64,6 +78,14 @@ type Manager struct {
 	mu     sync.Mutex
 	byTest map[string]*server
 	byPort map[portKey]string // -> test ID
+
+	// stateMu serializes the state file's writes and Reclaim; it is taken
+	// before mu, never while holding it.
+	stateMu sync.Mutex
+	// stateDir is StateDir, open and flocked once this Manager owns it.
+	stateDir *os.File
+	// stateOff is set when StateDir cannot be owned: no state is kept.
+	stateOff bool
 }
 
 type portKey struct {
@@ -85,6 +107,7 @@ type server struct {
 	// Set under Manager.mu once the server listens.
 	proc   *proc.Process
 	cancel context.CancelFunc // ends the server's lifetime context
+	rec    *record            // its entry in the state file; nil if none
 }
 
 // New returns a Manager with no server running.
@@ -175,15 +198,23 @@ func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool,
 	if err == nil {
 		err = waitListening(startCtx, p, st.Port)
 	}
+	var rec *record
+	if err == nil && m.cfg.StateDir != "" {
+		rec = m.recordOf(testID, p, cmd.Name, st.Port, network)
+	}
 	m.mu.Lock()
 	if s.stopped {
 		err = fmt.Errorf("%w: test %q", ErrStopped, testID)
 	}
 	if err == nil {
-		s.proc, s.cancel = p, cancel
+		s.proc, s.cancel, s.rec = p, cancel, rec
 		m.mu.Unlock()
 		m.log.Info("server started", "test_id", testID, "cmd", cmd.String(), "pid", p.Pid())
 		go m.reap(testID, s) // owner: Manager; ends when the process exits
+		if rec != nil {
+			// On disk before the coordinator hears of the server.
+			m.saveState()
+		}
 		return st, nil
 	}
 	m.mu.Unlock()
@@ -197,13 +228,23 @@ func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool,
 	return Started{}, err
 }
 
-// forget drops s's reservations if they are still s's.
+// forget drops s's reservations if they are still s's, and its entry in
+// the state file. Callers forget a server once its process is gone; when
+// two forget it at once (Stop and reap), both return once the file is
+// written.
 func (m *Manager) forget(testID string, s *server) {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	recorded := false
 	if m.byTest[testID] == s {
 		delete(m.byTest, testID)
 		delete(m.byPort, s.key)
+		recorded = s.rec != nil
+	}
+	m.mu.Unlock()
+	if recorded {
+		m.saveStateLocked()
 	}
 }
 
@@ -254,6 +295,18 @@ func (m *Manager) StopAll() {
 	m.mu.Unlock()
 	for _, id := range ids {
 		_ = m.Stop(id)
+	}
+}
+
+// Close stops every server, as StopAll does, and releases StateDir for
+// another Manager. The agent calls it on shutdown.
+func (m *Manager) Close() {
+	m.StopAll()
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	if m.stateDir != nil {
+		_ = m.stateDir.Close() // drops the flock
+		m.stateDir = nil
 	}
 }
 

@@ -102,6 +102,12 @@ func (c *Cluster) LogPath(name string) string {
 	return filepath.Join(c.cfg.WorkDir, "logs", name+".log")
 }
 
+// StateDir is the state directory of a node's agent (its --state-dir),
+// under WorkDir: agents of labs that run at once never share one.
+func (c *Cluster) StateDir(node string) string {
+	return filepath.Join(c.cfg.WorkDir, "state", node)
+}
+
 // CoordinatorAddress is where agents dial the coordinator, inside the lab.
 func (c *Cluster) CoordinatorAddress() string {
 	return net.JoinHostPort(c.cfg.Lab.ControlPlane().HostIP.String(), strconv.Itoa(c.cfg.Port))
@@ -147,7 +153,7 @@ func (c *Cluster) StartAgent(node string) error {
 	p, err := c.spawn(n.Name, n.HostNetNSPath, filepath.Join(c.cfg.BinDir, "agent"),
 		"--coordinator", c.CoordinatorAddress(), "--node", n.Name,
 		"--host-ip", n.HostIP.String(), "--pod-ip", n.PodIP.String(), "--pod-netns", n.PodNetNSPath,
-		"--service-ip", n.ServiceIP.String())
+		"--service-ip", n.ServiceIP.String(), "--state-dir", c.StateDir(n.Name))
 	if err != nil {
 		return err
 	}

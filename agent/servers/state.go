@@ -1,0 +1,228 @@
+package servers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// StateFile is the name of the state file in Config.StateDir.
+const StateFile = "servers.json"
+
+// stateVersion is the format of the state file; a file of another version
+// is ignored.
+const stateVersion = 1
+
+// record is a running server as the state file keeps it: enough to find
+// its process after the agent died, and to tell that process from another
+// that reused its PID.
+type record struct {
+	// TestID is the test the server was started for (for logs).
+	TestID string `json:"test_id"`
+	// PID is the server's process ID, also its process group ID.
+	PID int `json:"pid"`
+	// StartTime is field 22 of /proc/PID/stat: when the process started,
+	// in clock ticks since boot. With the PID it names one process.
+	StartTime uint64 `json:"start_time"`
+	// Tool is the server's program: "iperf3" or "qperf".
+	Tool string `json:"tool"`
+	// Port is its listen port.
+	Port uint32 `json:"port"`
+	// Network is the measurev1.Network it serves (for logs).
+	Network string `json:"network"`
+	// NetNS is the target of /proc/PID/ns/net, "net:[INODE]": the
+	// namespace the process runs in; "" if it could not be read.
+	NetNS string `json:"netns,omitempty"`
+}
+
+// state is the state file's content.
+type state struct {
+	Version int      `json:"version"`
+	Servers []record `json:"servers"`
+}
+
+// check reports what makes r unusable, or nil.
+func (r record) check() error {
+	switch {
+	case r.PID <= 1:
+		return fmt.Errorf("PID %d", r.PID)
+	case r.StartTime == 0:
+		return errors.New("no start time")
+	case r.Tool != "iperf3" && r.Tool != "qperf":
+		return fmt.Errorf("tool %q has no server", r.Tool)
+	case r.Port == 0 || r.Port > 65535:
+		return fmt.Errorf("port %d", r.Port)
+	}
+	return nil
+}
+
+// readState reads the state file at path. The error wraps fs.ErrNotExist
+// when there is none.
+func readState(path string) ([]record, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var st state
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%d bytes: %w", len(b), err)
+	}
+	if st.Version != stateVersion {
+		return nil, fmt.Errorf("format version %d, want %d", st.Version, stateVersion)
+	}
+	return st.Servers, nil
+}
+
+// writeState replaces the state file in dir with recs, atomically: a
+// temporary file renamed over it, so a reader (the agent's next life) sees
+// the old content or the new, never a part. No recs removes the file. It
+// does not sync: the file matters while the machine runs (after a reboot
+// no recorded process is left), and a rename survives the agent's crash.
+func writeState(dir string, recs []record) error {
+	path := filepath.Join(dir, StateFile)
+	if len(recs) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	b, err := json.MarshalIndent(state{Version: stateVersion, Servers: recs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+StateFile+".*") // mode 0600
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
+}
+
+// lockDir creates dir (mode 0700) if needed, opens it and takes an
+// exclusive flock on it without waiting: one live agent owns a state
+// directory, and the kernel releases the lock when that agent dies, however
+// it dies. errLocked means another process (or another Manager) holds it.
+func lockDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, errLocked
+		}
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+var errLocked = errors.New("locked by another live agent")
+
+// procInfo is what Reclaim reads of a process in /proc.
+type procInfo struct {
+	pid       int
+	state     byte // R, S, D, Z, ...
+	pgrp      int
+	startTime uint64
+	argv      []string
+	netns     string
+}
+
+// readProc reads pid's stat, cmdline and network namespace. The error
+// wraps fs.ErrNotExist when there is no such process.
+func readProc(pid int) (procInfo, error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return procInfo{}, err
+	}
+	// pid (comm) state ppid pgrp ... : comm may hold spaces and
+	// parentheses, so the fields start after the last ')'. Field 3 (state)
+	// is f[0], field 5 (pgrp) f[2], field 22 (starttime) f[19].
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return procInfo{}, fmt.Errorf("%s/stat: no ')'", dir)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procInfo{}, fmt.Errorf("%s/stat: %d fields", dir, len(f)+2)
+	}
+	p := procInfo{pid: pid, state: f[0][0]}
+	if p.pgrp, err = strconv.Atoi(f[2]); err != nil {
+		return procInfo{}, fmt.Errorf("%s/stat: pgrp: %w", dir, err)
+	}
+	if p.startTime, err = strconv.ParseUint(f[19], 10, 64); err != nil {
+		return procInfo{}, fmt.Errorf("%s/stat: starttime: %w", dir, err)
+	}
+	if b, err := os.ReadFile(dir + "/cmdline"); err == nil && len(b) > 0 {
+		p.argv = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	}
+	p.netns, _ = os.Readlink(dir + "/ns/net") // a zombie has none
+	return p, nil
+}
+
+// alive reports whether the process runs: a zombie has exited.
+func (p procInfo) alive() bool { return p.state != 'Z' && p.state != 'X' }
+
+// serves reports whether p's command line is tool's server on port:
+// iperf3 with "-p PORT", qperf with "-lp PORT" (the flags
+// runner.ServerCommand gives them), whatever else it carries.
+func (p procInfo) serves(tool string, port uint32) bool {
+	if len(p.argv) == 0 || filepath.Base(p.argv[0]) != tool {
+		return false
+	}
+	flag := "-p"
+	if tool == "qperf" {
+		flag = "-lp"
+	} else if !slices.Contains(p.argv, "-s") {
+		return false
+	}
+	want := strconv.FormatUint(uint64(port), 10)
+	for i := 1; i+1 < len(p.argv); i++ {
+		if p.argv[i] == flag && p.argv[i+1] == want {
+			return true
+		}
+	}
+	return false
+}
+
+// sameAs reports whether p is still the process q was read from: same PID
+// and start time, and not exited.
+func (p procInfo) sameAs(q procInfo) bool {
+	return p.pid == q.pid && p.startTime == q.startTime && p.alive()
+}
+
+// procPIDs lists the numeric entries of /proc.
+func procPIDs() ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	pids := make([]int, 0, len(entries))
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
