@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/meshperf/meshperf/coordinator/metrics"
+	"github.com/meshperf/meshperf/coordinator/monitor"
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/retention"
 	"github.com/meshperf/meshperf/coordinator/runs"
@@ -51,6 +52,9 @@ type Config struct {
 	// MetricsAddress is the TCP address of the Prometheus endpoint
 	// (/metrics and /healthz), e.g. ":9090"; empty means none.
 	MetricsAddress string
+	// Monitor are the continuous schedules (coordinator/monitor.Load of the
+	// config file); none means on-demand runs only.
+	Monitor []monitor.Plan
 	// Retention is how long raw results and runs are kept before they are
 	// rolled up per pair per hour (coordinator/retention); zero keeps
 	// everything.
@@ -143,6 +147,11 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("metrics listening", "address", metricsListener.Addr().String())
 		eg.Go(func() error { return met.Serve(egCtx, metricsListener, cfg.ShutdownTimeout) })
 	}
+	if len(cfg.Monitor) > 0 {
+		eg.Go(func() error {
+			return monitor.Run(egCtx, monitor.Config{Plans: cfg.Monitor, Runs: monitorRuns{mgr, st}, Logger: log})
+		})
+	}
 	if cfg.Retention > 0 {
 		eg.Go(func() error {
 			return retention.Run(egCtx, retention.Config{Store: st, Retention: cfg.Retention, Logger: log})
@@ -229,4 +238,11 @@ func listen(cfg Config) ([]net.Listener, error) {
 		ls = append(ls, l)
 	}
 	return ls, nil
+}
+
+// monitorRuns gives the monitor the run manager's Trigger and the store's
+// Runs.
+type monitorRuns struct {
+	*runs.Manager
+	*store.Store
 }

@@ -6,10 +6,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/monitor"
 )
 
 func newServeCommand(o *options) *cobra.Command {
-	var cfg coordinator.Config
+	var (
+		cfg        coordinator.Config
+		configPath string
+	)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the coordinator: accept agents, run tests, keep results",
@@ -20,6 +24,9 @@ func newServeCommand(o *options) *cobra.Command {
 				return err
 			}
 			cfg.Logger = log
+			if cfg.Monitor, err = monitor.Load(configPath); err != nil {
+				return err
+			}
 			return coordinator.Run(cmd.Context(), cfg)
 		},
 	}
@@ -30,6 +37,7 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&cfg.DBPath, "db", "/var/lib/meshperf/meshperf.db", "bbolt file that keeps every result (created with mode 0600)")
 	f.StringVar(&cfg.MetricsAddress, "metrics-listen", ":9090", `TCP address of the Prometheus /metrics and /healthz endpoint ("" for none)`)
 	f.BoolVar(&cfg.MetricsPerPair, "metrics-per-pair", false, "also export one series per node pair on /metrics (nodes² series; per-node aggregates otherwise)")
+	f.StringVar(&configPath, "config", "", "config file (YAML) with the continuous schedules; see coordinator/monitor (none: on-demand runs only)")
 	f.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "keep raw results and runs this long, then roll results up per pair per hour (0: keep everything)")
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "agent heartbeat period; an agent silent for 10 periods is dropped")
 	return cmd

@@ -1,0 +1,97 @@
+// Package monitor owns meshperf's continuous work: the schedules of the
+// coordinator's config file (a frequent light mesh, a rare bandwidth mesh),
+// each ticking at its interval moved by a random jitter so agents do not
+// fire in step. On-demand runs go first: a tick that finds any run in
+// progress is skipped (and logged), so continuous work never delays an
+// operator's run. Runs cover the default mesh, which leaves nodes in
+// maintenance out.
+package monitor
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// Runs is what the monitor needs of the run manager and the store.
+type Runs interface {
+	// Trigger starts a run.
+	Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measurev1.Run, error)
+	// Runs lists run headers by state.
+	Runs(ctx context.Context, states ...measurev1.RunState) ([]*measurev1.Run, error)
+}
+
+// Config configures Run.
+type Config struct {
+	// Plans are the schedules (Load).
+	Plans []Plan
+	// Runs starts runs and tells whether any is in progress; required.
+	Runs Runs
+	// Logger receives a line per tick; nil discards.
+	Logger *slog.Logger
+}
+
+// Run ticks every plan until ctx ends, then returns nil.
+func Run(ctx context.Context, cfg Config) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	for _, p := range cfg.Plans {
+		g.Go(func() error {
+			loop(ctx, p, cfg.Runs, log.With("schedule", p.Name))
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// Next is the delay before a plan's next tick: its interval moved by a
+// uniform random amount in [-jitter, +jitter].
+func Next(p Plan) time.Duration {
+	if p.Jitter <= 0 {
+		return p.Interval
+	}
+	return p.Interval - p.Jitter + rand.N(2*p.Jitter+1)
+}
+
+func loop(ctx context.Context, p Plan, runs Runs, log *slog.Logger) {
+	t := time.NewTimer(Next(p))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		Tick(ctx, p, runs, log)
+		t.Reset(Next(p))
+	}
+}
+
+// Tick triggers one run of p, unless a run is in progress (an on-demand
+// run, or the previous continuous one), and reports whether it started one.
+func Tick(ctx context.Context, p Plan, runs Runs, log *slog.Logger) bool {
+	active, err := runs.Runs(ctx, measurev1.RunState_RUN_STATE_QUEUED, measurev1.RunState_RUN_STATE_RUNNING)
+	if err != nil {
+		log.Error("continuous run: list runs", "err", err)
+		return false
+	}
+	if len(active) > 0 {
+		log.Info("continuous run skipped: a run is in progress", "run_id", active[0].GetRunId(), "label", active[0].GetSpec().GetLabel())
+		return false
+	}
+	run, err := runs.Trigger(ctx, p.Spec)
+	if err != nil {
+		log.Warn("continuous run not started", "err", err)
+		return false
+	}
+	log.Info("continuous run started", "run_id", run.GetRunId(), "tests", run.GetTestsPlanned())
+	return true
+}
