@@ -74,7 +74,7 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVarP(&o.output, "output", "o", "table", "output format: table or json; results, report and compare also csv")
 	pf.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each API call (trigger waits for the run regardless)")
 	root.AddCommand(newServeCommand(o), newTriggerCommand(o), newResultsCommand(o), newAgentsCommand(o),
-		newRunsCommand(o), newReportCommand(o), newCompareCommand(o), newPlotCommand(o), newMaintenanceCommand(o), newHistoryCommand(o))
+		newRunsCommand(o), newReportCommand(o), newCompareCommand(o), newPlotCommand(o), newMaintenanceCommand(o), newHistoryCommand(o), newDiagnoseCommand(o))
 	return root
 }
 
