@@ -2,7 +2,9 @@
 // of its networks, dials the coordinator and keeps one stream to it
 // (reconnecting with backoff), registers its node, and carries out the
 // coordinator's typed work: start and stop test servers, run test clients
-// against registered endpoints only.
+// against registered endpoints only. Client results are kept in a spool
+// (agent/spool) until the coordinator acknowledges them, and sent again
+// after every reconnect: a coordinator that restarts loses none.
 package agent
 
 import (
@@ -14,6 +16,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -27,7 +30,9 @@ import (
 	"github.com/meshperf/meshperf/agent/netns"
 	"github.com/meshperf/meshperf/agent/runner"
 	"github.com/meshperf/meshperf/agent/servers"
+	"github.com/meshperf/meshperf/agent/spool"
 	"github.com/meshperf/meshperf/internal/protocol"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -60,8 +65,15 @@ type Config struct {
 	AllowTargets []netip.Prefix
 	// StateDir is where the agent records the test servers it runs, so
 	// that after a crash its next life kills those still running (see
-	// servers.Config.StateDir); empty means no record and no reclaim.
+	// servers.Config.StateDir), and where it keeps the client results the
+	// coordinator has not acknowledged (spool.FileName). Empty means no
+	// record and no reclaim, and a spool in memory only: unacknowledged
+	// results then die with the agent.
 	StateDir string
+	// SpoolMaxResults bounds the unacknowledged client results the agent
+	// keeps; zero means spool.DefaultMaxResults (10,000). When it is full,
+	// the oldest is dropped, logged and counted.
+	SpoolMaxResults int
 	// MaxClients bounds concurrent client runs; zero means 8.
 	MaxClients int
 	// ReconnectMin and ReconnectMax bound the reconnect backoff; zero means
@@ -105,6 +117,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxClients < 0 {
 		return fmt.Errorf("MaxClients %d is negative", c.MaxClients)
+	}
+	if c.SpoolMaxResults < 0 {
+		return fmt.Errorf("SpoolMaxResults %d is negative", c.SpoolMaxResults)
 	}
 	if c.MaxClients == 0 {
 		c.MaxClients = 8
@@ -182,26 +197,68 @@ type Agent struct {
 	servers *servers.Manager
 	clients chan struct{} // semaphore of MaxClients
 	targets *targets
+	spool   *spool.Spool
+
+	// runs are the client runs in progress: they outlive the session that
+	// ordered them, and Run waits for them.
+	runs sync.WaitGroup
+	// outMu orders putting a client result into the spool and handing it to
+	// the current session against a new session's reading of the spool:
+	// each result is then sent by exactly one of them.
+	outMu   sync.Mutex
+	current *outbox // the registered session's queue; nil between sessions
+}
+
+// outbox is a session's queue of messages to the coordinator.
+type outbox struct {
+	ch   chan *agentv1.ConnectRequest
+	done <-chan struct{} // closed when the session ends
 }
 
 // Run runs the agent until ctx ends. First, it kills the test servers that
 // a previous life of the agent recorded in StateDir and left running (see
-// servers.Manager.Reclaim). It fails at once on a bad Config, when an HTTP
-// target cannot listen, or when the coordinator refuses the agent for good
-// (protocol version mismatch, bad registration); a lost coordinator is
-// retried with exponential backoff and jitter.
+// servers.Manager.Reclaim), and opens its result spool there (in memory if
+// StateDir is empty or the spool file is held by another process). It fails
+// at once on a bad Config, when an HTTP target cannot listen, or when the
+// coordinator refuses the agent for good (protocol version mismatch, bad
+// registration); a lost coordinator is retried with exponential backoff and
+// jitter. Client runs still going when ctx ends are killed, and Run waits
+// for them.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("agent config: %w", err)
 	}
+	log := cfg.Logger.With("node", cfg.NodeName)
+	sp, err := spool.Open(spool.Config{Dir: cfg.StateDir, MaxResults: cfg.SpoolMaxResults, Logger: log})
+	if err != nil {
+		log.Warn("result spool unusable; keeping unacknowledged results in memory only: they die with the agent", "err", err)
+		if sp, err = spool.Open(spool.Config{MaxResults: cfg.SpoolMaxResults, Logger: log}); err != nil {
+			return fmt.Errorf("result spool: %w", err)
+		}
+	}
+	defer func() {
+		if err := sp.Close(); err != nil {
+			log.Error("close result spool", "err", err)
+		}
+	}()
+	if n := sp.Len(); n > 0 || sp.Dropped() > 0 {
+		log.Info("result spool holds results the coordinator has not acknowledged; they go first after registering",
+			"results", n, "path", sp.Path(), "dropped_total", sp.Dropped())
+	}
 	a := &Agent{
 		cfg:     cfg,
-		log:     cfg.Logger.With("node", cfg.NodeName),
+		log:     log,
 		runner:  runner.New(runner.Config{NetNS: cfg.netNS(), Logger: cfg.Logger}),
 		servers: servers.New(servers.Config{NetNS: cfg.netNS(), Ports: cfg.Ports, StateDir: cfg.StateDir, Logger: cfg.Logger}),
 		clients: make(chan struct{}, cfg.MaxClients),
-		targets: newTargets(cfg.AllowTargets, cfg.Logger.With("node", cfg.NodeName)),
+		targets: newTargets(cfg.AllowTargets, log),
+		spool:   sp,
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() { // before the spool closes: client runs put their results there
+		cancel()
+		a.runs.Wait()
+	}()
 	defer a.servers.Close()
 	// Before the coordinator hears of this agent: a server of the previous
 	// life would hold its port, and its test is over for the coordinator.

@@ -57,12 +57,16 @@ func (a *Agent) register(ctx context.Context) *agentv1.Register {
 	return reg
 }
 
-// session runs one stream: register, then heartbeats and work until the
-// stream fails, the coordinator goes silent, or ctx ends. Work still
-// running when the session ends is canceled and every server is stopped:
-// nobody would ask to stop them. registered reports that the coordinator
-// accepted the registration with usable heartbeat parameters.
+// session runs one stream: register, send again every result the spool
+// holds, then heartbeats and work until the stream fails, the coordinator
+// goes silent, or ctx ends. Server work still running when the session
+// ends is canceled and every server is stopped: nobody would ask to stop
+// them. Client runs go on (until their deadline or ctx's end): their
+// results wait in the spool for the next session. registered reports that
+// the coordinator accepted the registration with usable heartbeat
+// parameters.
 func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered bool, err error) {
+	agentCtx := ctx // client runs outlive the session
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stream, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
@@ -92,9 +96,23 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	}
 	a.log.Info("registered with the coordinator", "coordinator_version", reg.GetCoordinatorVersion(), "heartbeat_interval", interval)
 
-	out := make(chan *agentv1.ConnectRequest, 16)
+	ob := &outbox{ch: make(chan *agentv1.ConnectRequest, 16), done: ctx.Done()}
+	// From here on, a client result is either in the backlog or handed to
+	// this session's outbox, never both.
+	a.outMu.Lock()
+	backlog, perr := a.spool.Pending()
+	a.current = ob
+	a.outMu.Unlock()
+	if perr != nil {
+		a.log.Error("read the result spool; its results go with a later session", "err", perr)
+	}
 	var wg sync.WaitGroup
 	defer func() {
+		a.outMu.Lock()
+		if a.current == ob {
+			a.current = nil
+		}
+		a.outMu.Unlock()
 		cancel(err)
 		wg.Wait()
 		a.servers.StopAll()
@@ -102,7 +120,7 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	wg.Add(1)
 	go func() { // owner: session; ends with ctx
 		defer wg.Done()
-		a.sendLoop(ctx, stream, out, interval, cancel)
+		a.sendLoop(ctx, stream, backlog, ob.ch, interval, cancel)
 	}()
 	watchdog := time.AfterFunc(timeout, func() { cancel(errCoordinatorSilent) })
 	defer watchdog.Stop()
@@ -118,17 +136,32 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 		watchdog.Reset(timeout)
 		switch msg := m.GetMsg().(type) {
 		case *agentv1.ConnectResponse_Work:
+			if _, ok := msg.Work.GetAction().(*agentv1.Work_RunClient); ok {
+				a.runs.Add(1)
+				go func() { // owner: the agent (Run waits); bounded by the work's deadline and the agent's ctx, not by this session
+					defer a.runs.Done()
+					a.clientDone(a.handle(agentCtx, msg.Work))
+				}()
+				continue
+			}
 			wg.Add(1)
 			go func() { // owner: session; bounded by the work's deadline and ctx
 				defer wg.Done()
 				r := a.handle(ctx, msg.Work)
 				select {
-				case out <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}}:
+				case ob.ch <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}}:
 				case <-ctx.Done():
 				}
 			}()
 		case *agentv1.ConnectResponse_Endpoints:
 			a.targets.setEndpoints(msg.Endpoints)
+		case *agentv1.ConnectResponse_ResultAck:
+			ids := msg.ResultAck.GetTestIds()
+			n, err := a.spool.Ack(ids...)
+			if err != nil {
+				a.log.Error("forget acknowledged results; they will be sent again", "test_ids", len(ids), "err", err)
+			}
+			a.log.Debug("results acknowledged", "test_ids", len(ids), "removed", n, "spooled", a.spool.Len())
 		case *agentv1.ConnectResponse_Heartbeat, *agentv1.ConnectResponse_Registered:
 		default:
 			a.log.Warn("unknown message from the coordinator", "type", fmt.Sprintf("%T", msg))
@@ -147,10 +180,49 @@ func checkHeartbeat(interval, timeout time.Duration) error {
 	return nil
 }
 
-// sendLoop is the only sender on the stream: queued messages and a
-// heartbeat every interval.
+// clientDone puts a client's result into the spool, then hands it to the
+// current session, if any, and waits until that session takes it or ends.
+// Without a session, the result waits in the spool for the next one.
+func (a *Agent) clientDone(r *agentv1.WorkResult) {
+	a.outMu.Lock()
+	err := a.spool.Put(r)
+	ob := a.current
+	a.outMu.Unlock()
+	if err != nil {
+		a.log.Error("result not spooled: lost if the coordinator does not store it", "test_id", r.GetTestId(), "err", err)
+	}
+	if ob == nil {
+		if err != nil {
+			a.log.Error("result lost: no session with the coordinator, and no room in the spool", "test_id", r.GetTestId())
+		} else {
+			a.log.Info("result spooled until the next session with the coordinator", "test_id", r.GetTestId())
+		}
+		return
+	}
+	select {
+	case ob.ch <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}}:
+	case <-ob.done: // the next session sends it from the spool
+	}
+}
+
+// sendLoop is the only sender on the stream: first the backlog (spooled
+// results, oldest first), then queued messages and a heartbeat every
+// interval. It logs every client result it sent.
 func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[agentv1.ConnectRequest, agentv1.ConnectResponse],
-	out <-chan *agentv1.ConnectRequest, interval time.Duration, cancel context.CancelCauseFunc) {
+	backlog []*agentv1.WorkResult, out <-chan *agentv1.ConnectRequest, interval time.Duration, cancel context.CancelCauseFunc) {
+	if len(backlog) > 0 {
+		a.log.Info("sending again the results the coordinator has not acknowledged", "results", len(backlog))
+	}
+	for _, r := range backlog {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}}); err != nil {
+			cancel(fmt.Errorf("send: %w", err))
+			return
+		}
+		a.log.Info("result sent", "test_id", r.GetTestId(), "status", r.GetStatus(), "resent", true)
+	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -165,6 +237,9 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 		if err := stream.Send(m); err != nil {
 			cancel(fmt.Errorf("send: %w", err))
 			return
+		}
+		if r := m.GetWorkResult(); r.GetClientDone() != nil {
+			a.log.Info("result sent", "test_id", r.GetTestId(), "status", r.GetStatus(), "resent", false)
 		}
 	}
 }

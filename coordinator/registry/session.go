@@ -54,11 +54,25 @@ func resultKind(r *agentv1.WorkResult) (actionKind, bool) {
 	return 0, false
 }
 
+// Bounds of a session's queues of acknowledgements and late results.
+const (
+	// maxAckBatch is the most test IDs one ResultAck carries.
+	maxAckBatch = 1000
+	// maxLateQueue is how many late results a session holds for the late
+	// handler; beyond it they are left with the agent, which sends them
+	// again on its next session.
+	maxLateQueue = 20000
+	// maxLateBatch is the most late results one handler call gets.
+	maxLateBatch = 500
+)
+
 // session is one agent's stream. Only Serve's goroutine sends on the stream.
 type session struct {
 	node           Node
 	out            chan *agentv1.Work
 	endpointsDirty chan struct{}
+	acksDirty      chan struct{} // a ResultAck is to be sent
+	lateReady      chan struct{} // late results are queued
 	done           chan struct{} // closed by end
 	endOnce        sync.Once
 	endErr         error
@@ -66,6 +80,73 @@ type session struct {
 	mu      sync.Mutex
 	pending map[pendingKey]chan *agentv1.WorkResult
 	seen    time.Time
+	acks    []string              // test IDs to acknowledge
+	late    []*agentv1.WorkResult // client answers nobody waited for
+}
+
+func newSession(node Node) *session {
+	return &session{
+		node: node, out: make(chan *agentv1.Work, 16), endpointsDirty: make(chan struct{}, 1),
+		acksDirty: make(chan struct{}, 1), lateReady: make(chan struct{}, 1),
+		done: make(chan struct{}), pending: map[pendingKey]chan *agentv1.WorkResult{}, seen: time.Now(),
+	}
+}
+
+// ack queues test IDs for the next ResultAck; it never blocks.
+func (s *session) ack(testIDs []string) {
+	s.mu.Lock()
+	s.acks = append(s.acks, testIDs...)
+	s.mu.Unlock()
+	signal(s.acksDirty)
+}
+
+// takeAcks returns up to maxAckBatch queued test IDs, oldest first.
+func (s *session) takeAcks() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(len(s.acks), maxAckBatch)
+	ids := s.acks[:n:n]
+	s.acks = s.acks[n:]
+	if len(s.acks) == 0 {
+		s.acks = nil
+	}
+	return ids
+}
+
+// queueLate queues a client answer for the late handler; it reports false
+// when the queue is full.
+func (s *session) queueLate(r *agentv1.WorkResult) bool {
+	s.mu.Lock()
+	full := len(s.late) >= maxLateQueue
+	if !full {
+		s.late = append(s.late, r)
+	}
+	s.mu.Unlock()
+	if !full {
+		signal(s.lateReady)
+	}
+	return !full
+}
+
+// takeLate returns up to maxLateBatch queued late results, oldest first.
+func (s *session) takeLate() []*agentv1.WorkResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(len(s.late), maxLateBatch)
+	rs := s.late[:n:n]
+	s.late = s.late[n:]
+	if len(s.late) == 0 {
+		s.late = nil
+	}
+	return rs
+}
+
+// signal wakes the reader of a 1-buffered channel without blocking.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default: // already pending
+	}
 }
 
 func (s *session) end(err error) {
@@ -199,10 +280,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	if other := r.conflict(node); other != "" {
 		return fmt.Errorf("%w: node %q announces an address that connected node %q registered", ErrBadRegistration, node.Name, other)
 	}
-	s := &session{
-		node: node, out: make(chan *agentv1.Work, 16), endpointsDirty: make(chan struct{}, 1),
-		done: make(chan struct{}), pending: map[pendingKey]chan *agentv1.WorkResult{}, seen: time.Now(),
-	}
+	s := newSession(node)
 	// Attach before answering, so that the agent is dispatchable as soon
 	// as it knows it is registered.
 	if err := r.attach(ctx, s, reg); err != nil {
@@ -221,11 +299,44 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	}
 	log := r.log.With("node", node.Name)
 	log.Info("agent registered", "version", reg.GetAgentVersion(), "host_ip", node.HostIP, "pod_ip", node.PodIP, "service_ip", node.ServiceIP)
+	lateDone := make(chan struct{})
+	go func() { // owner: Serve; ends with the session (s.done)
+		defer close(lateDone)
+		r.lateLoop(ctx, s)
+	}()
 	err = r.loop(ctx, stream, s, recvC, recvErr, &lastRecv)
 	r.detach(ctx, s) // first: whoever sees the session end sees the node gone
 	s.end(err)
+	<-lateDone
 	log.Info("agent session ended", "err", err)
 	return err
+}
+
+// lateLoop hands the session's late client answers to the late handler, in
+// batches, until the session ends; what is still queued then stays with the
+// agent, which sends it again on its next session.
+func (r *Registry) lateLoop(ctx context.Context, s *session) {
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-s.lateReady:
+		}
+		for {
+			batch := s.takeLate()
+			if len(batch) == 0 {
+				break
+			}
+			r.handleLate(ctx, s.node.Name, batch)
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+		}
+	}
 }
 
 func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-chan *agentv1.ConnectRequest, recvErr <-chan error, lastRecv *atomic.Int64) error {
@@ -254,7 +365,7 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 		case m := <-recvC:
 			s.touch(time.Now())
 			if wr := m.GetWorkResult(); wr != nil && !s.deliver(wr) {
-				r.log.Warn("work result nobody waits for", "node", s.node.Name, "test_id", wr.GetTestId())
+				r.unclaimed(s, wr)
 			}
 		case <-watchdog.C:
 			silent := time.Since(time.Unix(0, lastRecv.Load()))
@@ -266,6 +377,8 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}})
 		case <-s.endpointsDirty:
 			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: r.endpoints()}})
+		case <-s.acksDirty:
+			err = sendAcks(s, send)
 		case w := <-s.out:
 			// Endpoints first: the agent checks a Work's target against them.
 			select {
@@ -275,9 +388,29 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 				}
 			default:
 			}
+			// Acknowledgements queued before this work go before it: an ack
+			// of an earlier answer must not reach the agent after the new
+			// answer with the same test ID (a retry) exists.
+			if err = sendAcks(s, send); err != nil {
+				return err
+			}
 			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Work{Work: w}})
 		}
 		if err != nil {
+			return err
+		}
+	}
+}
+
+// sendAcks sends every queued acknowledgement, in ResultAcks of at most
+// maxAckBatch test IDs.
+func sendAcks(s *session, send func(*agentv1.ConnectResponse) error) error {
+	for {
+		ids := s.takeAcks()
+		if len(ids) == 0 {
+			return nil
+		}
+		if err := send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ResultAck{ResultAck: &agentv1.ResultAck{TestIds: ids}}}); err != nil {
 			return err
 		}
 	}

@@ -66,13 +66,19 @@ func routeFor(path measurev1.Path, src, dst registry.Node) (route, error) {
 
 // execTest runs one planned test to its results, retrying a busy server a
 // few times. It never fails: every problem is a result with its status.
-func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.PlannedTest) []*measurev1.Result {
-	var results []*measurev1.Result
+// answered reports that the results are the source agent's answer to the
+// client work, which that agent keeps until it is acknowledged.
+func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.PlannedTest) (results []*measurev1.Result, answered bool) {
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		results = m.execOnce(ctx, runID, pt)
+		results, answered = m.execOnce(ctx, runID, pt)
 		if attempt == busyRetries || !anyBusy(results) {
 			break
+		}
+		if answered {
+			// A busy answer is never stored: the agent may forget it now,
+			// before the retry's answer (same test ID) exists.
+			m.cfg.Agents.Ack(pt.GetSrcNode(), workID(runID, pt))
 		}
 		m.log.Info("server busy, retrying", "run_id", runID, "test_id", pt.GetTestId(), "attempt", attempt+1)
 		wait := time.NewTimer(busyBackoff * time.Duration(attempt+1))
@@ -82,7 +88,7 @@ func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.Plan
 		}
 		wait.Stop()
 	}
-	return sanitize(runID, pt, results, start)
+	return sanitize(runID, pt, results, start), answered
 }
 
 // sanitize makes an agent's answer a well-formed set of results for pt:
@@ -149,13 +155,15 @@ func anyBusy(rs []*measurev1.Result) bool {
 	return false
 }
 
-func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.PlannedTest) []*measurev1.Result {
+// execOnce runs one attempt of a test; answered reports that the results
+// are the source agent's answer to the client work.
+func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.PlannedTest) (results []*measurev1.Result, answered bool) {
 	start := time.Now()
-	fail := func(status measurev1.Status, format string, args ...any) []*measurev1.Result {
+	fail := func(status measurev1.Status, format string, args ...any) ([]*measurev1.Result, bool) {
 		return []*measurev1.Result{{
 			Spec: pt.GetSpec(), Status: status, Message: fmt.Sprintf(format, args...),
 			StartTime: timestamppb.New(start), Elapsed: durationpb.New(time.Since(start)),
-		}}
+		}}, false
 	}
 	src, ok := m.cfg.Agents.Node(pt.GetSrcNode())
 	if !ok {
@@ -202,17 +210,31 @@ func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.Plan
 		Port: started.GetPort(), DataPort: started.GetDataPort(),
 	}}})
 	if err != nil {
+		if ctx.Err() != nil {
+			// The coordinator is stopping while the client may still run:
+			// the agent keeps its answer and sends it again to the next
+			// coordinator, whose late handler replaces this placeholder.
+			return fail(measurev1.Status_STATUS_INTERRUPTED, "the coordinator stopped before the client on %s answered", pt.GetSrcNode())
+		}
 		return fail(statusOf(ctx, err), "run client on %s: %v", pt.GetSrcNode(), err)
 	}
-	results := wr.GetClientDone().GetResults()
-	if len(results) == 0 {
-		status := wr.GetStatus()
-		if status == measurev1.Status_STATUS_OK || status == measurev1.Status_STATUS_UNSPECIFIED {
-			status = measurev1.Status_STATUS_TOOL_ERROR
-		}
-		return fail(status, "agent on %s returned no result: %s", pt.GetSrcNode(), wr.GetMessage())
+	return clientResults(pt, wr, start, time.Since(start)), true
+}
+
+// clientResults are the results in a client's answer, or one failure
+// (started at start, lasting elapsed) saying that it has none.
+func clientResults(pt *measurev1.PlannedTest, wr *agentv1.WorkResult, start time.Time, elapsed time.Duration) []*measurev1.Result {
+	if results := wr.GetClientDone().GetResults(); len(results) > 0 {
+		return results
 	}
-	return results
+	status := wr.GetStatus()
+	if status == measurev1.Status_STATUS_OK || status == measurev1.Status_STATUS_UNSPECIFIED {
+		status = measurev1.Status_STATUS_TOOL_ERROR
+	}
+	return []*measurev1.Result{{
+		Spec: pt.GetSpec(), Status: status, Message: fmt.Sprintf("agent on %s returned no result: %s", pt.GetSrcNode(), wr.GetMessage()),
+		StartTime: timestamppb.New(start), Elapsed: durationpb.New(elapsed),
+	}}
 }
 
 // stopServer stops the test's server; it runs even when ctx is done, so a

@@ -36,6 +36,13 @@ type Agents interface {
 	Node(name string) (registry.Node, bool)
 	// Dispatch sends work to a node's agent and waits for the answer.
 	Dispatch(ctx context.Context, node string, w *agentv1.Work) (*agentv1.WorkResult, error)
+	// Ack tells a node's agent, without blocking, that the answers to its
+	// client work testIDs are stored (or never will be); acks queued
+	// before a Dispatch to that node reach the agent before its work.
+	Ack(node string, testIDs ...string)
+	// HandleLate installs the handler of client answers no Dispatch waits
+	// for (see registry.LateHandler).
+	HandleLate(h registry.LateHandler)
 }
 
 // Store is what a run needs of coordinator/store. GetRun's error must wrap
@@ -49,10 +56,17 @@ type Store interface {
 	GetRun(ctx context.Context, runID string) (*measurev1.Run, error)
 	// Runs lists run headers by state.
 	Runs(ctx context.Context, states ...measurev1.RunState) ([]*measurev1.Run, error)
-	// AddResults writes results.
+	// AddResults writes results; a sample (run, test, index) that is
+	// stored already is kept unless it is a STATUS_INTERRUPTED placeholder.
 	AddResults(ctx context.Context, results []*measurev1.Result) error
-	// RunTestIDs returns the IDs of a run's tests that have results.
-	RunTestIDs(ctx context.Context, runID string) (map[string]bool, error)
+	// ReplaceInterrupted writes each test's results (one test per element)
+	// only where that test's stored results are all STATUS_INTERRUPTED
+	// placeholders, fixing its run's tests_failed, and reports which tests
+	// it wrote.
+	ReplaceInterrupted(ctx context.Context, tests [][]*measurev1.Result) ([]bool, error)
+	// RunTests maps each of a run's tests that has results to whether one
+	// of them failed.
+	RunTests(ctx context.Context, runID string) (map[string]bool, error)
 }
 
 // Config configures New.
@@ -153,8 +167,10 @@ func (a *active) drop(w *watcher) {
 }
 
 // New returns a Manager. Runs that a previous coordinator left queued or
-// running are marked interrupted: their planned tests without results stay
-// without results.
+// running are marked interrupted: each of their planned tests without
+// results gets a STATUS_INTERRUPTED placeholder, which the test's real
+// results replace if its agent sends them late (see late). Then New
+// installs the manager as cfg.Agents' late handler.
 func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.Store == nil || cfg.Agents == nil || cfg.IsNotFound == nil {
 		return nil, errors.New("runs: Config.Store, IsNotFound and Agents are required")
@@ -178,9 +194,18 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	for _, hdr := range stale {
 		run, err := cfg.Store.GetRun(ctx, hdr.GetRunId())
 		if err == nil {
-			var done map[string]bool
-			if done, err = cfg.Store.RunTestIDs(ctx, run.GetRunId()); err == nil {
-				err = m.interrupt(ctx, run, done, "the coordinator stopped before the run ended")
+			var tests map[string]bool
+			if tests, err = cfg.Store.RunTests(ctx, run.GetRunId()); err == nil {
+				// The header may lag the results (a crash between the two
+				// writes): count again from what is stored.
+				run.TestsDone, run.TestsFailed = 0, 0
+				for _, failed := range tests {
+					run.TestsDone++
+					if failed {
+						run.TestsFailed++
+					}
+				}
+				err = m.interrupt(ctx, run, tests, "the coordinator stopped before the run ended")
 			}
 		}
 		if err != nil {
@@ -189,12 +214,13 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		}
 		log.Warn("run interrupted by a coordinator restart", "run_id", run.GetRunId(), "done", run.GetTestsDone(), "planned", len(run.GetPlanned()))
 	}
+	cfg.Agents.HandleLate(m.late)
 	return m, nil
 }
 
 // interrupt ends run as interrupted: every planned test without a result
-// (not in done) gets a STATUS_INTERRUPTED result saying why, so nothing
-// planned is silently missing, and the header is updated.
+// (not a key of done) gets a STATUS_INTERRUPTED result saying why, so
+// nothing planned is silently missing, and the header is updated.
 func (m *Manager) interrupt(ctx context.Context, run *measurev1.Run, done map[string]bool, why string) error {
 	now := timestamppb.Now()
 	var batch []*measurev1.Result
@@ -207,7 +233,7 @@ func (m *Manager) interrupt(ctx context.Context, run *measurev1.Run, done map[st
 		return err
 	}
 	for _, pt := range run.GetPlanned() {
-		if done[pt.GetTestId()] {
+		if _, ok := done[pt.GetTestId()]; ok {
 			continue
 		}
 		batch = append(batch, &measurev1.Result{
@@ -402,7 +428,17 @@ func (m *Manager) runSlot(ctx context.Context, a *active, slot schedule.Slot, li
 		if ctx.Err() != nil {
 			return
 		}
-		m.record(a, m.execTest(ctx, a.run.GetRunId(), pt))
+		m.runTest(ctx, a, pt)
+	}
+}
+
+// runTest runs one test, records its results and, once they are stored,
+// acknowledges the client's answer to its source agent.
+func (m *Manager) runTest(ctx context.Context, a *active, pt *measurev1.PlannedTest) {
+	runID := a.run.GetRunId()
+	results, answered := m.execTest(ctx, runID, pt)
+	if m.record(a, results) && answered {
+		m.cfg.Agents.Ack(pt.GetSrcNode(), workID(runID, pt))
 	}
 }
 
@@ -427,17 +463,20 @@ func (m *Manager) runLight(ctx context.Context, a *active, tests []*measurev1.Pl
 			case <-ctx.Done():
 				return
 			}
-			m.record(a, m.execTest(ctx, a.run.GetRunId(), pt))
+			m.runTest(ctx, a, pt)
 		}()
 	}
 }
 
-// record stores a test's results and publishes the progress.
-func (m *Manager) record(a *active, results []*measurev1.Result) {
+// record stores a test's results and publishes the progress; it reports
+// whether the results are stored.
+func (m *Manager) record(a *active, results []*measurev1.Result) (stored bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.base), 10*time.Second)
 	defer cancel()
+	stored = true
 	if err := m.cfg.Store.AddResults(ctx, results); err != nil {
 		m.log.Error("store results", "run_id", a.run.GetRunId(), "err", err)
+		stored = false
 	}
 	if m.cfg.Observer != nil {
 		m.cfg.Observer.Recorded(results)
@@ -459,6 +498,7 @@ func (m *Manager) record(a *active, results []*measurev1.Result) {
 	for w := range a.watchers {
 		a.send(w, u)
 	}
+	return stored
 }
 
 // finish ends the run: succeeded, failed, or interrupted if ctx ended

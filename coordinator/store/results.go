@@ -23,43 +23,263 @@ const (
 )
 
 // AddResults writes results in one batched transaction. Each needs
-// test_id, run_id, src_node, dst_node and start_time; a result with the same
-// (pair, start time, test ID, index) replaces the stored one, so a resend is
-// harmless. Nothing is written if any result is refused (ErrInvalid).
+// test_id, run_id, src_node, dst_node and start_time. Each sample of a
+// test (run ID, test ID, index) is stored once: a result for a sample that
+// is stored already only replaces a STATUS_INTERRUPTED placeholder (and
+// only with a result that is no placeholder); otherwise it is dropped, so
+// that a resend is harmless and the first real result stays. Run counters
+// are not touched (see ReplaceInterrupted). Nothing is written if any
+// result is refused (ErrInvalid).
 func (s *Store) AddResults(ctx context.Context, results []*measurev1.Result) error {
-	type kv struct{ k, rk, v []byte }
-	rows := make([]kv, 0, len(results))
+	rows, err := encodeResults(results)
+	if err != nil {
+		return err
+	}
+	return s.batch(ctx, func(tx *bolt.Tx) error {
+		rt := openResultTx(tx)
+		for _, row := range rows {
+			if err := rt.put(row); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ReplaceInterrupted stores results that came late, test by test: each
+// element of tests holds the results of one test (one run ID and test ID).
+// In one transaction, a test whose stored results are all STATUS_INTERRUPTED
+// placeholders gets them replaced by its new results, and if none of those
+// failed, its run's tests_failed goes down by one (the placeholder counted
+// as a failed test). A test with no stored result, or with any that is no
+// placeholder, is left alone: replaced[i] reports which tests were written.
+// Nothing is written if any result is refused (ErrInvalid).
+func (s *Store) ReplaceInterrupted(ctx context.Context, tests [][]*measurev1.Result) (replaced []bool, err error) {
+	rows := make([][]resultRow, len(tests))
+	for i, rs := range tests {
+		if len(rs) == 0 {
+			return nil, fmt.Errorf("%w: tests[%d] has no result", ErrInvalid, i)
+		}
+		for _, r := range rs[1:] {
+			if r.GetRunId() != rs[0].GetRunId() || r.GetTestId() != rs[0].GetTestId() {
+				return nil, fmt.Errorf("%w: tests[%d] mixes tests %s/%s and %s/%s", ErrInvalid, i,
+					rs[0].GetRunId(), rs[0].GetTestId(), r.GetRunId(), r.GetTestId())
+			}
+		}
+		if rows[i], err = encodeResults(rs); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		replaced = make([]bool, len(tests))
+		rt := openResultTx(tx)
+		runs := map[string]*measurev1.Run{} // headers changed in this transaction
+		for i, rs := range rows {
+			runID, testID := rs[0].r.GetRunId(), rs[0].r.GetTestId()
+			old, err := rt.placeholders(runID, testID)
+			if err != nil || len(old) == 0 {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			for _, rk := range old {
+				if err := rt.delete(runID, rk); err != nil {
+					return err
+				}
+			}
+			failed := false
+			for _, row := range rs {
+				if err := rt.insert(row); err != nil {
+					return err
+				}
+				failed = failed || row.r.GetStatus() != measurev1.Status_STATUS_OK
+			}
+			replaced[i] = true
+			if failed {
+				continue
+			}
+			run, ok := runs[runID]
+			if !ok {
+				v := tx.Bucket(bucketRuns).Get([]byte(runID))
+				if v == nil {
+					continue // a run without header: nothing to count
+				}
+				run = &measurev1.Run{}
+				if err := proto.Unmarshal(v, run); err != nil {
+					return fmt.Errorf("decode run %s: %w", runID, err)
+				}
+				runs[runID] = run
+			}
+			if run.GetTestsFailed() > 0 {
+				run.TestsFailed--
+			}
+		}
+		for id, run := range runs {
+			v, err := proto.Marshal(run)
+			if err != nil {
+				return fmt.Errorf("encode run %s: %w", id, err)
+			}
+			if err := tx.Bucket(bucketRuns).Put([]byte(id), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store late results: %w", err)
+	}
+	return replaced, nil
+}
+
+// resultRow is a result ready to be written: its key and its encoding.
+type resultRow struct {
+	r    *measurev1.Result
+	k, v []byte
+}
+
+// encodeResults checks and encodes results; the error wraps ErrInvalid
+// for a result that cannot be stored.
+func encodeResults(results []*measurev1.Result) ([]resultRow, error) {
+	rows := make([]resultRow, 0, len(results))
 	for i, r := range results {
 		for _, f := range []struct{ name, v string }{
 			{"test_id", r.GetTestId()}, {"run_id", r.GetRunId()},
 			{"src_node", r.GetSrcNode()}, {"dst_node", r.GetDstNode()},
 		} {
 			if err := validID(fmt.Sprintf("results[%d].%s", i, f.name), f.v); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if err := validStart(r.GetStartTime()); err != nil {
-			return fmt.Errorf("%w: results[%d].start_time (test %s): %v", ErrInvalid, i, r.GetTestId(), err)
+			return nil, fmt.Errorf("%w: results[%d].start_time (test %s): %v", ErrInvalid, i, r.GetTestId(), err)
 		}
 		v, err := proto.Marshal(r)
 		if err != nil {
-			return fmt.Errorf("encode result %s: %w", r.GetTestId(), err)
+			return nil, fmt.Errorf("encode result %s: %w", r.GetTestId(), err)
 		}
 		k := resultKey(r.GetSrcNode(), r.GetDstNode(), r.GetStartTime().AsTime(), r.GetRunId(), r.GetTestId(), r.GetIndex())
-		rows = append(rows, kv{k: k, rk: runResultKey(r.GetRunId(), k), v: v})
+		rows = append(rows, resultRow{r: r, k: k, v: v})
 	}
-	return s.batch(ctx, func(tx *bolt.Tx) error {
-		res, byRun := tx.Bucket(bucketResults), tx.Bucket(bucketRunResults)
-		for _, row := range rows {
-			if err := res.Put(row.k, row.v); err != nil {
-				return err
-			}
-			if err := byRun.Put(row.rk, nil); err != nil {
-				return err
-			}
+	return rows, nil
+}
+
+// resultTx writes results and their two indexes in one transaction.
+type resultTx struct {
+	res, byRun, byTest *bolt.Bucket
+}
+
+func openResultTx(tx *bolt.Tx) resultTx {
+	return resultTx{res: tx.Bucket(bucketResults), byRun: tx.Bucket(bucketRunResults), byTest: tx.Bucket(bucketTestResults)}
+}
+
+// put stores row unless its sample is stored already; a stored
+// STATUS_INTERRUPTED placeholder gives way to a row that is none.
+func (t resultTx) put(row resultRow) error {
+	ik := testIndexKey(row.r.GetRunId(), row.r.GetTestId(), row.r.GetIndex())
+	if old := t.byTest.Get(ik); old != nil {
+		old = bytes.Clone(old)
+		placeholder, found, err := t.isPlaceholder(old)
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+		if found && (!placeholder || row.r.GetStatus() == measurev1.Status_STATUS_INTERRUPTED) {
+			return nil // the first real result stays
+		}
+		if err := t.delete(row.r.GetRunId(), old); err != nil {
+			return err
+		}
+	}
+	return t.insert(row)
+}
+
+// insert writes row and its index entries.
+func (t resultTx) insert(row resultRow) error {
+	if err := t.res.Put(row.k, row.v); err != nil {
+		return err
+	}
+	if err := t.byRun.Put(runResultKey(row.r.GetRunId(), row.k), nil); err != nil {
+		return err
+	}
+	return t.byTest.Put(testIndexKey(row.r.GetRunId(), row.r.GetTestId(), row.r.GetIndex()), row.k)
+}
+
+// delete removes the result stored under rk and its index entries.
+func (t resultTx) delete(runID string, rk []byte) error {
+	ik, err := testIndexKeyOf(rk)
+	if err != nil {
+		return err
+	}
+	if err := t.res.Delete(rk); err != nil {
+		return err
+	}
+	if err := t.byRun.Delete(runResultKey(runID, rk)); err != nil {
+		return err
+	}
+	if cur := t.byTest.Get(ik); cur != nil && bytes.Equal(cur, rk) {
+		return t.byTest.Delete(ik)
+	}
+	return nil
+}
+
+// isPlaceholder reports whether the result under rk is a
+// STATUS_INTERRUPTED placeholder; found is false if there is none.
+func (t resultTx) isPlaceholder(rk []byte) (placeholder, found bool, err error) {
+	v := t.res.Get(rk)
+	if v == nil {
+		return false, false, nil
+	}
+	r := &measurev1.Result{}
+	if err := proto.Unmarshal(v, r); err != nil {
+		return false, true, fmt.Errorf("decode result %q: %w", rk, err)
+	}
+	return r.GetStatus() == measurev1.Status_STATUS_INTERRUPTED, true, nil
+}
+
+// placeholders returns the keys of a test's stored results if there are
+// any and every one is a STATUS_INTERRUPTED placeholder, else nil.
+func (t resultTx) placeholders(runID, testID string) ([][]byte, error) {
+	prefix := testPrefix(runID, testID)
+	var keys [][]byte
+	c := t.byTest.Cursor()
+	for k, rk := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, rk = c.Next() {
+		if len(k) != len(prefix)+4 {
+			continue
+		}
+		placeholder, found, err := t.isPlaceholder(rk)
+		if err != nil {
+			return nil, err
+		}
+		if found && !placeholder {
+			return nil, nil
+		}
+		if found {
+			keys = append(keys, bytes.Clone(rk))
+		}
+	}
+	return keys, nil
+}
+
+// buildTestIndex fills bucketTestResults from bucketResults, for a store
+// written before that index existed.
+func buildTestIndex(tx *bolt.Tx) (int, error) {
+	byTest := tx.Bucket(bucketTestResults)
+	n := 0
+	c := tx.Bucket(bucketResults).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		ik, err := testIndexKeyOf(k)
+		if err != nil {
+			return n, err
+		}
+		if err := byTest.Put(ik, bytes.Clone(k)); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // validStart accepts a valid timestamp from the Unix epoch to year 2262
@@ -100,6 +320,36 @@ func (s *Store) RunTestIDs(ctx context.Context, runID string) (map[string]bool, 
 		return nil, fmt.Errorf("run %s test IDs: %w", runID, err)
 	}
 	return ids, nil
+}
+
+// RunTests maps each test of a run that has stored results to whether
+// any of them is not STATUS_OK.
+func (s *Store) RunTests(ctx context.Context, runID string) (map[string]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	failed := map[string]bool{}
+	prefix := append([]byte(runID), sep)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		res := tx.Bucket(bucketResults)
+		c := tx.Bucket(bucketRunResults).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			v := res.Get(k[len(prefix):])
+			if v == nil {
+				continue // index entry without its result
+			}
+			r := &measurev1.Result{}
+			if err := proto.Unmarshal(v, r); err != nil {
+				return fmt.Errorf("decode result %q: %w", k[len(prefix):], err)
+			}
+			failed[r.GetTestId()] = failed[r.GetTestId()] || r.GetStatus() != measurev1.Status_STATUS_OK
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("run %s tests: %w", runID, err)
+	}
+	return failed, nil
 }
 
 // Filter selects results; zero fields match everything.

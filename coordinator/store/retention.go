@@ -15,8 +15,8 @@ import (
 // RollUp replaces the results that started before cutoff (truncated to
 // the hour, so an hour is never split) by the rollups fold makes of them:
 // pair by pair, in one transaction per pair, it reads the pair's old
-// results, writes fold's rollups and deletes the results and their run
-// index entries. It stops after a pair once maxResults (0: 10,000) are
+// results, writes fold's rollups and deletes the results and their index
+// entries. It stops after a pair once maxResults (0: 10,000) are
 // rolled and returns how many; call it until it returns 0.
 func (s *Store) RollUp(ctx context.Context, cutoff time.Time, maxResults int, fold func([]*measurev1.Result) []*measurev1.Rollup) (int, error) {
 	if maxResults <= 0 {
@@ -75,7 +75,8 @@ func (s *Store) rollPair(ctx context.Context, prefix []byte, cutoff time.Time, f
 	}
 	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		res, byRun, roll := tx.Bucket(bucketResults), tx.Bucket(bucketRunResults), tx.Bucket(bucketRollups)
+		res, roll := tx.Bucket(bucketResults), tx.Bucket(bucketRollups)
+		rt := openResultTx(tx)
 		end := append(bytes.Clone(prefix), timeBytes(cutoff)...)
 		var (
 			keys    [][]byte
@@ -101,10 +102,7 @@ func (s *Store) rollPair(ctx context.Context, prefix []byte, cutoff time.Time, f
 			}
 		}
 		for i, k := range keys {
-			if err := res.Delete(k); err != nil {
-				return err
-			}
-			if err := byRun.Delete(runResultKey(results[i].GetRunId(), k)); err != nil {
+			if err := rt.delete(results[i].GetRunId(), k); err != nil {
 				return err
 			}
 		}

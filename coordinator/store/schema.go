@@ -28,8 +28,14 @@ var (
 	// bucketRollups maps rollupKey -> measurev1.Rollup (protobuf): the
 	// hourly summaries of results older than the retention.
 	bucketRollups = []byte("rollups")
+	// bucketTestResults maps testIndexKey (runID, testID, index) ->
+	// resultKey: the one stored result of each sample of a test, so that a
+	// result sent twice is stored once and an interrupted placeholder can
+	// be found and replaced. Built from bucketResults when a store written
+	// before it existed is opened.
+	bucketTestResults = []byte("test_results")
 
-	allBuckets = [][]byte{bucketResults, bucketRunResults, bucketRuns, bucketRunPlanned, bucketAgents, bucketRollups}
+	allBuckets = [][]byte{bucketResults, bucketRunResults, bucketRuns, bucketRunPlanned, bucketAgents, bucketRollups, bucketTestResults}
 )
 
 // sep separates the variable-length parts of a key. Node names, run IDs
@@ -95,6 +101,34 @@ func decodeResultKey(k []byte) (decodedKey, error) {
 // timeBytes encodes t as it sits in a resultKey.
 func timeBytes(t time.Time) []byte {
 	return binary.BigEndian.AppendUint64(nil, uint64(t.UnixNano()))
+}
+
+// testIndexKey is
+//
+//	runID 0x00 testID 0x00 index(4, big-endian)
+//
+// so that the samples of one test are one prefix (testPrefix).
+func testIndexKey(runID, testID string, index uint32) []byte {
+	return binary.BigEndian.AppendUint32(testPrefix(runID, testID), index)
+}
+
+// testPrefix is runID 0x00 testID 0x00: the prefix of a test's
+// testIndexKeys.
+func testPrefix(runID, testID string) []byte {
+	k := make([]byte, 0, len(runID)+len(testID)+6)
+	k = append(k, runID...)
+	k = append(k, sep)
+	k = append(k, testID...)
+	return append(k, sep)
+}
+
+// testIndexKeyOf is the testIndexKey of the result stored under rk.
+func testIndexKeyOf(rk []byte) ([]byte, error) {
+	dk, err := decodeResultKey(rk)
+	if err != nil {
+		return nil, err
+	}
+	return testIndexKey(dk.runID, dk.testID, binary.BigEndian.Uint32(rk[len(rk)-4:])), nil
 }
 
 // runResultKey is runID 0x00 resultKey.

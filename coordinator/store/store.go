@@ -83,17 +83,27 @@ func Open(cfg Config) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("chmod store %s: %w", cfg.Path, err)
 	}
+	indexed := 0
 	err = db.Update(func(tx *bolt.Tx) error {
+		newIndex := tx.Bucket(bucketTestResults) == nil
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
 		}
-		return nil
+		if !newIndex {
+			return nil
+		}
+		var err error
+		indexed, err = buildTestIndex(tx)
+		return err
 	})
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("init store %s: %w", cfg.Path, err)
+	}
+	if indexed > 0 {
+		log.Info("store: indexed the stored results by run, test and sample", "results", indexed)
 	}
 	log.Info("store opened", "path", cfg.Path)
 	return &Store{db: db, log: log}, nil

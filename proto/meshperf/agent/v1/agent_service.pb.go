@@ -142,6 +142,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Heartbeat
 	//	*ConnectResponse_Work
 	//	*ConnectResponse_Endpoints
+	//	*ConnectResponse_ResultAck
 	Msg           isConnectResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -220,6 +221,15 @@ func (x *ConnectResponse) GetEndpoints() *Endpoints {
 	return nil
 }
 
+func (x *ConnectResponse) GetResultAck() *ResultAck {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectResponse_ResultAck); ok {
+			return x.ResultAck
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Msg interface {
 	isConnectResponse_Msg()
 }
@@ -245,6 +255,12 @@ type ConnectResponse_Endpoints struct {
 	Endpoints *Endpoints `protobuf:"bytes,4,opt,name=endpoints,proto3,oneof"`
 }
 
+type ConnectResponse_ResultAck struct {
+	// result_ack says which run_client results the coordinator has stored,
+	// so that the agent may forget them.
+	ResultAck *ResultAck `protobuf:"bytes,5,opt,name=result_ack,json=resultAck,proto3,oneof"`
+}
+
 func (*ConnectResponse_Registered) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Heartbeat) isConnectResponse_Msg() {}
@@ -252,6 +268,58 @@ func (*ConnectResponse_Heartbeat) isConnectResponse_Msg() {}
 func (*ConnectResponse_Work) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Endpoints) isConnectResponse_Msg() {}
+
+func (*ConnectResponse_ResultAck) isConnectResponse_Msg() {}
+
+// ResultAck acknowledges WorkResults of run_client work: the coordinator
+// has stored them (or will never store them, e.g. because their run is
+// unknown), and the agent need not send them again. An ack for a test_id
+// the agent does not keep is ignored.
+type ResultAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// test_ids are the acknowledged WorkResults' test_id ("RUN_ID/TEST_ID").
+	// The agent forgets every result it keeps under each of them.
+	TestIds       []string `protobuf:"bytes,1,rep,name=test_ids,json=testIds,proto3" json:"test_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResultAck) Reset() {
+	*x = ResultAck{}
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResultAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResultAck) ProtoMessage() {}
+
+func (x *ResultAck) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResultAck.ProtoReflect.Descriptor instead.
+func (*ResultAck) Descriptor() ([]byte, []int) {
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ResultAck) GetTestIds() []string {
+	if x != nil {
+		return x.TestIds
+	}
+	return nil
+}
 
 // Register introduces an agent.
 type Register struct {
@@ -274,7 +342,7 @@ type Register struct {
 
 func (x *Register) Reset() {
 	*x = Register{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[2]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -286,7 +354,7 @@ func (x *Register) String() string {
 func (*Register) ProtoMessage() {}
 
 func (x *Register) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[2]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -299,7 +367,7 @@ func (x *Register) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Register.ProtoReflect.Descriptor instead.
 func (*Register) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{2}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Register) GetNodeName() string {
@@ -357,7 +425,7 @@ type NetworkAddress struct {
 
 func (x *NetworkAddress) Reset() {
 	*x = NetworkAddress{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[3]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +437,7 @@ func (x *NetworkAddress) String() string {
 func (*NetworkAddress) ProtoMessage() {}
 
 func (x *NetworkAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[3]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +450,7 @@ func (x *NetworkAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAddress.ProtoReflect.Descriptor instead.
 func (*NetworkAddress) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{3}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NetworkAddress) GetNetwork() v1.Network {
@@ -414,7 +482,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[4]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +494,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[4]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +507,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{4}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ToolInfo) GetTool() v1.Tool {
@@ -479,7 +547,7 @@ type Registered struct {
 
 func (x *Registered) Reset() {
 	*x = Registered{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[5]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +559,7 @@ func (x *Registered) String() string {
 func (*Registered) ProtoMessage() {}
 
 func (x *Registered) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[5]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +572,7 @@ func (x *Registered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Registered.ProtoReflect.Descriptor instead.
 func (*Registered) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{5}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Registered) GetCoordinatorVersion() string {
@@ -539,7 +607,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[6]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +619,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[6]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +632,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{6}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Heartbeat) GetSendTime() *timestamppb.Timestamp {
@@ -585,7 +653,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +665,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +678,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{7}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Endpoints) GetNodes() []*NodeEndpoint {
@@ -635,7 +703,7 @@ type NodeEndpoint struct {
 
 func (x *NodeEndpoint) Reset() {
 	*x = NodeEndpoint{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +715,7 @@ func (x *NodeEndpoint) String() string {
 func (*NodeEndpoint) ProtoMessage() {}
 
 func (x *NodeEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +728,7 @@ func (x *NodeEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEndpoint.ProtoReflect.Descriptor instead.
 func (*NodeEndpoint) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{8}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NodeEndpoint) GetNodeName() string {
@@ -705,7 +773,7 @@ type Work struct {
 
 func (x *Work) Reset() {
 	*x = Work{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +785,7 @@ func (x *Work) String() string {
 func (*Work) ProtoMessage() {}
 
 func (x *Work) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +798,7 @@ func (x *Work) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Work.ProtoReflect.Descriptor instead.
 func (*Work) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{9}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Work) GetTestId() string {
@@ -820,7 +888,7 @@ type StartServer struct {
 
 func (x *StartServer) Reset() {
 	*x = StartServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +900,7 @@ func (x *StartServer) String() string {
 func (*StartServer) ProtoMessage() {}
 
 func (x *StartServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +913,7 @@ func (x *StartServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServer.ProtoReflect.Descriptor instead.
 func (*StartServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StartServer) GetTool() v1.Tool {
@@ -871,7 +939,7 @@ type StopServer struct {
 
 func (x *StopServer) Reset() {
 	*x = StopServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +951,7 @@ func (x *StopServer) String() string {
 func (*StopServer) ProtoMessage() {}
 
 func (x *StopServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +964,7 @@ func (x *StopServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServer.ProtoReflect.Descriptor instead.
 func (*StopServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
 }
 
 // RunClient runs a test's client in one network of the agent's node.
@@ -918,7 +986,7 @@ type RunClient struct {
 
 func (x *RunClient) Reset() {
 	*x = RunClient{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +998,7 @@ func (x *RunClient) String() string {
 func (*RunClient) ProtoMessage() {}
 
 func (x *RunClient) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1011,7 @@ func (x *RunClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunClient.ProtoReflect.Descriptor instead.
 func (*RunClient) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunClient) GetSpec() *v1.TestSpec {
@@ -1005,7 +1073,7 @@ type WorkResult struct {
 
 func (x *WorkResult) Reset() {
 	*x = WorkResult{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1085,7 @@ func (x *WorkResult) String() string {
 func (*WorkResult) ProtoMessage() {}
 
 func (x *WorkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1098,7 @@ func (x *WorkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResult.ProtoReflect.Descriptor instead.
 func (*WorkResult) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WorkResult) GetTestId() string {
@@ -1128,7 +1196,7 @@ type ServerStarted struct {
 
 func (x *ServerStarted) Reset() {
 	*x = ServerStarted{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1208,7 @@ func (x *ServerStarted) String() string {
 func (*ServerStarted) ProtoMessage() {}
 
 func (x *ServerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1221,7 @@ func (x *ServerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStarted.ProtoReflect.Descriptor instead.
 func (*ServerStarted) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ServerStarted) GetPort() uint32 {
@@ -1189,7 +1257,7 @@ type ClientDone struct {
 
 func (x *ClientDone) Reset() {
 	*x = ClientDone{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1269,7 @@ func (x *ClientDone) String() string {
 func (*ClientDone) ProtoMessage() {}
 
 func (x *ClientDone) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1282,7 @@ func (x *ClientDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientDone.ProtoReflect.Descriptor instead.
 func (*ClientDone) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ClientDone) GetResults() []*v1.Result {
@@ -1233,7 +1301,7 @@ type ServerStopped struct {
 
 func (x *ServerStopped) Reset() {
 	*x = ServerStopped{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1313,7 @@ func (x *ServerStopped) String() string {
 func (*ServerStopped) ProtoMessage() {}
 
 func (x *ServerStopped) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1326,7 @@ func (x *ServerStopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStopped.ProtoReflect.Descriptor instead.
 func (*ServerStopped) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
 }
 
 var File_meshperf_agent_v1_agent_service_proto protoreflect.FileDescriptor
@@ -1271,15 +1339,19 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\theartbeat\x18\x02 \x01(\v2\x1c.meshperf.agent.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
 	"\vwork_result\x18\x03 \x01(\v2\x1d.meshperf.agent.v1.WorkResultH\x00R\n" +
 	"workResultB\x05\n" +
-	"\x03msg\"\x84\x02\n" +
+	"\x03msg\"\xc3\x02\n" +
 	"\x0fConnectResponse\x12?\n" +
 	"\n" +
 	"registered\x18\x01 \x01(\v2\x1d.meshperf.agent.v1.RegisteredH\x00R\n" +
 	"registered\x12<\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1c.meshperf.agent.v1.HeartbeatH\x00R\theartbeat\x12-\n" +
 	"\x04work\x18\x03 \x01(\v2\x17.meshperf.agent.v1.WorkH\x00R\x04work\x12<\n" +
-	"\tendpoints\x18\x04 \x01(\v2\x1c.meshperf.agent.v1.EndpointsH\x00R\tendpointsB\x05\n" +
-	"\x03msg\"\x8a\x02\n" +
+	"\tendpoints\x18\x04 \x01(\v2\x1c.meshperf.agent.v1.EndpointsH\x00R\tendpoints\x12=\n" +
+	"\n" +
+	"result_ack\x18\x05 \x01(\v2\x1c.meshperf.agent.v1.ResultAckH\x00R\tresultAckB\x05\n" +
+	"\x03msg\"&\n" +
+	"\tResultAck\x12\x19\n" +
+	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\x8a\x02\n" +
 	"\bRegister\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x12)\n" +
@@ -1362,70 +1434,72 @@ func file_meshperf_agent_v1_agent_service_proto_rawDescGZIP() []byte {
 	return file_meshperf_agent_v1_agent_service_proto_rawDescData
 }
 
-var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 	(*ConnectRequest)(nil),        // 0: meshperf.agent.v1.ConnectRequest
 	(*ConnectResponse)(nil),       // 1: meshperf.agent.v1.ConnectResponse
-	(*Register)(nil),              // 2: meshperf.agent.v1.Register
-	(*NetworkAddress)(nil),        // 3: meshperf.agent.v1.NetworkAddress
-	(*ToolInfo)(nil),              // 4: meshperf.agent.v1.ToolInfo
-	(*Registered)(nil),            // 5: meshperf.agent.v1.Registered
-	(*Heartbeat)(nil),             // 6: meshperf.agent.v1.Heartbeat
-	(*Endpoints)(nil),             // 7: meshperf.agent.v1.Endpoints
-	(*NodeEndpoint)(nil),          // 8: meshperf.agent.v1.NodeEndpoint
-	(*Work)(nil),                  // 9: meshperf.agent.v1.Work
-	(*StartServer)(nil),           // 10: meshperf.agent.v1.StartServer
-	(*StopServer)(nil),            // 11: meshperf.agent.v1.StopServer
-	(*RunClient)(nil),             // 12: meshperf.agent.v1.RunClient
-	(*WorkResult)(nil),            // 13: meshperf.agent.v1.WorkResult
-	(*ServerStarted)(nil),         // 14: meshperf.agent.v1.ServerStarted
-	(*ClientDone)(nil),            // 15: meshperf.agent.v1.ClientDone
-	(*ServerStopped)(nil),         // 16: meshperf.agent.v1.ServerStopped
-	(v1.Network)(0),               // 17: meshperf.measure.v1.Network
-	(v1.Tool)(0),                  // 18: meshperf.measure.v1.Tool
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*v1.TestSpec)(nil),           // 21: meshperf.measure.v1.TestSpec
-	(v1.Status)(0),                // 22: meshperf.measure.v1.Status
-	(*v1.Result)(nil),             // 23: meshperf.measure.v1.Result
+	(*ResultAck)(nil),             // 2: meshperf.agent.v1.ResultAck
+	(*Register)(nil),              // 3: meshperf.agent.v1.Register
+	(*NetworkAddress)(nil),        // 4: meshperf.agent.v1.NetworkAddress
+	(*ToolInfo)(nil),              // 5: meshperf.agent.v1.ToolInfo
+	(*Registered)(nil),            // 6: meshperf.agent.v1.Registered
+	(*Heartbeat)(nil),             // 7: meshperf.agent.v1.Heartbeat
+	(*Endpoints)(nil),             // 8: meshperf.agent.v1.Endpoints
+	(*NodeEndpoint)(nil),          // 9: meshperf.agent.v1.NodeEndpoint
+	(*Work)(nil),                  // 10: meshperf.agent.v1.Work
+	(*StartServer)(nil),           // 11: meshperf.agent.v1.StartServer
+	(*StopServer)(nil),            // 12: meshperf.agent.v1.StopServer
+	(*RunClient)(nil),             // 13: meshperf.agent.v1.RunClient
+	(*WorkResult)(nil),            // 14: meshperf.agent.v1.WorkResult
+	(*ServerStarted)(nil),         // 15: meshperf.agent.v1.ServerStarted
+	(*ClientDone)(nil),            // 16: meshperf.agent.v1.ClientDone
+	(*ServerStopped)(nil),         // 17: meshperf.agent.v1.ServerStopped
+	(v1.Network)(0),               // 18: meshperf.measure.v1.Network
+	(v1.Tool)(0),                  // 19: meshperf.measure.v1.Tool
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*v1.TestSpec)(nil),           // 22: meshperf.measure.v1.TestSpec
+	(v1.Status)(0),                // 23: meshperf.measure.v1.Status
+	(*v1.Result)(nil),             // 24: meshperf.measure.v1.Result
 }
 var file_meshperf_agent_v1_agent_service_proto_depIdxs = []int32{
-	2,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
-	6,  // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	13, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
-	5,  // 3: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
-	6,  // 4: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	9,  // 5: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
-	7,  // 6: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
-	3,  // 7: meshperf.agent.v1.Register.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	4,  // 8: meshperf.agent.v1.Register.tools:type_name -> meshperf.agent.v1.ToolInfo
-	17, // 9: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
-	18, // 10: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
-	19, // 11: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
-	19, // 12: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
-	20, // 13: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
-	8,  // 14: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
-	3,  // 15: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	20, // 16: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
-	10, // 17: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
-	12, // 18: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
-	11, // 19: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
-	18, // 20: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
-	17, // 21: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
-	21, // 22: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
-	17, // 23: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
-	22, // 24: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
-	14, // 25: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
-	15, // 26: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
-	16, // 27: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
-	23, // 28: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
-	0,  // 29: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
-	1,  // 30: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
-	30, // [30:31] is the sub-list for method output_type
-	29, // [29:30] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	3,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
+	7,  // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
+	14, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
+	6,  // 3: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
+	7,  // 4: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
+	10, // 5: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
+	8,  // 6: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
+	2,  // 7: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
+	4,  // 8: meshperf.agent.v1.Register.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	5,  // 9: meshperf.agent.v1.Register.tools:type_name -> meshperf.agent.v1.ToolInfo
+	18, // 10: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
+	19, // 11: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
+	20, // 12: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
+	20, // 13: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
+	21, // 14: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
+	9,  // 15: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
+	4,  // 16: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	21, // 17: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
+	11, // 18: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
+	13, // 19: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
+	12, // 20: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
+	19, // 21: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
+	18, // 22: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
+	22, // 23: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
+	18, // 24: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
+	23, // 25: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
+	15, // 26: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
+	16, // 27: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
+	17, // 28: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
+	24, // 29: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
+	0,  // 30: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
+	1,  // 31: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
+	31, // [31:32] is the sub-list for method output_type
+	30, // [30:31] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_agent_v1_agent_service_proto_init() }
@@ -1443,13 +1517,14 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 		(*ConnectResponse_Heartbeat)(nil),
 		(*ConnectResponse_Work)(nil),
 		(*ConnectResponse_Endpoints)(nil),
+		(*ConnectResponse_ResultAck)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[9].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[10].OneofWrappers = []any{
 		(*Work_StartServer)(nil),
 		(*Work_RunClient)(nil),
 		(*Work_StopServer)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[13].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[14].OneofWrappers = []any{
 		(*WorkResult_ServerStarted)(nil),
 		(*WorkResult_ClientDone)(nil),
 		(*WorkResult_ServerStopped)(nil),
@@ -1460,7 +1535,7 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_agent_v1_agent_service_proto_rawDesc), len(file_meshperf_agent_v1_agent_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

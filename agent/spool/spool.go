@@ -1,0 +1,438 @@
+package spool
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+)
+
+// FileName is the spool file's name in Config.Dir.
+const FileName = "spool.db"
+
+// DefaultMaxResults is the bound of a spool whose Config.MaxResults is zero.
+const DefaultMaxResults = 10000
+
+// maxTestIDLength bounds the test IDs the spool indexes (bbolt keys are at
+// most 32 KiB); the coordinator's are a few dozen bytes.
+const maxTestIDLength = 4096
+
+// Errors of the spool. Match them with errors.Is.
+var (
+	// ErrLocked: another process (an agent with the same state directory)
+	// holds the spool file.
+	ErrLocked = errors.New("spool file is locked by another process")
+	// ErrClosed: the spool was closed.
+	ErrClosed = errors.New("spool is closed")
+	// errCorrupt: bbolt cannot read the file.
+	errCorrupt = errors.New("spool file is damaged")
+)
+
+// Buckets of the spool file.
+var (
+	// bucketResults maps seq (8 bytes, big-endian: key order is put order)
+	// -> agentv1.WorkResult (protobuf).
+	bucketResults = []byte("results")
+	// bucketByTest maps testID 0x00 seq -> nothing: the entries of a test
+	// ID. Rebuilt from bucketResults at every Open.
+	bucketByTest = []byte("by_test")
+	// bucketMeta holds keyDropped.
+	bucketMeta = []byte("meta")
+	// keyDropped is how many results were ever dropped, uint64 big-endian.
+	keyDropped = []byte("dropped")
+)
+
+// Config configures Open.
+type Config struct {
+	// Dir is the directory of the spool file (FileName), created with mode
+	// 0700 if missing. Empty means memory only: the results the
+	// coordinator has not acknowledged are lost when the agent exits.
+	Dir string
+	// MaxResults bounds how many results the spool holds; zero means
+	// DefaultMaxResults. When it is full, Put drops the oldest.
+	MaxResults int
+	// LockTimeout is how long Open waits for the lock another process
+	// holds on the file; zero means 1 s.
+	LockTimeout time.Duration
+	// Logger receives drops and damage; nil means discard.
+	Logger *slog.Logger
+}
+
+// Spool holds WorkResults until they are acknowledged. Its methods are
+// safe for concurrent use.
+type Spool struct {
+	max  int
+	log  *slog.Logger
+	path string // "" in memory
+
+	mu      sync.Mutex
+	db      *bolt.DB   // nil in memory
+	mem     []memEntry // in memory, oldest first
+	n       int        // results held
+	dropped uint64
+	closed  bool
+}
+
+// memEntry is one result of an in-memory spool.
+type memEntry struct {
+	testID string
+	data   []byte
+}
+
+// Open opens or creates the spool in cfg.Dir, or an in-memory one. Entries
+// that do not decode are dropped and counted; a file bbolt cannot read is
+// moved aside and replaced by an empty one. The error wraps ErrLocked when
+// another process holds the file.
+func Open(cfg Config) (*Spool, error) {
+	if cfg.MaxResults < 0 {
+		return nil, fmt.Errorf("spool: MaxResults %d is negative", cfg.MaxResults)
+	}
+	s := &Spool{max: cfg.MaxResults, log: cfg.Logger}
+	if s.max == 0 {
+		s.max = DefaultMaxResults
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Dir == "" {
+		return s, nil
+	}
+	timeout := cfg.LockTimeout
+	if timeout == 0 {
+		timeout = time.Second
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("spool directory: %w", err)
+	}
+	s.path = filepath.Join(cfg.Dir, FileName)
+	err := s.load(timeout)
+	if errors.Is(err, errCorrupt) {
+		aside := s.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000")
+		if rerr := os.Rename(s.path, aside); rerr != nil {
+			return nil, fmt.Errorf("%w; moving it aside: %w", err, rerr)
+		}
+		s.log.Error("result spool damaged: moved aside, starting an empty one; the results it held are lost",
+			"path", s.path, "moved_to", aside, "err", err)
+		err = s.load(timeout)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// load opens the file, drops the entries that do not decode, rebuilds the
+// test ID index and counts the entries. A panic of bbolt on a damaged file
+// becomes errCorrupt.
+func (s *Spool) load(timeout time.Duration) (err error) {
+	var db *bolt.DB
+	defer func() {
+		if p := recover(); p != nil {
+			if db != nil {
+				closeQuietly(db)
+			}
+			err = fmt.Errorf("%w: %v", errCorrupt, p)
+		}
+	}()
+	db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: timeout})
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("open %s: %w (waited %v; another agent with the same state directory?)", s.path, ErrLocked, timeout)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
+		return fmt.Errorf("open %s: %w: %w", s.path, errCorrupt, err)
+	case err != nil:
+		return fmt.Errorf("open %s: %w", s.path, err)
+	}
+	var n, bad int
+	var dropped uint64
+	err = db.Update(func(tx *bolt.Tx) error {
+		n, bad, dropped = 0, 0, 0
+		res, err := tx.CreateBucketIfNotExists(bucketResults)
+		if err != nil {
+			return err
+		}
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if tx.Bucket(bucketByTest) != nil {
+			if err := tx.DeleteBucket(bucketByTest); err != nil {
+				return err
+			}
+		}
+		byTest, err := tx.CreateBucket(bucketByTest)
+		if err != nil {
+			return err
+		}
+		var badKeys [][]byte
+		c := res.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			r := &agentv1.WorkResult{}
+			if len(k) != 8 || proto.Unmarshal(v, r) != nil || len(r.GetTestId()) > maxTestIDLength {
+				badKeys = append(badKeys, bytes.Clone(k))
+				continue
+			}
+			if err := byTest.Put(testKey(r.GetTestId(), k), nil); err != nil {
+				return err
+			}
+			n++
+		}
+		for _, k := range badKeys {
+			if err := res.Delete(k); err != nil {
+				return err
+			}
+		}
+		bad = len(badKeys)
+		if v := meta.Get(keyDropped); len(v) == 8 {
+			dropped = binary.BigEndian.Uint64(v)
+		}
+		if bad > 0 {
+			dropped += uint64(bad)
+			return meta.Put(keyDropped, binary.BigEndian.AppendUint64(nil, dropped))
+		}
+		return nil
+	})
+	if err != nil {
+		closeQuietly(db)
+		return fmt.Errorf("load %s: %w", s.path, err)
+	}
+	if bad > 0 {
+		s.log.Error("result spool held entries that do not decode; dropped", "path", s.path, "count", bad, "dropped_total", dropped)
+	}
+	s.db, s.n, s.dropped = db, n, dropped
+	// A spool bounded lower than before drops its oldest now.
+	for s.n > s.max {
+		if err := s.dropOldest(); err != nil {
+			closeQuietly(db)
+			s.db = nil
+			return err
+		}
+	}
+	return nil
+}
+
+func closeQuietly(db *bolt.DB) {
+	defer func() { _ = recover() }()
+	_ = db.Close()
+}
+
+// testKey is testID 0x00 seq.
+func testKey(testID string, seq []byte) []byte {
+	k := make([]byte, 0, len(testID)+1+len(seq))
+	k = append(k, testID...)
+	k = append(k, 0)
+	return append(k, seq...)
+}
+
+// Path returns the spool file's path; "" for an in-memory spool.
+func (s *Spool) Path() string { return s.path }
+
+// Len returns how many results the spool holds.
+func (s *Spool) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// Dropped returns how many results were dropped because the spool was
+// full (or did not decode), over the life of its file.
+func (s *Spool) Dropped() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
+}
+
+// Put adds r, dropping the oldest result first if the spool is full; it
+// returns once r is on disk (for a file spool). r is copied.
+func (s *Spool) Put(r *agentv1.WorkResult) error {
+	if len(r.GetTestId()) > maxTestIDLength {
+		return fmt.Errorf("spool: test ID of %d bytes, at most %d", len(r.GetTestId()), maxTestIDLength)
+	}
+	v, err := proto.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("spool: encode result %q: %w", r.GetTestId(), err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	for s.n >= s.max {
+		if err := s.dropOldest(); err != nil {
+			return err
+		}
+	}
+	if s.db == nil {
+		s.mem = append(s.mem, memEntry{testID: r.GetTestId(), data: v})
+		s.n++
+		return nil
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		res := tx.Bucket(bucketResults)
+		seq, err := res.NextSequence()
+		if err != nil {
+			return err
+		}
+		k := binary.BigEndian.AppendUint64(nil, seq)
+		if err := res.Put(k, v); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketByTest).Put(testKey(r.GetTestId(), k), nil)
+	})
+	if err != nil {
+		return fmt.Errorf("spool: put %q: %w", r.GetTestId(), err)
+	}
+	s.n++
+	return nil
+}
+
+// dropOldest drops the oldest result, counts it and logs it. Caller holds
+// s.mu.
+func (s *Spool) dropOldest() error {
+	var testID string
+	if s.db == nil {
+		testID = s.mem[0].testID
+		s.mem[0] = memEntry{}
+		s.mem = s.mem[1:]
+		s.dropped++
+	} else {
+		dropped := s.dropped + 1
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			res := tx.Bucket(bucketResults)
+			k, v := res.Cursor().First()
+			if k == nil {
+				return errors.New("no result to drop")
+			}
+			k = bytes.Clone(k)
+			r := &agentv1.WorkResult{}
+			_ = proto.Unmarshal(v, r) // decoded at Open
+			testID = r.GetTestId()
+			if err := res.Delete(k); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketByTest).Delete(testKey(testID, k)); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketMeta).Put(keyDropped, binary.BigEndian.AppendUint64(nil, dropped))
+		})
+		if err != nil {
+			return fmt.Errorf("spool: drop the oldest result: %w", err)
+		}
+		s.dropped = dropped
+	}
+	s.n--
+	s.log.Warn("result spool full: dropped the oldest result the coordinator has not acknowledged",
+		"test_id", testID, "max_results", s.max, "dropped_total", s.dropped)
+	return nil
+}
+
+// Ack removes every result held under each of testIDs and returns how many
+// it removed; an unknown test ID is no error.
+func (s *Spool) Ack(testIDs ...string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	if s.db == nil {
+		before := len(s.mem)
+		s.mem = slices.DeleteFunc(s.mem, func(e memEntry) bool { return slices.Contains(testIDs, e.testID) })
+		s.n = len(s.mem)
+		return before - len(s.mem), nil
+	}
+	removed := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		removed = 0
+		res, byTest := tx.Bucket(bucketResults), tx.Bucket(bucketByTest)
+		for _, id := range testIDs {
+			prefix := testKey(id, nil)
+			var keys [][]byte
+			c := byTest.Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				if len(k) == len(prefix)+8 { // not a longer test ID that starts with id 0x00
+					keys = append(keys, bytes.Clone(k))
+				}
+			}
+			for _, k := range keys {
+				if err := res.Delete(k[len(prefix):]); err != nil {
+					return err
+				}
+				if err := byTest.Delete(k); err != nil {
+					return err
+				}
+				removed++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("spool: ack: %w", err)
+	}
+	s.n -= removed
+	return removed, nil
+}
+
+// Pending returns every result the spool holds, oldest first.
+func (s *Spool) Pending() ([]*agentv1.WorkResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	var out []*agentv1.WorkResult
+	decode := func(v []byte) {
+		r := &agentv1.WorkResult{}
+		if err := proto.Unmarshal(v, r); err != nil {
+			// Put encoded it and Open checked it: the disk changed under us.
+			s.log.Error("result spool entry does not decode; skipped", "err", err)
+			return
+		}
+		out = append(out, r)
+	}
+	if s.db == nil {
+		for _, e := range s.mem {
+			decode(e.data)
+		}
+		return out, nil
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketResults).ForEach(func(_, v []byte) error {
+			decode(v)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("spool: read: %w", err)
+	}
+	return out, nil
+}
+
+// Close closes the file; the spool refuses every call after it.
+func (s *Spool) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.mem = nil
+	if s.db == nil {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("spool: close: %w", err)
+	}
+	return nil
+}
