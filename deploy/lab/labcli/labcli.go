@@ -1,5 +1,5 @@
 // Package labcli is the command line of the network-namespace lab: the
-// `meshlab` root command with `up`, `down` and `status`, on top of package
+// `meshlab` root command with `up`, `down`, `status` and `fault`, on top of package
 // lab. Further subcommands (such as a demo that runs meshperf on the lab)
 // are passed to NewCommand, and can log through Logger.
 package labcli
@@ -40,7 +40,7 @@ func NewCommand(extra ...*cobra.Command) *cobra.Command {
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkLogLevel(cmd) },
 	}
 	root.PersistentFlags().String(logLevelFlag, "info", "log level on stderr: debug, info, warn or error")
-	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand(), newFaultCommand())
 	root.AddCommand(extra...)
 	return root
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,37 @@ func TestUpStatusDown(t *testing.T) {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("meshlab %v: output lacks %q:\n%s", s.args, want, stdout)
 			}
+		}
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    uint64
+		wantErr bool
+	}{
+		{"100Mbit", 100_000_000, false},
+		{"1gbit", 1_000_000_000, false},
+		{"1.5Gbit", 1_500_000_000, false},
+		{"500kbit", 500_000, false},
+		{"2000000bit", 2_000_000, false},
+		{" 10MBIT ", 10_000_000, false},
+		{"100", 0, true},
+		{"100Mbps", 0, true},
+		{"Mbit", 0, true},
+		{"-5Mbit", 0, true},
+		{"0mbit", 0, true},
+		{"101Gbit", 0, true},
+		{"", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseRate(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("ParseRate(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), strconv.Quote(tt.in)) {
+			t.Errorf("ParseRate(%q): error %q does not name the value", tt.in, err)
 		}
 	}
 }
