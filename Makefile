@@ -20,10 +20,13 @@ NODES     ?= 3
 MODES     ?= host-gw,vxlan
 PREFIX    ?= mpdemo
 DEMO_ARGS ?= --trigger-arg=--duration=1s
+# Prefix and continuous-mesh interval of `make demo-faults`.
+FAULTS_PREFIX ?= mpfaults
+INTERVAL      ?= 30s
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
 deps: ## Install the measuring tools (apt-get, as root) if any is missing.
@@ -40,6 +43,10 @@ test: deps ## Run every test (as root: lab and end-to-end tests build network na
 .PHONY: demo
 demo: deps build ## Full mesh on a local lab per CNI mode, then compare (root).
 	$(BIN)/meshlab demo --bin $(BIN) --prefix $(PREFIX) --nodes $(NODES) --modes $(MODES) $(DEMO_ARGS)
+
+.PHONY: demo-faults
+demo-faults: deps build ## Inject each fault into a lab under continuous monitoring; detected and localised? (root)
+	$(BIN)/meshlab demo-faults --bin $(BIN) --prefix $(FAULTS_PREFIX) --interval $(INTERVAL)
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Install the pinned code generators.

@@ -20,7 +20,7 @@ func main() {
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	switch {
 	case err == nil:
-	case errors.Is(err, cluster.ErrDemoFailed):
+	case errors.Is(err, cluster.ErrDemoFailed), errors.Is(err, cluster.ErrFaultsMissed):
 		os.Exit(1) // the verdict line was the last word
 	default:
 		slog.New(slog.NewTextHandler(os.Stderr, nil)).Error("meshlab failed", "err", err)
@@ -33,7 +33,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	cmd := labcli.NewCommand(cluster.NewDemoCommand(), cluster.NewBenchCommand())
+	cmd := labcli.NewCommand(cluster.NewDemoCommand(), cluster.NewFaultsCommand(), cluster.NewBenchCommand())
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)

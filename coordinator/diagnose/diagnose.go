@@ -44,12 +44,26 @@ const (
 )
 
 // Thresholds of a degradation: a pair-path's median throughput below
-// SlowRatio of the other pairs' median, or its latency above LatencyRatio
-// times theirs.
+// SlowRatio of the median of the pairs without the node, or its latency
+// above LatencyRatio times theirs and at least MinLatencyIncrease above.
+// They are wide on purpose: on a busy machine, or a cloud VM with noisy
+// neighbours, healthy veth pairs differ by 4x in throughput and 3x in RTT
+// from one test to the next; a broken node is 10x to 100x off.
 const (
-	SlowRatio    = 0.5
+	// SlowRatio is a ratio, 0..1.
+	SlowRatio = 0.2
+	// LatencyRatio is a ratio, > 1.
 	LatencyRatio = 3.0
+	// MinLatencyIncrease is in seconds: 1 ms. A 3x rise from 50 us to
+	// 150 us is the noise of a loaded host, not a fault.
+	MinLatencyIncrease = 1e-3
 )
+
+// MinBadShare is the least share (0..1) of a node's pair-path-tests, on
+// the tests and paths that went bad, that must be bad for the node to be
+// named when they are degraded rather than failed: a fault on a node
+// spoils all of its pairs, noise a few. Failures need half.
+const MinBadShare = 0.75
 
 // Finding is one localised fault.
 type Finding struct {
@@ -61,7 +75,7 @@ type Finding struct {
 	// "node-1->node-2 pod-pod iperf3_tcp: timeout".
 	Bad []string `json:"bad"`
 	// Of is how many pair-path-tests involving Node were measured on the
-	// tests and paths that went bad.
+	// tests and paths that implicate it.
 	Of int `json:"of"`
 }
 
@@ -90,8 +104,9 @@ func (o observation) String() string {
 }
 
 // Diagnose localises the faults in a run's results. A node is named when
-// at least minBad of the bad pair-path-tests involve it, they are at least
-// half of its pair-path-tests on the tests and paths that went bad, and it
+// at least minBad of the bad pair-path-tests involve it on tests and paths
+// where they are at least MinBadShare of its pairs (or its failed ones
+// alone are half of them), and it
 // explains more of them than any other node; its pairs are then set aside
 // and the search goes on. Localising needs 3 nodes or more: with 2, both
 // explain everything. Busy results are ignored (retried, never a sample).
@@ -120,50 +135,76 @@ func Diagnose(results []*measurev1.Result) []Finding {
 // a node is in 4 ordered pairs.
 const minBad = 2
 
+// bestSuspect returns the node that explains the most bad
+// pair-path-tests, with them and how many were measured, or "" if none
+// does clearly. Test by test and path by path, a node is implicated when
+// its bad pairs there are MinBadShare of its pairs (half if they failed):
+// a fault on a node spoils all of its pairs on what it breaks, noise a few
+// pairs anywhere, and a peer of the faulty node only its pairs with it.
 func bestSuspect(obs []observation) (node string, bad []observation, of int) {
-	// Only the tests and paths that went bad somewhere count: a fault that
-	// breaks bulk transfers leaves the node's pings fine.
 	type tp struct {
 		test measurev1.Test
 		path measurev1.Path
 	}
-	badKinds := map[tp]bool{}
-	for _, o := range obs {
-		if o.bad() {
-			badKinds[tp{o.test, o.path}] = true
-		}
+	type tally struct {
+		bad          []observation
+		total, failedN int
 	}
-	byNode := map[string][]observation{}
-	total := map[string]int{}
+	cells := map[string]map[tp]*tally{} // node -> test and path -> its pairs
 	for _, o := range obs {
-		if !badKinds[tp{o.test, o.path}] {
-			continue
-		}
+		k := tp{o.test, o.path}
 		for _, n := range []string{o.src, o.dst} {
-			total[n]++
+			if cells[n] == nil {
+				cells[n] = map[tp]*tally{}
+			}
+			t := cells[n][k]
+			if t == nil {
+				t = &tally{}
+				cells[n][k] = t
+			}
+			t.total++
 			if o.bad() {
-				byNode[n] = append(byNode[n], o)
+				t.bad = append(t.bad, o)
+			}
+			if o.failed {
+				t.failedN++
 			}
 		}
 	}
-	var nodes []string
-	for n := range byNode {
-		nodes = append(nodes, n)
+	type suspect struct {
+		node    string
+		bad     []observation
+		measure int
 	}
-	slices.SortFunc(nodes, func(a, b string) int {
-		return cmp.Or(-cmp.Compare(len(byNode[a]), len(byNode[b])), cmp.Compare(a, b))
+	var suspects []suspect
+	for n, byKind := range cells {
+		s := suspect{node: n}
+		for _, t := range byKind {
+			implicated := len(t.bad) > 0 &&
+				(2*t.failedN >= t.total || float64(len(t.bad)) >= MinBadShare*float64(t.total))
+			if implicated {
+				s.bad = append(s.bad, t.bad...)
+				s.measure += t.total
+			}
+		}
+		if len(s.bad) > 0 {
+			suspects = append(suspects, s)
+		}
+	}
+	if len(suspects) == 0 {
+		return "", nil, 0
+	}
+	slices.SortFunc(suspects, func(a, b suspect) int {
+		return cmp.Or(-cmp.Compare(len(a.bad), len(b.bad)), cmp.Compare(a.node, b.node))
 	})
-	if len(nodes) == 0 {
-		return "", nil, 0
-	}
-	n := nodes[0]
+	best := suspects[0]
 	// The best must explain more than the runner-up: with a fault on one
-	// node, its peers each explain only their own pair with it.
-	tied := len(nodes) > 1 && len(byNode[nodes[1]]) == len(byNode[n])
-	if len(byNode[n]) < minBad || 2*len(byNode[n]) < total[n] || tied {
+	// node, its peers each explain only their own pairs with it.
+	tied := len(suspects) > 1 && len(suspects[1].bad) == len(best.bad)
+	if len(best.bad) < minBad || tied {
 		return "", nil, 0
 	}
-	return n, byNode[n], total[n]
+	return best.node, best.bad, best.measure
 }
 
 // kindOf reads the kind of fault from which tests and paths went bad.
@@ -185,9 +226,13 @@ func kindOf(bad, all []observation, node string) Kind {
 	}
 	// What still works on the node's pairs tells the kind apart.
 	goodTests, goodPaths := map[measurev1.Test]bool{}, map[measurev1.Path]bool{}
+	smallPassOnBadPaths := false // ping or TCP latency works where bulk fails
 	for _, o := range all {
 		if o.involves(node) && !o.bad() {
 			goodTests[o.test], goodPaths[o.path] = true, true
+			if paths[o.path] && (o.test == measurev1.Test_TEST_PING || o.test == measurev1.Test_TEST_QPERF_TCP_LAT) {
+				smallPassOnBadPaths = true
+			}
 		}
 	}
 	onlyPod := true
@@ -204,10 +249,10 @@ func kindOf(bad, all []observation, node string) Kind {
 		return KindAgentGone
 	case failedAll > 0 && onlyPing && len(goodTests) > 0:
 		return KindICMP
+	case failedAll > 0 && onlyBulk && smallPassOnBadPaths:
+		return KindMTU
 	case failedAll > 0 && onlyPod && goodPaths[measurev1.Path_PATH_HOST_TO_HOST]:
 		return KindPodNetwork
-	case failedAll > 0 && onlyBulk && (goodTests[measurev1.Test_TEST_PING] || goodTests[measurev1.Test_TEST_QPERF_TCP_LAT]):
-		return KindMTU
 	case failedAll > 0:
 		return KindUnreachable
 	case slow >= latency:
@@ -277,7 +322,8 @@ func observe(results []*measurev1.Result) []observation {
 						continue
 					}
 					v := c.Stats.Median
-					if report.HigherIsBetter(c.Test) && v < SlowRatio*ref || !report.HigherIsBetter(c.Test) && v > LatencyRatio*ref {
+					if report.HigherIsBetter(c.Test) && v < SlowRatio*ref ||
+						!report.HigherIsBetter(c.Test) && v > LatencyRatio*ref && v-ref >= MinLatencyIncrease {
 						o := byKey[key{c.Src, c.Dst, c.Path, c.Test}]
 						o.degraded = true
 						o.note = fmt.Sprintf("%s against %s on pairs without %s", report.FormatHeadline(c.Test, v), report.FormatHeadline(c.Test, ref), n)

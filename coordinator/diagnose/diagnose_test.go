@@ -80,6 +80,12 @@ func TestDiagnose(t *testing.T) {
 			}
 			return ok, 1
 		}, "node-3 icmp-blocked"},
+		{"VXLAN MTU black hole on node-2: pod paths only", 3, func(s, d string, p measurev1.Path, t measurev1.Test) (measurev1.Status, float64) {
+			if on("node-2")(s, d) && t == measurev1.Test_TEST_IPERF3_TCP && p == measurev1.Path_PATH_POD_TO_POD {
+				return measurev1.Status_STATUS_TIMEOUT, 0
+			}
+			return ok, 1
+		}, "node-2 mtu-blackhole"},
 		{"MTU black hole on node-2", 3, func(s, d string, _ measurev1.Path, t measurev1.Test) (measurev1.Status, float64) {
 			if on("node-2")(s, d) && t == measurev1.Test_TEST_IPERF3_TCP {
 				return measurev1.Status_STATUS_TIMEOUT, 0
@@ -116,6 +122,47 @@ func TestDiagnose(t *testing.T) {
 			}
 			return ok, 1
 		}, ""},
+		{"noise: two slow pairs of one node is no fault", 3, func(s, d string, p measurev1.Path, t measurev1.Test) (measurev1.Status, float64) {
+			if (s == "node-1" && d == "node-3" || s == "node-2" && d == "node-1") && p == measurev1.Path_PATH_HOST_TO_HOST && t == measurev1.Test_TEST_IPERF3_TCP {
+				return ok, 0.25
+			}
+			return ok, 1
+		}, ""},
+		{"noise: RTT 4x but under 1 ms more is no fault", 3, func(s, d string, _ measurev1.Path, t measurev1.Test) (measurev1.Status, float64) {
+			if on("node-2")(s, d) && t == measurev1.Test_TEST_PING {
+				return ok, 4
+			}
+			return ok, 1
+		}, ""},
+		{"RTT 30x (3 ms) on node-2", 3, func(s, d string, _ measurev1.Path, t measurev1.Test) (measurev1.Status, float64) {
+			if on("node-2")(s, d) && t == measurev1.Test_TEST_PING {
+				return ok, 30
+			}
+			return ok, 1
+		}, "node-2 latency-degraded"},
+		{"one direction failing is a fault", 3, func(s, d string, p measurev1.Path, t measurev1.Test) (measurev1.Status, float64) {
+			if s == "node-1" && t == measurev1.Test_TEST_IPERF3_TCP && p == measurev1.Path_PATH_POD_TO_POD {
+				return measurev1.Status_STATUS_TIMEOUT, 0
+			}
+			return ok, 1
+		}, "node-1 mtu-blackhole"},
+		{"half of a node's pairs degraded is no fault", 3, func(s, d string, p measurev1.Path, t measurev1.Test) (measurev1.Status, float64) {
+			if s == "node-1" && t == measurev1.Test_TEST_IPERF3_TCP {
+				return ok, 0.1
+			}
+			return ok, 1
+		}, ""},
+		{"noise beside a rate limit does not hide it", 3, func(s, d string, p measurev1.Path, t measurev1.Test) (measurev1.Status, float64) {
+			switch {
+			case on("node-3")(s, d) && t == measurev1.Test_TEST_IPERF3_TCP:
+				return ok, 0.02
+			// Slow pings on pairs without node-3 (noise) must not dilute it.
+			case s == "node-1" && d == "node-2" && p == measurev1.Path_PATH_HOST_TO_HOST && t == measurev1.Test_TEST_PING,
+				s == "node-2" && d == "node-1" && p == measurev1.Path_PATH_POD_TO_POD && t == measurev1.Test_TEST_PING:
+				return ok, 30
+			}
+			return ok, 1
+		}, "node-3 bandwidth-degraded"},
 		{"two nodes cannot be told apart", 2, func(s, d string, _ measurev1.Path, _ measurev1.Test) (measurev1.Status, float64) {
 			return measurev1.Status_STATUS_TIMEOUT, 0
 		}, ""},

@@ -45,6 +45,9 @@ type Config struct {
 	Port int
 	// HeartbeatInterval is passed to the coordinator; zero means its default.
 	HeartbeatInterval time.Duration
+	// CoordinatorArgs are extra arguments of `coordinator serve`, e.g.
+	// ["--config", "monitor.yaml"].
+	CoordinatorArgs []string
 	// Logger receives process events; nil means discard.
 	Logger *slog.Logger
 }
@@ -134,6 +137,7 @@ func (c *Cluster) StartCoordinator(ctx context.Context) error {
 	if c.cfg.HeartbeatInterval > 0 {
 		args = append(args, "--heartbeat-interval", c.cfg.HeartbeatInterval.String())
 	}
+	args = append(args, c.cfg.CoordinatorArgs...)
 	p, err := c.spawn("coordinator", c.cfg.Lab.ControlPlane().HostNetNSPath, filepath.Join(c.cfg.BinDir, "coordinator"), args...)
 	if err != nil {
 		return err

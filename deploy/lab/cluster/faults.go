@@ -1,0 +1,580 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshperf/meshperf/coordinator/diagnose"
+	"github.com/meshperf/meshperf/deploy/lab"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// FaultsConfig configures DemoFaults.
+type FaultsConfig struct {
+	// Lab is the lab to build; Prefix defaults to "mpfaults", Nodes to 3
+	// (localising needs 3 or more), Mode to host-gw.
+	Lab lab.Config
+	// BinDir holds the agent and coordinator binaries.
+	BinDir string
+	// Interval is the continuous mesh's interval, at least 5 s; zero
+	// means 30 s, the coordinator's default. Each tick is jittered by up
+	// to a tenth of it.
+	Interval time.Duration
+	// Scenarios are the names of the scenarios to run (see FaultScenarios);
+	// empty means all. The clean run always comes first.
+	Scenarios []string
+	// Verbose prints every bad pair-path-test of each finding, not one.
+	Verbose bool
+	// Stdout receives the verdict of each scenario and the last line;
+	// Stderr the progress.
+	Stdout, Stderr io.Writer
+}
+
+// FaultScenarios names the scenarios of DemoFaults, in their order: each
+// faults one node (the coordinator for "coordinator-killed").
+var FaultScenarios = []string{"pod-drop", "mtu-blackhole", "rate-limit", "icmp-drop", "agent-killed", "coordinator-killed"}
+
+// FaultsResult is what DemoFaults found.
+type FaultsResult struct {
+	// Faults is how many faults were injected (F).
+	Faults int
+	// Detected is how many of them a continuous run reported (D).
+	Detected int
+	// Localised is how many were pinned on the right node with the right
+	// kind (L).
+	Localised int
+	// FalseAlarms counts findings that name a node without a fault, in the
+	// clean run and beside the injected faults (A).
+	FalseAlarms int
+}
+
+// String is the verdict line, "faults detected D/F, localised L/F, false
+// alarms A".
+func (r FaultsResult) String() string {
+	return fmt.Sprintf("faults detected %d/%d, localised %d/%d, false alarms %d", r.Detected, r.Faults, r.Localised, r.Faults, r.FalseAlarms)
+}
+
+// OK reports D == F, L == F and A == 0.
+func (r FaultsResult) OK() bool {
+	return r.Detected == r.Faults && r.Localised == r.Faults && r.FalseAlarms == 0
+}
+
+// ErrFaultsMissed means a fault went undetected or unlocalised, or a node
+// was blamed wrongly; the scenario lines say which.
+var ErrFaultsMissed = errors.New("faults missed or false alarms")
+
+// monitorConfig is the coordinator's config for the demo: one continuous
+// mesh with a probe of each kind a fault can hide from (ping for ICMP,
+// HTTP for small TCP, iperf3 for bulk transfers and bandwidth) on the
+// host network (the baseline) and the pod network.
+const monitorConfig = `monitor:
+  light:
+    interval: %s
+    jitter: %s
+    tests: [ping, http, iperf3_tcp]
+    paths: [host-host, pod-pod]
+    duration: 1s
+`
+
+// faultScenario is one fault and what meshperf should say of it.
+type faultScenario struct {
+	name string
+	// node is the node at fault; "" for the clean run.
+	node string
+	// kind is the finding wanted for node.
+	kind diagnose.Kind
+	// inject and clear put the fault in place and take it away.
+	inject, clear func(ctx context.Context) error
+}
+
+// DemoFaults runs the fault scenarios on a lab with the coordinator's
+// continuous mesh: a clean stretch first, then, one after the other, each
+// scenario's fault on one node (see FaultScenarios). For each it waits for
+// the first continuous run that starts after the fault is in place, checks
+// that it started within one interval (plus jitter), and localises the
+// faults in its results with coordinator/diagnose, as `coordinator
+// diagnose` does; then it clears the fault. A scenario's fault counts as
+// detected when the run has a finding, localised when a finding names the
+// faulty node and the expected kind; every finding naming another node
+// (or any finding in the clean run) is a false alarm. Killing the
+// coordinator mid-run counts as detected when the run it cut ends
+// interrupted, and as localised when every test it left without results
+// says so and the first run after the restart blames no node. The last
+// line of Stdout is FaultsResult.String; the error is ErrFaultsMissed
+// unless FaultsResult.OK.
+func DemoFaults(ctx context.Context, cfg FaultsConfig) (FaultsResult, error) {
+	if cfg.Lab.Prefix == "" {
+		cfg.Lab.Prefix = "mpfaults"
+	}
+	if cfg.Lab.Nodes == 0 {
+		cfg.Lab.Nodes = 3
+	}
+	if cfg.Lab.Nodes < 3 {
+		return FaultsResult{}, fmt.Errorf("faults demo: %d nodes: localising a fault needs 3 or more", cfg.Lab.Nodes)
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = 30 * time.Second
+	}
+	if cfg.Interval < 5*time.Second {
+		return FaultsResult{}, fmt.Errorf("faults demo: interval %v: want at least 5s", cfg.Interval)
+	}
+	for _, s := range cfg.Scenarios {
+		if !slices.Contains(FaultScenarios, s) {
+			return FaultsResult{}, fmt.Errorf("faults demo: scenario %q: want one of %s", s, strings.Join(FaultScenarios, ", "))
+		}
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = io.Discard
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = io.Discard
+	}
+	work, err := os.MkdirTemp("", "meshperf-faults-")
+	if err != nil {
+		return FaultsResult{}, err
+	}
+	d := &faultsDemo{cfg: cfg, jitter: cfg.Interval / 10}
+	res, err := d.run(ctx, work)
+	if err != nil {
+		d.say("logs kept in %s", filepath.Join(work, "logs"))
+		return res, err
+	}
+	fmt.Fprintln(cfg.Stdout, res)
+	if !res.OK() {
+		d.say("logs kept in %s", filepath.Join(work, "logs"))
+		return res, ErrFaultsMissed
+	}
+	_ = os.RemoveAll(work)
+	return res, nil
+}
+
+// faultsDemo is one DemoFaults' state.
+type faultsDemo struct {
+	cfg    FaultsConfig
+	jitter time.Duration
+	l      *lab.Lab
+	c      *Cluster
+	client meshv1.MeshServiceClient
+}
+
+func (d *faultsDemo) say(format string, args ...any) {
+	fmt.Fprintf(d.cfg.Stderr, "==> "+format+"\n", args...)
+}
+
+func (d *faultsDemo) run(ctx context.Context, work string) (res FaultsResult, err error) {
+	cleanupCtx := context.WithoutCancel(ctx)
+	labCfg := d.cfg.Lab
+	if d.l, err = lab.Up(ctx, labCfg); err != nil {
+		return res, fmt.Errorf("lab up: %w", err)
+	}
+	d.say("lab %s: %d nodes, %s (network namespaces only; nothing leaves this machine)", d.l.Prefix, len(d.l.Nodes), d.l.Mode)
+	defer func() {
+		d.say("lab %s down", d.l.Prefix)
+		if derr := lab.Down(cleanupCtx, labCfg.Prefix, nil); derr != nil {
+			err = errors.Join(err, fmt.Errorf("lab down: %w", derr))
+		}
+	}()
+	conf := filepath.Join(work, "coordinator.yaml")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, monitorConfig, d.cfg.Interval, d.jitter), 0o600); err != nil {
+		return res, err
+	}
+	d.c, err = New(Config{Lab: d.l, BinDir: d.cfg.BinDir, WorkDir: work, CoordinatorArgs: []string{"--config", conf},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if serr := d.c.Stop(); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}()
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = d.c.Start(startCtx)
+	cancel()
+	if err != nil {
+		return res, err
+	}
+	client, conn, err := d.c.Dial()
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close()
+	d.client = client
+	d.say("coordinator serve --config: ping, HTTP and iperf3 over host-host and pod-pod, every %v (jitter %v)", d.cfg.Interval, d.jitter)
+
+	for _, s := range d.scenarios() {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		if s.name == "coordinator-killed" {
+			detected, localised, alarms, err := d.coordinatorKilled(ctx)
+			if err != nil {
+				return res, err
+			}
+			res.Faults++
+			res.Detected += b2i(detected)
+			res.Localised += b2i(localised)
+			res.FalseAlarms += alarms
+			continue
+		}
+		detected, localised, alarms, err := d.scenario(ctx, s)
+		if err != nil {
+			return res, err
+		}
+		if s.node != "" {
+			res.Faults++
+			res.Detected += b2i(detected)
+			res.Localised += b2i(localised)
+		}
+		res.FalseAlarms += alarms
+	}
+	return res, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// scenarios are the clean run and the chosen scenarios. Faults go to
+// node-2 and node-3 in turn: node-1 runs the coordinator.
+func (d *faultsDemo) scenarios() []faultScenario {
+	labFault := func(kind lab.FaultKind, node string) (inject, clear func(context.Context) error) {
+		return func(ctx context.Context) error { return lab.Inject(ctx, d.l, lab.Fault{Kind: kind, Node: node}) },
+			func(ctx context.Context) error {
+				_, err := lab.Clear(ctx, d.l, node, kind)
+				return err
+			}
+	}
+	nop := func(context.Context) error { return nil }
+	all := []faultScenario{{name: "clean", inject: nop, clear: nop}}
+	for i, name := range FaultScenarios {
+		if len(d.cfg.Scenarios) > 0 && !slices.Contains(d.cfg.Scenarios, name) {
+			continue
+		}
+		node := fmt.Sprintf("node-%d", 2+i%(len(d.l.Nodes)-1))
+		s := faultScenario{name: name, node: node}
+		switch name {
+		case "pod-drop":
+			s.kind = diagnose.KindPodNetwork
+			s.inject, s.clear = labFault(lab.FaultPodDrop, node)
+		case "mtu-blackhole":
+			s.kind = diagnose.KindMTU
+			s.inject, s.clear = labFault(lab.FaultMTUBlackhole, node)
+		case "rate-limit":
+			s.kind = diagnose.KindSlow
+			s.inject, s.clear = labFault(lab.FaultRateLimit, node)
+		case "icmp-drop":
+			s.kind = diagnose.KindICMP
+			s.inject, s.clear = labFault(lab.FaultICMPDrop, node)
+		case "agent-killed":
+			s.kind = diagnose.KindAgentGone
+			s.inject = func(context.Context) error { return d.c.StopAgent(node, syscall.SIGKILL) }
+			s.clear = func(ctx context.Context) error {
+				if err := d.c.StartAgent(node); err != nil {
+					return err
+				}
+				wctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				return d.c.WaitAgents(wctx, len(d.l.Nodes))
+			}
+		case "coordinator-killed":
+			s.node = "coordinator"
+		}
+		all = append(all, s)
+	}
+	return all
+}
+
+// scenario runs one fault: idle mesh, inject, the next run, diagnose, clear.
+func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, localised bool, alarms int, err error) {
+	if err := d.waitIdle(ctx); err != nil {
+		return false, false, 0, err
+	}
+	what := "no fault (the false-alarm baseline)"
+	if s.node != "" {
+		what = fmt.Sprintf("%s on %s", s.name, s.node)
+	}
+	d.say("scenario %s: %s", s.name, what)
+	t0 := time.Now()
+	if err := s.inject(ctx); err != nil {
+		return false, false, 0, fmt.Errorf("scenario %s: inject: %w", s.name, err)
+	}
+	defer func() {
+		if cerr := s.clear(context.WithoutCancel(ctx)); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("scenario %s: clear: %w", s.name, cerr))
+		}
+	}()
+	run, findings, err := d.nextRun(ctx, t0)
+	if err != nil {
+		return false, false, 0, fmt.Errorf("scenario %s: %w", s.name, err)
+	}
+	after := run.GetCreateTime().AsTime().Sub(t0)
+	inTime := after <= d.cfg.Interval+d.jitter
+	for _, f := range findings {
+		switch {
+		case s.node == "":
+			alarms++
+		case f.Node == s.node:
+			detected = detected || inTime
+			localised = localised || inTime && f.Kind == s.kind
+		default:
+			alarms++
+		}
+	}
+	verdict := "no fault found"
+	switch {
+	case s.node == "" && alarms == 0:
+		verdict = "OK: no alarm"
+	case s.node == "":
+		verdict = fmt.Sprintf("FALSE ALARM x%d", alarms)
+	case localised:
+		verdict = fmt.Sprintf("OK: %s on %s", s.kind, s.node)
+	case detected:
+		verdict = fmt.Sprintf("DETECTED, NOT LOCALISED (want %s on %s)", s.kind, s.node)
+	case !inTime:
+		verdict = fmt.Sprintf("MISSED: the first run started %v after the fault, more than one interval", after.Round(time.Second))
+	default:
+		verdict = fmt.Sprintf("MISSED (want %s on %s)", s.kind, s.node)
+	}
+	if s.node != "" && alarms > 0 {
+		verdict += fmt.Sprintf(", FALSE ALARM x%d", alarms)
+	}
+	fmt.Fprintf(d.cfg.Stdout, "%-20s run %s (started %4.1fs after the fault): %s\n", s.name, run.GetRunId(), after.Seconds(), verdict)
+	for _, f := range findings {
+		fmt.Fprintf(d.cfg.Stdout, "    %s\n", f)
+		if d.cfg.Verbose {
+			fmt.Fprintf(d.cfg.Stdout, "      %s\n", strings.Join(f.Bad, "\n      "))
+		}
+	}
+	return detected, localised, alarms, nil
+}
+
+// coordinatorKilled kills the coordinator with SIGKILL while a continuous
+// run is half done, restarts it on the same store, and checks that the
+// run ends interrupted with a reason for every test left without results,
+// and that the next run blames no node.
+func (d *faultsDemo) coordinatorKilled(ctx context.Context) (detected, localised bool, alarms int, err error) {
+	if err := d.waitIdle(ctx); err != nil {
+		return false, false, 0, err
+	}
+	d.say("scenario coordinator-killed: SIGKILL the coordinator mid-run, restart it on the same store")
+	t0 := time.Now()
+	run, err := d.waitRunning(ctx, t0)
+	if err != nil {
+		return false, false, 0, fmt.Errorf("scenario coordinator-killed: %w", err)
+	}
+	if err := d.c.StopCoordinator(syscall.SIGKILL); err != nil {
+		return false, false, 0, err
+	}
+	// Clients still running finish meanwhile; their agents keep the results.
+	select {
+	case <-time.After(3 * time.Second):
+	case <-ctx.Done():
+		return false, false, 0, ctx.Err()
+	}
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := d.c.StartCoordinator(startCtx); err != nil {
+		return false, false, 0, err
+	}
+	if err := d.c.WaitAgents(startCtx, len(d.l.Nodes)); err != nil {
+		return false, false, 0, err
+	}
+	got, err := d.client.GetRun(ctx, &meshv1.GetRunRequest{RunId: run.GetRunId()})
+	if err != nil {
+		return false, false, 0, fmt.Errorf("scenario coordinator-killed: %w", err)
+	}
+	detected = got.GetRun().GetState() == measurev1.RunState_RUN_STATE_INTERRUPTED
+	results, err := d.results(ctx, run.GetRunId())
+	if err != nil {
+		return false, false, 0, err
+	}
+	tests := map[string]bool{}
+	explained := true
+	for _, r := range results {
+		tests[r.GetTestId()] = true
+		if r.GetStatus() == measurev1.Status_STATUS_INTERRUPTED && !strings.Contains(r.GetMessage(), "coordinator") {
+			explained = false
+		}
+	}
+	complete := len(tests) == len(got.GetRun().GetPlanned())
+	fmt.Fprintf(d.cfg.Stdout, "%-20s run %s: %s after the restart, %d/%d tests with results\n", "coordinator-killed",
+		run.GetRunId(), strings.ToLower(strings.TrimPrefix(got.GetRun().GetState().String(), "RUN_STATE_")), len(tests), len(got.GetRun().GetPlanned()))
+	// The agents are fine: the next run must say so.
+	next, findings, err := d.nextRun(ctx, time.Now())
+	if err != nil {
+		return false, false, 0, fmt.Errorf("scenario coordinator-killed: %w", err)
+	}
+	alarms = len(findings)
+	localised = detected && explained && complete && alarms == 0
+	verdict := "OK: the run ended interrupted, every test accounted for, the next run is clean"
+	switch {
+	case !detected:
+		verdict = "MISSED: the run did not end interrupted"
+	case !explained || !complete:
+		verdict = "NOT LOCALISED: tests without results or without a reason"
+	case alarms > 0:
+		verdict = fmt.Sprintf("FALSE ALARM x%d in the next run %s", alarms, next.GetRunId())
+	}
+	fmt.Fprintf(d.cfg.Stdout, "%-20s %s\n", "", verdict)
+	for _, f := range findings {
+		fmt.Fprintf(d.cfg.Stdout, "    %s\n", f)
+	}
+	return detected, localised, alarms, nil
+}
+
+// pollEvery is how often the demo asks the coordinator about its runs.
+const pollEvery = 250 * time.Millisecond
+
+// waitIdle waits until no run is queued or running, so that the next
+// tick is not skipped for one.
+func (d *faultsDemo) waitIdle(ctx context.Context) error {
+	deadline := time.Now().Add(d.runTimeout())
+	for {
+		runs, err := d.client.ListRuns(ctx, &meshv1.ListRunsRequest{Limit: 5})
+		if err == nil && !slices.ContainsFunc(runs.GetRuns(), inProgress) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("a run is still in progress after %v (last error %v)", d.runTimeout(), err)
+		}
+		if err := sleep(ctx, pollEvery); err != nil {
+			return err
+		}
+	}
+}
+
+// runTimeout bounds the wait for one continuous run: a tick and a run of
+// the demo's mesh (about 20 s on 3 nodes).
+func (d *faultsDemo) runTimeout() time.Duration { return d.cfg.Interval + d.jitter + 3*time.Minute }
+
+func inProgress(r *measurev1.Run) bool {
+	return r.GetState() == measurev1.RunState_RUN_STATE_QUEUED || r.GetState() == measurev1.RunState_RUN_STATE_RUNNING
+}
+
+// firstAfter returns the oldest continuous run created after t0, if any.
+func (d *faultsDemo) firstAfter(ctx context.Context, t0 time.Time) (*measurev1.Run, error) {
+	runs, err := d.client.ListRuns(ctx, &meshv1.ListRunsRequest{Limit: 10})
+	if err != nil {
+		return nil, err
+	}
+	var first *measurev1.Run
+	for _, r := range runs.GetRuns() { // newest first
+		if strings.HasPrefix(r.GetSpec().GetLabel(), "monitor-") && r.GetCreateTime().AsTime().After(t0) {
+			first = r
+		}
+	}
+	return first, nil
+}
+
+// waitRunning waits for the first continuous run after t0 to have some
+// but not all of its tests done.
+func (d *faultsDemo) waitRunning(ctx context.Context, t0 time.Time) (*measurev1.Run, error) {
+	deadline := time.Now().Add(d.runTimeout())
+	for {
+		r, err := d.firstAfter(ctx, t0)
+		if err == nil && r != nil {
+			if !inProgress(r) {
+				return nil, fmt.Errorf("run %s ended before it could be cut", r.GetRunId())
+			}
+			if r.GetState() == measurev1.RunState_RUN_STATE_RUNNING && r.GetTestsDone() > 0 {
+				return r, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no continuous run under way within %v (last error %v)", d.runTimeout(), err)
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// nextRun waits for the first continuous run created after t0 to end and
+// diagnoses it.
+func (d *faultsDemo) nextRun(ctx context.Context, t0 time.Time) (*measurev1.Run, []diagnose.Finding, error) {
+	deadline := time.Now().Add(d.runTimeout())
+	for {
+		r, err := d.firstAfter(ctx, t0)
+		if err == nil && r != nil && !inProgress(r) {
+			results, err := d.results(ctx, r.GetRunId())
+			if err != nil {
+				return nil, nil, err
+			}
+			return r, diagnose.Diagnose(results), nil
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("no continuous run ended within %v (last error %v)", d.runTimeout(), err)
+		}
+		if err := sleep(ctx, pollEvery); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+func (d *faultsDemo) results(ctx context.Context, runID string) ([]*measurev1.Result, error) {
+	resp, err := d.client.ListResults(ctx, &meshv1.ListResultsRequest{RunId: runID, PageSize: 10000})
+	if err != nil {
+		return nil, fmt.Errorf("results of %s: %w", runID, err)
+	}
+	return resp.GetResults(), nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// NewFaultsCommand returns `meshlab demo-faults`.
+func NewFaultsCommand() *cobra.Command {
+	var cfg FaultsConfig
+	cmd := &cobra.Command{
+		Use:   "demo-faults",
+		Short: "Inject each fault scenario into a lab under continuous monitoring; check it is detected and localised",
+		Long: `Bring a 3-node lab up, run the coordinator with a continuous mesh (ping,
+HTTP and iperf3 over host-host and pod-pod every --interval) and an agent per
+node. After a clean stretch (the false-alarm baseline), inject one fault at
+a time into node-2 or node-3: pod-drop, mtu-blackhole, rate-limit (tc tbf),
+icmp-drop, agent-killed (SIGKILL), then SIGKILL the coordinator mid-run.
+For each, the first continuous run after the fault must start within one
+interval and its diagnosis (as coordinator diagnose prints it) must name
+the faulty node and the kind of fault. The last line reads
+"faults detected D/F, localised L/F, false alarms A"; the exit status is 0
+only if D == F, L == F and A == 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Stdout, cfg.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			_, err := DemoFaults(cmd.Context(), cfg)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Lab.Prefix, "prefix", "mpfaults", "network namespace name prefix of the lab")
+	f.IntVar(&cfg.Lab.Nodes, "nodes", 3, fmt.Sprintf("number of nodes, 3..%d", lab.MaxNodes))
+	f.StringVar(&cfg.BinDir, "bin", "bin", "directory with the agent and coordinator binaries")
+	f.DurationVar(&cfg.Interval, "interval", 30*time.Second, "interval of the continuous mesh (at least 5s)")
+	f.BoolVarP(&cfg.Verbose, "verbose", "v", false, "print every bad pair-path-test of each finding")
+	f.StringSliceVar(&cfg.Scenarios, "scenarios", nil, "scenarios to run (default all): "+strings.Join(FaultScenarios, ", "))
+	return cmd
+}
