@@ -219,6 +219,10 @@ func checkFigures(t *testing.T, name string, r *measurev1.Result) {
 			t.Errorf("%s: %d/%d packets, loss %v; want 5/5, 0", name, p.GetPacketsReceived(), p.GetPacketsTransmitted(), p.GetLossRatio())
 		}
 		in("rtt_avg_seconds", p.GetRttAvgSeconds(), 0, 0.1)
+		if p.RttMedianSeconds == nil {
+			t.Errorf("%s: no rtt_median_seconds", name)
+		}
+		in("rtt_median_seconds", p.GetRttMedianSeconds(), 0, 0.1)
 		if p.GetRttMinSeconds() > p.GetRttAvgSeconds() || p.GetRttAvgSeconds() > p.GetRttMaxSeconds() {
 			t.Errorf("%s: rtt min %v avg %v max %v out of order", name, p.GetRttMinSeconds(), p.GetRttAvgSeconds(), p.GetRttMaxSeconds())
 		}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,12 +20,14 @@ import (
 // ended, whether proc truncated it) and a spec built from fuzzed numbers to
 // the same code the runner uses, resultsOf, and check checkResults' rules:
 // never a panic, a status on every result, OK results with metrics and no
-// NaN, Inf or negative figure (ping min <= avg <= max and transmitted <=
-// count, ordered curl timings, iperf3 lost <= packets), failed results
-// with no metrics and a message that is not empty and does not start with
-// punctuation; and a failed parse of truncated output says so. The public
-// parser (ParsePing, ...) is called on the same output: its failure, if
-// any, follows the same message rules.
+// NaN, Inf or negative figure (ping min <= avg <= max, a median within
+// min..max up to ping's rounding, transmitted <= count; ordered curl
+// timings; iperf3 lost <= packets), failed results with no metrics and a
+// message that is not empty and does not start with punctuation; and a
+// failed parse of truncated output says so. The public parser (ParsePing,
+// ...) is called on the same output: its failure, if any, follows the
+// same message rules. FuzzPingMedian checks the ping median against a
+// reference on well-formed output.
 
 // fuzzTests lists the tests each fuzzer may pick from.
 var fuzzTests = map[measurev1.Tool][]measurev1.Test{
@@ -155,5 +160,80 @@ func FuzzParseCurl(f *testing.F) {
 	seedFuzz(f, measurev1.Tool_TOOL_CURL, "curl")
 	f.Fuzz(func(t *testing.T, stdout, stderr []byte, exit int, ended, test uint8, sizes []byte) {
 		fuzzRun(t, measurev1.Tool_TOOL_CURL, stdout, stderr, exit, ended, test, sizes)
+	})
+}
+
+// FuzzPingMedian prints well-formed iputils ping output for fuzzed reply
+// times (3 bytes each, in microseconds) with every dupEvery'th reply a
+// duplicate, rounding each time as ping does, and checks that ParsePing
+// accepts it and that its median is the median of the printed times of
+// the replies that are not duplicates.
+func FuzzPingMedian(f *testing.F) {
+	f.Add([]byte{40, 0, 0, 50, 0, 0, 36, 0, 0}, uint8(0))
+	f.Add([]byte{0x10, 0x27, 0, 0xa0, 0x86, 0x01, 0xe8, 0x03, 0, 0x0f, 0x27, 0}, uint8(2))
+	f.Add([]byte{0xff, 0xff, 0xff, 1, 0, 0}, uint8(3))
+	f.Fuzz(func(t *testing.T, data []byte, dupEvery uint8) {
+		var times []int64 // µs, as ping measured them
+		for ; len(data) >= 3 && len(times) < 1000; data = data[3:] {
+			times = append(times, 1+int64(data[0])|int64(data[1])<<8|int64(data[2])<<16)
+		}
+		if len(times) == 0 {
+			return
+		}
+		// printed formats a time as iputils 20221126 prints a reply's.
+		printed := func(us int64) (string, int64) {
+			switch {
+			case us >= 100000-50:
+				v := (us + 500) / 1000
+				return fmt.Sprintf("%d", v), v * 1000
+			case us >= 10000-5:
+				v := (us + 50) / 100
+				return fmt.Sprintf("%d.%01d", v/10, v%10), v * 100
+			case us >= 1000:
+				v := (us + 5) / 10
+				return fmt.Sprintf("%d.%02d", v/100, v%100), v * 10
+			}
+			return fmt.Sprintf("%d.%03d", us/1000, us%1000), us
+		}
+		ms := func(us int64) string { return fmt.Sprintf("%d.%03d", us/1000, us%1000) }
+		var b strings.Builder
+		b.WriteString("PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.\n")
+		var counted []float64
+		var seq, dups int
+		tmin, tmax, tsum, tsum2 := times[0], times[0], int64(0), 0.0
+		for i, us := range times {
+			s, rounded := printed(us)
+			dup := dupEvery > 0 && i > 0 && i%int(dupEvery) == 0
+			if dup {
+				dups++
+				fmt.Fprintf(&b, "64 bytes from 10.0.0.2: icmp_seq=%d ttl=63 time=%s ms (DUP!)\n", seq, s)
+			} else {
+				seq++
+				counted = append(counted, float64(rounded))
+				fmt.Fprintf(&b, "64 bytes from 10.0.0.2: icmp_seq=%d ttl=63 time=%s ms\n", seq, s)
+			}
+			tmin, tmax, tsum, tsum2 = min(tmin, us), max(tmax, us), tsum+us, tsum2+float64(us)*float64(us)
+		}
+		n := int64(len(times))
+		avg := tsum / n
+		mdev := int64(math.Sqrt(max(0, tsum2/float64(n)-float64(avg)*float64(avg))))
+		extra := ""
+		if dups > 0 {
+			extra = fmt.Sprintf(", +%d duplicates", dups)
+		}
+		fmt.Fprintf(&b, "\n--- 10.0.0.2 ping statistics ---\n%d packets transmitted, %d received%s, 0%% packet loss, time 1000ms\n", seq, seq, extra)
+		fmt.Fprintf(&b, "rtt min/avg/max/mdev = %s/%s/%s/%s ms\n", ms(tmin), ms(avg), ms(tmax), ms(min(mdev, tmax)))
+		m, err := ParsePing(proc.Output{Stdout: []byte(b.String())})
+		if err != nil {
+			t.Fatalf("ParsePing: %v\n%s", err, b.String())
+		}
+		slices.Sort(counted)
+		want := counted[len(counted)/2]
+		if len(counted)%2 == 0 {
+			want = (counted[len(counted)/2-1] + counted[len(counted)/2]) / 2
+		}
+		if got := m.GetRttMedianSeconds(); m.RttMedianSeconds == nil || got != want/1e6 {
+			t.Errorf("median %v s, want %v s\n%s", got, want/1e6, b.String())
+		}
 	})
 }

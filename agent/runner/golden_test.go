@@ -203,15 +203,18 @@ func TestGoldenStatuses(t *testing.T) {
 		canceled    = measurev1.Status_STATUS_CANCELED
 	)
 	want := map[string][]measurev1.Status{
-		"ping/ok_loopback": {ok}, "ping/ok_payload_1400": {ok}, "ping/partial_loss": {ok},
+		"ping/ok_loopback": {ok}, "ping/ok_loopback_even": {ok}, "ping/ok_payload_1400": {ok}, "ping/partial_loss": {ok},
+		"ping/duplicates": {ok}, "ping/derived_truncated_reply": {ok}, "ping/derived_corrupted": {ok},
 		"ping/all_lost": {unreachable}, "ping/filtered": {unreachable}, "ping/host_unreachable": {unreachable},
 		"ping/host_unreachable_errors": {unreachable}, "ping/network_unreachable": {unreachable},
-		"ping/killed_deadline": {timeout}, "ping/derived_canceled": {canceled}, "ping/derived_duplicates": {ok},
+		"ping/killed_deadline": {timeout}, "ping/derived_canceled": {canceled}, "ping/derived_duplicates": {parseErr},
 		"ping/derived_truncated_rtt": {parseErr}, "ping/derived_garbled_rtt": {parseErr}, "ping/derived_empty": {parseErr},
 		"ping/derived_more_received": {parseErr}, "ping/derived_huge_count": {parseErr},
 		"ping/derived_rtt_out_of_order": {parseErr}, "ping/derived_rtt_absurd": {parseErr},
 		"ping/derived_negative_mdev": {parseErr}, "ping/derived_more_transmitted": {parseErr},
-		"ping/derived_truncated_8mib": {parseErr},
+		"ping/derived_truncated_8mib": {parseErr}, "ping/derived_garbled_reply_time": {parseErr},
+		"ping/derived_garbled_reply_line": {parseErr}, "ping/derived_reply_missing": {parseErr},
+		"ping/derived_reply_outside_summary": {parseErr},
 
 		"qperf/tcp_lat_ok": {ok}, "qperf/tcp_bw_ok": {ok}, "qperf/tcp_bw_1234567": {ok}, "qperf/udp_lat_ok": {ok},
 		"qperf/udp_bw_ok": {ok}, "qperf/tcp_bw_loop_sizes": {ok, ok, ok}, "qperf/tcp_lat_repeated_oo": {parseErr, ok},
@@ -316,6 +319,12 @@ func checkMetrics(t testing.TB, test measurev1.Test, r *measurev1.Result) {
 		if !(p.GetRttMinSeconds() <= p.GetRttAvgSeconds() && p.GetRttAvgSeconds() <= p.GetRttMaxSeconds() &&
 			p.GetRttMdevSeconds() <= p.GetRttMaxSeconds() && p.GetRttMaxSeconds() <= maxTimeSeconds) {
 			t.Errorf("rtt min/avg/max/mdev out of order or above 1 hour: %v", p)
+		}
+		// The median comes from reply times ping prints with fewer
+		// decimals than its summary (whole ms from 100 ms): it may be
+		// half a millisecond outside min..max, no more.
+		if med := p.RttMedianSeconds; med == nil || *med < p.GetRttMinSeconds()-0.5e-3 || *med > p.GetRttMaxSeconds()+0.5e-3 || *med > maxTimeSeconds {
+			t.Errorf("rtt median unset, outside min..max or above 1 hour: %v", p)
 		}
 		if p.GetPacketsReceived() > p.GetPacketsTransmitted() || p.GetPacketsTransmitted() > r.GetSpec().GetPing().GetCount() {
 			t.Errorf("received %d, transmitted %d, count %d", p.GetPacketsReceived(), p.GetPacketsTransmitted(), r.GetSpec().GetPing().GetCount())

@@ -107,6 +107,7 @@ func TestIntegration(t *testing.T) {
 					t.Errorf("transmitted = %d, want 3", m.GetPacketsTransmitted())
 				}
 				inRange(t, "rtt_avg_seconds", m.GetRttAvgSeconds(), 0, 1)
+				inRange(t, "rtt_median_seconds", m.GetRttMedianSeconds(), 0, 1)
 				if m.GetLossRatio() < 0 || m.GetLossRatio() > 1 {
 					t.Errorf("loss_ratio = %v", m.GetLossRatio())
 				}
@@ -114,6 +115,7 @@ func TestIntegration(t *testing.T) {
 		{name: "ping in a namespace", network: measurev1.Network_NETWORK_POD, spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING, Params: &measurev1.TestSpec_Ping{Ping: &measurev1.PingParams{Count: 2}}},
 			want: measurev1.Status_STATUS_OK, check: func(t *testing.T, r *measurev1.Result) {
 				inRange(t, "rtt_avg_seconds", r.GetPing().GetRttAvgSeconds(), 0, 1)
+				inRange(t, "rtt_median_seconds", r.GetPing().GetRttMedianSeconds(), 0, 1)
 			}},
 		{name: "qperf tcp_lat", spec: qperfSpec(measurev1.Test_TEST_QPERF_TCP_LAT, 1, 1024), server: measurev1.Tool_TOOL_QPERF,
 			want: measurev1.Status_STATUS_OK, check: func(t *testing.T, r *measurev1.Result) {

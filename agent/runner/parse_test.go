@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -111,13 +112,18 @@ func TestParsePingVariants(t *testing.T) {
 		wantDups uint32
 	}{
 		{"ipg/ewma and pipe on the rtt line",
-			"2 packets transmitted, 2 received, 0% packet loss, time 1ms\nrtt min/avg/max/mdev = 0.004/0.030/0.056/0.026 ms, pipe 2, ipg/ewma 0.428/0.049 ms\n",
+			"64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=0.056 ms\n64 bytes from 127.0.0.1: icmp_seq=2 ttl=64 time=0.004 ms\n" +
+				"2 packets transmitted, 2 received, 0% packet loss, time 1ms\nrtt min/avg/max/mdev = 0.004/0.030/0.056/0.026 ms, pipe 2, ipg/ewma 0.428/0.049 ms\n",
 			0, measurev1.Status_STATUS_OK, 0, 0},
 		{"duplicates, corrupted and errors",
-			"4 packets transmitted, 3 received, +1 duplicates, +1 corrupted, +2 errors, 25% packet loss, time 3003ms\nrtt min/avg/max/mdev = 1.000/2.000/3.000/0.500 ms\n",
+			"64 bytes from 10.0.0.2: icmp_seq=1 ttl=63 time=1.00 ms\n64 bytes from 10.0.0.2: icmp_seq=1 ttl=63 time=3.00 ms (DUP!)\n" +
+				"64 bytes from 10.0.0.2: icmp_seq=2 ttl=63 time=2.00 ms (BAD CHECKSUM!)\n64 bytes from 10.0.0.2: icmp_seq=3 ttl=63 time=2.00 ms\n" +
+				"From 10.0.0.1 icmp_seq=4 Destination Host Unreachable\nFrom 10.0.0.1 icmp_seq=4 Destination Host Unreachable\n" +
+				"64 bytes from 10.0.0.2: icmp_seq=4 ttl=63 time=2.00 ms\n" +
+				"4 packets transmitted, 3 received, +1 duplicates, +1 corrupted, +2 errors, 25% packet loss, time 3003ms\nrtt min/avg/max/mdev = 1.000/2.000/3.000/0.500 ms\n",
 			1, measurev1.Status_STATUS_OK, 0.25, 1},
 		{"no probe sent", "0 packets transmitted, 0 received\n", 1, measurev1.Status_STATUS_TOOL_ERROR, 0, 0},
-		{"zero rtt", "1 packets transmitted, 1 received, 0% packet loss, time 0ms\nrtt min/avg/max/mdev = 0.000/0.000/0.000/0.000 ms\n",
+		{"zero rtt", "64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=0.000 ms\n1 packets transmitted, 1 received, 0% packet loss, time 0ms\nrtt min/avg/max/mdev = 0.000/0.000/0.000/0.000 ms\n",
 			0, measurev1.Status_STATUS_PARSE_ERROR, 0, 0},
 	}
 	for _, tt := range tests {
@@ -134,6 +140,105 @@ func TestParsePingVariants(t *testing.T) {
 			}
 			if m.GetLossRatio() != tt.wantLoss || m.GetDuplicates() != tt.wantDups || m.GetRttAvgSeconds() <= 0 {
 				t.Errorf("ParsePing = %v", m)
+			}
+		})
+	}
+}
+
+// TestParsePingMedian covers the median of the per-reply lines and how
+// strictly they are read.
+func TestParsePingMedian(t *testing.T) {
+	reply := func(seq int, rest string) string {
+		return fmt.Sprintf("64 bytes from 127.0.0.1: icmp_seq=%d ttl=64 %s\n", seq, rest)
+	}
+	sum := func(tx, rx int, extra, figs string) string {
+		return fmt.Sprintf("\n--- 127.0.0.1 ping statistics ---\n%d packets transmitted, %d received%s, 0%% packet loss, time 814ms\nrtt min/avg/max/mdev = %s ms\n",
+			tx, rx, extra, figs)
+	}
+	const head = "PING 127.0.0.1 (127.0.0.1) 56(84) bytes of data.\n"
+	tests := []struct {
+		name       string
+		stdout     string
+		wantMedian float64 // seconds, when wantMsg is ""
+		wantMsg    string  // part of the PARSE_ERROR message
+	}{
+		{"odd count: the middle reply",
+			head + reply(1, "time=0.040 ms") + reply(2, "time=0.050 ms") + reply(3, "time=0.036 ms") + sum(3, 3, "", "0.036/0.042/0.050/0.005"),
+			40e-6, ""},
+		{"even count: the mean of the middle two",
+			head + reply(1, "time=0.023 ms") + reply(2, "time=0.069 ms") + reply(3, "time=0.049 ms") + reply(4, "time=0.052 ms") + sum(4, 4, "", "0.023/0.048/0.069/0.016"),
+			50.5e-6, ""},
+		{"duplicates left out",
+			head + reply(1, "time=0.010 ms") + reply(1, "time=0.090 ms (DUP!)") + reply(2, "time=0.020 ms") + reply(3, "time=0.030 ms") + sum(3, 3, ", +1 duplicates", "0.010/0.037/0.090/0.031"),
+			20e-6, ""},
+		{"corrupted left out, even outside min..max",
+			head + reply(1, "time=0.010 ms") + reply(2, "time=9.000 ms (BAD CHECKSUM!)") + reply(2, "time=0.020 ms") + reply(3, "time=0.030 ms") + sum(3, 3, ", +1 corrupted", "0.010/0.020/0.030/0.008"),
+			20e-6, ""},
+		{"a truncated reply counts as received, without a time",
+			head + reply(1, "time=0.010 ms") + reply(2, "(truncated)") + reply(3, "time=0.030 ms") + sum(3, 3, "", "0.010/0.020/0.030/0.010"),
+			20e-6, ""},
+		{"every reply truncated",
+			head + reply(1, "(truncated)") + sum(1, 1, "", "0.010/0.010/0.010/0.000"),
+			0, "1 replies but none with a time"},
+		{"IPv6, no ttl, different address, wrong data lines",
+			"PING ::1(::1) 56 data bytes\n64 bytes from ::1: icmp_seq=1 time=0.040 ms\n64 bytes from ::1: icmp_seq=2 ttl=64 time=0.050 ms (DIFFERENT ADDRESS!)\n" +
+				"wrong data byte #8 should be 0x8 but was 0x9\n#8\t9 9 a b\n" + sum(2, 2, "", "0.040/0.045/0.050/0.005"),
+			45e-6, ""},
+		{"reply times rounded above 10 ms and 100 ms",
+			head + reply(1, "time=12.3 ms") + reply(2, "time=123 ms") + reply(3, "time=99.9 ms") + sum(3, 3, ", +0 errors", "12.345/78.455/123.400/46.101"),
+			99.9e-3, ""},
+		{"1-decimal time more than its rounding below min",
+			head + reply(1, "time=12.2 ms") + sum(1, 1, "", "12.345/12.345/12.345/0.000"),
+			0, "echo reply icmp_seq=1 time 12.2 ms is outside the summary's rtt min..max 12.345..12.345 ms"},
+		{"a duplicate above the summary's max",
+			head + reply(1, "time=0.010 ms") + reply(1, "time=0.090 ms (DUP!)") + sum(1, 1, ", +1 duplicates", "0.010/0.010/0.010/0.000"),
+			0, "echo reply icmp_seq=1 time 0.090 ms is outside"},
+		{"garbled time", head + reply(1, "time=0.0.4 ms") + sum(1, 1, "", "0.040/0.040/0.040/0.000"),
+			0, `echo reply icmp_seq=1 time: "0.0.4" is not a plain decimal`},
+		{"negative time", head + reply(1, "time=-0.040 ms") + sum(1, 1, "", "0.040/0.040/0.040/0.000"),
+			0, `echo reply icmp_seq=1 time: "-0.040" is not a plain decimal`},
+		{"empty time", head + reply(1, "time= ms") + sum(1, 1, "", "0.040/0.040/0.040/0.000"),
+			0, `echo reply icmp_seq=1 time: "" is not a plain decimal`},
+		{"time in another unit", head + reply(1, "time=40 us") + sum(1, 1, "", "0.040/0.040/0.040/0.000"),
+			0, `echo reply line not in iputils ping's form: "64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=40 us"`},
+		{"unknown flag", head + reply(1, "time=0.040 ms (WEIRD!)") + sum(1, 1, "", "0.040/0.040/0.040/0.000"),
+			0, "echo reply line not in iputils ping's form"},
+		{"no time, not truncated", head + "64 bytes from 127.0.0.1: icmp_seq=1 ttl=64\n" + sum(1, 1, "", "0.040/0.040/0.040/0.000"),
+			0, "echo reply icmp_seq=1 has no time"},
+		{"garbled icmp_seq", head + "64 bytes from 127.0.0.1: icmp_seq=1x ttl=64 time=0.040 ms\n" + sum(1, 1, "", "0.040/0.040/0.040/0.000"),
+			0, `echo reply icmp_seq "1x" is not a sequence number (0..65535)`},
+		{"icmp_seq above 16 bits", head + reply(65536, "time=0.040 ms") + sum(1, 1, "", "0.040/0.040/0.040/0.000"),
+			0, `echo reply icmp_seq "65536" is not a sequence number`},
+		{"ttl above 255", head + "64 bytes from 127.0.0.1: icmp_seq=1 ttl=256 time=0.040 ms\n" + sum(1, 1, "", "0.040/0.040/0.040/0.000"),
+			0, `echo reply icmp_seq=1 ttl "256" is not a hop limit (0..255)`},
+		{"more reply lines than received",
+			head + reply(1, "time=0.040 ms") + reply(2, "time=0.040 ms") + sum(2, 1, "", "0.040/0.040/0.040/0.000"),
+			0, "1 received in the summary but 2 echo reply lines"},
+		{"fewer reply lines than received",
+			head + reply(1, "time=0.040 ms") + sum(2, 2, "", "0.040/0.040/0.040/0.000"),
+			0, "2 received in the summary but 1 echo reply lines"},
+		{"a (DUP!) line the summary does not count",
+			head + reply(1, "time=0.040 ms") + reply(1, "time=0.040 ms (DUP!)") + sum(1, 1, "", "0.040/0.040/0.040/0.000"),
+			0, "1 echo reply lines marked (DUP!) but 0 duplicates in the summary"},
+		{"a corrupted count without its line",
+			head + reply(1, "time=0.040 ms") + sum(1, 1, ", +1 corrupted", "0.040/0.040/0.040/0.000"),
+			0, "0 echo reply lines marked (BAD CHECKSUM!) but 1 corrupted in the summary"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := ParsePing(proc.Output{Stdout: []byte(tt.stdout)})
+			if tt.wantMsg != "" {
+				f := asFailure(err)
+				if err == nil || f.Status != measurev1.Status_STATUS_PARSE_ERROR || !strings.Contains(f.Message, tt.wantMsg) {
+					t.Fatalf("ParsePing = %v, %v; want a parse error with %q", m, err, tt.wantMsg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParsePing: %v", err)
+			}
+			if m.RttMedianSeconds == nil || *m.RttMedianSeconds != tt.wantMedian {
+				t.Errorf("median = %v s, want %v s (%v)", m.GetRttMedianSeconds(), tt.wantMedian, m)
 			}
 		})
 	}

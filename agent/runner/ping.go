@@ -2,12 +2,15 @@ package runner
 
 import (
 	"fmt"
+	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/meshperf/meshperf/agent/proc"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // pingCommand builds `ping -n -c COUNT -i INTERVAL -s SIZE -W 1 TARGET` from
@@ -41,13 +44,131 @@ var (
 	pingRTTRE = regexp.MustCompile(`(?m)^rtt min/avg/max/mdev = ([^/\s]+)/([^/\s]+)/([^/\s]+)/([^/\s]+) ms`)
 	// From 10.250.0.1 icmp_seq=1 Destination Host Unreachable
 	pingErrorRE = regexp.MustCompile(`(?m)^From \S+ icmp_seq=\d+ (.+)$`)
+	// A line that starts like an echo reply: "64 bytes from ".
+	pingReplyStartRE = regexp.MustCompile(`^\d+ bytes from `)
+	// 64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=0.040 ms (DUP!)
+	// ttl is left out when the kernel gave none, time for a reply too
+	// short to carry its timestamp (printed "(truncated)" instead); the
+	// flags come in ping's order. Values are checked after the match, so
+	// that a garbled one is named.
+	pingReplyRE = regexp.MustCompile(`^\d+ bytes from \S+: icmp_seq=(\S*)( ttl=(\S*))?(?:( \(truncated\))|( time=(\S*) ms)?( \(DUP!\))?( \(BAD CHECKSUM!\))?( \(DIFFERENT ADDRESS!\))?)$`)
 )
+
+// pingReplies is what ParsePing counts in ping's per-reply lines.
+type pingReplies struct {
+	// timesMicros are the round-trip times of the replies that count in
+	// ping's received figure (not duplicates, not corrupted), in
+	// microseconds as printed (ms with 0 to 3 decimals).
+	timesMicros []float64
+	// untimed counts replies that count as received but carry no time
+	// ("(truncated)").
+	untimed uint32
+	// duplicates and corrupted count "(DUP!)" and "(BAD CHECKSUM!)" lines.
+	duplicates, corrupted uint32
+}
+
+// parsePingReplies reads every echo-reply line of stdout. A line that
+// starts like one ("N bytes from ") but is not in iputils' form, or whose
+// icmp_seq, ttl or time is not a plain number, is a PARSE_ERROR naming
+// the field and its value; so is a time above 1 hour or outside the
+// summary's min..max (m) by more than the rounding of its printed
+// decimals (ping prints reply times at 3 decimals below 1 ms and fewer
+// above, its summary at 3).
+func parsePingReplies(stdout string, m *measurev1.PingMetrics) (pingReplies, error) {
+	var rs pingReplies
+	minUs, maxUs := m.RttMinSeconds*1e6, m.RttMaxSeconds*1e6
+	for _, line := range strings.Split(stdout, "\n") {
+		if !pingReplyStartRE.MatchString(line) {
+			continue
+		}
+		r := pingReplyRE.FindStringSubmatch(line)
+		if r == nil {
+			return rs, fail(measurev1.Status_STATUS_PARSE_ERROR, "echo reply line not in iputils ping's form: %q", abbrevLine(line))
+		}
+		seq, hasTTL, ttl, truncated, hasTime, tm, dup, corrupt := r[1], r[2] != "", r[3], r[4] != "", r[5] != "", r[6], r[7] != "", r[8] != ""
+		if _, err := strconv.ParseUint(seq, 10, 16); err != nil {
+			return rs, fail(measurev1.Status_STATUS_PARSE_ERROR, "echo reply icmp_seq %q is not a sequence number (0..65535) in %q", abbrev(seq), abbrevLine(line))
+		}
+		if _, err := strconv.ParseUint(ttl, 10, 8); hasTTL && err != nil {
+			return rs, fail(measurev1.Status_STATUS_PARSE_ERROR, "echo reply icmp_seq=%s ttl %q is not a hop limit (0..255)", seq, abbrev(ttl))
+		}
+		var us float64
+		if hasTime {
+			var err error
+			if us, err = parsePlainDecimal(tm, 3); err != nil {
+				return rs, fail(measurev1.Status_STATUS_PARSE_ERROR, "echo reply icmp_seq=%s time: %v", seq, err)
+			}
+			if us > maxTimeSeconds*1e6 {
+				return rs, fail(measurev1.Status_STATUS_PARSE_ERROR, "echo reply icmp_seq=%s time %s ms is above 1 hour, not a measurement", seq, abbrev(tm))
+			}
+			// Duplicates count in ping's min/max, corrupted replies do
+			// not. Half a unit of the last printed decimal, and a little
+			// for the conversion of the summary's figures to microseconds.
+			tol := 0.5*math.Pow10(3-decimals(tm)) + 1e-3
+			if !corrupt && (us < minUs-tol || us > maxUs+tol) {
+				return rs, fail(measurev1.Status_STATUS_PARSE_ERROR, "echo reply icmp_seq=%s time %s ms is outside the summary's rtt min..max %s..%s ms",
+					seq, abbrev(tm), formatMillis(m.RttMinSeconds), formatMillis(m.RttMaxSeconds))
+			}
+		}
+		switch {
+		case corrupt:
+			rs.corrupted++
+			continue
+		case dup:
+			rs.duplicates++
+			continue
+		case truncated:
+			rs.untimed++
+			continue
+		case !hasTime:
+			return rs, fail(measurev1.Status_STATUS_PARSE_ERROR, "echo reply icmp_seq=%s has no time: %q", seq, abbrevLine(line))
+		}
+		rs.timesMicros = append(rs.timesMicros, us)
+	}
+	return rs, nil
+}
+
+// decimals counts the digits after the point of a plain decimal.
+func decimals(s string) int {
+	if _, frac, ok := strings.Cut(s, "."); ok {
+		return len(frac)
+	}
+	return 0
+}
+
+// formatMillis formats seconds as ping's milliseconds with 3 decimals.
+func formatMillis(sec float64) string {
+	return strconv.FormatFloat(sec*1e3, 'f', 3, 64)
+}
+
+// abbrevLine shortens a line for a message.
+func abbrevLine(s string) string {
+	if len(s) <= 120 {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:100], len(s))
+}
+
+// medianOf returns the median of xs (not empty), sorting xs: the middle
+// value, or the mean of the two middle values.
+func medianOf(xs []float64) float64 {
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
 
 // ParsePing parses the output of iputils ping 20221126 (`ping -n -c ...`,
 // LC_ALL=C) into metrics in base units: the summary line "N packets
 // transmitted, M received[, +D duplicates][, +E errors], X% packet loss"
 // and "rtt min/avg/max/mdev = a/b/c/d ms" (milliseconds, converted to
-// seconds). loss_ratio is 1 - received/transmitted.
+// seconds). loss_ratio is 1 - received/transmitted. rtt_median_seconds is
+// the median of the per-reply lines ("64 bytes from ADDR: icmp_seq=N
+// ttl=T time=X ms"), one per reply counted in M: "(DUP!)" and "(BAD
+// CHECKSUM!)" replies are left out, a "(truncated)" reply counts without a
+// time.
 //
 // The error is a *Failure: UNREACHABLE when no reply came back (message
 // "0/5 echo replies", with the first ICMP error ping printed, e.g. "Destination
@@ -55,8 +176,11 @@ var (
 // unreachable"); TOOL_ERROR for other complaints of ping (exit status 2);
 // PARSE_ERROR when the summary or the rtt line is missing or malformed,
 // when an rtt figure is not a plain decimal, is above 1 hour (not a
-// measurement) or out of order (min <= avg <= max, mdev <= max), and
-// "ping output truncated at 8 MiB before its summary" when out.Truncated
+// measurement) or out of order (min <= avg <= max, mdev <= max), when a
+// reply line is garbled (parsePingReplies; the message names the field and
+// its value), when the reply lines do not add up to the summary (M
+// replies, D duplicates, "+C corrupted") or no counted reply has a time,
+// and "ping output truncated at 8 MiB before its summary" when out.Truncated
 // and there is no summary. When out.Truncated, any failure's message starts
 // with "ping output truncated at 8 MiB".
 func ParsePing(out proc.Output) (*measurev1.PingMetrics, error) {
@@ -93,6 +217,7 @@ func parsePing(out proc.Output, count uint32) (_ *measurev1.PingMetrics, err err
 	}
 	sum := sums[len(sums)-1]
 	m := &measurev1.PingMetrics{}
+	var corrupted uint32 // "+N corrupted": replies with a bad checksum
 	if m.PacketsTransmitted, err = parseUint32(sum[1]); err != nil {
 		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "packets transmitted %q: %v", sum[1], err)
 	}
@@ -107,6 +232,8 @@ func parsePing(out proc.Output, count uint32) (_ *measurev1.PingMetrics, err err
 		switch extra[2] {
 		case "duplicates":
 			m.Duplicates = n
+		case "corrupted":
+			corrupted = n
 		case "errors":
 			m.Errors = n
 		}
@@ -165,6 +292,26 @@ func parsePing(out proc.Output, count uint32) (_ *measurev1.PingMetrics, err err
 	case m.RttMdevSeconds > m.RttMaxSeconds:
 		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt mdev %s ms is above max %s ms in %q", rtt[4], rtt[3], rtt[0])
 	}
+	rs, err := parsePingReplies(stdout, m)
+	if err != nil {
+		return nil, err
+	}
+	if got := uint32(len(rs.timesMicros)) + rs.untimed; got != m.PacketsReceived {
+		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d received in the summary but %d echo reply lines (not counting duplicates and corrupted): %s",
+			m.PacketsReceived, got, sum[0])
+	}
+	if rs.duplicates != m.Duplicates {
+		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d echo reply lines marked (DUP!) but %d duplicates in the summary: %s",
+			rs.duplicates, m.Duplicates, sum[0])
+	}
+	if rs.corrupted != corrupted {
+		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d echo reply lines marked (BAD CHECKSUM!) but %d corrupted in the summary: %s",
+			rs.corrupted, corrupted, sum[0])
+	}
+	if len(rs.timesMicros) == 0 {
+		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d replies but none with a time (all truncated): %s", m.PacketsReceived, sum[0])
+	}
+	m.RttMedianSeconds = proto.Float64(medianOf(rs.timesMicros) / 1e6)
 	return m, nil
 }
 

@@ -130,6 +130,15 @@ func TestPingRules(t *testing.T) {
 		return fmt.Sprintf("%d packets transmitted, %d received, 0%% packet loss, time 814ms\n", tx, rx)
 	}
 	rtt := func(figs string) string { return "rtt min/avg/max/mdev = " + figs + " ms\n" }
+	// replies prints one echo reply line per time (ms, as ping prints it).
+	replies := func(times ...string) string {
+		var b strings.Builder
+		for i, tm := range times {
+			fmt.Fprintf(&b, "64 bytes from 127.0.0.1: icmp_seq=%d ttl=64 time=%s ms\n", i+1, tm)
+		}
+		return b.String()
+	}
+	five := replies("0.040", "0.050", "0.050", "0.036", "0.039")
 	tests := []struct {
 		name    string
 		stdout  string
@@ -137,8 +146,8 @@ func TestPingRules(t *testing.T) {
 		want    measurev1.Status
 		wantMsg string
 	}{
-		{"ok", summary(5, 5) + rtt("0.036/0.043/0.050/0.005"), 5, measurev1.Status_STATUS_OK, ""},
-		{"all equal", summary(1, 1) + rtt("0.036/0.036/0.036/0.000"), 5, measurev1.Status_STATUS_OK, ""},
+		{"ok", five + summary(5, 5) + rtt("0.036/0.043/0.050/0.005"), 5, measurev1.Status_STATUS_OK, ""},
+		{"all equal", replies("0.036") + summary(1, 1) + rtt("0.036/0.036/0.036/0.000"), 5, measurev1.Status_STATUS_OK, ""},
 		{"min above avg", summary(5, 5) + rtt("0.050/0.043/0.036/0.005"), 5, measurev1.Status_STATUS_PARSE_ERROR, "rtt min 0.050 ms is above avg 0.043 ms"},
 		{"avg above max", summary(5, 5) + rtt("0.036/0.060/0.050/0.005"), 5, measurev1.Status_STATUS_PARSE_ERROR, "rtt avg 0.060 ms is above max 0.050 ms"},
 		{"mdev above max", summary(5, 5) + rtt("0.036/0.043/0.050/0.051"), 5, measurev1.Status_STATUS_PARSE_ERROR, "rtt mdev 0.051 ms is above max 0.050 ms"},
@@ -148,7 +157,11 @@ func TestPingRules(t *testing.T) {
 			"rtt max 99999999999999999999... (300 bytes) ms is above 1 hour"},
 		{"400 digits", summary(5, 5) + rtt("0.036/0.043/"+strings.Repeat("9", 400)+"/0.005"), 5, measurev1.Status_STATUS_PARSE_ERROR,
 			"bad rtt max: 99999999999999999999... (400 bytes) is out of range"},
-		{"1 hour", summary(1, 1) + rtt("3600000.000/3600000.000/3600000.000/0.000"), 5, measurev1.Status_STATUS_OK, ""},
+		{"1 hour", replies("3600000") + summary(1, 1) + rtt("3600000.000/3600000.000/3600000.000/0.000"), 5, measurev1.Status_STATUS_OK, ""},
+		{"reply above 1 hour", replies("3600001") + summary(1, 1) + rtt("3600000.000/3600000.000/3600000.000/0.000"), 5, measurev1.Status_STATUS_PARSE_ERROR,
+			"echo reply icmp_seq=1 time 3600001 ms is above 1 hour"},
+		{"reply 400 digits", replies(strings.Repeat("9", 400)) + summary(1, 1) + rtt("0.036/0.036/0.036/0.000"), 5, measurev1.Status_STATUS_PARSE_ERROR,
+			"echo reply icmp_seq=1 time: 99999999999999999999... (400 bytes) is out of range"},
 		{"above 1 hour", summary(1, 1) + rtt("3600000.001/3600000.001/3600000.001/0.000"), 5, measurev1.Status_STATUS_PARSE_ERROR,
 			"rtt min 3600000.001 ms is above 1 hour"},
 		{"exponent", summary(5, 5) + rtt("3.6e-2/0.043/0.050/0.005"), 5, measurev1.Status_STATUS_PARSE_ERROR, `bad rtt min: "3.6e-2" is not a plain decimal`},
@@ -157,7 +170,9 @@ func TestPingRules(t *testing.T) {
 			"packets transmitted 6 is more than the 5 asked for (-c 5)"},
 		{"more transmitted, none back", summary(9, 0), 5, measurev1.Status_STATUS_PARSE_ERROR, "packets transmitted 9 is more than the 5 asked for"},
 		// Fewer than count: ping stopped early but printed its summary.
-		{"fewer transmitted than count", summary(3, 3) + rtt("0.036/0.043/0.050/0.005"), 5, measurev1.Status_STATUS_OK, ""},
+		{"fewer transmitted than count", replies("0.036", "0.043", "0.050") + summary(3, 3) + rtt("0.036/0.043/0.050/0.005"), 5, measurev1.Status_STATUS_OK, ""},
+		{"no reply lines", summary(5, 5) + rtt("0.036/0.043/0.050/0.005"), 5, measurev1.Status_STATUS_PARSE_ERROR,
+			"5 received in the summary but 0 echo reply lines"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

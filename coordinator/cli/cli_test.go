@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"encoding/csv"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -121,5 +123,51 @@ func TestTriggerFlagsNotSilentlyIgnored(t *testing.T) {
 				t.Errorf("err = %v, want one containing %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestResultsCSVPingColumns(t *testing.T) {
+	pingSpec := &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}
+	results := []*measurev1.Result{
+		{RunId: "r1", Spec: pingSpec, Status: measurev1.Status_STATUS_OK, Metrics: &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{
+			RttMinSeconds: 36e-6, RttAvgSeconds: 43e-6, RttMaxSeconds: 50e-6, RttMedianSeconds: proto.Float64(40e-6), LossRatio: 0.2}}},
+		// An older agent's result: no median; value falls back to the average.
+		{RunId: "r1", Spec: pingSpec, Status: measurev1.Status_STATUS_OK, Metrics: &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{
+			RttMinSeconds: 36e-6, RttAvgSeconds: 43e-6, RttMaxSeconds: 50e-6}}},
+		{RunId: "r1", Spec: pingSpec, Status: measurev1.Status_STATUS_UNREACHABLE, Message: "0/5 echo replies"},
+		{RunId: "r1", Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP}, Status: measurev1.Status_STATUS_OK,
+			Metrics: &measurev1.Result_Http{Http: &measurev1.HttpMetrics{TotalSeconds: 0.001}}},
+	}
+	var out bytes.Buffer
+	if err := printResultsCSV(&options{stdout: &out}, results); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&out).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, name := range rows[0] {
+		col[name] = i
+	}
+	want := []map[string]string{
+		{"value": "4e-05", "rtt_min_seconds": "3.6e-05", "rtt_median_seconds": "4e-05", "rtt_max_seconds": "5e-05", "loss_ratio": "0.2"},
+		{"value": "4.3e-05", "rtt_min_seconds": "3.6e-05", "rtt_median_seconds": "", "rtt_max_seconds": "5e-05", "loss_ratio": "0"},
+		{"value": "", "rtt_min_seconds": "", "rtt_median_seconds": "", "rtt_max_seconds": "", "loss_ratio": ""},
+		{"value": "0.001", "rtt_min_seconds": "", "rtt_median_seconds": "", "rtt_max_seconds": "", "loss_ratio": ""},
+	}
+	if len(rows) != len(want)+1 {
+		t.Fatalf("%d rows, want %d and a header", len(rows)-1, len(want))
+	}
+	for i, w := range want {
+		for name, v := range w {
+			j, ok := col[name]
+			if !ok {
+				t.Fatalf("no %s column in %v", name, rows[0])
+			}
+			if got := rows[i+1][j]; got != v {
+				t.Errorf("row %d %s = %q, want %q", i, name, got, v)
+			}
+		}
 	}
 }

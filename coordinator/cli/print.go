@@ -111,7 +111,7 @@ func printPairPaths(o *options, run *measurev1.Run, rows []*report.PairPath) {
 
 // legend says what the cells hold.
 func legend(run *measurev1.Run) string {
-	l := "cells: ping's average RTT; qperf latency is one-way (half the round trip); iperf3 is receiver-side throughput; HTTP is curl's total time."
+	l := "cells: ping's median RTT; qperf latency is one-way (half the round trip); iperf3 is receiver-side throughput; HTTP is curl's total time."
 	if r := run.GetSpec().GetRepeats(); r > 1 {
 		l += fmt.Sprintf("\nEach cell is the median of %d samples.", r)
 	}
@@ -255,24 +255,46 @@ func printResults(o *options, results []*measurev1.Result) {
 	fmt.Fprintf(o.stdout, "%d results\n", len(results))
 }
 
-// printResultsCSV writes one row per result, figures in base units.
+// printResultsCSV writes one row per result, figures in base units. value
+// is the headline (report.Headline: ping's median RTT). The last columns
+// summarise a ping run's replies, empty for other tests and failures:
+// rtt_min_seconds, rtt_median_seconds (empty for a result of an agent
+// older than the median), rtt_max_seconds and loss_ratio (0..1).
 func printResultsCSV(o *options, results []*measurev1.Result) error {
 	w := csv.NewWriter(o.stdout)
 	_ = w.Write([]string{"start_time", "run_id", "test_id", "index", "src_node", "dst_node", "path", "test", "params",
-		"status", "value", "unit", "elapsed_seconds", "tool_version", "message"})
+		"status", "value", "unit", "elapsed_seconds", "tool_version", "message",
+		"rtt_min_seconds", "rtt_median_seconds", "rtt_max_seconds", "loss_ratio"})
 	for _, r := range results {
 		value := ""
 		if r.GetStatus() == measurev1.Status_STATUS_OK && r.GetMetrics() != nil {
 			value = strconv.FormatFloat(report.Headline(r), 'g', -1, 64)
 		}
-		_ = w.Write([]string{r.GetStartTime().AsTime().UTC().Format(time.RFC3339Nano), r.GetRunId(), r.GetTestId(),
+		row := []string{r.GetStartTime().AsTime().UTC().Format(time.RFC3339Nano), r.GetRunId(), r.GetTestId(),
 			strconv.Itoa(int(r.GetIndex())), r.GetSrcNode(), r.GetDstNode(), testspec.PathName(r.GetPath()),
 			testspec.Name(r.GetSpec().GetTest()), report.ParamsKey(r.GetSpec()), report.StatusName(r.GetStatus()), value,
 			unitOf(r.GetSpec().GetTest()), strconv.FormatFloat(r.GetElapsed().AsDuration().Seconds(), 'g', -1, 64),
-			r.GetToolVersion(), r.GetMessage()})
+			r.GetToolVersion(), r.GetMessage()}
+		_ = w.Write(append(row, pingColumns(r)...))
 	}
 	w.Flush()
 	return w.Error()
+}
+
+// pingColumns are the rtt_min_seconds, rtt_median_seconds,
+// rtt_max_seconds and loss_ratio columns of a result: empty unless it is
+// an OK ping result.
+func pingColumns(r *measurev1.Result) []string {
+	p := r.GetPing()
+	if r.GetStatus() != measurev1.Status_STATUS_OK || p == nil {
+		return []string{"", "", "", ""}
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	median := ""
+	if p.RttMedianSeconds != nil {
+		median = f(p.GetRttMedianSeconds())
+	}
+	return []string{f(p.GetRttMinSeconds()), median, f(p.GetRttMaxSeconds()), f(p.GetLossRatio())}
 }
 
 func oneLine(s string, n int) string {

@@ -125,7 +125,7 @@ func unitNote(t measurev1.Test) string {
 	case measurev1.Test_TEST_QPERF_TCP_LAT, measurev1.Test_TEST_QPERF_UDP_LAT:
 		return ", one-way latency"
 	case measurev1.Test_TEST_PING:
-		return ", average RTT"
+		return ", median RTT"
 	case measurev1.Test_TEST_HTTP:
 		return ", total time"
 	}

@@ -17,7 +17,7 @@
 // role is "src" (the node ran the client) or "dst" (the node was the
 // target). A node's figure is the median, over the node's peers in that
 // role, of each pair's last figure: the headline of report.Headline (ping's
-// average RTT, qperf's one-way latency, curl's total time in seconds; qperf
+// median RTT, qperf's one-way latency, curl's total time in seconds; qperf
 // and iperf3 throughput in bit/s), the median of a test's results when it
 // has several (a qperf sweep's sizes). latency_seconds holds tests where
 // lower is better, throughput_bps those where higher is (report.HigherIsBetter).

@@ -93,7 +93,7 @@ func New(cfg Config) (*Metrics, error) {
 		cfg: cfg, log: log, reg: prometheus.NewRegistry(),
 		nodeLatency: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meshperf_node_latency_seconds",
-			Help: "Median over the node's peers (as source or destination) of each pair's last latency or time figure, in seconds: ping average RTT, qperf one-way latency, HTTP total time.",
+			Help: "Median over the node's peers (as source or destination) of each pair's last latency or time figure, in seconds: ping median RTT, qperf one-way latency, HTTP total time.",
 		}, nodeLabels),
 		nodeThroughput: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meshperf_node_throughput_bps",
@@ -126,7 +126,7 @@ func New(cfg Config) (*Metrics, error) {
 	if cfg.PerPair {
 		m.pairLatency = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meshperf_pair_latency_seconds",
-			Help: "The pair's last latency or time figure, in seconds: ping average RTT, qperf one-way latency, HTTP total time.",
+			Help: "The pair's last latency or time figure, in seconds: ping median RTT, qperf one-way latency, HTTP total time.",
 		}, pairLabels)
 		m.pairThroughput = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meshperf_pair_throughput_bps",

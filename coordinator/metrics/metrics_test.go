@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/metrics"
@@ -52,7 +53,9 @@ func result(src, dst string, path measurev1.Path, test measurev1.Test, v float64
 	}
 	switch test {
 	case ping:
-		r.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{RttAvgSeconds: v}}
+		// The headline is the median RTT; an average far from it shows
+		// if the average were exported instead.
+		r.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{RttAvgSeconds: 10 * v, RttMedianSeconds: proto.Float64(v)}}
 	case lat:
 		r.Metrics = &measurev1.Result_Qperf{Qperf: &measurev1.QperfMetrics{LatencySeconds: v}}
 	case bw:

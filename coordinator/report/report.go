@@ -179,13 +179,14 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// Headline is a result's main figure in base units: RTT average (s) for
-// ping, one-way latency (s) or throughput (bit/s) for qperf, receiver
-// throughput (bit/s) for iperf3, total time (s) for HTTP; 0 for a failure.
+// Headline is a result's main figure in base units: median RTT (s) for
+// ping (PingRTTSeconds), one-way latency (s) or throughput (bit/s) for
+// qperf, receiver throughput (bit/s) for iperf3, total time (s) for HTTP;
+// 0 for a failure.
 func Headline(r *measurev1.Result) float64 {
 	switch m := r.GetMetrics().(type) {
 	case *measurev1.Result_Ping:
-		return m.Ping.GetRttAvgSeconds()
+		return PingRTTSeconds(m.Ping)
 	case *measurev1.Result_Qperf:
 		if isLatency(r.GetSpec().GetTest()) {
 			return m.Qperf.GetLatencySeconds()
@@ -197,6 +198,17 @@ func Headline(r *measurev1.Result) float64 {
 		return m.Http.GetTotalSeconds()
 	}
 	return 0
+}
+
+// PingRTTSeconds is ping's figure for a pair, in seconds: the median RTT
+// of the run's replies (rtt_median_seconds), or the average RTT
+// (rtt_avg_seconds) for a result of an agent older than the median, which
+// stored none.
+func PingRTTSeconds(m *measurev1.PingMetrics) float64 {
+	if m.RttMedianSeconds != nil {
+		return m.GetRttMedianSeconds()
+	}
+	return m.GetRttAvgSeconds()
 }
 
 // FormatHeadline formats a Headline value of test t in human units.

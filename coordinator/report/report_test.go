@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 func planned(id, src, dst string, path measurev1.Path, test measurev1.Test) *measurev1.PlannedTest {
@@ -106,5 +107,37 @@ func TestFormat(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
+	}
+}
+
+func TestPingHeadlineIsTheMedian(t *testing.T) {
+	ping := func(m *measurev1.PingMetrics) *measurev1.Result {
+		return &measurev1.Result{Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}, Status: measurev1.Status_STATUS_OK,
+			Metrics: &measurev1.Result_Ping{Ping: m}}
+	}
+	tests := []struct {
+		name string
+		m    *measurev1.PingMetrics
+		want float64
+	}{
+		{"median", &measurev1.PingMetrics{RttAvgSeconds: 90e-6, RttMedianSeconds: proto.Float64(40e-6)}, 40e-6},
+		{"a median of 0 is a figure, not absent", &measurev1.PingMetrics{RttAvgSeconds: 1e-6, RttMedianSeconds: proto.Float64(0)}, 0},
+		{"older agent: the average", &measurev1.PingMetrics{RttAvgSeconds: 90e-6}, 90e-6},
+	}
+	for _, tt := range tests {
+		if got := Headline(ping(tt.m)); got != tt.want {
+			t.Errorf("%s: Headline = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	// A row's cell is the median over repeats of each result's median RTT.
+	run := &measurev1.Run{Planned: []*measurev1.PlannedTest{planned("t1", "a", "b", measurev1.Path_PATH_HOST_TO_HOST, measurev1.Test_TEST_PING)}}
+	var results []*measurev1.Result
+	for i, med := range []float64{40e-6, 50e-6, 1e-3} {
+		r := ping(&measurev1.PingMetrics{RttAvgSeconds: 5e-3, RttMedianSeconds: proto.Float64(med)})
+		r.TestId, r.SrcNode, r.DstNode, r.Path, r.Index = "t1", "a", "b", measurev1.Path_PATH_HOST_TO_HOST, uint32(i)
+		results = append(results, r)
+	}
+	if got := Build(run, results)[0].Cell(measurev1.Test_TEST_PING); got != "50µs" {
+		t.Errorf("ping cell %q, want 50µs", got)
 	}
 }

@@ -117,6 +117,12 @@ cap ping ok_loopback "$(pingspec 5 56)" "127.0.0.1 in the root namespace" "" 30 
 	ping -n -c 5 -i 0.2 -s 56 -W 1 127.0.0.1
 cap ping ok_payload_1400 "$(pingspec 3 1400)" "127.0.0.1, 1400-byte payload" "" 30 \
 	ping -n -c 3 -i 0.2 -s 1400 -W 1 127.0.0.1
+cap ping ok_loopback_even "$(pingspec 4 56)" "127.0.0.1 in the root namespace, an even number of replies" "" 30 \
+	ping -n -c 4 -i 0.2 -s 56 -W 1 127.0.0.1
+ip netns exec "$nsb" iptables -t mangle -A POSTROUTING -p icmp --icmp-type echo-reply -m statistic --mode nth --every 2 --packet 0 -j TEE --gateway 10.250.0.1
+cap ping duplicates "$(pingspec 5 56)" "every other reply of the peer duplicated (iptables TEE to the pinger)" "$ns" 30 \
+	ping -n -c 5 -i 0.2 -s 56 -W 1 10.250.0.2
+ip netns exec "$nsb" iptables -t mangle -F
 ip netns exec "$ns" iptables -A INPUT -p icmp -m statistic --mode nth --every 3 --packet 0 -j DROP
 cap ping partial_loss "$(pingspec 10 56)" "iptables statistic nth drop of ICMP in the namespace" "$ns" 30 \
 	ping -n -c 10 -i 0.2 -s 56 -W 1 10.250.1.1

@@ -28,8 +28,22 @@ derive('ping/ok_loopback.txt', 'ping/derived_truncated_rtt.txt', 'output cut in 
        lambda h, o, e: (h, o[:o.index('rtt min') + 30] + '\n', e))
 derive('ping/ok_loopback.txt', 'ping/derived_garbled_rtt.txt', 'an rtt figure replaced by 1.2.3',
        lambda h, o, e: (h, sub1(r'= [0-9.]+/', '= 1.2.3/', o), e))
-derive('ping/partial_loss.txt', 'ping/derived_duplicates.txt', '+2 duplicates added to the summary',
+derive('ping/partial_loss.txt', 'ping/derived_duplicates.txt', '+2 duplicates added to the summary, with no (DUP!) reply line',
        lambda h, o, e: (h, sub1(' received, ', ' received, +2 duplicates, ', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_garbled_reply_time.txt', 'a reply time replaced by 0.0x0',
+       lambda h, o, e: (h, sub1('time=0.036 ms', 'time=0.0x0 ms', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_garbled_reply_line.txt', 'time= of a reply misspelt tme=',
+       lambda h, o, e: (h, sub1('icmp_seq=2 ttl=64 time=', 'icmp_seq=2 ttl=64 tme=', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_reply_missing.txt', 'a reply line removed: 4 lines, 5 received',
+       lambda h, o, e: (h, sub1(r'(?m)^64 bytes from 127\.0\.0\.1: icmp_seq=3 .*\n', '', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_reply_outside_summary.txt', 'a reply time 0.050 made 5.050, above the summary max',
+       lambda h, o, e: (h, sub1('icmp_seq=2 ttl=64 time=0.050 ms', 'icmp_seq=2 ttl=64 time=5.050 ms', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_truncated_reply.txt', 'the last reply printed (truncated), without a time',
+       lambda h, o, e: (h, sub1('icmp_seq=5 ttl=64 time=0.039 ms', 'icmp_seq=5 ttl=64 (truncated)', o), e))
+derive('ping/ok_loopback.txt', 'ping/derived_corrupted.txt', 'a reply with a bad checksum added, +1 corrupted in the summary',
+       lambda h, o, e: (h, sub1(' received, ', ' received, +1 corrupted, ',
+                                sub1(r'(?m)^(64 bytes from 127\.0\.0\.1: icmp_seq=3 .*\n)',
+                                     r'\g<1>64 bytes from 127.0.0.1: icmp_seq=3 ttl=64 time=0.044 ms (BAD CHECKSUM!)\n', o)), e))
 derive('ping/ok_loopback.txt', 'ping/derived_more_received.txt', 'more replies than requests in the summary',
        lambda h, o, e: (h, sub1('5 packets transmitted', '3 packets transmitted', o), e))
 derive('ping/ok_loopback.txt', 'ping/derived_empty.txt', 'no output at all, exit 1',

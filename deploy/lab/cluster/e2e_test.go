@@ -229,6 +229,7 @@ func checkPlausible(t *testing.T, r *measurev1.Result) {
 	switch m := r.GetMetrics().(type) {
 	case *measurev1.Result_Ping:
 		between("rtt_avg_seconds", m.Ping.GetRttAvgSeconds(), 0, 0.1)
+		between("rtt_median_seconds", m.Ping.GetRttMedianSeconds(), 0, 0.1)
 		between("loss_ratio+1", m.Ping.GetLossRatio()+1, 0.999, 1.001)
 	case *measurev1.Result_Qperf:
 		if r.GetSpec().GetTest() == measurev1.Test_TEST_QPERF_TCP_LAT {

@@ -1008,7 +1008,8 @@ func (*Result_Iperf3) isResult_Metrics() {}
 
 func (*Result_Http) isResult_Metrics() {}
 
-// PingMetrics come from the summary of iputils ping (20221126).
+// PingMetrics come from the output of iputils ping (20221126): its summary,
+// and its per-reply lines for the median.
 type PingMetrics struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// packets_transmitted is the number of echo requests sent.
@@ -1029,8 +1030,19 @@ type PingMetrics struct {
 	RttMaxSeconds float64 `protobuf:"fixed64,8,opt,name=rtt_max_seconds,json=rttMaxSeconds,proto3" json:"rtt_max_seconds,omitempty"`
 	// rtt_mdev_seconds is ping's mean deviation of the round-trip time.
 	RttMdevSeconds float64 `protobuf:"fixed64,9,opt,name=rtt_mdev_seconds,json=rttMdevSeconds,proto3" json:"rtt_mdev_seconds,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// rtt_median_seconds is the median round-trip time in seconds, computed by
+	// the agent from ping's per-reply lines ("time=X ms") of the echo replies
+	// counted in packets_received: duplicate and corrupted replies are left
+	// out (ping's own min/avg/max include duplicates), and so is a reply ping
+	// printed "(truncated)", which has no time. With an even number of
+	// replies it is the mean of the two middle ones. ping prints reply times
+	// with fewer decimals above 1 ms (0.01 ms from 1 ms, 0.1 ms from 10 ms,
+	// 1 ms from 100 ms), so the median has that resolution. Unset in results
+	// of agents older than this field; readers then fall back to
+	// rtt_avg_seconds.
+	RttMedianSeconds *float64 `protobuf:"fixed64,10,opt,name=rtt_median_seconds,json=rttMedianSeconds,proto3,oneof" json:"rtt_median_seconds,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PingMetrics) Reset() {
@@ -1122,6 +1134,13 @@ func (x *PingMetrics) GetRttMaxSeconds() float64 {
 func (x *PingMetrics) GetRttMdevSeconds() float64 {
 	if x != nil {
 		return x.RttMdevSeconds
+	}
+	return 0
+}
+
+func (x *PingMetrics) GetRttMedianSeconds() float64 {
+	if x != nil && x.RttMedianSeconds != nil {
+		return *x.RttMedianSeconds
 	}
 	return 0
 }
@@ -1524,7 +1543,7 @@ const file_meshperf_measure_v1_measure_proto_rawDesc = "" +
 	"\x05qperf\x18\x15 \x01(\v2!.meshperf.measure.v1.QperfMetricsH\x00R\x05qperf\x12<\n" +
 	"\x06iperf3\x18\x16 \x01(\v2\".meshperf.measure.v1.Iperf3MetricsH\x00R\x06iperf3\x126\n" +
 	"\x04http\x18\x17 \x01(\v2 .meshperf.measure.v1.HttpMetricsH\x00R\x04httpB\t\n" +
-	"\ametrics\"\xe2\x02\n" +
+	"\ametrics\"\xac\x03\n" +
 	"\vPingMetrics\x12/\n" +
 	"\x13packets_transmitted\x18\x01 \x01(\rR\x12packetsTransmitted\x12)\n" +
 	"\x10packets_received\x18\x02 \x01(\rR\x0fpacketsReceived\x12\x1e\n" +
@@ -1537,7 +1556,10 @@ const file_meshperf_measure_v1_measure_proto_rawDesc = "" +
 	"\x0frtt_min_seconds\x18\x06 \x01(\x01R\rrttMinSeconds\x12&\n" +
 	"\x0frtt_avg_seconds\x18\a \x01(\x01R\rrttAvgSeconds\x12&\n" +
 	"\x0frtt_max_seconds\x18\b \x01(\x01R\rrttMaxSeconds\x12(\n" +
-	"\x10rtt_mdev_seconds\x18\t \x01(\x01R\x0erttMdevSeconds\"\xff\x01\n" +
+	"\x10rtt_mdev_seconds\x18\t \x01(\x01R\x0erttMdevSeconds\x121\n" +
+	"\x12rtt_median_seconds\x18\n" +
+	" \x01(\x01H\x00R\x10rttMedianSeconds\x88\x01\x01B\x15\n" +
+	"\x13_rtt_median_seconds\"\xff\x01\n" +
 	"\fQperfMetrics\x12$\n" +
 	"\x0emsg_size_bytes\x18\x01 \x01(\x04R\fmsgSizeBytes\x12'\n" +
 	"\x0flatency_seconds\x18\x02 \x01(\x01R\x0elatencySeconds\x12%\n" +
@@ -1692,6 +1714,7 @@ func file_meshperf_measure_v1_measure_proto_init() {
 		(*Result_Iperf3)(nil),
 		(*Result_Http)(nil),
 	}
+	file_meshperf_measure_v1_measure_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
