@@ -147,7 +147,7 @@ func bestSuspect(obs []observation) (node string, bad []observation, of int) {
 		path measurev1.Path
 	}
 	type tally struct {
-		bad          []observation
+		bad            []observation
 		total, failedN int
 	}
 	cells := map[string]map[tp]*tally{} // node -> test and path -> its pairs
