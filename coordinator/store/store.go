@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -84,7 +85,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("chmod store %s: %w", cfg.Path, err)
 	}
 	indexed := 0
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = initBolt(db, func(tx *bolt.Tx) error {
 		newIndex := tx.Bucket(bucketTestResults) == nil
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -109,9 +110,37 @@ func Open(cfg Config) (*Store, error) {
 	return &Store{db: db, log: log}, nil
 }
 
+// initBolt checks that the file holds every page its meta page counts (a
+// truncated file does not: reading past its end would fault) and runs
+// init in a write transaction. A damaged file's panics, and the memory
+// faults of reading its mapping, become an error wrapping ErrCorrupt.
+func initBolt(db *bolt.DB, init func(*bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+		}
+	}()
+	fi, err := os.Stat(db.Path())
+	if err != nil {
+		return err
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		if need := tx.Size(); fi.Size() < need {
+			return fmt.Errorf("%w: the file has %d bytes, its pages need %d (truncated?)", ErrCorrupt, fi.Size(), need)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return db.Update(init)
+}
+
 // openBolt opens the file, turning bbolt's panics on a damaged file into
 // an error wrapping ErrCorrupt.
 func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
 			db, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, p)
