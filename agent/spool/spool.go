@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -138,6 +139,9 @@ func Open(cfg Config) (*Spool, error) {
 // becomes errCorrupt.
 func (s *Spool) load(timeout time.Duration) (err error) {
 	var db *bolt.DB
+	// Reading past the end of a truncated file's mapping faults: make that
+	// a panic, which the recover below turns into errCorrupt.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
 			if db != nil {
@@ -157,6 +161,18 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 	}
 	var n, bad int
 	var dropped uint64
+	if fi, serr := os.Stat(s.path); serr == nil {
+		err = db.View(func(tx *bolt.Tx) error {
+			if need := tx.Size(); fi.Size() < need {
+				return fmt.Errorf("%w: %d bytes, its pages need %d (truncated?)", errCorrupt, fi.Size(), need)
+			}
+			return nil
+		})
+		if err != nil {
+			closeQuietly(db)
+			return fmt.Errorf("load %s: %w", s.path, err)
+		}
+	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		n, bad, dropped = 0, 0, 0
 		res, err := tx.CreateBucketIfNotExists(bucketResults)
