@@ -38,7 +38,7 @@ build: ## Build agent, coordinator and meshlab into ./bin.
 
 .PHONY: test
 test: deps ## Run every test (as root: lab and end-to-end tests build network namespaces).
-	go test -count=1 ./...
+	go test -count=1 -timeout 30m ./...
 
 .PHONY: demo
 demo: deps build ## Full mesh on a local lab per CNI mode, then compare (root).
