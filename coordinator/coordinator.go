@@ -21,6 +21,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/meshperf/meshperf/coordinator/alert"
 	"github.com/meshperf/meshperf/coordinator/metrics"
 	"github.com/meshperf/meshperf/coordinator/monitor"
 	"github.com/meshperf/meshperf/coordinator/registry"
@@ -29,6 +30,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/server"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/version"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // Config configures Run.
@@ -95,12 +97,17 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	var met *metrics.Metrics
-	var observer runs.Observer // stays a nil interface without metrics
+	alertCfg := alert.Config{Store: st, Logger: log}
 	if cfg.MetricsAddress != "" {
 		if met, err = metrics.New(metrics.Config{Agents: reg, StorePath: st.Path(), PerPair: cfg.MetricsPerPair, Logger: log}); err != nil {
 			return err
 		}
-		observer = met
+		alertCfg.Publisher = met
+	}
+	alerter := alert.New(alertCfg)
+	observer := observers{alerter}
+	if met != nil {
+		observer = append(observer, met)
 	}
 	mgr, err := runs.New(ctx, runs.Config{
 		Store: st, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) },
@@ -147,6 +154,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("metrics listening", "address", metricsListener.Addr().String())
 		eg.Go(func() error { return met.Serve(egCtx, metricsListener, cfg.ShutdownTimeout) })
 	}
+	eg.Go(func() error { return alerter.Run(egCtx) })
 	if len(cfg.Monitor) > 0 {
 		eg.Go(func() error {
 			return monitor.Run(egCtx, monitor.Config{Plans: cfg.Monitor, Runs: monitorRuns{mgr, st}, Logger: log})
@@ -245,4 +253,25 @@ func listen(cfg Config) ([]net.Listener, error) {
 type monitorRuns struct {
 	*runs.Manager
 	*store.Store
+}
+
+// observers tells each of several runs.Observers.
+type observers []runs.Observer
+
+func (os observers) RunStarted(runID string) {
+	for _, o := range os {
+		o.RunStarted(runID)
+	}
+}
+
+func (os observers) Recorded(results []*measurev1.Result) {
+	for _, o := range os {
+		o.Recorded(results)
+	}
+}
+
+func (os observers) RunEnded(runID string, state measurev1.RunState) {
+	for _, o := range os {
+		o.RunEnded(runID, state)
+	}
 }

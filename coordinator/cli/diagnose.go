@@ -1,25 +1,33 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 func newDiagnoseCommand(o *options) *cobra.Command {
 	return &cobra.Command{
-		Use:   "diagnose RUN_ID",
+		Use:   "diagnose [RUN_ID]",
 		Short: "Localise faults in a run: the node its failed or degraded pairs have in common, and the kind of fault",
 		Long: `Name the node that explains a run's bad node pairs (failed tests, or
 figures far worse than on the pairs the node is not in) and what the
 evidence points to: agent-gone, pod-network (pod paths fail, host paths
 work), icmp-blocked (only ping fails), mtu-blackhole (bulk transfers fail,
 small probes pass), unreachable, bandwidth-degraded or latency-degraded.
-Needs 3 nodes or more. The exit status is 1 when a fault is found.`,
-		Args: cobra.ExactArgs(1),
+Needs 3 nodes or more. Without RUN_ID, the newest run that ended. The
+coordinator does the same after every continuous run: it logs "fault
+localised" and "fault cleared" and exports meshperf_fault{node,kind}.
+The exit status is 1 when a fault is found.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.checkOutput(); err != nil {
 				return err
@@ -29,7 +37,13 @@ Needs 3 nodes or more. The exit status is 1 when a fault is found.`,
 				return err
 			}
 			defer closeConn()
-			_, results, err := fetchRun(cmd.Context(), o, client, args[0])
+			runID := ""
+			if len(args) == 1 {
+				runID = args[0]
+			} else if runID, err = newestEnded(cmd.Context(), o, client); err != nil {
+				return err
+			}
+			_, results, err := fetchRun(cmd.Context(), o, client, runID)
 			if err != nil {
 				return err
 			}
@@ -40,11 +54,11 @@ Needs 3 nodes or more. The exit status is 1 when a fault is found.`,
 				if findings == nil {
 					findings = []diagnose.Finding{}
 				}
-				if err := enc.Encode(map[string]any{"run_id": args[0], "findings": findings}); err != nil {
+				if err := enc.Encode(map[string]any{"run_id": runID, "findings": findings}); err != nil {
 					return err
 				}
 			} else {
-				fmt.Fprintln(o.stdout, diagnose.Summary(findings))
+				fmt.Fprintf(o.stdout, "run %s: %s\n", runID, strings.ReplaceAll(diagnose.Summary(findings), "\n", "\n"+strings.Repeat(" ", len("run "+runID+": "))))
 			}
 			if len(findings) > 0 {
 				return &ExitError{Code: 1, Err: fmt.Errorf("%d fault(s) found", len(findings))}
@@ -52,4 +66,21 @@ Needs 3 nodes or more. The exit status is 1 when a fault is found.`,
 			return nil
 		},
 	}
+}
+
+// newestEnded returns the ID of the newest run that is neither queued nor
+// running.
+func newestEnded(ctx context.Context, o *options, client meshv1.MeshServiceClient) (string, error) {
+	callCtx, cancel := o.call(ctx)
+	defer cancel()
+	resp, err := client.ListRuns(callCtx, &meshv1.ListRunsRequest{Limit: 100})
+	if err != nil {
+		return "", fmt.Errorf("list runs: %w", err)
+	}
+	for _, r := range resp.GetRuns() { // newest first
+		if s := r.GetState(); s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING {
+			return r.GetRunId(), nil
+		}
+	}
+	return "", errors.New("no run has ended yet: give a RUN_ID, or trigger one")
 }

@@ -227,11 +227,15 @@ func kindOf(bad, all []observation, node string) Kind {
 	// What still works on the node's pairs tells the kind apart.
 	goodTests, goodPaths := map[measurev1.Test]bool{}, map[measurev1.Path]bool{}
 	smallPassOnBadPaths := false // ping or TCP latency works where bulk fails
+	tcpPassOnBadPaths := false   // something other than ping works there
 	for _, o := range all {
 		if o.involves(node) && !o.bad() {
 			goodTests[o.test], goodPaths[o.path] = true, true
 			if paths[o.path] && (o.test == measurev1.Test_TEST_PING || o.test == measurev1.Test_TEST_QPERF_TCP_LAT) {
 				smallPassOnBadPaths = true
+			}
+			if paths[o.path] && o.test != measurev1.Test_TEST_PING {
+				tcpPassOnBadPaths = true
 			}
 		}
 	}
@@ -247,7 +251,7 @@ func kindOf(bad, all []observation, node string) Kind {
 	switch {
 	case agentGone > failedAll+slow+latency:
 		return KindAgentGone
-	case failedAll > 0 && onlyPing && len(goodTests) > 0:
+	case failedAll > 0 && onlyPing && tcpPassOnBadPaths:
 		return KindICMP
 	case failedAll > 0 && onlyBulk && smallPassOnBadPaths:
 		return KindMTU

@@ -163,6 +163,15 @@ func TestDiagnose(t *testing.T) {
 			}
 			return ok, 1
 		}, "node-3 bandwidth-degraded"},
+		{"ping failing on pod paths only, nothing else measured there: pod network", 3, func(s, d string, p measurev1.Path, t measurev1.Test) (measurev1.Status, float64) {
+			switch {
+			case t != measurev1.Test_TEST_PING && p == measurev1.Path_PATH_POD_TO_POD:
+				return measurev1.Status_STATUS_BUSY, 0 // not measured
+			case on("node-2")(s, d) && t == measurev1.Test_TEST_PING && p == measurev1.Path_PATH_POD_TO_POD:
+				return measurev1.Status_STATUS_TIMEOUT, 0
+			}
+			return ok, 1
+		}, "node-2 pod-network"},
 		{"two nodes cannot be told apart", 2, func(s, d string, _ measurev1.Path, _ measurev1.Test) (measurev1.Status, float64) {
 			return measurev1.Status_STATUS_TIMEOUT, 0
 		}, ""},

@@ -32,6 +32,11 @@
 //	meshperf_pair_latency_seconds{src,dst,test,path}  gauge
 //	meshperf_pair_throughput_bps{src,dst,test,path}   gauge
 //
+// The faults the newest continuous run localises (coordinator/alert and
+// coordinator/diagnose), one series per finding, none when all is well:
+//
+//	meshperf_fault{node,kind}  gauge: 1
+//
 // meshperf's own health:
 //
 //	meshperf_agents_connected          gauge: agents with a live session

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/stats"
@@ -53,6 +54,7 @@ type Metrics struct {
 	nodeResults    *prometheus.CounterVec // node, role, test, path, status
 	pairLatency    *prometheus.GaugeVec   // src, dst, test, path; nil unless PerPair
 	pairThroughput *prometheus.GaugeVec   // src, dst, test, path; nil unless PerPair
+	faults         *prometheus.GaugeVec   // node, kind
 	runsActive     prometheus.Gauge
 	runsTotal      *prometheus.CounterVec // state
 	ingested       prometheus.Counter
@@ -103,6 +105,10 @@ func New(cfg Config) (*Metrics, error) {
 			Name: "meshperf_node_results_total",
 			Help: "Results recorded with the node as source or destination, by status (ok or the failure).",
 		}, append(nodeLabels, "status")),
+		faults: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshperf_fault",
+			Help: "1 for each fault the newest continuous run localises: the node its bad pairs have in common and the kind (pod-network, mtu-blackhole, icmp-blocked, bandwidth-degraded, latency-degraded, unreachable, agent-gone); no series when there is none.",
+		}, []string{"node", "kind"}),
 		runsActive: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshperf_runs_active",
 			Help: "Runs in progress.",
@@ -118,7 +124,7 @@ func New(cfg Config) (*Metrics, error) {
 		last: map[nodeKey]map[string]float64{},
 	}
 	cs := []prometheus.Collector{
-		m.nodeLatency, m.nodeThroughput, m.nodeResults, m.runsActive, m.runsTotal, m.ingested,
+		m.nodeLatency, m.nodeThroughput, m.nodeResults, m.faults, m.runsActive, m.runsTotal, m.ingested,
 		&scrapeCollector{agents: cfg.Agents, storePath: cfg.StorePath, log: log},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -150,6 +156,15 @@ func New(cfg Config) (*Metrics, error) {
 // Registry returns the registry that Handler serves, for tests and for
 // embedding in another exporter.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// SetFaults replaces the meshperf_fault series with one per finding (see
+// coordinator/alert); fs is not kept.
+func (m *Metrics) SetFaults(fs []diagnose.Finding) {
+	m.faults.Reset()
+	for _, f := range fs {
+		m.faults.WithLabelValues(f.Node, string(f.Kind)).Set(1)
+	}
+}
 
 // RunStarted counts a run in progress (meshperf_runs_active).
 func (m *Metrics) RunStarted(string) { m.runsActive.Inc() }

@@ -382,6 +382,24 @@ func (f Filter) inTime(t time.Time) bool {
 	return (f.Since.IsZero() || !t.Before(f.Since)) && (f.Until.IsZero() || t.Before(f.Until))
 }
 
+// RunResults returns every result of a run, in ListResults' order, page
+// by page; none for an unknown run.
+func (s *Store) RunResults(ctx context.Context, runID string) ([]*measurev1.Result, error) {
+	var all []*measurev1.Result
+	token := ""
+	for {
+		page, next, err := s.ListResults(ctx, Filter{RunID: runID}, MaxPageSize, token)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		token = next
+	}
+}
+
 // ListResults returns up to pageSize results matching f (0 means
 // DefaultPageSize; more than MaxPageSize is refused), ordered by source
 // node, destination node and start time (by run, then that order, when

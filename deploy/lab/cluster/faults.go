@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -325,6 +326,11 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 	}
 	after := run.GetCreateTime().AsTime().Sub(t0)
 	inTime := after <= d.cfg.Interval+d.jitter
+	// The coordinator judges its continuous runs itself (coordinator/alert):
+	// its log must say what diagnose says.
+	if err := d.coordinatorSaid(ctx, run.GetRunId(), findings); err != nil {
+		return false, false, 0, fmt.Errorf("scenario %s: %w", s.name, err)
+	}
 	for _, f := range findings {
 		switch {
 		case s.node == "":
@@ -436,6 +442,42 @@ func (d *faultsDemo) coordinatorKilled(ctx context.Context) (detected, localised
 		fmt.Fprintf(d.cfg.Stdout, "    %s\n", f)
 	}
 	return detected, localised, alarms, nil
+}
+
+// coordinatorSaid waits (at most 10 s) until the coordinator's log has a
+// "fault localised" or "fault persists" line for each finding of runID,
+// and fails if it has one for another node or kind.
+func (d *faultsDemo) coordinatorSaid(ctx context.Context, runID string, findings []diagnose.Finding) error {
+	want := map[string]bool{}
+	for _, f := range findings {
+		want[fmt.Sprintf("node=%s kind=%s run_id=%s", f.Node, f.Kind, runID)] = true
+	}
+	var got map[string]bool
+	for range 40 {
+		b, err := os.ReadFile(d.c.LogPath("coordinator"))
+		if err != nil {
+			return err
+		}
+		got = map[string]bool{}
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, `msg="fault localised"`) && !strings.Contains(line, `msg="fault persists"`) {
+				continue
+			}
+			if _, rest, ok := strings.Cut(line, " node="); ok && strings.Contains(rest, "run_id="+runID+" ") {
+				node, _, _ := strings.Cut(rest, " ")
+				_, kind, _ := strings.Cut(rest, "kind=")
+				kind, _, _ = strings.Cut(kind, " ")
+				got[fmt.Sprintf("node=%s kind=%s run_id=%s", node, kind, runID)] = true
+			}
+		}
+		if maps.Equal(got, want) {
+			return nil
+		}
+		if err := sleep(ctx, pollEvery); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("the coordinator's log says %v of run %s, diagnose says %v", slices.Sorted(maps.Keys(got)), runID, slices.Sorted(maps.Keys(want)))
 }
 
 // pollEvery is how often the demo asks the coordinator about its runs.

@@ -1,0 +1,193 @@
+// Package alert owns the coordinator's standing verdict on the cluster:
+// after every continuous run ends, it localises the faults in the run's
+// results (coordinator/diagnose), logs a fault when it appears and when it
+// clears, and hands the current findings to a Publisher (the Prometheus
+// meshperf_fault gauge). On-demand runs are left to `coordinator
+// diagnose`: they may target a subset of pairs on purpose.
+package alert
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshperf/meshperf/coordinator/diagnose"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// ContinuousLabelPrefix starts the label of every continuous run
+// (coordinator/monitor labels them "monitor-" + schedule name).
+const ContinuousLabelPrefix = "monitor-"
+
+// queueSize bounds the ended runs waiting to be diagnosed; beyond it the
+// oldest is skipped (a newer run says more about now).
+const queueSize = 8
+
+// readTimeout bounds reading one run and its results.
+const readTimeout = 30 * time.Second
+
+// Store is what the alerter reads of coordinator/store.
+type Store interface {
+	// GetRun returns a run's header and plan.
+	GetRun(ctx context.Context, runID string) (*measurev1.Run, error)
+	// RunResults returns every result of a run.
+	RunResults(ctx context.Context, runID string) ([]*measurev1.Result, error)
+}
+
+// Publisher receives the current findings after every continuous run.
+type Publisher interface {
+	// SetFaults replaces the published findings; fs may be empty (no
+	// fault). It must not keep fs.
+	SetFaults(fs []diagnose.Finding)
+}
+
+// Config configures New.
+type Config struct {
+	// Store is read for the ended runs; required.
+	Store Store
+	// Publisher, if set, gets the findings of every continuous run.
+	Publisher Publisher
+	// Logger receives "fault localised" (warn) and "fault cleared" (info)
+	// lines; nil means discard.
+	Logger *slog.Logger
+}
+
+// Alerter diagnoses continuous runs as they end. It is a runs.Observer:
+// RunEnded queues the run without blocking, Run diagnoses.
+type Alerter struct {
+	cfg   Config
+	log   *slog.Logger
+	ended chan string
+
+	mu      sync.Mutex
+	current []diagnose.Finding
+	runID   string // the run current comes from
+	handled int    // ended runs taken from the queue
+}
+
+// New returns an Alerter; call Run to start it.
+func New(cfg Config) *Alerter {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Alerter{cfg: cfg, log: log, ended: make(chan string, queueSize)}
+}
+
+// RunStarted is part of runs.Observer; it does nothing.
+func (a *Alerter) RunStarted(string) {}
+
+// Recorded is part of runs.Observer; it does nothing.
+func (a *Alerter) Recorded([]*measurev1.Result) {}
+
+// RunEnded queues the run for diagnosis; it never blocks. Interrupted runs
+// are skipped at once: their missing tests say nothing about the network.
+func (a *Alerter) RunEnded(runID string, state measurev1.RunState) {
+	if state == measurev1.RunState_RUN_STATE_INTERRUPTED {
+		a.mu.Lock()
+		a.handled++
+		a.mu.Unlock()
+		return
+	}
+	for {
+		select {
+		case a.ended <- runID:
+			return
+		default:
+		}
+		select { // full: skip the oldest
+		case old := <-a.ended:
+			a.log.Warn("alert: too many ended runs waiting; skipping the oldest", "run_id", old)
+		default:
+		}
+	}
+}
+
+// Current returns the findings of the newest continuous run diagnosed and
+// that run's ID ("" before the first).
+func (a *Alerter) Current() (runID string, fs []diagnose.Finding) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.runID, slices.Clone(a.current)
+}
+
+// Handled returns how many ended runs the alerter has dealt with, judged
+// or skipped (on-demand, interrupted, unreadable).
+func (a *Alerter) Handled() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.handled
+}
+
+// Run diagnoses ended continuous runs until ctx ends; it returns nil.
+func (a *Alerter) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case runID := <-a.ended:
+			a.handle(ctx, runID)
+			a.mu.Lock()
+			a.handled++
+			a.mu.Unlock()
+		}
+	}
+}
+
+// handle diagnoses one ended run if it is a continuous one.
+func (a *Alerter) handle(ctx context.Context, runID string) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	run, err := a.cfg.Store.GetRun(ctx, runID)
+	if err != nil {
+		a.log.Error("alert: read the ended run", "run_id", runID, "err", err)
+		return
+	}
+	if !strings.HasPrefix(run.GetSpec().GetLabel(), ContinuousLabelPrefix) {
+		return
+	}
+	results, err := a.cfg.Store.RunResults(ctx, runID)
+	if err != nil {
+		a.log.Error("alert: read the run's results", "run_id", runID, "err", err)
+		return
+	}
+	a.update(runID, diagnose.Diagnose(results))
+}
+
+// update replaces the current findings, logging what appeared, stayed and
+// cleared.
+func (a *Alerter) update(runID string, fs []diagnose.Finding) {
+	a.mu.Lock()
+	before := a.current
+	a.current, a.runID = fs, runID
+	a.mu.Unlock()
+	key := func(f diagnose.Finding) string { return f.Node + " " + string(f.Kind) }
+	had := map[string]bool{}
+	for _, f := range before {
+		had[key(f)] = true
+	}
+	has := map[string]bool{}
+	for _, f := range fs {
+		has[key(f)] = true
+		example := ""
+		if len(f.Bad) > 0 {
+			example = f.Bad[0]
+		}
+		if had[key(f)] {
+			a.log.Warn("fault persists", "node", f.Node, "kind", f.Kind, "run_id", runID, "bad", len(f.Bad), "of", f.Of, "example", example)
+		} else {
+			a.log.Warn("fault localised", "node", f.Node, "kind", f.Kind, "run_id", runID, "bad", len(f.Bad), "of", f.Of, "example", example)
+		}
+	}
+	for _, f := range before {
+		if !has[key(f)] {
+			a.log.Info("fault cleared", "node", f.Node, "kind", f.Kind, "run_id", runID)
+		}
+	}
+	if a.cfg.Publisher != nil {
+		a.cfg.Publisher.SetFaults(fs)
+	}
+}
