@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -225,6 +226,9 @@ func Inject(ctx context.Context, l *Lab, f Fault) error {
 	if err := checkRoot(); err != nil {
 		return err
 	}
+	if err := checkFaultTools(); err != nil {
+		return err
+	}
 	r := runner{log: loggerOf(l)}
 	have, err := nodeFaults(ctx, r, n)
 	if err != nil {
@@ -249,6 +253,21 @@ func Inject(ctx context.Context, l *Lab, f Fault) error {
 		}
 	}
 	loggerOf(l).InfoContext(ctx, "fault injected", "fault", f.String())
+	return nil
+}
+
+// checkFaultTools returns an ErrUnsupported error naming the programs
+// faults need that are missing.
+func checkFaultTools() error {
+	var missing []string
+	for _, t := range []string{"tc", "iptables-save", "iptables-restore"} {
+		if _, err := exec.LookPath(t); err != nil {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: missing programs %s (run deploy/lab/install-deps.sh)", ErrUnsupported, strings.Join(missing, ", "))
+	}
 	return nil
 }
 
