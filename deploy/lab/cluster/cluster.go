@@ -45,6 +45,9 @@ type Config struct {
 	Port int
 	// HeartbeatInterval is passed to the coordinator; zero means its default.
 	HeartbeatInterval time.Duration
+	// PartitionGrace is passed to the coordinator (--partition-grace); zero
+	// means its default.
+	PartitionGrace time.Duration
 	// Logger receives process events; nil means discard.
 	Logger *slog.Logger
 }
@@ -133,6 +136,9 @@ func (c *Cluster) StartCoordinator(ctx context.Context) error {
 	args := []string{"serve", "--listen", c.CoordinatorAddress(), "--socket", c.SocketPath(), "--db", c.DBPath()}
 	if c.cfg.HeartbeatInterval > 0 {
 		args = append(args, "--heartbeat-interval", c.cfg.HeartbeatInterval.String())
+	}
+	if c.cfg.PartitionGrace > 0 {
+		args = append(args, "--partition-grace", c.cfg.PartitionGrace.String())
 	}
 	p, err := c.spawn("coordinator", c.cfg.Lab.ControlPlane().HostNetNSPath, filepath.Join(c.cfg.BinDir, "coordinator"), args...)
 	if err != nil {
