@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
@@ -81,6 +82,11 @@ type Config struct {
 	// SuspicionMult scales how long a suspect has to refute the suspicion
 	// (in probe intervals, times log10 of the pool size); zero means 4.
 	SuspicionMult int
+	// ReconnectInterval is how often the member tries to join again one
+	// member it holds dead (not left), so that the two sides of a healed
+	// partition merge again (memberlist alone never probes the dead); zero
+	// means 30 s, a negative value never.
+	ReconnectInterval time.Duration
 	// LeaveTimeout bounds the wait for the leave message to go out in
 	// Close; zero means 2 s.
 	LeaveTimeout time.Duration
@@ -88,6 +94,11 @@ type Config struct {
 	// means discard.
 	Logger *slog.Logger
 }
+
+// gossipToTheDead, when set (by tests), replaces memberlist's 30 s of
+// gossip to members after they are declared dead, during which a healed
+// partition merges back without the reconnect loop.
+var gossipToTheDead time.Duration
 
 // ErrClosed is returned by Join after Close.
 var ErrClosed = errors.New("gossip closed")
@@ -100,7 +111,7 @@ type Gossip struct {
 	events *events
 	meta   *delegate
 
-	joins     sync.WaitGroup // Join calls in flight
+	joins     sync.WaitGroup // Join calls in flight and the reconnect loop
 	closeOnce sync.Once
 	closeErr  error
 	closed    chan struct{}
@@ -117,6 +128,9 @@ func New(cfg Config) (*Gossip, error) {
 	}
 	if cfg.BindPort < 0 || cfg.BindPort > 65535 {
 		return nil, fmt.Errorf("gossip: port %d is not a port", cfg.BindPort)
+	}
+	if cfg.ReconnectInterval == 0 {
+		cfg.ReconnectInterval = 30 * time.Second
 	}
 	if cfg.LeaveTimeout == 0 {
 		cfg.LeaveTimeout = 2 * time.Second
@@ -147,6 +161,9 @@ func New(cfg Config) (*Gossip, error) {
 	if cfg.SuspicionMult > 0 {
 		mc.SuspicionMult = cfg.SuspicionMult
 	}
+	if gossipToTheDead > 0 {
+		mc.GossipToTheDeadTime = gossipToTheDead
+	}
 	meta := &delegate{}
 	mc.Events, mc.Delegate = ev, meta
 	mc.Logger = log.New(&logWriter{log: lg}, "", 0)
@@ -154,7 +171,44 @@ func New(cfg Config) (*Gossip, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gossip: start memberlist as %q on %s: %w", cfg.NodeName, netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.BindPort)), err)
 	}
-	return &Gossip{cfg: cfg, log: lg, ml: ml, events: ev, meta: meta, closed: make(chan struct{})}, nil
+	g := &Gossip{cfg: cfg, log: lg, ml: ml, events: ev, meta: meta, closed: make(chan struct{})}
+	if cfg.ReconnectInterval > 0 {
+		g.joins.Add(1)
+		go func() { // owner: Gossip; ends when Close (or kill) closes g.closed
+			defer g.joins.Done()
+			g.reconnectLoop()
+		}()
+	}
+	return g, nil
+}
+
+// reconnectLoop tries, every ReconnectInterval, to join one member held
+// dead, chosen at random, until g is closed.
+func (g *Gossip) reconnectLoop() {
+	tick := time.NewTicker(g.cfg.ReconnectInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-g.closed:
+			return
+		case <-tick.C:
+		}
+		var dead []Member
+		for _, m := range g.events.snapshot() {
+			if m.State == StateDead && m.Name != g.cfg.NodeName && m.Addr.IsValid() {
+				dead = append(dead, m)
+			}
+		}
+		if len(dead) == 0 {
+			continue
+		}
+		m := dead[rand.IntN(len(dead))]
+		if _, err := g.ml.Join([]string{m.Addr.String()}); err != nil {
+			g.log.Debug("rejoin a dead member", "member", m.Name, "addr", m.Addr, "err", err)
+			continue
+		}
+		g.log.Info("rejoined a member held dead", "member", m.Name, "addr", m.Addr)
+	}
 }
 
 // Addr is the address this member advertises to the pool: what other

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 func fast(name string, tr memberlist.NodeAwareTransport, log *slog.Logger) gossip.Config {
 	return gossip.Config{
 		NodeName: name, Transport: tr, ProbeInterval: 100 * time.Millisecond, ProbeTimeout: 100 * time.Millisecond,
-		GossipInterval: 20 * time.Millisecond, SuspicionMult: 2, LeaveTimeout: time.Second, Logger: log,
+		GossipInterval: 20 * time.Millisecond, SuspicionMult: 2, ReconnectInterval: 200 * time.Millisecond, LeaveTimeout: time.Second, Logger: log,
 	}
 }
 
@@ -257,6 +257,30 @@ func TestDepartures(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHealedPartitionMerges cuts a member off until the others declare it
+// dead (and it them), then lets its traffic through again: the pool merges
+// back, every member alive for every other. memberlist stops gossiping to
+// the dead at once here, so only the reconnect loop can merge it.
+func TestHealedPartitionMerges(t *testing.T) {
+	defer gossip.SetGossipToTheDead(time.Millisecond)()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n, cut = 3, 2
+	p := newPool(t, ctx, n)
+	for _, g := range p.members {
+		waitFor(t, ctx, "convergence", func() bool { return allAlive(g, n) })
+	}
+	p.trs[cut].down.Store(true)
+	waitFor(t, ctx, "node-3 dead for node-1 and node-2, and they for node-3", func() bool {
+		return states(p.members[0])["node-3"] == gossip.StateDead && states(p.members[1])["node-3"] == gossip.StateDead &&
+			states(p.members[cut])["node-1"] == gossip.StateDead && states(p.members[cut])["node-2"] == gossip.StateDead
+	})
+	p.trs[cut].down.Store(false)
+	for i, g := range p.members {
+		waitFor(t, ctx, fmt.Sprintf("every member alive again for node-%d", i+1), func() bool { return allAlive(g, n) })
 	}
 }
 
