@@ -4,7 +4,12 @@
 // coordinator's typed work: start and stop test servers, run test clients
 // against registered endpoints only. Client results are kept in a spool
 // (agent/spool) until the coordinator acknowledges them, and sent again
-// after every reconnect: a coordinator that restarts loses none.
+// after every reconnect: a coordinator that restarts loses none. With a
+// gossip port, the agent also joins the memberlist pool of the agents
+// (agent/gossip) through the seeds the coordinator names at each
+// registration, and reports its view of the pool to the coordinator on
+// every change and every few heartbeats; gossip that fails to start is
+// logged, and the agent measures without it.
 package agent
 
 import (
@@ -26,6 +31,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshperf/meshperf/agent/gossip"
 	"github.com/meshperf/meshperf/agent/httptarget"
 	"github.com/meshperf/meshperf/agent/netns"
 	"github.com/meshperf/meshperf/agent/runner"
@@ -74,6 +80,9 @@ type Config struct {
 	// keeps; zero means spool.DefaultMaxResults (10,000). When it is full,
 	// the oldest is dropped, logged and counted.
 	SpoolMaxResults int
+	// GossipPort is the UDP and TCP port of the agent's memberlist on
+	// HostIP; zero means no gossip. It must differ from the other ports.
+	GossipPort uint32
 	// MaxClients bounds concurrent client runs; zero means 8.
 	MaxClients int
 	// ReconnectMin and ReconnectMax bound the reconnect backoff; zero means
@@ -167,6 +176,12 @@ func (c *Config) validatePorts() error {
 		{"qperf port (--qperf-port)", c.Ports.Qperf},
 		{"qperf data port (--qperf-data-port)", c.Ports.QperfData},
 	}
+	if c.GossipPort != 0 {
+		ports = append(ports, struct {
+			name string
+			port uint32
+		}{"gossip port (--gossip-port)", c.GossipPort})
+	}
 	for i, p := range ports {
 		if p.port > 65535 {
 			return fmt.Errorf("%s %d is not a port: want 1..65535", p.name, p.port)
@@ -198,6 +213,7 @@ type Agent struct {
 	clients chan struct{} // semaphore of MaxClients
 	targets *targets
 	spool   *spool.Spool
+	gossip  *gossip.Gossip // nil: no gossip
 
 	// runs are the client runs in progress: they outlive the session that
 	// ordered them, and Run waits for them.
@@ -264,6 +280,20 @@ func Run(ctx context.Context, cfg Config) error {
 	// life would hold its port, and its test is over for the coordinator.
 	if orphans := a.servers.Reclaim(ctx); len(orphans) > 0 {
 		a.log.Warn("killed test servers left running by the agent's previous life", "count", len(orphans), "state_dir", cfg.StateDir)
+	}
+	if cfg.GossipPort != 0 {
+		g, err := gossip.New(gossip.Config{NodeName: cfg.NodeName, BindAddr: cfg.HostIP, BindPort: int(cfg.GossipPort), Logger: log.With("component", "gossip")})
+		if err != nil {
+			a.log.Warn("gossip off: the agent measures without it, and the coordinator gets no gossip view from it", "err", err)
+		} else {
+			a.gossip = g
+			defer func() { // when Run returns: its sessions have ended
+				if err := g.Close(); err != nil {
+					a.log.Warn("leave the gossip pool", "err", err)
+				}
+			}()
+			a.log.Info("gossip started", "addr", g.Addr())
+		}
 	}
 	if !cfg.PodIP.IsValid() {
 		a.log.Warn("no pod network (--pod-ip, --pod-netns): tests on pod and service paths from or to this node will fail as invalid")

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/agent/gossip"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/version"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -53,6 +56,9 @@ func (a *Agent) register(ctx context.Context) *agentv1.Register {
 	}
 	if a.cfg.ServiceIP.IsValid() {
 		reg.ServiceIp = a.cfg.ServiceIP.String()
+	}
+	if a.gossip != nil {
+		reg.GossipPort = a.cfg.GossipPort
 	}
 	return reg
 }
@@ -122,6 +128,18 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 		defer wg.Done()
 		a.sendLoop(ctx, stream, backlog, ob.ch, interval, cancel)
 	}()
+	if seeds := pickSeeds(reg.GetGossipSeeds()); a.gossip != nil && len(seeds) > 0 {
+		wg.Add(1)
+		go func() { // owner: session; bounded by ctx (and memberlist's TCP timeout)
+			defer wg.Done()
+			n, err := a.gossip.Join(ctx, seeds)
+			if err != nil {
+				a.log.Warn("join the gossip pool; the agent measures without it meanwhile", "seeds", seeds, "err", err)
+				return
+			}
+			a.log.Info("joined the gossip pool", "seeds", seeds, "answered", n)
+		}()
+	}
 	watchdog := time.AfterFunc(timeout, func() { cancel(errCoordinatorSilent) })
 	defer watchdog.Stop()
 
@@ -223,16 +241,30 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 		}
 		a.log.Info("result sent", "test_id", r.GetTestId(), "status", r.GetStatus(), "resent", true)
 	}
+	var changes <-chan struct{} // nil without gossip: never ready
+	if a.gossip != nil {
+		changes = a.gossip.Changes()
+		if err := stream.Send(a.gossipView()); err != nil {
+			cancel(fmt.Errorf("send: %w", err))
+			return
+		}
+	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for {
+	for beats := 1; ; {
 		var m *agentv1.ConnectRequest
 		select {
 		case <-ctx.Done():
 			return
 		case m = <-out:
+		case <-changes:
+			m = a.gossipView()
 		case <-tick.C:
 			m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}
+			if a.gossip != nil && beats%gossipViewEvery == 0 {
+				m = a.gossipView() // any message shows the agent alive
+			}
+			beats++
 		}
 		if err := stream.Send(m); err != nil {
 			cancel(fmt.Errorf("send: %w", err))
@@ -242,4 +274,45 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 			a.log.Info("result sent", "test_id", r.GetTestId(), "status", r.GetStatus(), "resent", false)
 		}
 	}
+}
+
+// gossipViewEvery is how many heartbeat periods may pass without a gossip
+// view: changes memberlist signals none of (a suspicion) reach the
+// coordinator at least that often.
+const gossipViewEvery = 5
+
+// maxSeeds is how many of the coordinator's seeds an agent joins through:
+// one that answers is enough, and each is a full state exchange.
+const maxSeeds = 3
+
+// pickSeeds returns up to maxSeeds of seeds, chosen at random.
+func pickSeeds(seeds []string) []string {
+	seeds = slices.Clone(seeds)
+	rand.Shuffle(len(seeds), func(i, j int) { seeds[i], seeds[j] = seeds[j], seeds[i] })
+	return seeds[:min(len(seeds), maxSeeds)]
+}
+
+// gossipView is the agent's view of the gossip pool as a message.
+func (a *Agent) gossipView() *agentv1.ConnectRequest {
+	members := a.gossip.Members()
+	v := &agentv1.GossipView{Members: make([]*agentv1.GossipMember, 0, len(members))}
+	for _, m := range members {
+		v.Members = append(v.Members, &agentv1.GossipMember{NodeName: m.Name, State: gossipState(m.State), Address: m.Addr.String()})
+	}
+	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_GossipView{GossipView: v}}
+}
+
+// gossipState maps a member's state to the protocol's.
+func gossipState(s gossip.State) agentv1.GossipState {
+	switch s {
+	case gossip.StateAlive:
+		return agentv1.GossipState_GOSSIP_STATE_ALIVE
+	case gossip.StateSuspect:
+		return agentv1.GossipState_GOSSIP_STATE_SUSPECT
+	case gossip.StateDead:
+		return agentv1.GossipState_GOSSIP_STATE_DEAD
+	case gossip.StateLeft:
+		return agentv1.GossipState_GOSSIP_STATE_LEFT
+	}
+	return agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
 }

@@ -61,6 +61,10 @@ type Config struct {
 	// rolled up per pair per hour (coordinator/retention); zero keeps
 	// everything.
 	Retention time.Duration
+	// PartitionGrace is how long the coordinator and the agents' gossip
+	// must disagree on a node before it is reported as a partition; zero
+	// means one minute, a negative value at once.
+	PartitionGrace time.Duration
 	// MetricsPerPair adds one series per node pair to /metrics
 	// (O(nodes²) series); false means per-node aggregates only.
 	MetricsPerPair bool
@@ -91,7 +95,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	reg, err := registry.New(ctx, registry.Config{
-		Recorder: st, Version: version.Version, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log,
+		Recorder: st, Version: version.Version, HeartbeatInterval: cfg.HeartbeatInterval, PartitionGrace: cfg.PartitionGrace, Logger: log,
 	})
 	if err != nil {
 		return err

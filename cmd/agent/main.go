@@ -93,6 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.Uint32Var(&cfg.Ports.Iperf3, "iperf3-port", 5201, "iperf3 server port")
 	f.Uint32Var(&cfg.Ports.Qperf, "qperf-port", 19765, "qperf listen port")
 	f.Uint32Var(&cfg.Ports.QperfData, "qperf-data-port", 19766, "qperf data port")
+	f.Uint32Var(&cfg.GossipPort, "gossip-port", 7946, "UDP and TCP port of the agent's memberlist gossip on its host IP (0: no gossip)")
 	f.StringVar(&cfg.StateDir, "state-dir", "", `directory where the agent records its running test servers, to kill those a crash left at its next start; "" for none (default /run/meshperf/agent-NODE)`)
 	f.StringSliceVar(&allow, "allow-target", nil, "extra CIDR that tests may target besides registered endpoints (repeatable)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")

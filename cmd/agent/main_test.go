@@ -36,6 +36,9 @@ func TestRunFlags(t *testing.T) {
 			[]string{"--http-port", "--qperf-port", "7003"}},
 		{"HTTP port = qperf data port", []string{"--http-port", "7004", "--qperf-data-port", "7004"},
 			[]string{"--http-port", "--qperf-data-port", "7004"}},
+		{"gossip port above 65535", []string{"--gossip-port", "65536"}, []string{"--gossip-port", "65536"}},
+		{"gossip port = HTTP port", []string{"--http-port", "7005", "--gossip-port", "7005"}, []string{"--gossip-port", "--http-port", "7005"}},
+		{"gossip off", []string{"--gossip-port", "0"}, nil},
 		{"unspecified host IP", []string{"--host-ip", "0.0.0.0"}, []string{"--host-ip", `"0.0.0.0"`, "unspecified"}},
 		{"unspecified IPv6 host IP", []string{"--host-ip", "::"}, []string{"--host-ip", `"::"`}},
 		{"multicast host IP", []string{"--host-ip", "224.0.0.1"}, []string{"--host-ip", "224.0.0.1", "multicast"}},
@@ -52,7 +55,7 @@ func TestRunFlags(t *testing.T) {
 			port := func() string { return fmt.Sprint(testnet.FreePort(t)) }
 			args := []string{
 				"--coordinator", "unix://" + filepath.Join(t.TempDir(), "none.sock"), "--node", "node-1", "--host-ip", "127.0.0.1",
-				"--http-port", port(), "--iperf3-port", port(), "--qperf-port", port(), "--qperf-data-port", port(),
+				"--http-port", port(), "--iperf3-port", port(), "--qperf-port", port(), "--qperf-data-port", port(), "--gossip-port", port(),
 			}
 			args = append(args, tt.args...) // a repeated flag: the last one counts
 			ctx, cancel := context.WithCancel(context.Background())

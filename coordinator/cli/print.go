@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -329,7 +330,7 @@ func newAgentsCommand(o *options) *cobra.Command {
 				return o.printJSON(resp)
 			}
 			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tSTATE\tCONNECTED\tHOST IP\tPOD IP\tSERVICE IP\tVERSION\tLAST SEEN\tTOOLS")
+			fmt.Fprintln(tw, "NODE\tSTATE\tGOSSIP\tCONNECTED\tHOST IP\tPOD IP\tSERVICE IP\tVERSION\tLAST SEEN\tTOOLS")
 			for _, a := range resp.GetAgents() {
 				ips := map[measurev1.Network]string{}
 				for _, ad := range a.GetAddresses() {
@@ -343,13 +344,29 @@ func newAgentsCommand(o *options) *cobra.Command {
 					}
 					tools = append(tools, v)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), nodeStateName(a.GetState()), a.GetConnected(),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), nodeStateName(a.GetState()), gossipStateName(a.GetGossipState()), a.GetConnected(),
 					dash(ips[measurev1.Network_NETWORK_HOST]), dash(ips[measurev1.Network_NETWORK_POD]), dash(a.GetServiceIp()),
 					a.GetAgentVersion(), a.GetLastSeenTime().AsTime().Local().Format(time.DateTime), strings.Join(tools, "; "))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, a := range resp.GetAgents() {
+				if p := a.GetPartition(); p != "" {
+					fmt.Fprintf(o.stdout, "partition: %s: %s\n", a.GetNodeName(), p)
+				}
+			}
+			return nil
 		},
 	}
+}
+
+// gossipStateName is a gossip state in lower case, "-" for none.
+func gossipStateName(s agentv1.GossipState) string {
+	if s == agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED {
+		return "-"
+	}
+	return strings.ToLower(strings.TrimPrefix(s.String(), "GOSSIP_STATE_"))
 }
 
 func dash(s string) string {

@@ -24,6 +24,9 @@ func newServeCommand(o *options) *cobra.Command {
 				return err
 			}
 			cfg.Logger = log
+			if cfg.PartitionGrace == 0 { // the flag's 0 is "at once"; the Config's is the default
+				cfg.PartitionGrace = -1
+			}
 			if cfg.Monitor, err = monitor.Load(configPath); err != nil {
 				return err
 			}
@@ -40,5 +43,7 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&configPath, "config", "", "config file (YAML) with the continuous schedules; see coordinator/monitor (none: on-demand runs only)")
 	f.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "keep raw results and runs this long, then roll results up per pair per hour (0: keep everything)")
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "agent heartbeat period; an agent silent for 10 periods is dropped")
+	f.DurationVar(&cfg.PartitionGrace, "partition-grace", time.Minute,
+		"how long the coordinator and the agents' gossip must disagree on a node before it is reported as a partition (0: at once)")
 	return cmd
 }

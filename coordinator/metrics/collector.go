@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -23,6 +24,10 @@ var (
 		"Agents with a live session to the coordinator.", nil, nil)
 	agentsKnownDesc = prometheus.NewDesc("meshperf_agents_known",
 		"Agents that ever registered, connected or not.", nil, nil)
+	gossipDeadDesc = prometheus.NewDesc("meshperf_agents_gossip_dead",
+		"Nodes that the agents' gossip declares dead or left (their tests fail as agent_unavailable).", nil, nil)
+	partitionsDesc = prometheus.NewDesc("meshperf_gossip_partitions",
+		"Nodes on which the coordinator and the agents' gossip disagree for longer than the partition grace.", nil, nil)
 	storeSizeDesc = prometheus.NewDesc("meshperf_store_size_bytes",
 		"Size of the coordinator's bbolt file, in bytes.", nil, nil)
 )
@@ -41,6 +46,8 @@ var _ prometheus.Collector = (*scrapeCollector)(nil)
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- agentsConnectedDesc
 	ch <- agentsKnownDesc
+	ch <- gossipDeadDesc
+	ch <- partitionsDesc
 	ch <- storeSizeDesc
 }
 
@@ -50,14 +57,23 @@ func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.agents != nil {
 		agents := c.agents.Agents()
-		connected := 0
+		connected, dead, partitions := 0, 0, 0
 		for _, a := range agents {
 			if a.GetConnected() {
 				connected++
 			}
+			switch a.GetGossipState() {
+			case agentv1.GossipState_GOSSIP_STATE_DEAD, agentv1.GossipState_GOSSIP_STATE_LEFT:
+				dead++
+			}
+			if a.GetPartition() != "" {
+				partitions++
+			}
 		}
 		ch <- prometheus.MustNewConstMetric(agentsConnectedDesc, prometheus.GaugeValue, float64(connected))
 		ch <- prometheus.MustNewConstMetric(agentsKnownDesc, prometheus.GaugeValue, float64(len(agents)))
+		ch <- prometheus.MustNewConstMetric(gossipDeadDesc, prometheus.GaugeValue, float64(dead))
+		ch <- prometheus.MustNewConstMetric(partitionsDesc, prometheus.GaugeValue, float64(partitions))
 	}
 	if c.storePath != "" {
 		fi, err := os.Stat(c.storePath)

@@ -41,6 +41,8 @@
 //
 //	meshperf_agents_connected          gauge: agents with a live session
 //	meshperf_agents_known              gauge: agents that ever registered
+//	meshperf_agents_gossip_dead        gauge: nodes the agents' gossip declares dead or left
+//	meshperf_gossip_partitions         gauge: nodes on which the coordinator and gossip disagree
 //	meshperf_runs_active               gauge: runs in progress
 //	meshperf_runs_total{state}         counter: ended runs by final state
 //	meshperf_results_ingested_total    counter: results recorded; rate() is the ingest rate

@@ -27,6 +27,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/testnet"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -411,6 +412,44 @@ func (f *fakeAgents) set(known, connected int) {
 	f.agents = nil
 	for i := range known {
 		f.agents = append(f.agents, &meshv1.Agent{NodeName: fmt.Sprintf("node-%d", i), Connected: i < connected})
+	}
+}
+
+func TestGossipGauges(t *testing.T) {
+	ctx := testnet.Ctx(t, 30*time.Second)
+	agents := &fakeAgents{}
+	m, err := metrics.New(metrics.Config{Agents: agents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := serve(t, m)
+	alive, dead, left := agentv1.GossipState_GOSSIP_STATE_ALIVE, agentv1.GossipState_GOSSIP_STATE_DEAD, agentv1.GossipState_GOSSIP_STATE_LEFT
+	for _, tt := range []struct {
+		name                     string
+		agents                   []*meshv1.Agent
+		wantDead, wantPartitions float64
+	}{
+		{"no gossip", []*meshv1.Agent{{NodeName: "a", Connected: true}}, 0, 0},
+		{"all alive", []*meshv1.Agent{{NodeName: "a", GossipState: alive}, {NodeName: "b", GossipState: alive}}, 0, 0},
+		{"dead, left and partitions", []*meshv1.Agent{
+			{NodeName: "a", Connected: true, GossipState: dead, Partition: "the coordinator is connected to a, but ..."},
+			{NodeName: "b", GossipState: left},
+			{NodeName: "c", GossipState: alive, Partition: "the coordinator lost c, but ..."},
+			{NodeName: "d", Connected: true, GossipState: alive},
+		}, 2, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			agents.mu.Lock()
+			agents.agents = tt.agents
+			agents.mu.Unlock()
+			fams := scrape(t, ctx, base)
+			if got, _ := value(fams, "meshperf_agents_gossip_dead", nil); got != tt.wantDead {
+				t.Errorf("meshperf_agents_gossip_dead = %v, want %v", got, tt.wantDead)
+			}
+			if got, _ := value(fams, "meshperf_gossip_partitions", nil); got != tt.wantPartitions {
+				t.Errorf("meshperf_gossip_partitions = %v, want %v", got, tt.wantPartitions)
+			}
+		})
 	}
 }
 

@@ -4,7 +4,11 @@
 // the same test ID, and tells every agent which endpoints exist. It sends
 // the agents ResultAcks for the client results the coordinator stored, and
 // passes client results nobody waits for (late, or sent again after a
-// reconnect) to a LateHandler.
+// reconnect) to a LateHandler. It also keeps the agents' gossip views
+// (coordinator/membership): it gives each registering agent the gossip
+// addresses of the others as seeds, reports per node what gossip says of
+// it and any partition between gossip and the sessions, and marks a node
+// that gossip declares dead unavailable.
 package registry
 
 import (
@@ -22,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/coordinator/membership"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -76,6 +81,10 @@ type Config struct {
 	// DepartAfter is how long a node whose agent is gone stays in meshes
 	// (its tests failing as agent_unavailable); zero means 1 h.
 	DepartAfter time.Duration
+	// PartitionGrace is how long the coordinator and gossip must disagree
+	// on a node before it is reported as a partition; zero means
+	// membership.DefaultGrace (1 min), a negative value no grace.
+	PartitionGrace time.Duration
 	// Logger receives session events; nil means discard.
 	Logger *slog.Logger
 }
@@ -89,13 +98,17 @@ type Node struct {
 	HostIP, PodIP netip.Addr
 	// ServiceIP is the ClusterIP fronting the node's pod; invalid if none.
 	ServiceIP netip.Addr
+	// GossipPort is the agent's gossip port on HostIP; zero if it does not
+	// gossip.
+	GossipPort uint16
 }
 
 // Registry holds the sessions of connected agents and the last known
 // registration of every agent. It is safe for concurrent use.
 type Registry struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	gossip *membership.Tracker // views of connected agents only
 
 	mu       sync.Mutex
 	closed   bool                     // set by Shutdown
@@ -139,7 +152,8 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
 	}
-	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, known: map[string]*meshv1.Agent{}}
+	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, known: map[string]*meshv1.Agent{},
+		gossip: membership.New(membership.Config{Grace: cfg.PartitionGrace, Logger: log})}
 	for _, a := range agents {
 		a.Connected = false
 		r.known[a.GetNodeName()] = a
@@ -147,8 +161,10 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	return r, nil
 }
 
-// Agents returns every known agent, sorted by node name.
+// Agents returns every known agent, sorted by node name, with what gossip
+// says of it and the partition, if any.
 func (r *Registry) Agents() []*meshv1.Agent {
+	gossip := r.evaluateGossip()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]*meshv1.Agent, 0, len(r.known))
@@ -158,7 +174,9 @@ func (r *Registry) Agents() []*meshv1.Agent {
 		if s, ok := r.sessions[name]; ok {
 			a.LastSeenTime = timestamppb.New(s.lastSeen())
 		}
-		a.State = r.state(a, now)
+		g := gossip[name]
+		a.GossipState, a.GossipAliveBy, a.GossipDeadBy, a.Partition = g.State, g.AliveBy, g.DeadBy, g.Partition
+		a.State = r.state(a, now, g.Gone())
 		out = append(out, a)
 	}
 	slices.SortFunc(out, func(a, b *meshv1.Agent) int { return cmpString(a.GetNodeName(), b.GetNodeName()) })
@@ -168,12 +186,15 @@ func (r *Registry) Agents() []*meshv1.Agent {
 // ErrUnknownNode means no agent ever registered under that node name.
 var ErrUnknownNode = errors.New("unknown node")
 
-// state is where a known node stands; caller holds r.mu.
-func (r *Registry) state(a *meshv1.Agent, now time.Time) meshv1.NodeState {
+// state is where a known node stands; gossipGone says that gossip
+// declares it dead or left. Caller holds r.mu.
+func (r *Registry) state(a *meshv1.Agent, now time.Time, gossipGone bool) meshv1.NodeState {
 	s, connected := r.sessions[a.GetNodeName()]
 	switch {
 	case connected && a.GetMaintenance():
 		return meshv1.NodeState_NODE_STATE_MAINTENANCE
+	case connected && gossipGone:
+		return meshv1.NodeState_NODE_STATE_UNAVAILABLE
 	case connected && !s.node.PodIP.IsValid():
 		return meshv1.NodeState_NODE_STATE_PENDING
 	case connected:
@@ -197,7 +218,7 @@ func (r *Registry) Known() (mesh, targetable []string) {
 	defer r.mu.Unlock()
 	now := time.Now()
 	for name, a := range r.known {
-		switch r.state(a, now) {
+		switch r.state(a, now, false) { // gossip only turns a mesh node unavailable: still in meshes
 		case meshv1.NodeState_NODE_STATE_DEPARTED:
 		case meshv1.NodeState_NODE_STATE_MAINTENANCE:
 			targetable = append(targetable, name)
@@ -219,7 +240,7 @@ func (r *Registry) SetMaintenance(ctx context.Context, name string, on bool) (*m
 	if ok {
 		a.Maintenance = on
 		a = cloneAgent(a)
-		a.State = r.state(a, time.Now())
+		a.State = r.state(a, time.Now(), r.gossip.Verdict(name).Gone())
 	}
 	r.mu.Unlock()
 	if !ok {
@@ -373,6 +394,8 @@ func (r *Registry) detach(ctx context.Context, s *session) {
 		r.persist(ctx, a)
 	}
 	if current {
+		r.gossip.Drop(s.node.Name)
+		r.evaluateGossip()
 		r.announceEndpoints()
 	}
 }
@@ -486,6 +509,10 @@ func validateRegister(reg *agentv1.Register) (Node, error) {
 		}
 		n.ServiceIP = ip
 	}
+	if p := reg.GetGossipPort(); p > 65535 {
+		return bad("gossip_port %d is not a port", p)
+	}
+	n.GossipPort = uint16(reg.GetGossipPort())
 	if len(reg.GetTools()) > maxTools {
 		return bad("%d tools, at most %d", len(reg.GetTools()), maxTools)
 	}

@@ -290,6 +290,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		CoordinatorVersion: r.cfg.Version,
 		HeartbeatInterval:  durationpb.New(r.cfg.HeartbeatInterval),
 		HeartbeatTimeout:   durationpb.New(r.cfg.HeartbeatTimeout),
+		GossipSeeds:        r.gossipSeeds(node.Name),
 	}}})
 	if err != nil {
 		err = fmt.Errorf("send registered: %w", err)
@@ -298,7 +299,8 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		return err
 	}
 	log := r.log.With("node", node.Name)
-	log.Info("agent registered", "version", reg.GetAgentVersion(), "host_ip", node.HostIP, "pod_ip", node.PodIP, "service_ip", node.ServiceIP)
+	log.Info("agent registered", "version", reg.GetAgentVersion(), "host_ip", node.HostIP, "pod_ip", node.PodIP, "service_ip", node.ServiceIP,
+		"gossip_port", node.GossipPort)
 	lateDone := make(chan struct{})
 	go func() { // owner: Serve; ends with the session (s.done)
 		defer close(lateDone)
@@ -366,6 +368,11 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 			s.touch(time.Now())
 			if wr := m.GetWorkResult(); wr != nil && !s.deliver(wr) {
 				r.unclaimed(s, wr)
+			}
+			if gv := m.GetGossipView(); gv != nil {
+				if err := r.gossipView(s, gv); err != nil {
+					r.log.Warn("gossip view refused", "node", s.node.Name, "err", err)
+				}
 			}
 		case <-watchdog.C:
 			silent := time.Since(time.Unix(0, lastRecv.Load()))

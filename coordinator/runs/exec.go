@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -164,6 +165,12 @@ func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.Plan
 			Spec: pt.GetSpec(), Status: status, Message: fmt.Sprintf(format, args...),
 			StartTime: timestamppb.New(start), Elapsed: durationpb.New(time.Since(start)),
 		}}, false
+	}
+	for _, n := range []struct{ role, name string }{{"source", pt.GetSrcNode()}, {"destination", pt.GetDstNode()}} {
+		if deadBy, gone := m.cfg.Agents.GossipGone(n.name); gone {
+			return fail(measurev1.Status_STATUS_AGENT_UNAVAILABLE, "%s node %q: gossip declares it dead (the gossip of %s); no work sent to it",
+				n.role, n.name, strings.Join(deadBy, ", "))
+		}
 	}
 	src, ok := m.cfg.Agents.Node(pt.GetSrcNode())
 	if !ok {

@@ -34,6 +34,9 @@ type Agents interface {
 	Known() (mesh, targetable []string)
 	// Node returns a connected node.
 	Node(name string) (registry.Node, bool)
+	// GossipGone reports whether the agents' gossip declares a node dead
+	// or left, and which agents do; such a node gets no work.
+	GossipGone(node string) (deadBy []string, gone bool)
 	// Dispatch sends work to a node's agent and waits for the answer.
 	Dispatch(ctx context.Context, node string, w *agentv1.Work) (*agentv1.WorkResult, error)
 	// Ack tells a node's agent, without blocking, that the answers to its
@@ -264,9 +267,9 @@ func (m *Manager) Close() {
 }
 
 // Trigger plans spec over every known node, stores the run and starts it.
-// A node whose agent is not connected stays in the plan: its tests end
-// with STATUS_AGENT_UNAVAILABLE, so a lost agent shows as a failure rather
-// than vanishing from the mesh. Errors wrap schedule.ErrInvalid or
+// A node whose agent is not connected, or that gossip declares dead, stays
+// in the plan: its tests end at once with STATUS_AGENT_UNAVAILABLE, so a
+// lost agent shows as a failure rather than vanishing from the mesh. Errors wrap schedule.ErrInvalid or
 // schedule.ErrNoPairs.
 func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measurev1.Run, error) {
 	mesh, targetable := m.cfg.Agents.Known()

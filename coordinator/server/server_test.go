@@ -40,13 +40,23 @@ const heartbeat = 50 * time.Millisecond
 
 func start(t *testing.T) *coordinator {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith is start with the registry's Config changed by edit, if set.
+func startWith(t *testing.T, edit func(*registry.Config)) *coordinator {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(ctx, registry.Config{Recorder: st, HeartbeatInterval: heartbeat})
+	rc := registry.Config{Recorder: st, HeartbeatInterval: heartbeat}
+	if edit != nil {
+		edit(&rc)
+	}
+	reg, err := registry.New(ctx, rc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +151,7 @@ func TestRegistrationRefused(t *testing.T) {
 		{"network", func(r *agentv1.Register) { r.Addresses[1].Network = 0 }, codes.InvalidArgument, "addresses[1].network"},
 		{"no host address", func(r *agentv1.Register) { r.Addresses = r.Addresses[1:] }, codes.InvalidArgument, "no host address"},
 		{"service ip", func(r *agentv1.Register) { r.ServiceIp = "x" }, codes.InvalidArgument, `service_ip: "x" is not an IP address`},
+		{"gossip port", func(r *agentv1.Register) { r.GossipPort = 70000 }, codes.InvalidArgument, "gossip_port 70000 is not a port"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -48,6 +48,9 @@ type Config struct {
 	// CoordinatorArgs are extra arguments of `coordinator serve`, e.g.
 	// ["--config", "monitor.yaml"].
 	CoordinatorArgs []string
+	// PartitionGrace is passed to the coordinator (--partition-grace); zero
+	// means its default.
+	PartitionGrace time.Duration
 	// Logger receives process events; nil means discard.
 	Logger *slog.Logger
 }
@@ -138,6 +141,9 @@ func (c *Cluster) StartCoordinator(ctx context.Context) error {
 		args = append(args, "--heartbeat-interval", c.cfg.HeartbeatInterval.String())
 	}
 	args = append(args, c.cfg.CoordinatorArgs...)
+	if c.cfg.PartitionGrace > 0 {
+		args = append(args, "--partition-grace", c.cfg.PartitionGrace.String())
+	}
 	p, err := c.spawn("coordinator", c.cfg.Lab.ControlPlane().HostNetNSPath, filepath.Join(c.cfg.BinDir, "coordinator"), args...)
 	if err != nil {
 		return err

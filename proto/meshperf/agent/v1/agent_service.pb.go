@@ -27,6 +27,70 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// GossipState is a member's state in the gossip pool.
+type GossipState int32
+
+const (
+	// GOSSIP_STATE_UNSPECIFIED: no gossip view of the member (in an agent's
+	// view, never sent).
+	GossipState_GOSSIP_STATE_UNSPECIFIED GossipState = 0
+	// GOSSIP_STATE_ALIVE: the member answers probes.
+	GossipState_GOSSIP_STATE_ALIVE GossipState = 1
+	// GOSSIP_STATE_SUSPECT: the member missed probes and is dead unless it
+	// refutes the suspicion in time.
+	GossipState_GOSSIP_STATE_SUSPECT GossipState = 2
+	// GOSSIP_STATE_DEAD: the pool declared the member dead.
+	GossipState_GOSSIP_STATE_DEAD GossipState = 3
+	// GOSSIP_STATE_LEFT: the member left the pool on purpose (its agent
+	// stopped cleanly).
+	GossipState_GOSSIP_STATE_LEFT GossipState = 4
+)
+
+// Enum value maps for GossipState.
+var (
+	GossipState_name = map[int32]string{
+		0: "GOSSIP_STATE_UNSPECIFIED",
+		1: "GOSSIP_STATE_ALIVE",
+		2: "GOSSIP_STATE_SUSPECT",
+		3: "GOSSIP_STATE_DEAD",
+		4: "GOSSIP_STATE_LEFT",
+	}
+	GossipState_value = map[string]int32{
+		"GOSSIP_STATE_UNSPECIFIED": 0,
+		"GOSSIP_STATE_ALIVE":       1,
+		"GOSSIP_STATE_SUSPECT":     2,
+		"GOSSIP_STATE_DEAD":        3,
+		"GOSSIP_STATE_LEFT":        4,
+	}
+)
+
+func (x GossipState) Enum() *GossipState {
+	p := new(GossipState)
+	*p = x
+	return p
+}
+
+func (x GossipState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GossipState) Descriptor() protoreflect.EnumDescriptor {
+	return file_meshperf_agent_v1_agent_service_proto_enumTypes[0].Descriptor()
+}
+
+func (GossipState) Type() protoreflect.EnumType {
+	return &file_meshperf_agent_v1_agent_service_proto_enumTypes[0]
+}
+
+func (x GossipState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GossipState.Descriptor instead.
+func (GossipState) EnumDescriptor() ([]byte, []int) {
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{0}
+}
+
 // ConnectRequest is a message from the agent.
 type ConnectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -37,6 +101,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Register
 	//	*ConnectRequest_Heartbeat
 	//	*ConnectRequest_WorkResult
+	//	*ConnectRequest_GossipView
 	Msg           isConnectRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -106,6 +171,15 @@ func (x *ConnectRequest) GetWorkResult() *WorkResult {
 	return nil
 }
 
+func (x *ConnectRequest) GetGossipView() *GossipView {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectRequest_GossipView); ok {
+			return x.GossipView
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Msg interface {
 	isConnectRequest_Msg()
 }
@@ -125,11 +199,19 @@ type ConnectRequest_WorkResult struct {
 	WorkResult *WorkResult `protobuf:"bytes,3,opt,name=work_result,json=workResult,proto3,oneof"`
 }
 
+type ConnectRequest_GossipView struct {
+	// gossip_view is the agent's view of the gossip pool, sent after
+	// registering, on every change and at least every few heartbeats.
+	GossipView *GossipView `protobuf:"bytes,4,opt,name=gossip_view,json=gossipView,proto3,oneof"`
+}
+
 func (*ConnectRequest_Register) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_Heartbeat) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_WorkResult) isConnectRequest_Msg() {}
+
+func (*ConnectRequest_GossipView) isConnectRequest_Msg() {}
 
 // ConnectResponse is a message from the coordinator.
 type ConnectResponse struct {
@@ -335,7 +417,10 @@ type Register struct {
 	// service_ip is the ClusterIP that fronts this node's pod endpoint, if any.
 	ServiceIp string `protobuf:"bytes,5,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
 	// tools are the tools the agent found, with their versions.
-	Tools         []*ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	// gossip_port is the UDP and TCP port of the agent's memberlist on its
+	// host IP; 0 means the agent does not gossip.
+	GossipPort    uint32 `protobuf:"varint,7,opt,name=gossip_port,json=gossipPort,proto3" json:"gossip_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -410,6 +495,13 @@ func (x *Register) GetTools() []*ToolInfo {
 		return x.Tools
 	}
 	return nil
+}
+
+func (x *Register) GetGossipPort() uint32 {
+	if x != nil {
+		return x.GossipPort
+	}
+	return 0
 }
 
 // NetworkAddress is a node's IP on one network.
@@ -541,8 +633,12 @@ type Registered struct {
 	// heartbeat_timeout is how long a side waits for any message before it
 	// considers the peer dead.
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// gossip_seeds are the gossip addresses ("host_ip:port") of the other
+	// connected agents that gossip: the agent joins the pool through them.
+	// Empty when the agent does not gossip or is the first to.
+	GossipSeeds   []string `protobuf:"bytes,4,rep,name=gossip_seeds,json=gossipSeeds,proto3" json:"gossip_seeds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Registered) Reset() {
@@ -596,6 +692,124 @@ func (x *Registered) GetHeartbeatTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *Registered) GetGossipSeeds() []string {
+	if x != nil {
+		return x.GossipSeeds
+	}
+	return nil
+}
+
+// GossipView is what an agent's memberlist knows of the pool: every member
+// it heard of, itself included, with its last state.
+type GossipView struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// members are the members, by node name.
+	Members       []*GossipMember `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GossipView) Reset() {
+	*x = GossipView{}
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GossipView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GossipView) ProtoMessage() {}
+
+func (x *GossipView) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GossipView.ProtoReflect.Descriptor instead.
+func (*GossipView) Descriptor() ([]byte, []int) {
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GossipView) GetMembers() []*GossipMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// GossipMember is one member of the gossip pool as an agent sees it.
+type GossipMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_name is the member's node name.
+	NodeName string `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// state is the member's last known state.
+	State GossipState `protobuf:"varint,2,opt,name=state,proto3,enum=meshperf.agent.v1.GossipState" json:"state,omitempty"`
+	// address is the member's gossip address, "ip:port".
+	Address       string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GossipMember) Reset() {
+	*x = GossipMember{}
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GossipMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GossipMember) ProtoMessage() {}
+
+func (x *GossipMember) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GossipMember.ProtoReflect.Descriptor instead.
+func (*GossipMember) Descriptor() ([]byte, []int) {
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GossipMember) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *GossipMember) GetState() GossipState {
+	if x != nil {
+		return x.State
+	}
+	return GossipState_GOSSIP_STATE_UNSPECIFIED
+}
+
+func (x *GossipMember) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 // Heartbeat shows that its sender is alive.
 type Heartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -607,7 +821,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +833,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +846,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{7}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Heartbeat) GetSendTime() *timestamppb.Timestamp {
@@ -653,7 +867,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +879,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +892,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{8}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Endpoints) GetNodes() []*NodeEndpoint {
@@ -703,7 +917,7 @@ type NodeEndpoint struct {
 
 func (x *NodeEndpoint) Reset() {
 	*x = NodeEndpoint{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +929,7 @@ func (x *NodeEndpoint) String() string {
 func (*NodeEndpoint) ProtoMessage() {}
 
 func (x *NodeEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +942,7 @@ func (x *NodeEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEndpoint.ProtoReflect.Descriptor instead.
 func (*NodeEndpoint) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{9}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NodeEndpoint) GetNodeName() string {
@@ -773,7 +987,7 @@ type Work struct {
 
 func (x *Work) Reset() {
 	*x = Work{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +999,7 @@ func (x *Work) String() string {
 func (*Work) ProtoMessage() {}
 
 func (x *Work) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +1012,7 @@ func (x *Work) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Work.ProtoReflect.Descriptor instead.
 func (*Work) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Work) GetTestId() string {
@@ -888,7 +1102,7 @@ type StartServer struct {
 
 func (x *StartServer) Reset() {
 	*x = StartServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1114,7 @@ func (x *StartServer) String() string {
 func (*StartServer) ProtoMessage() {}
 
 func (x *StartServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1127,7 @@ func (x *StartServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServer.ProtoReflect.Descriptor instead.
 func (*StartServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StartServer) GetTool() v1.Tool {
@@ -939,7 +1153,7 @@ type StopServer struct {
 
 func (x *StopServer) Reset() {
 	*x = StopServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1165,7 @@ func (x *StopServer) String() string {
 func (*StopServer) ProtoMessage() {}
 
 func (x *StopServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1178,7 @@ func (x *StopServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServer.ProtoReflect.Descriptor instead.
 func (*StopServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
 }
 
 // RunClient runs a test's client in one network of the agent's node.
@@ -986,7 +1200,7 @@ type RunClient struct {
 
 func (x *RunClient) Reset() {
 	*x = RunClient{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1212,7 @@ func (x *RunClient) String() string {
 func (*RunClient) ProtoMessage() {}
 
 func (x *RunClient) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1225,7 @@ func (x *RunClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunClient.ProtoReflect.Descriptor instead.
 func (*RunClient) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunClient) GetSpec() *v1.TestSpec {
@@ -1073,7 +1287,7 @@ type WorkResult struct {
 
 func (x *WorkResult) Reset() {
 	*x = WorkResult{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1299,7 @@ func (x *WorkResult) String() string {
 func (*WorkResult) ProtoMessage() {}
 
 func (x *WorkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1312,7 @@ func (x *WorkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResult.ProtoReflect.Descriptor instead.
 func (*WorkResult) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WorkResult) GetTestId() string {
@@ -1196,7 +1410,7 @@ type ServerStarted struct {
 
 func (x *ServerStarted) Reset() {
 	*x = ServerStarted{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1422,7 @@ func (x *ServerStarted) String() string {
 func (*ServerStarted) ProtoMessage() {}
 
 func (x *ServerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1435,7 @@ func (x *ServerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStarted.ProtoReflect.Descriptor instead.
 func (*ServerStarted) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ServerStarted) GetPort() uint32 {
@@ -1257,7 +1471,7 @@ type ClientDone struct {
 
 func (x *ClientDone) Reset() {
 	*x = ClientDone{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1483,7 @@ func (x *ClientDone) String() string {
 func (*ClientDone) ProtoMessage() {}
 
 func (x *ClientDone) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1496,7 @@ func (x *ClientDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientDone.ProtoReflect.Descriptor instead.
 func (*ClientDone) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ClientDone) GetResults() []*v1.Result {
@@ -1301,7 +1515,7 @@ type ServerStopped struct {
 
 func (x *ServerStopped) Reset() {
 	*x = ServerStopped{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1527,7 @@ func (x *ServerStopped) String() string {
 func (*ServerStopped) ProtoMessage() {}
 
 func (x *ServerStopped) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,19 +1540,21 @@ func (x *ServerStopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStopped.ProtoReflect.Descriptor instead.
 func (*ServerStopped) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 var File_meshperf_agent_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"%meshperf/agent/v1/agent_service.proto\x12\x11meshperf.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\xd2\x01\n" +
+	"%meshperf/agent/v1/agent_service.proto\x12\x11meshperf.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\x94\x02\n" +
 	"\x0eConnectRequest\x129\n" +
 	"\bregister\x18\x01 \x01(\v2\x1b.meshperf.agent.v1.RegisterH\x00R\bregister\x12<\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1c.meshperf.agent.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
 	"\vwork_result\x18\x03 \x01(\v2\x1d.meshperf.agent.v1.WorkResultH\x00R\n" +
-	"workResultB\x05\n" +
+	"workResult\x12@\n" +
+	"\vgossip_view\x18\x04 \x01(\v2\x1d.meshperf.agent.v1.GossipViewH\x00R\n" +
+	"gossipViewB\x05\n" +
 	"\x03msg\"\xc3\x02\n" +
 	"\x0fConnectResponse\x12?\n" +
 	"\n" +
@@ -1351,7 +1567,7 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"result_ack\x18\x05 \x01(\v2\x1c.meshperf.agent.v1.ResultAckH\x00R\tresultAckB\x05\n" +
 	"\x03msg\"&\n" +
 	"\tResultAck\x12\x19\n" +
-	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\x8a\x02\n" +
+	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\xab\x02\n" +
 	"\bRegister\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x12)\n" +
@@ -1359,19 +1575,29 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\taddresses\x18\x04 \x03(\v2!.meshperf.agent.v1.NetworkAddressR\taddresses\x12\x1d\n" +
 	"\n" +
 	"service_ip\x18\x05 \x01(\tR\tserviceIp\x121\n" +
-	"\x05tools\x18\x06 \x03(\v2\x1b.meshperf.agent.v1.ToolInfoR\x05tools\"X\n" +
+	"\x05tools\x18\x06 \x03(\v2\x1b.meshperf.agent.v1.ToolInfoR\x05tools\x12\x1f\n" +
+	"\vgossip_port\x18\a \x01(\rR\n" +
+	"gossipPort\"X\n" +
 	"\x0eNetworkAddress\x126\n" +
 	"\anetwork\x18\x01 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\x12\x0e\n" +
 	"\x02ip\x18\x02 \x01(\tR\x02ip\"i\n" +
 	"\bToolInfo\x12-\n" +
 	"\x04tool\x18\x01 \x01(\x0e2\x19.meshperf.measure.v1.ToolR\x04tool\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xcf\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xf2\x01\n" +
 	"\n" +
 	"Registered\x12/\n" +
 	"\x13coordinator_version\x18\x01 \x01(\tR\x12coordinatorVersion\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12F\n" +
-	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"D\n" +
+	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x12!\n" +
+	"\fgossip_seeds\x18\x04 \x03(\tR\vgossipSeeds\"G\n" +
+	"\n" +
+	"GossipView\x129\n" +
+	"\amembers\x18\x01 \x03(\v2\x1f.meshperf.agent.v1.GossipMemberR\amembers\"{\n" +
+	"\fGossipMember\x12\x1b\n" +
+	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x124\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1e.meshperf.agent.v1.GossipStateR\x05state\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\"D\n" +
 	"\tHeartbeat\x127\n" +
 	"\tsend_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bsendTime\"B\n" +
 	"\tEndpoints\x125\n" +
@@ -1418,7 +1644,13 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"ClientDone\x125\n" +
 	"\aresults\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.ResultR\aresults\"\x0f\n" +
-	"\rServerStopped2d\n" +
+	"\rServerStopped*\x8b\x01\n" +
+	"\vGossipState\x12\x1c\n" +
+	"\x18GOSSIP_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12GOSSIP_STATE_ALIVE\x10\x01\x12\x18\n" +
+	"\x14GOSSIP_STATE_SUSPECT\x10\x02\x12\x15\n" +
+	"\x11GOSSIP_STATE_DEAD\x10\x03\x12\x15\n" +
+	"\x11GOSSIP_STATE_LEFT\x10\x042d\n" +
 	"\fAgentService\x12T\n" +
 	"\aConnect\x12!.meshperf.agent.v1.ConnectRequest\x1a\".meshperf.agent.v1.ConnectResponse(\x010\x01B>Z<github.com/meshperf/meshperf/proto/meshperf/agent/v1;agentv1b\x06proto3"
 
@@ -1434,72 +1666,79 @@ func file_meshperf_agent_v1_agent_service_proto_rawDescGZIP() []byte {
 	return file_meshperf_agent_v1_agent_service_proto_rawDescData
 }
 
-var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_meshperf_agent_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
-	(*ConnectRequest)(nil),        // 0: meshperf.agent.v1.ConnectRequest
-	(*ConnectResponse)(nil),       // 1: meshperf.agent.v1.ConnectResponse
-	(*ResultAck)(nil),             // 2: meshperf.agent.v1.ResultAck
-	(*Register)(nil),              // 3: meshperf.agent.v1.Register
-	(*NetworkAddress)(nil),        // 4: meshperf.agent.v1.NetworkAddress
-	(*ToolInfo)(nil),              // 5: meshperf.agent.v1.ToolInfo
-	(*Registered)(nil),            // 6: meshperf.agent.v1.Registered
-	(*Heartbeat)(nil),             // 7: meshperf.agent.v1.Heartbeat
-	(*Endpoints)(nil),             // 8: meshperf.agent.v1.Endpoints
-	(*NodeEndpoint)(nil),          // 9: meshperf.agent.v1.NodeEndpoint
-	(*Work)(nil),                  // 10: meshperf.agent.v1.Work
-	(*StartServer)(nil),           // 11: meshperf.agent.v1.StartServer
-	(*StopServer)(nil),            // 12: meshperf.agent.v1.StopServer
-	(*RunClient)(nil),             // 13: meshperf.agent.v1.RunClient
-	(*WorkResult)(nil),            // 14: meshperf.agent.v1.WorkResult
-	(*ServerStarted)(nil),         // 15: meshperf.agent.v1.ServerStarted
-	(*ClientDone)(nil),            // 16: meshperf.agent.v1.ClientDone
-	(*ServerStopped)(nil),         // 17: meshperf.agent.v1.ServerStopped
-	(v1.Network)(0),               // 18: meshperf.measure.v1.Network
-	(v1.Tool)(0),                  // 19: meshperf.measure.v1.Tool
-	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*v1.TestSpec)(nil),           // 22: meshperf.measure.v1.TestSpec
-	(v1.Status)(0),                // 23: meshperf.measure.v1.Status
-	(*v1.Result)(nil),             // 24: meshperf.measure.v1.Result
+	(GossipState)(0),              // 0: meshperf.agent.v1.GossipState
+	(*ConnectRequest)(nil),        // 1: meshperf.agent.v1.ConnectRequest
+	(*ConnectResponse)(nil),       // 2: meshperf.agent.v1.ConnectResponse
+	(*ResultAck)(nil),             // 3: meshperf.agent.v1.ResultAck
+	(*Register)(nil),              // 4: meshperf.agent.v1.Register
+	(*NetworkAddress)(nil),        // 5: meshperf.agent.v1.NetworkAddress
+	(*ToolInfo)(nil),              // 6: meshperf.agent.v1.ToolInfo
+	(*Registered)(nil),            // 7: meshperf.agent.v1.Registered
+	(*GossipView)(nil),            // 8: meshperf.agent.v1.GossipView
+	(*GossipMember)(nil),          // 9: meshperf.agent.v1.GossipMember
+	(*Heartbeat)(nil),             // 10: meshperf.agent.v1.Heartbeat
+	(*Endpoints)(nil),             // 11: meshperf.agent.v1.Endpoints
+	(*NodeEndpoint)(nil),          // 12: meshperf.agent.v1.NodeEndpoint
+	(*Work)(nil),                  // 13: meshperf.agent.v1.Work
+	(*StartServer)(nil),           // 14: meshperf.agent.v1.StartServer
+	(*StopServer)(nil),            // 15: meshperf.agent.v1.StopServer
+	(*RunClient)(nil),             // 16: meshperf.agent.v1.RunClient
+	(*WorkResult)(nil),            // 17: meshperf.agent.v1.WorkResult
+	(*ServerStarted)(nil),         // 18: meshperf.agent.v1.ServerStarted
+	(*ClientDone)(nil),            // 19: meshperf.agent.v1.ClientDone
+	(*ServerStopped)(nil),         // 20: meshperf.agent.v1.ServerStopped
+	(v1.Network)(0),               // 21: meshperf.measure.v1.Network
+	(v1.Tool)(0),                  // 22: meshperf.measure.v1.Tool
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*v1.TestSpec)(nil),           // 25: meshperf.measure.v1.TestSpec
+	(v1.Status)(0),                // 26: meshperf.measure.v1.Status
+	(*v1.Result)(nil),             // 27: meshperf.measure.v1.Result
 }
 var file_meshperf_agent_v1_agent_service_proto_depIdxs = []int32{
-	3,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
-	7,  // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	14, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
-	6,  // 3: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
-	7,  // 4: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	10, // 5: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
-	8,  // 6: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
-	2,  // 7: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
-	4,  // 8: meshperf.agent.v1.Register.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	5,  // 9: meshperf.agent.v1.Register.tools:type_name -> meshperf.agent.v1.ToolInfo
-	18, // 10: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
-	19, // 11: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
-	20, // 12: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
-	20, // 13: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
-	21, // 14: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
-	9,  // 15: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
-	4,  // 16: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	21, // 17: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
-	11, // 18: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
-	13, // 19: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
-	12, // 20: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
-	19, // 21: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
-	18, // 22: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
-	22, // 23: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
-	18, // 24: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
-	23, // 25: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
-	15, // 26: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
-	16, // 27: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
-	17, // 28: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
-	24, // 29: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
-	0,  // 30: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
-	1,  // 31: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
-	31, // [31:32] is the sub-list for method output_type
-	30, // [30:31] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	4,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
+	10, // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
+	17, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
+	8,  // 3: meshperf.agent.v1.ConnectRequest.gossip_view:type_name -> meshperf.agent.v1.GossipView
+	7,  // 4: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
+	10, // 5: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
+	13, // 6: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
+	11, // 7: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
+	3,  // 8: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
+	5,  // 9: meshperf.agent.v1.Register.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	6,  // 10: meshperf.agent.v1.Register.tools:type_name -> meshperf.agent.v1.ToolInfo
+	21, // 11: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
+	22, // 12: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
+	23, // 13: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
+	23, // 14: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
+	9,  // 15: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
+	0,  // 16: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.agent.v1.GossipState
+	24, // 17: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
+	12, // 18: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
+	5,  // 19: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	24, // 20: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
+	14, // 21: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
+	16, // 22: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
+	15, // 23: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
+	22, // 24: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
+	21, // 25: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
+	25, // 26: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
+	21, // 27: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
+	26, // 28: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
+	18, // 29: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
+	19, // 30: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
+	20, // 31: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
+	27, // 32: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
+	1,  // 33: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
+	2,  // 34: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
+	34, // [34:35] is the sub-list for method output_type
+	33, // [33:34] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_agent_v1_agent_service_proto_init() }
@@ -1511,6 +1750,7 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 		(*ConnectRequest_Register)(nil),
 		(*ConnectRequest_Heartbeat)(nil),
 		(*ConnectRequest_WorkResult)(nil),
+		(*ConnectRequest_GossipView)(nil),
 	}
 	file_meshperf_agent_v1_agent_service_proto_msgTypes[1].OneofWrappers = []any{
 		(*ConnectResponse_Registered)(nil),
@@ -1519,12 +1759,12 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 		(*ConnectResponse_Endpoints)(nil),
 		(*ConnectResponse_ResultAck)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[10].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[12].OneofWrappers = []any{
 		(*Work_StartServer)(nil),
 		(*Work_RunClient)(nil),
 		(*Work_StopServer)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[14].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[16].OneofWrappers = []any{
 		(*WorkResult_ServerStarted)(nil),
 		(*WorkResult_ClientDone)(nil),
 		(*WorkResult_ServerStopped)(nil),
@@ -1534,13 +1774,14 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_agent_v1_agent_service_proto_rawDesc), len(file_meshperf_agent_v1_agent_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   18,
+			NumEnums:      1,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_meshperf_agent_v1_agent_service_proto_goTypes,
 		DependencyIndexes: file_meshperf_agent_v1_agent_service_proto_depIdxs,
+		EnumInfos:         file_meshperf_agent_v1_agent_service_proto_enumTypes,
 		MessageInfos:      file_meshperf_agent_v1_agent_service_proto_msgTypes,
 	}.Build()
 	File_meshperf_agent_v1_agent_service_proto = out.File

@@ -42,7 +42,8 @@ const (
 	// it, runs that name it in their pairs still measure it.
 	NodeState_NODE_STATE_MAINTENANCE NodeState = 3
 	// NODE_STATE_UNAVAILABLE: the agent is gone for less than the departure
-	// delay; meshes keep the node and its tests fail as agent_unavailable.
+	// delay, or gossip declares the node dead; meshes keep the node and its
+	// tests fail as agent_unavailable.
 	NodeState_NODE_STATE_UNAVAILABLE NodeState = 4
 	// NODE_STATE_DEPARTED: gone for longer; left out of meshes, history kept.
 	NodeState_NODE_STATE_DEPARTED NodeState = 5
@@ -661,7 +662,25 @@ type Agent struct {
 	State NodeState `protobuf:"varint,9,opt,name=state,proto3,enum=meshperf.mesh.v1.NodeState" json:"state,omitempty"`
 	// maintenance is set while the node is cordoned (see NODE_STATE_MAINTENANCE);
 	// it survives reconnects and coordinator restarts.
-	Maintenance   bool `protobuf:"varint,10,opt,name=maintenance,proto3" json:"maintenance,omitempty"`
+	Maintenance bool `protobuf:"varint,10,opt,name=maintenance,proto3" json:"maintenance,omitempty"`
+	// gossip_state is the node's state in the gossip pool as the connected
+	// agents report it (the node's own report left out): ALIVE or SUSPECT if
+	// one of them sees it so, DEAD (or LEFT) if every one that knows the node
+	// says so, UNSPECIFIED if none reports on it. A node that gossip declares
+	// dead or left is unavailable: no work goes to it, and its tests fail at
+	// once as agent_unavailable.
+	GossipState v11.GossipState `protobuf:"varint,11,opt,name=gossip_state,json=gossipState,proto3,enum=meshperf.agent.v1.GossipState" json:"gossip_state,omitempty"`
+	// gossip_alive_by are the connected agents whose gossip sees the node
+	// alive or suspect, sorted.
+	GossipAliveBy []string `protobuf:"bytes,12,rep,name=gossip_alive_by,json=gossipAliveBy,proto3" json:"gossip_alive_by,omitempty"`
+	// gossip_dead_by are the connected agents whose gossip declares the node
+	// dead or left, sorted.
+	GossipDeadBy []string `protobuf:"bytes,13,rep,name=gossip_dead_by,json=gossipDeadBy,proto3" json:"gossip_dead_by,omitempty"`
+	// partition describes a disagreement between the coordinator and gossip
+	// that lasted longer than the partition grace, naming both sides: the
+	// coordinator is connected to the node while gossip declares it dead, or
+	// has lost the node while gossip sees it alive. Empty without one.
+	Partition     string `protobuf:"bytes,14,opt,name=partition,proto3" json:"partition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -764,6 +783,34 @@ func (x *Agent) GetMaintenance() bool {
 		return x.Maintenance
 	}
 	return false
+}
+
+func (x *Agent) GetGossipState() v11.GossipState {
+	if x != nil {
+		return x.GossipState
+	}
+	return v11.GossipState(0)
+}
+
+func (x *Agent) GetGossipAliveBy() []string {
+	if x != nil {
+		return x.GossipAliveBy
+	}
+	return nil
+}
+
+func (x *Agent) GetGossipDeadBy() []string {
+	if x != nil {
+		return x.GossipDeadBy
+	}
+	return nil
+}
+
+func (x *Agent) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
 }
 
 // ListRunsRequest asks for the newest runs.
@@ -1140,7 +1187,7 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x13\n" +
 	"\x11ListAgentsRequest\"E\n" +
 	"\x12ListAgentsResponse\x12/\n" +
-	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xd0\x03\n" +
+	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xff\x04\n" +
 	"\x05Agent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12#\n" +
@@ -1153,7 +1200,11 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0elast_seen_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\x121\n" +
 	"\x05state\x18\t \x01(\x0e2\x1b.meshperf.mesh.v1.NodeStateR\x05state\x12 \n" +
 	"\vmaintenance\x18\n" +
-	" \x01(\bR\vmaintenance\"'\n" +
+	" \x01(\bR\vmaintenance\x12A\n" +
+	"\fgossip_state\x18\v \x01(\x0e2\x1e.meshperf.agent.v1.GossipStateR\vgossipState\x12&\n" +
+	"\x0fgossip_alive_by\x18\f \x03(\tR\rgossipAliveBy\x12$\n" +
+	"\x0egossip_dead_by\x18\r \x03(\tR\fgossipDeadBy\x12\x1c\n" +
+	"\tpartition\x18\x0e \x01(\tR\tpartition\"'\n" +
 	"\x0fListRunsRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\"@\n" +
 	"\x10ListRunsResponse\x12,\n" +
@@ -1234,7 +1285,8 @@ var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
 	(*v11.NetworkAddress)(nil),     // 24: meshperf.agent.v1.NetworkAddress
 	(*v11.ToolInfo)(nil),           // 25: meshperf.agent.v1.ToolInfo
-	(*v1.Rollup)(nil),              // 26: meshperf.measure.v1.Rollup
+	(v11.GossipState)(0),           // 26: meshperf.agent.v1.GossipState
+	(*v1.Rollup)(nil),              // 27: meshperf.measure.v1.Rollup
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
 	18, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
@@ -1253,34 +1305,35 @@ var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
 	23, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
 	23, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
 	0,  // 15: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
-	19, // 16: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
-	11, // 17: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
-	21, // 18: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
-	22, // 19: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
-	23, // 20: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
-	23, // 21: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
-	26, // 22: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
-	1,  // 23: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
-	3,  // 24: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
-	5,  // 25: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
-	7,  // 26: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
-	9,  // 27: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
-	12, // 28: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
-	14, // 29: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
-	16, // 30: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
-	2,  // 31: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
-	4,  // 32: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
-	6,  // 33: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
-	8,  // 34: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
-	10, // 35: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
-	13, // 36: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
-	15, // 37: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
-	17, // 38: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
-	31, // [31:39] is the sub-list for method output_type
-	23, // [23:31] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	26, // 16: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.agent.v1.GossipState
+	19, // 17: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	11, // 18: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
+	21, // 19: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
+	22, // 20: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
+	23, // 21: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
+	23, // 22: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
+	27, // 23: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
+	1,  // 24: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
+	3,  // 25: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
+	5,  // 26: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
+	7,  // 27: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
+	9,  // 28: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
+	12, // 29: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
+	14, // 30: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
+	16, // 31: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
+	2,  // 32: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
+	4,  // 33: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
+	6,  // 34: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
+	8,  // 35: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
+	10, // 36: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
+	13, // 37: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
+	15, // 38: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
+	17, // 39: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
+	32, // [32:40] is the sub-list for method output_type
+	24, // [24:32] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_mesh_v1_mesh_service_proto_init() }

@@ -1,0 +1,12 @@
+// Package gossip owns an agent's membership in the memberlist pool of
+// meshperf agents: it starts memberlist on the node's host IP (or on a
+// transport a test passes in), joins the seeds the coordinator names,
+// remembers every member it heard of with its last state (alive, suspect,
+// dead or left; memberlist itself forgets the dead after a while), signals
+// every change on a channel, and leaves the pool on Close. Member names are
+// Kubernetes node names.
+//
+// memberlist's hooks go through small unexported adapters: events (an
+// EventDelegate that never blocks) and logs (memberlist's log.Logger
+// written into slog).
+package gossip

@@ -1,0 +1,311 @@
+package gossip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// State is a member's state as this agent's memberlist last saw it.
+type State int
+
+// The states of a member.
+const (
+	// StateAlive: the member answers probes.
+	StateAlive State = iota + 1
+	// StateSuspect: the member missed probes; it is dead unless it
+	// refutes the suspicion in time.
+	StateSuspect
+	// StateDead: the pool declared the member dead.
+	StateDead
+	// StateLeft: the member left the pool on purpose.
+	StateLeft
+)
+
+// String returns the state's name in lower case.
+func (s State) String() string {
+	switch s {
+	case StateAlive:
+		return "alive"
+	case StateSuspect:
+		return "suspect"
+	case StateDead:
+		return "dead"
+	case StateLeft:
+		return "left"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Member is one member of the pool.
+type Member struct {
+	// Name is the member's node name.
+	Name string
+	// Addr is the member's gossip address.
+	Addr netip.AddrPort
+	// State is the member's last known state.
+	State State
+}
+
+// Config configures New. Zero durations mean memberlist's LAN defaults.
+type Config struct {
+	// NodeName is this member's name: the Kubernetes node name; required.
+	NodeName string
+	// BindAddr is the address memberlist binds and advertises (the node's
+	// host IP); required unless Transport is set.
+	BindAddr netip.Addr
+	// BindPort is the UDP and TCP port; zero means any free port (the
+	// agent itself never passes zero: its --gossip-port 0 turns gossip
+	// off).
+	BindPort int
+	// Transport replaces memberlist's UDP and TCP transport; nil means the
+	// real network. Tests pass one from memberlist.MockNetwork.
+	Transport memberlist.NodeAwareTransport
+	// ProbeInterval is how often a random member is probed; zero means 1 s.
+	ProbeInterval time.Duration
+	// ProbeTimeout is how long a probe waits for its ack; zero means
+	// 500 ms.
+	ProbeTimeout time.Duration
+	// GossipInterval is how often state changes are gossiped; zero means
+	// 200 ms.
+	GossipInterval time.Duration
+	// SuspicionMult scales how long a suspect has to refute the suspicion
+	// (in probe intervals, times log10 of the pool size); zero means 4.
+	SuspicionMult int
+	// ReconnectInterval is how often the member tries to join again one
+	// member it holds dead (not left), so that the two sides of a healed
+	// partition merge again (memberlist alone never probes the dead); zero
+	// means 30 s, a negative value never.
+	ReconnectInterval time.Duration
+	// LeaveTimeout bounds the wait for the leave message to go out in
+	// Close; zero means 2 s.
+	LeaveTimeout time.Duration
+	// Logger receives memberlist's own logs and the pool's changes; nil
+	// means discard.
+	Logger *slog.Logger
+}
+
+// gossipToTheDead, when set (by tests), replaces memberlist's 30 s of
+// gossip to members after they are declared dead, during which a healed
+// partition merges back without the reconnect loop.
+var gossipToTheDead time.Duration
+
+// ErrClosed is returned by Join after Close.
+var ErrClosed = errors.New("gossip closed")
+
+// Gossip is this agent's membership. It is safe for concurrent use.
+type Gossip struct {
+	cfg    Config
+	log    *slog.Logger
+	ml     *memberlist.Memberlist
+	events *events
+	meta   *delegate
+
+	joins     sync.WaitGroup // Join calls in flight and the reconnect loop
+	closeOnce sync.Once
+	closeErr  error
+	closed    chan struct{}
+}
+
+// New starts memberlist with this node alone in its pool; Join adds the
+// others. It fails if memberlist cannot bind its port.
+func New(cfg Config) (*Gossip, error) {
+	if cfg.NodeName == "" {
+		return nil, errors.New("gossip: Config.NodeName is empty")
+	}
+	if cfg.Transport == nil && !cfg.BindAddr.IsValid() {
+		return nil, errors.New("gossip: Config.BindAddr is not set")
+	}
+	if cfg.BindPort < 0 || cfg.BindPort > 65535 {
+		return nil, fmt.Errorf("gossip: port %d is not a port", cfg.BindPort)
+	}
+	if cfg.ReconnectInterval == 0 {
+		cfg.ReconnectInterval = 30 * time.Second
+	}
+	if cfg.LeaveTimeout == 0 {
+		cfg.LeaveTimeout = 2 * time.Second
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	ev := newEvents(lg)
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.NodeName
+	if cfg.BindAddr.IsValid() {
+		mc.BindAddr = cfg.BindAddr.String()
+	}
+	mc.BindPort, mc.AdvertisePort = cfg.BindPort, cfg.BindPort
+	if cfg.Transport != nil {
+		mc.Transport = cfg.Transport
+	}
+	if cfg.ProbeInterval > 0 {
+		mc.ProbeInterval = cfg.ProbeInterval
+	}
+	if cfg.ProbeTimeout > 0 {
+		mc.ProbeTimeout = cfg.ProbeTimeout
+	}
+	if cfg.GossipInterval > 0 {
+		mc.GossipInterval = cfg.GossipInterval
+	}
+	if cfg.SuspicionMult > 0 {
+		mc.SuspicionMult = cfg.SuspicionMult
+	}
+	if gossipToTheDead > 0 {
+		mc.GossipToTheDeadTime = gossipToTheDead
+	}
+	meta := &delegate{}
+	mc.Events, mc.Delegate = ev, meta
+	mc.Logger = log.New(&logWriter{log: lg}, "", 0)
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: start memberlist as %q on %s: %w", cfg.NodeName, netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.BindPort)), err)
+	}
+	g := &Gossip{cfg: cfg, log: lg, ml: ml, events: ev, meta: meta, closed: make(chan struct{})}
+	if cfg.ReconnectInterval > 0 {
+		g.joins.Add(1)
+		go func() { // owner: Gossip; ends when Close (or kill) closes g.closed
+			defer g.joins.Done()
+			g.reconnectLoop()
+		}()
+	}
+	return g, nil
+}
+
+// reconnectLoop tries, every ReconnectInterval, to join one member held
+// dead, chosen at random, until g is closed.
+func (g *Gossip) reconnectLoop() {
+	tick := time.NewTicker(g.cfg.ReconnectInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-g.closed:
+			return
+		case <-tick.C:
+		}
+		var dead []Member
+		for _, m := range g.events.snapshot() {
+			if m.State == StateDead && m.Name != g.cfg.NodeName && m.Addr.IsValid() {
+				dead = append(dead, m)
+			}
+		}
+		if len(dead) == 0 {
+			continue
+		}
+		m := dead[rand.IntN(len(dead))]
+		if _, err := g.ml.Join([]string{m.Addr.String()}); err != nil {
+			g.log.Debug("rejoin a dead member", "member", m.Name, "addr", m.Addr, "err", err)
+			continue
+		}
+		g.log.Info("rejoined a member held dead", "member", m.Name, "addr", m.Addr)
+	}
+}
+
+// Addr is the address this member advertises to the pool: what other
+// members join.
+func (g *Gossip) Addr() netip.AddrPort {
+	n := g.ml.LocalNode()
+	ip, _ := netip.AddrFromSlice(n.Addr)
+	return netip.AddrPortFrom(ip.Unmap(), n.Port)
+}
+
+// Join contacts seeds ("ip:port" each) and merges their view of the pool.
+// It returns how many seeds answered; the error is nil if one did. When
+// ctx ends first, Join returns ctx's error at once, and the contact goes
+// on in the background (bounded by memberlist's TCP timeout, 10 s).
+func (g *Gossip) Join(ctx context.Context, seeds []string) (int, error) {
+	if len(seeds) == 0 {
+		return 0, nil
+	}
+	select {
+	case <-g.closed:
+		return 0, ErrClosed
+	default:
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	g.joins.Add(1)
+	go func() { // owner: Gossip (Close waits); bounded by memberlist's TCP timeout per seed
+		defer g.joins.Done()
+		n, err := g.ml.Join(seeds)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil && r.n == 0 {
+			return 0, fmt.Errorf("gossip: join %s: %w", strings.Join(seeds, ", "), r.err)
+		}
+		return r.n, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// Members returns every member this agent heard of, itself included,
+// sorted by name, with its last known state. Dead and left members stay
+// until they come back.
+func (g *Gossip) Members() []Member {
+	ms := g.events.snapshot()
+	for _, n := range g.ml.Members() { // alive and suspect only
+		if n.State != memberlist.StateSuspect {
+			continue
+		}
+		if i := slices.IndexFunc(ms, func(m Member) bool { return m.Name == n.Name }); i >= 0 && ms[i].State == StateAlive {
+			ms[i].State = StateSuspect
+		}
+	}
+	return ms
+}
+
+// Changes returns a channel that receives a value after the set of
+// members or their states changed (a suspicion excepted: poll Members for
+// those). Signals coalesce: one value may stand for many changes. The
+// channel is never closed.
+func (g *Gossip) Changes() <-chan struct{} { return g.events.changed }
+
+// Close leaves the pool, then stops memberlist and waits for the Join
+// calls still in flight. To leave, it announces the leave in its metadata
+// (so that the others record it as left, not dead), then sends the leave
+// message, waiting at most Config.LeaveTimeout for each to go out. It may
+// be called more than once.
+func (g *Gossip) Close() error {
+	g.closeOnce.Do(func() {
+		close(g.closed)
+		var errs []error
+		g.meta.leaving.Store(true)
+		if err := g.ml.UpdateNode(g.cfg.LeaveTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("gossip: announce the leave: %w", err))
+		}
+		if err := g.ml.Leave(g.cfg.LeaveTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("gossip: leave: %w", err))
+		}
+		if err := g.ml.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("gossip: shut down: %w", err))
+		}
+		g.joins.Wait()
+		g.closeErr = errors.Join(errs...)
+	})
+	return g.closeErr
+}
+
+// kill stops memberlist without leaving, as a crash would; tests only.
+func (g *Gossip) kill() {
+	g.closeOnce.Do(func() {
+		close(g.closed)
+		_ = g.ml.Shutdown()
+		g.joins.Wait()
+	})
+}

@@ -1,0 +1,161 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meshperf/meshperf/agent"
+	"github.com/meshperf/meshperf/internal/testnet"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+)
+
+// gossipCoordinator is a fake coordinator that hands out gossip seeds as
+// the real one does and keeps every agent's latest registration and
+// gossip view. It never sends heartbeats: its heartbeat timeout is long.
+type gossipCoordinator struct {
+	mu    sync.Mutex
+	regs  map[string]*agentv1.Register
+	views map[string]map[string]agentv1.GossipState
+}
+
+func (gc *gossipCoordinator) connect(s grpc.BidiStreamingServer[agentv1.ConnectRequest, agentv1.ConnectResponse]) error {
+	m, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	reg := m.GetRegister()
+	gc.mu.Lock()
+	var seeds []string
+	for name, r := range gc.regs {
+		if name != reg.GetNodeName() && r.GetGossipPort() != 0 {
+			seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", r.GetGossipPort()))
+		}
+	}
+	gc.regs[reg.GetNodeName()] = reg
+	gc.mu.Unlock()
+	if err := s.Send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{
+		CoordinatorVersion: "fake", HeartbeatInterval: durationpb.New(50 * time.Millisecond), HeartbeatTimeout: durationpb.New(time.Minute),
+		GossipSeeds: seeds,
+	}}}); err != nil {
+		return err
+	}
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			return nil
+		}
+		if v := m.GetGossipView(); v != nil {
+			states := map[string]agentv1.GossipState{}
+			for _, mb := range v.GetMembers() {
+				states[mb.GetNodeName()] = mb.GetState()
+			}
+			gc.mu.Lock()
+			gc.views[reg.GetNodeName()] = states
+			gc.mu.Unlock()
+		}
+	}
+}
+
+func (gc *gossipCoordinator) registration(node string) *agentv1.Register {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return gc.regs[node]
+}
+
+func (gc *gossipCoordinator) view(node string) map[string]agentv1.GossipState {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return gc.views[node]
+}
+
+// runGossipAgent runs an agent until the returned stop is called (or the test
+// ends); stop waits for Run to return.
+func runGossipAgent(t *testing.T, cfg agent.Config) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := agent.Run(ctx, cfg); err != nil {
+			t.Errorf("agent %s: %v", cfg.NodeName, err)
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// TestGossipViews runs two agents that gossip on loopback: the second
+// joins through the seed the coordinator names, both report each other
+// alive, and when one stops the other reports it left. A third agent
+// whose gossip port is taken still registers and measures, without
+// gossip.
+func TestGossipViews(t *testing.T) {
+	gc := &gossipCoordinator{regs: map[string]*agentv1.Register{}, views: map[string]map[string]agentv1.GossipState{}}
+	target := startFake(t, gc.connect)
+	const alive, left = agentv1.GossipState_GOSSIP_STATE_ALIVE, agentv1.GossipState_GOSSIP_STATE_LEFT
+
+	cfgA := baseConfig(t, target, "node-a")
+	cfgA.GossipPort = testnet.FreePort(t)
+	runGossipAgent(t, cfgA)
+	waitFor(t, "node-a registered", func() bool { return gc.registration("node-a") != nil })
+	cfgB := baseConfig(t, target, "node-b")
+	cfgB.GossipPort = testnet.FreePort(t)
+	stopB := runGossipAgent(t, cfgB)
+
+	for node, cfg := range map[string]agent.Config{"node-a": cfgA, "node-b": cfgB} {
+		waitFor(t, node+" registered", func() bool { return gc.registration(node) != nil })
+		if got := gc.registration(node).GetGossipPort(); got != cfg.GossipPort {
+			t.Errorf("%s registered gossip port %d, want %d", node, got, cfg.GossipPort)
+		}
+		waitFor(t, node+"'s view: both alive", func() bool {
+			v := gc.view(node)
+			return len(v) == 2 && v["node-a"] == alive && v["node-b"] == alive
+		})
+	}
+
+	stopB()
+	waitFor(t, "node-a's view: node-b left", func() bool {
+		v := gc.view("node-a")
+		return v["node-a"] == alive && v["node-b"] == left
+	})
+
+	// node-c's gossip port is taken: it registers without gossip.
+	taken, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfgC := baseConfig(t, target, "node-c")
+	cfgC.GossipPort = uint32(taken.LocalAddr().(*net.UDPAddr).Port)
+	runGossipAgent(t, cfgC)
+	waitFor(t, "node-c registered", func() bool { return gc.registration("node-c") != nil })
+	if got := gc.registration("node-c").GetGossipPort(); got != 0 {
+		t.Errorf("node-c, whose gossip cannot bind, registered gossip port %d; want 0", got)
+	}
+	if v := gc.view("node-c"); v != nil {
+		t.Errorf("node-c sent a gossip view without gossip: %v", v)
+	}
+}
+
+// waitFor fails the test if cond does not hold within a minute; the
+// bound only turns a hang into a failure.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !poll(time.Minute, cond) {
+		t.Fatalf("gave up waiting for %s", what)
+	}
+}

@@ -1,0 +1,271 @@
+package server_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/coordinator/registry"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// liveAgent is a fake agent that keeps its session: it sends heartbeats,
+// records every Work it gets, and sends gossip views on demand.
+type liveAgent struct {
+	registered *agentv1.Registered
+	stream     agentv1.AgentService_ConnectClient
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+
+	mu   sync.Mutex // serializes Send; guards work
+	work []*agentv1.Work
+}
+
+func startLiveAgent(t *testing.T, ctx context.Context, c *coordinator, reg *agentv1.Register) *liveAgent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := c.agent.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: reg}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := stream.Recv()
+	if err != nil || m.GetRegistered() == nil {
+		t.Fatalf("registration of %s: %v, %v", reg.GetNodeName(), m, err)
+	}
+	a := &liveAgent{registered: m.GetRegistered(), stream: stream, cancel: cancel}
+	a.wg.Add(2)
+	go func() { // owner: the test (stop); ends with the stream
+		defer a.wg.Done()
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if w := m.GetWork(); w != nil {
+				a.mu.Lock()
+				a.work = append(a.work, w)
+				a.mu.Unlock()
+			}
+		}
+	}()
+	go func() { // owner: the test (stop)
+		defer a.wg.Done()
+		tick := time.NewTicker(heartbeat)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				a.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}})
+			}
+		}
+	}()
+	t.Cleanup(a.stop)
+	return a
+}
+
+func (a *liveAgent) send(m *agentv1.ConnectRequest) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_ = a.stream.Send(m)
+}
+
+// view sends a gossip view: member name to state.
+func (a *liveAgent) view(states map[string]agentv1.GossipState) {
+	v := &agentv1.GossipView{}
+	for n, s := range states {
+		v.Members = append(v.Members, &agentv1.GossipMember{NodeName: n, State: s, Address: "127.0.0.1:7946"})
+	}
+	a.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_GossipView{GossipView: v}})
+}
+
+func (a *liveAgent) stop() {
+	a.cancel()
+	a.wg.Wait()
+}
+
+func (a *liveAgent) works() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.work)
+}
+
+func registerAt(node, hostIP, podIP string, gossipPort uint32) *agentv1.Register {
+	r := register(node)
+	r.Addresses[0].Ip, r.Addresses[1].Ip = hostIP, podIP
+	r.GossipPort = gossipPort
+	return r
+}
+
+// gossipOf is the coordinator's gossip report on a node.
+type gossipOf struct {
+	State     meshv1.NodeState
+	Gossip    agentv1.GossipState
+	AliveBy   []string
+	DeadBy    []string
+	Partition string
+}
+
+func agentsGossip(t *testing.T, ctx context.Context, c *coordinator) map[string]gossipOf {
+	t.Helper()
+	resp, err := c.mesh.ListAgents(ctx, &meshv1.ListAgentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]gossipOf{}
+	for _, a := range resp.GetAgents() {
+		out[a.GetNodeName()] = gossipOf{a.GetState(), a.GetGossipState(), a.GetGossipAliveBy(), a.GetGossipDeadBy(), a.GetPartition()}
+	}
+	return out
+}
+
+// TestGossip walks three fake agents through gossip: seeds at
+// registration, a node gossip declares dead (unavailable, a partition
+// while the coordinator is connected to it, its tests failed at once
+// without any work sent), its recovery, and a node the coordinator lost
+// while gossip sees it alive.
+func TestGossip(t *testing.T) {
+	const (
+		alive = agentv1.GossipState_GOSSIP_STATE_ALIVE
+		dead  = agentv1.GossipState_GOSSIP_STATE_DEAD
+	)
+	c := startWith(t, func(rc *registry.Config) { rc.PartitionGrace = -1 }) // partitions at once
+	ctx := ctxT(t)
+	n1 := startLiveAgent(t, ctx, c, registerAt("node-1", "127.0.0.1", "127.0.0.2", 7946))
+	n2 := startLiveAgent(t, ctx, c, registerAt("node-2", "127.0.0.3", "127.0.0.4", 7947))
+	n3 := startLiveAgent(t, ctx, c, registerAt("node-3", "127.0.0.5", "127.0.0.6", 0))
+	for _, tt := range []struct {
+		name string
+		a    *liveAgent
+		want []string
+	}{
+		{"first", n1, nil},
+		{"second", n2, []string{"127.0.0.1:7946"}},
+		{"without gossip", n3, []string{"127.0.0.1:7946", "127.0.0.3:7947"}},
+	} {
+		if got := tt.a.registered.GetGossipSeeds(); !slices.Equal(got, tt.want) {
+			t.Errorf("%s agent's seeds = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+
+	steps := []struct {
+		name string
+		do   func()
+		want map[string]gossipOf
+	}{
+		{
+			name: "node-1's gossip declares node-2 dead",
+			do: func() {
+				n1.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": dead})
+				n2.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
+			},
+			want: map[string]gossipOf{
+				"node-1": {State: meshv1.NodeState_NODE_STATE_READY, Gossip: alive, AliveBy: []string{"node-2"}},
+				"node-2": {State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: dead, DeadBy: []string{"node-1"},
+					Partition: "the coordinator is connected to node-2, but the gossip of node-1 declares it dead"},
+				"node-3": {State: meshv1.NodeState_NODE_STATE_READY},
+			},
+		},
+	}
+	check := func(name string, want map[string]gossipOf) {
+		t.Helper()
+		var got map[string]gossipOf
+		waitUntil(t, ctx, name, func() bool {
+			got = agentsGossip(t, ctx, c)
+			return cmp.Equal(want, got, cmpopts.EquateEmpty())
+		}, func() string { return cmp.Diff(want, got, cmpopts.EquateEmpty()) })
+	}
+	for _, s := range steps {
+		s.do()
+		check(s.name, s.want)
+	}
+
+	// A run over node-1 -> node-2 fails at once, and no agent got work.
+	resp, err := c.mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{
+		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_QPERF_TCP_LAT}, {Test: measurev1.Test_TEST_PING}},
+		Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}, Repeats: 1,
+		Pairs: []*measurev1.NodePair{{SrcNode: "node-1", DstNode: "node-2"}, {SrcNode: "node-2", DstNode: "node-3"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, err := c.mesh.WatchRun(ctx, &meshv1.WatchRunRequest{RunId: resp.GetRun().GetRunId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []*measurev1.Result
+	for {
+		u, err := watch.Recv()
+		if err != nil {
+			break
+		}
+		results = append(results, u.GetResults()...)
+	}
+	if len(results) != 4 {
+		t.Fatalf("%d results, want 4 (2 tests x 2 pairs): %v", len(results), results)
+	}
+	for _, r := range results {
+		if r.GetStatus() != measurev1.Status_STATUS_AGENT_UNAVAILABLE || !strings.Contains(r.GetMessage(), `node "node-2": gossip declares it dead (the gossip of node-1)`) {
+			t.Errorf("%s->%s %v: %v %q; want agent_unavailable because gossip declares node-2 dead",
+				r.GetSrcNode(), r.GetDstNode(), r.GetSpec().GetTest(), r.GetStatus(), r.GetMessage())
+		}
+	}
+	for name, a := range map[string]*liveAgent{"node-1": n1, "node-2": n2, "node-3": n3} {
+		if n := a.works(); n != 0 {
+			t.Errorf("%s got %d works; none should be sent while node-2 is gossip-dead", name, n)
+		}
+	}
+
+	// node-2 comes back in node-1's gossip.
+	n1.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
+	check("node-2 alive again", map[string]gossipOf{
+		"node-1": {State: meshv1.NodeState_NODE_STATE_READY, Gossip: alive, AliveBy: []string{"node-2"}},
+		"node-2": {State: meshv1.NodeState_NODE_STATE_READY, Gossip: alive, AliveBy: []string{"node-1"}},
+		"node-3": {State: meshv1.NodeState_NODE_STATE_READY},
+	})
+
+	// The coordinator loses node-1 while node-2's gossip still sees it;
+	// node-1's own view goes with its session.
+	n1.stop()
+	check("node-1 lost", map[string]gossipOf{
+		"node-1": {State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: alive, AliveBy: []string{"node-2"},
+			Partition: "the coordinator lost node-1, but the gossip of node-2 sees it alive"},
+		"node-2": {State: meshv1.NodeState_NODE_STATE_READY},
+		"node-3": {State: meshv1.NodeState_NODE_STATE_READY},
+	})
+	// Then gossip agrees.
+	n2.view(map[string]agentv1.GossipState{"node-1": dead, "node-2": alive})
+	check("node-1 dead for gossip too", map[string]gossipOf{
+		"node-1": {State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: dead, DeadBy: []string{"node-2"}},
+		"node-2": {State: meshv1.NodeState_NODE_STATE_READY},
+		"node-3": {State: meshv1.NodeState_NODE_STATE_READY},
+	})
+}
+
+// waitUntil polls cond; the test fails with diff() if ctx ends first. The
+// bound only turns a hang into a failure.
+func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool, diff func() string) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: gave up: %v (-want +got):\n%s", what, ctx.Err(), diff())
+		case <-tick.C:
+		}
+	}
+}
