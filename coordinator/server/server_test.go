@@ -368,7 +368,9 @@ func TestDuplicateAnswersDoNotStallTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	answering := make(chan struct{})
 	go func() { // answers every Work three times, and sends a stray answer
+		defer close(answering)
 		for {
 			m, err := stream.Recv()
 			if err != nil {
@@ -395,6 +397,10 @@ func TestDuplicateAnswersDoNotStallTheSession(t *testing.T) {
 			t.Fatalf("dispatch %d: %v", i, err)
 		}
 	}
+	// Only the answering goroutine sends: end the session from the
+	// coordinator's side (which ends its Recv), then close.
+	c.reg.Shutdown()
+	<-answering
 	_ = stream.CloseSend()
 }
 
