@@ -66,6 +66,13 @@ func startEnv(t *testing.T, ctx context.Context, cfg lab.Config) *env {
 // so that labs started one after the other share one store.
 func startEnvIn(t *testing.T, ctx context.Context, cfg lab.Config, work string) *env {
 	t.Helper()
+	return startEnvWith(t, ctx, cfg, work, nil)
+}
+
+// startEnvWith is startEnvIn with a hook that may change the cluster's
+// Config before it starts (nil: none).
+func startEnvWith(t *testing.T, ctx context.Context, cfg lab.Config, work string, hook func(*cluster.Config)) *env {
+	t.Helper()
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	cfg.Prefix = "e2e" + hex.EncodeToString(b)
@@ -78,7 +85,11 @@ func startEnvIn(t *testing.T, ctx context.Context, cfg lab.Config, work string) 
 			t.Errorf("lab down: %v", err)
 		}
 	})
-	c, err := cluster.New(cluster.Config{Lab: l, BinDir: binDir, WorkDir: work, HeartbeatInterval: 500 * time.Millisecond})
+	ccfg := cluster.Config{Lab: l, BinDir: binDir, WorkDir: work, HeartbeatInterval: 500 * time.Millisecond}
+	if hook != nil {
+		hook(&ccfg)
+	}
+	c, err := cluster.New(ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
