@@ -139,13 +139,24 @@ func killCoordinatorMidRun(t *testing.T, tt lostCase) {
 	}
 	t.Logf("coordinator killed while %s", victim)
 
-	// Down until every client in the lab has ended: their results wait in
-	// the agents' spools. (An agent puts a result there as soon as its tool
-	// has exited, long before the restarted coordinator and the agents'
-	// reconnect backoff, of seconds by now, let a new session start.)
-	pollFor(t, ctx, "the clients to end while the coordinator is down", func() string {
-		if ps := clientProcs(t, e, "ping", "iperf3", "qperf", "curl"); len(ps) > 0 {
-			return fmt.Sprintf("%d clients still run, e.g. %s", len(ps), ps[0])
+	// Down until every client run of the run that an agent started is over
+	// and its result is in the agent's spool (the agents' debug log says
+	// both; tool processes are no sign: a qperf test with two sizes runs
+	// two, and a failure is followed by probes).
+	pollFor(t, ctx, "the client runs to end while the coordinator is down", func() string {
+		for _, n := range e.lab.Nodes {
+			put := map[string]bool{}
+			lines := agentLines(t, e, n.Name, 0, runID)
+			for _, l := range lines {
+				if l.msg == msgPut {
+					put[l.testID] = true
+				}
+			}
+			for _, l := range lines {
+				if l.msg == msgStarted && !put[l.testID] {
+					return fmt.Sprintf("%s's client run %s has no result in the spool yet", n.Name, l.testID)
+				}
+			}
 		}
 		return ""
 	})
@@ -386,6 +397,8 @@ const (
 	msgSpooled = "result spooled until the next session with the coordinator"
 	msgAcked   = "results acknowledged"
 	msgBacklog = "result backlog read"
+	msgStarted = "client run started"
+	msgPut     = "result put in the spool"
 )
 
 // agentLine is one line of an agent's log about client results.
@@ -427,7 +440,7 @@ func agentLines(t *testing.T, e *env, node string, offset int64, runID string) [
 		}
 		l := agentLine{msg: attrs["msg"], resent: attrs["resent"] == "true", n: -1}
 		switch l.msg {
-		case msgSent, msgSpooled:
+		case msgSent, msgSpooled, msgStarted, msgPut:
 		case msgAcked, msgBacklog:
 			if runID != "" {
 				continue
