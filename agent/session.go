@@ -112,6 +112,9 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	if perr != nil {
 		a.log.Error("read the result spool; its results go with a later session", "err", perr)
 	}
+	// Also when there are none: a reader of the log (the lab's e2e tests)
+	// knows from it how many "result sent ... resent=true" lines follow.
+	a.log.Debug("result backlog read", "results", len(backlog))
 	var wg sync.WaitGroup
 	defer func() {
 		a.outMu.Lock()
@@ -155,6 +158,9 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 		switch msg := m.GetMsg().(type) {
 		case *agentv1.ConnectResponse_Work:
 			if _, ok := msg.Work.GetAction().(*agentv1.Work_RunClient); ok {
+				// With "result put in the spool", this tells a reader of the
+				// log (the lab's e2e tests) which client runs are over.
+				a.log.Debug("client run started", "test_id", msg.Work.GetTestId())
 				a.runs.Add(1)
 				go func() { // owner: the agent (Run waits); bounded by the work's deadline and the agent's ctx, not by this session
 					defer a.runs.Done()
@@ -208,6 +214,8 @@ func (a *Agent) clientDone(r *agentv1.WorkResult) {
 	a.outMu.Unlock()
 	if err != nil {
 		a.log.Error("result not spooled: lost if the coordinator does not store it", "test_id", r.GetTestId(), "err", err)
+	} else {
+		a.log.Debug("result put in the spool", "test_id", r.GetTestId())
 	}
 	if ob == nil {
 		if err != nil {

@@ -51,6 +51,9 @@ type Config struct {
 	// PartitionGrace is passed to the coordinator (--partition-grace); zero
 	// means its default.
 	PartitionGrace time.Duration
+	// AgentLogLevel is the agents' --log-level (debug, info, warn, error);
+	// empty means their default.
+	AgentLogLevel string
 	// Logger receives process events; nil means discard.
 	Logger *slog.Logger
 }
@@ -160,10 +163,13 @@ func (c *Cluster) StartAgent(node string) error {
 	if !ok {
 		return fmt.Errorf("cluster: no node %q in the lab", node)
 	}
-	p, err := c.spawn(n.Name, n.HostNetNSPath, filepath.Join(c.cfg.BinDir, "agent"),
-		"--coordinator", c.CoordinatorAddress(), "--node", n.Name,
+	args := []string{"--coordinator", c.CoordinatorAddress(), "--node", n.Name,
 		"--host-ip", n.HostIP.String(), "--pod-ip", n.PodIP.String(), "--pod-netns", n.PodNetNSPath,
-		"--service-ip", n.ServiceIP.String(), "--state-dir", c.StateDir(n.Name))
+		"--service-ip", n.ServiceIP.String(), "--state-dir", c.StateDir(n.Name)}
+	if c.cfg.AgentLogLevel != "" {
+		args = append(args, "--log-level", c.cfg.AgentLogLevel)
+	}
+	p, err := c.spawn(n.Name, n.HostNetNSPath, filepath.Join(c.cfg.BinDir, "agent"), args...)
 	if err != nil {
 		return err
 	}
