@@ -157,8 +157,11 @@ func ParseRate(s string) (uint64, error) {
 		}
 	}
 	x, err := strconv.ParseFloat(v, 64)
-	if mult == 0 || err != nil || x <= 0 || x*float64(mult) > float64(lab.MaxFaultRateBPS) {
+	bps := x * float64(mult)
+	// !(bps >= 1) also refuses NaN, and rates under 1 bit/s that would
+	// truncate to 0, which Fault reads as the default rate.
+	if mult == 0 || err != nil || !(bps >= 1) || bps > float64(lab.MaxFaultRateBPS) {
 		return 0, fmt.Errorf("--rate %q: want a positive number and a unit (bit, kbit, mbit, gbit), e.g. 100Mbit, at most 100Gbit", s)
 	}
-	return uint64(x * float64(mult)), nil
+	return uint64(bps), nil
 }

@@ -174,6 +174,11 @@ func TestParseRate(t *testing.T) {
 		{"0mbit", 0, true},
 		{"101Gbit", 0, true},
 		{"", 0, true},
+		{"NaNbit", 0, true},
+		{"nanmbit", 0, true},
+		{"0.5bit", 0, true},
+		{"1e-10gbit", 0, true},
+		{"1e3Mbit", 1_000_000_000, false},
 	}
 	for _, tt := range tests {
 		got, err := ParseRate(tt.in)
