@@ -2,6 +2,7 @@ package labcli
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,6 +47,15 @@ func newFaultAddCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.Kind, f.Node = lab.FaultKind(args[0]), args[1]
+			// A parameter of another kind would be silently ignored.
+			for _, p := range []struct {
+				flag string
+				kind lab.FaultKind
+			}{{"mtu", lab.FaultMTUBlackhole}, {"rate", lab.FaultRateLimit}} {
+				if cmd.Flags().Changed(p.flag) && f.Kind != p.kind && slices.Contains(lab.FaultKinds, f.Kind) {
+					return fmt.Errorf("--%s %q: only %s takes it, not %s", p.flag, cmd.Flags().Lookup(p.flag).Value, p.kind, f.Kind)
+				}
+			}
 			if rate != "" {
 				bps, err := ParseRate(rate)
 				if err != nil {

@@ -48,6 +48,9 @@ func TestCommandErrors(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud", "status"}, nil, "--log-level"},
 		{"extra argument", []string{"down", "now"}, nil, "unknown command"},
 		{"unknown flag", []string{"up", "--pods", "3"}, nil, "unknown flag"},
+		{"fault --mtu on pod-drop", []string{"fault", "add", "pod-drop", "node-2", "--prefix", "lcx", "--mtu", "1"}, nil, `--mtu "1": only mtu-blackhole`},
+		{"fault --rate on icmp-drop", []string{"fault", "add", "icmp-drop", "node-2", "--prefix", "lcx", "--rate", "5Mbit"}, nil, `--rate "5Mbit": only rate-limit`},
+		{"fault --mtu on rate-limit", []string{"fault", "add", "rate-limit", "node-2", "--prefix", "lcx", "--mtu", "1400"}, nil, `--mtu "1400": only mtu-blackhole`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
