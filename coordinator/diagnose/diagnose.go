@@ -265,13 +265,21 @@ func kindOf(bad, all []observation, node string) Kind {
 	return KindLatency
 }
 
-// observe turns results into one observation per pair, path and test:
+// observe turns results into one observation per pair, path and test
+// (results that do not name two different nodes are left out):
 // failed when no result of it has a figure; degraded when its median is
 // far from the median of the other pairs on the same test, parameters and
 // path.
 func observe(results []*measurev1.Result) []observation {
 	var clean []*measurev1.Result
 	for _, r := range results {
+		// A result without both nodes, or of a node with itself, names no
+		// pair: "" would also stand for "no suspect" in bestSuspect and end
+		// the search before the real faults.
+		src, dst := r.GetSrcNode(), r.GetDstNode()
+		if src == "" || dst == "" || src == dst {
+			continue
+		}
 		if r.GetStatus() != measurev1.Status_STATUS_BUSY {
 			clean = append(clean, r)
 		}

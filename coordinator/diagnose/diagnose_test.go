@@ -189,3 +189,59 @@ func TestDiagnose(t *testing.T) {
 		})
 	}
 }
+
+// TestDiagnoseUnnamedNodes: results that do not name two different nodes
+// (a damaged or foreign record) neither hide a fault nor are one.
+func TestDiagnoseUnnamedNodes(t *testing.T) {
+	podDrop2 := func(s, d string, p measurev1.Path, _ measurev1.Test) (measurev1.Status, float64) {
+		if on("node-2")(s, d) && p == measurev1.Path_PATH_POD_TO_POD {
+			return measurev1.Status_STATUS_TIMEOUT, 0
+		}
+		return measurev1.Status_STATUS_OK, 1
+	}
+	// odd returns failed results from src to every node of a 4-node mesh
+	// and back, on every path and test.
+	odd := func(src string) []*measurev1.Result {
+		var rs []*measurev1.Result
+		for i := 1; i <= 4; i++ {
+			n := fmt.Sprintf("node-%d", i)
+			for _, p := range paths {
+				for _, te := range tests {
+					for _, pair := range [][2]string{{src, n}, {n, src}} {
+						s, d := pair[0], pair[1]
+						if s == "=" {
+							s = n
+						}
+						if d == "=" {
+							d = n
+						}
+						rs = append(rs, &measurev1.Result{SrcNode: s, DstNode: d, Path: p, Spec: &measurev1.TestSpec{Test: te}, Status: measurev1.Status_STATUS_TIMEOUT})
+					}
+				}
+			}
+		}
+		return rs
+	}
+	cases := []struct {
+		name string
+		rs   []*measurev1.Result
+		want string
+	}{
+		{"failures without a node name beside pod-drop on node-2", append(mesh(4, podDrop2), odd("")...), "node-2 pod-network"},
+		{"failures of each node with itself beside pod-drop on node-2", append(mesh(4, podDrop2), odd("=")...), "node-2 pod-network"},
+		{"failures without a node name on a clean mesh", append(mesh(4, nil), odd("")...), ""},
+		{"results without a spec or names", append(mesh(3, podDrop2), &measurev1.Result{}, nil), "node-2 pod-network"},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := Diagnose(tt.rs)
+			var got []string
+			for _, f := range fs {
+				got = append(got, fmt.Sprintf("%s %s", f.Node, f.Kind))
+			}
+			if strings.Join(got, "; ") != tt.want {
+				t.Errorf("findings %q, want %q\n%s", got, tt.want, Summary(fs))
+			}
+		})
+	}
+}
