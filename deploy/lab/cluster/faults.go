@@ -136,6 +136,11 @@ func DemoFaults(ctx context.Context, cfg FaultsConfig) (FaultsResult, error) {
 			return FaultsResult{}, fmt.Errorf("faults demo: scenario %q: want one of %s", s, strings.Join(FaultScenarios, ", "))
 		}
 	}
+	// A lab config that lab.Up would refuse fails here, before the work
+	// directory is made (it was left behind, "logs kept" with no logs).
+	if _, err := lab.Describe(cfg.Lab); err != nil {
+		return FaultsResult{}, fmt.Errorf("faults demo: %w", err)
+	}
 	if cfg.Stdout == nil {
 		cfg.Stdout = io.Discard
 	}
