@@ -9,6 +9,7 @@ package alert
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -63,9 +64,14 @@ type Alerter struct {
 	ended chan string
 
 	mu      sync.Mutex
-	current []diagnose.Finding
-	runID   string // the run current comes from
-	handled int    // ended runs taken from the queue
+	byLabel map[string]judged // the newest judged run of each schedule
+	handled int               // ended runs taken from the queue
+}
+
+// judged is the verdict on one continuous run.
+type judged struct {
+	runID    string
+	findings []diagnose.Finding
 }
 
 // New returns an Alerter; call Run to start it.
@@ -74,7 +80,7 @@ func New(cfg Config) *Alerter {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Alerter{cfg: cfg, log: log, ended: make(chan string, queueSize)}
+	return &Alerter{cfg: cfg, log: log, ended: make(chan string, queueSize), byLabel: map[string]judged{}}
 }
 
 // RunStarted is part of runs.Observer; it does nothing.
@@ -106,13 +112,33 @@ func (a *Alerter) RunEnded(runID string, state measurev1.RunState) {
 	}
 }
 
-// Current returns the findings of the newest continuous run diagnosed and
-// that run's ID ("" before the first).
-func (a *Alerter) Current() (runID string, fs []diagnose.Finding) {
+// Current returns the findings of the newest diagnosed run of every
+// continuous schedule, merged (a fault that two schedules see is listed
+// once), and the IDs of those runs, sorted.
+func (a *Alerter) Current() (runIDs []string, fs []diagnose.Finding) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.runID, slices.Clone(a.current)
+	return a.currentLocked()
 }
+
+func (a *Alerter) currentLocked() (runIDs []string, fs []diagnose.Finding) {
+	seen := map[string]bool{}
+	for _, label := range slices.Sorted(maps.Keys(a.byLabel)) {
+		j := a.byLabel[label]
+		runIDs = append(runIDs, j.runID)
+		for _, f := range j.findings {
+			if k := key(f); !seen[k] {
+				seen[k] = true
+				fs = append(fs, f)
+			}
+		}
+	}
+	slices.Sort(runIDs)
+	return runIDs, fs
+}
+
+// key names a finding by node and kind.
+func key(f diagnose.Finding) string { return f.Node + " " + string(f.Kind) }
 
 // Handled returns how many ended runs the alerter has dealt with, judged
 // or skipped (on-demand, interrupted, unreadable).
@@ -154,40 +180,43 @@ func (a *Alerter) handle(ctx context.Context, runID string) {
 		a.log.Error("alert: read the run's results", "run_id", runID, "err", err)
 		return
 	}
-	a.update(runID, diagnose.Diagnose(results))
+	a.update(run.GetSpec().GetLabel(), runID, diagnose.Diagnose(results))
 }
 
-// update replaces the current findings, logging what appeared, stayed and
-// cleared.
-func (a *Alerter) update(runID string, fs []diagnose.Finding) {
+// update replaces the findings of label's schedule, logging what appeared,
+// stayed and cleared. Each schedule sees what its tests and paths can: a
+// fault only one of them sees is not cleared by the other's runs.
+func (a *Alerter) update(label, runID string, fs []diagnose.Finding) {
 	a.mu.Lock()
-	before := a.current
-	a.current, a.runID = fs, runID
+	_, before := a.currentLocked()
+	a.byLabel[label] = judged{runID: runID, findings: fs}
+	_, after := a.currentLocked()
 	a.mu.Unlock()
-	key := func(f diagnose.Finding) string { return f.Node + " " + string(f.Kind) }
 	had := map[string]bool{}
 	for _, f := range before {
 		had[key(f)] = true
 	}
 	has := map[string]bool{}
-	for _, f := range fs {
+	for _, f := range after {
 		has[key(f)] = true
+	}
+	for _, f := range fs {
 		example := ""
 		if len(f.Bad) > 0 {
 			example = f.Bad[0]
 		}
+		msg := "fault localised"
 		if had[key(f)] {
-			a.log.Warn("fault persists", "node", f.Node, "kind", f.Kind, "run_id", runID, "bad", len(f.Bad), "of", f.Of, "example", example)
-		} else {
-			a.log.Warn("fault localised", "node", f.Node, "kind", f.Kind, "run_id", runID, "bad", len(f.Bad), "of", f.Of, "example", example)
+			msg = "fault persists"
 		}
+		a.log.Warn(msg, "node", f.Node, "kind", f.Kind, "run_id", runID, "schedule", label, "bad", len(f.Bad), "of", f.Of, "example", example)
 	}
 	for _, f := range before {
 		if !has[key(f)] {
-			a.log.Info("fault cleared", "node", f.Node, "kind", f.Kind, "run_id", runID)
+			a.log.Info("fault cleared", "node", f.Node, "kind", f.Kind, "run_id", runID, "schedule", label)
 		}
 	}
 	if a.cfg.Publisher != nil {
-		a.cfg.Publisher.SetFaults(fs)
+		a.cfg.Publisher.SetFaults(after)
 	}
 }

@@ -137,6 +137,8 @@ func TestAlerter(t *testing.T) {
 		{"interrupted runs are not judged", "monitor-light", measurev1.RunState_RUN_STATE_INTERRUPTED, nil, false, "node-2 pod-network", ""},
 		{"still broken", "monitor-light", measurev1.RunState_RUN_STATE_FAILED, podsOf("node-2"), true,
 			"node-2 pod-network", `msg="fault persists" node=node-2 kind=pod-network`},
+		{"another schedule that cannot see it does not clear it", "monitor-hosts", measurev1.RunState_RUN_STATE_SUCCEEDED, nil, true,
+			"node-2 pod-network", ""},
 		{"repaired", "monitor-light", measurev1.RunState_RUN_STATE_SUCCEEDED, nil, true, "", `msg="fault cleared" node=node-2 kind=pod-network`},
 	}
 	for i, s := range steps {
@@ -157,7 +159,7 @@ func TestAlerter(t *testing.T) {
 				got = append(got, fmt.Sprintf("%s %s", f.Node, f.Kind))
 			}
 			if strings.Join(got, "; ") != s.want {
-				t.Errorf("current findings %q (of %s), want %q", got, gotID, s.want)
+				t.Errorf("current findings %q (of %v), want %q", got, gotID, s.want)
 			}
 			if s.wantLog != "" && !strings.Contains(logs.String(), s.wantLog) {
 				t.Errorf("log lacks %q:\n%s", s.wantLog, logs.String())

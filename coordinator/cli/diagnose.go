@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
+	"github.com/meshperf/meshperf/coordinator/report"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -43,7 +44,7 @@ The exit status is 1 when a fault is found.`,
 			} else if runID, err = newestEnded(cmd.Context(), o, client); err != nil {
 				return err
 			}
-			_, results, err := fetchRun(cmd.Context(), o, client, runID)
+			run, results, err := fetchRun(cmd.Context(), o, client, runID)
 			if err != nil {
 				return err
 			}
@@ -58,7 +59,12 @@ The exit status is 1 when a fault is found.`,
 					return err
 				}
 			} else {
-				fmt.Fprintf(o.stdout, "run %s: %s\n", runID, strings.ReplaceAll(diagnose.Summary(findings), "\n", "\n"+strings.Repeat(" ", len("run "+runID+": "))))
+				head := fmt.Sprintf("run %s (%s, %d/%d tests done)", runID, report.StateName(run.GetState()), run.GetTestsDone(), len(run.GetPlanned()))
+				summary := diagnose.Summary(findings)
+				if n := nodesIn(results); len(findings) == 0 && n < 3 {
+					summary = fmt.Sprintf("cannot localise faults: the run has %d node(s), localising needs 3 or more", n)
+				}
+				fmt.Fprintf(o.stdout, "%s: %s\n", head, strings.ReplaceAll(summary, "\n", "\n"+strings.Repeat(" ", len(head)+2)))
 			}
 			if len(findings) > 0 {
 				return &ExitError{Code: 1, Err: fmt.Errorf("%d fault(s) found", len(findings))}
@@ -83,4 +89,14 @@ func newestEnded(ctx context.Context, o *options, client meshv1.MeshServiceClien
 		}
 	}
 	return "", errors.New("no run has ended yet: give a RUN_ID, or trigger one")
+}
+
+// nodesIn counts the distinct nodes of results.
+func nodesIn(results []*measurev1.Result) int {
+	nodes := map[string]bool{}
+	for _, r := range results {
+		nodes[r.GetSrcNode()], nodes[r.GetDstNode()] = true, true
+	}
+	delete(nodes, "")
+	return len(nodes)
 }

@@ -198,11 +198,23 @@ func bestSuspect(obs []observation) (node string, bad []observation, of int) {
 		return cmp.Or(-cmp.Compare(len(a.bad), len(b.bad)), cmp.Compare(a.node, b.node))
 	})
 	best := suspects[0]
-	// The best must explain more than the runner-up: with a fault on one
-	// node, its peers each explain only their own pairs with it.
-	tied := len(suspects) > 1 && len(suspects[1].bad) == len(best.bad)
-	if len(best.bad) < minBad || tied {
+	if len(best.bad) < minBad {
 		return "", nil, 0
+	}
+	// With a fault on one node, its peers each explain only their own pairs
+	// with it, fewer than it does. A tie is ambiguous only when the tied
+	// nodes' bad pairs are mostly between them (two nodes, or one broken
+	// link); two faulty nodes tie too, and each has bad pairs with others.
+	if len(suspects) > 1 && len(suspects[1].bad) == len(best.bad) {
+		runnerUp, elsewhere := suspects[1].node, 0
+		for _, o := range best.bad {
+			if !o.involves(runnerUp) {
+				elsewhere++
+			}
+		}
+		if elsewhere < minBad {
+			return "", nil, 0
+		}
 	}
 	return best.node, best.bad, best.measure
 }

@@ -172,6 +172,27 @@ func TestDiagnose(t *testing.T) {
 			}
 			return ok, 1
 		}, "node-2 pod-network"},
+		{"pod network broken on two nodes of four", 4, func(s, d string, p measurev1.Path, _ measurev1.Test) (measurev1.Status, float64) {
+			if (on("node-1")(s, d) || on("node-2")(s, d)) && p == measurev1.Path_PATH_POD_TO_POD {
+				return measurev1.Status_STATUS_TIMEOUT, 0
+			}
+			return ok, 1
+		}, "node-1 pod-network; node-2 pod-network"},
+		{"MTU on node-1 and ICMP on node-3 of four", 4, func(s, d string, p measurev1.Path, t measurev1.Test) (measurev1.Status, float64) {
+			switch {
+			case on("node-1")(s, d) && t == measurev1.Test_TEST_IPERF3_TCP && p == measurev1.Path_PATH_POD_TO_POD:
+				return measurev1.Status_STATUS_TIMEOUT, 0
+			case on("node-3")(s, d) && t == measurev1.Test_TEST_PING:
+				return measurev1.Status_STATUS_UNREACHABLE, 0
+			}
+			return ok, 1
+		}, "node-3 icmp-blocked; node-1 mtu-blackhole"},
+		{"one broken link between two nodes of four is no node's fault", 4, func(s, d string, p measurev1.Path, _ measurev1.Test) (measurev1.Status, float64) {
+			if (s == "node-1" && d == "node-2" || s == "node-2" && d == "node-1") && p == measurev1.Path_PATH_POD_TO_POD {
+				return measurev1.Status_STATUS_TIMEOUT, 0
+			}
+			return ok, 1
+		}, ""},
 		{"two nodes cannot be told apart", 2, func(s, d string, _ measurev1.Path, _ measurev1.Test) (measurev1.Status, float64) {
 			return measurev1.Status_STATUS_TIMEOUT, 0
 		}, ""},

@@ -55,6 +55,8 @@ type Metrics struct {
 	pairLatency    *prometheus.GaugeVec   // src, dst, test, path; nil unless PerPair
 	pairThroughput *prometheus.GaugeVec   // src, dst, test, path; nil unless PerPair
 	faults         *prometheus.GaugeVec   // node, kind
+	faultsMu       sync.Mutex
+	faultSet       map[[2]string]bool // the series faults has
 	runsActive     prometheus.Gauge
 	runsTotal      *prometheus.CounterVec // state
 	ingested       prometheus.Counter
@@ -160,10 +162,22 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // SetFaults replaces the meshperf_fault series with one per finding (see
 // coordinator/alert); fs is not kept.
 func (m *Metrics) SetFaults(fs []diagnose.Finding) {
-	m.faults.Reset()
+	m.faultsMu.Lock()
+	defer m.faultsMu.Unlock()
+	now := map[[2]string]bool{}
 	for _, f := range fs {
-		m.faults.WithLabelValues(f.Node, string(f.Kind)).Set(1)
+		k := [2]string{f.Node, string(f.Kind)}
+		now[k] = true
+		m.faults.WithLabelValues(k[0], k[1]).Set(1)
 	}
+	// Delete only what cleared: a scrape never sees a persisting fault
+	// vanish (which would restart an alert's "for" timer).
+	for k := range m.faultSet {
+		if !now[k] {
+			m.faults.DeleteLabelValues(k[0], k[1])
+		}
+	}
+	m.faultSet = now
 }
 
 // RunStarted counts a run in progress (meshperf_runs_active).
