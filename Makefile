@@ -20,6 +20,9 @@ NODES     ?= 3
 MODES     ?= host-gw,vxlan
 PREFIX    ?= mpdemo
 DEMO_ARGS ?= --trigger-arg=--duration=1s
+# Image that `make image` builds.
+IMAGE ?= ghcr.io/meshperf/meshperf:dev
+
 # Prefix and continuous-mesh interval of `make demo-faults`.
 FAULTS_PREFIX ?= mpfaults
 INTERVAL      ?= 30s
@@ -47,6 +50,11 @@ demo: deps build ## Full mesh on a local lab per CNI mode, then compare (root).
 .PHONY: demo-faults
 demo-faults: deps build ## Inject each fault into a lab under continuous monitoring; detected and localised? (root)
 	$(BIN)/meshlab demo-faults --bin $(BIN) --prefix $(FAULTS_PREFIX) --interval $(INTERVAL)
+
+.PHONY: image
+image: ## Build the container image with docker: IMAGE=... (default ghcr.io/meshperf/meshperf:dev).
+	@command -v docker >/dev/null 2>&1 || { echo "make image: docker not found on PATH; install Docker (or build the Dockerfile with another builder)" >&2; exit 1; }
+	docker build --build-arg VERSION=$$(git describe --tags --always --dirty 2>/dev/null || echo dev) -t $(IMAGE) .
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Install the pinned code generators.

@@ -1,0 +1,8 @@
+// Package kubernetes holds meshperf's Kubernetes manifests: a kustomize base
+// (base/, installed by `kubectl apply -k deploy/kubernetes`) and an overlay
+// with mutual TLS issued by cert-manager (cert-manager/). It has no code:
+// its tests decode every manifest strictly into its Kubernetes API type and
+// check the invariants the agent and the coordinator rely on (host network
+// and Guaranteed QoS for the agent, one coordinator with its volume, RBAC
+// no wider than needed).
+package kubernetes

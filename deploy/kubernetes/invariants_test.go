@@ -1,0 +1,581 @@
+package kubernetes
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+const (
+	namespace      = "meshperf"
+	agentName      = "meshperf-agent"
+	endpointName   = "meshperf-endpoint"
+	coordinator    = "meshperf-coordinator"
+	sharedDir      = "/var/run/meshperf"
+	dataDir        = "/var/lib/meshperf"
+	image          = "ghcr.io/meshperf/meshperf"
+	monitorConfig  = "../config/coordinator.yaml"
+	coordinatorDNS = "meshperf-coordinator.meshperf.svc"
+)
+
+// invariant is one property of the manifests; check returns what breaks it.
+type invariant struct {
+	name  string
+	check func(m *manifests) []string
+	// breaks changes decoded manifests so that check must complain: proof
+	// that the check checks something.
+	breaks []func(m *manifests)
+}
+
+var invariants = []invariant{
+	{
+		name: "agent on the host network and PID namespace, privileged",
+		check: func(m *manifests) (bad []string) {
+			ds := find[*appsv1.DaemonSet](m, agentName)
+			if ds == nil {
+				return []string{"no DaemonSet " + agentName}
+			}
+			ps := ds.Spec.Template.Spec
+			if !ps.HostNetwork {
+				bad = append(bad, "hostNetwork is not true")
+			}
+			if !ps.HostPID {
+				bad = append(bad, "hostPID is not true")
+			}
+			if ps.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+				bad = append(bad, fmt.Sprintf("dnsPolicy %q, want ClusterFirstWithHostNet (to resolve the coordinator's Service)", ps.DNSPolicy))
+			}
+			for _, c := range ps.Containers {
+				if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+					bad = append(bad, "container "+c.Name+" is not privileged")
+				}
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { agentPod(m).HostNetwork = false },
+			func(m *manifests) { agentPod(m).HostPID = false },
+			func(m *manifests) { agentPod(m).DNSPolicy = corev1.DNSClusterFirst },
+			func(m *manifests) { *agentPod(m).Containers[0].SecurityContext.Privileged = false },
+			func(m *manifests) { agentPod(m).Containers[0].SecurityContext = nil },
+		},
+	},
+	{
+		name: "agent and endpoint tolerate every taint",
+		check: func(m *manifests) (bad []string) {
+			for _, name := range []string{agentName, endpointName} {
+				ds := find[*appsv1.DaemonSet](m, name)
+				if ds == nil {
+					bad = append(bad, "no DaemonSet "+name)
+					continue
+				}
+				if !slices.ContainsFunc(ds.Spec.Template.Spec.Tolerations, func(t corev1.Toleration) bool {
+					return t.Operator == corev1.TolerationOpExists && t.Key == "" && t.Effect == ""
+				}) {
+					bad = append(bad, name+": no toleration {operator: Exists} (control-plane nodes would go unmeasured)")
+				}
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { agentPod(m).Tolerations = nil },
+			func(m *manifests) { endpointPod(m).Tolerations[0].Key = "node-role.kubernetes.io/control-plane" },
+		},
+	},
+	{
+		name: "agent takes NODE_NAME and HOST_IP from the downward API",
+		check: func(m *manifests) (bad []string) {
+			want := map[string]string{"NODE_NAME": "spec.nodeName", "HOST_IP": "status.hostIP"}
+			for _, c := range agentPod(m).Containers {
+				for name, field := range want {
+					i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+					if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != field {
+						bad = append(bad, fmt.Sprintf("container %s: %s is not from fieldRef %s", c.Name, name, field))
+					}
+				}
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { agentPod(m).Containers[0].Env = nil },
+			func(m *manifests) { agentPod(m).Containers[0].Env[1].ValueFrom.FieldRef.FieldPath = "status.podIP" },
+			func(m *manifests) {
+				agentPod(m).Containers[0].Env[0] = corev1.EnvVar{Name: "NODE_NAME", Value: "node-1"}
+			},
+		},
+	},
+	{
+		name: "agent has Guaranteed QoS with whole CPUs",
+		check: func(m *manifests) (bad []string) {
+			ps := agentPod(m)
+			for _, c := range append(slices.Clone(ps.InitContainers), ps.Containers...) {
+				for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+					req, okReq := c.Resources.Requests[r]
+					lim, okLim := c.Resources.Limits[r]
+					switch {
+					case !okReq || !okLim:
+						bad = append(bad, fmt.Sprintf("container %s: %s request or limit missing", c.Name, r))
+					case req.Cmp(lim) != 0:
+						bad = append(bad, fmt.Sprintf("container %s: %s request %s != limit %s", c.Name, r, req.String(), lim.String()))
+					case r == corev1.ResourceCPU && (lim.MilliValue()%1000 != 0 || lim.Cmp(resource.MustParse("1")) < 0):
+						bad = append(bad, fmt.Sprintf("container %s: CPU %s is not a whole CPU", c.Name, lim.String()))
+					}
+				}
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) {
+				agentPod(m).Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("500m")
+			},
+			func(m *manifests) {
+				c := &agentPod(m).Containers[0]
+				c.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1500m")
+				c.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1500m")
+			},
+			func(m *manifests) { delete(agentPod(m).Containers[0].Resources.Limits, corev1.ResourceMemory) },
+		},
+	},
+	{
+		name: "agent and endpoint share the hostPath " + sharedDir,
+		check: func(m *manifests) (bad []string) {
+			for _, ps := range []*corev1.PodSpec{agentPod(m), endpointPod(m)} {
+				if !mountsHostPath(ps, sharedDir, sharedDir) {
+					bad = append(bad, fmt.Sprintf("%s: no hostPath %s mounted at %s", ps.Containers[0].Name, sharedDir, sharedDir))
+				}
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { agentPod(m).Volumes[0].HostPath.Path = "/run/other" },
+			func(m *manifests) { endpointPod(m).Containers[0].VolumeMounts[0].MountPath = "/run/x" },
+			func(m *manifests) {
+				endpointPod(m).Volumes[0].VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+			},
+		},
+	},
+	{
+		name: "agent and endpoint get no API token",
+		check: func(m *manifests) (bad []string) {
+			for _, name := range []string{agentName, endpointName} {
+				sa := find[*corev1.ServiceAccount](m, name)
+				if sa == nil || sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+					bad = append(bad, "ServiceAccount "+name+": automountServiceAccountToken is not false")
+				}
+				ds := find[*appsv1.DaemonSet](m, name)
+				if ds == nil {
+					bad = append(bad, "no DaemonSet "+name)
+					continue
+				}
+				ps := ds.Spec.Template.Spec
+				if ps.ServiceAccountName != name {
+					bad = append(bad, fmt.Sprintf("DaemonSet %s runs as ServiceAccount %q", name, ps.ServiceAccountName))
+				}
+				if ps.AutomountServiceAccountToken == nil || *ps.AutomountServiceAccountToken {
+					bad = append(bad, "DaemonSet "+name+": automountServiceAccountToken is not false")
+				}
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { agentPod(m).AutomountServiceAccountToken = nil },
+			func(m *manifests) { *find[*corev1.ServiceAccount](m, endpointName).AutomountServiceAccountToken = true },
+			func(m *manifests) { endpointPod(m).ServiceAccountName = coordinator },
+		},
+	},
+	{
+		name: "endpoint on the pod network, unprivileged, serving the agent's socket",
+		check: func(m *manifests) (bad []string) {
+			ps := endpointPod(m)
+			if ps.HostNetwork || ps.HostPID || ps.HostIPC {
+				bad = append(bad, "endpoint shares a host namespace")
+			}
+			for _, c := range ps.Containers {
+				sc := c.SecurityContext
+				switch {
+				case sc == nil:
+					bad = append(bad, c.Name+": no securityContext")
+				case sc.Privileged != nil && *sc.Privileged:
+					bad = append(bad, c.Name+": privileged")
+				case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+					bad = append(bad, c.Name+": allowPrivilegeEscalation is not false")
+				case sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0:
+					bad = append(bad, c.Name+": capabilities not all dropped")
+				}
+				if got := strings.Join(append(slices.Clone(c.Command), c.Args...), " "); got != "agent endpoint --socket="+sharedDir+"/endpoint.sock" {
+					bad = append(bad, fmt.Sprintf("%s runs %q", c.Name, got))
+				}
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { endpointPod(m).HostNetwork = true },
+			func(m *manifests) { p := true; endpointPod(m).Containers[0].SecurityContext.Privileged = &p },
+			func(m *manifests) {
+				endpointPod(m).Containers[0].SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+			},
+			func(m *manifests) { endpointPod(m).Containers[0].Args = []string{"endpoint"} },
+		},
+	},
+	{
+		name: "coordinator: one replica, Recreate, its PVC at " + dataDir,
+		check: func(m *manifests) (bad []string) {
+			d := find[*appsv1.Deployment](m, coordinator)
+			if d == nil {
+				return []string{"no Deployment " + coordinator}
+			}
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+				bad = append(bad, "replicas is not 1 (the bbolt file takes one writer)")
+			}
+			if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+				bad = append(bad, fmt.Sprintf("strategy %q, want Recreate (a rolling update would start a second pod on a locked bbolt file)", d.Spec.Strategy.Type))
+			}
+			ps := d.Spec.Template.Spec
+			ok := false
+			for _, v := range ps.Volumes {
+				if v.PersistentVolumeClaim == nil || find[*corev1.PersistentVolumeClaim](m, v.PersistentVolumeClaim.ClaimName) == nil {
+					continue
+				}
+				for _, vm := range ps.Containers[0].VolumeMounts {
+					ok = ok || vm.Name == v.Name && vm.MountPath == dataDir && vm.SubPath == "" && !vm.ReadOnly
+				}
+			}
+			if !ok {
+				bad = append(bad, "no PersistentVolumeClaim of the manifests mounted writable at "+dataDir)
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { *find[*appsv1.Deployment](m, coordinator).Spec.Replicas = 2 },
+			func(m *manifests) {
+				find[*appsv1.Deployment](m, coordinator).Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+			},
+			func(m *manifests) { coordinatorPod(m).Volumes[0].PersistentVolumeClaim.ClaimName = "missing" },
+			func(m *manifests) { coordinatorPod(m).Containers[0].VolumeMounts[0].MountPath = "/data" },
+		},
+	},
+	{
+		name: "coordinator: gRPC readiness and liveness probes on 7700",
+		check: func(m *manifests) (bad []string) {
+			c := coordinatorPod(m).Containers[0]
+			for what, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+				if p == nil || p.GRPC == nil || p.GRPC.Port != 7700 {
+					bad = append(bad, what+" probe is not grpc on port 7700")
+				}
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { coordinatorPod(m).Containers[0].LivenessProbe = nil },
+			func(m *manifests) { coordinatorPod(m).Containers[0].ReadinessProbe.GRPC.Port = 9090 },
+		},
+	},
+	{
+		name: "coordinator: requests and limits, unprivileged",
+		check: func(m *manifests) (bad []string) {
+			ps := coordinatorPod(m)
+			if ps.SecurityContext == nil || ps.SecurityContext.RunAsNonRoot == nil || !*ps.SecurityContext.RunAsNonRoot {
+				bad = append(bad, "pod runAsNonRoot is not true")
+			}
+			for _, c := range ps.Containers {
+				for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+					if _, ok := c.Resources.Requests[r]; !ok {
+						bad = append(bad, fmt.Sprintf("%s: no %s request", c.Name, r))
+					}
+					if _, ok := c.Resources.Limits[r]; !ok {
+						bad = append(bad, fmt.Sprintf("%s: no %s limit", c.Name, r))
+					}
+				}
+				sc := c.SecurityContext
+				if sc == nil || sc.Privileged != nil && *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+					bad = append(bad, c.Name+": privileged, or allowPrivilegeEscalation is not false")
+				}
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { delete(coordinatorPod(m).Containers[0].Resources.Limits, corev1.ResourceMemory) },
+			func(m *manifests) { coordinatorPod(m).Containers[0].Resources.Requests = nil },
+			func(m *manifests) { p := true; coordinatorPod(m).Containers[0].SecurityContext.Privileged = &p },
+			func(m *manifests) { coordinatorPod(m).SecurityContext.RunAsNonRoot = nil },
+		},
+	},
+	{
+		name: "coordinator Service: ClusterIP, grpc 7700 and metrics 9090 to the coordinator's pods",
+		check: func(m *manifests) (bad []string) {
+			s := find[*corev1.Service](m, coordinator)
+			if s == nil {
+				return []string{"no Service " + coordinator}
+			}
+			if s.Spec.Type != "" && s.Spec.Type != corev1.ServiceTypeClusterIP {
+				bad = append(bad, fmt.Sprintf("type %q", s.Spec.Type))
+			}
+			want := map[string]int32{"grpc": 7700, "metrics": 9090}
+			for _, p := range s.Spec.Ports {
+				if want[p.Name] == p.Port {
+					delete(want, p.Name)
+				}
+			}
+			if len(want) > 0 {
+				bad = append(bad, fmt.Sprintf("ports missing: %v", want))
+			}
+			podLabels := find[*appsv1.Deployment](m, coordinator).Spec.Template.Labels
+			for k, v := range s.Spec.Selector {
+				if podLabels[k] != v {
+					bad = append(bad, fmt.Sprintf("selector %s=%s does not match the coordinator's pods", k, v))
+				}
+			}
+			if len(s.Spec.Selector) == 0 {
+				bad = append(bad, "no selector")
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { find[*corev1.Service](m, coordinator).Spec.Ports[1].Port = 9100 },
+			func(m *manifests) {
+				find[*corev1.Service](m, coordinator).Spec.Selector = map[string]string{"app.kubernetes.io/name": "x"}
+			},
+		},
+	},
+	{
+		name:  "RBAC no wider than needed",
+		check: checkRBAC,
+		breaks: []func(m *manifests){
+			func(m *manifests) { find[*rbacv1.Role](m, coordinator).Rules[0].Verbs = []string{"*"} },
+			func(m *manifests) {
+				find[*rbacv1.Role](m, coordinator).Rules[0].Resources = []string{"services", "secrets"}
+			},
+			func(m *manifests) { find[*rbacv1.Role](m, coordinator).Rules[1].Verbs = append([]string{}, "escalate") },
+			func(m *manifests) {
+				r := &find[*rbacv1.ClusterRole](m, coordinator+"-nodes").Rules[0]
+				r.Verbs = append(r.Verbs, "patch")
+			},
+			func(m *manifests) {
+				r := &find[*rbacv1.ClusterRole](m, coordinator+"-nodes").Rules[0]
+				r.Resources = append(r.Resources, "pods")
+			},
+			func(m *manifests) {
+				find[*rbacv1.ClusterRoleBinding](m, coordinator+"-nodes").RoleRef = rbacv1.RoleRef{Kind: "ClusterRole", Name: "cluster-admin"}
+			},
+			func(m *manifests) {
+				find[*rbacv1.RoleBinding](m, coordinator).Subjects[0].Name = agentName
+			},
+		},
+	},
+	{
+		name: "every namespaced object in " + namespace,
+		check: func(m *manifests) (bad []string) {
+			for _, o := range m.objects {
+				kind := strings.TrimPrefix(fmt.Sprintf("%T", o.obj), "*")
+				kind = kind[strings.LastIndex(kind, ".")+1:]
+				switch ns := o.obj.GetNamespace(); {
+				case clusterScoped[kind] && ns != "":
+					bad = append(bad, fmt.Sprintf("%s: cluster-scoped %s %s has namespace %q", o.file, kind, o.obj.GetName(), ns))
+				case !clusterScoped[kind] && ns != namespace:
+					bad = append(bad, fmt.Sprintf("%s: %s %s in namespace %q", o.file, kind, o.obj.GetName(), ns))
+				}
+			}
+			for dir, k := range m.kustomizations {
+				for _, g := range k.ConfigMapGenerator {
+					if g.Namespace != namespace {
+						bad = append(bad, fmt.Sprintf("%s/kustomization.yaml: ConfigMap %s in namespace %q", dir, g.Name, g.Namespace))
+					}
+				}
+			}
+			if find[*corev1.Namespace](m, namespace) == nil {
+				bad = append(bad, "no Namespace "+namespace)
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { find[*appsv1.DaemonSet](m, endpointName).Namespace = "" },
+			func(m *manifests) { find[*rbacv1.ClusterRole](m, coordinator+"-nodes").Namespace = namespace },
+			func(m *manifests) { m.kustomizations["base"].ConfigMapGenerator[0].Namespace = "default" },
+		},
+	},
+	{
+		name: "each kustomization lists every file beside it, and only files that exist",
+		check: func(m *manifests) (bad []string) {
+			for _, f := range m.files {
+				if path.Base(f) == "kustomization.yaml" {
+					continue
+				}
+				k := m.kustomizations[path.Dir(f)]
+				if k == nil {
+					bad = append(bad, f+": no kustomization.yaml beside it")
+					continue
+				}
+				if !slices.Contains(k.Resources, path.Base(f)) && m.role(f) == "" {
+					bad = append(bad, f+": not listed in "+path.Dir(f)+"/kustomization.yaml")
+				}
+			}
+			for dir, k := range m.kustomizations {
+				listed := slices.Clone(k.Resources)
+				for _, p := range k.Patches {
+					listed = append(listed, p.Path)
+				}
+				for _, g := range k.ConfigMapGenerator {
+					listed = append(listed, g.Files...)
+				}
+				for _, l := range listed {
+					if _, err := os.Stat(path.Join(dir, l)); err != nil {
+						bad = append(bad, fmt.Sprintf("%s/kustomization.yaml: %v", dir, err))
+					}
+				}
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { m.kustomizations["base"].Resources = m.kustomizations["base"].Resources[1:] },
+			func(m *manifests) {
+				m.kustomizations["cert-manager"].Patches = m.kustomizations["cert-manager"].Patches[1:]
+			},
+			func(m *manifests) {
+				m.kustomizations["."].Resources = append(m.kustomizations["."].Resources, "missing.yaml")
+			},
+		},
+	},
+	{
+		name: "the monitor's ConfigMap is deploy/config/coordinator.yaml",
+		check: func(m *manifests) (bad []string) {
+			want, err := os.ReadFile(monitorConfig)
+			if err != nil {
+				return []string{err.Error()}
+			}
+			got, ok := m.data["base/coordinator.yaml"]
+			if !ok || !bytes.Equal(got, want) {
+				bad = append(bad, "base/coordinator.yaml differs from deploy/config/coordinator.yaml: copy it")
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { m.data["base/coordinator.yaml"] = append(m.data["base/coordinator.yaml"], '#') },
+		},
+	},
+	{
+		name: "every container runs the meshperf image, which kustomize can override",
+		check: func(m *manifests) (bad []string) {
+			var pods []*corev1.PodSpec
+			for _, d := range all[*appsv1.Deployment](m) {
+				pods = append(pods, &d.Spec.Template.Spec)
+			}
+			for _, d := range all[*appsv1.DaemonSet](m) {
+				pods = append(pods, &d.Spec.Template.Spec)
+			}
+			for _, ps := range pods {
+				for _, c := range append(slices.Clone(ps.InitContainers), ps.Containers...) {
+					if name, _, _ := strings.Cut(c.Image, ":"); name != image {
+						bad = append(bad, fmt.Sprintf("%s: image %q", c.Name, c.Image))
+					}
+				}
+			}
+			if k := m.kustomizations["base"]; k == nil || !slices.ContainsFunc(k.Images, func(i kustomizeImage) bool { return i.Name == image }) {
+				bad = append(bad, "base/kustomization.yaml: no images entry for "+image)
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) { agentPod(m).Containers[0].Image = "busybox" },
+			func(m *manifests) { m.kustomizations["base"].Images = nil },
+		},
+	},
+	{
+		name: "cert-manager: the coordinator's certificate names its Service, the patches mount the certificates' secrets",
+		check: func(m *manifests) (bad []string) {
+			c := find[*certificate](m, coordinator)
+			if c == nil || !slices.Contains(c.Spec.DNSNames, coordinatorDNS) {
+				bad = append(bad, "Certificate "+coordinator+" does not name "+coordinatorDNS)
+			}
+			secrets := map[string]bool{}
+			for _, c := range all[*certificate](m) {
+				secrets[c.Spec.SecretName] = true
+			}
+			for f, ops := range m.patches {
+				for _, op := range ops {
+					v, _ := op.Value.(map[string]any)
+					s, _ := v["secret"].(map[string]any)
+					if name, _ := s["secretName"].(string); strings.HasSuffix(name, "-tls") && !secrets[name] {
+						bad = append(bad, fmt.Sprintf("%s: secret %s is no Certificate's", f, name))
+					}
+				}
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) {
+				find[*certificate](m, coordinator).Spec.DNSNames = []string{"meshperf-coordinator"}
+			},
+			func(m *manifests) { find[*certificate](m, agentName).Spec.SecretName = "other-tls" },
+		},
+	},
+}
+
+func podOf(m *manifests, name string) *corev1.PodSpec {
+	if ds := find[*appsv1.DaemonSet](m, name); ds != nil {
+		return &ds.Spec.Template.Spec
+	}
+	if d := find[*appsv1.Deployment](m, name); d != nil {
+		return &d.Spec.Template.Spec
+	}
+	return &corev1.PodSpec{Containers: []corev1.Container{{Name: name + " (missing)"}}}
+}
+
+func agentPod(m *manifests) *corev1.PodSpec       { return podOf(m, agentName) }
+func endpointPod(m *manifests) *corev1.PodSpec    { return podOf(m, endpointName) }
+func coordinatorPod(m *manifests) *corev1.PodSpec { return podOf(m, coordinator) }
+
+// mountsHostPath reports whether every container of ps mounts the hostPath
+// dir at mountPath.
+func mountsHostPath(ps *corev1.PodSpec, dir, mountPath string) bool {
+	for _, c := range ps.Containers {
+		ok := false
+		for _, vm := range c.VolumeMounts {
+			for _, v := range ps.Volumes {
+				ok = ok || v.Name == vm.Name && v.HostPath != nil && path.Clean(v.HostPath.Path) == dir && vm.MountPath == mountPath
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return len(ps.Containers) > 0
+}
+
+func TestInvariants(t *testing.T) {
+	m := load(t)
+	for _, inv := range invariants {
+		t.Run(inv.name, func(t *testing.T) {
+			for _, b := range inv.check(m) {
+				t.Error(b)
+			}
+		})
+	}
+}
+
+// TestInvariantsCatchBreakage breaks the manifests, once per breakage, and
+// wants the invariant to notice.
+func TestInvariantsCatchBreakage(t *testing.T) {
+	for _, inv := range invariants {
+		t.Run(inv.name, func(t *testing.T) {
+			if len(inv.breaks) == 0 {
+				t.Fatal("no breakage to prove the check")
+			}
+			for i, brk := range inv.breaks {
+				m := load(t)
+				brk(m)
+				if got := inv.check(m); len(got) == 0 {
+					t.Errorf("breakage %d went unnoticed", i)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,64 @@
+package kubernetes
+
+import (
+	"fmt"
+	"slices"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// checkRBAC allows the coordinator services and endpointslices in its
+// namespace and nodes read-only cluster-wide, and nothing else to anyone.
+func checkRBAC(m *manifests) (bad []string) {
+	nsAllowed := map[string]bool{"/services": true, "discovery.k8s.io/endpointslices": true}
+	nsVerbs := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	readOnly := []string{"get", "list", "watch"}
+	checkRules := func(who string, rules []rbacv1.PolicyRule, allowed map[string]bool, verbs []string) {
+		for _, r := range rules {
+			if len(r.NonResourceURLs) > 0 {
+				bad = append(bad, who+": nonResourceURLs")
+			}
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					if !allowed[g+"/"+res] {
+						bad = append(bad, fmt.Sprintf("%s: resource %q in group %q", who, res, g))
+					}
+				}
+			}
+			for _, v := range r.Verbs {
+				if !slices.Contains(verbs, v) {
+					bad = append(bad, fmt.Sprintf("%s: verb %q", who, v))
+				}
+			}
+		}
+	}
+	for _, r := range all[*rbacv1.Role](m) {
+		checkRules("Role "+r.Name, r.Rules, nsAllowed, nsVerbs)
+	}
+	for _, r := range all[*rbacv1.ClusterRole](m) {
+		checkRules("ClusterRole "+r.Name, r.Rules, map[string]bool{"/nodes": true}, readOnly)
+		if r.AggregationRule != nil {
+			bad = append(bad, "ClusterRole "+r.Name+": aggregationRule")
+		}
+	}
+	subjectsOK := func(who string, subjects []rbacv1.Subject) {
+		for _, s := range subjects {
+			if s.Kind != rbacv1.ServiceAccountKind || s.Name != coordinator || s.Namespace != namespace {
+				bad = append(bad, fmt.Sprintf("%s: binds %s %s/%s (only the coordinator talks to the API)", who, s.Kind, s.Namespace, s.Name))
+			}
+		}
+	}
+	for _, b := range all[*rbacv1.RoleBinding](m) {
+		if b.RoleRef.Kind != "Role" || find[*rbacv1.Role](m, b.RoleRef.Name) == nil {
+			bad = append(bad, fmt.Sprintf("RoleBinding %s: binds %s %s, not a Role of these manifests", b.Name, b.RoleRef.Kind, b.RoleRef.Name))
+		}
+		subjectsOK("RoleBinding "+b.Name, b.Subjects)
+	}
+	for _, b := range all[*rbacv1.ClusterRoleBinding](m) {
+		if b.RoleRef.Kind != "ClusterRole" || find[*rbacv1.ClusterRole](m, b.RoleRef.Name) == nil {
+			bad = append(bad, fmt.Sprintf("ClusterRoleBinding %s: binds %s %s, not a ClusterRole of these manifests", b.Name, b.RoleRef.Kind, b.RoleRef.Name))
+		}
+		subjectsOK("ClusterRoleBinding "+b.Name, b.Subjects)
+	}
+	return bad
+}
