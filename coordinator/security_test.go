@@ -179,7 +179,7 @@ func TestTLSListener(t *testing.T) {
 		wantLog string // in the coordinator's log; "" when accepted
 	}{
 		{"valid client", clientCreds(t, pki.CA.File, pki.Client), ""},
-		{"plaintext", insecure.NewCredentials(), "TLS handshake refused"},
+		{"plaintext", insecure.NewCredentials(), "TLS handshake with a client failed"},
 		{"no client certificate", noClientCert(t, pki.CA.File), "didn't provide a certificate"},
 		{"client of another CA", clientCreds(t, pki.CA.File, pki.OtherClient), "unknown authority"},
 		{"expired client", clientCreds(t, pki.CA.File, pki.Expired), "expired"},

@@ -134,7 +134,7 @@ func (s *loggedServer) ServerHandshake(conn net.Conn) (net.Conn, credentials.Aut
 		if errors.Is(err, io.EOF) {
 			logf = s.log.Debug
 		}
-		logf("TLS handshake refused: the peer has no valid client certificate, or no TLS 1.3",
+		logf("TLS handshake with a client failed; the reason says whose certificate was refused (\"remote error\": the client refused ours)",
 			"remote", conn.RemoteAddr().String(), "reason", err)
 	}
 	return c, info, err
