@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -37,6 +38,7 @@ import (
 	"github.com/meshperf/meshperf/agent/runner"
 	"github.com/meshperf/meshperf/agent/servers"
 	"github.com/meshperf/meshperf/agent/spool"
+	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -88,8 +90,15 @@ type Config struct {
 	// ReconnectMin and ReconnectMax bound the reconnect backoff; zero means
 	// 200 ms and 30 s.
 	ReconnectMin, ReconnectMax time.Duration
-	// DialOptions are extra gRPC dial options; transport security defaults
-	// to none.
+	// TLSCertFile and TLSKeyFile are the agent's client certificate and key
+	// (PEM), presented to the coordinator, and TLSCAFile the CA (PEM) that
+	// must have signed the coordinator's certificate, which must also be
+	// for the host name or IP in Coordinator. All three or none; none means
+	// plaintext. A failed TLS handshake is retried like any lost
+	// coordinator, and logged at error level with its reason.
+	TLSCertFile, TLSKeyFile, TLSCAFile string
+	// DialOptions are extra gRPC dial options, applied after the transport
+	// security of the TLS files (or none).
 	DialOptions []grpc.DialOption
 	// Logger receives everything; nil means discard.
 	Logger *slog.Logger
@@ -120,6 +129,10 @@ func (c *Config) validate() error {
 	}
 	if c.PodIP.IsValid() != (c.PodNetNS != "") {
 		return fmt.Errorf("pod IP (--pod-ip) %q and pod netns (--pod-netns) %q go together: set both or neither", c.PodIP, c.PodNetNS)
+	}
+	if _, err := mtls.AllOrNone(mtls.File{Flag: "tls-cert", Path: c.TLSCertFile}, mtls.File{Flag: "tls-key", Path: c.TLSKeyFile},
+		mtls.File{Flag: "tls-ca", Path: c.TLSCAFile}); err != nil {
+		return err
 	}
 	if err := c.validatePorts(); err != nil {
 		return err
@@ -214,6 +227,7 @@ type Agent struct {
 	targets *targets
 	spool   *spool.Spool
 	gossip  *gossip.Gossip // nil: no gossip
+	tls     *tlsWatch      // nil: plaintext
 
 	// runs are the client runs in progress: they outlive the session that
 	// ordered them, and Run waits for them.
@@ -244,6 +258,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("agent config: %w", err)
 	}
+	var tw *tlsWatch
+	creds := insecure.NewCredentials()
+	if cfg.TLSCertFile != "" {
+		tc, err := mtls.ClientConfig(cfg.TLSCAFile, cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("agent config: %w", err)
+		}
+		tw = newTLSWatch(credentials.NewTLS(tc))
+		creds = tw
+	}
 	log := cfg.Logger.With("node", cfg.NodeName)
 	sp, err := spool.Open(spool.Config{Dir: cfg.StateDir, MaxResults: cfg.SpoolMaxResults, Logger: log})
 	if err != nil {
@@ -269,6 +293,7 @@ func Run(ctx context.Context, cfg Config) error {
 		clients: make(chan struct{}, cfg.MaxClients),
 		targets: newTargets(cfg.AllowTargets, log),
 		spool:   sp,
+		tls:     tw,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() { // before the spool closes: client runs put their results there
@@ -304,7 +329,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	}, cfg.DialOptions...)
 	conn, err := grpc.NewClient(cfg.Coordinator, opts...)
@@ -375,7 +400,12 @@ func (a *Agent) connectLoop(ctx context.Context, conn *grpc.ClientConn) error {
 		if registered {
 			msg = "session with the coordinator ended; reconnecting"
 		}
-		a.log.Warn(msg, "coordinator", a.cfg.Coordinator, "err", err, "in", wait.Round(time.Millisecond))
+		if terr := a.tls.take(); terr != nil {
+			a.log.Error("TLS handshake with the coordinator failed; check --tls-cert, --tls-key and --tls-ca here, and the coordinator's certificate and --tls-client-ca; retrying",
+				"coordinator", a.cfg.Coordinator, "reason", terr, "in", wait.Round(time.Millisecond))
+		} else {
+			a.log.Warn(msg, "coordinator", a.cfg.Coordinator, "err", err, "in", wait.Round(time.Millisecond))
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,7 +142,7 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 		return refuse(measurev1.Status_STATUS_INVALID, "target_ip: %v", err)
 	}
 	if !a.targets.allowed(target) {
-		return refuse(measurev1.Status_STATUS_INVALID, "target_ip %s is neither a registered endpoint nor in the allowlist", target)
+		return refuse(measurev1.Status_STATUS_INVALID, "target_ip %s refused: it is neither a registered endpoint nor in the allowlist; allowed: %s", target, a.targets)
 	}
 	select {
 	case a.clients <- struct{}{}:
@@ -196,6 +199,47 @@ func (t *targets) setEndpoints(ep *agentv1.Endpoints) {
 	t.mu.Lock()
 	t.endpoints = m
 	t.mu.Unlock()
+}
+
+// maxListed bounds the registered endpoints a refusal lists.
+const maxListed = 8
+
+// String describes the allowed set, for a refusal: the registered
+// endpoints (the first maxListed, sorted) and the allowlisted CIDRs.
+func (t *targets) String() string {
+	t.mu.RLock()
+	eps := slices.Collect(maps.Keys(t.endpoints))
+	t.mu.RUnlock()
+	slices.SortFunc(eps, netip.Addr.Compare)
+	var b strings.Builder
+	b.WriteString("registered endpoints ")
+	switch {
+	case len(eps) == 0:
+		b.WriteString("none (the coordinator has sent none yet)")
+	case len(eps) > maxListed:
+		fmt.Fprintf(&b, "%s and %d more", joinAddrs(eps[:maxListed]), len(eps)-maxListed)
+	default:
+		b.WriteString(joinAddrs(eps))
+	}
+	b.WriteString("; --allow-target ")
+	if len(t.allow) == 0 {
+		b.WriteString("none")
+	}
+	for i, p := range t.allow {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+func joinAddrs(as []netip.Addr) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 func (t *targets) allowed(ip netip.Addr) bool {

@@ -262,3 +262,54 @@ func TestMaxClients(t *testing.T) {
 		t.Errorf("first client: %v %q, want OK", r.GetStatus(), r.GetMessage())
 	}
 }
+
+// TestTargetRefused: a client whose target is neither a registered
+// endpoint nor allowlisted is refused before any tool runs, by a message
+// that names the target and the allowed set.
+func TestTargetRefused(t *testing.T) {
+	many := []*agentv1.NodeEndpoint{}
+	for i := 1; i <= 10; i++ {
+		many = append(many, hostEndpoint(fmt.Sprintf("node-%d", i), fmt.Sprintf("127.0.1.%d", i), ""))
+	}
+	tests := []struct {
+		name      string
+		allow     []netip.Prefix
+		endpoints []*agentv1.NodeEndpoint // nil: the coordinator sends none
+		target    string
+		wantIn    []string
+	}{
+		{"outside allowlist and endpoints", []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("127.0.0.3/32")},
+			[]*agentv1.NodeEndpoint{hostEndpoint("node-a", "127.0.0.1", ""), hostEndpoint("node-b", "127.0.0.2", "127.0.0.4")}, "192.0.2.1",
+			[]string{"target_ip 192.0.2.1 refused", "registered endpoints 127.0.0.1, 127.0.0.2, 127.0.0.4", "--allow-target 10.1.0.0/16, 127.0.0.3/32"}},
+		{"no allowlist, no endpoints yet", nil, nil, "127.0.0.9",
+			[]string{"target_ip 127.0.0.9 refused", "registered endpoints none", "--allow-target none"}},
+		{"many endpoints", nil, many, "127.0.0.9",
+			[]string{"127.0.1.1, 127.0.1.2, 127.0.1.3", "and 2 more"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			target, next := sessions(t)
+			cfg := baseConfig(t, target, "node-a")
+			cfg.AllowTargets = tt.allow
+			startAgent(t, cfg)
+			fs := next()
+			fs.accept(t, time.Second, 30*time.Second)
+			if tt.endpoints != nil {
+				fs.send(t, endpoints(tt.endpoints...))
+			}
+			fs.send(t, work("c", 20*time.Second, runPing(tt.target)))
+			r := fs.result(t, "c")
+			if r.GetStatus() != measurev1.Status_STATUS_INVALID {
+				t.Errorf("status %v, want INVALID", r.GetStatus())
+			}
+			for _, want := range tt.wantIn {
+				if !strings.Contains(r.GetMessage(), want) {
+					t.Errorf("refusal %q lacks %q", r.GetMessage(), want)
+				}
+			}
+			if res := r.GetClientDone().GetResults(); len(res) != 1 || res[0].GetMessage() != r.GetMessage() || res[0].GetTargetAddress() != tt.target {
+				t.Errorf("results %v, want one naming the target with the same refusal", res)
+			}
+		})
+	}
+}

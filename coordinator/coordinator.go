@@ -1,8 +1,18 @@
 // Package coordinator wires the coordinator's parts into a daemon: the
-// bbolt store, the agent registry, the run manager and one gRPC server that
-// serves AgentService and MeshService on a TCP listener (for agents and
-// remote users) and on a unix socket (for the CLI on the same machine),
-// and, if asked, Prometheus metrics over HTTP (coordinator/metrics).
+// bbolt store, the agent registry, the run manager and two gRPC servers
+// that serve AgentService, MeshService and the health service, one on a TCP
+// listener (for agents and remote users) and one on a unix socket (for the
+// CLI on the same machine), and, if asked, Prometheus metrics over HTTP
+// (coordinator/metrics).
+//
+// Security: with TLS files, the TCP listener speaks TLS 1.3 only and
+// requires a client certificate signed by the client CA (internal/mtls);
+// that certificate is what authenticates an agent. With an API token
+// file, every MeshService call on the TCP listener must also carry
+// "authorization: Bearer TOKEN"; AgentService and the health service do
+// not need it. The unix socket stays plaintext and needs no token: its mode
+// 0600 lets only root (or the coordinator's user) connect, who could read
+// the token file and the store anyway.
 package coordinator
 
 import (
@@ -13,6 +23,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -29,6 +40,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/server"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/version"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -68,6 +80,48 @@ type Config struct {
 	// MetricsPerPair adds one series per node pair to /metrics
 	// (O(nodes²) series); false means per-node aggregates only.
 	MetricsPerPair bool
+	// TLSCertFile and TLSKeyFile are the TCP listener's certificate and
+	// key (PEM), and TLSClientCAFile the CA (PEM) that must have signed
+	// every client's certificate (agents and remote users). All three or
+	// none; none means plaintext TCP, without client authentication.
+	TLSCertFile, TLSKeyFile, TLSClientCAFile string
+	// APITokenFile holds the token that every MeshService call on the TCP
+	// listener must carry as "authorization: Bearer TOKEN" (one line;
+	// surrounding white space is ignored). It needs the TLS files, so that
+	// the token never crosses the network in clear. Empty means no token.
+	APITokenFile string
+}
+
+// security loads the TCP listener's TLS configuration and the API token;
+// nil means none.
+func (cfg *Config) security(log *slog.Logger) (grpc.ServerOption, *tokenAuth, error) {
+	on, err := mtls.AllOrNone(mtls.File{Flag: "tls-cert", Path: cfg.TLSCertFile}, mtls.File{Flag: "tls-key", Path: cfg.TLSKeyFile},
+		mtls.File{Flag: "tls-client-ca", Path: cfg.TLSClientCAFile})
+	if err != nil {
+		return nil, nil, err
+	}
+	if (on || cfg.APITokenFile != "") && cfg.ListenAddress == "" {
+		return nil, nil, errors.New("--tls-cert, --tls-key, --tls-client-ca and --api-token-file are for the TCP listener, and --listen is empty")
+	}
+	if cfg.APITokenFile != "" && !on {
+		return nil, nil, errors.New("--api-token-file needs --tls-cert, --tls-key and --tls-client-ca: without TLS the token would cross the network in clear")
+	}
+	if !on {
+		return nil, nil, nil
+	}
+	tc, err := mtls.ServerConfig(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	creds := grpc.Creds(mtls.ServerCredentials(tc, log.With("listener", cfg.ListenAddress)))
+	if cfg.APITokenFile == "" {
+		return creds, nil, nil
+	}
+	tok, err := readToken(cfg.APITokenFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	return creds, newTokenAuth(tok, log), nil
 }
 
 // Run serves until ctx ends, then stops gracefully: it marks itself not
@@ -84,6 +138,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 5 * time.Second
+	}
+	creds, auth, err := cfg.security(log)
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
 	}
 	st, err := store.Open(store.Config{Path: cfg.DBPath, Logger: log})
 	if err != nil {
@@ -121,31 +179,59 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	listeners, err := listen(cfg)
+	tcpL, unixL, err := listen(cfg)
 	if err != nil {
 		mgr.Close()
 		return err
 	}
+	listeners := map[net.Listener]*grpc.Server{}
 	var metricsListener net.Listener
 	if met != nil {
 		if metricsListener, err = net.Listen("tcp", cfg.MetricsAddress); err != nil {
-			for _, l := range listeners {
-				_ = l.Close()
+			for _, l := range []net.Listener{tcpL, unixL} {
+				if l != nil {
+					_ = l.Close()
+				}
 			}
 			mgr.Close()
 			return fmt.Errorf("listen on %s: %w", cfg.MetricsAddress, err)
 		}
 	}
-	g := grpc.NewServer(
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	)
-	server.New(server.Config{Registry: reg, Runs: mgr, Store: st}).Register(g)
+	// One gRPC server per listener: the TCP one with TLS and the token
+	// check when configured, the socket's plaintext and without a token.
+	srv := server.New(server.Config{Registry: reg, Runs: mgr, Store: st})
 	hs := health.NewServer()
-	healthpb.RegisterHealthServer(g, hs)
+	newServer := func(extra ...grpc.ServerOption) *grpc.Server {
+		g := grpc.NewServer(append([]grpc.ServerOption{
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+			grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		}, extra...)...)
+		srv.Register(g)
+		healthpb.RegisterHealthServer(g, hs)
+		return g
+	}
+	if tcpL != nil {
+		var opts []grpc.ServerOption
+		if creds != nil {
+			opts = append(opts, creds)
+		}
+		if auth != nil {
+			opts = append(opts, grpc.ChainUnaryInterceptor(auth.unary), grpc.ChainStreamInterceptor(auth.stream))
+		}
+		listeners[tcpL] = newServer(opts...)
+		log.Info("TCP listener security", "address", tcpL.Addr().String(), "mtls", creds != nil, "api_token", auth != nil)
+		if creds == nil {
+			log.Warn("the TCP listener is plaintext and authenticates nobody: any host that reaches it can register as an agent and drive MeshService; set --tls-cert, --tls-key, --tls-client-ca and --api-token-file")
+		} else if auth == nil {
+			log.Warn("no --api-token-file: any client certificate signed by the client CA, an agent's included, may drive MeshService on the TCP listener")
+		}
+	}
+	if unixL != nil {
+		listeners[unixL] = newServer()
+	}
 
 	eg, egCtx := errgroup.WithContext(ctx)
-	for _, l := range listeners {
+	for l, g := range listeners {
 		log.Info("coordinator listening", "network", l.Addr().Network(), "address", l.Addr().String(), "version", version.Version)
 		eg.Go(func() error {
 			if err := g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -179,14 +265,23 @@ func Run(ctx context.Context, cfg Config) error {
 		mgr.Close()
 		reg.Shutdown()
 		stopped := make(chan struct{})
-		go func() { g.GracefulStop(); close(stopped) }()
+		go func() {
+			var wg sync.WaitGroup
+			for _, g := range listeners {
+				wg.Go(g.GracefulStop)
+			}
+			wg.Wait()
+			close(stopped)
+		}()
 		t := time.NewTimer(cfg.ShutdownTimeout)
 		defer t.Stop()
 		select {
 		case <-stopped:
 		case <-t.C:
 			log.Warn("graceful stop timed out; forcing", "timeout", cfg.ShutdownTimeout)
-			g.Stop()
+			for _, g := range listeners {
+				g.Stop()
+			}
 			t.Reset(cfg.ShutdownTimeout)
 			select {
 			case <-stopped:
@@ -203,53 +298,52 @@ func Run(ctx context.Context, cfg Config) error {
 	return err
 }
 
-func listen(cfg Config) ([]net.Listener, error) {
-	var ls []net.Listener
-	closeAll := func() {
-		for _, l := range ls {
-			_ = l.Close()
+// listen opens the TCP listener and the unix socket; nil for one not
+// configured.
+func listen(cfg Config) (tcp, unix net.Listener, err error) {
+	if cfg.ListenAddress != "" {
+		if tcp, err = net.Listen("tcp", cfg.ListenAddress); err != nil {
+			return nil, nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddress, err)
 		}
 	}
-	if cfg.ListenAddress != "" {
-		l, err := net.Listen("tcp", cfg.ListenAddress)
-		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddress, err)
+	closeAll := func() {
+		if tcp != nil {
+			_ = tcp.Close()
 		}
-		ls = append(ls, l)
 	}
 	if cfg.SocketPath != "" {
 		if err := os.MkdirAll(filepath.Dir(cfg.SocketPath), 0o755); err != nil {
 			closeAll()
-			return nil, fmt.Errorf("socket directory: %w", err)
+			return nil, nil, fmt.Errorf("socket directory: %w", err)
 		}
 		// Only ever replace a stale socket: never a file (it could be the
 		// store), never a socket a live coordinator answers on.
 		if fi, err := os.Lstat(cfg.SocketPath); err == nil && fi.Mode().Type() != os.ModeSocket {
 			closeAll()
-			return nil, fmt.Errorf("socket path %s exists and is not a socket (%v); refusing to replace it", cfg.SocketPath, fi.Mode().Type())
+			return nil, nil, fmt.Errorf("socket path %s exists and is not a socket (%v); refusing to replace it", cfg.SocketPath, fi.Mode().Type())
 		}
 		if c, err := net.DialTimeout("unix", cfg.SocketPath, time.Second); err == nil {
 			_ = c.Close()
 			closeAll()
-			return nil, fmt.Errorf("socket %s is in use by a running coordinator", cfg.SocketPath)
+			return nil, nil, fmt.Errorf("socket %s is in use by a running coordinator", cfg.SocketPath)
 		}
 		if err := os.Remove(cfg.SocketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 			closeAll()
-			return nil, fmt.Errorf("remove stale socket %s: %w", cfg.SocketPath, err)
+			return nil, nil, fmt.Errorf("remove stale socket %s: %w", cfg.SocketPath, err)
 		}
 		l, err := net.Listen("unix", cfg.SocketPath)
 		if err != nil {
 			closeAll()
-			return nil, fmt.Errorf("listen on %s: %w", cfg.SocketPath, err)
+			return nil, nil, fmt.Errorf("listen on %s: %w", cfg.SocketPath, err)
 		}
 		if err := os.Chmod(cfg.SocketPath, 0o600); err != nil {
 			closeAll()
 			_ = l.Close()
-			return nil, fmt.Errorf("chmod %s: %w", cfg.SocketPath, err)
+			return nil, nil, fmt.Errorf("chmod %s: %w", cfg.SocketPath, err)
 		}
-		ls = append(ls, l)
+		unix = l
 	}
-	return ls, nil
+	return tcp, unix, nil
 }
 
 // monitorRuns gives the monitor the run manager's Trigger and the store's

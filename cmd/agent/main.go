@@ -71,9 +71,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				cfg.StateDir = "/run/meshperf/agent-" + cfg.NodeName
 			}
 			for _, s := range allow {
-				p, err := netip.ParsePrefix(s)
+				p, err := parseAllowTarget(s)
 				if err != nil {
-					return fmt.Errorf("--allow-target %q: %w", s, err)
+					return err
 				}
 				cfg.AllowTargets = append(cfg.AllowTargets, p)
 			}
@@ -95,9 +95,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.Uint32Var(&cfg.Ports.QperfData, "qperf-data-port", 19766, "qperf data port")
 	f.Uint32Var(&cfg.GossipPort, "gossip-port", 7946, "UDP and TCP port of the agent's memberlist gossip on its host IP (0: no gossip)")
 	f.StringVar(&cfg.StateDir, "state-dir", "", `directory where the agent records its running test servers, to kill those a crash left at its next start; "" for none (default /run/meshperf/agent-NODE)`)
-	f.StringSliceVar(&allow, "allow-target", nil, "extra CIDR that tests may target besides registered endpoints (repeatable)")
+	f.StringSliceVar(&allow, "allow-target", nil, "extra CIDR or IP address that tests may target besides registered endpoints (repeatable)")
+	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "client certificate (PEM) presented to the coordinator; with --tls-key and --tls-ca the agent speaks TLS 1.3")
+	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert")
+	f.StringVar(&cfg.TLSCAFile, "tls-ca", "", "CA (PEM) that must have signed the coordinator's certificate (checked against the --coordinator host name too)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	_ = cmd.MarkFlagRequired("coordinator")
 	cmd.SetArgs(args)
 	return cmd.ExecuteContext(ctx)
+}
+
+// parseAllowTarget takes a CIDR ("10.0.0.0/8") or one address
+// ("192.0.2.7", as /32 or /128). A CIDR with host bits set is refused: it
+// would allow more, or other, addresses than it seems to.
+func parseAllowTarget(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("--allow-target %q: want a CIDR or an IP address: %w", s, err)
+	}
+	if p != p.Masked() {
+		return netip.Prefix{}, fmt.Errorf("--allow-target %q has host bits set: did you mean %s?", s, p.Masked())
+	}
+	return p, nil
 }

@@ -49,6 +49,13 @@ func TestRunFlags(t *testing.T) {
 		{"multicast pod IP", []string{"--pod-ip", "ff02::1", "--pod-netns", "/run/netns/nonexistent"}, []string{"--pod-ip", "ff02::1"}},
 		{"unspecified service IP", []string{"--service-ip", "0.0.0.0"}, []string{"--service-ip", "0.0.0.0"}},
 		{"broadcast service IP", []string{"--service-ip", "255.255.255.255"}, []string{"--service-ip", "255.255.255.255"}},
+		{"allow-target CIDR", []string{"--allow-target", "10.0.0.0/8"}, nil},
+		{"allow-target host", []string{"--allow-target", "192.0.2.7", "--allow-target", "2001:db8::1"}, nil},
+		{"allow-target with host bits", []string{"--allow-target", "10.0.0.5/8"}, []string{"--allow-target", "10.0.0.5/8", "10.0.0.0/8"}},
+		{"allow-target not an address", []string{"--allow-target", "node-2"}, []string{"--allow-target", "node-2"}},
+		{"TLS cert without key and CA", []string{"--tls-cert", "/x.crt"}, []string{"--tls-cert given without --tls-key, --tls-ca"}},
+		{"TLS files unreadable", []string{"--tls-cert", "/nonexistent/x.crt", "--tls-key", "/nonexistent/x.key", "--tls-ca", "/nonexistent/ca.crt"},
+			[]string{"/nonexistent/ca.crt"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

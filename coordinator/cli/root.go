@@ -9,20 +9,27 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/testspec"
 	"github.com/meshperf/meshperf/internal/version"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
+
+// TokenEnv names the environment variable that holds the API token when
+// --token-file is not given.
+const TokenEnv = "MESHPERF_TOKEN"
 
 // DefaultSocket is where `serve` listens and the clients dial by default.
 const DefaultSocket = "/run/meshperf/coordinator.sock"
@@ -52,8 +59,11 @@ type options struct {
 	output   string
 	timeout  time.Duration
 	logLevel string
-	stdout   io.Writer
-	stderr   io.Writer
+	// tokenFile, tlsCA, tlsCert and tlsKey secure a TCP coordinator.
+	tokenFile              string
+	tlsCA, tlsCert, tlsKey string
+	stdout                 io.Writer
+	stderr                 io.Writer
 }
 
 // NewCommand returns the `coordinator` root command writing to stdout and
@@ -73,6 +83,10 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&o.address, "coordinator", "unix://"+DefaultSocket, `coordinator to talk to: a socket path ("/run/x.sock" or "unix:///run/x.sock") or "host:port"`)
 	pf.StringVarP(&o.output, "output", "o", "table", "output format: table or json; results, report and compare also csv")
 	pf.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each API call (trigger waits for the run regardless)")
+	pf.StringVar(&o.tokenFile, "token-file", "", "file with the coordinator's API token, sent to a TCP coordinator (default: the token in $"+TokenEnv+", if set)")
+	pf.StringVar(&o.tlsCA, "tls-ca", "", "CA (PEM) that signed a TCP coordinator's certificate; with --tls-cert and --tls-key the CLI speaks TLS 1.3")
+	pf.StringVar(&o.tlsCert, "tls-cert", "", "client certificate (PEM) presented to a TCP coordinator")
+	pf.StringVar(&o.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	root.AddCommand(newServeCommand(o), newTriggerCommand(o), newResultsCommand(o), newAgentsCommand(o),
 		newRunsCommand(o), newReportCommand(o), newCompareCommand(o), newPlotCommand(o), newMaintenanceCommand(o), newHistoryCommand(o), newDiagnoseCommand(o))
 	return root
@@ -107,15 +121,73 @@ func (o *options) dial() (meshv1.MeshServiceClient, func(), error) {
 	if strings.HasPrefix(address, "/") {
 		address = "unix://" + address // a bare socket path
 	}
-	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	security, err := o.security(strings.HasPrefix(address, "unix:"))
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := grpc.NewClient(address, append(security,
 		// A large run's planned tests or a full page of results can pass
 		// gRPC's 4 MiB default.
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvBytes)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvBytes)))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("coordinator address %q: %w", o.address, err)
 	}
 	return meshv1.NewMeshServiceClient(conn), func() { _ = conn.Close() }, nil
 }
+
+// security returns the dial options that secure the connection: none on
+// the unix socket (its mode guards it; the TLS flags are refused there),
+// and on TCP TLS with the --tls-* files and the API token from --token-file
+// or $MESHPERF_TOKEN. A token is never sent without TLS.
+func (o *options) security(unix bool) ([]grpc.DialOption, error) {
+	tlsOn, err := mtls.AllOrNone(mtls.File{Flag: "tls-ca", Path: o.tlsCA}, mtls.File{Flag: "tls-cert", Path: o.tlsCert}, mtls.File{Flag: "tls-key", Path: o.tlsKey})
+	if err != nil {
+		return nil, err
+	}
+	if unix {
+		if tlsOn {
+			return nil, fmt.Errorf("--tls-ca, --tls-cert and --tls-key are for a TCP coordinator; %s is a unix socket, which is plaintext", o.address)
+		}
+		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, nil
+	}
+	var token string
+	switch {
+	case o.tokenFile != "":
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return nil, fmt.Errorf("--token-file %s is empty", o.tokenFile)
+		}
+	default:
+		token = strings.TrimSpace(os.Getenv(TokenEnv))
+	}
+	if !tlsOn {
+		if token != "" {
+			return nil, fmt.Errorf("an API token (--token-file or $%s) is only sent over TLS: give --tls-ca, --tls-cert and --tls-key for %s", TokenEnv, o.address)
+		}
+		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, nil
+	}
+	tc, err := mtls.ClientConfig(o.tlsCA, o.tlsCert, o.tlsKey)
+	if err != nil {
+		return nil, err
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	return opts, nil
+}
+
+// bearer sends an API token as "authorization: Bearer TOKEN", over TLS only.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return true }
 
 // call bounds one API call with --timeout.
 func (o *options) call(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,6 +25,12 @@ func newServeCommand(o *options) *cobra.Command {
 				return err
 			}
 			cfg.Logger = log
+			// The client flags the root command shares are no serve flags.
+			for _, name := range []string{"tls-ca", "token-file"} {
+				if cmd.Flags().Changed(name) {
+					return fmt.Errorf("--%s is a client flag; serve takes --tls-cert, --tls-key, --tls-client-ca and --api-token-file", name)
+				}
+			}
 			if cfg.PartitionGrace == 0 { // the flag's 0 is "at once"; the Config's is the default
 				cfg.PartitionGrace = -1
 			}
@@ -45,5 +52,9 @@ func newServeCommand(o *options) *cobra.Command {
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "agent heartbeat period; an agent silent for 10 periods is dropped")
 	f.DurationVar(&cfg.PartitionGrace, "partition-grace", time.Minute,
 		"how long the coordinator and the agents' gossip must disagree on a node before it is reported as a partition (0: at once)")
+	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "TLS certificate (PEM) of the TCP listener; with --tls-key and --tls-client-ca it serves TLS 1.3 and requires client certificates")
+	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert")
+	f.StringVar(&cfg.TLSClientCAFile, "tls-client-ca", "", "CA (PEM) that must have signed the certificate of every TCP client: agents and remote users")
+	f.StringVar(&cfg.APITokenFile, "api-token-file", "", `file with the token every MeshService call on the TCP listener must carry as "authorization: Bearer TOKEN" (needs the TLS flags; the unix socket needs none)`)
 	return cmd
 }

@@ -1,0 +1,286 @@
+package coordinator_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/internal/mtls"
+	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
+	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testnet"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// syncBuffer is a log sink that the coordinator's goroutines may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs the coordinator with cfg's security fields on 127.0.0.1 and a
+// socket until the test ends; it returns the TCP address, the socket and
+// the log.
+func start(t *testing.T, cfg coordinator.Config) (string, string, *syncBuffer) {
+	t.Helper()
+	dir := t.TempDir()
+	logs := &syncBuffer{}
+	cfg.ListenAddress = fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
+	cfg.SocketPath = filepath.Join(dir, "coordinator.sock")
+	cfg.DBPath = filepath.Join(dir, "meshperf.db")
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ready := make(chan struct{})
+	cfg.Ready = func() { close(ready) }
+	ctx, cancel := context.WithCancel(testnet.Ctx(t, time.Minute))
+	errc := make(chan error, 1)
+	go func() { errc <- coordinator.Run(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("coordinator.Run: %v", err)
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-errc:
+		errc <- nil
+		t.Fatalf("coordinator.Run: %v", err)
+	}
+	return cfg.ListenAddress, cfg.SocketPath, logs
+}
+
+func writeToken(t *testing.T, token string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(f, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func dial(t *testing.T, target string, creds credentials.TransportCredentials) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func clientCreds(t *testing.T, ca string, pair mtlstest.Pair) credentials.TransportCredentials {
+	t.Helper()
+	c, err := mtls.ClientConfig(ca, pair.Cert, pair.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return credentials.NewTLS(c)
+}
+
+// TestAPIToken: with TLS and an API token, MeshService on the TCP listener
+// needs the token, the unix socket does not, and the health service stays
+// open.
+func TestAPIToken(t *testing.T) {
+	pki := mtlstest.New(t)
+	const token = "s3cret-token"
+	addr, sock, logs := start(t, coordinator.Config{
+		TLSCertFile: pki.Server.Cert, TLSKeyFile: pki.Server.Key, TLSClientCAFile: pki.CA.File,
+		APITokenFile: writeToken(t, token),
+	})
+	tcp := dial(t, addr, clientCreds(t, pki.CA.File, pki.Client))
+	unix := dial(t, "unix://"+sock, insecure.NewCredentials())
+	// Two agents, over TCP with their certificate and without the token, so
+	// that a run has a pair to measure.
+	register(t, tcp, "node-1", "127.0.0.1")
+	register(t, tcp, "node-2", "127.0.0.2")
+	tests := []struct {
+		name     string
+		conn     *grpc.ClientConn
+		auth     string // the authorization metadata; "" for none
+		wantCode codes.Code
+		wantIn   string
+	}{
+		{"tcp without token", tcp, "", codes.Unauthenticated, "no API token"},
+		{"tcp wrong token", tcp, "Bearer nope", codes.Unauthenticated, "wrong API token"},
+		{"tcp token of another length", tcp, "Bearer " + token + "x", codes.Unauthenticated, "wrong API token"},
+		{"tcp not a bearer", tcp, "Basic " + token, codes.Unauthenticated, "not a bearer token"},
+		{"tcp right token", tcp, "Bearer " + token, codes.OK, ""},
+		{"unix without token", unix, "", codes.OK, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			if tt.auth != "" {
+				ctx = metadata.AppendToOutgoingContext(ctx, "authorization", tt.auth)
+			}
+			mesh := meshv1.NewMeshServiceClient(tt.conn)
+			_, err := mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{
+				Label: "auth-test", Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}},
+				Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
+			}})
+			if got := status.Code(err); got != tt.wantCode {
+				t.Fatalf("TriggerRun: %v, want code %v", err, tt.wantCode)
+			}
+			if !strings.Contains(status.Convert(err).Message(), tt.wantIn) {
+				t.Errorf("TriggerRun: %q, want %q in the message", status.Convert(err).Message(), tt.wantIn)
+			}
+			if tt.wantCode == codes.Unauthenticated && !strings.Contains(status.Convert(err).Message(), "authorization: Bearer") {
+				t.Errorf("refusal %q does not say what is needed", status.Convert(err).Message())
+			}
+			if _, err := healthpb.NewHealthClient(tt.conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+				t.Errorf("health check: %v, want it open", err)
+			}
+		})
+	}
+	if !strings.Contains(logs.String(), "wrong API token") {
+		t.Errorf("the coordinator did not log the refused token; log:\n%s", logs)
+	}
+}
+
+// TestTLSListener: the TCP listener refuses clients without a valid
+// certificate and says why in its log.
+func TestTLSListener(t *testing.T) {
+	pki := mtlstest.New(t)
+	addr, _, logs := start(t, coordinator.Config{TLSCertFile: pki.Server.Cert, TLSKeyFile: pki.Server.Key, TLSClientCAFile: pki.CA.File})
+	tests := []struct {
+		name    string
+		creds   credentials.TransportCredentials
+		wantLog string // in the coordinator's log; "" when accepted
+	}{
+		{"valid client", clientCreds(t, pki.CA.File, pki.Client), ""},
+		{"plaintext", insecure.NewCredentials(), "TLS handshake with a client failed"},
+		{"no client certificate", noClientCert(t, pki.CA.File), "didn't provide a certificate"},
+		{"client of another CA", clientCreds(t, pki.CA.File, pki.OtherClient), "unknown authority"},
+		{"expired client", clientCreds(t, pki.CA.File, pki.Expired), "expired"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, err := meshv1.NewMeshServiceClient(dial(t, addr, tt.creds)).ListAgents(ctx, &meshv1.ListAgentsRequest{})
+			if tt.wantLog == "" {
+				if err != nil {
+					t.Fatalf("ListAgents: %v", err)
+				}
+				return
+			}
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("ListAgents: %v, want Unavailable", err)
+			}
+			if !poll(5*time.Second, func() bool { return strings.Contains(logs.String(), tt.wantLog) }) {
+				t.Errorf("coordinator log lacks %q:\n%s", tt.wantLog, logs)
+			}
+		})
+	}
+}
+
+func noClientCert(t *testing.T, ca string) credentials.TransportCredentials {
+	t.Helper()
+	pki := mtlstest.New(t)
+	c, err := mtls.ClientConfig(ca, pki.Client.Cert, pki.Client.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.GetClientCertificate = nil
+	return credentials.NewTLS(c)
+}
+
+// register opens an agent session for node over conn, without a token,
+// and keeps it until the test ends.
+func register(t *testing.T, conn *grpc.ClientConn, node, ip string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	s, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version,
+		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}}
+	if err := s.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: reg}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Recv()
+	if err != nil || m.GetRegistered() == nil {
+		t.Fatalf("register %s: %v, %v", node, m, err)
+	}
+}
+
+func poll(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+// TestSecurityConfig: TLS files go all together, the token needs TLS, and
+// each error names what is missing.
+func TestSecurityConfig(t *testing.T) {
+	pki := mtlstest.New(t)
+	tok := writeToken(t, "t")
+	empty := writeToken(t, "")
+	tests := []struct {
+		name   string
+		cfg    coordinator.Config
+		wantIn []string
+	}{
+		{"key missing", coordinator.Config{TLSCertFile: pki.Server.Cert, TLSClientCAFile: pki.CA.File}, []string{"without --tls-key"}},
+		{"client CA missing", coordinator.Config{TLSCertFile: pki.Server.Cert, TLSKeyFile: pki.Server.Key}, []string{"without --tls-client-ca"}},
+		{"token without TLS", coordinator.Config{APITokenFile: tok}, []string{"--api-token-file needs --tls-cert"}},
+		{"empty token", coordinator.Config{TLSCertFile: pki.Server.Cert, TLSKeyFile: pki.Server.Key, TLSClientCAFile: pki.CA.File, APITokenFile: empty},
+			[]string{"empty"}},
+		{"unreadable CA", coordinator.Config{TLSCertFile: pki.Server.Cert, TLSKeyFile: pki.Server.Key, TLSClientCAFile: "/nonexistent"},
+			[]string{"/nonexistent"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tt.cfg.ListenAddress = "127.0.0.1:0"
+			tt.cfg.DBPath = filepath.Join(dir, "db")
+			err := coordinator.Run(testnet.Ctx(t, 10*time.Second), tt.cfg)
+			for _, want := range tt.wantIn {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("Run: %v, want an error with %q", err, want)
+				}
+			}
+			if _, err := os.Stat(tt.cfg.DBPath); err == nil {
+				t.Errorf("Run created the store before refusing its configuration")
+			}
+		})
+	}
+}
