@@ -2,7 +2,8 @@
 // bbolt store, the agent registry, the run manager and one gRPC server that
 // serves AgentService and MeshService on a TCP listener (for agents and
 // remote users) and on a unix socket (for the CLI on the same machine),
-// and, if asked, Prometheus metrics over HTTP (coordinator/metrics).
+// and, if asked, Prometheus metrics over HTTP (coordinator/metrics) and a
+// ClusterIP Service per node (coordinator/kube).
 package coordinator
 
 import (
@@ -21,7 +22,10 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/meshperf/meshperf/coordinator/alert"
+	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/metrics"
 	"github.com/meshperf/meshperf/coordinator/monitor"
 	"github.com/meshperf/meshperf/coordinator/registry"
@@ -68,6 +72,19 @@ type Config struct {
 	// MetricsPerPair adds one series per node pair to /metrics
 	// (O(nodes²) series); false means per-node aggregates only.
 	MetricsPerPair bool
+	// KubeClient, if set, makes the coordinator give every node's pod
+	// endpoint its own selectorless ClusterIP Service and EndpointSlice
+	// (coordinator/kube) when its agent registers, use that ClusterIP as
+	// the node's service IP, and delete those of departed nodes every
+	// KubePruneInterval. Nil means none: the agents' --service-ip is used
+	// as it is.
+	KubeClient kubernetes.Interface
+	// KubeNamespace holds those Services; empty means kube.DefaultNamespace
+	// ("meshperf").
+	KubeNamespace string
+	// KubePruneInterval is how often Services of departed nodes are
+	// deleted; zero means one minute.
+	KubePruneInterval time.Duration
 }
 
 // Run serves until ctx ends, then stops gracefully: it marks itself not
@@ -94,9 +111,20 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Error("close store", "err", err)
 		}
 	}()
-	reg, err := registry.New(ctx, registry.Config{
+	var services *kube.Services
+	regCfg := registry.Config{
 		Recorder: st, Version: version.Version, HeartbeatInterval: cfg.HeartbeatInterval, PartitionGrace: cfg.PartitionGrace, Logger: log,
-	})
+	}
+	if cfg.KubeClient != nil {
+		if services, err = kube.New(kube.Config{Client: cfg.KubeClient, Namespace: cfg.KubeNamespace, Logger: log}); err != nil {
+			return err
+		}
+		regCfg.ServiceIPs = services.Ensure
+		if cfg.KubePruneInterval == 0 {
+			cfg.KubePruneInterval = time.Minute
+		}
+	}
+	reg, err := registry.New(ctx, regCfg)
 	if err != nil {
 		return err
 	}
@@ -167,6 +195,18 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Retention > 0 {
 		eg.Go(func() error {
 			return retention.Run(egCtx, retention.Config{Store: st, Retention: cfg.Retention, Logger: log})
+		})
+	}
+	if services != nil {
+		eg.Go(func() error {
+			return services.PruneEvery(egCtx, cfg.KubePruneInterval, func() map[string]bool {
+				_, targetable := reg.Known() // every node but the departed
+				keep := make(map[string]bool, len(targetable))
+				for _, n := range targetable {
+					keep[n] = true
+				}
+				return keep
+			})
 		})
 	}
 	if cfg.Ready != nil {

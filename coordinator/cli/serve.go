@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/monitor"
 )
 
@@ -13,6 +14,7 @@ func newServeCommand(o *options) *cobra.Command {
 	var (
 		cfg        coordinator.Config
 		configPath string
+		useKube    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -30,6 +32,11 @@ func newServeCommand(o *options) *cobra.Command {
 			if cfg.Monitor, err = monitor.Load(configPath); err != nil {
 				return err
 			}
+			if useKube {
+				if cfg.KubeClient, err = kube.InCluster(); err != nil {
+					return err
+				}
+			}
 			return coordinator.Run(cmd.Context(), cfg)
 		},
 	}
@@ -45,5 +52,8 @@ func newServeCommand(o *options) *cobra.Command {
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "agent heartbeat period; an agent silent for 10 periods is dropped")
 	f.DurationVar(&cfg.PartitionGrace, "partition-grace", time.Minute,
 		"how long the coordinator and the agents' gossip must disagree on a node before it is reported as a partition (0: at once)")
+	f.BoolVar(&useKube, "kubernetes", false,
+		"give each node's pod endpoint its own ClusterIP Service and EndpointSlice (in-cluster config) and use that ClusterIP as the node's service IP")
+	f.StringVar(&cfg.KubeNamespace, "kube-namespace", kube.DefaultNamespace, "namespace of the per-node Services (with --kubernetes)")
 	return cmd
 }

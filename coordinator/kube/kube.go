@@ -27,6 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // Labels and annotations on the objects the coordinator manages.
@@ -79,6 +80,22 @@ func DefaultPorts() []Port {
 		{Name: "qperf-data-udp", Port: 19766, Protocol: corev1.ProtocolUDP},
 		{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP},
 	}
+}
+
+// InCluster returns a client for the cluster the coordinator runs in, from
+// its pod's service account (rest.InClusterConfig). The account needs get,
+// list, create, update and delete on services and
+// discovery.k8s.io/endpointslices in the namespace.
+func InCluster() (kubernetes.Interface, error) {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kube: in-cluster config: %w", err)
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube: client: %w", err)
+	}
+	return c, nil
 }
 
 // Config configures New.
