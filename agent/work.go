@@ -144,6 +144,16 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 	if !a.targets.allowed(target) {
 		return refuse(measurev1.Status_STATUS_INVALID, "target_ip %s refused: it is neither a registered endpoint nor in the allowlist; allowed: %s", target, a.targets)
 	}
+	if a.targets.isService(target) && rc.GetPort() != 0 && rc.GetPort() <= 65535 {
+		// A ClusterIP answers only once this node's kube-proxy has
+		// programmed its Service: wait for that rather than measure it.
+		// The client runs either way, and says in its own words what
+		// fails.
+		ap := netip.AddrPortFrom(target, uint16(rc.GetPort()))
+		if err := a.runner.WaitConnectable(ctx, rc.GetNetwork(), ap, serviceWait); err != nil {
+			a.log.Warn("service IP not connectable before the client; running it anyway", "target", ap, "err", err)
+		}
+	}
 	select {
 	case a.clients <- struct{}{}:
 	default: // every slot is taken: wait for one
@@ -157,6 +167,11 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 	return a.runner.Run(ctx, rc)
 }
 
+// serviceWait bounds the wait for a ClusterIP to accept a TCP connection
+// before a client runs against it; it is taken from the coordinator's
+// slack on the client's deadline (10 s).
+const serviceWait = 5 * time.Second
+
 // targets is the set of addresses clients may send to: every registered
 // endpoint (from the coordinator's Endpoints) and the allowlisted CIDRs.
 type targets struct {
@@ -165,6 +180,7 @@ type targets struct {
 
 	mu        sync.RWMutex
 	endpoints map[netip.Addr]bool
+	services  map[netip.Addr]bool // the endpoints that are service IPs
 }
 
 func newTargets(allow []netip.Prefix, log *slog.Logger) *targets {
@@ -176,7 +192,7 @@ func newTargets(allow []netip.Prefix, log *slog.Logger) *targets {
 // multicast, broadcast, IPv4-mapped, zoned, or not an IP) is dropped with
 // a warning.
 func (t *targets) setEndpoints(ep *agentv1.Endpoints) {
-	m := map[netip.Addr]bool{}
+	m, svc := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	for _, n := range ep.GetNodes() {
 		type addr struct{ kind, ip string }
 		var addrs []addr
@@ -194,10 +210,13 @@ func (t *targets) setEndpoints(ep *agentv1.Endpoints) {
 				continue
 			}
 			m[ip] = true
+			if a.kind == "service IP" {
+				svc[ip] = true
+			}
 		}
 	}
 	t.mu.Lock()
-	t.endpoints = m
+	t.endpoints, t.services = m, svc
 	t.mu.Unlock()
 }
 
@@ -240,6 +259,13 @@ func joinAddrs(as []netip.Addr) string {
 		s[i] = a.String()
 	}
 	return strings.Join(s, ", ")
+}
+
+// isService reports whether ip is a node's service IP (a ClusterIP).
+func (t *targets) isService(ip netip.Addr) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.services[ip]
 }
 
 func (t *targets) allowed(ip netip.Addr) bool {

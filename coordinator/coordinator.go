@@ -3,7 +3,7 @@
 // that serve AgentService, MeshService and the health service, one on a TCP
 // listener (for agents and remote users) and one on a unix socket (for the
 // CLI on the same machine), and, if asked, Prometheus metrics over HTTP
-// (coordinator/metrics).
+// (coordinator/metrics) and a ClusterIP Service per node (coordinator/kube).
 //
 // Security: with TLS files, the TCP listener speaks TLS 1.3 only and
 // requires a client certificate signed by the client CA (internal/mtls);
@@ -32,7 +32,10 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/meshperf/meshperf/coordinator/alert"
+	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/metrics"
 	"github.com/meshperf/meshperf/coordinator/monitor"
 	"github.com/meshperf/meshperf/coordinator/registry"
@@ -90,6 +93,19 @@ type Config struct {
 	// surrounding white space is ignored). It needs the TLS files, so that
 	// the token never crosses the network in clear. Empty means no token.
 	APITokenFile string
+	// KubeClient, if set, makes the coordinator give every node's pod
+	// endpoint its own selectorless ClusterIP Service and EndpointSlice
+	// (coordinator/kube) when its agent registers, use that ClusterIP as
+	// the node's service IP, and delete those of departed nodes every
+	// KubePruneInterval. Nil means none: the agents' --service-ip is used
+	// as it is.
+	KubeClient kubernetes.Interface
+	// KubeNamespace holds those Services; empty means kube.DefaultNamespace
+	// ("meshperf").
+	KubeNamespace string
+	// KubePruneInterval is how often Services of departed nodes are
+	// deleted; zero means one minute.
+	KubePruneInterval time.Duration
 }
 
 // security loads the TCP listener's TLS configuration and the API token;
@@ -152,9 +168,20 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Error("close store", "err", err)
 		}
 	}()
-	reg, err := registry.New(ctx, registry.Config{
+	var services *kube.Services
+	regCfg := registry.Config{
 		Recorder: st, Version: version.Version, HeartbeatInterval: cfg.HeartbeatInterval, PartitionGrace: cfg.PartitionGrace, Logger: log,
-	})
+	}
+	if cfg.KubeClient != nil {
+		if services, err = kube.New(kube.Config{Client: cfg.KubeClient, Namespace: cfg.KubeNamespace, Logger: log}); err != nil {
+			return err
+		}
+		regCfg.ServiceIPs = services.Ensure
+		if cfg.KubePruneInterval == 0 {
+			cfg.KubePruneInterval = time.Minute
+		}
+	}
+	reg, err := registry.New(ctx, regCfg)
 	if err != nil {
 		return err
 	}
@@ -253,6 +280,18 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Retention > 0 {
 		eg.Go(func() error {
 			return retention.Run(egCtx, retention.Config{Store: st, Retention: cfg.Retention, Logger: log})
+		})
+	}
+	if services != nil {
+		eg.Go(func() error {
+			return services.PruneEvery(egCtx, cfg.KubePruneInterval, func() map[string]bool {
+				_, targetable := reg.Known() // every node but the departed
+				keep := make(map[string]bool, len(targetable))
+				for _, n := range targetable {
+					keep[n] = true
+				}
+				return keep
+			})
 		})
 	}
 	if cfg.Ready != nil {

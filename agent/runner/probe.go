@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"syscall"
@@ -83,4 +84,44 @@ func probeStatus(err error) measurev1.Status {
 		return measurev1.Status_STATUS_TIMEOUT
 	}
 	return measurev1.Status_STATUS_UNSPECIFIED
+}
+
+// connectRetry is the pause between WaitConnectable's attempts.
+const connectRetry = 200 * time.Millisecond
+
+// WaitConnectable waits until a TCP connection to target from the
+// namespace of network is accepted: it tries at once, then every 200 ms,
+// for at most within (and no longer than ctx). It returns nil once one
+// attempt was accepted; otherwise the last attempt's error, wrapped with
+// how long it tried, or ctx's error. A network this runner does not have
+// is an error at once.
+//
+// The agent calls it before a client whose target is a ClusterIP: a
+// Service just created, or whose EndpointSlice just moved to a new pod IP,
+// answers only once the source node's kube-proxy has programmed it, and a
+// test started before then would measure that delay, not the network.
+func (r *Runner) WaitConnectable(ctx context.Context, network measurev1.Network, target netip.AddrPort, within time.Duration) error {
+	netns, ok := r.netns[network]
+	if !ok {
+		return fmt.Errorf("network %v is not available on this agent", network)
+	}
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	start := time.Now()
+	retry := time.NewTimer(connectRetry)
+	defer retry.Stop()
+	for attempts := 1; ; attempts++ {
+		err := r.probe(ctx, netns, target.String())
+		if err == nil {
+			return nil
+		}
+		if attempts > 1 {
+			retry.Reset(connectRetry)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not connectable after %d attempts in %v: %w", target, attempts, time.Since(start).Round(time.Millisecond), err)
+		case <-retry.C:
+		}
+	}
 }

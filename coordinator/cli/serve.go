@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/monitor"
 )
 
@@ -14,6 +15,7 @@ func newServeCommand(o *options) *cobra.Command {
 	var (
 		cfg        coordinator.Config
 		configPath string
+		useKube    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -37,6 +39,11 @@ func newServeCommand(o *options) *cobra.Command {
 			if cfg.Monitor, err = monitor.Load(configPath); err != nil {
 				return err
 			}
+			if useKube {
+				if cfg.KubeClient, err = kube.InCluster(); err != nil {
+					return err
+				}
+			}
 			return coordinator.Run(cmd.Context(), cfg)
 		},
 	}
@@ -56,5 +63,8 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert")
 	f.StringVar(&cfg.TLSClientCAFile, "tls-client-ca", "", "CA (PEM) that must have signed the certificate of every TCP client: agents and remote users")
 	f.StringVar(&cfg.APITokenFile, "api-token-file", "", `file with the token every MeshService call on the TCP listener must carry as "authorization: Bearer TOKEN" (needs the TLS flags; the unix socket needs none)`)
+	f.BoolVar(&useKube, "kubernetes", false,
+		"give each node's pod endpoint its own ClusterIP Service and EndpointSlice (in-cluster config) and use that ClusterIP as the node's service IP")
+	f.StringVar(&cfg.KubeNamespace, "kube-namespace", kube.DefaultNamespace, "namespace of the per-node Services (with --kubernetes)")
 	return cmd
 }

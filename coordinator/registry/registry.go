@@ -87,6 +87,46 @@ type Config struct {
 	PartitionGrace time.Duration
 	// Logger receives session events; nil means discard.
 	Logger *slog.Logger
+	// ServiceIPs, if set, gives a registering node with a pod endpoint its
+	// ClusterIP (coordinator/kube.Services.Ensure in a cluster: a Service
+	// of that node's pod alone), which replaces the service IP the agent
+	// announced. It is called on every registration, so a new pod IP
+	// repoints the Service; it must be idempotent, return once ctx ends,
+	// and an error keeps the agent's service IP (logged). Nil means the
+	// agents' service IPs are taken as they are.
+	ServiceIPs ServiceIPFunc
+}
+
+// ServiceIPFunc returns the ClusterIP that fronts node's pod endpoint at
+// podIP, creating or updating what it needs to.
+type ServiceIPFunc func(ctx context.Context, node string, podIP netip.Addr) (netip.Addr, error)
+
+// serviceIPTimeout bounds a ServiceIPs call, well under the agents' wait
+// for the answer to their Register.
+const serviceIPTimeout = 10 * time.Second
+
+// resolveServiceIP sets n.ServiceIP from Config.ServiceIPs, if any.
+func (r *Registry) resolveServiceIP(ctx context.Context, n Node) Node {
+	if r.cfg.ServiceIPs == nil || !n.PodIP.IsValid() {
+		return n
+	}
+	ctx, cancel := context.WithTimeout(ctx, serviceIPTimeout)
+	defer cancel()
+	ip, err := r.cfg.ServiceIPs(ctx, n.Name, n.PodIP)
+	switch {
+	case err != nil:
+		r.log.Error("no ClusterIP for the node's pod endpoint; keeping the agent's service IP", "node", n.Name, "pod_ip", n.PodIP,
+			"agent_service_ip", n.ServiceIP, "err", err)
+		return n
+	case !ip.IsValid():
+		r.log.Error("the node's Service has no ClusterIP; keeping the agent's service IP", "node", n.Name, "agent_service_ip", n.ServiceIP)
+		return n
+	case n.ServiceIP.IsValid() && n.ServiceIP != ip:
+		r.log.Warn("the agent's service IP is not its node's ClusterIP; using the ClusterIP", "node", n.Name,
+			"agent_service_ip", n.ServiceIP, "cluster_ip", ip)
+	}
+	n.ServiceIP = ip
+	return n
 }
 
 // Node is what the coordinator needs to know to send tests to a node.
@@ -353,8 +393,11 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 	now := timestamppb.Now()
 	a := &meshv1.Agent{
 		NodeName: reg.GetNodeName(), Connected: true, AgentVersion: reg.GetAgentVersion(),
-		Addresses: reg.GetAddresses(), ServiceIp: reg.GetServiceIp(), Tools: reg.GetTools(),
+		Addresses: reg.GetAddresses(), Tools: reg.GetTools(),
 		ConnectTime: now, LastSeenTime: now,
+	}
+	if s.node.ServiceIP.IsValid() { // the agent's, or the ClusterIP Config.ServiceIPs gave
+		a.ServiceIp = s.node.ServiceIP.String()
 	}
 	r.mu.Lock()
 	if r.closed {

@@ -277,6 +277,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	if err != nil {
 		return err
 	}
+	node = r.resolveServiceIP(ctx, node)
 	if other := r.conflict(node); other != "" {
 		return fmt.Errorf("%w: node %q announces an address that connected node %q registered", ErrBadRegistration, node.Name, other)
 	}

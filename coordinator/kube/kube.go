@@ -1,0 +1,310 @@
+// Package kube gives every node's pod endpoint its own ClusterIP Service,
+// so that a pod->service or host->service test reaches the node it names:
+// a Service without selector named after the node (Name) and an
+// EndpointSlice that points at that node's pod IP alone. Services creates
+// them when an agent registers (Ensure), repoints the slice when the pod
+// IP changes, and deletes those of nodes that left (Remove, Prune). It is
+// the only package of the coordinator that imports client-go; the registry
+// sees it as a function from node and pod IP to ClusterIP.
+//
+// The Service carries one named port per test server the agents run (see
+// DefaultPorts); the EndpointSlice carries the same names and numbers, as
+// kube-proxy matches them by name. Every object is labelled
+// app.kubernetes.io/managed-by=meshperf and meshperf.io/node, and Prune
+// touches nothing else.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Labels and annotations on the objects the coordinator manages.
+const (
+	// LabelManagedBy marks every managed object, with value ManagedBy.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedBy is the value of LabelManagedBy.
+	ManagedBy = "meshperf"
+	// LabelNode holds the node the object fronts (the node name when it is
+	// a valid label value, else the hashed form that Name uses).
+	LabelNode = "meshperf.io/node"
+	// AnnotationNodeName holds the node name as the agent registered it.
+	AnnotationNodeName = "meshperf.io/node-name"
+	// sliceController names this coordinator in the EndpointSlice's
+	// endpointslice.kubernetes.io/managed-by label, so that Kubernetes'
+	// own EndpointSlice controller leaves the slice alone.
+	sliceController = "meshperf.io/coordinator"
+)
+
+// DefaultNamespace is where the Services live when Config.Namespace is
+// empty.
+const DefaultNamespace = "meshperf"
+
+// ErrNotManaged means a Service or EndpointSlice with the name the
+// coordinator wants exists but is not labelled as managed by meshperf; the
+// coordinator never takes over or deletes such an object.
+var ErrNotManaged = errors.New("object exists and is not managed by meshperf")
+
+// Port is one port of a node's Service and EndpointSlice.
+type Port struct {
+	// Name is the port's name, a DNS-1123 label of at most 15 characters,
+	// unique within the Service.
+	Name string
+	// Port is the port number, the same on the ClusterIP and on the pod.
+	Port int32
+	// Protocol is TCP or UDP.
+	Protocol corev1.Protocol
+}
+
+// DefaultPorts are the agents' default server ports (cmd/agent): iperf3
+// on 5201 (TCP control and data, UDP data for iperf3_udp), qperf's
+// listener on 19765 (TCP) and its data port 19766 (TCP and UDP), and the
+// HTTP target on 8080 (TCP).
+func DefaultPorts() []Port {
+	return []Port{
+		{Name: "iperf3-tcp", Port: 5201, Protocol: corev1.ProtocolTCP},
+		{Name: "iperf3-udp", Port: 5201, Protocol: corev1.ProtocolUDP},
+		{Name: "qperf", Port: 19765, Protocol: corev1.ProtocolTCP},
+		{Name: "qperf-data-tcp", Port: 19766, Protocol: corev1.ProtocolTCP},
+		{Name: "qperf-data-udp", Port: 19766, Protocol: corev1.ProtocolUDP},
+		{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP},
+	}
+}
+
+// InCluster returns a client for the cluster the coordinator runs in, from
+// its pod's service account (rest.InClusterConfig). The account needs get,
+// list, create, update and delete on services and
+// discovery.k8s.io/endpointslices in the namespace.
+func InCluster() (kubernetes.Interface, error) {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kube: in-cluster config: %w", err)
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube: client: %w", err)
+	}
+	return c, nil
+}
+
+// Config configures New.
+type Config struct {
+	// Client talks to the API server; required. In a cluster it is built
+	// from rest.InClusterConfig; tests pass a fake clientset.
+	Client kubernetes.Interface
+	// Namespace holds the Services and EndpointSlices; empty means
+	// DefaultNamespace.
+	Namespace string
+	// Ports are the ports of every Service; nil means DefaultPorts.
+	Ports []Port
+	// Logger receives creations, updates and deletions; nil means discard.
+	Logger *slog.Logger
+}
+
+// Services keeps one Service and one EndpointSlice per node. It holds no
+// state of its own beyond its Config: the API server is the truth, so it
+// is safe for concurrent use, and a restarted coordinator finds its
+// objects again by name.
+type Services struct {
+	client kubernetes.Interface
+	ns     string
+	ports  []Port
+	log    *slog.Logger
+}
+
+// New checks cfg and returns a Services.
+func New(cfg Config) (*Services, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("kube: Config.Client is nil")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.Ports == nil {
+		cfg.Ports = DefaultPorts()
+	}
+	if len(cfg.Ports) == 0 {
+		return nil, errors.New("kube: Config.Ports is empty")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Services{client: cfg.Client, ns: cfg.Namespace, ports: cfg.Ports, log: cfg.Logger}, nil
+}
+
+// Ensure makes node's Service and EndpointSlice exist and point at podIP,
+// and returns the Service's ClusterIP. It creates what is missing, updates
+// what differs (a new pod IP changes the slice only: the Service and its
+// ClusterIP stay) and leaves alone what is right, so calling it again is
+// cheap (two reads). An object of that name that meshperf does not manage
+// is an error wrapping ErrNotManaged; API errors are wrapped and name the
+// object.
+func (s *Services) Ensure(ctx context.Context, node string, podIP netip.Addr) (netip.Addr, error) {
+	if node == "" {
+		return netip.Addr{}, errors.New("kube: empty node name")
+	}
+	if !podIP.IsValid() || podIP.Zone() != "" || podIP.Is4In6() {
+		return netip.Addr{}, fmt.Errorf("kube: node %q: pod IP %v is not a plain IPv4 or IPv6 address", node, podIP)
+	}
+	name := Name(node)
+	svc, err := s.ensureService(ctx, node, name, family(podIP))
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	clusterIP, err := netip.ParseAddr(svc.Spec.ClusterIP)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("kube: Service %s/%s has no ClusterIP (%q)", s.ns, name, svc.Spec.ClusterIP)
+	}
+	if err := s.ensureSlice(ctx, node, name, svc, podIP); err != nil {
+		return netip.Addr{}, err
+	}
+	return clusterIP, nil
+}
+
+// Remove deletes node's EndpointSlice and Service; absent ones are no
+// error, and neither is deleted if meshperf does not manage it.
+func (s *Services) Remove(ctx context.Context, node string) error {
+	name := Name(node)
+	var errs []error
+	if sl, err := s.client.DiscoveryV1().EndpointSlices(s.ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		if managed(sl.Labels) {
+			errs = append(errs, s.deleteSlice(ctx, name))
+		}
+	} else if !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("kube: get EndpointSlice %s/%s: %w", s.ns, name, err))
+	}
+	if svc, err := s.client.CoreV1().Services(s.ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		if managed(svc.Labels) {
+			errs = append(errs, s.deleteService(ctx, name))
+		}
+	} else if !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("kube: get Service %s/%s: %w", s.ns, name, err))
+	}
+	return errors.Join(errs...)
+}
+
+// Prune deletes every managed Service and EndpointSlice of a node that is
+// not in keep (nodes that departed, or that a previous coordinator knew).
+// It goes on after an error and returns them all.
+func (s *Services) Prune(ctx context.Context, keep map[string]bool) error {
+	names := make(map[string]bool, len(keep))
+	for node, ok := range keep {
+		if ok {
+			names[Name(node)] = true
+		}
+	}
+	sel := metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy + "," + LabelNode}
+	var errs []error
+	sls, err := s.client.DiscoveryV1().EndpointSlices(s.ns).List(ctx, sel)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("kube: list EndpointSlices in %s: %w", s.ns, err))
+	} else {
+		for _, sl := range sls.Items {
+			if !names[sl.Name] {
+				errs = append(errs, s.deleteSlice(ctx, sl.Name))
+			}
+		}
+	}
+	svcs, err := s.client.CoreV1().Services(s.ns).List(ctx, sel)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("kube: list Services in %s: %w", s.ns, err))
+	} else {
+		for _, svc := range svcs.Items {
+			if !names[svc.Name] {
+				errs = append(errs, s.deleteService(ctx, svc.Name))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PruneEvery calls Prune with keep() every interval until ctx ends, then
+// returns nil. The first call comes after one interval, so that agents
+// reconnecting to a restarted coordinator register before anything is
+// pruned. Errors are logged, and the next tick tries again.
+func (s *Services) PruneEvery(ctx context.Context, interval time.Duration, keep func() map[string]bool) error {
+	if interval <= 0 {
+		return fmt.Errorf("kube: prune interval %v is not positive", interval)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := s.Prune(ctx, keep()); err != nil && ctx.Err() == nil {
+			s.log.Error("prune node services", "namespace", s.ns, "err", err)
+		}
+	}
+}
+
+func (s *Services) deleteSlice(ctx context.Context, name string) error {
+	err := s.client.DiscoveryV1().EndpointSlices(s.ns).Delete(ctx, name, metav1.DeleteOptions{})
+	switch {
+	case err == nil:
+		s.log.Info("deleted node EndpointSlice", "namespace", s.ns, "name", name)
+	case apierrors.IsNotFound(err):
+	default:
+		return fmt.Errorf("kube: delete EndpointSlice %s/%s: %w", s.ns, name, err)
+	}
+	return nil
+}
+
+func (s *Services) deleteService(ctx context.Context, name string) error {
+	err := s.client.CoreV1().Services(s.ns).Delete(ctx, name, metav1.DeleteOptions{})
+	switch {
+	case err == nil:
+		s.log.Info("deleted node Service", "namespace", s.ns, "name", name)
+	case apierrors.IsNotFound(err):
+	default:
+		return fmt.Errorf("kube: delete Service %s/%s: %w", s.ns, name, err)
+	}
+	return nil
+}
+
+// labels are the labels of node's objects.
+func labels(node string) map[string]string {
+	return map[string]string{LabelManagedBy: ManagedBy, LabelNode: nodeLabelValue(node)}
+}
+
+func managed(l map[string]string) bool { return l[LabelManagedBy] == ManagedBy }
+
+// hasAll reports whether got holds every key of want with its value.
+func hasAll(got, want map[string]string) bool {
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// merged returns a copy of got with want's entries set.
+func merged(got, want map[string]string) map[string]string {
+	out := maps.Clone(got)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, want)
+	return out
+}
+
+func family(ip netip.Addr) corev1.IPFamily {
+	if ip.Is4() {
+		return corev1.IPv4Protocol
+	}
+	return corev1.IPv6Protocol
+}

@@ -1,0 +1,91 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshperf/meshperf/coordinator/registry"
+)
+
+// TestServiceIPsOverrideTheAgent checks that registry.Config.ServiceIPs
+// decides a node's service IP: its ClusterIP replaces what the agent sent,
+// an error keeps the agent's, and a node without pod endpoint is not asked
+// for.
+func TestServiceIPsOverrideTheAgent(t *testing.T) {
+	clusterIP := netip.MustParseAddr("10.96.7.7")
+	tests := []struct {
+		name       string
+		agentSent  string // the agent's --service-ip
+		noPod      bool
+		failWith   error
+		want       string // the node's service IP afterwards; "" for none
+		wantCalled bool
+	}{
+		{"ClusterIP replaces the agent's", "10.96.0.11", false, nil, "10.96.7.7", true},
+		{"ClusterIP where the agent sent none", "", false, nil, "10.96.7.7", true},
+		{"error keeps the agent's", "10.96.0.11", false, errors.New("forbidden"), "10.96.0.11", true},
+		{"no pod endpoint: not asked", "", true, nil, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var calls []string
+			c := startWith(t, func(rc *registry.Config) {
+				rc.ServiceIPs = func(ctx context.Context, node string, podIP netip.Addr) (netip.Addr, error) {
+					mu.Lock()
+					calls = append(calls, node+" "+podIP.String())
+					mu.Unlock()
+					return clusterIP, tt.failWith
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			reg := register("node-1")
+			reg.ServiceIp = tt.agentSent
+			if tt.noPod {
+				reg.Addresses = reg.Addresses[:1]
+			}
+			stream, err := fakeAgent(t, ctx, c, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = stream.CloseSend() }()
+			n, ok := c.reg.Node("node-1")
+			if !ok {
+				t.Fatal("node-1 not connected")
+			}
+			got := ""
+			if n.ServiceIP.IsValid() {
+				got = n.ServiceIP.String()
+			}
+			if got != tt.want {
+				t.Errorf("node's service IP %q, want %q", got, tt.want)
+			}
+			if a := c.reg.Agents(); len(a) != 1 || a[0].GetServiceIp() != tt.want {
+				t.Errorf("agent record %v, want service IP %q", a, tt.want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if tt.wantCalled != (len(calls) == 1) || tt.wantCalled && calls[0] != "node-1 127.0.0.2" {
+				t.Errorf("ServiceIPs calls %v, want called: %v (with node-1 127.0.0.2)", calls, tt.wantCalled)
+			}
+			// The Endpoints the agents get carry the same service IP.
+			for {
+				m, err := stream.Recv()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ep := m.GetEndpoints(); ep != nil {
+					if len(ep.GetNodes()) != 1 || ep.GetNodes()[0].GetServiceIp() != tt.want {
+						t.Errorf("endpoints %v, want service IP %q", ep, tt.want)
+					}
+					break
+				}
+			}
+		})
+	}
+}
