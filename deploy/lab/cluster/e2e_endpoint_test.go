@@ -129,6 +129,10 @@ func TestEndpointHandshake(t *testing.T) {
 			t.Errorf("agent log of %s lacks %q", n2.Name, want)
 		}
 	}
+	// Each change restarts the agent's life, gossip included.
+	if strings.Contains(string(b), "gossip off") {
+		t.Errorf("agent of %s lost its gossip on an endpoint change", n2.Name)
+	}
 	if got := strings.Count(string(b), "pod endpoint admitted"); got < 2 {
 		t.Errorf("agent of %s admitted its endpoint %d times, want 2", n2.Name, got)
 	}
