@@ -86,3 +86,18 @@ func TestRunFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestEndpointCommand: `agent endpoint` takes --socket, keeps trying while
+// no agent listens, and returns nil when its context ends (SIGTERM).
+func TestEndpointCommand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var stderr bytes.Buffer
+	sock := filepath.Join(t.TempDir(), "endpoint.sock")
+	if err := run(ctx, []string{"endpoint", "--socket", sock}, &bytes.Buffer{}, &stderr); err != nil {
+		t.Errorf("run endpoint = %v, want nil", err)
+	}
+	if !strings.Contains(stderr.String(), sock) {
+		t.Errorf("log does not name the socket %s:\n%s", sock, stderr.String())
+	}
+}
