@@ -252,7 +252,9 @@ type outbox struct {
 // coordinator refuses the agent for good (protocol version mismatch, bad
 // registration); a lost coordinator is retried with exponential backoff and
 // jitter. Client runs still going when ctx ends are killed, and Run waits
-// for them.
+// for them. With EndpointSocket, Run listens there for the pod endpoint
+// (agent/endpoint) and runs the agent anew, with the new pod addresses,
+// whenever the endpoint changes.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("agent config: %w", err)
