@@ -60,6 +60,15 @@ type Config struct {
 	// PodNetNS is the pod endpoint's network namespace path
 	// (/proc/PID/ns/net, /run/netns/NAME); required with PodIP.
 	PodNetNS string
+	// EndpointSocket is the path of a unix socket on which the agent
+	// learns its pod endpoint from the pod itself (`agent endpoint`, see
+	// agent/endpoint): the connected peer's network namespace and IPv4
+	// address become PodNetNS and PodIP, and each change of endpoint
+	// (admitted, replaced by a restarted pod, withdrawn when its
+	// connection closes) ends the session with the coordinator and
+	// registers anew with the new addresses. Empty means none. It excludes
+	// PodIP and PodNetNS.
+	EndpointSocket string
 	// ServiceIP is the ClusterIP fronting the pod endpoint; optional.
 	ServiceIP netip.Addr
 	// HTTPPort is the HTTP target's port on both networks; zero means 8080.
@@ -126,6 +135,10 @@ func (c *Config) validate() error {
 		if _, err := protocol.ParseEndpointIP(a.ip.String()); err != nil {
 			return fmt.Errorf("%s: %w", a.name, err)
 		}
+	}
+	if c.EndpointSocket != "" && (c.PodIP.IsValid() || c.PodNetNS != "") {
+		return fmt.Errorf("endpoint socket (--endpoint-socket) %q and pod IP/netns (--pod-ip %q, --pod-netns %q) exclude each other: "+
+			"the pod endpoint comes either from the socket or from the flags", c.EndpointSocket, c.PodIP, c.PodNetNS)
 	}
 	if c.PodIP.IsValid() != (c.PodNetNS != "") {
 		return fmt.Errorf("pod IP (--pod-ip) %q and pod netns (--pod-netns) %q go together: set both or neither", c.PodIP, c.PodNetNS)
@@ -253,11 +266,28 @@ type outbox struct {
 // coordinator refuses the agent for good (protocol version mismatch, bad
 // registration); a lost coordinator is retried with exponential backoff and
 // jitter. Client runs still going when ctx ends are killed, and Run waits
-// for them.
+// for them. With EndpointSocket, Run listens there for the pod endpoint
+// (agent/endpoint) and runs the agent anew, with the new pod addresses,
+// whenever the endpoint changes.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("agent config: %w", err)
 	}
+	if cfg.TLSCertFile != "" { // a bad certificate fails now, not at the first endpoint
+		if _, err := mtls.ClientConfig(cfg.TLSCAFile, cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
+			return fmt.Errorf("agent config: %w", err)
+		}
+	}
+	if cfg.EndpointSocket != "" {
+		return runEndpoint(ctx, cfg)
+	}
+	return run(ctx, cfg, false)
+}
+
+// run is Run with cfg validated and its pod endpoint fixed; fromSocket
+// says that the pod endpoint (or its absence) comes from the endpoint
+// socket.
+func run(ctx context.Context, cfg Config, fromSocket bool) error {
 	var tw *tlsWatch
 	creds := insecure.NewCredentials()
 	if cfg.TLSCertFile != "" {
@@ -320,7 +350,10 @@ func Run(ctx context.Context, cfg Config) error {
 			a.log.Info("gossip started", "addr", g.Addr())
 		}
 	}
-	if !cfg.PodIP.IsValid() {
+	if !cfg.PodIP.IsValid() && fromSocket {
+		a.log.Warn("no pod endpoint connected to the endpoint socket yet: tests on pod and service paths from or to this node fail as invalid until one connects",
+			"socket", cfg.EndpointSocket)
+	} else if !cfg.PodIP.IsValid() {
 		a.log.Warn("no pod network (--pod-ip, --pod-netns): tests on pod and service paths from or to this node will fail as invalid")
 	}
 

@@ -27,7 +27,13 @@ import (
 
 // TestMain fails the package if a goroutine (a session, a server reaper,
 // a gRPC stream) outlives the tests.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if sock := os.Getenv(endpointHelperEnv); sock != "" {
+		runEndpointHelper(sock)
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // The tests send traffic only to 127.0.0.0/8 in the root namespace.
 

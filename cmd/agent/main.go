@@ -88,6 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.StringVar(&hostIP, "host-ip", os.Getenv("HOST_IP"), "node's host network IP (default $HOST_IP)")
 	f.StringVar(&podIP, "pod-ip", "", "IP of this node's pod endpoint")
 	f.StringVar(&cfg.PodNetNS, "pod-netns", "", "network namespace of the pod endpoint: /proc/PID/ns/net or /run/netns/NAME")
+	f.StringVar(&cfg.EndpointSocket, "endpoint-socket", "", "unix socket on which the node's pod endpoint (agent endpoint) connects; the agent takes the pod's netns and IP from it (excludes --pod-ip and --pod-netns)")
 	f.StringVar(&service, "service-ip", "", "ClusterIP that fronts this node's pod endpoint")
 	f.Uint32Var(&cfg.HTTPPort, "http-port", 8080, "port of the HTTP target on each network")
 	f.Uint32Var(&cfg.Ports.Iperf3, "iperf3-port", 5201, "iperf3 server port")
@@ -101,6 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.StringVar(&cfg.TLSCAFile, "tls-ca", "", "CA (PEM) that must have signed the coordinator's certificate (checked against the --coordinator host name too)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	_ = cmd.MarkFlagRequired("coordinator")
+	cmd.AddCommand(endpointCmd(stderr))
 	cmd.SetArgs(args)
 	return cmd.ExecuteContext(ctx)
 }

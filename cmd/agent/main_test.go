@@ -47,6 +47,10 @@ func TestRunFlags(t *testing.T) {
 		{"zoned host IP", []string{"--host-ip", "fe80::1%lo"}, []string{"--host-ip", "fe80::1%lo"}},
 		{"host IP not an IP", []string{"--host-ip", "node-1"}, []string{"--host-ip", "node-1"}},
 		{"multicast pod IP", []string{"--pod-ip", "ff02::1", "--pod-netns", "/run/netns/nonexistent"}, []string{"--pod-ip", "ff02::1"}},
+		{"endpoint socket with pod netns", []string{"--endpoint-socket", "/nonexistent/endpoint.sock", "--pod-netns", "/run/netns/x", "--pod-ip", "10.0.0.1"},
+			[]string{"--endpoint-socket", "--pod-netns", "--pod-ip", "exclude each other"}},
+		{"endpoint socket with pod IP only", []string{"--endpoint-socket", "/nonexistent/endpoint.sock", "--pod-ip", "10.0.0.1"},
+			[]string{"--endpoint-socket", "--pod-ip", "exclude each other"}},
 		{"unspecified service IP", []string{"--service-ip", "0.0.0.0"}, []string{"--service-ip", "0.0.0.0"}},
 		{"broadcast service IP", []string{"--service-ip", "255.255.255.255"}, []string{"--service-ip", "255.255.255.255"}},
 		{"allow-target CIDR", []string{"--allow-target", "10.0.0.0/8"}, nil},
@@ -87,5 +91,20 @@ func TestRunFlags(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEndpointCommand: `agent endpoint` takes --socket, keeps trying while
+// no agent listens, and returns nil when its context ends (SIGTERM).
+func TestEndpointCommand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var stderr bytes.Buffer
+	sock := filepath.Join(t.TempDir(), "endpoint.sock")
+	if err := run(ctx, []string{"endpoint", "--socket", sock}, &bytes.Buffer{}, &stderr); err != nil {
+		t.Errorf("run endpoint = %v, want nil", err)
+	}
+	if !strings.Contains(stderr.String(), sock) {
+		t.Errorf("log does not name the socket %s:\n%s", sock, stderr.String())
 	}
 }

@@ -2,9 +2,10 @@
 // it: the coordinator as a process in the control-plane node's host network
 // namespace, listening on its node IP for agents and on a unix socket for the
 // CLI in the root namespace; one agent process per node in that node's host
-// namespace, with the node's pod namespace as its pod network. The lab, the
-// binaries, the sockets and the processes are all real; only Kubernetes is
-// missing.
+// namespace, with the node's pod namespace as its pod network (given by
+// flags, or with Config.EndpointSocket learned from an `agent endpoint`
+// process in the pod namespace). The lab, the binaries, the sockets and the
+// processes are all real; only Kubernetes is missing.
 package cluster
 
 import (
@@ -54,6 +55,11 @@ type Config struct {
 	// AgentLogLevel is the agents' --log-level (debug, info, warn, error);
 	// empty means their default.
 	AgentLogLevel string
+	// EndpointSocket makes the agents learn their pod endpoint over the
+	// endpoint handshake instead of --pod-ip and --pod-netns: each agent
+	// listens on --endpoint-socket EndpointSocketPath(node), and Start runs
+	// `agent endpoint` in each node's pod namespace (StartEndpoint).
+	EndpointSocket bool
 	// Logger receives process events; nil means discard.
 	Logger *slog.Logger
 }
@@ -63,9 +69,10 @@ type Cluster struct {
 	cfg Config
 	log *slog.Logger
 
-	mu     sync.Mutex
-	coord  *process
-	agents map[string]*process
+	mu        sync.Mutex
+	coord     *process
+	agents    map[string]*process
+	endpoints map[string]*process // by node: `agent endpoint` processes
 }
 
 // process is one started binary in its own process group.
@@ -96,7 +103,7 @@ func New(cfg Config) (*Cluster, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Cluster{cfg: cfg, log: log, agents: map[string]*process{}}, nil
+	return &Cluster{cfg: cfg, log: log, agents: map[string]*process{}, endpoints: map[string]*process{}}, nil
 }
 
 // SocketPath is the coordinator's unix socket, reachable from the root
@@ -117,6 +124,12 @@ func (c *Cluster) StateDir(node string) string {
 	return filepath.Join(c.cfg.WorkDir, "state", node)
 }
 
+// EndpointSocketPath is the endpoint socket of a node's agent, under
+// WorkDir: in a cluster it is in a hostPath directory.
+func (c *Cluster) EndpointSocketPath(node string) string {
+	return filepath.Join(c.cfg.WorkDir, "endpoint", node, "endpoint.sock")
+}
+
 // CoordinatorAddress is where agents dial the coordinator, inside the lab.
 func (c *Cluster) CoordinatorAddress() string {
 	return net.JoinHostPort(c.cfg.Lab.ControlPlane().HostIP.String(), strconv.Itoa(c.cfg.Port))
@@ -131,6 +144,11 @@ func (c *Cluster) Start(ctx context.Context) error {
 	for _, n := range c.cfg.Lab.Nodes {
 		if err := c.StartAgent(n.Name); err != nil {
 			return err
+		}
+		if c.cfg.EndpointSocket {
+			if err := c.StartEndpoint(n.Name); err != nil {
+				return err
+			}
 		}
 	}
 	return c.WaitAgents(ctx, len(c.cfg.Lab.Nodes))
@@ -163,9 +181,13 @@ func (c *Cluster) StartAgent(node string) error {
 	if !ok {
 		return fmt.Errorf("cluster: no node %q in the lab", node)
 	}
-	args := []string{"--coordinator", c.CoordinatorAddress(), "--node", n.Name,
-		"--host-ip", n.HostIP.String(), "--pod-ip", n.PodIP.String(), "--pod-netns", n.PodNetNSPath,
-		"--service-ip", n.ServiceIP.String(), "--state-dir", c.StateDir(n.Name)}
+	args := []string{"--coordinator", c.CoordinatorAddress(), "--node", n.Name, "--host-ip", n.HostIP.String()}
+	if c.cfg.EndpointSocket {
+		args = append(args, "--endpoint-socket", c.EndpointSocketPath(n.Name))
+	} else {
+		args = append(args, "--pod-ip", n.PodIP.String(), "--pod-netns", n.PodNetNSPath)
+	}
+	args = append(args, "--service-ip", n.ServiceIP.String(), "--state-dir", c.StateDir(n.Name))
 	if c.cfg.AgentLogLevel != "" {
 		args = append(args, "--log-level", c.cfg.AgentLogLevel)
 	}
@@ -177,6 +199,36 @@ func (c *Cluster) StartAgent(node string) error {
 	c.agents[node] = p
 	c.mu.Unlock()
 	return nil
+}
+
+// StartEndpoint starts `agent endpoint` in a node's pod namespace, with
+// NODE_NAME set, connecting to EndpointSocketPath(node); its log is
+// LogPath("endpoint-" + node).
+func (c *Cluster) StartEndpoint(node string) error {
+	n, ok := c.cfg.Lab.Node(node)
+	if !ok {
+		return fmt.Errorf("cluster: no node %q in the lab", node)
+	}
+	p, err := c.spawnEnv("endpoint-"+n.Name, n.PodNetNSPath, []string{"NODE_NAME=" + n.Name},
+		filepath.Join(c.cfg.BinDir, "agent"), "endpoint", "--socket", c.EndpointSocketPath(n.Name))
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	old := c.endpoints[node]
+	c.endpoints[node] = p
+	c.mu.Unlock()
+	return old.stop(syscall.SIGTERM)
+}
+
+// StopEndpoint stops a node's `agent endpoint` with sig and waits until it
+// is gone.
+func (c *Cluster) StopEndpoint(node string, sig syscall.Signal) error {
+	c.mu.Lock()
+	p := c.endpoints[node]
+	delete(c.endpoints, node)
+	c.mu.Unlock()
+	return p.stop(sig)
 }
 
 // StopCoordinator stops the coordinator with sig (SIGTERM for a clean stop,
@@ -198,15 +250,22 @@ func (c *Cluster) StopAgent(node string, sig syscall.Signal) error {
 	return p.stop(sig)
 }
 
-// Stop stops every process: agents first, then the coordinator.
+// Stop stops every process: endpoints, agents, then the coordinator.
 func (c *Cluster) Stop() error {
 	c.mu.Lock()
 	nodes := make([]string, 0, len(c.agents))
 	for n := range c.agents {
 		nodes = append(nodes, n)
 	}
+	endpoints := make([]string, 0, len(c.endpoints))
+	for n := range c.endpoints {
+		endpoints = append(endpoints, n)
+	}
 	c.mu.Unlock()
 	var errs []error
+	for _, n := range endpoints {
+		errs = append(errs, c.StopEndpoint(n, syscall.SIGTERM))
+	}
 	for _, n := range nodes {
 		errs = append(errs, c.StopAgent(n, syscall.SIGTERM))
 	}
@@ -280,6 +339,11 @@ func (c *Cluster) waitSocket(ctx context.Context, p *process) error {
 // spawn starts bin inside the network namespace at nsPath, in a process
 // group of its own that dies with this process, logging to LogPath(name).
 func (c *Cluster) spawn(name, nsPath, bin string, args ...string) (*process, error) {
+	return c.spawnEnv(name, nsPath, nil, bin, args...)
+}
+
+// spawnEnv is spawn with env added to this process's environment.
+func (c *Cluster) spawnEnv(name, nsPath string, env []string, bin string, args ...string) (*process, error) {
 	f, err := os.OpenFile(c.LogPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: log file: %w", err)
@@ -287,6 +351,9 @@ func (c *Cluster) spawn(name, nsPath, bin string, args ...string) (*process, err
 	argv := lab.NSExec(nsPath, append([]string{bin}, args...)...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
