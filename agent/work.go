@@ -15,6 +15,7 @@ import (
 	"github.com/meshperf/meshperf/agent/proc"
 	"github.com/meshperf/meshperf/agent/servers"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -144,7 +145,7 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 	if !a.targets.allowed(target) {
 		return refuse(measurev1.Status_STATUS_INVALID, "target_ip %s refused: it is neither a registered endpoint nor in the allowlist; allowed: %s", target, a.targets)
 	}
-	if a.targets.isService(target) && rc.GetPort() != 0 && rc.GetPort() <= 65535 {
+	if a.targets.isService(target) && rc.GetPort() != 0 && rc.GetPort() <= 65535 && probeSafe(rc.GetSpec().GetTest()) {
 		// A ClusterIP answers only once this node's kube-proxy has
 		// programmed its Service: wait for that rather than measure it.
 		// The client runs either way, and says in its own words what
@@ -259,6 +260,14 @@ func joinAddrs(as []netip.Addr) string {
 		s[i] = a.String()
 	}
 	return strings.Join(s, ", ")
+}
+
+// probeSafe reports whether a bare TCP connect to the test's server (the
+// wait for a ClusterIP) leaves the server serving. iperf3's server is
+// one-off (-s -1): it takes the probe for its one test and exits, and the
+// real client is refused. qperf's and the HTTP target keep listening.
+func probeSafe(t measurev1.Test) bool {
+	return testspec.Tool(t) != measurev1.Tool_TOOL_IPERF3
 }
 
 // isService reports whether ip is a node's service IP (a ClusterIP).
