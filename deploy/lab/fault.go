@@ -103,6 +103,9 @@ func formatRate(bps uint64) string {
 	return strconv.FormatUint(bps, 10) + "bit"
 }
 
+// ErrNoLab means Find found no lab under the prefix.
+var ErrNoLab = errors.New("no lab")
+
 // ErrFault wraps refusals of Inject and Clear: an unknown kind or node, a
 // parameter out of range, or a fault of that kind already on the node.
 var ErrFault = errors.New("bad fault")
@@ -463,8 +466,8 @@ func parseLengthMatch(rules, chain string) int {
 }
 
 // Find describes the lab that exists under prefix: its node count from its
-// namespaces, its mode from node 1's interfaces. It fails when no lab
-// exists under prefix.
+// namespaces, its mode from node 1's interfaces. It fails with ErrNoLab
+// when no lab exists under prefix.
 func Find(ctx context.Context, prefix string, logger *slog.Logger) (*Lab, error) {
 	st, err := Status(ctx, prefix)
 	if err != nil {
@@ -484,7 +487,7 @@ func Find(ctx context.Context, prefix string, logger *slog.Logger) (*Lab, error)
 		}
 	}
 	if nodes == 0 {
-		return nil, fmt.Errorf("no lab %q: no node namespace (meshlab up --prefix %s)", prefix, prefix)
+		return nil, fmt.Errorf("%w %q: no node namespace (meshlab up --prefix %s)", ErrNoLab, prefix, prefix)
 	}
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))

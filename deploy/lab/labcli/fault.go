@@ -1,6 +1,7 @@
 package labcli
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -106,6 +107,10 @@ func newFaultClearCommand() *cobra.Command {
 				node = args[1]
 			}
 			l, err := lab.Find(cmd.Context(), prefix, Logger(cmd))
+			if errors.Is(err, lab.ErrNoLab) { // a removed lab has no faults left
+				fmt.Fprintf(cmd.OutOrStdout(), "no lab %q: no fault to clear\n", prefix)
+				return nil
+			}
 			if err != nil {
 				return err
 			}

@@ -193,3 +193,30 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 }
+
+func TestFaultWithoutLab(t *testing.T) {
+	prefix := "lcxnolab"
+	tests := []struct {
+		name    string
+		args    []string
+		wantOut string // on success
+		wantErr string // "" for success
+	}{
+		{"clear is idempotent after down", []string{"fault", "clear", "--prefix", prefix}, `no lab "lcxnolab": no fault to clear`, ""},
+		{"list says there is no lab", []string{"fault", "list", "--prefix", prefix}, "", `no lab "lcxnolab"`},
+		{"add says there is no lab", []string{"fault", "add", "pod-drop", "node-1", "--prefix", prefix}, "", `no lab "lcxnolab"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdout, _, err := execute(t, tt.args)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("%v: %v", tt.args, err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("%v: error %v, want one containing %q", tt.args, err, tt.wantErr)
+			case !strings.Contains(stdout, tt.wantOut):
+				t.Errorf("%v: output %q lacks %q", tt.args, stdout, tt.wantOut)
+			}
+		})
+	}
+}
