@@ -157,15 +157,6 @@ type Registry struct {
 	late     LateHandler              // set by HandleLate
 }
 
-// LateHandler takes answers to run_client work that no Dispatch waits for:
-// the caller gave up, or the agent sends again what a coordinator (maybe a
-// previous one) never acknowledged. It gets them in the order node's agent
-// sent them, on a goroutine of that agent's session, one call at a time per
-// session, and ctx ends with the session's stream. It must acknowledge
-// (Registry.Ack) what it stored or will never store; what it leaves
-// unacknowledged, the agent sends again on its next session.
-type LateHandler func(ctx context.Context, node string, results []*agentv1.WorkResult)
-
 // New loads the known agents from cfg.Recorder, all marked disconnected.
 func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if cfg.Recorder == nil {
@@ -330,61 +321,6 @@ func (r *Registry) Dispatch(ctx context.Context, node string, w *agentv1.Work) (
 		return nil, fmt.Errorf("node %q: %w: not connected", node, ErrAgentUnavailable)
 	}
 	return s.call(ctx, pendingKey{testID: w.GetTestId(), kind: kind}, w)
-}
-
-// HandleLate makes h the handler of late client answers (see LateHandler);
-// nil means none: they are logged and left with the agent.
-func (r *Registry) HandleLate(h LateHandler) {
-	r.mu.Lock()
-	r.late = h
-	r.mu.Unlock()
-}
-
-// Ack tells node's agent that the answers to its run_client work testIDs
-// (each a Work's test_id) are stored, or never will be, so that it may
-// forget them. It never blocks. Acks queued before a Dispatch to the same
-// node reach the agent before that Dispatch's work. Without a session for
-// node the ack is dropped: the agent sends those answers again when it
-// reconnects, and they are acknowledged then.
-func (r *Registry) Ack(node string, testIDs ...string) {
-	if len(testIDs) == 0 {
-		return
-	}
-	r.mu.Lock()
-	s := r.sessions[node]
-	r.mu.Unlock()
-	if s == nil {
-		r.log.Debug("ack for a node without session dropped; its agent will send the results again", "node", node, "test_ids", len(testIDs))
-		return
-	}
-	s.ack(testIDs)
-}
-
-// unclaimed deals with a WorkResult that no Dispatch waits for: a client
-// answer goes to the late handler, anything else is only logged.
-func (r *Registry) unclaimed(s *session, wr *agentv1.WorkResult) {
-	if kind, _ := resultKind(wr); kind != actionRunClient {
-		r.log.Warn("work result nobody waits for", "node", s.node.Name, "test_id", wr.GetTestId())
-		return
-	}
-	if !s.queueLate(wr) {
-		r.log.Warn("too many late client results queued; this one stays with the agent until its next session",
-			"node", s.node.Name, "test_id", wr.GetTestId(), "queued", maxLateQueue)
-	}
-}
-
-// handleLate passes late client answers to the late handler, if any.
-func (r *Registry) handleLate(ctx context.Context, node string, batch []*agentv1.WorkResult) {
-	r.mu.Lock()
-	h := r.late
-	r.mu.Unlock()
-	if h == nil {
-		for _, wr := range batch {
-			r.log.Warn("client result nobody waits for and no late handler; it stays with the agent", "node", node, "test_id", wr.GetTestId())
-		}
-		return
-	}
-	h(ctx, node, batch)
 }
 
 // attach makes s the node's session, ending an older one. It fails with
