@@ -26,11 +26,19 @@ var tests = map[measurev1.Test]testInfo{
 }
 
 var paths = map[measurev1.Path]string{
-	measurev1.Path_PATH_HOST_TO_HOST:    "host-host",
-	measurev1.Path_PATH_HOST_TO_POD:     "host-pod",
-	measurev1.Path_PATH_POD_TO_POD:      "pod-pod",
-	measurev1.Path_PATH_POD_TO_SERVICE:  "pod-service",
-	measurev1.Path_PATH_HOST_TO_SERVICE: "host-service",
+	measurev1.Path_PATH_HOST_TO_HOST:     "host-host",
+	measurev1.Path_PATH_HOST_TO_POD:      "host-pod",
+	measurev1.Path_PATH_POD_TO_POD:       "pod-pod",
+	measurev1.Path_PATH_POD_TO_SERVICE:   "pod-service",
+	measurev1.Path_PATH_HOST_TO_SERVICE:  "host-service",
+	measurev1.Path_PATH_HOST_TO_EXTERNAL: "host-external",
+	measurev1.Path_PATH_POD_TO_EXTERNAL:  "pod-external",
+}
+
+// IsExternal reports whether p goes to an external target (its results'
+// dst_node is the target's name) rather than to a node.
+func IsExternal(p measurev1.Path) bool {
+	return p == measurev1.Path_PATH_HOST_TO_EXTERNAL || p == measurev1.Path_PATH_POD_TO_EXTERNAL
 }
 
 // Tests returns every valid Test in enum order.

@@ -2,6 +2,7 @@ package testspec
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -74,9 +75,14 @@ func TestPathNames(t *testing.T) {
 		{measurev1.Path_PATH_POD_TO_POD, "pod-pod"},
 		{measurev1.Path_PATH_POD_TO_SERVICE, "pod-service"},
 		{measurev1.Path_PATH_HOST_TO_SERVICE, "host-service"},
+		{measurev1.Path_PATH_HOST_TO_EXTERNAL, "host-external"},
+		{measurev1.Path_PATH_POD_TO_EXTERNAL, "pod-external"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if got, want := IsExternal(tt.path), strings.HasSuffix(tt.name, "-external"); got != want {
+				t.Errorf("IsExternal = %v, want %v", got, want)
+			}
 			if got := PathName(tt.path); got != tt.name {
 				t.Errorf("PathName = %q, want %q", got, tt.name)
 			}
@@ -97,8 +103,8 @@ func TestPathNames(t *testing.T) {
 			t.Errorf("ParseTest(%q) = %v, %v; want ErrInvalid", bad, got, err)
 		}
 	}
-	if got := len(Paths()); got != 5 {
-		t.Errorf("len(Paths()) = %d, want 5", got)
+	if got := len(Paths()); got != 7 {
+		t.Errorf("len(Paths()) = %d, want 7", got)
 	}
 	if got := PathName(measurev1.Path(9)); got != "path(9)" {
 		t.Errorf("PathName(9) = %q", got)

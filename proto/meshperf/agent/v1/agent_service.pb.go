@@ -860,9 +860,13 @@ func (x *Heartbeat) GetSendTime() *timestamppb.Timestamp {
 type Endpoints struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// nodes are the registered nodes with their addresses.
-	Nodes         []*NodeEndpoint `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Nodes []*NodeEndpoint `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// external_targets are the targets outside the mesh that the
+	// coordinator's config allowlists; a RunClient may name one of them
+	// instead of a target_ip. Every Endpoints message carries the whole list.
+	ExternalTargets []*ExternalTarget `protobuf:"bytes,2,rep,name=external_targets,json=externalTargets,proto3" json:"external_targets,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Endpoints) Reset() {
@@ -902,6 +906,84 @@ func (x *Endpoints) GetNodes() []*NodeEndpoint {
 	return nil
 }
 
+func (x *Endpoints) GetExternalTargets() []*ExternalTarget {
+	if x != nil {
+		return x.ExternalTargets
+	}
+	return nil
+}
+
+// ExternalTarget is a target outside the mesh: a LoadBalancer IP, an
+// ingress host, a node of another cluster. Only client-side tests run
+// against it: ping to address, HTTP GET of http_url.
+type ExternalTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is a DNS-1123 label (1..63 lower-case alphanumerics and '-'); the
+	// results carry it as dst_node.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// address is an IP address or a DNS name (up to 253 characters); the
+	// agent resolves a name itself, in its host network, and sends to the
+	// first IPv4 address (else the first IPv6 one) it gets.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// http_url is what the HTTP test fetches: an http or https URL whose host
+	// is address, without user information or fragment. Empty means no HTTP
+	// test for this target.
+	HttpUrl       string `protobuf:"bytes,3,opt,name=http_url,json=httpUrl,proto3" json:"http_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExternalTarget) Reset() {
+	*x = ExternalTarget{}
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExternalTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExternalTarget) ProtoMessage() {}
+
+func (x *ExternalTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExternalTarget.ProtoReflect.Descriptor instead.
+func (*ExternalTarget) Descriptor() ([]byte, []int) {
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ExternalTarget) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExternalTarget) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *ExternalTarget) GetHttpUrl() string {
+	if x != nil {
+		return x.HttpUrl
+	}
+	return ""
+}
+
 // NodeEndpoint is one node's addresses.
 type NodeEndpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -917,7 +999,7 @@ type NodeEndpoint struct {
 
 func (x *NodeEndpoint) Reset() {
 	*x = NodeEndpoint{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1011,7 @@ func (x *NodeEndpoint) String() string {
 func (*NodeEndpoint) ProtoMessage() {}
 
 func (x *NodeEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1024,7 @@ func (x *NodeEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEndpoint.ProtoReflect.Descriptor instead.
 func (*NodeEndpoint) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodeEndpoint) GetNodeName() string {
@@ -987,7 +1069,7 @@ type Work struct {
 
 func (x *Work) Reset() {
 	*x = Work{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1081,7 @@ func (x *Work) String() string {
 func (*Work) ProtoMessage() {}
 
 func (x *Work) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1094,7 @@ func (x *Work) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Work.ProtoReflect.Descriptor instead.
 func (*Work) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Work) GetTestId() string {
@@ -1102,7 +1184,7 @@ type StartServer struct {
 
 func (x *StartServer) Reset() {
 	*x = StartServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1196,7 @@ func (x *StartServer) String() string {
 func (*StartServer) ProtoMessage() {}
 
 func (x *StartServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1209,7 @@ func (x *StartServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServer.ProtoReflect.Descriptor instead.
 func (*StartServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StartServer) GetTool() v1.Tool {
@@ -1153,7 +1235,7 @@ type StopServer struct {
 
 func (x *StopServer) Reset() {
 	*x = StopServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1247,7 @@ func (x *StopServer) String() string {
 func (*StopServer) ProtoMessage() {}
 
 func (x *StopServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1260,7 @@ func (x *StopServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServer.ProtoReflect.Descriptor instead.
 func (*StopServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
 }
 
 // RunClient runs a test's client in one network of the agent's node.
@@ -1193,14 +1275,18 @@ type RunClient struct {
 	// port is the server's listen port (0 for ping).
 	Port uint32 `protobuf:"varint,4,opt,name=port,proto3" json:"port,omitempty"`
 	// data_port is qperf's data port (0 otherwise).
-	DataPort      uint32 `protobuf:"varint,5,opt,name=data_port,json=dataPort,proto3" json:"data_port,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DataPort uint32 `protobuf:"varint,5,opt,name=data_port,json=dataPort,proto3" json:"data_port,omitempty"`
+	// external_target names an entry of the last Endpoints' external_targets
+	// to send to; target_ip, port and data_port are then empty. Only ping and
+	// HTTP tests may name one.
+	ExternalTarget string `protobuf:"bytes,6,opt,name=external_target,json=externalTarget,proto3" json:"external_target,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RunClient) Reset() {
 	*x = RunClient{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1298,7 @@ func (x *RunClient) String() string {
 func (*RunClient) ProtoMessage() {}
 
 func (x *RunClient) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1311,7 @@ func (x *RunClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunClient.ProtoReflect.Descriptor instead.
 func (*RunClient) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RunClient) GetSpec() *v1.TestSpec {
@@ -1263,6 +1349,13 @@ func (x *RunClient) GetDataPort() uint32 {
 	return 0
 }
 
+func (x *RunClient) GetExternalTarget() string {
+	if x != nil {
+		return x.ExternalTarget
+	}
+	return ""
+}
+
 // WorkResult answers one Work.
 type WorkResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1287,7 +1380,7 @@ type WorkResult struct {
 
 func (x *WorkResult) Reset() {
 	*x = WorkResult{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1392,7 @@ func (x *WorkResult) String() string {
 func (*WorkResult) ProtoMessage() {}
 
 func (x *WorkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1405,7 @@ func (x *WorkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResult.ProtoReflect.Descriptor instead.
 func (*WorkResult) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WorkResult) GetTestId() string {
@@ -1410,7 +1503,7 @@ type ServerStarted struct {
 
 func (x *ServerStarted) Reset() {
 	*x = ServerStarted{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1515,7 @@ func (x *ServerStarted) String() string {
 func (*ServerStarted) ProtoMessage() {}
 
 func (x *ServerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1528,7 @@ func (x *ServerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStarted.ProtoReflect.Descriptor instead.
 func (*ServerStarted) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ServerStarted) GetPort() uint32 {
@@ -1471,7 +1564,7 @@ type ClientDone struct {
 
 func (x *ClientDone) Reset() {
 	*x = ClientDone{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1576,7 @@ func (x *ClientDone) String() string {
 func (*ClientDone) ProtoMessage() {}
 
 func (x *ClientDone) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1589,7 @@ func (x *ClientDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientDone.ProtoReflect.Descriptor instead.
 func (*ClientDone) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{18}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ClientDone) GetResults() []*v1.Result {
@@ -1515,7 +1608,7 @@ type ServerStopped struct {
 
 func (x *ServerStopped) Reset() {
 	*x = ServerStopped{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1620,7 @@ func (x *ServerStopped) String() string {
 func (*ServerStopped) ProtoMessage() {}
 
 func (x *ServerStopped) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1633,7 @@ func (x *ServerStopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStopped.ProtoReflect.Descriptor instead.
 func (*ServerStopped) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{19}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{20}
 }
 
 var File_meshperf_agent_v1_agent_service_proto protoreflect.FileDescriptor
@@ -1599,9 +1692,14 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\x0e2\x1e.meshperf.agent.v1.GossipStateR\x05state\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\"D\n" +
 	"\tHeartbeat\x127\n" +
-	"\tsend_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bsendTime\"B\n" +
+	"\tsend_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bsendTime\"\x90\x01\n" +
 	"\tEndpoints\x125\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x1f.meshperf.agent.v1.NodeEndpointR\x05nodes\"\x8b\x01\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1f.meshperf.agent.v1.NodeEndpointR\x05nodes\x12L\n" +
+	"\x10external_targets\x18\x02 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets\"Y\n" +
+	"\x0eExternalTarget\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x19\n" +
+	"\bhttp_url\x18\x03 \x01(\tR\ahttpUrl\"\x8b\x01\n" +
 	"\fNodeEndpoint\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12?\n" +
 	"\taddresses\x18\x02 \x03(\v2!.meshperf.agent.v1.NetworkAddressR\taddresses\x12\x1d\n" +
@@ -1620,13 +1718,14 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x04tool\x18\x01 \x01(\x0e2\x19.meshperf.measure.v1.ToolR\x04tool\x126\n" +
 	"\anetwork\x18\x02 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\"\f\n" +
 	"\n" +
-	"StopServer\"\xc4\x01\n" +
+	"StopServer\"\xed\x01\n" +
 	"\tRunClient\x121\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1d.meshperf.measure.v1.TestSpecR\x04spec\x126\n" +
 	"\anetwork\x18\x02 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\x12\x1b\n" +
 	"\ttarget_ip\x18\x03 \x01(\tR\btargetIp\x12\x12\n" +
 	"\x04port\x18\x04 \x01(\rR\x04port\x12\x1b\n" +
-	"\tdata_port\x18\x05 \x01(\rR\bdataPort\"\xd7\x02\n" +
+	"\tdata_port\x18\x05 \x01(\rR\bdataPort\x12'\n" +
+	"\x0fexternal_target\x18\x06 \x01(\tR\x0eexternalTarget\"\xd7\x02\n" +
 	"\n" +
 	"WorkResult\x12\x17\n" +
 	"\atest_id\x18\x01 \x01(\tR\x06testId\x123\n" +
@@ -1667,7 +1766,7 @@ func file_meshperf_agent_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_meshperf_agent_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 	(GossipState)(0),              // 0: meshperf.agent.v1.GossipState
 	(*ConnectRequest)(nil),        // 1: meshperf.agent.v1.ConnectRequest
@@ -1681,64 +1780,66 @@ var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 	(*GossipMember)(nil),          // 9: meshperf.agent.v1.GossipMember
 	(*Heartbeat)(nil),             // 10: meshperf.agent.v1.Heartbeat
 	(*Endpoints)(nil),             // 11: meshperf.agent.v1.Endpoints
-	(*NodeEndpoint)(nil),          // 12: meshperf.agent.v1.NodeEndpoint
-	(*Work)(nil),                  // 13: meshperf.agent.v1.Work
-	(*StartServer)(nil),           // 14: meshperf.agent.v1.StartServer
-	(*StopServer)(nil),            // 15: meshperf.agent.v1.StopServer
-	(*RunClient)(nil),             // 16: meshperf.agent.v1.RunClient
-	(*WorkResult)(nil),            // 17: meshperf.agent.v1.WorkResult
-	(*ServerStarted)(nil),         // 18: meshperf.agent.v1.ServerStarted
-	(*ClientDone)(nil),            // 19: meshperf.agent.v1.ClientDone
-	(*ServerStopped)(nil),         // 20: meshperf.agent.v1.ServerStopped
-	(v1.Network)(0),               // 21: meshperf.measure.v1.Network
-	(v1.Tool)(0),                  // 22: meshperf.measure.v1.Tool
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*v1.TestSpec)(nil),           // 25: meshperf.measure.v1.TestSpec
-	(v1.Status)(0),                // 26: meshperf.measure.v1.Status
-	(*v1.Result)(nil),             // 27: meshperf.measure.v1.Result
+	(*ExternalTarget)(nil),        // 12: meshperf.agent.v1.ExternalTarget
+	(*NodeEndpoint)(nil),          // 13: meshperf.agent.v1.NodeEndpoint
+	(*Work)(nil),                  // 14: meshperf.agent.v1.Work
+	(*StartServer)(nil),           // 15: meshperf.agent.v1.StartServer
+	(*StopServer)(nil),            // 16: meshperf.agent.v1.StopServer
+	(*RunClient)(nil),             // 17: meshperf.agent.v1.RunClient
+	(*WorkResult)(nil),            // 18: meshperf.agent.v1.WorkResult
+	(*ServerStarted)(nil),         // 19: meshperf.agent.v1.ServerStarted
+	(*ClientDone)(nil),            // 20: meshperf.agent.v1.ClientDone
+	(*ServerStopped)(nil),         // 21: meshperf.agent.v1.ServerStopped
+	(v1.Network)(0),               // 22: meshperf.measure.v1.Network
+	(v1.Tool)(0),                  // 23: meshperf.measure.v1.Tool
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*v1.TestSpec)(nil),           // 26: meshperf.measure.v1.TestSpec
+	(v1.Status)(0),                // 27: meshperf.measure.v1.Status
+	(*v1.Result)(nil),             // 28: meshperf.measure.v1.Result
 }
 var file_meshperf_agent_v1_agent_service_proto_depIdxs = []int32{
 	4,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
 	10, // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	17, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
+	18, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
 	8,  // 3: meshperf.agent.v1.ConnectRequest.gossip_view:type_name -> meshperf.agent.v1.GossipView
 	7,  // 4: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
 	10, // 5: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	13, // 6: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
+	14, // 6: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
 	11, // 7: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
 	3,  // 8: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
 	5,  // 9: meshperf.agent.v1.Register.addresses:type_name -> meshperf.agent.v1.NetworkAddress
 	6,  // 10: meshperf.agent.v1.Register.tools:type_name -> meshperf.agent.v1.ToolInfo
-	21, // 11: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
-	22, // 12: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
-	23, // 13: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
-	23, // 14: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
+	22, // 11: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
+	23, // 12: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
+	24, // 13: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
+	24, // 14: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
 	9,  // 15: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
 	0,  // 16: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.agent.v1.GossipState
-	24, // 17: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
-	12, // 18: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
-	5,  // 19: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	24, // 20: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
-	14, // 21: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
-	16, // 22: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
-	15, // 23: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
-	22, // 24: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
-	21, // 25: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
-	25, // 26: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
-	21, // 27: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
-	26, // 28: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
-	18, // 29: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
-	19, // 30: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
-	20, // 31: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
-	27, // 32: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
-	1,  // 33: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
-	2,  // 34: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
-	34, // [34:35] is the sub-list for method output_type
-	33, // [33:34] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	25, // 17: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
+	13, // 18: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
+	12, // 19: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
+	5,  // 20: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	25, // 21: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
+	15, // 22: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
+	17, // 23: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
+	16, // 24: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
+	23, // 25: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
+	22, // 26: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
+	26, // 27: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
+	22, // 28: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
+	27, // 29: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
+	19, // 30: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
+	20, // 31: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
+	21, // 32: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
+	28, // 33: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
+	1,  // 34: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
+	2,  // 35: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
+	35, // [35:36] is the sub-list for method output_type
+	34, // [34:35] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_agent_v1_agent_service_proto_init() }
@@ -1759,12 +1860,12 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 		(*ConnectResponse_Endpoints)(nil),
 		(*ConnectResponse_ResultAck)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[12].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[13].OneofWrappers = []any{
 		(*Work_StartServer)(nil),
 		(*Work_RunClient)(nil),
 		(*Work_StopServer)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[16].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[17].OneofWrappers = []any{
 		(*WorkResult_ServerStarted)(nil),
 		(*WorkResult_ClientDone)(nil),
 		(*WorkResult_ServerStopped)(nil),
@@ -1775,7 +1876,7 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_agent_v1_agent_service_proto_rawDesc), len(file_meshperf_agent_v1_agent_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -104,6 +104,15 @@ const (
 	// PATH_HOST_TO_SERVICE goes from the source node's hostNetwork to the
 	// ClusterIP that fronts the destination node's pod.
 	Path_PATH_HOST_TO_SERVICE Path = 5
+	// PATH_HOST_TO_EXTERNAL goes from the source node's hostNetwork to an
+	// external target (a LoadBalancer IP, an ingress host, a node of another
+	// cluster) from the coordinator's allowlist; dst_node holds the target's
+	// name. Only client-side tests run on it: ping and HTTP.
+	Path_PATH_HOST_TO_EXTERNAL Path = 6
+	// PATH_POD_TO_EXTERNAL goes from the source node's pod to an external
+	// target, through the CNI's egress (its SNAT): compare it with
+	// PATH_HOST_TO_EXTERNAL for the cost of leaving the cluster from a pod.
+	Path_PATH_POD_TO_EXTERNAL Path = 7
 )
 
 // Enum value maps for Path.
@@ -115,14 +124,18 @@ var (
 		3: "PATH_POD_TO_POD",
 		4: "PATH_POD_TO_SERVICE",
 		5: "PATH_HOST_TO_SERVICE",
+		6: "PATH_HOST_TO_EXTERNAL",
+		7: "PATH_POD_TO_EXTERNAL",
 	}
 	Path_value = map[string]int32{
-		"PATH_UNSPECIFIED":     0,
-		"PATH_HOST_TO_HOST":    1,
-		"PATH_HOST_TO_POD":     2,
-		"PATH_POD_TO_POD":      3,
-		"PATH_POD_TO_SERVICE":  4,
-		"PATH_HOST_TO_SERVICE": 5,
+		"PATH_UNSPECIFIED":      0,
+		"PATH_HOST_TO_HOST":     1,
+		"PATH_HOST_TO_POD":      2,
+		"PATH_POD_TO_POD":       3,
+		"PATH_POD_TO_SERVICE":   4,
+		"PATH_HOST_TO_SERVICE":  5,
+		"PATH_HOST_TO_EXTERNAL": 6,
+		"PATH_POD_TO_EXTERNAL":  7,
 	}
 )
 
@@ -781,7 +794,8 @@ type Result struct {
 	RunId string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// src_node is the node the client ran on.
 	SrcNode string `protobuf:"bytes,4,opt,name=src_node,json=srcNode,proto3" json:"src_node,omitempty"`
-	// dst_node is the node the server or target is on.
+	// dst_node is the node the server or target is on; on the external
+	// paths it is the external target's name.
 	DstNode string `protobuf:"bytes,5,opt,name=dst_node,json=dstNode,proto3" json:"dst_node,omitempty"`
 	// path is the source network and destination address kind.
 	Path Path `protobuf:"varint,6,opt,name=path,proto3,enum=meshperf.measure.v1.Path" json:"path,omitempty"`
@@ -797,7 +811,8 @@ type Result struct {
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	// elapsed is the client's wall time.
 	Elapsed *durationpb.Duration `protobuf:"bytes,12,opt,name=elapsed,proto3" json:"elapsed,omitempty"`
-	// target_address is the IP the client sent to (host, pod or ClusterIP).
+	// target_address is the IP the client sent to (host, pod or ClusterIP;
+	// for an external target, the address the agent resolved its name to).
 	TargetAddress string `protobuf:"bytes,13,opt,name=target_address,json=targetAddress,proto3" json:"target_address,omitempty"`
 	// metrics are set only when status is STATUS_OK.
 	//
@@ -1596,14 +1611,16 @@ const file_meshperf_measure_v1_measure_proto_rawDesc = "" +
 	"\aNetwork\x12\x17\n" +
 	"\x13NETWORK_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fNETWORK_HOST\x10\x01\x12\x0f\n" +
-	"\vNETWORK_POD\x10\x02*\x91\x01\n" +
+	"\vNETWORK_POD\x10\x02*\xc6\x01\n" +
 	"\x04Path\x12\x14\n" +
 	"\x10PATH_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PATH_HOST_TO_HOST\x10\x01\x12\x14\n" +
 	"\x10PATH_HOST_TO_POD\x10\x02\x12\x13\n" +
 	"\x0fPATH_POD_TO_POD\x10\x03\x12\x17\n" +
 	"\x13PATH_POD_TO_SERVICE\x10\x04\x12\x18\n" +
-	"\x14PATH_HOST_TO_SERVICE\x10\x05*[\n" +
+	"\x14PATH_HOST_TO_SERVICE\x10\x05\x12\x19\n" +
+	"\x15PATH_HOST_TO_EXTERNAL\x10\x06\x12\x18\n" +
+	"\x14PATH_POD_TO_EXTERNAL\x10\a*[\n" +
 	"\x04Tool\x12\x14\n" +
 	"\x10TOOL_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tTOOL_PING\x10\x01\x12\x0e\n" +

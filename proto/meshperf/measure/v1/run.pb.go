@@ -110,9 +110,17 @@ type RunSpec struct {
 	MaxConcurrentHeavy uint32 `protobuf:"varint,5,opt,name=max_concurrent_heavy,json=maxConcurrentHeavy,proto3" json:"max_concurrent_heavy,omitempty"`
 	// label names the run for people, e.g. the CNI mode or the change being
 	// tried ("vxlan", "after MTU 9000"); at most 64 printable characters.
-	Label         string `protobuf:"bytes,6,opt,name=label,proto3" json:"label,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Label string `protobuf:"bytes,6,opt,name=label,proto3" json:"label,omitempty"`
+	// external_targets names external targets (see ListExternalTargets) to
+	// measure from every node of the run, on the external paths: from the
+	// nodes of pairs, or from every mesh node without pairs. Each must be in
+	// the coordinator's allowlist (its config file). Empty means none.
+	// With external targets and no paths, both external paths run besides
+	// the default node paths; with paths, exactly the paths listed run, and
+	// external targets then need an external path among them.
+	ExternalTargets []string `protobuf:"bytes,7,rep,name=external_targets,json=externalTargets,proto3" json:"external_targets,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RunSpec) Reset() {
@@ -187,6 +195,13 @@ func (x *RunSpec) GetLabel() string {
 	return ""
 }
 
+func (x *RunSpec) GetExternalTargets() []string {
+	if x != nil {
+		return x.ExternalTargets
+	}
+	return nil
+}
+
 // NodePair is an ordered pair of nodes: the client runs on src_node.
 type NodePair struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -249,7 +264,8 @@ type PlannedTest struct {
 	TestId string `protobuf:"bytes,1,opt,name=test_id,json=testId,proto3" json:"test_id,omitempty"`
 	// src_node runs the client.
 	SrcNode string `protobuf:"bytes,2,opt,name=src_node,json=srcNode,proto3" json:"src_node,omitempty"`
-	// dst_node runs the server or holds the target.
+	// dst_node runs the server or holds the target; on the external paths it
+	// is the external target's name.
 	DstNode string `protobuf:"bytes,3,opt,name=dst_node,json=dstNode,proto3" json:"dst_node,omitempty"`
 	// path is the source network and destination address kind.
 	Path Path `protobuf:"varint,4,opt,name=path,proto3,enum=meshperf.measure.v1.Path" json:"path,omitempty"`
@@ -475,14 +491,15 @@ var File_meshperf_measure_v1_run_proto protoreflect.FileDescriptor
 
 const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x1dmeshperf/measure/v1/run.proto\x12\x13meshperf.measure.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\x86\x02\n" +
+	"\x1dmeshperf/measure/v1/run.proto\x12\x13meshperf.measure.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\xb1\x02\n" +
 	"\aRunSpec\x123\n" +
 	"\x05tests\x18\x01 \x03(\v2\x1d.meshperf.measure.v1.TestSpecR\x05tests\x12/\n" +
 	"\x05paths\x18\x02 \x03(\x0e2\x19.meshperf.measure.v1.PathR\x05paths\x123\n" +
 	"\x05pairs\x18\x03 \x03(\v2\x1d.meshperf.measure.v1.NodePairR\x05pairs\x12\x18\n" +
 	"\arepeats\x18\x04 \x01(\rR\arepeats\x120\n" +
 	"\x14max_concurrent_heavy\x18\x05 \x01(\rR\x12maxConcurrentHeavy\x12\x14\n" +
-	"\x05label\x18\x06 \x01(\tR\x05label\"@\n" +
+	"\x05label\x18\x06 \x01(\tR\x05label\x12)\n" +
+	"\x10external_targets\x18\a \x03(\tR\x0fexternalTargets\"@\n" +
 	"\bNodePair\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x02 \x01(\tR\adstNode\"\xd6\x01\n" +

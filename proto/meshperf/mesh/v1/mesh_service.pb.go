@@ -1152,6 +1152,89 @@ func (x *ListRollupsResponse) GetRollups() []*v1.Rollup {
 	return nil
 }
 
+// ListExternalTargetsRequest asks for the allowlisted external targets.
+type ListExternalTargetsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListExternalTargetsRequest) Reset() {
+	*x = ListExternalTargetsRequest{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListExternalTargetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListExternalTargetsRequest) ProtoMessage() {}
+
+func (x *ListExternalTargetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListExternalTargetsRequest.ProtoReflect.Descriptor instead.
+func (*ListExternalTargetsRequest) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{17}
+}
+
+// ListExternalTargetsResponse lists the external targets by name.
+type ListExternalTargetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// external_targets sorted by name.
+	ExternalTargets []*v11.ExternalTarget `protobuf:"bytes,1,rep,name=external_targets,json=externalTargets,proto3" json:"external_targets,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListExternalTargetsResponse) Reset() {
+	*x = ListExternalTargetsResponse{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListExternalTargetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListExternalTargetsResponse) ProtoMessage() {}
+
+func (x *ListExternalTargetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListExternalTargetsResponse.ProtoReflect.Descriptor instead.
+func (*ListExternalTargetsResponse) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListExternalTargetsResponse) GetExternalTargets() []*v11.ExternalTarget {
+	if x != nil {
+		return x.ExternalTargets
+	}
+	return nil
+}
+
 var File_meshperf_mesh_v1_mesh_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
@@ -1224,14 +1307,17 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x14\n" +
 	"\x05limit\x18\a \x01(\rR\x05limit\"L\n" +
 	"\x13ListRollupsResponse\x125\n" +
-	"\arollups\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.RollupR\arollups*\xa6\x01\n" +
+	"\arollups\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.RollupR\arollups\"\x1c\n" +
+	"\x1aListExternalTargetsRequest\"k\n" +
+	"\x1bListExternalTargetsResponse\x12L\n" +
+	"\x10external_targets\x18\x01 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets*\xa6\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_PENDING\x10\x01\x12\x14\n" +
 	"\x10NODE_STATE_READY\x10\x02\x12\x1a\n" +
 	"\x16NODE_STATE_MAINTENANCE\x10\x03\x12\x1a\n" +
 	"\x16NODE_STATE_UNAVAILABLE\x10\x04\x12\x17\n" +
-	"\x13NODE_STATE_DEPARTED\x10\x052\xd1\x05\n" +
+	"\x13NODE_STATE_DEPARTED\x10\x052\xc5\x06\n" +
 	"\vMeshService\x12W\n" +
 	"\n" +
 	"TriggerRun\x12#.meshperf.mesh.v1.TriggerRunRequest\x1a$.meshperf.mesh.v1.TriggerRunResponse\x12K\n" +
@@ -1242,7 +1328,8 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"ListAgents\x12#.meshperf.mesh.v1.ListAgentsRequest\x1a$.meshperf.mesh.v1.ListAgentsResponse\x12Q\n" +
 	"\bListRuns\x12!.meshperf.mesh.v1.ListRunsRequest\x1a\".meshperf.mesh.v1.ListRunsResponse\x12c\n" +
 	"\x0eSetMaintenance\x12'.meshperf.mesh.v1.SetMaintenanceRequest\x1a(.meshperf.mesh.v1.SetMaintenanceResponse\x12Z\n" +
-	"\vListRollups\x12$.meshperf.mesh.v1.ListRollupsRequest\x1a%.meshperf.mesh.v1.ListRollupsResponseB<Z:github.com/meshperf/meshperf/proto/meshperf/mesh/v1;meshv1b\x06proto3"
+	"\vListRollups\x12$.meshperf.mesh.v1.ListRollupsRequest\x1a%.meshperf.mesh.v1.ListRollupsResponse\x12r\n" +
+	"\x13ListExternalTargets\x12,.meshperf.mesh.v1.ListExternalTargetsRequest\x1a-.meshperf.mesh.v1.ListExternalTargetsResponseB<Z:github.com/meshperf/meshperf/proto/meshperf/mesh/v1;meshv1b\x06proto3"
 
 var (
 	file_meshperf_mesh_v1_mesh_service_proto_rawDescOnce sync.Once
@@ -1257,83 +1344,89 @@ func file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP() []byte {
 }
 
 var file_meshperf_mesh_v1_mesh_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
-	(NodeState)(0),                 // 0: meshperf.mesh.v1.NodeState
-	(*TriggerRunRequest)(nil),      // 1: meshperf.mesh.v1.TriggerRunRequest
-	(*TriggerRunResponse)(nil),     // 2: meshperf.mesh.v1.TriggerRunResponse
-	(*GetRunRequest)(nil),          // 3: meshperf.mesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),         // 4: meshperf.mesh.v1.GetRunResponse
-	(*WatchRunRequest)(nil),        // 5: meshperf.mesh.v1.WatchRunRequest
-	(*WatchRunResponse)(nil),       // 6: meshperf.mesh.v1.WatchRunResponse
-	(*ListResultsRequest)(nil),     // 7: meshperf.mesh.v1.ListResultsRequest
-	(*ListResultsResponse)(nil),    // 8: meshperf.mesh.v1.ListResultsResponse
-	(*ListAgentsRequest)(nil),      // 9: meshperf.mesh.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),     // 10: meshperf.mesh.v1.ListAgentsResponse
-	(*Agent)(nil),                  // 11: meshperf.mesh.v1.Agent
-	(*ListRunsRequest)(nil),        // 12: meshperf.mesh.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),       // 13: meshperf.mesh.v1.ListRunsResponse
-	(*SetMaintenanceRequest)(nil),  // 14: meshperf.mesh.v1.SetMaintenanceRequest
-	(*SetMaintenanceResponse)(nil), // 15: meshperf.mesh.v1.SetMaintenanceResponse
-	(*ListRollupsRequest)(nil),     // 16: meshperf.mesh.v1.ListRollupsRequest
-	(*ListRollupsResponse)(nil),    // 17: meshperf.mesh.v1.ListRollupsResponse
-	(*v1.RunSpec)(nil),             // 18: meshperf.measure.v1.RunSpec
-	(*v1.Run)(nil),                 // 19: meshperf.measure.v1.Run
-	(*v1.Result)(nil),              // 20: meshperf.measure.v1.Result
-	(v1.Path)(0),                   // 21: meshperf.measure.v1.Path
-	(v1.Test)(0),                   // 22: meshperf.measure.v1.Test
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
-	(*v11.NetworkAddress)(nil),     // 24: meshperf.agent.v1.NetworkAddress
-	(*v11.ToolInfo)(nil),           // 25: meshperf.agent.v1.ToolInfo
-	(v11.GossipState)(0),           // 26: meshperf.agent.v1.GossipState
-	(*v1.Rollup)(nil),              // 27: meshperf.measure.v1.Rollup
+	(NodeState)(0),                      // 0: meshperf.mesh.v1.NodeState
+	(*TriggerRunRequest)(nil),           // 1: meshperf.mesh.v1.TriggerRunRequest
+	(*TriggerRunResponse)(nil),          // 2: meshperf.mesh.v1.TriggerRunResponse
+	(*GetRunRequest)(nil),               // 3: meshperf.mesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),              // 4: meshperf.mesh.v1.GetRunResponse
+	(*WatchRunRequest)(nil),             // 5: meshperf.mesh.v1.WatchRunRequest
+	(*WatchRunResponse)(nil),            // 6: meshperf.mesh.v1.WatchRunResponse
+	(*ListResultsRequest)(nil),          // 7: meshperf.mesh.v1.ListResultsRequest
+	(*ListResultsResponse)(nil),         // 8: meshperf.mesh.v1.ListResultsResponse
+	(*ListAgentsRequest)(nil),           // 9: meshperf.mesh.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),          // 10: meshperf.mesh.v1.ListAgentsResponse
+	(*Agent)(nil),                       // 11: meshperf.mesh.v1.Agent
+	(*ListRunsRequest)(nil),             // 12: meshperf.mesh.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),            // 13: meshperf.mesh.v1.ListRunsResponse
+	(*SetMaintenanceRequest)(nil),       // 14: meshperf.mesh.v1.SetMaintenanceRequest
+	(*SetMaintenanceResponse)(nil),      // 15: meshperf.mesh.v1.SetMaintenanceResponse
+	(*ListRollupsRequest)(nil),          // 16: meshperf.mesh.v1.ListRollupsRequest
+	(*ListRollupsResponse)(nil),         // 17: meshperf.mesh.v1.ListRollupsResponse
+	(*ListExternalTargetsRequest)(nil),  // 18: meshperf.mesh.v1.ListExternalTargetsRequest
+	(*ListExternalTargetsResponse)(nil), // 19: meshperf.mesh.v1.ListExternalTargetsResponse
+	(*v1.RunSpec)(nil),                  // 20: meshperf.measure.v1.RunSpec
+	(*v1.Run)(nil),                      // 21: meshperf.measure.v1.Run
+	(*v1.Result)(nil),                   // 22: meshperf.measure.v1.Result
+	(v1.Path)(0),                        // 23: meshperf.measure.v1.Path
+	(v1.Test)(0),                        // 24: meshperf.measure.v1.Test
+	(*timestamppb.Timestamp)(nil),       // 25: google.protobuf.Timestamp
+	(*v11.NetworkAddress)(nil),          // 26: meshperf.agent.v1.NetworkAddress
+	(*v11.ToolInfo)(nil),                // 27: meshperf.agent.v1.ToolInfo
+	(v11.GossipState)(0),                // 28: meshperf.agent.v1.GossipState
+	(*v1.Rollup)(nil),                   // 29: meshperf.measure.v1.Rollup
+	(*v11.ExternalTarget)(nil),          // 30: meshperf.agent.v1.ExternalTarget
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
-	18, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
-	19, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
-	19, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
-	19, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
-	20, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
-	21, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
-	22, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
-	23, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
-	23, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
-	20, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
+	20, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
+	21, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
+	21, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
+	21, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
+	22, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
+	23, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
+	24, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
+	25, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
+	25, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
+	22, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
 	11, // 10: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
-	24, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	25, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
-	23, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
-	23, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	26, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	27, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
+	25, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
+	25, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
 	0,  // 15: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
-	26, // 16: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.agent.v1.GossipState
-	19, // 17: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	28, // 16: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.agent.v1.GossipState
+	21, // 17: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
 	11, // 18: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
-	21, // 19: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
-	22, // 20: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
-	23, // 21: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
-	23, // 22: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
-	27, // 23: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
-	1,  // 24: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
-	3,  // 25: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
-	5,  // 26: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
-	7,  // 27: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
-	9,  // 28: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
-	12, // 29: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
-	14, // 30: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
-	16, // 31: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
-	2,  // 32: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
-	4,  // 33: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
-	6,  // 34: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
-	8,  // 35: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
-	10, // 36: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
-	13, // 37: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
-	15, // 38: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
-	17, // 39: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
-	32, // [32:40] is the sub-list for method output_type
-	24, // [24:32] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	23, // 19: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
+	24, // 20: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
+	25, // 21: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
+	25, // 22: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
+	29, // 23: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
+	30, // 24: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
+	1,  // 25: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
+	3,  // 26: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
+	5,  // 27: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
+	7,  // 28: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
+	9,  // 29: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
+	12, // 30: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
+	14, // 31: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
+	16, // 32: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
+	18, // 33: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
+	2,  // 34: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
+	4,  // 35: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
+	6,  // 36: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
+	8,  // 37: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
+	10, // 38: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
+	13, // 39: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
+	15, // 40: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
+	17, // 41: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
+	19, // 42: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
+	34, // [34:43] is the sub-list for method output_type
+	25, // [25:34] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_mesh_v1_mesh_service_proto_init() }
@@ -1347,7 +1440,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_mesh_v1_mesh_service_proto_rawDesc), len(file_meshperf_mesh_v1_mesh_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,14 +22,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	MeshService_TriggerRun_FullMethodName     = "/meshperf.mesh.v1.MeshService/TriggerRun"
-	MeshService_GetRun_FullMethodName         = "/meshperf.mesh.v1.MeshService/GetRun"
-	MeshService_WatchRun_FullMethodName       = "/meshperf.mesh.v1.MeshService/WatchRun"
-	MeshService_ListResults_FullMethodName    = "/meshperf.mesh.v1.MeshService/ListResults"
-	MeshService_ListAgents_FullMethodName     = "/meshperf.mesh.v1.MeshService/ListAgents"
-	MeshService_ListRuns_FullMethodName       = "/meshperf.mesh.v1.MeshService/ListRuns"
-	MeshService_SetMaintenance_FullMethodName = "/meshperf.mesh.v1.MeshService/SetMaintenance"
-	MeshService_ListRollups_FullMethodName    = "/meshperf.mesh.v1.MeshService/ListRollups"
+	MeshService_TriggerRun_FullMethodName          = "/meshperf.mesh.v1.MeshService/TriggerRun"
+	MeshService_GetRun_FullMethodName              = "/meshperf.mesh.v1.MeshService/GetRun"
+	MeshService_WatchRun_FullMethodName            = "/meshperf.mesh.v1.MeshService/WatchRun"
+	MeshService_ListResults_FullMethodName         = "/meshperf.mesh.v1.MeshService/ListResults"
+	MeshService_ListAgents_FullMethodName          = "/meshperf.mesh.v1.MeshService/ListAgents"
+	MeshService_ListRuns_FullMethodName            = "/meshperf.mesh.v1.MeshService/ListRuns"
+	MeshService_SetMaintenance_FullMethodName      = "/meshperf.mesh.v1.MeshService/SetMaintenance"
+	MeshService_ListRollups_FullMethodName         = "/meshperf.mesh.v1.MeshService/ListRollups"
+	MeshService_ListExternalTargets_FullMethodName = "/meshperf.mesh.v1.MeshService/ListExternalTargets"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -63,6 +64,9 @@ type MeshServiceClient interface {
 	// ListRollups returns the hourly rollups of results older than the
 	// retention, in (source, destination, hour) order.
 	ListRollups(ctx context.Context, in *ListRollupsRequest, opts ...grpc.CallOption) (*ListRollupsResponse, error)
+	// ListExternalTargets returns the external targets of the coordinator's
+	// allowlist (its config file), which runs may name.
+	ListExternalTargets(ctx context.Context, in *ListExternalTargetsRequest, opts ...grpc.CallOption) (*ListExternalTargetsResponse, error)
 }
 
 type meshServiceClient struct {
@@ -162,6 +166,16 @@ func (c *meshServiceClient) ListRollups(ctx context.Context, in *ListRollupsRequ
 	return out, nil
 }
 
+func (c *meshServiceClient) ListExternalTargets(ctx context.Context, in *ListExternalTargetsRequest, opts ...grpc.CallOption) (*ListExternalTargetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListExternalTargetsResponse)
+	err := c.cc.Invoke(ctx, MeshService_ListExternalTargets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MeshServiceServer is the server API for MeshService service.
 // All implementations must embed UnimplementedMeshServiceServer
 // for forward compatibility.
@@ -193,6 +207,9 @@ type MeshServiceServer interface {
 	// ListRollups returns the hourly rollups of results older than the
 	// retention, in (source, destination, hour) order.
 	ListRollups(context.Context, *ListRollupsRequest) (*ListRollupsResponse, error)
+	// ListExternalTargets returns the external targets of the coordinator's
+	// allowlist (its config file), which runs may name.
+	ListExternalTargets(context.Context, *ListExternalTargetsRequest) (*ListExternalTargetsResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -226,6 +243,9 @@ func (UnimplementedMeshServiceServer) SetMaintenance(context.Context, *SetMainte
 }
 func (UnimplementedMeshServiceServer) ListRollups(context.Context, *ListRollupsRequest) (*ListRollupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRollups not implemented")
+}
+func (UnimplementedMeshServiceServer) ListExternalTargets(context.Context, *ListExternalTargetsRequest) (*ListExternalTargetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListExternalTargets not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -385,6 +405,24 @@ func _MeshService_ListRollups_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_ListExternalTargets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListExternalTargetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).ListExternalTargets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_ListExternalTargets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).ListExternalTargets(ctx, req.(*ListExternalTargetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -419,6 +457,10 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRollups",
 			Handler:    _MeshService_ListRollups_Handler,
+		},
+		{
+			MethodName: "ListExternalTargets",
+			Handler:    _MeshService_ListExternalTargets_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

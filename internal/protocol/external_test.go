@@ -1,0 +1,102 @@
+package protocol
+
+import (
+	"strings"
+	"testing"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+)
+
+func TestValidateExternalTarget(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	tests := []struct {
+		name, tname, address, url string
+		wantErr                   string // "" means valid
+	}{
+		{"ip, no url", "lb-web", "203.0.113.10", "", ""},
+		{"dns name with url", "ingress", "web.example.com", "https://web.example.com/healthz?x=1", ""},
+		{"name with port", "ingress", "web.example.com", "http://web.example.com:8080/", ""},
+		{"ipv6 url", "v6", "2001:db8::1", "http://[2001:db8::1]:80/", ""},
+		{"trailing dot name", "fqdn", "web.example.com.", "", ""},
+		{"upper-case host", "ingress", "Web.Example.com", "http://web.example.com/", ""},
+		{"single label", "other-node", "node-7", "", ""},
+		{"empty name", "", "203.0.113.10", "", `external target name ""`},
+		{"upper-case name", "LB", "203.0.113.10", "", `external target name "LB"`},
+		{"name too long", long, "203.0.113.10", "", "1..63"},
+		{"name with dot", "a.b", "203.0.113.10", "", "DNS-1123 label"},
+		{"empty address", "x", "", "", `address: "" is neither`},
+		{"multicast", "x", "224.0.0.1", "", "multicast"},
+		{"unspecified", "x", "0.0.0.0", "", "unspecified"},
+		{"broken ip", "x", "10.0.0.300", "", "neither an IP address nor a DNS name"},
+		{"option-like name", "x", "-c.example.com", "", "not a DNS name"},
+		{"underscore", "x", "a_b.example.com", "", "not a DNS name"},
+		{"address with port", "x", "10.0.0.1:80", "", "neither"},
+		{"url other host", "x", "web.example.com", "http://evil.example.com/", `host "evil.example.com" is not the target's address`},
+		{"url scheme", "x", "web.example.com", "ftp://web.example.com/", `scheme "ftp"`},
+		{"url userinfo", "x", "web.example.com", "http://u:p@web.example.com/", "user information"},
+		{"url fragment", "x", "web.example.com", "http://web.example.com/#a", "fragment"},
+		{"url space", "x", "web.example.com", "http://web.example.com/a b", "whitespace"},
+		{"url port 0", "x", "web.example.com", "http://web.example.com:0/", `port "0"`},
+		{"url port big", "x", "web.example.com", "http://web.example.com:70000/", `port "70000"`},
+		{"url relative", "x", "web.example.com", "/healthz", `scheme ""`},
+		{"url opaque", "x", "web.example.com", "http:web.example.com", "absolute"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateExternalTarget(&agentv1.ExternalTarget{Name: tt.tname, Address: tt.address, HttpUrl: tt.url})
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("got %v, want valid", err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("got valid, want an error with %q", tt.wantErr)
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("got %q, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseExternalAddress(t *testing.T) {
+	tests := []struct {
+		in     string
+		wantIP string // "" for a name
+	}{
+		{"203.0.113.10", "203.0.113.10"},
+		{"2001:db8::1", "2001:db8::1"},
+		{"web.example.com", ""},
+	}
+	for _, tt := range tests {
+		ip, err := ParseExternalAddress(tt.in)
+		if err != nil {
+			t.Fatalf("ParseExternalAddress(%q): %v", tt.in, err)
+		}
+		got := ""
+		if ip.IsValid() {
+			got = ip.String()
+		}
+		if got != tt.wantIP {
+			t.Errorf("ParseExternalAddress(%q) = %q, want %q", tt.in, got, tt.wantIP)
+		}
+	}
+}
+
+// FuzzValidateExternalTarget checks that a valid entry is safe to hand to
+// a tool: no argument that starts with '-', no whitespace, and an URL host
+// that is the address.
+func FuzzValidateExternalTarget(f *testing.F) {
+	f.Add("lb", "203.0.113.10", "http://203.0.113.10:8080/x")
+	f.Add("ingress", "web.example.com", "https://web.example.com/")
+	f.Add("x", "-oProxyCommand", "")
+	f.Add("x", "a..b", "http://a..b/")
+	f.Fuzz(func(t *testing.T, name, address, url string) {
+		if ValidateExternalTarget(&agentv1.ExternalTarget{Name: name, Address: address, HttpUrl: url}) != nil {
+			return
+		}
+		if strings.HasPrefix(address, "-") || strings.HasPrefix(url, "-") || strings.ContainsAny(address+url, " \t\r\n\x00") {
+			t.Fatalf("accepted unsafe entry %q %q %q", name, address, url)
+		}
+		if address == "" || name == "" {
+			t.Fatalf("accepted empty field: %q %q", name, address)
+		}
+	})
+}
