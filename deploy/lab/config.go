@@ -44,6 +44,12 @@ var (
 	ClusterCIDR = netip.MustParsePrefix("10.244.0.0/16")
 	// ServiceCIDR holds the ClusterIPs: node i's pod has 10.96.0.(10+i).
 	ServiceCIDR = netip.MustParsePrefix("10.96.0.0/12")
+	// ExternalIP is the address of the lab's external host (namespace
+	// "<prefix>-ext") in FabricSubnet, 172.18.0.250: on the nodes' network
+	// but outside the cluster (no node, pod or ClusterIP), like a load
+	// balancer or a machine of another cluster. It is above every node IP
+	// (at most 172.18.0.(10+MaxNodes)).
+	ExternalIP = netip.MustParseAddr("172.18.0.250")
 )
 
 // Interface names and overlay parameters.
@@ -67,6 +73,12 @@ const (
 	VXLANMTU = 1450
 	// EthernetMTU is every other MTU, in bytes.
 	EthernetMTU = 1500
+	// ExternalIface is the external host's interface, in its namespace, a
+	// veth whose peer ExternalFabricPort is a port of the fabric bridge.
+	ExternalIface = "eth0"
+	// ExternalFabricPort is the fabric namespace's end of the external
+	// host's link, a port of br0 (node i's is "n<i>").
+	ExternalFabricPort = "ext"
 	// NetNSDir is where named network namespaces live (as with `ip netns`).
 	NetNSDir = "/run/netns"
 )
@@ -115,7 +127,28 @@ type Lab struct {
 	FabricNetNSPath string
 	// Nodes are the nodes, Nodes[i-1] being node i.
 	Nodes []Node
+	// External is the host outside the cluster, on the fabric.
+	External External
 }
+
+// External is the lab's host outside the cluster: a network namespace
+// attached to the fabric bridge with ExternalIP, loopback up, and only its
+// connected route (FabricSubnet): no default route, no route to pod CIDRs
+// or ClusterIPs. It reaches the nodes' host IPs directly; pods reach it
+// because their nodes masquerade pod egress to the node IP, as flannel and
+// most CNIs do. It stands for an external target: a LoadBalancer IP, an
+// ingress host, a node of another cluster.
+type External struct {
+	// NetNS is the name of its network namespace, "<prefix>-ext".
+	NetNS string
+	// NetNSPath is NetNSDir/NetNS, for nsenter --net.
+	NetNSPath string
+	// IP is its address on ExternalIface, ExternalIP.
+	IP netip.Addr
+}
+
+// Command returns the argv that runs argv in the external host's namespace.
+func (e External) Command(argv ...string) []string { return NSExec(e.NetNSPath, argv...) }
 
 // Node is one node of a lab: a host network namespace and one pod.
 type Node struct {
@@ -232,6 +265,11 @@ func Describe(cfg Config) (*Lab, error) {
 		FabricNetNS:     cfg.Prefix + "-fabric",
 		FabricNetNSPath: nsPath(cfg.Prefix + "-fabric"),
 		Nodes:           make([]Node, cfg.Nodes),
+		External: External{
+			NetNS:     cfg.Prefix + "-ext",
+			NetNSPath: nsPath(cfg.Prefix + "-ext"),
+			IP:        ExternalIP,
+		},
 	}
 	for i := 1; i <= cfg.Nodes; i++ {
 		b := byte(i)

@@ -82,6 +82,9 @@ func TestDescribeLayout(t *testing.T) {
 			if l.FabricNetNS != p+"-fabric" || l.FabricNetNSPath != "/run/netns/"+p+"-fabric" {
 				t.Errorf("fabric %q %q", l.FabricNetNS, l.FabricNetNSPath)
 			}
+			if e := l.External; e.NetNS != p+"-ext" || e.NetNSPath != "/run/netns/"+p+"-ext" || e.IP.String() != "172.18.0.250" {
+				t.Errorf("external %+v, want %s-ext at 172.18.0.250", e, p)
+			}
 			if cp := l.ControlPlane(); cp.Name != "node-1" {
 				t.Errorf("ControlPlane = %s, want node-1", cp.Name)
 			}
@@ -110,7 +113,13 @@ func TestDescribeLayout(t *testing.T) {
 					t.Errorf("node %d %s = %q, want %q", tt.index, c.field, c.got, c.want)
 				}
 			}
+			if !FabricSubnet.Contains(l.External.IP) || l.External.IP == FabricSubnet.Addr() {
+				t.Errorf("external IP %s not a host address in %s", l.External.IP, FabricSubnet)
+			}
 			for _, n := range l.Nodes {
+				if n.HostIP == l.External.IP {
+					t.Errorf("node %s has the external IP %s", n.Name, n.HostIP)
+				}
 				if !FabricSubnet.Contains(n.HostIP) || !ClusterCIDR.Contains(n.PodIP) || !ServiceCIDR.Contains(n.ServiceIP) || !n.PodCIDR.Contains(n.PodIP) {
 					t.Errorf("node %s addresses outside their ranges: %+v", n.Name, n)
 				}
@@ -132,6 +141,7 @@ func TestNSExec(t *testing.T) {
 		{"NSExec", NSExec("/proc/1/ns/net", "ip", "addr"), []string{"nsenter", "--net=/proc/1/ns/net", "--", "ip", "addr"}},
 		{"HostCommand", n.HostCommand("ping", "-c", "1", "x"), []string{"nsenter", "--net=/run/netns/x-node1", "--", "ping", "-c", "1", "x"}},
 		{"PodCommand", n.PodCommand("true"), []string{"nsenter", "--net=/run/netns/x-pod1", "--", "true"}},
+		{"External.Command", External{NetNSPath: "/run/netns/x-ext"}.Command("ss", "-tln"), []string{"nsenter", "--net=/run/netns/x-ext", "--", "ss", "-tln"}},
 	}
 	for _, tt := range tests {
 		if !slices.Equal(tt.got, tt.want) {
@@ -146,9 +156,13 @@ func TestParseNSName(t *testing.T) {
 		wantOK bool
 		want   nsName
 	}{
-		{"lt1-fabric", true, nsName{name: "lt1-fabric", class: 2}},
-		{"lt1-node3", true, nsName{name: "lt1-node3", class: 1, index: 3}},
-		{"lt1-pod12", true, nsName{name: "lt1-pod12", class: 0, index: 12}},
+		{"lt1-fabric", true, nsName{name: "lt1-fabric", class: classFabric}},
+		{"lt1-ext", true, nsName{name: "lt1-ext", class: classExternal}},
+		{"lt1-ext1", false, nsName{}},
+		{"lt1-external", false, nsName{}},
+		{"lt12-ext", false, nsName{}},
+		{"lt1-node3", true, nsName{name: "lt1-node3", class: classNode, index: 3}},
+		{"lt1-pod12", true, nsName{name: "lt1-pod12", class: classPod, index: 12}},
 		{"lt1-pod", false, nsName{}},
 		{"lt1-node1x", false, nsName{}},
 		{"lt1-node-1", false, nsName{}},
@@ -166,8 +180,8 @@ func TestParseNSName(t *testing.T) {
 }
 
 func TestDisplayOrder(t *testing.T) {
-	in := []string{"p-pod1", "p-pod2", "p-pod10", "p-node1", "p-node2", "p-node10", "p-fabric"}
-	want := []string{"p-fabric", "p-node1", "p-pod1", "p-node2", "p-pod2", "p-node10", "p-pod10"}
+	in := []string{"p-pod1", "p-pod2", "p-pod10", "p-node1", "p-ext", "p-node2", "p-node10", "p-fabric"}
+	want := []string{"p-fabric", "p-ext", "p-node1", "p-pod1", "p-node2", "p-pod2", "p-node10", "p-pod10"}
 	if got := displayOrder(in); !slices.Equal(got, want) {
 		t.Errorf("displayOrder = %q, want %q", got, want)
 	}
@@ -191,6 +205,78 @@ func TestRulesDropCrossNodePod(t *testing.T) {
 		if got := strings.Count(rules, "-j DNAT"); got != 12 || strings.Contains(rules, "icmp") {
 			t.Errorf("%d DNAT rules, want 12 (TCP and UDP only):\n%s", got, rules)
 		}
+	}
+}
+
+func TestRulesPodEgress(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		node int
+		// want are lines of the nat table, in this order, after the
+		// existing masquerades.
+		want []string
+	}{
+		{
+			name: "host-gw node 1", cfg: Config{Prefix: "r"}, node: 1,
+			want: []string{
+				"-A POSTROUTING ! -s 10.244.0.0/16 -m conntrack --ctstate DNAT -j MASQUERADE",
+				"-A POSTROUTING -s 10.244.1.2/32 -d 10.244.1.2/32 -j MASQUERADE",
+				":MESHLAB-EGRESS - [0:0]",
+				"-A POSTROUTING -s 10.244.1.0/24 -j MESHLAB-EGRESS",
+				"-A MESHLAB-EGRESS -d 10.244.0.0/16 -j RETURN",
+				"-A MESHLAB-EGRESS -d 10.96.0.0/12 -j RETURN",
+				"-A MESHLAB-EGRESS -d 172.18.0.11/32 -j RETURN",
+				"-A MESHLAB-EGRESS -d 172.18.0.12/32 -j RETURN",
+				"-A MESHLAB-EGRESS -d 172.18.0.13/32 -j RETURN",
+				"-A MESHLAB-EGRESS -j MASQUERADE",
+				"COMMIT",
+			},
+		},
+		{
+			name: "vxlan with drops, node 2 of 2", cfg: Config{Prefix: "r", Nodes: 2, Mode: ModeVXLAN, DropCrossNodePod: true}, node: 2,
+			want: []string{
+				"-A POSTROUTING -s 10.244.2.2/32 -d 10.244.2.2/32 -j MASQUERADE",
+				":MESHLAB-EGRESS - [0:0]",
+				"-A POSTROUTING -s 10.244.2.0/24 -j MESHLAB-EGRESS",
+				"-A MESHLAB-EGRESS -d 10.244.0.0/16 -j RETURN",
+				"-A MESHLAB-EGRESS -d 10.96.0.0/12 -j RETURN",
+				"-A MESHLAB-EGRESS -d 172.18.0.11/32 -j RETURN",
+				"-A MESHLAB-EGRESS -d 172.18.0.12/32 -j RETURN",
+				"-A MESHLAB-EGRESS -j MASQUERADE",
+				"COMMIT",
+				"*filter",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := Describe(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rules := builder{lab: l}.rules(l.Nodes[tt.node-1])
+			lines := strings.Split(rules, "\n")
+			at := -1
+			for _, w := range tt.want {
+				i := slices.Index(lines[at+1:], w)
+				if i < 0 {
+					t.Fatalf("rules lack %q after line %d:\n%s", w, at+1, rules)
+				}
+				at += 1 + i
+			}
+			// The only MASQUERADEs are the two existing ones and the
+			// egress chain's; it masquerades nothing but the node's pods.
+			if got := strings.Count(rules, "-j MASQUERADE"); got != 3 {
+				t.Errorf("%d MASQUERADE rules, want 3:\n%s", got, rules)
+			}
+			if got := strings.Count(rules, "-j MESHLAB-EGRESS"); got != 1 {
+				t.Errorf("%d jumps to MESHLAB-EGRESS, want 1:\n%s", got, rules)
+			}
+			if strings.Contains(rules, ExternalIP.String()) {
+				t.Errorf("rules name the external IP: egress must not depend on it:\n%s", rules)
+			}
+		})
 	}
 }
 

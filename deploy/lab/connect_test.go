@@ -41,6 +41,8 @@ func serviceIP(i int) func(*Lab) string {
 	return func(l *Lab) string { return l.Nodes[i-1].ServiceIP.String() }
 }
 func constant(s string) func(*Lab) string { return func(*Lab) string { return s } }
+func external(l *Lab) string              { return l.External.NetNSPath }
+func externalIP(l *Lab) string            { return l.External.IP.String() }
 
 var (
 	ping     = []string{"ping", "-n", "-q", "-c", "2", "-i", "0.2", "-W", "1", "IP"}
@@ -100,6 +102,27 @@ var probes = []probe{
 		name: "host1 to service3 qperf tcp_lat, pinned ports", from: host(1), target: serviceIP(3), client: qperfLat,
 		serverNS: pod(3), server: qperfSrv, listen: "t", wantOK: always,
 	},
+	// The external host: every node's host and pod network reaches it
+	// (pods masqueraded to their node IP), whatever the mode or the drops;
+	// it reaches the node IPs and nothing else.
+	{name: "host1 to external ping", from: host(1), client: ping, target: externalIP, wantOK: always},
+	{name: "host2 to external ping", from: host(2), client: ping, target: externalIP, wantOK: always},
+	{name: "host3 to external ping", from: host(3), client: ping, target: externalIP, wantOK: always},
+	{name: "pod1 to external ping", from: pod(1), client: ping, target: externalIP, wantOK: always},
+	{name: "pod2 to external ping", from: pod(2), client: ping, target: externalIP, wantOK: always},
+	{name: "pod3 to external ping", from: pod(3), client: ping, target: externalIP, wantOK: always},
+	{name: "external to host2 ping", from: external, client: ping, target: hostIP(2), wantOK: always},
+	{
+		name: "pod3 to external TCP (iperf3)", from: pod(3), target: externalIP, client: iperfTCP,
+		serverNS: external, server: iperfSrv, listen: "t", wantOK: always,
+	},
+	{
+		name: "pod1 to external UDP (iperf3 -u)", from: pod(1), target: externalIP, client: iperfUDP,
+		serverNS: external, server: iperfSrv, listen: "t", wantOK: always,
+	},
+	{name: "external has no route out of the lab", from: external, client: routeGet, target: constant(testNetIP), wantOK: never},
+	{name: "external has no route to pods", from: external, client: routeGet, target: podIP(1), wantOK: never},
+	{name: "external has no route to services", from: external, client: routeGet, target: serviceIP(1), wantOK: never},
 }
 
 func TestConnectivity(t *testing.T) {

@@ -14,6 +14,11 @@
 // For a prefix P and N nodes (i = 1..N):
 //
 //	P-fabric   the "physical" network: bridge br0 with one port n<i> per node
+//	           and one port ext for the external host
+//	P-ext      the external host, outside the cluster: eth0 172.18.0.250/24
+//	           (ExternalIP), a port of P-fabric's br0; loopback up, IPv6
+//	           off, and no route but its connected 172.18.0.0/24 (no default
+//	           route, none to pods or ClusterIPs)
 //	P-node<i>  node i's host network namespace (node name "node-<i>"):
 //	             eth0      172.18.0.(10+i)/24, a port of P-fabric's br0
 //	             cni0      bridge, 10.244.i.1/24 (the pod gateway)
@@ -40,11 +45,22 @@
 // overlay both ways), and so is a pod reaching itself through its ClusterIP
 // (hairpin).
 //
+// Pod egress is masqueraded as flannel and most CNIs do it: node i's nat
+// POSTROUTING jumps, for sources in its pod CIDR, to a chain MESHLAB-EGRESS
+// that RETURNs for destinations in the cluster CIDR 10.244.0.0/16, the
+// service CIDR 10.96.0.0/12 and every node's host IP, and MASQUERADEs the
+// rest to 172.18.0.(10+i). So pods reach the external host, which sees
+// their node IP and needs no route to pods, while every path inside the
+// cluster (pod -> pod, pod -> ClusterIP, pod -> node, and the node's own
+// traffic) keeps the source it has without the chain. The chain comes after
+// the masquerades above, so the hairpin keeps its own. The external host
+// reaches the node IPs directly, and no pod or ClusterIP.
+//
 // With Config.DropCrossNodePod every node drops, in its filter FORWARD
 // chain, new connections from its pod CIDR to every other node's pod CIDR:
 // like a CNI whose routes are missing, pod -> pod and pod -> ClusterIP across
 // nodes fail, while host -> host, host -> pod and host -> ClusterIP keep
-// working.
+// working, and so does everything to and from the external host.
 //
 // Where the kernel has br_netfilter, nodes set
 // net.bridge.bridge-nf-call-iptables=1, as Kubernetes requires, so bridged
@@ -59,7 +75,8 @@
 // one), checks the kernel features it needs, and builds the lab; if it fails
 // it removes what it built. Down kills every process running in one of the
 // lab's namespaces (a namespace with a process in it outlives its name) and
-// deletes the namespaces; it is idempotent. Status reports what exists.
+// deletes the namespaces (found by name: P-fabric, P-ext, P-node<N>,
+// P-pod<N>); it is idempotent. Status reports what exists.
 //
 // Every external command (ip, bridge, iptables, iptables-restore, sysctl,
 // nsenter) is run with an argv list, never through a shell, and with a

@@ -72,12 +72,21 @@ func Down(ctx context.Context, prefix string, logger *slog.Logger) error {
 // nsName is a lab namespace name, parsed.
 type nsName struct {
 	name  string
-	class int // 0 pod, 1 node, 2 fabric
-	index int // node index; 0 for the fabric
+	class int // classPod, classNode, classExternal or classFabric
+	index int // node index; 0 for the fabric and the external host
 }
 
+// Namespace classes, in the order Down deletes them.
+const (
+	classPod      = 0
+	classNode     = 1
+	classExternal = 2
+	classFabric   = 3
+)
+
 // labNamespaces returns the names in NetNSDir that belong to the lab prefix,
-// pods first, then nodes, then the fabric (the order to delete them in).
+// pods first, then nodes, then the external host, then the fabric (the
+// order to delete them in).
 func labNamespaces(prefix string) ([]string, error) {
 	entries, err := os.ReadDir(NetNSDir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -106,16 +115,19 @@ func labNamespaces(prefix string) ([]string, error) {
 }
 
 // parseNSName reports whether name is one of lab prefix's namespaces:
-// "<prefix>-fabric", "<prefix>-node<N>" or "<prefix>-pod<N>".
+// "<prefix>-fabric", "<prefix>-ext", "<prefix>-node<N>" or "<prefix>-pod<N>".
 func parseNSName(prefix, name string) (nsName, bool) {
 	rest, ok := strings.CutPrefix(name, prefix+"-")
 	if !ok {
 		return nsName{}, false
 	}
-	if rest == "fabric" {
-		return nsName{name: name, class: 2}, true
+	switch rest {
+	case "fabric":
+		return nsName{name: name, class: classFabric}, true
+	case "ext":
+		return nsName{name: name, class: classExternal}, true
 	}
-	for class, kind := range []string{"pod", "node"} {
+	for class, kind := range []string{classPod: "pod", classNode: "node"} {
 		num, ok := strings.CutPrefix(rest, kind)
 		if !ok || num == "" || strings.Trim(num, "0123456789") != "" {
 			continue
@@ -129,18 +141,21 @@ func parseNSName(prefix, name string) (nsName, bool) {
 	return nsName{}, false
 }
 
-// displayOrder sorts names (all from one lab) as the fabric, then node1,
-// pod1, node2, pod2, ...
+// displayOrder sorts names (all from one lab) as the fabric, the external
+// host, then node1, pod1, node2, pod2, ...
 func displayOrder(names []string) []string {
 	out := slices.Clone(names)
 	key := func(name string) (int, int) {
 		// The prefix is the same for all; parse with the part before "-".
 		prefix, _, _ := strings.Cut(name, "-")
 		n, _ := parseNSName(prefix, name)
-		if n.class == 2 {
+		switch n.class {
+		case classFabric:
+			return -2, 0
+		case classExternal:
 			return -1, 0
 		}
-		return n.index, 1 - n.class // node (class 1) before pod (class 0)
+		return n.index, 1 - n.class // node (classNode) before pod (classPod)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		ai, ak := key(out[i])

@@ -476,7 +476,7 @@ func Find(ctx context.Context, prefix string, logger *slog.Logger) (*Lab, error)
 	nodes, mode := 0, ModeHostGW
 	for _, ns := range st.Namespaces {
 		p, ok := parseNSName(prefix, ns.Name)
-		if !ok || p.class != 1 { // 1: "node<N>"
+		if !ok || p.class != classNode {
 			continue
 		}
 		nodes++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -37,17 +38,31 @@ func TestUpStatusDown(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("status:\n%s", st)
-			if got := len(st.Namespaces); got != 7 {
-				t.Fatalf("%d namespaces, want 7 (fabric, 3 nodes, 3 pods)", got)
+			if got := len(st.Namespaces); got != 8 {
+				t.Fatalf("%d namespaces, want 8 (fabric, external, 3 nodes, 3 pods)", got)
 			}
 			if got := st.Namespaces[0].Name; got != l.FabricNetNS {
 				t.Errorf("first namespace %q, want the fabric", got)
 			}
+			if got := st.Namespaces[1].Name; got != l.External.NetNS {
+				t.Errorf("second namespace %q, want the external host %s", got, l.External.NetNS)
+			}
 			fabric, _ := st.Namespace(l.FabricNetNS)
-			for _, want := range []string{"br0", "n1", "n2", "n3"} {
+			for _, want := range []string{"br0", "n1", "n2", "n3", ExternalFabricPort} {
 				if findIface(fabric, want) == nil {
 					t.Errorf("fabric has no %s: %+v", want, fabric.Interfaces)
 				}
+			}
+			ext, ok := st.Namespace(l.External.NetNS)
+			if !ok || ext.Err != "" {
+				t.Fatalf("external namespace %s: found %v, err %q", l.External.NetNS, ok, ext.Err)
+			}
+			checkIface(t, ext, "lo", 65536, netip.MustParsePrefix("127.0.0.1/8"))
+			checkIface(t, ext, ExternalIface, 1500, netip.PrefixFrom(ExternalIP, 24))
+			// Only the connected fabric subnet: no default route, no route
+			// to pods or services.
+			if len(ext.Routes) != 1 || !hasRoute(ext, FabricSubnet.String()+" dev "+ExternalIface) {
+				t.Errorf("external routes %q, want only %s dev %s", ext.Routes, FabricSubnet, ExternalIface)
 			}
 			for _, n := range l.Nodes {
 				host, ok := st.Namespace(n.HostNetNS)
@@ -83,8 +98,9 @@ func TestUpStatusDown(t *testing.T) {
 					t.Errorf("%s has a default route: %q", n.Name, host.Routes)
 				}
 			}
-			if s := st.String(); !strings.Contains(s, l.Nodes[2].PodNetNSPath) || !strings.Contains(s, "172.18.0.13/24") {
-				t.Errorf("String() lacks the pod3 path or node3's address:\n%s", s)
+			if s := st.String(); !strings.Contains(s, l.Nodes[2].PodNetNSPath) || !strings.Contains(s, "172.18.0.13/24") ||
+				!strings.Contains(s, l.External.NetNSPath) || !strings.Contains(s, "172.18.0.250/24") {
+				t.Errorf("String() lacks the pod3 path, node3's address, the external path or address:\n%s", s)
 			}
 
 			for i := range 2 { // Down twice: the second finds nothing and is fine.
@@ -99,6 +115,9 @@ func TestUpStatusDown(t *testing.T) {
 				}
 				if !st.Empty() {
 					t.Fatalf("after Down #%d: %s", i+1, st)
+				}
+				if _, err := os.Stat(l.External.NetNSPath); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("after Down #%d: %s: %v, want it gone", i+1, l.External.NetNSPath, err)
 				}
 			}
 		})
@@ -195,10 +214,12 @@ func TestUpAfterCrash(t *testing.T) {
 	r := runner{log: testLogger(t)}
 
 	// A half-built lab: the fabric, node1 with its fabric link, a node7 from
-	// a bigger lab, a name left by a crash in the middle of `ip netns add`,
-	// and a process still running in node1.
+	// a bigger lab, the external host, a name left by a crash in the middle
+	// of `ip netns add`, and processes still running in node1 and the
+	// external host.
 	for _, args := range [][]string{
 		{"", "netns", "add", prefix + "-fabric"},
+		{"", "netns", "add", prefix + "-ext"},
 		{"", "netns", "add", prefix + "-node1"},
 		{"", "netns", "add", prefix + "-node7"},
 		{prefix + "-node1", "link", "add", "eth0", "type", "veth", "peer", "name", "n1", "netns", prefix + "-fabric"},
@@ -211,12 +232,13 @@ func TestUpAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	orphan := startOrphan(t, nsPath(prefix+"-node1"))
+	extOrphan := startOrphan(t, nsPath(prefix+"-ext"))
 	st, err := Status(ctx, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(st.Processes()); got != 1 {
-		t.Errorf("Status of the crashed lab: %d processes, want 1:\n%s", got, st)
+	if got := len(st.Processes()); got != 2 {
+		t.Errorf("Status of the crashed lab: %d processes, want 2:\n%s", got, st)
 	}
 	if ns, _ := st.Namespace(prefix + "-pod2"); ns.Err == "" {
 		t.Errorf("the stale name %s-pod2 should report an error:\n%s", prefix, st)
@@ -225,12 +247,13 @@ func TestUpAfterCrash(t *testing.T) {
 
 	l := upLab(t, Config{Prefix: prefix, Logger: testLogger(t)})
 	wantKilled(t, orphan, "the process left in the crashed lab")
+	wantKilled(t, extOrphan, "the process left in the crashed lab's external host")
 	st, err = Status(ctx, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(st.Namespaces); got != 7 {
-		t.Errorf("after Up: %d namespaces, want 7:\n%s", got, st)
+	if got := len(st.Namespaces); got != 8 {
+		t.Errorf("after Up: %d namespaces, want 8:\n%s", got, st)
 	}
 	if _, ok := st.Namespace(prefix + "-node7"); ok {
 		t.Errorf("node7 of the crashed lab survived Up")

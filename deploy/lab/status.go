@@ -17,8 +17,8 @@ import (
 type LabStatus struct {
 	// Prefix is the lab's prefix.
 	Prefix string
-	// Namespaces are the lab's namespaces: the fabric, then node1, pod1,
-	// node2, pod2, and so on.
+	// Namespaces are the lab's namespaces: the fabric, the external host,
+	// then node1, pod1, node2, pod2, and so on.
 	// Empty means no lab exists under Prefix.
 	Namespaces []NamespaceStatus
 }

@@ -54,7 +54,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, fmt.Errorf("lab %s up: %w", l.Prefix, err)
 	}
 	log.InfoContext(ctx, "lab up", "prefix", l.Prefix, "nodes", l.Config.Nodes, "mode", l.Mode,
-		"drop_cross_node_pod", l.DropCrossNodePod, "elapsed", time.Since(start).Round(time.Millisecond))
+		"drop_cross_node_pod", l.DropCrossNodePod, "external", l.External.IP, "elapsed", time.Since(start).Round(time.Millisecond))
 	return l, nil
 }
 
@@ -83,6 +83,9 @@ func (b builder) build(ctx context.Context) error {
 		return err
 	}
 	if err := b.probe(ctx); err != nil {
+		return err
+	}
+	if err := b.external(ctx); err != nil {
 		return err
 	}
 	// Nodes are independent of each other: wire them in parallel, then,
@@ -180,6 +183,35 @@ func (b builder) sysctl(ctx context.Context, path string, node bool) error {
 	return err
 }
 
+// external creates the external host's namespace and attaches it to the
+// fabric bridge. It gets no route but the connected FabricSubnet: nothing
+// inside or outside the lab is reachable from it but the fabric.
+func (b builder) external(ctx context.Context) error {
+	l, r := b.lab, b.r
+	ext := l.External.NetNS
+	if err := r.ip(ctx, "", "netns", "add", ext); err != nil {
+		return fmt.Errorf("create namespace: %w", err)
+	}
+	if err := b.sysctl(ctx, l.External.NetNSPath, false); err != nil {
+		return err
+	}
+	steps := [][]string{
+		{ext, "link", "set", "lo", "up"},
+		// Created in the external namespace, peer straight into the fabric
+		// namespace, as the nodes' links are.
+		{ext, "link", "add", ExternalIface, "type", "veth", "peer", "name", ExternalFabricPort, "netns", l.FabricNetNS},
+		{l.FabricNetNS, "link", "set", ExternalFabricPort, "master", "br0", "up"},
+		{ext, "addr", "add", prefixOf(l.External.IP, FabricSubnet.Bits()), "dev", ExternalIface},
+		{ext, "link", "set", ExternalIface, "up"},
+	}
+	for _, s := range steps {
+		if err := r.ip(ctx, s[0], s[1:]...); err != nil {
+			return fmt.Errorf("external host: %w", err)
+		}
+	}
+	return nil
+}
+
 // node creates node n's namespaces and wires its host and its pod.
 func (b builder) node(ctx context.Context, n Node) error {
 	l, r := b.lab, b.r
@@ -273,6 +305,10 @@ func (b builder) routes(ctx context.Context, n Node) error {
 	return nil
 }
 
+// egressChain is the nat chain, in every node namespace, that masquerades
+// the node's pod traffic leaving the cluster (flannel's FLANNEL-POSTRTG).
+const egressChain = "MESHLAB-EGRESS"
+
 // iptables loads node n's rules in one iptables-restore: the ClusterIP DNATs,
 // the masquerades, and DropCrossNodePod's DROPs.
 func (b builder) iptables(ctx context.Context, n Node) error {
@@ -300,6 +336,21 @@ func (b builder) rules(n Node) string {
 	// (the node itself), and the hairpin case of a pod reaching itself.
 	fmt.Fprintf(&sb, "-A POSTROUTING ! -s %s -m conntrack --ctstate DNAT -j MASQUERADE\n", ClusterCIDR)
 	fmt.Fprintf(&sb, "-A POSTROUTING -s %s/32 -d %s/32 -j MASQUERADE\n", n.PodIP, n.PodIP)
+	// Pod egress, as flannel and most CNIs do it: traffic from the node's
+	// pod CIDR leaving the cluster is masqueraded to the node IP, so an
+	// external host (which has no route to pod CIDRs) sees the node. Pods,
+	// ClusterIPs (DNATed to pods before POSTROUTING) and the nodes' host IPs
+	// are inside the cluster and keep the pod IP as source, as they did
+	// before; the chain comes after the rules above and only RETURNs or
+	// MASQUERADEs, so it changes no path they cover.
+	fmt.Fprintf(&sb, ":%s - [0:0]\n", egressChain)
+	fmt.Fprintf(&sb, "-A POSTROUTING -s %s -j %s\n", n.PodCIDR, egressChain)
+	fmt.Fprintf(&sb, "-A %s -d %s -j RETURN\n", egressChain, ClusterCIDR)
+	fmt.Fprintf(&sb, "-A %s -d %s -j RETURN\n", egressChain, ServiceCIDR)
+	for _, p := range l.Nodes {
+		fmt.Fprintf(&sb, "-A %s -d %s/32 -j RETURN\n", egressChain, p.HostIP)
+	}
+	fmt.Fprintf(&sb, "-A %s -j MASQUERADE\n", egressChain)
 	sb.WriteString("COMMIT\n")
 	if l.DropCrossNodePod {
 		sb.WriteString("*filter\n")

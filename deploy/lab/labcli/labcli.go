@@ -134,8 +134,8 @@ func newStatusCommand() *cobra.Command {
 }
 
 // PrintLayout writes l as a table, one row per node: node name, host IP, pod
-// IP, pod netns path, service IP, host netns path; then the mode and how to
-// run a command in a namespace.
+// IP, pod netns path, service IP, host netns path; then the external host,
+// the mode and how to run a command in a namespace.
 func PrintLayout(w io.Writer, l *lab.Lab) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tHOST IP\tPOD IP\tPOD NETNS\tSERVICE IP\tHOST NETNS")
@@ -148,6 +148,11 @@ func PrintLayout(w io.Writer, l *lab.Lab) error {
 	drop := ""
 	if l.DropCrossNodePod {
 		drop = ", cross-node pod traffic DROPPED"
+	}
+	ext := l.External
+	if _, err := fmt.Fprintf(w, "EXTERNAL %s in %s (outside the cluster: pods reach it masqueraded to their node IP)\n",
+		ext.IP, ext.NetNSPath); err != nil {
+		return err
 	}
 	cp := l.ControlPlane()
 	_, err := fmt.Fprintf(w, "\nlab %q: %d nodes, mode %s%s; control plane %s.\nRun a command in a namespace: %s\nRemove it: meshlab down --prefix %s\n",

@@ -110,6 +110,7 @@ func TestPrintLayout(t *testing.T) {
 		"NODE", "HOST IP", "POD IP", "POD NETNS", "SERVICE IP",
 		"node-2  172.18.0.12  10.244.2.2  /run/netns/mp-pod2  10.96.0.12",
 		"mode vxlan", "DROPPED", "nsenter --net=/run/netns/mp-pod1 -- ping",
+		"EXTERNAL 172.18.0.250 in /run/netns/mp-ext",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("layout lacks %q:\n%s", want, got)
@@ -139,8 +140,8 @@ func TestUpStatusDown(t *testing.T) {
 		args    []string
 		wantOut []string
 	}{
-		{[]string{"up", "--prefix", prefix, "--nodes", "2", "--mode", "vxlan"}, []string{"node-2", "/run/netns/" + prefix + "-pod2", "10.96.0.12"}},
-		{[]string{"status", "--prefix", prefix}, []string{"5 namespaces", "flannel.1", "10.244.2.0/32"}},
+		{[]string{"up", "--prefix", prefix, "--nodes", "2", "--mode", "vxlan"}, []string{"node-2", "/run/netns/" + prefix + "-pod2", "10.96.0.12", "/run/netns/" + prefix + "-ext"}},
+		{[]string{"status", "--prefix", prefix}, []string{"6 namespaces", "flannel.1", "10.244.2.0/32", prefix + "-ext", "172.18.0.250/24"}},
 		{[]string{"down", "--prefix", prefix}, nil},
 		{[]string{"down", "--prefix", prefix}, nil},
 		{[]string{"status", "--prefix", prefix}, []string{"no namespaces"}},
