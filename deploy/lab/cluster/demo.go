@@ -107,7 +107,25 @@ func (d *demo) mode(ctx context.Context, mode lab.Mode, last bool, earlier []str
 			err = errors.Join(err, fmt.Errorf("lab down: %w", derr))
 		}
 	}()
-	c, err := New(Config{Lab: l, BinDir: d.cfg.BinDir, WorkDir: d.work, Logger: slog.New(slog.DiscardHandler)})
+	conf := filepath.Join(d.work, "meshperf.yaml")
+	if err := os.WriteFile(conf, []byte(ExternalConfig(l, "")), 0o600); err != nil {
+		return "", err
+	}
+	srvCtx, stopSrv := context.WithCancel(ctx)
+	served, err := ServeExternal(srvCtx, l)
+	if err != nil {
+		stopSrv()
+		return "", err
+	}
+	defer func() {
+		stopSrv()
+		if serr := <-served; serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}()
+	d.say("external host %s outside the cluster, allowlisted as external target %s (ping, HTTP %s)", l.External.IP, ExternalTargetName, ExternalURL(l))
+	c, err := New(Config{Lab: l, BinDir: d.cfg.BinDir, WorkDir: d.work, CoordinatorArgs: []string{"--config", conf},
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return "", err
 	}
@@ -123,8 +141,9 @@ func (d *demo) mode(ctx context.Context, mode lab.Mode, last bool, earlier []str
 	if err != nil {
 		return "", err
 	}
-	d.say("coordinator trigger --label %s (full mesh: every ordered node pair, paths host-host host-pod pod-pod pod-service)", mode)
-	args := append([]string{"trigger", "--label", string(mode)}, d.cfg.TriggerArgs...)
+	d.say("coordinator trigger --label %s --external %s (full mesh: every ordered node pair, paths host-host host-pod pod-pod pod-service; and every node to %s from host and pod)",
+		mode, ExternalTargetName, ExternalTargetName)
+	args := append([]string{"trigger", "--label", string(mode), "--external", ExternalTargetName}, d.cfg.TriggerArgs...)
 	if err := d.cli(ctx, c, args...); err != nil {
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
@@ -190,8 +209,10 @@ func NewDemoCommand() *cobra.Command {
 		Long: `For each CNI mode (default host-gw, then vxlan): bring a lab up, run the
 coordinator in node 1 and an agent on every node, trigger the full mesh
 (ping, qperf tcp_lat and tcp_bw, iperf3 TCP, HTTP over host->host,
-host->pod, pod->pod and pod->service for every ordered node pair), print the
-table, and tear the lab down. Then compare the modes with coordinator
+host->pod, pod->pod and pod->service for every ordered node pair) plus ping
+and HTTP from every node's host and pod to the lab's external host (an
+allowlisted external target outside the cluster), print the table, and
+tear the lab down. Then compare the modes with coordinator
 compare --by path. The last line reads "N/N pair-paths OK" over every run;
 the exit status is 1 if any pair-path failed.`,
 		Args: cobra.NoArgs,
