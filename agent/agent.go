@@ -2,7 +2,11 @@
 // of its networks, dials the coordinator and keeps one stream to it
 // (reconnecting with backoff), registers its node, and carries out the
 // coordinator's typed work: start and stop test servers, run test clients
-// against registered endpoints only. Client results are kept in a spool
+// against registered endpoints only, or against the external targets
+// (outside the mesh: ping and HTTP only) that the coordinator's last
+// Endpoints listed; the agent resolves an external target's DNS name
+// itself, in its own (host) network namespace, also for pod-network
+// clients, and sends to that address only. Client results are kept in a spool
 // (agent/spool) until the coordinator acknowledges them, and sent again
 // after every reconnect: a coordinator that restarts loses none. With a
 // gossip port, the agent also joins the memberlist pool of the agents
@@ -80,6 +84,16 @@ type Config struct {
 	// AllowTargets are extra CIDRs clients may send to besides the
 	// registered endpoints.
 	AllowTargets []netip.Prefix
+	// LookupNetIP resolves the DNS name of an external target (an entry of
+	// the coordinator's Endpoints.external_targets) that a client names;
+	// nil means net.DefaultResolver.LookupNetIP. It is called with network
+	// "ip" and a context bounded by 5 s (and by the work's deadline); the
+	// agent sends to the first IPv4 address of the answer, else the first
+	// IPv6 one. Resolution happens in the agent's own network namespace
+	// (the host's), also for a client on the pod network: a pod whose DNS
+	// differs from its node's would get another answer. Tests inject a
+	// resolver so that they send no DNS query.
+	LookupNetIP LookupNetIPFunc
 	// StateDir is where the agent records the test servers it runs, so
 	// that after a crash its next life kills those still running (see
 	// servers.Config.StateDir), and where it keeps the client results the

@@ -131,10 +131,24 @@ func serverStatus(err error) measurev1.Status {
 	return measurev1.Status_STATUS_SERVER_ERROR
 }
 
-// runClient checks the target and runs the client, at most MaxClients at once.
+// runClient checks the target and runs the client, at most MaxClients at
+// once. A client that names an external target runs against the address
+// its entry resolves to (see Agent.external), which needs to be no
+// registered endpoint; no ClusterIP wait applies to it.
 func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measurev1.Result {
 	refuse := func(st measurev1.Status, format string, args ...any) []*measurev1.Result {
 		return []*measurev1.Result{{Spec: rc.GetSpec(), Status: st, Message: fmt.Sprintf(format, args...), TargetAddress: rc.GetTargetIp()}}
+	}
+	if rc.GetExternalTarget() != "" {
+		ext, st, msg := a.external(ctx, rc)
+		if st != measurev1.Status_STATUS_OK {
+			return refuse(st, "%s", msg)
+		}
+		if !a.takeSlot(ctx) {
+			return refuse(measurev1.Status_STATUS_TIMEOUT, "no free client slot before the deadline (%d of %d clients running)", len(a.clients), cap(a.clients))
+		}
+		defer func() { <-a.clients }()
+		return a.runner.RunExternal(ctx, rc, ext)
 	}
 	// No allowlist makes the unspecified, a multicast or the broadcast
 	// address a target.
@@ -155,17 +169,28 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 			a.log.Warn("service IP not connectable before the client; running it anyway", "target", ap, "err", err)
 		}
 	}
-	select {
-	case a.clients <- struct{}{}:
-	default: // every slot is taken: wait for one
-		select {
-		case a.clients <- struct{}{}:
-		case <-ctx.Done():
-			return refuse(measurev1.Status_STATUS_TIMEOUT, "no free client slot before the deadline (%d of %d clients running)", len(a.clients), cap(a.clients))
-		}
+	if !a.takeSlot(ctx) {
+		return refuse(measurev1.Status_STATUS_TIMEOUT, "no free client slot before the deadline (%d of %d clients running)", len(a.clients), cap(a.clients))
 	}
 	defer func() { <-a.clients }()
 	return a.runner.Run(ctx, rc)
+}
+
+// takeSlot takes a client slot, waiting for one until ctx ends; false
+// means none was free in time. The caller gives a slot back with
+// <-a.clients.
+func (a *Agent) takeSlot(ctx context.Context) bool {
+	select {
+	case a.clients <- struct{}{}:
+		return true
+	default: // every slot is taken: wait for one
+		select {
+		case a.clients <- struct{}{}:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // serviceWait bounds the wait for a ClusterIP to accept a TCP connection
@@ -174,24 +199,28 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 const serviceWait = 5 * time.Second
 
 // targets is the set of addresses clients may send to: every registered
-// endpoint (from the coordinator's Endpoints) and the allowlisted CIDRs.
+// endpoint (from the coordinator's Endpoints) and the allowlisted CIDRs;
+// and the external targets of the last Endpoints, which clients name
+// rather than address.
 type targets struct {
 	allow []netip.Prefix
 	log   *slog.Logger
 
-	mu        sync.RWMutex
-	endpoints map[netip.Addr]bool
-	services  map[netip.Addr]bool // the endpoints that are service IPs
+	mu            sync.RWMutex
+	endpoints     map[netip.Addr]bool
+	services      map[netip.Addr]bool // the endpoints that are service IPs
+	external      map[string]*agentv1.ExternalTarget
+	externalNames []string // external's keys, in the coordinator's order
 }
 
 func newTargets(allow []netip.Prefix, log *slog.Logger) *targets {
 	return &targets{allow: allow, log: log, endpoints: map[netip.Addr]bool{}}
 }
 
-// setEndpoints replaces the registered endpoints with ep's addresses. An
-// address that is no endpoint (protocol.ParseEndpointIP: unspecified,
-// multicast, broadcast, IPv4-mapped, zoned, or not an IP) is dropped with
-// a warning.
+// setEndpoints replaces the registered endpoints with ep's addresses, and
+// the external targets with ep's (see externalList). An address that is
+// no endpoint (protocol.ParseEndpointIP: unspecified, multicast,
+// broadcast, IPv4-mapped, zoned, or not an IP) is dropped with a warning.
 func (t *targets) setEndpoints(ep *agentv1.Endpoints) {
 	m, svc := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	for _, n := range ep.GetNodes() {
@@ -216,8 +245,10 @@ func (t *targets) setEndpoints(ep *agentv1.Endpoints) {
 			}
 		}
 	}
+	ext, names := t.externalList(ep.GetExternalTargets())
 	t.mu.Lock()
 	t.endpoints, t.services = m, svc
+	t.external, t.externalNames = ext, names
 	t.mu.Unlock()
 }
 

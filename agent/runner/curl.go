@@ -35,19 +35,20 @@ const CurlWriteOut = curlMarker + `\n` +
 // -v makes curl 7.88 say why a connection failed ("connect to ... failed:
 // Connection refused"), which its one-line error does not.
 func curlCommand(spec *measurev1.TestSpec, target string, port uint32, netns string) proc.Command {
+	return proc.Command{Name: "curl", Args: append(curlOptions(spec), curlURL(target, port)), NetNS: netns}
+}
+
+// curlOptions are curl's options before the URL (and any --resolve), for
+// a node target and an external one alike.
+func curlOptions(spec *measurev1.TestSpec) []string {
 	t := strconv.FormatFloat(spec.GetHttp().GetTimeout().AsDuration().Seconds(), 'f', -1, 64)
-	return proc.Command{
-		Name: "curl",
-		Args: []string{
-			"-q", "-g", "-v", "-sS",
-			"-o", "/dev/null",
-			"--noproxy", "*",
-			"--max-time", t,
-			"--connect-timeout", t,
-			"-w", CurlWriteOut,
-			curlURL(target, port),
-		},
-		NetNS: netns,
+	return []string{
+		"-q", "-g", "-v", "-sS",
+		"-o", "/dev/null",
+		"--noproxy", "*",
+		"--max-time", t,
+		"--connect-timeout", t,
+		"-w", CurlWriteOut,
 	}
 }
 

@@ -4,7 +4,9 @@
 // (seconds, bits per second, bytes, ratios in 0..1), and how every failure
 // maps to a Status with the tool's own words. It also builds the servers'
 // argv (ServerCommand) and finds the installed tools' versions
-// (DetectTools).
+// (DetectTools). Run serves node targets (an IP); RunExternal serves an
+// external target the caller resolved (ping to its IP, curl to its URL
+// pinned to that IP with --resolve).
 //
 // Tool versions the parsers were written against, from captured outputs in
 // testdata/: iputils ping 20221126, qperf 0.4.11, iperf 3.12, curl 7.88.1.

@@ -127,8 +127,20 @@ func (r *Runner) toolInfo(ctx context.Context, tool measurev1.Tool) *agentv1.Too
 // is canceled; otherwise what the tool's parser says (ParsePing,
 // ParseQperf, ParseIperf3, ParseCurl). When ctx has no deadline, Run sets
 // one of twice testspec.ExpectedDuration plus 30s.
-func (r *Runner) Run(ctx context.Context, req *agentv1.RunClient) (results []*measurev1.Result) {
+//
+// Run serves node targets only: a req that names an external_target is
+// INVALID (see RunExternal).
+func (r *Runner) Run(ctx context.Context, req *agentv1.RunClient) []*measurev1.Result {
+	return r.run(ctx, req, nil)
+}
+
+// run is Run, or RunExternal when ext is not nil.
+func (r *Runner) run(ctx context.Context, req *agentv1.RunClient, ext *External) (results []*measurev1.Result) {
 	start := time.Now()
+	targetAddress := req.GetTargetIp()
+	if ext != nil {
+		targetAddress = ext.IP.String()
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("runner panic", "panic", p)
@@ -140,7 +152,7 @@ func (r *Runner) Run(ctx context.Context, req *agentv1.RunClient) (results []*me
 				spec = req.GetSpec()
 			}
 			finish(toolName(spec), res)
-			res.TargetAddress = req.GetTargetIp()
+			res.TargetAddress = targetAddress
 			if res.StartTime == nil { // not run: invalid, tool missing, skipped
 				res.StartTime = timestamppb.New(start)
 				res.Elapsed = durationpb.New(0)
@@ -151,7 +163,7 @@ func (r *Runner) Run(ctx context.Context, req *agentv1.RunClient) (results []*me
 	if err != nil {
 		return []*measurev1.Result{failed(req.GetSpec(), 0, fail(measurev1.Status_STATUS_INVALID, "%v", err))}
 	}
-	netns, f := r.checkRequest(req, spec)
+	netns, f := r.checkRequest(req, spec, ext)
 	if f != nil {
 		return perSize(spec, f)
 	}
@@ -168,7 +180,7 @@ func (r *Runner) Run(ctx context.Context, req *agentv1.RunClient) (results []*me
 		if testspec.Tool(spec.GetTest()) == measurev1.Tool_TOOL_QPERF {
 			results = r.runQperf(ctx, req, spec, netns)
 		} else {
-			results = r.runOnce(ctx, req, spec, netns)
+			results = r.runOnce(ctx, req, spec, netns, ext)
 		}
 	}
 	for _, res := range results {
@@ -178,12 +190,19 @@ func (r *Runner) Run(ctx context.Context, req *agentv1.RunClient) (results []*me
 }
 
 // checkRequest validates the parts of req that Normalize does not see and
-// returns the namespace path to run in.
-func (r *Runner) checkRequest(req *agentv1.RunClient, spec *measurev1.TestSpec) (string, *Failure) {
+// returns the namespace path to run in; ext is RunExternal's target (nil
+// for Run).
+func (r *Runner) checkRequest(req *agentv1.RunClient, spec *measurev1.TestSpec, ext *External) (string, *Failure) {
 	invalid := func(format string, args ...any) (string, *Failure) {
 		return "", fail(measurev1.Status_STATUS_INVALID, format, args...)
 	}
-	if _, err := netip.ParseAddr(req.GetTargetIp()); err != nil {
+	if ext != nil {
+		if f := checkExternal(req, ext); f != nil {
+			return "", f
+		}
+	} else if name := req.GetExternalTarget(); name != "" {
+		return invalid("external_target %q: this run is for a node target (target_ip), not an external one", name)
+	} else if _, err := netip.ParseAddr(req.GetTargetIp()); err != nil {
 		return invalid("target_ip: %q is not an IP address", req.GetTargetIp())
 	}
 	netns, ok := r.netns[req.GetNetwork()]
@@ -191,6 +210,9 @@ func (r *Runner) checkRequest(req *agentv1.RunClient, spec *measurev1.TestSpec) 
 		return invalid("network: %v has no namespace on this agent", req.GetNetwork())
 	}
 	tool := testspec.Tool(spec.GetTest())
+	if ext != nil {
+		return netns, nil // checkExternal allows only ping and HTTP, without ports
+	}
 	if tool == measurev1.Tool_TOOL_PING {
 		return netns, nil
 	}
@@ -205,13 +227,21 @@ func (r *Runner) checkRequest(req *agentv1.RunClient, spec *measurev1.TestSpec) 
 	return netns, nil
 }
 
-// runOnce runs ping, iperf3 or curl once.
-func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *measurev1.TestSpec, netns string) []*measurev1.Result {
+// runOnce runs ping, iperf3 or curl once, against ext if it is not nil
+// (checkRequest checked it).
+func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *measurev1.TestSpec, netns string, ext *External) []*measurev1.Result {
 	var cmd proc.Command
-	switch testspec.Tool(spec.GetTest()) {
-	case measurev1.Tool_TOOL_PING:
+	switch tool := testspec.Tool(spec.GetTest()); {
+	case ext != nil && tool == measurev1.Tool_TOOL_PING:
+		cmd = pingCommand(spec, ext.IP.String(), netns)
+	case ext != nil:
+		var err error
+		if cmd, err = curlExternalCommand(spec, ext.HTTPURL, ext.IP, netns); err != nil {
+			return []*measurev1.Result{failed(spec, 0, fail(measurev1.Status_STATUS_INVALID, "%v", err))}
+		}
+	case tool == measurev1.Tool_TOOL_PING:
 		cmd = pingCommand(spec, req.GetTargetIp(), netns)
-	case measurev1.Tool_TOOL_IPERF3:
+	case tool == measurev1.Tool_TOOL_IPERF3:
 		cmd = iperf3Command(spec, req.GetTargetIp(), req.GetPort(), netns)
 	default:
 		cmd = curlCommand(spec, req.GetTargetIp(), req.GetPort(), netns)

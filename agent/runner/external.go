@@ -1,0 +1,191 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// External is a target outside the mesh (an entry of the coordinator's
+// Endpoints.external_targets) as the agent resolved it, for RunExternal.
+type External struct {
+	// Name is the entry's name; RunClient.external_target must name it.
+	Name string
+	// IP is the address the agent resolved the entry's address to (the
+	// address itself when it is an IP); the tool sends to it and to no
+	// other address. It must pass protocol.ParseEndpointIP.
+	IP netip.Addr
+	// HTTPURL is what an HTTP test fetches: the entry's http_url, an http
+	// or https URL whose host is the entry's address (see
+	// protocol.ValidateExternalTarget). Empty means no HTTP test.
+	HTTPURL string
+}
+
+// RunExternal runs req's client against the external target ext, like Run
+// otherwise (results, statuses, deadlines; TargetAddress is ext.IP).
+// req.external_target must be ext.Name and target_ip, port and data_port
+// empty; only TEST_PING (to ext.IP) and TEST_HTTP (a GET of ext.HTTPURL,
+// which must not be empty) may run. A request that breaks these rules is
+// INVALID, with a message naming the field and its value, and runs no
+// tool.
+//
+// curl fetches HTTPURL itself, so that the request carries the URL's host
+// in its Host header and TLS SNI, and verifies an https certificate (no
+// -k); when the URL's host is a DNS name, --resolve HOST:PORT:IP pins it
+// to ext.IP (PORT the URL's, else 80 or 443 by scheme; an IPv6 IP in
+// brackets): curl connects to exactly the address the agent checked and
+// never resolves the name itself. When the host is an IP, it must be
+// ext.IP. -q, -g and --noproxy * keep their meaning: no .curlrc, no URL
+// globbing of brackets and braces, and no proxy whatever the agent's
+// environment says. Redirects are not followed: a 3xx answer is a
+// TOOL_ERROR, like any status outside 200..299.
+func (r *Runner) RunExternal(ctx context.Context, req *agentv1.RunClient, ext External) []*measurev1.Result {
+	return r.run(ctx, req, &ext)
+}
+
+// CheckExternal checks what RunExternal can check of req before the
+// target's address is resolved, so that a caller refuses a bad request
+// before it resolves anything: req.external_target names the entry name
+// (whose http_url is httpURL), target_ip, port and data_port are empty,
+// and the test is TEST_PING, or TEST_HTTP with a non-empty httpURL. The
+// error is a *Failure with STATUS_INVALID and a message naming the field
+// and its value.
+func CheckExternal(req *agentv1.RunClient, name, httpURL string) error {
+	invalid := func(format string, args ...any) error {
+		return fail(measurev1.Status_STATUS_INVALID, format, args...)
+	}
+	got := req.GetExternalTarget()
+	switch {
+	case got == "":
+		return invalid("external_target is empty: a run against external target %q must name it", name)
+	case got != name:
+		return invalid("external_target %q is not the external target %q this run was given", got, name)
+	case req.GetTargetIp() != "" || req.GetPort() != 0 || req.GetDataPort() != 0:
+		return invalid("external_target %q: target_ip %q, port %d and data_port %d must be empty with an external target",
+			got, req.GetTargetIp(), req.GetPort(), req.GetDataPort())
+	}
+	switch test := req.GetSpec().GetTest(); testspec.Tool(test) {
+	case measurev1.Tool_TOOL_PING:
+		return nil
+	case measurev1.Tool_TOOL_CURL:
+		if httpURL == "" {
+			return invalid("external_target %q has no http_url: it takes no HTTP test (test %s)", got, testspec.Name(test))
+		}
+		return nil
+	default:
+		return invalid("external_target %q: test %s cannot run against an external target: only ping and HTTP can",
+			got, testspec.Name(test))
+	}
+}
+
+// checkExternal checks a RunExternal request: see RunExternal.
+func checkExternal(req *agentv1.RunClient, ext *External) *Failure {
+	if err := CheckExternal(req, ext.Name, ext.HTTPURL); err != nil {
+		return asFailure(err)
+	}
+	name := req.GetExternalTarget()
+	if _, err := protocol.ParseEndpointIP(ext.IP.String()); err != nil {
+		return fail(measurev1.Status_STATUS_INVALID, "external_target %q: resolved address: %v", name, err)
+	}
+	if testspec.Tool(req.GetSpec().GetTest()) == measurev1.Tool_TOOL_CURL {
+		if _, err := curlPin(ext.HTTPURL, ext.IP); err != nil {
+			return fail(measurev1.Status_STATUS_INVALID, "external_target %q: %v", name, err)
+		}
+	}
+	return nil
+}
+
+// curlExternalCommand builds `curl OPTIONS [--resolve HOST:PORT:IP] URL`
+// for an external target: OPTIONS as curlCommand has them, rawURL as it
+// is, and the --resolve pin (curlPin) when its host is a DNS name. The
+// error names the URL and what is wrong with it.
+func curlExternalCommand(spec *measurev1.TestSpec, rawURL string, ip netip.Addr, netns string) (proc.Command, error) {
+	pin, err := curlPin(rawURL, ip)
+	if err != nil {
+		return proc.Command{}, err
+	}
+	args := curlOptions(spec)
+	if pin != "" {
+		args = append(args, "--resolve", pin)
+	}
+	return proc.Command{Name: "curl", Args: append(args, rawURL), NetNS: netns}, nil
+}
+
+// curlPin returns the value of curl's --resolve that sends a request for
+// rawURL to ip: "HOST:PORT:IP" with HOST as the URL spells it (curl
+// matches it case-insensitively, but a trailing dot must match), PORT the
+// URL's or the scheme's default (http 80, https 443), and an IPv6 ip in
+// brackets; "" when the URL's host is an IP, which must then be ip. It
+// refuses (naming http_url and its value) a URL that is not an absolute
+// http or https URL with a host, has user information, whitespace or
+// control characters, or a host that is neither an IP nor made of
+// letters, digits, '-' and '.' only (curl would read it otherwise than
+// Go, and then resolve it itself).
+func curlPin(rawURL string, ip netip.Addr) (string, error) {
+	bad := func(format string, args ...any) (string, error) {
+		return "", fmt.Errorf("http_url %q: %s", rawURL, fmt.Sprintf(format, args...))
+	}
+	if strings.IndexFunc(rawURL, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return bad("has whitespace or control characters")
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return bad("%v", err)
+	}
+	var port string
+	switch u.Scheme {
+	case "http":
+		port = "80"
+	case "https":
+		port = "443"
+	default:
+		return bad("scheme %q: want http or https", u.Scheme)
+	}
+	host := u.Hostname()
+	switch {
+	case u.Opaque != "" || host == "":
+		return bad("not an absolute URL with a host")
+	case u.User != nil:
+		return bad("user information is not allowed")
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 || strconv.FormatUint(n, 10) != p {
+			return bad("port %q: want 1..65535", p)
+		}
+		port = p
+	} else if strings.HasSuffix(u.Host, ":") {
+		return bad("empty port")
+	}
+	if hostIP, err := netip.ParseAddr(host); err == nil {
+		if hostIP != ip {
+			return bad("host %s is not the resolved address %s", hostIP, ip)
+		}
+		return "", nil
+	}
+	if strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") != "" {
+		return bad("host %q is neither an IP address nor a DNS name", host)
+	}
+	if !ip.IsValid() || ip.Zone() != "" {
+		return bad("resolved address %q is not a plain IP address", ip)
+	}
+	pinned := ip.String()
+	if ip.Is6() {
+		pinned = "[" + pinned + "]"
+	}
+	return host + ":" + port + ":" + pinned, nil
+}
