@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -21,7 +22,10 @@ var reservedPorts = []int{5201, 19765, 19766, 8080}
 // FreePort asks the kernel for a port that is free for both TCP and UDP on
 // 127.0.0.1 (iperf3 UDP and qperf udp_* use the same number for both) and
 // is none of the tools' default ports 5201, 19765, 19766 and 8080. It
-// holds nothing open once it returns, so there is nothing to clean up. It
+// holds nothing open once it returns, so there is nothing to clean up.
+// Within one test binary it never returns the same port twice, so ports
+// asked for one after the other (a config with several ports) are
+// distinct even when the kernel hands a just-closed port out again. It
 // fails the test if 20 tries find no such port; it never skips.
 func FreePort(t testing.TB) uint32 {
 	t.Helper()
@@ -35,13 +39,33 @@ func FreePort(t testing.TB) uint32 {
 		_ = l.Close()
 		if err == nil {
 			_ = u.Close()
-			if !slices.Contains(reservedPorts, port) {
+			if !slices.Contains(reservedPorts, port) && claim(port) {
 				return uint32(port)
 			}
 		}
 	}
 	t.Fatal("no free port")
 	return 0
+}
+
+// given holds every port FreePort returned in this process.
+var given struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// claim records port as given and reports whether it was not given before.
+func claim(port int) bool {
+	given.Lock()
+	defer given.Unlock()
+	if given.ports[port] {
+		return false
+	}
+	if given.ports == nil {
+		given.ports = map[int]bool{}
+	}
+	given.ports[port] = true
+	return true
 }
 
 // NewNetNS creates a network namespace named prefix-<8 random hex

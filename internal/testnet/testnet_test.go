@@ -16,8 +16,13 @@ import (
 )
 
 func TestFreePort(t *testing.T) {
+	seen := map[uint32]bool{}
 	for range 50 {
 		p := testnet.FreePort(t)
+		if seen[p] {
+			t.Fatalf("FreePort returned %d twice", p)
+		}
+		seen[p] = true
 		switch p {
 		case 0, 5201, 19765, 19766, 8080:
 			t.Fatalf("FreePort = %d", p)
