@@ -45,6 +45,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/version"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -72,6 +73,10 @@ type Config struct {
 	// Monitor are the continuous schedules (coordinator/monitor.Load of the
 	// config file); none means on-demand runs only.
 	Monitor []monitor.Plan
+	// ExternalTargets is the allowlist of external targets (the config
+	// file's external list): sent to every agent, the only targets a run
+	// may name, listed by MeshService.ListExternalTargets. Nil means none.
+	ExternalTargets []*agentv1.ExternalTarget
 	// Retention is how long raw results and runs are kept before they are
 	// rolled up per pair per hour (coordinator/retention); zero keeps
 	// everything.
@@ -171,6 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var services *kube.Services
 	regCfg := registry.Config{
 		Recorder: st, Version: version.Version, HeartbeatInterval: cfg.HeartbeatInterval, PartitionGrace: cfg.PartitionGrace, Logger: log,
+		ExternalTargets: cfg.ExternalTargets,
 	}
 	if cfg.KubeClient != nil {
 		if services, err = kube.New(kube.Config{Client: cfg.KubeClient, Namespace: cfg.KubeNamespace, Logger: log}); err != nil {
@@ -200,7 +206,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	mgr, err := runs.New(ctx, runs.Config{
 		Store: st, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) },
-		Agents: reg, Logger: log, Observer: observer,
+		Agents: reg, Logger: log, Observer: observer, ExternalTargets: reg.ExternalTargets(),
 	})
 	if err != nil {
 		return err

@@ -27,6 +27,8 @@ func TestTriggerFlagsSpec(t *testing.T) {
 			`tests:{test:TEST_PING ping:{count:7}} tests:{test:TEST_QPERF_TCP_LAT qperf:{duration:{seconds:3} msg_size_bytes:64 msg_size_bytes:1024}} tests:{test:TEST_IPERF3_UDP iperf3:{duration:{seconds:3} parallel_streams:2}} paths:PATH_POD_TO_POD pairs:{src_node:"node-1" dst_node:"node-2"} max_concurrent_heavy:2 label:"vxlan"`, ""},
 		{"sweeps", triggerFlags{tests: []string{"qperf_tcp_bw,iperf3_tcp"}, sweep: true, streams: []string{"1,4"}, blockSizes: []string{"128K"}},
 			`tests:{test:TEST_QPERF_TCP_BW qperf:{msg_size_bytes:64 msg_size_bytes:128 msg_size_bytes:256 msg_size_bytes:512 msg_size_bytes:1024 msg_size_bytes:2048 msg_size_bytes:4096 msg_size_bytes:8192 msg_size_bytes:16384 msg_size_bytes:32768 msg_size_bytes:65536}} tests:{test:TEST_IPERF3_TCP iperf3:{parallel_streams:1 block_size_bytes:131072}} tests:{test:TEST_IPERF3_TCP iperf3:{parallel_streams:4 block_size_bytes:131072}}`, ""},
+		{"external targets", triggerFlags{tests: []string{"ping,http"}, paths: []string{"host-external,pod-external"}, external: []string{"lb, peer", "ingress"}},
+			`tests:{test:TEST_PING} tests:{test:TEST_HTTP} paths:PATH_HOST_TO_EXTERNAL paths:PATH_POD_TO_EXTERNAL external_targets:"lb" external_targets:"peer" external_targets:"ingress"`, ""},
 		{"sweep and sizes", triggerFlags{tests: []string{"qperf_tcp_bw"}, sweep: true, msgSizes: []string{"64"}}, "", "--sweep and --msg-sizes"},
 		{"bad streams", triggerFlags{tests: []string{"iperf3_tcp"}, streams: []string{"0"}}, "", `--streams: "0" is not a positive count`},
 		{"unknown test", triggerFlags{tests: []string{"nping"}}, "", `--tests`},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -95,7 +96,10 @@ func newestEnded(ctx context.Context, o *options, client meshv1.MeshServiceClien
 func nodesIn(results []*measurev1.Result) int {
 	nodes := map[string]bool{}
 	for _, r := range results {
-		nodes[r.GetSrcNode()], nodes[r.GetDstNode()] = true, true
+		nodes[r.GetSrcNode()] = true
+		if !testspec.IsExternal(r.GetPath()) { // else dst is a target's name
+			nodes[r.GetDstNode()] = true
+		}
 	}
 	delete(nodes, "")
 	return len(nodes)

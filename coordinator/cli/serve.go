@@ -36,9 +36,11 @@ func newServeCommand(o *options) *cobra.Command {
 			if cfg.PartitionGrace == 0 { // the flag's 0 is "at once"; the Config's is the default
 				cfg.PartitionGrace = -1
 			}
-			if cfg.Monitor, err = monitor.Load(configPath); err != nil {
+			settings, err := monitor.Load(configPath)
+			if err != nil {
 				return err
 			}
+			cfg.Monitor, cfg.ExternalTargets = settings.Plans, settings.External
 			if useKube {
 				if cfg.KubeClient, err = kube.InCluster(); err != nil {
 					return err
@@ -54,7 +56,7 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&cfg.DBPath, "db", "/var/lib/meshperf/meshperf.db", "bbolt file that keeps every result (created with mode 0600)")
 	f.StringVar(&cfg.MetricsAddress, "metrics-listen", ":9090", `TCP address of the Prometheus /metrics and /healthz endpoint ("" for none)`)
 	f.BoolVar(&cfg.MetricsPerPair, "metrics-per-pair", false, "also export one series per node pair on /metrics (nodes² series; per-node aggregates otherwise)")
-	f.StringVar(&configPath, "config", "", "config file (YAML) with the continuous schedules; see coordinator/monitor (none: on-demand runs only)")
+	f.StringVar(&configPath, "config", "", "config file (YAML) with the continuous schedules and the external targets; see coordinator/monitor (none: on-demand runs only, no external target)")
 	f.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "keep raw results and runs this long, then roll results up per pair per hour (0: keep everything)")
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "agent heartbeat period; an agent silent for 10 periods is dropped")
 	f.DurationVar(&cfg.PartitionGrace, "partition-grace", time.Minute,

@@ -15,6 +15,7 @@ import (
 // triggerFlags are `coordinator trigger`'s own flags.
 type triggerFlags struct {
 	tests, paths, pairs []string
+	external            []string
 	repeats             uint32
 	duration            time.Duration
 	pingCount           uint32
@@ -113,6 +114,7 @@ func (tf *triggerFlags) spec() (*measurev1.RunSpec, error) {
 		}
 		spec.Paths = append(spec.Paths, p)
 	}
+	spec.ExternalTargets = splitList(tf.external)
 	for _, s := range tf.pairs {
 		src, dst, ok := strings.Cut(s, ":")
 		if !ok || src == "" || dst == "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -27,7 +28,9 @@ paths host-host, host-pod, pod-pod and pod-service, with ping, qperf tcp_lat
 and tcp_bw, iperf3 TCP and HTTP), print its run ID, show progress while it
 runs, then print one row per node pair and path. Ping and HTTP run first;
 then the heavy tests (qperf, iperf3) in rounds in which no node is in two
-of them. The last line reads "N/N pair-paths OK"; the exit status is 1
+of them. With --external NAME[,NAME], every node of the run also pings
+(and fetches the http_url of) those targets of the coordinator's allowlist
+from its host and pod networks. The last line reads "N/N pair-paths OK"; the exit status is 1
 if any pair-path failed or is missing. Then: coordinator report RUN_ID,
 compare RUN_A RUN_B, plot RUN_ID --out run.png.`,
 		Args: cobra.NoArgs,
@@ -41,7 +44,10 @@ compare RUN_A RUN_B, plot RUN_ID --out run.png.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&tf.tests, "tests", nil, "tests, comma-separated: "+strings.Join(testNames(), ", ")+" (default ping,qperf_tcp_lat,qperf_tcp_bw,iperf3_tcp,http)")
-	f.StringSliceVar(&tf.paths, "paths", nil, "paths, comma-separated: "+strings.Join(pathNames(), ", ")+" (default host-host,host-pod,pod-pod,pod-service)")
+	f.StringSliceVar(&tf.paths, "paths", nil, "paths, comma-separated: "+strings.Join(pathNames(), ", ")+
+		" (default host-host,host-pod,pod-pod,pod-service, and with --external also host-external,pod-external)")
+	f.StringSliceVar(&tf.external, "external", nil,
+		"external targets of the coordinator's allowlist (see `coordinator targets`), comma-separated: measured with ping and HTTP from every node of the run")
 	f.StringSliceVar(&tf.pairs, "pair", nil, "node pair SRC:DST, repeatable (default: every ordered pair of known nodes)")
 	f.Uint32Var(&tf.repeats, "repeats", 0, "samples per test, 2 or more give spread and confidence intervals (default: 3 for ping, 5 for http, 1 for qperf and iperf3)")
 	f.DurationVar(&tf.duration, "duration", 0, "qperf and iperf3 measuring time, whole seconds (default 2s)")
@@ -98,7 +104,10 @@ func warnDisconnected(ctx context.Context, o *options, client meshv1.MeshService
 	}
 	inRun := map[string]bool{}
 	for _, pt := range run.GetPlanned() {
-		inRun[pt.GetSrcNode()], inRun[pt.GetDstNode()] = true, true
+		inRun[pt.GetSrcNode()] = true
+		if !testspec.IsExternal(pt.GetPath()) { // else dst is a target's name
+			inRun[pt.GetDstNode()] = true
+		}
 	}
 	for _, a := range resp.GetAgents() {
 		if inRun[a.GetNodeName()] && !a.GetConnected() {

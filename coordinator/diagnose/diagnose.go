@@ -109,7 +109,9 @@ func (o observation) String() string {
 // alone are half of them), and it
 // explains more of them than any other node; its pairs are then set aside
 // and the search goes on. Localising needs 3 nodes or more: with 2, both
-// explain everything. Busy results are ignored (retried, never a sample).
+// explain everything. Busy results are ignored (retried, never a sample),
+// and so are the results of the external paths (host-external,
+// pod-external): their destination is an external target, not a node.
 func Diagnose(results []*measurev1.Result) []Finding {
 	obs := observe(results)
 	var findings []Finding
@@ -278,7 +280,8 @@ func kindOf(bad, all []observation, node string) Kind {
 }
 
 // observe turns results into one observation per pair, path and test
-// (results that do not name two different nodes are left out):
+// (results that do not name two different nodes, and results of the
+// external paths, whose destination is a target, are left out):
 // failed when no result of it has a figure; degraded when its median is
 // far from the median of the other pairs on the same test, parameters and
 // path.
@@ -290,6 +293,11 @@ func observe(results []*measurev1.Result) []observation {
 		// the search before the real faults.
 		src, dst := r.GetSrcNode(), r.GetDstNode()
 		if src == "" || dst == "" || src == dst {
+			continue
+		}
+		// An external target is no node: its name would be a suspect, and
+		// a target that is down would make every node a suspect.
+		if testspec.IsExternal(r.GetPath()) {
 			continue
 		}
 		if r.GetStatus() != measurev1.Status_STATUS_BUSY {

@@ -15,7 +15,10 @@
 //	meshperf_node_results_total{node,role,test,path,status} counter
 //
 // role is "src" (the node ran the client) or "dst" (the node was the
-// target). A node's figure is the median, over the node's peers in that
+// target). On the external paths (host-external, pod-external) the
+// destination is an external target, not a node: those results count for
+// their source node only (role "src", median over the targets), never
+// under a target's name as a node. A node's figure is the median, over the node's peers in that
 // role, of each pair's last figure: the headline of report.Headline (ping's
 // median RTT, qperf's one-way latency, curl's total time in seconds; qperf
 // and iperf3 throughput in bit/s), the median of a test's results when it
@@ -27,7 +30,8 @@
 // coordinator restarts.
 //
 // With Config.PerPair (coordinator serve --metrics-per-pair), each pair's
-// last figure is exported too, O(nodes²) series:
+// last figure is exported too, O(nodes²) series (dst is the target's name
+// on the external paths):
 //
 //	meshperf_pair_latency_seconds{src,dst,test,path}  gauge
 //	meshperf_pair_throughput_bps{src,dst,test,path}   gauge

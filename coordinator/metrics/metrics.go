@@ -191,7 +191,8 @@ func (m *Metrics) RunEnded(_ string, state measurev1.RunState) {
 }
 
 // Recorded takes a batch of results: it counts each result for its source
-// and its destination, and sets each pair's figure (the median of the
+// and its destination (for the source alone on the external paths, whose
+// destination is a target, not a node), and sets each pair's figure (the median of the
 // batch's OK headlines for that pair, test and path) and the per-node
 // medians it changes. Failed results set no figure. results are not
 // modified or kept.
@@ -202,7 +203,9 @@ func (m *Metrics) Recorded(results []*measurev1.Result) {
 		k := pairKey{src: r.GetSrcNode(), dst: r.GetDstNode(), test: r.GetSpec().GetTest(), path: r.GetPath()}
 		test, path, status := testspec.Name(k.test), testspec.PathName(k.path), report.StatusName(r.GetStatus())
 		m.nodeResults.WithLabelValues(k.src, RoleSrc, test, path, status).Inc()
-		m.nodeResults.WithLabelValues(k.dst, RoleDst, test, path, status).Inc()
+		if !testspec.IsExternal(k.path) { // else dst is a target's name, no node
+			m.nodeResults.WithLabelValues(k.dst, RoleDst, test, path, status).Inc()
+		}
 		if r.GetStatus() != measurev1.Status_STATUS_OK || r.GetMetrics() == nil {
 			continue
 		}
@@ -221,7 +224,9 @@ func (m *Metrics) Recorded(results []*measurev1.Result) {
 			m.pairGauge(k.test).WithLabelValues(k.src, k.dst, testspec.Name(k.test), testspec.PathName(k.path)).Set(v)
 		}
 		m.setLast(nodeKey{node: k.src, role: RoleSrc, test: k.test, path: k.path}, k.dst, v)
-		m.setLast(nodeKey{node: k.dst, role: RoleDst, test: k.test, path: k.path}, k.src, v)
+		if !testspec.IsExternal(k.path) {
+			m.setLast(nodeKey{node: k.dst, role: RoleDst, test: k.test, path: k.path}, k.src, v)
+		}
 	}
 }
 

@@ -4,23 +4,35 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshperf/meshperf/coordinator/schedule"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // File is the coordinator's config file (YAML), e.g.
 //
+//	external:                 # targets outside the mesh that runs may name
+//	  - name: ingress         # a DNS-1123 label; results carry it as dst_node
+//	    address: 203.0.113.10 # an IP or a DNS name (each agent resolves it)
+//	    http_url: http://203.0.113.10/healthz # optional: the HTTP test
+//	  - name: other-cluster
+//	    address: node-1.other.example.com     # ping only
 //	monitor:
 //	  light:                  # every 30 s, each tick moved by up to +-5 s
 //	    interval: 30s
 //	    jitter: 5s
 //	    tests: [ping, qperf_tcp_lat]
-//	    paths: [host-host, pod-pod, pod-service]
+//	    paths: [host-host, pod-pod, pod-service, host-external, pod-external]
+//	    external_targets: [ingress, other-cluster]
 //	    duration: 1s          # qperf/iperf3 measuring time
 //	  bandwidth:              # a bandwidth mesh every 6 h
 //	    interval: 6h
@@ -28,6 +40,10 @@ import (
 //	    paths: [host-host, pod-pod]
 //	    sweep: true           # qperf message sizes 64 B .. 64 KiB
 type File struct {
+	// External is the allowlist of external targets: the only ones a run
+	// may name, sent to every agent; at most protocol.MaxExternalTargets,
+	// names unique.
+	External []External `json:"external"`
 	// Monitor holds the continuous schedules.
 	Monitor struct {
 		// Light is the frequent latency mesh; absent means none.
@@ -35,6 +51,20 @@ type File struct {
 		// Bandwidth is the rare bandwidth mesh; absent means none.
 		Bandwidth *Schedule `json:"bandwidth"`
 	} `json:"monitor"`
+}
+
+// External is one external target of the allowlist (see
+// protocol.ValidateExternalTarget for the rules).
+type External struct {
+	// Name is a DNS-1123 label that runs name the target by; results carry
+	// it as their dst_node, so it must not be a node's name.
+	Name string `json:"name"`
+	// Address is an IP address or a DNS name, which each agent resolves
+	// itself; ping goes to it.
+	Address string `json:"address"`
+	// HTTPURL is what the HTTP test fetches: an http or https URL whose
+	// host is Address; empty means ping only.
+	HTTPURL string `json:"http_url"`
 }
 
 // Schedule is one continuous mesh.
@@ -54,6 +84,11 @@ type Schedule struct {
 	Sweep bool `json:"sweep"`
 	// Repeats is the number of samples per test; 0 means the defaults.
 	Repeats uint32 `json:"repeats"`
+	// ExternalTargets names targets of the external list to measure from
+	// every node; with Paths, those must include host-external or
+	// pod-external; without, both external paths run besides the default
+	// ones.
+	ExternalTargets []string `json:"external_targets"`
 }
 
 // Plan is a parsed Schedule.
@@ -70,27 +105,42 @@ type Plan struct {
 // field and value.
 var ErrConfig = errors.New("bad config")
 
+// Settings is a checked config file.
+type Settings struct {
+	// Plans are the continuous schedules, light first; none means
+	// on-demand runs only.
+	Plans []Plan
+	// External is the allowlist of external targets in file order; nil
+	// means none.
+	External []*agentv1.ExternalTarget
+}
+
 // Load reads and checks a config file; an empty path means no file (no
-// continuous schedules).
-func Load(path string) ([]Plan, error) {
+// continuous schedules, no external targets).
+func Load(path string) (Settings, error) {
 	if path == "" {
-		return nil, nil
+		return Settings{}, nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return Settings{}, fmt.Errorf("config: %w", err)
 	}
 	return Parse(b)
 }
 
 // Parse checks a config file's content (YAML or JSON; unknown fields are
-// refused, so a typo is not silently ignored).
-func Parse(b []byte) ([]Plan, error) {
+// refused, so a typo is not silently ignored). Errors wrap ErrConfig.
+func Parse(b []byte) (Settings, error) {
 	var f File
 	if err := yaml.UnmarshalStrict(b, &f); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		return Settings{}, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	var plans []Plan
+	var out Settings
+	ext, err := external(f.External)
+	if err != nil {
+		return Settings{}, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	out.External = ext
 	for _, s := range []struct {
 		name string
 		sch  *Schedule
@@ -98,16 +148,51 @@ func Parse(b []byte) ([]Plan, error) {
 		if s.sch == nil {
 			continue
 		}
-		p, err := s.sch.plan(s.name)
+		p, err := s.sch.plan(s.name, ext)
 		if err != nil {
-			return nil, fmt.Errorf("%w: monitor.%s.%w", ErrConfig, s.name, err)
+			return Settings{}, fmt.Errorf("%w: monitor.%s.%w", ErrConfig, s.name, err)
 		}
-		plans = append(plans, p)
+		out.Plans = append(out.Plans, p)
 	}
-	return plans, nil
+	return out, nil
 }
 
-func (s *Schedule) plan(name string) (Plan, error) {
+// external checks the external list: each entry valid, names unique, at
+// most protocol.MaxExternalTargets.
+func external(list []External) ([]*agentv1.ExternalTarget, error) {
+	if len(list) > protocol.MaxExternalTargets {
+		return nil, fmt.Errorf("external: %d targets, at most %d", len(list), protocol.MaxExternalTargets)
+	}
+	var out []*agentv1.ExternalTarget
+	for i, e := range list {
+		t := &agentv1.ExternalTarget{Name: e.Name, Address: e.Address, HttpUrl: e.HTTPURL}
+		if err := protocol.ValidateExternalTarget(t); err != nil {
+			return nil, fmt.Errorf("external[%d].%s: %w", i, externalField(err), err)
+		}
+		for j, prev := range out {
+			if prev.GetName() == t.GetName() {
+				return nil, fmt.Errorf("external[%d].name %q: already the name of external[%d]", i, t.GetName(), j)
+			}
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// externalField names the field ValidateExternalTarget refused, from its
+// message (it names the field and value).
+func externalField(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, ": http_url "):
+		return "http_url"
+	case strings.Contains(msg, ": address: "):
+		return "address"
+	}
+	return "name"
+}
+
+func (s *Schedule) plan(name string, ext []*agentv1.ExternalTarget) (Plan, error) {
 	p := Plan{Name: name}
 	var err error
 	if p.Interval, err = time.ParseDuration(s.Interval); err != nil || p.Interval < 5*time.Second {
@@ -161,5 +246,36 @@ func (s *Schedule) plan(name string) (Plan, error) {
 		}
 		p.Spec.Paths = append(p.Spec.Paths, path)
 	}
+	if err := s.externalTargets(p.Spec, ext); err != nil {
+		return Plan{}, err
+	}
+	// What Plan would refuse at every tick is refused now: a probe mesh of
+	// two nodes whose names no target can have.
+	probe := []string{" a", " b"}
+	if _, err := schedule.Plan(p.Spec, schedule.Nodes{Mesh: probe, Targetable: probe, External: ext}); err != nil {
+		return Plan{}, fmt.Errorf("tests and paths: %w", err)
+	}
 	return p, nil
+}
+
+// externalTargets checks the schedule's external_targets against the
+// external list and the paths, and puts them in spec.
+func (s *Schedule) externalTargets(spec *measurev1.RunSpec, ext []*agentv1.ExternalTarget) error {
+	for i, name := range s.ExternalTargets {
+		switch {
+		case !slices.ContainsFunc(ext, func(t *agentv1.ExternalTarget) bool { return t.GetName() == name }):
+			return fmt.Errorf("external_targets[%d] %q: not in the external list", i, name)
+		case slices.Index(s.ExternalTargets, name) < i:
+			return fmt.Errorf("external_targets[%d] %q: listed twice", i, name)
+		}
+	}
+	spec.ExternalTargets = slices.Clone(s.ExternalTargets)
+	hasExt := slices.ContainsFunc(spec.GetPaths(), testspec.IsExternal)
+	switch {
+	case len(s.ExternalTargets) > 0 && len(spec.GetPaths()) > 0 && !hasExt:
+		return fmt.Errorf("external_targets %v: paths has no host-external or pod-external", s.ExternalTargets)
+	case len(s.ExternalTargets) == 0 && hasExt:
+		return errors.New("paths: host-external and pod-external need external_targets")
+	}
+	return nil
 }

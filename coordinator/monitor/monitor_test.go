@@ -40,7 +40,8 @@ monitor:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plans, err := Parse([]byte(tt.yaml))
+			settings, err := Parse([]byte(tt.yaml))
+			plans := settings.Plans
 			if tt.wantErr != "" {
 				if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want ErrConfig containing %q", err, tt.wantErr)
@@ -55,8 +56,8 @@ monitor:
 			}
 		})
 	}
-	plans, _ := Parse([]byte(tests[0].yaml))
-	light, bw := plans[0], plans[1]
+	settings, _ := Parse([]byte(tests[0].yaml))
+	light, bw := settings.Plans[0], settings.Plans[1]
 	if light.Interval != 30*time.Second || light.Jitter != 5*time.Second || light.Spec.GetLabel() != "monitor-light" || len(light.Spec.GetPaths()) != 2 {
 		t.Errorf("light plan %+v", light)
 	}
@@ -111,10 +112,11 @@ func TestTickYieldsToRunsInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mgr.Close()
-	plans, err := Parse([]byte(`monitor: {light: {interval: 30s, tests: [ping], paths: [host-host], repeats: 1}}`))
+	settings, err := Parse([]byte(`monitor: {light: {interval: 30s, tests: [ping], paths: [host-host], repeats: 1}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
+	plans := settings.Plans
 	log := slog.New(slog.DiscardHandler)
 	r := runsOf{mgr, st}
 
@@ -139,11 +141,11 @@ func TestTickYieldsToRunsInProgress(t *testing.T) {
 
 // The example shipped in deploy/config parses.
 func TestExampleConfig(t *testing.T) {
-	plans, err := Load(filepath.Join("..", "..", "deploy", "config", "coordinator.yaml"))
+	settings, err := Load(filepath.Join("..", "..", "deploy", "config", "coordinator.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(plans) != 2 {
-		t.Errorf("%d plans, want light and bandwidth", len(plans))
+	if len(settings.Plans) != 2 {
+		t.Errorf("%d plans, want light and bandwidth", len(settings.Plans))
 	}
 }

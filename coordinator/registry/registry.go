@@ -95,6 +95,11 @@ type Config struct {
 	// and an error keeps the agent's service IP (logged). Nil means the
 	// agents' service IPs are taken as they are.
 	ServiceIPs ServiceIPFunc
+	// ExternalTargets is the allowlist of external targets (the
+	// coordinator's config file) that every Endpoints message carries to
+	// the agents; each must pass protocol.ValidateExternalTarget, names
+	// unique, at most protocol.MaxExternalTargets. Nil means none.
+	ExternalTargets []*agentv1.ExternalTarget
 }
 
 // ServiceIPFunc returns the ClusterIP that fronts node's pod endpoint at
@@ -179,6 +184,11 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	ext, err := checkExternal(cfg.ExternalTargets)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	cfg.ExternalTargets = ext
 	agents, err := cfg.Recorder.Agents(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
@@ -400,6 +410,7 @@ func (r *Registry) endpoints() *agentv1.Endpoints {
 		}
 		ep.Nodes = append(ep.Nodes, &agentv1.NodeEndpoint{NodeName: n.Name, Addresses: a.GetAddresses(), ServiceIp: a.GetServiceIp()})
 	}
+	ep.ExternalTargets = r.cfg.ExternalTargets // never modified after New
 	return ep
 }
 

@@ -75,9 +75,10 @@ func (m *Matrix) Title() string {
 	return t + ", " + testspec.PathName(m.Path)
 }
 
-// Overhead is how a path compares with the host->host baseline for one
-// test: per node pair, the ratio of the path's median to host->host's
-// median on the same pair; then the median of those ratios.
+// Overhead is how a path compares with its Baseline (host->host, or
+// host->external for pod->external) for one test: per pair (a node and a
+// target on the external paths), the ratio of the path's median to the
+// baseline's median on the same pair; then the median of those ratios.
 type Overhead struct {
 	// Test is the test.
 	Test measurev1.Test
@@ -87,11 +88,12 @@ type Overhead struct {
 	Label string
 	// MsgSizeBytes is the qperf message size; 0 for other tools.
 	MsgSizeBytes uint64
-	// Path is the path compared with host->host.
+	// Path is the path compared with its Baseline (host->host, or
+	// host->external for pod->external).
 	Path measurev1.Path
-	// Ratio is the median over pairs of median(path)/median(host->host).
+	// Ratio is the median over pairs of median(path)/median(baseline).
 	Ratio float64
-	// Pairs is the number of node pairs both paths have samples for.
+	// Pairs is the number of pairs both paths have samples for.
 	Pairs int
 }
 
@@ -107,17 +109,30 @@ func (o Overhead) Words() string {
 	return fmt.Sprintf("latency x%.2g", o.Ratio)
 }
 
-// Overheads computes, for every test and path other than host->host, the
-// overhead against host->host. Paths without a baseline pair are left out.
+// Baseline is the path another path's overhead is measured against:
+// host->external for the external paths (pod->external against it is the
+// cost of leaving the cluster from a pod), host->host for the others.
+func Baseline(p measurev1.Path) measurev1.Path {
+	if testspec.IsExternal(p) {
+		return measurev1.Path_PATH_HOST_TO_EXTERNAL
+	}
+	return measurev1.Path_PATH_HOST_TO_HOST
+}
+
+// Overheads computes, for every test and path other than a baseline, the
+// overhead against its Baseline (host->host, or host->external for
+// pod->external) over the same source and destination. Paths without a
+// baseline pair are left out.
 func Overheads(cells []*Cell) []Overhead {
 	type key struct {
 		test   measurev1.Test
 		params string
+		base   measurev1.Path
 	}
 	base := map[key]map[[2]string]float64{}
 	for _, c := range cells {
-		if c.Path == measurev1.Path_PATH_HOST_TO_HOST && len(c.Samples) > 0 && c.Stats.Median > 0 {
-			k := key{c.Test, c.Params}
+		if Baseline(c.Path) == c.Path && len(c.Samples) > 0 && c.Stats.Median > 0 {
+			k := key{c.Test, c.Params, c.Path}
 			if base[k] == nil {
 				base[k] = map[[2]string]float64{}
 			}
@@ -132,10 +147,10 @@ func Overheads(cells []*Cell) []Overhead {
 	labels := map[okey]string{}
 	sizes := map[okey]uint64{}
 	for _, c := range cells {
-		if c.Path == measurev1.Path_PATH_HOST_TO_HOST || len(c.Samples) == 0 {
+		if Baseline(c.Path) == c.Path || len(c.Samples) == 0 {
 			continue
 		}
-		k := key{c.Test, c.Params}
+		k := key{c.Test, c.Params, Baseline(c.Path)}
 		b, ok := base[k][[2]string{c.Src, c.Dst}]
 		if !ok {
 			continue

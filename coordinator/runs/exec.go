@@ -166,6 +166,9 @@ func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.Plan
 			StartTime: timestamppb.New(start), Elapsed: durationpb.New(time.Since(start)),
 		}}, false
 	}
+	if testspec.IsExternal(pt.GetPath()) {
+		return m.execExternal(ctx, runID, pt, fail)
+	}
 	for _, n := range []struct{ role, name string }{{"source", pt.GetSrcNode()}, {"destination", pt.GetDstNode()}} {
 		if deadBy, gone := m.cfg.Agents.GossipGone(n.name); gone {
 			return fail(measurev1.Status_STATUS_AGENT_UNAVAILABLE, "%s node %q: gossip declares it dead (the gossip of %s); no work sent to it",
@@ -211,11 +214,24 @@ func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.Plan
 	if err != nil {
 		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
 	}
-	budget := expected + clientSlack
-	wr, err := m.dispatch(ctx, pt.GetSrcNode(), workID(runID, pt), budget, &agentv1.Work{Action: &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{
+	return m.runClient(ctx, runID, pt, start, expected, &agentv1.RunClient{
 		Spec: pt.GetSpec(), Network: rt.clientNet, TargetIp: rt.target.String(),
 		Port: started.GetPort(), DataPort: started.GetDataPort(),
-	}}})
+	})
+}
+
+// runClient sends the client work rc of pt to its source agent, which is
+// expected to take about expected, and returns its results.
+func (m *Manager) runClient(ctx context.Context, runID string, pt *measurev1.PlannedTest, start time.Time, expected time.Duration,
+	rc *agentv1.RunClient) (results []*measurev1.Result, answered bool) {
+	fail := func(status measurev1.Status, format string, args ...any) ([]*measurev1.Result, bool) {
+		return []*measurev1.Result{{
+			Spec: pt.GetSpec(), Status: status, Message: fmt.Sprintf(format, args...),
+			StartTime: timestamppb.New(start), Elapsed: durationpb.New(time.Since(start)),
+		}}, false
+	}
+	budget := expected + clientSlack
+	wr, err := m.dispatch(ctx, pt.GetSrcNode(), workID(runID, pt), budget, &agentv1.Work{Action: &agentv1.Work_RunClient{RunClient: rc}})
 	if err != nil {
 		if ctx.Err() != nil {
 			// The coordinator is stopping while the client may still run:

@@ -21,6 +21,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/schedule"
+	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -90,6 +91,10 @@ type Config struct {
 	// Observer, if set, is told of every run's start and end and of every
 	// batch of results recorded (coordinator/metrics); nil means none.
 	Observer Observer
+	// ExternalTargets is the allowlist of external targets runs may name
+	// (the coordinator's config file; the registry sends the same list to
+	// the agents); nil means none.
+	ExternalTargets []*agentv1.ExternalTarget
 }
 
 // Observer watches what the manager records. Its methods are called from
@@ -273,7 +278,7 @@ func (m *Manager) Close() {
 // schedule.ErrNoPairs.
 func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measurev1.Run, error) {
 	mesh, targetable := m.cfg.Agents.Known()
-	planned, err := schedule.Plan(spec, schedule.Nodes{Mesh: mesh, Targetable: targetable})
+	planned, err := schedule.Plan(spec, schedule.Nodes{Mesh: mesh, Targetable: targetable, External: m.cfg.ExternalTargets})
 	if err != nil {
 		return nil, err
 	}
@@ -451,7 +456,11 @@ func (m *Manager) runLight(ctx context.Context, a *active, tests []*measurev1.Pl
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, pt := range tests {
-		release, err := m.cfg.Gate.Acquire(ctx, false, pt.GetSrcNode(), pt.GetDstNode())
+		dst := pt.GetDstNode()
+		if testspec.IsExternal(pt.GetPath()) {
+			dst = "" // a target's name: no node to hold
+		}
+		release, err := m.cfg.Gate.Acquire(ctx, false, pt.GetSrcNode(), dst)
 		if err != nil {
 			return
 		}

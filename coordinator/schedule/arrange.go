@@ -32,12 +32,18 @@ type Arrangement struct {
 // rounds of a round-robin tournament over the run's nodes (Rounds), so a
 // full mesh needs the fewest rounds possible and no two heavy tests ever
 // share a node. Plan order is kept within a slot and among light tests.
+// A test on an external path is light (Plan gives them ping and HTTP
+// only), and its destination, a target's name, is no node of the rounds.
 func Arrange(planned []*measurev1.PlannedTest) Arrangement {
 	var a Arrangement
 	byPair := map[Pair][]*measurev1.PlannedTest{}
 	var nodes []string
 	for _, pt := range planned {
-		for _, n := range []string{pt.GetSrcNode(), pt.GetDstNode()} {
+		ends := []string{pt.GetSrcNode(), pt.GetDstNode()}
+		if testspec.IsExternal(pt.GetPath()) {
+			ends = ends[:1] // the destination is a target's name, not a node
+		}
+		for _, n := range ends {
 			if !slices.Contains(nodes, n) {
 				nodes = append(nodes, n)
 			}

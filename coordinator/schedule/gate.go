@@ -34,17 +34,24 @@ func NewGate(maxLight int) *Gate {
 }
 
 // TryAcquire takes src and dst for one test if they are free for it and
-// returns the function that gives them back (call it exactly once).
+// returns the function that gives them back (call it exactly once). An
+// empty dst, for a test to an external target, takes src alone.
 func (g *Gate) TryAcquire(heavy bool, src, dst string) (release func(), ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	nodes := [2]string{src, dst}
 	for _, n := range nodes {
+		if n == "" {
+			continue
+		}
 		if heavy && g.heavy[n] || !heavy && g.light[n] >= g.maxLight {
 			return nil, false
 		}
 	}
 	for _, n := range nodes {
+		if n == "" {
+			continue
+		}
 		if heavy {
 			g.heavy[n] = true
 		} else {
@@ -59,6 +66,9 @@ func (g *Gate) release(heavy bool, nodes [2]string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, n := range nodes {
+		if n == "" {
+			continue
+		}
 		if heavy {
 			delete(g.heavy, n)
 		} else if g.light[n]--; g.light[n] == 0 {

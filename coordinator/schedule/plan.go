@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -26,7 +27,8 @@ const (
 // and value.
 var ErrInvalid = errors.New("invalid run spec")
 
-// ErrNoPairs means there is nothing to measure: fewer than two known nodes.
+// ErrNoPairs means there is nothing to measure: fewer than two known
+// nodes, or no node at all for a run of external targets only.
 var ErrNoPairs = errors.New("no node pair to measure")
 
 // DefaultTests are the tests of a RunSpec that names none: ping, qperf
@@ -67,8 +69,13 @@ func DefaultRepeats(t measurev1.Test) uint32 {
 
 // Applies reports whether test makes sense on path. Ping does not on the
 // service paths: kube-proxy in iptables mode DNATs TCP and UDP only, so an
-// ICMP echo to a ClusterIP goes unanswered on a healthy cluster.
+// ICMP echo to a ClusterIP goes unanswered on a healthy cluster. Only the
+// client-side tests, ping and HTTP, run on the external paths (HTTP only
+// to a target with an http_url: see AppliesTo).
 func Applies(test measurev1.Test, path measurev1.Path) bool {
+	if testspec.IsExternal(path) {
+		return test == measurev1.Test_TEST_PING || test == measurev1.Test_TEST_HTTP
+	}
 	if test == measurev1.Test_TEST_PING {
 		return path != measurev1.Path_PATH_POD_TO_SERVICE && path != measurev1.Path_PATH_HOST_TO_SERVICE
 	}
@@ -82,14 +89,22 @@ type Nodes struct {
 	// Targetable are the nodes a spec may name in its pairs; a superset of
 	// Mesh (it adds nodes in maintenance).
 	Targetable []string
+	// External is the allowlist of external targets a spec may name in
+	// its external_targets (the coordinator's config file); nil means none.
+	External []*agentv1.ExternalTarget
 }
 
 // Plan expands spec into planned tests over nodes (connected or not: the
 // caller decides what a missing agent means).
 // Tests are normalized (defaults filled, parameters validated); the order is
-// repeat, pair, path, test, which spreads a pair's tests over the run. Test
-// IDs are "t" and a 5-digit sequence number. Errors wrap ErrInvalid or
-// ErrNoPairs.
+// repeat, pair, path, test, which spreads a pair's tests over the run: the
+// node pairs on the node paths first, then each source node with each
+// external target (dst_node is the target's name) on the external paths.
+// The external sources are the nodes of the requested pairs (both ends),
+// or every mesh node without pairs. Test IDs are "t" and a 5-digit
+// sequence number. Errors wrap ErrInvalid or ErrNoPairs (nothing to
+// measure: no node pair for the node paths and no node for the external
+// ones).
 func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error) {
 	tests := spec.GetTests()
 	if len(tests) == 0 {
@@ -106,14 +121,13 @@ func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error
 	if l := spec.GetLabel(); len(l) > 64 || strings.IndexFunc(l, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 		return nil, fmt.Errorf("%w: label %.70q: want at most 64 printable characters", ErrInvalid, l)
 	}
-	paths := spec.GetPaths()
-	if len(paths) == 0 {
-		paths = DefaultPaths()
+	paths, err := planPaths(spec)
+	if err != nil {
+		return nil, err
 	}
-	for i, p := range paths {
-		if _, ok := measurev1.Path_name[int32(p)]; !ok || p == measurev1.Path_PATH_UNSPECIFIED {
-			return nil, fmt.Errorf("%w: paths[%d]: %v is not a path", ErrInvalid, i, p)
-		}
+	targets, err := externalTargets(spec, nodes)
+	if err != nil {
+		return nil, err
 	}
 	if r := spec.GetRepeats(); r > MaxRepeats {
 		return nil, fmt.Errorf("%w: repeats %d is above %d", ErrInvalid, r, MaxRepeats)
@@ -128,25 +142,40 @@ func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error
 	for _, t := range norm {
 		repeats = max(repeats, repeatsOf(t.GetTest()))
 	}
-	pairs, err := pairs(spec.GetPairs(), nodes)
+	var nodePaths, extPaths []measurev1.Path
+	for _, p := range paths {
+		if testspec.IsExternal(p) {
+			extPaths = append(extPaths, p)
+		} else {
+			nodePaths = append(nodePaths, p)
+		}
+	}
+	if len(targets) > 0 && len(extPaths) == 0 {
+		return nil, fmt.Errorf("%w: external_targets %s: no external path among paths (add host-external or pod-external)",
+			ErrInvalid, strings.Join(names(targets), ","))
+	}
+	if len(targets) == 0 && len(extPaths) > 0 {
+		return nil, fmt.Errorf("%w: paths: %s needs external_targets", ErrInvalid, testspec.PathName(extPaths[0]))
+	}
+	routes, err := routes(spec.GetPairs(), nodes, nodePaths, extPaths, targets)
 	if err != nil {
 		return nil, err
 	}
 
 	var planned []*measurev1.PlannedTest
 	for r := uint32(0); r < repeats; r++ {
-		for _, pair := range pairs {
-			for _, path := range paths {
+		for _, rt := range routes {
+			for _, path := range rt.paths {
 				for _, t := range norm {
-					if !Applies(t.GetTest(), path) || r >= repeatsOf(t.GetTest()) {
+					if !Applies(t.GetTest(), path) || rt.target != nil && !AppliesTo(t.GetTest(), rt.target) || r >= repeatsOf(t.GetTest()) {
 						continue
 					}
 					if len(planned) == MaxPlannedTests {
-						return nil, fmt.Errorf("%w: more than %d tests; ask for fewer pairs, paths, tests or repeats", ErrInvalid, MaxPlannedTests)
+						return nil, fmt.Errorf("%w: more than %d tests; ask for fewer pairs, paths, targets, tests or repeats", ErrInvalid, MaxPlannedTests)
 					}
 					planned = append(planned, &measurev1.PlannedTest{
 						TestId:  fmt.Sprintf("t%05d", len(planned)+1),
-						SrcNode: pair.GetSrcNode(), DstNode: pair.GetDstNode(),
+						SrcNode: rt.src, DstNode: rt.dst,
 						Path: path, Spec: t, Repeat: r,
 					})
 				}
@@ -154,18 +183,34 @@ func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error
 		}
 	}
 	if len(planned) == 0 {
-		return nil, fmt.Errorf("%w: no test applies to the paths asked for", ErrInvalid)
+		return nil, fmt.Errorf("%w: no test applies to the paths (and external targets) asked for", ErrInvalid)
 	}
 	return planned, nil
 }
 
+// planPaths returns the spec's paths, checked, or the default ones (with
+// both external paths when the spec names external targets).
+func planPaths(spec *measurev1.RunSpec) ([]measurev1.Path, error) {
+	paths := spec.GetPaths()
+	if len(paths) == 0 {
+		paths = DefaultPaths()
+		if len(spec.GetExternalTargets()) > 0 {
+			paths = append(paths, measurev1.Path_PATH_HOST_TO_EXTERNAL, measurev1.Path_PATH_POD_TO_EXTERNAL)
+		}
+	}
+	for i, p := range paths {
+		if _, ok := measurev1.Path_name[int32(p)]; !ok || p == measurev1.Path_PATH_UNSPECIFIED {
+			return nil, fmt.Errorf("%w: paths[%d]: %v is not a path", ErrInvalid, i, p)
+		}
+	}
+	return paths, nil
+}
+
 // pairs returns the requested pairs, checked against the targetable
-// nodes, or every ordered pair of distinct mesh nodes.
+// nodes, or every ordered pair of distinct mesh nodes (none for fewer
+// than two).
 func pairs(asked []*measurev1.NodePair, nodes Nodes) ([]*measurev1.NodePair, error) {
 	if len(asked) == 0 {
-		if len(nodes.Mesh) < 2 {
-			return nil, fmt.Errorf("%w: %d node(s) to mesh, a mesh needs 2", ErrNoPairs, len(nodes.Mesh))
-		}
 		var out []*measurev1.NodePair
 		for _, src := range nodes.Mesh {
 			for _, dst := range nodes.Mesh {

@@ -167,6 +167,12 @@ func (s *Server) ListRollups(ctx context.Context, req *meshv1.ListRollupsRequest
 	return &meshv1.ListRollupsResponse{Rollups: rollups}, nil
 }
 
+// ListExternalTargets returns the allowlist of external targets, sorted
+// by name.
+func (s *Server) ListExternalTargets(context.Context, *meshv1.ListExternalTargetsRequest) (*meshv1.ListExternalTargetsResponse, error) {
+	return &meshv1.ListExternalTargetsResponse{ExternalTargets: s.cfg.Registry.ExternalTargets()}, nil
+}
+
 // ListRuns returns the newest run headers.
 func (s *Server) ListRuns(ctx context.Context, req *meshv1.ListRunsRequest) (*meshv1.ListRunsResponse, error) {
 	limit := int(req.GetLimit())

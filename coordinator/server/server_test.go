@@ -60,7 +60,8 @@ func startWith(t *testing.T, edit func(*registry.Config)) *coordinator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := runs.New(ctx, runs.Config{Store: st, Agents: reg, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+	mgr, err := runs.New(ctx, runs.Config{Store: st, Agents: reg, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) },
+		ExternalTargets: reg.ExternalTargets()})
 	if err != nil {
 		t.Fatal(err)
 	}

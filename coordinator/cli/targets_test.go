@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// targetsServer answers ListExternalTargets with fixed targets.
+type targetsServer struct {
+	meshv1.UnimplementedMeshServiceServer
+	targets []*agentv1.ExternalTarget
+}
+
+func (s *targetsServer) ListExternalTargets(context.Context, *meshv1.ListExternalTargetsRequest) (*meshv1.ListExternalTargetsResponse, error) {
+	return &meshv1.ListExternalTargetsResponse{ExternalTargets: s.targets}, nil
+}
+
+func TestTargetsCommand(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "c.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	meshv1.RegisterMeshServiceServer(g, &targetsServer{targets: []*agentv1.ExternalTarget{
+		{Name: "ingress", Address: "lb.example.com", HttpUrl: "https://lb.example.com/healthz"},
+		{Name: "peer", Address: "192.0.2.7"},
+	}})
+	go func() { _ = g.Serve(l) }()
+	t.Cleanup(g.Stop)
+	for _, tt := range []struct {
+		name  string
+		args  []string
+		wants []string
+	}{
+		{"table", nil, []string{
+			"NAME     ADDRESS         HTTP_URL",
+			"ingress  lb.example.com  https://lb.example.com/healthz",
+			"peer     192.0.2.7       -",
+		}},
+		{"json", []string{"-o", "json"}, []string{`"http_url": "https://lb.example.com/healthz"`, `"name": "peer"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			cmd := NewCommand(&out, &errOut)
+			cmd.SetArgs(append([]string{"targets", "--coordinator", "unix://" + sock}, tt.args...))
+			if err := cmd.Execute(); err != nil {
+				t.Fatalf("targets: %v\n%s", err, errOut.String())
+			}
+			got := strings.Join(strings.Fields(out.String()), " ")
+			for _, w := range tt.wants {
+				if !strings.Contains(got, strings.Join(strings.Fields(w), " ")) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}
