@@ -31,7 +31,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -287,29 +286,29 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("agent config: %w", err)
 	}
+	var files *mtls.Files
 	if cfg.TLSCertFile != "" { // a bad certificate fails now, not at the first endpoint
-		if _, err := mtls.ClientConfig(cfg.TLSCAFile, cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
+		var err error
+		files, err = mtls.Load(mtls.Config{CAFile: cfg.TLSCAFile, CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile,
+			Logger: cfg.Logger.With("node", cfg.NodeName)})
+		if err != nil {
 			return fmt.Errorf("agent config: %w", err)
 		}
 	}
 	if cfg.EndpointSocket != "" {
-		return runEndpoint(ctx, cfg)
+		return runEndpoint(ctx, cfg, files)
 	}
-	return run(ctx, cfg, false)
+	return run(ctx, cfg, files, false)
 }
 
-// run is Run with cfg validated and its pod endpoint fixed; fromSocket
-// says that the pod endpoint (or its absence) comes from the endpoint
-// socket.
-func run(ctx context.Context, cfg Config, fromSocket bool) error {
+// run is Run with cfg validated and its pod endpoint fixed; files are the
+// TLS material, kept current (nil: plaintext); fromSocket says that the
+// pod endpoint (or its absence) comes from the endpoint socket.
+func run(ctx context.Context, cfg Config, files *mtls.Files, fromSocket bool) error {
 	var tw *tlsWatch
 	creds := insecure.NewCredentials()
-	if cfg.TLSCertFile != "" {
-		tc, err := mtls.ClientConfig(cfg.TLSCAFile, cfg.TLSCertFile, cfg.TLSKeyFile)
-		if err != nil {
-			return fmt.Errorf("agent config: %w", err)
-		}
-		tw = newTLSWatch(credentials.NewTLS(tc))
+	if files != nil {
+		tw = newTLSWatch(files.ClientCredentials())
 		creds = tw
 	}
 	log := cfg.Logger.With("node", cfg.NodeName)

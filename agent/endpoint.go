@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/meshperf/meshperf/agent/endpoint"
+	"github.com/meshperf/meshperf/internal/mtls"
 )
 
 // runEndpoint runs the agent with its pod endpoint learned on
@@ -14,7 +15,8 @@ import (
 // session with the coordinator, kills client runs and stops test servers
 // in the old namespace, and starts the next life, which registers with the
 // new addresses: the coordinator's registry keeps the newest registration.
-func runEndpoint(ctx context.Context, cfg Config) error {
+// Every life shares files (nil: plaintext).
+func runEndpoint(ctx context.Context, cfg Config, files *mtls.Files) error {
 	log := cfg.Logger.With("node", cfg.NodeName)
 	srv, err := endpoint.Listen(endpoint.ServerConfig{Path: cfg.EndpointSocket, NodeName: cfg.NodeName, Logger: log.With("component", "endpoint")})
 	if err != nil {
@@ -40,7 +42,7 @@ func runEndpoint(ctx context.Context, cfg Config) error {
 		}
 		lifeCtx, endLife := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- run(lifeCtx, life, true) }() // owner: this loop; waited for below
+		go func() { done <- run(lifeCtx, life, files, true) }() // owner: this loop; waited for below
 		var lifeErr error
 		changed := false
 		select {

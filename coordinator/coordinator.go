@@ -130,11 +130,12 @@ func (cfg *Config) security(log *slog.Logger) (grpc.ServerOption, *tokenAuth, er
 	if !on {
 		return nil, nil, nil
 	}
-	tc, err := mtls.ServerConfig(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile)
+	tlsLog := log.With("listener", cfg.ListenAddress)
+	files, err := mtls.Load(mtls.Config{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, CAFile: cfg.TLSClientCAFile, Logger: tlsLog})
 	if err != nil {
 		return nil, nil, err
 	}
-	creds := grpc.Creds(mtls.ServerCredentials(tc, log.With("listener", cfg.ListenAddress)))
+	creds := grpc.Creds(mtls.ServerCredentials(files.ServerConfig(), tlsLog))
 	if cfg.APITokenFile == "" {
 		return creds, nil, nil
 	}

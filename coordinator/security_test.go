@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/coordinator"
@@ -100,11 +101,11 @@ func dial(t *testing.T, target string, creds credentials.TransportCredentials) *
 
 func clientCreds(t *testing.T, ca string, pair mtlstest.Pair) credentials.TransportCredentials {
 	t.Helper()
-	c, err := mtls.ClientConfig(ca, pair.Cert, pair.Key)
+	f, err := mtls.Load(mtls.Config{CAFile: ca, CertFile: pair.Cert, KeyFile: pair.Key})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return credentials.NewTLS(c)
+	return f.ClientCredentials()
 }
 
 // TestAPIToken: with TLS and an API token, MeshService on the TCP listener
@@ -208,10 +209,11 @@ func TestTLSListener(t *testing.T) {
 func noClientCert(t *testing.T, ca string) credentials.TransportCredentials {
 	t.Helper()
 	pki := mtlstest.New(t)
-	c, err := mtls.ClientConfig(ca, pki.Client.Cert, pki.Client.Key)
+	f, err := mtls.Load(mtls.Config{CAFile: ca, CertFile: pki.Client.Cert, KeyFile: pki.Client.Key})
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := f.ClientConfig()
 	c.GetClientCertificate = nil
 	return credentials.NewTLS(c)
 }
@@ -283,4 +285,69 @@ func TestSecurityConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTLSReload: `serve` picks up a renewed server certificate and a
+// rotated client CA from its files without a restart; the open connection
+// goes on.
+func TestTLSReload(t *testing.T) {
+	pki := mtlstest.New(t)
+	dir := t.TempDir()
+	live := pki.Server.Copy(t, dir, "tls")
+	liveCA := filepath.Join(dir, "ca.crt")
+	mtlstest.Replace(t, liveCA, pki.CA.File)
+	addr, _, logs := start(t, coordinator.Config{TLSCertFile: live.Cert, TLSKeyFile: live.Key, TLSClientCAFile: liveCA})
+	open := dial(t, addr, clientCreds(t, pki.CA.File, pki.Client))
+	serverSerial := func(conn *grpc.ClientConn) (string, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		var p peer.Peer
+		if _, err := meshv1.NewMeshServiceClient(conn).ListAgents(ctx, &meshv1.ListAgentsRequest{}, grpc.Peer(&p)); err != nil {
+			return "", err
+		}
+		return p.AuthInfo.(credentials.TLSInfo).State.PeerCertificates[0].SerialNumber.String(), nil
+	}
+	if s, err := serverSerial(open); err != nil || s != mtlstest.Serial(t, pki.Server.Cert).String() {
+		t.Fatalf("first connection: serial %s, %v", s, err)
+	}
+
+	// A new CA signs the new server and client certificates; the file of
+	// the client CA holds both CAs, as during a rollout.
+	now := time.Now()
+	ca2 := mtlstest.NewCA(t, t.TempDir(), "ca-2")
+	srv2 := ca2.Issue(t, "server-2", true, now.Add(-time.Hour), now.Add(time.Hour))
+	cli2 := ca2.Issue(t, "client-2", false, now.Add(-time.Hour), now.Add(time.Hour))
+	both := filepath.Join(t.TempDir(), "both.crt")
+	if err := os.WriteFile(both, append(readFile(t, pki.CA.File), readFile(t, ca2.File)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mtlstest.ReplacePair(t, live, srv2)
+	mtlstest.Replace(t, liveCA, both)
+	want := mtlstest.Serial(t, srv2.Cert).String()
+	var got string
+	var err error
+	if !poll(30*time.Second, func() bool {
+		got, err = serverSerial(dial(t, addr, clientCreds(t, ca2.File, cli2)))
+		return got == want
+	}) {
+		t.Fatalf("new connections: serial %s, %v; want the new certificate's %s\n%s", got, err, want, logs)
+	}
+	if _, err := serverSerial(dial(t, addr, clientCreds(t, both, pki.Client))); err != nil {
+		t.Errorf("client of the old CA, still in the client CA file: %v", err)
+	}
+	if s, err := serverSerial(open); err != nil || s != mtlstest.Serial(t, pki.Server.Cert).String() {
+		t.Errorf("the connection open before the rotation: serial %s, %v; want it alive with the old certificate", s, err)
+	}
+	if !strings.Contains(logs.String(), "TLS certificate reloaded") || !strings.Contains(logs.String(), "TLS CA reloaded") {
+		t.Errorf("no info line on the reloads:\n%s", logs)
+	}
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -84,7 +83,7 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVarP(&o.output, "output", "o", "table", "output format: table or json; results, report and compare also csv")
 	pf.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each API call (trigger waits for the run regardless)")
 	pf.StringVar(&o.tokenFile, "token-file", "", "file with the coordinator's API token, sent to a TCP coordinator (default: the token in $"+TokenEnv+", if set)")
-	pf.StringVar(&o.tlsCA, "tls-ca", "", "CA (PEM) that signed a TCP coordinator's certificate; with --tls-cert and --tls-key the CLI speaks TLS 1.3")
+	pf.StringVar(&o.tlsCA, "tls-ca", "", "CA (PEM) that signed a TCP coordinator's certificate; with --tls-cert and --tls-key the CLI speaks TLS 1.3 (the files are re-read when they change, at a new connection)")
 	pf.StringVar(&o.tlsCert, "tls-cert", "", "client certificate (PEM) presented to a TCP coordinator")
 	pf.StringVar(&o.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	root.AddCommand(newServeCommand(o), newTriggerCommand(o), newResultsCommand(o), newAgentsCommand(o),
@@ -170,11 +169,15 @@ func (o *options) security(unix bool) ([]grpc.DialOption, error) {
 		}
 		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, nil
 	}
-	tc, err := mtls.ClientConfig(o.tlsCA, o.tlsCert, o.tlsKey)
+	log, err := o.logger()
 	if err != nil {
 		return nil, err
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
+	files, err := mtls.Load(mtls.Config{CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(files.ClientCredentials())}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
 	}

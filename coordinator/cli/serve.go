@@ -61,9 +61,9 @@ func newServeCommand(o *options) *cobra.Command {
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "agent heartbeat period; an agent silent for 10 periods is dropped")
 	f.DurationVar(&cfg.PartitionGrace, "partition-grace", time.Minute,
 		"how long the coordinator and the agents' gossip must disagree on a node before it is reported as a partition (0: at once)")
-	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "TLS certificate (PEM) of the TCP listener; with --tls-key and --tls-client-ca it serves TLS 1.3 and requires client certificates")
-	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert")
-	f.StringVar(&cfg.TLSClientCAFile, "tls-client-ca", "", "CA (PEM) that must have signed the certificate of every TCP client: agents and remote users")
+	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "TLS certificate (PEM) of the TCP listener; with --tls-key and --tls-client-ca it serves TLS 1.3 and requires client certificates. The three files are re-read when they change (checked at most once a second, at a new connection); a bad new file keeps the old one in use, with a warning")
+	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert; re-read with it")
+	f.StringVar(&cfg.TLSClientCAFile, "tls-client-ca", "", "CA (PEM) that must have signed the certificate of every TCP client: agents and remote users; re-read when it changes")
 	f.StringVar(&cfg.APITokenFile, "api-token-file", "", `file with the token every MeshService call on the TCP listener must carry as "authorization: Bearer TOKEN" (needs the TLS flags; the unix socket needs none)`)
 	f.BoolVar(&useKube, "kubernetes", false,
 		"give each node's pod endpoint its own ClusterIP Service and EndpointSlice (in-cluster config) and use that ClusterIP as the node's service IP")

@@ -2,8 +2,9 @@
 // agents, the coordinator and remote users of its API: TLS 1.3 only, client
 // certificates required and verified against a client CA on the server
 // side, the server's certificate verified against a CA and the dialed host
-// name on the client side. Certificates are read once, at start; a changed
-// file takes effect at the next restart.
+// name on the client side. Files keeps the certificates, keys and CAs
+// current with their files (cert-manager renews them in place): new
+// handshakes use the new material, open connections keep theirs.
 //
 // ServerCredentials also logs every refused handshake with its reason, so
 // that an operator sees on the coordinator why an agent was turned away.
@@ -11,13 +12,11 @@ package mtls
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 
 	"google.golang.org/grpc/credentials"
@@ -46,68 +45,6 @@ func AllOrNone(files ...File) (bool, error) {
 		return false, fmt.Errorf("%s given without %s: TLS needs all of them or none", strings.Join(given, ", "), strings.Join(missing, ", "))
 	}
 	return len(missing) == 0, nil
-}
-
-// ServerConfig is a TLS 1.3 server configuration that presents the key
-// pair in certFile and keyFile (PEM) and requires a client certificate
-// signed by a CA in clientCAFile (PEM).
-func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
-	cert, err := loadKeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, err
-	}
-	pool, err := loadPool(clientCAFile)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
-	}, nil
-}
-
-// ClientConfig is a TLS 1.3 client configuration that verifies the server
-// against the CAs in caFile (PEM) and the dialed host name, and presents
-// the key pair in certFile and keyFile (PEM).
-func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
-	pool, err := loadPool(caFile)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := loadKeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{
-		MinVersion: tls.VersionTLS13,
-		// Always present the certificate, even when the server names other
-		// CAs than its issuer: the server then says why it refuses it
-		// ("unknown authority"), not that there was none.
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil },
-		RootCAs:              pool,
-	}, nil
-}
-
-func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("TLS key pair %s, %s: %w", certFile, keyFile, err)
-	}
-	return cert, nil
-}
-
-func loadPool(caFile string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("TLS CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("TLS CA %s: no PEM certificate in it", caFile)
-	}
-	return pool, nil
 }
 
 // ServerCredentials are gRPC transport credentials for cfg that log each

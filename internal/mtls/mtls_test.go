@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,15 +38,39 @@ func TestAllOrNone(t *testing.T) {
 
 func TestLoadErrors(t *testing.T) {
 	pki := mtlstest.New(t)
-	if _, err := mtls.ServerConfig(pki.Server.Cert, pki.Server.Key, "/nonexistent/ca.crt"); err == nil || !strings.Contains(err.Error(), "/nonexistent/ca.crt") {
-		t.Errorf("missing CA: %v, want an error naming the file", err)
+	tests := []struct {
+		name   string
+		cfg    mtls.Config
+		wantIn string
+	}{
+		{"missing CA", mtls.Config{CertFile: pki.Server.Cert, KeyFile: pki.Server.Key, CAFile: "/nonexistent/ca.crt"}, "/nonexistent/ca.crt"},
+		{"mismatched key", mtls.Config{CertFile: pki.Client.Cert, KeyFile: pki.Server.Key, CAFile: pki.CA.File}, pki.Client.Cert},
+		{"CA file without a certificate", mtls.Config{CertFile: pki.Server.Cert, KeyFile: pki.Server.Key, CAFile: pki.Server.Key}, "no PEM certificate"},
+		{"CA file cut short", mtls.Config{CertFile: pki.Server.Cert, KeyFile: pki.Server.Key, CAFile: truncated(t, pki.CA.File)}, "cut short"},
+		{"no key", mtls.Config{CertFile: pki.Server.Cert, CAFile: pki.CA.File}, "all three"},
 	}
-	if _, err := mtls.ClientConfig(pki.CA.File, pki.Client.Cert, pki.Server.Key); err == nil || !strings.Contains(err.Error(), pki.Client.Cert) {
-		t.Errorf("mismatched key: %v, want an error naming the files", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := mtls.Load(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.wantIn) {
+				t.Errorf("Load: %v, want an error with %q", err, tt.wantIn)
+			}
+		})
 	}
-	if _, err := mtls.ServerConfig(pki.Server.Cert, pki.Server.Key, pki.Server.Key); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
-		t.Errorf("CA file without a certificate: %v", err)
+}
+
+// truncated writes the first half of file into a new file, as a writer
+// caught in the middle would leave it.
+func truncated(t *testing.T, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
 	}
+	half := filepath.Join(t.TempDir(), "half.pem")
+	if err := os.WriteFile(half, b[:len(b)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return half
 }
 
 // TestHandshake pairs the two configurations over loopback TCP.
@@ -64,14 +90,15 @@ func TestHandshake(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			scfg, err := mtls.ServerConfig(tt.server.Cert, tt.server.Key, pki.CA.File)
+			sf, err := mtls.Load(mtls.Config{CertFile: tt.server.Cert, KeyFile: tt.server.Key, CAFile: pki.CA.File})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ccfg, err := mtls.ClientConfig(tt.ca, tt.client.Cert, tt.client.Key)
+			cf, err := mtls.Load(mtls.Config{CAFile: tt.ca, CertFile: tt.client.Cert, KeyFile: tt.client.Key})
 			if err != nil {
 				t.Fatal(err)
 			}
+			scfg, ccfg := sf.ServerConfig(), cf.ClientConfig()
 			ccfg.ServerName = "127.0.0.1"
 			l, err := tls.Listen("tcp", "127.0.0.1:0", scfg)
 			if err != nil {

@@ -156,3 +156,69 @@ func writePEM(t testing.TB, file, kind string, der []byte) {
 		t.Fatal(err)
 	}
 }
+
+// Replace puts a copy of src at dst the way a certificate update does:
+// written to a temporary file next to dst, then renamed over it, so that a
+// reader sees the old file or the new one, never a mix.
+func Replace(t testing.TB, dst, src string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ReplaceWith(t, dst, b)
+}
+
+// ReplaceWith is Replace with the new file's content.
+func ReplaceWith(t testing.TB, dst string, content []byte) {
+	t.Helper()
+	f, err := os.CreateTemp(filepath.Dir(dst), ".replace-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), dst)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		t.Fatal(err)
+	}
+}
+
+// ReplacePair replaces dst's certificate and key with copies of src's.
+func ReplacePair(t testing.TB, dst, src Pair) {
+	t.Helper()
+	Replace(t, dst.Cert, src.Cert)
+	Replace(t, dst.Key, src.Key)
+}
+
+// Copy copies the certificate and key of p into dir under name.crt and
+// name.key, for a test that replaces them later.
+func (p Pair) Copy(t testing.TB, dir, name string) Pair {
+	t.Helper()
+	c := Pair{Cert: filepath.Join(dir, name+".crt"), Key: filepath.Join(dir, name+".key")}
+	ReplacePair(t, c, p)
+	return c
+}
+
+// Serial is the serial number of the (first) certificate in file.
+func Serial(t testing.TB, file string) *big.Int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("%s: no PEM block", file)
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return c.SerialNumber
+}
