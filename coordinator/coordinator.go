@@ -81,6 +81,10 @@ type Config struct {
 	// rolled up per pair per hour (coordinator/retention); zero keeps
 	// everything.
 	Retention time.Duration
+	// DepartAfter is how long a node whose agent is gone stays in meshes
+	// (its tests failing as agent_unavailable) before it departs, and with
+	// KubeClient its Service is pruned; zero means one hour.
+	DepartAfter time.Duration
 	// PartitionGrace is how long the coordinator and the agents' gossip
 	// must disagree on a node before it is reported as a partition; zero
 	// means one minute, a negative value at once.
@@ -176,8 +180,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}()
 	var services *kube.Services
 	regCfg := registry.Config{
-		Recorder: st, Version: version.Version, HeartbeatInterval: cfg.HeartbeatInterval, PartitionGrace: cfg.PartitionGrace, Logger: log,
-		ExternalTargets: cfg.ExternalTargets,
+		Recorder: st, Version: version.Version, HeartbeatInterval: cfg.HeartbeatInterval, DepartAfter: cfg.DepartAfter, PartitionGrace: cfg.PartitionGrace,
+		Logger: log, ExternalTargets: cfg.ExternalTargets,
 	}
 	if cfg.KubeClient != nil {
 		if services, err = kube.New(kube.Config{Client: cfg.KubeClient, Namespace: cfg.KubeNamespace, Logger: log}); err != nil {
@@ -294,7 +298,8 @@ func Run(ctx context.Context, cfg Config) error {
 			return services.PruneEvery(egCtx, cfg.KubePruneInterval, func() map[string]bool {
 				_, targetable := reg.Known() // every node but the departed
 				keep := make(map[string]bool, len(targetable))
-				for _, n := range targetable {
+				// and those registering, whose Service exists before they are known
+				for _, n := range append(targetable, reg.Registering()...) {
 					keep[n] = true
 				}
 				return keep

@@ -222,21 +222,29 @@ func noClientCert(t *testing.T, ca string) credentials.TransportCredentials {
 // and keeps it until the test ends.
 func register(t *testing.T, conn *grpc.ClientConn, node, ip string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
+	connect(t, t.Context(), conn, &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version,
+		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}})
+}
+
+// connect opens an agent session over conn with reg, without a token, and
+// returns its stream once registered; the session ends with ctx or the
+// test.
+func connect(t *testing.T, ctx context.Context, conn *grpc.ClientConn, reg *agentv1.Register) agentv1.AgentService_ConnectClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	s, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version,
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}}
 	if err := s.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: reg}}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := s.Recv()
 	if err != nil || m.GetRegistered() == nil {
-		t.Fatalf("register %s: %v, %v", node, m, err)
+		t.Fatalf("register %s: %v, %v", reg.GetNodeName(), m, err)
 	}
+	return s
 }
 
 func poll(d time.Duration, cond func() bool) bool {

@@ -23,6 +23,7 @@ import (
 	"net/netip"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,13 +116,22 @@ type Config struct {
 // Services keeps one Service and one EndpointSlice per node. It holds no
 // state of its own beyond its Config: the API server is the truth, so it
 // is safe for concurrent use, and a restarted coordinator finds its
-// objects again by name.
+// objects again by name. Ensure calls run concurrently with each other but
+// never with a Prune, so that a prune cannot delete the objects of a node
+// that registers while it runs (see PruneEvery).
 type Services struct {
 	client kubernetes.Interface
 	ns     string
 	ports  []Port
 	log    *slog.Logger
+	// lock is a read-write lock that ctx can interrupt: Ensure takes one
+	// unit, Prune all of them.
+	lock *semaphore.Weighted
 }
+
+// lockUnits is the weight of lock: more than concurrent Ensure calls will
+// ever be.
+const lockUnits = 1 << 30
 
 // New checks cfg and returns a Services.
 func New(cfg Config) (*Services, error) {
@@ -140,7 +150,7 @@ func New(cfg Config) (*Services, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Services{client: cfg.Client, ns: cfg.Namespace, ports: cfg.Ports, log: cfg.Logger}, nil
+	return &Services{client: cfg.Client, ns: cfg.Namespace, ports: cfg.Ports, log: cfg.Logger, lock: semaphore.NewWeighted(lockUnits)}, nil
 }
 
 // Ensure makes node's Service and EndpointSlice exist and point at podIP,
@@ -149,7 +159,7 @@ func New(cfg Config) (*Services, error) {
 // ClusterIP stay) and leaves alone what is right, so calling it again is
 // cheap (two reads). An object of that name that meshperf does not manage
 // is an error wrapping ErrNotManaged; API errors are wrapped and name the
-// object.
+// object. It waits for a Prune in progress to end.
 func (s *Services) Ensure(ctx context.Context, node string, podIP netip.Addr) (netip.Addr, error) {
 	if node == "" {
 		return netip.Addr{}, errors.New("kube: empty node name")
@@ -157,6 +167,10 @@ func (s *Services) Ensure(ctx context.Context, node string, podIP netip.Addr) (n
 	if !podIP.IsValid() || podIP.Zone() != "" || podIP.Is4In6() {
 		return netip.Addr{}, fmt.Errorf("kube: node %q: pod IP %v is not a plain IPv4 or IPv6 address", node, podIP)
 	}
+	if err := s.lock.Acquire(ctx, 1); err != nil {
+		return netip.Addr{}, fmt.Errorf("kube: node %q: waiting for a prune to end: %w", node, err)
+	}
+	defer s.lock.Release(1)
 	name := Name(node)
 	svc, err := s.ensureService(ctx, node, name, family(podIP))
 	if err != nil {
@@ -196,8 +210,20 @@ func (s *Services) Remove(ctx context.Context, node string) error {
 
 // Prune deletes every managed Service and EndpointSlice of a node that is
 // not in keep (nodes that departed, or that a previous coordinator knew).
-// It goes on after an error and returns them all.
+// It goes on after an error and returns them all. Ensure calls wait for it
+// to end.
 func (s *Services) Prune(ctx context.Context, keep map[string]bool) error {
+	return s.pruneWith(ctx, func() map[string]bool { return keep })
+}
+
+// pruneWith is Prune with keep read once no Ensure runs, and none starts
+// until it is done.
+func (s *Services) pruneWith(ctx context.Context, keepFunc func() map[string]bool) error {
+	if err := s.lock.Acquire(ctx, lockUnits); err != nil {
+		return fmt.Errorf("kube: prune: waiting for Ensure calls to end: %w", err)
+	}
+	defer s.lock.Release(lockUnits)
+	keep := keepFunc()
 	names := make(map[string]bool, len(keep))
 	for node, ok := range keep {
 		if ok {
@@ -233,6 +259,11 @@ func (s *Services) Prune(ctx context.Context, keep map[string]bool) error {
 // returns nil. The first call comes after one interval, so that agents
 // reconnecting to a restarted coordinator register before anything is
 // pruned. Errors are logged, and the next tick tries again.
+//
+// keep() is called once no Ensure runs, and none starts until the prune is
+// done: a node whose Ensure ended must be in keep() by then (the registry
+// counts it from before its ServiceIPs call), and one whose Ensure waits
+// creates its objects after the prune.
 func (s *Services) PruneEvery(ctx context.Context, interval time.Duration, keep func() map[string]bool) error {
 	if interval <= 0 {
 		return fmt.Errorf("kube: prune interval %v is not positive", interval)
@@ -245,7 +276,7 @@ func (s *Services) PruneEvery(ctx context.Context, interval time.Duration, keep 
 			return nil
 		case <-t.C:
 		}
-		if err := s.Prune(ctx, keep()); err != nil && ctx.Err() == nil {
+		if err := s.pruneWith(ctx, keep); err != nil && ctx.Err() == nil {
 			s.log.Error("prune node services", "namespace", s.ns, "err", err)
 		}
 	}

@@ -15,9 +15,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/meshperf/meshperf/coordinator/kube/kubetest"
 )
 
 const ns = "mp-test"
@@ -26,16 +27,7 @@ const ns = "mp-test"
 // ClusterIP (10.96.0.1, .2, ...) and a UID to every Service it creates.
 func newFake(t *testing.T, objects ...runtime.Object) *fake.Clientset {
 	t.Helper()
-	c := fake.NewClientset(objects...)
-	var n int
-	c.PrependReactor("create", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		svc := a.(k8stesting.CreateAction).GetObject().(*corev1.Service)
-		n++
-		svc.Spec.ClusterIP = fmt.Sprintf("10.96.%d.%d", n/250, n%250)
-		svc.UID = types.UID(fmt.Sprintf("uid-%d", n))
-		return false, nil, nil // the object tracker stores it
-	})
-	return c
+	return kubetest.NewClientset(objects...)
 }
 
 func newServices(t *testing.T, c *fake.Clientset) *Services {

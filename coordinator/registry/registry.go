@@ -160,6 +160,9 @@ type Registry struct {
 	sessions map[string]*session      // by node name: connected agents
 	known    map[string]*meshv1.Agent // by node name: every agent ever seen
 	late     LateHandler              // set by HandleLate
+	// registering counts per node the registrations between their
+	// ServiceIPs call and their attach or refusal (registering.go).
+	registering map[string]int
 }
 
 // New loads the known agents from cfg.Recorder, all marked disconnected.

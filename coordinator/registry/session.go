@@ -277,14 +277,18 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	if err != nil {
 		return err
 	}
+	done := r.markRegistering(node.Name) // until attached or refused: its Service must outlive a prune
 	node = r.resolveServiceIP(ctx, node)
 	if other := r.conflict(node); other != "" {
+		done()
 		return fmt.Errorf("%w: node %q announces an address that connected node %q registered", ErrBadRegistration, node.Name, other)
 	}
 	s := newSession(node)
 	// Attach before answering, so that the agent is dispatchable as soon
 	// as it knows it is registered.
-	if err := r.attach(ctx, s, reg); err != nil {
+	err = r.attach(ctx, s, reg)
+	done()
+	if err != nil {
 		return err
 	}
 	err = stream.Send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{

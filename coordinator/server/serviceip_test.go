@@ -3,7 +3,9 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -87,5 +89,36 @@ func TestServiceIPsOverrideTheAgent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRegisteringDuringServiceIPs checks that a node counts as registering
+// from its ServiceIPs call until its session is attached: the prune of the
+// nodes' Services keeps it then, when Known does not list it yet.
+func TestRegisteringDuringServiceIPs(t *testing.T) {
+	var c *coordinator
+	during := make(chan []string, 1)
+	c = startWith(t, func(rc *registry.Config) {
+		rc.ServiceIPs = func(ctx context.Context, node string, podIP netip.Addr) (netip.Addr, error) {
+			_, known := c.reg.Known()
+			during <- append(c.reg.Registering(), fmt.Sprintf("known %v", known))
+			return netip.MustParseAddr("10.96.7.7"), nil
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := fakeAgent(t, ctx, c, register("node-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stream.CloseSend() }()
+	if got, want := <-during, []string{"node-1", "known []"}; !slices.Equal(got, want) {
+		t.Errorf("during ServiceIPs: registering and known %v, want %v", got, want)
+	}
+	if got := c.reg.Registering(); len(got) != 0 {
+		t.Errorf("registering %v once registered, want none", got)
+	}
+	if _, known := c.reg.Known(); !slices.Equal(known, []string{"node-1"}) {
+		t.Errorf("known %v once registered, want node-1", known)
 	}
 }

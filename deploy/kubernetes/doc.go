@@ -1,8 +1,10 @@
 // Package kubernetes holds meshperf's Kubernetes manifests: a kustomize base
 // (base/, installed by `kubectl apply -k deploy/kubernetes`) and an overlay
-// with mutual TLS issued by cert-manager (cert-manager/). It has no code:
-// its tests decode every manifest strictly into its Kubernetes API type and
-// check the invariants the agent and the coordinator rely on (host network
-// and Guaranteed QoS for the agent, one coordinator with its volume, RBAC
-// no wider than needed).
+// with mutual TLS issued by cert-manager (cert-manager/). Its tests
+// decode every manifest strictly into its Kubernetes API type and check the
+// invariants the agent and the coordinator rely on (host network and
+// Guaranteed QoS for the agent, one coordinator with its volume, RBAC no
+// wider than needed). Its only code, CoordinatorRole and Allows, lets the
+// coordinator's tests check the API calls it makes against the Role it is
+// deployed with.
 package kubernetes

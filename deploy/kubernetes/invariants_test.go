@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const (
@@ -356,15 +357,21 @@ var invariants = []invariant{
 			},
 			func(m *manifests) { find[*rbacv1.Role](m, coordinator).Rules[1].Verbs = append([]string{}, "escalate") },
 			func(m *manifests) {
-				r := &find[*rbacv1.ClusterRole](m, coordinator+"-nodes").Rules[0]
-				r.Verbs = append(r.Verbs, "patch")
+				r := &find[*rbacv1.Role](m, coordinator).Rules[0]
+				r.Verbs = append(r.Verbs, "watch")
 			},
 			func(m *manifests) {
-				r := &find[*rbacv1.ClusterRole](m, coordinator+"-nodes").Rules[0]
-				r.Resources = append(r.Resources, "pods")
+				m.objects = append(m.objects, object{file: "x.yaml", obj: &rbacv1.ClusterRole{
+					ObjectMeta: metav1.ObjectMeta{Name: coordinator + "-nodes"},
+					Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}},
+				}})
 			},
 			func(m *manifests) {
-				find[*rbacv1.ClusterRoleBinding](m, coordinator+"-nodes").RoleRef = rbacv1.RoleRef{Kind: "ClusterRole", Name: "cluster-admin"}
+				m.objects = append(m.objects, object{file: "x.yaml", obj: &rbacv1.ClusterRoleBinding{
+					ObjectMeta: metav1.ObjectMeta{Name: coordinator + "-admin"},
+					RoleRef:    rbacv1.RoleRef{Kind: "ClusterRole", Name: "cluster-admin"},
+					Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: coordinator, Namespace: namespace}},
+				}})
 			},
 			func(m *manifests) {
 				find[*rbacv1.RoleBinding](m, coordinator).Subjects[0].Name = agentName
@@ -398,7 +405,7 @@ var invariants = []invariant{
 		},
 		breaks: []func(m *manifests){
 			func(m *manifests) { find[*appsv1.DaemonSet](m, endpointName).Namespace = "" },
-			func(m *manifests) { find[*rbacv1.ClusterRole](m, coordinator+"-nodes").Namespace = namespace },
+			func(m *manifests) { find[*rbacv1.Role](m, coordinator).Namespace = "default" },
 			func(m *manifests) { m.kustomizations["base"].ConfigMapGenerator[0].Namespace = "default" },
 		},
 	},

@@ -1,14 +1,11 @@
 package kubernetes
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -17,8 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	sigsjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
 )
 
 // manifests is every file under deploy/kubernetes, decoded.
@@ -64,9 +59,6 @@ var kinds = map[string]func() metav1.Object{
 
 // clusterScoped are the kinds that have no namespace.
 var clusterScoped = map[string]bool{"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true}
-
-// documentSeparator splits a YAML stream into documents.
-var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
 
 // root is deploy/kubernetes: the tests run in it.
 const root = "."
@@ -173,45 +165,23 @@ func decodeObjects(f string) ([]object, error) {
 	if err != nil {
 		return nil, err
 	}
+	docs, err := documents(f, b)
+	if err != nil {
+		return nil, err
+	}
 	var out []object
-	for i, doc := range documentSeparator.Split(string(b), -1) {
-		j, err := yaml.YAMLToJSONStrict([]byte(doc))
-		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", f, i+1, err)
-		}
-		if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
-			continue // comments only
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(j, &tm); err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", f, i+1, err)
-		}
-		newObj, ok := kinds[tm.APIVersion+"/"+tm.Kind]
+	for _, d := range docs {
+		newObj, ok := kinds[d.meta.APIVersion+"/"+d.meta.Kind]
 		if !ok {
-			return nil, fmt.Errorf("%s: document %d: no Go type for apiVersion %q kind %q: add it to kinds", f, i+1, tm.APIVersion, tm.Kind)
+			return nil, fmt.Errorf("%s: document %d: no Go type for apiVersion %q kind %q: add it to kinds", f, d.index, d.meta.APIVersion, d.meta.Kind)
 		}
 		obj := newObj()
-		if err := decodeStrict([]byte(doc), obj); err != nil {
-			return nil, fmt.Errorf("%s: document %d (%s): %w", f, i+1, tm.Kind, err)
+		if err := decodeStrict(d.yaml, obj); err != nil {
+			return nil, fmt.Errorf("%s: document %d (%s): %w", f, d.index, d.meta.Kind, err)
 		}
 		out = append(out, object{file: f, obj: obj})
 	}
 	return out, nil
-}
-
-// decodeStrict decodes YAML into v as the API server's strict field
-// validation does: unknown and duplicate fields are errors, and field names
-// match case-sensitively.
-func decodeStrict(y []byte, v any) error {
-	j, err := yaml.YAMLToJSONStrict(y)
-	if err != nil {
-		return err
-	}
-	strict, err := sigsjson.UnmarshalStrict(j, v, sigsjson.DisallowUnknownFields)
-	if err != nil {
-		return err
-	}
-	return errors.Join(strict...)
 }
 
 // find returns the object of type T named name, or the zero T.

@@ -1,0 +1,58 @@
+package kubernetes
+
+import (
+	_ "embed" // the coordinator's RBAC manifest
+	"fmt"
+	"slices"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// coordinatorRBACFile is the manifest of the coordinator's API access.
+const coordinatorRBACFile = "base/coordinator-rbac.yaml"
+
+//go:embed base/coordinator-rbac.yaml
+var coordinatorRBAC []byte
+
+// CoordinatorRole returns the Role of base/coordinator-rbac.yaml: what the
+// coordinator may do in its namespace, where coordinator/kube keeps the
+// per-node Services and EndpointSlices. It is decoded as strictly as this
+// package's tests decode every manifest, so that a test of the coordinator
+// can check each API call it makes against what the cluster grants.
+func CoordinatorRole() (*rbacv1.Role, error) {
+	docs, err := documents(coordinatorRBACFile, coordinatorRBAC)
+	if err != nil {
+		return nil, err
+	}
+	var roles []*rbacv1.Role
+	for _, d := range docs {
+		if d.meta.APIVersion != rbacv1.SchemeGroupVersion.String() || d.meta.Kind != "Role" {
+			continue
+		}
+		r := &rbacv1.Role{}
+		if err := decodeStrict(d.yaml, r); err != nil {
+			return nil, fmt.Errorf("%s: document %d (Role): %w", coordinatorRBACFile, d.index, err)
+		}
+		roles = append(roles, r)
+	}
+	if len(roles) != 1 {
+		return nil, fmt.Errorf("%s: %d Roles, want one", coordinatorRBACFile, len(roles))
+	}
+	return roles[0], nil
+}
+
+// Allows reports whether rules grant verb on resource (no subresource) of
+// API group (the core group is ""), matching wildcards as the API server's
+// RBAC authorizer does. A rule limited to resourceNames does not count: it
+// cannot grant list or create, and the coordinator's object names depend on
+// its nodes.
+func Allows(rules []rbacv1.PolicyRule, verb, group, resource string) bool {
+	has := func(list []string, v, all string) bool { return slices.Contains(list, v) || slices.Contains(list, all) }
+	for _, r := range rules {
+		if len(r.ResourceNames) == 0 && has(r.Verbs, verb, rbacv1.VerbAll) && has(r.APIGroups, group, rbacv1.APIGroupAll) &&
+			has(r.Resources, resource, rbacv1.ResourceAll) {
+			return true
+		}
+	}
+	return false
+}
