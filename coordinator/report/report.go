@@ -115,13 +115,21 @@ func SummaryLine(rows []*PairPath) string {
 	return fmt.Sprintf("%d/%d pair-paths OK, %d failed", ok, total, total-ok)
 }
 
-// Columns returns the tests that appear in any row, in first-seen order.
+// Columns returns the tests that appear in any row, in first-seen order,
+// the rows of node paths first: external targets run only ping and HTTP,
+// and their rows (sorted among the others by target name) must not move
+// HTTP ahead of the tests the node pairs run.
 func Columns(rows []*PairPath) []measurev1.Test {
 	var cols []measurev1.Test
-	for _, p := range rows {
-		for _, t := range p.Tests {
-			if !slices.Contains(cols, t) {
-				cols = append(cols, t)
+	for _, external := range []bool{false, true} {
+		for _, p := range rows {
+			if testspec.IsExternal(p.Path) != external {
+				continue
+			}
+			for _, t := range p.Tests {
+				if !slices.Contains(cols, t) {
+					cols = append(cols, t)
+				}
 			}
 		}
 	}
