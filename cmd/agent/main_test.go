@@ -59,7 +59,7 @@ func TestRunFlags(t *testing.T) {
 		{"allow-target not an address", []string{"--allow-target", "node-2"}, []string{"--allow-target", "node-2"}},
 		{"TLS cert without key and CA", []string{"--tls-cert", "/x.crt"}, []string{"--tls-cert given without --tls-key, --tls-ca"}},
 		{"TLS files unreadable", []string{"--tls-cert", "/nonexistent/x.crt", "--tls-key", "/nonexistent/x.key", "--tls-ca", "/nonexistent/ca.crt"},
-			[]string{"/nonexistent/ca.crt"}},
+			[]string{"TLS certificate", "/nonexistent/x.crt"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
