@@ -8,9 +8,12 @@
 // itself, in its own (host) network namespace, also for pod-network
 // clients, and sends to that address only. Client results are kept in a spool
 // (agent/spool) until the coordinator acknowledges them, and sent again
-// after every reconnect: a coordinator that restarts loses none. With a
-// gossip port, the agent also joins the memberlist pool of the agents
-// (agent/gossip) through the seeds the coordinator names at each
+// after every reconnect: a coordinator that restarts loses none. When a
+// session ends, the test servers that run linger until their client is
+// done (servers.Manager.Linger), so that a test in flight when the
+// coordinator went away still ends well; when the agent stops, they stop
+// with it. With a gossip port, the agent also joins the memberlist pool of
+// the agents (agent/gossip) through the seeds the coordinator names at each
 // registration, and reports its view of the pool to the coordinator on
 // every change and every few heartbeats; gossip that fails to start is
 // logged, and the agent measures without it.
@@ -328,11 +331,13 @@ func run(ctx context.Context, cfg Config, files *mtls.Files, fromSocket bool) er
 		log.Info("result spool holds results the coordinator has not acknowledged; they go first after registering",
 			"results", n, "path", sp.Path(), "dropped_total", sp.Dropped())
 	}
+	srv := servers.Config{NetNS: cfg.netNS(), Ports: cfg.Ports, StateDir: cfg.StateDir, Logger: cfg.Logger,
+		LingerMax: lingerMax, LingerIdle: lingerIdle}
 	a := &Agent{
 		cfg:     cfg,
 		log:     log,
 		runner:  runner.New(runner.Config{NetNS: cfg.netNS(), Logger: cfg.Logger}),
-		servers: servers.New(servers.Config{NetNS: cfg.netNS(), Ports: cfg.Ports, StateDir: cfg.StateDir, Logger: cfg.Logger}),
+		servers: servers.New(srv),
 		clients: make(chan struct{}, cfg.MaxClients),
 		targets: newTargets(cfg.AllowTargets, log),
 		spool:   sp,
@@ -414,6 +419,10 @@ func (a *Agent) listenHTTP() (map[string]net.Listener, error) {
 	}
 	return ls, nil
 }
+
+// lingerMax and lingerIdle are servers.Config's LingerMax and LingerIdle;
+// zero means their defaults. Variables so that tests can shorten them.
+var lingerMax, lingerIdle time.Duration
 
 // observeBackoff, when set (by tests), is called with the backoff before
 // each wait to reconnect, before jitter.

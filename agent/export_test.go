@@ -20,3 +20,14 @@ func SetBackoffObserver(f func(backoff time.Duration)) (restore func()) {
 	observeBackoff = f
 	return func() { observeBackoff = old }
 }
+
+// SetServerLinger sets how long test servers may linger after a session's
+// end (servers.Config.LingerMax) and may go without a connection while
+// they linger (LingerIdle), for a test; zero means the default. The
+// returned function restores the defaults. Call it before the agent starts
+// and restore after Run returned.
+func SetServerLinger(maxLinger, idle time.Duration) (restore func()) {
+	oldMax, oldIdle := lingerMax, lingerIdle
+	lingerMax, lingerIdle = maxLinger, idle
+	return func() { lingerMax, lingerIdle = oldMax, oldIdle }
+}

@@ -66,9 +66,14 @@ func (a *Agent) register(ctx context.Context) *agentv1.Register {
 // session runs one stream: register, send again every result the spool
 // holds, then heartbeats and work until the stream fails, the coordinator
 // goes silent, or ctx ends. Server work still running when the session
-// ends is canceled and every server is stopped: nobody would ask to stop
-// them. Client runs go on (until their deadline or ctx's end): their
-// results wait in the spool for the next session. registered reports that
+// ends is canceled. The servers that run linger (servers.Manager.Linger):
+// a client on another node may be in the middle of its test, and its
+// result, kept by that node's agent for the next coordinator, would
+// otherwise be a connection reset; they go once their client is done, at
+// their bound, or when a new start needs their port. When ctx ends (the
+// agent stops), every server is stopped instead. Client runs go on (until
+// their deadline or ctx's end): their results wait in the spool for the
+// next session. registered reports that
 // the coordinator accepted the registration with usable heartbeat
 // parameters.
 func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered bool, err error) {
@@ -124,7 +129,11 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 		a.outMu.Unlock()
 		cancel(err)
 		wg.Wait()
-		a.servers.StopAll()
+		if agentCtx.Err() != nil {
+			a.servers.StopAll() // the agent stops: no server outlives it
+		} else {
+			a.servers.Linger()
+		}
 	}()
 	wg.Add(1)
 	go func() { // owner: session; ends with ctx

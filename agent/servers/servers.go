@@ -4,6 +4,19 @@
 // listening) before Start returns, and killed with its process group on
 // Stop, on its lifetime's end, or on StopAll.
 //
+// When the agent's session with the coordinator ends, the agent calls
+// Linger rather than StopAll: a server that still runs lingers, so that a
+// client already sending to it (from another node, whose result that
+// node's agent keeps for the next coordinator) ends its test. A lingering
+// server goes when its client is done (iperf3's one-off server exits by
+// itself; any server with no TCP connection on its ports for
+// Config.LingerIdle is stopped), at its bound (the end of its lifetime or
+// Config.LingerMax after the session's end, whichever comes first), on
+// Stop for its test (a new coordinator may still send one), on StopAll,
+// and as soon as a new Start needs its port: it yields, a new test wins
+// over a finishing one. Linger never outlives the agent: Close stops every
+// server, lingering or not, and a server dies with its agent process.
+//
 // A server dies with its agent (proc.Start sets Pdeathsig). In case one
 // does not (a fork that escaped it, a tool that resets it), the Manager
 // records every running server in a state file, and Reclaim, which the
@@ -58,6 +71,13 @@ type Config struct {
 	Ports Ports
 	// MaxLifetime kills a server nobody stopped; zero means 10 min.
 	MaxLifetime time.Duration
+	// LingerMax bounds how long a server runs on after Linger; zero means
+	// DefaultLingerMax. Its lifetime (MaxLifetime) still ends it first.
+	LingerMax time.Duration
+	// LingerIdle is how long a lingering server may go without any TCP
+	// connection on its ports (no client, or its client is done) before it
+	// is stopped; zero means DefaultLingerIdle.
+	LingerIdle time.Duration
 	// Logger receives server events; nil means discard.
 	Logger *slog.Logger
 	// StateDir is the directory (created with mode 0700) of StateFile, in
@@ -104,10 +124,18 @@ type server struct {
 	abort   context.CancelFunc
 	stopped bool
 
+	// dataPort is qperf's data port (0 for iperf3): a connection on it
+	// also shows the server serving.
+	dataPort uint32
+
 	// Set under Manager.mu once the server listens.
-	proc   *proc.Process
-	cancel context.CancelFunc // ends the server's lifetime context
-	rec    *record            // its entry in the state file; nil if none
+	proc    *proc.Process
+	cancel  context.CancelFunc // ends the server's lifetime context
+	rec     *record            // its entry in the state file; nil if none
+	lifeEnd time.Time          // when its lifetime context kills it
+	// lingering is set by Linger (under Manager.mu): the session that
+	// ordered the server has ended, and a new Start may take its port.
+	lingering bool
 }
 
 // New returns a Manager with no server running.
@@ -123,6 +151,12 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.MaxLifetime == 0 {
 		cfg.MaxLifetime = 10 * time.Minute
+	}
+	if cfg.LingerMax == 0 {
+		cfg.LingerMax = DefaultLingerMax
+	}
+	if cfg.LingerIdle == 0 {
+		cfg.LingerIdle = DefaultLingerIdle
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -140,8 +174,9 @@ type Started struct {
 // Start starts tool's server for testID in network and returns once its
 // port listens (or ctx ends). The test ID and the port are reserved from
 // the start: a second Start for testID fails whatever its network or tool,
-// and Stop or StopAll during the start cancels it. Errors wrap ErrBusy (the
-// port is another test's), ErrNotReady (with the tool's own message),
+// and Stop or StopAll during the start cancels it. A lingering server (see
+// Linger) on the port is stopped first: it yields. Errors wrap ErrBusy (the
+// port is another running test's), ErrNotReady (with the tool's own message),
 // ErrStopped, proc.ErrNotFound, or say which argument was refused. A failed
 // Start leaves nothing running and nothing reserved.
 func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool, network measurev1.Network) (Started, error) {
@@ -169,26 +204,14 @@ func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool,
 	// while this one waits for the port cancels it.
 	startCtx, abort := context.WithCancel(ctx)
 	defer abort()
-	s := &server{key: key, ready: make(chan struct{}), abort: abort}
+	s := &server{key: key, dataPort: st.DataPort, ready: make(chan struct{}), abort: abort}
 	defer close(s.ready)
-	m.mu.Lock()
-	if other, dup := m.byTest[testID]; dup {
-		m.mu.Unlock()
-		state := "running"
-		if other.proc == nil {
-			state = "starting"
-		}
-		return Started{}, fmt.Errorf("test %q already has a server (%s on port %d in the %v network)", testID, state, other.key.port, other.key.network)
+	if err := m.reserve(testID, s); err != nil {
+		return Started{}, err
 	}
-	if owner, busy := m.byPort[key]; busy {
-		m.mu.Unlock()
-		return Started{}, fmt.Errorf("%w: port %d in the %v network serves test %q", ErrBusy, key.port, network, owner)
-	}
-	m.byTest[testID] = s
-	m.byPort[key] = testID
-	m.mu.Unlock()
 
-	lifeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.MaxLifetime)
+	s.lifeEnd = time.Now().Add(m.cfg.MaxLifetime)
+	lifeCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), s.lifeEnd)
 	var p *proc.Process
 	if err = startCtx.Err(); err != nil { // stopped or out of time already: start nothing
 		err = fmt.Errorf("%w: not started: %w", ErrNotReady, err)
@@ -228,6 +251,39 @@ func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool,
 	return Started{}, err
 }
 
+// reserve reserves testID and s.key for s. A lingering server on the port
+// yields: it is stopped, and the reservation tried again (another Start may
+// take the port meanwhile: then this one is busy).
+func (m *Manager) reserve(testID string, s *server) error {
+	for {
+		m.mu.Lock()
+		if other, dup := m.byTest[testID]; dup {
+			m.mu.Unlock()
+			state := "running"
+			if other.proc == nil {
+				state = "starting"
+			}
+			return fmt.Errorf("test %q already has a server (%s on port %d in the %v network)", testID, state, other.key.port, other.key.network)
+		}
+		owner, busy := m.byPort[s.key]
+		if !busy {
+			m.byTest[testID] = s
+			m.byPort[s.key] = testID
+			m.mu.Unlock()
+			return nil
+		}
+		o := m.byTest[owner]
+		if !o.lingering {
+			m.mu.Unlock()
+			return fmt.Errorf("%w: port %d in the %v network serves test %q", ErrBusy, s.key.port, s.key.network, owner)
+		}
+		m.mu.Unlock()
+		m.log.Info("lingering server yields its port to a new test", "test_id", owner, "new_test_id", testID,
+			"port", s.key.port, "network", s.key.network)
+		_ = m.stop(owner, o)
+	}
+}
+
 // forget drops s's reservations if they are still s's, and its entry in
 // the state file. Callers forget a server once its process is gone; when
 // two forget it at once (Stop and reap), both return once the file is
@@ -264,7 +320,18 @@ func (m *Manager) reap(testID string, s *server) {
 func (m *Manager) Stop(testID string) error {
 	m.mu.Lock()
 	s, ok := m.byTest[testID]
+	m.mu.Unlock()
 	if !ok {
+		return fmt.Errorf("test %q: %w", testID, ErrUnknown)
+	}
+	return m.stop(testID, s)
+}
+
+// stop is Stop of s, testID's server when the caller looked it up: if
+// testID has another server by now (or none), it does nothing.
+func (m *Manager) stop(testID string, s *server) error {
+	m.mu.Lock()
+	if m.byTest[testID] != s {
 		m.mu.Unlock()
 		return fmt.Errorf("test %q: %w", testID, ErrUnknown)
 	}
@@ -284,8 +351,8 @@ func (m *Manager) Stop(testID string) error {
 	return err
 }
 
-// StopAll stops every server, those still starting included; the agent
-// calls it when a session ends and on shutdown.
+// StopAll stops every server, those still starting and those lingering
+// included.
 func (m *Manager) StopAll() {
 	m.mu.Lock()
 	ids := make([]string, 0, len(m.byTest))
@@ -310,7 +377,8 @@ func (m *Manager) Close() {
 	}
 }
 
-// Running returns how many servers run or are starting.
+// Running returns how many servers run (lingering ones included) or are
+// starting.
 func (m *Manager) Running() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,7 +31,11 @@ import (
 //  3. the run's tests_done and tests_failed agree with the stored results;
 //  4. the agent whose client was running at the kill sent its result again
 //     after the restart (the spool did its work);
-//  5. every agent's spool is empty at the end (the acknowledgements came).
+//  5. every agent's spool is empty at the end (the acknowledgements came);
+//  6. every heavy (iperf3, qperf) result sent again after the restart is
+//     OK: the destination's server of a test in flight at the kill lingers
+//     past the end of its agent's session (agent/servers: Linger), so the
+//     client is not cut by a connection reset.
 //
 // Once while the light tests run (a ping is running), once in the heavy
 // rounds (an iperf3 or qperf client is running).
@@ -206,7 +211,7 @@ func killCoordinatorMidRun(t *testing.T, tt lostCase) {
 		}
 	}
 	sent := map[string]bool{} // run-relative test IDs an agent sent or spooled
-	resent := map[string]int{}
+	resent, heavyResent := map[string]int{}, map[string]int{}
 	for _, n := range e.lab.Nodes {
 		for _, l := range agentLines(t, e, n.Name, 0, runID) {
 			if l.msg == msgSent || l.msg == msgSpooled {
@@ -222,6 +227,17 @@ func killCoordinatorMidRun(t *testing.T, tt lostCase) {
 				for _, r := range byTest[l.testID] {
 					t.Logf("resent by %s: %s sample %d %v %s->%s: %v %s", n.Name, l.testID, r.GetIndex(),
 						r.GetSpec().GetTest(), r.GetSrcNode(), r.GetDstNode(), r.GetStatus(), r.GetMessage())
+					if !testspec.IsHeavy(r.GetSpec().GetTest()) {
+						continue
+					}
+					heavyResent[n.Name]++
+					// 6. The destination's server lingered past the end of
+					// its session with the killed coordinator: the client
+					// in flight ended its test well.
+					if r.GetStatus() != measurev1.Status_STATUS_OK {
+						t.Errorf("heavy test %s sample %d (%v %s->%s), in flight at the kill, ended %v: %s; want OK: its server lingers past the coordinator's end",
+							l.testID, r.GetIndex(), r.GetSpec().GetTest(), r.GetSrcNode(), r.GetDstNode(), r.GetStatus(), r.GetMessage())
+					}
 				}
 			}
 		}
@@ -288,6 +304,9 @@ func killCoordinatorMidRun(t *testing.T, tt lostCase) {
 		planned, len(byTest)-placeholders, placeholders, failed, len(sent), total, resent)
 	if resent[victim.node] == 0 {
 		t.Errorf("%s's agent sent no result again after the restart, though its client %s ran when the coordinator was killed", victim.node, victim)
+	}
+	if tool := filepath.Base(victim.argv[0]); (tool == "iperf3" || tool == "qperf") && heavyResent[victim.node] == 0 {
+		t.Errorf("%s's agent sent no heavy result again after the restart, though its %s client %s ran when the coordinator was killed", victim.node, tool, victim)
 	}
 
 	// 5. The spools are empty: stop the agents (their files are locked
