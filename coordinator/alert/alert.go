@@ -2,8 +2,13 @@
 // after every continuous run ends, it localises the faults in the run's
 // results (coordinator/diagnose), logs a fault when it appears and when it
 // clears, and hands the current findings to a Publisher (the Prometheus
-// meshperf_fault gauge). On-demand runs are left to `coordinator
-// diagnose`: they may target a subset of pairs on purpose.
+// meshperf_fault and meshperf_external_fault gauges). A finding about an
+// external target is logged with target= instead of node=, and a node's
+// egress finding adds targets=; a finding is keyed by what it is about
+// (node or target), its name and its kind, so that a finding about a
+// target and one about a node never stand for, or clear, each other.
+// On-demand runs are left to `coordinator diagnose`: they may target a
+// subset of pairs on purpose.
 package alert
 
 import (
@@ -51,8 +56,9 @@ type Config struct {
 	Store Store
 	// Publisher, if set, gets the findings of every continuous run.
 	Publisher Publisher
-	// Logger receives "fault localised" (warn) and "fault cleared" (info)
-	// lines; nil means discard.
+	// Logger receives "fault localised" and "fault persists" (warn) and
+	// "fault cleared" (info) lines, with node= or target= and kind=; nil
+	// means discard.
 	Logger *slog.Logger
 }
 
@@ -137,8 +143,36 @@ func (a *Alerter) currentLocked() (runIDs []string, fs []diagnose.Finding) {
 	return runIDs, fs
 }
 
-// key names a finding by node and kind.
-func key(f diagnose.Finding) string { return f.Node + " " + string(f.Kind) }
+// key names a finding by what it is about (a target or a node), its name
+// and its kind.
+func key(f diagnose.Finding) string {
+	if f.Target != "" {
+		return "target\x00" + f.Target + "\x00" + string(f.Kind)
+	}
+	return "node\x00" + f.Node + "\x00" + string(f.Kind)
+}
+
+// subject is the log attributes naming what f is about: node=, or target=
+// for a finding about an external target.
+func subject(f diagnose.Finding) []any {
+	if f.Target != "" {
+		return []any{"target", f.Target}
+	}
+	return []any{"node", f.Node}
+}
+
+// extra is the log attributes that follow the others: the failing sources
+// of a finding about a target, the targets of a node's egress finding.
+func extra(f diagnose.Finding) []any {
+	var attrs []any
+	if len(f.Sources) > 0 {
+		attrs = append(attrs, "sources", strings.Join(f.Sources, ","))
+	}
+	if len(f.Targets) > 0 {
+		attrs = append(attrs, "targets", strings.Join(f.Targets, ","))
+	}
+	return attrs
+}
 
 // Handled returns how many ended runs the alerter has dealt with, judged
 // or skipped (on-demand, interrupted, unreadable).
@@ -209,11 +243,12 @@ func (a *Alerter) update(label, runID string, fs []diagnose.Finding) {
 		if had[key(f)] {
 			msg = "fault persists"
 		}
-		a.log.Warn(msg, "node", f.Node, "kind", f.Kind, "run_id", runID, "schedule", label, "bad", len(f.Bad), "of", f.Of, "example", example)
+		attrs := append(subject(f), "kind", f.Kind, "run_id", runID, "schedule", label, "bad", len(f.Bad), "of", f.Of, "example", example)
+		a.log.Warn(msg, append(attrs, extra(f)...)...)
 	}
 	for _, f := range before {
 		if !has[key(f)] {
-			a.log.Info("fault cleared", "node", f.Node, "kind", f.Kind, "run_id", runID, "schedule", label)
+			a.log.Info("fault cleared", append(subject(f), "kind", f.Kind, "run_id", runID, "schedule", label)...)
 		}
 	}
 	if a.cfg.Publisher != nil {

@@ -25,9 +25,19 @@ figures far worse than on the pairs the node is not in) and what the
 evidence points to: agent-gone, pod-network (pod paths fail, host paths
 work), icmp-blocked (only ping fails), mtu-blackhole (bulk transfers fail,
 small probes pass), unreachable, bandwidth-degraded or latency-degraded.
-Needs 3 nodes or more. Without RUN_ID, the newest run that ended. The
-coordinator does the same after every continuous run: it logs "fault
-localised" and "fault cleared" and exports meshperf_fault{node,kind}.
+Needs 3 nodes or more. Without RUN_ID, the newest run that ended.
+
+The external targets' results (host-external, pod-external) are judged
+apart, from 2 source nodes or more: "target NAME: external-down" (every
+test fails from every node), external-http-down or external-icmp-blocked
+(only HTTP, only ping), external-partial (failures from some nodes, listed);
+"node NAME: egress-broken" (the node reaches no target the others reach)
+or pod-egress-broken (only from its pod). -o json adds "target" and
+"sources" to a target's finding, "targets" to a node's egress finding.
+
+The coordinator does the same after every continuous run: it logs "fault
+localised" and "fault cleared" (node= or target=) and exports
+meshperf_fault{node,kind} and meshperf_external_fault{target,kind}.
 The exit status is 1 when a fault is found.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -61,10 +71,7 @@ The exit status is 1 when a fault is found.`,
 				}
 			} else {
 				head := fmt.Sprintf("run %s (%s, %d/%d tests done)", runID, report.StateName(run.GetState()), run.GetTestsDone(), len(run.GetPlanned()))
-				summary := diagnose.Summary(findings)
-				if n := nodesIn(results); len(findings) == 0 && n < 3 {
-					summary = fmt.Sprintf("cannot localise faults: the run has %d node(s), localising needs 3 or more", n)
-				}
+				summary := diagnoseSummary(findings, results)
 				fmt.Fprintf(o.stdout, "%s: %s\n", head, strings.ReplaceAll(summary, "\n", "\n"+strings.Repeat(" ", len(head)+2)))
 			}
 			if len(findings) > 0 {
@@ -90,6 +97,47 @@ func newestEnded(ctx context.Context, o *options, client meshv1.MeshServiceClien
 		}
 	}
 	return "", errors.New("no run has ended yet: give a RUN_ID, or trigger one")
+}
+
+// diagnoseSummary is the findings in words, one per line, with what could
+// not be judged: node faults in a run of fewer than 3 nodes, external
+// targets measured from fewer than diagnose.MinExternalSources nodes.
+func diagnoseSummary(findings []diagnose.Finding, results []*measurev1.Result) string {
+	n, extSources := nodesIn(results), externalSources(results)
+	if n >= 3 {
+		if len(findings) == 0 && extSources > 0 && extSources < diagnose.MinExternalSources {
+			return fmt.Sprintf("no fault found\nexternal targets not judged: measured from %d node(s), judging them needs %d or more", extSources, diagnose.MinExternalSources)
+		}
+		return diagnose.Summary(findings)
+	}
+	few := fmt.Sprintf("cannot localise faults: the run has %d node(s), localising needs 3 or more", n)
+	switch {
+	case extSources == 0 && len(findings) == 0:
+		return few
+	case extSources == 0:
+		return diagnose.Summary(findings)
+	}
+	// External results are judged from 2 source nodes on.
+	few = fmt.Sprintf("cannot localise node faults: the run has %d node(s), localising needs 3 or more", n)
+	switch {
+	case len(findings) > 0:
+		return diagnose.Summary(findings) + "\n" + few
+	case extSources < diagnose.MinExternalSources:
+		return fmt.Sprintf("%s\nexternal targets not judged: measured from %d node(s), judging them needs %d or more", few, extSources, diagnose.MinExternalSources)
+	}
+	return few + "\nno fault found towards the external targets"
+}
+
+// externalSources counts the distinct source nodes of the external paths'
+// results.
+func externalSources(results []*measurev1.Result) int {
+	srcs := map[string]bool{}
+	for _, r := range results {
+		if testspec.IsExternal(r.GetPath()) && r.GetSrcNode() != "" {
+			srcs[r.GetSrcNode()] = true
+		}
+	}
+	return len(srcs)
 }
 
 // nodesIn counts the distinct nodes of results.

@@ -8,6 +8,15 @@
 // which tests and paths suffer (only ping: ICMP dropped; only bulk
 // transfers: an MTU black hole; only pod paths: the CNI; everything on the
 // node: its agent is gone).
+//
+// The results of the external paths (host-external, pod-external), whose
+// destination is an external target rather than a node, are judged apart
+// (external.go): a target that fails from every node that measured it
+// (external-down, external-http-down, external-icmp-blocked), a node that
+// reaches no target while the others do (egress-broken, or
+// pod-egress-broken when only its pods cannot), or failures in no such
+// pattern (external-partial, naming the nodes they come from). They never
+// change the node localisation.
 package diagnose
 
 import (
@@ -65,22 +74,42 @@ const (
 // spoils all of its pairs, noise a few. Failures need half.
 const MinBadShare = 0.75
 
-// Finding is one localised fault.
+// Finding is one localised fault: about a node (Node set), or about an
+// external target (Target set, Node ""); External tells the findings of
+// the external paths apart.
 type Finding struct {
-	// Node is the node the bad pairs have in common.
+	// Node is the node the bad pairs have in common; for egress-broken and
+	// pod-egress-broken, the node whose tests to the external targets
+	// fail; "" for a finding about an external target.
 	Node string `json:"node"`
+	// Target is the external target (its name in the coordinator's
+	// config) a finding of kind external-* is about; "" for a finding
+	// about a node.
+	Target string `json:"target,omitempty"`
 	// Kind is what the evidence points to.
 	Kind Kind `json:"kind"`
-	// Bad lists the bad pair-path-tests the node explains, e.g.
-	// "node-1->node-2 pod-pod iperf3_tcp: timeout".
+	// Sources lists, for a finding about a target, the source nodes whose
+	// tests to it fail, sorted; nil for a finding about a node.
+	Sources []string `json:"sources,omitempty"`
+	// Targets lists, for egress-broken and pod-egress-broken, the external
+	// targets the node fails to reach while other nodes reach them,
+	// sorted; nil otherwise.
+	Targets []string `json:"targets,omitempty"`
+	// Bad lists the bad pair-path-tests the finding explains, e.g.
+	// "node-1->node-2 pod-pod iperf3_tcp: timeout" or, on an external
+	// path, "node-3->ingress host-external http: timeout".
 	Bad []string `json:"bad"`
 	// Of is how many pair-path-tests involving Node were measured on the
-	// tests and paths that implicate it.
+	// tests and paths that implicate it; for an external finding, how many
+	// source-target-path-tests it was judged on.
 	Of int `json:"of"`
 }
 
 // String is the finding in one line.
 func (f Finding) String() string {
+	if s, ok := f.externalString(); ok {
+		return s
+	}
 	return fmt.Sprintf("node %s: %s (%d of its %d pair tests bad; e.g. %s)", f.Node, f.Kind, len(f.Bad), f.Of, f.Bad[0])
 }
 
@@ -109,11 +138,20 @@ func (o observation) String() string {
 // alone are half of them), and it
 // explains more of them than any other node; its pairs are then set aside
 // and the search goes on. Localising needs 3 nodes or more: with 2, both
-// explain everything. Busy results are ignored (retried, never a sample),
-// and so are the results of the external paths (host-external,
-// pod-external): their destination is an external target, not a node.
+// explain everything. Busy results are ignored (retried, never a sample).
+// The results of the external paths (host-external, pod-external), whose
+// destination is an external target, not a node, take no part in that:
+// they are judged apart (see diagnoseExternal) and their findings follow
+// the node findings, targets first, then nodes' egress, then partial
+// failures.
 func Diagnose(results []*measurev1.Result) []Finding {
-	obs := observe(results)
+	findings := localise(observe(results))
+	return append(findings, diagnoseExternal(results, findings)...)
+}
+
+// localise names the nodes that explain the bad pair-path-tests of obs,
+// one after the other.
+func localise(obs []observation) []Finding {
 	var findings []Finding
 	for {
 		node, bad, of := bestSuspect(obs)

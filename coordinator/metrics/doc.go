@@ -38,8 +38,16 @@
 //
 // The faults the newest continuous run localises (coordinator/alert and
 // coordinator/diagnose), one series per finding, none when all is well:
+// about a node (its kind includes egress-broken and pod-egress-broken, a
+// node that cannot reach the external targets the others reach), or about
+// an external target (external-down, external-http-down,
+// external-icmp-blocked, external-partial), never under a node label: a
+// target is no node.
 //
-//	meshperf_fault{node,kind}  gauge: 1
+//	meshperf_fault{node,kind}             gauge: 1
+//	meshperf_external_fault{target,kind}  gauge: 1
+//
+// A series is deleted when its fault clears, and only then.
 //
 // meshperf's own health:
 //

@@ -55,8 +55,9 @@ type Metrics struct {
 	pairLatency    *prometheus.GaugeVec   // src, dst, test, path; nil unless PerPair
 	pairThroughput *prometheus.GaugeVec   // src, dst, test, path; nil unless PerPair
 	faults         *prometheus.GaugeVec   // node, kind
+	externalFaults *prometheus.GaugeVec   // target, kind
 	faultsMu       sync.Mutex
-	faultSet       map[[2]string]bool // the series faults has
+	faultSet       map[faultKey]bool // the series faults and externalFaults have
 	runsActive     prometheus.Gauge
 	runsTotal      *prometheus.CounterVec // state
 	ingested       prometheus.Counter
@@ -73,6 +74,13 @@ type nodeKey struct {
 	node, role string
 	test       measurev1.Test
 	path       measurev1.Path
+}
+
+// faultKey is one series of meshperf_fault (target false: name is the
+// node) or meshperf_external_fault (target true: name is the target).
+type faultKey struct {
+	target     bool
+	name, kind string
 }
 
 // pairKey is one pair's figure.
@@ -109,8 +117,12 @@ func New(cfg Config) (*Metrics, error) {
 		}, append(nodeLabels, "status")),
 		faults: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meshperf_fault",
-			Help: "1 for each fault the newest continuous run localises: the node its bad pairs have in common and the kind (pod-network, mtu-blackhole, icmp-blocked, bandwidth-degraded, latency-degraded, unreachable, agent-gone); no series when there is none.",
+			Help: "1 for each fault the newest continuous run localises: the node its bad pairs have in common and the kind (pod-network, mtu-blackhole, icmp-blocked, bandwidth-degraded, latency-degraded, unreachable, agent-gone), or a node that cannot reach the external targets others reach (egress-broken, pod-egress-broken); no series when there is none.",
 		}, []string{"node", "kind"}),
+		externalFaults: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshperf_external_fault",
+			Help: "1 for each fault of an external target the newest continuous run finds: the target's name and the kind (external-down, external-http-down, external-icmp-blocked, external-partial); no series when there is none.",
+		}, []string{"target", "kind"}),
 		runsActive: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshperf_runs_active",
 			Help: "Runs in progress.",
@@ -126,7 +138,7 @@ func New(cfg Config) (*Metrics, error) {
 		last: map[nodeKey]map[string]float64{},
 	}
 	cs := []prometheus.Collector{
-		m.nodeLatency, m.nodeThroughput, m.nodeResults, m.faults, m.runsActive, m.runsTotal, m.ingested,
+		m.nodeLatency, m.nodeThroughput, m.nodeResults, m.faults, m.externalFaults, m.runsActive, m.runsTotal, m.ingested,
 		&scrapeCollector{agents: cfg.Agents, storePath: cfg.StorePath, log: log},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -159,25 +171,37 @@ func New(cfg Config) (*Metrics, error) {
 // embedding in another exporter.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// SetFaults replaces the meshperf_fault series with one per finding (see
-// coordinator/alert); fs is not kept.
+// SetFaults replaces the meshperf_fault series with one per finding about
+// a node, and the meshperf_external_fault series with one per finding
+// about an external target (see coordinator/alert); fs is not kept.
 func (m *Metrics) SetFaults(fs []diagnose.Finding) {
 	m.faultsMu.Lock()
 	defer m.faultsMu.Unlock()
-	now := map[[2]string]bool{}
+	now := map[faultKey]bool{}
 	for _, f := range fs {
-		k := [2]string{f.Node, string(f.Kind)}
+		k := faultKey{name: f.Node, kind: string(f.Kind)}
+		if f.Target != "" {
+			k = faultKey{target: true, name: f.Target, kind: string(f.Kind)}
+		}
 		now[k] = true
-		m.faults.WithLabelValues(k[0], k[1]).Set(1)
+		m.faultGauge(k).WithLabelValues(k.name, k.kind).Set(1)
 	}
 	// Delete only what cleared: a scrape never sees a persisting fault
 	// vanish (which would restart an alert's "for" timer).
 	for k := range m.faultSet {
 		if !now[k] {
-			m.faults.DeleteLabelValues(k[0], k[1])
+			m.faultGauge(k).DeleteLabelValues(k.name, k.kind)
 		}
 	}
 	m.faultSet = now
+}
+
+// faultGauge is the gauge of k's series.
+func (m *Metrics) faultGauge(k faultKey) *prometheus.GaugeVec {
+	if k.target {
+		return m.externalFaults
+	}
+	return m.faults
 }
 
 // RunStarted counts a run in progress (meshperf_runs_active).
