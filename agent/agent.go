@@ -84,14 +84,17 @@ type Config struct {
 	// (HTTPPort included) must differ.
 	Ports servers.Ports
 	// AllowTargets are extra CIDRs clients may send to besides the
-	// registered endpoints.
+	// registered endpoints; and the only loopback addresses an external
+	// target may be or resolve to (never a link-local or cloud metadata
+	// address: see protocol.CheckExternalIP).
 	AllowTargets []netip.Prefix
 	// LookupNetIP resolves the DNS name of an external target (an entry of
 	// the coordinator's Endpoints.external_targets) that a client names;
 	// nil means net.DefaultResolver.LookupNetIP. It is called with network
 	// "ip" and a context bounded by 5 s (and by the work's deadline); the
 	// agent sends to the first IPv4 address of the answer, else the first
-	// IPv6 one. Resolution happens in the agent's own network namespace
+	// IPv6 one, that it may send to (no link-local or metadata address,
+	// loopback only within AllowTargets). Resolution happens in the agent's own network namespace
 	// (the host's), also for a client on the pod network: a pod whose DNS
 	// differs from its node's would get another answer. Tests inject a
 	// resolver so that they send no DNS query.

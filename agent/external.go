@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,17 +27,24 @@ type LookupNetIPFunc func(ctx context.Context, network, host string) ([]netip.Ad
 
 // externalList keeps of list the usable external targets, by name and
 // their names in list's order. An entry that
-// protocol.ValidateExternalTarget refuses, that repeats an earlier entry's
-// name, or that comes after the first protocol.MaxExternalTargets is
-// dropped with a warning naming it and the reason.
+// protocol.ValidateExternalTarget refuses or that repeats an earlier
+// entry's name is dropped with a warning naming it and the reason; the
+// entries after the first protocol.MaxExternalTargets are dropped with one
+// warning naming the first of them and how many.
 func (t *targets) externalList(list []*agentv1.ExternalTarget) (map[string]*agentv1.ExternalTarget, []string) {
+	if n := len(list); n > protocol.MaxExternalTargets {
+		first := list[protocol.MaxExternalTargets]
+		t.log.Warn("coordinator sent more external targets than an agent keeps; the tail is dropped",
+			"entries", n, "kept", protocol.MaxExternalTargets, "first_dropped", first.GetName(),
+			"err", fmt.Sprintf("the list has %d entries, above the %d an agent keeps: %d entries from %.70q on dropped",
+				n, protocol.MaxExternalTargets, n-protocol.MaxExternalTargets, first.GetName()))
+		list = list[:protocol.MaxExternalTargets]
+	}
 	m := make(map[string]*agentv1.ExternalTarget, len(list))
 	names := make([]string, 0, len(list))
-	for i, e := range list {
+	for _, e := range list {
 		var err error
 		switch {
-		case i >= protocol.MaxExternalTargets:
-			err = fmt.Errorf("the list has %d entries, above the %d an agent keeps", len(list), protocol.MaxExternalTargets)
 		case m[e.GetName()] != nil:
 			err = fmt.Errorf("external target name %q repeats an earlier entry's", e.GetName())
 		default:
@@ -99,6 +107,8 @@ func (a *Agent) external(ctx context.Context, rc *agentv1.RunClient) (runner.Ext
 	if err != nil {
 		st := measurev1.Status_STATUS_UNREACHABLE
 		switch {
+		case isRefusedAddress(err):
+			return runner.External{}, measurev1.Status_STATUS_INVALID, fmt.Sprintf("external_target %q refused: address %s: %v", name, e.GetAddress(), err)
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			st = measurev1.Status_STATUS_TIMEOUT
 		case ctx.Err() != nil:
@@ -109,12 +119,55 @@ func (a *Agent) external(ctx context.Context, rc *agentv1.RunClient) (runner.Ext
 	return runner.External{Name: name, IP: ip, HTTPURL: e.GetHttpUrl()}, measurev1.Status_STATUS_OK, ""
 }
 
+// refusedAddress is an address an external target may not be sent to
+// (see Agent.externalIP).
+type refusedAddress struct{ error }
+
+// isRefusedAddress reports whether err (of resolve) is a refused address
+// rather than a failed resolution.
+func isRefusedAddress(err error) bool {
+	var r refusedAddress
+	return errors.As(err, &r)
+}
+
+// externalIP checks an address an external target's entry names or
+// resolves to: protocol.CheckExternalIP (no link-local address, the cloud
+// metadata service's among them, no other metadata address), and no
+// loopback address but within an --allow-target CIDR (tests on one
+// machine): a name whose DNS points at 127.0.0.1 must not turn the
+// agent's HTTP test onto its own node's local services. The error is a
+// refusedAddress naming the address.
+func (a *Agent) externalIP(ip netip.Addr) error {
+	if err := protocol.CheckExternalIP(ip); err != nil {
+		return refusedAddress{err}
+	}
+	if !ip.IsLoopback() || slices.ContainsFunc(a.cfg.AllowTargets, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+		return nil
+	}
+	allow := "none"
+	if len(a.cfg.AllowTargets) > 0 {
+		s := make([]string, len(a.cfg.AllowTargets))
+		for i, p := range a.cfg.AllowTargets {
+			s[i] = p.String()
+		}
+		allow = strings.Join(s, ", ")
+	}
+	return refusedAddress{fmt.Errorf("%s is loopback: an external target may be one only within an --allow-target CIDR (--allow-target %s)", ip, allow)}
+}
+
 // resolve returns address as an IP: an IP literal as it is, a DNS name
 // through cfg.LookupNetIP within resolveTimeout, in the agent's own (host)
 // network namespace whatever the client's network. Of the answer, it takes
 // the first IPv4 address, else the first IPv6 one, that
-// protocol.ParseEndpointIP accepts (IPv4-mapped answers are read as IPv4).
+// protocol.ParseEndpointIP and externalIP accept (IPv4-mapped answers are
+// read as IPv4). A literal, or an answer with no usable address but some
+// externalIP refuses, is a refusedAddress.
 func (a *Agent) resolve(ctx context.Context, address string) (netip.Addr, error) {
+	if ip, err := netip.ParseAddr(address); err == nil {
+		if err := a.externalIP(ip); err != nil {
+			return netip.Addr{}, err
+		}
+	}
 	ip, err := protocol.ParseExternalAddress(address)
 	if err != nil || ip.IsValid() {
 		return ip, err
@@ -129,17 +182,26 @@ func (a *Agent) resolve(ctx context.Context, address string) (netip.Addr, error)
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	return pickAddr(addrs)
+	return pickAddr(addrs, a.externalIP)
 }
 
 // pickAddr returns the first IPv4 address of addrs, else the first IPv6
 // one, skipping those protocol.ParseEndpointIP refuses (unspecified,
-// multicast, broadcast, zoned); IPv4-mapped IPv6 counts as IPv4.
-func pickAddr(addrs []netip.Addr) (netip.Addr, error) {
+// multicast, broadcast, zoned) and those allow refuses; IPv4-mapped IPv6
+// counts as IPv4. When only allow's refusals are left, the error is the
+// first of them (a refusedAddress), after the answer.
+func pickAddr(addrs []netip.Addr, allow func(netip.Addr) error) (netip.Addr, error) {
 	var v6 netip.Addr
+	var refused error
 	for _, ip := range addrs {
 		ip = ip.Unmap()
 		if _, err := protocol.ParseEndpointIP(ip.String()); err != nil {
+			continue
+		}
+		if err := allow(ip); err != nil {
+			if refused == nil {
+				refused = err
+			}
 			continue
 		}
 		if ip.Is4() {
@@ -152,8 +214,11 @@ func pickAddr(addrs []netip.Addr) (netip.Addr, error) {
 	if v6.IsValid() {
 		return v6, nil
 	}
-	if len(addrs) == 0 {
+	switch {
+	case len(addrs) == 0:
 		return netip.Addr{}, errors.New("no address in the answer")
+	case refused != nil:
+		return netip.Addr{}, refusedAddress{fmt.Errorf("no usable address in the answer %v: %w", addrs, refused)}
 	}
 	return netip.Addr{}, fmt.Errorf("no usable address in the answer %v", addrs)
 }

@@ -32,7 +32,7 @@ func TestPickAddr(t *testing.T) {
 			for _, s := range tt.answer {
 				addrs = append(addrs, netip.MustParseAddr(s))
 			}
-			got, err := pickAddr(addrs)
+			got, err := pickAddr(addrs, func(netip.Addr) error { return nil })
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
 					t.Errorf("pickAddr(%v) = %v, %v; want error %q", addrs, got, err, tt.wantErr)

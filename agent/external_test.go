@@ -115,6 +115,8 @@ func TestExternalTargets(t *testing.T) {
 	target, next := sessions(t)
 	cfg := baseConfig(t, target, "node-a")
 	cfg.LookupNetIP = res.lookup
+	// Loopback is an external target's address only within --allow-target.
+	cfg.AllowTargets = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	logs := captureLogs(&cfg)
 	startAgent(t, cfg)
 	fs := next()
@@ -130,10 +132,12 @@ func TestExternalTargets(t *testing.T) {
 		&agentv1.ExternalTarget{Name: "wrong-host", Address: "localhost", HttpUrl: "http://127.0.0.1/path"},
 		&agentv1.ExternalTarget{Name: "zero", Address: "0.0.0.0"},
 		&agentv1.ExternalTarget{Name: "gone", Address: "gone.example.com"},
+		&agentv1.ExternalTarget{Name: "metadata", Address: "md.example.com", HttpUrl: "http://md.example.com/latest/meta-data/"},
 	))
+	res.set("md.example.com", "169.254.169.254")
 
 	const ok, invalid = measurev1.Status_STATUS_OK, measurev1.Status_STATUS_INVALID
-	known := "known: web, pinned, loop, gone"
+	known := "known: web, pinned, loop, gone, metadata"
 	steps := []struct {
 		name       string
 		before     func()
@@ -186,6 +190,8 @@ func TestExternalTargets(t *testing.T) {
 			wantIn: []string{`external_target "loop" has no http_url`}},
 		{name: "resolver error", work: runExternal(measurev1.Test_TEST_PING, "gone"), wantStatus: measurev1.Status_STATUS_UNREACHABLE,
 			wantIn: []string{"resolve gone.example.com: no such host (fake resolver)"}},
+		{name: "name resolving to the cloud metadata service", work: runExternal(measurev1.Test_TEST_HTTP, "metadata"), wantStatus: invalid,
+			wantIn: []string{`external_target "metadata" refused: address md.example.com: no usable address in the answer [169.254.169.254]: 169.254.169.254 is link-local`}},
 		{name: "the next list replaces this one", before: func() {
 			fs.send(t, externalEndpoints(&agentv1.ExternalTarget{Name: "loop", Address: "127.0.0.1"}))
 		}, work: runExternal(measurev1.Test_TEST_HTTP, "web"), wantStatus: invalid, wantIn: []string{`external_target "web" refused`, "known: loop"}},
@@ -216,7 +222,7 @@ func TestExternalTargets(t *testing.T) {
 	}
 	// Names only: an IP literal never reaches the resolver, nor does a
 	// refused request.
-	if got, want := strings.Join(res.lookups(), ", "), "ip localhost, ip localhost, ip gone.example.com"; got != want {
+	if got, want := strings.Join(res.lookups(), ", "), "ip localhost, ip localhost, ip gone.example.com, ip md.example.com"; got != want {
 		t.Errorf("lookups %q, want %q", got, want)
 	}
 	for _, want := range []string{`external_target=Bad_Name`, `external_target=loop address=127.0.0.5`, `external_target=wrong-host`, `external_target=zero`} {

@@ -43,9 +43,11 @@ type External struct {
 // in its Host header and TLS SNI, and verifies an https certificate (no
 // -k); when the URL's host is a DNS name, --resolve HOST:PORT:IP pins it
 // to ext.IP (PORT the URL's, else 80 or 443 by scheme; an IPv6 IP in
-// brackets): curl connects to exactly the address the agent checked and
-// never resolves the name itself. When the host is an IP, it must be
-// ext.IP. -q, -g and --noproxy * keep their meaning: no .curlrc, no URL
+// brackets); and --connect-to ::IP: (any host, any port, to ext.IP on the
+// URL's port) holds even when curl reads the URL's host otherwise than Go
+// does: curl connects to exactly the address the agent checked and never
+// resolves a name itself. When the host is an IP, it must be ext.IP.
+// -q, -g and --noproxy * keep their meaning: no .curlrc, no URL
 // globbing of brackets and braces, and no proxy whatever the agent's
 // environment says. Redirects are not followed: a 3xx answer is a
 // TOOL_ERROR, like any status outside 200..299.
@@ -94,7 +96,7 @@ func checkExternal(req *agentv1.RunClient, ext *External) *Failure {
 		return asFailure(err)
 	}
 	name := req.GetExternalTarget()
-	if _, err := protocol.ParseEndpointIP(ext.IP.String()); err != nil {
+	if err := protocol.CheckExternalIP(ext.IP); err != nil {
 		return fail(measurev1.Status_STATUS_INVALID, "external_target %q: resolved address: %v", name, err)
 	}
 	if testspec.Tool(req.GetSpec().GetTest()) == measurev1.Tool_TOOL_CURL {
@@ -105,10 +107,11 @@ func checkExternal(req *agentv1.RunClient, ext *External) *Failure {
 	return nil
 }
 
-// curlExternalCommand builds `curl OPTIONS [--resolve HOST:PORT:IP] URL`
-// for an external target: OPTIONS as curlCommand has them, rawURL as it
-// is, and the --resolve pin (curlPin) when its host is a DNS name. The
-// error names the URL and what is wrong with it.
+// curlExternalCommand builds `curl OPTIONS [--resolve HOST:PORT:IP]
+// --connect-to ::IP: URL` for an external target: OPTIONS as curlCommand
+// has them, rawURL as it is, the --resolve pin (curlPin) when its host is
+// a DNS name, and the catch-all connectTo. The error names the URL and
+// what is wrong with it.
 func curlExternalCommand(spec *measurev1.TestSpec, rawURL string, ip netip.Addr, netns string) (proc.Command, error) {
 	pin, err := curlPin(rawURL, ip)
 	if err != nil {
@@ -118,7 +121,22 @@ func curlExternalCommand(spec *measurev1.TestSpec, rawURL string, ip netip.Addr,
 	if pin != "" {
 		args = append(args, "--resolve", pin)
 	}
+	args = append(args, connectTo(ip)...)
 	return proc.Command{Name: "curl", Args: append(args, rawURL), NetNS: netns}, nil
+}
+
+// connectTo is curl's --connect-to ::IP: (an IPv6 ip in brackets): every
+// connection, whatever host and port curl makes of the URL, goes to ip on
+// that port; the Host header, TLS SNI and certificate check stay the
+// URL's. It backs the --resolve pin up where curl's reading of a host
+// differs from Go's (curl takes 0x7f.1 for 127.0.0.1, and then ignores a
+// --resolve for 0x7f.1).
+func connectTo(ip netip.Addr) []string {
+	s := ip.String()
+	if ip.Is6() {
+		s = "[" + s + "]"
+	}
+	return []string{"--connect-to", "::" + s + ":"}
 }
 
 // curlPin returns the value of curl's --resolve that sends a request for
@@ -128,9 +146,10 @@ func curlExternalCommand(spec *measurev1.TestSpec, rawURL string, ip netip.Addr,
 // brackets; "" when the URL's host is an IP, which must then be ip. It
 // refuses (naming http_url and its value) a URL that is not an absolute
 // http or https URL with a host, has user information, whitespace or
-// control characters, or a host that is neither an IP nor made of
-// letters, digits, '-' and '.' only (curl would read it otherwise than
-// Go, and then resolve it itself).
+// control characters, a host that is neither an IP nor a DNS name as
+// protocol.ParseExternalAddress accepts one (curl would read it otherwise
+// than Go: 0x7f.1 is 127.0.0.1 to curl), or an ip that
+// protocol.CheckExternalIP refuses.
 func curlPin(rawURL string, ip netip.Addr) (string, error) {
 	bad := func(format string, args ...any) (string, error) {
 		return "", fmt.Errorf("http_url %q: %s", rawURL, fmt.Sprintf(format, args...))
@@ -171,6 +190,12 @@ func curlPin(rawURL string, ip netip.Addr) (string, error) {
 	} else if strings.HasSuffix(u.Host, ":") {
 		return bad("empty port")
 	}
+	if !ip.IsValid() || ip.Zone() != "" {
+		return bad("resolved address %q is not a plain IP address", ip)
+	}
+	if err := protocol.CheckExternalIP(ip); err != nil {
+		return bad("resolved address: %v", err)
+	}
 	if hostIP, err := netip.ParseAddr(host); err == nil {
 		if hostIP != ip {
 			return bad("host %s is not the resolved address %s", hostIP, ip)
@@ -180,8 +205,8 @@ func curlPin(rawURL string, ip netip.Addr) (string, error) {
 	if strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") != "" {
 		return bad("host %q is neither an IP address nor a DNS name", host)
 	}
-	if !ip.IsValid() || ip.Zone() != "" {
-		return bad("resolved address %q is not a plain IP address", ip)
+	if _, err := protocol.ParseExternalAddress(host); err != nil {
+		return bad("host %q is neither an IP address nor a DNS name: %v", host, err)
 	}
 	pinned := ip.String()
 	if ip.Is6() {

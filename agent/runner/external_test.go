@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -24,17 +25,17 @@ func TestCurlExternalCommand(t *testing.T) {
 		wantErr string
 	}{
 		{"DNS name with a port", "http://localhost:8080/path", "127.0.0.1",
-			opts + " --resolve localhost:8080:127.0.0.1 http://localhost:8080/path", ""},
+			opts + " --resolve localhost:8080:127.0.0.1 --connect-to ::127.0.0.1: http://localhost:8080/path", ""},
 		{"http default port", "http://web.example.com/", "192.0.2.7",
-			opts + " --resolve web.example.com:80:192.0.2.7 http://web.example.com/", ""},
+			opts + " --resolve web.example.com:80:192.0.2.7 --connect-to ::192.0.2.7: http://web.example.com/", ""},
 		{"https default port, IPv6 in brackets", "https://web.example.com/health?x=1", "2001:db8::7",
-			opts + " --resolve web.example.com:443:[2001:db8::7] https://web.example.com/health?x=1", ""},
+			opts + " --resolve web.example.com:443:[2001:db8::7] --connect-to ::[2001:db8::7]: https://web.example.com/health?x=1", ""},
 		{"host spelled as the URL has it", "https://Web.Example.COM.:8443/", "192.0.2.7",
-			opts + " --resolve Web.Example.COM.:8443:192.0.2.7 https://Web.Example.COM.:8443/", ""},
+			opts + " --resolve Web.Example.COM.:8443:192.0.2.7 --connect-to ::192.0.2.7: https://Web.Example.COM.:8443/", ""},
 		{"braces and brackets in the path stay literal (-g)", "http://h.example/a{b}[c]", "192.0.2.7",
-			opts + " --resolve h.example:80:192.0.2.7 http://h.example/a{b}[c]", ""},
-		{"IPv4 literal host: no pin", "http://192.0.2.7:81/", "192.0.2.7", opts + " http://192.0.2.7:81/", ""},
-		{"IPv6 literal host: no pin", "https://[2001:db8::7]/", "2001:db8::7", opts + " https://[2001:db8::7]/", ""},
+			opts + " --resolve h.example:80:192.0.2.7 --connect-to ::192.0.2.7: http://h.example/a{b}[c]", ""},
+		{"IPv4 literal host: no --resolve", "http://192.0.2.7:81/", "192.0.2.7", opts + " --connect-to ::192.0.2.7: http://192.0.2.7:81/", ""},
+		{"IPv6 literal host: no --resolve", "https://[2001:db8::7]/", "2001:db8::7", opts + " --connect-to ::[2001:db8::7]: https://[2001:db8::7]/", ""},
 		{"literal host is another IP", "http://192.0.2.8/", "192.0.2.7", "", `http_url "http://192.0.2.8/": host 192.0.2.8 is not the resolved address 192.0.2.7`},
 		{"not http", "ftp://h.example/", "192.0.2.7", "", `scheme "ftp"`},
 		{"no host", "http:///path", "192.0.2.7", "", "not an absolute URL with a host"},
@@ -101,7 +102,7 @@ func TestRunExternalRuns(t *testing.T) {
 		wantArgv string // the tail of the argv
 	}{
 		{"http", measurev1.Test_TEST_HTTP, External{Name: "web", IP: netip.MustParseAddr("127.0.0.1"), HTTPURL: "http://localhost:8080/path"}, curlOut,
-			"--resolve localhost:8080:127.0.0.1 http://localhost:8080/path"},
+			"--resolve localhost:8080:127.0.0.1 --connect-to ::127.0.0.1: http://localhost:8080/path"},
 		{"ping", measurev1.Test_TEST_PING, External{Name: "lb", IP: netip.MustParseAddr("192.0.2.7")}, pingOut, "-W 1 192.0.2.7"},
 	}
 	for _, tt := range tests {
@@ -183,8 +184,10 @@ func TestRunExternalRefuses(t *testing.T) {
 // pinned, as Go reads it, to the given IP on the URL's port.
 func FuzzCurlPin(f *testing.F) {
 	for _, s := range []string{"http://localhost:8080/path", "https://Web.Example.COM./", "http://192.0.2.7/", "https://[2001:db8::7]:8443/x",
-		"http://h%2Eexample/", "http://u@h/", "ftp://h/", "http://*:80/", "http://h.example:/", "http://a b/"} {
+		"http://h%2Eexample/", "http://u@h/", "ftp://h/", "http://*:80/", "http://h.example:/", "http://a b/",
+		"http://0x7f.1/", "http://0x7f000001:80/", "http://a.0/", "http://1.2.3.0x4/", "http://web.example.com:80@evil/"} {
 		f.Add(s, []byte{192, 0, 2, 7})
+		f.Add(s, []byte{169, 254, 169, 254})
 		f.Add(s, []byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7})
 	}
 	spec, err := testspec.Normalize(&measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP})
@@ -211,11 +214,25 @@ func FuzzCurlPin(f *testing.F) {
 		if u.Scheme != "http" && u.Scheme != "https" || u.User != nil {
 			t.Errorf("accepted %q: scheme %q, user %v", raw, u.Scheme, u.User)
 		}
-		var pins []string
+		var pins, catchAll []string
 		for i, a := range args[:len(args)-1] {
-			if a == "--resolve" && i+1 < len(args)-1 {
+			switch {
+			case a == "--resolve" && i+1 < len(args)-1:
 				pins = append(pins, args[i+1])
+			case a == "--connect-to" && i+1 < len(args)-1:
+				catchAll = append(catchAll, args[i+1])
 			}
+		}
+		if want := connectTo(ip)[1]; len(catchAll) != 1 || catchAll[0] != want {
+			t.Errorf("URL %q to %s: --connect-to %q, want [%s]", raw, ip, catchAll, want)
+		}
+		if err := protocol.CheckExternalIP(ip); err != nil {
+			t.Errorf("URL %q pinned to %s: %v", raw, ip, err)
+		}
+		labels := strings.Split(strings.TrimSuffix(u.Hostname(), "."), ".")
+		last := strings.ToLower(labels[len(labels)-1])
+		if _, err := netip.ParseAddr(u.Hostname()); err != nil && (strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x") && strings.Trim(last[2:], "0123456789abcdef") == "") {
+			t.Errorf("accepted %q, whose host curl may read as an IPv4 address", raw)
 		}
 		if hostIP, err := netip.ParseAddr(u.Hostname()); err == nil {
 			if hostIP != ip || len(pins) != 0 {

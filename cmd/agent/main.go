@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.Uint32Var(&cfg.Ports.QperfData, "qperf-data-port", 19766, "qperf data port")
 	f.Uint32Var(&cfg.GossipPort, "gossip-port", 7946, "UDP and TCP port of the agent's memberlist gossip on its host IP (0: no gossip)")
 	f.StringVar(&cfg.StateDir, "state-dir", "", `directory where the agent records its running test servers, to kill those a crash left at its next start; "" for none (default /run/meshperf/agent-NODE)`)
-	f.StringSliceVar(&allow, "allow-target", nil, "extra CIDR or IP address that tests may target besides registered endpoints (repeatable)")
+	f.StringSliceVar(&allow, "allow-target", nil, "extra CIDR or IP address that tests may target besides registered endpoints, and the only loopback addresses an external target may be or resolve to (repeatable)")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "client certificate (PEM) presented to the coordinator; with --tls-key and --tls-ca the agent speaks TLS 1.3. The three files are re-read when they change (checked at most once a second, at a new connection); a bad new file keeps the old one in use, with a warning")
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert; re-read with it")
 	f.StringVar(&cfg.TLSCAFile, "tls-ca", "", "CA (PEM) that must have signed the coordinator's certificate (checked against the --coordinator host name too); re-read when it changes")

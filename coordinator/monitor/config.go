@@ -1,6 +1,8 @@
 package monitor
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -128,11 +130,20 @@ func Load(path string) (Settings, error) {
 	return Parse(b)
 }
 
-// Parse checks a config file's content (YAML or JSON; unknown fields are
-// refused, so a typo is not silently ignored). Errors wrap ErrConfig.
+// Parse checks a config file's content (YAML or JSON; unknown fields and
+// repeated keys are refused, so a typo is not silently ignored, and so is
+// a value of the wrong YAML type: `name: yes` is a boolean, not the string
+// "yes", nor "true" as a conversion would make it; quote it). Errors wrap
+// ErrConfig.
 func Parse(b []byte) (Settings, error) {
 	var f File
-	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+	j, err := yaml.YAMLToJSONStrict(b)
+	if err != nil {
+		return Settings{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
 		return Settings{}, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	var out Settings

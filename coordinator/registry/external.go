@@ -41,3 +41,10 @@ func checkExternal(targets []*agentv1.ExternalTarget) ([]*agentv1.ExternalTarget
 	}
 	return out, nil
 }
+
+// isExternalName reports whether name is an external target's: no node
+// may register under it, since results to the target carry it as their
+// dst_node.
+func (r *Registry) isExternalName(name string) bool {
+	return slices.ContainsFunc(r.cfg.ExternalTargets, func(t *agentv1.ExternalTarget) bool { return t.GetName() == name })
+}

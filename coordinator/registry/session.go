@@ -277,6 +277,10 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	if err != nil {
 		return err
 	}
+	if r.isExternalName(node.Name) {
+		return fmt.Errorf("%w: node name %q is the name of an external target in the coordinator's config (results to the target carry it as dst_node); rename the target",
+			ErrBadRegistration, node.Name)
+	}
 	done := r.markRegistering(node.Name) // until attached or refused: its Service must outlive a prune
 	node = r.resolveServiceIP(ctx, node)
 	if other := r.conflict(node); other != "" {

@@ -35,10 +35,10 @@ func externalTargets(spec *measurev1.RunSpec, nodes Nodes) ([]*agentv1.ExternalT
 		j := slices.IndexFunc(nodes.External, func(t *agentv1.ExternalTarget) bool { return t.GetName() == name })
 		switch {
 		case j < 0 && len(nodes.External) == 0:
-			return nil, fmt.Errorf("%w: external_targets[%d] %q: the coordinator allows no external target (see its config file's external list)",
+			return nil, fmt.Errorf("%w: external_targets[%d] %.70q: the coordinator allows no external target (see its config file's external list)",
 				ErrInvalid, i, name)
 		case j < 0:
-			return nil, fmt.Errorf("%w: external_targets[%d] %q is not an allowed external target; allowed: %s",
+			return nil, fmt.Errorf("%w: external_targets[%d] %.70q is not an allowed external target; allowed: %s",
 				ErrInvalid, i, name, strings.Join(names(nodes.External), ", "))
 		case slices.Index(asked, name) < i:
 			return nil, fmt.Errorf("%w: external_targets[%d]: %q is listed twice", ErrInvalid, i, name)

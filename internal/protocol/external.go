@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
@@ -14,15 +15,30 @@ import (
 // targets, and so the Endpoints message that carries it to every agent.
 const MaxExternalTargets = 256
 
+// MaxExternalURLLength bounds an external target's http_url (bytes), so
+// that a full allowlist stays well below gRPC's 4 MiB message limit.
+const MaxExternalURLLength = 2048
+
+// metadataIPs are cloud metadata services outside the link-local ranges
+// (AWS's IPv6 one, Alibaba Cloud's); see CheckExternalIP.
+var metadataIPs = map[netip.Addr]string{
+	netip.MustParseAddr("fd00:ec2::254"):   "AWS",
+	netip.MustParseAddr("100.100.100.200"): "Alibaba Cloud",
+}
+
 // ValidateExternalTarget checks one allowlist entry as both ends read it:
 // name a DNS-1123 label (1..63 lower-case alphanumerics and '-', starting
 // and ending with an alphanumeric); address an IP that ParseEndpointIP
 // accepts or a DNS name (1..253 characters, labels of 1..63 letters,
 // digits and '-' not at either end, at least one dot or a single label,
-// case-insensitive); http_url empty or an absolute http/https URL whose
-// host is address (brackets around IPv6), with an optional port 1..65535,
-// and no user information, fragment or whitespace. The error names the
-// field and its value.
+// case-insensitive, the last label not a number such as 1, 0x7f or 0x,
+// which curl and browsers read as an IPv4 address); an IP address must
+// pass CheckExternalIP; http_url empty or an absolute http/https URL of
+// at most MaxExternalURLLength printable ASCII characters whose host is
+// address (brackets around IPv6; letters compared ASCII
+// case-insensitively), with an optional port 1..65535, and no user
+// information, fragment or whitespace. The error names the field and its
+// value.
 func ValidateExternalTarget(t *agentv1.ExternalTarget) error {
 	name := t.GetName()
 	if err := validateLabel(name); err != nil {
@@ -40,10 +56,13 @@ func ValidateExternalTarget(t *agentv1.ExternalTarget) error {
 }
 
 // ParseExternalAddress parses an external target's address: an IP (as
-// ParseEndpointIP accepts it) or a DNS name. It returns the IP, or the
-// zero Addr for a name; the error names the value.
+// ParseEndpointIP and CheckExternalIP accept it) or a DNS name. It
+// returns the IP, or the zero Addr for a name; the error names the value.
 func ParseExternalAddress(s string) (netip.Addr, error) {
 	if ip, err := netip.ParseAddr(s); err == nil {
+		if err := CheckExternalIP(ip); err != nil {
+			return netip.Addr{}, err
+		}
 		return ParseEndpointIP(ip.String())
 	} else if strings.Trim(s, "0123456789.") == "" || strings.Contains(s, ":") {
 		return netip.Addr{}, fmt.Errorf("%q is neither an IP address nor a DNS name", s)
@@ -52,6 +71,27 @@ func ParseExternalAddress(s string) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("%q is not a DNS name: %w", s, err)
 	}
 	return netip.Addr{}, nil
+}
+
+// CheckExternalIP checks an address an external target may be sent to,
+// as written in the allowlist or as its DNS name resolved: what
+// ParseEndpointIP accepts, but no link-local address (169.254.0.0/16,
+// fe80::/10: the cloud metadata service 169.254.169.254 is one, and no
+// target outside the node is link-local) and none of the cloud metadata
+// services outside those ranges (fd00:ec2::254, 100.100.100.200).
+// Loopback passes: whether a node may measure itself is the agent's
+// decision (its --allow-target). The error names the address.
+func CheckExternalIP(ip netip.Addr) error {
+	if _, err := ParseEndpointIP(ip.String()); err != nil {
+		return err
+	}
+	switch {
+	case ip.Unmap().IsLinkLocalUnicast():
+		return fmt.Errorf("%s is link-local (169.254.0.0/16 or fe80::/10, where the cloud metadata service 169.254.169.254 is): no external target", ip)
+	case metadataIPs[ip.Unmap()] != "":
+		return fmt.Errorf("%s is the cloud metadata service of %s: no external target", ip, metadataIPs[ip.Unmap()])
+	}
+	return nil
 }
 
 func validateLabel(s string) error {
@@ -73,17 +113,63 @@ func validateDNSName(s string) error {
 	if s == "" || len(s) > 253 {
 		return errors.New("must be 1..253 characters")
 	}
-	for _, l := range strings.Split(s, ".") {
+	labels := strings.Split(s, ".")
+	for _, l := range labels {
 		if err := validateLabel(strings.ToLower(l)); err != nil {
 			return fmt.Errorf("label %q: %w", l, err)
 		}
 	}
+	if last := labels[len(labels)-1]; isNumber(last) {
+		return fmt.Errorf("last label %q looks like a number: curl and browsers read such a name as an IPv4 address", last)
+	}
 	return nil
 }
 
+// isNumber reports whether a label is a number as inet_aton, curl and the
+// WHATWG URL parser read an IPv4 part: decimal (octal with a leading 0)
+// digits, or 0x or 0X and hex digits (none too).
+func isNumber(l string) bool {
+	digits := "0123456789"
+	if len(l) >= 2 && l[0] == '0' && (l[1] == 'x' || l[1] == 'X') {
+		l, digits = l[2:], "0123456789abcdefABCDEF"
+		if l == "" {
+			return true
+		}
+	}
+	return l != "" && strings.Trim(l, digits) == ""
+}
+
+// asciiEqualFold is strings.EqualFold for ASCII letters only: U+212A
+// KELVIN SIGN is no 'k' here.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
 func validateExternalURL(raw, address string) error {
+	if len(raw) > MaxExternalURLLength {
+		return fmt.Errorf("%d characters, at most %d", len(raw), MaxExternalURLLength)
+	}
 	if strings.ContainsAny(raw, " \t\r\n") {
 		return errors.New("has whitespace")
+	}
+	if i := strings.IndexFunc(raw, func(r rune) bool { return r <= ' ' || r >= 0x7f }); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(raw[i:])
+		return fmt.Errorf("character %+q at byte %d: want printable ASCII (percent-encode the rest)", r, i)
 	}
 	u, err := url.Parse(raw)
 	switch {
@@ -97,7 +183,7 @@ func validateExternalURL(raw, address string) error {
 		return errors.New("user information is not allowed")
 	case u.Fragment != "" || strings.Contains(raw, "#"):
 		return errors.New("a fragment is not allowed")
-	case !strings.EqualFold(u.Hostname(), strings.TrimSuffix(address, ".")) && !strings.EqualFold(u.Hostname(), address):
+	case !asciiEqualFold(u.Hostname(), strings.TrimSuffix(address, ".")) && !asciiEqualFold(u.Hostname(), address):
 		return fmt.Errorf("host %q is not the target's address %q", u.Hostname(), address)
 	}
 	if p := u.Port(); p != "" {

@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -82,21 +84,60 @@ func TestParseExternalAddress(t *testing.T) {
 
 // FuzzValidateExternalTarget checks that a valid entry is safe to hand to
 // a tool: no argument that starts with '-', no whitespace, and an URL host
-// that is the address.
+// that is the address, as curl reads it too: the authority as written (no
+// percent-encoding for Go to decode), printable ASCII, bounded, and a DNS
+// name that curl cannot take for an IPv4 address; an IP address passes
+// CheckExternalIP.
 func FuzzValidateExternalTarget(f *testing.F) {
 	f.Add("lb", "203.0.113.10", "http://203.0.113.10:8080/x")
 	f.Add("ingress", "web.example.com", "https://web.example.com/")
 	f.Add("x", "-oProxyCommand", "")
 	f.Add("x", "a..b", "http://a..b/")
-	f.Fuzz(func(t *testing.T, name, address, url string) {
-		if ValidateExternalTarget(&agentv1.ExternalTarget{Name: name, Address: address, HttpUrl: url}) != nil {
+	f.Add("x", "0x7f.1", "http://0x7f.1/")
+	f.Add("x", "kube.example.com", "http://\u212aube.example.com/")
+	f.Add("x", "169.254.169.254", "http://169.254.169.254/")
+	f.Add("x", "web.example.com", "http://web%2eexample.com/")
+	f.Add("x", "web.example.com", "http://web.example.com:80@evil/")
+	f.Add("x", "web.example.com", "http://web.example.com\\@evil/")
+	f.Add("x", "2001:db8::1", "http://[2001:db8::1%25eth0]/")
+	f.Fuzz(func(t *testing.T, name, address, rawURL string) {
+		if ValidateExternalTarget(&agentv1.ExternalTarget{Name: name, Address: address, HttpUrl: rawURL}) != nil {
 			return
 		}
-		if strings.HasPrefix(address, "-") || strings.HasPrefix(url, "-") || strings.ContainsAny(address+url, " \t\r\n\x00") {
-			t.Fatalf("accepted unsafe entry %q %q %q", name, address, url)
+		if strings.HasPrefix(address, "-") || strings.HasPrefix(rawURL, "-") || strings.ContainsAny(address+rawURL, " \t\r\n\x00") {
+			t.Fatalf("accepted unsafe entry %q %q %q", name, address, rawURL)
 		}
 		if address == "" || name == "" {
 			t.Fatalf("accepted empty field: %q %q", name, address)
+		}
+		if ip, err := netip.ParseAddr(address); err == nil {
+			if err := CheckExternalIP(ip); err != nil {
+				t.Fatalf("accepted address %q: %v", address, err)
+			}
+		} else {
+			labels := strings.Split(strings.TrimSuffix(address, "."), ".")
+			if isNumber(labels[len(labels)-1]) {
+				t.Fatalf("accepted address %q, which curl reads as an IPv4 address", address)
+			}
+		}
+		if rawURL == "" {
+			return
+		}
+		if len(rawURL) > MaxExternalURLLength || strings.IndexFunc(rawURL, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0 {
+			t.Fatalf("accepted http_url %q: too long or not printable ASCII", rawURL)
+		}
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			t.Fatalf("accepted http_url %q that url.Parse refuses: %v", rawURL, err)
+		}
+		_, rest, _ := strings.Cut(rawURL, "://")
+		authority := rest[:strings.IndexAny(rest+"/", "/?#")]
+		if authority != u.Host {
+			t.Fatalf("accepted http_url %q: curl reads the authority %q, Go %q", rawURL, authority, u.Host)
+		}
+		host := strings.ToLower(u.Hostname())
+		if want := strings.ToLower(strings.TrimSuffix(address, ".")); host != want && host != strings.ToLower(address) {
+			t.Fatalf("accepted http_url %q whose host %q is not the address %q", rawURL, u.Hostname(), address)
 		}
 	})
 }
