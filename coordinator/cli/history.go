@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -31,17 +32,12 @@ Newer results are in coordinator results.`,
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := o.dial()
+			resp, err := unary(cmd.Context(), o, "list rollups", func(ctx context.Context, c meshv1.MeshServiceClient) (*meshv1.ListRollupsResponse, error) {
+				return c.ListRollups(ctx, &meshv1.ListRollupsRequest{SrcNode: lr.GetSrcNode(), DstNode: lr.GetDstNode(),
+					Path: lr.GetPath(), Test: lr.GetTest(), StartTime: lr.GetStartTime(), EndTime: lr.GetEndTime(), Limit: uint32(rf.limit)})
+			})
 			if err != nil {
 				return err
-			}
-			defer closeConn()
-			ctx, cancel := o.call(cmd.Context())
-			defer cancel()
-			resp, err := client.ListRollups(ctx, &meshv1.ListRollupsRequest{SrcNode: lr.GetSrcNode(), DstNode: lr.GetDstNode(),
-				Path: lr.GetPath(), Test: lr.GetTest(), StartTime: lr.GetStartTime(), EndTime: lr.GetEndTime(), Limit: uint32(rf.limit)})
-			if err != nil {
-				return fmt.Errorf("list rollups: %w", err)
 			}
 			if o.output == "json" {
 				return o.printJSON(resp)

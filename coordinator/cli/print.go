@@ -315,16 +315,11 @@ func newAgentsCommand(o *options) *cobra.Command {
 			if err := o.checkOutput(); err != nil {
 				return err
 			}
-			client, closeConn, err := o.dial()
+			resp, err := unary(cmd.Context(), o, "list agents", func(ctx context.Context, c meshv1.MeshServiceClient) (*meshv1.ListAgentsResponse, error) {
+				return c.ListAgents(ctx, &meshv1.ListAgentsRequest{})
+			})
 			if err != nil {
 				return err
-			}
-			defer closeConn()
-			ctx, cancel := o.call(cmd.Context())
-			defer cancel()
-			resp, err := client.ListAgents(ctx, &meshv1.ListAgentsRequest{})
-			if err != nil {
-				return fmt.Errorf("list agents: %w", err)
 			}
 			if o.output == "json" {
 				return o.printJSON(resp)
@@ -386,16 +381,11 @@ func newRunsCommand(o *options) *cobra.Command {
 			if err := o.checkOutput(); err != nil {
 				return err
 			}
-			client, closeConn, err := o.dial()
+			resp, err := unary(cmd.Context(), o, "list runs", func(ctx context.Context, c meshv1.MeshServiceClient) (*meshv1.ListRunsResponse, error) {
+				return c.ListRuns(ctx, &meshv1.ListRunsRequest{Limit: limit})
+			})
 			if err != nil {
 				return err
-			}
-			defer closeConn()
-			ctx, cancel := o.call(cmd.Context())
-			defer cancel()
-			resp, err := client.ListRuns(ctx, &meshv1.ListRunsRequest{Limit: limit})
-			if err != nil {
-				return fmt.Errorf("list runs: %w", err)
 			}
 			if o.output == "json" {
 				return o.printJSON(resp)
@@ -433,16 +423,11 @@ func newMaintenanceCommand(o *options) *cobra.Command {
 			if err := o.checkOutput(); err != nil {
 				return err
 			}
-			client, closeConn, err := o.dial()
+			resp, err := unary(cmd.Context(), o, fmt.Sprintf("maintenance %s", args[0]), func(ctx context.Context, c meshv1.MeshServiceClient) (*meshv1.SetMaintenanceResponse, error) {
+				return c.SetMaintenance(ctx, &meshv1.SetMaintenanceRequest{NodeName: args[0], Maintenance: !off})
+			})
 			if err != nil {
 				return err
-			}
-			defer closeConn()
-			ctx, cancel := o.call(cmd.Context())
-			defer cancel()
-			resp, err := client.SetMaintenance(ctx, &meshv1.SetMaintenanceRequest{NodeName: args[0], Maintenance: !off})
-			if err != nil {
-				return fmt.Errorf("maintenance %s: %w", args[0], err)
 			}
 			if o.output == "json" {
 				return o.printJSON(resp)

@@ -198,6 +198,25 @@ func (o *options) call(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, o.timeout)
 }
 
+// unary dials the coordinator, makes one call bounded by --timeout, and
+// closes the connection; what names the call in its error ("list agents:
+// ...").
+func unary[Resp any](ctx context.Context, o *options, what string, call func(context.Context, meshv1.MeshServiceClient) (Resp, error)) (Resp, error) {
+	var zero Resp
+	client, closeConn, err := o.dial()
+	if err != nil {
+		return zero, err
+	}
+	defer closeConn()
+	ctx, cancel := o.call(ctx)
+	defer cancel()
+	resp, err := call(ctx, client)
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", what, err)
+	}
+	return resp, nil
+}
+
 // printJSON writes m as indented protojson: proto field names, enums by
 // name, 64-bit integers as strings and durations as "1.5s" (the protobuf
 // JSON mapping).

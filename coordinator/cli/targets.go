@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 
@@ -21,16 +22,11 @@ agent resolves itself) and HTTP_URL ("-": ping only).`,
 			if err := o.checkOutput(); err != nil {
 				return err
 			}
-			client, closeConn, err := o.dial()
+			resp, err := unary(cmd.Context(), o, "list external targets", func(ctx context.Context, c meshv1.MeshServiceClient) (*meshv1.ListExternalTargetsResponse, error) {
+				return c.ListExternalTargets(ctx, &meshv1.ListExternalTargetsRequest{})
+			})
 			if err != nil {
 				return err
-			}
-			defer closeConn()
-			ctx, cancel := o.call(cmd.Context())
-			defer cancel()
-			resp, err := client.ListExternalTargets(ctx, &meshv1.ListExternalTargetsRequest{})
-			if err != nil {
-				return fmt.Errorf("list external targets: %w", err)
 			}
 			if o.output == "json" {
 				return o.printJSON(resp)
