@@ -96,7 +96,7 @@ func BenchRounds(ctx context.Context, labCfg lab.Config, binDir string, duration
 		return RoundsResult{}, err
 	}
 	run := got.GetRun()
-	results, err := client.ListResults(ctx, &meshv1.ListResultsRequest{RunId: runID, PageSize: 10000})
+	results, err := RunResults(ctx, client, runID)
 	if err != nil {
 		return RoundsResult{}, err
 	}
@@ -105,10 +105,10 @@ func BenchRounds(ctx context.Context, labCfg lab.Config, binDir string, duration
 		Wall: run.GetEndTime().AsTime().Sub(run.GetCreateTime().AsTime()), Failed: int(run.GetTestsFailed()),
 	}
 	var sum time.Duration
-	for _, res := range results.GetResults() {
+	for _, res := range results {
 		sum += res.GetElapsed().AsDuration()
 	}
-	if n := len(results.GetResults()); n > 0 {
+	if n := len(results); n > 0 {
 		r.PerTest = sum / time.Duration(n)
 	}
 	if r.PerTest == 0 {

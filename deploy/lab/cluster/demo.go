@@ -189,11 +189,11 @@ func (d *demo) verdict(ctx context.Context, c *Cluster) (runID string, ok, total
 	if err != nil {
 		return "", 0, 0, err
 	}
-	results, err := client.ListResults(ctx, &meshv1.ListResultsRequest{RunId: runID, PageSize: 10000})
+	results, err := RunResults(ctx, client, runID)
 	if err != nil {
 		return "", 0, 0, err
 	}
-	ok, total = report.Summary(report.Build(full.GetRun(), results.GetResults()))
+	ok, total = report.Summary(report.Build(full.GetRun(), results))
 	return runID, ok, total, nil
 }
 

@@ -143,11 +143,7 @@ func (d *faultsDemo) nextRun(ctx context.Context, t0 time.Time) (*measurev1.Run,
 }
 
 func (d *faultsDemo) results(ctx context.Context, runID string) ([]*measurev1.Result, error) {
-	resp, err := d.client.ListResults(ctx, &meshv1.ListResultsRequest{RunId: runID, PageSize: 10000})
-	if err != nil {
-		return nil, fmt.Errorf("results of %s: %w", runID, err)
-	}
-	return resp.GetResults(), nil
+	return RunResults(ctx, d.client, runID)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
