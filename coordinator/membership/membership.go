@@ -118,11 +118,22 @@ func stateName(s agentv1.GossipState) string {
 // settings take to declare a crashed member of a small pool dead.
 const DefaultGrace = time.Minute
 
+// DefaultSettle is how long after a node's agent registers a reporter's
+// view must have been received for its "dead" or "left" about that node to
+// count, when Config.Settle is zero: memberlist takes a few hundred
+// milliseconds to see a restarted member alive again, and a fresh session
+// is the newer evidence.
+const DefaultSettle = 5 * time.Second
+
 // Config configures New.
 type Config struct {
 	// Grace is how long a disagreement must last to be a partition; zero
 	// means DefaultGrace, a negative value none.
 	Grace time.Duration
+	// Settle is how long after a node's registration (Joined) a reporter's
+	// view must have been received for its dead or left about the node to
+	// count; zero means DefaultSettle, a negative value none.
+	Settle time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives a warning when a partition appears and a note when
@@ -143,12 +154,15 @@ type Status struct {
 // reporter's view when its agent disconnects. It is safe for concurrent
 // use.
 type Tracker struct {
-	grace time.Duration
-	now   func() time.Time
-	log   *slog.Logger
+	grace  time.Duration
+	settle time.Duration
+	now    func() time.Time
+	log    *slog.Logger
 
 	mu       sync.Mutex
 	views    Views
+	viewAt   map[string]time.Time // reporter -> when its view was received
+	joined   map[string]time.Time // node -> when its agent last registered
 	since    map[string]time.Time // node -> when its current disagreement began
 	reported map[string]string    // node -> partition reported
 }
@@ -161,13 +175,20 @@ func New(cfg Config) *Tracker {
 	if cfg.Grace < 0 {
 		cfg.Grace = 0
 	}
+	if cfg.Settle == 0 {
+		cfg.Settle = DefaultSettle
+	}
+	if cfg.Settle < 0 {
+		cfg.Settle = 0
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Tracker{grace: cfg.Grace, now: cfg.Now, log: cfg.Logger, views: Views{}, since: map[string]time.Time{}, reported: map[string]string{}}
+	return &Tracker{grace: cfg.Grace, settle: cfg.Settle, now: cfg.Now, log: cfg.Logger, views: Views{},
+		viewAt: map[string]time.Time{}, joined: map[string]time.Time{}, since: map[string]time.Time{}, reported: map[string]string{}}
 }
 
 // SetView replaces reporter's view with members. Members with an
@@ -181,6 +202,7 @@ func (t *Tracker) SetView(reporter string, members []*agentv1.GossipMember) {
 	}
 	t.mu.Lock()
 	t.views[reporter] = v
+	t.viewAt[reporter] = t.now()
 	t.mu.Unlock()
 }
 
@@ -188,14 +210,44 @@ func (t *Tracker) SetView(reporter string, members []*agentv1.GossipMember) {
 func (t *Tracker) Drop(reporter string) {
 	t.mu.Lock()
 	delete(t.views, reporter)
+	delete(t.viewAt, reporter)
 	t.mu.Unlock()
 }
 
-// Verdict is Judge over the views held now.
+// Joined records that node's agent registered now. From then on, a
+// reporter's dead or left about node counts only from a view received
+// Settle or more after this: an older view predates the node's new
+// session, and a newer one may not have seen the node rejoin yet.
+func (t *Tracker) Joined(node string) {
+	t.mu.Lock()
+	t.joined[node] = t.now()
+	t.mu.Unlock()
+}
+
+// Verdict is Judge over the views held now, without the dead or left
+// statements that predate node's registration (see Joined).
 func (t *Tracker) Verdict(node string) Verdict {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return Judge(t.views, node)
+	return t.judge(node)
+}
+
+// judge is Judge of node over the views that count for it; t.mu is held.
+func (t *Tracker) judge(node string) Verdict {
+	joined, ok := t.joined[node]
+	if !ok {
+		return Judge(t.views, node)
+	}
+	views := make(Views, len(t.views))
+	for reporter, members := range t.views {
+		st := members[node]
+		gone := st == agentv1.GossipState_GOSSIP_STATE_DEAD || st == agentv1.GossipState_GOSSIP_STATE_LEFT
+		if gone && t.viewAt[reporter].Before(joined.Add(t.settle)) {
+			continue // says nothing about node's current session
+		}
+		views[reporter] = members
+	}
+	return Judge(views, node)
 }
 
 // Evaluate judges every node of nodes (node name to whether the
@@ -207,7 +259,7 @@ func (t *Tracker) Evaluate(nodes map[string]bool) map[string]Status {
 	now := t.now()
 	out := make(map[string]Status, len(nodes))
 	for _, node := range slices.Sorted(maps.Keys(nodes)) {
-		v := Judge(t.views, node)
+		v := t.judge(node)
 		st := Status{Verdict: v}
 		d := Disagreement(node, nodes[node], v)
 		if d == "" {

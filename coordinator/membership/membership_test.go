@@ -3,6 +3,7 @@ package membership_test
 import (
 	"bytes"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -257,5 +258,43 @@ func TestGraceNegativeReportsAtOnce(t *testing.T) {
 	}
 	if got["n1"].Partition != "" || got["n1"].State != unspec {
 		t.Errorf("n1 = %+v; want no verdict (nobody else reports)", got["n1"])
+	}
+}
+
+// TestJoinedIgnoresOlderGossip: after a node's agent registers again, a
+// reporter's "left" or "dead" about it counts only from a view received
+// Settle after the registration; "alive" counts at once, and a node that
+// never registered is judged on every view.
+func TestJoinedIgnoresOlderGossip(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	tr := membership.New(membership.Config{Grace: -1, Settle: 5 * time.Second, Now: func() time.Time { return now }})
+	set := func(reporter string, st agentv1.GossipState) {
+		tr.SetView(reporter, []*agentv1.GossipMember{{NodeName: reporter, State: alive}, {NodeName: "n2", State: st}})
+	}
+	steps := []struct {
+		name     string
+		do       func()
+		advance  time.Duration
+		wantGone bool
+		wantBy   []string
+	}{
+		{"n1 says n2 left before n2 ever registered", func() { set("n1", left) }, 0, true, []string{"n1"}},
+		{"n2 registers: n1's older view no longer counts", func() { tr.Joined("n2") }, time.Second, false, nil},
+		{"n1's view within the settle still says left", func() { set("n1", left) }, time.Second, false, nil},
+		{"n3's dead within the settle", func() { set("n3", dead) }, 0, false, nil},
+		{"n1 sees n2 alive", func() { set("n1", alive) }, 0, false, nil},
+		{"after the settle, n1 and n3 say dead", func() { now = now.Add(4 * time.Second); set("n1", dead); set("n3", dead) }, 0, true, []string{"n1", "n3"}},
+		{"n2 registers again", func() { tr.Joined("n2") }, 0, false, nil},
+	}
+	for _, s := range steps {
+		s.do()
+		now = now.Add(s.advance)
+		v := tr.Verdict("n2")
+		if v.Gone() != s.wantGone || !slices.Equal(v.DeadBy, s.wantBy) {
+			t.Errorf("%s: verdict %+v, want gone=%v dead by %v", s.name, v, s.wantGone, s.wantBy)
+		}
+		if st := tr.Evaluate(map[string]bool{"n1": true, "n2": true, "n3": true})["n2"]; st.Gone() != s.wantGone {
+			t.Errorf("%s: Evaluate gives %+v, want gone=%v", s.name, st, s.wantGone)
+		}
 	}
 }

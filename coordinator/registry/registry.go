@@ -85,6 +85,11 @@ type Config struct {
 	// on a node before it is reported as a partition; zero means
 	// membership.DefaultGrace (1 min), a negative value no grace.
 	PartitionGrace time.Duration
+	// GossipSettle is how long after a node registers the gossip views
+	// must be newer than that for their "dead" or "left" about it to count
+	// (membership.Config.Settle); zero means membership.DefaultSettle, a
+	// negative value none.
+	GossipSettle time.Duration
 	// Logger receives session events; nil means discard.
 	Logger *slog.Logger
 	// ServiceIPs, if set, gives a registering node with a pod endpoint its
@@ -197,7 +202,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
 	}
 	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, known: map[string]*meshv1.Agent{},
-		gossip: membership.New(membership.Config{Grace: cfg.PartitionGrace, Logger: log})}
+		gossip: membership.New(membership.Config{Grace: cfg.PartitionGrace, Settle: cfg.GossipSettle, Logger: log})}
 	for _, a := range agents {
 		a.Connected = false
 		r.known[a.GetNodeName()] = a
@@ -360,6 +365,9 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 	r.sessions[s.node.Name] = s
 	r.known[s.node.Name] = a
 	r.mu.Unlock()
+	// Gossip that predates this session (a restarted agent left the pool
+	// and is rejoining) says nothing about it.
+	r.gossip.Joined(s.node.Name)
 	if old != nil {
 		old.end(ErrReplaced)
 	}

@@ -142,7 +142,7 @@ func TestGossip(t *testing.T) {
 		alive = agentv1.GossipState_GOSSIP_STATE_ALIVE
 		dead  = agentv1.GossipState_GOSSIP_STATE_DEAD
 	)
-	c := startWith(t, func(rc *registry.Config) { rc.PartitionGrace = -1 }) // partitions at once
+	c := startWith(t, func(rc *registry.Config) { rc.PartitionGrace, rc.GossipSettle = -1, -1 }) // partitions at once; views count at once
 	ctx := ctxT(t)
 	n1 := startLiveAgent(t, ctx, c, registerAt("node-1", "127.0.0.1", "127.0.0.2", 7946))
 	n2 := startLiveAgent(t, ctx, c, registerAt("node-2", "127.0.0.3", "127.0.0.4", 7947))
