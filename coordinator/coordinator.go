@@ -160,14 +160,14 @@ func Run(ctx context.Context, cfg Config) error {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.ListenAddress == "" && cfg.SocketPath == "" {
-		return errors.New("coordinator: neither a listen address nor a socket path is set")
+		return errors.New("neither a listen address nor a socket path is set")
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 5 * time.Second
 	}
 	creds, auth, err := cfg.security(log)
 	if err != nil {
-		return fmt.Errorf("coordinator: %w", err)
+		return err
 	}
 	st, err := store.Open(store.Config{Path: cfg.DBPath, Logger: log})
 	if err != nil {

@@ -97,12 +97,22 @@ func TestResultsFlagsRequest(t *testing.T) {
 }
 
 func TestBadOutputFormat(t *testing.T) {
-	var out, errOut bytes.Buffer
-	cmd := NewCommand(&out, &errOut)
-	cmd.SetArgs([]string{"agents", "-o", "yaml", "--coordinator", "unix:///nonexistent.sock"})
-	err := cmd.Execute()
-	if err == nil || !strings.Contains(err.Error(), `--output "yaml"`) {
-		t.Errorf("err = %v, want one naming --output \"yaml\"", err)
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"yaml", []string{"agents", "-o", "yaml"}, `--output "yaml"`},
+		{"plot writes a file only", []string{"plot", "01ARUN", "--out", "x.png", "-o", "json"}, `--output "json": plot writes the --out file only`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			cmd := NewCommand(&out, &errOut)
+			cmd.SetArgs(append(tt.args, "--coordinator", "unix:///nonexistent.sock"))
+			if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want one containing %q", err, tt.want)
+			}
+		})
 	}
 }
 

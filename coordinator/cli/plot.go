@@ -24,6 +24,9 @@ pod-pod). The file's extension chooses PNG or SVG.`,
 			if out == "" {
 				return fmt.Errorf("--out is required: a .png or .svg file")
 			}
+			if o.output != "table" {
+				return fmt.Errorf("--output %q: plot writes the --out file only; leave --output out", o.output)
+			}
 			opt := chart.Options{}
 			var err error
 			if hmTest != "" {

@@ -144,7 +144,7 @@ func Parse(b []byte) (Settings, error) {
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return Settings{}, fmt.Errorf("%w: %v", ErrConfig, err)
+		return Settings{}, fmt.Errorf("%w: %s", ErrConfig, decodeError(err))
 	}
 	var out Settings
 	ext, err := external(f.External)
@@ -289,4 +289,20 @@ func (s *Schedule) externalTargets(spec *measurev1.RunSpec, ext []*agentv1.Exter
 		return errors.New("paths: host-external and pod-external need external_targets")
 	}
 	return nil
+}
+
+// decodeError says what the JSON decoder found wrong in the YAML it was
+// converted from, in the file's terms: the field path and what was given
+// ("external.name: a YAML bool where a string is wanted; quote it"), or the
+// unknown key, without the decoder's "json:" prefix.
+func decodeError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s: a YAML %s where a %s is wanted; quote it if it is meant as text", te.Field, te.Value, te.Type)
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if strings.HasPrefix(msg, "unknown field ") {
+		msg += " (keys are case-sensitive; see the example in the package doc or the README)"
+	}
+	return msg
 }

@@ -13,7 +13,9 @@ func TestExternalConfigEdges(t *testing.T) {
 	for _, tt := range []struct {
 		name, yaml, wantErr string
 	}{
-		{"numeric address", `external: [{name: a, address: 10}]`, "address"},
+		{"numeric address", `external: [{name: a, address: 10}]`, "external.address: a YAML number where a string is wanted; quote it"},
+		{"boolean name", `external: [{name: yes, address: 192.0.2.1}]`, "external.name: a YAML bool where a string is wanted"},
+		{"misspelled key", `monitor: {light: {intervall: 30s}}`, `unknown field "intervall" (keys are case-sensitive`},
 		{"null address", `external: [{name: a, address: null}]`, `external[0].address: external target "a": address: "" is neither`},
 		{"list for a string", `external: [{name: a, address: [192.0.2.1]}]`, "address"},
 		{"map for the list", `external: {name: a, address: 192.0.2.1}`, "external"},

@@ -1,9 +1,10 @@
 // Package store owns the coordinator's only persistent state: a bbolt file
 // with every result, every run and the last registration of every agent. It
-// is the only package that imports bbolt. Results are keyed by node pair and
-// start time (see schema.go), so the history of one pair over a time range is
-// one cursor scan; concurrent writers are coalesced into batched
-// transactions by bbolt's Batch.
+// is the coordinator's only package that imports bbolt (agent/spool is the
+// agent's). Results are keyed by node pair and start time (see schema.go),
+// so the history of one pair over a time range is one cursor scan;
+// concurrent writers are coalesced into batched transactions by bbolt's
+// Batch.
 package store
 
 import (

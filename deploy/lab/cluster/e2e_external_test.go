@@ -19,8 +19,11 @@ import (
 // fabric, outside the cluster) as an allowlisted external target, with ping
 // and HTTP from every node's host network and pod (whose traffic the lab
 // masquerades to the node IP, as a CNI does). Then the external host drops
-// one node's traffic, and exactly that node's results fail. A target
-// missing from the allowlist is refused before anything runs.
+// one node's traffic, and exactly that node's results fail; another node
+// stops forwarding its pod's traffic out; then the external host answers
+// nobody. After each, `coordinator diagnose` must name what broke: the
+// node's egress, the node's pod egress, the target. A target missing from
+// the allowlist is refused before anything runs.
 func TestExternalTarget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -99,6 +102,36 @@ func TestExternalTarget(t *testing.T) {
 				r.GetSpec().GetTest(), r.GetStatus(), r.GetMessage())
 		}
 	}
+
+	diagnose := func(what, want string) {
+		t.Helper()
+		stdout, stderr, err := e.cli(ctx, "diagnose")
+		if !strings.Contains(stdout, want) || err == nil {
+			t.Errorf("%s: coordinator diagnose: err %v, want exit 1 and %q\nstdout:\n%s\nstderr:\n%s", what, err, want, stdout, stderr)
+		}
+	}
+	diagnose("node-2 dropped", "node node-2: egress-broken")
+
+	// node-3 forwards none of its pod's traffic to the external host; its
+	// own (host) traffic still goes out.
+	pod := l.Nodes[2]
+	if out, err := runArgv(ctx, pod.HostCommand("iptables", "-w", "-I", "FORWARD", "-d", l.External.IP.String(), "-j", "DROP")); err != nil {
+		t.Fatalf("iptables on node-3: %v\n%s", err, out)
+	}
+	verdict, _ = trigger("node-2 dropped, node-3 pod egress dropped")
+	if want := "3/6 pair-paths OK, 3 failed"; verdict != want {
+		t.Errorf("node-3 pod egress dropped: verdict %q, want %q", verdict, want)
+	}
+	diagnose("node-3 pod egress dropped", "node node-3: pod-egress-broken")
+
+	// The external host answers nobody.
+	if out, err := runArgv(ctx, l.External.Command("iptables", "-w", "-I", "INPUT", "-j", "DROP")); err != nil {
+		t.Fatalf("iptables in the external host: %v\n%s", err, out)
+	}
+	if verdict, _ = trigger("external host down"); verdict != "0/6 pair-paths OK, 6 failed" {
+		t.Errorf("external host down: verdict %q", verdict)
+	}
+	diagnose("external host down", "target lab-ext: external-down")
 
 	_, stderr, err = e.cli(ctx, "trigger", "--external", "elsewhere", "--paths", "host-external", "--tests", "ping")
 	if err == nil || !containsAll(stderr, `"elsewhere"`, cluster.ExternalTargetName) {
