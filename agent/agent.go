@@ -88,6 +88,13 @@ type Config struct {
 	// target may be or resolve to (never a link-local or cloud metadata
 	// address: see protocol.CheckExternalIP).
 	AllowTargets []netip.Prefix
+	// ExternalCIDRs, if set, are the only addresses an external target
+	// (from the coordinator's allowlist) may be or resolve to, besides
+	// the refusals of protocol.CheckExternalIP and the loopback rule of
+	// AllowTargets: the node's own bound on where a coordinator may send
+	// it, e.g. the ranges of the cluster's load balancers. Empty means any
+	// address.
+	ExternalCIDRs []netip.Prefix
 	// LookupNetIP resolves the DNS name of an external target (an entry of
 	// the coordinator's Endpoints.external_targets) that a client names;
 	// nil means net.DefaultResolver.LookupNetIP. It is called with network

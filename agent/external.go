@@ -135,24 +135,36 @@ func isRefusedAddress(err error) bool {
 // metadata service's among them, no other metadata address), and no
 // loopback address but within an --allow-target CIDR (tests on one
 // machine): a name whose DNS points at 127.0.0.1 must not turn the
-// agent's HTTP test onto its own node's local services. The error is a
+// agent's HTTP test onto its own node's local services; and, with
+// --external-cidr, nothing outside those CIDRs. The error is a
 // refusedAddress naming the address.
 func (a *Agent) externalIP(ip netip.Addr) error {
 	if err := protocol.CheckExternalIP(ip); err != nil {
 		return refusedAddress{err}
 	}
-	if !ip.IsLoopback() || slices.ContainsFunc(a.cfg.AllowTargets, func(p netip.Prefix) bool { return p.Contains(ip) }) {
-		return nil
+	within := func(ps []netip.Prefix) bool {
+		return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(ip) })
 	}
-	allow := "none"
-	if len(a.cfg.AllowTargets) > 0 {
-		s := make([]string, len(a.cfg.AllowTargets))
-		for i, p := range a.cfg.AllowTargets {
-			s[i] = p.String()
-		}
-		allow = strings.Join(s, ", ")
+	if ip.IsLoopback() && !within(a.cfg.AllowTargets) {
+		return refusedAddress{fmt.Errorf("%s is loopback: an external target may be one only within an --allow-target CIDR (--allow-target %s)",
+			ip, prefixList(a.cfg.AllowTargets))}
 	}
-	return refusedAddress{fmt.Errorf("%s is loopback: an external target may be one only within an --allow-target CIDR (--allow-target %s)", ip, allow)}
+	if len(a.cfg.ExternalCIDRs) > 0 && !within(a.cfg.ExternalCIDRs) {
+		return refusedAddress{fmt.Errorf("%s is outside this agent's --external-cidr %s", ip, prefixList(a.cfg.ExternalCIDRs))}
+	}
+	return nil
+}
+
+// prefixList is ps comma-separated, or "none".
+func prefixList(ps []netip.Prefix) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 // resolve returns address as an IP: an IP literal as it is, a DNS name

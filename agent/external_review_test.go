@@ -39,6 +39,10 @@ func TestResolveRefuses(t *testing.T) {
 		{"loopback literal, allowlisted", "127.0.0.1", nil, loop, "127.0.0.1", nil, false},
 		{"IPv6 loopback literal, not in the allowlist", "::1", nil, loop, "", []string{"::1 is loopback", "--allow-target 127.0.0.0/8"}, true},
 		{"link-local literal", "169.254.169.254", nil, []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, "", []string{"link-local"}, true},
+		{"inside --external-cidr", "203.0.113.7", nil, nil, "203.0.113.7", nil, false},
+		{"outside --external-cidr", "192.0.2.9", nil, nil, "", []string{"192.0.2.9 is outside this agent's --external-cidr 203.0.113.0/24"}, true},
+		{"name: first answer inside --external-cidr", "lb.example.com", []string{"10.96.0.1", "203.0.113.8"}, nil, "203.0.113.8", nil, false},
+		{"name: no answer inside --external-cidr", "lb.example.com", []string{"10.96.0.1"}, nil, "", []string{"10.96.0.1 is outside"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,6 +54,9 @@ func TestResolveRefuses(t *testing.T) {
 				return as, nil
 			}
 			a := &Agent{cfg: Config{LookupNetIP: lookup, AllowTargets: tt.allow}}
+			if strings.Contains(tt.name, "--external-cidr") {
+				a.cfg.ExternalCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
+			}
 			got, err := a.resolve(context.Background(), tt.address)
 			if tt.wantErr == nil {
 				if err != nil || got.String() != tt.want {

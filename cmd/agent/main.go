@@ -32,7 +32,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		cfg                    agent.Config
 		hostIP, podIP, service string
-		allow                  []string
+		allow, externalCIDRs   []string
 		logLevel               string
 	)
 	cmd := &cobra.Command{
@@ -71,11 +71,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				cfg.StateDir = "/run/meshperf/agent-" + cfg.NodeName
 			}
 			for _, s := range allow {
-				p, err := parseAllowTarget(s)
+				p, err := parseCIDR("--allow-target", s)
 				if err != nil {
 					return err
 				}
 				cfg.AllowTargets = append(cfg.AllowTargets, p)
+			}
+			for _, s := range externalCIDRs {
+				p, err := parseCIDR("--external-cidr", s)
+				if err != nil {
+					return err
+				}
+				cfg.ExternalCIDRs = append(cfg.ExternalCIDRs, p)
 			}
 			return agent.Run(cmd.Context(), cfg)
 		},
@@ -97,6 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.Uint32Var(&cfg.GossipPort, "gossip-port", 7946, "UDP and TCP port of the agent's memberlist gossip on its host IP (0: no gossip)")
 	f.StringVar(&cfg.StateDir, "state-dir", "", `directory where the agent records its running test servers, to kill those a crash left at its next start; "" for none (default /run/meshperf/agent-NODE)`)
 	f.StringSliceVar(&allow, "allow-target", nil, "extra CIDR or IP address that tests may target besides registered endpoints, and the only loopback addresses an external target may be or resolve to (repeatable)")
+	f.StringSliceVar(&externalCIDRs, "external-cidr", nil, "CIDR or IP address that an external target from the coordinator's allowlist must be or resolve to (repeatable); none means any address but link-local, cloud metadata and loopback outside --allow-target")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "client certificate (PEM) presented to the coordinator; with --tls-key and --tls-ca the agent speaks TLS 1.3. The three files are re-read when they change (checked at most once a second, at a new connection); a bad new file keeps the old one in use, with a warning")
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert; re-read with it")
 	f.StringVar(&cfg.TLSCAFile, "tls-ca", "", "CA (PEM) that must have signed the coordinator's certificate (checked against the --coordinator host name too); re-read when it changes")
@@ -107,19 +115,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return cmd.ExecuteContext(ctx)
 }
 
-// parseAllowTarget takes a CIDR ("10.0.0.0/8") or one address
+// parseCIDR takes the value of flag, a CIDR ("10.0.0.0/8") or one address
 // ("192.0.2.7", as /32 or /128). A CIDR with host bits set is refused: it
-// would allow more, or other, addresses than it seems to.
-func parseAllowTarget(s string) (netip.Prefix, error) {
+// would allow more, or other, addresses than it seems to. The error names
+// the flag and the value.
+func parseCIDR(flag, s string) (netip.Prefix, error) {
 	if a, err := netip.ParseAddr(s); err == nil {
 		return netip.PrefixFrom(a, a.BitLen()), nil
 	}
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("--allow-target %q: want a CIDR or an IP address: %w", s, err)
+		return netip.Prefix{}, fmt.Errorf("%s %q: want a CIDR or an IP address: %w", flag, s, err)
 	}
 	if p != p.Masked() {
-		return netip.Prefix{}, fmt.Errorf("--allow-target %q has host bits set: did you mean %s?", s, p.Masked())
+		return netip.Prefix{}, fmt.Errorf("%s %q has host bits set: did you mean %s?", flag, s, p.Masked())
 	}
 	return p, nil
 }
