@@ -1,12 +1,18 @@
 package registry
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 func TestCheckExternal(t *testing.T) {
@@ -44,6 +50,43 @@ func TestCheckExternal(t *testing.T) {
 			}
 			if s := fmt.Sprint(names); s != tt.want {
 				t.Errorf("names %s, want %s", s, tt.want)
+			}
+		})
+	}
+}
+
+// TestStoredNodeNamedLikeTarget: a node stored from earlier runs under a
+// name the config now gives an external target is warned about at start,
+// naming both; a target without such a node is not.
+func TestStoredNodeNamedLikeTarget(t *testing.T) {
+	for _, tt := range []struct {
+		name, target string
+		wantWarn     bool
+	}{
+		{"clash", "node-1", true},
+		{"no clash", "ingress", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "m.db")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			ctx := context.Background()
+			if err := st.PutAgent(ctx, &meshv1.Agent{NodeName: "node-1"}); err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			r, err := New(ctx, Config{Recorder: st, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+				ExternalTargets: []*agentv1.ExternalTarget{{Name: tt.target, Address: "192.0.2.1"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Shutdown()
+			got := strings.Contains(logs.String(), "an external target has the name of a stored node") &&
+				strings.Contains(logs.String(), "target="+tt.target)
+			if got != tt.wantWarn {
+				t.Errorf("warned %v, want %v; logs:\n%s", got, tt.wantWarn, logs.String())
 			}
 		})
 	}

@@ -207,6 +207,12 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		a.Connected = false
 		r.known[a.GetNodeName()] = a
 	}
+	for _, t := range ext {
+		if _, ok := r.known[t.GetName()]; ok {
+			log.Warn("an external target has the name of a stored node: runs that name the target are refused until the node departs; rename the target",
+				"target", t.GetName(), "node", t.GetName())
+		}
+	}
 	return r, nil
 }
 
