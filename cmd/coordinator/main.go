@@ -15,6 +15,12 @@ import (
 	"github.com/meshperf/meshperf/coordinator/cli"
 )
 
+// ExitTrouble is the exit status of an error (a bad flag, no coordinator, a
+// refused call), kept apart from the verdicts' 1 (a failed pair-path, a
+// fault found, a cell worse): a script can tell "the network is bad" from
+// "the question could not be answered".
+const ExitTrouble = 2
+
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		var exit *cli.ExitError
@@ -22,7 +28,7 @@ func main() {
 			os.Exit(exit.Code) // the command already said why: its verdict stays the last line
 		}
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(1)
+		os.Exit(ExitTrouble)
 	}
 }
 

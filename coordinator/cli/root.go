@@ -38,7 +38,8 @@ const maxRecvBytes = 256 << 20
 
 // ExitError carries a process exit code: `trigger` returns one with code 1
 // when a pair-path failed, after printing its report and verdict, so the
-// caller exits with Code without printing more.
+// caller exits with Code without printing more. Any other error is
+// trouble, not a verdict: cmd/coordinator exits 2 on it.
 type ExitError struct {
 	// Code is the exit status.
 	Code int
