@@ -25,21 +25,13 @@ func (s *agentsServer) ListAgents(context.Context, *meshv1.ListAgentsRequest) (*
 }
 
 func TestAgentsGossipColumnAndPartitions(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "c.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
 	partition := "the coordinator is connected to node-2, but the gossip of node-1, node-3 declares it dead"
-	meshv1.RegisterMeshServiceServer(g, &agentsServer{agents: []*meshv1.Agent{
+	sock := serveMesh(t, &agentsServer{agents: []*meshv1.Agent{
 		{NodeName: "node-1", Connected: true, State: meshv1.NodeState_NODE_STATE_READY, GossipState: agentv1.GossipState_GOSSIP_STATE_ALIVE},
 		{NodeName: "node-2", Connected: true, State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, GossipState: agentv1.GossipState_GOSSIP_STATE_DEAD,
 			GossipDeadBy: []string{"node-1", "node-3"}, Partition: partition},
 		{NodeName: "node-3", Connected: true, State: meshv1.NodeState_NODE_STATE_READY},
 	}})
-	go func() { _ = g.Serve(l) }()
-	t.Cleanup(g.Stop)
 
 	for _, tt := range []struct {
 		name  string
@@ -78,4 +70,20 @@ func TestAgentsGossipColumnAndPartitions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serveMesh serves srv as the MeshService on a unix socket in a temporary
+// directory until the test ends, and returns the socket's path.
+func serveMesh(t *testing.T, srv meshv1.MeshServiceServer) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "c.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	meshv1.RegisterMeshServiceServer(g, srv)
+	go func() { _ = g.Serve(l) }()
+	t.Cleanup(g.Stop)
+	return sock
 }

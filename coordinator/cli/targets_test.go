@@ -3,12 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"google.golang.org/grpc"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -25,18 +21,10 @@ func (s *targetsServer) ListExternalTargets(context.Context, *meshv1.ListExterna
 }
 
 func TestTargetsCommand(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "c.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	meshv1.RegisterMeshServiceServer(g, &targetsServer{targets: []*agentv1.ExternalTarget{
+	sock := serveMesh(t, &targetsServer{targets: []*agentv1.ExternalTarget{
 		{Name: "ingress", Address: "lb.example.com", HttpUrl: "https://lb.example.com/healthz"},
 		{Name: "peer", Address: "192.0.2.7"},
 	}})
-	go func() { _ = g.Serve(l) }()
-	t.Cleanup(g.Stop)
 	for _, tt := range []struct {
 		name  string
 		args  []string
