@@ -102,6 +102,8 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Heartbeat
 	//	*ConnectRequest_WorkResult
 	//	*ConnectRequest_GossipView
+	//	*ConnectRequest_PlanAck
+	//	*ConnectRequest_ProbeReport
 	Msg           isConnectRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -180,6 +182,24 @@ func (x *ConnectRequest) GetGossipView() *GossipView {
 	return nil
 }
 
+func (x *ConnectRequest) GetPlanAck() *PlanAck {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectRequest_PlanAck); ok {
+			return x.PlanAck
+		}
+	}
+	return nil
+}
+
+func (x *ConnectRequest) GetProbeReport() *ProbeReport {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectRequest_ProbeReport); ok {
+			return x.ProbeReport
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Msg interface {
 	isConnectRequest_Msg()
 }
@@ -205,6 +225,16 @@ type ConnectRequest_GossipView struct {
 	GossipView *GossipView `protobuf:"bytes,4,opt,name=gossip_view,json=gossipView,proto3,oneof"`
 }
 
+type ConnectRequest_PlanAck struct {
+	// plan_ack answers every ProbePlan with the version the agent runs.
+	PlanAck *PlanAck `protobuf:"bytes,5,opt,name=plan_ack,json=planAck,proto3,oneof"`
+}
+
+type ConnectRequest_ProbeReport struct {
+	// probe_report is one report period of the continuous probes.
+	ProbeReport *ProbeReport `protobuf:"bytes,6,opt,name=probe_report,json=probeReport,proto3,oneof"`
+}
+
 func (*ConnectRequest_Register) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_Heartbeat) isConnectRequest_Msg() {}
@@ -212,6 +242,10 @@ func (*ConnectRequest_Heartbeat) isConnectRequest_Msg() {}
 func (*ConnectRequest_WorkResult) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_GossipView) isConnectRequest_Msg() {}
+
+func (*ConnectRequest_PlanAck) isConnectRequest_Msg() {}
+
+func (*ConnectRequest_ProbeReport) isConnectRequest_Msg() {}
 
 // ConnectResponse is a message from the coordinator.
 type ConnectResponse struct {
@@ -225,6 +259,8 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Work
 	//	*ConnectResponse_Endpoints
 	//	*ConnectResponse_ResultAck
+	//	*ConnectResponse_ProbePlan
+	//	*ConnectResponse_ReportAck
 	Msg           isConnectResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -312,6 +348,24 @@ func (x *ConnectResponse) GetResultAck() *ResultAck {
 	return nil
 }
 
+func (x *ConnectResponse) GetProbePlan() *ProbePlan {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectResponse_ProbePlan); ok {
+			return x.ProbePlan
+		}
+	}
+	return nil
+}
+
+func (x *ConnectResponse) GetReportAck() *ReportAck {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectResponse_ReportAck); ok {
+			return x.ReportAck
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Msg interface {
 	isConnectResponse_Msg()
 }
@@ -343,6 +397,18 @@ type ConnectResponse_ResultAck struct {
 	ResultAck *ResultAck `protobuf:"bytes,5,opt,name=result_ack,json=resultAck,proto3,oneof"`
 }
 
+type ConnectResponse_ProbePlan struct {
+	// probe_plan gives the agent its continuous probe plan, in full or as
+	// a delta against the version it acknowledged; only to agents that
+	// registered a probe_port.
+	ProbePlan *ProbePlan `protobuf:"bytes,6,opt,name=probe_plan,json=probePlan,proto3,oneof"`
+}
+
+type ConnectResponse_ReportAck struct {
+	// report_ack says which ProbeReports the coordinator has stored.
+	ReportAck *ReportAck `protobuf:"bytes,7,opt,name=report_ack,json=reportAck,proto3,oneof"`
+}
+
 func (*ConnectResponse_Registered) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Heartbeat) isConnectResponse_Msg() {}
@@ -352,6 +418,10 @@ func (*ConnectResponse_Work) isConnectResponse_Msg() {}
 func (*ConnectResponse_Endpoints) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_ResultAck) isConnectResponse_Msg() {}
+
+func (*ConnectResponse_ProbePlan) isConnectResponse_Msg() {}
+
+func (*ConnectResponse_ReportAck) isConnectResponse_Msg() {}
 
 // ResultAck acknowledges WorkResults of run_client work: the coordinator
 // has stored them (or will never store them, e.g. because their run is
@@ -420,7 +490,14 @@ type Register struct {
 	Tools []*ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
 	// gossip_port is the UDP and TCP port of the agent's memberlist on its
 	// host IP; 0 means the agent does not gossip.
-	GossipPort    uint32 `protobuf:"varint,7,opt,name=gossip_port,json=gossipPort,proto3" json:"gossip_port,omitempty"`
+	GossipPort uint32 `protobuf:"varint,7,opt,name=gossip_port,json=gossipPort,proto3" json:"gossip_port,omitempty"`
+	// probe_port is the port of the agent's TCP echo responder on both
+	// networks, and says that the agent runs continuous probe plans; 0 means
+	// it does not (an older agent).
+	ProbePort uint32 `protobuf:"varint,8,opt,name=probe_port,json=probePort,proto3" json:"probe_port,omitempty"`
+	// http_port is the port of the agent's HTTP target on both networks
+	// (0: unknown, no HTTP probes to it).
+	HttpPort      uint32 `protobuf:"varint,9,opt,name=http_port,json=httpPort,proto3" json:"http_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -504,13 +581,29 @@ func (x *Register) GetGossipPort() uint32 {
 	return 0
 }
 
+func (x *Register) GetProbePort() uint32 {
+	if x != nil {
+		return x.ProbePort
+	}
+	return 0
+}
+
+func (x *Register) GetHttpPort() uint32 {
+	if x != nil {
+		return x.HttpPort
+	}
+	return 0
+}
+
 // NetworkAddress is a node's IP on one network.
 type NetworkAddress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// network is host or pod.
 	Network v1.Network `protobuf:"varint,1,opt,name=network,proto3,enum=meshperf.measure.v1.Network" json:"network,omitempty"`
 	// ip is an IPv4 or IPv6 address in text form.
-	Ip            string `protobuf:"bytes,2,opt,name=ip,proto3" json:"ip,omitempty"`
+	Ip string `protobuf:"bytes,2,opt,name=ip,proto3" json:"ip,omitempty"`
+	// mtu_bytes is the MTU of the interface that holds ip (0: unknown).
+	MtuBytes      uint32 `protobuf:"varint,3,opt,name=mtu_bytes,json=mtuBytes,proto3" json:"mtu_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -557,6 +650,13 @@ func (x *NetworkAddress) GetIp() string {
 		return x.Ip
 	}
 	return ""
+}
+
+func (x *NetworkAddress) GetMtuBytes() uint32 {
+	if x != nil {
+		return x.MtuBytes
+	}
+	return 0
 }
 
 // ToolInfo says whether a tool is present and which version it is.
@@ -1640,15 +1740,17 @@ var File_meshperf_agent_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"%meshperf/agent/v1/agent_service.proto\x12\x11meshperf.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\x94\x02\n" +
+	"%meshperf/agent/v1/agent_service.proto\x12\x11meshperf.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dmeshperf/agent/v1/probe.proto\x1a!meshperf/measure/v1/measure.proto\"\x92\x03\n" +
 	"\x0eConnectRequest\x129\n" +
 	"\bregister\x18\x01 \x01(\v2\x1b.meshperf.agent.v1.RegisterH\x00R\bregister\x12<\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1c.meshperf.agent.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
 	"\vwork_result\x18\x03 \x01(\v2\x1d.meshperf.agent.v1.WorkResultH\x00R\n" +
 	"workResult\x12@\n" +
 	"\vgossip_view\x18\x04 \x01(\v2\x1d.meshperf.agent.v1.GossipViewH\x00R\n" +
-	"gossipViewB\x05\n" +
-	"\x03msg\"\xc3\x02\n" +
+	"gossipView\x127\n" +
+	"\bplan_ack\x18\x05 \x01(\v2\x1a.meshperf.agent.v1.PlanAckH\x00R\aplanAck\x12C\n" +
+	"\fprobe_report\x18\x06 \x01(\v2\x1e.meshperf.agent.v1.ProbeReportH\x00R\vprobeReportB\x05\n" +
+	"\x03msg\"\xc1\x03\n" +
 	"\x0fConnectResponse\x12?\n" +
 	"\n" +
 	"registered\x18\x01 \x01(\v2\x1d.meshperf.agent.v1.RegisteredH\x00R\n" +
@@ -1657,10 +1759,14 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x04work\x18\x03 \x01(\v2\x17.meshperf.agent.v1.WorkH\x00R\x04work\x12<\n" +
 	"\tendpoints\x18\x04 \x01(\v2\x1c.meshperf.agent.v1.EndpointsH\x00R\tendpoints\x12=\n" +
 	"\n" +
-	"result_ack\x18\x05 \x01(\v2\x1c.meshperf.agent.v1.ResultAckH\x00R\tresultAckB\x05\n" +
+	"result_ack\x18\x05 \x01(\v2\x1c.meshperf.agent.v1.ResultAckH\x00R\tresultAck\x12=\n" +
+	"\n" +
+	"probe_plan\x18\x06 \x01(\v2\x1c.meshperf.agent.v1.ProbePlanH\x00R\tprobePlan\x12=\n" +
+	"\n" +
+	"report_ack\x18\a \x01(\v2\x1c.meshperf.agent.v1.ReportAckH\x00R\treportAckB\x05\n" +
 	"\x03msg\"&\n" +
 	"\tResultAck\x12\x19\n" +
-	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\xab\x02\n" +
+	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\xe7\x02\n" +
 	"\bRegister\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x12)\n" +
@@ -1670,10 +1776,14 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"service_ip\x18\x05 \x01(\tR\tserviceIp\x121\n" +
 	"\x05tools\x18\x06 \x03(\v2\x1b.meshperf.agent.v1.ToolInfoR\x05tools\x12\x1f\n" +
 	"\vgossip_port\x18\a \x01(\rR\n" +
-	"gossipPort\"X\n" +
+	"gossipPort\x12\x1d\n" +
+	"\n" +
+	"probe_port\x18\b \x01(\rR\tprobePort\x12\x1b\n" +
+	"\thttp_port\x18\t \x01(\rR\bhttpPort\"u\n" +
 	"\x0eNetworkAddress\x126\n" +
 	"\anetwork\x18\x01 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\x12\x0e\n" +
-	"\x02ip\x18\x02 \x01(\tR\x02ip\"i\n" +
+	"\x02ip\x18\x02 \x01(\tR\x02ip\x12\x1b\n" +
+	"\tmtu_bytes\x18\x03 \x01(\rR\bmtuBytes\"i\n" +
 	"\bToolInfo\x12-\n" +
 	"\x04tool\x18\x01 \x01(\x0e2\x19.meshperf.measure.v1.ToolR\x04tool\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
@@ -1790,56 +1900,64 @@ var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 	(*ServerStarted)(nil),         // 19: meshperf.agent.v1.ServerStarted
 	(*ClientDone)(nil),            // 20: meshperf.agent.v1.ClientDone
 	(*ServerStopped)(nil),         // 21: meshperf.agent.v1.ServerStopped
-	(v1.Network)(0),               // 22: meshperf.measure.v1.Network
-	(v1.Tool)(0),                  // 23: meshperf.measure.v1.Tool
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*v1.TestSpec)(nil),           // 26: meshperf.measure.v1.TestSpec
-	(v1.Status)(0),                // 27: meshperf.measure.v1.Status
-	(*v1.Result)(nil),             // 28: meshperf.measure.v1.Result
+	(*PlanAck)(nil),               // 22: meshperf.agent.v1.PlanAck
+	(*ProbeReport)(nil),           // 23: meshperf.agent.v1.ProbeReport
+	(*ProbePlan)(nil),             // 24: meshperf.agent.v1.ProbePlan
+	(*ReportAck)(nil),             // 25: meshperf.agent.v1.ReportAck
+	(v1.Network)(0),               // 26: meshperf.measure.v1.Network
+	(v1.Tool)(0),                  // 27: meshperf.measure.v1.Tool
+	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*v1.TestSpec)(nil),           // 30: meshperf.measure.v1.TestSpec
+	(v1.Status)(0),                // 31: meshperf.measure.v1.Status
+	(*v1.Result)(nil),             // 32: meshperf.measure.v1.Result
 }
 var file_meshperf_agent_v1_agent_service_proto_depIdxs = []int32{
 	4,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
 	10, // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
 	18, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
 	8,  // 3: meshperf.agent.v1.ConnectRequest.gossip_view:type_name -> meshperf.agent.v1.GossipView
-	7,  // 4: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
-	10, // 5: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	14, // 6: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
-	11, // 7: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
-	3,  // 8: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
-	5,  // 9: meshperf.agent.v1.Register.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	6,  // 10: meshperf.agent.v1.Register.tools:type_name -> meshperf.agent.v1.ToolInfo
-	22, // 11: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
-	23, // 12: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
-	24, // 13: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
-	24, // 14: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
-	9,  // 15: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
-	0,  // 16: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.agent.v1.GossipState
-	25, // 17: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
-	13, // 18: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
-	12, // 19: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
-	5,  // 20: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	25, // 21: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
-	15, // 22: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
-	17, // 23: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
-	16, // 24: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
-	23, // 25: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
-	22, // 26: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
-	26, // 27: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
-	22, // 28: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
-	27, // 29: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
-	19, // 30: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
-	20, // 31: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
-	21, // 32: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
-	28, // 33: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
-	1,  // 34: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
-	2,  // 35: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
-	35, // [35:36] is the sub-list for method output_type
-	34, // [34:35] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	22, // 4: meshperf.agent.v1.ConnectRequest.plan_ack:type_name -> meshperf.agent.v1.PlanAck
+	23, // 5: meshperf.agent.v1.ConnectRequest.probe_report:type_name -> meshperf.agent.v1.ProbeReport
+	7,  // 6: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
+	10, // 7: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
+	14, // 8: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
+	11, // 9: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
+	3,  // 10: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
+	24, // 11: meshperf.agent.v1.ConnectResponse.probe_plan:type_name -> meshperf.agent.v1.ProbePlan
+	25, // 12: meshperf.agent.v1.ConnectResponse.report_ack:type_name -> meshperf.agent.v1.ReportAck
+	5,  // 13: meshperf.agent.v1.Register.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	6,  // 14: meshperf.agent.v1.Register.tools:type_name -> meshperf.agent.v1.ToolInfo
+	26, // 15: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
+	27, // 16: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
+	28, // 17: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
+	28, // 18: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
+	9,  // 19: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
+	0,  // 20: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.agent.v1.GossipState
+	29, // 21: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
+	13, // 22: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
+	12, // 23: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
+	5,  // 24: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	29, // 25: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
+	15, // 26: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
+	17, // 27: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
+	16, // 28: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
+	27, // 29: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
+	26, // 30: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
+	30, // 31: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
+	26, // 32: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
+	31, // 33: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
+	19, // 34: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
+	20, // 35: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
+	21, // 36: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
+	32, // 37: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
+	1,  // 38: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
+	2,  // 39: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
+	39, // [39:40] is the sub-list for method output_type
+	38, // [38:39] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_agent_v1_agent_service_proto_init() }
@@ -1847,11 +1965,14 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 	if File_meshperf_agent_v1_agent_service_proto != nil {
 		return
 	}
+	file_meshperf_agent_v1_probe_proto_init()
 	file_meshperf_agent_v1_agent_service_proto_msgTypes[0].OneofWrappers = []any{
 		(*ConnectRequest_Register)(nil),
 		(*ConnectRequest_Heartbeat)(nil),
 		(*ConnectRequest_WorkResult)(nil),
 		(*ConnectRequest_GossipView)(nil),
+		(*ConnectRequest_PlanAck)(nil),
+		(*ConnectRequest_ProbeReport)(nil),
 	}
 	file_meshperf_agent_v1_agent_service_proto_msgTypes[1].OneofWrappers = []any{
 		(*ConnectResponse_Registered)(nil),
@@ -1859,6 +1980,8 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 		(*ConnectResponse_Work)(nil),
 		(*ConnectResponse_Endpoints)(nil),
 		(*ConnectResponse_ResultAck)(nil),
+		(*ConnectResponse_ProbePlan)(nil),
+		(*ConnectResponse_ReportAck)(nil),
 	}
 	file_meshperf_agent_v1_agent_service_proto_msgTypes[13].OneofWrappers = []any{
 		(*Work_StartServer)(nil),
