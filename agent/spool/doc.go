@@ -11,6 +11,10 @@
 // it is full, the oldest result is dropped, logged and counted, and the
 // count is kept in the file.
 //
+// It also keeps the continuous mesh's ProbeReports (reports.go), numbered
+// by a sequence that survives restarts, until a ReportAck names them; they
+// are bounded apart (Config.MaxReports).
+//
 // A spool file that bbolt cannot read (truncated, overwritten) is moved
 // aside (FileName.corrupt-TIME) and a new one is started: the agent must run
 // even if its old results are lost. This is the only package of the agent

@@ -53,6 +53,13 @@ var (
 	bucketMeta = []byte("meta")
 	// keyDropped is how many results were ever dropped, uint64 big-endian.
 	keyDropped = []byte("dropped")
+	// bucketReports maps a ProbeReport's seq (8 bytes, big-endian) ->
+	// agentv1.ProbeReport (protobuf); its NextSequence numbers the reports
+	// across the agent's restarts (reports.go).
+	bucketReports = []byte("reports")
+	// keyReportsDropped is how many reports were ever dropped, uint64
+	// big-endian, in bucketMeta.
+	keyReportsDropped = []byte("reports_dropped")
 )
 
 // Config configures Open.
@@ -64,6 +71,9 @@ type Config struct {
 	// MaxResults bounds how many results the spool holds; zero means
 	// DefaultMaxResults. When it is full, Put drops the oldest.
 	MaxResults int
+	// MaxReports bounds how many probe reports the spool holds; zero means
+	// DefaultMaxReports. When it is full, PutReport drops the oldest.
+	MaxReports int
 	// LockTimeout is how long Open waits for the lock another process
 	// holds on the file; zero means 1 s.
 	LockTimeout time.Duration
@@ -84,6 +94,12 @@ type Spool struct {
 	n       int        // results held
 	dropped uint64
 	closed  bool
+
+	maxReports     int
+	reports        int        // reports held
+	reportsDropped uint64     // over the file's life
+	memReports     []memEntry // in memory, oldest first; testID unused
+	memSeq         uint64     // last seq given, in memory
 }
 
 // memEntry is one result of an in-memory spool.
@@ -100,9 +116,15 @@ func Open(cfg Config) (*Spool, error) {
 	if cfg.MaxResults < 0 {
 		return nil, fmt.Errorf("spool: MaxResults %d is negative", cfg.MaxResults)
 	}
-	s := &Spool{max: cfg.MaxResults, log: cfg.Logger}
+	if cfg.MaxReports < 0 {
+		return nil, fmt.Errorf("spool: MaxReports %d is negative", cfg.MaxReports)
+	}
+	s := &Spool{max: cfg.MaxResults, maxReports: cfg.MaxReports, log: cfg.Logger}
 	if s.max == 0 {
 		s.max = DefaultMaxResults
+	}
+	if s.maxReports == 0 {
+		s.maxReports = DefaultMaxReports
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -181,6 +203,9 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 		}
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
+			return err
+		}
+		if err := s.loadReports(tx); err != nil {
 			return err
 		}
 		if tx.Bucket(bucketByTest) != nil {

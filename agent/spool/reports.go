@@ -1,0 +1,237 @@
+package spool
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+)
+
+// DefaultMaxReports is the bound of a spool whose Config.MaxReports is
+// zero: 720 reports, two hours at a 10 s report interval and twelve at
+// 60 s.
+const DefaultMaxReports = 720
+
+// loadReports creates the reports bucket, drops the reports that do not
+// decode and counts the rest. Caller is load, inside its transaction.
+func (s *Spool) loadReports(tx *bolt.Tx) error {
+	b, err := tx.CreateBucketIfNotExists(bucketReports)
+	if err != nil {
+		return err
+	}
+	meta := tx.Bucket(bucketMeta)
+	var bad [][]byte
+	n := 0
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		r := &agentv1.ProbeReport{}
+		if len(k) != 8 || proto.Unmarshal(v, r) != nil || r.GetSeq() != binary.BigEndian.Uint64(k) {
+			bad = append(bad, bytes.Clone(k))
+			continue
+		}
+		n++
+	}
+	for _, k := range bad {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	var dropped uint64
+	if v := meta.Get(keyReportsDropped); len(v) == 8 {
+		dropped = binary.BigEndian.Uint64(v)
+	}
+	if len(bad) > 0 {
+		dropped += uint64(len(bad))
+		if err := meta.Put(keyReportsDropped, binary.BigEndian.AppendUint64(nil, dropped)); err != nil {
+			return err
+		}
+		s.log.Error("probe report spool held entries that do not decode; dropped", "count", len(bad), "dropped_total", dropped)
+	}
+	s.reports, s.reportsDropped = n, dropped
+	return nil
+}
+
+// PutReport numbers r (it sets r.Seq to one more than any report this
+// spool ever numbered, also across restarts of a file spool), keeps a copy
+// until AckReports names that seq, and returns the seq. When the spool is
+// full it first drops the oldest report (logged and counted). It returns
+// once r is on disk, for a file spool.
+func (s *Spool) PutReport(r *agentv1.ProbeReport) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	for s.reports >= s.maxReports {
+		if err := s.dropOldestReport(); err != nil {
+			return 0, err
+		}
+	}
+	if s.db == nil {
+		s.memSeq++
+		r.Seq = s.memSeq
+		v, err := proto.Marshal(r)
+		if err != nil {
+			return 0, fmt.Errorf("spool: encode report %d: %w", r.GetSeq(), err)
+		}
+		s.memReports = append(s.memReports, memEntry{data: v})
+		s.reports++
+		return r.GetSeq(), nil
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketReports)
+		seq, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		r.Seq = seq
+		v, err := proto.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encode report %d: %w", seq, err)
+		}
+		return b.Put(binary.BigEndian.AppendUint64(nil, seq), v)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("spool: put report: %w", err)
+	}
+	s.reports++
+	return r.GetSeq(), nil
+}
+
+// dropOldestReport drops the oldest report. Caller holds s.mu.
+func (s *Spool) dropOldestReport() error {
+	var seq uint64
+	if s.db == nil {
+		r := &agentv1.ProbeReport{}
+		_ = proto.Unmarshal(s.memReports[0].data, r) // PutReport encoded it
+		seq = r.GetSeq()
+		s.memReports[0] = memEntry{}
+		s.memReports = s.memReports[1:]
+		s.reportsDropped++
+	} else {
+		dropped := s.reportsDropped + 1
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketReports)
+			k, _ := b.Cursor().First()
+			if k == nil {
+				return fmt.Errorf("no report to drop")
+			}
+			seq = binary.BigEndian.Uint64(k)
+			if err := b.Delete(bytes.Clone(k)); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketMeta).Put(keyReportsDropped, binary.BigEndian.AppendUint64(nil, dropped))
+		})
+		if err != nil {
+			return fmt.Errorf("spool: drop the oldest report: %w", err)
+		}
+		s.reportsDropped = dropped
+	}
+	s.reports--
+	s.log.Warn("probe report spool full: dropped the oldest report the coordinator has not acknowledged",
+		"seq", seq, "max_reports", s.maxReports, "dropped_total", s.reportsDropped)
+	return nil
+}
+
+// AckReports forgets the reports of each seq and returns how many it
+// removed; an unknown seq is no error.
+func (s *Spool) AckReports(seqs ...uint64) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	if s.db == nil {
+		removed := 0
+		kept := s.memReports[:0]
+		for _, e := range s.memReports {
+			r := &agentv1.ProbeReport{}
+			_ = proto.Unmarshal(e.data, r)
+			if containsSeq(seqs, r.GetSeq()) {
+				removed++
+				continue
+			}
+			kept = append(kept, e)
+		}
+		clear(s.memReports[len(kept):])
+		s.memReports = kept
+		s.reports -= removed
+		return removed, nil
+	}
+	removed := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		removed = 0
+		b := tx.Bucket(bucketReports)
+		for _, seq := range seqs {
+			k := binary.BigEndian.AppendUint64(nil, seq)
+			if b.Get(k) == nil {
+				continue
+			}
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+			removed++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("spool: ack reports: %w", err)
+	}
+	s.reports -= removed
+	return removed, nil
+}
+
+func containsSeq(seqs []uint64, seq uint64) bool {
+	for _, s := range seqs {
+		if s == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// PendingReports returns every report the spool holds, oldest first.
+func (s *Spool) PendingReports() ([]*agentv1.ProbeReport, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	var out []*agentv1.ProbeReport
+	decode := func(v []byte) {
+		r := &agentv1.ProbeReport{}
+		if err := proto.Unmarshal(v, r); err != nil {
+			s.log.Error("probe report spool entry does not decode; skipped", "err", err)
+			return
+		}
+		out = append(out, r)
+	}
+	if s.db == nil {
+		for _, e := range s.memReports {
+			decode(e.data)
+		}
+		return out, nil
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketReports).ForEach(func(_, v []byte) error {
+			decode(v)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("spool: read reports: %w", err)
+	}
+	return out, nil
+}
+
+// Reports returns how many reports the spool holds and how many it ever
+// dropped (over the life of its file).
+func (s *Spool) Reports() (held int, dropped uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reports, s.reportsDropped
+}
