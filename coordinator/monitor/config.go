@@ -53,6 +53,9 @@ type File struct {
 		// Bandwidth is the rare bandwidth mesh; absent means none.
 		Bandwidth *Schedule `json:"bandwidth"`
 	} `json:"monitor"`
+	// Probes is the continuous in-process mesh of the agents; absent means
+	// none.
+	Probes *Probes `json:"probes"`
 }
 
 // External is one external target of the allowlist (see
@@ -115,6 +118,9 @@ type Settings struct {
 	// External is the allowlist of external targets in file order; nil
 	// means none.
 	External []*agentv1.ExternalTarget
+	// Probes are the settings of the agents' continuous probes (the probes
+	// section); nil means none.
+	Probes *agentv1.ProbeSettings
 }
 
 // Load reads and checks a config file; an empty path means no file (no
@@ -164,6 +170,11 @@ func Parse(b []byte) (Settings, error) {
 			return Settings{}, fmt.Errorf("%w: monitor.%s.%w", ErrConfig, s.name, err)
 		}
 		out.Plans = append(out.Plans, p)
+	}
+	if f.Probes != nil {
+		if out.Probes, err = f.Probes.settings(); err != nil {
+			return Settings{}, fmt.Errorf("%w: probes.%w", ErrConfig, err)
+		}
 	}
 	return out, nil
 }

@@ -1,0 +1,173 @@
+package monitor
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// Probes is the config file's probes section: the continuous mesh that
+// every agent probes on its own clock, in-process, and reports in batches
+// (agent/probe), e.g.
+//
+//	probes:
+//	  interval: 10s            # each peer, path and kind once per interval
+//	  report_interval: 60s     # one report per agent per minute (faults: within one interval)
+//	  kinds: [icmp, icmp_mtu, tcp, http]
+//	  paths: [host-host, pod-pod]
+type Probes struct {
+	// Interval is how often each peer, path and kind is probed; "" means
+	// 10s, at least 1s.
+	Interval string `json:"interval"`
+	// ReportInterval is the period of one agent report: a whole multiple
+	// of Interval; "" means Interval.
+	ReportInterval string `json:"report_interval"`
+	// Timeout bounds one probe; "" means the smaller of 2s and half of
+	// Interval. It must be under Interval.
+	Timeout string `json:"timeout"`
+	// Kinds are icmp, icmp_mtu, tcp and http; empty means all four.
+	Kinds []string `json:"kinds"`
+	// Paths are host-host, host-pod, pod-pod, host-service and
+	// pod-service; empty means host-host and pod-pod.
+	Paths []string `json:"paths"`
+	// PayloadBytes is the icmp probe's payload; 0 means 56 (ping's).
+	PayloadBytes uint32 `json:"payload_bytes"`
+	// MaxInFlight bounds each agent's outstanding probes; 0 means 256.
+	MaxInFlight uint32 `json:"max_in_flight"`
+	// MaxPacketsPerSecond bounds the probes each agent starts per second;
+	// 0 means 2000.
+	MaxPacketsPerSecond uint32 `json:"max_packets_per_second"`
+	// SubsetSize, if not 0, makes each agent probe only that many peers
+	// per interval, picked by rendezvous hashing and rotated every
+	// SubsetRotation, so that every pair is covered within
+	// ceil(peers/SubsetSize) rotations; 0 means the full mesh.
+	SubsetSize uint32 `json:"subset_size"`
+	// SubsetRotation is how long one subset is kept; "" means 10 x
+	// Interval.
+	SubsetRotation string `json:"subset_rotation"`
+}
+
+// ProbeKindNames are the config file's names of the probe kinds.
+var ProbeKindNames = map[string]agentv1.ProbeKind{
+	"icmp": agentv1.ProbeKind_PROBE_KIND_ICMP, "icmp_mtu": agentv1.ProbeKind_PROBE_KIND_ICMP_MTU,
+	"tcp": agentv1.ProbeKind_PROBE_KIND_TCP, "http": agentv1.ProbeKind_PROBE_KIND_HTTP,
+}
+
+// probePaths are the paths the continuous probes can take.
+var probePaths = []measurev1.Path{
+	measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_POD, measurev1.Path_PATH_POD_TO_POD,
+	measurev1.Path_PATH_HOST_TO_SERVICE, measurev1.Path_PATH_POD_TO_SERVICE,
+}
+
+// Bounds of the probes section.
+const (
+	minProbeInterval = time.Second
+	maxProbeInterval = time.Hour
+	maxInFlightCap   = 4096
+	maxPPSCap        = 100000
+	maxPayloadBytes  = 65000
+)
+
+// settings checks the section and turns it into the ProbeSettings every
+// agent's plan carries; errors name the field (under "probes.") and value.
+func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
+	dur := func(field, s string, def time.Duration) (time.Duration, error) {
+		if s == "" {
+			return def, nil
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("%s %q: %v", field, s, err)
+		}
+		return d, nil
+	}
+	interval, err := dur("interval", p.Interval, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if interval < minProbeInterval || interval > maxProbeInterval {
+		return nil, fmt.Errorf("interval %q: want %v to %v", p.Interval, minProbeInterval, maxProbeInterval)
+	}
+	report, err := dur("report_interval", p.ReportInterval, interval)
+	if err != nil {
+		return nil, err
+	}
+	if report < interval || report%interval != 0 || report > 24*time.Hour {
+		return nil, fmt.Errorf("report_interval %q: want a whole multiple of the interval %v, at most 24h", p.ReportInterval, interval)
+	}
+	timeout, err := dur("timeout", p.Timeout, min(2*time.Second, interval/2))
+	if err != nil {
+		return nil, err
+	}
+	if timeout <= 0 || timeout >= interval {
+		return nil, fmt.Errorf("timeout %q: want more than 0 and less than the interval %v", p.Timeout, interval)
+	}
+	rotation, err := dur("subset_rotation", p.SubsetRotation, 10*interval)
+	if err != nil {
+		return nil, err
+	}
+	if rotation < interval {
+		return nil, fmt.Errorf("subset_rotation %q: want at least the interval %v", p.SubsetRotation, interval)
+	}
+	s := &agentv1.ProbeSettings{
+		Interval: durationpb.New(interval), ReportInterval: durationpb.New(report), Timeout: durationpb.New(timeout),
+		PayloadBytes: p.PayloadBytes, MaxInFlight: p.MaxInFlight, MaxPacketsPerSecond: p.MaxPacketsPerSecond,
+		SubsetSize: p.SubsetSize, SubsetRotation: durationpb.New(rotation),
+	}
+	kinds := p.Kinds
+	if len(kinds) == 0 {
+		kinds = []string{"icmp", "icmp_mtu", "tcp", "http"}
+	}
+	for i, name := range kinds {
+		k, ok := ProbeKindNames[name]
+		if !ok {
+			return nil, fmt.Errorf("kinds[%d] %q: not a probe kind (icmp, icmp_mtu, tcp, http)", i, name)
+		}
+		if slices.Contains(s.Kinds, k) {
+			return nil, fmt.Errorf("kinds[%d] %q: listed twice", i, name)
+		}
+		s.Kinds = append(s.Kinds, k)
+	}
+	paths := p.Paths
+	if len(paths) == 0 {
+		paths = []string{"host-host", "pod-pod"}
+	}
+	for i, name := range paths {
+		path, err := testspec.ParsePath(name)
+		if err != nil {
+			return nil, fmt.Errorf("paths[%d]: %v", i, err)
+		}
+		if !slices.Contains(probePaths, path) {
+			return nil, fmt.Errorf("paths[%d] %q: the probes take host-host, host-pod, pod-pod, host-service and pod-service", i, name)
+		}
+		if slices.Contains(s.Paths, path) {
+			return nil, fmt.Errorf("paths[%d] %q: listed twice", i, name)
+		}
+		s.Paths = append(s.Paths, path)
+	}
+	if s.PayloadBytes == 0 {
+		s.PayloadBytes = 56
+	}
+	if s.PayloadBytes > maxPayloadBytes {
+		return nil, fmt.Errorf("payload_bytes %d: at most %d", s.PayloadBytes, maxPayloadBytes)
+	}
+	if s.MaxInFlight == 0 {
+		s.MaxInFlight = 256
+	}
+	if s.MaxInFlight > maxInFlightCap {
+		return nil, fmt.Errorf("max_in_flight %d: at most %d", s.MaxInFlight, maxInFlightCap)
+	}
+	if s.MaxPacketsPerSecond == 0 {
+		s.MaxPacketsPerSecond = 2000
+	}
+	if s.MaxPacketsPerSecond > maxPPSCap {
+		return nil, fmt.Errorf("max_packets_per_second %d: at most %d", s.MaxPacketsPerSecond, maxPPSCap)
+	}
+	return s, nil
+}

@@ -1,0 +1,73 @@
+package monitor
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+func TestParseProbes(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		check   func(t *testing.T, s *agentv1.ProbeSettings)
+		wantErr string
+	}{
+		{"defaults", `probes: {}`, func(t *testing.T, s *agentv1.ProbeSettings) {
+			if s.GetInterval().AsDuration() != 10*time.Second || s.GetReportInterval().AsDuration() != 10*time.Second ||
+				s.GetTimeout().AsDuration() != 2*time.Second || len(s.GetKinds()) != 4 || len(s.GetPaths()) != 2 ||
+				s.GetPayloadBytes() != 56 || s.GetMaxInFlight() != 256 || s.GetMaxPacketsPerSecond() != 2000 {
+				t.Errorf("defaults: %v", s)
+			}
+		}, ""},
+		{"chosen", `probes: {interval: 10s, report_interval: 60s, timeout: 1s, kinds: [icmp, tcp], paths: [pod-service], subset_size: 50}`,
+			func(t *testing.T, s *agentv1.ProbeSettings) {
+				if s.GetReportInterval().AsDuration() != time.Minute || s.GetTimeout().AsDuration() != time.Second ||
+					len(s.GetKinds()) != 2 || s.GetKinds()[1] != agentv1.ProbeKind_PROBE_KIND_TCP ||
+					s.GetPaths()[0] != measurev1.Path_PATH_POD_TO_SERVICE || s.GetSubsetSize() != 50 ||
+					s.GetSubsetRotation().AsDuration() != 100*time.Second {
+					t.Errorf("chosen: %v", s)
+				}
+			}, ""},
+		{"short timeout default", `probes: {interval: 1s}`, func(t *testing.T, s *agentv1.ProbeSettings) {
+			if s.GetTimeout().AsDuration() != 500*time.Millisecond {
+				t.Errorf("timeout %v, want 500ms (half the interval)", s.GetTimeout().AsDuration())
+			}
+		}, ""},
+		{"interval too short", `probes: {interval: 500ms}`, nil, `probes.interval "500ms"`},
+		{"report not a multiple", `probes: {interval: 10s, report_interval: 15s}`, nil, `probes.report_interval "15s"`},
+		{"report under interval", `probes: {interval: 10s, report_interval: 5s}`, nil, `probes.report_interval "5s"`},
+		{"timeout at interval", `probes: {interval: 2s, timeout: 2s}`, nil, `probes.timeout "2s"`},
+		{"unknown kind", `probes: {kinds: [icmp, udp]}`, nil, `probes.kinds[1] "udp"`},
+		{"kind twice", `probes: {kinds: [tcp, tcp]}`, nil, `probes.kinds[1] "tcp": listed twice`},
+		{"external path", `probes: {paths: [host-external]}`, nil, `probes.paths[0] "host-external"`},
+		{"unknown path", `probes: {paths: [pod-moon]}`, nil, `probes.paths[0]`},
+		{"payload", `probes: {payload_bytes: 70000}`, nil, `probes.payload_bytes 70000`},
+		{"pps", `probes: {max_packets_per_second: 1000000}`, nil, `probes.max_packets_per_second 1000000`},
+		{"rotation", `probes: {interval: 10s, subset_rotation: 1s}`, nil, `probes.subset_rotation "1s"`},
+		{"typo", `probes: {intervall: 10s}`, nil, `unknown field "intervall"`},
+		{"bad duration", `probes: {interval: ten}`, nil, `probes.interval "ten"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			settings, err := Parse([]byte(tt.yaml))
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want ErrConfig containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, settings.Probes)
+		})
+	}
+	if s, err := Parse([]byte(`monitor: {}`)); err != nil || s.Probes != nil {
+		t.Errorf("no probes section: %v, %v; want nil settings", s.Probes, err)
+	}
+}
