@@ -213,10 +213,13 @@ func (t *Table) compact(maxTombs int) {
 //     revision (a version of another coordinator run), or when probing was
 //     turned off after since. Cost O(peers).
 //   - A delta (base_version since, full false): upserts of the peers
-//     changed after since (their current value) and removals of those
-//     removed after since that existed at since; never node itself; the
-//     settings if they changed after since. Cost O(log(changelog) +
-//     changes after since).
+//     changed after since (their current value) and the names of those
+//     removed after since; never node itself; the settings if they changed
+//     after since. A name added and removed after since is left out, but
+//     one that flapped (removed, re-added, removed) may be named although
+//     the agent did not hold it at since: the agent must treat removing a
+//     peer it does not hold as a no-op. Cost O(log(changelog) + changes
+//     after since).
 //   - nil, false when nothing changed for node after since (e.g. only its
 //     own entry changed). The agent's version then stays since, which
 //     stays valid: since's view for node equals the current one, and a
