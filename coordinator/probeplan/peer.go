@@ -1,0 +1,125 @@
+// Package probeplan owns the coordinator's continuous-probe plans: one
+// shared peer Table (every plannable node's addresses and ports, plus the
+// probe settings) with a global revision counter and a changelog, from
+// which it builds for any agent the ProbePlan (proto
+// meshperf.agent.v1.ProbePlan) that brings it from the version it holds to
+// the current one, in O(changes) rather than O(nodes); and a Follower, the
+// per-session state machine that decides when to send a plan (after a
+// debounce, one plan in flight at a time) and how versions chain.
+//
+// Ownership: the registry owns one Table and writes it (Upsert on a
+// registration, Remove when a node departs, SetSettings from the
+// coordinator's config). Each agent session owns one Follower, used only
+// from the session's goroutine. Plans returned by the Table belong to the
+// caller, but their ProbePeer and ProbeSettings messages are shared with the
+// Table and with other sessions' plans: marshal them, never modify them.
+//
+// Versions: a plan's version is the Table's revision when it was built.
+// Revisions start at a clock-derived value (Options.FirstRevision), so that
+// a restarted coordinator's versions still grow past the previous one's.
+// See Table.Delta and Follower for the chaining rules.
+//
+// Size bound: a peer is at most ~430 bytes on the wire (a 253-byte name,
+// three IPv6 addresses, five integers), so a full plan of 5,000 peers is at
+// most ~2.2 MB (~300 KB with typical names), under gRPC's default 4 MB
+// message limit; plans are not split. Clusters beyond ~9,000 nodes with
+// maximal names would need a larger limit or a Split.
+package probeplan
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/meshperf/meshperf/internal/protocol"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+)
+
+// ErrInvalid is wrapped by the errors of Table.Upsert for a peer it
+// refuses; the message names the field and its value. Match it with
+// errors.Is.
+var ErrInvalid = errors.New("invalid peer")
+
+// MTU bounds: a known MTU is at least the IPv4 minimum datagram size and
+// fits an IP total-length field.
+const (
+	MinMTU = 576
+	MaxMTU = 65535
+)
+
+// Peer is one plannable node as other agents see it: the Go form of
+// agentv1.ProbePeer. It is comparable; Upsert compares whole values to
+// decide whether anything changed.
+type Peer struct {
+	// Name is the node name (protocol.ValidateNodeName).
+	Name string
+	// HostIP is its host network address; required.
+	HostIP netip.Addr
+	// PodIP is its pod network address; the zero Addr if none.
+	PodIP netip.Addr
+	// ServiceIP is the ClusterIP fronting its pod endpoint; the zero Addr
+	// if none.
+	ServiceIP netip.Addr
+	// ProbePort is its TCP echo responder's port, 1..65535.
+	ProbePort uint32
+	// HTTPPort is its HTTP target's port, 0 (unknown) or 1..65535.
+	HTTPPort uint32
+	// HostMTU and PodMTU are its interfaces' MTUs in bytes per network: 0
+	// (unknown) or MinMTU..MaxMTU.
+	HostMTU, PodMTU uint32
+}
+
+// Validate reports why p cannot be planned: an error wrapping ErrInvalid
+// that names the field and value, or nil.
+func (p Peer) Validate() error {
+	bad := func(field string, v any, why any) error {
+		return fmt.Errorf("%w: peer %q: %s %v: %v", ErrInvalid, p.Name, field, v, why)
+	}
+	if err := protocol.ValidateNodeName(p.Name); err != nil {
+		return fmt.Errorf("%w: node_name: %v", ErrInvalid, err)
+	}
+	if !p.HostIP.IsValid() {
+		return bad("host_ip", `""`, "missing")
+	}
+	for _, a := range []struct {
+		field string
+		ip    netip.Addr
+	}{{"host_ip", p.HostIP}, {"pod_ip", p.PodIP}, {"service_ip", p.ServiceIP}} {
+		if !a.ip.IsValid() {
+			continue // optional ones; host_ip checked above
+		}
+		if _, err := protocol.ParseEndpointIP(a.ip.String()); err != nil {
+			return bad(a.field, a.ip, err)
+		}
+	}
+	if p.ProbePort == 0 || p.ProbePort > 65535 {
+		return bad("probe_port", p.ProbePort, "want 1..65535")
+	}
+	if p.HTTPPort > 65535 {
+		return bad("http_port", p.HTTPPort, "want 0 (unknown) or 1..65535")
+	}
+	for _, m := range []struct {
+		field string
+		v     uint32
+	}{{"host_mtu_bytes", p.HostMTU}, {"pod_mtu_bytes", p.PodMTU}} {
+		if m.v != 0 && (m.v < MinMTU || m.v > MaxMTU) {
+			return bad(m.field, m.v, fmt.Sprintf("want 0 (unknown) or %d..%d", MinMTU, MaxMTU))
+		}
+	}
+	return nil
+}
+
+// Proto returns p as a new agentv1.ProbePeer; absent addresses are empty
+// strings.
+func (p Peer) Proto() *agentv1.ProbePeer {
+	str := func(a netip.Addr) string {
+		if !a.IsValid() {
+			return ""
+		}
+		return a.String()
+	}
+	return &agentv1.ProbePeer{
+		NodeName: p.Name, HostIp: str(p.HostIP), PodIp: str(p.PodIP), ServiceIp: str(p.ServiceIP),
+		ProbePort: p.ProbePort, HttpPort: p.HTTPPort, HostMtuBytes: p.HostMTU, PodMtuBytes: p.PodMTU,
+	}
+}
