@@ -228,7 +228,9 @@ func TestRemovalBeforeCompactionReachesLaggard(t *testing.T) {
 	}
 }
 
-func nodeName(i int) string { return "node-" + string(rune('a'+i/26%26)) + string(rune('a'+i%26)) + "-" + itoa(i) }
+func nodeName(i int) string {
+	return "node-" + string(rune('a'+i/26%26)) + string(rune('a'+i%26)) + "-" + itoa(i)
+}
 
 func itoa(i int) string {
 	if i < 10 {
