@@ -1,0 +1,20 @@
+// Package probe is the agent's in-process continuous prober: it holds the
+// coordinator's versioned ProbePlan (validated field by field: nothing the
+// coordinator sends is believed unchecked), schedules every (peer, path,
+// kind) probe at its own stable phase within the plan's interval, runs the
+// probes (ICMP echo, ICMP echo filling the path MTU with don't-fragment
+// set, a one-byte TCP echo and an HTTP GET) from the agent's own process on
+// the host network or inside the pod network's namespace, and sums the
+// results up into one ProbeReport per report period.
+//
+// It owns: the plan it holds (Apply), one scheduler goroutine and the probe
+// goroutines it starts (at most max_in_flight), one raw ICMP socket pair
+// and one reader goroutine per network, and the period accounting. It does
+// not own the stream to the coordinator, the report spool or the sequence
+// counter: the caller passes Config.Report and Config.NextSeq. The TCP echo
+// responder that peers probe is ServeEcho; the caller runs it on each
+// network's probe_port.
+//
+// Every goroutine it starts ends with the context given to Run (or to
+// ServeEcho), and Run returns only once they have.
+package probe

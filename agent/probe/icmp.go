@@ -1,0 +1,322 @@
+package probe
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+
+	"github.com/meshperf/meshperf/agent/netns"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// payload is the bytes every echo carries (a prefix of it); read-only.
+var payload = func() []byte {
+	b := make([]byte, maxMTU)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}()
+
+// reply is what the reader learnt about one echo.
+type reply struct {
+	at     time.Time // monotonic: when the reply was read
+	status measurev1.Status
+	msg    string
+}
+
+// waiter is one echo awaiting its reply.
+type waiter struct {
+	dst   netip.Addr
+	done  chan reply // capacity 1; written once
+	stray netip.Addr // a reply with our ID and sequence from another source
+}
+
+// pinger owns a network's raw ICMP sockets: echo (whose reader
+// demultiplexes every reply by echo ID and sequence) and mtu (don't
+// fragment, write only: its ICMP_FILTER drops everything it would read).
+type pinger struct {
+	echo, mtu *net.IPConn
+	openErr   error // the sockets could not be opened: every ICMP probe fails with it
+	id        uint16
+
+	mu      sync.Mutex
+	seq     uint16
+	waiting map[uint16]*waiter
+}
+
+// openPinger opens the sockets inside the network's namespace. A failure
+// is kept in openErr (the prober still runs its other probes).
+func openPinger(n *Network) *pinger {
+	var id [2]byte
+	_, _ = rand.Read(id[:])
+	pg := &pinger{id: binary.BigEndian.Uint16(id[:]), waiting: map[uint16]*waiter{}}
+	addr := "0.0.0.0"
+	if n.IP.IsValid() && n.IP.Is4() {
+		addr = n.IP.String()
+	}
+	open := func() error {
+		var err error
+		if pg.echo, err = listenICMP(addr, false); err != nil {
+			return err
+		}
+		if pg.mtu, err = listenICMP(addr, true); err != nil {
+			_ = pg.echo.Close()
+			pg.echo = nil
+			return err
+		}
+		return nil
+	}
+	var err error
+	if n.NetNS == "" {
+		err = open()
+	} else {
+		err = netns.Do(n.NetNS, open)
+	}
+	if err != nil {
+		pg.openErr = fmt.Errorf("open raw ICMP socket on %v: %w", n.Net, err)
+	}
+	return pg
+}
+
+// listenICMP opens one raw ip4:icmp socket bound to addr. An echo socket
+// reads only echo replies, destination unreachables and time exceeded; a
+// don't-fragment socket reads nothing and sets IP_PMTUDISC_DO.
+func listenICMP(addr string, df bool) (*net.IPConn, error) {
+	pc, err := net.ListenPacket("ip4:icmp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c := pc.(*net.IPConn)
+	filter := ^uint32(1<<uint(ipv4.ICMPTypeEchoReply) | 1<<uint(ipv4.ICMPTypeDestinationUnreachable) | 1<<uint(ipv4.ICMPTypeTimeExceeded))
+	if df {
+		filter = ^uint32(0)
+	}
+	rc, err := c.SyscallConn()
+	if err == nil {
+		var serr error
+		err = rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_RAW, unix.ICMP_FILTER, int(int32(filter)))
+			if serr == nil && df {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
+			}
+			if serr == nil && !df {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
+			}
+		})
+		if err == nil {
+			err = serr
+		}
+	}
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("set socket options: %w", err)
+	}
+	return c, nil
+}
+
+// close closes the sockets; the reader then ends.
+func (pg *pinger) close() {
+	if pg.echo != nil {
+		_ = pg.echo.Close()
+		_ = pg.mtu.Close()
+	}
+}
+
+// read demultiplexes replies until the echo socket is closed.
+func (pg *pinger) read(log *slog.Logger) {
+	if pg.echo == nil {
+		return
+	}
+	buf := make([]byte, 1<<16)
+	for {
+		n, from, err := pg.echo.ReadFrom(buf)
+		at := time.Now()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			log.Warn("read raw ICMP socket", "err", err)
+			time.Sleep(10 * time.Millisecond) // no spin on a persistent error
+			continue
+		}
+		ipa, ok := from.(*net.IPAddr)
+		if !ok {
+			continue
+		}
+		src, ok := netip.AddrFromSlice(ipa.IP)
+		if !ok {
+			continue
+		}
+		pg.deliver(src.Unmap(), buf[:n], at)
+	}
+}
+
+// deliver handles one ICMP message (without its IP header) read from src
+// at at. An echo reply with our ID and a waiting sequence counts only if
+// src is the probed destination; from another source it is noted (the
+// probe still times out: a dead target must not look alive). An
+// unreachable or time-exceeded error quoting one of our echoes fails it.
+func (pg *pinger) deliver(src netip.Addr, b []byte, at time.Time) {
+	m, err := icmp.ParseMessage(1, b)
+	if err != nil {
+		return
+	}
+	switch m.Type {
+	case ipv4.ICMPTypeEchoReply:
+		e, ok := m.Body.(*icmp.Echo)
+		if !ok || uint16(e.ID) != pg.id {
+			return
+		}
+		pg.mu.Lock()
+		defer pg.mu.Unlock()
+		w := pg.waiting[uint16(e.Seq)]
+		if w == nil {
+			return
+		}
+		if src != w.dst {
+			w.stray = src
+			return
+		}
+		delete(pg.waiting, uint16(e.Seq))
+		w.done <- reply{at: at, status: measurev1.Status_STATUS_OK}
+	case ipv4.ICMPTypeDestinationUnreachable, ipv4.ICMPTypeTimeExceeded:
+		var data []byte
+		switch body := m.Body.(type) {
+		case *icmp.DstUnreach:
+			data = body.Data
+		case *icmp.TimeExceeded:
+			data = body.Data
+		}
+		dst, id, seq, ok := quotedEcho(data)
+		if !ok || id != pg.id {
+			return
+		}
+		msg := fmt.Sprintf("time exceeded, from %s", src)
+		if m.Type == ipv4.ICMPTypeDestinationUnreachable {
+			msg = fmt.Sprintf("destination unreachable (code %d), from %s", m.Code, src)
+			if m.Code == 4 && len(b) >= 8 {
+				msg = fmt.Sprintf("fragmentation needed, next-hop MTU %d, from %s", binary.BigEndian.Uint16(b[6:8]), src)
+			}
+		}
+		pg.mu.Lock()
+		defer pg.mu.Unlock()
+		w := pg.waiting[seq]
+		if w == nil || w.dst != dst {
+			return
+		}
+		delete(pg.waiting, seq)
+		w.done <- reply{at: at, status: measurev1.Status_STATUS_UNREACHABLE, msg: msg}
+	}
+}
+
+// quotedEcho parses the IPv4 datagram an ICMP error quotes: its
+// destination and, if it was an echo request, the echo's ID and sequence.
+func quotedEcho(d []byte) (dst netip.Addr, id, seq uint16, ok bool) {
+	if len(d) < 20 || d[0]>>4 != 4 {
+		return netip.Addr{}, 0, 0, false
+	}
+	ihl := int(d[0]&0x0f) * 4
+	if ihl < 20 || len(d) < ihl+8 || d[9] != 1 || d[ihl] != byte(ipv4.ICMPTypeEcho) {
+		return netip.Addr{}, 0, 0, false
+	}
+	dst = netip.AddrFrom4([4]byte(d[16:20]))
+	return dst, binary.BigEndian.Uint16(d[ihl+4:]), binary.BigEndian.Uint16(d[ihl+6:]), true
+}
+
+// register reserves a free sequence number for an echo to dst.
+func (pg *pinger) register(dst netip.Addr) (uint16, *waiter, error) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	for range 1 << 16 {
+		pg.seq++
+		if pg.waiting[pg.seq] == nil {
+			w := &waiter{dst: dst, done: make(chan reply, 1)}
+			pg.waiting[pg.seq] = w
+			return pg.seq, w, nil
+		}
+	}
+	return 0, nil, errors.New("all 65536 echo sequence numbers are in flight")
+}
+
+// unregister drops a waiter and returns the stray source it saw, if any.
+func (pg *pinger) unregister(seq uint16, w *waiter) netip.Addr {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	if pg.waiting[seq] == w {
+		delete(pg.waiting, seq)
+	}
+	return w.stray
+}
+
+// ping sends one echo of size payload bytes to dst (on the
+// don't-fragment socket if df) and waits for its reply until ctx ends.
+func (pg *pinger) ping(ctx context.Context, dst netip.Addr, size int, df bool) (time.Duration, measurev1.Status, string) {
+	if pg.openErr != nil {
+		return 0, measurev1.Status_STATUS_TOOL_ERROR, pg.openErr.Error()
+	}
+	seq, w, err := pg.register(dst)
+	if err != nil {
+		return 0, measurev1.Status_STATUS_TOOL_ERROR, err.Error()
+	}
+	msg := icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{ID: int(pg.id), Seq: int(seq), Data: payload[:size]}}
+	b, err := msg.Marshal(nil)
+	if err != nil {
+		pg.unregister(seq, w)
+		return 0, measurev1.Status_STATUS_TOOL_ERROR, fmt.Sprintf("marshal echo: %v", err)
+	}
+	conn := pg.echo
+	if df {
+		conn = pg.mtu
+	}
+	sent := time.Now()
+	if _, err := conn.WriteTo(b, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
+		pg.unregister(seq, w)
+		return 0, sendStatus(err), fmt.Sprintf("send %d-byte echo to %s: %v", len(b)+20, dst, err)
+	}
+	select {
+	case r := <-w.done:
+		if r.status != measurev1.Status_STATUS_OK {
+			return 0, r.status, r.msg
+		}
+		return r.at.Sub(sent), measurev1.Status_STATUS_OK, ""
+	case <-ctx.Done():
+		stray := pg.unregister(seq, w)
+		select {
+		case r := <-w.done: // answered as the deadline passed
+			if r.status == measurev1.Status_STATUS_OK {
+				return r.at.Sub(sent), r.status, ""
+			}
+			return 0, r.status, r.msg
+		default:
+		}
+		m := fmt.Sprintf("no echo reply from %s", dst)
+		if stray.IsValid() {
+			m += fmt.Sprintf(" (a reply to it came from %s)", stray)
+		}
+		return 0, measurev1.Status_STATUS_TIMEOUT, m
+	}
+}
+
+// sendStatus classifies a send error: no route and local refusals
+// (EMSGSIZE over the route MTU with don't-fragment, EPERM/EACCES from a
+// local firewall) are STATUS_UNREACHABLE, others STATUS_TOOL_ERROR.
+func sendStatus(err error) measurev1.Status {
+	switch {
+	case errors.Is(err, unix.EMSGSIZE), errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES),
+		errors.Is(err, unix.ENETUNREACH), errors.Is(err, unix.EHOSTUNREACH):
+		return measurev1.Status_STATUS_UNREACHABLE
+	}
+	return measurev1.Status_STATUS_TOOL_ERROR
+}

@@ -1,0 +1,260 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+)
+
+// Run probes the held plan (and each plan Apply gives it) until ctx ends,
+// calling Config.Report at each period's end. It opens one pair of raw
+// ICMP sockets per network first; if they cannot be opened (no
+// CAP_NET_RAW) it logs it once and every ICMP probe fails with those
+// words, the other kinds still run. It returns nil once ctx has ended and
+// every goroutine it started has stopped (the open periods are dropped,
+// not reported), or an error at once if Run is already running.
+func (p *Prober) Run(ctx context.Context) error {
+	p.mu.Lock()
+	if p.running {
+		p.mu.Unlock()
+		return errors.New("probe: Run is already running")
+	}
+	p.running = true
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.running = false
+		p.mu.Unlock()
+	}()
+
+	l := &loop{p: p, nets: []*Network{&p.cfg.Host, p.cfg.Pod}, results: make(chan result, 64)}
+	var readers sync.WaitGroup
+	for i, n := range l.nets {
+		if n == nil {
+			continue
+		}
+		pg := openPinger(n)
+		if pg.openErr != nil {
+			p.log.Warn("ICMP probes will fail", "network", n.Net, "err", pg.openErr)
+		}
+		l.pingers[i] = pg
+		readers.Go(func() { pg.read(p.log) })
+		l.dialers[i] = dialer{ns: n.NetNS, src: n.IP}
+		l.clients[i] = httpClient(l.dialers[i])
+	}
+	defer func() { // after the probes have stopped (defers run last first)
+		for _, pg := range l.pingers {
+			if pg != nil {
+				pg.close()
+			}
+		}
+		readers.Wait()
+		for _, c := range l.clients {
+			if c != nil {
+				c.CloseIdleConnections()
+			}
+		}
+	}()
+	var cancel context.CancelFunc
+	l.ctx, cancel = context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		l.probes.Wait()
+	}()
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	l.rebuild(p.now())
+	for {
+		now := p.now()
+		l.step(now)
+		timer.Reset(max(l.wake(now).Sub(now), time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.changed:
+			l.rebuild(p.now())
+		case r := <-l.results:
+			l.inflight--
+			l.ledger.record(r, p.now())
+		case <-timer.C:
+		}
+	}
+}
+
+// loop is Run's state, owned by Run's goroutine.
+type loop struct {
+	p       *Prober
+	nets    []*Network // [0] host, [1] pod (nil: none)
+	pingers [2]*pinger
+	dialers [2]dialer
+	clients [2]*http.Client
+
+	ctx     context.Context // the probes'
+	probes  sync.WaitGroup
+	results chan result
+
+	plan     *plan
+	set      *settings // nil: stopped
+	targets  []target
+	wheel    wheel
+	bucket   bucket
+	ledger   *ledger
+	inflight int
+	epoch    int64
+	subset   map[string]bool // nil: every peer
+}
+
+// rebuild follows the held plan: new targets, and when the settings
+// changed, new budgets and the open periods closed at now.
+func (l *loop) rebuild(now time.Time) {
+	pl := l.p.held()
+	if pl == nil || pl == l.plan {
+		return
+	}
+	l.plan = pl
+	s := pl.settings
+	if s == nil || l.set == nil || !proto.Equal(s.src, l.set.src) {
+		if l.ledger != nil {
+			l.ledger.closeAt(now)
+		}
+		if s != nil {
+			if l.ledger == nil {
+				l.ledger = newLedger(s.interval, s.reportInterval)
+			}
+			l.ledger.interval, l.ledger.reportInterval = s.interval, s.reportInterval
+			l.bucket = newBucket(s.maxPPS, now)
+		}
+	}
+	l.set = s
+	l.targets = targets(l.p.cfg.Node, l.nets, pl)
+	l.subset, l.epoch = nil, 0
+	if s == nil {
+		l.wheel = wheel{}
+		return
+	}
+	l.wheel.reset(l.targets, s.interval, now)
+	l.resubset(now)
+	l.p.log.Info("probe plan", "version", pl.version, "peers", len(pl.peers), "probes", len(l.targets),
+		"interval", s.interval, "report_interval", s.reportInterval)
+}
+
+// resubset picks the epoch's subset of peers (subset mode only).
+func (l *loop) resubset(now time.Time) {
+	if l.set == nil || l.set.subsetSize == 0 {
+		return
+	}
+	e := now.UnixNano() / int64(l.set.subsetRotation)
+	if e == l.epoch && l.subset != nil {
+		return
+	}
+	l.epoch = e
+	l.subset = subset(l.p.cfg.Node, l.plan.peers, l.set.subsetSize, e)
+}
+
+// step starts the probes due by now (or counts them skipped) and reports
+// the periods that are over.
+func (l *loop) step(now time.Time) {
+	if l.set != nil {
+		l.resubset(now)
+		for {
+			t, due, ok := l.wheel.next()
+			if !ok || due.After(now) {
+				break
+			}
+			if now.Sub(due) > l.set.interval {
+				// The clock jumped, or the loop stalled: resume from now
+				// rather than firing a cycle's worth of probes at once.
+				l.p.log.Warn("probe schedule behind; resuming from now", "behind", now.Sub(due))
+				l.wheel.reset(l.targets, l.set.interval, now)
+				continue
+			}
+			l.wheel.advance()
+			if l.subset != nil && !l.subset[t.key.peer] {
+				continue
+			}
+			if l.inflight >= l.set.maxInFlight || !l.bucket.take(now) {
+				l.ledger.skip(due)
+				continue
+			}
+			l.inflight++
+			l.ledger.started(due)
+			l.launch(*t, due)
+		}
+	}
+	if l.ledger == nil {
+		return
+	}
+	grace := time.Second
+	if l.set != nil {
+		grace += l.set.timeout
+	}
+	for _, per := range l.ledger.due(now, grace) {
+		l.p.cfg.Report(per.report(l.p.nextSeq(), l.plan.version))
+	}
+}
+
+// wake is when step has something to do next.
+func (l *loop) wake(now time.Time) time.Time {
+	next := now.Add(time.Hour)
+	if _, due, ok := l.wheel.next(); ok && l.set != nil && due.Before(next) {
+		next = due
+	}
+	if l.ledger != nil {
+		if d := l.ledger.nextDeadline(); !d.IsZero() {
+			if !now.Before(d) {
+				d = d.Add(time.Second)
+				if l.set != nil {
+					d = d.Add(l.set.timeout)
+				}
+			}
+			if d.Before(next) {
+				next = d
+			}
+		}
+	}
+	if l.set != nil && l.set.subsetSize > 0 {
+		r := l.set.subsetRotation
+		if e := time.Unix(0, (now.UnixNano()/int64(r)+1)*int64(r)); e.Before(next) {
+			next = e
+		}
+	}
+	return next
+}
+
+// launch runs one probe in its own goroutine, bounded by the settings'
+// timeout, and hands its result to the loop.
+func (l *loop) launch(t target, due time.Time) {
+	timeout := l.set.timeout
+	l.probes.Go(func() {
+		ctx, cancel := context.WithTimeout(l.ctx, timeout)
+		rtt, status, msg := l.probe(ctx, t)
+		cancel()
+		select {
+		case l.results <- result{key: t.key, due: due, rtt: rtt, status: status, msg: msg}:
+		case <-l.ctx.Done():
+		}
+	})
+}
+
+// probe runs one probe of t's kind.
+func (l *loop) probe(ctx context.Context, t target) (time.Duration, measurev1.Status, string) {
+	switch t.key.kind {
+	case agentv1.ProbeKind_PROBE_KIND_ICMP:
+		return l.pingers[t.net].ping(ctx, t.dst, t.size, false)
+	case agentv1.ProbeKind_PROBE_KIND_ICMP_MTU:
+		return l.pingers[t.net].ping(ctx, t.dst, t.size, true)
+	case agentv1.ProbeKind_PROBE_KIND_TCP:
+		return tcpProbe(ctx, l.dialers[t.net], t.dst, t.port)
+	default:
+		return httpProbe(ctx, l.clients[t.net], t.dst, t.port)
+	}
+}

@@ -1,0 +1,256 @@
+package probe
+
+import (
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+const (
+	// maxSamples bounds the round trips a series keeps per period; min
+	// and max stay exact beyond it, median and p90 are over the first
+	// maxSamples.
+	maxSamples = 512
+	// maxMessage bounds a summary's message, in bytes.
+	maxMessage = 256
+)
+
+// result is one finished probe.
+type result struct {
+	key    seriesKey
+	due    time.Time // wall clock: the period it belongs to
+	rtt    time.Duration
+	status measurev1.Status // STATUS_OK: answered
+	msg    string
+}
+
+// series accumulates one series over a period.
+type series struct {
+	sent, received uint32
+	min, max       time.Duration
+	rtts           []time.Duration
+	status         measurev1.Status // last failure's, or STATUS_OK
+	msg            string
+}
+
+func (s *series) add(r result) {
+	s.sent++
+	if r.status != measurev1.Status_STATUS_OK {
+		s.status, s.msg = r.status, r.msg
+		return
+	}
+	if s.received == 0 || r.rtt < s.min {
+		s.min = r.rtt
+	}
+	if r.rtt > s.max {
+		s.max = r.rtt
+	}
+	s.received++
+	if len(s.rtts) < maxSamples {
+		s.rtts = append(s.rtts, r.rtt)
+	}
+}
+
+// nearestRank returns the p-quantile (0 < p <= 1) of sorted by the
+// nearest-rank method: the smallest value with at least p of the values
+// at or below it (sorted[ceil(p*n)-1]); the median of an even count is
+// thus the lower middle value.
+func nearestRank(sorted []time.Duration, p float64) time.Duration {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	// ceil(p*n) in integers for p given in hundredths.
+	h := int(p*100 + 0.5)
+	r := (h*n + 99) / 100
+	r = max(1, min(r, n))
+	return sorted[r-1]
+}
+
+// summary sums the series up. It sorts s.rtts in place.
+func (s *series) summary(k seriesKey) *agentv1.ProbeSummary {
+	out := &agentv1.ProbeSummary{
+		Dst:      &agentv1.ProbeSummary_Node{Node: k.peer},
+		Path:     k.path,
+		Kind:     k.kind,
+		Sent:     s.sent,
+		Received: s.received,
+		Status:   measurev1.Status_STATUS_OK,
+	}
+	if s.received > 0 {
+		slices.Sort(s.rtts)
+		out.RttMinSeconds = s.min.Seconds()
+		out.RttMedianSeconds = nearestRank(s.rtts, 0.5).Seconds()
+		out.RttP90Seconds = nearestRank(s.rtts, 0.9).Seconds()
+		out.RttMaxSeconds = s.max.Seconds()
+	}
+	if s.received < s.sent {
+		out.Status = s.status
+		out.Message = cleanMessage(s.msg)
+	}
+	return out
+}
+
+// cleanMessage makes words fit a summary: printable runes only (others
+// become '?'), at most maxMessage bytes, cut on a rune boundary.
+func cleanMessage(m string) string {
+	var b strings.Builder
+	for _, r := range m {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			r = '?'
+		}
+		if b.Len()+utf8.RuneLen(r) > maxMessage {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// period is one report period being accumulated.
+type period struct {
+	start, end time.Time // end may move earlier (a new failure)
+	series     map[seriesKey]*series
+	skipped    uint64
+	inflight   int // probes due in the period not finished yet
+	early      bool
+}
+
+// ledger owns the open periods (at most two: one waiting for its last
+// probes, one current) and each series' failure in the last period.
+type ledger struct {
+	interval, reportInterval time.Duration
+	open                     []*period
+	failedLast               map[seriesKey]bool
+}
+
+func newLedger(interval, reportInterval time.Duration) *ledger {
+	return &ledger{interval: interval, reportInterval: reportInterval, failedLast: map[seriesKey]bool{}}
+}
+
+// periodFor returns the open period a probe due at t belongs to, opening
+// a new current period when t is past the current one's end.
+func (l *ledger) periodFor(t time.Time) *period {
+	for _, p := range l.open {
+		if !t.Before(p.start) && t.Before(p.end) {
+			return p
+		}
+	}
+	n := len(l.open)
+	if n > 0 && t.Before(l.open[n-1].end) {
+		return l.open[n-1] // before every open period: the clock went back
+	}
+	start := t.Truncate(l.reportInterval)
+	if n > 0 && l.open[n-1].end.After(start) {
+		start = l.open[n-1].end // after an early end: the rest of the period
+	}
+	p := &period{start: start, end: t.Truncate(l.reportInterval).Add(l.reportInterval), series: map[seriesKey]*series{}}
+	l.open = append(l.open, p)
+	return p
+}
+
+// started counts a probe due at t as in flight.
+func (l *ledger) started(t time.Time) { l.periodFor(t).inflight++ }
+
+// skip counts a probe due at t as skipped.
+func (l *ledger) skip(t time.Time) { l.periodFor(t).skipped++ }
+
+// record adds a finished probe, received at now. A failure in a series
+// that had none in the last period nor so far in this one ends this
+// period at the end of the probe interval holding now (so that every
+// probe already recorded stays inside it).
+func (l *ledger) record(r result, now time.Time) {
+	p := l.periodFor(r.due)
+	p.inflight--
+	s := p.series[r.key]
+	if s == nil {
+		s = &series{}
+		p.series[r.key] = s
+	}
+	fresh := s.received == s.sent && !l.failedLast[r.key]
+	s.add(r)
+	if r.status != measurev1.Status_STATUS_OK && fresh {
+		end := now.Truncate(l.interval).Add(l.interval)
+		if end.Before(p.end) {
+			p.end, p.early = end, true
+			// A later open period cannot exist yet: now < p.end.
+		}
+	}
+}
+
+// closeAt ends every open period at now at the latest (settings change,
+// stop).
+func (l *ledger) closeAt(now time.Time) {
+	for _, p := range l.open {
+		if p.end.After(now) {
+			p.end = now
+		}
+	}
+}
+
+// due returns the periods that are over: past their end with no probe in
+// flight, or past their end plus grace. It removes them from the ledger
+// and remembers their failures.
+func (l *ledger) due(now time.Time, grace time.Duration) []*period {
+	var out []*period
+	for len(l.open) > 0 {
+		p := l.open[0]
+		if now.Before(p.end) || p.inflight > 0 && now.Before(p.end.Add(grace)) {
+			break
+		}
+		l.open = l.open[1:]
+		clear(l.failedLast)
+		for k, s := range p.series {
+			if s.received < s.sent {
+				l.failedLast[k] = true
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// nextDeadline is when the oldest open period may be due (zero: none).
+func (l *ledger) nextDeadline() time.Time {
+	if len(l.open) == 0 {
+		return time.Time{}
+	}
+	return l.open[0].end
+}
+
+// report builds the ProbeReport of a period.
+func (p *period) report(seq, version uint64) *agentv1.ProbeReport {
+	keys := make([]seriesKey, 0, len(p.series))
+	for k := range p.series {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b seriesKey) int {
+		if c := strings.Compare(a.peer, b.peer); c != 0 {
+			return c
+		}
+		if a.path != b.path {
+			return int(a.path - b.path)
+		}
+		return int(a.kind - b.kind)
+	})
+	r := &agentv1.ProbeReport{
+		Seq:         seq,
+		PeriodStart: timestamppb.New(p.start),
+		Period:      durationpb.New(p.end.Sub(p.start)),
+		PlanVersion: version,
+		Skipped:     p.skipped,
+		Summaries:   make([]*agentv1.ProbeSummary, 0, len(keys)),
+	}
+	for _, k := range keys {
+		r.Summaries = append(r.Summaries, p.series[k].summary(k))
+	}
+	return r
+}

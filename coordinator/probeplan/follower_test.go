@@ -1,0 +1,132 @@
+package probeplan
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+)
+
+// await waits for f.C and returns Next's plan, or fails after a second.
+func await(t *testing.T, f *Follower) *agentv1.ProbePlan {
+	t.Helper()
+	select {
+	case <-f.C():
+		return f.Next()
+	case <-time.After(time.Second):
+		t.Fatal("follower never ready")
+		return nil
+	}
+}
+
+func ready(f *Follower) bool {
+	select {
+	case <-f.C():
+		return true
+	default:
+		return false
+	}
+}
+
+func TestFollowerChain(t *testing.T) {
+	tb := NewTable(Options{FirstRevision: 1})
+	tb.Upsert(testPeer("a", 1))
+	tb.Upsert(testPeer("self", 1))
+	f := tb.Follow("self", -1) // no debounce
+	defer f.Stop()
+	held := &replica{}
+
+	plan := await(t, f)
+	if plan.GetBaseVersion() != 0 || len(plan.GetUpsert()) != 1 || f.InFlight() != plan {
+		t.Fatalf("first plan %v; want a full plan of one peer, in flight", plan)
+	}
+	if ready(f) {
+		t.Fatal("ready with a plan in flight")
+	}
+	tb.Upsert(testPeer("b", 1)) // while in flight: coalesces into the next
+	tb.Upsert(testPeer("c", 1))
+	if err := Apply(held, plan); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Acked(&agentv1.PlanAck{Version: held.version}); err != nil || f.Version() != plan.GetVersion() {
+		t.Fatalf("Acked: %v, version %d", err, f.Version())
+	}
+	plan = await(t, f)
+	if plan.GetBaseVersion() != held.version || len(plan.GetUpsert()) != 2 {
+		t.Fatalf("second plan %v; want a delta of b and c from %d", plan, held.version)
+	}
+	if err := Apply(held, plan); err != nil {
+		t.Fatal(err)
+	}
+	f.Acked(&agentv1.PlanAck{Version: held.version})
+
+	// Its own change: nothing to send, and the version stays.
+	tb.Upsert(testPeer("self", 2))
+	if p := await(t, f); p != nil || f.Version() != held.version {
+		t.Fatalf("own change gave %v, version %d; want nil, %d", p, f.Version(), held.version)
+	}
+	tb.Remove("a")
+	plan = await(t, f)
+	if plan.GetBaseVersion() != held.version || len(plan.GetRemove()) != 1 {
+		t.Fatalf("plan %v; want the removal of a based on %d", plan, held.version)
+	}
+
+	// A refused delta: a full plan follows at once.
+	if err := f.Acked(&agentv1.PlanAck{Version: held.version, Error: "no"}); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("refusal: %v", err)
+	}
+	plan = await(t, f)
+	if plan.GetBaseVersion() != 0 {
+		t.Fatalf("after a refused delta: %v; want a full plan", plan)
+	}
+	// A refused full plan: retried only after a change.
+	if err := f.Acked(&agentv1.PlanAck{Error: "no"}); err == nil {
+		t.Fatal("refused full plan: no error")
+	}
+	if ready(f) {
+		t.Fatal("a refused full plan is retried without a change")
+	}
+	tb.Upsert(testPeer("d", 1))
+	if plan = await(t, f); plan.GetBaseVersion() != 0 {
+		t.Fatalf("retry: %v; want a full plan", plan)
+	}
+	// A wrong version acknowledged: full plan.
+	if err := f.Acked(&agentv1.PlanAck{Version: 3}); err == nil {
+		t.Fatal("wrong version: no error")
+	}
+	if plan = await(t, f); plan.GetBaseVersion() != 0 {
+		t.Fatalf("after a wrong ack: %v; want a full plan", plan)
+	}
+	f.Acked(&agentv1.PlanAck{Version: plan.GetVersion()})
+	if err := f.Acked(&agentv1.PlanAck{Version: plan.GetVersion()}); err == nil {
+		t.Fatal("ack without a plan in flight: no error")
+	}
+}
+
+func TestFollowerDebounceCoalesces(t *testing.T) {
+	tb := NewTable(Options{FirstRevision: 1})
+	f := tb.Follow("self", 50*time.Millisecond)
+	defer f.Stop()
+	plan := await(t, f) // the first (empty, full) plan goes at once
+	if plan == nil || plan.GetBaseVersion() != 0 {
+		t.Fatalf("first plan %v", plan)
+	}
+	f.Acked(&agentv1.PlanAck{Version: plan.GetVersion()})
+
+	tb.Upsert(testPeer("p-0", 0))
+	start := time.Now()
+	if p := await(t, f); p != nil { // the change starts the debounce
+		t.Fatalf("plan before the debounce: %v", p)
+	}
+	for i := 1; i < 100; i++ { // a fleet joining within the debounce
+		tb.Upsert(testPeer(nodeName(i), i))
+	}
+	plan = await(t, f)
+	if waited := time.Since(start); waited < 40*time.Millisecond {
+		t.Errorf("plan after %v; want the 50ms debounce", waited)
+	}
+	if plan.GetBaseVersion() == 0 || len(plan.GetUpsert()) != 100 {
+		t.Fatalf("plan with base %d and %d peers; want one delta of 100", plan.GetBaseVersion(), len(plan.GetUpsert()))
+	}
+}
