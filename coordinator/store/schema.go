@@ -35,7 +35,31 @@ var (
 	// before it existed is opened.
 	bucketTestResults = []byte("test_results")
 
-	allBuckets = [][]byte{bucketResults, bucketRunResults, bucketRuns, bucketRunPlanned, bucketAgents, bucketRollups, bucketTestResults}
+	// The continuous mesh's series (series.go; layouts below and in
+	// series_head.go). Node names are interned to 4-byte IDs so that keys
+	// stay small.
+	//
+	// bucketSeriesNodes maps node name -> nodeID(4, big-endian).
+	bucketSeriesNodes = []byte("series_nodes")
+	// bucketSeriesNodeIDs maps nodeID(4, big-endian) -> node name; its
+	// NextSequence numbers new names (IDs start at 1 and are never reused).
+	bucketSeriesNodeIDs = []byte("series_node_ids")
+	// bucketSeriesHead maps headKey (srcID, seq) -> one whole agent report
+	// (series_head.go): where AppendReports writes, one key per report.
+	bucketSeriesHead = []byte("series_head")
+	// bucketSeriesChunks maps chunkKey (srcID, dstID, path, kind,
+	// blockStart) -> a series chunk (coordinator/series) of the samples of
+	// one series whose Start is in [blockStart, blockStart+SeriesBlock).
+	// CompactSeries writes them from the head.
+	bucketSeriesChunks = []byte("series_chunks")
+	// bucketSeriesSeqs maps srcID(4, big-endian) -> the seqs of that
+	// source's reports that left the head (compacted or deleted): at most
+	// maxSeqRanges ranges, each lo(8, big-endian) hi(8, big-endian),
+	// sorted and disjoint, so that a resent report is still known.
+	bucketSeriesSeqs = []byte("series_seqs")
+
+	allBuckets = [][]byte{bucketResults, bucketRunResults, bucketRuns, bucketRunPlanned, bucketAgents, bucketRollups, bucketTestResults,
+		bucketSeriesNodes, bucketSeriesNodeIDs, bucketSeriesHead, bucketSeriesChunks, bucketSeriesSeqs}
 )
 
 // sep separates the variable-length parts of a key. Node names, run IDs
@@ -151,3 +175,42 @@ func rollupKey(src, dst string, hour time.Time, path, test int32, params string)
 	k = binary.BigEndian.AppendUint32(k, uint32(test))
 	return append(k, params...)
 }
+
+// SeriesBlock is the time block of one series chunk: a chunk holds the
+// samples of one series whose Start is in [blockStart, blockStart+SeriesBlock),
+// blockStart a multiple of SeriesBlock since the Unix epoch. Two hours of
+// 10 s samples (720) make a chunk of about 4 to 6 KB: large enough that
+// bbolt's per-key and page overheads are a few percent, small enough that
+// a day of one pair is 12 gets and a ~70 KB decode.
+const SeriesBlock = 2 * time.Hour
+
+// headKey is srcID(4, big-endian) seq(8, big-endian): one source's
+// reports are one prefix, in seq order.
+func headKey(src uint32, seq uint64) []byte {
+	k := make([]byte, 12)
+	binary.BigEndian.PutUint32(k, src)
+	binary.BigEndian.PutUint64(k[4:], seq)
+	return k
+}
+
+// chunkKey is
+//
+//	srcID(4, big-endian) dstID(4, big-endian) path(1) kind(1) blockStartUnixNano(8, big-endian)
+//
+// so that one series' chunks are one prefix (seriesPrefix), in time order.
+func chunkKey(src, dst uint32, pk byte, block int64) []byte {
+	return binary.BigEndian.AppendUint64(seriesPrefix(src, dst, pk), uint64(block))
+}
+
+// seriesPrefix is the first 10 bytes of a chunkKey; pk is path<<4 | kind.
+func seriesPrefix(src, dst uint32, pk byte) []byte {
+	k := make([]byte, 10, 18)
+	binary.BigEndian.PutUint32(k, src)
+	binary.BigEndian.PutUint32(k[4:], dst)
+	k[8] = pk >> 4
+	k[9] = pk & 0x0f
+	return k
+}
+
+// blockOf is the start of the SeriesBlock that holds t (Unix nanoseconds).
+func blockOf(ns int64) int64 { return ns - ns%int64(SeriesBlock) }

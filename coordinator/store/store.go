@@ -54,6 +54,8 @@ type Config struct {
 type Store struct {
 	db  *bolt.DB
 	log *slog.Logger
+	// nodes caches the interned node names of the series (series.go).
+	nodes nodeCache
 }
 
 // Open opens or creates the file and its buckets. It fails if another

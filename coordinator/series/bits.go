@@ -1,0 +1,101 @@
+package series
+
+import "errors"
+
+// errShort means a chunk ended inside a value.
+var errShort = errors.New("chunk ends early")
+
+// bitWriter appends bits, most significant first, to buf.
+type bitWriter struct {
+	buf  []byte
+	free uint // unused low bits of buf's last byte
+}
+
+// writeBits writes the n (<= 64) low bits of v.
+func (w *bitWriter) writeBits(v uint64, n uint) {
+	for n > 0 {
+		if w.free == 0 {
+			w.buf = append(w.buf, 0)
+			w.free = 8
+		}
+		k := min(n, w.free)
+		b := byte(v>>(n-k)) & byte(1<<k-1)
+		w.buf[len(w.buf)-1] |= b << (w.free - k)
+		w.free -= k
+		n -= k
+	}
+}
+
+func (w *bitWriter) writeBit(b bool) {
+	if b {
+		w.writeBits(1, 1)
+	} else {
+		w.writeBits(0, 1)
+	}
+}
+
+// Buckets of writeVar: a prefix of ones ended by a zero (none for the
+// last bucket) then the value in the bucket's width.
+var varWidths = [...]uint{5, 9, 13, 20, 64}
+
+// writeVar writes v in the smallest bucket of varWidths that holds it:
+// 6 bits up to 31, 11 up to 511, 16 up to 8191, 24 up to about a
+// million, 68 beyond.
+func (w *bitWriter) writeVar(v uint64) {
+	for i, width := range varWidths {
+		last := i == len(varWidths)-1
+		if last || v < 1<<width {
+			if last {
+				w.writeBits(1<<i-1, uint(i)) // i ones
+			} else {
+				w.writeBits(1<<(i+1)-2, uint(i+1)) // i ones and a zero
+			}
+			w.writeBits(v, width)
+			return
+		}
+	}
+}
+
+// bitReader reads what a bitWriter wrote.
+type bitReader struct {
+	data []byte
+	pos  uint // in bits
+}
+
+func (r *bitReader) readBits(n uint) (uint64, error) {
+	if r.pos+n > uint(len(r.data))*8 {
+		return 0, errShort
+	}
+	var v uint64
+	for n > 0 {
+		avail := 8 - r.pos%8
+		k := min(n, avail)
+		b := (r.data[r.pos/8] >> (avail - k)) & byte(1<<k-1)
+		v = v<<k | uint64(b)
+		r.pos += k
+		n -= k
+	}
+	return v, nil
+}
+
+func (r *bitReader) readBit() (bool, error) {
+	b, err := r.readBits(1)
+	return b == 1, err
+}
+
+func (r *bitReader) readVar() (uint64, error) {
+	i := 0
+	for ; i < len(varWidths)-1; i++ {
+		one, err := r.readBit()
+		if err != nil {
+			return 0, err
+		}
+		if !one {
+			break
+		}
+	}
+	return r.readBits(varWidths[i])
+}
+
+func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }

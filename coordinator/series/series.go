@@ -1,0 +1,259 @@
+// Package series owns the domain of the continuous mesh's per-pair time
+// series: what one agent report is (Report, Summary), what one stored
+// interval summary of one series is (Key, Sample), the validation every
+// report and sample goes through before it is stored, and the chunk codec
+// that packs the samples of one series in one time block into a few bytes
+// each (Encoder, EncodeChunk, DecodeChunk). It is pure Go: the bbolt
+// buckets that hold heads and chunks are coordinator/store's.
+//
+// Round trip times are stored as integers of RTTResolution (100 ns); the
+// API gives them as time.Duration, rounded to the nearest 100 ns. Start
+// times and periods are kept to the nanosecond.
+package series
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// Limits of a valid report and sample.
+const (
+	// RTTResolution is the resolution round trip times are stored at:
+	// they are rounded to the nearest multiple of it.
+	RTTResolution = 100 * time.Nanosecond
+	// MaxRTT is the largest round trip time accepted.
+	MaxRTT = time.Hour
+	// MaxPeriod is the longest report period accepted (agents report
+	// every 10 s to 60 s, less when a failure ends a period early).
+	MaxPeriod = time.Hour
+	// MaxMessageBytes bounds a sample's failure message.
+	MaxMessageBytes = 256
+	// MaxNodeBytes bounds a node name.
+	MaxNodeBytes = 253
+)
+
+// ErrInvalid means a report, summary or sample was refused; the message
+// names the field and its value. coordinator/store wraps it in its own
+// ErrInvalid.
+var ErrInvalid = errors.New("invalid series data")
+
+// ErrCorrupt means stored bytes (a chunk) do not decode.
+var ErrCorrupt = errors.New("corrupt series data")
+
+// maxTime is the last instant whose UnixNano fits an int64.
+var maxTime = time.Unix(0, 1<<63-1)
+
+// Key names one series: the samples of one source node towards one
+// destination (a node or an external target's name) on one path with one
+// probe kind.
+type Key struct {
+	Src, Dst string
+	Path     measurev1.Path
+	Kind     agentv1.ProbeKind
+}
+
+// Sample is one stored interval summary of one series: the period
+// [Start, Start+Period) of one agent report.
+type Sample struct {
+	// Start is when the period began (agent clock), at or after the Unix
+	// epoch; Period its length, in (0, MaxPeriod].
+	Start  time.Time
+	Period time.Duration
+	// Sent counts the probes sent; Received, at most Sent, those answered.
+	Sent, Received uint32
+	// RTTMin <= RTTMedian <= RTTP90 <= RTTMax are over the answered
+	// probes' round trips, in [0, MaxRTT], stored at RTTResolution; all
+	// zero when Received is 0.
+	RTTMin, RTTMedian, RTTP90, RTTMax time.Duration
+	// Status is measurev1.Status_STATUS_OK when every probe was answered,
+	// else the last failed probe's.
+	Status measurev1.Status
+	// Message is the last failure's words, at most MaxMessageBytes; only
+	// kept when Status is not OK (dropped otherwise).
+	Message string
+}
+
+// End is Start + Period.
+func (s Sample) End() time.Time { return s.Start.Add(s.Period) }
+
+// Summary is one destination, path and kind of a Report: a Sample
+// without the period, which is the report's.
+type Summary struct {
+	Dst            string
+	Path           measurev1.Path
+	Kind           agentv1.ProbeKind
+	Sent, Received uint32
+	// RTTs as in Sample.
+	RTTMin, RTTMedian, RTTP90, RTTMax time.Duration
+	Status                            measurev1.Status
+	Message                           string
+}
+
+// Sample is the summary as a sample of the period [start, start+period).
+func (m Summary) Sample(start time.Time, period time.Duration) Sample {
+	return Sample{
+		Start: start, Period: period, Sent: m.Sent, Received: m.Received,
+		RTTMin: m.RTTMin, RTTMedian: m.RTTMedian, RTTP90: m.RTTP90, RTTMax: m.RTTMax,
+		Status: m.Status, Message: m.Message,
+	}
+}
+
+// Report is one report period of one agent: Src's report number Seq
+// (which names it: a report resent after a reconnect has the same Seq)
+// over [Start, Start+Period), one summary per destination, path and kind.
+type Report struct {
+	Src       string
+	Seq       uint64
+	Start     time.Time
+	Period    time.Duration
+	Summaries []Summary
+}
+
+// ValidNode checks a node name (src or dst): non-empty, at most
+// MaxNodeBytes, no NUL byte. The error wraps ErrInvalid and names field.
+func ValidNode(field, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: %s is empty", ErrInvalid, field)
+	case len(name) > MaxNodeBytes:
+		return fmt.Errorf("%w: %s %.20q... is longer than %d bytes", ErrInvalid, field, name, MaxNodeBytes)
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] == 0 {
+			return fmt.Errorf("%w: %s %q contains a NUL byte", ErrInvalid, field, name)
+		}
+	}
+	return nil
+}
+
+// ValidPath checks that p is a known path other than PATH_UNSPECIFIED.
+func ValidPath(field string, p measurev1.Path) error {
+	if _, ok := measurev1.Path_name[int32(p)]; !ok || p == measurev1.Path_PATH_UNSPECIFIED {
+		return fmt.Errorf("%w: %s %d is not a known path", ErrInvalid, field, int32(p))
+	}
+	return nil
+}
+
+// ValidKind checks that k is a known probe kind other than
+// PROBE_KIND_UNSPECIFIED.
+func ValidKind(field string, k agentv1.ProbeKind) error {
+	if _, ok := agentv1.ProbeKind_name[int32(k)]; !ok || k == agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED {
+		return fmt.Errorf("%w: %s %d is not a known probe kind", ErrInvalid, field, int32(k))
+	}
+	return nil
+}
+
+// ValidStatus checks that st is a known status other than
+// STATUS_UNSPECIFIED.
+func ValidStatus(field string, st measurev1.Status) error {
+	if _, ok := measurev1.Status_name[int32(st)]; !ok || st == measurev1.Status_STATUS_UNSPECIFIED {
+		return fmt.Errorf("%w: %s %d is not a known status", ErrInvalid, field, int32(st))
+	}
+	return nil
+}
+
+// validTimes checks a period's start and length.
+func validTimes(start time.Time, period time.Duration) error {
+	if !start.After(time.Unix(0, 0)) || !start.Before(maxTime.Add(-MaxPeriod)) {
+		return fmt.Errorf("%w: start %v is not after the Unix epoch (or past 2262)", ErrInvalid, start)
+	}
+	if period <= 0 || period > MaxPeriod {
+		return fmt.Errorf("%w: period %v is not in (0, %v]", ErrInvalid, period, MaxPeriod)
+	}
+	return nil
+}
+
+// validStats checks the counters, round trips, status and message shared
+// by Sample and Summary.
+func validStats(sent, received uint32, rtt [4]time.Duration, st measurev1.Status, msg string) error {
+	if received > sent {
+		return fmt.Errorf("%w: received %d is above sent %d", ErrInvalid, received, sent)
+	}
+	names := [4]string{"rtt_min", "rtt_median", "rtt_p90", "rtt_max"}
+	for i, d := range rtt {
+		if d < 0 || d > MaxRTT {
+			return fmt.Errorf("%w: %s %v is not in [0, %v]", ErrInvalid, names[i], d, MaxRTT)
+		}
+		if received == 0 && d != 0 {
+			return fmt.Errorf("%w: %s %v is not 0 while received is 0", ErrInvalid, names[i], d)
+		}
+		if i > 0 && rtt[i-1] > d {
+			return fmt.Errorf("%w: %s %v is above %s %v", ErrInvalid, names[i-1], rtt[i-1], names[i], d)
+		}
+	}
+	if err := ValidStatus("status", st); err != nil {
+		return err
+	}
+	if len(msg) > MaxMessageBytes {
+		return fmt.Errorf("%w: message of %d bytes is longer than %d", ErrInvalid, len(msg), MaxMessageBytes)
+	}
+	return nil
+}
+
+// Validate checks every field of s; the error wraps ErrInvalid and names
+// the field and its value.
+func (s Sample) Validate() error {
+	if err := validTimes(s.Start, s.Period); err != nil {
+		return err
+	}
+	return validStats(s.Sent, s.Received, [4]time.Duration{s.RTTMin, s.RTTMedian, s.RTTP90, s.RTTMax}, s.Status, s.Message)
+}
+
+// Validate checks every field of m but its place in a report; the error
+// wraps ErrInvalid and names the field and its value.
+func (m Summary) Validate() error {
+	if err := ValidNode("dst", m.Dst); err != nil {
+		return err
+	}
+	if err := ValidPath("path", m.Path); err != nil {
+		return err
+	}
+	if err := ValidKind("kind", m.Kind); err != nil {
+		return err
+	}
+	return validStats(m.Sent, m.Received, [4]time.Duration{m.RTTMin, m.RTTMedian, m.RTTP90, m.RTTMax}, m.Status, m.Message)
+}
+
+// Validate checks the report's fields and every summary's (not that
+// summaries are distinct: the store checks that once it has sorted
+// them). The error wraps ErrInvalid and names the summary index, the
+// field and its value.
+func (r *Report) Validate() error {
+	if err := ValidNode("src", r.Src); err != nil {
+		return err
+	}
+	if err := validTimes(r.Start, r.Period); err != nil {
+		return err
+	}
+	for j := range r.Summaries {
+		if err := r.Summaries[j].Validate(); err != nil {
+			return fmt.Errorf("summary %d (dst %q): %w", j, r.Summaries[j].Dst, err)
+		}
+	}
+	return nil
+}
+
+// Ticks is d in RTTResolution units, rounded to the nearest; d must be
+// non-negative.
+func Ticks(d time.Duration) uint64 {
+	return uint64((d + RTTResolution/2) / RTTResolution)
+}
+
+// FromTicks is the duration of t RTTResolution units.
+func FromTicks(t uint64) time.Duration { return time.Duration(t) * RTTResolution }
+
+// Quantize is s as it comes back from storage: round trips rounded to
+// RTTResolution, the message dropped if the status is OK, times in UTC.
+func Quantize(s Sample) Sample {
+	s.Start = s.Start.UTC()
+	s.RTTMin, s.RTTMedian = FromTicks(Ticks(s.RTTMin)), FromTicks(Ticks(s.RTTMedian))
+	s.RTTP90, s.RTTMax = FromTicks(Ticks(s.RTTP90)), FromTicks(Ticks(s.RTTMax))
+	if s.Status == measurev1.Status_STATUS_OK {
+		s.Message = ""
+	}
+	return s
+}

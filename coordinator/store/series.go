@@ -1,0 +1,486 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/meshperf/meshperf/coordinator/series"
+)
+
+// The continuous mesh's series: AppendReports writes each agent report
+// whole, as one head key (series_head.go); CompactSeries later transposes
+// the head into per-series chunks of SeriesBlock (series_compact.go);
+// Series reads both. Layouts are in schema.go.
+
+// ReportError is one report that AppendReports refused.
+type ReportError struct {
+	// Index is the report's index in AppendReports' argument.
+	Index int
+	// Err wraps ErrInvalid and names the report, summary, field and value.
+	Err error
+}
+
+func (e ReportError) Error() string { return e.Err.Error() }
+
+// Unwrap is Err.
+func (e ReportError) Unwrap() error { return e.Err }
+
+// ReportErrors is AppendReports' error when it refused some reports and
+// stored the others; it is in Index order and errors.Is(err, ErrInvalid)
+// holds.
+type ReportErrors []ReportError
+
+func (es ReportErrors) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d reports refused: ", len(es))
+	for i, e := range es {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(es)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// Unwrap is the errors of the refused reports.
+func (es ReportErrors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// AppendReports stores agents' reports in one write transaction (not a
+// shared Batch: the caller groups reports itself) and returns which were
+// stored. A report is written whole, as it came, under (Src, Seq), so the
+// cost is one key per report whatever its number of summaries.
+//
+// A report already stored (resent after a reconnect), also after
+// CompactSeries or DeleteSeriesBefore took it out of the head, or
+// appearing twice in reports, gets stored[i] false and is not stored
+// again: the caller acknowledges it all the same.
+//
+// Every field is validated (series.Report.Validate, and summaries must
+// have distinct destination, path and kind). A refused report is not
+// stored (stored[i] false) but does not stop the others: the error is
+// then a ReportErrors listing the refused ones, each wrapping ErrInvalid
+// and naming the report's index, the summary's index, the field and its
+// value; the caller should acknowledge and drop them too (a resend would
+// be refused again). Any other error (the context, the file) means
+// nothing was stored and stored is nil.
+func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (stored []bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	stored = make([]bool, len(reports))
+	var refused ReportErrors
+	refuse := func(i int, err error) {
+		r := &reports[i]
+		refused = append(refused, ReportError{Index: i,
+			Err: fmt.Errorf("%w: report %d (src %q seq %d): %w", ErrInvalid, i, r.Src, r.Seq, err)})
+	}
+	valid := make([]bool, len(reports))
+	for i := range reports {
+		if err := reports[i].Validate(); err != nil {
+			refuse(i, err)
+			continue
+		}
+		valid[i] = true
+	}
+	type item struct {
+		key, val []byte
+		i        int
+	}
+	fresh := map[string]uint32{}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		in := interner{tx: tx, cache: &s.nodes, fresh: fresh}
+		items := make([]item, 0, len(reports))
+		var entries []headEntry
+		for i := range reports {
+			if !valid[i] {
+				continue
+			}
+			r := &reports[i]
+			src, err := in.id(r.Src)
+			if err != nil {
+				return err
+			}
+			entries = entries[:0]
+			for j := range r.Summaries {
+				m := &r.Summaries[j]
+				dst, err := in.id(m.Dst)
+				if err != nil {
+					return err
+				}
+				entries = append(entries, headEntry{dst: dst, pk: pathKind(m), sum: m, j: j})
+			}
+			if !slices.IsSortedFunc(entries, cmpEntry) {
+				slices.SortStableFunc(entries, cmpEntry)
+			}
+			if j := dupEntry(entries); j >= 0 {
+				refuse(i, fmt.Errorf("%w: summaries %d and %d have the same dst %q, path %v and kind %v", series.ErrInvalid,
+					entries[j-1].j, entries[j].j, entries[j].sum.Dst, entries[j].sum.Path, entries[j].sum.Kind))
+				continue
+			}
+			val := encodeHead(make([]byte, 0, 16+len(entries)*14), r.Start, r.Period, entries)
+			items = append(items, item{key: headKey(src, r.Seq), val: val, i: i})
+		}
+		slices.SortStableFunc(items, func(a, b item) int { return bytes.Compare(a.key, b.key) })
+		hb, sb := tx.Bucket(bucketSeriesHead), tx.Bucket(bucketSeriesSeqs)
+		seen := map[uint32]seqRanges{}
+		for n, it := range items {
+			if n > 0 && bytes.Equal(items[n-1].key, it.key) || hb.Get(it.key) != nil {
+				continue
+			}
+			src := binary.BigEndian.Uint32(it.key)
+			ranges, ok := seen[src]
+			if !ok {
+				var err error
+				if ranges, err = decodeSeqRanges(sb.Get(it.key[:4])); err != nil {
+					return err
+				}
+				seen[src] = ranges
+			}
+			if ranges.contains(reports[it.i].Seq) {
+				continue
+			}
+			if err := hb.Put(it.key, it.val); err != nil {
+				return err
+			}
+			stored[it.i] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store series reports: %w", err)
+	}
+	s.nodes.add(fresh)
+	if len(refused) > 0 {
+		slices.SortFunc(refused, func(a, b ReportError) int { return cmp.Compare(a.Index, b.Index) })
+		return stored, refused
+	}
+	return stored, nil
+}
+
+func cmpEntry(a, b headEntry) int {
+	if c := cmp.Compare(a.dst, b.dst); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.pk, b.pk)
+}
+
+// dupEntry is the index of the first entry equal to its predecessor, or -1.
+func dupEntry(entries []headEntry) int {
+	for j := 1; j < len(entries); j++ {
+		if cmpEntry(entries[j-1], entries[j]) == 0 {
+			return j
+		}
+	}
+	return -1
+}
+
+// nodeCache holds the interned node names known to be committed.
+type nodeCache struct {
+	mu     sync.RWMutex
+	byName map[string]uint32
+}
+
+func (c *nodeCache) get(name string) (uint32, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	id, ok := c.byName[name]
+	return id, ok
+}
+
+func (c *nodeCache) add(m map[string]uint32) {
+	if len(m) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byName == nil {
+		c.byName = make(map[string]uint32, len(m))
+	}
+	for k, v := range m {
+		c.byName[k] = v
+	}
+}
+
+// interner maps node names to IDs in a transaction; fresh collects the
+// names it read or created, to be cached once the transaction commits.
+type interner struct {
+	tx    *bolt.Tx
+	cache *nodeCache
+	fresh map[string]uint32
+}
+
+// lookup is name's ID; false if it has none.
+func (in *interner) lookup(name string) (uint32, bool, error) {
+	if id, ok := in.cache.get(name); ok {
+		return id, true, nil
+	}
+	if id, ok := in.fresh[name]; ok {
+		return id, true, nil
+	}
+	v := in.tx.Bucket(bucketSeriesNodes).Get([]byte(name))
+	if v == nil {
+		return 0, false, nil
+	}
+	if len(v) != 4 {
+		return 0, false, fmt.Errorf("%w: node id of %q has %d bytes", ErrCorrupt, name, len(v))
+	}
+	id := binary.BigEndian.Uint32(v)
+	if in.fresh != nil {
+		in.fresh[name] = id
+	}
+	return id, true, nil
+}
+
+// id is name's ID, created if it has none (write transactions only).
+func (in *interner) id(name string) (uint32, error) {
+	id, ok, err := in.lookup(name)
+	if err != nil || ok {
+		return id, err
+	}
+	ids := in.tx.Bucket(bucketSeriesNodeIDs)
+	seq, err := ids.NextSequence()
+	if err != nil {
+		return 0, err
+	}
+	if seq > 1<<32-1 {
+		return 0, fmt.Errorf("series node IDs exhausted")
+	}
+	id = uint32(seq)
+	k := binary.BigEndian.AppendUint32(nil, id)
+	if err := ids.Put(k, []byte(name)); err != nil {
+		return 0, err
+	}
+	if err := in.tx.Bucket(bucketSeriesNodes).Put([]byte(name), k); err != nil {
+		return 0, err
+	}
+	in.fresh[name] = id
+	return id, nil
+}
+
+// validKey checks a series key; the error wraps ErrInvalid.
+func validKey(k series.Key) error {
+	for _, err := range []error{series.ValidNode("src", k.Src), series.ValidNode("dst", k.Dst),
+		series.ValidPath("path", k.Path), series.ValidKind("kind", k.Kind)} {
+		if err != nil {
+			return fmt.Errorf("%w: series key: %w", ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// Series returns the samples of series k whose Start is in [from, to)
+// (a zero from: since the epoch; a zero to: no end), from its chunks and
+// the head, in Start order, each Start once (a chunk's sample wins over
+// a head's of the same Start). Round trips come back at
+// series.RTTResolution, times in UTC. An unknown series has no samples;
+// an invalid key is refused with ErrInvalid.
+func (s *Store) Series(ctx context.Context, k series.Key, from, to time.Time) ([]series.Sample, error) {
+	if err := validKey(k); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if from.Before(time.Unix(0, 1)) {
+		from = time.Unix(0, 1)
+	}
+	if !to.IsZero() && !from.Before(to) {
+		return nil, nil
+	}
+	pk := byte(k.Path)<<4 | byte(k.Kind)
+	var out, fromHead []series.Sample
+	err := s.db.View(func(tx *bolt.Tx) error {
+		in := interner{tx: tx, cache: &s.nodes}
+		src, ok, err := in.lookup(k.Src)
+		if err != nil || !ok {
+			return err
+		}
+		dst, ok, err := in.lookup(k.Dst)
+		if err != nil || !ok {
+			return err
+		}
+		prefix := seriesPrefix(src, dst, pk)
+		c := tx.Bucket(bucketSeriesChunks).Cursor()
+		for ck, v := c.Seek(chunkKey(src, dst, pk, blockOf(from.UnixNano()))); ck != nil && bytes.HasPrefix(ck, prefix); ck, v = c.Next() {
+			if !to.IsZero() && int64(binary.BigEndian.Uint64(ck[10:])) >= to.UnixNano() {
+				break
+			}
+			if out, err = series.AppendChunk(out, v, from, to); err != nil {
+				return fmt.Errorf("%w: chunk %x: %w", ErrCorrupt, ck, err)
+			}
+		}
+		hc := tx.Bucket(bucketSeriesHead).Cursor()
+		var smp series.Sample
+		for hk, v := hc.Seek(prefix[:4]); hk != nil && bytes.HasPrefix(hk, prefix[:4]); hk, v = hc.Next() {
+			h, err := parseHead(v)
+			if err != nil {
+				return err
+			}
+			if h.start.Before(from) || !to.IsZero() && !h.start.Before(to) {
+				continue
+			}
+			if found, err := h.find(dst, pk, &smp); err != nil {
+				return err
+			} else if found {
+				fromHead = append(fromHead, smp)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read series %v: %w", k, err)
+	}
+	if len(fromHead) == 0 {
+		return out, nil
+	}
+	return mergeSamples(out, fromHead), nil
+}
+
+// mergeSamples is a (sorted, distinct) and b merged in Start order, each
+// Start once, a's sample winning.
+func mergeSamples(a, b []series.Sample) []series.Sample {
+	all := append(a, b...)
+	slices.SortStableFunc(all, func(x, y series.Sample) int { return x.Start.Compare(y.Start) })
+	return slices.CompactFunc(all, func(x, y series.Sample) bool { return x.Start.Equal(y.Start) })
+}
+
+// SeriesStats is what SeriesStats counts.
+type SeriesStats struct {
+	// Samples is every stored sample: ChunkSamples + HeadSamples.
+	Samples, ChunkSamples, HeadSamples int64
+	// Chunks counts the chunk keys.
+	Chunks int64
+	// HeadReports counts the reports waiting in the head for CompactSeries.
+	HeadReports int64
+	// Nodes counts the interned node names.
+	Nodes int64
+	// FileBytes is the store file's size on disk; DataBytes the size of
+	// its pages (free pages included), which bbolt grows the file ahead of.
+	FileBytes, DataBytes int64
+}
+
+// SeriesStats counts the stored series data. It reads every chunk's and
+// head report's header: a full scan, for measuring, not for every
+// request.
+func (s *Store) SeriesStats(ctx context.Context) (SeriesStats, error) {
+	var st SeriesStats
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		st.DataBytes = tx.Size()
+		st.Nodes = int64(tx.Bucket(bucketSeriesNodes).Stats().KeyN)
+		err := tx.Bucket(bucketSeriesChunks).ForEach(func(k, v []byte) error {
+			n, err := series.ChunkLen(v)
+			if err != nil {
+				return fmt.Errorf("%w: chunk %x: %w", ErrCorrupt, k, err)
+			}
+			st.Chunks++
+			st.ChunkSamples += int64(n)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketSeriesHead).ForEach(func(k, v []byte) error {
+			h, err := parseHead(v)
+			if err != nil {
+				return err
+			}
+			st.HeadReports++
+			st.HeadSamples += int64(h.n)
+			return nil
+		})
+	})
+	if err != nil {
+		return st, fmt.Errorf("series stats: %w", err)
+	}
+	st.Samples = st.ChunkSamples + st.HeadSamples
+	fi, err := os.Stat(s.db.Path())
+	if err != nil {
+		return st, fmt.Errorf("series stats: %w", err)
+	}
+	st.FileBytes = fi.Size()
+	return st, nil
+}
+
+// seqRanges are sorted, disjoint, inclusive ranges of seqs (bucketSeriesSeqs).
+type seqRanges [][2]uint64
+
+// maxSeqRanges bounds one source's seqRanges: past it, the two lowest
+// ranges are merged, which counts the seqs between them as seen (a report
+// that old arriving for the first time is then taken for a resend).
+const maxSeqRanges = 32
+
+func decodeSeqRanges(v []byte) (seqRanges, error) {
+	if len(v)%16 != 0 {
+		return nil, fmt.Errorf("%w: series seq ranges of %d bytes", ErrCorrupt, len(v))
+	}
+	r := make(seqRanges, len(v)/16)
+	for i := range r {
+		r[i] = [2]uint64{binary.BigEndian.Uint64(v[i*16:]), binary.BigEndian.Uint64(v[i*16+8:])}
+	}
+	return r, nil
+}
+
+func (r seqRanges) encode() []byte {
+	out := make([]byte, 0, len(r)*16)
+	for _, x := range r {
+		out = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(out, x[0]), x[1])
+	}
+	return out
+}
+
+func (r seqRanges) contains(seq uint64) bool {
+	i, _ := slices.BinarySearchFunc(r, seq, func(x [2]uint64, s uint64) int {
+		switch {
+		case x[1] < s:
+			return -1
+		case x[0] > s:
+			return 1
+		}
+		return 0
+	})
+	return i < len(r) && r[i][0] <= seq && seq <= r[i][1]
+}
+
+// add is r with the seqs of the sorted slice seqs.
+func (r seqRanges) add(seqs []uint64) seqRanges {
+	for _, s := range seqs {
+		r = append(r, [2]uint64{s, s})
+	}
+	slices.SortFunc(r, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	out := r[:0]
+	for _, x := range r {
+		if n := len(out); n > 0 && (x[0] <= out[n-1][1] || out[n-1][1] != ^uint64(0) && x[0] == out[n-1][1]+1) {
+			out[n-1][1] = max(out[n-1][1], x[1])
+			continue
+		}
+		out = append(out, x)
+	}
+	for len(out) > maxSeqRanges {
+		out[1][0] = out[0][0]
+		out = out[1:]
+	}
+	return out
+}
