@@ -47,7 +47,11 @@ type reports struct {
 	got []*agentv1.ProbeReport
 }
 
-func (r *reports) add(rep *agentv1.ProbeReport) { r.mu.Lock(); r.got = append(r.got, rep); r.mu.Unlock() }
+func (r *reports) add(rep *agentv1.ProbeReport) {
+	r.mu.Lock()
+	r.got = append(r.got, rep)
+	r.mu.Unlock()
+}
 func (r *reports) all() []*agentv1.ProbeReport {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -69,7 +73,7 @@ func loopbackProber(t testing.TB, r *reports) *Prober {
 	p, err := New(Config{
 		Node:          "self",
 		Host:          Network{Net: measurev1.Network_NETWORK_HOST, IP: netip.MustParseAddr("127.0.0.1"), MTU: 65536},
-		Report:        r.add,
+		Report:        func(rep *agentv1.ProbeReport) { r.add(rep) },
 		AllowLoopback: true,
 		Logger:        discard(),
 	})
