@@ -131,10 +131,13 @@ type ledger struct {
 	open                     []*period
 	failedLast               map[seriesKey]bool
 	lastEnd                  time.Time // end of the last period reported
+	floor                    time.Time // no period starts before it (probing began, settings changed)
 }
 
-func newLedger(interval, reportInterval time.Duration) *ledger {
-	return &ledger{interval: interval, reportInterval: reportInterval, failedLast: map[seriesKey]bool{}}
+// newLedger returns a ledger whose first period starts at start at the
+// earliest (the first period is the rest of the aligned period).
+func newLedger(interval, reportInterval time.Duration, start time.Time) *ledger {
+	return &ledger{interval: interval, reportInterval: reportInterval, failedLast: map[seriesKey]bool{}, floor: start}
 }
 
 // periodFor returns the open period a probe due at t belongs to, opening
@@ -155,6 +158,9 @@ func (l *ledger) periodFor(t time.Time) *period {
 	}
 	if l.lastEnd.After(start) {
 		start = l.lastEnd
+	}
+	if l.floor.After(start) {
+		start = l.floor
 	}
 	p := &period{start: start, end: t.Truncate(l.reportInterval).Add(l.reportInterval), series: map[seriesKey]*series{}}
 	l.open = append(l.open, p)
@@ -205,8 +211,9 @@ func (l *ledger) record(r result, now time.Time) {
 }
 
 // closeAt ends every open period at now at the latest (settings change,
-// stop).
+// stop); later periods start at now at the earliest.
 func (l *ledger) closeAt(now time.Time) {
+	l.floor = now
 	for _, p := range l.open {
 		if p.end.After(now) {
 			p.end = now

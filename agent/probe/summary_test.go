@@ -104,7 +104,7 @@ func TestLedgerPeriods(t *testing.T) {
 	lost := func(due time.Duration) result {
 		return result{key: k, due: at(due), status: measurev1.Status_STATUS_TIMEOUT, msg: "lost"}
 	}
-	l := newLedger(time.Second, 10*time.Second)
+	l := newLedger(time.Second, 10*time.Second, base)
 	grace := 2 * time.Second
 	probe := func(r result, done time.Duration) {
 		l.started(r.due)
@@ -171,6 +171,13 @@ func TestLedgerPeriods(t *testing.T) {
 	if len(r) != 1 || r[0].Period.AsDuration() != 10*time.Second || r[0].Skipped != 1 {
 		t.Fatalf("period with a continuing loss: %v", r)
 	}
+	// A partial first period after a ledger starts mid-period.
+	l2 := newLedger(time.Second, 10*time.Second, at(4*time.Second))
+	l2.started(at(5 * time.Second))
+	if p := l2.open[0]; !p.start.Equal(at(4*time.Second)) || !p.end.Equal(at(10*time.Second)) {
+		t.Errorf("first period [%v, %v), want [4 s, 10 s)", p.start.Sub(base), p.end.Sub(base))
+	}
+
 	// [30 s, 40 s): a loss right after a failed period does not end it.
 	probe(lost(35*time.Second+100*ms), 35*time.Second+600*ms)
 	if r := report(36 * time.Second); len(r) != 0 {
