@@ -44,7 +44,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Report receives each report period's ProbeReport. It is called from
 	// the prober's scheduler goroutine and must not block long (probe
-	// results queue up meanwhile); it owns the report it is given.
+	// results queue up meanwhile); it owns the report it is given. A
+	// report's plan_version is the plan held when the period ended; its
+	// summaries are sorted by node, path and kind, one per series probed
+	// in the period (a period in which nothing was due sends no report).
 	Report func(*agentv1.ProbeReport)
 	// NextSeq returns the next report sequence number (the agent persists
 	// it); nil numbers the reports 1, 2, ... from this Prober.

@@ -19,7 +19,6 @@ import (
 // TestMain fails the package if a goroutine outlives its test.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-
 // testSettings is a valid settings message.
 func testSettings() *agentv1.ProbeSettings {
 	return &agentv1.ProbeSettings{

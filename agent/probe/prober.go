@@ -128,7 +128,7 @@ func (l *loop) rebuild(now time.Time) {
 		}
 		if s != nil {
 			if l.ledger == nil {
-				l.ledger = newLedger(s.interval, s.reportInterval)
+				l.ledger = newLedger(s.interval, s.reportInterval, now)
 			}
 			l.ledger.interval, l.ledger.reportInterval = s.interval, s.reportInterval
 			l.bucket = newBucket(s.maxPPS, now)

@@ -130,10 +130,14 @@ type ledger struct {
 	interval, reportInterval time.Duration
 	open                     []*period
 	failedLast               map[seriesKey]bool
+	lastEnd                  time.Time // end of the last period reported
+	floor                    time.Time // no period starts before it (probing began, settings changed)
 }
 
-func newLedger(interval, reportInterval time.Duration) *ledger {
-	return &ledger{interval: interval, reportInterval: reportInterval, failedLast: map[seriesKey]bool{}}
+// newLedger returns a ledger whose first period starts at start at the
+// earliest (the first period is the rest of the aligned period).
+func newLedger(interval, reportInterval time.Duration, start time.Time) *ledger {
+	return &ledger{interval: interval, reportInterval: reportInterval, failedLast: map[seriesKey]bool{}, floor: start}
 }
 
 // periodFor returns the open period a probe due at t belongs to, opening
@@ -152,22 +156,42 @@ func (l *ledger) periodFor(t time.Time) *period {
 	if n > 0 && l.open[n-1].end.After(start) {
 		start = l.open[n-1].end // after an early end: the rest of the period
 	}
+	if l.lastEnd.After(start) {
+		start = l.lastEnd
+	}
+	if l.floor.After(start) {
+		start = l.floor
+	}
 	p := &period{start: start, end: t.Truncate(l.reportInterval).Add(l.reportInterval), series: map[seriesKey]*series{}}
 	l.open = append(l.open, p)
 	return p
 }
 
+// clamp moves t past the periods already reported.
+func (l *ledger) clamp(t time.Time) time.Time {
+	if t.Before(l.lastEnd) {
+		return l.lastEnd
+	}
+	return t
+}
+
 // started counts a probe due at t as in flight.
-func (l *ledger) started(t time.Time) { l.periodFor(t).inflight++ }
+func (l *ledger) started(t time.Time) { l.periodFor(l.clamp(t)).inflight++ }
 
 // skip counts a probe due at t as skipped.
-func (l *ledger) skip(t time.Time) { l.periodFor(t).skipped++ }
+func (l *ledger) skip(t time.Time) { l.periodFor(l.clamp(t)).skipped++ }
 
 // record adds a finished probe, received at now. A failure in a series
 // that had none in the last period nor so far in this one ends this
 // period at the end of the probe interval holding now (so that every
 // probe already recorded stays inside it).
+//
+// A result of a period already reported (given up after the grace) is
+// dropped.
 func (l *ledger) record(r result, now time.Time) {
+	if r.due.Before(l.lastEnd) {
+		return
+	}
 	p := l.periodFor(r.due)
 	p.inflight--
 	s := p.series[r.key]
@@ -187,8 +211,9 @@ func (l *ledger) record(r result, now time.Time) {
 }
 
 // closeAt ends every open period at now at the latest (settings change,
-// stop).
+// stop); later periods start at now at the earliest.
 func (l *ledger) closeAt(now time.Time) {
+	l.floor = now
 	for _, p := range l.open {
 		if p.end.After(now) {
 			p.end = now
@@ -207,6 +232,7 @@ func (l *ledger) due(now time.Time, grace time.Duration) []*period {
 			break
 		}
 		l.open = l.open[1:]
+		l.lastEnd = p.end
 		clear(l.failedLast)
 		for k, s := range p.series {
 			if s.received < s.sent {

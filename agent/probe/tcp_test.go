@@ -1,0 +1,175 @@
+package probe
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshperf/meshperf/agent/netns"
+	"github.com/meshperf/meshperf/internal/testnet"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// serveEcho runs ServeEcho on ln until the test ends.
+func serveEcho(t testing.TB, ln net.Listener) netip.AddrPort {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := ServeEcho(ctx, ln); err != nil {
+			t.Errorf("ServeEcho: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// closedPort returns a loopback port nothing listens on.
+func closedPort(t testing.TB) uint16 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	return uint16(port)
+}
+
+// serveHTTP serves code on a loopback listener until the test ends.
+func serveHTTP(t testing.TB, code int) uint16 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte("meshperf"))
+	}), ReadHeaderTimeout: time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(ln) })
+	t.Cleanup(func() { _ = srv.Close(); wg.Wait() })
+	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestTCPAndHTTPProbes: one-byte echo round trips and GETs from the own
+// namespace and from inside another one.
+func TestTCPAndHTTPProbes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := serveEcho(t, ln)
+	ok, notFound := serveHTTP(t, 200), serveHTTP(t, 404)
+	lo := netip.MustParseAddr("127.0.0.1")
+	own := dialer{src: lo}
+
+	ns := testnet.NewNetNS(t, "mp-probe")
+	nsLn, err := netns.Listen(ns, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsEcho := serveEcho(t, nsLn)
+	inNS := dialer{ns: ns, src: lo}
+
+	tests := []struct {
+		name string
+		run  func(ctx context.Context) (time.Duration, measurev1.Status, string)
+		want measurev1.Status
+		msg  string
+	}{
+		{"tcp echo", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			return tcpProbe(ctx, own, lo, echo.Port())
+		}, measurev1.Status_STATUS_OK, ""},
+		{"tcp refused", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			return tcpProbe(ctx, own, lo, closedPort(t))
+		}, measurev1.Status_STATUS_REFUSED, "connection refused"},
+		{"tcp echo inside the namespace", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			return tcpProbe(ctx, inNS, lo, nsEcho.Port())
+		}, measurev1.Status_STATUS_OK, ""},
+		{"the root namespace's listener is not reached from inside", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			if echo.Port() == nsEcho.Port() {
+				t.Skip("same port in both namespaces")
+			}
+			return tcpProbe(ctx, inNS, lo, echo.Port())
+		}, measurev1.Status_STATUS_REFUSED, "refused"},
+		{"http 200", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			return httpProbe(ctx, httpClient(own), lo, ok)
+		}, measurev1.Status_STATUS_OK, ""},
+		{"http 404", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			return httpProbe(ctx, httpClient(own), lo, notFound)
+		}, measurev1.Status_STATUS_SERVER_ERROR, "HTTP 404 Not Found"},
+		{"http refused", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			return httpProbe(ctx, httpClient(own), lo, closedPort(t))
+		}, measurev1.Status_STATUS_REFUSED, "refused"},
+		{"http from inside the namespace", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			return httpProbe(ctx, httpClient(inNS), lo, ok)
+		}, measurev1.Status_STATUS_REFUSED, "refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			rtt, st, msg := tt.run(ctx)
+			if st != tt.want || !strings.Contains(msg, tt.msg) {
+				t.Fatalf("got %v %q, want %v %q", st, msg, tt.want, tt.msg)
+			}
+			if st == measurev1.Status_STATUS_OK && rtt <= 0 {
+				t.Errorf("rtt %v", rtt)
+			}
+		})
+	}
+}
+
+// TestTCPProbeTimeout: a peer that connects (the kernel completes the
+// handshake on a listener nobody accepts from) but never echoes makes the
+// probe time out.
+func TestTCPProbeTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepted by the kernel, never answered
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, st, msg := tcpProbe(ctx, dialer{}, netip.MustParseAddr("127.0.0.1"), uint16(ln.Addr().(*net.TCPAddr).Port))
+	if st != measurev1.Status_STATUS_TIMEOUT {
+		t.Fatalf("got %v %q, want STATUS_TIMEOUT", st, msg)
+	}
+}
+
+// TestServeEchoStops: ServeEcho returns nil soon after its context ends,
+// even with a connection open, and has closed the listener.
+func TestServeEchoStops(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- ServeEcho(ctx, ln) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("ServeEcho: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("ServeEcho did not return within 2 s of its context's end")
+	}
+	if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		t.Error("the listener still accepts")
+	}
+}
