@@ -41,6 +41,7 @@ import (
 	"github.com/meshperf/meshperf/agent/gossip"
 	"github.com/meshperf/meshperf/agent/httptarget"
 	"github.com/meshperf/meshperf/agent/netns"
+	"github.com/meshperf/meshperf/agent/probe"
 	"github.com/meshperf/meshperf/agent/runner"
 	"github.com/meshperf/meshperf/agent/servers"
 	"github.com/meshperf/meshperf/agent/spool"
@@ -79,6 +80,11 @@ type Config struct {
 	ServiceIP netip.Addr
 	// HTTPPort is the HTTP target's port on both networks; zero means 8080.
 	HTTPPort uint32
+	// ProbePort is the TCP echo responder's port on both networks, which
+	// the other agents' continuous probes connect to (the command's
+	// default is DefaultProbePort, 7947); zero means a port the kernel
+	// picks on the host network, then taken on the pod network too.
+	ProbePort uint32
 	// Ports are the test servers' pinned ports; a zero field means its
 	// default (iperf3 5201, qperf 19765, qperf data 19766). The four ports
 	// (HTTPPort included) must differ.
@@ -234,6 +240,12 @@ func (c *Config) validatePorts() error {
 			port uint32
 		}{"gossip port (--gossip-port)", c.GossipPort})
 	}
+	if c.ProbePort != 0 {
+		ports = append(ports, struct {
+			name string
+			port uint32
+		}{"probe port (--probe-port)", c.ProbePort})
+	}
 	for i, p := range ports {
 		if p.port > 65535 {
 			return fmt.Errorf("%s %d is not a port: want 1..65535", p.name, p.port)
@@ -267,6 +279,10 @@ type Agent struct {
 	spool   *spool.Spool
 	gossip  *gossip.Gossip // nil: no gossip
 	tls     *tlsWatch      // nil: plaintext
+	prober  *probe.Prober  // the continuous probes (probes.go)
+	// hostMTU and podMTU are the MTUs of the interfaces holding HostIP and
+	// PodIP (0: unknown), read at start.
+	hostMTU, podMTU uint32
 
 	// runs are the client runs in progress: they outlive the session that
 	// ordered them, and Run waits for them.
@@ -385,6 +401,13 @@ func run(ctx context.Context, cfg Config, files *mtls.Files, fromSocket bool) er
 		a.log.Warn("no pod network (--pod-ip, --pod-netns): tests on pod and service paths from or to this node will fail as invalid")
 	}
 
+	a.hostMTU = interfaceMTU("", cfg.HostIP)
+	if cfg.PodIP.IsValid() {
+		a.podMTU = interfaceMTU(cfg.PodNetNS, cfg.PodIP)
+	}
+	if a.prober, err = a.newProber(); err != nil {
+		return fmt.Errorf("prober: %w", err)
+	}
 	listeners, err := a.listenHTTP()
 	if err != nil {
 		return err
@@ -406,6 +429,11 @@ func run(ctx context.Context, cfg Config, files *mtls.Files, fromSocket bool) er
 	for network, l := range listeners {
 		h := httptarget.Handler(cfg.NodeName, network)
 		g.Go(func() error { return httptarget.Serve(gctx, l, h) })
+	}
+	if err := a.startProbing(gctx, g); err != nil {
+		cancel()
+		_ = g.Wait()
+		return fmt.Errorf("TCP echo responder (--probe-port %d): %w", cfg.ProbePort, err)
 	}
 	g.Go(func() error { return a.connectLoop(gctx, conn) })
 	return g.Wait()

@@ -60,6 +60,11 @@ func (a *Agent) register(ctx context.Context) *agentv1.Register {
 	if a.gossip != nil {
 		reg.GossipPort = a.cfg.GossipPort
 	}
+	reg.ProbePort, reg.HttpPort = a.cfg.ProbePort, a.cfg.HTTPPort
+	reg.Addresses[0].MtuBytes = a.hostMTU
+	if len(reg.Addresses) > 1 {
+		reg.Addresses[1].MtuBytes = a.podMTU
+	}
 	return reg
 }
 
@@ -112,10 +117,14 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	// this session's outbox, never both.
 	a.outMu.Lock()
 	backlog, perr := a.spool.Pending()
+	reports, rerr := a.spool.PendingReports()
 	a.current = ob
 	a.outMu.Unlock()
 	if perr != nil {
 		a.log.Error("read the result spool; its results go with a later session", "err", perr)
+	}
+	if rerr != nil {
+		a.log.Error("read the probe report spool; its reports go with a later session", "err", rerr)
 	}
 	// Also when there are none: a reader of the log (the lab's e2e tests)
 	// knows from it how many "result sent ... resent=true" lines follow.
@@ -138,7 +147,7 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	wg.Add(1)
 	go func() { // owner: session; ends with ctx
 		defer wg.Done()
-		a.sendLoop(ctx, stream, backlog, ob.ch, interval, cancel)
+		a.sendLoop(ctx, stream, backlog, reports, ob.ch, interval, cancel)
 	}()
 	if seeds := pickSeeds(reg.GetGossipSeeds()); a.gossip != nil && len(seeds) > 0 {
 		wg.Add(1)
@@ -188,6 +197,18 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 			}()
 		case *agentv1.ConnectResponse_Endpoints:
 			a.targets.setEndpoints(msg.Endpoints)
+		case *agentv1.ConnectResponse_ProbePlan:
+			ack := a.applyPlan(msg.ProbePlan)
+			select {
+			case ob.ch <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_PlanAck{PlanAck: ack}}:
+			case <-ctx.Done():
+			}
+		case *agentv1.ConnectResponse_ReportAck:
+			n, err := a.spool.AckReports(msg.ReportAck.GetSeqs()...)
+			if err != nil {
+				a.log.Error("forget acknowledged probe reports; they will be sent again", "seqs", len(msg.ReportAck.GetSeqs()), "err", err)
+			}
+			a.log.Debug("probe reports acknowledged", "seqs", len(msg.ReportAck.GetSeqs()), "removed", n)
 		case *agentv1.ConnectResponse_ResultAck:
 			ids := msg.ResultAck.GetTestIds()
 			n, err := a.spool.Ack(ids...)
@@ -244,7 +265,7 @@ func (a *Agent) clientDone(r *agentv1.WorkResult) {
 // results, oldest first), then queued messages and a heartbeat every
 // interval. It logs every client result it sent.
 func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[agentv1.ConnectRequest, agentv1.ConnectResponse],
-	backlog []*agentv1.WorkResult, out <-chan *agentv1.ConnectRequest, interval time.Duration, cancel context.CancelCauseFunc) {
+	backlog []*agentv1.WorkResult, reports []*agentv1.ProbeReport, out <-chan *agentv1.ConnectRequest, interval time.Duration, cancel context.CancelCauseFunc) {
 	if len(backlog) > 0 {
 		a.log.Info("sending again the results the coordinator has not acknowledged", "results", len(backlog))
 	}
@@ -257,6 +278,18 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 			return
 		}
 		a.log.Info("result sent", "test_id", r.GetTestId(), "status", r.GetStatus(), "resent", true)
+	}
+	if len(reports) > 0 {
+		a.log.Info("sending again the probe reports the coordinator has not acknowledged", "reports", len(reports))
+	}
+	for _, r := range reports {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: r}}); err != nil {
+			cancel(fmt.Errorf("send: %w", err))
+			return
+		}
 	}
 	var changes <-chan struct{} // nil without gossip: never ready
 	if a.gossip != nil {

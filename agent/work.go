@@ -211,6 +211,13 @@ type targets struct {
 	services      map[netip.Addr]bool // the endpoints that are service IPs
 	external      map[string]*agentv1.ExternalTarget
 	externalNames []string // external's keys, in the coordinator's order
+	// planPeers are the peers of the probe plan, by node name, and
+	// planAddrs and planServices their addresses (probes.go): endpoints
+	// too, for a coordinator that sends a following agent the nodes in
+	// its plan only.
+	planPeers    map[string]planPeer
+	planAddrs    map[netip.Addr]bool
+	planServices map[netip.Addr]bool
 }
 
 func newTargets(allow []netip.Prefix, log *slog.Logger) *targets {
@@ -260,6 +267,11 @@ const maxListed = 8
 func (t *targets) String() string {
 	t.mu.RLock()
 	eps := slices.Collect(maps.Keys(t.endpoints))
+	for ip := range t.planAddrs {
+		if !t.endpoints[ip] {
+			eps = append(eps, ip)
+		}
+	}
 	t.mu.RUnlock()
 	slices.SortFunc(eps, netip.Addr.Compare)
 	var b strings.Builder
@@ -305,12 +317,12 @@ func probeSafe(t measurev1.Test) bool {
 func (t *targets) isService(ip netip.Addr) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.services[ip]
+	return t.services[ip] || t.planServices[ip]
 }
 
 func (t *targets) allowed(ip netip.Addr) bool {
 	t.mu.RLock()
-	ok := t.endpoints[ip]
+	ok := t.endpoints[ip] || t.planAddrs[ip]
 	t.mu.RUnlock()
 	if ok {
 		return true

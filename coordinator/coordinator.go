@@ -35,9 +35,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshperf/meshperf/coordinator/alert"
+	"github.com/meshperf/meshperf/coordinator/ingest"
 	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/metrics"
 	"github.com/meshperf/meshperf/coordinator/monitor"
+	"github.com/meshperf/meshperf/coordinator/probeplan"
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/retention"
 	"github.com/meshperf/meshperf/coordinator/runs"
@@ -115,6 +117,15 @@ type Config struct {
 	// KubePruneInterval is how often Services of departed nodes are
 	// deleted; zero means one minute.
 	KubePruneInterval time.Duration
+	// Probes are the settings of the agents' continuous in-process probes
+	// (the config file's probes section, coordinator/monitor.Load); nil
+	// means none. Either way, agents that run probe plans get their peers
+	// in plans (full, then deltas), not in whole Endpoints lists.
+	Probes *agentv1.ProbeSettings
+	// PlanDebounce is how long an agent's session waits after a peer
+	// change before it sends the agent its plan delta, so that a fleet
+	// joining costs each agent a few deltas; zero means 200 ms.
+	PlanDebounce time.Duration
 }
 
 // security loads the TCP listener's TLS configuration and the API token;
@@ -179,9 +190,17 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	var services *kube.Services
+	peers := probeplan.NewTable(probeplan.Options{})
+	if cfg.Probes != nil {
+		peers.SetSettings(cfg.Probes)
+	}
+	sink := &probeSink{peers: peers, settings: cfg.Probes, log: log, reported: map[string]reported{}}
+	if sink.in, err = ingest.New(ingest.Config{Write: writeReports(st), Logger: log}); err != nil {
+		return err
+	}
 	regCfg := registry.Config{
 		Recorder: st, Version: version.Version, HeartbeatInterval: cfg.HeartbeatInterval, DepartAfter: cfg.DepartAfter, PartitionGrace: cfg.PartitionGrace,
-		Logger: log, ExternalTargets: cfg.ExternalTargets,
+		Logger: log, ExternalTargets: cfg.ExternalTargets, Probes: peers, PlanDebounce: cfg.PlanDebounce, Reports: sink,
 	}
 	if cfg.KubeClient != nil {
 		if services, err = kube.New(kube.Config{Client: cfg.KubeClient, Namespace: cfg.KubeNamespace, Logger: log}); err != nil {
@@ -196,10 +215,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	sink.reg = reg
 	var met *metrics.Metrics
 	alertCfg := alert.Config{Store: st, Logger: log}
 	if cfg.MetricsAddress != "" {
-		if met, err = metrics.New(metrics.Config{Agents: reg, StorePath: st.Path(), PerPair: cfg.MetricsPerPair, Logger: log}); err != nil {
+		if met, err = metrics.New(metrics.Config{Agents: reg, StorePath: st.Path(), PerPair: cfg.MetricsPerPair, Probes: sink, Logger: log}); err != nil {
 			return err
 		}
 		alertCfg.Publisher = met
@@ -283,6 +303,9 @@ func Run(ctx context.Context, cfg Config) error {
 		eg.Go(func() error { return met.Serve(egCtx, metricsListener, cfg.ShutdownTimeout) })
 	}
 	eg.Go(func() error { return alerter.Run(egCtx) })
+	eg.Go(func() error { return sink.in.Run(egCtx) })
+	eg.Go(func() error { return syncProbes(egCtx, reg) })
+	eg.Go(func() error { return compactSeries(egCtx, st, log) })
 	if len(cfg.Monitor) > 0 {
 		eg.Go(func() error {
 			return monitor.Run(egCtx, monitor.Config{Plans: cfg.Monitor, Runs: monitorRuns{mgr, st}, Logger: log})

@@ -135,8 +135,11 @@ func (p *Prober) build(held *plan, pl *agentv1.ProbePlan) (*plan, error) {
 			upserted[u.GetNodeName()] = true
 		}
 		for i, name := range pl.GetRemove() {
-			if _, ok := next.peers[name]; !ok {
-				return nil, fmt.Errorf("remove[%d]: %q is not a peer of plan %d", i, name, base)
+			// A removal of a peer not held is no error: the coordinator's
+			// table names a peer that came and went after base as removed,
+			// without keeping each peer's history (coordinator/probeplan).
+			if err := protocol.ValidateNodeName(name); err != nil {
+				return nil, fmt.Errorf("remove[%d]: %w", i, err)
 			}
 			if upserted[name] {
 				return nil, fmt.Errorf("remove[%d]: %q is also upserted", i, name)

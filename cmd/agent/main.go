@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			// The agent takes a zero port for its default: a zero given
 			// here is a mistake, not a wish for the default.
-			for _, name := range []string{"http-port", "iperf3-port", "qperf-port", "qperf-data-port"} {
+			for _, name := range []string{"http-port", "probe-port", "iperf3-port", "qperf-port", "qperf-data-port"} {
 				if fl := cmd.Flags().Lookup(name); fl.Changed && fl.Value.String() == "0" {
 					return fmt.Errorf("--%s 0 is not a port: want 1..65535", name)
 				}
@@ -98,6 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.StringVar(&cfg.EndpointSocket, "endpoint-socket", "", "unix socket on which the node's pod endpoint (agent endpoint) connects; the agent takes the pod's netns and IP from it (excludes --pod-ip and --pod-netns)")
 	f.StringVar(&service, "service-ip", "", "ClusterIP that fronts this node's pod endpoint")
 	f.Uint32Var(&cfg.HTTPPort, "http-port", 8080, "port of the HTTP target on each network")
+	f.Uint32Var(&cfg.ProbePort, "probe-port", agent.DefaultProbePort, "port of the TCP echo responder of the continuous probes on each network")
 	f.Uint32Var(&cfg.Ports.Iperf3, "iperf3-port", 5201, "iperf3 server port")
 	f.Uint32Var(&cfg.Ports.Qperf, "qperf-port", 19765, "qperf listen port")
 	f.Uint32Var(&cfg.Ports.QperfData, "qperf-data-port", 19766, "qperf data port")

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/meshperf/meshperf/deploy/fleet"
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
 	"github.com/meshperf/meshperf/deploy/lab/labcli"
 )
@@ -33,7 +34,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	cmd := labcli.NewCommand(cluster.NewDemoCommand(), cluster.NewFaultsCommand(), cluster.NewBenchCommand())
+	cmd := labcli.NewCommand(cluster.NewDemoCommand(), cluster.NewFaultsCommand(), cluster.NewBenchCommand(), fleet.NewBenchScaleCommand())
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)

@@ -40,7 +40,7 @@ func newServeCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg.Monitor, cfg.ExternalTargets = settings.Plans, settings.External
+			cfg.Monitor, cfg.ExternalTargets, cfg.Probes = settings.Plans, settings.External, settings.Probes
 			if useKube {
 				if cfg.KubeClient, err = kube.InCluster(); err != nil {
 					return err

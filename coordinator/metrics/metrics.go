@@ -37,6 +37,9 @@ type Config struct {
 	// pair, test and path: O(nodes²) series. False means per-node
 	// aggregates only, O(nodes).
 	PerPair bool
+	// Probes is read at scrape time for the meshperf_probe_* series of the
+	// continuous mesh; nil means none.
+	Probes ProbeSource
 	// Logger receives scrape problems; nil means discard.
 	Logger *slog.Logger
 }
@@ -142,6 +145,9 @@ func New(cfg Config) (*Metrics, error) {
 		&scrapeCollector{agents: cfg.Agents, storePath: cfg.StorePath, log: log},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
+	if cfg.Probes != nil {
+		cs = append(cs, newProbeCollector(cfg.Probes))
 	}
 	if cfg.PerPair {
 		m.pairLatency = prometheus.NewGaugeVec(prometheus.GaugeOpts{

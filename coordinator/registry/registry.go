@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/membership"
+	"github.com/meshperf/meshperf/coordinator/probeplan"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -105,6 +106,21 @@ type Config struct {
 	// the agents; each must pass protocol.ValidateExternalTarget, names
 	// unique, at most protocol.MaxExternalTargets. Nil means none.
 	ExternalTargets []*agentv1.ExternalTarget
+	// Probes, if set, is the peer table of the continuous probe plans: a
+	// registering agent that has a probe_port joins it and its session
+	// follows it, sending the agent its plan in full and then in deltas;
+	// such an agent gets the other nodes' addresses from its plan, not from
+	// Endpoints (which then carry the external targets only), so a node
+	// joining costs every other agent one small delta. Nil means no plans:
+	// every agent gets the whole Endpoints list on every change.
+	Probes *probeplan.Table
+	// PlanDebounce is how long a session waits after a peer table change
+	// before it builds its agent's delta; zero means
+	// probeplan.DefaultDebounce.
+	PlanDebounce time.Duration
+	// Reports takes the agents' probe reports; nil drops them (and
+	// acknowledges nothing).
+	Reports ReportSink
 }
 
 // ServiceIPFunc returns the ClusterIP that fronts node's pod endpoint at
@@ -151,6 +167,15 @@ type Node struct {
 	// GossipPort is the agent's gossip port on HostIP; zero if it does not
 	// gossip.
 	GossipPort uint16
+	// ProbePort is the agent's TCP echo responder on both networks; zero
+	// if it runs no probe plans (an older agent).
+	ProbePort uint16
+	// HTTPPort is the agent's HTTP target on both networks; zero if
+	// unknown.
+	HTTPPort uint16
+	// HostMTU and PodMTU are the MTUs in bytes of the interfaces holding
+	// HostIP and PodIP; zero if unknown.
+	HostMTU, PodMTU uint32
 }
 
 // Registry holds the sessions of connected agents and the last known
@@ -168,6 +193,9 @@ type Registry struct {
 	// registering counts per node the registrations between their
 	// ServiceIPs call and their attach or refusal (registering.go).
 	registering map[string]int
+	// peers are the nodes in (or cordoned out of) the probe plans, by name,
+	// as they last registered (probes.go).
+	peers map[string]Node
 }
 
 // New loads the known agents from cfg.Recorder, all marked disconnected.
@@ -201,7 +229,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
 	}
-	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, known: map[string]*meshv1.Agent{},
+	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, known: map[string]*meshv1.Agent{}, peers: map[string]Node{},
 		gossip: membership.New(membership.Config{Grace: cfg.PartitionGrace, Settle: cfg.GossipSettle, Logger: log})}
 	for _, a := range agents {
 		a.Connected = false
@@ -302,6 +330,7 @@ func (r *Registry) SetMaintenance(ctx context.Context, name string, on bool) (*m
 		return nil, fmt.Errorf("node %q: %w", name, ErrUnknownNode)
 	}
 	r.persist(ctx, a)
+	r.SyncProbes()
 	r.log.Info("node maintenance", "node", name, "maintenance", on)
 	return a, nil
 }
@@ -371,6 +400,7 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 	r.sessions[s.node.Name] = s
 	r.known[s.node.Name] = a
 	r.mu.Unlock()
+	r.planJoin(s.node, a.GetMaintenance())
 	// Gossip that predates this session (a restarted agent left the pool
 	// and is rejoining) says nothing about it.
 	r.gossip.Joined(s.node.Name)
@@ -415,9 +445,15 @@ func (r *Registry) persist(ctx context.Context, a *meshv1.Agent) {
 	}
 }
 
-// endpoints builds the Endpoints message of the connected nodes.
-func (r *Registry) endpoints() *agentv1.Endpoints {
+// endpoints builds the Endpoints message of the connected nodes; for a
+// session that follows the probe plans, the external targets only (its
+// plan gives it the nodes).
+func (r *Registry) endpoints(s *session) *agentv1.Endpoints {
 	ep := &agentv1.Endpoints{}
+	if s.follower != nil {
+		ep.ExternalTargets = r.cfg.ExternalTargets
+		return ep
+	}
 	for _, n := range r.Ready() {
 		r.mu.Lock()
 		a := r.known[n.Name]
@@ -431,11 +467,16 @@ func (r *Registry) endpoints() *agentv1.Endpoints {
 	return ep
 }
 
-// announceEndpoints tells every session to send the current endpoints.
+// announceEndpoints tells every session that does not follow the probe
+// plans to send the current endpoints (followers learn the nodes from
+// their plans' deltas).
 func (r *Registry) announceEndpoints() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range r.sessions {
+		if s.follower != nil {
+			continue
+		}
 		select {
 		case s.endpointsDirty <- struct{}{}:
 		default: // already pending
@@ -520,6 +561,9 @@ func validateRegister(reg *agentv1.Register) (Node, error) {
 		return bad("gossip_port %d is not a port", p)
 	}
 	n.GossipPort = uint16(reg.GetGossipPort())
+	if err := checkProbeRegistration(reg, &n); err != nil {
+		return bad("%v", err)
+	}
 	if len(reg.GetTools()) > maxTools {
 		return bad("%d tools, at most %d", len(reg.GetTools()), maxTools)
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/coordinator/probeplan"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -77,17 +78,26 @@ type session struct {
 	endOnce        sync.Once
 	endErr         error
 
-	mu      sync.Mutex
-	pending map[pendingKey]chan *agentv1.WorkResult
-	seen    time.Time
-	acks    []string              // test IDs to acknowledge
-	late    []*agentv1.WorkResult // client answers nobody waited for
+	// follower, if set, is the session's view of the probe plans; only
+	// the session loop touches it. planVersion is the version the agent
+	// acknowledged, for readers outside the loop.
+	follower        *probeplan.Follower
+	planVersion     atomic.Uint64
+	reportAcksDirty chan struct{} // a ReportAck is to be sent
+	lastReportWarn  time.Time     // session loop only
+
+	mu         sync.Mutex
+	reportAcks []uint64 // report seqs to acknowledge
+	pending    map[pendingKey]chan *agentv1.WorkResult
+	seen       time.Time
+	acks       []string              // test IDs to acknowledge
+	late       []*agentv1.WorkResult // client answers nobody waited for
 }
 
 func newSession(node Node) *session {
 	return &session{
 		node: node, out: make(chan *agentv1.Work, 16), endpointsDirty: make(chan struct{}, 1),
-		acksDirty: make(chan struct{}, 1), lateReady: make(chan struct{}, 1),
+		acksDirty: make(chan struct{}, 1), lateReady: make(chan struct{}, 1), reportAcksDirty: make(chan struct{}, 1),
 		done: make(chan struct{}), pending: map[pendingKey]chan *agentv1.WorkResult{}, seen: time.Now(),
 	}
 }
@@ -288,6 +298,10 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		return fmt.Errorf("%w: node %q announces an address that connected node %q registered", ErrBadRegistration, node.Name, other)
 	}
 	s := newSession(node)
+	if r.cfg.Probes != nil && node.ProbePort != 0 {
+		s.follower = r.cfg.Probes.Follow(node.Name, r.cfg.PlanDebounce)
+		defer s.follower.Stop()
+	}
 	// Attach before answering, so that the agent is dispatchable as soon
 	// as it knows it is registered.
 	err = r.attach(ctx, s, reg)
@@ -361,6 +375,25 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 		}
 		return nil
 	}
+	// The first Endpoints (for a follower, the external targets) goes out
+	// at once, before any work.
+	signal(s.endpointsDirty)
+	var planC <-chan struct{}
+	sendPlan := func() error {
+		if s.follower == nil {
+			return nil
+		}
+		if plan := s.follower.Next(); plan != nil {
+			if err := send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ProbePlan{ProbePlan: plan}}); err != nil {
+				return err
+			}
+		}
+		planC = s.follower.C()
+		return nil
+	}
+	if s.follower != nil {
+		planC = s.follower.C()
+	}
 	for {
 		var err error
 		select {
@@ -383,6 +416,16 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 					r.log.Warn("gossip view refused", "node", s.node.Name, "err", err)
 				}
 			}
+			if ack := m.GetPlanAck(); ack != nil && s.follower != nil {
+				if err := s.follower.Acked(ack); err != nil {
+					r.log.Warn("probe plan", "node", s.node.Name, "err", err)
+				}
+				s.planVersion.Store(s.follower.Version())
+				planC = s.follower.C()
+			}
+			if rep := m.GetProbeReport(); rep != nil {
+				r.probeReport(s, rep)
+			}
 		case <-watchdog.C:
 			silent := time.Since(time.Unix(0, lastRecv.Load()))
 			if silent >= r.cfg.HeartbeatTimeout {
@@ -392,14 +435,26 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 		case <-heartbeat.C:
 			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}})
 		case <-s.endpointsDirty:
-			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: r.endpoints()}})
+			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: r.endpoints(s)}})
+		case <-planC:
+			err = sendPlan()
 		case <-s.acksDirty:
 			err = sendAcks(s, send)
+		case <-s.reportAcksDirty:
+			err = sendReportAcks(s, send)
 		case w := <-s.out:
-			// Endpoints first: the agent checks a Work's target against them.
+			// Endpoints and a due plan first: the agent checks a Work's
+			// target against them.
 			select {
 			case <-s.endpointsDirty:
-				if err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: r.endpoints()}}); err != nil {
+				if err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: r.endpoints(s)}}); err != nil {
+					return err
+				}
+			default:
+			}
+			select {
+			case <-planC:
+				if err = sendPlan(); err != nil {
 					return err
 				}
 			default:

@@ -14,6 +14,7 @@ import (
 	v1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -1235,11 +1236,279 @@ func (x *ListExternalTargetsResponse) GetExternalTargets() []*v11.ExternalTarget
 	return nil
 }
 
+// ListProbeSeriesRequest names one series and a time range.
+type ListProbeSeriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// src_node is the probing node; required.
+	SrcNode string `protobuf:"bytes,1,opt,name=src_node,json=srcNode,proto3" json:"src_node,omitempty"`
+	// dst_node is the probed node; required.
+	DstNode string `protobuf:"bytes,2,opt,name=dst_node,json=dstNode,proto3" json:"dst_node,omitempty"`
+	// path is the path; required (host-host, host-pod, pod-pod,
+	// host-service or pod-service).
+	Path v1.Path `protobuf:"varint,3,opt,name=path,proto3,enum=meshperf.measure.v1.Path" json:"path,omitempty"`
+	// kind is the probe kind; required.
+	Kind v11.ProbeKind `protobuf:"varint,4,opt,name=kind,proto3,enum=meshperf.agent.v1.ProbeKind" json:"kind,omitempty"`
+	// start_time keeps periods that end after it; unset means 24 h ago.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// end_time keeps periods that start before it; unset means now.
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProbeSeriesRequest) Reset() {
+	*x = ListProbeSeriesRequest{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProbeSeriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProbeSeriesRequest) ProtoMessage() {}
+
+func (x *ListProbeSeriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProbeSeriesRequest.ProtoReflect.Descriptor instead.
+func (*ListProbeSeriesRequest) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListProbeSeriesRequest) GetSrcNode() string {
+	if x != nil {
+		return x.SrcNode
+	}
+	return ""
+}
+
+func (x *ListProbeSeriesRequest) GetDstNode() string {
+	if x != nil {
+		return x.DstNode
+	}
+	return ""
+}
+
+func (x *ListProbeSeriesRequest) GetPath() v1.Path {
+	if x != nil {
+		return x.Path
+	}
+	return v1.Path(0)
+}
+
+func (x *ListProbeSeriesRequest) GetKind() v11.ProbeKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v11.ProbeKind(0)
+}
+
+func (x *ListProbeSeriesRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ListProbeSeriesRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+// ListProbeSeriesResponse is one series' samples.
+type ListProbeSeriesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// samples in time order.
+	Samples       []*ProbeSample `protobuf:"bytes,1,rep,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProbeSeriesResponse) Reset() {
+	*x = ListProbeSeriesResponse{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProbeSeriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProbeSeriesResponse) ProtoMessage() {}
+
+func (x *ListProbeSeriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProbeSeriesResponse.ProtoReflect.Descriptor instead.
+func (*ListProbeSeriesResponse) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListProbeSeriesResponse) GetSamples() []*ProbeSample {
+	if x != nil {
+		return x.Samples
+	}
+	return nil
+}
+
+// ProbeSample is one stored interval summary of a series: one agent
+// report period.
+type ProbeSample struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// period_start is when the period began (agent clock).
+	PeriodStart *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=period_start,json=periodStart,proto3" json:"period_start,omitempty"`
+	// period is its length.
+	Period *durationpb.Duration `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
+	// sent counts the probes sent, received those answered.
+	Sent uint32 `protobuf:"varint,3,opt,name=sent,proto3" json:"sent,omitempty"`
+	// received: see sent.
+	Received uint32 `protobuf:"varint,4,opt,name=received,proto3" json:"received,omitempty"`
+	// rtt_min_seconds, rtt_median_seconds, rtt_p90_seconds and
+	// rtt_max_seconds are over the answered probes (0 when none), stored at
+	// 100 ns resolution.
+	RttMinSeconds float64 `protobuf:"fixed64,5,opt,name=rtt_min_seconds,json=rttMinSeconds,proto3" json:"rtt_min_seconds,omitempty"`
+	// rtt_median_seconds: see rtt_min_seconds.
+	RttMedianSeconds float64 `protobuf:"fixed64,6,opt,name=rtt_median_seconds,json=rttMedianSeconds,proto3" json:"rtt_median_seconds,omitempty"`
+	// rtt_p90_seconds: see rtt_min_seconds.
+	RttP90Seconds float64 `protobuf:"fixed64,7,opt,name=rtt_p90_seconds,json=rttP90Seconds,proto3" json:"rtt_p90_seconds,omitempty"`
+	// rtt_max_seconds: see rtt_min_seconds.
+	RttMaxSeconds float64 `protobuf:"fixed64,8,opt,name=rtt_max_seconds,json=rttMaxSeconds,proto3" json:"rtt_max_seconds,omitempty"`
+	// status is STATUS_OK or the last failed probe's.
+	Status v1.Status `protobuf:"varint,9,opt,name=status,proto3,enum=meshperf.measure.v1.Status" json:"status,omitempty"`
+	// message is the last failure's words.
+	Message       string `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeSample) Reset() {
+	*x = ProbeSample{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeSample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeSample) ProtoMessage() {}
+
+func (x *ProbeSample) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeSample.ProtoReflect.Descriptor instead.
+func (*ProbeSample) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ProbeSample) GetPeriodStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PeriodStart
+	}
+	return nil
+}
+
+func (x *ProbeSample) GetPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+func (x *ProbeSample) GetSent() uint32 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *ProbeSample) GetReceived() uint32 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+func (x *ProbeSample) GetRttMinSeconds() float64 {
+	if x != nil {
+		return x.RttMinSeconds
+	}
+	return 0
+}
+
+func (x *ProbeSample) GetRttMedianSeconds() float64 {
+	if x != nil {
+		return x.RttMedianSeconds
+	}
+	return 0
+}
+
+func (x *ProbeSample) GetRttP90Seconds() float64 {
+	if x != nil {
+		return x.RttP90Seconds
+	}
+	return 0
+}
+
+func (x *ProbeSample) GetRttMaxSeconds() float64 {
+	if x != nil {
+		return x.RttMaxSeconds
+	}
+	return 0
+}
+
+func (x *ProbeSample) GetStatus() v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return v1.Status(0)
+}
+
+func (x *ProbeSample) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_meshperf_mesh_v1_mesh_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\n" +
-	"#meshperf/mesh/v1/mesh_service.proto\x12\x10meshperf.mesh.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%meshperf/agent/v1/agent_service.proto\x1a!meshperf/measure/v1/measure.proto\x1a meshperf/measure/v1/rollup.proto\x1a\x1dmeshperf/measure/v1/run.proto\"E\n" +
+	"#meshperf/mesh/v1/mesh_service.proto\x12\x10meshperf.mesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%meshperf/agent/v1/agent_service.proto\x1a\x1dmeshperf/agent/v1/probe.proto\x1a!meshperf/measure/v1/measure.proto\x1a meshperf/measure/v1/rollup.proto\x1a\x1dmeshperf/measure/v1/run.proto\"E\n" +
 	"\x11TriggerRunRequest\x120\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.meshperf.measure.v1.RunSpecR\x04spec\"@\n" +
 	"\x12TriggerRunResponse\x12*\n" +
@@ -1310,14 +1579,36 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\arollups\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.RollupR\arollups\"\x1c\n" +
 	"\x1aListExternalTargetsRequest\"k\n" +
 	"\x1bListExternalTargetsResponse\x12L\n" +
-	"\x10external_targets\x18\x01 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets*\xa6\x01\n" +
+	"\x10external_targets\x18\x01 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets\"\xa1\x02\n" +
+	"\x16ListProbeSeriesRequest\x12\x19\n" +
+	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
+	"\bdst_node\x18\x02 \x01(\tR\adstNode\x12-\n" +
+	"\x04path\x18\x03 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x120\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x1c.meshperf.agent.v1.ProbeKindR\x04kind\x129\n" +
+	"\n" +
+	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"R\n" +
+	"\x17ListProbeSeriesResponse\x127\n" +
+	"\asamples\x18\x01 \x03(\v2\x1d.meshperf.mesh.v1.ProbeSampleR\asamples\"\xa4\x03\n" +
+	"\vProbeSample\x12=\n" +
+	"\fperiod_start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vperiodStart\x121\n" +
+	"\x06period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x12\n" +
+	"\x04sent\x18\x03 \x01(\rR\x04sent\x12\x1a\n" +
+	"\breceived\x18\x04 \x01(\rR\breceived\x12&\n" +
+	"\x0frtt_min_seconds\x18\x05 \x01(\x01R\rrttMinSeconds\x12,\n" +
+	"\x12rtt_median_seconds\x18\x06 \x01(\x01R\x10rttMedianSeconds\x12&\n" +
+	"\x0frtt_p90_seconds\x18\a \x01(\x01R\rrttP90Seconds\x12&\n" +
+	"\x0frtt_max_seconds\x18\b \x01(\x01R\rrttMaxSeconds\x123\n" +
+	"\x06status\x18\t \x01(\x0e2\x1b.meshperf.measure.v1.StatusR\x06status\x12\x18\n" +
+	"\amessage\x18\n" +
+	" \x01(\tR\amessage*\xa6\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_PENDING\x10\x01\x12\x14\n" +
 	"\x10NODE_STATE_READY\x10\x02\x12\x1a\n" +
 	"\x16NODE_STATE_MAINTENANCE\x10\x03\x12\x1a\n" +
 	"\x16NODE_STATE_UNAVAILABLE\x10\x04\x12\x17\n" +
-	"\x13NODE_STATE_DEPARTED\x10\x052\xc5\x06\n" +
+	"\x13NODE_STATE_DEPARTED\x10\x052\xad\a\n" +
 	"\vMeshService\x12W\n" +
 	"\n" +
 	"TriggerRun\x12#.meshperf.mesh.v1.TriggerRunRequest\x1a$.meshperf.mesh.v1.TriggerRunResponse\x12K\n" +
@@ -1329,7 +1620,8 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\bListRuns\x12!.meshperf.mesh.v1.ListRunsRequest\x1a\".meshperf.mesh.v1.ListRunsResponse\x12c\n" +
 	"\x0eSetMaintenance\x12'.meshperf.mesh.v1.SetMaintenanceRequest\x1a(.meshperf.mesh.v1.SetMaintenanceResponse\x12Z\n" +
 	"\vListRollups\x12$.meshperf.mesh.v1.ListRollupsRequest\x1a%.meshperf.mesh.v1.ListRollupsResponse\x12r\n" +
-	"\x13ListExternalTargets\x12,.meshperf.mesh.v1.ListExternalTargetsRequest\x1a-.meshperf.mesh.v1.ListExternalTargetsResponseB<Z:github.com/meshperf/meshperf/proto/meshperf/mesh/v1;meshv1b\x06proto3"
+	"\x13ListExternalTargets\x12,.meshperf.mesh.v1.ListExternalTargetsRequest\x1a-.meshperf.mesh.v1.ListExternalTargetsResponse\x12f\n" +
+	"\x0fListProbeSeries\x12(.meshperf.mesh.v1.ListProbeSeriesRequest\x1a).meshperf.mesh.v1.ListProbeSeriesResponseB<Z:github.com/meshperf/meshperf/proto/meshperf/mesh/v1;meshv1b\x06proto3"
 
 var (
 	file_meshperf_mesh_v1_mesh_service_proto_rawDescOnce sync.Once
@@ -1344,7 +1636,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP() []byte {
 }
 
 var file_meshperf_mesh_v1_mesh_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(NodeState)(0),                      // 0: meshperf.mesh.v1.NodeState
 	(*TriggerRunRequest)(nil),           // 1: meshperf.mesh.v1.TriggerRunRequest
@@ -1366,67 +1658,83 @@ var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(*ListRollupsResponse)(nil),         // 17: meshperf.mesh.v1.ListRollupsResponse
 	(*ListExternalTargetsRequest)(nil),  // 18: meshperf.mesh.v1.ListExternalTargetsRequest
 	(*ListExternalTargetsResponse)(nil), // 19: meshperf.mesh.v1.ListExternalTargetsResponse
-	(*v1.RunSpec)(nil),                  // 20: meshperf.measure.v1.RunSpec
-	(*v1.Run)(nil),                      // 21: meshperf.measure.v1.Run
-	(*v1.Result)(nil),                   // 22: meshperf.measure.v1.Result
-	(v1.Path)(0),                        // 23: meshperf.measure.v1.Path
-	(v1.Test)(0),                        // 24: meshperf.measure.v1.Test
-	(*timestamppb.Timestamp)(nil),       // 25: google.protobuf.Timestamp
-	(*v11.NetworkAddress)(nil),          // 26: meshperf.agent.v1.NetworkAddress
-	(*v11.ToolInfo)(nil),                // 27: meshperf.agent.v1.ToolInfo
-	(v11.GossipState)(0),                // 28: meshperf.agent.v1.GossipState
-	(*v1.Rollup)(nil),                   // 29: meshperf.measure.v1.Rollup
-	(*v11.ExternalTarget)(nil),          // 30: meshperf.agent.v1.ExternalTarget
+	(*ListProbeSeriesRequest)(nil),      // 20: meshperf.mesh.v1.ListProbeSeriesRequest
+	(*ListProbeSeriesResponse)(nil),     // 21: meshperf.mesh.v1.ListProbeSeriesResponse
+	(*ProbeSample)(nil),                 // 22: meshperf.mesh.v1.ProbeSample
+	(*v1.RunSpec)(nil),                  // 23: meshperf.measure.v1.RunSpec
+	(*v1.Run)(nil),                      // 24: meshperf.measure.v1.Run
+	(*v1.Result)(nil),                   // 25: meshperf.measure.v1.Result
+	(v1.Path)(0),                        // 26: meshperf.measure.v1.Path
+	(v1.Test)(0),                        // 27: meshperf.measure.v1.Test
+	(*timestamppb.Timestamp)(nil),       // 28: google.protobuf.Timestamp
+	(*v11.NetworkAddress)(nil),          // 29: meshperf.agent.v1.NetworkAddress
+	(*v11.ToolInfo)(nil),                // 30: meshperf.agent.v1.ToolInfo
+	(v11.GossipState)(0),                // 31: meshperf.agent.v1.GossipState
+	(*v1.Rollup)(nil),                   // 32: meshperf.measure.v1.Rollup
+	(*v11.ExternalTarget)(nil),          // 33: meshperf.agent.v1.ExternalTarget
+	(v11.ProbeKind)(0),                  // 34: meshperf.agent.v1.ProbeKind
+	(*durationpb.Duration)(nil),         // 35: google.protobuf.Duration
+	(v1.Status)(0),                      // 36: meshperf.measure.v1.Status
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
-	20, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
-	21, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
-	21, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
-	21, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
-	22, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
-	23, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
-	24, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
-	25, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
-	25, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
-	22, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
+	23, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
+	24, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
+	24, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
+	24, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
+	25, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
+	26, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
+	27, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
+	28, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
+	28, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
+	25, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
 	11, // 10: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
-	26, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	27, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
-	25, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
-	25, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	29, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	30, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
+	28, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
+	28, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
 	0,  // 15: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
-	28, // 16: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.agent.v1.GossipState
-	21, // 17: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	31, // 16: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.agent.v1.GossipState
+	24, // 17: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
 	11, // 18: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
-	23, // 19: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
-	24, // 20: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
-	25, // 21: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
-	25, // 22: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
-	29, // 23: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
-	30, // 24: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
-	1,  // 25: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
-	3,  // 26: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
-	5,  // 27: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
-	7,  // 28: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
-	9,  // 29: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
-	12, // 30: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
-	14, // 31: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
-	16, // 32: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
-	18, // 33: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
-	2,  // 34: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
-	4,  // 35: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
-	6,  // 36: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
-	8,  // 37: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
-	10, // 38: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
-	13, // 39: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
-	15, // 40: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
-	17, // 41: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
-	19, // 42: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
-	34, // [34:43] is the sub-list for method output_type
-	25, // [25:34] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	26, // 19: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
+	27, // 20: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
+	28, // 21: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
+	28, // 22: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
+	32, // 23: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
+	33, // 24: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
+	26, // 25: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
+	34, // 26: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.agent.v1.ProbeKind
+	28, // 27: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
+	28, // 28: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
+	22, // 29: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
+	28, // 30: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
+	35, // 31: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
+	36, // 32: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
+	1,  // 33: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
+	3,  // 34: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
+	5,  // 35: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
+	7,  // 36: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
+	9,  // 37: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
+	12, // 38: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
+	14, // 39: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
+	16, // 40: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
+	18, // 41: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
+	20, // 42: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
+	2,  // 43: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
+	4,  // 44: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
+	6,  // 45: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
+	8,  // 46: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
+	10, // 47: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
+	13, // 48: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
+	15, // 49: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
+	17, // 50: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
+	19, // 51: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
+	21, // 52: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
+	43, // [43:53] is the sub-list for method output_type
+	33, // [33:43] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_mesh_v1_mesh_service_proto_init() }
@@ -1440,7 +1748,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_mesh_v1_mesh_service_proto_rawDesc), len(file_meshperf_mesh_v1_mesh_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

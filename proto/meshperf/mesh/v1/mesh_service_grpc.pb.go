@@ -31,6 +31,7 @@ const (
 	MeshService_SetMaintenance_FullMethodName      = "/meshperf.mesh.v1.MeshService/SetMaintenance"
 	MeshService_ListRollups_FullMethodName         = "/meshperf.mesh.v1.MeshService/ListRollups"
 	MeshService_ListExternalTargets_FullMethodName = "/meshperf.mesh.v1.MeshService/ListExternalTargets"
+	MeshService_ListProbeSeries_FullMethodName     = "/meshperf.mesh.v1.MeshService/ListProbeSeries"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -67,6 +68,11 @@ type MeshServiceClient interface {
 	// ListExternalTargets returns the external targets of the coordinator's
 	// allowlist (its config file), which runs may name.
 	ListExternalTargets(ctx context.Context, in *ListExternalTargetsRequest, opts ...grpc.CallOption) (*ListExternalTargetsResponse, error)
+	// ListProbeSeries returns one series of the continuous mesh: the stored
+	// interval summaries of one source, destination, path and probe kind
+	// over a time range, oldest first. INVALID_ARGUMENT names a missing or
+	// bad field.
+	ListProbeSeries(ctx context.Context, in *ListProbeSeriesRequest, opts ...grpc.CallOption) (*ListProbeSeriesResponse, error)
 }
 
 type meshServiceClient struct {
@@ -176,6 +182,16 @@ func (c *meshServiceClient) ListExternalTargets(ctx context.Context, in *ListExt
 	return out, nil
 }
 
+func (c *meshServiceClient) ListProbeSeries(ctx context.Context, in *ListProbeSeriesRequest, opts ...grpc.CallOption) (*ListProbeSeriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProbeSeriesResponse)
+	err := c.cc.Invoke(ctx, MeshService_ListProbeSeries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MeshServiceServer is the server API for MeshService service.
 // All implementations must embed UnimplementedMeshServiceServer
 // for forward compatibility.
@@ -210,6 +226,11 @@ type MeshServiceServer interface {
 	// ListExternalTargets returns the external targets of the coordinator's
 	// allowlist (its config file), which runs may name.
 	ListExternalTargets(context.Context, *ListExternalTargetsRequest) (*ListExternalTargetsResponse, error)
+	// ListProbeSeries returns one series of the continuous mesh: the stored
+	// interval summaries of one source, destination, path and probe kind
+	// over a time range, oldest first. INVALID_ARGUMENT names a missing or
+	// bad field.
+	ListProbeSeries(context.Context, *ListProbeSeriesRequest) (*ListProbeSeriesResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -246,6 +267,9 @@ func (UnimplementedMeshServiceServer) ListRollups(context.Context, *ListRollupsR
 }
 func (UnimplementedMeshServiceServer) ListExternalTargets(context.Context, *ListExternalTargetsRequest) (*ListExternalTargetsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListExternalTargets not implemented")
+}
+func (UnimplementedMeshServiceServer) ListProbeSeries(context.Context, *ListProbeSeriesRequest) (*ListProbeSeriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListProbeSeries not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -423,6 +447,24 @@ func _MeshService_ListExternalTargets_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_ListProbeSeries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProbeSeriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).ListProbeSeries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_ListProbeSeries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).ListProbeSeries(ctx, req.(*ListProbeSeriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -461,6 +503,10 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListExternalTargets",
 			Handler:    _MeshService_ListExternalTargets_Handler,
+		},
+		{
+			MethodName: "ListProbeSeries",
+			Handler:    _MeshService_ListProbeSeries_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

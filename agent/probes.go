@@ -1,0 +1,174 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strconv"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/meshperf/meshperf/agent/netns"
+	"github.com/meshperf/meshperf/agent/probe"
+	"github.com/meshperf/meshperf/internal/protocol"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// DefaultProbePort is the TCP echo responder's port when Config.ProbePort
+// is zero.
+const DefaultProbePort = 7947
+
+// interfaceMTU returns the MTU of the interface that holds ip in the
+// network namespace at path ("" for the agent's own), at most 65535 (the
+// largest IPv4 datagram), or 0 if unknown.
+func interfaceMTU(path string, ip netip.Addr) uint32 {
+	var mtu uint32
+	find := func() error {
+		ifs, err := net.Interfaces()
+		if err != nil {
+			return err
+		}
+		for _, ifc := range ifs {
+			addrs, err := ifc.Addrs()
+			if err != nil {
+				continue
+			}
+			for _, a := range addrs {
+				if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr() == ip {
+					// Loopback's 65536 is more than an IPv4 datagram can be.
+					mtu = uint32(min(max(ifc.MTU, 0), 65535))
+					return nil
+				}
+			}
+		}
+		return nil
+	}
+	if path == "" {
+		_ = find()
+	} else {
+		_ = netns.Do(path, find)
+	}
+	return mtu
+}
+
+// newProber makes the agent's continuous prober over its networks.
+func (a *Agent) newProber() (*probe.Prober, error) {
+	cfg := probe.Config{
+		Node:          a.cfg.NodeName,
+		Host:          probe.Network{Net: measurev1.Network_NETWORK_HOST, IP: a.cfg.HostIP, MTU: int(a.hostMTU)},
+		Logger:        a.log.With("component", "probe"),
+		Report:        a.probeReported,
+		NextSeq:       func() uint64 { return 0 }, // the spool numbers reports (PutReport)
+		AllowLoopback: a.cfg.HostIP.IsLoopback(),
+	}
+	if a.cfg.PodIP.IsValid() {
+		cfg.Pod = &probe.Network{Net: measurev1.Network_NETWORK_POD, NetNS: a.cfg.PodNetNS, IP: a.cfg.PodIP, MTU: int(a.podMTU)}
+	}
+	return probe.New(cfg)
+}
+
+// startProbing opens the TCP echo responder on each network and runs the
+// prober, both in g until its context ends.
+func (a *Agent) startProbing(ctx context.Context, g *errgroup.Group) error {
+	host, err := net.Listen("tcp", net.JoinHostPort(a.cfg.HostIP.String(), strconv.Itoa(int(a.cfg.ProbePort))))
+	if err != nil {
+		return err
+	}
+	a.cfg.ProbePort = uint32(host.Addr().(*net.TCPAddr).Port) // the kernel's pick for 0
+	port := strconv.Itoa(int(a.cfg.ProbePort))
+	g.Go(func() error { return probe.ServeEcho(ctx, host) })
+	if a.cfg.PodNetNS != "" {
+		pod, err := netns.Listen(a.cfg.PodNetNS, "tcp", net.JoinHostPort("", port))
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return probe.ServeEcho(ctx, pod) })
+	}
+	g.Go(func() error { return a.prober.Run(ctx) })
+	return nil
+}
+
+// applyPlan hands a plan to the prober and, once taken, its peers'
+// addresses to the targets clients may send to; the answer is the PlanAck.
+func (a *Agent) applyPlan(plan *agentv1.ProbePlan) *agentv1.PlanAck {
+	v, err := a.prober.Apply(plan)
+	if err != nil {
+		a.log.Warn("probe plan refused", "version", plan.GetVersion(), "base_version", plan.GetBaseVersion(), "holding", v, "err", err)
+		return &agentv1.PlanAck{Version: v, Error: truncate(err.Error(), 512)}
+	}
+	a.targets.applyPlan(plan)
+	a.log.Debug("probe plan applied", "version", v, "full", plan.GetBaseVersion() == 0, "upsert", len(plan.GetUpsert()), "remove", len(plan.GetRemove()))
+	return &agentv1.PlanAck{Version: v}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// probeReported keeps a report in the spool (which numbers it) and hands
+// it to the current session without waiting: a report no session takes now
+// goes with the next session's backlog.
+func (a *Agent) probeReported(r *agentv1.ProbeReport) {
+	a.outMu.Lock()
+	seq, err := a.spool.PutReport(r)
+	ob := a.current
+	a.outMu.Unlock()
+	if err != nil {
+		a.log.Error("probe report not spooled: lost unless this session delivers it", "err", err)
+		return
+	}
+	if ob == nil {
+		return
+	}
+	select {
+	case ob.ch <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: r}}:
+	case <-ob.done:
+	default:
+		a.log.Warn("session queue full: probe report waits in the spool for the next session", "seq", seq)
+	}
+}
+
+// applyPlan records the peers of a plan the prober took: their addresses
+// are registered endpoints for client runs too.
+func (t *targets) applyPlan(plan *agentv1.ProbePlan) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if plan.GetBaseVersion() == 0 || t.planPeers == nil {
+		t.planPeers = map[string]planPeer{}
+	}
+	for _, name := range plan.GetRemove() {
+		delete(t.planPeers, name)
+	}
+	for _, p := range plan.GetUpsert() {
+		var pp planPeer
+		for i, s := range []string{p.GetHostIp(), p.GetPodIp(), p.GetServiceIp()} {
+			if s == "" {
+				continue
+			}
+			ip, err := protocol.ParseEndpointIP(s)
+			if err != nil {
+				continue // the prober refused such a plan already
+			}
+			pp.addrs[i] = ip
+		}
+		t.planPeers[p.GetNodeName()] = pp
+	}
+	t.planAddrs, t.planServices = map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	for _, pp := range t.planPeers {
+		for i, ip := range pp.addrs {
+			if ip.IsValid() {
+				t.planAddrs[ip] = true
+				if i == 2 {
+					t.planServices[ip] = true
+				}
+			}
+		}
+	}
+}
+
+// planPeer is a plan peer's host, pod and service IPs (invalid: none).
+type planPeer struct{ addrs [3]netip.Addr }

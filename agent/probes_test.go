@@ -1,0 +1,149 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/agent"
+	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/internal/testnet"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// startProbingCoordinator runs the real coordinator with continuous probes
+// every second; it returns the agents' target and a MeshService client.
+func startProbingCoordinator(t *testing.T, settings *agentv1.ProbeSettings) (string, meshv1.MeshServiceClient) {
+	t.Helper()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "coordinator.sock")
+	addr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
+	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
+	ready := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- coordinator.Run(ctx, coordinator.Config{
+			ListenAddress: addr, SocketPath: sock, DBPath: filepath.Join(dir, "meshperf.db"),
+			Probes: settings, PlanDebounce: 20 * time.Millisecond, Ready: func() { close(ready) },
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("coordinator.Run: %v", err)
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-errc:
+		errc <- err
+		t.Fatalf("coordinator.Run: %v", err)
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return addr, meshv1.NewMeshServiceClient(conn)
+}
+
+// TestContinuousProbes runs a real coordinator and two real agents on
+// 127.0.0.1 and 127.0.0.2: each gets its plan, probes the other in-process
+// (ICMP, TCP to the echo responder, HTTP to the HTTP target) every second
+// and reports; the coordinator stores the series. When node-2's agent
+// stops, node-1's reports show its TCP and HTTP probes failing within a
+// few intervals, while ICMP (the kernel answers) stays OK.
+func TestContinuousProbes(t *testing.T) {
+	settings := &agentv1.ProbeSettings{
+		Interval: durationpb.New(time.Second), ReportInterval: durationpb.New(time.Second), Timeout: durationpb.New(500 * time.Millisecond),
+		Kinds:        []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_TCP, agentv1.ProbeKind_PROBE_KIND_HTTP},
+		Paths:        []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
+		PayloadBytes: 56, MaxInFlight: 64, MaxPacketsPerSecond: 1000,
+	}
+	agentAddr, mesh := startProbingCoordinator(t, settings)
+	a := baseConfig(t, agentAddr, "node-1")
+	b := baseConfig(t, agentAddr, "node-2")
+	b.HostIP = netip.MustParseAddr("127.0.0.2")
+	b.HTTPPort = a.HTTPPort // one port on both networks of every node, as in a cluster
+	startAgent(t, a)
+	ctxB, stopB := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
+	doneB := make(chan error, 1)
+	go func() { doneB <- agent.Run(ctxB, b) }()
+	t.Cleanup(func() { stopB(); <-doneB })
+
+	ctx := testnet.Ctx(t, 2*time.Minute)
+	series := func(src, dst string, kind agentv1.ProbeKind, since time.Time) []*meshv1.ProbeSample {
+		resp, err := mesh.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst,
+			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: kind, StartTime: timestamppb.New(since)})
+		if err != nil {
+			t.Fatalf("ListProbeSeries %s->%s %v: %v", src, dst, kind, err)
+		}
+		return resp.GetSamples()
+	}
+	okSamples := func(ss []*meshv1.ProbeSample) int {
+		n := 0
+		for _, s := range ss {
+			if s.GetStatus() == measurev1.Status_STATUS_OK && s.GetSent() > 0 && s.GetReceived() == s.GetSent() && s.GetRttMedianSeconds() > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	start := time.Now().Add(-time.Minute)
+	kinds := settings.GetKinds()
+	if !poll(30*time.Second, func() bool {
+		for _, pair := range [][2]string{{"node-1", "node-2"}, {"node-2", "node-1"}} {
+			for _, k := range kinds {
+				if okSamples(series(pair[0], pair[1], k, start)) < 2 {
+					return false
+				}
+			}
+		}
+		return true
+	}) {
+		for _, k := range kinds {
+			t.Logf("node-1->node-2 %v: %v", k, series("node-1", "node-2", k, start))
+		}
+		t.Fatal("no two OK samples per pair and kind within 30 s")
+	}
+	for _, k := range kinds {
+		for _, s := range series("node-1", "node-2", k, start) {
+			if s.GetStatus() == measurev1.Status_STATUS_OK && (s.GetRttMedianSeconds() > 0.05 || s.GetRttMinSeconds() > s.GetRttMedianSeconds()) {
+				t.Errorf("node-1->node-2 %v: implausible loopback figures %v", k, s)
+			}
+		}
+	}
+
+	stopB()
+	<-doneB
+	doneB <- nil // for the cleanup
+	stopped := time.Now()
+	failed := func(k agentv1.ProbeKind) bool {
+		for _, s := range series("node-1", "node-2", k, stopped) {
+			if s.GetStatus() != measurev1.Status_STATUS_OK && s.GetReceived() < s.GetSent() {
+				return true
+			}
+		}
+		return false
+	}
+	if !poll(15*time.Second, func() bool {
+		return failed(agentv1.ProbeKind_PROBE_KIND_TCP) && failed(agentv1.ProbeKind_PROBE_KIND_HTTP)
+	}) {
+		t.Fatalf("node-2's agent stopped, yet node-1's TCP and HTTP probes of it did not fail within 15 s: tcp %v, http %v",
+			series("node-1", "node-2", agentv1.ProbeKind_PROBE_KIND_TCP, stopped), series("node-1", "node-2", agentv1.ProbeKind_PROBE_KIND_HTTP, stopped))
+	}
+	if failed(agentv1.ProbeKind_PROBE_KIND_ICMP) {
+		t.Errorf("node-1's ICMP probes of 127.0.0.2 failed, but the kernel answers them: %v",
+			series("node-1", "node-2", agentv1.ProbeKind_PROBE_KIND_ICMP, stopped))
+	}
+}

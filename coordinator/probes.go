@@ -1,0 +1,193 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/meshperf/meshperf/coordinator/ingest"
+	"github.com/meshperf/meshperf/coordinator/metrics"
+	"github.com/meshperf/meshperf/coordinator/probeplan"
+	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/coordinator/series"
+	"github.com/meshperf/meshperf/coordinator/store"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+)
+
+// probeSink checks each agent report where it arrives and queues it for
+// the group-committing ingester: the registry's ReportSink.
+type probeSink struct {
+	in       *ingest.Ingester
+	reg      *registry.Registry
+	peers    *probeplan.Table
+	settings *agentv1.ProbeSettings // nil: no probes configured
+	log      *slog.Logger
+
+	mu       sync.Mutex
+	reported map[string]reported // by node: its last report taken
+}
+
+// reported is what a node's last report covered, and when it came.
+type reported struct {
+	summaries int // with at least one probe sent
+	at        time.Time
+}
+
+var _ registry.ReportSink = (*probeSink)(nil)
+
+// Report checks r against the plan's settings and peers: a report refused
+// whole is acknowledged and dropped (it will never become good), bad
+// summaries are dropped from it (logged), the rest is queued.
+func (p *probeSink) Report(node string, r *agentv1.ProbeReport, ack func()) error {
+	l := ingest.Limits{IsPeer: p.reg.IsPeer}
+	if p.settings != nil {
+		l.Interval, l.ReportInterval = p.settings.GetInterval().AsDuration(), p.settings.GetReportInterval().AsDuration()
+	}
+	dropped, err := ingest.Check(r, l, time.Now())
+	if err != nil {
+		p.log.Warn("probe report refused; dropped", "node", node, "err", err)
+		ack()
+		return nil
+	}
+	if len(dropped) > 0 {
+		p.log.Warn("probe report: unbelievable summaries dropped", "node", node, "seq", r.GetSeq(), "dropped", len(dropped), "first", dropped[0])
+	}
+	if err := p.in.Submit(node, r, ack); err != nil {
+		return err
+	}
+	n := 0
+	for _, s := range r.GetSummaries() {
+		if s.GetSent() > 0 {
+			n++
+		}
+	}
+	p.mu.Lock()
+	p.reported[node] = reported{summaries: n, at: time.Now()}
+	p.mu.Unlock()
+	return nil
+}
+
+// ProbeStatus is the continuous mesh's status for /metrics: the ingest
+// counters, and the coverage of the last report interval (the summaries
+// of the reports that came within 1.5 report intervals, against every
+// ordered pair x path x kind of the plans). It costs O(nodes).
+func (p *probeSink) ProbeStatus() metrics.ProbeStatus {
+	st := p.in.Stats()
+	out := metrics.ProbeStatus{Reports: st.Reports, Summaries: st.Summaries, Batches: st.Batches, Refused: st.Refused,
+		Busy: st.Busy, WriteErrors: st.WriteErrors, Peers: p.peers.Len(), PlansAcked: p.reg.PlansAcked()}
+	if p.settings == nil || out.Peers < 2 {
+		return out
+	}
+	window := p.settings.GetReportInterval().AsDuration() * 3 / 2
+	expected := float64(out.Peers) * float64(out.Peers-1) * float64(len(p.settings.GetPaths())*len(p.settings.GetKinds()))
+	now := time.Now()
+	got := 0
+	p.mu.Lock()
+	for node, r := range p.reported {
+		switch {
+		case now.Sub(r.at) <= window:
+			got += r.summaries
+		case now.Sub(r.at) > time.Hour:
+			delete(p.reported, node)
+		}
+	}
+	p.mu.Unlock()
+	out.Coverage = min(1, float64(got)/expected)
+	return out
+}
+
+// seriesReport is a checked report as the store keeps it.
+func seriesReport(node string, r *agentv1.ProbeReport) series.Report {
+	out := series.Report{Src: node, Seq: r.GetSeq(), Start: r.GetPeriodStart().AsTime(), Period: r.GetPeriod().AsDuration(),
+		Summaries: make([]series.Summary, 0, len(r.GetSummaries()))}
+	for _, s := range r.GetSummaries() {
+		out.Summaries = append(out.Summaries, series.Summary{
+			Dst: s.GetNode(), Path: s.GetPath(), Kind: s.GetKind(), Sent: s.GetSent(), Received: s.GetReceived(),
+			RTTMin: seconds(s.GetRttMinSeconds()), RTTMedian: seconds(s.GetRttMedianSeconds()),
+			RTTP90: seconds(s.GetRttP90Seconds()), RTTMax: seconds(s.GetRttMaxSeconds()),
+			Status: s.GetStatus(), Message: s.GetMessage(),
+		})
+	}
+	return out
+}
+
+// seconds converts a checked figure in seconds (finite, 0 to a minute).
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// seriesStore is what the ingester's writes need of the store.
+type seriesStore interface {
+	AppendReports(ctx context.Context, reports []series.Report) (stored []bool, err error)
+}
+
+// writeReports is the ingester's WriteFunc over st: one transaction per
+// batch; the reports the store refuses are named per index.
+func writeReports(st seriesStore) ingest.WriteFunc {
+	return func(ctx context.Context, batch []ingest.Report) ([]error, error) {
+		reports := make([]series.Report, len(batch))
+		for i, b := range batch {
+			reports[i] = seriesReport(b.Node, b.Report)
+		}
+		_, err := st.AppendReports(ctx, reports)
+		var refused store.ReportErrors
+		if !errors.As(err, &refused) {
+			return nil, err
+		}
+		out := make([]error, len(batch))
+		for _, e := range refused {
+			if e.Index >= 0 && e.Index < len(out) {
+				out[e.Index] = e
+			}
+		}
+		return out, nil
+	}
+}
+
+// syncProbesEvery is how often node states are brought into the peer
+// table (departures, maintenance).
+const syncProbesEvery = 5 * time.Second
+
+// syncProbes keeps the probe plans in line with the nodes' states until
+// ctx ends.
+func syncProbes(ctx context.Context, reg *registry.Registry) error {
+	t := time.NewTicker(syncProbesEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			reg.SyncProbes()
+		}
+	}
+}
+
+// compactEvery is how often stored report heads are moved into per-series
+// chunks.
+const compactEvery = time.Minute
+
+// compactSeries moves the report heads of closed blocks into chunks, every
+// compactEvery, until ctx ends.
+func compactSeries(ctx context.Context, st seriesCompactor, log *slog.Logger) error {
+	t := time.NewTicker(compactEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			n, err := st.CompactSeries(ctx, time.Now())
+			if err != nil && ctx.Err() == nil {
+				log.Error("compact probe series", "err", err)
+			} else if n > 0 {
+				log.Debug("probe series compacted", "reports", n)
+			}
+		}
+	}
+}
+
+// seriesCompactor is what compactSeries needs of the store.
+type seriesCompactor interface {
+	CompactSeries(ctx context.Context, before time.Time) (int, error)
+}

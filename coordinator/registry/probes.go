@@ -1,0 +1,203 @@
+package registry
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/meshperf/meshperf/coordinator/probeplan"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// ReportSink takes the probe reports of the agents' sessions. It is
+// coordinator/ingest behind a check in production.
+type ReportSink interface {
+	// Report takes node's report, which comes from node's own session
+	// (never from a field of the report). It must not block: it returns an
+	// error when it does not take the report (the agent keeps it and
+	// sends it again); otherwise it calls ack exactly once, from any
+	// goroutine, once the report is stored or known to be of no use.
+	Report(node string, r *agentv1.ProbeReport, ack func()) error
+}
+
+// maxReportAckBatch is the most seqs one ReportAck carries.
+const maxReportAckBatch = 1000
+
+// probePeer is n as a peer of the other agents' probe plans.
+func probePeer(n Node) probeplan.Peer {
+	return probeplan.Peer{Name: n.Name, HostIP: n.HostIP, PodIP: n.PodIP, ServiceIP: n.ServiceIP,
+		ProbePort: uint32(n.ProbePort), HTTPPort: uint32(n.HTTPPort), HostMTU: n.HostMTU, PodMTU: n.PodMTU}
+}
+
+// planJoin puts a registering node that probes into the peer table. Caller
+// is attach.
+func (r *Registry) planJoin(n Node, maintenance bool) {
+	if r.cfg.Probes == nil || n.ProbePort == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.peers[n.Name] = n
+	r.mu.Unlock()
+	if maintenance {
+		r.cfg.Probes.Remove(n.Name)
+		return
+	}
+	if _, _, err := r.cfg.Probes.Upsert(probePeer(n)); err != nil {
+		r.log.Warn("node left out of the probe plans", "node", n.Name, "err", err)
+	}
+}
+
+// SyncProbes brings the peer table in line with the nodes' states: nodes
+// that departed or are in maintenance leave the plans, the others are in
+// them. A node whose agent is gone stays a peer until it departs, so that
+// its peers' probes show whether its network is gone too. It costs O(nodes)
+// and changes the table only where a node's state changed; call it every
+// few seconds.
+func (r *Registry) SyncProbes() {
+	if r.cfg.Probes == nil {
+		return
+	}
+	now := time.Now()
+	type change struct {
+		n  Node
+		in bool
+	}
+	var changes []change
+	r.mu.Lock()
+	for name, n := range r.peers {
+		a := r.known[name]
+		if a == nil {
+			delete(r.peers, name)
+			changes = append(changes, change{n, false})
+			continue
+		}
+		switch r.state(a, now, false) {
+		case meshv1.NodeState_NODE_STATE_DEPARTED:
+			delete(r.peers, name)
+			changes = append(changes, change{n, false})
+		case meshv1.NodeState_NODE_STATE_MAINTENANCE:
+			changes = append(changes, change{n, false})
+		default:
+			changes = append(changes, change{n, true})
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range changes {
+		if !c.in {
+			r.cfg.Probes.Remove(c.n.Name)
+			continue
+		}
+		if _, _, err := r.cfg.Probes.Upsert(probePeer(c.n)); err != nil {
+			r.log.Warn("node left out of the probe plans", "node", c.n.Name, "err", err)
+		}
+	}
+}
+
+// PlanVersion returns the probe plan version node's agent acknowledged (0:
+// none, or not connected).
+func (r *Registry) PlanVersion(node string) uint64 {
+	r.mu.Lock()
+	s, ok := r.sessions[node]
+	r.mu.Unlock()
+	if !ok {
+		return 0
+	}
+	return s.planVersion.Load()
+}
+
+// PlansAcked counts the connected agents that acknowledged a probe plan.
+func (r *Registry) PlansAcked() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, s := range r.sessions {
+		if s.planVersion.Load() > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// IsPeer reports whether name is in the probe plans.
+func (r *Registry) IsPeer(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.peers[name]
+	return ok
+}
+
+// reportAck queues a report's seq for the next ReportAck; it never
+// blocks and may be called from any goroutine.
+func (s *session) reportAck(seq uint64) {
+	s.mu.Lock()
+	s.reportAcks = append(s.reportAcks, seq)
+	s.mu.Unlock()
+	signal(s.reportAcksDirty)
+}
+
+// sendReportAcks sends every queued report acknowledgement.
+func sendReportAcks(s *session, send func(*agentv1.ConnectResponse) error) error {
+	for {
+		s.mu.Lock()
+		n := min(len(s.reportAcks), maxReportAckBatch)
+		seqs := s.reportAcks[:n:n]
+		s.reportAcks = s.reportAcks[n:]
+		if len(s.reportAcks) == 0 {
+			s.reportAcks = nil
+		}
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if err := send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ReportAck{ReportAck: &agentv1.ReportAck{Seqs: seqs}}}); err != nil {
+			return err
+		}
+	}
+}
+
+// probeReport hands a report of s's agent to the sink. A refused report
+// is logged (at most one line per session per minute) and not
+// acknowledged: the agent sends it again.
+func (r *Registry) probeReport(s *session, rep *agentv1.ProbeReport) {
+	if r.cfg.Reports == nil {
+		return
+	}
+	seq := rep.GetSeq()
+	err := r.cfg.Reports.Report(s.node.Name, rep, func() { s.reportAck(seq) })
+	if err == nil {
+		return
+	}
+	if now := time.Now(); now.Sub(s.lastReportWarn) > time.Minute {
+		s.lastReportWarn = now
+		r.log.Warn("probe report not taken; the agent sends it again", "node", s.node.Name, "seq", seq, "err", err)
+	}
+}
+
+// checkProbeRegistration checks the probe fields of a Register into n.
+func checkProbeRegistration(reg *agentv1.Register, n *Node) error {
+	for _, p := range []struct {
+		field string
+		v     uint32
+		slot  *uint16
+	}{{"probe_port", reg.GetProbePort(), &n.ProbePort}, {"http_port", reg.GetHttpPort(), &n.HTTPPort}} {
+		if p.v > 65535 {
+			return fmt.Errorf("%s %d is not a port", p.field, p.v)
+		}
+		*p.slot = uint16(p.v)
+	}
+	for i, a := range reg.GetAddresses() {
+		m := a.GetMtuBytes()
+		if m != 0 && (m < probeplan.MinMTU || m > probeplan.MaxMTU) {
+			return fmt.Errorf("addresses[%d].mtu_bytes %d: want 0 (unknown) or %d to %d", i, m, probeplan.MinMTU, probeplan.MaxMTU)
+		}
+		ip, _ := netip.ParseAddr(a.GetIp())
+		switch ip {
+		case n.HostIP:
+			n.HostMTU = m
+		case n.PodIP:
+			n.PodMTU = m
+		}
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/coordinator/series"
+	"github.com/meshperf/meshperf/internal/protocol"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// maxSeriesRange bounds one ListProbeSeries query.
+const maxSeriesRange = 31 * 24 * time.Hour
+
+// ListProbeSeries returns one series of the continuous mesh.
+func (s *Server) ListProbeSeries(ctx context.Context, req *meshv1.ListProbeSeriesRequest) (*meshv1.ListProbeSeriesResponse, error) {
+	for _, f := range []struct{ field, v string }{{"src_node", req.GetSrcNode()}, {"dst_node", req.GetDstNode()}} {
+		if err := protocol.ValidateNodeName(f.v); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "%s: %v", f.field, err)
+		}
+	}
+	switch req.GetPath() {
+	case measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_POD, measurev1.Path_PATH_POD_TO_POD,
+		measurev1.Path_PATH_HOST_TO_SERVICE, measurev1.Path_PATH_POD_TO_SERVICE:
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "path %v: want a probe path (host-host, host-pod, pod-pod, host-service, pod-service)", req.GetPath())
+	}
+	if _, ok := agentv1.ProbeKind_name[int32(req.GetKind())]; !ok || req.GetKind() == agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED {
+		return nil, status.Errorf(codes.InvalidArgument, "kind %d: want a probe kind", req.GetKind())
+	}
+	to := time.Now()
+	if ts := req.GetEndTime(); ts != nil {
+		if err := ts.CheckValid(); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "end_time: %v", err)
+		}
+		to = ts.AsTime()
+	}
+	from := to.Add(-24 * time.Hour)
+	if ts := req.GetStartTime(); ts != nil {
+		if err := ts.CheckValid(); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "start_time: %v", err)
+		}
+		from = ts.AsTime()
+	}
+	if !from.Before(to) || to.Sub(from) > maxSeriesRange {
+		return nil, status.Errorf(codes.InvalidArgument, "start_time %v to end_time %v: want a range of up to %v", from.UTC(), to.UTC(), maxSeriesRange)
+	}
+	samples, err := s.cfg.Store.Series(ctx, series.Key{Src: req.GetSrcNode(), Dst: req.GetDstNode(), Path: req.GetPath(), Kind: req.GetKind()}, from, to)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	out := &meshv1.ListProbeSeriesResponse{Samples: make([]*meshv1.ProbeSample, len(samples))}
+	for i, x := range samples {
+		out.Samples[i] = &meshv1.ProbeSample{
+			PeriodStart: timestamppb.New(x.Start), Period: durationpb.New(x.Period), Sent: x.Sent, Received: x.Received,
+			RttMinSeconds: x.RTTMin.Seconds(), RttMedianSeconds: x.RTTMedian.Seconds(), RttP90Seconds: x.RTTP90.Seconds(), RttMaxSeconds: x.RTTMax.Seconds(),
+			Status: x.Status, Message: x.Message,
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,72 @@
+package fleet
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// NewBenchScaleCommand is `meshlab bench-scale`: BenchScale for each case
+// asked, one line per case.
+func NewBenchScaleCommand() *cobra.Command {
+	var (
+		bin                      string
+		nodes                    []int
+		interval, report, window time.Duration
+		plansOnly, gossip        bool
+		joinOver                 time.Duration
+		kinds, paths             []string
+		verbose                  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench-scale",
+		Short: "Measure the coordinator against a simulated fleet of agents on loopback (continuous probe plans and reports)",
+		Long: `bench-scale runs a real coordinator process (BIN/coordinator) with a probes
+config and connects, from this process, a simulated fleet of agents that speak
+the real agent protocol over gRPC on loopback: each follows its probe plan and
+reports plausible figures for every peer, path and kind once per report
+interval. It prints one line per fleet size. No packet leaves loopback.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelInfo
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			for _, n := range nodes {
+				work, err := os.MkdirTemp("", "meshperf-scale-")
+				if err != nil {
+					return err
+				}
+				res, err := BenchScale(cmd.Context(), ScaleConfig{
+					Coordinator: filepath.Join(bin, "coordinator"), Nodes: n, Interval: interval, ReportInterval: report,
+					Kinds: kinds, Paths: paths, PlansOnly: plansOnly, Gossip: gossip, JoinOver: joinOver, Window: window,
+					WorkDir: work, Logger: log,
+				})
+				if err != nil {
+					return fmt.Errorf("nodes=%d: %w (coordinator files in %s)", n, err, work)
+				}
+				_ = os.RemoveAll(work)
+				fmt.Fprintln(cmd.OutOrStdout(), res)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&bin, "bin", "bin", "directory with the coordinator binary")
+	f.IntSliceVar(&nodes, "nodes", []int{300}, "fleet sizes, one case each")
+	f.DurationVar(&interval, "interval", 10*time.Second, "probe interval")
+	f.DurationVar(&report, "report", 10*time.Second, "report interval (a multiple of --interval)")
+	f.DurationVar(&window, "window", 0, "measuring window (0: two report intervals, at least 30s)")
+	f.BoolVar(&plansOnly, "plans-only", false, "agents hold their plans and report nothing")
+	f.BoolVar(&gossip, "gossip", true, "agents send gossip views of the whole fleet")
+	f.DurationVar(&joinOver, "join-over", 0, "spread the registrations over this long")
+	f.StringSliceVar(&kinds, "kinds", nil, "probe kinds (default icmp,tcp)")
+	f.StringSliceVar(&paths, "paths", nil, "probe paths (default host-host,pod-pod)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log progress")
+	return cmd
+}

@@ -1,0 +1,494 @@
+// Package fleet is a simulated fleet of agents for measuring the
+// coordinator at cluster scale on one machine: N agents, each one real
+// gRPC stream of the agent protocol (meshperf.agent.v1) to a real
+// coordinator over loopback, that register with made-up loopback
+// addresses, follow their probe plans (full, then deltas, acknowledged),
+// send one ProbeReport per report period with plausible figures for every
+// peer, path and kind of the plan, send gossip views, and answer on-demand
+// work at once with plausible results. No agent sends a packet to any
+// address: the fleet speaks only to the coordinator, on loopback.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/internal/protocol"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// Config configures Run.
+type Config struct {
+	// Coordinator is the coordinator's agent address, a loopback
+	// "host:port".
+	Coordinator string
+	// Nodes is the fleet's size, 1 to 10,000.
+	Nodes int
+	// StreamsPerConn is how many agents share one gRPC connection (HTTP/2
+	// streams); zero means 100.
+	StreamsPerConn int
+	// JoinOver spreads the registrations evenly over this long; zero
+	// means at once.
+	JoinOver time.Duration
+	// Reports makes the agents report their plans' probes; false means
+	// plans only (the agents hold and acknowledge them).
+	Reports bool
+	// Gossip makes every agent send a gossip view of the whole fleet (all
+	// alive) after registering and every GossipEvery.
+	Gossip bool
+	// GossipEvery is the period of the gossip views; zero means 30 s (the
+	// agent's refresh).
+	GossipEvery time.Duration
+	// Logger receives session errors; nil means discard.
+	Logger *slog.Logger
+}
+
+// Stats are the fleet's counters; Run's caller reads them with Snapshot.
+type Stats struct {
+	// Registered counts agents that are registered now.
+	Registered int64
+	// Current counts agents whose plan lists every other agent of the
+	// fleet (the full membership), and PlanLatencyMaxSeconds is the
+	// longest time from an agent's registration to that moment.
+	Current               int64
+	PlanLatencyMaxSeconds float64
+	// Plans counts ProbePlan messages, PlanPeers the peer entries they
+	// carried (upserts and removals), PlanRefused the ones refused.
+	Plans, PlanPeers, PlanRefused int64
+	// Reports counts reports sent, Acked those acknowledged, Summaries
+	// the summaries sent.
+	Reports, Acked, Summaries int64
+	// Work counts on-demand work answered.
+	Work int64
+	// SessionErrors counts sessions that ended in an error.
+	SessionErrors int64
+}
+
+// Fleet is a running simulated fleet.
+type Fleet struct {
+	cfg Config
+	log *slog.Logger
+
+	registered, current, plans, planPeers, planRefused atomic.Int64
+	reports, acked, summaries, work, sessionErrors     atomic.Int64
+	latencyMaxNanos                                    atomic.Int64
+}
+
+// New checks cfg.
+func New(cfg Config) (*Fleet, error) {
+	if cfg.Nodes < 1 || cfg.Nodes > 10000 {
+		return nil, fmt.Errorf("fleet: %d nodes, want 1 to 10000", cfg.Nodes)
+	}
+	if cfg.StreamsPerConn == 0 {
+		cfg.StreamsPerConn = 100
+	}
+	if cfg.GossipEvery == 0 {
+		cfg.GossipEvery = 30 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Fleet{cfg: cfg, log: log}, nil
+}
+
+// Snapshot returns the counters now.
+func (f *Fleet) Snapshot() Stats {
+	return Stats{
+		Registered: f.registered.Load(), Current: f.current.Load(),
+		PlanLatencyMaxSeconds: time.Duration(f.latencyMaxNanos.Load()).Seconds(),
+		Plans:                 f.plans.Load(), PlanPeers: f.planPeers.Load(), PlanRefused: f.planRefused.Load(),
+		Reports: f.reports.Load(), Acked: f.acked.Load(), Summaries: f.summaries.Load(), Work: f.work.Load(),
+		SessionErrors: f.sessionErrors.Load(),
+	}
+}
+
+// NodeName is the name of the fleet's i-th node.
+func NodeName(i int) string { return fmt.Sprintf("sim-%05d", i) }
+
+// nodeIndex is NodeName's inverse; -1 if name is none of the fleet's.
+func nodeIndex(name string) int {
+	if len(name) != 9 || name[:4] != "sim-" {
+		return -1
+	}
+	i, err := strconv.Atoi(name[4:])
+	if err != nil {
+		return -1
+	}
+	return i
+}
+
+// hostIP and podIP are the made-up loopback addresses of node i: the
+// coordinator checks them and never sends to them.
+func hostIP(i int) string { return fmt.Sprintf("127.1.%d.%d", i/250, i%250+1) }
+func podIP(i int) string  { return fmt.Sprintf("127.2.%d.%d", i/250, i%250+1) }
+
+// Run connects the fleet and keeps every agent's session (reconnecting
+// after a second when one ends) until ctx ends.
+func (f *Fleet) Run(ctx context.Context) error {
+	conns := make([]*grpc.ClientConn, 0, f.cfg.Nodes/f.cfg.StreamsPerConn+1)
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var step time.Duration
+	if f.cfg.Nodes > 1 {
+		step = f.cfg.JoinOver / time.Duration(f.cfg.Nodes)
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for i := range f.cfg.Nodes {
+		if i%f.cfg.StreamsPerConn == 0 {
+			c, err := grpc.NewClient(f.cfg.Coordinator, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+			if err != nil {
+				return fmt.Errorf("fleet: dial %s: %w", f.cfg.Coordinator, err)
+			}
+			conns = append(conns, c)
+		}
+		conn := conns[len(conns)-1]
+		wg.Go(func() { f.agent(ctx, conn, i) })
+		if step > 0 {
+			t.Reset(step)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// agent keeps node i's sessions until ctx ends.
+func (f *Fleet) agent(ctx context.Context, conn *grpc.ClientConn, i int) {
+	a := &simAgent{f: f, i: i, name: NodeName(i), rng: rand.New(rand.NewPCG(uint64(i), 42))}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		err := a.session(ctx, conn)
+		if ctx.Err() != nil {
+			return
+		}
+		f.sessionErrors.Add(1)
+		f.log.Warn("simulated agent session ended", "node", a.name, "err", err)
+		t.Reset(time.Second + time.Duration(a.rng.Int64N(int64(time.Second))))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// simAgent is one simulated agent's state across its sessions.
+type simAgent struct {
+	f    *Fleet
+	i    int
+	name string
+	rng  *rand.Rand
+	seq  uint64
+}
+
+// errBadPlan is a plan the simulated agent refuses (a delta on another
+// version than it holds).
+var errBadPlan = errors.New("plan refused")
+
+// session runs one stream.
+func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
+	if err != nil {
+		return err
+	}
+	reg := &agentv1.Register{
+		NodeName: a.name, AgentVersion: "fleet", ProtocolVersion: protocol.Version,
+		Addresses: []*agentv1.NetworkAddress{
+			{Network: measurev1.Network_NETWORK_HOST, Ip: hostIP(a.i), MtuBytes: 1500},
+			{Network: measurev1.Network_NETWORK_POD, Ip: podIP(a.i), MtuBytes: 1450},
+		},
+		ProbePort: 7947, HttpPort: 8080,
+	}
+	if a.f.cfg.Gossip {
+		reg.GossipPort = 7946
+	}
+	if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: reg}}); err != nil {
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	r := first.GetRegistered()
+	if r == nil {
+		return fmt.Errorf("answer %T, not Registered", first.GetMsg())
+	}
+	joined := time.Now()
+	a.f.registered.Add(1)
+	defer a.f.registered.Add(-1)
+
+	out := make(chan *agentv1.ConnectRequest, 64)
+	sendErr := make(chan error, 1)
+	go func() { // owner: session; ends with ctx
+		hb := time.NewTicker(r.GetHeartbeatInterval().AsDuration())
+		defer hb.Stop()
+		for {
+			var m *agentv1.ConnectRequest
+			select {
+			case <-ctx.Done():
+				return
+			case m = <-out:
+			case <-hb.C:
+				m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}
+			}
+			if err := stream.Send(m); err != nil {
+				sendErr <- err
+				cancel()
+				return
+			}
+		}
+	}()
+	send := func(m *agentv1.ConnectRequest) {
+		select {
+		case out <- m:
+		case <-ctx.Done():
+		}
+	}
+	plan := &heldPlan{peers: newBitset(a.f.cfg.Nodes)}
+	var current bool
+	planC := make(chan *agentv1.ProbePlan, 16)
+	recvErr := make(chan error, 1)
+	go func() { // owner: session; ends when Recv fails after cancel
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				cancel()
+				return
+			}
+			switch msg := m.GetMsg().(type) {
+			case *agentv1.ConnectResponse_ProbePlan:
+				select {
+				case planC <- msg.ProbePlan:
+				case <-ctx.Done():
+					return
+				}
+			case *agentv1.ConnectResponse_ReportAck:
+				a.f.acked.Add(int64(len(msg.ReportAck.GetSeqs())))
+			case *agentv1.ConnectResponse_Work:
+				a.f.work.Add(1)
+				send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: answer(msg.Work)}})
+			}
+		}
+	}()
+	var gossipC <-chan time.Time
+	if a.f.cfg.Gossip {
+		send(a.gossipView())
+		g := time.NewTicker(a.f.cfg.GossipEvery)
+		defer g.Stop()
+		gossipC = g.C
+	}
+	reportC := make(<-chan time.Time)
+	var reportT *time.Ticker
+	defer func() {
+		if reportT != nil {
+			reportT.Stop()
+		}
+		if current {
+			a.f.current.Add(-1)
+		}
+	}()
+	var phase *time.Timer
+	var phaseC <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			select {
+			case err := <-sendErr:
+				return err
+			case err := <-recvErr:
+				return err
+			default:
+				return ctx.Err()
+			}
+		case p := <-planC:
+			a.f.plans.Add(1)
+			a.f.planPeers.Add(int64(len(p.GetUpsert()) + len(p.GetRemove())))
+			ack := &agentv1.PlanAck{}
+			if err := plan.apply(p); err != nil {
+				a.f.planRefused.Add(1)
+				ack.Error = err.Error()
+			}
+			ack.Version = plan.version
+			send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_PlanAck{PlanAck: ack}})
+			if full := plan.peers.count == a.f.cfg.Nodes-1; full != current {
+				current = full
+				if full {
+					a.f.current.Add(1)
+					lat := time.Since(joined).Nanoseconds()
+					for {
+						old := a.f.latencyMaxNanos.Load()
+						if lat <= old || a.f.latencyMaxNanos.CompareAndSwap(old, lat) {
+							break
+						}
+					}
+				} else {
+					a.f.current.Add(-1)
+				}
+			}
+			if a.f.cfg.Reports && plan.settings != nil && reportT == nil && phase == nil {
+				// A per-agent phase spreads the fleet's reports over the period.
+				every := plan.settings.GetReportInterval().AsDuration()
+				phase = time.NewTimer(time.Duration(a.rng.Int64N(int64(every))))
+				phaseC = phase.C
+			}
+		case <-phaseC:
+			phaseC = nil
+			reportT = time.NewTicker(plan.settings.GetReportInterval().AsDuration())
+			reportC = reportT.C
+		case <-reportC:
+			send(a.report(plan))
+		case <-gossipC:
+			send(a.gossipView())
+		}
+	}
+}
+
+// heldPlan is what a simulated agent holds of its plan: the peers as a
+// bitset of fleet indexes (names outside the fleet are counted apart).
+type heldPlan struct {
+	version  uint64
+	settings *agentv1.ProbeSettings
+	peers    *bitset
+}
+
+// apply takes a full plan or a delta on the held version.
+func (h *heldPlan) apply(p *agentv1.ProbePlan) error {
+	if p.GetBaseVersion() != 0 && p.GetBaseVersion() != h.version {
+		return fmt.Errorf("%w: delta on version %d, holding %d", errBadPlan, p.GetBaseVersion(), h.version)
+	}
+	if p.GetBaseVersion() == 0 {
+		h.peers.reset()
+		h.settings = p.GetSettings()
+	} else if p.GetSettings() != nil {
+		h.settings = p.GetSettings()
+	}
+	for _, n := range p.GetRemove() {
+		if i := nodeIndex(n); i >= 0 && i < h.peers.n {
+			h.peers.clear(i)
+		}
+	}
+	for _, peer := range p.GetUpsert() {
+		if i := nodeIndex(peer.GetNodeName()); i >= 0 && i < h.peers.n {
+			h.peers.set(i)
+		}
+	}
+	h.version = p.GetVersion()
+	return nil
+}
+
+// report is one report period of the held plan, with plausible figures:
+// every probe answered, RTTs around 100 us.
+func (a *simAgent) report(h *heldPlan) *agentv1.ConnectRequest {
+	s := h.settings
+	every := s.GetReportInterval().AsDuration()
+	sent := uint32(every / s.GetInterval().AsDuration())
+	a.seq++
+	r := &agentv1.ProbeReport{Seq: a.seq, PeriodStart: timestamppb.New(time.Now().Add(-every)), Period: durationpb.New(every),
+		PlanVersion: h.version}
+	r.Summaries = make([]*agentv1.ProbeSummary, 0, h.peers.count*len(s.GetPaths())*len(s.GetKinds()))
+	for i := range h.peers.n {
+		if !h.peers.has(i) {
+			continue
+		}
+		dst := &agentv1.ProbeSummary_Node{Node: NodeName(i)}
+		for _, path := range s.GetPaths() {
+			for _, kind := range s.GetKinds() {
+				med := 80e-6 + a.rng.Float64()*40e-6
+				r.Summaries = append(r.Summaries, &agentv1.ProbeSummary{Dst: dst, Path: path, Kind: kind, Sent: sent, Received: sent,
+					RttMinSeconds: med * 0.8, RttMedianSeconds: med, RttP90Seconds: med * 1.2, RttMaxSeconds: med * 1.5,
+					Status: measurev1.Status_STATUS_OK})
+			}
+		}
+	}
+	a.f.reports.Add(1)
+	a.f.summaries.Add(int64(len(r.Summaries)))
+	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: r}}
+}
+
+// gossipView is a view of the whole fleet, every member alive.
+func (a *simAgent) gossipView() *agentv1.ConnectRequest {
+	v := &agentv1.GossipView{Members: make([]*agentv1.GossipMember, a.f.cfg.Nodes)}
+	for i := range v.Members {
+		v.Members[i] = &agentv1.GossipMember{NodeName: NodeName(i), State: agentv1.GossipState_GOSSIP_STATE_ALIVE, Address: hostIP(i) + ":7946"}
+	}
+	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_GossipView{GossipView: v}}
+}
+
+// answer is an instant, plausible answer to on-demand work.
+func answer(w *agentv1.Work) *agentv1.WorkResult {
+	r := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
+	switch act := w.GetAction().(type) {
+	case *agentv1.Work_StartServer:
+		r.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: 5201, ToolVersion: "fleet"}}
+	case *agentv1.Work_StopServer:
+		r.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
+	case *agentv1.Work_RunClient:
+		res := &measurev1.Result{Spec: act.RunClient.GetSpec(), Status: measurev1.Status_STATUS_OK, ToolVersion: "fleet",
+			StartTime: timestamppb.Now(), Elapsed: durationpb.New(time.Millisecond), TargetAddress: act.RunClient.GetTargetIp()}
+		switch act.RunClient.GetSpec().GetTest() {
+		case measurev1.Test_TEST_PING:
+			med := 100e-6
+			res.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{PacketsTransmitted: 5, PacketsReceived: 5,
+				RttMinSeconds: 80e-6, RttAvgSeconds: med, RttMaxSeconds: 150e-6, RttMdevSeconds: 10e-6, RttMedianSeconds: &med}}
+		case measurev1.Test_TEST_HTTP:
+			res.Metrics = &measurev1.Result_Http{Http: &measurev1.HttpMetrics{HttpCode: 200, ConnectSeconds: 100e-6,
+				FirstByteSeconds: 300e-6, TotalSeconds: 400e-6, SizeDownloadBytes: 100}}
+		default:
+			res.Status, res.Message = measurev1.Status_STATUS_INVALID, "the simulated fleet answers ping and HTTP only"
+		}
+		r.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{res}}}
+	}
+	return r
+}
+
+// bitset is a set of fleet indexes with its count.
+type bitset struct {
+	w     []uint64
+	n     int
+	count int
+}
+
+func newBitset(n int) *bitset    { return &bitset{w: make([]uint64, (n+63)/64), n: n} }
+func (b *bitset) has(i int) bool { return b.w[i/64]&(1<<(i%64)) != 0 }
+func (b *bitset) set(i int) {
+	if !b.has(i) {
+		b.w[i/64] |= 1 << (i % 64)
+		b.count++
+	}
+}
+func (b *bitset) clear(i int) {
+	if b.has(i) {
+		b.w[i/64] &^= 1 << (i % 64)
+		b.count--
+	}
+}
+func (b *bitset) reset() { clear(b.w); b.count = 0 }
