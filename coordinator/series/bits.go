@@ -1,6 +1,9 @@
 package series
 
-import "errors"
+import (
+	"encoding/binary"
+	"errors"
+)
 
 // errShort means a chunk ended inside a value.
 var errShort = errors.New("chunk ends early")
@@ -66,15 +69,27 @@ func (r *bitReader) readBits(n uint) (uint64, error) {
 	if r.pos+n > uint(len(r.data))*8 {
 		return 0, errShort
 	}
-	var v uint64
-	for n > 0 {
-		avail := 8 - r.pos%8
-		k := min(n, avail)
-		b := (r.data[r.pos/8] >> (avail - k)) & byte(1<<k-1)
-		v = v<<k | uint64(b)
-		r.pos += k
-		n -= k
+	if n > 56 {
+		hi, _ := r.readBits(n - 32)
+		lo, _ := r.readBits(32)
+		return hi<<32 | lo, nil
 	}
+	if n == 0 {
+		return 0, nil
+	}
+	// Load the 8 bytes from the current one (zeros past the end), drop
+	// the bits already read, keep the top n.
+	i := r.pos / 8
+	var w uint64
+	if i+8 <= uint(len(r.data)) {
+		w = binary.BigEndian.Uint64(r.data[i:])
+	} else {
+		var buf [8]byte
+		copy(buf[:], r.data[i:])
+		w = binary.BigEndian.Uint64(buf[:])
+	}
+	v := (w << (r.pos % 8)) >> (64 - n)
+	r.pos += n
 	return v, nil
 }
 

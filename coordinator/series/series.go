@@ -132,7 +132,7 @@ func ValidNode(field, name string) error {
 
 // ValidPath checks that p is a known path other than PATH_UNSPECIFIED.
 func ValidPath(field string, p measurev1.Path) error {
-	if _, ok := measurev1.Path_name[int32(p)]; !ok || p == measurev1.Path_PATH_UNSPECIFIED {
+	if !known(&knownPaths, int32(p)) {
 		return fmt.Errorf("%w: %s %d is not a known path", ErrInvalid, field, int32(p))
 	}
 	return nil
@@ -141,7 +141,7 @@ func ValidPath(field string, p measurev1.Path) error {
 // ValidKind checks that k is a known probe kind other than
 // PROBE_KIND_UNSPECIFIED.
 func ValidKind(field string, k agentv1.ProbeKind) error {
-	if _, ok := agentv1.ProbeKind_name[int32(k)]; !ok || k == agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED {
+	if !known(&knownKinds, int32(k)) {
 		return fmt.Errorf("%w: %s %d is not a known probe kind", ErrInvalid, field, int32(k))
 	}
 	return nil
@@ -150,11 +150,26 @@ func ValidKind(field string, k agentv1.ProbeKind) error {
 // ValidStatus checks that st is a known status other than
 // STATUS_UNSPECIFIED.
 func ValidStatus(field string, st measurev1.Status) error {
-	if _, ok := measurev1.Status_name[int32(st)]; !ok || st == measurev1.Status_STATUS_UNSPECIFIED {
+	if !known(&knownStatuses, int32(st)) {
 		return fmt.Errorf("%w: %s %d is not a known status", ErrInvalid, field, int32(st))
 	}
 	return nil
 }
+
+// Known enum values other than 0 (UNSPECIFIED), as tables: the maps of
+// the generated code are slow for one lookup per summary.
+var knownPaths, knownKinds, knownStatuses = enumTable(measurev1.Path_name), enumTable(agentv1.ProbeKind_name), enumTable(measurev1.Status_name)
+
+func enumTable(names map[int32]string) (t [64]bool) {
+	for v := range names {
+		if v > 0 && v < int32(len(t)) {
+			t[v] = true
+		}
+	}
+	return t
+}
+
+func known(t *[64]bool, v int32) bool { return v > 0 && v < int32(len(t)) && t[v] }
 
 // validTimes checks a period's start and length.
 func validTimes(start time.Time, period time.Duration) error {

@@ -6,10 +6,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -94,57 +97,95 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 		refused = append(refused, ReportError{Index: i,
 			Err: fmt.Errorf("%w: report %d (src %q seq %d): %w", ErrInvalid, i, r.Src, r.Seq, err)})
 	}
-	valid := make([]bool, len(reports))
-	for i := range reports {
-		if err := reports[i].Validate(); err != nil {
-			refuse(i, err)
-			continue
-		}
-		valid[i] = true
-	}
+	// Validate and encode in parallel, outside the write transaction; a
+	// report naming a node without an ID yet is encoded in it.
 	type item struct {
 		key, val []byte
-		i        int
+		err      error
+		pending  bool // names a new node
 	}
+	items := make([]item, len(reports))
+	prep := func(i int, in *interner) error {
+		r, it := &reports[i], &items[i]
+		if it.err = r.Validate(); it.err != nil {
+			return nil
+		}
+		src, ok, err := in.lookup(r.Src)
+		if err != nil || !ok && in.tx == nil {
+			it.pending = !ok
+			return err
+		}
+		if !ok {
+			if src, err = in.id(r.Src); err != nil {
+				return err
+			}
+		}
+		entries := make([]headEntry, 0, len(r.Summaries))
+		last, lastID := "", uint32(0)
+		for j := range r.Summaries {
+			m := &r.Summaries[j]
+			if m.Dst != last || j == 0 {
+				id, ok, err := in.lookup(m.Dst)
+				if err != nil || !ok && in.tx == nil {
+					it.pending = !ok
+					return err
+				}
+				if !ok {
+					if id, err = in.id(m.Dst); err != nil {
+						return err
+					}
+				}
+				last, lastID = m.Dst, id
+			}
+			entries = append(entries, headEntry{dst: lastID, pk: pathKind(m), sum: m, j: j})
+		}
+		if !slices.IsSortedFunc(entries, cmpEntry) {
+			slices.SortStableFunc(entries, cmpEntry)
+		}
+		if j := dupEntry(entries); j >= 0 {
+			it.err = fmt.Errorf("%w: summaries %d and %d have the same dst %q, path %v and kind %v", series.ErrInvalid,
+				entries[j-1].j, entries[j].j, entries[j].sum.Dst, entries[j].sum.Path, entries[j].sum.Kind)
+			return nil
+		}
+		it.pending = false
+		it.key = headKey(src, r.Seq)
+		it.val = encodeHead(make([]byte, 0, 16+len(entries)*14), r.Start, r.Period, entries)
+		return nil
+	}
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(reports)/16))
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := interner{cache: &s.nodes}
+			for i := w; i < len(reports); i += workers {
+				_ = prep(i, &in) // no transaction: no error
+			}
+		}()
+	}
+	wg.Wait()
+	order := make([]int, 0, len(reports))
 	fresh := map[string]uint32{}
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		in := interner{tx: tx, cache: &s.nodes, fresh: fresh}
-		items := make([]item, 0, len(reports))
-		var entries []headEntry
-		for i := range reports {
-			if !valid[i] {
-				continue
-			}
-			r := &reports[i]
-			src, err := in.id(r.Src)
-			if err != nil {
-				return err
-			}
-			entries = entries[:0]
-			for j := range r.Summaries {
-				m := &r.Summaries[j]
-				dst, err := in.id(m.Dst)
-				if err != nil {
+		order = order[:0]
+		for i := range items {
+			if items[i].pending {
+				if err := prep(i, &in); err != nil {
 					return err
 				}
-				entries = append(entries, headEntry{dst: dst, pk: pathKind(m), sum: m, j: j})
 			}
-			if !slices.IsSortedFunc(entries, cmpEntry) {
-				slices.SortStableFunc(entries, cmpEntry)
+			if items[i].err == nil {
+				order = append(order, i)
 			}
-			if j := dupEntry(entries); j >= 0 {
-				refuse(i, fmt.Errorf("%w: summaries %d and %d have the same dst %q, path %v and kind %v", series.ErrInvalid,
-					entries[j-1].j, entries[j].j, entries[j].sum.Dst, entries[j].sum.Path, entries[j].sum.Kind))
-				continue
-			}
-			val := encodeHead(make([]byte, 0, 16+len(entries)*14), r.Start, r.Period, entries)
-			items = append(items, item{key: headKey(src, r.Seq), val: val, i: i})
 		}
-		slices.SortStableFunc(items, func(a, b item) int { return bytes.Compare(a.key, b.key) })
+		slices.SortStableFunc(order, func(a, b int) int { return bytes.Compare(items[a].key, items[b].key) })
 		hb, sb := tx.Bucket(bucketSeriesHead), tx.Bucket(bucketSeriesSeqs)
 		seen := map[uint32]seqRanges{}
-		for n, it := range items {
-			if n > 0 && bytes.Equal(items[n-1].key, it.key) || hb.Get(it.key) != nil {
+		for n, i := range order {
+			it := &items[i]
+			if n > 0 && bytes.Equal(items[order[n-1]].key, it.key) || hb.Get(it.key) != nil {
 				continue
 			}
 			src := binary.BigEndian.Uint32(it.key)
@@ -156,13 +197,13 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 				}
 				seen[src] = ranges
 			}
-			if ranges.contains(reports[it.i].Seq) {
+			if ranges.contains(reports[i].Seq) {
 				continue
 			}
 			if err := hb.Put(it.key, it.val); err != nil {
 				return err
 			}
-			stored[it.i] = true
+			stored[i] = true
 		}
 		return nil
 	})
@@ -170,6 +211,11 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 		return nil, fmt.Errorf("store series reports: %w", err)
 	}
 	s.nodes.add(fresh)
+	for i := range items {
+		if items[i].err != nil {
+			refuse(i, items[i].err)
+		}
+	}
 	if len(refused) > 0 {
 		slices.SortFunc(refused, func(a, b ReportError) int { return cmp.Compare(a.Index, b.Index) })
 		return stored, refused
@@ -194,31 +240,34 @@ func dupEntry(entries []headEntry) int {
 	return -1
 }
 
-// nodeCache holds the interned node names known to be committed.
+// nodeCache holds the interned node names known to be committed; it is
+// copied on write (new names are rare), so lookups take no lock.
 type nodeCache struct {
-	mu     sync.RWMutex
-	byName map[string]uint32
+	mu     sync.Mutex // serialises add
+	byName atomic.Pointer[map[string]uint32]
 }
 
 func (c *nodeCache) get(name string) (uint32, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	id, ok := c.byName[name]
+	m := c.byName.Load()
+	if m == nil {
+		return 0, false
+	}
+	id, ok := (*m)[name]
 	return id, ok
 }
 
-func (c *nodeCache) add(m map[string]uint32) {
-	if len(m) == 0 {
+func (c *nodeCache) add(fresh map[string]uint32) {
+	if len(fresh) == 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.byName == nil {
-		c.byName = make(map[string]uint32, len(m))
+	m := map[string]uint32{}
+	if old := c.byName.Load(); old != nil {
+		m = maps.Clone(*old)
 	}
-	for k, v := range m {
-		c.byName[k] = v
-	}
+	maps.Copy(m, fresh)
+	c.byName.Store(&m)
 }
 
 // interner maps node names to IDs in a transaction; fresh collects the
@@ -236,6 +285,9 @@ func (in *interner) lookup(name string) (uint32, bool, error) {
 	}
 	if id, ok := in.fresh[name]; ok {
 		return id, true, nil
+	}
+	if in.tx == nil {
+		return 0, false, nil
 	}
 	v := in.tx.Bucket(bucketSeriesNodes).Get([]byte(name))
 	if v == nil {
@@ -321,12 +373,22 @@ func (s *Store) Series(ctx context.Context, k series.Key, from, to time.Time) ([
 		}
 		prefix := seriesPrefix(src, dst, pk)
 		c := tx.Bucket(bucketSeriesChunks).Cursor()
+		var chunks [][]byte // valid for the transaction
+		size := 0
 		for ck, v := c.Seek(chunkKey(src, dst, pk, blockOf(from.UnixNano()))); ck != nil && bytes.HasPrefix(ck, prefix); ck, v = c.Next() {
 			if !to.IsZero() && int64(binary.BigEndian.Uint64(ck[10:])) >= to.UnixNano() {
 				break
 			}
-			if out, err = series.AppendChunk(out, v, from, to); err != nil {
+			n, err := series.ChunkLen(v)
+			if err != nil {
 				return fmt.Errorf("%w: chunk %x: %w", ErrCorrupt, ck, err)
+			}
+			chunks, size = append(chunks, v), size+n
+		}
+		out = make([]series.Sample, 0, size)
+		for _, v := range chunks {
+			if out, err = series.AppendChunk(out, v, from, to); err != nil {
+				return fmt.Errorf("%w: chunk: %w", ErrCorrupt, err)
 			}
 		}
 		hc := tx.Bucket(bucketSeriesHead).Cursor()

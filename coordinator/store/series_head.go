@@ -111,7 +111,9 @@ type head struct {
 
 func (h *head) end() time.Time { return h.start.Add(h.period) }
 
-func corruptHead(what string) error { return fmt.Errorf("%w: series head report: %s", ErrCorrupt, what) }
+func corruptHead(what string) error {
+	return fmt.Errorf("%w: series head report: %s", ErrCorrupt, what)
+}
 
 // parseHead reads a head value's header; only its index and body are
 // kept (not copied).

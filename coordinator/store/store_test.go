@@ -19,7 +19,7 @@ import (
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func openTemp(t *testing.T) (*Store, string) {
+func openTemp(t testing.TB) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "meshperf.db")
 	s, err := Open(Config{Path: path})
