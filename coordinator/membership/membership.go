@@ -8,6 +8,12 @@
 // once it has lasted longer than a grace period, so that the few seconds
 // gossip takes to notice a crash the coordinator saw at once (or the
 // reverse) are not reported, and logs it when it appears and disappears.
+//
+// Judge is the reference: it walks every view. A Tracker keeps the same
+// verdicts incrementally (per-node counters updated by each view's diff,
+// compact shared views), so that thousands of agents each reporting
+// thousands of members cost O(view) per view and O(1) per verdict state;
+// see Tracker for the costs.
 package membership
 
 import (
