@@ -291,9 +291,13 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 			return
 		}
 	}
-	var changes <-chan struct{} // nil without gossip: never ready
+	var changes <-chan struct{}  // nil without gossip: never ready
+	var refresh <-chan time.Time // likewise
 	if a.gossip != nil {
 		changes = a.gossip.Changes()
+		rt := time.NewTicker(gossipViewRefresh)
+		defer rt.Stop()
+		refresh = rt.C
 		if err := stream.Send(a.gossipView()); err != nil {
 			cancel(fmt.Errorf("send: %w", err))
 			return
@@ -301,7 +305,7 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for beats := 1; ; {
+	for {
 		var m *agentv1.ConnectRequest
 		select {
 		case <-ctx.Done():
@@ -309,12 +313,10 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 		case m = <-out:
 		case <-changes:
 			m = a.gossipView()
+		case <-refresh:
+			m = a.gossipView()
 		case <-tick.C:
 			m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}
-			if a.gossip != nil && beats%gossipViewEvery == 0 {
-				m = a.gossipView() // any message shows the agent alive
-			}
-			beats++
 		}
 		if err := stream.Send(m); err != nil {
 			cancel(fmt.Errorf("send: %w", err))
@@ -326,10 +328,13 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 	}
 }
 
-// gossipViewEvery is how many heartbeat periods may pass without a gossip
-// view: changes memberlist signals none of (a suspicion) reach the
-// coordinator at least that often.
-const gossipViewEvery = 5
+// gossipViewRefresh is how long may pass without a gossip view: changes
+// memberlist signals none of (a suspicion) reach the coordinator at least
+// that often. Every change memberlist signals is sent at once; the refresh
+// is only a safety net, kept rare because the coordinator receives one view
+// of every member from every agent (5,000 agents with 5,000 members each
+// would be 25M members per refresh).
+const gossipViewRefresh = 30 * time.Second
 
 // maxSeeds is how many of the coordinator's seeds an agent joins through:
 // one that answers is enough, and each is a full state exchange.

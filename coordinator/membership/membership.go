@@ -8,15 +8,19 @@
 // once it has lasted longer than a grace period, so that the few seconds
 // gossip takes to notice a crash the coordinator saw at once (or the
 // reverse) are not reported, and logs it when it appears and disappears.
+//
+// Judge is the reference: it walks every view. A Tracker keeps the same
+// verdicts incrementally (per-node counters updated by each view's diff,
+// compact shared views), so that thousands of agents each reporting
+// thousands of members cost O(view) per view and O(1) per verdict state;
+// see Tracker for the costs.
 package membership
 
 import (
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -27,21 +31,44 @@ import (
 type Views map[string]map[string]agentv1.GossipState
 
 // Verdict is what the reporters' gossip says of one node.
+//
+// Judge fills AliveBy and DeadBy with every reporter. A Tracker fills them
+// with at most MaxBy reporters each, the first by name, and counts the rest
+// in MoreAlive and MoreDead; it fills them only when asked for the node
+// (Tracker.Verdict, Tracker.Statuses) or to describe a partition, never on
+// the hot paths (SetView, Tracker.State, Evaluate of agreeing nodes).
 type Verdict struct {
 	// State is ALIVE if a reporter sees the node alive, else SUSPECT if one
 	// suspects it, else DEAD if every reporter that knows the node
 	// declares it dead or left (LEFT if they all say it left), else
 	// UNSPECIFIED: no reporter knows the node.
 	State agentv1.GossipState
-	// AliveBy are the reporters that see the node alive or suspect, sorted.
+	// AliveBy are reporters that see the node alive or suspect, sorted.
 	AliveBy []string
-	// DeadBy are the reporters that declare it dead or left, sorted.
+	// DeadBy are reporters that declare it dead or left, sorted.
 	DeadBy []string
+	// MoreAlive and MoreDead count the reporters that see the node alive
+	// or suspect, or declare it dead or left, beyond those in AliveBy and
+	// DeadBy; zero when the lists are complete.
+	MoreAlive, MoreDead int
 }
 
+// MaxBy is how many reporters a Tracker names in Verdict.AliveBy and
+// Verdict.DeadBy; the others are only counted.
+const MaxBy = 10
+
+// AliveCount is how many reporters see the node alive or suspect.
+func (v Verdict) AliveCount() int { return len(v.AliveBy) + v.MoreAlive }
+
+// DeadCount is how many reporters declare the node dead or left.
+func (v Verdict) DeadCount() int { return len(v.DeadBy) + v.MoreDead }
+
 // Gone reports whether gossip declares the node dead or left.
-func (v Verdict) Gone() bool {
-	return v.State == agentv1.GossipState_GOSSIP_STATE_DEAD || v.State == agentv1.GossipState_GOSSIP_STATE_LEFT
+func (v Verdict) Gone() bool { return gone(v.State) }
+
+// gone reports whether s is dead or left.
+func gone(s agentv1.GossipState) bool {
+	return s == agentv1.GossipState_GOSSIP_STATE_DEAD || s == agentv1.GossipState_GOSSIP_STATE_LEFT
 }
 
 // Judge derives the verdict on node from views. The node's own view is
@@ -97,15 +124,30 @@ func allLeft(views Views, node string, reporters []string) bool {
 // gone, or has lost a node that gossip sees alive (a suspect agrees with
 // neither side yet).
 func Disagreement(node string, connected bool, v Verdict) string {
-	switch {
-	case connected && v.Gone():
-		return fmt.Sprintf("the coordinator is connected to %s, but the gossip of %s declares it %s",
-			node, strings.Join(v.DeadBy, ", "), stateName(v.State))
-	case !connected && v.State == agentv1.GossipState_GOSSIP_STATE_ALIVE:
-		return fmt.Sprintf("the coordinator lost %s, but the gossip of %s sees it alive",
-			node, strings.Join(v.AliveBy, ", "))
+	if !disagrees(connected, v.State) {
+		return ""
 	}
-	return ""
+	if connected {
+		return fmt.Sprintf("the coordinator is connected to %s, but the gossip of %s declares it %s",
+			node, names(v.DeadBy, v.MoreDead), stateName(v.State))
+	}
+	return fmt.Sprintf("the coordinator lost %s, but the gossip of %s sees it alive",
+		node, names(v.AliveBy, v.MoreAlive))
+}
+
+// disagrees is whether a node the coordinator is connected to or not and
+// gossip's verdict state s disagree (see Disagreement).
+func disagrees(connected bool, s agentv1.GossipState) bool {
+	return connected && gone(s) || !connected && s == agentv1.GossipState_GOSSIP_STATE_ALIVE
+}
+
+// names lists reporters: "n1, n2" or "n1, n2 and 3 more".
+func names(by []string, more int) string {
+	s := strings.Join(by, ", ")
+	if more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
 }
 
 // stateName is a state's name in lower case: "dead", "left".
@@ -147,156 +189,4 @@ type Status struct {
 	// Partition is the disagreement's description once it lasted longer
 	// than the grace; "" otherwise.
 	Partition string
-}
-
-// Tracker keeps the latest gossip view of every reporting node and the
-// partitions. The caller gives views of connected agents only and drops a
-// reporter's view when its agent disconnects. It is safe for concurrent
-// use.
-type Tracker struct {
-	grace  time.Duration
-	settle time.Duration
-	now    func() time.Time
-	log    *slog.Logger
-
-	mu       sync.Mutex
-	views    Views
-	viewAt   map[string]time.Time // reporter -> when its view was received
-	joined   map[string]time.Time // node -> when its agent last registered
-	since    map[string]time.Time // node -> when its current disagreement began
-	reported map[string]string    // node -> partition reported
-}
-
-// New returns an empty Tracker.
-func New(cfg Config) *Tracker {
-	if cfg.Grace == 0 {
-		cfg.Grace = DefaultGrace
-	}
-	if cfg.Grace < 0 {
-		cfg.Grace = 0
-	}
-	if cfg.Settle == 0 {
-		cfg.Settle = DefaultSettle
-	}
-	if cfg.Settle < 0 {
-		cfg.Settle = 0
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Tracker{grace: cfg.Grace, settle: cfg.Settle, now: cfg.Now, log: cfg.Logger, views: Views{},
-		viewAt: map[string]time.Time{}, joined: map[string]time.Time{}, since: map[string]time.Time{}, reported: map[string]string{}}
-}
-
-// SetView replaces reporter's view with members. Members with an
-// unspecified state are left out.
-func (t *Tracker) SetView(reporter string, members []*agentv1.GossipMember) {
-	v := make(map[string]agentv1.GossipState, len(members))
-	for _, m := range members {
-		if m.GetState() != agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED {
-			v[m.GetNodeName()] = m.GetState()
-		}
-	}
-	t.mu.Lock()
-	t.views[reporter] = v
-	t.viewAt[reporter] = t.now()
-	t.mu.Unlock()
-}
-
-// Drop forgets reporter's view.
-func (t *Tracker) Drop(reporter string) {
-	t.mu.Lock()
-	delete(t.views, reporter)
-	delete(t.viewAt, reporter)
-	t.mu.Unlock()
-}
-
-// Joined records that node's agent registered now. From then on, a
-// reporter's dead or left about node counts only from a view received
-// Settle or more after this: an older view predates the node's new
-// session, and a newer one may not have seen the node rejoin yet.
-func (t *Tracker) Joined(node string) {
-	t.mu.Lock()
-	t.joined[node] = t.now()
-	t.mu.Unlock()
-}
-
-// Verdict is Judge over the views held now, without the dead or left
-// statements that predate node's registration (see Joined).
-func (t *Tracker) Verdict(node string) Verdict {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.judge(node)
-}
-
-// judge is Judge of node over the views that count for it; t.mu is held.
-func (t *Tracker) judge(node string) Verdict {
-	joined, ok := t.joined[node]
-	if !ok {
-		return Judge(t.views, node)
-	}
-	views := make(Views, len(t.views))
-	for reporter, members := range t.views {
-		st := members[node]
-		gone := st == agentv1.GossipState_GOSSIP_STATE_DEAD || st == agentv1.GossipState_GOSSIP_STATE_LEFT
-		if gone && t.viewAt[reporter].Before(joined.Add(t.settle)) {
-			continue // says nothing about node's current session
-		}
-		views[reporter] = members
-	}
-	return Judge(views, node)
-}
-
-// Evaluate judges every node of nodes (node name to whether the
-// coordinator is connected to it), updates the partitions, logs those
-// that appeared or ended, and returns every node's status.
-func (t *Tracker) Evaluate(nodes map[string]bool) map[string]Status {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	out := make(map[string]Status, len(nodes))
-	for _, node := range slices.Sorted(maps.Keys(nodes)) {
-		v := t.judge(node)
-		st := Status{Verdict: v}
-		d := Disagreement(node, nodes[node], v)
-		if d == "" {
-			delete(t.since, node)
-		} else if _, ok := t.since[node]; !ok {
-			t.since[node] = now
-		}
-		if d != "" && now.Sub(t.since[node]) >= t.grace {
-			st.Partition = d
-		}
-		if prev := t.reported[node]; prev != st.Partition {
-			switch {
-			case st.Partition == "":
-				t.log.Info("partition over: the coordinator and gossip agree", "node", node, "was", prev,
-					"gossip_state", stateName(v.State), "connected", nodes[node])
-			default:
-				t.log.Warn("partition between the coordinator and gossip", "node", node, "partition", st.Partition,
-					"connected", nodes[node], "gossip_state", stateName(v.State),
-					"gossip_alive_by", v.AliveBy, "gossip_dead_by", v.DeadBy, "since", t.since[node])
-			}
-		}
-		if st.Partition == "" {
-			delete(t.reported, node)
-		} else {
-			t.reported[node] = st.Partition
-		}
-		out[node] = st
-	}
-	for node := range t.since { // nodes no longer listed
-		if _, ok := nodes[node]; !ok {
-			delete(t.since, node)
-		}
-	}
-	for node := range t.reported {
-		if _, ok := nodes[node]; !ok {
-			delete(t.reported, node)
-		}
-	}
-	return out
 }

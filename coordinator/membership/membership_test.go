@@ -3,6 +3,7 @@ package membership_test
 import (
 	"bytes"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +25,19 @@ const (
 )
 
 type view = map[string]agentv1.GossipState
+
+// evaluate runs tr.Evaluate over nodes and returns their statuses; it
+// checks that Evaluate's partitions are those of the statuses.
+func evaluate(tr *membership.Tracker, nodes map[string]bool) map[string]membership.Status {
+	partitions := tr.Evaluate(nodes)
+	out := tr.Statuses(slices.Collect(maps.Keys(nodes)))
+	for n, st := range out {
+		if st.Partition != partitions[n] {
+			panic("Evaluate and Statuses disagree on " + n)
+		}
+	}
+	return out
+}
 
 func TestJudge(t *testing.T) {
 	for _, tt := range []struct {
@@ -218,7 +232,7 @@ func TestTracker(t *testing.T) {
 		now = now.Add(st.advance)
 		logs.Reset()
 		st.do()
-		got := tr.Evaluate(st.nodes)
+		got := evaluate(tr, st.nodes)
 		want := st.want
 		if want == nil {
 			want = map[string]membership.Status{}
@@ -252,7 +266,7 @@ func TestTracker(t *testing.T) {
 func TestGraceNegativeReportsAtOnce(t *testing.T) {
 	tr := membership.New(membership.Config{Grace: -1})
 	tr.SetView("n1", []*agentv1.GossipMember{{NodeName: "n2", State: dead}})
-	got := tr.Evaluate(map[string]bool{"n1": true, "n2": true})
+	got := evaluate(tr, map[string]bool{"n1": true, "n2": true})
 	if got["n2"].Partition == "" || !got["n2"].Gone() {
 		t.Errorf("n2 = %+v; want gone and a partition at once", got["n2"])
 	}
@@ -293,7 +307,7 @@ func TestJoinedIgnoresOlderGossip(t *testing.T) {
 		if v.Gone() != s.wantGone || !slices.Equal(v.DeadBy, s.wantBy) {
 			t.Errorf("%s: verdict %+v, want gone=%v dead by %v", s.name, v, s.wantGone, s.wantBy)
 		}
-		if st := tr.Evaluate(map[string]bool{"n1": true, "n2": true, "n3": true})["n2"]; st.Gone() != s.wantGone {
+		if st := evaluate(tr, map[string]bool{"n1": true, "n2": true, "n3": true})["n2"]; st.Gone() != s.wantGone {
 			t.Errorf("%s: Evaluate gives %+v, want gone=%v", s.name, st, s.wantGone)
 		}
 	}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
-	"github.com/meshperf/meshperf/coordinator/membership"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
@@ -15,11 +15,20 @@ import (
 const maxGossipMembers = 5000
 
 // GossipGone reports whether the connected agents' gossip declares node
-// dead or left, and which of them do. Such a node gets no work: its tests
-// fail at once as agent_unavailable.
+// dead or left, and which of them do (at most membership.MaxBy). Such a
+// node gets no work: its tests fail at once as agent_unavailable. It costs
+// O(1) unless the node is gone.
 func (r *Registry) GossipGone(node string) (deadBy []string, gone bool) {
+	if !gossipGone(r.gossip.State(node)) {
+		return nil, false
+	}
 	v := r.gossip.Verdict(node)
 	return v.DeadBy, v.Gone()
+}
+
+// gossipGone reports whether a gossip state is dead or left.
+func gossipGone(s agentv1.GossipState) bool {
+	return s == agentv1.GossipState_GOSSIP_STATE_DEAD || s == agentv1.GossipState_GOSSIP_STATE_LEFT
 }
 
 // gossipSeeds returns the gossip addresses of the connected agents other
@@ -38,8 +47,8 @@ func (r *Registry) gossipSeeds(node string) []string {
 }
 
 // gossipView takes an agent's gossip view, if s is still its node's
-// session, and re-evaluates the partitions (which logs those that appeared
-// or ended).
+// session, and has the evaluator re-evaluate the partitions. It costs
+// O(members): the session loop never evaluates.
 func (r *Registry) gossipView(s *session, v *agentv1.GossipView) error {
 	if err := validateGossipView(v); err != nil {
 		return err
@@ -51,12 +60,67 @@ func (r *Registry) gossipView(s *session, v *agentv1.GossipView) error {
 		return nil
 	}
 	r.gossip.SetView(s.node.Name, v.GetMembers())
-	r.evaluateGossip()
+	r.kickGossip()
 	return nil
 }
 
-// evaluateGossip judges every known node against the sessions.
-func (r *Registry) evaluateGossip() map[string]membership.Status {
+// kickGossip tells the evaluator that views or sessions changed, starting
+// it on the first call; it never blocks. The evaluator is owned by the
+// registry: it returns once Shutdown closes r.evalStop, and Shutdown waits
+// for it.
+func (r *Registry) kickGossip() {
+	r.mu.Lock()
+	if !r.closed && r.evalDone == nil {
+		r.evalDone = make(chan struct{})
+		go r.evaluator(r.evalDone) // owner: the registry; ends at Shutdown
+	}
+	r.mu.Unlock()
+	select {
+	case r.evalKick <- struct{}{}:
+	default: // one already pending
+	}
+}
+
+// evaluator evaluates the partitions after each change (kickGossip), at
+// most once per Config.GossipEvaluateInterval, and every interval while a
+// disagreement waits out its grace, until r.evalStop is closed; then it
+// closes done.
+func (r *Registry) evaluator(done chan<- struct{}) {
+	defer close(done)
+	interval := r.cfg.GossipEvaluateInterval
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	var last time.Time
+	pending := false // a disagreement waits out its grace: evaluate again
+	for {
+		var tick <-chan time.Time
+		if pending {
+			tick = timer.C
+			timer.Reset(max(time.Until(last.Add(interval)), 0))
+		}
+		select {
+		case <-r.evalStop:
+			return
+		case <-r.evalKick:
+		case <-tick:
+		}
+		if wait := time.Until(last.Add(interval)); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-r.evalStop:
+				return
+			case <-timer.C:
+			}
+		}
+		last = time.Now()
+		r.evaluateGossip()
+		pending = r.gossip.Pending()
+	}
+}
+
+// evaluateGossip judges every known node against the sessions, which
+// updates (and logs) the partitions Agents reports.
+func (r *Registry) evaluateGossip() {
 	r.mu.Lock()
 	nodes := make(map[string]bool, len(r.known))
 	for name := range r.known {
@@ -64,7 +128,7 @@ func (r *Registry) evaluateGossip() map[string]membership.Status {
 		nodes[name] = connected
 	}
 	r.mu.Unlock()
-	return r.gossip.Evaluate(nodes)
+	r.gossip.Evaluate(nodes)
 }
 
 // validateGossipView refuses a view too large, with a member that has no

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -91,6 +92,11 @@ type Config struct {
 	// (membership.Config.Settle); zero means membership.DefaultSettle, a
 	// negative value none.
 	GossipSettle time.Duration
+	// GossipEvaluateInterval is how often at most the partitions are
+	// evaluated, by one goroutine of the registry, after gossip views or
+	// sessions change (and while a disagreement waits out its grace); zero
+	// means 1 s.
+	GossipEvaluateInterval time.Duration
 	// Logger receives session events; nil means discard.
 	Logger *slog.Logger
 	// ServiceIPs, if set, gives a registering node with a pod endpoint its
@@ -196,6 +202,12 @@ type Registry struct {
 	// peers are the nodes in (or cordoned out of) the probe plans, by name,
 	// as they last registered (probes.go).
 	peers map[string]Node
+	// evalDone is closed when the gossip evaluator (gossip.go), started
+	// by the first change to evaluate, has returned; nil until then.
+	evalDone chan struct{}
+
+	evalKick chan struct{} // capacity 1: a change to evaluate is pending
+	evalStop chan struct{} // closed by Shutdown
 }
 
 // New loads the known agents from cfg.Recorder, all marked disconnected.
@@ -216,6 +228,9 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if cfg.DepartAfter == 0 {
 		cfg.DepartAfter = time.Hour
 	}
+	if cfg.GossipEvaluateInterval <= 0 {
+		cfg.GossipEvaluateInterval = time.Second
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -230,6 +245,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
 	}
 	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, known: map[string]*meshv1.Agent{}, peers: map[string]Node{},
+		evalKick: make(chan struct{}, 1), evalStop: make(chan struct{}),
 		gossip: membership.New(membership.Config{Grace: cfg.PartitionGrace, Settle: cfg.GossipSettle, Logger: log})}
 	for _, a := range agents {
 		a.Connected = false
@@ -245,9 +261,13 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 }
 
 // Agents returns every known agent, sorted by node name, with what gossip
-// says of it and the partition, if any.
+// says of it now (at most membership.MaxBy reporters named per list) and
+// the partition, if any, as of the latest evaluation (gossip.go).
 func (r *Registry) Agents() []*meshv1.Agent {
-	gossip := r.evaluateGossip()
+	r.mu.Lock()
+	names := slices.Collect(maps.Keys(r.known))
+	r.mu.Unlock()
+	gossip := r.gossip.Statuses(names)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]*meshv1.Agent, 0, len(r.known))
@@ -323,7 +343,7 @@ func (r *Registry) SetMaintenance(ctx context.Context, name string, on bool) (*m
 	if ok {
 		a.Maintenance = on
 		a = cloneAgent(a)
-		a.State = r.state(a, time.Now(), r.gossip.Verdict(name).Gone())
+		a.State = r.state(a, time.Now(), gossipGone(r.gossip.State(name)))
 	}
 	r.mu.Unlock()
 	if !ok {
@@ -404,6 +424,7 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 	// Gossip that predates this session (a restarted agent left the pool
 	// and is rejoining) says nothing about it.
 	r.gossip.Joined(s.node.Name)
+	r.kickGossip()
 	if old != nil {
 		old.end(ErrReplaced)
 	}
@@ -431,7 +452,7 @@ func (r *Registry) detach(ctx context.Context, s *session) {
 	}
 	if current {
 		r.gossip.Drop(s.node.Name)
-		r.evaluateGossip()
+		r.kickGossip()
 		r.announceEndpoints()
 	}
 }
@@ -608,19 +629,4 @@ func (r *Registry) conflict(n Node) string {
 		}
 	}
 	return ""
-}
-
-// Shutdown ends every session with ErrShutdown and refuses new ones, so
-// that a graceful gRPC stop does not wait for agent streams.
-func (r *Registry) Shutdown() {
-	r.mu.Lock()
-	r.closed = true
-	sessions := make([]*session, 0, len(r.sessions))
-	for _, s := range r.sessions {
-		sessions = append(sessions, s)
-	}
-	r.mu.Unlock()
-	for _, s := range sessions {
-		s.end(ErrShutdown)
-	}
 }

@@ -486,3 +486,28 @@ func sendAcks(s *session, send func(*agentv1.ConnectResponse) error) error {
 		}
 	}
 }
+
+// Shutdown ends every session with ErrShutdown and refuses new ones, so
+// that a graceful gRPC stop does not wait for agent streams.
+//
+// It also stops the gossip evaluator and waits for it. It may be called
+// more than once.
+func (r *Registry) Shutdown() {
+	r.mu.Lock()
+	if !r.closed {
+		close(r.evalStop)
+	}
+	r.closed = true
+	evalDone := r.evalDone
+	sessions := make([]*session, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		sessions = append(sessions, s)
+	}
+	r.mu.Unlock()
+	for _, s := range sessions {
+		s.end(ErrShutdown)
+	}
+	if evalDone != nil {
+		<-evalDone
+	}
+}

@@ -1,0 +1,382 @@
+package membership
+
+import (
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+)
+
+// Tracker keeps the latest gossip view of every reporting node and the
+// partitions. The caller gives views of connected agents only and drops a
+// reporter's view when its agent disconnects. It is safe for concurrent
+// use.
+//
+// Verdicts are kept incrementally: per node, counters of the reporters
+// that see it alive, suspect, dead or left. Their cost, for V reporters
+// with views of M members:
+//
+//   - SetView and Drop: O(M) (a diff of the reporter's previous view;
+//     O(M log M) more when the reporter's set of members changed).
+//   - Joined: O(1); O(V log M) only if a view was received at the very
+//     instant of the registration with no Settle (Config.Settle < 0).
+//   - State: O(1).
+//   - Verdict and Statuses, which name reporters: per node O(MaxBy) view
+//     lookups of O(log M) when most reporters agree on it; at worst
+//     O(V log M), when few reporters know it.
+//   - Evaluate: O(N log N) for N nodes, plus a Verdict per node in a
+//     partition (reported only then).
+//
+// Memory: the views share their member sets (see views.go), so V views of
+// the same M members cost O(M + V) plus O(1) per member not seen alive.
+type Tracker struct {
+	grace  time.Duration
+	settle time.Duration
+	now    func() time.Time
+	log    *slog.Logger
+
+	mu        sync.Mutex
+	ids       map[string]nodeID
+	nodes     []node   // by ID
+	free      []nodeID // IDs to reuse
+	sets      map[uint64][]*memberSet
+	reporters []nodeID             // the nodes with a view, sorted by name
+	lastAt    time.Time            // the latest view's reception
+	mark      []uint8              // by ID, scratch of SetView: a member's new state; all zero between calls
+	buf       []nodeID             // scratch of SetView
+	odd       []uint64             // scratch of SetView: ID<<8 | state
+	since     map[string]time.Time // node -> when its current disagreement began
+	reported  map[string]string    // node -> partition reported
+}
+
+// New returns an empty Tracker.
+func New(cfg Config) *Tracker {
+	if cfg.Grace == 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Grace < 0 {
+		cfg.Grace = 0
+	}
+	if cfg.Settle == 0 {
+		cfg.Settle = DefaultSettle
+	}
+	if cfg.Settle < 0 {
+		cfg.Settle = 0
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Tracker{grace: cfg.Grace, settle: cfg.Settle, now: cfg.Now, log: cfg.Logger,
+		ids: map[string]nodeID{}, sets: map[uint64][]*memberSet{},
+		since: map[string]time.Time{}, reported: map[string]string{}}
+}
+
+// counts reports whether a dead or left about n from a view received at
+// at counts: always if n never registered, else if the view was received
+// Settle or more after n's latest registration (see Joined).
+func (t *Tracker) counts(n *node, at time.Time) bool {
+	return !n.hasJoined || !at.Before(n.joined.Add(t.settle))
+}
+
+// count adds d (+1 or -1) to x's counter of st, for a statement from a
+// view received at at. t.mu is held.
+func (t *Tracker) count(x nodeID, st agentv1.GossipState, at time.Time, d int32) {
+	n := &t.nodes[x]
+	switch st {
+	case agentv1.GossipState_GOSSIP_STATE_ALIVE:
+		n.alive += d
+	case agentv1.GossipState_GOSSIP_STATE_SUSPECT:
+		n.suspect += d
+	case agentv1.GossipState_GOSSIP_STATE_DEAD:
+		if t.counts(n, at) {
+			n.dead += d
+		}
+	case agentv1.GossipState_GOSSIP_STATE_LEFT:
+		if t.counts(n, at) {
+			n.left += d
+		}
+	}
+}
+
+// known reports whether st is a state SetView keeps.
+func known(st agentv1.GossipState) bool {
+	return st >= agentv1.GossipState_GOSSIP_STATE_ALIVE && st <= agentv1.GossipState_GOSSIP_STATE_LEFT
+}
+
+// SetView replaces reporter's view with members. Members with an
+// unspecified (or unknown) state are left out; of a member listed twice,
+// the last state counts. It costs O(len(members)): see Tracker.
+func (t *Tracker) SetView(reporter string, members []*agentv1.GossipMember) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	r := t.intern(reporter)
+	buf := t.buf[:0]
+	for _, m := range members {
+		st := m.GetState()
+		if !known(st) {
+			continue
+		}
+		x := t.intern(m.GetNodeName())
+		if t.mark[x] == 0 {
+			buf = append(buf, x)
+		}
+		t.mark[x] = uint8(st)
+	}
+	old := t.nodes[r].view
+	odd := t.odd[:0]
+	kept := 0
+	if old != nil {
+		old.each(func(x nodeID, was agentv1.GossipState) {
+			is := agentv1.GossipState(t.mark[x])
+			if is != 0 {
+				kept++
+				if is != agentv1.GossipState_GOSSIP_STATE_ALIVE {
+					odd = append(odd, uint64(x)<<8|uint64(is))
+				}
+				t.mark[x] = 0 // done
+			}
+			if x != r && (was != is || gone(was)) { // a gone may count now that the view is newer
+				t.count(x, was, old.at, -1)
+				t.count(x, is, now, +1)
+			}
+		})
+	}
+	sorted := true
+	for _, x := range buf {
+		is := agentv1.GossipState(t.mark[x])
+		if is == 0 {
+			continue // in the old view: done
+		}
+		t.mark[x] = 0
+		if is != agentv1.GossipState_GOSSIP_STATE_ALIVE {
+			odd = append(odd, uint64(x)<<8|uint64(is))
+			sorted = false
+		}
+		if x != r {
+			t.count(x, is, now, +1)
+		}
+	}
+	var set *memberSet
+	if old != nil && kept == len(buf) && kept == len(old.set.ids) {
+		set = old.set
+		set.refs++
+	} else {
+		ids := slices.Clone(buf)
+		slices.Sort(ids)
+		set = t.acquireSet(ids)
+	}
+	if !sorted {
+		slices.Sort(odd)
+	}
+	v := &view{set: set, at: now}
+	if len(odd) > 0 {
+		v.odd, v.oddSt = make([]nodeID, len(odd)), make([]uint8, len(odd))
+		for i, p := range odd {
+			v.odd[i], v.oddSt[i] = nodeID(p>>8), uint8(p)
+		}
+	}
+	t.nodes[r].view = v
+	if old != nil {
+		t.releaseSet(old.set)
+	} else {
+		i, _ := slices.BinarySearchFunc(t.reporters, reporter, func(x nodeID, name string) int { return cmpString(t.nodes[x].name, name) })
+		t.reporters = slices.Insert(t.reporters, i, r)
+	}
+	if now.After(t.lastAt) {
+		t.lastAt = now
+	}
+	t.buf, t.odd = buf[:0], odd[:0]
+}
+
+// Drop forgets reporter's view.
+func (t *Tracker) Drop(reporter string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.ids[reporter]
+	if !ok || t.nodes[r].view == nil {
+		return
+	}
+	v := t.nodes[r].view
+	v.each(func(x nodeID, st agentv1.GossipState) {
+		if x != r {
+			t.count(x, st, v.at, -1)
+		}
+	})
+	t.nodes[r].view = nil
+	if i := slices.Index(t.reporters, r); i >= 0 {
+		t.reporters = slices.Delete(t.reporters, i, i+1)
+	}
+	t.releaseSet(v.set) // may release r too
+	t.release(r)
+}
+
+// Joined records that node's agent registered now. From then on, a
+// reporter's dead or left about node counts only from a view received
+// Settle or more after this: an older view predates the node's new
+// session, and a newer one may not have seen the node rejoin yet.
+func (t *Tracker) Joined(node string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	x := t.intern(node)
+	n := &t.nodes[x]
+	n.joined, n.hasJoined = now, true
+	if t.lastAt.Before(now.Add(t.settle)) { // every view predates joined+settle: no dead or left counts
+		n.dead, n.left = 0, 0
+		return
+	}
+	// A view received at this very instant, with no settle: judge each.
+	n.dead, n.left = 0, 0
+	for _, r := range t.reporters {
+		if v := t.nodes[r].view; r != x {
+			if st := v.state(x); gone(st) {
+				t.count(x, st, v.at, +1)
+			}
+		}
+	}
+}
+
+// State is the verdict state on node, in O(1): Verdict without the lists.
+func (t *Tracker) State(node string) agentv1.GossipState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if x, ok := t.ids[node]; ok {
+		return t.nodes[x].state()
+	}
+	return agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
+}
+
+// Verdict is Judge over the views held now, without the dead or left
+// statements that predate node's registration (see Joined), with at most
+// MaxBy reporters named per list.
+func (t *Tracker) Verdict(node string) Verdict {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.verdict(node)
+}
+
+// verdict is Verdict; t.mu is held.
+func (t *Tracker) verdict(name string) Verdict {
+	x, ok := t.ids[name]
+	if !ok {
+		return Verdict{}
+	}
+	n := &t.nodes[x]
+	v := Verdict{State: n.state()}
+	na, nd := int(n.alive+n.suspect), int(n.dead+n.left)
+	wa, wd := min(na, MaxBy), min(nd, MaxBy)
+	for _, r := range t.reporters {
+		if len(v.AliveBy) == wa && len(v.DeadBy) == wd {
+			break
+		}
+		rv := t.nodes[r].view
+		if r == x || len(v.AliveBy) == wa && len(rv.odd) == 0 { // only the dead are missing, and rv sees all alive
+			continue
+		}
+		switch st := rv.state(x); st {
+		case agentv1.GossipState_GOSSIP_STATE_ALIVE, agentv1.GossipState_GOSSIP_STATE_SUSPECT:
+			if len(v.AliveBy) < wa {
+				v.AliveBy = append(v.AliveBy, t.nodes[r].name)
+			}
+		case agentv1.GossipState_GOSSIP_STATE_DEAD, agentv1.GossipState_GOSSIP_STATE_LEFT:
+			if len(v.DeadBy) < wd && t.counts(n, rv.at) {
+				v.DeadBy = append(v.DeadBy, t.nodes[r].name)
+			}
+		}
+	}
+	v.MoreAlive, v.MoreDead = na-len(v.AliveBy), nd-len(v.DeadBy)
+	return v
+}
+
+// Statuses returns the verdict (as Verdict) on each of nodes and its
+// partition as of the latest Evaluate.
+func (t *Tracker) Statuses(nodes []string) map[string]Status {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]Status, len(nodes))
+	for _, node := range nodes {
+		out[node] = Status{Verdict: t.verdict(node), Partition: t.reported[node]}
+	}
+	return out
+}
+
+// Pending reports whether a disagreement is younger than the grace: an
+// Evaluate later may turn it into a partition with no new view.
+func (t *Tracker) Pending() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.since) > len(t.reported)
+}
+
+// Evaluate judges every node of nodes (node name to whether the
+// coordinator is connected to it), updates the partitions, logs those
+// that appeared or ended, and returns the partitions (node to its
+// description). It costs O(1) per agreeing node (see Tracker).
+func (t *Tracker) Evaluate(nodes map[string]bool) map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	for _, name := range slices.Sorted(maps.Keys(nodes)) {
+		state := agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
+		if x, ok := t.ids[name]; ok {
+			state = t.nodes[x].state()
+		}
+		connected := nodes[name]
+		d := disagrees(connected, state)
+		if !d {
+			delete(t.since, name)
+		} else if _, ok := t.since[name]; !ok {
+			t.since[name] = now
+		}
+		partition, prev := "", t.reported[name]
+		var v Verdict
+		if d && now.Sub(t.since[name]) >= t.grace {
+			v = t.verdict(name)
+			partition = Disagreement(name, connected, v)
+		}
+		if prev != partition {
+			switch {
+			case partition == "":
+				t.log.Info("partition over: the coordinator and gossip agree", "node", name, "was", prev,
+					"gossip_state", stateName(state), "connected", connected)
+			default:
+				t.log.Warn("partition between the coordinator and gossip", "node", name, "partition", partition,
+					"connected", connected, "gossip_state", stateName(state),
+					"gossip_alive_by", v.AliveBy, "gossip_dead_by", v.DeadBy, "since", t.since[name])
+			}
+		}
+		if partition == "" {
+			delete(t.reported, name)
+		} else {
+			t.reported[name] = partition
+		}
+	}
+	for node := range t.since { // nodes no longer listed
+		if _, ok := nodes[node]; !ok {
+			delete(t.since, node)
+		}
+	}
+	for node := range t.reported {
+		if _, ok := nodes[node]; !ok {
+			delete(t.reported, node)
+		}
+	}
+	return maps.Clone(t.reported)
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,99 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// memRecorder is a Recorder in memory.
+type memRecorder struct{}
+
+func (memRecorder) PutAgent(context.Context, *meshv1.Agent) error   { return nil }
+func (memRecorder) Agents(context.Context) ([]*meshv1.Agent, error) { return nil, nil }
+
+// syncBuffer is a bytes.Buffer safe for the evaluator's logs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestGossipEvaluator: a gossip view only reaches the tracker on the
+// session's path; the registry's evaluator goroutine finds (and logs) the
+// partition that Agents then reports, and Shutdown stops it.
+func TestGossipEvaluator(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var logs syncBuffer
+	r, err := New(context.Background(), Config{Recorder: memRecorder{}, PartitionGrace: -1, GossipSettle: -1,
+		GossipEvaluateInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := map[string]*session{}
+	r.mu.Lock()
+	for _, n := range []string{"n1", "n2"} {
+		sessions[n] = &session{node: Node{Name: n}}
+		r.sessions[n] = sessions[n]
+		r.known[n] = &meshv1.Agent{NodeName: n, Connected: true}
+	}
+	running := r.evalDone != nil
+	r.mu.Unlock()
+	if running {
+		t.Fatal("the evaluator runs before any gossip")
+	}
+	if err := r.gossipView(sessions["n1"], &agentv1.GossipView{Members: []*agentv1.GossipMember{
+		{NodeName: "n1", State: agentv1.GossipState_GOSSIP_STATE_ALIVE}, {NodeName: "n2", State: agentv1.GossipState_GOSSIP_STATE_DEAD},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if deadBy, gone := r.GossipGone("n2"); !gone || len(deadBy) != 1 || deadBy[0] != "n1" {
+		t.Errorf("GossipGone(n2) = %v, %v; want dead by n1 at once", deadBy, gone)
+	}
+	const want = "the coordinator is connected to n2, but the gossip of n1 declares it dead"
+	deadline := time.Now().Add(10 * time.Second) // only turns a hang into a failure
+	for {
+		var got string
+		for _, a := range r.Agents() {
+			if a.GetNodeName() == "n2" {
+				got = a.GetPartition()
+			}
+		}
+		if got == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n2's partition = %q, want %q", got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "partition between the coordinator and gossip") {
+		t.Errorf("no partition logged:\n%s", logs.String())
+	}
+	r.mu.Lock()
+	clear(r.sessions) // sessions without streams: nothing to end
+	r.mu.Unlock()
+	r.Shutdown()
+	r.Shutdown()
+	r.kickGossip() // after Shutdown: starts nothing
+}
