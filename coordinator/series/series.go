@@ -51,17 +51,21 @@ var maxTime = time.Unix(0, 1<<63-1)
 // destination (a node or an external target's name) on one path with one
 // probe kind.
 type Key struct {
+	// Src and Dst are the probing node and the probed one.
 	Src, Dst string
-	Path     measurev1.Path
-	Kind     agentv1.ProbeKind
+	// Path is the path probed.
+	Path measurev1.Path
+	// Kind is the probe kind.
+	Kind agentv1.ProbeKind
 }
 
 // Sample is one stored interval summary of one series: the period
 // [Start, Start+Period) of one agent report.
 type Sample struct {
 	// Start is when the period began (agent clock), at or after the Unix
-	// epoch; Period its length, in (0, MaxPeriod].
-	Start  time.Time
+	// epoch.
+	Start time.Time
+	// Period is its length, in (0, MaxPeriod].
 	Period time.Duration
 	// Sent counts the probes sent; Received, at most Sent, those answered.
 	Sent, Received uint32
@@ -83,14 +87,20 @@ func (s Sample) End() time.Time { return s.Start.Add(s.Period) }
 // Summary is one destination, path and kind of a Report: a Sample
 // without the period, which is the report's.
 type Summary struct {
-	Dst            string
-	Path           measurev1.Path
-	Kind           agentv1.ProbeKind
+	// Dst is the probed node.
+	Dst string
+	// Path is the path probed.
+	Path measurev1.Path
+	// Kind is the probe kind.
+	Kind agentv1.ProbeKind
+	// Sent and Received are as in Sample.
 	Sent, Received uint32
 	// RTTs as in Sample.
 	RTTMin, RTTMedian, RTTP90, RTTMax time.Duration
-	Status                            measurev1.Status
-	Message                           string
+	// Status is as in Sample.
+	Status measurev1.Status
+	// Message is as in Sample.
+	Message string
 }
 
 // Sample is the summary as a sample of the period [start, start+period).
@@ -106,10 +116,15 @@ func (m Summary) Sample(start time.Time, period time.Duration) Sample {
 // (which names it: a report resent after a reconnect has the same Seq)
 // over [Start, Start+Period), one summary per destination, path and kind.
 type Report struct {
-	Src       string
-	Seq       uint64
-	Start     time.Time
-	Period    time.Duration
+	// Src is the reporting node.
+	Src string
+	// Seq is the agent's report number.
+	Seq uint64
+	// Start is when the period began (agent clock).
+	Start time.Time
+	// Period is the period's length.
+	Period time.Duration
+	// Summaries are one per destination, path and kind.
 	Summaries []Summary
 }
 

@@ -33,6 +33,7 @@ type ReportError struct {
 	Err error
 }
 
+// Error is Err's message.
 func (e ReportError) Error() string { return e.Err.Error() }
 
 // Unwrap is Err.
@@ -43,6 +44,7 @@ func (e ReportError) Unwrap() error { return e.Err }
 // holds.
 type ReportErrors []ReportError
 
+// Error counts the refused reports and gives the first three.
 func (es ReportErrors) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d reports refused: ", len(es))

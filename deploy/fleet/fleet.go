@@ -61,9 +61,10 @@ type Stats struct {
 	// Registered counts agents that are registered now.
 	Registered int64
 	// Current counts agents whose plan lists every other agent of the
-	// fleet (the full membership), and PlanLatencyMaxSeconds is the
-	// longest time from an agent's registration to that moment.
-	Current               int64
+	// fleet (the full membership).
+	Current int64
+	// PlanLatencyMaxSeconds is the longest time from an agent's
+	// registration to its plan listing every other agent.
 	PlanLatencyMaxSeconds float64
 	// Plans counts ProbePlan messages, PlanPeers the peer entries they
 	// carried (upserts and removals), PlanRefused the ones refused.

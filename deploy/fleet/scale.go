@@ -52,9 +52,12 @@ type ScaleConfig struct {
 
 // ScaleResult is what BenchScale measured.
 type ScaleResult struct {
-	Nodes                    int
+	// Nodes is the fleet's size.
+	Nodes int
+	// Interval and ReportInterval are the probes'.
 	Interval, ReportInterval time.Duration
-	PlansOnly                bool
+	// PlansOnly says the agents reported nothing.
+	PlansOnly bool
 	// Coverage is the coordinator's meshperf_probe_coverage_ratio at the
 	// window's end.
 	Coverage float64
