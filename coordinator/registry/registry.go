@@ -80,6 +80,13 @@ type Config struct {
 	// 10 x HeartbeatInterval (a loaded 2-CPU node running a bandwidth test
 	// can delay a heartbeat by seconds).
 	HeartbeatTimeout time.Duration
+	// MaxHeartbeatRate bounds the heartbeats per second each side sends
+	// over all sessions: a registering agent of a fleet of N known nodes
+	// gets an interval of at least N / MaxHeartbeatRate seconds (at most
+	// 15 s), and a timeout as many times its interval as HeartbeatTimeout
+	// is of HeartbeatInterval. Zero means 500 per second: 1 s up to 500
+	// nodes, 10 s at 5,000.
+	MaxHeartbeatRate int
 	// DepartAfter is how long a node whose agent is gone stays in meshes
 	// (its tests failing as agent_unavailable); zero means 1 h.
 	DepartAfter time.Duration
@@ -228,6 +235,9 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if cfg.DepartAfter == 0 {
 		cfg.DepartAfter = time.Hour
 	}
+	if cfg.MaxHeartbeatRate == 0 {
+		cfg.MaxHeartbeatRate = 500
+	}
 	if cfg.GossipEvaluateInterval <= 0 {
 		cfg.GossipEvaluateInterval = time.Second
 	}
@@ -258,6 +268,24 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		}
 	}
 	return r, nil
+}
+
+// maxScaledHeartbeat caps the interval heartbeats gets from the fleet's
+// size.
+const maxScaledHeartbeat = 15 * time.Second
+
+// heartbeats returns the heartbeat interval and timeout of a registering
+// session: Config.HeartbeatInterval and HeartbeatTimeout, stretched so
+// that the known nodes' heartbeats stay within Config.MaxHeartbeatRate.
+func (r *Registry) heartbeats() (interval, timeout time.Duration) {
+	r.mu.Lock()
+	n := len(r.known)
+	r.mu.Unlock()
+	interval = r.cfg.HeartbeatInterval
+	if scaled := time.Duration(n) * time.Second / time.Duration(r.cfg.MaxHeartbeatRate); scaled > interval {
+		interval = max(min(scaled, maxScaledHeartbeat), r.cfg.HeartbeatInterval)
+	}
+	return interval, time.Duration(float64(r.cfg.HeartbeatTimeout) * float64(interval) / float64(r.cfg.HeartbeatInterval))
 }
 
 // Agents returns every known agent, sorted by node name, with what gossip

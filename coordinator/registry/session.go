@@ -85,6 +85,9 @@ type session struct {
 	planVersion     atomic.Uint64
 	reportAcksDirty chan struct{} // a ReportAck is to be sent
 	lastReportWarn  time.Time     // session loop only
+	// hbInterval and hbTimeout are the session's heartbeat parameters
+	// (Registry.heartbeats), set before its loop starts.
+	hbInterval, hbTimeout time.Duration
 
 	mu         sync.Mutex
 	reportAcks []uint64 // report seqs to acknowledge
@@ -244,7 +247,7 @@ func (s *session) deliver(r *agentv1.WorkResult) bool {
 // ErrHeartbeatTimeout, ErrReplaced, ctx's error, a stream error, or nil when
 // the agent closed its side.
 func (r *Registry) Serve(ctx context.Context, stream Stream) error {
-	recvC := make(chan *agentv1.ConnectRequest)
+	recvC := make(chan *agentv1.ConnectRequest, 16)
 	recvErr := make(chan error, 1)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -253,13 +256,16 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	var lastRecv atomic.Int64
 	lastRecv.Store(time.Now().UnixNano())
 	go func() { // owner: Serve; ends when Recv fails, which it does once Serve returns and gRPC cancels the stream
-		for {
+		for first := true; ; first = false {
 			m, err := stream.Recv()
 			if err != nil {
 				recvErr <- err
 				return
 			}
 			lastRecv.Store(time.Now().UnixNano())
+			if !first && m.GetHeartbeat() != nil {
+				continue // its arrival is all it says: it never waits for the loop
+			}
 			select {
 			case recvC <- m:
 			case <-stop:
@@ -309,10 +315,11 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	if err != nil {
 		return err
 	}
+	s.hbInterval, s.hbTimeout = r.heartbeats()
 	err = stream.Send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{
 		CoordinatorVersion: r.cfg.Version,
-		HeartbeatInterval:  durationpb.New(r.cfg.HeartbeatInterval),
-		HeartbeatTimeout:   durationpb.New(r.cfg.HeartbeatTimeout),
+		HeartbeatInterval:  durationpb.New(s.hbInterval),
+		HeartbeatTimeout:   durationpb.New(s.hbTimeout),
 		GossipSeeds:        r.gossipSeeds(node.Name),
 	}}})
 	if err != nil {
@@ -365,9 +372,9 @@ func (r *Registry) lateLoop(ctx context.Context, s *session) {
 }
 
 func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-chan *agentv1.ConnectRequest, recvErr <-chan error, lastRecv *atomic.Int64) error {
-	heartbeat := time.NewTicker(r.cfg.HeartbeatInterval)
+	heartbeat := time.NewTicker(s.hbInterval)
 	defer heartbeat.Stop()
-	watchdog := time.NewTimer(r.cfg.HeartbeatTimeout)
+	watchdog := time.NewTimer(s.hbTimeout)
 	defer watchdog.Stop()
 	send := func(m *agentv1.ConnectResponse) error {
 		if err := stream.Send(m); err != nil {
@@ -428,11 +435,12 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 			}
 		case <-watchdog.C:
 			silent := time.Since(time.Unix(0, lastRecv.Load()))
-			if silent >= r.cfg.HeartbeatTimeout {
+			if silent >= s.hbTimeout {
 				return fmt.Errorf("%w: nothing from the agent for %v", ErrHeartbeatTimeout, silent.Round(time.Millisecond))
 			}
-			watchdog.Reset(r.cfg.HeartbeatTimeout - silent)
+			watchdog.Reset(s.hbTimeout - silent)
 		case <-heartbeat.C:
+			s.touch(time.Unix(0, lastRecv.Load())) // the agent's heartbeats stop at the receiver
 			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}})
 		case <-s.endpointsDirty:
 			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: r.endpoints(s)}})
