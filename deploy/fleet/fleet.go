@@ -10,11 +10,14 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -86,6 +89,24 @@ type Fleet struct {
 	registered, current, plans, planPeers, planRefused atomic.Int64
 	reports, acked, summaries, work, sessionErrors     atomic.Int64
 	latencyMaxNanos                                    atomic.Int64
+
+	mu     sync.Mutex
+	agents []*simAgent
+}
+
+// Acked returns, per node, the period start of every report the
+// coordinator acknowledged, by seq.
+func (f *Fleet) Acked() map[string]map[uint64]time.Time {
+	f.mu.Lock()
+	agents := slices.Clone(f.agents)
+	f.mu.Unlock()
+	out := make(map[string]map[uint64]time.Time, len(agents))
+	for _, a := range agents {
+		a.mu.Lock()
+		out[a.name] = maps.Clone(a.acked)
+		a.mu.Unlock()
+	}
+	return out
 }
 
 // New checks cfg.
@@ -180,7 +201,11 @@ func (f *Fleet) Run(ctx context.Context) error {
 
 // agent keeps node i's sessions until ctx ends.
 func (f *Fleet) agent(ctx context.Context, conn *grpc.ClientConn, i int) {
-	a := &simAgent{f: f, i: i, name: NodeName(i), rng: rand.New(rand.NewPCG(uint64(i), 42))}
+	a := &simAgent{f: f, i: i, name: NodeName(i), rng: rand.New(rand.NewPCG(uint64(i), 42)),
+		unacked: map[uint64]*agentv1.ProbeReport{}, acked: map[uint64]time.Time{}}
+	f.mu.Lock()
+	f.agents = append(f.agents, a)
+	f.mu.Unlock()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for ctx.Err() == nil {
@@ -206,6 +231,37 @@ type simAgent struct {
 	name string
 	rng  *rand.Rand
 	seq  uint64
+
+	// mu guards the reports not yet acknowledged (resent, oldest first,
+	// after every registration, as a real agent's spool does) and the
+	// acknowledged ones' period starts.
+	mu      sync.Mutex
+	unacked map[uint64]*agentv1.ProbeReport
+	acked   map[uint64]time.Time
+}
+
+// ack records the coordinator's acknowledgement of seqs.
+func (a *simAgent) ack(seqs []uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, seq := range seqs {
+		if r, ok := a.unacked[seq]; ok {
+			delete(a.unacked, seq)
+			a.acked[seq] = r.GetPeriodStart().AsTime()
+		}
+	}
+}
+
+// pending returns the unacknowledged reports, oldest first.
+func (a *simAgent) pending() []*agentv1.ProbeReport {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*agentv1.ProbeReport, 0, len(a.unacked))
+	for _, r := range a.unacked {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(x, y *agentv1.ProbeReport) int { return cmp.Compare(x.GetSeq(), y.GetSeq()) })
+	return out
 }
 
 // errBadPlan is a plan the simulated agent refuses (a delta on another
@@ -294,12 +350,16 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 				}
 			case *agentv1.ConnectResponse_ReportAck:
 				a.f.acked.Add(int64(len(msg.ReportAck.GetSeqs())))
+				a.ack(msg.ReportAck.GetSeqs())
 			case *agentv1.ConnectResponse_Work:
 				a.f.work.Add(1)
 				send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: answer(msg.Work)}})
 			}
 		}
 	}()
+	for _, r := range a.pending() { // what the last coordinator did not acknowledge
+		send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: r}})
+	}
 	var gossipC <-chan time.Time
 	if a.f.cfg.Gossip {
 		send(a.gossipView())
@@ -432,6 +492,9 @@ func (a *simAgent) report(h *heldPlan) *agentv1.ConnectRequest {
 	}
 	a.f.reports.Add(1)
 	a.f.summaries.Add(int64(len(r.Summaries)))
+	a.mu.Lock()
+	a.unacked[r.Seq] = r
+	a.mu.Unlock()
 	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: r}}
 }
 

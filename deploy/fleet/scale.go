@@ -119,34 +119,12 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	if err != nil {
 		return res, err
 	}
-	cmd := exec.CommandContext(ctx, cfg.Coordinator, "serve", "--listen", agentAddr, "--socket", filepath.Join(cfg.WorkDir, "coordinator.sock"),
-		"--db", filepath.Join(cfg.WorkDir, "meshperf.db"), "--config", conf, "--metrics-listen", metricsAddr, "--retention", "0", "--log-level", "warn")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	logFile, err := os.Create(filepath.Join(cfg.WorkDir, "coordinator.log"))
+	coord, err := StartCoordinator(ctx, cfg.Coordinator, cfg.WorkDir, conf, agentAddr, metricsAddr)
 	if err != nil {
 		return res, err
 	}
-	defer logFile.Close()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		return res, fmt.Errorf("start the coordinator: %w", err)
-	}
-	defer func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	}()
-	if err := waitListening(ctx, metricsAddr, 30*time.Second); err != nil {
-		return res, fmt.Errorf("coordinator not up (see %s): %w", logFile.Name(), err)
-	}
+	defer coord.Stop()
+	cmd := coord.Cmd
 	f, err := New(Config{Coordinator: agentAddr, Nodes: cfg.Nodes, Reports: !cfg.PlansOnly, Gossip: cfg.Gossip, JoinOver: cfg.JoinOver, Logger: log})
 	if err != nil {
 		return res, err
@@ -202,6 +180,64 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	res.Fleet = f.Snapshot()
 	res.PlanLatency = time.Duration(res.Fleet.PlanLatencyMaxSeconds * float64(time.Second))
 	return res, nil
+}
+
+// Coordinator is a coordinator process started by StartCoordinator.
+type Coordinator struct {
+	// Cmd is the process; its process group is its own.
+	Cmd *exec.Cmd
+	log *os.File
+}
+
+// StartCoordinator starts `bin serve` with its store, socket and log in
+// workDir (meshperf.db, coordinator.sock, coordinator.log, appended to),
+// the config file conf, agents on agentAddr and /metrics on metricsAddr
+// (both loopback), no retention; it returns once /metrics answers (30 s
+// at most).
+func StartCoordinator(ctx context.Context, bin, workDir, conf, agentAddr, metricsAddr string) (*Coordinator, error) {
+	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", agentAddr, "--socket", filepath.Join(workDir, "coordinator.sock"),
+		"--db", filepath.Join(workDir, "meshperf.db"), "--config", conf, "--metrics-listen", metricsAddr, "--retention", "0", "--log-level", "warn")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logFile, err := os.OpenFile(filepath.Join(workDir, "coordinator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start the coordinator: %w", err)
+	}
+	c := &Coordinator{Cmd: cmd, log: logFile}
+	if err := waitListening(ctx, metricsAddr, 30*time.Second); err != nil {
+		c.Kill()
+		return nil, fmt.Errorf("coordinator not up (see %s): %w", logFile.Name(), err)
+	}
+	return c, nil
+}
+
+// Stop ends the coordinator with SIGTERM (SIGKILL after 10 s) and waits
+// for it.
+func (c *Coordinator) Stop() { c.end(syscall.SIGTERM) }
+
+// Kill ends the coordinator's process group with SIGKILL at once, as a
+// crash would, and waits for it.
+func (c *Coordinator) Kill() { c.end(syscall.SIGKILL) }
+
+func (c *Coordinator) end(sig syscall.Signal) {
+	_ = syscall.Kill(-c.Cmd.Process.Pid, sig)
+	done := make(chan struct{})
+	go func() { _ = c.Cmd.Wait(); close(done) }()
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		_ = syscall.Kill(-c.Cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	_ = c.log.Close()
 }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's times (100 on
