@@ -7,18 +7,29 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/meshperf/meshperf/coordinator/series"
+	"github.com/meshperf/meshperf/coordinator/store"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 // ScaleConfig configures BenchScale.
@@ -72,6 +83,27 @@ type ScaleResult struct {
 	IngestPerS float64
 	// Fleet are the fleet's counters at the end.
 	Fleet Stats
+	// QueryP99 is the 99th percentile of ListProbeSeries over one pair's
+	// last 24 h, on the unix socket, while the fleet reports.
+	QueryP99 time.Duration
+	// BytesPerSample is the store file's size over the samples it holds,
+	// once the coordinator stopped and its heads were compacted: a run of
+	// minutes, so its chunks hold a few samples each.
+	BytesPerSample float64
+	// SteadyBytesPerSample is the same on a store that holds a day of one
+	// node's reports of the fleet's shape, compacted every SeriesBlock as
+	// the coordinator does: the steady state (2 h chunks full).
+	SteadyBytesPerSample float64
+	// RawRatio is the store's write throughput over a raw bbolt writer of
+	// the same bytes in transactions of 1,000 keys (store.RawRatio), on
+	// reports shaped like the fleet's.
+	RawRatio float64
+}
+
+// GrowthPerDayMB is the store's growth per day at the measured ingest
+// rate and bytes per sample.
+func (r ScaleResult) GrowthPerDayMB() float64 {
+	return r.SteadyBytesPerSample * r.IngestPerS * 86400 / 1e6
 }
 
 // String is the benchmark's line.
@@ -80,9 +112,13 @@ func (r ScaleResult) String() string {
 	if r.PlansOnly {
 		mode = "plans-only"
 	}
-	return fmt.Sprintf("nodes=%d interval=%v report=%v mode=%s coverage=%.3f plan_latency_s=%.1f coord_cpu_pct=%.1f coord_rss_mb=%.0f coord_peak_rss_mb=%.0f ingest_per_s=%.0f plans_refused=%d session_errors=%d",
-		r.Nodes, r.Interval, r.ReportInterval, mode, r.Coverage, r.PlanLatency.Seconds(), r.CPUPercent, r.RSSMB, r.PeakRSSMB, r.IngestPerS,
-		r.Fleet.PlanRefused, r.Fleet.SessionErrors)
+	line := fmt.Sprintf("nodes=%d interval=%v report=%v mode=%s coverage=%.3f plan_latency_s=%.1f coord_cpu_pct=%.1f coord_rss_mb=%.0f coord_peak_rss_mb=%.0f",
+		r.Nodes, r.Interval, r.ReportInterval, mode, r.Coverage, r.PlanLatency.Seconds(), r.CPUPercent, r.RSSMB, r.PeakRSSMB)
+	if !r.PlansOnly {
+		line += fmt.Sprintf(" ingest_per_s=%.0f bytes_per_sample=%.2f run_bytes_per_sample=%.2f store_growth_mb_per_day=%.0f query_p99_ms=%.2f raw_bbolt_ratio=%.2f diagnose_ms=n/a",
+			r.IngestPerS, r.SteadyBytesPerSample, r.BytesPerSample, r.GrowthPerDayMB(), float64(r.QueryP99.Microseconds())/1000, r.RawRatio)
+	}
+	return line + fmt.Sprintf(" plans_refused=%d session_errors=%d", r.Fleet.PlanRefused, r.Fleet.SessionErrors)
 }
 
 // BenchScale runs a real coordinator process with a probes config,
@@ -179,14 +215,165 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	}
 	res.Fleet = f.Snapshot()
 	res.PlanLatency = time.Duration(res.Fleet.PlanLatencyMaxSeconds * float64(time.Second))
+	if cfg.PlansOnly {
+		return res, nil
+	}
+	if res.QueryP99, err = queryP99(ctx, filepath.Join(cfg.WorkDir, "coordinator.sock"), cfg.Nodes, 200); err != nil {
+		return res, err
+	}
+	stopFleet()
+	<-fleetDone
+	fleetDone <- nil
+	coord.Stop()
+	if res.BytesPerSample, err = bytesPerSample(ctx, filepath.Join(cfg.WorkDir, "meshperf.db")); err != nil {
+		return res, err
+	}
+	paths, kinds := len(cfg.Paths), len(cfg.Kinds)
+	if res.RawRatio, err = store.RawRatio(ctx, cfg.WorkDir, shapedReports(cfg.Nodes, paths, kinds), 1000); err != nil {
+		return res, err
+	}
+	if res.SteadyBytesPerSample, err = steadyBytesPerSample(ctx, filepath.Join(cfg.WorkDir, "steady.db"), cfg.Nodes, paths, kinds, cfg.ReportInterval); err != nil {
+		return res, err
+	}
 	return res, nil
+}
+
+// steadyBytesPerSample fills a new store at path with a day of one node's
+// reports every period to nodes-1 peers x paths x kinds (RTTs of a
+// loopback-like spread, all answered), compacting every SeriesBlock of
+// data as the coordinator does, and divides the file's size by the
+// samples.
+func steadyBytesPerSample(ctx context.Context, path string, nodes, paths, kinds int, period time.Duration) (float64, error) {
+	st, err := store.Open(store.Config{Path: path})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	start := time.Now().Add(-25 * time.Hour).Truncate(store.SeriesBlock)
+	periods := int(24 * time.Hour / period)
+	perBlock := int(store.SeriesBlock / period)
+	batch := make([]series.Report, 0, 64)
+	for i := range periods {
+		r := series.Report{Src: NodeName(0), Seq: uint64(i + 1), Start: start.Add(time.Duration(i) * period), Period: period}
+		for d := 1; d < nodes; d++ {
+			for p := range paths {
+				for k := range kinds {
+					med := time.Duration(90_000 + rng.IntN(20_000))
+					lo, hi := med-time.Duration(rng.IntN(10_000)), med+time.Duration(rng.IntN(20_000))
+					r.Summaries = append(r.Summaries, series.Summary{Dst: NodeName(d), Path: measurev1.Path(p + 1), Kind: agentv1.ProbeKind(k + 1),
+						Sent: 1, Received: 1, RTTMin: lo, RTTMedian: med, RTTP90: hi, RTTMax: hi + time.Duration(rng.IntN(20_000)),
+						Status: measurev1.Status_STATUS_OK})
+				}
+			}
+		}
+		if batch = append(batch, r); len(batch) == cap(batch) || i == periods-1 {
+			if _, err := st.AppendReports(ctx, batch); err != nil {
+				return 0, err
+			}
+			batch = batch[:0]
+		}
+		if (i+1)%perBlock == 0 {
+			if _, err := st.CompactSeries(ctx, r.Start.Add(period)); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if _, err := st.CompactSeries(ctx, time.Now().Add(2*store.SeriesBlock)); err != nil {
+		return 0, err
+	}
+	stats, err := st.SeriesStats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return float64(stats.FileBytes) / float64(stats.Samples), nil
+}
+
+// queryP99 asks for n random pairs' last 24 h of host-host ICMP and
+// returns the 99th percentile of the answer times.
+func queryP99(ctx context.Context, sock string, nodes, n int) (time.Duration, error) {
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	mesh := meshv1.NewMeshServiceClient(conn)
+	rng := rand.New(rand.NewPCG(1, 2))
+	times := make([]time.Duration, 0, n)
+	for range n {
+		src := rng.IntN(nodes)
+		dst := (src + 1 + rng.IntN(nodes-1)) % nodes
+		t := time.Now()
+		resp, err := mesh.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: NodeName(src), DstNode: NodeName(dst),
+			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP})
+		if err != nil {
+			return 0, fmt.Errorf("ListProbeSeries: %w", err)
+		}
+		if len(resp.GetSamples()) == 0 {
+			return 0, fmt.Errorf("ListProbeSeries %s->%s: no samples", NodeName(src), NodeName(dst))
+		}
+		times = append(times, time.Since(t))
+	}
+	slices.Sort(times)
+	return times[len(times)*99/100], nil
+}
+
+// bytesPerSample opens the stopped coordinator's store, moves every head
+// report into chunks, and divides the file's size by the samples.
+func bytesPerSample(ctx context.Context, path string) (float64, error) {
+	st, err := store.Open(store.Config{Path: path})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	if _, err := st.CompactSeries(ctx, time.Now().Add(2*store.SeriesBlock)); err != nil {
+		return 0, err
+	}
+	stats, err := st.SeriesStats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if stats.Samples == 0 {
+		return 0, errors.New("the store holds no sample")
+	}
+	return float64(stats.FileBytes) / float64(stats.Samples), nil
+}
+
+// shapedReports are reports like the fleet's for RawRatio: about a
+// million summaries, each report of nodes-1 peers x paths x kinds.
+func shapedReports(nodes, paths, kinds int) []series.Report {
+	per := (nodes - 1) * paths * kinds
+	n := min(max(1_000_000/per, 1), 2000)
+	out := make([]series.Report, n)
+	start := time.Now().Add(-time.Hour)
+	for i := range out {
+		r := series.Report{Src: NodeName(i % nodes), Seq: uint64(i/nodes + 1), Start: start.Add(time.Duration(i/nodes) * 10 * time.Second),
+			Period: 10 * time.Second, Summaries: make([]series.Summary, 0, per)}
+		for d := range nodes {
+			if d == i%nodes {
+				continue
+			}
+			for p := range paths {
+				for k := range kinds {
+					med := time.Duration(80_000 + (i*7+d*13)%40_000)
+					r.Summaries = append(r.Summaries, series.Summary{Dst: NodeName(d), Path: measurev1.Path(p + 1), Kind: agentv1.ProbeKind(k + 1),
+						Sent: 1, Received: 1, RTTMin: med * 8 / 10, RTTMedian: med, RTTP90: med * 12 / 10, RTTMax: med * 15 / 10,
+						Status: measurev1.Status_STATUS_OK})
+				}
+			}
+		}
+		out[i] = r
+	}
+	return out
 }
 
 // Coordinator is a coordinator process started by StartCoordinator.
 type Coordinator struct {
 	// Cmd is the process; its process group is its own.
-	Cmd *exec.Cmd
-	log *os.File
+	Cmd  *exec.Cmd
+	log  *os.File
+	once sync.Once
 }
 
 // StartCoordinator starts `bin serve` with its store, socket and log in
@@ -218,12 +405,12 @@ func StartCoordinator(ctx context.Context, bin, workDir, conf, agentAddr, metric
 }
 
 // Stop ends the coordinator with SIGTERM (SIGKILL after 10 s) and waits
-// for it.
-func (c *Coordinator) Stop() { c.end(syscall.SIGTERM) }
+// for it; only the first of Stop and Kill acts.
+func (c *Coordinator) Stop() { c.once.Do(func() { c.end(syscall.SIGTERM) }) }
 
 // Kill ends the coordinator's process group with SIGKILL at once, as a
-// crash would, and waits for it.
-func (c *Coordinator) Kill() { c.end(syscall.SIGKILL) }
+// crash would, and waits for it; only the first of Stop and Kill acts.
+func (c *Coordinator) Kill() { c.once.Do(func() { c.end(syscall.SIGKILL) }) }
 
 func (c *Coordinator) end(sig syscall.Signal) {
 	_ = syscall.Kill(-c.Cmd.Process.Pid, sig)
