@@ -51,6 +51,10 @@ demo: deps build ## Full mesh on a local lab per CNI mode, then compare (root).
 demo-faults: deps build ## Inject each fault into a lab under continuous monitoring; detected and localised? (root)
 	$(BIN)/meshlab demo-faults --bin $(BIN) --prefix $(FAULTS_PREFIX) --interval $(INTERVAL)
 
+.PHONY: bench-scale
+bench-scale: ## The coordinator against simulated fleets of 300, 1,000 and 5,000 agents on loopback (about 10 minutes).
+	bench/scale.sh
+
 .PHONY: image
 image: ## Build the container image with docker: IMAGE=... (default ghcr.io/meshperf/meshperf:dev).
 	@command -v docker >/dev/null 2>&1 || { echo "make image: docker not found on PATH; install Docker (or build the Dockerfile with another builder)" >&2; exit 1; }

@@ -145,7 +145,10 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(settings.Plans) != 2 {
-		t.Errorf("%d plans, want light and bandwidth", len(settings.Plans))
+	if len(settings.Plans) != 1 || settings.Plans[0].Name != "bandwidth" {
+		t.Errorf("%d plans, want bandwidth only (the continuous latency mesh is the probes)", len(settings.Plans))
+	}
+	if settings.Probes == nil || len(settings.Probes.GetKinds()) != 4 {
+		t.Errorf("probes %v, want the four kinds", settings.Probes)
 	}
 }
