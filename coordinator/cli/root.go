@@ -88,7 +88,7 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&o.tlsCert, "tls-cert", "", "client certificate (PEM) presented to a TCP coordinator")
 	pf.StringVar(&o.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	root.AddCommand(newServeCommand(o), newTriggerCommand(o), newResultsCommand(o), newAgentsCommand(o),
-		newRunsCommand(o), newReportCommand(o), newCompareCommand(o), newPlotCommand(o), newMaintenanceCommand(o), newHistoryCommand(o), newDiagnoseCommand(o),
+		newRunsCommand(o), newReportCommand(o), newCompareCommand(o), newPlotCommand(o), newMaintenanceCommand(o), newHistoryCommand(o), newSeriesCommand(o), newDiagnoseCommand(o),
 		newTargetsCommand(o))
 	return root
 }

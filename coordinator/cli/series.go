@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/coordinator/monitor"
+	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testspec"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+func newSeriesCommand(o *options) *cobra.Command {
+	var src, dst, path, kind, since, until string
+	cmd := &cobra.Command{
+		Use:   "series --src NODE --dst NODE",
+		Short: "One node pair's continuous probes: a summary per report period",
+		Long: `Print one series of the continuous mesh (the probes section of the config
+file): the summaries node --src's agent reported of its probes of --dst on
+--path with --kind, one line per report period, oldest first: probes sent and
+answered, loss, and the round trip's min, median, p90 and max.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			if src == "" || dst == "" {
+				return fmt.Errorf("--src and --dst are required")
+			}
+			p, err := testspec.ParsePath(path)
+			if err != nil {
+				return fmt.Errorf("--path: %w", err)
+			}
+			k, ok := monitor.ProbeKindNames[kind]
+			if !ok {
+				return fmt.Errorf("--kind %q: want one of %s", kind, strings.Join(slices.Sorted(maps.Keys(monitor.ProbeKindNames)), ", "))
+			}
+			now := time.Now()
+			req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: k}
+			for _, b := range []struct {
+				flag, v string
+				dst     **timestamppb.Timestamp
+			}{{"since", since, &req.StartTime}, {"until", until, &req.EndTime}} {
+				if b.v == "" {
+					continue
+				}
+				t, err := parseTime(b.v, now)
+				if err != nil {
+					return fmt.Errorf("--%s: %w", b.flag, err)
+				}
+				*b.dst = timestamppb.New(t)
+			}
+			resp, err := unary(cmd.Context(), o, "list probe series", func(ctx context.Context, c meshv1.MeshServiceClient) (*meshv1.ListProbeSeriesResponse, error) {
+				return c.ListProbeSeries(ctx, req)
+			})
+			if err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return o.printJSON(resp)
+			}
+			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PERIOD START\tPERIOD\tSENT\tANSWERED\tLOSS\tMIN\tMEDIAN\tP90\tMAX\tSTATUS")
+			for _, s := range resp.GetSamples() {
+				loss := "-"
+				if s.GetSent() > 0 {
+					loss = fmt.Sprintf("%.1f%%", 100*float64(s.GetSent()-s.GetReceived())/float64(s.GetSent()))
+				}
+				rtt := func(v float64) string {
+					if s.GetReceived() == 0 {
+						return "-"
+					}
+					return report.FormatSeconds(v)
+				}
+				status := report.StatusName(s.GetStatus())
+				if m := s.GetMessage(); m != "" {
+					status += ": " + m
+				}
+				fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetPeriodStart().AsTime().Local().Format("2006-01-02 15:04:05"),
+					s.GetPeriod().AsDuration(), s.GetSent(), s.GetReceived(), loss,
+					rtt(s.GetRttMinSeconds()), rtt(s.GetRttMedianSeconds()), rtt(s.GetRttP90Seconds()), rtt(s.GetRttMaxSeconds()), status)
+			}
+			_ = tw.Flush()
+			fmt.Fprintf(o.stdout, "%d periods of %s -> %s %s %s\n", len(resp.GetSamples()), src, dst, testspec.PathName(p), kind)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&src, "src", "", "probing node (required)")
+	f.StringVar(&dst, "dst", "", "probed node (required)")
+	f.StringVar(&path, "path", "host-host", "path: host-host, host-pod, pod-pod, host-service, pod-service")
+	f.StringVar(&kind, "kind", "icmp", "probe kind: icmp, icmp_mtu, tcp, http")
+	f.StringVar(&since, "since", "", "periods that end after this: a duration ago (1h30m) or RFC 3339 time (default 24h ago)")
+	f.StringVar(&until, "until", "", "periods that start before this (default now)")
+	return cmd
+}
