@@ -3,8 +3,11 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +26,7 @@ import (
 
 // startProbingCoordinator runs the real coordinator with continuous probes
 // every second; it returns the agents' target and a MeshService client.
-func startProbingCoordinator(t *testing.T, settings *agentv1.ProbeSettings) (string, meshv1.MeshServiceClient) {
+func startProbingCoordinator(t *testing.T, settings *agentv1.ProbeSettings, metricsAddr string) (string, meshv1.MeshServiceClient) {
 	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "coordinator.sock")
@@ -34,7 +37,7 @@ func startProbingCoordinator(t *testing.T, settings *agentv1.ProbeSettings) (str
 	go func() {
 		errc <- coordinator.Run(ctx, coordinator.Config{
 			ListenAddress: addr, SocketPath: sock, DBPath: filepath.Join(dir, "meshperf.db"),
-			Probes: settings, PlanDebounce: 20 * time.Millisecond, Ready: func() { close(ready) },
+			Probes: settings, PlanDebounce: 20 * time.Millisecond, MetricsAddress: metricsAddr, Ready: func() { close(ready) },
 		})
 	}()
 	t.Cleanup(func() {
@@ -57,12 +60,13 @@ func startProbingCoordinator(t *testing.T, settings *agentv1.ProbeSettings) (str
 	return addr, meshv1.NewMeshServiceClient(conn)
 }
 
-// TestContinuousProbes runs a real coordinator and two real agents on
-// 127.0.0.1 and 127.0.0.2: each gets its plan, probes the other in-process
+// TestContinuousProbes runs a real coordinator and three real agents on
+// 127.0.0.1 to 127.0.0.3: each gets its plan, probes the others in-process
 // (ICMP, TCP to the echo responder, HTTP to the HTTP target) every second
-// and reports; the coordinator stores the series. When node-2's agent
+// and reports; the coordinator stores the series. When node-3's agent
 // stops, node-1's reports show its TCP and HTTP probes failing within a
-// few intervals, while ICMP (the kernel answers) stays OK.
+// few intervals, while ICMP (the kernel answers) stays OK, and the
+// coordinator's judge names node-3 (agent-gone) on /metrics.
 func TestContinuousProbes(t *testing.T) {
 	settings := &agentv1.ProbeSettings{
 		Interval: durationpb.New(time.Second), ReportInterval: durationpb.New(time.Second), Timeout: durationpb.New(500 * time.Millisecond),
@@ -70,12 +74,16 @@ func TestContinuousProbes(t *testing.T) {
 		Paths:        []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
 		PayloadBytes: 56, MaxInFlight: 64, MaxPacketsPerSecond: 1000,
 	}
-	agentAddr, mesh := startProbingCoordinator(t, settings)
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
+	agentAddr, mesh := startProbingCoordinator(t, settings, metricsAddr)
 	a := baseConfig(t, agentAddr, "node-1")
-	b := baseConfig(t, agentAddr, "node-2")
-	b.HostIP = netip.MustParseAddr("127.0.0.2")
-	b.HTTPPort = a.HTTPPort // one port on both networks of every node, as in a cluster
+	c := baseConfig(t, agentAddr, "node-2")
+	c.HostIP = netip.MustParseAddr("127.0.0.2")
+	b := baseConfig(t, agentAddr, "node-3")
+	b.HostIP = netip.MustParseAddr("127.0.0.3")
+	c.HTTPPort, b.HTTPPort = a.HTTPPort, a.HTTPPort // one port on every node, as in a cluster
 	startAgent(t, a)
+	startAgent(t, c)
 	ctxB, stopB := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
 	doneB := make(chan error, 1)
 	go func() { doneB <- agent.Run(ctxB, b) }()
@@ -102,7 +110,7 @@ func TestContinuousProbes(t *testing.T) {
 	start := time.Now().Add(-time.Minute)
 	kinds := settings.GetKinds()
 	if !poll(30*time.Second, func() bool {
-		for _, pair := range [][2]string{{"node-1", "node-2"}, {"node-2", "node-1"}} {
+		for _, pair := range [][2]string{{"node-1", "node-2"}, {"node-2", "node-1"}, {"node-1", "node-3"}, {"node-3", "node-2"}} {
 			for _, k := range kinds {
 				if okSamples(series(pair[0], pair[1], k, start)) < 2 {
 					return false
@@ -129,7 +137,7 @@ func TestContinuousProbes(t *testing.T) {
 	doneB <- nil // for the cleanup
 	stopped := time.Now()
 	failed := func(k agentv1.ProbeKind) bool {
-		for _, s := range series("node-1", "node-2", k, stopped) {
+		for _, s := range series("node-1", "node-3", k, stopped) {
 			if s.GetStatus() != measurev1.Status_STATUS_OK && s.GetReceived() < s.GetSent() {
 				return true
 			}
@@ -139,11 +147,45 @@ func TestContinuousProbes(t *testing.T) {
 	if !poll(15*time.Second, func() bool {
 		return failed(agentv1.ProbeKind_PROBE_KIND_TCP) && failed(agentv1.ProbeKind_PROBE_KIND_HTTP)
 	}) {
-		t.Fatalf("node-2's agent stopped, yet node-1's TCP and HTTP probes of it did not fail within 15 s: tcp %v, http %v",
-			series("node-1", "node-2", agentv1.ProbeKind_PROBE_KIND_TCP, stopped), series("node-1", "node-2", agentv1.ProbeKind_PROBE_KIND_HTTP, stopped))
+		t.Fatalf("node-3's agent stopped, yet node-1's TCP and HTTP probes of it did not fail within 15 s: tcp %v, http %v",
+			series("node-1", "node-3", agentv1.ProbeKind_PROBE_KIND_TCP, stopped), series("node-1", "node-3", agentv1.ProbeKind_PROBE_KIND_HTTP, stopped))
 	}
 	if failed(agentv1.ProbeKind_PROBE_KIND_ICMP) {
-		t.Errorf("node-1's ICMP probes of 127.0.0.2 failed, but the kernel answers them: %v",
-			series("node-1", "node-2", agentv1.ProbeKind_PROBE_KIND_ICMP, stopped))
+		t.Errorf("node-1's ICMP probes of 127.0.0.3 failed, but the kernel answers them: %v",
+			series("node-1", "node-3", agentv1.ProbeKind_PROBE_KIND_ICMP, stopped))
 	}
+	want := `meshperf_probe_fault{kind="agent-gone",node="node-3"} 1`
+	var body string
+	if !poll(15*time.Second, func() bool {
+		body = scrapeMetrics(t, metricsAddr)
+		return strings.Contains(body, want)
+	}) {
+		t.Fatalf("/metrics has no %s within 15 s of node-3's agent stopping; its probe series:\n%s", want, grepLines(body, "meshperf_probe_"))
+	}
+	if faults := grepLines(body, "meshperf_probe_fault{"); strings.Contains(faults, `node="node-1"`) || strings.Contains(faults, `node="node-2"`) {
+		t.Errorf("a healthy node is blamed:\n%s", faults)
+	}
+}
+
+// scrapeMetrics returns the coordinator's /metrics text.
+func scrapeMetrics(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// grepLines keeps the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

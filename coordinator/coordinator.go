@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshperf/meshperf/coordinator/alert"
+	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/ingest"
 	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/metrics"
@@ -194,7 +195,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Probes != nil {
 		peers.SetSettings(cfg.Probes)
 	}
-	sink := &probeSink{peers: peers, settings: cfg.Probes, log: log, reported: map[string]reported{}}
+	sink := &probeSink{peers: peers, settings: cfg.Probes, log: log, reported: map[string]reported{}, judge: diagnose.NewProbeJudge()}
 	if sink.in, err = ingest.New(ingest.Config{Write: writeReports(st), Logger: log}); err != nil {
 		return err
 	}
@@ -304,6 +305,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	eg.Go(func() error { return alerter.Run(egCtx) })
 	eg.Go(func() error { return sink.in.Run(egCtx) })
+	eg.Go(func() error { return sink.judgeProbes(egCtx) })
 	eg.Go(func() error { return syncProbes(egCtx, reg) })
 	eg.Go(func() error { return compactSeries(egCtx, st, log) })
 	if len(cfg.Monitor) > 0 {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/ingest"
 	"github.com/meshperf/meshperf/coordinator/metrics"
 	"github.com/meshperf/meshperf/coordinator/probeplan"
@@ -25,8 +27,12 @@ type probeSink struct {
 	settings *agentv1.ProbeSettings // nil: no probes configured
 	log      *slog.Logger
 
+	judge *diagnose.ProbeJudge // the current report interval's summaries
+
 	mu       sync.Mutex
 	reported map[string]reported // by node: its last report taken
+	faults   []diagnose.Finding  // of the last judged interval
+	judged   time.Duration       // how long that took
 }
 
 // reported is what a node's last report covered, and when it came.
@@ -62,6 +68,7 @@ func (p *probeSink) Report(node string, r *agentv1.ProbeReport, ack func()) erro
 		if s.GetSent() > 0 {
 			n++
 		}
+		p.judge.Add(node, s)
 	}
 	p.mu.Lock()
 	p.reported[node] = reported{summaries: n, at: time.Now()}
@@ -77,6 +84,9 @@ func (p *probeSink) ProbeStatus() metrics.ProbeStatus {
 	st := p.in.Stats()
 	out := metrics.ProbeStatus{Reports: st.Reports, Summaries: st.Summaries, Batches: st.Batches, Refused: st.Refused,
 		Busy: st.Busy, WriteErrors: st.WriteErrors, Peers: p.peers.Len(), PlansAcked: p.reg.PlansAcked()}
+	p.mu.Lock()
+	out.Faults, out.JudgeSeconds = p.faults, p.judged.Seconds()
+	p.mu.Unlock()
 	if p.settings == nil || out.Peers < 2 {
 		return out
 	}
@@ -190,4 +200,43 @@ func compactSeries(ctx context.Context, st seriesCompactor, log *slog.Logger) er
 // seriesCompactor is what compactSeries needs of the store.
 type seriesCompactor interface {
 	CompactSeries(ctx context.Context, before time.Time) (int, error)
+}
+
+// judgeProbes judges the continuous mesh once per report interval until
+// ctx ends: it logs each fault the probes localise when it appears
+// ("probe fault localised"), and when it clears, and keeps the findings
+// for /metrics.
+func (p *probeSink) judgeProbes(ctx context.Context) error {
+	if p.settings == nil {
+		return nil
+	}
+	t := time.NewTicker(p.settings.GetReportInterval().AsDuration())
+	defer t.Stop()
+	prev := map[string]diagnose.Kind{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		start := time.Now()
+		findings := p.judge.Judge()
+		took := time.Since(start)
+		now := map[string]diagnose.Kind{}
+		for _, f := range findings {
+			now[f.Node] = f.Kind
+			if prev[f.Node] != f.Kind {
+				p.log.Warn("probe fault localised", "node", f.Node, "kind", f.Kind, "of", f.Of, "e.g.", strings.Join(f.Bad, "; "))
+			}
+		}
+		for node, kind := range prev {
+			if _, ok := now[node]; !ok {
+				p.log.Info("probe fault cleared", "node", node, "kind", kind)
+			}
+		}
+		prev = now
+		p.mu.Lock()
+		p.faults, p.judged = findings, took
+		p.mu.Unlock()
+	}
 }

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshperf/meshperf/coordinator/diagnose"
 )
 
 // ProbeStatus is the state of the continuous mesh at one moment.
@@ -18,6 +20,11 @@ type ProbeStatus struct {
 	// Coverage is the share (0..1) of the ordered pairs x paths x kinds of
 	// the plans that the agents reported on in the last report interval.
 	Coverage float64
+	// Faults are the findings of the last judged report interval
+	// (diagnose.ProbeJudge).
+	Faults []diagnose.Finding
+	// JudgeSeconds is how long judging the last report interval took.
+	JudgeSeconds float64
 }
 
 // ProbeSource gives the continuous mesh's status at scrape time; it must
@@ -44,6 +51,10 @@ func newProbeCollector(src ProbeSource) *probeCollector {
 		"peers":        d("meshperf_probe_plan_peers", "Nodes in the probe plans."),
 		"acked":        d("meshperf_probe_plans_acknowledged", "Connected agents that acknowledged a probe plan."),
 		"coverage":     d("meshperf_probe_coverage_ratio", "Share (0..1) of the ordered node pairs x paths x probe kinds of the plans reported on in the last report interval."),
+		"judge":        d("meshperf_probe_judge_seconds", "Time the coordinator took to judge the last report interval of the continuous mesh."),
+		"fault": prometheus.NewDesc("meshperf_probe_fault",
+			"1 for each node the last report interval of the continuous probes implicates, with the kind (unreachable, pod-network, icmp-blocked, mtu-blackhole, latency-degraded); no series when there is none.",
+			[]string{"node", "kind"}, nil),
 	}}
 }
 
@@ -70,4 +81,8 @@ func (c *probeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge("peers", float64(s.Peers))
 	gauge("acked", float64(s.PlansAcked))
 	gauge("coverage", s.Coverage)
+	gauge("judge", s.JudgeSeconds)
+	for _, f := range s.Faults {
+		ch <- prometheus.MustNewConstMetric(c.descs["fault"], prometheus.GaugeValue, 1, f.Node, string(f.Kind))
+	}
 }

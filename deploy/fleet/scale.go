@@ -94,6 +94,9 @@ type ScaleResult struct {
 	// node's reports of the fleet's shape, compacted every SeriesBlock as
 	// the coordinator does: the steady state (2 h chunks full).
 	SteadyBytesPerSample float64
+	// Diagnose is how long the coordinator took to judge its last report
+	// interval (meshperf_probe_judge_seconds).
+	Diagnose time.Duration
 	// RawRatio is the store's write throughput over a raw bbolt writer of
 	// the same bytes in transactions of 1,000 keys (store.RawRatio), on
 	// reports shaped like the fleet's.
@@ -115,8 +118,9 @@ func (r ScaleResult) String() string {
 	line := fmt.Sprintf("nodes=%d interval=%v report=%v mode=%s coverage=%.3f plan_latency_s=%.1f coord_cpu_pct=%.1f coord_rss_mb=%.0f coord_peak_rss_mb=%.0f",
 		r.Nodes, r.Interval, r.ReportInterval, mode, r.Coverage, r.PlanLatency.Seconds(), r.CPUPercent, r.RSSMB, r.PeakRSSMB)
 	if !r.PlansOnly {
-		line += fmt.Sprintf(" ingest_per_s=%.0f bytes_per_sample=%.2f run_bytes_per_sample=%.2f store_growth_mb_per_day=%.0f query_p99_ms=%.2f raw_bbolt_ratio=%.2f diagnose_ms=n/a",
-			r.IngestPerS, r.SteadyBytesPerSample, r.BytesPerSample, r.GrowthPerDayMB(), float64(r.QueryP99.Microseconds())/1000, r.RawRatio)
+		line += fmt.Sprintf(" ingest_per_s=%.0f bytes_per_sample=%.2f run_bytes_per_sample=%.2f store_growth_mb_per_day=%.0f query_p99_ms=%.2f raw_bbolt_ratio=%.2f diagnose_ms=%.2f",
+			r.IngestPerS, r.SteadyBytesPerSample, r.BytesPerSample, r.GrowthPerDayMB(), float64(r.QueryP99.Microseconds())/1000, r.RawRatio,
+			float64(r.Diagnose.Microseconds())/1000)
 	}
 	return line + fmt.Sprintf(" plans_refused=%d session_errors=%d", r.Fleet.PlanRefused, r.Fleet.SessionErrors)
 }
@@ -209,6 +213,7 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	res.CPUPercent = 100 * float64(cpu1-cpu0) / clockTicks / wall
 	res.IngestPerS = (m1["meshperf_probe_summaries_total"] - m0["meshperf_probe_summaries_total"]) / wall
 	res.Coverage = m1["meshperf_probe_coverage_ratio"]
+	res.Diagnose = time.Duration(m1["meshperf_probe_judge_seconds"] * float64(time.Second))
 	res.RSSMB, res.PeakRSSMB, err = procRSS(cmd.Process.Pid)
 	if err != nil {
 		return res, err
