@@ -53,6 +53,7 @@ type peer struct {
 	hostIP, podIP, serviceIP netip.Addr // podIP, serviceIP: zero if none
 	probePort, httpPort      uint16     // 0: none
 	hostMTU, podMTU          int        // 0: unknown
+	maintenance              bool       // cordoned: not probed
 }
 
 // plan is a held plan; never modified once held.
@@ -258,7 +259,7 @@ func (p *Prober) checkPeer(in *agentv1.ProbePeer) (peer, error) {
 	if err := protocol.ValidateNodeName(in.GetNodeName()); err != nil {
 		return peer{}, fmt.Errorf("node_name: %w", err)
 	}
-	pe := peer{name: in.GetNodeName()}
+	pe := peer{name: in.GetNodeName(), maintenance: in.GetMaintenance()}
 	if pe.name == p.cfg.Node {
 		return peer{}, fmt.Errorf("node_name %q is this agent's own node", pe.name)
 	}

@@ -225,3 +225,26 @@ func FuzzApply(f *testing.F) {
 }
 
 func sortStrings(s []string) { slices.Sort(s) }
+
+// TestMaintenancePeerNotProbed checks that a cordoned peer stays in the
+// plan (a registered endpoint) but gets no probe.
+func TestMaintenancePeerNotProbed(t *testing.T) {
+	p := newTestProber(t, false)
+	cordoned := testPeer("b", "10.0.0.2")
+	cordoned.Maintenance = true
+	if _, err := p.Apply(&agentv1.ProbePlan{Version: 1, Settings: testSettings(), Upsert: []*agentv1.ProbePeer{testPeer("a", "10.0.0.1"), cordoned}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := peerNames(p.held()); got != "a,b" {
+		t.Fatalf("peers %s, want a,b: a cordoned peer stays in the plan", got)
+	}
+	ts := targets(p.cfg.Node, []*Network{&p.cfg.Host}, p.held())
+	if len(ts) == 0 {
+		t.Fatal("no probe of peer a")
+	}
+	for _, tg := range ts {
+		if tg.key.peer == "b" {
+			t.Errorf("the cordoned peer b is probed: %+v", tg)
+		}
+	}
+}

@@ -65,6 +65,9 @@ func targets(node string, nets []*Network, pl *plan) []target {
 	out := make([]target, 0, len(names)*len(s.paths)*len(s.kinds))
 	for _, n := range names {
 		pe := pl.peers[n]
+		if pe.maintenance {
+			continue // cordoned: an endpoint, not probed
+		}
 		for _, pa := range s.paths {
 			src, dst, peerMTU := pathEnds(pa, pe)
 			if src < 0 || src >= len(nets) || nets[src] == nil || !dst.IsValid() {

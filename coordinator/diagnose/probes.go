@@ -199,7 +199,10 @@ func (j *ProbeJudge) Judge() []Finding {
 // implicated on (bad) among those probed (global).
 func probeKind(bad map[pathKind]*probeAgg, global map[pathKind]*probeAgg) Kind {
 	isBad := func(path measurev1.Path, kind agentv1.ProbeKind) bool { _, ok := bad[pathKind{path, kind}]; return ok }
-	probed := func(path measurev1.Path, kind agentv1.ProbeKind) bool { _, ok := global[pathKind{path, kind}]; return ok }
+	probed := func(path measurev1.Path, kind agentv1.ProbeKind) bool {
+		_, ok := global[pathKind{path, kind}]
+		return ok
+	}
 	hh := measurev1.Path_PATH_HOST_TO_HOST
 	allHost := true
 	anyHost := false

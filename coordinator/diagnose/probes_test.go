@@ -107,7 +107,9 @@ func BenchmarkProbeJudge1000(b *testing.B) {
 	var judge time.Duration
 	for range b.N {
 		j := NewProbeJudge()
-		feedMesh(j, 1000, func(src, dst string, _ measurev1.Path, _ agentv1.ProbeKind) bool { return src == "node-7" || dst == "node-7" },
+		feedMesh(j, 1000, func(src, dst string, _ measurev1.Path, _ agentv1.ProbeKind) bool {
+			return src == "node-7" || dst == "node-7"
+		},
 			func(string, string) float64 { return 100e-6 })
 		t := time.Now()
 		if got := j.Judge(); len(got) != 1 {

@@ -67,6 +67,9 @@ type Peer struct {
 	// HostMTU and PodMTU are its interfaces' MTUs in bytes per network: 0
 	// (unknown) or MinMTU..MaxMTU.
 	HostMTU, PodMTU uint32
+	// Maintenance says the node is cordoned: agents do not probe it, but it
+	// stays in their plans as a registered endpoint.
+	Maintenance bool
 }
 
 // Validate reports why p cannot be planned: an error wrapping ErrInvalid
@@ -121,5 +124,6 @@ func (p Peer) Proto() *agentv1.ProbePeer {
 	return &agentv1.ProbePeer{
 		NodeName: p.Name, HostIp: str(p.HostIP), PodIp: str(p.PodIP), ServiceIp: str(p.ServiceIP),
 		ProbePort: p.ProbePort, HttpPort: p.HTTPPort, HostMtuBytes: p.HostMTU, PodMtuBytes: p.PodMTU,
+		Maintenance: p.Maintenance,
 	}
 }

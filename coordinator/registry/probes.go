@@ -25,9 +25,9 @@ type ReportSink interface {
 const maxReportAckBatch = 1000
 
 // probePeer is n as a peer of the other agents' probe plans.
-func probePeer(n Node) probeplan.Peer {
+func probePeer(n Node, maintenance bool) probeplan.Peer {
 	return probeplan.Peer{Name: n.Name, HostIP: n.HostIP, PodIP: n.PodIP, ServiceIP: n.ServiceIP,
-		ProbePort: uint32(n.ProbePort), HTTPPort: uint32(n.HTTPPort), HostMTU: n.HostMTU, PodMTU: n.PodMTU}
+		ProbePort: uint32(n.ProbePort), HTTPPort: uint32(n.HTTPPort), HostMTU: n.HostMTU, PodMTU: n.PodMTU, Maintenance: maintenance}
 }
 
 // planJoin puts a registering node that probes into the peer table. Caller
@@ -39,17 +39,14 @@ func (r *Registry) planJoin(n Node, maintenance bool) {
 	r.mu.Lock()
 	r.peers[n.Name] = n
 	r.mu.Unlock()
-	if maintenance {
-		r.cfg.Probes.Remove(n.Name)
-		return
-	}
-	if _, _, err := r.cfg.Probes.Upsert(probePeer(n)); err != nil {
+	if _, _, err := r.cfg.Probes.Upsert(probePeer(n, maintenance)); err != nil {
 		r.log.Warn("node left out of the probe plans", "node", n.Name, "err", err)
 	}
 }
 
 // SyncProbes brings the peer table in line with the nodes' states: nodes
-// that departed or are in maintenance leave the plans, the others are in
+// that departed leave the plans, nodes in maintenance stay in them marked
+// so (not probed, still targets of on-demand runs), the others are in
 // them. A node whose agent is gone stays a peer until it departs, so that
 // its peers' probes show whether its network is gone too. It costs O(nodes)
 // and changes the table only where a node's state changed; call it every
@@ -60,8 +57,8 @@ func (r *Registry) SyncProbes() {
 	}
 	now := time.Now()
 	type change struct {
-		n  Node
-		in bool
+		n          Node
+		in, cordon bool
 	}
 	var changes []change
 	r.mu.Lock()
@@ -69,17 +66,17 @@ func (r *Registry) SyncProbes() {
 		a := r.known[name]
 		if a == nil {
 			delete(r.peers, name)
-			changes = append(changes, change{n, false})
+			changes = append(changes, change{n, false, false})
 			continue
 		}
 		switch r.state(a, now, false) {
 		case meshv1.NodeState_NODE_STATE_DEPARTED:
 			delete(r.peers, name)
-			changes = append(changes, change{n, false})
+			changes = append(changes, change{n, false, false})
 		case meshv1.NodeState_NODE_STATE_MAINTENANCE:
-			changes = append(changes, change{n, false})
+			changes = append(changes, change{n, true, true})
 		default:
-			changes = append(changes, change{n, true})
+			changes = append(changes, change{n, true, false})
 		}
 	}
 	r.mu.Unlock()
@@ -88,7 +85,7 @@ func (r *Registry) SyncProbes() {
 			r.cfg.Probes.Remove(c.n.Name)
 			continue
 		}
-		if _, _, err := r.cfg.Probes.Upsert(probePeer(c.n)); err != nil {
+		if _, _, err := r.cfg.Probes.Upsert(probePeer(c.n, c.cordon)); err != nil {
 			r.log.Warn("node left out of the probe plans", "node", c.n.Name, "err", err)
 		}
 	}

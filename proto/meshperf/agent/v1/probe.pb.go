@@ -343,7 +343,10 @@ type ProbePeer struct {
 	PodMtuBytes uint32 `protobuf:"varint,7,opt,name=pod_mtu_bytes,json=podMtuBytes,proto3" json:"pod_mtu_bytes,omitempty"`
 	// service_ip is the ClusterIP fronting its pod endpoint; empty if none.
 	// Only TCP and HTTP probes go to it (kube-proxy does not DNAT ICMP).
-	ServiceIp     string `protobuf:"bytes,8,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
+	ServiceIp string `protobuf:"bytes,8,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
+	// maintenance says the node is cordoned: it is not probed, but stays a
+	// registered endpoint that on-demand runs may still name.
+	Maintenance   bool `protobuf:"varint,9,opt,name=maintenance,proto3" json:"maintenance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -432,6 +435,13 @@ func (x *ProbePeer) GetServiceIp() string {
 		return x.ServiceIp
 	}
 	return ""
+}
+
+func (x *ProbePeer) GetMaintenance() bool {
+	if x != nil {
+		return x.Maintenance
+	}
+	return false
 }
 
 // PlanAck says which plan version the agent runs.
@@ -835,7 +845,7 @@ const file_meshperf_agent_v1_probe_proto_rawDesc = "" +
 	"\vsubset_size\x18\t \x01(\rR\n" +
 	"subsetSize\x12B\n" +
 	"\x0fsubset_rotation\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\x0esubsetRotation\"\xfd\x01\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x0esubsetRotation\"\x9f\x02\n" +
 	"\tProbePeer\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x17\n" +
 	"\ahost_ip\x18\x02 \x01(\tR\x06hostIp\x12\x15\n" +
@@ -846,7 +856,8 @@ const file_meshperf_agent_v1_probe_proto_rawDesc = "" +
 	"\x0ehost_mtu_bytes\x18\x06 \x01(\rR\fhostMtuBytes\x12\"\n" +
 	"\rpod_mtu_bytes\x18\a \x01(\rR\vpodMtuBytes\x12\x1d\n" +
 	"\n" +
-	"service_ip\x18\b \x01(\tR\tserviceIp\"9\n" +
+	"service_ip\x18\b \x01(\tR\tserviceIp\x12 \n" +
+	"\vmaintenance\x18\t \x01(\bR\vmaintenance\"9\n" +
 	"\aPlanAck\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x8d\x02\n" +
