@@ -121,12 +121,12 @@ func ProbeKindName(k agentv1.ProbeKind) string {
 // Judge closes the window: it names, per node, the kind of fault its
 // pairs' summaries point to, and starts a new, empty window. A node is
 // implicated on a path and kind (see ProbeBadShare); then, in this order:
-// every kind fails on host-host: unreachable; a pod path fails where
-// host-host on the same kind does not: pod-network; icmp fails where tcp
-// on the same path does not: icmp-blocked; tcp fails on host-host where
-// icmp does not (the node answers, its agent's responders do not):
-// agent-gone; icmp_mtu fails where icmp does not: mtu-blackhole; other
-// failures: unreachable. A node with no failure
+// every kind fails on host-host: unreachable; icmp_mtu fails on a path
+// where icmp and tcp do not: mtu-blackhole; icmp fails where tcp on the
+// same path does not: icmp-blocked; tcp fails on host-host where icmp
+// does not (the node answers, its agent's responders do not): agent-gone;
+// a pod path fails where host-host on the same kind does not:
+// pod-network; other failures: unreachable. A node with no failure
 // whose pairs' mean median RTT on a path and kind is LatencyRatio times
 // the other pairs' and MinLatencyIncrease more, over at least 10 answered
 // summaries of each, is latency-degraded. Findings
@@ -217,23 +217,24 @@ func probeKind(bad map[pathKind]*probeAgg, global map[pathKind]*probeAgg) Kind {
 	if anyHost && allHost {
 		return KindUnreachable
 	}
-	for pk := range bad {
-		if pk.path != hh && !isBad(hh, pk.kind) && probed(hh, pk.kind) && podPath(pk.path) {
-			return KindPodNetwork
+	icmp, mtu, tcp := agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU, agentv1.ProbeKind_PROBE_KIND_TCP
+	for pk := range bad { // only the full-size echo is lost: large packets vanish
+		if pk.kind == mtu && probed(pk.path, icmp) && !isBad(pk.path, icmp) && !isBad(pk.path, tcp) {
+			return KindMTU
 		}
 	}
 	for pk := range bad {
-		if pk.kind == agentv1.ProbeKind_PROBE_KIND_ICMP && probed(pk.path, agentv1.ProbeKind_PROBE_KIND_TCP) && !isBad(pk.path, agentv1.ProbeKind_PROBE_KIND_TCP) {
+		if pk.kind == icmp && probed(pk.path, tcp) && !isBad(pk.path, tcp) {
 			return KindICMP
 		}
 	}
 	// The node answers pings but not its agent's responders.
-	if isBad(hh, agentv1.ProbeKind_PROBE_KIND_TCP) && probed(hh, agentv1.ProbeKind_PROBE_KIND_ICMP) && !isBad(hh, agentv1.ProbeKind_PROBE_KIND_ICMP) {
+	if isBad(hh, tcp) && probed(hh, icmp) && !isBad(hh, icmp) {
 		return KindAgentGone
 	}
 	for pk := range bad {
-		if pk.kind == agentv1.ProbeKind_PROBE_KIND_ICMP_MTU && probed(pk.path, agentv1.ProbeKind_PROBE_KIND_ICMP) && !isBad(pk.path, agentv1.ProbeKind_PROBE_KIND_ICMP) {
-			return KindMTU
+		if pk.path != hh && !isBad(hh, pk.kind) && probed(hh, pk.kind) && podPath(pk.path) {
+			return KindPodNetwork
 		}
 	}
 	return KindUnreachable

@@ -64,6 +64,9 @@ func TestProbeJudge(t *testing.T) {
 		{"mtu black hole", func(src, dst string, p measurev1.Path, k agentv1.ProbeKind) bool {
 			return involves("node-4", src, dst) && k == agentv1.ProbeKind_PROBE_KIND_ICMP_MTU && p == measurev1.Path_PATH_HOST_TO_HOST
 		}, flat, "node-4", KindMTU},
+		{"mtu black hole on the pod network", func(src, dst string, p measurev1.Path, k agentv1.ProbeKind) bool {
+			return involves("node-3", src, dst) && k == agentv1.ProbeKind_PROBE_KIND_ICMP_MTU && p == measurev1.Path_PATH_POD_TO_POD
+		}, flat, "node-3", KindMTU},
 		{"agent gone", func(src, dst string, p measurev1.Path, k agentv1.ProbeKind) bool {
 			return involves("node-1", src, dst) && k == agentv1.ProbeKind_PROBE_KIND_TCP
 		}, flat, "node-1", KindAgentGone},
