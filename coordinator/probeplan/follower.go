@@ -121,6 +121,33 @@ func (f *Follower) Next() *agentv1.ProbePlan {
 	return plan
 }
 
+// Flush returns, at once and without the debounce, the plan that brings
+// the agent up to date (its session calls it before work that may name a
+// peer that just joined), or nil when the agent is up to date or a plan
+// is in flight (InFlight: wait for its PlanAck, then Flush again).
+func (f *Follower) Flush() *agentv1.ProbePlan {
+	switch f.state {
+	case stateInFlight:
+		return nil
+	case stateDebounce:
+		if f.timer != nil {
+			f.timer.Stop()
+		}
+		select {
+		case <-f.fire:
+		default:
+		}
+	}
+	plan, _, changed := f.t.deltaAndChanged(f.node, f.held)
+	f.changed = changed
+	if plan == nil {
+		f.state = stateIdle
+		return nil
+	}
+	f.state, f.sent = stateInFlight, plan
+	return plan
+}
+
 // arm starts the debounce timer.
 func (f *Follower) arm() {
 	if f.timer == nil {

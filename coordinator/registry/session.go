@@ -401,6 +401,31 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 	if s.follower != nil {
 		planC = s.follower.C()
 	}
+	// Work waits while a plan is in flight: the agent checks a Work's
+	// target against its plan, which must name every peer registered
+	// before the work was sent.
+	var held []*agentv1.Work
+	sendWork := func(w *agentv1.Work) error {
+		// Acknowledgements queued before this work go before it: an ack
+		// of an earlier answer must not reach the agent after the new
+		// answer with the same test ID (a retry) exists.
+		if err := sendAcks(s, send); err != nil {
+			return err
+		}
+		return send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Work{Work: w}})
+	}
+	flushPlan := func() (ready bool, err error) {
+		if s.follower == nil {
+			return true, nil
+		}
+		if plan := s.follower.Flush(); plan != nil {
+			if err := send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ProbePlan{ProbePlan: plan}}); err != nil {
+				return false, err
+			}
+		}
+		planC = s.follower.C()
+		return s.follower.InFlight() == nil, nil
+	}
 	for {
 		var err error
 		select {
@@ -429,6 +454,19 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 				}
 				s.planVersion.Store(s.follower.Version())
 				planC = s.follower.C()
+				if len(held) > 0 {
+					ready, err := flushPlan()
+					if err != nil {
+						return err
+					}
+					for ready && len(held) > 0 {
+						w := held[0]
+						held = held[1:]
+						if err := sendWork(w); err != nil {
+							return err
+						}
+					}
+				}
 			}
 			if rep := m.GetProbeReport(); rep != nil {
 				r.probeReport(s, rep)
@@ -460,20 +498,15 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 				}
 			default:
 			}
-			select {
-			case <-planC:
-				if err = sendPlan(); err != nil {
-					return err
-				}
+			ready, ferr := flushPlan()
+			switch {
+			case ferr != nil:
+				err = ferr
+			case !ready || len(held) > 0:
+				held = append(held, w)
 			default:
+				err = sendWork(w)
 			}
-			// Acknowledgements queued before this work go before it: an ack
-			// of an earlier answer must not reach the agent after the new
-			// answer with the same test ID (a retry) exists.
-			if err = sendAcks(s, send); err != nil {
-				return err
-			}
-			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Work{Work: w}})
 		}
 		if err != nil {
 			return err
