@@ -79,6 +79,11 @@ var ErrFaultsMissed = errors.New("faults missed or false alarms")
 // mesh with a probe of each kind a fault can hide from (ping for ICMP,
 // HTTP for small TCP, iperf3 for bulk transfers and bandwidth) on the
 // host network (the baseline) and the pod network.
+//
+// The agents' continuous probes run beside it (every probe interval,
+// reported as often): each scenario also says what the coordinator's
+// probe judge localised after the fault (probeSaid), which does not
+// change the verdict yet.
 const monitorConfig = `monitor:
   light:
     interval: %s
@@ -86,7 +91,18 @@ const monitorConfig = `monitor:
     tests: [ping, http, iperf3_tcp]
     paths: [host-host, pod-pod]
     duration: 1s
+probes:
+  interval: %s
+  report_interval: %s
+  kinds: [icmp, icmp_mtu, tcp, http]
+  paths: [host-host, pod-pod]
 `
+
+// probeInterval is the probes' interval in the demo: a sixth of the
+// runs' interval, at least a second.
+func (d *faultsDemo) probeInterval() time.Duration {
+	return max(time.Second, (d.cfg.Interval / 6).Truncate(time.Second))
+}
 
 // faultScenario is one fault and what meshperf should say of it.
 type faultScenario struct {
@@ -192,7 +208,7 @@ func (d *faultsDemo) run(ctx context.Context, work string) (res FaultsResult, er
 		}
 	}()
 	conf := filepath.Join(work, "coordinator.yaml")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, monitorConfig, d.cfg.Interval, d.jitter), 0o600); err != nil {
+	if err := os.WriteFile(conf, fmt.Appendf(nil, monitorConfig, d.cfg.Interval, d.jitter, d.probeInterval(), d.probeInterval()), 0o600); err != nil {
 		return res, err
 	}
 	d.c, err = New(Config{Lab: d.l, BinDir: d.cfg.BinDir, WorkDir: work, CoordinatorArgs: []string{"--config", conf},
@@ -371,6 +387,7 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 			fmt.Fprintf(d.cfg.Stdout, "      %s\n", strings.Join(f.Bad, "\n      "))
 		}
 	}
+	fmt.Fprintf(d.cfg.Stdout, "    probes: %s\n", d.probeSaid(t0, s))
 	return detected, localised, alarms, nil
 }
 

@@ -156,3 +156,40 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// probeSaid says what the coordinator's probe judge logged ("probe fault
+// localised") from t0 on: each node and kind with its delay after t0, and
+// whether that is the scenario's node and kind.
+func (d *faultsDemo) probeSaid(t0 time.Time, s faultScenario) string {
+	b, err := os.ReadFile(d.c.LogPath("coordinator"))
+	if err != nil {
+		return fmt.Sprintf("cannot read the coordinator's log: %v", err)
+	}
+	var said []string
+	match := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, `msg="probe fault localised"`) {
+			continue
+		}
+		ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil || at.Before(t0) {
+			continue
+		}
+		_, node, _ := strings.Cut(line, " node=")
+		node, _, _ = strings.Cut(node, " ")
+		_, kind, _ := strings.Cut(line, " kind=")
+		kind, _, _ = strings.Cut(kind, " ")
+		said = append(said, fmt.Sprintf("%s on %s %.1fs after the fault", kind, node, at.Sub(t0).Seconds()))
+		match = match || node == s.node && kind == string(s.kind)
+	}
+	switch {
+	case len(said) == 0 && s.node == "":
+		return "OK: no alarm"
+	case len(said) == 0:
+		return "nothing localised"
+	case match:
+		return "OK: " + strings.Join(said, "; ")
+	}
+	return "OTHER: " + strings.Join(said, "; ")
+}
