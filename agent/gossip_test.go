@@ -3,7 +3,9 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,12 +19,22 @@ import (
 )
 
 // gossipCoordinator is a fake coordinator that hands out gossip seeds as
-// the real one does and keeps every agent's latest registration and
-// gossip view. It never sends heartbeats: its heartbeat timeout is long.
+// the real one does and keeps every agent's latest registration, its
+// gossip view (whole views, and deltas applied to them if deltas is set:
+// Registered.gossip_deltas) and every view message it sent. It never
+// sends heartbeats: its heartbeat timeout is long.
 type gossipCoordinator struct {
+	deltas bool
+
 	mu    sync.Mutex
 	regs  map[string]*agentv1.Register
 	views map[string]map[string]agentv1.GossipState
+	sent  map[string][]*agentv1.GossipView
+}
+
+func newGossipCoordinator(deltas bool) *gossipCoordinator {
+	return &gossipCoordinator{deltas: deltas, regs: map[string]*agentv1.Register{},
+		views: map[string]map[string]agentv1.GossipState{}, sent: map[string][]*agentv1.GossipView{}}
 }
 
 func (gc *gossipCoordinator) connect(s grpc.BidiStreamingServer[agentv1.ConnectRequest, agentv1.ConnectResponse]) error {
@@ -42,7 +54,7 @@ func (gc *gossipCoordinator) connect(s grpc.BidiStreamingServer[agentv1.ConnectR
 	gc.mu.Unlock()
 	if err := s.Send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{
 		CoordinatorVersion: "fake", HeartbeatInterval: durationpb.New(50 * time.Millisecond), HeartbeatTimeout: durationpb.New(time.Minute),
-		GossipSeeds: seeds,
+		GossipSeeds: seeds, GossipDeltas: gc.deltas,
 	}}}); err != nil {
 		return err
 	}
@@ -52,12 +64,21 @@ func (gc *gossipCoordinator) connect(s grpc.BidiStreamingServer[agentv1.ConnectR
 			return nil
 		}
 		if v := m.GetGossipView(); v != nil {
-			states := map[string]agentv1.GossipState{}
-			for _, mb := range v.GetMembers() {
-				states[mb.GetNodeName()] = mb.GetState()
-			}
+			node := reg.GetNodeName()
 			gc.mu.Lock()
-			gc.views[reg.GetNodeName()] = states
+			gc.sent[node] = append(gc.sent[node], v)
+			states := gc.views[node]
+			if !v.GetDelta() || states == nil {
+				states = map[string]agentv1.GossipState{}
+			}
+			for _, mb := range v.GetMembers() {
+				if mb.GetState() == agentv1.GossipState_GOSSIP_STATE_FORGOTTEN {
+					delete(states, mb.GetNodeName())
+				} else {
+					states[mb.GetNodeName()] = mb.GetState()
+				}
+			}
+			gc.views[node] = states
 			gc.mu.Unlock()
 		}
 	}
@@ -72,7 +93,14 @@ func (gc *gossipCoordinator) registration(node string) *agentv1.Register {
 func (gc *gossipCoordinator) view(node string) map[string]agentv1.GossipState {
 	gc.mu.Lock()
 	defer gc.mu.Unlock()
-	return gc.views[node]
+	return maps.Clone(gc.views[node])
+}
+
+// messages returns the gossip views node sent, in order.
+func (gc *gossipCoordinator) messages(node string) []*agentv1.GossipView {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return slices.Clone(gc.sent[node])
 }
 
 // runGossipAgent runs an agent until the returned stop is called (or the test
@@ -104,7 +132,7 @@ func runGossipAgent(t *testing.T, cfg agent.Config) (stop func()) {
 // whose gossip port is taken still registers and measures, without
 // gossip.
 func TestGossipViews(t *testing.T) {
-	gc := &gossipCoordinator{regs: map[string]*agentv1.Register{}, views: map[string]map[string]agentv1.GossipState{}}
+	gc := newGossipCoordinator(true)
 	target := startFake(t, gc.connect)
 	const alive, left = agentv1.GossipState_GOSSIP_STATE_ALIVE, agentv1.GossipState_GOSSIP_STATE_LEFT
 
@@ -157,5 +185,56 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	if !poll(time.Minute, cond) {
 		t.Fatalf("gave up waiting for %s", what)
+	}
+}
+
+// TestGossipViewsWholeThenDeltas: a session's first gossip view is whole;
+// after it, a coordinator that takes deltas gets only deltas, each with
+// just the members that changed (never the agent itself, which never
+// changes), and one that does not gets whole views only.
+func TestGossipViewsWholeThenDeltas(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		deltas bool
+	}{
+		{"coordinator takes deltas", true},
+		{"coordinator predates deltas", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const alive, left = agentv1.GossipState_GOSSIP_STATE_ALIVE, agentv1.GossipState_GOSSIP_STATE_LEFT
+			gc := newGossipCoordinator(tt.deltas)
+			target := startFake(t, gc.connect)
+			cfgA := baseConfig(t, target, "node-a")
+			cfgA.GossipPort = testnet.FreePort(t)
+			runGossipAgent(t, cfgA)
+			waitFor(t, "node-a's first view", func() bool { return len(gc.messages("node-a")) > 0 })
+			cfgB := baseConfig(t, target, "node-b")
+			cfgB.GossipPort = testnet.FreePort(t)
+			stopB := runGossipAgent(t, cfgB)
+			waitFor(t, "node-a sees node-b alive", func() bool { return gc.view("node-a")["node-b"] == alive })
+			stopB()
+			waitFor(t, "node-a sees node-b left", func() bool { return gc.view("node-a")["node-b"] == left })
+
+			msgs := gc.messages("node-a")
+			if msgs[0].GetDelta() || len(msgs[0].GetMembers()) == 0 {
+				t.Fatalf("first view: delta %v with %d members; want a whole view", msgs[0].GetDelta(), len(msgs[0].GetMembers()))
+			}
+			for i, v := range msgs[1:] {
+				if v.GetDelta() != tt.deltas {
+					t.Errorf("view %d: delta = %v, want %v", i+1, v.GetDelta(), tt.deltas)
+				}
+				if !v.GetDelta() {
+					continue
+				}
+				for _, m := range v.GetMembers() {
+					if m.GetNodeName() != "node-b" {
+						t.Errorf("delta %d lists %s (%v), which never changed", i+1, m.GetNodeName(), m.GetState())
+					}
+				}
+			}
+			if len(msgs) < 2 {
+				t.Errorf("node-a sent %d views; want the whole one and later ones", len(msgs))
+			}
+		})
 	}
 }

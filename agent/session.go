@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/meshperf/meshperf/agent/gossip"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/version"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -147,7 +146,7 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	wg.Add(1)
 	go func() { // owner: session; ends with ctx
 		defer wg.Done()
-		a.sendLoop(ctx, stream, backlog, reports, ob.ch, interval, cancel)
+		a.sendLoop(ctx, stream, backlog, reports, ob.ch, interval, reg.GetGossipDeltas(), cancel)
 	}()
 	if seeds := pickSeeds(reg.GetGossipSeeds()); a.gossip != nil && len(seeds) > 0 {
 		wg.Add(1)
@@ -262,10 +261,13 @@ func (a *Agent) clientDone(r *agentv1.WorkResult) {
 }
 
 // sendLoop is the only sender on the stream: first the backlog (spooled
-// results, oldest first), then queued messages and a heartbeat every
-// interval. It logs every client result it sent.
+// results, oldest first), then queued messages, a heartbeat every
+// interval and, with gossip, the gossip views (whole first, then deltas if
+// the coordinator takes them: see gossipDebounce). It logs every client
+// result it sent.
 func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[agentv1.ConnectRequest, agentv1.ConnectResponse],
-	backlog []*agentv1.WorkResult, reports []*agentv1.ProbeReport, out <-chan *agentv1.ConnectRequest, interval time.Duration, cancel context.CancelCauseFunc) {
+	backlog []*agentv1.WorkResult, reports []*agentv1.ProbeReport, out <-chan *agentv1.ConnectRequest, interval time.Duration,
+	deltas bool, cancel context.CancelCauseFunc) {
 	if len(backlog) > 0 {
 		a.log.Info("sending again the results the coordinator has not acknowledged", "results", len(backlog))
 	}
@@ -291,14 +293,21 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 			return
 		}
 	}
-	var changes <-chan struct{}  // nil without gossip: never ready
-	var refresh <-chan time.Time // likewise
+	var changes <-chan struct{}                   // nil without gossip: never ready
+	var refresh, resync, settled <-chan time.Time // likewise; settled: the debounce after a change is over
+	views := newGossipViews(deltas)
+	debounce := time.NewTimer(gossipDebounce)
+	debounce.Stop()
+	defer debounce.Stop()
 	if a.gossip != nil {
 		changes = a.gossip.Changes()
 		rt := time.NewTicker(gossipViewRefresh)
 		defer rt.Stop()
 		refresh = rt.C
-		if err := stream.Send(a.gossipView()); err != nil {
+		st := time.NewTicker(gossipResync)
+		defer st.Stop()
+		resync = st.C
+		if err := stream.Send(views.whole(a.gossip.Members())); err != nil {
 			cancel(fmt.Errorf("send: %w", err))
 			return
 		}
@@ -312,9 +321,22 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 			return
 		case m = <-out:
 		case <-changes:
-			m = a.gossipView()
+			if settled == nil { // else the pending debounce covers this change too
+				debounce.Reset(gossipDebounce)
+				settled = debounce.C
+			}
+			continue
+		case <-settled:
+			settled = nil
+			if m = views.next(a.gossip.Members()); m == nil {
+				continue
+			}
 		case <-refresh:
-			m = a.gossipView()
+			if m = views.next(a.gossip.Members()); m == nil {
+				continue
+			}
+		case <-resync:
+			m = views.whole(a.gossip.Members())
 		case <-tick.C:
 			m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}
 		}
@@ -328,14 +350,6 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 	}
 }
 
-// gossipViewRefresh is how long may pass without a gossip view: changes
-// memberlist signals none of (a suspicion) reach the coordinator at least
-// that often. Every change memberlist signals is sent at once; the refresh
-// is only a safety net, kept rare because the coordinator receives one view
-// of every member from every agent (5,000 agents with 5,000 members each
-// would be 25M members per refresh).
-const gossipViewRefresh = 30 * time.Second
-
 // maxSeeds is how many of the coordinator's seeds an agent joins through:
 // one that answers is enough, and each is a full state exchange.
 const maxSeeds = 3
@@ -345,29 +359,4 @@ func pickSeeds(seeds []string) []string {
 	seeds = slices.Clone(seeds)
 	rand.Shuffle(len(seeds), func(i, j int) { seeds[i], seeds[j] = seeds[j], seeds[i] })
 	return seeds[:min(len(seeds), maxSeeds)]
-}
-
-// gossipView is the agent's view of the gossip pool as a message.
-func (a *Agent) gossipView() *agentv1.ConnectRequest {
-	members := a.gossip.Members()
-	v := &agentv1.GossipView{Members: make([]*agentv1.GossipMember, 0, len(members))}
-	for _, m := range members {
-		v.Members = append(v.Members, &agentv1.GossipMember{NodeName: m.Name, State: gossipState(m.State), Address: m.Addr.String()})
-	}
-	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_GossipView{GossipView: v}}
-}
-
-// gossipState maps a member's state to the protocol's.
-func gossipState(s gossip.State) agentv1.GossipState {
-	switch s {
-	case gossip.StateAlive:
-		return agentv1.GossipState_GOSSIP_STATE_ALIVE
-	case gossip.StateSuspect:
-		return agentv1.GossipState_GOSSIP_STATE_SUSPECT
-	case gossip.StateDead:
-		return agentv1.GossipState_GOSSIP_STATE_DEAD
-	case gossip.StateLeft:
-		return agentv1.GossipState_GOSSIP_STATE_LEFT
-	}
-	return agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
 }

@@ -22,6 +22,8 @@ const (
 	suspect = agentv1.GossipState_GOSSIP_STATE_SUSPECT
 	dead    = agentv1.GossipState_GOSSIP_STATE_DEAD
 	left    = agentv1.GossipState_GOSSIP_STATE_LEFT
+	// forgotten appears only in deltas (UpdateView).
+	forgotten = agentv1.GossipState_GOSSIP_STATE_FORGOTTEN
 )
 
 type view = map[string]agentv1.GossipState

@@ -1,7 +1,9 @@
 package membership_test
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -36,6 +38,26 @@ func (m *model) setView(now time.Time, reporter string, members []*agentv1.Gossi
 		}
 	}
 	m.views[reporter], m.viewAt[reporter] = v, now
+}
+
+// update applies a delta to reporter's view as the protocol defines it:
+// each changed member takes its state, one with a state a view leaves out
+// (forgotten, unspecified, unknown) is removed; then the merged view is
+// set as a whole, received now. No view: the delta is ignored.
+func (m *model) update(now time.Time, reporter string, changed []*agentv1.GossipMember) {
+	v, ok := m.views[reporter]
+	if !ok {
+		return
+	}
+	merged := maps.Clone(v)
+	for _, mb := range changed {
+		if s := mb.GetState(); s >= alive && s <= left {
+			merged[mb.GetNodeName()] = s
+		} else {
+			delete(merged, mb.GetNodeName())
+		}
+	}
+	m.views[reporter], m.viewAt[reporter] = merged, now
 }
 
 func (m *model) drop(reporter string) { delete(m.views, reporter); delete(m.viewAt, reporter) }
@@ -93,6 +115,18 @@ func (p *pair) setView(r string, members []*agentv1.GossipMember) {
 	p.m.setView(p.now, r, members)
 }
 
+// update gives both the delta; the Tracker must refuse it exactly when
+// the model holds no view of r.
+func (p *pair) update(t *testing.T, r string, changed []*agentv1.GossipMember) {
+	t.Helper()
+	_, had := p.m.views[r]
+	err := p.tr.UpdateView(r, changed)
+	if had && err != nil || !had && !errors.Is(err, membership.ErrNoView) {
+		t.Errorf("UpdateView(%s) with a view: %v; error = %v", r, had, err)
+	}
+	p.m.update(p.now, r, changed)
+}
+
 func (p *pair) drop(r string) { p.tr.Drop(r); p.m.drop(r) }
 
 func (p *pair) joined(n string) { p.tr.Joined(n); p.m.joined[n] = p.now }
@@ -122,10 +156,33 @@ func sameVerdict(a, b membership.Verdict) bool {
 }
 
 // op applies one operation decoded from b (5 bytes) and names it.
-func (p *pair) op(b []byte) string {
+func (p *pair) op(t *testing.T, b []byte) string {
 	states := []agentv1.GossipState{alive, alive, suspect, dead, left, unspec, 9}
 	r := p.nodes[int(b[1])%len(p.nodes)]
-	switch b[0] % 8 {
+	switch b[0] % 10 {
+	case 8, 9: // a delta: which members (bits of b[2]), states from b[3], b[4]
+		var changed []*agentv1.GossipMember
+		seed := uint64(b[3])<<8 | uint64(b[4])
+		rnd := rand.New(rand.NewPCG(seed, ^seed))
+		deltaStates := append(slices.Clone(states), forgotten, forgotten)
+		for i, n := range p.nodes {
+			if b[2]&(1<<(i%8)) != 0 && (b[0]%10 == 8 || i%3 == 0) { // 9: fewer members
+				changed = append(changed, &agentv1.GossipMember{NodeName: n, State: deltaStates[rnd.IntN(len(deltaStates))]})
+				if rnd.IntN(10) == 0 { // listed twice
+					changed = append(changed, &agentv1.GossipMember{NodeName: n, State: deltaStates[rnd.IntN(len(deltaStates))]})
+				}
+			}
+		}
+		if rnd.IntN(4) == 0 { // a member no view knows, forgotten
+			changed = append(changed, &agentv1.GossipMember{NodeName: "stranger", State: forgotten})
+		}
+		rnd.Shuffle(len(changed), func(i, j int) { changed[i], changed[j] = changed[j], changed[i] })
+		p.update(t, r, changed)
+		var b []byte
+		for _, m := range changed {
+			b = fmt.Appendf(b, " %s:%d", m.GetNodeName(), m.GetState())
+		}
+		return "UpdateView(" + r + "," + string(b) + ")"
 	case 0, 1, 2, 3: // a view: which members (bits of b[2]), states from b[3], b[4]
 		var members []*agentv1.GossipMember
 		seed := uint64(b[3])<<8 | uint64(b[4])
@@ -167,15 +224,15 @@ func run(t *testing.T, settle time.Duration, nodes []string, data []byte) {
 	t.Helper()
 	p := newPair(settle, nodes)
 	for i := 0; i+5 <= len(data); i += 5 {
-		step := p.op(data[i : i+5])
+		step := p.op(t, data[i:i+5])
 		if !p.check(t, fmt.Sprintf("op %d %s", i/5, step)) {
 			return
 		}
 	}
 }
 
-// TestTrackerMatchesJudge: random sequences of SetView, Drop, Joined and
-// clock steps give the verdicts of Judge over the same views, with and
+// TestTrackerMatchesJudge: random sequences of SetView, UpdateView
+// (deltas, also before any view), Drop, Joined and clock steps give the verdicts of Judge over the same views, with and
 // without a settle window, with few reporters (complete lists) and more
 // than MaxBy (bounded lists).
 func TestTrackerMatchesJudge(t *testing.T) {
@@ -238,5 +295,50 @@ func TestTrackerForgetsNames(t *testing.T) {
 	p.check(t, "gone is back")
 	if got := p.tr.Verdict("gone"); got.State != suspect || !slices.Equal(got.AliveBy, []string{"n2"}) {
 		t.Errorf("Verdict(gone) = %+v, want suspect by n2", got)
+	}
+}
+
+// TestUpdateView: deltas change only what they list, forget members, and
+// are refused before a whole view and after Drop.
+func TestUpdateView(t *testing.T) {
+	m := func(name string, st agentv1.GossipState) *agentv1.GossipMember {
+		return &agentv1.GossipMember{NodeName: name, State: st}
+	}
+	for _, tt := range []struct {
+		name    string
+		view    []*agentv1.GossipMember // nil: no whole view first
+		drop    bool
+		delta   []*agentv1.GossipMember
+		wantErr bool
+		want    map[string]agentv1.GossipState // State of each node
+	}{
+		{"no whole view", nil, false, []*agentv1.GossipMember{m("n2", dead)}, true, map[string]agentv1.GossipState{"n2": unspec}},
+		{"after drop", []*agentv1.GossipMember{m("n2", alive)}, true, []*agentv1.GossipMember{m("n2", dead)}, true, map[string]agentv1.GossipState{"n2": unspec}},
+		{"state change", []*agentv1.GossipMember{m("n1", alive), m("n2", alive), m("n3", alive)}, false,
+			[]*agentv1.GossipMember{m("n2", dead)}, false, map[string]agentv1.GossipState{"n2": dead, "n3": alive}},
+		{"forgotten", []*agentv1.GossipMember{m("n2", dead), m("n3", alive)}, false,
+			[]*agentv1.GossipMember{m("n2", forgotten)}, false, map[string]agentv1.GossipState{"n2": unspec, "n3": alive}},
+		{"new member, last listing counts", []*agentv1.GossipMember{m("n3", alive)}, false,
+			[]*agentv1.GossipMember{m("n4", dead), m("n4", suspect)}, false, map[string]agentv1.GossipState{"n3": alive, "n4": suspect}},
+		{"empty delta", []*agentv1.GossipMember{m("n3", left)}, false, nil, false, map[string]agentv1.GossipState{"n3": left}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := membership.New(membership.Config{Grace: -1, Settle: -1})
+			if tt.view != nil {
+				tr.SetView("n1", tt.view)
+			}
+			if tt.drop {
+				tr.Drop("n1")
+			}
+			err := tr.UpdateView("n1", tt.delta)
+			if gotErr := errors.Is(err, membership.ErrNoView); gotErr != tt.wantErr || !tt.wantErr && err != nil {
+				t.Errorf("UpdateView: error %v, want ErrNoView: %v", err, tt.wantErr)
+			}
+			for node, want := range tt.want {
+				if got := tr.State(node); got != want {
+					t.Errorf("State(%s) = %v, want %v", node, got, want)
+				}
+			}
+		})
 	}
 }

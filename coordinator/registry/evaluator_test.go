@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/meshperf/meshperf/coordinator/membership"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -62,6 +64,10 @@ func TestGossipEvaluator(t *testing.T) {
 	if running {
 		t.Fatal("the evaluator runs before any gossip")
 	}
+	n2Alive := &agentv1.GossipView{Delta: true, Members: []*agentv1.GossipMember{{NodeName: "n2", State: agentv1.GossipState_GOSSIP_STATE_ALIVE}}}
+	if err := r.gossipView(sessions["n1"], n2Alive); !errors.Is(err, membership.ErrNoView) {
+		t.Errorf("a delta before any whole view: error %v, want membership.ErrNoView", err)
+	}
 	if err := r.gossipView(sessions["n1"], &agentv1.GossipView{Members: []*agentv1.GossipMember{
 		{NodeName: "n1", State: agentv1.GossipState_GOSSIP_STATE_ALIVE}, {NodeName: "n2", State: agentv1.GossipState_GOSSIP_STATE_DEAD},
 	}}); err != nil {
@@ -89,6 +95,12 @@ func TestGossipEvaluator(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "partition between the coordinator and gossip") {
 		t.Errorf("no partition logged:\n%s", logs.String())
+	}
+	if err := r.gossipView(sessions["n1"], n2Alive); err != nil {
+		t.Fatal(err)
+	}
+	if deadBy, gone := r.GossipGone("n2"); gone {
+		t.Errorf("after n1's delta, GossipGone(n2) = %v, %v; want alive", deadBy, gone)
 	}
 	r.mu.Lock()
 	clear(r.sessions) // sessions without streams: nothing to end

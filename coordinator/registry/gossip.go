@@ -46,9 +46,13 @@ func (r *Registry) gossipSeeds(node string) []string {
 	return seeds
 }
 
-// gossipView takes an agent's gossip view, if s is still its node's
-// session, and has the evaluator re-evaluate the partitions. It costs
-// O(members): the session loop never evaluates.
+// gossipView takes an agent's gossip view, whole or a delta
+// (GossipView.delta), if s is still its node's session, and has the
+// evaluator re-evaluate the partitions. It costs O(members): the session
+// loop never evaluates. A delta before the session's first whole view
+// (which every agent sends first; one refused would leave none) is
+// refused with membership.ErrNoView and ignored: the agent's next resync
+// (a whole view every few minutes) restores the view.
 func (r *Registry) gossipView(s *session, v *agentv1.GossipView) error {
 	if err := validateGossipView(v); err != nil {
 		return err
@@ -59,7 +63,13 @@ func (r *Registry) gossipView(s *session, v *agentv1.GossipView) error {
 	if !current {
 		return nil
 	}
-	r.gossip.SetView(s.node.Name, v.GetMembers())
+	if v.GetDelta() {
+		if err := r.gossip.UpdateView(s.node.Name, v.GetMembers()); err != nil {
+			return fmt.Errorf("gossip delta of %d members ignored until the next whole view: %w", len(v.GetMembers()), err)
+		}
+	} else {
+		r.gossip.SetView(s.node.Name, v.GetMembers())
+	}
 	r.kickGossip()
 	return nil
 }
@@ -131,18 +141,27 @@ func (r *Registry) evaluateGossip() {
 	r.gossip.Evaluate(nodes)
 }
 
-// validateGossipView refuses a view too large, with a member that has no
-// valid node name, or with a state this coordinator does not know.
+// validateGossipView refuses a view or delta too large, with a member that
+// has no valid node name, or with a state this coordinator does not know;
+// GOSSIP_STATE_FORGOTTEN only in a delta.
 func validateGossipView(v *agentv1.GossipView) error {
+	kind := "gossip view"
+	if v.GetDelta() {
+		kind = "gossip delta"
+	}
 	if n := len(v.GetMembers()); n > maxGossipMembers {
-		return fmt.Errorf("gossip view of %d members, at most %d", n, maxGossipMembers)
+		return fmt.Errorf("%s of %d members, at most %d", kind, n, maxGossipMembers)
 	}
 	for i, m := range v.GetMembers() {
 		if err := protocol.ValidateNodeName(m.GetNodeName()); err != nil {
-			return fmt.Errorf("gossip view: members[%d]: %w", i, err)
+			return fmt.Errorf("%s: members[%d]: %w", kind, i, err)
 		}
-		if _, ok := agentv1.GossipState_name[int32(m.GetState())]; !ok || m.GetState() == agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED {
-			return fmt.Errorf("gossip view: members[%d] (%s): state %d is not a gossip state", i, m.GetNodeName(), m.GetState())
+		st := m.GetState()
+		if _, ok := agentv1.GossipState_name[int32(st)]; !ok || st == agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED {
+			return fmt.Errorf("%s: members[%d] (%s): state %d is not a gossip state", kind, i, m.GetNodeName(), st)
+		}
+		if st == agentv1.GossipState_GOSSIP_STATE_FORGOTTEN && !v.GetDelta() {
+			return fmt.Errorf("%s: members[%d] (%s): state %v only in a delta", kind, i, m.GetNodeName(), st)
 		}
 	}
 	return nil

@@ -29,6 +29,14 @@ func TestValidateGossipView(t *testing.T) {
 		{"bad name", &agentv1.GossipView{Members: []*agentv1.GossipMember{member("Node_1", agentv1.GossipState_GOSSIP_STATE_ALIVE)}}, "members[0]"},
 		{"unspecified state", &agentv1.GossipView{Members: []*agentv1.GossipMember{member("a", agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED)}}, "state 0 is not a gossip state"},
 		{"unknown state", &agentv1.GossipView{Members: []*agentv1.GossipMember{member("a", 9)}}, "state 9 is not a gossip state"},
+		{"forgotten in a whole view", &agentv1.GossipView{Members: []*agentv1.GossipMember{member("a", agentv1.GossipState_GOSSIP_STATE_FORGOTTEN)}},
+			"members[0] (a): state GOSSIP_STATE_FORGOTTEN only in a delta"},
+		{"delta, every state", &agentv1.GossipView{Delta: true, Members: []*agentv1.GossipMember{
+			member("a", agentv1.GossipState_GOSSIP_STATE_ALIVE), member("b", agentv1.GossipState_GOSSIP_STATE_FORGOTTEN),
+			member("c", agentv1.GossipState_GOSSIP_STATE_DEAD),
+		}}, ""},
+		{"delta too large", &agentv1.GossipView{Delta: true, Members: many.GetMembers()}, "gossip delta of 5001 members, at most 5000"},
+		{"delta, unspecified state", &agentv1.GossipView{Delta: true, Members: []*agentv1.GossipMember{member("a", 0)}}, "gossip delta: members[0] (a): state 0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := validateGossipView(tt.v)

@@ -321,6 +321,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		HeartbeatInterval:  durationpb.New(s.hbInterval),
 		HeartbeatTimeout:   durationpb.New(s.hbTimeout),
 		GossipSeeds:        r.gossipSeeds(node.Name),
+		GossipDeltas:       true,
 	}}})
 	if err != nil {
 		err = fmt.Errorf("send registered: %w", err)

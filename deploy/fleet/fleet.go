@@ -4,7 +4,8 @@
 // coordinator over loopback, that register with made-up loopback
 // addresses, follow their probe plans (full, then deltas, acknowledged),
 // send one ProbeReport per report period with plausible figures for every
-// peer, path and kind of the plan, send gossip views, and answer on-demand
+// peer, path and kind of the plan, send gossip views as agents do at a
+// join (see Config.Gossip), and answer on-demand
 // work at once with plausible results. No agent sends a packet to any
 // address: the fleet speaks only to the coordinator, on loopback.
 package fleet
@@ -49,11 +50,17 @@ type Config struct {
 	// Reports makes the agents report their plans' probes; false means
 	// plans only (the agents hold and acknowledge them).
 	Reports bool
-	// Gossip makes every agent send a gossip view of the whole fleet (all
-	// alive) after registering and every GossipEvery.
+	// Gossip makes every agent send a whole gossip view (all alive) after
+	// registering and every GossipEvery, and nothing in between: a real
+	// agent sends only deltas between its resyncs, and in the simulation
+	// nothing changes once the fleet joined. The view after registering
+	// is what a real agent knows when it joins a pool during a join wave:
+	// itself and the agents registered before its first registration (the
+	// fleet's join order, an atomic counter); each resync lists every agent
+	// registered by then.
 	Gossip bool
-	// GossipEvery is the period of the gossip views; zero means 30 s (the
-	// agent's refresh).
+	// GossipEvery is the period of the whole gossip views; zero means
+	// 10 min (the agent's resync).
 	GossipEvery time.Duration
 	// Logger receives session errors; nil means discard.
 	Logger *slog.Logger
@@ -92,6 +99,12 @@ type Fleet struct {
 
 	mu     sync.Mutex
 	agents []*simAgent
+
+	// joins counts the agents registered so far (each once, at its first
+	// registration); joinOrder[k] is 1 + the index of the k-th, 0 while
+	// that agent has not stored it yet.
+	joins     atomic.Int64
+	joinOrder []atomic.Int32
 }
 
 // Acked returns, per node, the period start of every report the
@@ -118,13 +131,13 @@ func New(cfg Config) (*Fleet, error) {
 		cfg.StreamsPerConn = 100
 	}
 	if cfg.GossipEvery == 0 {
-		cfg.GossipEvery = 30 * time.Second
+		cfg.GossipEvery = 10 * time.Minute
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Fleet{cfg: cfg, log: log}, nil
+	return &Fleet{cfg: cfg, log: log, joinOrder: make([]atomic.Int32, cfg.Nodes)}, nil
 }
 
 // Snapshot returns the counters now.
@@ -238,6 +251,9 @@ type simAgent struct {
 	mu      sync.Mutex
 	unacked map[uint64]*agentv1.ProbeReport
 	acked   map[uint64]time.Time
+
+	// joined is whether the agent is in the fleet's join order.
+	joined bool
 }
 
 // ack records the coordinator's acknowledgement of seqs.
@@ -299,6 +315,7 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 		return fmt.Errorf("answer %T, not Registered", first.GetMsg())
 	}
 	joined := time.Now()
+	known := a.f.join(a) // the agents it could know of
 	a.f.registered.Add(1)
 	defer a.f.registered.Add(-1)
 
@@ -362,7 +379,7 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 	}
 	var gossipC <-chan time.Time
 	if a.f.cfg.Gossip {
-		send(a.gossipView())
+		send(a.gossipView(known))
 		g := time.NewTicker(a.f.cfg.GossipEvery)
 		defer g.Stop()
 		gossipC = g.C
@@ -428,7 +445,7 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 		case <-reportC:
 			send(a.report(plan))
 		case <-gossipC:
-			send(a.gossipView())
+			send(a.gossipView(int(a.f.joins.Load())))
 		}
 	}
 }
@@ -498,11 +515,33 @@ func (a *simAgent) report(h *heldPlan) *agentv1.ConnectRequest {
 	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: r}}
 }
 
-// gossipView is a view of the whole fleet, every member alive.
-func (a *simAgent) gossipView() *agentv1.ConnectRequest {
-	v := &agentv1.GossipView{Members: make([]*agentv1.GossipMember, a.f.cfg.Nodes)}
-	for i := range v.Members {
-		v.Members[i] = &agentv1.GossipMember{NodeName: NodeName(i), State: agentv1.GossipState_GOSSIP_STATE_ALIVE, Address: hostIP(i) + ":7946"}
+// join puts a in the fleet's join order at its first registration and
+// returns how many agents registered before it then; at a later
+// registration, how many registered so far.
+func (f *Fleet) join(a *simAgent) int {
+	if a.joined {
+		return int(f.joins.Load())
+	}
+	a.joined = true
+	k := f.joins.Add(1) - 1
+	f.joinOrder[k].Store(int32(a.i) + 1)
+	return int(k)
+}
+
+// gossipView is a whole gossip view, every member alive: a itself and the
+// first n agents of the fleet's join order (those that stored their place
+// yet).
+func (a *simAgent) gossipView(n int) *agentv1.ConnectRequest {
+	n = min(n, len(a.f.joinOrder))
+	v := &agentv1.GossipView{Members: make([]*agentv1.GossipMember, 0, n+1)}
+	member := func(i int) *agentv1.GossipMember {
+		return &agentv1.GossipMember{NodeName: NodeName(i), State: agentv1.GossipState_GOSSIP_STATE_ALIVE, Address: hostIP(i) + ":7946"}
+	}
+	v.Members = append(v.Members, member(a.i))
+	for k := range n {
+		if i := int(a.f.joinOrder[k].Load()) - 1; i >= 0 && i != a.i {
+			v.Members = append(v.Members, member(i))
+		}
 	}
 	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_GossipView{GossipView: v}}
 }

@@ -47,7 +47,8 @@ type ScaleConfig struct {
 	// PlansOnly: the agents hold and acknowledge their plans but report
 	// nothing.
 	PlansOnly bool
-	// Gossip makes every agent send gossip views of the whole fleet.
+	// Gossip makes every agent send gossip views as at a join (see
+	// fleet.Config.Gossip): whole at registration, then every 10 minutes.
 	Gossip bool
 	// JoinOver spreads the registrations; zero means at once.
 	JoinOver time.Duration

@@ -44,6 +44,10 @@ const (
 	// GOSSIP_STATE_LEFT: the member left the pool on purpose (its agent
 	// stopped cleanly).
 	GossipState_GOSSIP_STATE_LEFT GossipState = 4
+	// GOSSIP_STATE_FORGOTTEN: the agent no longer lists the member at all;
+	// only in a delta (GossipView.delta), where it removes the member from
+	// the agent's view. Not a state of the pool: a whole view never has it.
+	GossipState_GOSSIP_STATE_FORGOTTEN GossipState = 5
 )
 
 // Enum value maps for GossipState.
@@ -54,6 +58,7 @@ var (
 		2: "GOSSIP_STATE_SUSPECT",
 		3: "GOSSIP_STATE_DEAD",
 		4: "GOSSIP_STATE_LEFT",
+		5: "GOSSIP_STATE_FORGOTTEN",
 	}
 	GossipState_value = map[string]int32{
 		"GOSSIP_STATE_UNSPECIFIED": 0,
@@ -61,6 +66,7 @@ var (
 		"GOSSIP_STATE_SUSPECT":     2,
 		"GOSSIP_STATE_DEAD":        3,
 		"GOSSIP_STATE_LEFT":        4,
+		"GOSSIP_STATE_FORGOTTEN":   5,
 	}
 )
 
@@ -220,8 +226,9 @@ type ConnectRequest_WorkResult struct {
 }
 
 type ConnectRequest_GossipView struct {
-	// gossip_view is the agent's view of the gossip pool, sent after
-	// registering, on every change and at least every few heartbeats.
+	// gossip_view is the agent's view of the gossip pool: whole after
+	// registering, then (see GossipView) as coalesced deltas on change,
+	// and whole again as a periodic resync.
 	GossipView *GossipView `protobuf:"bytes,4,opt,name=gossip_view,json=gossipView,proto3,oneof"`
 }
 
@@ -736,7 +743,12 @@ type Registered struct {
 	// gossip_seeds are the gossip addresses ("host_ip:port") of the other
 	// connected agents that gossip: the agent joins the pool through them.
 	// Empty when the agent does not gossip or is the first to.
-	GossipSeeds   []string `protobuf:"bytes,4,rep,name=gossip_seeds,json=gossipSeeds,proto3" json:"gossip_seeds,omitempty"`
+	GossipSeeds []string `protobuf:"bytes,4,rep,name=gossip_seeds,json=gossipSeeds,proto3" json:"gossip_seeds,omitempty"`
+	// gossip_deltas says that the coordinator accepts GossipView deltas
+	// (GossipView.delta). An agent sends deltas only when it is set, so that
+	// an older coordinator, which would take a delta for a whole view, only
+	// ever gets whole views.
+	GossipDeltas  bool `protobuf:"varint,5,opt,name=gossip_deltas,json=gossipDeltas,proto3" json:"gossip_deltas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -799,12 +811,36 @@ func (x *Registered) GetGossipSeeds() []string {
 	return nil
 }
 
-// GossipView is what an agent's memberlist knows of the pool: every member
-// it heard of, itself included, with its last state.
+func (x *Registered) GetGossipDeltas() bool {
+	if x != nil {
+		return x.GossipDeltas
+	}
+	return false
+}
+
+// GossipView is what an agent's memberlist knows of the pool, whole or as
+// the changes since the previous view of the same session.
+//
+// The first view of every session is whole (delta false). After it, an
+// agent whose coordinator set Registered.gossip_deltas sends deltas: the
+// view the coordinator holds is then the last whole view with every delta
+// since applied in order (a member listed in a delta takes the delta's
+// state; GOSSIP_STATE_FORGOTTEN removes it). The agent coalesces changes
+// (at most about one delta per second), sends no delta when nothing
+// changed, and sends a whole view again every few minutes as a resync. A
+// coordinator that gets a delta before any whole view of the session
+// ignores it until the next whole view.
 type GossipView struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// members are the members, by node name.
-	Members       []*GossipMember `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// members are, in a whole view, every member the agent heard of, itself
+	// included, with its last state (never GOSSIP_STATE_FORGOTTEN); in a
+	// delta, only the members whose state or address changed since the
+	// previous view, and those the agent no longer lists, as
+	// GOSSIP_STATE_FORGOTTEN. A member appears at most once per view.
+	Members []*GossipMember `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// delta is false for a whole view (what every agent that predates it
+	// sends) and true for a delta against the previous views of the session.
+	Delta         bool `protobuf:"varint,2,opt,name=delta,proto3" json:"delta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -844,6 +880,13 @@ func (x *GossipView) GetMembers() []*GossipMember {
 		return x.Members
 	}
 	return nil
+}
+
+func (x *GossipView) GetDelta() bool {
+	if x != nil {
+		return x.Delta
+	}
+	return false
 }
 
 // GossipMember is one member of the gossip pool as an agent sees it.
@@ -1787,16 +1830,18 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\bToolInfo\x12-\n" +
 	"\x04tool\x18\x01 \x01(\x0e2\x19.meshperf.measure.v1.ToolR\x04tool\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xf2\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\x97\x02\n" +
 	"\n" +
 	"Registered\x12/\n" +
 	"\x13coordinator_version\x18\x01 \x01(\tR\x12coordinatorVersion\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12F\n" +
 	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x12!\n" +
-	"\fgossip_seeds\x18\x04 \x03(\tR\vgossipSeeds\"G\n" +
+	"\fgossip_seeds\x18\x04 \x03(\tR\vgossipSeeds\x12#\n" +
+	"\rgossip_deltas\x18\x05 \x01(\bR\fgossipDeltas\"]\n" +
 	"\n" +
 	"GossipView\x129\n" +
-	"\amembers\x18\x01 \x03(\v2\x1f.meshperf.agent.v1.GossipMemberR\amembers\"{\n" +
+	"\amembers\x18\x01 \x03(\v2\x1f.meshperf.agent.v1.GossipMemberR\amembers\x12\x14\n" +
+	"\x05delta\x18\x02 \x01(\bR\x05delta\"{\n" +
 	"\fGossipMember\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x124\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1e.meshperf.agent.v1.GossipStateR\x05state\x12\x18\n" +
@@ -1853,13 +1898,14 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"ClientDone\x125\n" +
 	"\aresults\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.ResultR\aresults\"\x0f\n" +
-	"\rServerStopped*\x8b\x01\n" +
+	"\rServerStopped*\xa7\x01\n" +
 	"\vGossipState\x12\x1c\n" +
 	"\x18GOSSIP_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12GOSSIP_STATE_ALIVE\x10\x01\x12\x18\n" +
 	"\x14GOSSIP_STATE_SUSPECT\x10\x02\x12\x15\n" +
 	"\x11GOSSIP_STATE_DEAD\x10\x03\x12\x15\n" +
-	"\x11GOSSIP_STATE_LEFT\x10\x042d\n" +
+	"\x11GOSSIP_STATE_LEFT\x10\x04\x12\x1a\n" +
+	"\x16GOSSIP_STATE_FORGOTTEN\x10\x052d\n" +
 	"\fAgentService\x12T\n" +
 	"\aConnect\x12!.meshperf.agent.v1.ConnectRequest\x1a\".meshperf.agent.v1.ConnectResponse(\x010\x01B>Z<github.com/meshperf/meshperf/proto/meshperf/agent/v1;agentv1b\x06proto3"
 
