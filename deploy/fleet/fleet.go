@@ -76,6 +76,13 @@ type Stats struct {
 	// PlanLatencyMaxSeconds is the longest time from an agent's
 	// registration to its plan listing every other agent.
 	PlanLatencyMaxSeconds float64
+	// FirstPlanMaxSeconds is the longest time from an agent's registration
+	// to its plan listing at least as many peers as there were agents
+	// registered before it: its plan current as of its registration.
+	FirstPlanMaxSeconds float64
+	// ConvergeSeconds is the time from the last registration to every
+	// agent's plan listing every other agent; 0 until then.
+	ConvergeSeconds float64
 	// Plans counts ProbePlan messages, PlanPeers the peer entries they
 	// carried (upserts and removals), PlanRefused the ones refused.
 	Plans, PlanPeers, PlanRefused int64
@@ -96,6 +103,7 @@ type Fleet struct {
 	registered, current, plans, planPeers, planRefused atomic.Int64
 	reports, acked, summaries, work, sessionErrors     atomic.Int64
 	latencyMaxNanos                                    atomic.Int64
+	firstMaxNanos, lastJoin, convergedAt               atomic.Int64
 
 	mu     sync.Mutex
 	agents []*simAgent
@@ -145,6 +153,8 @@ func (f *Fleet) Snapshot() Stats {
 	return Stats{
 		Registered: f.registered.Load(), Current: f.current.Load(),
 		PlanLatencyMaxSeconds: time.Duration(f.latencyMaxNanos.Load()).Seconds(),
+		FirstPlanMaxSeconds:   time.Duration(f.firstMaxNanos.Load()).Seconds(),
+		ConvergeSeconds:       converge(f.lastJoin.Load(), f.convergedAt.Load()),
 		Plans:                 f.plans.Load(), PlanPeers: f.planPeers.Load(), PlanRefused: f.planRefused.Load(),
 		Reports: f.reports.Load(), Acked: f.acked.Load(), Summaries: f.summaries.Load(), Work: f.work.Load(),
 		SessionErrors: f.sessionErrors.Load(),
@@ -316,7 +326,9 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 	}
 	joined := time.Now()
 	known := a.f.join(a) // the agents it could know of
-	a.f.registered.Add(1)
+	before := int(a.f.registered.Add(1)) - 1 // agents registered before this one
+	a.f.lastJoin.Store(joined.UnixNano())
+	gotFirst := false
 	defer a.f.registered.Add(-1)
 
 	out := make(chan *agentv1.ConnectRequest, 64)
@@ -417,17 +429,17 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 			}
 			ack.Version = plan.version
 			send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_PlanAck{PlanAck: ack}})
+			if !gotFirst && plan.peers.count >= before {
+				gotFirst = true
+				storeMax(&a.f.firstMaxNanos, time.Since(joined).Nanoseconds())
+			}
 			if full := plan.peers.count == a.f.cfg.Nodes-1; full != current {
 				current = full
 				if full {
-					a.f.current.Add(1)
-					lat := time.Since(joined).Nanoseconds()
-					for {
-						old := a.f.latencyMaxNanos.Load()
-						if lat <= old || a.f.latencyMaxNanos.CompareAndSwap(old, lat) {
-							break
-						}
+					if a.f.current.Add(1) == int64(a.f.cfg.Nodes) {
+						a.f.convergedAt.Store(time.Now().UnixNano())
 					}
+					storeMax(&a.f.latencyMaxNanos, time.Since(joined).Nanoseconds())
 				} else {
 					a.f.current.Add(-1)
 				}
@@ -595,3 +607,22 @@ func (b *bitset) clear(i int) {
 	}
 }
 func (b *bitset) reset() { clear(b.w); b.count = 0 }
+
+// storeMax raises v to n if n is larger.
+func storeMax(v *atomic.Int64, n int64) {
+	for {
+		old := v.Load()
+		if n <= old || v.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// converge is the seconds from the last join to convergence, both in Unix
+// nanoseconds; 0 before convergence (or if a join came after it).
+func converge(lastJoin, convergedAt int64) float64 {
+	if convergedAt == 0 || convergedAt < lastJoin {
+		return 0
+	}
+	return time.Duration(convergedAt - lastJoin).Seconds()
+}

@@ -74,8 +74,14 @@ type ScaleResult struct {
 	// window's end.
 	Coverage float64
 	// PlanLatency is the longest time from an agent's registration to its
-	// holding a plan with every other agent.
+	// holding a plan with every agent registered before it (its plan as
+	// of its registration).
 	PlanLatency time.Duration
+	// Converge is the time from the last registration to every agent's
+	// plan listing every other agent; FullPlanLatency the longest time from
+	// an agent's registration to that (for the first to join, the whole
+	// join wave).
+	Converge, FullPlanLatency time.Duration
 	// CPUPercent is the coordinator's CPU over the window, in % of one
 	// core; RSSMB and PeakRSSMB its resident memory at the end and at its
 	// peak.
@@ -116,8 +122,9 @@ func (r ScaleResult) String() string {
 	if r.PlansOnly {
 		mode = "plans-only"
 	}
-	line := fmt.Sprintf("nodes=%d interval=%v report=%v mode=%s coverage=%.3f plan_latency_s=%.1f coord_cpu_pct=%.1f coord_rss_mb=%.0f coord_peak_rss_mb=%.0f",
-		r.Nodes, r.Interval, r.ReportInterval, mode, r.Coverage, r.PlanLatency.Seconds(), r.CPUPercent, r.RSSMB, r.PeakRSSMB)
+	line := fmt.Sprintf("nodes=%d interval=%v report=%v mode=%s coverage=%.3f plan_latency_s=%.1f converge_s=%.1f full_plan_latency_s=%.1f coord_cpu_pct=%.1f coord_rss_mb=%.0f coord_peak_rss_mb=%.0f",
+		r.Nodes, r.Interval, r.ReportInterval, mode, r.Coverage, r.PlanLatency.Seconds(), r.Converge.Seconds(), r.FullPlanLatency.Seconds(),
+		r.CPUPercent, r.RSSMB, r.PeakRSSMB)
 	if !r.PlansOnly {
 		line += fmt.Sprintf(" ingest_per_s=%.0f bytes_per_sample=%.2f run_bytes_per_sample=%.2f store_growth_mb_per_day=%.0f query_p99_ms=%.2f raw_bbolt_ratio=%.2f diagnose_ms=%.2f",
 			r.IngestPerS, r.SteadyBytesPerSample, r.BytesPerSample, r.GrowthPerDayMB(), float64(r.QueryP99.Microseconds())/1000, r.RawRatio,
@@ -220,7 +227,9 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 		return res, err
 	}
 	res.Fleet = f.Snapshot()
-	res.PlanLatency = time.Duration(res.Fleet.PlanLatencyMaxSeconds * float64(time.Second))
+	res.PlanLatency = time.Duration(res.Fleet.FirstPlanMaxSeconds * float64(time.Second))
+	res.FullPlanLatency = time.Duration(res.Fleet.PlanLatencyMaxSeconds * float64(time.Second))
+	res.Converge = time.Duration(res.Fleet.ConvergeSeconds * float64(time.Second))
 	if cfg.PlansOnly {
 		return res, nil
 	}
