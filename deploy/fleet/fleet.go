@@ -325,7 +325,7 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 		return fmt.Errorf("answer %T, not Registered", first.GetMsg())
 	}
 	joined := time.Now()
-	known := a.f.join(a) // the agents it could know of
+	known := a.f.join(a)                     // the agents it could know of
 	before := int(a.f.registered.Add(1)) - 1 // agents registered before this one
 	a.f.lastJoin.Store(joined.UnixNano())
 	gotFirst := false
