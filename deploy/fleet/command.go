@@ -18,6 +18,7 @@ func NewBenchScaleCommand() *cobra.Command {
 		nodes                    []int
 		interval, report, window time.Duration
 		plansOnly, gossip        bool
+		onDemand                 bool
 		joinOver                 time.Duration
 		kinds, paths             []string
 		verbose                  bool
@@ -44,7 +45,7 @@ interval. It prints one line per fleet size. No packet leaves loopback.`,
 				}
 				res, err := BenchScale(cmd.Context(), ScaleConfig{
 					Coordinator: filepath.Join(bin, "coordinator"), Nodes: n, Interval: interval, ReportInterval: report,
-					Kinds: kinds, Paths: paths, PlansOnly: plansOnly, Gossip: gossip, JoinOver: joinOver, Window: window,
+					Kinds: kinds, Paths: paths, PlansOnly: plansOnly, Gossip: gossip, OnDemand: onDemand, JoinOver: joinOver, Window: window,
 					WorkDir: work, Logger: log,
 				})
 				if err != nil {

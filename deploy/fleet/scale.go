@@ -52,6 +52,10 @@ type ScaleConfig struct {
 	Gossip bool
 	// JoinOver spreads the registrations; zero means at once.
 	JoinOver time.Duration
+	// OnDemand also triggers an on-demand ping mesh (host-host, one
+	// sample per pair) once the window is over and measures the
+	// coordinator's dispatch per test against the fleet's instant answers.
+	OnDemand bool
 	// Window is how long the coordinator is measured once every agent holds
 	// its plan and two report intervals went by; zero means two report
 	// intervals (at least 30 s).
@@ -101,6 +105,10 @@ type ScaleResult struct {
 	// node's reports of the fleet's shape, compacted every SeriesBlock as
 	// the coordinator does: the steady state (2 h chunks full).
 	SteadyBytesPerSample float64
+	// DispatchPerTest is the on-demand ping mesh's wall time over its
+	// tests (OnDemand); OnDemandTests how many it had.
+	DispatchPerTest time.Duration
+	OnDemandTests   int
 	// Diagnose is how long the coordinator took to judge its last report
 	// interval (meshperf_probe_judge_seconds).
 	Diagnose time.Duration
@@ -129,6 +137,9 @@ func (r ScaleResult) String() string {
 		line += fmt.Sprintf(" ingest_per_s=%.0f bytes_per_sample=%.2f run_bytes_per_sample=%.2f store_growth_mb_per_day=%.0f query_p99_ms=%.2f raw_bbolt_ratio=%.2f diagnose_ms=%.2f",
 			r.IngestPerS, r.SteadyBytesPerSample, r.BytesPerSample, r.GrowthPerDayMB(), float64(r.QueryP99.Microseconds())/1000, r.RawRatio,
 			float64(r.Diagnose.Microseconds())/1000)
+	}
+	if r.OnDemandTests > 0 {
+		line += fmt.Sprintf(" ondemand_ping_tests=%d dispatch_ms_per_test=%.2f", r.OnDemandTests, float64(r.DispatchPerTest.Microseconds())/1000)
 	}
 	return line + fmt.Sprintf(" plans_refused=%d session_errors=%d", r.Fleet.PlanRefused, r.Fleet.SessionErrors)
 }
@@ -230,6 +241,11 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	res.PlanLatency = time.Duration(res.Fleet.FirstPlanMaxSeconds * float64(time.Second))
 	res.FullPlanLatency = time.Duration(res.Fleet.PlanLatencyMaxSeconds * float64(time.Second))
 	res.Converge = time.Duration(res.Fleet.ConvergeSeconds * float64(time.Second))
+	if cfg.OnDemand {
+		if res.DispatchPerTest, res.OnDemandTests, err = onDemandPing(ctx, filepath.Join(cfg.WorkDir, "coordinator.sock")); err != nil {
+			return res, err
+		}
+	}
 	if cfg.PlansOnly {
 		return res, nil
 	}
@@ -332,6 +348,50 @@ func queryP99(ctx context.Context, sock string, nodes, n int) (time.Duration, er
 	}
 	slices.Sort(times)
 	return times[len(times)*99/100], nil
+}
+
+// onDemandPing triggers a ping mesh over host-host, one sample per pair,
+// waits for it to end (10 minutes at most) and returns its wall time per
+// test and its number of tests.
+func onDemandPing(ctx context.Context, sock string) (time.Duration, int, error) {
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close()
+	mesh := meshv1.NewMeshServiceClient(conn)
+	spec := &measurev1.RunSpec{Label: "bench-scale", Repeats: 1, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
+		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}
+	start := time.Now()
+	trig, err := mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: spec})
+	if err != nil {
+		return 0, 0, fmt.Errorf("trigger the ping mesh: %w", err)
+	}
+	id := trig.GetRun().GetRunId()
+	var run *measurev1.Run
+	err = poll(ctx, 10*time.Minute, func() bool {
+		got, err := mesh.GetRun(ctx, &meshv1.GetRunRequest{RunId: id})
+		if err != nil {
+			return false
+		}
+		run = got.GetRun()
+		switch run.GetState() {
+		case measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED, measurev1.RunState_RUN_STATE_INTERRUPTED:
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("ping mesh %s: %w", id, err)
+	}
+	n := int(run.GetTestsPlanned())
+	if n == 0 {
+		return 0, 0, fmt.Errorf("ping mesh %s planned no test", id)
+	}
+	if run.GetState() != measurev1.RunState_RUN_STATE_SUCCEEDED {
+		return 0, 0, fmt.Errorf("ping mesh %s ended %v", id, run.GetState())
+	}
+	return time.Since(start) / time.Duration(n), n, nil
 }
 
 // bytesPerSample opens the stopped coordinator's store, moves every head
