@@ -37,7 +37,8 @@ const (
 	// The prober's runs match the tools' rates: ping -i 0.05 sends 20
 	// echoes a second, so the ICMP run has 20 peers (all node-2, each
 	// probed once a second at its own phase); curl --rate 5/s makes 5
-	// connections a second, so the TCP and HTTP run has 5.
+	// connections a second to one path, so the HTTP runs have 5, one
+	// path at a time; the TCP run has 5 too, both paths.
 	fidICMPPeers    = 20
 	fidICMPRun      = 4 * time.Second
 	fidConnPeers    = 5
@@ -82,7 +83,8 @@ type fidFigures struct {
 // On this kind of machine (a VM, 2 shared cores) a path's latency depends
 // first on how often it is used: a CPU that idles between packets wakes
 // slowly and a cold cache misses. ping -i 0.002 gets about a third of the
-// round trip ping -i 0.05 gets. So each comparison matches the rates: the
+// round trip ping -i 0.05 gets, and curl's handshake (time_connect) takes
+// 100-200 us back to back but 300-600 us at --rate 5/s. So each comparison matches the rates: the
 // prober's minimum interval is 1 s per (peer, path, kind), and the test
 // gives it as many peers (all of them node-2: the same addresses, each at
 // its own phase) as the tool sends probes a second.
@@ -93,7 +95,8 @@ type fidFigures struct {
 //     the median of ping -c 20 -i 0.05's per-reply times. Both end the
 //     round trip at the kernel's receive timestamp.
 //   - HTTP (asserted): the prober's time from connect(2) to the last byte
-//     of a GET on a fresh connection, 5 peers (5 connections a second),
+//     of a GET on a fresh connection, 5 peers on one path at a time (5
+//     connections a second, as curl's),
 //     against curl's time_total minus time_namelookup (curl's own resolver
 //     step for an IP literal, no packet on the path), 10 transfers on
 //     fresh connections (Connection: close) at --rate 5/s from one curl
@@ -154,8 +157,6 @@ func TestProbeFidelity(t *testing.T) {
 				t.Errorf("http target in %s: %v", p.dstNS, err)
 			}
 		})
-		startIn(t, p.dstNS, "qperf", "-lp", strconv.Itoa(fidQperfPort))
-		waitListening(t, p.dstNS, "t", fidQperfPort)
 	}
 
 	rounds := make([][]fidFigures, len(paths)) // [path][round]
@@ -164,12 +165,14 @@ func TestProbeFidelity(t *testing.T) {
 			rounds[i] = append(rounds[i], fidTools(t, p))
 		}
 		icmp := fidProber(t, n1, n2, paths, fidICMPPeers, fidICMPRun, agentv1.ProbeKind_PROBE_KIND_ICMP)
-		conn := fidProber(t, n1, n2, paths, fidConnPeers, fidConnRun, agentv1.ProbeKind_PROBE_KIND_TCP, agentv1.ProbeKind_PROBE_KIND_HTTP)
+		tcp := fidProber(t, n1, n2, paths, fidConnPeers, fidConnRun, agentv1.ProbeKind_PROBE_KIND_TCP)
 		for i, p := range paths {
+			// One path at a time, as curl runs.
+			http := fidProber(t, n1, n2, paths[i:i+1], fidConnPeers, fidConnRun, agentv1.ProbeKind_PROBE_KIND_HTTP)
 			f := &rounds[i][round]
 			f.icmp, f.icmpN = icmp[i][agentv1.ProbeKind_PROBE_KIND_ICMP].median()
-			f.tcp, f.tcpN = conn[i][agentv1.ProbeKind_PROBE_KIND_TCP].median()
-			f.http, f.httpN = conn[i][agentv1.ProbeKind_PROBE_KIND_HTTP].median()
+			f.tcp, f.tcpN = tcp[i][agentv1.ProbeKind_PROBE_KIND_TCP].median()
+			f.http, f.httpN = http[0][agentv1.ProbeKind_PROBE_KIND_HTTP].median()
 			t.Logf("round %d %s: ping %s (n=%d) prober ICMP %s (n=%d) | qperf tcp_lat x2 %s prober TCP %s (n=%d) | curl %s (namelookup %s, connect %s, first byte %s; n=%d) prober HTTP %s (n=%d)",
 				round+1, p.name, us(f.ping), f.pingN, us(f.icmp), f.icmpN, us(2*f.qperfLat), us(f.tcp), f.tcpN,
 				us(f.curl), us(f.curlLookup), us(f.curlConnect), us(f.curlFirst), f.curlN, us(f.http), f.httpN)
@@ -227,6 +230,10 @@ func fidTools(t *testing.T, p fidPath) fidFigures {
 	}
 	f.ping, f.pingN = pm.GetRttMedianSeconds(), int(pm.PacketsReceived)
 
+	// A qperf server per run: startIn's servers live at most 2 minutes,
+	// less than the whole test.
+	srv := startIn(t, p.dstNS, "qperf", "-lp", strconv.Itoa(fidQperfPort))
+	waitListening(t, p.dstNS, "t", fidQperfPort)
 	out = fidRun(t, 15*time.Second, p.srcNS, "qperf", "-lp", strconv.Itoa(fidQperfPort), "-ip", strconv.Itoa(fidQperfData),
 		"-t", "2", "-vv", "-oo", "msg_size:1", dst, "tcp_lat")
 	blocks, notes, err := agentrunner.ParseQperf(out)
@@ -234,6 +241,7 @@ func fidTools(t *testing.T, p fidPath) fidFigures {
 		t.Fatalf("%s: qperf tcp_lat: %v, blocks %+v, notes %q\n%s%s", p.name, err, blocks, notes, out.Stdout, out.Stderr)
 	}
 	f.qperfLat, f.qperfMsgs = blocks[0].Values["latency"], blocks[0].Values["send_msgs"]
+	srv.stop()
 
 	// One curl, fidCurlPerRound+1 transfers, each on a fresh connection
 	// (Connection: close), at most fidCurlRate a second; the first
