@@ -44,14 +44,18 @@ func httpClient(d dialer) *http.Client {
 }
 
 // httpProbe GETs http://dst:port/ and reads the answer; the figure is the
-// time from the start to its last byte (curl's time_total). A non-2xx
-// answer fails the probe, naming the code.
+// time from the start of the connection (connect(2), once the socket
+// exists in the network's namespace: see connectStartKey) to the last
+// byte of the answer, as curl's time_total counts it for an IP literal
+// URL. A non-2xx answer fails the probe, naming the code.
 func httpProbe(ctx context.Context, c *http.Client, dst netip.Addr, port uint16) (time.Duration, measurev1.Status, string) {
 	url := "http://" + netip.AddrPortFrom(dst, port).String() + "/"
 	var connected bool
 	trace := &httptrace.ClientTrace{
 		ConnectDone: func(_, _ string, err error) { connected = err == nil },
 	}
+	var connectStart time.Time // set by the dial, which happens before Do returns
+	ctx = context.WithValue(ctx, connectStartKey{}, &connectStart)
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, url, nil)
 	if err != nil {
 		return 0, measurev1.Status_STATUS_TOOL_ERROR, err.Error()
@@ -67,7 +71,11 @@ func httpProbe(ctx context.Context, c *http.Client, dst netip.Addr, port uint16)
 		return 0, netStatus(err), msg
 	}
 	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
-	total := time.Since(start)
+	end := time.Now()
+	if connectStart.After(start) {
+		start = connectStart
+	}
+	total := end.Sub(start)
 	_ = resp.Body.Close()
 	if err != nil {
 		return 0, netStatus(err), fmt.Sprintf("GET %s: reading the answer: %v", url, err)

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
@@ -31,7 +32,7 @@ var payload = func() []byte {
 
 // reply is what the reader learnt about one echo.
 type reply struct {
-	at     time.Time // monotonic: when the reply was read
+	at     time.Time // monotonic: when the reply reached the socket (kernelLag)
 	status measurev1.Status
 	msg    string
 }
@@ -114,6 +115,11 @@ func listenICMP(addr string, df bool) (*net.IPConn, error) {
 			if serr == nil && !df {
 				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
 			}
+			if serr == nil && !df {
+				// Kernel receive timestamps, as iputils ping uses them:
+				// the reader's wakeup is not part of the round trip.
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+			}
 		})
 		if err == nil {
 			err = serr
@@ -140,9 +146,13 @@ func (pg *pinger) read(log *slog.Logger) {
 		return
 	}
 	buf := make([]byte, 1<<16)
+	oob := make([]byte, 128)
 	for {
-		n, from, err := pg.echo.ReadFrom(buf)
+		n, oobn, _, from, err := pg.echo.ReadMsgIP(buf, oob)
 		at := time.Now()
+		if err == nil {
+			at = at.Add(-kernelLag(oob[:oobn], at))
+		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -151,16 +161,63 @@ func (pg *pinger) read(log *slog.Logger) {
 			time.Sleep(10 * time.Millisecond) // no spin on a persistent error
 			continue
 		}
-		ipa, ok := from.(*net.IPAddr)
+		if from == nil {
+			continue
+		}
+		src, ok := netip.AddrFromSlice(from.IP)
 		if !ok {
 			continue
 		}
-		src, ok := netip.AddrFromSlice(ipa.IP)
-		if !ok {
-			continue
-		}
-		pg.deliver(src.Unmap(), buf[:n], at)
+		pg.deliver(src.Unmap(), stripIPv4Header(buf[:n]), at)
 	}
+}
+
+// stripIPv4Header returns b without its IPv4 header: ReadMsgIP, unlike
+// ReadFrom, keeps the header a raw socket reads.
+func stripIPv4Header(b []byte) []byte {
+	if len(b) < 20 || b[0]>>4 != 4 {
+		return b
+	}
+	l := int(b[0]&0x0f) << 2
+	if l < 20 || l > len(b) {
+		return b
+	}
+	return b[l:]
+}
+
+// maxKernelLag bounds the correction kernelLag makes: a larger one is a
+// clock step between the kernel's stamp and the reader's, not a wakeup.
+const maxKernelLag = 100 * time.Millisecond
+
+// kernelLag returns how long before now (read right after recvmsg) the
+// kernel received the datagram, from its SCM_TIMESTAMPNS control message
+// in oob: the wakeup and scheduling delay of the reader goroutine, which
+// is not part of the round trip (ping's figure leaves it out too). Both
+// stamps are wall-clock readings microseconds apart, so the difference
+// is sound even though round trips are otherwise measured on the
+// monotonic clock; it is 0 without a stamp or when it is negative or
+// above maxKernelLag.
+func kernelLag(oob []byte, now time.Time) time.Duration {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0
+	}
+	for _, m := range msgs {
+		if m.Header.Level != unix.SOL_SOCKET || m.Header.Type != unix.SCM_TIMESTAMPNS {
+			continue
+		}
+		var ts unix.Timespec
+		if len(m.Data) < int(unsafe.Sizeof(ts)) {
+			return 0
+		}
+		ts = *(*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+		lag := now.Round(0).Sub(time.Unix(ts.Unix()))
+		if lag < 0 || lag > maxKernelLag {
+			return 0
+		}
+		return lag
+	}
+	return 0
 }
 
 // deliver handles one ICMP message (without its IP header) read from src
