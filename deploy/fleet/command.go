@@ -65,6 +65,7 @@ interval. It prints one line per fleet size. No packet leaves loopback.`,
 	f.DurationVar(&window, "window", 0, "measuring window (0: two report intervals, at least 30s)")
 	f.BoolVar(&plansOnly, "plans-only", false, "agents hold their plans and report nothing")
 	f.BoolVar(&gossip, "gossip", true, "agents send whole gossip views at registration (the agents registered before) and every 10 minutes")
+	f.BoolVar(&onDemand, "on-demand", false, "also trigger an on-demand ping mesh (host-host) and print the dispatch time per test")
 	f.DurationVar(&joinOver, "join-over", 0, "spread the registrations over this long")
 	f.StringSliceVar(&kinds, "kinds", nil, "probe kinds (default icmp,tcp)")
 	f.StringSliceVar(&paths, "paths", nil, "probe paths (default host-host,pod-pod)")
