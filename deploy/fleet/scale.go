@@ -106,9 +106,10 @@ type ScaleResult struct {
 	// the coordinator does: the steady state (2 h chunks full).
 	SteadyBytesPerSample float64
 	// DispatchPerTest is the on-demand ping mesh's wall time over its
-	// tests (OnDemand); OnDemandTests how many it had.
+	// tests (OnDemand).
 	DispatchPerTest time.Duration
-	OnDemandTests   int
+	// OnDemandTests is how many tests that mesh had.
+	OnDemandTests int
 	// Diagnose is how long the coordinator took to judge its last report
 	// interval (meshperf_probe_judge_seconds).
 	Diagnose time.Duration
