@@ -30,18 +30,24 @@ import (
 // and a MeshService client on the socket.
 func startCoordinator(t *testing.T) (string, meshv1.MeshServiceClient, *grpc.ClientConn) {
 	t.Helper()
+	return startCoordinatorWith(t, func(*coordinator.Config) {})
+}
+
+// startCoordinatorWith is startCoordinator with the config edited by edit.
+func startCoordinatorWith(t *testing.T, edit func(*coordinator.Config)) (string, meshv1.MeshServiceClient, *grpc.ClientConn) {
+	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "coordinator.sock")
 	addr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
 	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
-	go func() {
-		errc <- coordinator.Run(ctx, coordinator.Config{
-			ListenAddress: addr, SocketPath: sock, DBPath: filepath.Join(dir, "meshperf.db"),
-			Ready: func() { close(ready) },
-		})
-	}()
+	cfg := coordinator.Config{
+		ListenAddress: addr, SocketPath: sock, DBPath: filepath.Join(dir, "meshperf.db"),
+		Ready: func() { close(ready) },
+	}
+	edit(&cfg)
+	go func() { errc <- coordinator.Run(ctx, cfg) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-errc; err != nil {

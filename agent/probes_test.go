@@ -6,13 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -23,42 +20,6 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
-
-// startProbingCoordinator runs the real coordinator with continuous probes
-// every second; it returns the agents' target and a MeshService client.
-func startProbingCoordinator(t *testing.T, settings *agentv1.ProbeSettings, metricsAddr string) (string, meshv1.MeshServiceClient) {
-	t.Helper()
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "coordinator.sock")
-	addr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
-	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
-	ready := make(chan struct{})
-	errc := make(chan error, 1)
-	go func() {
-		errc <- coordinator.Run(ctx, coordinator.Config{
-			ListenAddress: addr, SocketPath: sock, DBPath: filepath.Join(dir, "meshperf.db"),
-			Probes: settings, PlanDebounce: 20 * time.Millisecond, MetricsAddress: metricsAddr, Ready: func() { close(ready) },
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("coordinator.Run: %v", err)
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-errc:
-		errc <- err
-		t.Fatalf("coordinator.Run: %v", err)
-	}
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return addr, meshv1.NewMeshServiceClient(conn)
-}
 
 // TestContinuousProbes runs a real coordinator and three real agents on
 // 127.0.0.1 to 127.0.0.3: each gets its plan, probes the others in-process
@@ -75,7 +36,9 @@ func TestContinuousProbes(t *testing.T) {
 		PayloadBytes: 56, MaxInFlight: 64, MaxPacketsPerSecond: 1000,
 	}
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
-	agentAddr, mesh := startProbingCoordinator(t, settings, metricsAddr)
+	agentAddr, mesh, _ := startCoordinatorWith(t, func(c *coordinator.Config) {
+		c.Probes, c.PlanDebounce, c.MetricsAddress = settings, 20*time.Millisecond, metricsAddr
+	})
 	a := baseConfig(t, agentAddr, "node-1")
 	c := baseConfig(t, agentAddr, "node-2")
 	c.HostIP = netip.MustParseAddr("127.0.0.2")

@@ -111,14 +111,7 @@ func (f *Follower) Next() *agentv1.ProbePlan {
 		default:
 		}
 	}
-	plan, _, changed := f.t.deltaAndChanged(f.node, f.held)
-	f.changed = changed
-	if plan == nil {
-		f.state = stateIdle
-		return nil
-	}
-	f.state, f.sent = stateInFlight, plan
-	return plan
+	return f.build()
 }
 
 // Flush returns, at once and without the debounce, the plan that brings
@@ -138,6 +131,12 @@ func (f *Follower) Flush() *agentv1.ProbePlan {
 		default:
 		}
 	}
+	return f.build()
+}
+
+// build makes the delta from the acknowledged version, if any is due, and
+// puts it in flight.
+func (f *Follower) build() *agentv1.ProbePlan {
 	plan, _, changed := f.t.deltaAndChanged(f.node, f.held)
 	f.changed = changed
 	if plan == nil {
