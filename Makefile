@@ -51,6 +51,10 @@ demo: deps build ## Full mesh on a local lab per CNI mode, then compare (root).
 demo-faults: deps build ## Inject each fault into a lab under continuous monitoring; detected and localised? (root)
 	$(BIN)/meshlab demo-faults --bin $(BIN) --prefix $(FAULTS_PREFIX) --interval $(INTERVAL)
 
+.PHONY: fidelity
+fidelity: deps ## The in-process probes against ping, qperf and curl on the same lab paths, alone (root, about 3 minutes).
+	MESHPERF_FIDELITY=1 go test -count=1 -v -run 'TestProbeFidelity' ./deploy/lab/
+
 .PHONY: bench-scale
 bench-scale: ## The coordinator against simulated fleets of 300, 1,000 and 5,000 agents on loopback (about 10 minutes).
 	bench/scale.sh

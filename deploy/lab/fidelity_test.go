@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -120,7 +121,15 @@ type fidFigures struct {
 // All traffic is sent from inside node-1's namespaces (the prober's Host
 // and Pod networks are those namespaces; the tools run under nsenter) to
 // addresses of node-2 inside the lab; every loop is bounded.
+//
+// Its figures are latencies, which other work on the machine moves (in
+// `make test` the lab suites run beside it, and ping and the prober then
+// differ by 35 us either way): so it runs only with MESHPERF_FIDELITY=1,
+// alone, as `make fidelity` does.
 func TestProbeFidelity(t *testing.T) {
+	if os.Getenv("MESHPERF_FIDELITY") != "1" {
+		t.Skip("a latency comparison: run it alone with `make fidelity` (MESHPERF_FIDELITY=1)")
+	}
 	requireLab(t)
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("needs curl (deploy/lab/install-deps.sh installs it)")
