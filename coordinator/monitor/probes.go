@@ -118,7 +118,12 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 	s := &agentv1.ProbeSettings{
 		Interval: durationpb.New(interval), ReportInterval: durationpb.New(report), Timeout: durationpb.New(timeout),
 		PayloadBytes: p.PayloadBytes, MaxInFlight: p.MaxInFlight, MaxPacketsPerSecond: p.MaxPacketsPerSecond,
-		SubsetSize: p.SubsetSize, SubsetRotation: durationpb.New(rotation),
+		SubsetSize: p.SubsetSize,
+	}
+	if p.SubsetSize > 0 { // a rotation without a subset is refused by the agents
+		s.SubsetRotation = durationpb.New(rotation)
+	} else if p.SubsetRotation != "" {
+		return nil, fmt.Errorf("subset_rotation %q: needs subset_size", p.SubsetRotation)
 	}
 	kinds := p.Kinds
 	if len(kinds) == 0 {

@@ -2,10 +2,13 @@ package monitor
 
 import (
 	"errors"
+	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshperf/meshperf/agent/probe"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -20,7 +23,7 @@ func TestParseProbes(t *testing.T) {
 		{"defaults", `probes: {}`, func(t *testing.T, s *agentv1.ProbeSettings) {
 			if s.GetInterval().AsDuration() != 10*time.Second || s.GetReportInterval().AsDuration() != 10*time.Second ||
 				s.GetTimeout().AsDuration() != 2*time.Second || len(s.GetKinds()) != 4 || len(s.GetPaths()) != 2 ||
-				s.GetPayloadBytes() != 56 || s.GetMaxInFlight() != 256 || s.GetMaxPacketsPerSecond() != 2000 {
+				s.GetPayloadBytes() != 56 || s.GetMaxInFlight() != 256 || s.GetMaxPacketsPerSecond() != 2000 || s.GetSubsetRotation() != nil {
 				t.Errorf("defaults: %v", s)
 			}
 		}, ""},
@@ -48,7 +51,8 @@ func TestParseProbes(t *testing.T) {
 		{"unknown path", `probes: {paths: [pod-moon]}`, nil, `probes.paths[0]`},
 		{"payload", `probes: {payload_bytes: 70000}`, nil, `probes.payload_bytes 70000`},
 		{"pps", `probes: {max_packets_per_second: 1000000}`, nil, `probes.max_packets_per_second 1000000`},
-		{"rotation", `probes: {interval: 10s, subset_rotation: 1s}`, nil, `probes.subset_rotation "1s"`},
+		{"rotation", `probes: {interval: 10s, subset_size: 5, subset_rotation: 1s}`, nil, `probes.subset_rotation "1s"`},
+		{"rotation without subset", `probes: {subset_rotation: 1m}`, nil, `probes.subset_rotation "1m": needs subset_size`},
 		{"typo", `probes: {intervall: 10s}`, nil, `unknown field "intervall"`},
 		{"bad duration", `probes: {interval: ten}`, nil, `probes.interval "ten"`},
 	}
@@ -69,5 +73,33 @@ func TestParseProbes(t *testing.T) {
 	}
 	if s, err := Parse([]byte(`monitor: {}`)); err != nil || s.Probes != nil {
 		t.Errorf("no probes section: %v, %v; want nil settings", s.Probes, err)
+	}
+}
+
+// TestProbeSettingsTakenByAgents checks that what the config makes of the
+// probes section, the example config's and the defaults, is a plan an
+// agent's prober accepts.
+func TestProbeSettingsTakenByAgents(t *testing.T) {
+	example, err := Load(filepath.Join("..", "..", "deploy", "config", "coordinator.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, y := range []string{`probes: {}`, `probes: {interval: 1s}`, `probes: {report_interval: 60s, subset_size: 10}`, ""} {
+		settings := example.Probes
+		if y != "" {
+			s, err := Parse([]byte(y))
+			if err != nil {
+				t.Fatal(err)
+			}
+			settings = s.Probes
+		}
+		p, err := probe.New(probe.Config{Node: "node-1", Host: probe.Network{Net: measurev1.Network_NETWORK_HOST, IP: netip.MustParseAddr("10.0.0.1")},
+			Report: func(*agentv1.ProbeReport) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Apply(&agentv1.ProbePlan{Version: 1, Settings: settings}); err != nil {
+			t.Errorf("%q: the agent refuses the settings %v: %v", y, settings, err)
+		}
 	}
 }

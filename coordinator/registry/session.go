@@ -406,6 +406,9 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 	// target against its plan, which must name every peer registered
 	// before the work was sent.
 	var held []*agentv1.Work
+	// planRefused: the agent refused its last full plan; work no longer
+	// waits for plans (it would wait forever) until one is taken.
+	planRefused := false
 	sendWork := func(w *agentv1.Work) error {
 		// Acknowledgements queued before this work go before it: an ack
 		// of an earlier answer must not reach the agent after the new
@@ -416,7 +419,7 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 		return send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Work{Work: w}})
 	}
 	flushPlan := func() (ready bool, err error) {
-		if s.follower == nil {
+		if s.follower == nil || planRefused {
 			return true, nil
 		}
 		if plan := s.follower.Flush(); plan != nil {
@@ -450,9 +453,11 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 				}
 			}
 			if ack := m.GetPlanAck(); ack != nil && s.follower != nil {
+				full := s.follower.InFlight().GetBaseVersion() == 0
 				if err := s.follower.Acked(ack); err != nil {
 					r.log.Warn("probe plan", "node", s.node.Name, "err", err)
 				}
+				planRefused = ack.GetError() != "" && full
 				s.planVersion.Store(s.follower.Version())
 				planC = s.follower.C()
 				if len(held) > 0 {

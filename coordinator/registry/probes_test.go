@@ -1,0 +1,131 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/netip"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meshperf/meshperf/coordinator/probeplan"
+	"github.com/meshperf/meshperf/internal/protocol"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// chanStream is a Stream whose agent side is a pair of channels.
+type chanStream struct {
+	in  chan *agentv1.ConnectRequest  // agent -> coordinator
+	out chan *agentv1.ConnectResponse // coordinator -> agent
+	ctx context.Context
+}
+
+func (c *chanStream) Send(m *agentv1.ConnectResponse) error {
+	select {
+	case c.out <- m:
+		return nil
+	case <-c.ctx.Done():
+		return c.ctx.Err()
+	}
+}
+
+func (c *chanStream) Recv() (*agentv1.ConnectRequest, error) {
+	select {
+	case m := <-c.in:
+		return m, nil
+	case <-c.ctx.Done():
+		return nil, io.EOF
+	}
+}
+
+// TestWorkAndPlans checks how work and probe plans are ordered on a
+// session: work waits for the plan that names the peers registered before
+// it, and an agent that refuses its plans still gets its work (it would
+// otherwise wait forever).
+func TestWorkAndPlans(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		refuse bool
+	}{{"plans taken", false}, {"plans refused", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			table := probeplan.NewTable(probeplan.Options{})
+			table.SetSettings(&agentv1.ProbeSettings{Interval: durationpb.New(time.Second)})
+			r, err := New(ctx, Config{Recorder: memRecorder{}, Probes: table, PlanDebounce: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Shutdown()
+			st := &chanStream{in: make(chan *agentv1.ConnectRequest, 64), out: make(chan *agentv1.ConnectResponse, 64), ctx: ctx}
+			served := make(chan error, 1)
+			go func() { served <- r.Serve(ctx, st) }()
+			st.in <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: &agentv1.Register{
+				NodeName: "node-1", ProtocolVersion: protocol.Version, ProbePort: 7947,
+				Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1"}}}}}
+			// The agent: answers plans (taking or refusing them), work at once.
+			var plans []*agentv1.ProbePlan
+			workSeen := make(chan *agentv1.Work, 1)
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case m := <-st.out:
+						switch msg := m.GetMsg().(type) {
+						case *agentv1.ConnectResponse_ProbePlan:
+							plans = append(plans, msg.ProbePlan)
+							ack := &agentv1.PlanAck{Version: msg.ProbePlan.GetVersion()}
+							if tc.refuse {
+								ack = &agentv1.PlanAck{Error: "refused"}
+							}
+							st.in <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_PlanAck{PlanAck: ack}}
+						case *agentv1.ConnectResponse_Work:
+							workSeen <- msg.Work
+							st.in <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
+								TestId: msg.Work.GetTestId(), Status: measurev1.Status_STATUS_OK,
+								Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}}}}
+						}
+					}
+				}
+			}()
+			deadline := time.Now().Add(10 * time.Second)
+			for _, ok := r.Node("node-1"); !ok; _, ok = r.Node("node-1") {
+				if time.Now().After(deadline) {
+					t.Fatal("node-1 did not register")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			// A peer joins; the hour-long debounce would hold its delta back.
+			if _, _, err := table.Upsert(probeplan.Peer{Name: "node-2", HostIP: netip.MustParseAddr("10.0.0.2"), ProbePort: 7947}); err != nil {
+				t.Fatal(err)
+			}
+			dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+			defer dcancel()
+			wr, err := r.Dispatch(dctx, "node-1", &agentv1.Work{TestId: "run/t1", Action: &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{}}})
+			if err != nil || wr.GetStatus() != measurev1.Status_STATUS_OK {
+				t.Fatalf("Dispatch = %v, %v; want the work answered", wr, err)
+			}
+			<-workSeen
+			if tc.refuse {
+				return
+			}
+			named := false
+			for _, p := range plans {
+				for _, u := range p.GetUpsert() {
+					named = named || u.GetNodeName() == "node-2"
+				}
+			}
+			if !named {
+				t.Errorf("the work went out before a plan named node-2: plans %v", plans)
+			}
+			cancel()
+			if err := <-served; err != nil && !errors.Is(err, context.Canceled) {
+				t.Logf("Serve: %v", err)
+			}
+		})
+	}
+}
