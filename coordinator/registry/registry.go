@@ -21,17 +21,13 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/membership"
 	"github.com/meshperf/meshperf/coordinator/probeplan"
-	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
-	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -545,116 +541,4 @@ func cmpString(a, b string) int {
 		return 1
 	}
 	return 0
-}
-
-// Limits of a registration, so that one agent cannot bloat the
-// coordinator's memory, store or answers.
-const (
-	maxAddresses  = 4
-	maxTools      = 16
-	maxTextLength = 256
-)
-
-// validateRegister checks an agent's Register message and turns it into a
-// Node. Addresses must be usable unicast IPs (not unspecified, multicast,
-// broadcast, IPv4-mapped or zoned), one per network; texts must be short
-// and printable.
-func validateRegister(reg *agentv1.Register) (Node, error) {
-	if v := reg.GetProtocolVersion(); v != protocol.Version {
-		return Node{}, fmt.Errorf("%w: agent %q (version %.64q) speaks protocol %d, this coordinator speaks %d; run matching versions",
-			ErrVersionMismatch, reg.GetNodeName(), reg.GetAgentVersion(), v, protocol.Version)
-	}
-	bad := func(format string, args ...any) (Node, error) {
-		return Node{}, fmt.Errorf("%w: "+format, append([]any{ErrBadRegistration}, args...)...)
-	}
-	n := Node{Name: reg.GetNodeName()}
-	if err := protocol.ValidateNodeName(n.Name); err != nil {
-		return bad("%v", err)
-	}
-	if err := printable("agent_version", reg.GetAgentVersion()); err != nil {
-		return bad("%v", err)
-	}
-	if len(reg.GetAddresses()) > maxAddresses {
-		return bad("%d addresses, at most %d", len(reg.GetAddresses()), maxAddresses)
-	}
-	for i, a := range reg.GetAddresses() {
-		ip, err := protocol.ParseEndpointIP(a.GetIp())
-		if err != nil {
-			return bad("addresses[%d].ip: %v", i, err)
-		}
-		var slot *netip.Addr
-		switch a.GetNetwork() {
-		case measurev1.Network_NETWORK_HOST:
-			slot = &n.HostIP
-		case measurev1.Network_NETWORK_POD:
-			slot = &n.PodIP
-		default:
-			return bad("addresses[%d].network %v is not host or pod", i, a.GetNetwork())
-		}
-		if slot.IsValid() {
-			return bad("addresses[%d]: a second address for network %v", i, a.GetNetwork())
-		}
-		*slot = ip
-	}
-	if !n.HostIP.IsValid() {
-		return bad("node %q has no host address", n.Name)
-	}
-	if s := reg.GetServiceIp(); s != "" {
-		ip, err := protocol.ParseEndpointIP(s)
-		if err != nil {
-			return bad("service_ip: %v", err)
-		}
-		n.ServiceIP = ip
-	}
-	if p := reg.GetGossipPort(); p > 65535 {
-		return bad("gossip_port %d is not a port", p)
-	}
-	n.GossipPort = uint16(reg.GetGossipPort())
-	if err := checkProbeRegistration(reg, &n); err != nil {
-		return bad("%v", err)
-	}
-	if len(reg.GetTools()) > maxTools {
-		return bad("%d tools, at most %d", len(reg.GetTools()), maxTools)
-	}
-	for i, t := range reg.GetTools() {
-		if err := printable(fmt.Sprintf("tools[%d].version", i), t.GetVersion()); err != nil {
-			return bad("%v", err)
-		}
-		if err := printable(fmt.Sprintf("tools[%d].error", i), t.GetError()); err != nil {
-			return bad("%v", err)
-		}
-	}
-	return n, nil
-}
-
-// printable refuses texts longer than maxTextLength or with control
-// characters (which would rewrite an operator's terminal).
-func printable(field, s string) error {
-	if len(s) > maxTextLength {
-		return fmt.Errorf("%s is %d bytes long, at most %d", field, len(s), maxTextLength)
-	}
-	for _, c := range s {
-		if c < 0x20 || c == 0x7f || c == utf8.RuneError || unicode.IsControl(c) {
-			return fmt.Errorf("%s %.64q contains a control character", field, s)
-		}
-	}
-	return nil
-}
-
-// conflict returns the connected node other than name that registered one
-// of n's addresses, or "".
-func (r *Registry) conflict(n Node) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for name, s := range r.sessions {
-		if name == n.Name {
-			continue
-		}
-		for _, a := range []netip.Addr{n.HostIP, n.PodIP, n.ServiceIP} {
-			if a.IsValid() && (a == s.node.HostIP || a == s.node.PodIP || a == s.node.ServiceIP) {
-				return name
-			}
-		}
-	}
-	return ""
 }

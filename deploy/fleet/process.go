@@ -1,0 +1,227 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// This file holds the coordinator process of the benchmarks and what
+// reads it from outside: /proc, /metrics, loopback ports and waits.
+
+// Coordinator is a coordinator process started by StartCoordinator.
+type Coordinator struct {
+	// Cmd is the process; its process group is its own.
+	Cmd  *exec.Cmd
+	log  *os.File
+	once sync.Once
+}
+
+// StartCoordinator starts `bin serve` with its store, socket and log in
+// workDir (meshperf.db, coordinator.sock, coordinator.log, appended to),
+// the config file conf, agents on agentAddr and /metrics on metricsAddr
+// (both loopback), no retention; it returns once /metrics answers (30 s
+// at most).
+func StartCoordinator(ctx context.Context, bin, workDir, conf, agentAddr, metricsAddr string) (*Coordinator, error) {
+	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", agentAddr, "--socket", filepath.Join(workDir, "coordinator.sock"),
+		"--db", filepath.Join(workDir, "meshperf.db"), "--config", conf, "--metrics-listen", metricsAddr, "--retention", "0", "--log-level", "warn")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logFile, err := os.OpenFile(filepath.Join(workDir, "coordinator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start the coordinator: %w", err)
+	}
+	c := &Coordinator{Cmd: cmd, log: logFile}
+	if err := waitListening(ctx, metricsAddr, 30*time.Second); err != nil {
+		c.Kill()
+		return nil, fmt.Errorf("coordinator not up (see %s): %w", logFile.Name(), err)
+	}
+	return c, nil
+}
+
+// Stop ends the coordinator with SIGTERM (SIGKILL after 10 s) and waits
+// for it; only the first of Stop and Kill acts.
+func (c *Coordinator) Stop() { c.once.Do(func() { c.end(syscall.SIGTERM) }) }
+
+// Kill ends the coordinator's process group with SIGKILL at once, as a
+// crash would, and waits for it; only the first of Stop and Kill acts.
+func (c *Coordinator) Kill() { c.once.Do(func() { c.end(syscall.SIGKILL) }) }
+
+func (c *Coordinator) end(sig syscall.Signal) {
+	_ = syscall.Kill(-c.Cmd.Process.Pid, sig)
+	done := make(chan struct{})
+	go func() { _ = c.Cmd.Wait(); close(done) }()
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		_ = syscall.Kill(-c.Cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	_ = c.log.Close()
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times (100 on
+// Linux).
+const clockTicks = 100
+
+// procTicks is a process's user + system CPU time, in clock ticks.
+func procTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command (which may hold spaces) start after ") ".
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command", pid)
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+	}
+	utime, err1 := strconv.ParseUint(fields[11], 10, 64)
+	stime, err2 := strconv.ParseUint(fields[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return utime + stime, nil
+}
+
+// procRSS is a process's resident memory now and at its peak, in MB.
+func procRSS(pid int) (rss, peak float64, err error) {
+	fh, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			rss = kb / 1024
+		case "VmHWM":
+			peak = kb / 1024
+		}
+	}
+	return rss, peak, sc.Err()
+}
+
+// scrape reads the coordinator's /metrics into name -> value (series
+// without labels, or the sum over a family's series).
+func scrape(ctx context.Context, addr string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", addr, err)
+	}
+	out := map[string]float64{}
+	for name, fam := range families {
+		for _, m := range fam.GetMetric() {
+			switch {
+			case m.GetCounter() != nil:
+				out[name] += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[name] += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out, nil
+}
+
+// freeAddr is a loopback address with a port free now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// waitListening waits until addr accepts a TCP connection.
+func waitListening(ctx context.Context, addr string, bound time.Duration) error {
+	return poll(ctx, bound, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		_ = c.Close()
+		return true
+	})
+}
+
+// errPollTimeout is poll's error when its bound passed.
+var errPollTimeout = errors.New("timed out")
+
+// poll calls cond every 100 ms until it holds, ctx ends or bound passes.
+func poll(ctx context.Context, bound time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(bound)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return errPollTimeout
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
