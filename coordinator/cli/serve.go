@@ -16,6 +16,7 @@ func newServeCommand(o *options) *cobra.Command {
 		cfg        coordinator.Config
 		configPath string
 		useKube    bool
+		pprofAddr  string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -46,6 +47,11 @@ func newServeCommand(o *options) *cobra.Command {
 					return err
 				}
 			}
+			if pprofAddr != "" {
+				if err := servePprof(cmd.Context(), pprofAddr, log); err != nil {
+					return err
+				}
+			}
 			return coordinator.Run(cmd.Context(), cfg)
 		},
 	}
@@ -55,6 +61,7 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&cfg.SocketPath, "socket", DefaultSocket, `unix socket for the local CLI ("" for none)`)
 	f.StringVar(&cfg.DBPath, "db", "/var/lib/meshperf/meshperf.db", "bbolt file that keeps every result (created with mode 0600)")
 	f.StringVar(&cfg.MetricsAddress, "metrics-listen", ":9090", `TCP address of the Prometheus /metrics and /healthz endpoint ("" for none)`)
+	f.StringVar(&pprofAddr, "pprof-listen", "", `TCP address of Go's runtime profiles, /debug/pprof/ ("" for none; keep it on loopback)`)
 	f.BoolVar(&cfg.MetricsPerPair, "metrics-per-pair", false, "also export one series per node pair on /metrics (nodes² series; per-node aggregates otherwise)")
 	f.StringVar(&configPath, "config", "", "config file (YAML) with the continuous schedules and the external targets; see coordinator/monitor (none: on-demand runs only, no external target)")
 	f.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "keep raw results and runs this long, then roll results up per pair per hour (0: keep everything)")

@@ -60,9 +60,9 @@ type Follower struct {
 	debounce time.Duration
 
 	state   followState
-	held    uint64             // version the agent acknowledged; 0: none, a full plan is next
-	sent    *agentv1.ProbePlan // the plan in flight (stateInFlight)
-	changed <-chan struct{}    // the table's Changed of the last plan built
+	held    uint64          // version the agent acknowledged; 0: none, a full plan is next
+	sent    Sent            // the plan in flight (stateInFlight), by its versions only
+	changed <-chan struct{} // the table's Changed of the last plan built
 
 	fire  chan struct{} // 1-buffered; the debounce timer's signal
 	timer *time.Timer   // the debounce; its callback only signals fire
@@ -143,7 +143,7 @@ func (f *Follower) build() *agentv1.ProbePlan {
 		f.state = stateIdle
 		return nil
 	}
-	f.state, f.sent = stateInFlight, plan
+	f.state, f.sent = stateInFlight, Sent{Version: plan.GetVersion(), BaseVersion: plan.GetBaseVersion()}
 	return plan
 }
 
@@ -171,30 +171,40 @@ func (f *Follower) Acked(ack *agentv1.PlanAck) error {
 		return fmt.Errorf("probe plan ack for version %d of node %q with no plan in flight", ack.GetVersion(), f.node)
 	}
 	sent := f.sent
-	f.sent = nil
+	f.sent = Sent{}
 	switch {
-	case ack.GetError() == "" && ack.GetVersion() == sent.GetVersion():
-		f.held, f.state = sent.GetVersion(), stateIdle
+	case ack.GetError() == "" && ack.GetVersion() == sent.Version:
+		f.held, f.state = sent.Version, stateIdle
 		return nil
 	case ack.GetError() == "":
 		f.held, f.state = 0, stateDue
-		return fmt.Errorf("node %q acknowledged probe plan version %d, not the %d sent; a full plan follows", f.node, ack.GetVersion(), sent.GetVersion())
-	case sent.GetBaseVersion() != 0:
+		return fmt.Errorf("node %q acknowledged probe plan version %d, not the %d sent; a full plan follows", f.node, ack.GetVersion(), sent.Version)
+	case sent.BaseVersion != 0:
 		f.held, f.state = 0, stateDue
 		return fmt.Errorf("node %q refused probe plan delta %d->%d (it runs %d): %s; a full plan follows",
-			f.node, sent.GetBaseVersion(), sent.GetVersion(), ack.GetVersion(), ack.GetError())
+			f.node, sent.BaseVersion, sent.Version, ack.GetVersion(), ack.GetError())
 	default:
 		f.held, f.state = 0, stateIdle // retry at the next change, not in a loop
 		return fmt.Errorf("node %q refused full probe plan version %d (it runs %d): %s; retried after the next change",
-			f.node, sent.GetVersion(), ack.GetVersion(), ack.GetError())
+			f.node, sent.Version, ack.GetVersion(), ack.GetError())
 	}
 }
 
 // Version returns the plan version the agent acknowledged (0: none).
 func (f *Follower) Version() uint64 { return f.held }
 
-// InFlight returns the plan sent and not yet acknowledged, or nil.
-func (f *Follower) InFlight() *agentv1.ProbePlan { return f.sent }
+// Sent names a plan sent to an agent by its versions; the Follower keeps
+// no more of it (a full plan of thousands of peers is not held in memory
+// until its ack, once per agent).
+type Sent struct {
+	// Version is the plan's version.
+	Version uint64
+	// BaseVersion is the version the plan is a delta against; 0: a full plan.
+	BaseVersion uint64
+}
+
+// InFlight returns the plan sent and not yet acknowledged; false if none.
+func (f *Follower) InFlight() (Sent, bool) { return f.sent, f.state == stateInFlight }
 
 // Stop releases the debounce timer; call it when the session ends.
 func (f *Follower) Stop() {

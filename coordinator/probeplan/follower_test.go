@@ -38,7 +38,7 @@ func TestFollowerChain(t *testing.T) {
 	held := &replica{}
 
 	plan := await(t, f)
-	if plan.GetBaseVersion() != 0 || len(plan.GetUpsert()) != 1 || f.InFlight() != plan {
+	if plan.GetBaseVersion() != 0 || len(plan.GetUpsert()) != 1 || !inFlight(f, plan) {
 		t.Fatalf("first plan %v; want a full plan of one peer, in flight", plan)
 	}
 	if ready(f) {
@@ -129,4 +129,10 @@ func TestFollowerDebounceCoalesces(t *testing.T) {
 	if plan.GetBaseVersion() == 0 || len(plan.GetUpsert()) != 100 {
 		t.Fatalf("plan with base %d and %d peers; want one delta of 100", plan.GetBaseVersion(), len(plan.GetUpsert()))
 	}
+}
+
+// inFlight says f's plan in flight is plan.
+func inFlight(f *Follower, plan *agentv1.ProbePlan) bool {
+	sent, ok := f.InFlight()
+	return ok && sent == Sent{Version: plan.GetVersion(), BaseVersion: plan.GetBaseVersion()}
 }

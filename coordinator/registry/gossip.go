@@ -31,20 +31,36 @@ func gossipGone(s agentv1.GossipState) bool {
 	return s == agentv1.GossipState_GOSSIP_STATE_DEAD || s == agentv1.GossipState_GOSSIP_STATE_LEFT
 }
 
-// gossipSeeds returns the gossip addresses of the connected agents other
-// than node that gossip, sorted.
+// gossipSeeds returns the gossip addresses of up to maxGossipSeeds of the
+// connected agents other than node that gossip, sorted. Which ones is left
+// to the map's random iteration order, so that a join wave spreads over
+// the pool instead of every agent joining through the same few; the cost
+// is O(maxGossipSeeds) under the registry's lock, not O(agents) per
+// registration (O(agents^2) for a wave).
 func (r *Registry) gossipSeeds(node string) []string {
+	var seeds []netip.AddrPort
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	var seeds []string
 	for name, s := range r.sessions {
+		if len(seeds) == maxGossipSeeds {
+			break
+		}
 		if name != node && s.node.GossipPort != 0 {
-			seeds = append(seeds, netip.AddrPortFrom(s.node.HostIP, s.node.GossipPort).String())
+			seeds = append(seeds, netip.AddrPortFrom(s.node.HostIP, s.node.GossipPort))
 		}
 	}
-	slices.Sort(seeds)
-	return seeds
+	r.mu.Unlock()
+	out := make([]string, len(seeds))
+	for i, a := range seeds {
+		out[i] = a.String()
+	}
+	slices.Sort(out)
+	return out
 }
+
+// maxGossipSeeds bounds a Registered's gossip seeds: an agent joins the
+// pool through a few of them (agent.maxSeeds), and one that answers is
+// enough.
+const maxGossipSeeds = 16
 
 // gossipView takes an agent's gossip view, whole or a delta
 // (GossipView.delta), if s is still its node's session, and has the

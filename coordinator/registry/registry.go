@@ -127,10 +127,28 @@ type Config struct {
 	// before it builds its agent's delta; zero means
 	// probeplan.DefaultDebounce.
 	PlanDebounce time.Duration
+	// PlansInFlight bounds the sessions building or sending a probe plan
+	// at once, so that a join wave of thousands of agents, each owed a full
+	// plan of thousands of peers, holds a bounded number of them in memory
+	// (a full plan of 5,000 peers is about 1 MB built and 300 kB encoded);
+	// zero means DefaultPlansInFlight.
+	PlansInFlight int
+	// PlanSlotHold is the longest one session holds its plan slot waiting
+	// for the agent's PlanAck; then the slot is given back all the same,
+	// so that a few stalled agents cannot hold up every other agent's
+	// plan. Zero means DefaultPlanSlotHold.
+	PlanSlotHold time.Duration
 	// Reports takes the agents' probe reports; nil drops them (and
 	// acknowledges nothing).
 	Reports ReportSink
 }
+
+// DefaultPlansInFlight is Config.PlansInFlight's default: 128 full plans,
+// some 250 MB at 5,000 peers each (built, then encoded).
+const DefaultPlansInFlight = 128
+
+// DefaultPlanSlotHold is Config.PlanSlotHold's default.
+const DefaultPlanSlotHold = 2 * time.Second
 
 // ServiceIPFunc returns the ClusterIP that fronts node's pod endpoint at
 // podIP, creating or updating what it needs to.
@@ -210,7 +228,10 @@ type Registry struct {
 	evalDone chan struct{}
 
 	evalKick chan struct{} // capacity 1: a change to evaluate is pending
-	evalStop chan struct{} // closed by Shutdown
+	// planSlots holds a token per session building or sending a plan
+	// (capacity Config.PlansInFlight).
+	planSlots chan struct{}
+	evalStop  chan struct{} // closed by Shutdown
 }
 
 // New loads the known agents from cfg.Recorder, all marked disconnected.
@@ -230,6 +251,12 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	}
 	if cfg.DepartAfter == 0 {
 		cfg.DepartAfter = time.Hour
+	}
+	if cfg.PlansInFlight <= 0 {
+		cfg.PlansInFlight = DefaultPlansInFlight
+	}
+	if cfg.PlanSlotHold <= 0 {
+		cfg.PlanSlotHold = DefaultPlanSlotHold
 	}
 	if cfg.MaxHeartbeatRate == 0 {
 		cfg.MaxHeartbeatRate = 500
@@ -251,7 +278,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
 	}
 	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, known: map[string]*meshv1.Agent{}, peers: map[string]Node{},
-		evalKick: make(chan struct{}, 1), evalStop: make(chan struct{}),
+		evalKick: make(chan struct{}, 1), evalStop: make(chan struct{}), planSlots: make(chan struct{}, cfg.PlansInFlight),
 		gossip: membership.New(membership.Config{Grace: cfg.PartitionGrace, Settle: cfg.GossipSettle, Logger: log})}
 	for _, a := range agents {
 		a.Connected = false

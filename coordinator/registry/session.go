@@ -255,6 +255,11 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	// that a busy session loop never mistakes a live agent for a dead one.
 	var lastRecv atomic.Int64
 	lastRecv.Store(time.Now().UnixNano())
+	// attached is the session once it is attached: from then on the
+	// receiver takes gossip views itself (they are judged by the
+	// evaluator, off every session loop), so that a view waits for
+	// nothing and is not queued, whole, behind a loop busy sending.
+	var attached atomic.Pointer[session]
 	go func() { // owner: Serve; ends when Recv fails, which it does once Serve returns and gRPC cancels the stream
 		for first := true; ; first = false {
 			m, err := stream.Recv()
@@ -265,6 +270,14 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 			lastRecv.Store(time.Now().UnixNano())
 			if !first && m.GetHeartbeat() != nil {
 				continue // its arrival is all it says: it never waits for the loop
+			}
+			if gv := m.GetGossipView(); gv != nil {
+				if s := attached.Load(); s != nil {
+					if err := r.gossipView(s, gv); err != nil {
+						r.log.Warn("gossip view refused", "node", s.node.Name, "err", err)
+					}
+					continue
+				}
 			}
 			select {
 			case recvC <- m:
@@ -315,6 +328,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	if err != nil {
 		return err
 	}
+	attached.Store(s)
 	s.hbInterval, s.hbTimeout = r.heartbeats()
 	err = stream.Send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{
 		CoordinatorVersion: r.cfg.Version,
@@ -387,17 +401,58 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 	// at once, before any work.
 	signal(s.endpointsDirty)
 	var planC <-chan struct{}
-	sendPlan := func() error {
-		if s.follower == nil {
-			return nil
+	// A full plan takes one of the registry's plan slots
+	// (Config.PlansInFlight) from before it is built until the agent
+	// acknowledges it, so that a join wave holds a bounded number of full
+	// plans, built and encoded, at once. A slot held longer than
+	// Config.PlanSlotHold (an agent slow to read or answer) is given back
+	// all the same. Deltas are small and take none.
+	var releaseSlot func()
+	defer func() {
+		if releaseSlot != nil {
+			releaseSlot()
 		}
-		if plan := s.follower.Next(); plan != nil {
+	}()
+	takeSlot := func() error {
+		if releaseSlot != nil || s.follower.Version() != 0 {
+			return nil // holds one, or a delta is next
+		}
+		select {
+		case r.planSlots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return s.endErr
+		}
+		var once sync.Once
+		give := func() { once.Do(func() { <-r.planSlots }) }
+		t := time.AfterFunc(r.cfg.PlanSlotHold, give)
+		releaseSlot = func() { t.Stop(); give() }
+		return nil
+	}
+	// sent sends plan (nil: none was due) and gives the slot back unless
+	// a full plan is now in flight.
+	sent := func(plan *agentv1.ProbePlan) error {
+		if plan != nil {
 			if err := send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ProbePlan{ProbePlan: plan}}); err != nil {
 				return err
 			}
 		}
+		if inFlight, ok := s.follower.InFlight(); releaseSlot != nil && (!ok || inFlight.BaseVersion != 0) {
+			releaseSlot()
+			releaseSlot = nil
+		}
 		planC = s.follower.C()
 		return nil
+	}
+	sendPlan := func() error {
+		if s.follower == nil {
+			return nil
+		}
+		if err := takeSlot(); err != nil {
+			return err
+		}
+		return sent(s.follower.Next())
 	}
 	if s.follower != nil {
 		planC = s.follower.C()
@@ -422,13 +477,14 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 		if s.follower == nil || planRefused {
 			return true, nil
 		}
-		if plan := s.follower.Flush(); plan != nil {
-			if err := send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ProbePlan{ProbePlan: plan}}); err != nil {
-				return false, err
-			}
+		if err := takeSlot(); err != nil {
+			return false, err
 		}
-		planC = s.follower.C()
-		return s.follower.InFlight() == nil, nil
+		if err := sent(s.follower.Flush()); err != nil {
+			return false, err
+		}
+		_, inFlight := s.follower.InFlight()
+		return !inFlight, nil
 	}
 	for {
 		var err error
@@ -453,9 +509,14 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 				}
 			}
 			if ack := m.GetPlanAck(); ack != nil && s.follower != nil {
-				full := s.follower.InFlight().GetBaseVersion() == 0
+				sent, _ := s.follower.InFlight()
+				full := sent.BaseVersion == 0
 				if err := s.follower.Acked(ack); err != nil {
 					r.log.Warn("probe plan", "node", s.node.Name, "err", err)
+				}
+				if releaseSlot != nil {
+					releaseSlot()
+					releaseSlot = nil
 				}
 				planRefused = ack.GetError() != "" && full
 				s.planVersion.Store(s.follower.Version())

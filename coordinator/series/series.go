@@ -235,9 +235,14 @@ func (s Sample) Validate() error {
 
 // Validate checks every field of m but its place in a report; the error
 // wraps ErrInvalid and names the field and its value.
-func (m Summary) Validate() error {
-	if err := ValidNode("dst", m.Dst); err != nil {
-		return err
+func (m Summary) Validate() error { return m.validate(true) }
+
+// validate is Validate; it checks the destination's name only if dst.
+func (m *Summary) validate(dst bool) error {
+	if dst {
+		if err := ValidNode("dst", m.Dst); err != nil {
+			return err
+		}
 	}
 	if err := ValidPath("path", m.Path); err != nil {
 		return err
@@ -260,7 +265,9 @@ func (r *Report) Validate() error {
 		return err
 	}
 	for j := range r.Summaries {
-		if err := r.Summaries[j].Validate(); err != nil {
+		// A report lists each destination's summaries together: its name
+		// is checked once.
+		if err := r.Summaries[j].validate(j == 0 || r.Summaries[j].Dst != r.Summaries[j-1].Dst); err != nil {
 			return fmt.Errorf("summary %d (dst %q): %w", j, r.Summaries[j].Dst, err)
 		}
 	}

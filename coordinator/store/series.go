@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -100,42 +101,36 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 			Err: fmt.Errorf("%w: report %d (src %q seq %d): %w", ErrInvalid, i, r.Src, r.Seq, err)})
 	}
 	// Validate and encode in parallel, outside the write transaction; a
-	// report naming a node without an ID yet is encoded in it.
+	// report naming a node without an ID yet is encoded in it, once the
+	// names have their IDs.
 	type item struct {
 		key, val []byte
 		err      error
 		pending  bool // names a new node
 	}
 	items := make([]item, len(reports))
-	prep := func(i int, in *interner) error {
+	// prep validates and encodes report i, or marks it pending when it
+	// names a node in has no ID for.
+	prep := func(i int, in *interner) {
 		r, it := &reports[i], &items[i]
+		it.pending = false
 		if it.err = r.Validate(); it.err != nil {
-			return nil
+			return
 		}
-		src, ok, err := in.lookup(r.Src)
-		if err != nil || !ok && in.tx == nil {
-			it.pending = !ok
-			return err
-		}
+		src, ok := in.cached(r.Src)
 		if !ok {
-			if src, err = in.id(r.Src); err != nil {
-				return err
-			}
+			it.pending = true
+			return
 		}
 		entries := make([]headEntry, 0, len(r.Summaries))
 		last, lastID := "", uint32(0)
 		for j := range r.Summaries {
 			m := &r.Summaries[j]
 			if m.Dst != last || j == 0 {
-				id, ok, err := in.lookup(m.Dst)
-				if err != nil || !ok && in.tx == nil {
-					it.pending = !ok
-					return err
-				}
+				id, ok := in.cached(m.Dst)
 				if !ok {
-					if id, err = in.id(m.Dst); err != nil {
-						return err
-					}
+					it.pending = true
+					return
 				}
 				last, lastID = m.Dst, id
 			}
@@ -147,36 +142,60 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 		if j := dupEntry(entries); j >= 0 {
 			it.err = fmt.Errorf("%w: summaries %d and %d have the same dst %q, path %v and kind %v", series.ErrInvalid,
 				entries[j-1].j, entries[j].j, entries[j].sum.Dst, entries[j].sum.Path, entries[j].sum.Kind)
-			return nil
+			return
 		}
-		it.pending = false
 		it.key = headKey(src, r.Seq)
 		it.val = encodeHead(make([]byte, 0, 16+len(entries)*14), r.Start, r.Period, entries)
-		return nil
 	}
-	workers := min(runtime.GOMAXPROCS(0), max(1, len(reports)/16))
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			in := interner{cache: &s.nodes}
-			for i := w; i < len(reports); i += workers {
-				_ = prep(i, &in) // no transaction: no error
-			}
-		}()
+	// prepAll runs prep over the items idx names, on every core; in makes
+	// each worker's interner (reading the cache, never the file).
+	prepAll := func(idx []int, in func() *interner) {
+		workers := min(runtime.GOMAXPROCS(0), max(1, len(idx)/16))
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				in := in()
+				for n := w; n < len(idx); n += workers {
+					prep(idx[n], in)
+				}
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	all := make([]int, len(reports))
+	for i := range all {
+		all[i] = i
+	}
+	prepAll(all, func() *interner { return &interner{cache: &s.nodes} })
 	order := make([]int, 0, len(reports))
 	fresh := map[string]uint32{}
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		in := interner{tx: tx, cache: &s.nodes, fresh: fresh}
+		// Reports naming new nodes (valid: prep checks first): their names
+		// get IDs here, then they are encoded on every core like the rest.
+		var pending []int
+		for i := range items {
+			if !items[i].pending {
+				continue
+			}
+			pending = append(pending, i)
+			r := &reports[i]
+			if _, err := in.id(r.Src); err != nil {
+				return err
+			}
+			for j := range r.Summaries {
+				if j == 0 || r.Summaries[j].Dst != r.Summaries[j-1].Dst {
+					if _, err := in.id(r.Summaries[j].Dst); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		prepAll(pending, func() *interner { return &interner{cache: &s.nodes, fresh: fresh} })
 		order = order[:0]
 		for i := range items {
 			if items[i].pending {
-				if err := prep(i, &in); err != nil {
-					return err
-				}
+				return fmt.Errorf("report %d names a node without an ID after the IDs were given", i)
 			}
 			if items[i].err == nil {
 				order = append(order, i)
@@ -278,6 +297,17 @@ type interner struct {
 	tx    *bolt.Tx
 	cache *nodeCache
 	fresh map[string]uint32
+}
+
+// cached is name's ID from the cache or the names this transaction read
+// or created, without reading the file; false if neither has it. Safe
+// for concurrent use while nothing adds to fresh.
+func (in *interner) cached(name string) (uint32, bool) {
+	if id, ok := in.cache.get(name); ok {
+		return id, true
+	}
+	id, ok := in.fresh[name]
+	return id, ok
 }
 
 // lookup is name's ID; false if it has none.
@@ -438,8 +468,10 @@ type SeriesStats struct {
 	HeadReports int64
 	// Nodes counts the interned node names.
 	Nodes int64
-	// FileBytes is the store file's size on disk; DataBytes the size of
-	// its pages (free pages included), which bbolt grows the file ahead of.
+	// FileBytes is the store file's size on disk: its allocated blocks, as
+	// du counts them (bbolt grows the file ahead of its pages in holes
+	// that take no disk); DataBytes the size of its pages (free pages
+	// included).
 	FileBytes, DataBytes int64
 }
 
@@ -485,6 +517,9 @@ func (s *Store) SeriesStats(ctx context.Context) (SeriesStats, error) {
 		return st, fmt.Errorf("series stats: %w", err)
 	}
 	st.FileBytes = fi.Size()
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.FileBytes = sys.Blocks * 512 // st_blocks counts 512-byte units
+	}
 	return st, nil
 }
 

@@ -140,6 +140,20 @@ func initBolt(db *bolt.DB, init func(*bolt.Tx) error) (err error) {
 	return db.Update(init)
 }
 
+// boltOptions are the store's bbolt options, as etcd sets them for the
+// same reasons: the map a file is read through starts at initialMmapBytes
+// (address space, not memory), so that a growing file is not remapped,
+// every reader waiting and every page copied, at each doubling; free
+// pages are tracked in a hash map. The free list is still written at
+// each commit: rebuilding it at open walks the file in a goroutine of
+// bbolt's own, where a damaged file's fault cannot be caught.
+func boltOptions(timeout time.Duration) *bolt.Options {
+	return &bolt.Options{Timeout: timeout, InitialMmapSize: initialMmapBytes, FreelistType: bolt.FreelistMapType}
+}
+
+// initialMmapBytes is the size of the store's first map of its file: 1 GiB.
+const initialMmapBytes = 1 << 30
+
 // openBolt opens the file, turning bbolt's panics on a damaged file into
 // an error wrapping ErrCorrupt.
 func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
@@ -149,7 +163,7 @@ func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
 			db, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, p)
 		}
 	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	db, err = bolt.Open(path, 0o600, boltOptions(timeout))
 	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
 		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}

@@ -22,6 +22,7 @@ func NewBenchScaleCommand() *cobra.Command {
 		joinOver                 time.Duration
 		kinds, paths             []string
 		verbose                  bool
+		pprofAddr                string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench-scale",
@@ -45,7 +46,7 @@ interval. It prints one line per fleet size. No packet leaves loopback.`,
 				}
 				res, err := BenchScale(cmd.Context(), ScaleConfig{
 					Coordinator: filepath.Join(bin, "coordinator"), Nodes: n, Interval: interval, ReportInterval: report,
-					Kinds: kinds, Paths: paths, PlansOnly: plansOnly, Gossip: gossip, OnDemand: onDemand, JoinOver: joinOver, Window: window,
+					Kinds: kinds, Paths: paths, PlansOnly: plansOnly, Gossip: gossip, OnDemand: onDemand, JoinOver: joinOver, Window: window, Pprof: pprofAddr,
 					WorkDir: work, Logger: log,
 				})
 				if err != nil {
@@ -70,5 +71,6 @@ interval. It prints one line per fleet size. No packet leaves loopback.`,
 	f.StringSliceVar(&kinds, "kinds", nil, "probe kinds (default icmp,tcp)")
 	f.StringSliceVar(&paths, "paths", nil, "probe paths (default host-host,pod-pod)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log progress")
+	f.StringVar(&pprofAddr, "pprof", "", "serve the coordinator's runtime profiles on this loopback address (e.g. 127.0.0.1:6061)")
 	return cmd
 }

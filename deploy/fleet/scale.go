@@ -50,6 +50,9 @@ type ScaleConfig struct {
 	// its plan and two report intervals went by; zero means two report
 	// intervals (at least 30 s).
 	Window time.Duration
+	// Pprof, if set, is the loopback address the coordinator serves its
+	// runtime profiles on (serve --pprof-listen), to look into a case.
+	Pprof string
 	// WorkDir holds the coordinator's files; required.
 	WorkDir string
 	// Logger receives progress; nil means discard.
@@ -169,7 +172,11 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	if err != nil {
 		return res, err
 	}
-	coord, err := StartCoordinator(ctx, cfg.Coordinator, cfg.WorkDir, conf, agentAddr, metricsAddr)
+	var extra []string
+	if cfg.Pprof != "" {
+		extra = append(extra, "--pprof-listen", cfg.Pprof)
+	}
+	coord, err := StartCoordinator(ctx, cfg.Coordinator, cfg.WorkDir, conf, agentAddr, metricsAddr, extra...)
 	if err != nil {
 		return res, err
 	}

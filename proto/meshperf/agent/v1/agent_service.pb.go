@@ -740,9 +740,10 @@ type Registered struct {
 	// heartbeat_timeout is how long a side waits for any message before it
 	// considers the peer dead.
 	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
-	// gossip_seeds are the gossip addresses ("host_ip:port") of the other
-	// connected agents that gossip: the agent joins the pool through them.
-	// Empty when the agent does not gossip or is the first to.
+	// gossip_seeds are the gossip addresses ("host_ip:port") of up to 16 of
+	// the other connected agents that gossip, picked at random: the agent
+	// joins the pool through them. Empty when the agent does not gossip or
+	// is the first to.
 	GossipSeeds []string `protobuf:"bytes,4,rep,name=gossip_seeds,json=gossipSeeds,proto3" json:"gossip_seeds,omitempty"`
 	// gossip_deltas says that the coordinator accepts GossipView deltas
 	// (GossipView.delta). An agent sends deltas only when it is set, so that
