@@ -421,7 +421,10 @@ func TestListingsRefuseBadPages(t *testing.T) {
 			_, err := c.ListRuns(ctx, &meshv1.ListRunsRequest{PageToken: "not a token!"})
 			return err
 		}, "page_token"},
-		{"runs: damaged", func() error { _, err := c.ListRuns(ctx, &meshv1.ListRunsRequest{PageToken: string(damaged)}); return err }, "page_token"},
+		{"runs: damaged", func() error {
+			_, err := c.ListRuns(ctx, &meshv1.ListRunsRequest{PageToken: string(damaged)})
+			return err
+		}, "page_token"},
 		{"runs: a results token", func() error { _, err := c.ListRuns(ctx, &meshv1.ListRunsRequest{PageToken: resultsTok}); return err }, "page_token"},
 		{"runs: page_size too large", func() error {
 			_, err := c.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: store.MaxRunsPageSize + 1})

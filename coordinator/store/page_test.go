@@ -250,7 +250,10 @@ func FuzzPageToken(f *testing.F) {
 	for _, fn := range []func() (string, error){
 		func() (string, error) { _, tok, err := s.ListRuns(ctx, 1, ""); return tok, err },
 		func() (string, error) { _, tok, err := s.ListResults(ctx, Filter{}, 1, ""); return tok, err },
-		func() (string, error) { _, tok, err := s.ListResults(ctx, Filter{RunID: "run-0"}, 1, ""); return tok, err },
+		func() (string, error) {
+			_, tok, err := s.ListResults(ctx, Filter{RunID: "run-0"}, 1, "")
+			return tok, err
+		},
 		func() (string, error) { _, tok, err := s.ListRollups(ctx, pair, 1, ""); return tok, err },
 		func() (string, error) {
 			_, tok, err := s.ListSeries(ctx, key, time.Time{}, time.Time{}, now, 1, "")
