@@ -3,16 +3,13 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -32,17 +29,7 @@ func storeOnly(t *testing.T) (*store.Store, meshv1.MeshServiceClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	server.New(server.Config{Store: st}).Register(g)
-	go func() { _ = g.Serve(l) }()
-	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, conn := serveLoopback(t, server.New(server.Config{Store: st}))
 	t.Cleanup(func() {
 		_ = conn.Close()
 		g.Stop()

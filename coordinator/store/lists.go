@@ -191,10 +191,7 @@ func (s *Store) ListRollups(ctx context.Context, f Filter, pageSize int, pageTok
 	if err != nil {
 		return nil, "", fmt.Errorf("list rollups: %w", err)
 	}
-	if !more {
-		return out, "", nil
-	}
-	return out, encodePageToken(listingRollups, scope, last), nil
+	return out, nextPageToken(more, listingRollups, scope, last), nil
 }
 
 // ListSeries returns up to pageSize samples (0: DefaultSeriesPageSize;

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // A page token is where a listing stopped, handed to the client to resume
@@ -26,9 +28,9 @@ import (
 // deleted between two calls.
 const (
 	pageTokenVersion = 1
-	// pageTokenMax bounds a token's decoded size: the longest key (a result
-	// key behind a run ID, about 800 bytes) and the framing.
-	pageTokenMax = 2048
+	// pageTokenMax bounds a token's decoded size (bytes): bbolt's largest
+	// key and the framing, so every key a listing returns fits.
+	pageTokenMax = bolt.MaxKeySize + 64
 )
 
 // Listings, as they sit in a page token.
@@ -84,6 +86,15 @@ func encodePageToken(listing byte, scope pageScope, key []byte) string {
 	b = append(b, key...)
 	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// nextPageToken is the token that resumes after last, or "" when the
+// listing ended (!more).
+func nextPageToken(more bool, listing byte, scope pageScope, last []byte) string {
+	if !more {
+		return ""
+	}
+	return encodePageToken(listing, scope, last)
 }
 
 // decodePageToken returns the key of a token that encodePageToken made

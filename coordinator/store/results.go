@@ -501,10 +501,7 @@ func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageTok
 	if err != nil {
 		return nil, "", fmt.Errorf("list results: %w", err)
 	}
-	if !more {
-		return out, "", nil
-	}
-	return out, encodePageToken(listingResults, scope, last), nil
+	return out, nextPageToken(more, listingResults, scope, last), nil
 }
 
 // scan is how ListResults walks the keys for a filter: which bucket, which
