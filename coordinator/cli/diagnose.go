@@ -83,20 +83,24 @@ The exit status is 1 when a fault is found.`,
 }
 
 // newestEnded returns the ID of the newest run that is neither queued nor
-// running.
+// running, reading the runs a page at a time.
 func newestEnded(ctx context.Context, o *options, client meshv1.MeshServiceClient) (string, error) {
-	callCtx, cancel := o.call(ctx)
-	defer cancel()
-	resp, err := client.ListRuns(callCtx, &meshv1.ListRunsRequest{Limit: 100})
-	if err != nil {
-		return "", fmt.Errorf("list runs: %w", err)
-	}
-	for _, r := range resp.GetRuns() { // newest first
-		if s := r.GetState(); s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING {
-			return r.GetRunId(), nil
+	token := ""
+	for {
+		runs, next, err := listRuns(ctx, o, client, token, 100)
+		if err != nil {
+			return "", err
 		}
+		for _, r := range runs { // newest first
+			if s := r.GetState(); s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING {
+				return r.GetRunId(), nil
+			}
+		}
+		if next == "" {
+			return "", errors.New("no run has ended yet: give a RUN_ID, or trigger one")
+		}
+		token = next
 	}
-	return "", errors.New("no run has ended yet: give a RUN_ID, or trigger one")
 }
 
 // diagnoseSummary is the findings in words, one per line, with what could

@@ -10,9 +10,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
+
+// rollupsPage is the most rollups the CLI asks for a page: a tenth of the
+// coordinator's maximum keeps each answer a few MB.
+const rollupsPage = store.MaxRollupsPageSize / 10
 
 func newHistoryCommand(o *options) *cobra.Command {
 	var rf resultsFlags
@@ -32,19 +38,33 @@ Newer results are in coordinator results.`,
 			if err != nil {
 				return err
 			}
-			resp, err := unary(cmd.Context(), o, "list rollups", func(ctx context.Context, c meshv1.MeshServiceClient) (*meshv1.ListRollupsResponse, error) {
-				return c.ListRollups(ctx, &meshv1.ListRollupsRequest{SrcNode: lr.GetSrcNode(), DstNode: lr.GetDstNode(),
-					Path: lr.GetPath(), Test: lr.GetTest(), StartTime: lr.GetStartTime(), EndTime: lr.GetEndTime(), Limit: uint32(rf.limit)})
+			req := &meshv1.ListRollupsRequest{SrcNode: lr.GetSrcNode(), DstNode: lr.GetDstNode(),
+				Path: lr.GetPath(), Test: lr.GetTest(), StartTime: lr.GetStartTime(), EndTime: lr.GetEndTime()}
+			var (
+				rollups []*measurev1.Rollup
+				next    string
+			)
+			err = withClient(o, func(c meshv1.MeshServiceClient) (err error) {
+				rollups, next, err = follow(cmd.Context(), o, "list rollups", "", rf.limit, rollupsPage,
+					func(ctx context.Context, size uint32, token string) ([]*measurev1.Rollup, string, error) {
+						req.PageSize, req.PageToken = size, token
+						resp, err := c.ListRollups(ctx, req)
+						return resp.GetRollups(), resp.GetNextPageToken(), err
+					})
+				return err
 			})
 			if err != nil {
 				return err
 			}
+			if next != "" {
+				fmt.Fprintf(o.stderr, "showing the first %d rollups in (source, destination, hour) order; more match: narrow with --since/--src/--dst or raise --limit (0: all)\n", rf.limit)
+			}
 			if o.output == "json" {
-				return o.printJSON(resp)
+				return o.printJSON(&meshv1.ListRollupsResponse{Rollups: rollups})
 			}
 			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "HOUR\tSRC\tDST\tPATH\tTEST\tN\tMIN\tMEDIAN\tMAX\tFAILED")
-			for _, ru := range resp.GetRollups() {
+			for _, ru := range rollups {
 				t := ru.GetSpec().GetTest()
 				f := func(v float64) string {
 					if ru.GetSamples() == 0 {
@@ -65,7 +85,7 @@ Newer results are in coordinator results.`,
 					f(ru.GetMinValue()), f(ru.GetMedianValue()), f(ru.GetMaxValue()), dash(strings.Join(failed, ", ")))
 			}
 			_ = tw.Flush()
-			fmt.Fprintf(o.stdout, "%d hourly rollups\n", len(resp.GetRollups()))
+			fmt.Fprintf(o.stdout, "%d hourly rollups\n", len(rollups))
 			return nil
 		},
 	}
@@ -76,6 +96,6 @@ Newer results are in coordinator results.`,
 	f.StringVar(&rf.path, "path", "", "path")
 	f.StringVar(&rf.since, "since", "", "hours that start at or after this: a duration ago (48h) or RFC 3339 time")
 	f.StringVar(&rf.until, "until", "", "hours that start before this")
-	f.IntVar(&rf.limit, "limit", 10000, "most rollups to print")
+	f.IntVar(&rf.limit, "limit", 10000, "most rollups to print (0: all)")
 	return cmd
 }

@@ -19,29 +19,6 @@ import (
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
-// listAll pages through ListResults until the end or limit results (0:
-// no limit); more reports whether results were left out.
-func listAll(ctx context.Context, o *options, client meshv1.MeshServiceClient, req *meshv1.ListResultsRequest, limit int) (out []*measurev1.Result, more bool, err error) {
-	for {
-		callCtx, cancel := o.call(ctx)
-		resp, err := client.ListResults(callCtx, req)
-		cancel()
-		if err != nil {
-			return nil, false, fmt.Errorf("list results: %w", err)
-		}
-		out = append(out, resp.GetResults()...)
-		more = resp.GetNextPageToken() != ""
-		if !more || limit > 0 && len(out) >= limit {
-			break
-		}
-		req.PageToken = resp.GetNextPageToken()
-	}
-	if limit > 0 && len(out) > limit {
-		out, more = out[:limit], true
-	}
-	return out, more, nil
-}
-
 // printRun prints a finished run: a row per pair and path, failures, and the
 // verdict line last. It returns an *ExitError if a pair-path failed.
 func printRun(ctx context.Context, o *options, client meshv1.MeshServiceClient, runID string) error {
@@ -372,27 +349,41 @@ func dash(s string) string {
 }
 
 func newRunsCommand(o *options) *cobra.Command {
-	var limit uint32
+	var (
+		limit int
+		token string
+	)
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List the newest runs: ID, label, state, progress",
-		Args:  cobra.NoArgs,
+		Long: `List runs, newest first, --limit of them (page after page). When more
+runs are older, the last line (or next_page_token in JSON) gives the
+--page-token that lists the next ones.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.checkOutput(); err != nil {
 				return err
 			}
-			resp, err := unary(cmd.Context(), o, "list runs", func(ctx context.Context, c meshv1.MeshServiceClient) (*meshv1.ListRunsResponse, error) {
-				return c.ListRuns(ctx, &meshv1.ListRunsRequest{Limit: limit})
+			if limit < 0 {
+				return fmt.Errorf("--limit %d: want 0 or more", limit)
+			}
+			var (
+				runs []*measurev1.Run
+				next string
+			)
+			err := withClient(o, func(c meshv1.MeshServiceClient) (err error) {
+				runs, next, err = listRuns(cmd.Context(), o, c, token, limit)
+				return err
 			})
 			if err != nil {
 				return err
 			}
 			if o.output == "json" {
-				return o.printJSON(resp)
+				return o.printJSON(&meshv1.ListRunsResponse{Runs: runs, NextPageToken: next})
 			}
 			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tLABEL\tSTATE\tTESTS\tFAILED\tROUNDS\tSTARTED\tTOOK")
-			for _, r := range resp.GetRuns() {
+			for _, r := range runs {
 				took := "-"
 				if r.GetEndTime() != nil {
 					took = r.GetEndTime().AsTime().Sub(r.GetCreateTime().AsTime()).Round(100 * time.Millisecond).String()
@@ -401,10 +392,17 @@ func newRunsCommand(o *options) *cobra.Command {
 					r.GetTestsDone(), r.GetTestsPlanned(), r.GetTestsFailed(), r.GetRounds(),
 					r.GetCreateTime().AsTime().Local().Format(time.DateTime), took)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if next != "" {
+				fmt.Fprintf(o.stderr, "older runs: --page-token %s\n", next)
+			}
+			return nil
 		},
 	}
-	cmd.Flags().Uint32Var(&limit, "limit", 20, "most runs to list, newest first")
+	cmd.Flags().IntVar(&limit, "limit", 20, "most runs to list, newest first (0: all)")
+	cmd.Flags().StringVar(&token, "page-token", "", "start after the runs an earlier listing printed (its last line)")
 	return cmd
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/monitor"
 	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/testspec"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -58,18 +59,25 @@ answered, loss, and the round trip's min, median, p90 and max.`,
 				}
 				*b.dst = timestamppb.New(t)
 			}
-			resp, err := unary(cmd.Context(), o, "list probe series", func(ctx context.Context, c meshv1.MeshServiceClient) (*meshv1.ListProbeSeriesResponse, error) {
-				return c.ListProbeSeries(ctx, req)
+			var samples []*meshv1.ProbeSample
+			err = withClient(o, func(c meshv1.MeshServiceClient) (err error) {
+				samples, _, err = follow(cmd.Context(), o, "list probe series", "", 0, store.MaxSeriesPageSize,
+					func(ctx context.Context, size uint32, token string) ([]*meshv1.ProbeSample, string, error) {
+						req.PageSize, req.PageToken = size, token
+						resp, err := c.ListProbeSeries(ctx, req)
+						return resp.GetSamples(), resp.GetNextPageToken(), err
+					})
+				return err
 			})
 			if err != nil {
 				return err
 			}
 			if o.output == "json" {
-				return o.printJSON(resp)
+				return o.printJSON(&meshv1.ListProbeSeriesResponse{Samples: samples})
 			}
 			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "PERIOD START\tPERIOD\tSENT\tANSWERED\tLOSS\tMIN\tMEDIAN\tP90\tMAX\tSTATUS")
-			for _, s := range resp.GetSamples() {
+			for _, s := range samples {
 				loss := "-"
 				if s.GetSent() > 0 {
 					loss = fmt.Sprintf("%.1f%%", 100*float64(s.GetSent()-s.GetReceived())/float64(s.GetSent()))
@@ -89,7 +97,7 @@ answered, loss, and the round trip's min, median, p90 and max.`,
 					rtt(s.GetRttMinSeconds()), rtt(s.GetRttMedianSeconds()), rtt(s.GetRttP90Seconds()), rtt(s.GetRttMaxSeconds()), status)
 			}
 			_ = tw.Flush()
-			fmt.Fprintf(o.stdout, "%d periods of %s -> %s %s %s\n", len(resp.GetSamples()), src, dst, testspec.PathName(p), kind)
+			fmt.Fprintf(o.stdout, "%d periods of %s -> %s %s %s\n", len(samples), src, dst, testspec.PathName(p), kind)
 			return nil
 		},
 	}

@@ -133,7 +133,7 @@ func TestTickYieldsToRunsInProgress(t *testing.T) {
 	if !Tick(ctx, plans[0], r, log) {
 		t.Fatal("a tick started no run on an idle coordinator")
 	}
-	recent, err := st.RecentRuns(ctx, 1)
+	recent, _, err := st.ListRuns(ctx, 1, "")
 	if err != nil || len(recent) != 1 || recent[0].GetSpec().GetLabel() != "monitor-light" {
 		t.Errorf("newest run %v, %v; want a monitor-light run", recent, err)
 	}

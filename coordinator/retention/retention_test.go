@@ -67,7 +67,7 @@ func TestPass(t *testing.T) {
 	if _, err := st.GetRun(ctx, "r1"); err == nil {
 		t.Error("run r1 is still there")
 	}
-	rollups, err := st.ListRollups(ctx, store.Filter{}, 0)
+	rollups, _, err := st.ListRollups(ctx, store.Filter{}, 0, "")
 	if err != nil {
 		t.Fatal(err)
 	}

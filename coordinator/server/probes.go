@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -16,10 +17,7 @@ import (
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
-// maxSeriesRange bounds one ListProbeSeries query.
-const maxSeriesRange = 31 * 24 * time.Hour
-
-// ListProbeSeries returns one series of the continuous mesh.
+// ListProbeSeries returns one page of a series of the continuous mesh.
 func (s *Server) ListProbeSeries(ctx context.Context, req *meshv1.ListProbeSeriesRequest) (*meshv1.ListProbeSeriesResponse, error) {
 	for _, f := range []struct{ field, v string }{{"src_node", req.GetSrcNode()}, {"dst_node", req.GetDstNode()}} {
 		if err := protocol.ValidateNodeName(f.v); err != nil {
@@ -35,28 +33,26 @@ func (s *Server) ListProbeSeries(ctx context.Context, req *meshv1.ListProbeSerie
 	if _, ok := agentv1.ProbeKind_name[int32(req.GetKind())]; !ok || req.GetKind() == agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED {
 		return nil, status.Errorf(codes.InvalidArgument, "kind %d: want a probe kind", req.GetKind())
 	}
-	to := time.Now()
-	if ts := req.GetEndTime(); ts != nil {
-		if err := ts.CheckValid(); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "end_time: %v", err)
+	var since, until time.Time
+	for _, b := range []struct {
+		field string
+		ts    *timestamppb.Timestamp
+		dst   *time.Time
+	}{{"start_time", req.GetStartTime(), &since}, {"end_time", req.GetEndTime(), &until}} {
+		if b.ts == nil {
+			continue
 		}
-		to = ts.AsTime()
-	}
-	from := to.Add(-24 * time.Hour)
-	if ts := req.GetStartTime(); ts != nil {
-		if err := ts.CheckValid(); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "start_time: %v", err)
+		if err := b.ts.CheckValid(); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "%s: %v", b.field, err)
 		}
-		from = ts.AsTime()
+		*b.dst = b.ts.AsTime()
 	}
-	if !from.Before(to) || to.Sub(from) > maxSeriesRange {
-		return nil, status.Errorf(codes.InvalidArgument, "start_time %v to end_time %v: want a range of up to %v", from.UTC(), to.UTC(), maxSeriesRange)
-	}
-	samples, err := s.cfg.Store.Series(ctx, series.Key{Src: req.GetSrcNode(), Dst: req.GetDstNode(), Path: req.GetPath(), Kind: req.GetKind()}, from, to)
+	key := series.Key{Src: req.GetSrcNode(), Dst: req.GetDstNode(), Path: req.GetPath(), Kind: req.GetKind()}
+	samples, next, err := s.cfg.Store.ListSeries(ctx, key, since, until, time.Now(), int(min(req.GetPageSize(), math.MaxInt32)), req.GetPageToken())
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	out := &meshv1.ListProbeSeriesResponse{Samples: make([]*meshv1.ProbeSample, len(samples))}
+	out := &meshv1.ListProbeSeriesResponse{Samples: make([]*meshv1.ProbeSample, len(samples)), NextPageToken: next}
 	for i, x := range samples {
 		out.Samples[i] = &meshv1.ProbeSample{
 			PeriodStart: timestamppb.New(x.Start), Period: durationpb.New(x.Period), Sent: x.Sent, Received: x.Received,

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -120,7 +121,7 @@ func (s *Server) ListResults(ctx context.Context, req *meshv1.ListResultsRequest
 	if ts := req.GetEndTime(); ts != nil {
 		f.Until = ts.AsTime()
 	}
-	results, next, err := s.cfg.Store.ListResults(ctx, f, int(req.GetPageSize()), req.GetPageToken())
+	results, next, err := s.cfg.Store.ListResults(ctx, f, int(min(req.GetPageSize(), math.MaxInt32)), req.GetPageToken())
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -144,14 +145,11 @@ func (s *Server) SetMaintenance(ctx context.Context, req *meshv1.SetMaintenanceR
 	return &meshv1.SetMaintenanceResponse{Agent: a}, nil
 }
 
-// ListRollups returns hourly rollups.
+// ListRollups returns one page of hourly rollups.
 func (s *Server) ListRollups(ctx context.Context, req *meshv1.ListRollupsRequest) (*meshv1.ListRollupsResponse, error) {
-	limit := int(req.GetLimit())
-	switch {
-	case limit == 0:
-		limit = 10000
-	case limit > 100000:
-		return nil, status.Errorf(codes.InvalidArgument, "limit %d is above 100000", limit)
+	size, err := pageSize(req.GetPageSize(), req.GetLimit(), store.MaxRollupsPageSize) //nolint:staticcheck // limit: the deprecated page_size
+	if err != nil {
+		return nil, err
 	}
 	f := store.Filter{SrcNode: req.GetSrcNode(), DstNode: req.GetDstNode(), Path: req.GetPath(), Test: req.GetTest()}
 	if ts := req.GetStartTime(); ts != nil {
@@ -160,11 +158,11 @@ func (s *Server) ListRollups(ctx context.Context, req *meshv1.ListRollupsRequest
 	if ts := req.GetEndTime(); ts != nil {
 		f.Until = ts.AsTime()
 	}
-	rollups, err := s.cfg.Store.ListRollups(ctx, f, limit)
+	rollups, next, err := s.cfg.Store.ListRollups(ctx, f, size, req.GetPageToken())
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	return &meshv1.ListRollupsResponse{Rollups: rollups}, nil
+	return &meshv1.ListRollupsResponse{Rollups: rollups, NextPageToken: next}, nil
 }
 
 // ListExternalTargets returns the allowlist of external targets, sorted
@@ -173,20 +171,30 @@ func (s *Server) ListExternalTargets(context.Context, *meshv1.ListExternalTarget
 	return &meshv1.ListExternalTargetsResponse{ExternalTargets: s.cfg.Registry.ExternalTargets()}, nil
 }
 
-// ListRuns returns the newest run headers.
+// ListRuns returns one page of run headers, newest first.
 func (s *Server) ListRuns(ctx context.Context, req *meshv1.ListRunsRequest) (*meshv1.ListRunsResponse, error) {
-	limit := int(req.GetLimit())
-	switch {
-	case limit == 0:
-		limit = 20
-	case limit > 1000:
-		return nil, status.Errorf(codes.InvalidArgument, "limit %d is above 1000", limit)
+	size, err := pageSize(req.GetPageSize(), req.GetLimit(), store.MaxRunsPageSize) //nolint:staticcheck // limit: the deprecated page_size
+	if err != nil {
+		return nil, err
 	}
-	runs, err := s.cfg.Store.RecentRuns(ctx, limit)
+	runs, next, err := s.cfg.Store.ListRuns(ctx, size, req.GetPageToken())
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	return &meshv1.ListRunsResponse{Runs: runs}, nil
+	return &meshv1.ListRunsResponse{Runs: runs, NextPageToken: next}, nil
+}
+
+// pageSize is a request's page_size, or its deprecated limit when
+// page_size is 0 (0 if both are: the store's default). A limit above
+// maxN is INVALID_ARGUMENT naming limit; the store checks page_size.
+func pageSize(size, limit uint32, maxN int) (int, error) {
+	if size != 0 || limit == 0 {
+		return int(min(size, math.MaxInt32)), nil
+	}
+	if int64(limit) > int64(maxN) {
+		return 0, status.Errorf(codes.InvalidArgument, "limit %d is outside 1..%d", limit, maxN)
+	}
+	return int(limit), nil
 }
 
 // grpcError maps domain errors, wrapped or not, to gRPC status codes.

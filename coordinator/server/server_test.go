@@ -65,17 +65,7 @@ func startWith(t *testing.T, edit func(*registry.Config)) *coordinator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	server.New(server.Config{Registry: reg, Runs: mgr, Store: st}).Register(g)
-	go func() { _ = g.Serve(l) }()
-	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, conn := serveLoopback(t, server.New(server.Config{Registry: reg, Runs: mgr, Store: st}))
 	t.Cleanup(func() {
 		_ = conn.Close()
 		mgr.Close()
@@ -84,6 +74,25 @@ func startWith(t *testing.T, edit func(*registry.Config)) *coordinator {
 		_ = st.Close()
 	})
 	return &coordinator{reg: reg, agent: agentv1.NewAgentServiceClient(conn), mesh: meshv1.NewMeshServiceClient(conn)}
+}
+
+// serveLoopback serves srv's services on a loopback TCP port and dials
+// it; the caller closes the connection and stops the server.
+func serveLoopback(t *testing.T, srv *server.Server) (*grpc.Server, *grpc.ClientConn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+	go func() { _ = g.Serve(l) }()
+	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		g.Stop()
+		t.Fatal(err)
+	}
+	return g, conn
 }
 
 func ctxT(t *testing.T) context.Context {

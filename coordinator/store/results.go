@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -16,7 +15,7 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// DefaultPageSize and MaxPageSize bound ListResults pages.
+// DefaultPageSize and MaxPageSize bound ListResults pages (results).
 const (
 	DefaultPageSize = 1000
 	MaxPageSize     = 10000
@@ -382,6 +381,28 @@ func (f Filter) inTime(t time.Time) bool {
 	return (f.Since.IsZero() || !t.Before(f.Since)) && (f.Until.IsZero() || t.Before(f.Until))
 }
 
+// scope fingerprints f for the page tokens of listing: every field counts.
+func (f Filter) scope(listing byte) pageScope {
+	return newScope(listing).str(f.SrcNode).str(f.DstNode).num(int64(f.Path)).num(int64(f.Test)).
+		str(f.RunID).time(f.Since).time(f.Until).sum()
+}
+
+// checkTimes refuses a time range that is empty or outside what keys hold.
+func (f Filter) checkTimes() error {
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return fmt.Errorf("%w: start_time %v is not before end_time %v", ErrInvalid, f.Since, f.Until)
+	}
+	for _, b := range []struct {
+		field string
+		t     time.Time
+	}{{"start_time", f.Since}, {"end_time", f.Until}} {
+		if !b.t.IsZero() && (b.t.Before(time.Unix(0, 0)) || b.t.Year() > 2262) {
+			return fmt.Errorf("%w: %s %v is outside 1970..2262", ErrInvalid, b.field, b.t)
+		}
+	}
+	return nil
+}
+
 // RunResults returns every result of a run, in ListResults' order, page
 // by page; none for an unknown run.
 func (s *Store) RunResults(ctx context.Context, runID string) ([]*measurev1.Result, error) {
@@ -404,46 +425,41 @@ func (s *Store) RunResults(ctx context.Context, runID string) ([]*measurev1.Resu
 // DefaultPageSize; more than MaxPageSize is refused), ordered by source
 // node, destination node and start time (by run, then that order, when
 // f.RunID is set), and the token of the next page ("" on the last page).
-// pageToken is "" or a token from an earlier call with the same filter; a
-// token that does not decode wraps ErrInvalid.
+// pageToken is "" or a token from an earlier call with the same filter
+// (pageSize may differ); any other token wraps ErrInvalid, naming
+// page_token. Results stored between two calls show on a later page if
+// they sort after the last page's end.
 func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageToken string) ([]*measurev1.Result, string, error) {
-	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-		return nil, "", fmt.Errorf("%w: start_time %v is not before end_time %v", ErrInvalid, f.Since, f.Until)
+	if err := f.checkTimes(); err != nil {
+		return nil, "", err
 	}
-	for _, b := range []struct {
-		field string
-		t     time.Time
-	}{{"start_time", f.Since}, {"end_time", f.Until}} {
-		if !b.t.IsZero() && (b.t.Before(time.Unix(0, 0)) || b.t.Year() > 2262) {
-			return nil, "", fmt.Errorf("%w: %s %v is outside 1970..2262", ErrInvalid, b.field, b.t)
+	pageSize, err := resolvePageSize("page_size", pageSize, DefaultPageSize, MaxPageSize)
+	if err != nil {
+		return nil, "", err
+	}
+	scope := f.scope(listingResults)
+	after, err := decodePageToken(pageToken, listingResults, scope)
+	if err != nil {
+		return nil, "", err
+	}
+	sc := newScan(f)
+	if after != nil {
+		if !bytes.HasPrefix(after, sc.prefix) {
+			return nil, "", fmt.Errorf("%w: page_token holds a key outside the filter's range", ErrInvalid)
 		}
-	}
-	switch {
-	case pageSize == 0:
-		pageSize = DefaultPageSize
-	case pageSize < 0 || pageSize > MaxPageSize:
-		return nil, "", fmt.Errorf("%w: page_size %d is outside 1..%d", ErrInvalid, pageSize, MaxPageSize)
-	}
-	var after []byte
-	if pageToken != "" {
-		var err error
-		if after, err = base64.RawURLEncoding.DecodeString(pageToken); err != nil {
-			return nil, "", fmt.Errorf("%w: page_token %q does not decode: %v", ErrInvalid, pageToken, err)
+		if _, err := decodeResultKey(after[sc.skip:]); err != nil { // sc.skip <= len(sc.prefix)
+			return nil, "", fmt.Errorf("%w: page_token holds no result key", ErrInvalid)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
-	}
-	sc := newScan(f)
-	if after != nil && !bytes.HasPrefix(after, sc.prefix) {
-		return nil, "", fmt.Errorf("%w: page_token %q belongs to another filter", ErrInvalid, pageToken)
 	}
 	var (
 		out  []*measurev1.Result
 		last []byte
 		more bool
 	)
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err = s.db.View(func(tx *bolt.Tx) error {
 		res := tx.Bucket(bucketResults)
 		c := tx.Bucket(sc.bucket).Cursor()
 		k, _ := c.Seek(sc.start(after))
@@ -485,10 +501,7 @@ func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageTok
 	if err != nil {
 		return nil, "", fmt.Errorf("list results: %w", err)
 	}
-	if !more {
-		return out, "", nil
-	}
-	return out, base64.RawURLEncoding.EncodeToString(last), nil
+	return out, nextPageToken(more, listingResults, scope, last), nil
 }
 
 // scan is how ListResults walks the keys for a filter: which bucket, which

@@ -121,47 +121,6 @@ func paramsText(spec *measurev1.TestSpec) string {
 	return string(b)
 }
 
-// ListRollups returns the rollups of filter's node pair (or of every pair)
-// whose hour starts in [Since, Until), at most limit (0: no limit), in
-// (source, destination, hour) order. Path and Test filter too.
-func (s *Store) ListRollups(ctx context.Context, f Filter, limit int) ([]*measurev1.Rollup, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var prefix []byte
-	switch {
-	case f.SrcNode != "" && f.DstNode != "":
-		prefix = pairPrefix(nil, f.SrcNode, f.DstNode)
-	case f.SrcNode != "":
-		prefix = append([]byte(f.SrcNode), sep)
-	}
-	var out []*measurev1.Rollup
-	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketRollups).Cursor()
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			ru := &measurev1.Rollup{}
-			if err := proto.Unmarshal(v, ru); err != nil {
-				return fmt.Errorf("decode rollup %q: %w", k, err)
-			}
-			hour := ru.GetHourStart().AsTime()
-			switch {
-			case f.DstNode != "" && ru.GetDstNode() != f.DstNode,
-				f.Path != 0 && ru.GetPath() != f.Path,
-				f.Test != 0 && ru.GetSpec().GetTest() != f.Test,
-				!f.Since.IsZero() && hour.Before(f.Since),
-				!f.Until.IsZero() && !hour.Before(f.Until):
-				continue
-			}
-			out = append(out, ru)
-			if limit > 0 && len(out) == limit {
-				return nil
-			}
-		}
-		return nil
-	})
-	return out, err
-}
-
 // DeleteRunsBefore deletes the runs that ended before cutoff (their
 // headers and plans; their results go by RollUp) and returns how many.
 func (s *Store) DeleteRunsBefore(ctx context.Context, cutoff time.Time) (int, error) {

@@ -379,6 +379,13 @@ func validKey(k series.Key) error {
 // series.RTTResolution, times in UTC. An unknown series has no samples;
 // an invalid key is refused with ErrInvalid.
 func (s *Store) Series(ctx context.Context, k series.Key, from, to time.Time) ([]series.Sample, error) {
+	return s.readSeries(ctx, k, from, to, 0)
+}
+
+// readSeries is Series; a limit above 0 lets it stop reading chunks once
+// more than limit samples are sure to precede the rest, so the first
+// limit+1 samples it returns are those of Series (a page and one more).
+func (s *Store) readSeries(ctx context.Context, k series.Key, from, to time.Time, limit int) ([]series.Sample, error) {
 	if err := validKey(k); err != nil {
 		return nil, err
 	}
@@ -406,7 +413,7 @@ func (s *Store) Series(ctx context.Context, k series.Key, from, to time.Time) ([
 		prefix := seriesPrefix(src, dst, pk)
 		c := tx.Bucket(bucketSeriesChunks).Cursor()
 		var chunks [][]byte // valid for the transaction
-		size := 0
+		size, first := 0, 0
 		for ck, v := c.Seek(chunkKey(src, dst, pk, blockOf(from.UnixNano()))); ck != nil && bytes.HasPrefix(ck, prefix); ck, v = c.Next() {
 			if !to.IsZero() && int64(binary.BigEndian.Uint64(ck[10:])) >= to.UnixNano() {
 				break
@@ -416,6 +423,16 @@ func (s *Store) Series(ctx context.Context, k series.Key, from, to time.Time) ([
 				return fmt.Errorf("%w: chunk %x: %w", ErrCorrupt, ck, err)
 			}
 			chunks, size = append(chunks, v), size+n
+			if len(chunks) == 1 {
+				first = n
+			}
+			// Chunks after the first hold only samples at or after from
+			// (the last may pass to, but then no chunk follows): once they
+			// hold more than limit, later blocks cannot make the first
+			// limit+1, whatever the head adds.
+			if limit > 0 && size-first > limit {
+				break
+			}
 		}
 		out = make([]series.Sample, 0, size)
 		for _, v := range chunks {

@@ -284,27 +284,6 @@ func (s *Store) Runs(ctx context.Context, states ...measurev1.RunState) ([]*meas
 	return runs, err
 }
 
-// RecentRuns returns the headers of the newest limit runs, newest first
-// (run IDs are ULIDs: key order is creation order).
-func (s *Store) RecentRuns(ctx context.Context, limit int) ([]*measurev1.Run, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var runs []*measurev1.Run
-	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketRuns).Cursor()
-		for k, v := c.Last(); k != nil && len(runs) < limit; k, v = c.Prev() {
-			run := &measurev1.Run{}
-			if err := proto.Unmarshal(v, run); err != nil {
-				return fmt.Errorf("decode run %s: %w", k, err)
-			}
-			runs = append(runs, run)
-		}
-		return nil
-	})
-	return runs, err
-}
-
 func hasState(states []measurev1.RunState, s measurev1.RunState) bool {
 	for _, x := range states {
 		if x == s {

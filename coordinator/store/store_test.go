@@ -153,7 +153,7 @@ func TestBadInput(t *testing.T) {
 		{"empty test id", func() error { return s.AddResults(ctx, []*measurev1.Result{result("r", "", "a", "b", 1, 1, t0)}) }},
 		{"no start time", func() error { return s.AddResults(ctx, []*measurev1.Result{noStart}) }},
 		{"garbage token", func() error { _, _, err := s.ListResults(ctx, Filter{}, 0, "!!"); return err }},
-		{"token of another filter", func() error {
+		{"token too short", func() error {
 			_, _, err := s.ListResults(ctx, Filter{RunID: "x"}, 0, "YWJj")
 			return err
 		}},

@@ -324,12 +324,20 @@ func queryP99(ctx context.Context, sock string, nodes, n int) (time.Duration, er
 		src := rng.IntN(nodes)
 		dst := (src + 1 + rng.IntN(nodes-1)) % nodes
 		t := time.Now()
-		resp, err := mesh.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: NodeName(src), DstNode: NodeName(dst),
-			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP})
-		if err != nil {
-			return 0, fmt.Errorf("ListProbeSeries: %w", err)
+		req := &meshv1.ListProbeSeriesRequest{SrcNode: NodeName(src), DstNode: NodeName(dst),
+			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, PageSize: store.MaxSeriesPageSize}
+		samples := 0
+		for pages := 0; ; pages++ { // a day fits one page from 5 s periods up; follow the rest
+			resp, err := mesh.ListProbeSeries(ctx, req)
+			if err != nil {
+				return 0, fmt.Errorf("ListProbeSeries: %w", err)
+			}
+			samples += len(resp.GetSamples())
+			if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" || pages == 100 {
+				break
+			}
 		}
-		if len(resp.GetSamples()) == 0 {
+		if samples == 0 {
 			return 0, fmt.Errorf("ListProbeSeries %s->%s: no samples", NodeName(src), NodeName(dst))
 		}
 		times = append(times, time.Since(t))

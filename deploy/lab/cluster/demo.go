@@ -180,7 +180,7 @@ func (d *demo) verdict(ctx context.Context, c *Cluster) (runID string, ok, total
 		return "", 0, 0, err
 	}
 	defer conn.Close()
-	runs, err := client.ListRuns(ctx, &meshv1.ListRunsRequest{Limit: 1})
+	runs, err := client.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: 1})
 	if err != nil || len(runs.GetRuns()) == 0 {
 		return "", 0, 0, fmt.Errorf("find the run: %v", err)
 	}

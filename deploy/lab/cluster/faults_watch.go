@@ -61,7 +61,7 @@ const pollEvery = 250 * time.Millisecond
 func (d *faultsDemo) waitIdle(ctx context.Context) error {
 	deadline := time.Now().Add(d.runTimeout())
 	for {
-		runs, err := d.client.ListRuns(ctx, &meshv1.ListRunsRequest{Limit: 5})
+		runs, err := d.client.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: 5})
 		if err == nil && !slices.ContainsFunc(runs.GetRuns(), inProgress) {
 			return nil
 		}
@@ -84,7 +84,7 @@ func inProgress(r *measurev1.Run) bool {
 
 // firstAfter returns the oldest continuous run created after t0, if any.
 func (d *faultsDemo) firstAfter(ctx context.Context, t0 time.Time) (*measurev1.Run, error) {
-	runs, err := d.client.ListRuns(ctx, &meshv1.ListRunsRequest{Limit: 10})
+	runs, err := d.client.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: 10})
 	if err != nil {
 		return nil, err
 	}

@@ -402,8 +402,15 @@ type ListResultsRequest struct {
 	// end_time keeps results that started before it.
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// page_size is the most results to return, 1..10000; 0 means 1000.
+	// Above 10000 is INVALID_ARGUMENT. It may change from page to page.
 	PageSize uint32 `protobuf:"varint,8,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// page_token is next_page_token of the previous page.
+	// page_token is next_page_token of the previous page; empty for the
+	// first page. It is opaque, and valid only with the same filter fields
+	// as the request that returned it (every field but page_size): a token
+	// that does not decode, or that another filter returned, is
+	// INVALID_ARGUMENT naming page_token. Pages follow the store's key
+	// order, not offsets: results stored between two calls are returned if
+	// they sort after the page's last result, and no result is returned twice.
 	PageToken     string `protobuf:"bytes,9,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -505,7 +512,8 @@ func (x *ListResultsRequest) GetPageToken() string {
 // ListResultsResponse is one page of results.
 type ListResultsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// results in (src_node, dst_node, start_time) order.
+	// results in (src_node, dst_node, start_time) order; in (run, src_node,
+	// dst_node, start_time) order when the request names run_id.
 	Results []*v1.Result `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	// next_page_token is empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
@@ -814,11 +822,27 @@ func (x *Agent) GetPartition() string {
 	return ""
 }
 
-// ListRunsRequest asks for the newest runs.
+// ListRunsRequest asks for one page of runs, newest first.
 type ListRunsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// limit is the most runs to return, 1..1000; 0 means 20.
-	Limit         uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// limit is the former name of page_size, read only when page_size is 0:
+	// the most runs to return, 1..1000; 0 means 20. Above 1000 is
+	// INVALID_ARGUMENT.
+	//
+	// Deprecated: Marked as deprecated in meshperf/mesh/v1/mesh_service.proto.
+	Limit uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// page_size is the most runs to return, 1..1000; 0 means limit, and 20
+	// when that is 0 too. Above 1000 is INVALID_ARGUMENT. It may change from
+	// page to page.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token is next_page_token of the previous page; empty for the
+	// first page (the newest runs). It is opaque: a token that does not
+	// decode, or that another listing returned, is INVALID_ARGUMENT naming
+	// page_token. The next page starts after the previous page's last
+	// (oldest) run by run ID, so runs created between two calls never shift
+	// a page (they sort before the first page), and a run deleted by the
+	// retention between two calls is simply not returned.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -853,6 +877,7 @@ func (*ListRunsRequest) Descriptor() ([]byte, []int) {
 	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{11}
 }
 
+// Deprecated: Marked as deprecated in meshperf/mesh/v1/mesh_service.proto.
 func (x *ListRunsRequest) GetLimit() uint32 {
 	if x != nil {
 		return x.Limit
@@ -860,11 +885,27 @@ func (x *ListRunsRequest) GetLimit() uint32 {
 	return 0
 }
 
-// ListRunsResponse lists runs, newest first.
+func (x *ListRunsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRunsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListRunsResponse is one page of runs, newest first.
 type ListRunsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// runs are headers: planned tests are left out (GetRun has them).
-	Runs          []*v1.Run `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	Runs []*v1.Run `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	// next_page_token fetches the next (older) page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -904,6 +945,13 @@ func (x *ListRunsResponse) GetRuns() []*v1.Run {
 		return x.Runs
 	}
 	return nil
+}
+
+func (x *ListRunsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // SetMaintenanceRequest cordons or uncordons a node.
@@ -1022,8 +1070,23 @@ type ListRollupsRequest struct {
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	// end_time keeps hours that start before it.
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
-	// limit is the most rollups to return, 1..100000; 0 means 10000.
-	Limit         uint32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	// limit is the former name of page_size, read only when page_size is 0:
+	// the most rollups to return, 1..100000; 0 means 10000. Above 100000 is
+	// INVALID_ARGUMENT.
+	//
+	// Deprecated: Marked as deprecated in meshperf/mesh/v1/mesh_service.proto.
+	Limit uint32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	// page_size is the most rollups to return, 1..100000; 0 means limit,
+	// and 10000 when that is 0 too. Above 100000 is INVALID_ARGUMENT. It may
+	// change from page to page.
+	PageSize uint32 `protobuf:"varint,8,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token is next_page_token of the previous page; empty for the
+	// first page. It is opaque, and valid only with the same filter fields
+	// as the request that returned it (every field but page_size and
+	// limit): a token that does not decode, or that another filter returned,
+	// is INVALID_ARGUMENT naming page_token. The next page starts after the
+	// previous page's last rollup in key order, never at an offset.
+	PageToken     string `protobuf:"bytes,9,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1100,6 +1163,7 @@ func (x *ListRollupsRequest) GetEndTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in meshperf/mesh/v1/mesh_service.proto.
 func (x *ListRollupsRequest) GetLimit() uint32 {
 	if x != nil {
 		return x.Limit
@@ -1107,11 +1171,27 @@ func (x *ListRollupsRequest) GetLimit() uint32 {
 	return 0
 }
 
-// ListRollupsResponse lists rollups.
+func (x *ListRollupsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRollupsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListRollupsResponse is one page of rollups.
 type ListRollupsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// rollups in (source, destination, hour) order.
-	Rollups       []*v1.Rollup `protobuf:"bytes,1,rep,name=rollups,proto3" json:"rollups,omitempty"`
+	Rollups []*v1.Rollup `protobuf:"bytes,1,rep,name=rollups,proto3" json:"rollups,omitempty"`
+	// next_page_token fetches the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1151,6 +1231,13 @@ func (x *ListRollupsResponse) GetRollups() []*v1.Rollup {
 		return x.Rollups
 	}
 	return nil
+}
+
+func (x *ListRollupsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // ListExternalTargetsRequest asks for the allowlisted external targets.
@@ -1250,8 +1337,21 @@ type ListProbeSeriesRequest struct {
 	Kind v11.ProbeKind `protobuf:"varint,4,opt,name=kind,proto3,enum=meshperf.agent.v1.ProbeKind" json:"kind,omitempty"`
 	// start_time keeps periods that end after it; unset means 24 h ago.
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
-	// end_time keeps periods that start before it; unset means now.
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// end_time keeps periods that start before it; unset means now. The
+	// range is at most 31 days.
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// page_size is the most samples to return, 1..20000; 0 means 10000
+	// (a day of 10 s periods fits in one page). Above 20000 is
+	// INVALID_ARGUMENT. It may change from page to page.
+	PageSize uint32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token is next_page_token of the previous page; empty for the
+	// first page. It is opaque, and valid only with the same src_node,
+	// dst_node, path, kind, start_time and end_time as the request that
+	// returned it (set or unset alike: an unset bound is resolved again on
+	// every page): a token that does not decode, or that another series or
+	// range returned, is INVALID_ARGUMENT naming page_token. The next page
+	// holds the periods that start after the previous page's last one.
+	PageToken     string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1328,11 +1428,27 @@ func (x *ListProbeSeriesRequest) GetEndTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// ListProbeSeriesResponse is one series' samples.
+func (x *ListProbeSeriesRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListProbeSeriesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListProbeSeriesResponse is one page of a series' samples.
 type ListProbeSeriesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// samples in time order.
-	Samples       []*ProbeSample `protobuf:"bytes,1,rep,name=samples,proto3" json:"samples,omitempty"`
+	Samples []*ProbeSample `protobuf:"bytes,1,rep,name=samples,proto3" json:"samples,omitempty"`
+	// next_page_token fetches the next (later) page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1372,6 +1488,13 @@ func (x *ListProbeSeriesResponse) GetSamples() []*ProbeSample {
 		return x.Samples
 	}
 	return nil
+}
+
+func (x *ListProbeSeriesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // ProbeSample is one stored interval summary of a series: one agent
@@ -1556,16 +1679,20 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\fgossip_state\x18\v \x01(\x0e2\x1e.meshperf.agent.v1.GossipStateR\vgossipState\x12&\n" +
 	"\x0fgossip_alive_by\x18\f \x03(\tR\rgossipAliveBy\x12$\n" +
 	"\x0egossip_dead_by\x18\r \x03(\tR\fgossipDeadBy\x12\x1c\n" +
-	"\tpartition\x18\x0e \x01(\tR\tpartition\"'\n" +
-	"\x0fListRunsRequest\x12\x14\n" +
-	"\x05limit\x18\x01 \x01(\rR\x05limit\"@\n" +
+	"\tpartition\x18\x0e \x01(\tR\tpartition\"g\n" +
+	"\x0fListRunsRequest\x12\x18\n" +
+	"\x05limit\x18\x01 \x01(\rB\x02\x18\x01R\x05limit\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"h\n" +
 	"\x10ListRunsResponse\x12,\n" +
-	"\x04runs\x18\x01 \x03(\v2\x18.meshperf.measure.v1.RunR\x04runs\"V\n" +
+	"\x04runs\x18\x01 \x03(\v2\x18.meshperf.measure.v1.RunR\x04runs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"V\n" +
 	"\x15SetMaintenanceRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12 \n" +
 	"\vmaintenance\x18\x02 \x01(\bR\vmaintenance\"G\n" +
 	"\x16SetMaintenanceResponse\x12-\n" +
-	"\x05agent\x18\x01 \x01(\v2\x17.meshperf.mesh.v1.AgentR\x05agent\"\xb0\x02\n" +
+	"\x05agent\x18\x01 \x01(\v2\x17.meshperf.mesh.v1.AgentR\x05agent\"\xf0\x02\n" +
 	"\x12ListRollupsRequest\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x02 \x01(\tR\adstNode\x12-\n" +
@@ -1573,13 +1700,17 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x04test\x18\x04 \x01(\x0e2\x19.meshperf.measure.v1.TestR\x04test\x129\n" +
 	"\n" +
 	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x14\n" +
-	"\x05limit\x18\a \x01(\rR\x05limit\"L\n" +
+	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x18\n" +
+	"\x05limit\x18\a \x01(\rB\x02\x18\x01R\x05limit\x12\x1b\n" +
+	"\tpage_size\x18\b \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\t \x01(\tR\tpageToken\"t\n" +
 	"\x13ListRollupsResponse\x125\n" +
-	"\arollups\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.RollupR\arollups\"\x1c\n" +
+	"\arollups\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.RollupR\arollups\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1c\n" +
 	"\x1aListExternalTargetsRequest\"k\n" +
 	"\x1bListExternalTargetsResponse\x12L\n" +
-	"\x10external_targets\x18\x01 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets\"\xa1\x02\n" +
+	"\x10external_targets\x18\x01 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets\"\xdd\x02\n" +
 	"\x16ListProbeSeriesRequest\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x02 \x01(\tR\adstNode\x12-\n" +
@@ -1587,9 +1718,13 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x04kind\x18\x04 \x01(\x0e2\x1c.meshperf.agent.v1.ProbeKindR\x04kind\x129\n" +
 	"\n" +
 	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"R\n" +
+	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
+	"\tpage_size\x18\a \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\b \x01(\tR\tpageToken\"z\n" +
 	"\x17ListProbeSeriesResponse\x127\n" +
-	"\asamples\x18\x01 \x03(\v2\x1d.meshperf.mesh.v1.ProbeSampleR\asamples\"\xa4\x03\n" +
+	"\asamples\x18\x01 \x03(\v2\x1d.meshperf.mesh.v1.ProbeSampleR\asamples\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa4\x03\n" +
 	"\vProbeSample\x12=\n" +
 	"\fperiod_start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vperiodStart\x121\n" +
 	"\x06period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x12\n" +

@@ -53,25 +53,28 @@ type MeshServiceClient interface {
 	// RESOURCE_EXHAUSTED; it may watch again.
 	WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRunResponse], error)
 	// ListResults returns stored results, filtered and paginated, ordered by
-	// source node, destination node and start time.
+	// source node, destination node and start time. INVALID_ARGUMENT names a
+	// bad field, page_token included.
 	ListResults(ctx context.Context, in *ListResultsRequest, opts ...grpc.CallOption) (*ListResultsResponse, error)
 	// ListAgents returns the known agents and whether they are connected.
 	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
-	// ListRuns returns run headers (no planned tests), newest first.
+	// ListRuns returns run headers (no planned tests), newest first, a page
+	// at a time. INVALID_ARGUMENT names a bad page_size or page_token.
 	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
 	// SetMaintenance cordons or uncordons a node; NOT_FOUND for a node that
 	// never registered.
 	SetMaintenance(ctx context.Context, in *SetMaintenanceRequest, opts ...grpc.CallOption) (*SetMaintenanceResponse, error)
 	// ListRollups returns the hourly rollups of results older than the
-	// retention, in (source, destination, hour) order.
+	// retention, in (source, destination, hour) order, a page at a time.
+	// INVALID_ARGUMENT names a bad field, page_token included.
 	ListRollups(ctx context.Context, in *ListRollupsRequest, opts ...grpc.CallOption) (*ListRollupsResponse, error)
 	// ListExternalTargets returns the external targets of the coordinator's
 	// allowlist (its config file), which runs may name.
 	ListExternalTargets(ctx context.Context, in *ListExternalTargetsRequest, opts ...grpc.CallOption) (*ListExternalTargetsResponse, error)
 	// ListProbeSeries returns one series of the continuous mesh: the stored
 	// interval summaries of one source, destination, path and probe kind
-	// over a time range, oldest first. INVALID_ARGUMENT names a missing or
-	// bad field.
+	// over a time range, oldest first, a page at a time. INVALID_ARGUMENT
+	// names a missing or bad field, page_token included.
 	ListProbeSeries(ctx context.Context, in *ListProbeSeriesRequest, opts ...grpc.CallOption) (*ListProbeSeriesResponse, error)
 }
 
@@ -211,25 +214,28 @@ type MeshServiceServer interface {
 	// RESOURCE_EXHAUSTED; it may watch again.
 	WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[WatchRunResponse]) error
 	// ListResults returns stored results, filtered and paginated, ordered by
-	// source node, destination node and start time.
+	// source node, destination node and start time. INVALID_ARGUMENT names a
+	// bad field, page_token included.
 	ListResults(context.Context, *ListResultsRequest) (*ListResultsResponse, error)
 	// ListAgents returns the known agents and whether they are connected.
 	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
-	// ListRuns returns run headers (no planned tests), newest first.
+	// ListRuns returns run headers (no planned tests), newest first, a page
+	// at a time. INVALID_ARGUMENT names a bad page_size or page_token.
 	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
 	// SetMaintenance cordons or uncordons a node; NOT_FOUND for a node that
 	// never registered.
 	SetMaintenance(context.Context, *SetMaintenanceRequest) (*SetMaintenanceResponse, error)
 	// ListRollups returns the hourly rollups of results older than the
-	// retention, in (source, destination, hour) order.
+	// retention, in (source, destination, hour) order, a page at a time.
+	// INVALID_ARGUMENT names a bad field, page_token included.
 	ListRollups(context.Context, *ListRollupsRequest) (*ListRollupsResponse, error)
 	// ListExternalTargets returns the external targets of the coordinator's
 	// allowlist (its config file), which runs may name.
 	ListExternalTargets(context.Context, *ListExternalTargetsRequest) (*ListExternalTargetsResponse, error)
 	// ListProbeSeries returns one series of the continuous mesh: the stored
 	// interval summaries of one source, destination, path and probe kind
-	// over a time range, oldest first. INVALID_ARGUMENT names a missing or
-	// bad field.
+	// over a time range, oldest first, a page at a time. INVALID_ARGUMENT
+	// names a missing or bad field, page_token included.
 	ListProbeSeries(context.Context, *ListProbeSeriesRequest) (*ListProbeSeriesResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }

@@ -1,0 +1,243 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshperf/meshperf/coordinator/series"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// Page bounds of ListRuns, ListRollups and ListSeries (ListResults':
+// DefaultPageSize and MaxPageSize). A zero page size means the default;
+// above the maximum is refused.
+const (
+	// DefaultRunsPageSize and MaxRunsPageSize bound ListRuns pages (runs).
+	DefaultRunsPageSize = 20
+	// MaxRunsPageSize: see DefaultRunsPageSize.
+	MaxRunsPageSize = 1000
+	// DefaultRollupsPageSize and MaxRollupsPageSize bound ListRollups
+	// pages (rollups).
+	DefaultRollupsPageSize = 10000
+	// MaxRollupsPageSize: see DefaultRollupsPageSize.
+	MaxRollupsPageSize = 100000
+	// DefaultSeriesPageSize and MaxSeriesPageSize bound ListSeries pages
+	// (samples): a day of 10 s periods is one default page, and a full
+	// page of samples stays well under gRPC's 4 MiB message limit.
+	DefaultSeriesPageSize = 10000
+	// MaxSeriesPageSize: see DefaultSeriesPageSize.
+	MaxSeriesPageSize = 20000
+)
+
+// DefaultSeriesRange and MaxSeriesRange bound ListSeries' time range: an
+// unset since is DefaultSeriesRange before until; a longer range than
+// MaxSeriesRange is refused.
+const (
+	DefaultSeriesRange = 24 * time.Hour
+	// MaxSeriesRange: see DefaultSeriesRange.
+	MaxSeriesRange = 31 * 24 * time.Hour
+)
+
+// ListRuns returns up to pageSize run headers (no planned tests), newest
+// first (run IDs are ULIDs: key order is creation order), and the token of
+// the next, older page ("" on the last page). pageToken is "" for the
+// first page or a token an earlier ListRuns returned; any other wraps
+// ErrInvalid, naming page_token. A page starts after the previous page's
+// last run ID, so runs created between two calls never shift a page.
+func (s *Store) ListRuns(ctx context.Context, pageSize int, pageToken string) ([]*measurev1.Run, string, error) {
+	pageSize, err := resolvePageSize("page_size", pageSize, DefaultRunsPageSize, MaxRunsPageSize)
+	if err != nil {
+		return nil, "", err
+	}
+	scope := newScope(listingRuns).sum()
+	after, err := decodePageToken(pageToken, listingRuns, scope)
+	if err != nil {
+		return nil, "", err
+	}
+	if after != nil {
+		if err := validID("run_id", string(after)); err != nil {
+			return nil, "", fmt.Errorf("%w: page_token holds no run ID", ErrInvalid)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	var (
+		runs []*measurev1.Run
+		more bool
+	)
+	err = s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRuns).Cursor()
+		k, v := c.Last()
+		if after != nil {
+			// The newest key before after: Seek finds the first at or after it.
+			if k, _ = c.Seek(after); k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
+		}
+		for ; k != nil; k, v = c.Prev() {
+			if len(runs) == pageSize {
+				more = true
+				break
+			}
+			run := &measurev1.Run{}
+			if err := proto.Unmarshal(v, run); err != nil {
+				return fmt.Errorf("decode run %s: %w", k, err)
+			}
+			runs = append(runs, run)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list runs: %w", err)
+	}
+	if !more {
+		return runs, "", nil
+	}
+	return runs, encodePageToken(listingRuns, scope, []byte(runs[len(runs)-1].GetRunId())), nil
+}
+
+// ListRollups returns up to pageSize (0: DefaultRollupsPageSize; above
+// MaxRollupsPageSize is refused) of the rollups of f's node pair (or of
+// every pair, or of one source) whose hour starts in [Since, Until), Path
+// and Test filtering too, in (source, destination, hour) order, and the
+// token of the next page ("" on the last page). pageToken is "" or a token
+// from an earlier call with the same filter (pageSize may differ); any
+// other wraps ErrInvalid, naming page_token. f.RunID is not used.
+func (s *Store) ListRollups(ctx context.Context, f Filter, pageSize int, pageToken string) ([]*measurev1.Rollup, string, error) {
+	if err := f.checkTimes(); err != nil {
+		return nil, "", err
+	}
+	pageSize, err := resolvePageSize("page_size", pageSize, DefaultRollupsPageSize, MaxRollupsPageSize)
+	if err != nil {
+		return nil, "", err
+	}
+	f.RunID = ""
+	scope := f.scope(listingRollups)
+	after, err := decodePageToken(pageToken, listingRollups, scope)
+	if err != nil {
+		return nil, "", err
+	}
+	var prefix []byte
+	pair := f.SrcNode != "" && f.DstNode != ""
+	switch {
+	case pair:
+		prefix = pairPrefix(nil, f.SrcNode, f.DstNode)
+	case f.SrcNode != "":
+		prefix = append([]byte(f.SrcNode), sep)
+	}
+	if after != nil {
+		if !bytes.HasPrefix(after, prefix) {
+			return nil, "", fmt.Errorf("%w: page_token holds a key outside the filter's range", ErrInvalid)
+		}
+		if parts := bytes.SplitN(after, []byte{sep}, 3); len(parts) != 3 || len(parts[2]) < 8+4+4 {
+			return nil, "", fmt.Errorf("%w: page_token holds no rollup key", ErrInvalid)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	start := prefix
+	if pair && !f.Since.IsZero() {
+		start = append(bytes.Clone(prefix), timeBytes(f.Since)...)
+	}
+	if after != nil {
+		start = after
+	}
+	var (
+		out  []*measurev1.Rollup
+		last []byte
+		more bool
+	)
+	err = s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRollups).Cursor()
+		k, v := c.Seek(start)
+		if after != nil && bytes.Equal(k, after) {
+			k, v = c.Next()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if pair && !f.Until.IsZero() && len(k) >= len(prefix)+8 &&
+				int64(binary.BigEndian.Uint64(k[len(prefix):])) >= f.Until.UnixNano() {
+				break // one pair's keys are in hour order
+			}
+			ru := &measurev1.Rollup{}
+			if err := proto.Unmarshal(v, ru); err != nil {
+				return fmt.Errorf("decode rollup %q: %w", k, err)
+			}
+			hour := ru.GetHourStart().AsTime()
+			switch {
+			case f.DstNode != "" && ru.GetDstNode() != f.DstNode,
+				f.Path != 0 && ru.GetPath() != f.Path,
+				f.Test != 0 && ru.GetSpec().GetTest() != f.Test,
+				!f.inTime(hour):
+				continue
+			}
+			if len(out) == pageSize {
+				more = true
+				break
+			}
+			out, last = append(out, ru), bytes.Clone(k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list rollups: %w", err)
+	}
+	return out, nextPageToken(more, listingRollups, scope, last), nil
+}
+
+// ListSeries returns up to pageSize samples (0: DefaultSeriesPageSize;
+// above MaxSeriesPageSize is refused) of series k whose Start is in
+// [since, until), in Start order as Series returns them, and the token of
+// the next page ("" on the last page). since and until are the client's
+// bounds, zero when unset: an unset until is now, an unset since is
+// DefaultSeriesRange before until; a range that is empty or longer than
+// MaxSeriesRange is refused. pageToken is "" or a token from an earlier
+// call with the same k, since and until (unset alike: an unset bound is
+// resolved again against now on every page); any other wraps ErrInvalid,
+// naming page_token. A page holds the samples that start after the
+// previous page's last.
+func (s *Store) ListSeries(ctx context.Context, k series.Key, since, until, now time.Time, pageSize int, pageToken string) ([]series.Sample, string, error) {
+	pageSize, err := resolvePageSize("page_size", pageSize, DefaultSeriesPageSize, MaxSeriesPageSize)
+	if err != nil {
+		return nil, "", err
+	}
+	to, from := until, since
+	if to.IsZero() {
+		to = now
+	}
+	if from.IsZero() {
+		from = to.Add(-DefaultSeriesRange)
+	}
+	if !from.Before(to) || to.Sub(from) > MaxSeriesRange {
+		return nil, "", fmt.Errorf("%w: start_time %v to end_time %v: want a range of up to %v", ErrInvalid, from.UTC(), to.UTC(), MaxSeriesRange)
+	}
+	scope := newScope(listingSeries).str(k.Src).str(k.Dst).num(int64(k.Path)).num(int64(k.Kind)).time(since).time(until).sum()
+	after, err := decodePageToken(pageToken, listingSeries, scope)
+	if err != nil {
+		return nil, "", err
+	}
+	if after != nil {
+		if len(after) != 8 || int64(binary.BigEndian.Uint64(after)) <= 0 {
+			return nil, "", fmt.Errorf("%w: page_token holds no sample time", ErrInvalid)
+		}
+		if next := time.Unix(0, int64(binary.BigEndian.Uint64(after))+1); next.After(from) {
+			from = next
+		}
+	}
+	out, err := s.readSeries(ctx, k, from, to, pageSize)
+	if err != nil || len(out) <= pageSize {
+		return out, "", err
+	}
+	out = out[:pageSize]
+	key := binary.BigEndian.AppendUint64(nil, uint64(out[pageSize-1].Start.UnixNano()))
+	return out, encodePageToken(listingSeries, scope, key), nil
+}
