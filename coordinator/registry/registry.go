@@ -148,7 +148,7 @@ type Config struct {
 const DefaultPlansInFlight = 128
 
 // DefaultPlanSlotHold is Config.PlanSlotHold's default.
-const DefaultPlanSlotHold = 2 * time.Second
+const DefaultPlanSlotHold = 10 * time.Second
 
 // ServiceIPFunc returns the ClusterIP that fronts node's pod endpoint at
 // podIP, creating or updating what it needs to.
