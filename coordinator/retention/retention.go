@@ -2,8 +2,11 @@
 // older than the retention are folded into one rollup per node pair, path,
 // test, parameters and hour (samples, failures by status, min, median, max
 // and mean of the headline figure), then deleted; runs that ended before
-// the retention are deleted. bbolt reuses the freed pages, so the file
-// stops growing once the retention window is full.
+// the retention are deleted, and so are the continuous probes' series
+// chunks whose block ended before it (whole chunks: the series keep full
+// resolution for the retention, and longer history is for an external
+// time-series store). bbolt reuses the freed pages, so the file stops
+// growing once the retention window is full.
 package retention
 
 import (
@@ -25,6 +28,19 @@ type Store interface {
 	RollUp(ctx context.Context, cutoff time.Time, maxResults int, fold func([]*measurev1.Result) []*measurev1.Rollup) (int, error)
 	// DeleteRunsBefore deletes runs that ended before cutoff.
 	DeleteRunsBefore(ctx context.Context, cutoff time.Time) (int, error)
+	// DeleteSeriesBefore deletes the probe series' chunks and head reports
+	// that ended at or before cutoff and returns the samples deleted.
+	DeleteSeriesBefore(ctx context.Context, cutoff time.Time) (int, error)
+}
+
+// Counts is what one Pass did.
+type Counts struct {
+	// Rolled counts the results rolled up (and deleted).
+	Rolled int
+	// Runs counts the runs deleted.
+	Runs int
+	// SeriesSamples counts the probe series' samples deleted.
+	SeriesSamples int
 }
 
 // Config configures Run.
@@ -57,12 +73,13 @@ func Run(ctx context.Context, cfg Config) error {
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
 	for {
-		rolled, runs, err := Pass(ctx, cfg.Store, cfg.Now().Add(-cfg.Retention))
+		c, err := Pass(ctx, cfg.Store, cfg.Now().Add(-cfg.Retention))
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Error("retention pass", "err", err)
-		case rolled > 0 || runs > 0:
-			log.Info("retention pass", "results_rolled_up", rolled, "runs_deleted", runs, "retention", cfg.Retention)
+		case c != Counts{}:
+			log.Info("retention pass", "results_rolled_up", c.Rolled, "runs_deleted", c.Runs, "series_samples_deleted", c.SeriesSamples,
+				"retention", cfg.Retention)
 		}
 		select {
 		case <-ctx.Done():
@@ -72,21 +89,27 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
-// Pass rolls up every result older than cutoff and deletes the runs that
-// ended before it; it returns how many of each.
-func Pass(ctx context.Context, st Store, cutoff time.Time) (rolled, runs int, err error) {
+// Pass rolls up every result older than cutoff, deletes the runs that
+// ended before it and the probe series' chunks that ended at or before it;
+// it returns how many of each, as far as it got when it fails.
+func Pass(ctx context.Context, st Store, cutoff time.Time) (Counts, error) {
+	var c Counts
 	for {
 		n, err := st.RollUp(ctx, cutoff, 0, Fold)
-		rolled += n
+		c.Rolled += n
 		if err != nil {
-			return rolled, 0, err
+			return c, err
 		}
 		if n == 0 {
 			break
 		}
 	}
-	runs, err = st.DeleteRunsBefore(ctx, cutoff)
-	return rolled, runs, err
+	var err error
+	if c.Runs, err = st.DeleteRunsBefore(ctx, cutoff); err != nil {
+		return c, err
+	}
+	c.SeriesSamples, err = st.DeleteSeriesBefore(ctx, cutoff)
+	return c, err
 }
 
 // Fold summarizes results into one rollup per node pair, path, test,

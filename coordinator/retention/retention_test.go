@@ -9,7 +9,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/store"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -53,12 +55,36 @@ func TestPass(t *testing.T) {
 		}
 	}
 
-	rolled, runs, err := Pass(ctx, st, now.Add(-24*time.Hour))
+	// The continuous probes' series: a->b every 10 s for the old hour and
+	// for the last hour; the old ones compacted into chunks, as the
+	// coordinator does, the recent ones still in the head.
+	var reports []series.Report
+	for i, start := range []time.Time{old, now.Add(-time.Hour).Truncate(time.Hour)} {
+		for j := range 360 {
+			reports = append(reports, series.Report{Src: "a", Seq: uint64(i*360 + j + 1), Start: start.Add(time.Duration(j) * 10 * time.Second),
+				Period: 10 * time.Second, Summaries: []series.Summary{{Dst: "b", Path: measurev1.Path_PATH_HOST_TO_HOST,
+					Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 1, Received: 1, RTTMin: 90 * time.Microsecond,
+					RTTMedian: 100 * time.Microsecond, RTTP90: 110 * time.Microsecond, RTTMax: 120 * time.Microsecond, Status: measurev1.Status_STATUS_OK}}})
+		}
+	}
+	if _, err := st.AppendReports(ctx, reports); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CompactSeries(ctx, now.Add(-24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	c, err := Pass(ctx, st, now.Add(-24*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rolled != 5 || runs != 1 {
-		t.Errorf("rolled %d results and deleted %d runs; want 5 and 1", rolled, runs)
+	if want := (Counts{Rolled: 5, Runs: 1, SeriesSamples: 360}); c != want {
+		t.Errorf("pass %+v, want %+v", c, want)
+	}
+	key := series.Key{Src: "a", Dst: "b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP}
+	samples, err := st.Series(ctx, key, time.Time{}, time.Time{})
+	if err != nil || len(samples) != 360 || samples[0].Start.Before(now.Add(-24*time.Hour)) {
+		t.Errorf("series left: %d samples from %v, %v; want the last hour's 360", len(samples), samples[0].Start, err)
 	}
 	left, _, err := st.ListResults(ctx, store.Filter{}, 0, "")
 	if err != nil || len(left) != 1 || left[0].GetRunId() != "r2" {
@@ -81,8 +107,8 @@ func TestPass(t *testing.T) {
 		t.Errorf("a->b rollup %v", ab)
 	}
 	// A second pass finds nothing more.
-	if rolled, runs, err := Pass(ctx, st, now.Add(-24*time.Hour)); rolled != 0 || runs != 0 || err != nil {
-		t.Errorf("second pass: %d, %d, %v", rolled, runs, err)
+	if c, err := Pass(ctx, st, now.Add(-24*time.Hour)); c != (Counts{}) || err != nil {
+		t.Errorf("second pass: %+v, %v", c, err)
 	}
 }
 
@@ -110,7 +136,7 @@ func TestStoreSizeBounded(t *testing.T) {
 		if err := st.AddResults(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := Pass(ctx, st, hour.Add(-6*time.Hour)); err != nil {
+		if _, err := Pass(ctx, st, hour.Add(-6*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		if h == 24 {
