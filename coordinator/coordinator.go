@@ -217,6 +217,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	sink.reg = reg
+	sink.meshNodes = func() int { mesh, _ := reg.Known(); return len(mesh) }
 	var met *metrics.Metrics
 	alertCfg := alert.Config{Store: st, Logger: log}
 	if cfg.MetricsAddress != "" {

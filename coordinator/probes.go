@@ -30,6 +30,10 @@ type probeSink struct {
 
 	judge  *diagnose.ProbeJudge // the open report periods' summaries
 	judgeC chan struct{}        // capacity 1: a report came (judgeProbes)
+	// meshNodes counts the known nodes of a default mesh (nil: none); a
+	// restarted coordinator knows them from its store before their agents
+	// register again.
+	meshNodes func() int
 
 	mu       sync.Mutex
 	reported map[string]reported // by node: its last report taken
@@ -232,8 +236,8 @@ func newProbeJudge(s *agentv1.ProbeSettings) *diagnose.ProbeJudge {
 }
 
 // expectedReporters is how many nodes a report period waits for: every
-// node of the probe plans, or more if more reported in the last 1.5
-// report intervals.
+// node of the probe plans or of a default mesh, or more if more reported
+// in the last 1.5 report intervals. It costs O(nodes).
 func (p *probeSink) expectedReporters(now time.Time) int {
 	window := p.settings.GetReportInterval().AsDuration() * 3 / 2
 	n := 0
@@ -244,12 +248,17 @@ func (p *probeSink) expectedReporters(now time.Time) int {
 		}
 	}
 	p.mu.Unlock()
+	if p.meshNodes != nil {
+		n = max(n, p.meshNodes())
+	}
 	return max(n, p.peers.Len())
 }
 
 // judgeProbes judges each report period of the continuous mesh as soon as
-// its reports are in (one from each expected node) or, failing that,
-// judgeGrace after its end, until ctx ends: it logs each fault the probes
+// its reports are in (one from each expected node, counted again after
+// each period judged and at each deadline: O(nodes) per period, not per
+// report) or, failing that, judgeGrace after its end, until ctx ends: it
+// logs each fault the probes
 // localise when it is published ("probe fault localised", with the period
 // it was judged in) and when it clears, every period judged at debug
 // level with its first bad summaries ("probe period judged"), and keeps
@@ -260,17 +269,21 @@ func (p *probeSink) judgeProbes(ctx context.Context) error {
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	expected := p.expectedReporters(time.Now())
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.judgeC:
 		case <-timer.C:
+			expected = p.expectedReporters(time.Now())
 		}
-		now := time.Now()
 		start := time.Now()
-		periods := p.judge.Due(now, p.expectedReporters(now))
+		periods := p.judge.Due(start, expected)
 		took := time.Since(start)
+		if len(periods) > 0 {
+			expected = p.expectedReporters(time.Now())
+		}
 		for _, per := range periods {
 			p.logPeriod(per)
 		}

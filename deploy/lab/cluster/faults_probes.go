@@ -204,56 +204,63 @@ func judgeScenario(evs []judgeEvent, s faultScenario, t0, deadline time.Time, qu
 }
 
 // reportsKept checks that the coordinator stored every report period of
-// every agent once from `from` to `to` (both on period boundaries): for
-// each node, its host-host ICMP series to the other nodes hold its
-// periods, each starting where the last ended (no report lost), and no
-// series holds a period twice or overlapping (no report stored twice). A
-// period counts when any of the node's series holds it: a plan that left
-// a peer out for a while (the coordinator rebuilds its plans as agents
-// register again after a restart) leaves that pair without probes, not a
-// report lost. It returns what it found, and whether that is so.
+// every agent once from `from` to `to` (both on period boundaries): each
+// node's periods, as its series to the other nodes (host-host and
+// pod-pod, every kind) hold them, follow each other with no gap (no
+// report lost), and no series holds a period twice or overlapping (no
+// report stored twice). A period counts when any of the node's series
+// holds it: a plan that left a peer out for a while (the coordinator
+// rebuilds its plans as agents register again after a restart) leaves
+// that pair without probes, not a report lost. It returns what it found,
+// and whether that is so.
 func (d *faultsDemo) reportsKept(ctx context.Context, from, to time.Time) (string, bool, error) {
 	var bad []string
 	reports := 0
 	for _, src := range d.l.Nodes {
-		ends := map[time.Time]time.Time{} // period start -> end, over the node's series
+		ends := map[int64]int64{} // period start -> end, Unix ns, over the node's series
 		for _, dst := range d.l.Nodes {
 			if src.Name == dst.Name {
 				continue
 			}
-			resp, err := d.client.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: src.Name, DstNode: dst.Name,
-				Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP,
-				StartTime: timestamppb.New(from), EndTime: timestamppb.New(to)})
-			if err != nil {
-				return "", false, fmt.Errorf("list probe series %s->%s: %w", src.Name, dst.Name, err)
-			}
-			var prevEnd time.Time
-			for _, sm := range resp.GetSamples() {
-				start := sm.GetPeriodStart().AsTime()
-				if start.Before(prevEnd) {
-					bad = append(bad, fmt.Sprintf("%s->%s: the period at %s stored twice or overlapping", src.Name, dst.Name, start.Format(time.TimeOnly)))
+			for _, path := range []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD} {
+				for _, kind := range []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU,
+					agentv1.ProbeKind_PROBE_KIND_TCP, agentv1.ProbeKind_PROBE_KIND_HTTP} {
+					resp, err := d.client.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: src.Name, DstNode: dst.Name,
+						Path: path, Kind: kind, StartTime: timestamppb.New(from), EndTime: timestamppb.New(to)})
+					if err != nil {
+						return "", false, fmt.Errorf("list probe series %s->%s: %w", src.Name, dst.Name, err)
+					}
+					var prevEnd int64
+					for _, sm := range resp.GetSamples() {
+						start := sm.GetPeriodStart().AsTime().UnixNano()
+						if start < prevEnd {
+							bad = append(bad, fmt.Sprintf("%s->%s %s %s: the period at %s stored twice or overlapping", src.Name, dst.Name,
+								path, kind, sm.GetPeriodStart().AsTime().Format(time.TimeOnly)))
+						}
+						prevEnd = start + sm.GetPeriod().AsDuration().Nanoseconds()
+						ends[start] = prevEnd
+					}
 				}
-				prevEnd = start.Add(sm.GetPeriod().AsDuration())
-				ends[start] = prevEnd
 			}
 		}
 		reports += len(ends)
-		at := from
+		at, stop := from.UnixNano(), to.UnixNano()
 		for s, e := range ends { // a period holding from
-			if s.Before(from) && e.After(from) {
+			if s < at && e > at {
 				at = e
 			}
 		}
-		for at.Before(to) {
+		for at < stop {
 			end, ok := ends[at]
 			if !ok {
-				next := to
+				next := stop
 				for s := range ends {
-					if s.After(at) && s.Before(next) {
+					if s > at && s < next {
 						next = s
 					}
 				}
-				bad = append(bad, fmt.Sprintf("%s: no report of %s to %s", src.Name, at.Format(time.TimeOnly), next.Format(time.TimeOnly)))
+				bad = append(bad, fmt.Sprintf("%s: no report of %s to %s", src.Name, time.Unix(0, at).UTC().Format(time.TimeOnly),
+					time.Unix(0, next).UTC().Format(time.TimeOnly)))
 				at = next
 				continue
 			}
@@ -264,5 +271,5 @@ func (d *faultsDemo) reportsKept(ctx context.Context, from, to time.Time) (strin
 		return fmt.Sprintf("%d reports: %s", reports, strings.Join(bad, "; ")), false, nil
 	}
 	return fmt.Sprintf("%d nodes x %d report periods from %s to %s stored, none lost, none twice", len(d.l.Nodes), reports/len(d.l.Nodes),
-		from.Format(time.TimeOnly), to.Format(time.TimeOnly)), true, nil
+		from.UTC().Format(time.TimeOnly), to.UTC().Format(time.TimeOnly)), true, nil
 }
