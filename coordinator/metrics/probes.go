@@ -53,7 +53,7 @@ func newProbeCollector(src ProbeSource) *probeCollector {
 		"coverage":     d("meshperf_probe_coverage_ratio", "Share (0..1) of the ordered node pairs x paths x probe kinds of the plans reported on in the last report interval."),
 		"judge":        d("meshperf_probe_judge_seconds", "Time the coordinator took to judge the last report period of the continuous mesh."),
 		"fault": prometheus.NewDesc("meshperf_probe_fault",
-			"1 for each node the continuous probes' judge holds at fault after the last report period it judged, with the kind (unreachable, pod-network, icmp-blocked, mtu-blackhole, latency-degraded); no series when there is none.",
+			"1 for each node the continuous probes' judge holds at fault after the last report period it judged, with the kind (unreachable, pod-network, icmp-blocked, mtu-blackhole, agent-gone, latency-degraded); no series when there is none.",
 			[]string{"node", "kind"}, nil),
 	}}
 }

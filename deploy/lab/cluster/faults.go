@@ -55,10 +55,12 @@ type FaultsResult struct {
 	// Detected is how many of them the agents' reports showed in time (D).
 	Detected int
 	// Localised is how many were pinned on the right node with the right
-	// kind (L).
+	// kind in time (L).
 	Localised int
-	// FalseAlarms counts findings that name a node without a fault, in the
-	// clean run and beside the injected faults (A).
+	// FalseAlarms counts the faults judged on a node without one, or of
+	// another kind on the faulty node, in the clean stretch and beside the
+	// injected faults, and those still held once a fault was cleared (A);
+	// see DemoFaults.
 	FalseAlarms int
 }
 
@@ -481,6 +483,7 @@ func (d *faultsDemo) coordinatorKilled(ctx context.Context) (detected, localised
 	if err := d.c.StartCoordinator(startCtx); err != nil {
 		return false, false, 0, err
 	}
+	restarted := time.Now()
 	if err := d.c.WaitAgents(startCtx, len(d.l.Nodes)); err != nil {
 		return false, false, 0, err
 	}
@@ -511,10 +514,10 @@ func (d *faultsDemo) coordinatorKilled(ctx context.Context) (detected, localised
 	}
 	alarms = len(findings)
 	// The agents kept probing and spooled their reports while the
-	// coordinator was down: every period around the kill must be stored
-	// once, the ones reported up to a period and its grace ago.
+	// coordinator was down: every period from before the kill to the
+	// restart must be stored, and none of those reported since twice.
 	i := d.probeInterval()
-	kept, keptOK, err := d.reportsKept(ctx, killed.Add(-3*i).Truncate(i), time.Now().Add(-d.judgeGrace()-i).Truncate(i))
+	kept, keptOK, err := d.reportsKept(ctx, killed.Add(-3*i).Truncate(i), restarted.Truncate(i), time.Now().Add(-d.judgeGrace()-i).Truncate(i))
 	if err != nil {
 		return false, false, 0, fmt.Errorf("scenario coordinator-killed: %w", err)
 	}

@@ -203,17 +203,18 @@ func judgeScenario(evs []judgeEvent, s faultScenario, t0, deadline time.Time, qu
 	return v
 }
 
-// reportsKept checks that the coordinator stored every report period of
-// every agent once from `from` to `to` (both on period boundaries): each
-// node's periods, as its series to the other nodes (host-host and
-// pod-pod, every kind) hold them, follow each other with no gap (no
-// report lost), and no series holds a period twice or overlapping (no
-// report stored twice). A period counts when any of the node's series
-// holds it: a plan that left a peer out for a while (the coordinator
-// rebuilds its plans as agents register again after a restart) leaves
-// that pair without probes, not a report lost. It returns what it found,
+// reportsKept checks that the coordinator stored the agents' report
+// periods once: from `from` to `gapTo` (both on period boundaries; the
+// periods the agents spooled while the coordinator was down) each node's
+// periods, as its series to the other nodes (host-host and pod-pod, every
+// kind) hold them, follow each other with no gap (no report lost), and
+// up to `to` no series holds a period twice or overlapping (no report
+// stored twice). A period counts when any of the node's series holds it.
+// After gapTo a gap is no report lost: the restarted coordinator rebuilds
+// its plans as agents register again, and an agent that registers before
+// its peers is given none to probe for a while. It returns what it found,
 // and whether that is so.
-func (d *faultsDemo) reportsKept(ctx context.Context, from, to time.Time) (string, bool, error) {
+func (d *faultsDemo) reportsKept(ctx context.Context, from, gapTo, to time.Time) (string, bool, error) {
 	var bad []string
 	reports := 0
 	for _, src := range d.l.Nodes {
@@ -244,7 +245,7 @@ func (d *faultsDemo) reportsKept(ctx context.Context, from, to time.Time) (strin
 			}
 		}
 		reports += len(ends)
-		at, stop := from.UnixNano(), to.UnixNano()
+		at, stop := from.UnixNano(), gapTo.UnixNano()
 		for s, e := range ends { // a period holding from
 			if s < at && e > at {
 				at = e
@@ -270,6 +271,7 @@ func (d *faultsDemo) reportsKept(ctx context.Context, from, to time.Time) (strin
 	if len(bad) > 0 {
 		return fmt.Sprintf("%d reports: %s", reports, strings.Join(bad, "; ")), false, nil
 	}
-	return fmt.Sprintf("%d nodes x %d report periods from %s to %s stored, none lost, none twice", len(d.l.Nodes), reports/len(d.l.Nodes),
-		from.UTC().Format(time.TimeOnly), to.UTC().Format(time.TimeOnly)), true, nil
+	return fmt.Sprintf("%d nodes x %d report periods from %s to %s stored, none twice; none lost from %s to the restart at %s",
+		len(d.l.Nodes), reports/len(d.l.Nodes), from.UTC().Format(time.TimeOnly), to.UTC().Format(time.TimeOnly),
+		from.UTC().Format(time.TimeOnly), gapTo.UTC().Format(time.TimeOnly)), true, nil
 }
