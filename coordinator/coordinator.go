@@ -37,7 +37,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshperf/meshperf/coordinator/alert"
-	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/ingest"
 	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/metrics"
@@ -197,7 +196,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Probes != nil {
 		peers.SetSettings(cfg.Probes)
 	}
-	sink := &probeSink{peers: peers, settings: cfg.Probes, log: log, reported: map[string]reported{}, judge: diagnose.NewProbeJudge()}
+	sink := &probeSink{peers: peers, settings: cfg.Probes, log: log, reported: map[string]reported{},
+		judge: newProbeJudge(cfg.Probes), judgeC: make(chan struct{}, 1)}
 	if sink.in, err = ingest.New(ingest.Config{Write: writeReports(st), Logger: log}); err != nil {
 		return err
 	}
@@ -219,6 +219,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	sink.reg = reg
+	sink.meshNodes = func() int { mesh, _ := reg.Known(); return len(mesh) }
 	var met *metrics.Metrics
 	alertCfg := alert.Config{Store: st, Logger: log}
 	if cfg.MetricsAddress != "" {

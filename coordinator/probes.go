@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -27,7 +28,12 @@ type probeSink struct {
 	settings *agentv1.ProbeSettings // nil: no probes configured
 	log      *slog.Logger
 
-	judge *diagnose.ProbeJudge // the current report interval's summaries
+	judge  *diagnose.ProbeJudge // the open report periods' summaries
+	judgeC chan struct{}        // capacity 1: a report came (judgeProbes)
+	// meshNodes counts the known nodes of a default mesh (nil: none); a
+	// restarted coordinator knows them from its store before their agents
+	// register again.
+	meshNodes func() int
 
 	mu       sync.Mutex
 	reported map[string]reported // by node: its last report taken
@@ -68,7 +74,14 @@ func (p *probeSink) Report(node string, r *agentv1.ProbeReport, ack func()) erro
 		if s.GetSent() > 0 {
 			n++
 		}
-		p.judge.Add(node, s)
+	}
+	if _, _, ok := p.judge.AddReport(time.Now(), node, r); !ok {
+		p.log.Debug("probe report too late to judge", "node", node, "seq", r.GetSeq(),
+			"period_start", r.GetPeriodStart().AsTime().UTC().Format(time.RFC3339Nano))
+	}
+	select {
+	case p.judgeC <- struct{}{}:
+	default:
 	}
 	p.mu.Lock()
 	p.reported[node] = reported{summaries: n, at: time.Now()}
@@ -202,41 +215,112 @@ type seriesCompactor interface {
 	CompactSeries(ctx context.Context, before time.Time) (int, error)
 }
 
-// judgeProbes judges the continuous mesh once per report interval until
-// ctx ends: it logs each fault the probes localise when it appears
-// ("probe fault localised"), and when it clears, and keeps the findings
-// for /metrics.
+// judgeGrace is how long after a report period's end the judge waits
+// for its last reports: the agent sends a period once its last probe is
+// answered or timed out (1 s plus the probe timeout after the end at the
+// latest), plus transitGrace for the report to come and be checked.
+func judgeGrace(s *agentv1.ProbeSettings) time.Duration {
+	return time.Second + s.GetTimeout().AsDuration() + transitGrace
+}
+
+// transitGrace is the time allowed for a report to reach the coordinator.
+const transitGrace = time.Second
+
+// newProbeJudge returns the judge of the continuous mesh of s (nil: none
+// configured; a judge that is never fed).
+func newProbeJudge(s *agentv1.ProbeSettings) *diagnose.ProbeJudge {
+	if s == nil {
+		return diagnose.NewProbeJudge(diagnose.ProbeJudgeConfig{})
+	}
+	return diagnose.NewProbeJudge(diagnose.ProbeJudgeConfig{Slot: s.GetInterval().AsDuration(), Grace: judgeGrace(s)})
+}
+
+// expectedReporters is how many nodes a report period waits for: every
+// node of the probe plans or of a default mesh, or more if more reported
+// in the last 1.5 report intervals. It costs O(nodes).
+func (p *probeSink) expectedReporters(now time.Time) int {
+	window := p.settings.GetReportInterval().AsDuration() * 3 / 2
+	n := 0
+	p.mu.Lock()
+	for _, r := range p.reported {
+		if now.Sub(r.at) <= window {
+			n++
+		}
+	}
+	p.mu.Unlock()
+	if p.meshNodes != nil {
+		n = max(n, p.meshNodes())
+	}
+	return max(n, p.peers.Len())
+}
+
+// judgeProbes judges each report period of the continuous mesh as soon as
+// its reports are in (one from each expected node, counted again after
+// each period judged and at each deadline: O(nodes) per period, not per
+// report) or, failing that, judgeGrace after its end, until ctx ends: it
+// logs each fault the probes
+// localise when it is published ("probe fault localised", with the period
+// it was judged in) and when it clears, every period judged at debug
+// level with its first bad summaries ("probe period judged"), and keeps
+// the faults for /metrics.
 func (p *probeSink) judgeProbes(ctx context.Context) error {
 	if p.settings == nil {
 		return nil
 	}
-	t := time.NewTicker(p.settings.GetReportInterval().AsDuration())
-	defer t.Stop()
-	prev := map[string]diagnose.Kind{}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	expected := p.expectedReporters(time.Now())
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-p.judgeC:
+		case <-timer.C:
+			expected = p.expectedReporters(time.Now())
 		}
 		start := time.Now()
-		findings := p.judge.Judge()
+		periods := p.judge.Due(start, expected)
 		took := time.Since(start)
-		now := map[string]diagnose.Kind{}
-		for _, f := range findings {
-			now[f.Node] = f.Kind
-			if prev[f.Node] != f.Kind {
-				p.log.Warn("probe fault localised", "node", f.Node, "kind", f.Kind, "of", f.Of, "e.g.", strings.Join(f.Bad, "; "))
+		if len(periods) > 0 {
+			expected = p.expectedReporters(time.Now())
+		}
+		for _, per := range periods {
+			p.logPeriod(per)
+		}
+		if len(periods) > 0 {
+			p.mu.Lock()
+			p.faults, p.judged = periods[len(periods)-1].Faults, took/time.Duration(len(periods))
+			p.mu.Unlock()
+		}
+		next := time.Hour
+		if d := p.judge.NextDeadline(); !d.IsZero() {
+			next = max(time.Until(d), 10*time.Millisecond)
+		}
+		timer.Reset(next)
+	}
+}
+
+// logPeriod logs one judged period: its dump at debug level, then the
+// faults it published and cleared.
+func (p *probeSink) logPeriod(per diagnose.ProbePeriod) {
+	start, end := per.Start.UTC().Format(time.RFC3339Nano), per.End.UTC().Format(time.RFC3339Nano)
+	if p.log.Enabled(context.Background(), slog.LevelDebug) {
+		verdicts := make([]string, len(per.Verdicts))
+		for i, f := range per.Verdicts {
+			verdicts[i] = fmt.Sprintf("%s:%s", f.Node, f.Kind)
+			if !per.Settled[i] {
+				verdicts[i] += "(unsettled)"
 			}
 		}
-		for node, kind := range prev {
-			if _, ok := now[node]; !ok {
-				p.log.Info("probe fault cleared", "node", node, "kind", kind)
-			}
-		}
-		prev = now
-		p.mu.Lock()
-		p.faults, p.judged = findings, took
-		p.mu.Unlock()
+		p.log.Debug("probe period judged", "period_start", start, "period_end", end, "complete", per.Complete,
+			"sources", per.Sources, "reports", per.Reports, "summaries", per.Summaries, "bad", per.Bad,
+			"verdicts", strings.Join(verdicts, ","), "dump", strings.Join(per.Dump, "; "))
+	}
+	for _, f := range per.Raised {
+		p.log.Warn("probe fault localised", "node", f.Node, "kind", f.Kind, "period_start", start, "period_end", end,
+			"of", f.Of, "e.g.", strings.Join(f.Bad, "; "))
+	}
+	for _, f := range per.Cleared {
+		p.log.Info("probe fault cleared", "node", f.Node, "kind", f.Kind, "period_start", start, "period_end", end)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -15,28 +16,70 @@ import (
 // Thresholds of the probe judge: a node is implicated on a path and probe
 // kind when at least ProbeBadShare of the summaries of pairs it is in are
 // bad (a loss or a failure) while at most ProbeOthersShare of the other
-// pairs' are.
+// pairs' are. Its summaries on a path and kind are clean when at most
+// ProbeCleanShare of them are bad, and mixed between clean and
+// implicated. A verdict is settled when every path and kind it rests on
+// is bad on at least ProbeSettledShare of the node's summaries and none
+// of the node's is mixed.
 const (
-	ProbeBadShare    = 0.5
-	ProbeOthersShare = 0.25
+	ProbeBadShare     = 0.5
+	ProbeOthersShare  = 0.25
+	ProbeCleanShare   = 0.1
+	ProbeSettledShare = 0.9
 	// probeExamples bounds the bad summaries a finding quotes.
 	probeExamples = 3
+	// probeDump bounds the bad summaries a period keeps for its dump.
+	probeDump = 32
 	// minLatencySummaries is the fewest answered summaries, of the node's
 	// pairs and of the others, that a latency verdict is taken on: one
 	// slow probe among a handful is noise.
 	minLatencySummaries = 10
 )
 
+// ProbeJudgeConfig configures a ProbeJudge.
+type ProbeJudgeConfig struct {
+	// Slot is the probe interval. Agents end their report periods on the
+	// wall clock's multiples of it (a period holding a new failure ends at
+	// the end of that probe interval, the others at a multiple of the
+	// report interval); a report belongs to the window that ends at its
+	// period's end, rounded up to a multiple of Slot. Zero means 10 s.
+	Slot time.Duration
+	// Grace is how long after a window's end its last reports may still
+	// come: an agent sends a period's report once its last probe is
+	// answered or timed out (at most 1 s plus the probe timeout after the
+	// period's end), and the report then crosses the network. Zero means
+	// Slot.
+	Grace time.Duration
+}
+
 // ProbeJudge localises faults in the continuous mesh's reports, one
-// window (a report interval) at a time: Add takes every checked summary as
-// it arrives, Judge closes the window. It keeps counters per node, path
-// and kind, never the summaries: Add is O(1) and Judge O(nodes x paths x
-// kinds), so a window of a 1,000-node mesh is judged in well under its
-// length. It is safe for concurrent use.
+// report period at a time. AddReport counts a report's summaries in the
+// window of its period (windows are Slot long and end on the wall clock's
+// multiples of Slot, as the agents' periods do); Due judges each window as
+// soon as its reports are in (one from every node expected) or, when some
+// never come, Grace after its end. A report for a window already judged is
+// too late and is not counted.
+//
+// The judge keeps counters per window, node, path and kind, never the
+// summaries (but for a bounded dump of the bad ones): AddReport is
+// O(summaries) and judging a window O(nodes x paths x kinds), so a window
+// of a 1,000-node mesh is judged in well under its length.
+//
+// It publishes a node's fault (ProbePeriod.Raised) when a window's
+// verdict on it is settled (see ProbeSettledShare), or when two windows in
+// a row give the same unsettled verdict: a window in which a fault starts
+// or ends holds a part of its probes before and a part after, and its
+// verdict on the kind may be wrong (an ICMP drop whose full-size echoes
+// happened to be probed after it began and small ones before looks like an
+// MTU black hole). It is safe for concurrent use.
 type ProbeJudge struct {
-	mu     sync.Mutex
-	nodes  map[probeKey]*probeAgg // pairs the node is in, as source or destination
-	global map[pathKind]*probeAgg // every pair
+	cfg ProbeJudgeConfig
+
+	mu      sync.Mutex
+	windows map[int64]*probeWindow // open, by end (Unix nanoseconds)
+	closed  int64                  // every window ending at or before it is judged
+	faults  map[string]Finding     // published, by node
+	pending map[string]Kind        // the last window's unsettled verdicts, by node
 }
 
 type pathKind struct {
@@ -56,31 +99,89 @@ type probeAgg struct {
 	examples   []string
 }
 
-// NewProbeJudge returns a judge with an empty window.
-func NewProbeJudge() *ProbeJudge {
-	return &ProbeJudge{nodes: map[probeKey]*probeAgg{}, global: map[pathKind]*probeAgg{}}
+// probeWindow is one window's counters.
+type probeWindow struct {
+	end                time.Time
+	sources            map[string]bool
+	reports, summaries int
+	bad                int
+	dump               []string
+	nodes              map[probeKey]*probeAgg // pairs the node is in, as source or destination
+	global             map[pathKind]*probeAgg // every pair
 }
 
-// Add counts one summary of src's report (checked: coordinator/ingest) in
-// the current window.
-func (j *ProbeJudge) Add(src string, s *agentv1.ProbeSummary) {
+// NewProbeJudge returns a judge with no window open.
+func NewProbeJudge(cfg ProbeJudgeConfig) *ProbeJudge {
+	if cfg.Slot <= 0 {
+		cfg.Slot = 10 * time.Second
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = cfg.Slot
+	}
+	return &ProbeJudge{cfg: cfg, windows: map[int64]*probeWindow{}, faults: map[string]Finding{}, pending: map[string]Kind{}}
+}
+
+// windowEnd is the end of the window a period ending at end belongs to:
+// end rounded up to a multiple of the slot.
+func (j *ProbeJudge) windowEnd(end time.Time) time.Time {
+	w := end.Truncate(j.cfg.Slot)
+	if w.Before(end) {
+		w = w.Add(j.cfg.Slot)
+	}
+	return w
+}
+
+// AddReport counts the summaries of src's report r (checked:
+// coordinator/ingest), received at now, in the window of its period. It
+// returns that window's end and how many nodes have reported in it so
+// far; ok is false when the report is too late and nothing was counted:
+// its window was judged already, or none is open and its deadline (end
+// plus Grace) is before now (a report sent again after a restart).
+func (j *ProbeJudge) AddReport(now time.Time, src string, r *agentv1.ProbeReport) (end time.Time, sources int, ok bool) {
+	end = j.windowEnd(r.GetPeriodStart().AsTime().Add(r.GetPeriod().AsDuration()))
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if end.UnixNano() <= j.closed {
+		return end, 0, false
+	}
+	w := j.windows[end.UnixNano()]
+	if w == nil && end.Add(j.cfg.Grace).Before(now) {
+		return end, 0, false
+	}
+	if w == nil {
+		w = &probeWindow{end: end, sources: map[string]bool{}, nodes: map[probeKey]*probeAgg{}, global: map[pathKind]*probeAgg{}}
+		j.windows[end.UnixNano()] = w
+	}
+	w.sources[src] = true
+	w.reports++
+	for _, s := range r.GetSummaries() {
+		w.add(src, s)
+	}
+	return end, len(w.sources), true
+}
+
+// add counts one summary of src's.
+func (w *probeWindow) add(src string, s *agentv1.ProbeSummary) {
 	dst := s.GetNode()
 	if dst == "" || s.GetSent() == 0 {
 		return
 	}
+	w.summaries++
 	pk := pathKind{s.GetPath(), s.GetKind()}
 	bad := s.GetReceived() < s.GetSent()
 	var example string
 	if bad {
+		w.bad++
 		example = fmt.Sprintf("%s->%s %s %s: %d of %d lost", src, dst, testspec.PathName(pk.path), ProbeKindName(pk.kind),
 			s.GetSent()-s.GetReceived(), s.GetSent())
 		if m := s.GetMessage(); m != "" {
 			example += " (" + m + ")"
 		}
+		if len(w.dump) < probeDump {
+			w.dump = append(w.dump, example)
+		}
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for _, a := range []*probeAgg{j.agg(probeKey{src, pk}), j.agg(probeKey{dst, pk}), j.globalAgg(pk)} {
+	for _, a := range []*probeAgg{aggOf(w.nodes, probeKey{src, pk}), aggOf(w.nodes, probeKey{dst, pk}), aggOf(w.global, pk)} {
 		a.total++
 		if bad {
 			a.bad++
@@ -95,20 +196,11 @@ func (j *ProbeJudge) Add(src string, s *agentv1.ProbeSummary) {
 	}
 }
 
-func (j *ProbeJudge) agg(k probeKey) *probeAgg {
-	a := j.nodes[k]
+func aggOf[K comparable](m map[K]*probeAgg, k K) *probeAgg {
+	a := m[k]
 	if a == nil {
 		a = &probeAgg{}
-		j.nodes[k] = a
-	}
-	return a
-}
-
-func (j *ProbeJudge) globalAgg(pk pathKind) *probeAgg {
-	a := j.global[pk]
-	if a == nil {
-		a = &probeAgg{}
-		j.global[pk] = a
+		m[k] = a
 	}
 	return a
 }
@@ -118,134 +210,114 @@ func ProbeKindName(k agentv1.ProbeKind) string {
 	return strings.TrimPrefix(strings.ToLower(k.String()), "probe_kind_")
 }
 
-// Judge closes the window: it names, per node, the kind of fault its
-// pairs' summaries point to, and starts a new, empty window. A node is
-// implicated on a path and kind (see ProbeBadShare); then, in this order:
-// every kind fails on host-host: unreachable; icmp_mtu fails on a path
-// where icmp and tcp do not: mtu-blackhole; icmp fails where tcp on the
-// same path does not: icmp-blocked; tcp fails on host-host where icmp
-// does not (the node answers, its agent's responders do not): agent-gone;
-// a pod path fails where host-host on the same kind does not:
-// pod-network; other failures: unreachable. A node with no failure
-// whose pairs' mean median RTT on a path and kind is LatencyRatio times
-// the other pairs' and MinLatencyIncrease more, over at least 10 answered
-// summaries of each, is latency-degraded. Findings
-// are sorted by node.
-func (j *ProbeJudge) Judge() []Finding {
-	j.mu.Lock()
-	nodes, global := j.nodes, j.global
-	j.nodes, j.global = map[probeKey]*probeAgg{}, map[pathKind]*probeAgg{}
-	j.mu.Unlock()
+// ProbePeriod is the judgment of one window.
+type ProbePeriod struct {
+	// Start and End bound the window: End is a multiple of the slot, Start
+	// one slot before it.
+	Start, End time.Time
+	// Sources is how many nodes reported in it, Reports how many reports,
+	// Summaries how many summaries with a probe sent, Bad how many of them
+	// lost a probe.
+	Sources, Reports, Summaries, Bad int
+	// Complete tells a window judged when every expected node had
+	// reported from one judged at its deadline.
+	Complete bool
+	// Dump is the window's first bad summaries (at most 32), e.g.
+	// "node-1->node-3 pod-pod icmp_mtu: 1 of 1 lost (timeout)".
+	Dump []string
+	// Verdicts is what this window alone says of each node, sorted by
+	// node; Settled says which of them are settled.
+	Verdicts []Finding
+	// Settled is, per verdict, whether it is settled.
+	Settled []bool
+	// Faults are the published faults after this window, sorted by node.
+	Faults []Finding
+	// Raised are the faults published by this window (new, or of another
+	// kind than before); Cleared the nodes' faults it took back.
+	Raised, Cleared []Finding
+}
 
-	type verdict struct {
-		bad map[pathKind]*probeAgg
-		of  int
-	}
-	per := map[string]*verdict{}
-	slow := map[string]*probeAgg{}
-	for k, a := range nodes {
-		g := global[k.pk]
-		v := per[k.node]
-		if v == nil {
-			v = &verdict{bad: map[pathKind]*probeAgg{}}
-			per[k.node] = v
-		}
-		v.of += a.total
-		othersTotal, othersBad := g.total-a.total, g.bad-a.bad
-		share := float64(a.bad) / float64(a.total)
-		othersShare := 0.0
-		if othersTotal > 0 {
-			othersShare = float64(othersBad) / float64(othersTotal)
-		}
-		// Without pairs that leave the node out (a mesh of two), nothing
-		// tells the node from its peer.
-		if a.total >= 2 && othersTotal > 0 && share >= ProbeBadShare && othersShare <= ProbeOthersShare {
-			v.bad[k.pk] = a
-			continue
-		}
-		if a.rttN >= minLatencySummaries && g.rttN-a.rttN >= minLatencySummaries {
-			mine := a.rttSum / float64(a.rttN)
-			others := (g.rttSum - a.rttSum) / float64(g.rttN-a.rttN)
-			if mine >= LatencyRatio*others && mine-others >= MinLatencyIncrease {
-				slow[k.node] = a
-			}
+// Open returns how many windows are open.
+func (j *ProbeJudge) Open() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.windows)
+}
+
+// NextDeadline is when the oldest open window is judged at the latest
+// (zero: none open).
+func (j *ProbeJudge) NextDeadline() time.Time {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var first time.Time
+	for _, w := range j.windows {
+		if first.IsZero() || w.end.Before(first) {
+			first = w.end
 		}
 	}
-	var out []Finding
-	for node, v := range per {
-		if len(v.bad) == 0 {
-			if a, ok := slow[node]; ok {
-				out = append(out, Finding{Node: node, Kind: KindLatency, Of: v.of,
-					Bad: []string{fmt.Sprintf("mean median RTT %.3g ms on the pairs with %s", 1000*a.rttSum/float64(a.rttN), node)}})
-			}
-			continue
-		}
-		f := Finding{Node: node, Kind: probeKind(v.bad, global), Of: v.of}
-		keys := make([]pathKind, 0, len(v.bad))
-		for pk := range v.bad {
-			keys = append(keys, pk)
-		}
-		slices.SortFunc(keys, func(a, b pathKind) int { return cmp.Or(cmp.Compare(a.path, b.path), cmp.Compare(a.kind, b.kind)) })
-		for _, pk := range keys {
-			f.Bad = append(f.Bad, v.bad[pk].examples...)
-		}
-		out = append(out, f)
+	if first.IsZero() {
+		return first
 	}
-	slices.SortFunc(out, func(a, b Finding) int { return cmp.Compare(a.Node, b.Node) })
+	return first.Add(j.cfg.Grace)
+}
+
+// Due judges the open windows that are ready at now, oldest first: a
+// window is ready when expected nodes or more have reported in it, or at
+// its end plus Grace. It stops at the first window that is not ready, so
+// that windows are judged in order.
+func (j *ProbeJudge) Due(now time.Time, expected int) []ProbePeriod {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ends := make([]int64, 0, len(j.windows))
+	for k := range j.windows {
+		ends = append(ends, k)
+	}
+	slices.Sort(ends)
+	var out []ProbePeriod
+	for _, k := range ends {
+		w := j.windows[k]
+		complete := expected > 0 && len(w.sources) >= expected
+		if !complete && now.Before(w.end.Add(j.cfg.Grace)) {
+			break
+		}
+		delete(j.windows, k)
+		j.closed = k
+		out = append(out, j.judge(w, complete))
+	}
 	return out
 }
 
-// probeKind reads the kind of fault from the paths and kinds a node is
-// implicated on (bad) among those probed (global).
-func probeKind(bad map[pathKind]*probeAgg, global map[pathKind]*probeAgg) Kind {
-	isBad := func(path measurev1.Path, kind agentv1.ProbeKind) bool { _, ok := bad[pathKind{path, kind}]; return ok }
-	probed := func(path measurev1.Path, kind agentv1.ProbeKind) bool {
-		_, ok := global[pathKind{path, kind}]
-		return ok
-	}
-	hh := measurev1.Path_PATH_HOST_TO_HOST
-	allHost := true
-	anyHost := false
-	for pk := range global {
-		if pk.path == hh {
-			anyHost = true
-			if !isBad(hh, pk.kind) {
-				allHost = false
-			}
+// judge judges w and updates the published faults. j.mu is held.
+func (j *ProbeJudge) judge(w *probeWindow, complete bool) ProbePeriod {
+	p := ProbePeriod{Start: w.end.Add(-j.cfg.Slot), End: w.end, Sources: len(w.sources), Reports: w.reports,
+		Summaries: w.summaries, Bad: w.bad, Complete: complete, Dump: w.dump}
+	p.Verdicts, p.Settled = w.verdicts()
+	seen := map[string]bool{}
+	pending := map[string]Kind{}
+	for i, f := range p.Verdicts {
+		seen[f.Node] = true
+		old, had := j.faults[f.Node]
+		switch {
+		case had && old.Kind == f.Kind:
+			j.faults[f.Node] = f // persists
+		case p.Settled[i] || j.pending[f.Node] == f.Kind:
+			j.faults[f.Node] = f
+			p.Raised = append(p.Raised, f)
+		default:
+			pending[f.Node] = f.Kind // wait for the next window
 		}
 	}
-	if anyHost && allHost {
-		return KindUnreachable
-	}
-	icmp, mtu, tcp := agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU, agentv1.ProbeKind_PROBE_KIND_TCP
-	for pk := range bad { // only the full-size echo is lost: large packets vanish
-		if pk.kind == mtu && probed(pk.path, icmp) && !isBad(pk.path, icmp) && !isBad(pk.path, tcp) {
-			return KindMTU
+	j.pending = pending
+	for node, f := range j.faults {
+		if !seen[node] {
+			delete(j.faults, node)
+			p.Cleared = append(p.Cleared, f)
 		}
 	}
-	for pk := range bad {
-		if pk.kind == icmp && probed(pk.path, tcp) && !isBad(pk.path, tcp) {
-			return KindICMP
-		}
+	slices.SortFunc(p.Cleared, func(a, b Finding) int { return cmp.Compare(a.Node, b.Node) })
+	for _, f := range j.faults {
+		p.Faults = append(p.Faults, f)
 	}
-	// The node answers pings but not its agent's responders.
-	if isBad(hh, tcp) && probed(hh, icmp) && !isBad(hh, icmp) {
-		return KindAgentGone
-	}
-	for pk := range bad {
-		if pk.path != hh && !isBad(hh, pk.kind) && probed(hh, pk.kind) && podPath(pk.path) {
-			return KindPodNetwork
-		}
-	}
-	return KindUnreachable
-}
-
-// podPath reports whether a path goes from or to a pod (or a ClusterIP
-// in front of one).
-func podPath(p measurev1.Path) bool {
-	switch p {
-	case measurev1.Path_PATH_HOST_TO_POD, measurev1.Path_PATH_POD_TO_POD, measurev1.Path_PATH_POD_TO_SERVICE, measurev1.Path_PATH_HOST_TO_SERVICE:
-		return true
-	}
-	return false
+	slices.SortFunc(p.Faults, func(a, b Finding) int { return cmp.Compare(a.Node, b.Node) })
+	return p
 }

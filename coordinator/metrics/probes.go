@@ -20,10 +20,10 @@ type ProbeStatus struct {
 	// Coverage is the share (0..1) of the ordered pairs x paths x kinds of
 	// the plans that the agents reported on in the last report interval.
 	Coverage float64
-	// Faults are the findings of the last judged report interval
-	// (diagnose.ProbeJudge).
+	// Faults are the faults the probe judge holds after the last report
+	// period it judged (diagnose.ProbeJudge).
 	Faults []diagnose.Finding
-	// JudgeSeconds is how long judging the last report interval took.
+	// JudgeSeconds is how long judging the last report period took.
 	JudgeSeconds float64
 }
 
@@ -51,9 +51,9 @@ func newProbeCollector(src ProbeSource) *probeCollector {
 		"peers":        d("meshperf_probe_plan_peers", "Nodes in the probe plans."),
 		"acked":        d("meshperf_probe_plans_acknowledged", "Connected agents that acknowledged a probe plan."),
 		"coverage":     d("meshperf_probe_coverage_ratio", "Share (0..1) of the ordered node pairs x paths x probe kinds of the plans reported on in the last report interval."),
-		"judge":        d("meshperf_probe_judge_seconds", "Time the coordinator took to judge the last report interval of the continuous mesh."),
+		"judge":        d("meshperf_probe_judge_seconds", "Time the coordinator took to judge the last report period of the continuous mesh."),
 		"fault": prometheus.NewDesc("meshperf_probe_fault",
-			"1 for each node the last report interval of the continuous probes implicates, with the kind (unreachable, pod-network, icmp-blocked, mtu-blackhole, latency-degraded); no series when there is none.",
+			"1 for each node the continuous probes' judge holds at fault after the last report period it judged, with the kind (unreachable, pod-network, icmp-blocked, mtu-blackhole, agent-gone, latency-degraded); no series when there is none.",
 			[]string{"node", "kind"}, nil),
 	}}
 }

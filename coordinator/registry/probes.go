@@ -116,11 +116,18 @@ func (r *Registry) PlansAcked() int {
 	return n
 }
 
-// IsPeer reports whether name is in the probe plans.
+// IsPeer reports whether name may be a peer of a probe report: a node in
+// the probe plans, or a known agent (every agent seen, loaded from the
+// store at start). After a coordinator restart agents send again the
+// reports it had not acknowledged, naming peers that have not registered
+// again yet: their summaries must be stored, not dropped.
 func (r *Registry) IsPeer(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.peers[name]
+	if _, ok := r.peers[name]; ok {
+		return true
+	}
+	_, ok := r.known[name]
 	return ok
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 // chanStream is a Stream whose agent side is a pair of channels.
@@ -127,5 +128,35 @@ func TestWorkAndPlans(t *testing.T) {
 				t.Logf("Serve: %v", err)
 			}
 		})
+	}
+}
+
+// knownRecorder holds agents recorded before a restart.
+type knownRecorder struct{ agents []*meshv1.Agent }
+
+func (knownRecorder) PutAgent(context.Context, *meshv1.Agent) error { return nil }
+func (k knownRecorder) Agents(context.Context) ([]*meshv1.Agent, error) {
+	return k.agents, nil
+}
+
+// TestIsPeerAfterRestart: right after a restart no agent has registered
+// again, and the reports they send again name their peers: a node known
+// from the store is a peer, a name never seen is not.
+func TestIsPeerAfterRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := New(ctx, Config{Recorder: knownRecorder{[]*meshv1.Agent{{NodeName: "node-2"}}},
+		Probes: probeplan.NewTable(probeplan.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Shutdown()
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{{"node-2", true}, {"node-9", false}} {
+		if got := r.IsPeer(tc.name); got != tc.want {
+			t.Errorf("IsPeer(%q) = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -14,9 +14,11 @@ import (
 )
 
 // TestFaultScenarios runs every fault scenario of make demo-faults under a
-// fast continuous mesh: each fault must be detected and pinned on its node
-// with the right kind by the first continuous run after it, and neither
-// the clean run nor the faults may blame a healthy node.
+// fast continuous mesh (probes every second, iperf3 runs every 5 s): each
+// fault must be pinned on its node with the right kind from the agents'
+// reports in time (by the probe judge, in the report period holding the
+// fault's time plus one probe interval; rate-limit by the next iperf3 run),
+// and neither the clean stretch nor the faults may blame a healthy node.
 func TestFaultScenarios(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

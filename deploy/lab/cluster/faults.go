@@ -28,14 +28,16 @@ type FaultsConfig struct {
 	Lab lab.Config
 	// BinDir holds the agent and coordinator binaries.
 	BinDir string
-	// Interval is the continuous mesh's interval, at least 5 s; zero
-	// means 30 s, the coordinator's default. Each tick is jittered by up
-	// to a tenth of it.
+	// Interval is the continuous iperf3 mesh's interval, at least 5 s;
+	// zero means 30 s, the coordinator's default. Each tick is jittered by
+	// up to a tenth of it. The agents probe (and report) every sixth of
+	// it, at least every second.
 	Interval time.Duration
 	// Scenarios are the names of the scenarios to run (see FaultScenarios);
 	// empty means all. The clean run always comes first.
 	Scenarios []string
-	// Verbose prints every bad pair-path-test of each finding, not one.
+	// Verbose prints every bad pair-path-test of each finding, not one,
+	// and every report period the probe judge found a bad summary in.
 	Verbose bool
 	// Stdout receives the verdict of each scenario and the last line;
 	// Stderr the progress.
@@ -50,13 +52,15 @@ var FaultScenarios = []string{"pod-drop", "mtu-blackhole", "rate-limit", "icmp-d
 type FaultsResult struct {
 	// Faults is how many faults were injected (F).
 	Faults int
-	// Detected is how many of them a continuous run reported (D).
+	// Detected is how many of them the agents' reports showed in time (D).
 	Detected int
 	// Localised is how many were pinned on the right node with the right
-	// kind (L).
+	// kind in time (L).
 	Localised int
-	// FalseAlarms counts findings that name a node without a fault, in the
-	// clean run and beside the injected faults (A).
+	// FalseAlarms counts the faults judged on a node without one, or of
+	// another kind on the faulty node, in the clean stretch and beside the
+	// injected faults, and those still held once a fault was cleared (A);
+	// see DemoFaults.
 	FalseAlarms int
 }
 
@@ -75,20 +79,17 @@ func (r FaultsResult) OK() bool {
 // was blamed wrongly; the scenario lines say which.
 var ErrFaultsMissed = errors.New("faults missed or false alarms")
 
-// monitorConfig is the coordinator's config for the demo: one continuous
-// mesh with a probe of each kind a fault can hide from (ping for ICMP,
-// HTTP for small TCP, iperf3 for bulk transfers and bandwidth) on the
-// host network (the baseline) and the pod network.
-//
-// The agents' continuous probes run beside it (every probe interval,
-// reported as often): each scenario also says what the coordinator's
-// probe judge localised after the fault (probeSaid), which does not
-// change the verdict yet.
+// monitorConfig is the coordinator's config for the demo: the agents'
+// continuous probes (ICMP, full-size ICMP with DF set, TCP connect and
+// HTTP over host-host and pod-pod, every probe interval, reported as
+// often), whose reports the coordinator's probe judge localises faults
+// from, and a continuous iperf3 mesh over the same paths every run
+// interval: the heavy test that a bandwidth fault needs.
 const monitorConfig = `monitor:
   light:
     interval: %s
     jitter: %s
-    tests: [ping, http, iperf3_tcp]
+    tests: [iperf3_tcp]
     paths: [host-host, pod-pod]
     duration: 1s
 probes:
@@ -115,21 +116,41 @@ type faultScenario struct {
 	inject, clear func(ctx context.Context) error
 }
 
-// DemoFaults runs the fault scenarios on a lab with the coordinator's
-// continuous mesh: a clean stretch first, then, one after the other, each
-// scenario's fault on one node (see FaultScenarios). For each it waits for
-// the first continuous run that starts after the fault is in place, checks
-// that it started within one interval (plus jitter), and localises the
-// faults in its results with coordinator/diagnose, as `coordinator
-// diagnose` does; then it clears the fault. A scenario's fault counts as
-// detected when the run has a finding, localised when a finding names the
-// faulty node and the expected kind; every finding naming another node
-// (or any finding in the clean run) is a false alarm. Killing the
-// coordinator mid-run counts as detected when the run it cut ends
-// interrupted, and as localised when every test it left without results
-// says so and the first run after the restart blames no node. The last
-// line of Stdout is FaultsResult.String; the error is ErrFaultsMissed
-// unless FaultsResult.OK.
+// DemoFaults runs the fault scenarios on a lab under the coordinator's
+// continuous monitoring: a clean stretch first, then, one after the
+// other, each scenario's fault on one node (see FaultScenarios). The
+// verdicts come from the agents' reports as the coordinator judges them:
+//
+//   - A fault the light probes can see (pod-drop, mtu-blackhole,
+//     icmp-drop, agent-killed) is judged from the coordinator's probe
+//     judge (coordinator/probes.go, diagnose.ProbeJudge), which judges
+//     each report period once its reports are in. Agents' periods end on
+//     the wall clock's multiples of the probe interval I; a fault
+//     injected at t is in the whole of the period that holds t+I (the
+//     fault's first full period, or, when t is a period's start, the
+//     period holding t). The fault is detected when the judge names its
+//     node in that period or an earlier one after t ("probe fault
+//     localised" with the period), and localised when it names the
+//     expected kind too. The demo prints how long after t the judge said
+//     so, in seconds and in probe intervals: at most 2 I plus the wait
+//     for the period's last reports (1 s, the probe timeout, 1 s).
+//   - rate-limit, a bandwidth fault no light probe sees, is judged from
+//     the iperf3 results of the first continuous iperf3 mesh run after
+//     the fault (the agents report them as every run's), which must start
+//     within one run interval plus jitter, diagnosed as `coordinator
+//     diagnose` does; the coordinator's own log must say the same.
+//   - Killing the coordinator mid-run counts as detected when the run it
+//     cut ends interrupted, and as localised when every test it left
+//     without results says so, every agent report period around the kill
+//     is stored once (none lost, none twice), and the first run after the
+//     restart blames no node.
+//
+// A false alarm is any other node, or another kind on the faulty node,
+// that the probe judge localises from the fault until a whole period
+// after it was cleared (or, in the clean stretch, during one run
+// interval), any fault it still holds then, and any other finding of the
+// iperf3 run judged. The last line of Stdout is FaultsResult.String; the
+// error is ErrFaultsMissed unless FaultsResult.OK.
 func DemoFaults(ctx context.Context, cfg FaultsConfig) (FaultsResult, error) {
 	if cfg.Lab.Prefix == "" {
 		cfg.Lab.Prefix = "mpfaults"
@@ -211,7 +232,7 @@ func (d *faultsDemo) run(ctx context.Context, work string) (res FaultsResult, er
 	if err := os.WriteFile(conf, fmt.Appendf(nil, monitorConfig, d.cfg.Interval, d.jitter, d.probeInterval(), d.probeInterval()), 0o600); err != nil {
 		return res, err
 	}
-	d.c, err = New(Config{Lab: d.l, BinDir: d.cfg.BinDir, WorkDir: work, CoordinatorArgs: []string{"--config", conf},
+	d.c, err = New(Config{Lab: d.l, BinDir: d.cfg.BinDir, WorkDir: work, CoordinatorArgs: []string{"--config", conf, "--log-level", "debug"},
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return res, err
@@ -233,7 +254,8 @@ func (d *faultsDemo) run(ctx context.Context, work string) (res FaultsResult, er
 	}
 	defer conn.Close()
 	d.client = client
-	d.say("coordinator serve --config: ping, HTTP and iperf3 over host-host and pod-pod, every %v (jitter %v)", d.cfg.Interval, d.jitter)
+	d.say("coordinator serve --config: the agents probe ICMP, full-size ICMP, TCP and HTTP over host-host and pod-pod every %v and report as often; iperf3 mesh every %v (jitter %v)",
+		d.probeInterval(), d.cfg.Interval, d.jitter)
 
 	for _, s := range d.scenarios() {
 		if ctx.Err() != nil {
@@ -321,7 +343,10 @@ func (d *faultsDemo) scenarios() []faultScenario {
 	return all
 }
 
-// scenario runs one fault: idle mesh, inject, the next run, diagnose, clear.
+// scenario runs one fault: idle mesh, inject, the verdict, clear, quiet.
+// A fault the light probes can see is judged from the coordinator's probe
+// judge (lightScenario); rate-limit, a bandwidth fault no light probe
+// sees, from the next iperf3 mesh run (bandwidthScenario).
 func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, localised bool, alarms int, err error) {
 	if err := d.waitIdle(ctx); err != nil {
 		return false, false, 0, err
@@ -335,32 +360,47 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 	if err := s.inject(ctx); err != nil {
 		return false, false, 0, fmt.Errorf("scenario %s: inject: %w", s.name, err)
 	}
-	defer func() {
-		if cerr := s.clear(context.WithoutCancel(ctx)); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("scenario %s: clear: %w", s.name, cerr))
+	cleared := false
+	clear := func() error {
+		if cleared {
+			return nil
 		}
-	}()
-	run, findings, err := d.nextRun(ctx, t0)
+		cleared = true
+		if err := s.clear(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("scenario %s: clear: %w", s.name, err)
+		}
+		return nil
+	}
+	defer func() { err = errors.Join(err, clear()) }()
+	var runFindings []diagnose.Finding
+	var runHead string
+	var runLines []string
+	if s.kind == diagnose.KindSlow {
+		if detected, localised, runFindings, runHead, runLines, err = d.bandwidthScenario(ctx, s, t0); err != nil {
+			return false, false, 0, err
+		}
+		alarms = len(runFindings)
+	}
+	// The light probes' verdict: for a light fault, the first period that
+	// holds the fault whole (or an earlier one) must name it.
+	deadline := d.probeDeadline(t0)
+	if s.node == "" {
+		deadline = t0.Add(d.cfg.Interval) // the clean stretch: a run's interval
+	}
+	if _, err := d.waitJudged(ctx, t0, deadline); err != nil {
+		return false, false, 0, fmt.Errorf("scenario %s: %w", s.name, err)
+	}
+	if err := clear(); err != nil {
+		return false, false, 0, err
+	}
+	quiet, evs, err := d.waitQuiet(ctx, t0, time.Now())
 	if err != nil {
-		return false, false, 0, fmt.Errorf("scenario %s: %w", s.name, err)
+		return false, false, 0, err
 	}
-	after := run.GetCreateTime().AsTime().Sub(t0)
-	inTime := after <= d.cfg.Interval+d.jitter
-	// The coordinator judges its continuous runs itself (coordinator/alert):
-	// its log must say what diagnose says.
-	if err := d.coordinatorSaid(ctx, run.GetRunId(), findings); err != nil {
-		return false, false, 0, fmt.Errorf("scenario %s: %w", s.name, err)
-	}
-	for _, f := range findings {
-		switch {
-		case s.node == "":
-			alarms++
-		case f.Node == s.node:
-			detected = detected || inTime
-			localised = localised || inTime && f.Kind == s.kind
-		default:
-			alarms++
-		}
+	v := judgeScenario(evs, s, t0, deadline, quiet)
+	alarms += len(v.alarms)
+	if s.node != "" && s.kind != diagnose.KindSlow {
+		detected, localised = v.hit.msg != "", v.localised
 	}
 	verdict := "no fault found"
 	switch {
@@ -372,22 +412,45 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 		verdict = fmt.Sprintf("OK: %s on %s", s.kind, s.node)
 	case detected:
 		verdict = fmt.Sprintf("DETECTED, NOT LOCALISED (want %s on %s)", s.kind, s.node)
-	case !inTime:
-		verdict = fmt.Sprintf("MISSED: the first run started %v after the fault, more than one interval", after.Round(time.Second))
 	default:
-		verdict = fmt.Sprintf("MISSED (want %s on %s)", s.kind, s.node)
+		verdict = fmt.Sprintf("MISSED (want %s on %s by the period ending %s)", s.kind, s.node, deadline.Format(time.TimeOnly))
 	}
 	if s.node != "" && alarms > 0 {
 		verdict += fmt.Sprintf(", FALSE ALARM x%d", alarms)
 	}
-	fmt.Fprintf(d.cfg.Stdout, "%-20s run %s (started %4.1fs after the fault): %s\n", s.name, run.GetRunId(), after.Seconds(), verdict)
-	for _, f := range findings {
-		fmt.Fprintf(d.cfg.Stdout, "    %s\n", f)
-		if d.cfg.Verbose {
-			fmt.Fprintf(d.cfg.Stdout, "      %s\n", strings.Join(f.Bad, "\n      "))
+	i := d.probeInterval()
+	switch {
+	case s.kind == diagnose.KindSlow:
+		fmt.Fprintf(d.cfg.Stdout, "%-20s %s: %s\n", s.name, runHead, verdict)
+		for _, l := range runLines {
+			fmt.Fprintf(d.cfg.Stdout, "    %s\n", l)
+		}
+	case v.hit.msg != "":
+		after := v.hit.at.Sub(t0)
+		fmt.Fprintf(d.cfg.Stdout, "%-20s probes: period %s-%s judged %4.1fs after the fault (%.1f intervals of %v; %.1fs after the period): %s\n",
+			s.name, v.hit.start.Format(time.TimeOnly), v.hit.end.Format(time.TimeOnly), after.Seconds(), after.Seconds()/i.Seconds(), i,
+			v.hit.at.Sub(v.hit.end).Seconds(), verdict)
+	default:
+		fmt.Fprintf(d.cfg.Stdout, "%-20s probes: %s\n", s.name, verdict)
+	}
+	if v.hit.msg != "" {
+		_, eg, _ := strings.Cut(v.hit.line, " e.g.=\"")
+		eg, _, _ = strings.Cut(eg, "; ")
+		fmt.Fprintf(d.cfg.Stdout, "    node %s: %s (judged on its %s summaries; e.g. %s)\n", v.hit.node, v.hit.kind, logField(v.hit.line, "of"), strings.TrimSuffix(eg, `"`))
+	}
+	for _, a := range v.alarms {
+		fmt.Fprintf(d.cfg.Stdout, "    false alarm: probes: %s\n", a)
+	}
+	for _, f := range runFindings {
+		fmt.Fprintf(d.cfg.Stdout, "    false alarm: run: %s\n", f)
+	}
+	if d.cfg.Verbose {
+		for _, e := range evs {
+			if e.msg == "probe period judged" && !strings.Contains(e.line, " bad=0 ") {
+				fmt.Fprintf(d.cfg.Stdout, "      %s\n", e.line)
+			}
 		}
 	}
-	fmt.Fprintf(d.cfg.Stdout, "    probes: %s\n", d.probeSaid(t0, s))
 	return detected, localised, alarms, nil
 }
 
@@ -405,6 +468,7 @@ func (d *faultsDemo) coordinatorKilled(ctx context.Context) (detected, localised
 	if err != nil {
 		return false, false, 0, fmt.Errorf("scenario coordinator-killed: %w", err)
 	}
+	killed := time.Now()
 	if err := d.c.StopCoordinator(syscall.SIGKILL); err != nil {
 		return false, false, 0, err
 	}
@@ -419,6 +483,7 @@ func (d *faultsDemo) coordinatorKilled(ctx context.Context) (detected, localised
 	if err := d.c.StartCoordinator(startCtx); err != nil {
 		return false, false, 0, err
 	}
+	restarted := time.Now()
 	if err := d.c.WaitAgents(startCtx, len(d.l.Nodes)); err != nil {
 		return false, false, 0, err
 	}
@@ -448,17 +513,28 @@ func (d *faultsDemo) coordinatorKilled(ctx context.Context) (detected, localised
 		return false, false, 0, fmt.Errorf("scenario coordinator-killed: %w", err)
 	}
 	alarms = len(findings)
-	localised = detected && explained && complete && alarms == 0
+	// The agents kept probing and spooled their reports while the
+	// coordinator was down: every period from before the kill to the
+	// restart must be stored, and none of those reported since twice.
+	i := d.probeInterval()
+	kept, keptOK, err := d.reportsKept(ctx, killed.Add(-3*i).Truncate(i), restarted.Truncate(i), time.Now().Add(-d.judgeGrace()-i).Truncate(i))
+	if err != nil {
+		return false, false, 0, fmt.Errorf("scenario coordinator-killed: %w", err)
+	}
+	localised = detected && explained && complete && keptOK && alarms == 0
 	verdict := "OK: the run ended interrupted, every test accounted for, the next run is clean"
 	switch {
 	case !detected:
 		verdict = "MISSED: the run did not end interrupted"
 	case !explained || !complete:
 		verdict = "NOT LOCALISED: tests without results or without a reason"
+	case !keptOK:
+		verdict = "NOT LOCALISED: probe reports lost or stored twice"
 	case alarms > 0:
 		verdict = fmt.Sprintf("FALSE ALARM x%d in the next run %s", alarms, next.GetRunId())
 	}
 	fmt.Fprintf(d.cfg.Stdout, "%-20s %s\n", "", verdict)
+	fmt.Fprintf(d.cfg.Stdout, "%-20s probe reports: %s\n", "", kept)
 	for _, f := range findings {
 		fmt.Fprintf(d.cfg.Stdout, "    %s\n", f)
 	}
@@ -471,14 +547,17 @@ func NewFaultsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo-faults",
 		Short: "Inject each fault scenario into a lab under continuous monitoring; check it is detected and localised",
-		Long: `Bring a 3-node lab up, run the coordinator with a continuous mesh (ping,
-HTTP and iperf3 over host-host and pod-pod every --interval) and an agent per
-node. After a clean stretch (the false-alarm baseline), inject one fault at
-a time into node-2 or node-3: pod-drop, mtu-blackhole, rate-limit (tc tbf),
-icmp-drop, agent-killed (SIGKILL), then SIGKILL the coordinator mid-run.
-For each, the first continuous run after the fault must start within one
-interval and its diagnosis (as coordinator diagnose prints it) must name
-the faulty node and the kind of fault. The last line reads
+		Long: `Bring a 3-node lab up, run the coordinator with the agents' continuous
+probes (ICMP, full-size ICMP, TCP and HTTP over host-host and pod-pod every
+sixth of --interval) and a continuous iperf3 mesh every --interval, and an
+agent per node. After a clean stretch (the false-alarm baseline), inject one
+fault at a time into node-2 or node-3: pod-drop, mtu-blackhole, rate-limit
+(tc tbf), icmp-drop, agent-killed (SIGKILL), then SIGKILL the coordinator
+mid-run. For each light fault, the coordinator's judgment of the agents'
+probe reports must name the faulty node and the kind of fault by the report
+period that holds the fault's time plus one probe interval; for rate-limit,
+the diagnosis of the next iperf3 run, within one --interval; the
+coordinator kill must lose no report. The last line reads
 "faults detected D/F, localised L/F, false alarms A"; the exit status is 0
 only if D == F, L == F and A == 0.`,
 		Args: cobra.NoArgs,

@@ -157,39 +157,58 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// probeSaid says what the coordinator's probe judge logged ("probe fault
-// localised") from t0 on: each node and kind with its delay after t0, and
-// whether that is the scenario's node and kind.
-func (d *faultsDemo) probeSaid(t0 time.Time, s faultScenario) string {
-	b, err := os.ReadFile(d.c.LogPath("coordinator"))
+// bandwidthScenario judges a bandwidth fault from the first continuous
+// run after t0, its iperf3 results alone (the heavy mesh; the agents
+// report them as they do every run's): detected when it started within
+// one run interval (plus jitter) and names s.node, localised when with
+// s.kind. It returns the findings on other nodes or of other kinds, and
+// what to print: the head of the scenario's line, then lines below it.
+func (d *faultsDemo) bandwidthScenario(ctx context.Context, s faultScenario, t0 time.Time) (detected, localised bool, others []diagnose.Finding, head string, lines []string, err error) {
+	run, findings, err := d.nextRun(ctx, t0)
 	if err != nil {
-		return fmt.Sprintf("cannot read the coordinator's log: %v", err)
+		return false, false, nil, "", nil, fmt.Errorf("scenario %s: %w", s.name, err)
 	}
-	var said []string
-	match := false
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.Contains(line, `msg="probe fault localised"`) {
-			continue
+	// The coordinator judges its continuous runs itself (coordinator/alert):
+	// its log must say what diagnose says.
+	if err := d.coordinatorSaid(ctx, run.GetRunId(), findings); err != nil {
+		return false, false, nil, "", nil, fmt.Errorf("scenario %s: %w", s.name, err)
+	}
+	results, err := d.results(ctx, run.GetRunId())
+	if err != nil {
+		return false, false, nil, "", nil, err
+	}
+	var heavy []*measurev1.Result
+	for _, r := range results {
+		if r.GetSpec().GetTest() == measurev1.Test_TEST_IPERF3_TCP {
+			heavy = append(heavy, r)
 		}
-		ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
-		at, err := time.Parse(time.RFC3339Nano, ts)
-		if err != nil || at.Before(t0) {
-			continue
+	}
+	after := run.GetCreateTime().AsTime().Sub(t0)
+	inTime := after <= d.cfg.Interval+d.jitter
+	var hit *diagnose.Finding
+	for _, f := range diagnose.Diagnose(heavy) {
+		if f.Node == s.node && inTime {
+			detected = true
+			if f.Kind == s.kind {
+				localised = true
+				hit = &f
+				continue
+			}
 		}
-		_, node, _ := strings.Cut(line, " node=")
-		node, _, _ = strings.Cut(node, " ")
-		_, kind, _ := strings.Cut(line, " kind=")
-		kind, _, _ = strings.Cut(kind, " ")
-		said = append(said, fmt.Sprintf("%s on %s %.1fs after the fault", kind, node, at.Sub(t0).Seconds()))
-		match = match || node == s.node && kind == string(s.kind)
+		others = append(others, f)
 	}
-	switch {
-	case len(said) == 0 && s.node == "":
-		return "OK: no alarm"
-	case len(said) == 0:
-		return "nothing localised"
-	case match:
-		return "OK: " + strings.Join(said, "; ")
+	head = fmt.Sprintf("iperf3 run %s (started %4.1fs after the fault, %.1f run intervals; light probes do not see bandwidth)",
+		run.GetRunId(), after.Seconds(), after.Seconds()/d.cfg.Interval.Seconds())
+	if !inTime {
+		head += " MORE THAN ONE INTERVAL"
 	}
-	return "OTHER: " + strings.Join(said, "; ")
+	if hit != nil {
+		lines = append(lines, hit.String())
+		if d.cfg.Verbose {
+			for _, b := range hit.Bad {
+				lines = append(lines, "  "+b)
+			}
+		}
+	}
+	return detected, localised, others, head, lines, nil
 }
