@@ -68,6 +68,9 @@ type Store interface {
 	// placeholders, fixing its run's tests_failed, and reports which tests
 	// it wrote.
 	ReplaceInterrupted(ctx context.Context, tests [][]*measurev1.Result) ([]bool, error)
+	// RecordResults writes results as AddResults does and the run's header
+	// as PutRun does, in one transaction committed before it returns.
+	RecordResults(ctx context.Context, run *measurev1.Run, results []*measurev1.Result) error
 	// RunTests maps each of a run's tests that has results to whether one
 	// of them failed.
 	RunTests(ctx context.Context, runID string) (map[string]bool, error)
@@ -298,12 +301,13 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measur
 	if m.cfg.Observer != nil {
 		m.cfg.Observer.RunStarted(run.GetRunId())
 	}
+	started := proto.CloneOf(run) // before the run's goroutine changes it
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		m.execute(m.base, a, arr)
 	}()
-	return proto.CloneOf(run), nil
+	return started, nil
 }
 
 // Get returns a run, in progress or stored. The error wraps ErrNotFound.
@@ -381,8 +385,10 @@ func summary(run *measurev1.Run) *measurev1.Run {
 	return proto.CloneOf(s) // deep: the run goes on changing
 }
 
-// lightJitter bounds the random delay before each light test, so that the
-// agents of a mesh do not all probe in step.
+// lightJitter bounds the random delay before each light test asks for its
+// nodes, so that the agents of a mesh do not all probe in step. A test
+// holds no node while it waits: the delay spreads the tests' starts, it
+// does not idle a node's light slots.
 const lightJitter = 100 * time.Millisecond
 
 // execute runs a's tests as schedule.Arrange lays them out: first the
@@ -390,10 +396,11 @@ const lightJitter = 100 * time.Millisecond
 // delay), so that latency probes see an idle network rather than one a
 // bandwidth test saturates; then the heavy tests round by round, every slot
 // of a round at once (up to the spec's max_concurrent_heavy), a round ending
-// with its last slot.
+// with its last slot. Results are stored in group commits (recorder).
 func (m *Manager) execute(ctx context.Context, a *active, arr schedule.Arrangement) {
 	runID := a.run.GetRunId()
-	m.runLight(ctx, a, arr.Light)
+	rec := m.startRecorder(a)
+	m.runLight(ctx, a, rec, arr.Light)
 	var limit chan struct{}
 	if c := a.run.GetSpec().GetMaxConcurrentHeavy(); c > 0 {
 		limit = make(chan struct{}, c)
@@ -408,17 +415,18 @@ func (m *Manager) execute(ctx context.Context, a *active, arr schedule.Arrangeme
 			slots.Add(1)
 			go func() {
 				defer slots.Done()
-				m.runSlot(ctx, a, slot, limit)
+				m.runSlot(ctx, a, rec, slot, limit)
 			}()
 		}
 		slots.Wait()
 	}
+	rec.stop()
 	m.finish(a, ctx.Err())
 }
 
 // runSlot runs one pair's heavy tests in turn, holding the pair in the
 // Gate (which only waits if another run uses one of its nodes).
-func (m *Manager) runSlot(ctx context.Context, a *active, slot schedule.Slot, limit chan struct{}) {
+func (m *Manager) runSlot(ctx context.Context, a *active, rec *recorder, slot schedule.Slot, limit chan struct{}) {
 	if limit != nil {
 		select {
 		case limit <- struct{}{}:
@@ -436,81 +444,68 @@ func (m *Manager) runSlot(ctx context.Context, a *active, slot schedule.Slot, li
 		if ctx.Err() != nil {
 			return
 		}
-		m.runTest(ctx, a, pt)
+		results, answered := m.execTest(ctx, a.run.GetRunId(), pt)
+		m.store(a, rec, pt, results, answered)
 	}
 }
 
-// runTest runs one test, records its results and, once they are stored,
-// acknowledges the client's answer to its source agent.
-func (m *Manager) runTest(ctx context.Context, a *active, pt *measurev1.PlannedTest) {
-	runID := a.run.GetRunId()
-	results, answered := m.execTest(ctx, runID, pt)
-	if m.record(a, results) && answered {
-		m.cfg.Agents.Ack(pt.GetSrcNode(), workID(runID, pt))
+// store records a test's results and, once they are stored, acknowledges
+// the client's answer to its source agent.
+func (m *Manager) store(a *active, rec *recorder, pt *measurev1.PlannedTest, results []*measurev1.Result, answered bool) {
+	if rec.record(results) && answered {
+		m.cfg.Agents.Ack(pt.GetSrcNode(), workID(a.run.GetRunId(), pt))
 	}
 }
 
 // runLight runs the light tests, as many at once as the Gate lets through,
-// in plan order.
-func (m *Manager) runLight(ctx context.Context, a *active, tests []*measurev1.PlannedTest) {
+// taken in the Arrangement's order (waves over every node). Each waits
+// its jitter, then for its nodes in the Gate, runs, and gives its nodes
+// back as soon as its agent answered, before its results are stored. At
+// most the Gate's light limit times the run's nodes are under way at once
+// (waiting, running or being stored), so a big run's waiting tests stay
+// bounded.
+func (m *Manager) runLight(ctx context.Context, a *active, rec *recorder, tests []*measurev1.PlannedTest) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	nodes := map[string]bool{}
 	for _, pt := range tests {
+		nodes[pt.GetSrcNode()] = true
+		if !testspec.IsExternal(pt.GetPath()) {
+			nodes[pt.GetDstNode()] = true
+		}
+	}
+	window := make(chan struct{}, max(len(nodes)*m.cfg.Gate.MaxLight(), 1))
+	runID := a.run.GetRunId()
+	for _, pt := range tests {
+		select {
+		case window <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		dst := pt.GetDstNode()
 		if testspec.IsExternal(pt.GetPath()) {
 			dst = "" // a target's name: no node to hold
 		}
-		release, err := m.cfg.Gate.Acquire(ctx, false, pt.GetSrcNode(), dst)
-		if err != nil {
-			return
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer release()
+			defer func() { <-window }()
 			jitter := time.NewTimer(rand.N(lightJitter))
-			defer jitter.Stop()
 			select {
 			case <-jitter.C:
 			case <-ctx.Done():
+				jitter.Stop()
 				return
 			}
-			m.runTest(ctx, a, pt)
+			release, err := m.cfg.Gate.Acquire(ctx, false, pt.GetSrcNode(), dst)
+			if err != nil {
+				return
+			}
+			results, answered := m.execTest(ctx, runID, pt)
+			release()
+			m.store(a, rec, pt, results, answered)
 		}()
 	}
-}
-
-// record stores a test's results and publishes the progress; it reports
-// whether the results are stored.
-func (m *Manager) record(a *active, results []*measurev1.Result) (stored bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.base), 10*time.Second)
-	defer cancel()
-	stored = true
-	if err := m.cfg.Store.AddResults(ctx, results); err != nil {
-		m.log.Error("store results", "run_id", a.run.GetRunId(), "err", err)
-		stored = false
-	}
-	if m.cfg.Observer != nil {
-		m.cfg.Observer.Recorded(results)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.run.TestsDone++
-	a.done[results[0].GetTestId()] = true
-	for _, r := range results {
-		if r.GetStatus() != measurev1.Status_STATUS_OK {
-			a.run.TestsFailed++
-			break
-		}
-	}
-	if err := m.cfg.Store.PutRun(ctx, a.run); err != nil {
-		m.log.Error("store run progress", "run_id", a.run.GetRunId(), "err", err)
-	}
-	u := Update{Run: summary(a.run), Results: results}
-	for w := range a.watchers {
-		a.send(w, u)
-	}
-	return stored
 }
 
 // finish ends the run: succeeded, failed, or interrupted if ctx ended

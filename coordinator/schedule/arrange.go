@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/meshperf/meshperf/internal/testspec"
@@ -20,7 +21,11 @@ type Slot struct {
 type Arrangement struct {
 	// Light are the tests that neither need a server nor load the link
 	// (ping, HTTP): they run first, bounded per node, while no heavy test
-	// loads the network they measure.
+	// loads the network they measure. They are in waves: repeat by
+	// repeat, the node pairs in the order of Rounds (a node in one pair
+	// per wave), each source's external targets one per wave, so that
+	// tests taken in this order spread over every node at once rather
+	// than queueing on the first source's.
 	Light []*measurev1.PlannedTest
 	// Rounds hold the heavy tests (qperf, iperf3): within a round every
 	// node is in at most one slot, as client or server; a round ends when
@@ -28,15 +33,18 @@ type Arrangement struct {
 	Rounds [][]Slot
 }
 
-// Arrange lays planned tests out: light ones apart, heavy ones in the
-// rounds of a round-robin tournament over the run's nodes (Rounds), so a
-// full mesh needs the fewest rounds possible and no two heavy tests ever
-// share a node. Plan order is kept within a slot and among light tests.
-// A test on an external path is light (Plan gives them ping and HTTP
-// only), and its destination, a target's name, is no node of the rounds.
+// Arrange lays planned tests out: light ones apart, in waves (see
+// Arrangement.Light), heavy ones in the rounds of a round-robin tournament
+// over the run's nodes (Rounds), so a full mesh needs the fewest rounds
+// possible and no two heavy tests ever share a node. Plan order is kept
+// within a slot and among the light tests of one wave (a pair's paths and
+// tests). A test on an external path is light (Plan gives them ping and
+// HTTP only), and its destination, a target's name, is no node of the
+// rounds.
 func Arrange(planned []*measurev1.PlannedTest) Arrangement {
 	var a Arrangement
 	byPair := map[Pair][]*measurev1.PlannedTest{}
+	lightPairs := map[Pair]int{} // node pair -> its wave (its round's index)
 	var nodes []string
 	for _, pt := range planned {
 		ends := []string{pt.GetSrcNode(), pt.GetDstNode()}
@@ -48,17 +56,23 @@ func Arrange(planned []*measurev1.PlannedTest) Arrangement {
 				nodes = append(nodes, n)
 			}
 		}
+		p := Pair{Src: pt.GetSrcNode(), Dst: pt.GetDstNode()}
 		if !testspec.IsHeavy(pt.GetSpec().GetTest()) {
 			a.Light = append(a.Light, pt)
+			if !testspec.IsExternal(pt.GetPath()) {
+				lightPairs[p] = 0
+			}
 			continue
 		}
-		p := Pair{Src: pt.GetSrcNode(), Dst: pt.GetDstNode()}
 		byPair[p] = append(byPair[p], pt)
 	}
 	slices.Sort(nodes)
-	for _, round := range Rounds(nodes) {
+	for r, round := range Rounds(nodes) {
 		var slots []Slot
 		for _, p := range round {
+			if _, ok := lightPairs[p]; ok {
+				lightPairs[p] = r
+			}
 			if tests := byPair[p]; len(tests) > 0 {
 				slots = append(slots, Slot{Pair: p, Tests: tests})
 			}
@@ -67,5 +81,54 @@ func Arrange(planned []*measurev1.PlannedTest) Arrangement {
 			a.Rounds = append(a.Rounds, slots)
 		}
 	}
+	a.Light = inWaves(a.Light, lightPairs)
 	return a
+}
+
+// inWaves orders light tests by repeat, then wave: a node pair's wave is
+// its round (pairs), the n-th external target of a source in a repeat
+// is in wave n. Plan order is kept within a wave.
+func inWaves(light []*measurev1.PlannedTest, pairs map[Pair]int) []*measurev1.PlannedTest {
+	type srcRepeat struct {
+		src    string
+		repeat uint32
+	}
+	type waved struct {
+		pt     *measurev1.PlannedTest
+		repeat uint32
+		wave   int
+	}
+	targets := map[srcRepeat]map[string]int{} // a source's external targets per repeat, in plan order
+	tests := make([]waved, len(light))
+	for i, pt := range light {
+		w := waved{pt: pt, repeat: pt.GetRepeat()}
+		if testspec.IsExternal(pt.GetPath()) {
+			sr := srcRepeat{pt.GetSrcNode(), pt.GetRepeat()}
+			seen := targets[sr]
+			if seen == nil {
+				seen = map[string]int{}
+				targets[sr] = seen
+			}
+			n, ok := seen[pt.GetDstNode()]
+			if !ok {
+				n = len(seen)
+				seen[pt.GetDstNode()] = n
+			}
+			w.wave = n
+		} else {
+			w.wave = pairs[Pair{Src: pt.GetSrcNode(), Dst: pt.GetDstNode()}]
+		}
+		tests[i] = w
+	}
+	slices.SortStableFunc(tests, func(x, y waved) int {
+		if c := cmp.Compare(x.repeat, y.repeat); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.wave, y.wave)
+	})
+	out := make([]*measurev1.PlannedTest, len(tests))
+	for i, w := range tests {
+		out[i] = w.pt
+	}
+	return out
 }

@@ -23,6 +23,17 @@ type Gate struct {
 	heavy   map[string]bool
 	light   map[string]int
 	changed chan struct{}
+	// waiting are the Acquire calls waiting for a node, by node: a
+	// release wakes those of its own nodes only, so that thousands of
+	// waiting tests cost a release a few wake-ups, not thousands.
+	waiting map[string]map[*waiter]struct{}
+}
+
+// waiter is one waiting Acquire; its channel (1-buffered) says that one
+// of its nodes was released.
+type waiter struct {
+	wake  chan struct{}
+	nodes [2]string
 }
 
 // NewGate returns a Gate; maxLight <= 0 means DefaultMaxLight.
@@ -30,8 +41,12 @@ func NewGate(maxLight int) *Gate {
 	if maxLight <= 0 {
 		maxLight = DefaultMaxLight
 	}
-	return &Gate{maxLight: maxLight, heavy: map[string]bool{}, light: map[string]int{}, changed: make(chan struct{})}
+	return &Gate{maxLight: maxLight, heavy: map[string]bool{}, light: map[string]int{}, changed: make(chan struct{}),
+		waiting: map[string]map[*waiter]struct{}{}}
 }
+
+// MaxLight is the number of light tests a node takes part in at once.
+func (g *Gate) MaxLight() int { return g.maxLight }
 
 // TryAcquire takes src and dst for one test if they are free for it and
 // returns the function that gives them back (call it exactly once). An
@@ -39,6 +54,11 @@ func NewGate(maxLight int) *Gate {
 func (g *Gate) TryAcquire(heavy bool, src, dst string) (release func(), ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.tryLocked(heavy, src, dst)
+}
+
+// tryLocked is TryAcquire; the caller holds g.mu.
+func (g *Gate) tryLocked(heavy bool, src, dst string) (release func(), ok bool) {
 	nodes := [2]string{src, dst}
 	for _, n := range nodes {
 		if n == "" {
@@ -74,6 +94,12 @@ func (g *Gate) release(heavy bool, nodes [2]string) {
 		} else if g.light[n]--; g.light[n] == 0 {
 			delete(g.light, n)
 		}
+		for w := range g.waiting[n] {
+			select {
+			case w.wake <- struct{}{}:
+			default: // woken already
+			}
+		}
 	}
 	close(g.changed)
 	g.changed = make(chan struct{})
@@ -88,17 +114,52 @@ func (g *Gate) Changed() <-chan struct{} {
 }
 
 // Acquire waits until TryAcquire succeeds or ctx ends (then it returns
-// ctx's error).
+// ctx's error). It tries again only when one of src and dst is released.
 func (g *Gate) Acquire(ctx context.Context, heavy bool, src, dst string) (release func(), err error) {
+	g.mu.Lock()
+	if release, ok := g.tryLocked(heavy, src, dst); ok {
+		g.mu.Unlock()
+		return release, nil
+	}
+	w := &waiter{wake: make(chan struct{}, 1), nodes: [2]string{src, dst}}
+	g.wait(w, true)
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.wait(w, false)
+		g.mu.Unlock()
+	}()
 	for {
-		changed := g.Changed()
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 		if release, ok := g.TryAcquire(heavy, src, dst); ok {
 			return release, nil
 		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	}
+}
+
+// wait registers w with its nodes (on) or removes it. Caller holds g.mu.
+func (g *Gate) wait(w *waiter, on bool) {
+	for _, n := range w.nodes {
+		if n == "" {
+			continue
+		}
+		ws := g.waiting[n]
+		switch {
+		case on && ws == nil:
+			ws = map[*waiter]struct{}{}
+			g.waiting[n] = ws
+			fallthrough
+		case on:
+			ws[w] = struct{}{}
+		default:
+			delete(ws, w)
+			if len(ws) == 0 {
+				delete(g.waiting, n)
+			}
 		}
 	}
 }

@@ -113,3 +113,58 @@ func TestArrange(t *testing.T) {
 		t.Errorf("one pair: rounds %v, want one round with one slot", got.Rounds)
 	}
 }
+
+// Light tests come in waves: repeat by repeat, and within a repeat each
+// run of one round's worth of tests involves every node at most once, so
+// a dispatcher that takes them in order spreads over every node instead
+// of queueing on the first source's. Each pair's tests stay together, in
+// plan order.
+func TestArrangeLightWaves(t *testing.T) {
+	for _, n := range []int{2, 3, 8, 11} {
+		nodes := make([]string, n)
+		for i := range nodes {
+			nodes[i] = fmt.Sprintf("node-%02d", i)
+		}
+		spec := &measurev1.RunSpec{Repeats: 2, Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}, {Test: measurev1.Test_TEST_HTTP}},
+			Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}}
+		planned, err := Plan(spec, all(nodes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		light := Arrange(planned).Light
+		if len(light) != len(planned) {
+			t.Fatalf("n=%d: %d light tests, planned %d", n, len(light), len(planned))
+		}
+		perPair := 2 // ping and HTTP
+		perWave := n / 2 * perPair
+		var repeat uint32
+		for i := 0; i < len(light); i += perPair {
+			if light[i].GetRepeat() < repeat {
+				t.Fatalf("n=%d: test %d (%s) of repeat %d after repeat %d", n, i, light[i].GetTestId(), light[i].GetRepeat(), repeat)
+			}
+			repeat = light[i].GetRepeat()
+			a, b := light[i], light[i+1]
+			if a.GetSrcNode() != b.GetSrcNode() || a.GetDstNode() != b.GetDstNode() || a.GetTestId() > b.GetTestId() {
+				t.Errorf("n=%d: tests %s and %s of one pair are apart or out of plan order", n, a.GetTestId(), b.GetTestId())
+			}
+		}
+		// The first wave: n/2 pairs, every node in one of them.
+		seen := map[Pair]bool{}
+		for _, pt := range light[:perWave] {
+			seen[Pair{Src: pt.GetSrcNode(), Dst: pt.GetDstNode()}] = true
+		}
+		busy := map[string]int{}
+		for p := range seen {
+			busy[p.Src]++
+			busy[p.Dst]++
+		}
+		for node, k := range busy {
+			if k > 1 {
+				t.Errorf("n=%d: node %s in %d pairs of the first wave %v", n, node, k, seen)
+			}
+		}
+		if len(seen) != n/2 {
+			t.Errorf("n=%d: first wave has %d pairs, want %d", n, len(seen), n/2)
+		}
+	}
+}

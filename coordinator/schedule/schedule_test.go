@@ -210,3 +210,48 @@ func TestGate(t *testing.T) {
 	}
 	hold()
 }
+
+// A waiting Acquire is woken by a release of one of its own nodes only,
+// and gets its test through once that node is free again.
+func TestGateAcquireWaitsForItsNodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	g := NewGate(1)
+	relA, _ := g.TryAcquire(false, "a", "x")
+	relB, _ := g.TryAcquire(false, "b", "y")
+	got := make(chan error, 1)
+	go func() {
+		rel, err := g.Acquire(ctx, false, "a", "b")
+		if err == nil {
+			rel()
+		}
+		got <- err
+	}()
+	// Wait until the Acquire is registered with its nodes.
+	for {
+		g.mu.Lock()
+		n := len(g.waiting["a"]) + len(g.waiting["b"])
+		g.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	relOther, _ := g.TryAcquire(false, "c", "d")
+	relOther() // not its nodes
+	relA()     // b is still taken
+	select {
+	case err := <-got:
+		t.Fatalf("Acquire(a, b) returned (%v) while b is taken", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	relB()
+	if err := <-got; err != nil {
+		t.Fatalf("Acquire(a, b) after both were released: %v", err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.waiting) != 0 || len(g.light) != 0 {
+		t.Errorf("gate not empty after every release: waiting %v, light %v", g.waiting, g.light)
+	}
+}

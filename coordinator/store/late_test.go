@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -76,19 +78,63 @@ func TestAddResultsStoresEachSampleOnce(t *testing.T) {
 			{sample(ok, 0, "a", 0)}, {sample(ok, 1, "b", 0), sample(ok, 0, "again", 0)},
 		}, []string{"0:STATUS_OK:a", "1:STATUS_OK:b"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ctx := testnet.Ctx(t, 30*time.Second)
-			s, _ := openTemp(t)
-			for _, w := range tt.writes {
-				if err := s.AddResults(ctx, w); err != nil {
-					t.Fatal(err)
+	// RecordResults writes results as AddResults does (with a header).
+	writers := map[string]func(*Store, context.Context, []*measurev1.Result) error{
+		"AddResults": (*Store).AddResults,
+		"RecordResults": func(s *Store, ctx context.Context, rs []*measurev1.Result) error {
+			return s.RecordResults(ctx, &measurev1.Run{RunId: "r1", State: measurev1.RunState_RUN_STATE_RUNNING}, rs)
+		},
+	}
+	for name, write := range writers {
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				ctx := testnet.Ctx(t, 30*time.Second)
+				s, _ := openTemp(t)
+				for _, w := range tt.writes {
+					if err := write(s, ctx, w); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			if got := stored(t, s); !slices.Equal(got, tt.want) {
-				t.Errorf("stored %q, want %q", got, tt.want)
-			}
-		})
+				if got := stored(t, s); !slices.Equal(got, tt.want) {
+					t.Errorf("stored %q, want %q", got, tt.want)
+				}
+			})
+		}
+	}
+}
+
+// RecordResults writes the results and the run's header in one
+// transaction, leaves the planned tests alone, and writes nothing when a
+// result is refused.
+func TestRecordResults(t *testing.T) {
+	ctx := testnet.Ctx(t, 30*time.Second)
+	s, _ := openTemp(t)
+	planned := []*measurev1.PlannedTest{{TestId: "t00001", SrcNode: "a", DstNode: "b", Path: measurev1.Path_PATH_HOST_TO_HOST}}
+	if err := s.CreateRun(ctx, &measurev1.Run{RunId: "r1", State: measurev1.RunState_RUN_STATE_RUNNING, Planned: planned}); err != nil {
+		t.Fatal(err)
+	}
+	hdr := &measurev1.Run{RunId: "r1", State: measurev1.RunState_RUN_STATE_RUNNING, TestsDone: 1}
+	if err := s.RecordResults(ctx, hdr, []*measurev1.Result{sample(ok, 0, "first", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	bad := sample(ok, 0, "no src", 0)
+	bad.TestId, bad.SrcNode = "t00002", ""
+	hdr2 := &measurev1.Run{RunId: "r1", State: measurev1.RunState_RUN_STATE_RUNNING, TestsDone: 3}
+	if err := s.RecordResults(ctx, hdr2, []*measurev1.Result{sample(ok, 1, "second", 0), bad}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a refused result: err = %v, want ErrInvalid", err)
+	}
+	if got, want := stored(t, s), []string{"0:STATUS_OK:first"}; !slices.Equal(got, want) {
+		t.Errorf("stored %q, want %q", got, want)
+	}
+	run, err := s.GetRun(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.GetTestsDone() != 1 || len(run.GetPlanned()) != 1 {
+		t.Errorf("run %v: want tests_done 1 (the refused write's header not stored) and its planned test kept", run)
+	}
+	if err := s.RecordResults(ctx, &measurev1.Run{}, []*measurev1.Result{sample(ok, 1, "x", 0)}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a run without ID: err = %v, want ErrInvalid", err)
 	}
 }
 

@@ -45,6 +45,43 @@ func (s *Store) AddResults(ctx context.Context, results []*measurev1.Result) err
 	})
 }
 
+// RecordResults writes results as AddResults does and, in the same
+// transaction, run's header as PutRun does (run.Planned is ignored): the
+// group commit of a run's ended tests, whose header then never counts a
+// test whose results are not stored, nor lags them. It is one bbolt
+// transaction of its own, committed (fdatasync) before it returns, with
+// no batching delay: the caller groups the tests. Nothing is written if
+// any result is refused (ErrInvalid).
+func (s *Store) RecordResults(ctx context.Context, run *measurev1.Run, results []*measurev1.Result) error {
+	if err := validID("run_id", run.GetRunId()); err != nil {
+		return err
+	}
+	hdr, err := proto.Marshal(header(run))
+	if err != nil {
+		return fmt.Errorf("encode run %s: %w", run.GetRunId(), err)
+	}
+	rows, err := encodeResults(results)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		rt := openResultTx(tx)
+		for _, row := range rows {
+			if err := rt.put(row); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketRuns).Put([]byte(run.GetRunId()), hdr)
+	})
+	if err != nil {
+		return fmt.Errorf("store write: %w", err)
+	}
+	return nil
+}
+
 // ReplaceInterrupted stores results that came late, test by test: each
 // element of tests holds the results of one test (one run ID and test ID).
 // In one transaction, a test whose stored results are all STATUS_INTERRUPTED

@@ -4,7 +4,8 @@
 // agent's). Results are keyed by node pair and start time (see schema.go),
 // so the history of one pair over a time range is one cursor scan;
 // concurrent writers are coalesced into batched transactions by bbolt's
-// Batch.
+// Batch, and a run's results come in group commits of their own
+// (RecordResults: many tests and the run's header in one transaction).
 package store
 
 import (
