@@ -406,29 +406,38 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 	// acknowledges it, so that a join wave holds a bounded number of full
 	// plans, built and encoded, at once. A slot held longer than
 	// Config.PlanSlotHold (an agent slow to read or answer) is given back
-	// all the same. Deltas are small and take none.
+	// all the same. Deltas are small and take none. The loop never blocks
+	// on a slot: a plan that needs one waits (wantSlot) while the loop
+	// keeps serving heartbeats and everything else, and selects on the
+	// slots too.
 	var releaseSlot func()
+	wantSlot := false
 	defer func() {
 		if releaseSlot != nil {
 			releaseSlot()
 		}
 	}()
-	takeSlot := func() error {
-		if releaseSlot != nil || s.follower.Version() != 0 {
-			return nil // holds one, or a delta is next
-		}
-		select {
-		case r.planSlots <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.done:
-			return s.endErr
-		}
+	gotSlot := func() {
 		var once sync.Once
 		give := func() { once.Do(func() { <-r.planSlots }) }
 		t := time.AfterFunc(r.cfg.PlanSlotHold, give)
-		releaseSlot = func() { t.Stop(); give() }
-		return nil
+		releaseSlot, wantSlot = func() { t.Stop(); give() }, false
+	}
+	// haveSlot says whether the next plan may be built: a delta is next,
+	// or the session holds a slot or just took a free one; otherwise the
+	// plan waits for one (wantSlot).
+	haveSlot := func() bool {
+		if releaseSlot != nil || s.follower.Version() != 0 {
+			return true
+		}
+		select {
+		case r.planSlots <- struct{}{}:
+			gotSlot()
+			return true
+		default:
+			wantSlot = true
+			return false
+		}
 	}
 	// sent sends plan (nil: none was due) and gives the slot back unless
 	// a full plan is now in flight.
@@ -449,8 +458,9 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 		if s.follower == nil {
 			return nil
 		}
-		if err := takeSlot(); err != nil {
-			return err
+		if !haveSlot() {
+			planC = nil // until a slot is free
+			return nil
 		}
 		return sent(s.follower.Next())
 	}
@@ -477,8 +487,9 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 		if s.follower == nil || planRefused {
 			return true, nil
 		}
-		if err := takeSlot(); err != nil {
-			return false, err
+		if !haveSlot() {
+			planC = nil // until a slot is free
+			return false, nil
 		}
 		if err := sent(s.follower.Flush()); err != nil {
 			return false, err
@@ -486,13 +497,43 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 		_, inFlight := s.follower.InFlight()
 		return !inFlight, nil
 	}
+	// drainHeld sends the held work once no plan is in flight, after the
+	// plan it waits for (built now if one is due).
+	drainHeld := func() error {
+		if len(held) == 0 {
+			return nil
+		}
+		ready, err := flushPlan()
+		if err != nil {
+			return err
+		}
+		for ready && len(held) > 0 {
+			w := held[0]
+			held = held[1:]
+			if err := sendWork(w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for {
 		var err error
+		var slotC chan<- struct{}
+		if wantSlot {
+			slotC = r.planSlots
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-s.done:
 			return s.endErr
+		case slotC <- struct{}{}:
+			gotSlot()
+			if len(held) > 0 {
+				err = drainHeld()
+			} else {
+				err = sendPlan()
+			}
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -521,18 +562,8 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 				planRefused = ack.GetError() != "" && full
 				s.planVersion.Store(s.follower.Version())
 				planC = s.follower.C()
-				if len(held) > 0 {
-					ready, err := flushPlan()
-					if err != nil {
-						return err
-					}
-					for ready && len(held) > 0 {
-						w := held[0]
-						held = held[1:]
-						if err := sendWork(w); err != nil {
-							return err
-						}
-					}
+				if err := drainHeld(); err != nil {
+					return err
 				}
 			}
 			if rep := m.GetProbeReport(); rep != nil {

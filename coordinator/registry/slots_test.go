@@ -99,8 +99,19 @@ func TestPlanSlots(t *testing.T) {
 					}
 					time.Sleep(5 * time.Millisecond)
 				}
-				if p := nextPlan(t, b, false); p != nil {
-					t.Fatalf("node-2 got plan %d while node-1's full plan held the only slot", p.GetVersion())
+				// Waiting for the slot, node-2's session still serves it:
+				// its heartbeats go out, and no plan.
+				timeout := time.After(10 * time.Second)
+				for beat := false; !beat; {
+					select {
+					case m := <-b.out:
+						if p := m.GetProbePlan(); p != nil {
+							t.Fatalf("node-2 got plan %d while node-1's full plan held the only slot", p.GetVersion())
+						}
+						beat = m.GetHeartbeat() != nil
+					case <-timeout:
+						t.Fatal("no heartbeat to node-2 within 10 s while its plan waited for a slot")
+					}
 				}
 				a.in <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_PlanAck{PlanAck: &agentv1.PlanAck{Version: pa.GetVersion()}}}
 			}
