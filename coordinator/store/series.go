@@ -134,18 +134,18 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 				}
 				last, lastID = m.Dst, id
 			}
-			entries = append(entries, headEntry{dst: lastID, pk: pathKind(m), sum: m, j: j})
+			entries = append(entries, headEntry{dst: lastID, pk: pathKind(m), j: int32(j)})
 		}
 		if !slices.IsSortedFunc(entries, cmpEntry) {
 			slices.SortStableFunc(entries, cmpEntry)
 		}
 		if j := dupEntry(entries); j >= 0 {
 			it.err = fmt.Errorf("%w: summaries %d and %d have the same dst %q, path %v and kind %v", series.ErrInvalid,
-				entries[j-1].j, entries[j].j, entries[j].sum.Dst, entries[j].sum.Path, entries[j].sum.Kind)
+				entries[j-1].j, entries[j].j, r.Summaries[entries[j].j].Dst, r.Summaries[entries[j].j].Path, r.Summaries[entries[j].j].Kind)
 			return
 		}
 		it.key = headKey(src, r.Seq)
-		it.val = encodeHead(make([]byte, 0, 16+len(entries)*14), r.Start, r.Period, entries)
+		it.val = encodeHead(make([]byte, 0, 16+len(entries)*14), r.Start, r.Period, r.Summaries, entries)
 	}
 	// prepAll runs prep over the items idx names, on every core; in makes
 	// each worker's interner (reading the cache, never the file).

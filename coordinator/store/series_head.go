@@ -38,19 +38,19 @@ const (
 	headIndexEntry = 9
 )
 
-// headEntry is one summary of a report being encoded.
+// headEntry is one summary of a report being encoded; it holds no
+// pointer (a report's entries are allocated without being scanned).
 type headEntry struct {
 	dst uint32
 	pk  byte
-	sum *series.Summary
-	j   int // index in the report
+	j   int32 // index in the report's summaries
 }
 
 func pathKind(m *series.Summary) byte { return byte(m.Path)<<4 | byte(m.Kind) }
 
 // encodeHead appends the head value of a report whose entries are sorted
 // and distinct.
-func encodeHead(dst []byte, start time.Time, period time.Duration, entries []headEntry) []byte {
+func encodeHead(dst []byte, start time.Time, period time.Duration, summaries []series.Summary, entries []headEntry) []byte {
 	dst = append(dst, headVersion)
 	dst = binary.AppendUvarint(dst, uint64(start.UnixNano()))
 	dst = binary.AppendUvarint(dst, uint64(period))
@@ -69,7 +69,7 @@ func encodeHead(dst []byte, start time.Time, period time.Duration, entries []hea
 			dst = binary.AppendUvarint(dst, uint64(e.dst-entries[i-1].dst))
 			dst = append(dst, e.pk)
 		}
-		m := e.sum
+		m := &summaries[e.j]
 		var flags byte
 		ok := m.Status == measurev1.Status_STATUS_OK
 		if !ok {
