@@ -274,3 +274,55 @@ func TestRunEarlyEnd(t *testing.T) {
 		t.Errorf("early report: %v", rep)
 	}
 }
+
+// TestStepSlack: one step starts the probes due within startSlack; an
+// early probe the budget has no room for waits for its due time, and is
+// skipped only then.
+func TestStepSlack(t *testing.T) {
+	const interval = 10 * time.Second
+	cycle := time.Unix(1000, 0) // a multiple of interval
+	tests := []struct {
+		name        string
+		pps         int
+		steps       []time.Duration // offsets into the cycle
+		wantSent    int
+		wantSkipped uint64
+		wantNext    int // the wheel's next target
+	}{
+		{name: "room for all", pps: 1000, steps: []time.Duration{0}, wantSent: 4, wantNext: 4},
+		{name: "early ones wait", pps: 1, steps: []time.Duration{0}, wantSent: 1, wantNext: 1},
+		{name: "then skipped when due", pps: 1, steps: []time.Duration{0, 35 * time.Millisecond}, wantSent: 1, wantSkipped: 3, wantNext: 4},
+		{name: "the slack moves with now", pps: 1000, steps: []time.Duration{0, 15 * time.Millisecond}, wantSent: 5, wantNext: 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := New(Config{Node: "self", Host: Network{Net: measurev1.Network_NETWORK_HOST}, Report: func(*agentv1.ProbeReport) {}, Logger: discard()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := make([]target, 6) // phases 0, 10 ms, ..., 30 ms; 60 ms, 70 ms: beyond the slack
+			for i := range ts {
+				ph := time.Duration(i) * 10 * time.Millisecond
+				if i >= 4 {
+					ph += 20 * time.Millisecond
+				}
+				ts[i] = target{key: seriesKey{peer: fmt.Sprintf("p%d", i), kind: agentv1.ProbeKind_PROBE_KIND_ICMP}, phase: ph}
+			}
+			l := &loop{p: p, box: newMailbox(time.Now), plan: &plan{version: 1},
+				set:    &settings{interval: interval, reportInterval: interval, timeout: time.Second, maxInFlight: 100},
+				bucket: newBucket(tt.pps, cycle), ledger: newLedger(interval, interval, cycle)}
+			l.pingers[0] = &pinger{openErr: fmt.Errorf("no raw socket")} // every echo fails at once
+			l.wheel.reset(ts, interval, cycle)
+			for _, off := range tt.steps {
+				l.step(cycle.Add(off))
+			}
+			var sent int
+			for _, s := range l.ledger.open[0].series {
+				sent += int(s.sent)
+			}
+			if sent != tt.wantSent || l.ledger.open[0].skipped != tt.wantSkipped || l.wheel.i != tt.wantNext {
+				t.Errorf("sent %d, skipped %d, next %d; want %d, %d, %d", sent, l.ledger.open[0].skipped, l.wheel.i, tt.wantSent, tt.wantSkipped, tt.wantNext)
+			}
+		})
+	}
+}
