@@ -89,16 +89,6 @@ func (l *loop) tcp(j tcpJob) {
 	})
 }
 
-// startSlack is how early a probe may start: each wakeup of the loop
-// starts every probe due within startSlack, so that the loop wakes about
-// once per startSlack at most however many probes are due, not once per
-// probe (with 1,000 peers, ICMP and TCP every 10 s: 20 wakeups a second,
-// about 10 probes each, instead of 200). Phases stay per probe and
-// spread; a probe's due time, which places it in its period, does not
-// move; a probe early for which the budget (max_in_flight, packets per
-// second) has no room waits for its due time rather than being skipped.
-const startSlack = 50 * time.Millisecond
-
 // mailbox passes finished probes to the loop, mostly without waking it:
 // the loop takes them at its next step, which comes at the next probe due
 // (or timeout, or period end). A failure wakes it (it may end the period

@@ -193,7 +193,7 @@ func (l *loop) step(now time.Time) {
 		l.resubset(now)
 		for {
 			t, due, ok := l.wheel.next()
-			if !ok || due.After(now.Add(startSlack)) {
+			if !ok || due.After(now) {
 				break
 			}
 			if now.Sub(due) > l.set.interval {
@@ -203,19 +203,14 @@ func (l *loop) step(now time.Time) {
 				l.wheel.reset(l.targets, l.set.interval, now)
 				continue
 			}
+			l.wheel.advance()
 			if l.subset != nil && !l.subset[t.key.peer] {
-				l.wheel.advance()
 				continue
 			}
 			if l.inflight >= l.set.maxInFlight || !l.bucket.take(now) {
-				if due.After(now) {
-					break // early (startSlack): no budget yet, try at its time
-				}
-				l.wheel.advance()
 				l.ledger.skip(due)
 				continue
 			}
-			l.wheel.advance()
 			l.inflight++
 			l.ledger.started(due)
 			l.start(t, due)
