@@ -59,6 +59,12 @@ fidelity: deps ## The in-process probes against ping, qperf and curl on the same
 bench-scale: ## The coordinator against simulated fleets of 300, 1,000 and 5,000 agents on loopback (about 10 minutes).
 	bench/scale.sh
 
+.PHONY: bench-prober
+bench-prober: deps ## A real agent in the lab probing 1,000 peers (ICMP and TCP every 10 s): its own RSS and CPU (root, about a minute).
+	@out=$$(go test -count=1 -v -run 'TestProberScale1000$$' ./deploy/lab/ 2>&1) || { echo "$$out" | tail -40; exit 1; }; \
+	line=$$(echo "$$out" | sed -n 's/^.*\(prober peers=[^(]*[^ (]\) (.*/\1/p'); \
+	if [ -z "$$line" ]; then echo "$$out" | tail -5; exit 1; fi; echo "$$line"
+
 .PHONY: image
 image: ## Build the container image with docker: IMAGE=... (default ghcr.io/meshperf/meshperf:dev).
 	@command -v docker >/dev/null 2>&1 || { echo "make image: docker not found on PATH; install Docker (or build the Dockerfile with another builder)" >&2; exit 1; }

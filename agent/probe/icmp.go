@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 	"unsafe"
@@ -30,27 +30,28 @@ var payload = func() []byte {
 	return b
 }()
 
-// reply is what the reader learnt about one echo.
-type reply struct {
-	at     time.Time // monotonic: when the reply reached the socket (kernelLag)
-	status measurev1.Status
-	msg    string
-}
-
-// waiter is one echo awaiting its reply.
+// waiter is one echo awaiting its reply: the probe it is and when it
+// went out.
 type waiter struct {
-	dst   netip.Addr
-	done  chan reply // capacity 1; written once
+	key   seriesKey
+	due   time.Time  // wall clock: the period it belongs to
+	dst   netip.Addr // the only source whose reply counts
+	sent  time.Time  // monotonic: right before sendto
 	stray netip.Addr // a reply with our ID and sequence from another source
 }
 
 // pinger owns a network's raw ICMP sockets: echo (whose reader
 // demultiplexes every reply by echo ID and sequence) and mtu (don't
 // fragment, write only: its ICMP_FILTER drops everything it would read).
+// Echoes go out from one goroutine (send; the prober's loop), which also
+// times them out (expire); the reader hands each answered echo's result
+// over itself. An echo's result is given exactly once: by whichever of
+// the reader and expire takes its waiter out of waiting.
 type pinger struct {
 	echo, mtu *net.IPConn
 	openErr   error // the sockets could not be opened: every ICMP probe fails with it
 	id        uint16
+	buf       []byte // send's, reused
 
 	mu      sync.Mutex
 	seq     uint16
@@ -140,8 +141,9 @@ func (pg *pinger) close() {
 	}
 }
 
-// read demultiplexes replies until the echo socket is closed.
-func (pg *pinger) read(log *slog.Logger) {
+// read demultiplexes replies until the echo socket is closed, handing the
+// result of each echo answered (or refused by an ICMP error) to out.
+func (pg *pinger) read(log *slog.Logger, out *mailbox) {
 	if pg.echo == nil {
 		return
 	}
@@ -168,7 +170,9 @@ func (pg *pinger) read(log *slog.Logger) {
 		if !ok {
 			continue
 		}
-		pg.deliver(src.Unmap(), stripIPv4Header(buf[:n]), at)
+		if r, ok := pg.deliver(src.Unmap(), stripIPv4Header(buf[:n]), at); ok {
+			out.put(r)
+		}
 	}
 }
 
@@ -221,34 +225,43 @@ func kernelLag(oob []byte, now time.Time) time.Duration {
 }
 
 // deliver handles one ICMP message (without its IP header) read from src
-// at at. An echo reply with our ID and a waiting sequence counts only if
-// src is the probed destination; from another source it is noted (the
-// probe still times out: a dead target must not look alive). An
-// unreachable or time-exceeded error quoting one of our echoes fails it.
-func (pg *pinger) deliver(src netip.Addr, b []byte, at time.Time) {
-	m, err := icmp.ParseMessage(1, b)
-	if err != nil {
-		return
+// at at, and returns the result of the echo it answers, if any. An echo
+// reply with our ID and a waiting sequence counts only if src is the
+// probed destination; from another source it is noted (the probe still
+// times out: a dead target must not look alive). An unreachable or
+// time-exceeded error quoting one of our echoes fails it.
+func (pg *pinger) deliver(src netip.Addr, b []byte, at time.Time) (result, bool) {
+	if len(b) < 8 {
+		return result{}, false
 	}
-	switch m.Type {
+	switch ipv4.ICMPType(b[0]) {
 	case ipv4.ICMPTypeEchoReply:
-		e, ok := m.Body.(*icmp.Echo)
-		if !ok || uint16(e.ID) != pg.id {
-			return
+		// Parsed by hand: the reader's hot path, and an echo reply's
+		// header is fixed (type, code, checksum, ID, sequence).
+		if binary.BigEndian.Uint16(b[4:6]) != pg.id {
+			return result{}, false
 		}
+		seq := binary.BigEndian.Uint16(b[6:8])
 		pg.mu.Lock()
 		defer pg.mu.Unlock()
-		w := pg.waiting[uint16(e.Seq)]
+		w := pg.waiting[seq]
 		if w == nil {
-			return
+			return result{}, false
+		}
+		if w.sent.IsZero() {
+			return result{}, false // not sent yet: a forgery
 		}
 		if src != w.dst {
 			w.stray = src
-			return
+			return result{}, false
 		}
-		delete(pg.waiting, uint16(e.Seq))
-		w.done <- reply{at: at, status: measurev1.Status_STATUS_OK}
+		delete(pg.waiting, seq)
+		return result{key: w.key, due: w.due, rtt: at.Sub(w.sent), status: measurev1.Status_STATUS_OK}, true
 	case ipv4.ICMPTypeDestinationUnreachable, ipv4.ICMPTypeTimeExceeded:
+		m, err := icmp.ParseMessage(1, b)
+		if err != nil {
+			return result{}, false
+		}
 		var data []byte
 		switch body := m.Body.(type) {
 		case *icmp.DstUnreach:
@@ -258,12 +271,12 @@ func (pg *pinger) deliver(src netip.Addr, b []byte, at time.Time) {
 		}
 		dst, id, seq, ok := quotedEcho(data)
 		if !ok || id != pg.id {
-			return
+			return result{}, false
 		}
 		msg := fmt.Sprintf("time exceeded, from %s", src)
 		if m.Type == ipv4.ICMPTypeDestinationUnreachable {
 			msg = fmt.Sprintf("destination unreachable (code %d), from %s", m.Code, src)
-			if m.Code == 4 && len(b) >= 8 {
+			if m.Code == 4 {
 				msg = fmt.Sprintf("fragmentation needed, next-hop MTU %d, from %s", binary.BigEndian.Uint16(b[6:8]), src)
 			}
 		}
@@ -271,11 +284,12 @@ func (pg *pinger) deliver(src netip.Addr, b []byte, at time.Time) {
 		defer pg.mu.Unlock()
 		w := pg.waiting[seq]
 		if w == nil || w.dst != dst {
-			return
+			return result{}, false
 		}
 		delete(pg.waiting, seq)
-		w.done <- reply{at: at, status: measurev1.Status_STATUS_UNREACHABLE, msg: msg}
+		return result{key: w.key, due: w.due, status: measurev1.Status_STATUS_UNREACHABLE, msg: msg}, true
 	}
+	return result{}, false
 }
 
 // quotedEcho parses the IPv4 datagram an ICMP error quotes: its
@@ -292,78 +306,115 @@ func quotedEcho(d []byte) (dst netip.Addr, id, seq uint16, ok bool) {
 	return dst, binary.BigEndian.Uint16(d[ihl+4:]), binary.BigEndian.Uint16(d[ihl+6:]), true
 }
 
-// register reserves a free sequence number for an echo to dst.
-func (pg *pinger) register(dst netip.Addr) (uint16, *waiter, error) {
+// register reserves a free sequence number for w.
+func (pg *pinger) register(w *waiter) (uint16, error) {
 	pg.mu.Lock()
 	defer pg.mu.Unlock()
 	for range 1 << 16 {
 		pg.seq++
 		if pg.waiting[pg.seq] == nil {
-			w := &waiter{dst: dst, done: make(chan reply, 1)}
 			pg.waiting[pg.seq] = w
-			return pg.seq, w, nil
+			return pg.seq, nil
 		}
 	}
-	return 0, nil, errors.New("all 65536 echo sequence numbers are in flight")
+	return 0, errors.New("all 65536 echo sequence numbers are in flight")
 }
 
-// unregister drops a waiter and returns the stray source it saw, if any.
-func (pg *pinger) unregister(seq uint16, w *waiter) netip.Addr {
-	pg.mu.Lock()
-	defer pg.mu.Unlock()
-	if pg.waiting[seq] == w {
-		delete(pg.waiting, seq)
-	}
-	return w.stray
-}
-
-// ping sends one echo of size payload bytes to dst (on the
-// don't-fragment socket if df) and waits for its reply until ctx ends.
-func (pg *pinger) ping(ctx context.Context, dst netip.Addr, size int, df bool) (time.Duration, measurev1.Status, string) {
+// send sends one echo of size payload bytes to dst (on the
+// don't-fragment socket if df) for the probe key due at due. With ok, the
+// echo is in flight: the reader hands over its result, or expire does once
+// its timeout has passed (seq and w name it). Without, it could not go out
+// and fail is the probe's result.
+func (pg *pinger) send(key seriesKey, due time.Time, dst netip.Addr, size int, df bool) (seq uint16, w *waiter, fail result, ok bool) {
+	fail = result{key: key, due: due, status: measurev1.Status_STATUS_TOOL_ERROR}
 	if pg.openErr != nil {
-		return 0, measurev1.Status_STATUS_TOOL_ERROR, pg.openErr.Error()
+		fail.msg = pg.openErr.Error()
+		return 0, nil, fail, false
 	}
-	seq, w, err := pg.register(dst)
+	w = &waiter{key: key, due: due, dst: dst}
+	seq, err := pg.register(w)
 	if err != nil {
-		return 0, measurev1.Status_STATUS_TOOL_ERROR, err.Error()
+		fail.msg = err.Error()
+		return 0, nil, fail, false
 	}
-	msg := icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{ID: int(pg.id), Seq: int(seq), Data: payload[:size]}}
-	b, err := msg.Marshal(nil)
-	if err != nil {
-		pg.unregister(seq, w)
-		return 0, measurev1.Status_STATUS_TOOL_ERROR, fmt.Sprintf("marshal echo: %v", err)
-	}
+	b := marshalEcho(pg.buf[:0], pg.id, seq, payload[:size])
+	pg.buf = b
 	conn := pg.echo
 	if df {
 		conn = pg.mtu
 	}
-	sent := time.Now()
-	if _, err := conn.WriteTo(b, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
-		pg.unregister(seq, w)
-		return 0, sendStatus(err), fmt.Sprintf("send %d-byte echo to %s: %v", len(b)+20, dst, err)
+	// Stamped under the lock the reader takes to read it: the reply may
+	// be read before sendto returns (loopback answers inside it).
+	pg.mu.Lock()
+	w.sent = time.Now()
+	pg.mu.Unlock()
+	if err := sendTo(conn, b, dst); err != nil {
+		if _, mine := pg.expire(seq, w); mine {
+			fail.status, fail.msg = sendStatus(err), fmt.Sprintf("send %d-byte echo to %s: %v", len(b)+20, dst, err)
+			return 0, nil, fail, false
+		}
+		// The reader took it first (an ICMP error quoting it) and hands
+		// over that result; expire will find it gone.
 	}
-	select {
-	case r := <-w.done:
-		if r.status != measurev1.Status_STATUS_OK {
-			return 0, r.status, r.msg
-		}
-		return r.at.Sub(sent), measurev1.Status_STATUS_OK, ""
-	case <-ctx.Done():
-		stray := pg.unregister(seq, w)
-		select {
-		case r := <-w.done: // answered as the deadline passed
-			if r.status == measurev1.Status_STATUS_OK {
-				return r.at.Sub(sent), r.status, ""
-			}
-			return 0, r.status, r.msg
-		default:
-		}
-		m := fmt.Sprintf("no echo reply from %s", dst)
-		if stray.IsValid() {
-			m += fmt.Sprintf(" (a reply to it came from %s)", stray)
-		}
-		return 0, measurev1.Status_STATUS_TIMEOUT, m
+	return seq, w, result{}, true
+}
+
+// expire takes the echo seq's waiter w out of waiting, if the reader has
+// not; then the echo timed out, and the result says so (naming a stray
+// reply), and mine is true. If mine is false the reader has the result.
+func (pg *pinger) expire(seq uint16, w *waiter) (r result, mine bool) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	if pg.waiting[seq] != w {
+		return result{}, false
 	}
+	delete(pg.waiting, seq)
+	m := fmt.Sprintf("no echo reply from %s", w.dst)
+	if w.stray.IsValid() {
+		m += fmt.Sprintf(" (a reply to it came from %s)", w.stray)
+	}
+	return result{key: w.key, due: w.due, status: measurev1.Status_STATUS_TIMEOUT, msg: m}, true
+}
+
+// marshalEcho appends to b an ICMPv4 echo request (ID, sequence, data)
+// with its checksum (RFC 1071).
+func marshalEcho(b []byte, id, seq uint16, data []byte) []byte {
+	b = append(b, byte(ipv4.ICMPTypeEcho), 0, 0, 0, byte(id>>8), byte(id), byte(seq>>8), byte(seq))
+	b = append(b, data...)
+	var sum uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		sum += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	if len(b)%2 == 1 {
+		sum += uint32(b[len(b)-1]) << 8
+	}
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	binary.BigEndian.PutUint16(b[2:4], ^uint16(sum))
+	return b
+}
+
+// sendTo sends b to the IPv4 address dst on the raw socket c without
+// waiting: a full send buffer is an error (EAGAIN), not a stall of the
+// prober's loop, which sends every echo.
+func sendTo(c *net.IPConn, b []byte, dst netip.Addr) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	sa := unix.SockaddrInet4{Addr: dst.As4()}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendto(int(fd), b, 0, &sa)
+		return true
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return os.NewSyscallError("sendto", serr)
+	}
+	return nil
 }
 
 // sendStatus classifies a send error: no route and local refusals

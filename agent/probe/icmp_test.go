@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"context"
 	"encoding/binary"
 	"net/netip"
 	"os/exec"
@@ -93,30 +92,86 @@ func TestDeliver(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pg := &pinger{id: id, waiting: map[uint16]*waiter{}}
-			seq, w, err := pg.register(target)
+			w := &waiter{dst: target, sent: time.Now()}
+			seq, err := pg.register(w)
 			if err != nil {
 				t.Fatal(err)
 			}
-			at := time.Now()
-			pg.deliver(tt.from, tt.msg(seq), at)
-			select {
-			case r := <-w.done:
+			r, ok := pg.deliver(tt.from, tt.msg(seq), time.Now())
+			if ok {
 				if r.status != tt.want || !strings.Contains(r.msg, tt.wantMsg) {
 					t.Errorf("delivered %v %q, want %v %q", r.status, r.msg, tt.want, tt.wantMsg)
 				}
 				if pg.waiting[seq] != nil {
 					t.Error("a delivered echo is still waiting")
 				}
-			default:
-				if tt.want != measurev1.Status_STATUS_UNSPECIFIED {
-					t.Fatalf("nothing delivered, want %v", tt.want)
+				if _, mine := pg.expire(seq, w); mine {
+					t.Error("a delivered echo expired too")
 				}
-				if got := pg.unregister(seq, w); got.IsValid() != tt.stray {
-					t.Errorf("stray source %v, want one: %v", got, tt.stray)
-				}
+				return
+			}
+			if tt.want != measurev1.Status_STATUS_UNSPECIFIED {
+				t.Fatalf("nothing delivered, want %v", tt.want)
+			}
+			r, mine := pg.expire(seq, w)
+			if !mine || r.status != measurev1.Status_STATUS_TIMEOUT {
+				t.Fatalf("expire: %v %v, want its timeout", r, mine)
+			}
+			if got := strings.Contains(r.msg, "came from "+other.String()); got != tt.stray {
+				t.Errorf("timeout %q names a stray source: %v, want %v", r.msg, got, tt.stray)
 			}
 		})
 	}
+}
+
+// TestDeliverBeforeSent: a reply that matches an echo not yet stamped as
+// sent (a forgery racing the send) does not count.
+func TestDeliverBeforeSent(t *testing.T) {
+	target := netip.MustParseAddr("10.1.1.1")
+	pg := &pinger{id: 7, waiting: map[uint16]*waiter{}}
+	seq, err := pg.register(&waiter{dst: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := pg.deliver(target, echoReply(t, 7, seq), time.Now()); ok {
+		t.Errorf("delivered %v for an echo not sent", r)
+	}
+}
+
+// ping sends one echo on pg, whose reader puts into box, and waits for
+// its result, timing it out after timeout as the prober's loop would.
+func ping(t *testing.T, pg *pinger, box *mailbox, dst netip.Addr, size int, df bool, timeout time.Duration) (time.Duration, measurev1.Status, string) {
+	t.Helper()
+	seq, w, fail, ok := pg.send(seriesKey{peer: "p"}, time.Now(), dst, size, df)
+	if !ok {
+		return fail.rtt, fail.status, fail.msg
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if rs := box.take(nil); len(rs) > 0 {
+			return rs[0].rtt, rs[0].status, rs[0].msg
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r, mine := pg.expire(seq, w); mine {
+		return r.rtt, r.status, r.msg
+	}
+	for { // the reader took it as the timeout passed
+		if rs := box.take(nil); len(rs) > 0 {
+			return rs[0].rtt, rs[0].status, rs[0].msg
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// startReader runs pg's reader until the test ends and returns its
+// mailbox.
+func startReader(t *testing.T, pg *pinger) *mailbox {
+	t.Helper()
+	box, done := newMailbox(time.Now), make(chan struct{})
+	go func() { defer close(done); pg.read(discard(), box) }()
+	t.Cleanup(func() { pg.close(); <-done })
+	return box
 }
 
 // rawOK skips the test when raw ICMP sockets cannot be opened.
@@ -134,9 +189,7 @@ func rawOK(t testing.TB) {
 func TestPingLoopback(t *testing.T) {
 	rawOK(t)
 	pg := openPinger(&Network{Net: measurev1.Network_NETWORK_HOST, IP: netip.MustParseAddr("127.0.0.1")})
-	done := make(chan struct{})
-	go func() { defer close(done); pg.read(discard()) }()
-	defer func() { pg.close(); <-done }()
+	results := startReader(t, pg)
 	tests := []struct {
 		name string
 		dst  string
@@ -152,9 +205,7 @@ func TestPingLoopback(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			rtt, st, msg := pg.ping(ctx, netip.MustParseAddr(tt.dst), tt.size, tt.df)
+			rtt, st, msg := ping(t, pg, results, netip.MustParseAddr(tt.dst), tt.size, tt.df, 2*time.Second)
 			if st != tt.want || !strings.Contains(msg, tt.msg) {
 				t.Fatalf("ping: %v %q, want %v %q", st, msg, tt.want, tt.msg)
 			}
@@ -185,14 +236,10 @@ func TestPingInNetNS(t *testing.T) {
 	if pg.openErr != nil {
 		t.Fatal(pg.openErr)
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); pg.read(discard()) }()
-	defer func() { pg.close(); <-done }()
+	results := startReader(t, pg)
 	target := netip.MustParseAddr("127.0.0.1")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, st, msg := pg.ping(ctx, target, 1300, true)
+	_, st, msg := ping(t, pg, results, target, 1300, true, 2*time.Second)
 	if st != measurev1.Status_STATUS_UNREACHABLE || !strings.Contains(msg, "message too long") {
 		t.Errorf("DF echo of 1328 bytes over MTU 1280: %v %q, want UNREACHABLE naming EMSGSIZE", st, msg)
 	}
@@ -202,19 +249,22 @@ func TestPingInNetNS(t *testing.T) {
 		msg string
 	}
 	res := make(chan out, 1)
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel2()
 	go func() {
-		_, st, msg := pg.ping(ctx2, target, 8, false)
+		_, st, msg := ping(t, pg, results, target, 8, false, 500*time.Millisecond)
 		res <- out{st, msg}
 	}()
 	injected := false
 	for deadline := time.Now().Add(400 * time.Millisecond); !injected && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		pg.mu.Lock()
-		for seq := range pg.waiting {
+		for seq, w := range pg.waiting {
+			if w.sent.IsZero() {
+				break
+			}
 			b := echoReply(t, pg.id, seq)
 			pg.mu.Unlock()
-			pg.deliver(netip.MustParseAddr("127.0.0.9"), b, time.Now())
+			if r, ok := pg.deliver(netip.MustParseAddr("127.0.0.9"), b, time.Now()); ok {
+				t.Errorf("a reply from 127.0.0.9 counted: %v", r)
+			}
 			pg.mu.Lock()
 			injected = true
 			break
@@ -227,5 +277,28 @@ func TestPingInNetNS(t *testing.T) {
 	}
 	if r.st != measurev1.Status_STATUS_TIMEOUT || !strings.Contains(r.msg, "came from 127.0.0.9") {
 		t.Errorf("echo answered only from 127.0.0.9: %v %q, want TIMEOUT naming it", r.st, r.msg)
+	}
+}
+
+// TestMarshalEcho: the echo request the pinger sends parses as one, with
+// a valid checksum, for even and odd payloads.
+func TestMarshalEcho(t *testing.T) {
+	for _, size := range []int{0, 1, 56, 1471} {
+		b := marshalEcho(nil, 0x1234, 0xabcd, payload[:size])
+		m, err := icmp.ParseMessage(1, b)
+		if err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		e, ok := m.Body.(*icmp.Echo)
+		if m.Type != ipv4.ICMPTypeEcho || !ok || e.ID != 0x1234 || e.Seq != 0xabcd || len(e.Data) != size {
+			t.Fatalf("size %d: parsed %v %+v", size, m.Type, m.Body)
+		}
+		want, err := (&icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{ID: 0x1234, Seq: 0xabcd, Data: payload[:size]}}).Marshal(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != string(want) {
+			t.Errorf("size %d: % x, want x/net/icmp's % x", size, b[:8], want[:8])
+		}
 	}
 }

@@ -9,8 +9,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
-
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -35,7 +33,9 @@ func (p *Prober) Run(ctx context.Context) error {
 		p.mu.Unlock()
 	}()
 
-	l := &loop{p: p, nets: []*Network{&p.cfg.Host, p.cfg.Pod}, results: make(chan result, 64)}
+	l := &loop{p: p, nets: []*Network{&p.cfg.Host, p.cfg.Pod}, box: newMailbox(p.now), jobs: make(chan tcpJob)}
+	var cancel context.CancelFunc
+	l.ctx, cancel = context.WithCancel(ctx)
 	var readers sync.WaitGroup
 	for i, n := range l.nets {
 		if n == nil {
@@ -46,7 +46,7 @@ func (p *Prober) Run(ctx context.Context) error {
 			p.log.Warn("ICMP probes will fail", "network", n.Net, "err", pg.openErr)
 		}
 		l.pingers[i] = pg
-		readers.Go(func() { pg.read(p.log) })
+		readers.Go(func() { pg.read(p.log, l.box) })
 		l.dialers[i] = dialer{ns: n.NetNS, src: n.IP}
 		l.clients[i] = httpClient(l.dialers[i])
 	}
@@ -63,31 +63,53 @@ func (p *Prober) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	var cancel context.CancelFunc
-	l.ctx, cancel = context.WithCancel(ctx)
 	defer func() {
 		cancel()
+		l.live.stop()
 		l.probes.Wait()
 	}()
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	l.rebuild(p.now())
+	var rs []result
 	for {
+		rs = l.box.take(rs[:0])
+		for _, r := range rs {
+			l.finish(r)
+		}
 		now := p.now()
 		l.step(now)
-		timer.Reset(max(l.wake(now).Sub(now), time.Millisecond))
+		if l.ledger != nil && l.ledger.waiting(now) {
+			// A period is over but for probes in flight: their results
+			// end it, so they wake the loop. Otherwise results wait for
+			// the next step (at most a probe interval's fraction away).
+			l.box.eager.Store(true)
+			if l.box.pending() {
+				continue
+			}
+		}
+		timer.Reset(l.sleep(now))
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.changed:
 			l.rebuild(p.now())
-		case r := <-l.results:
-			l.inflight--
-			l.ledger.record(r, p.now())
+		case <-l.box.wake:
 		case <-timer.C:
 		}
+		l.box.eager.Store(false)
 	}
+}
+
+// finish records a probe's result, finished at r.at (zero: now).
+func (l *loop) finish(r result) {
+	l.inflight--
+	at := r.at
+	if at.IsZero() {
+		at = l.p.now()
+	}
+	l.ledger.record(r, at)
 }
 
 // loop is Run's state, owned by Run's goroutine.
@@ -98,9 +120,12 @@ type loop struct {
 	dialers [2]dialer
 	clients [2]*http.Client
 
-	ctx     context.Context // the probes'
-	probes  sync.WaitGroup
-	results chan result
+	ctx    context.Context // the probes'
+	probes sync.WaitGroup  // TCP workers and HTTP probes
+	box    *mailbox        // results from the ICMP readers, TCP workers and HTTP probes
+	echoes expiries        // the ICMP echoes in flight
+	jobs   chan tcpJob     // to an idle TCP worker
+	live   liveSockets     // the TCP probes' sockets
 
 	plan     *plan
 	set      *settings // nil: stopped
@@ -160,9 +185,10 @@ func (l *loop) resubset(now time.Time) {
 	l.subset = subset(l.p.cfg.Node, l.plan.peers, l.set.subsetSize, e)
 }
 
-// step starts the probes due by now (or counts them skipped) and reports
-// the periods that are over.
+// step times out the echoes whose reply is overdue, starts the probes due
+// by now (or counts them skipped) and reports the periods that are over.
 func (l *loop) step(now time.Time) {
+	l.expire(time.Now())
 	if l.set != nil {
 		l.resubset(now)
 		for {
@@ -187,7 +213,7 @@ func (l *loop) step(now time.Time) {
 			}
 			l.inflight++
 			l.ledger.started(due)
-			l.launch(*t, due)
+			l.start(t, due)
 		}
 	}
 	if l.ledger == nil {
@@ -200,6 +226,16 @@ func (l *loop) step(now time.Time) {
 	for _, per := range l.ledger.due(now, grace) {
 		l.p.cfg.Report(per.report(l.p.nextSeq(), l.plan.version))
 	}
+}
+
+// sleep is how long the loop may wait for a result before step has
+// something to do: the next probe, period end or echo timeout.
+func (l *loop) sleep(now time.Time) time.Duration {
+	d := max(l.wake(now).Sub(now), time.Millisecond)
+	if at, ok := l.echoes.next(); ok {
+		d = min(d, max(time.Until(at), 0))
+	}
+	return d
 }
 
 // wake is when step has something to do next.
@@ -230,31 +266,48 @@ func (l *loop) wake(now time.Time) time.Time {
 	return next
 }
 
-// launch runs one probe in its own goroutine, bounded by the settings'
-// timeout, and hands its result to the loop.
+// start starts one probe: an echo from the loop itself (its reader or
+// expire gives the result), a TCP probe on an idle worker (or a new one),
+// an HTTP probe in a goroutine of its own.
+func (l *loop) start(t *target, due time.Time) {
+	switch t.key.kind {
+	case agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU:
+		pg := l.pingers[t.net]
+		seq, w, fail, ok := pg.send(t.key, due, t.dst, t.size, t.key.kind == agentv1.ProbeKind_PROBE_KIND_ICMP_MTU)
+		if !ok {
+			l.finish(fail)
+			return
+		}
+		l.echoes.push(expiry{at: time.Now().Add(l.set.timeout), pg: pg, seq: seq, w: w})
+	case agentv1.ProbeKind_PROBE_KIND_TCP:
+		l.tcp(tcpJob{t: *t, due: due, timeout: l.set.timeout})
+	default:
+		l.launch(*t, due)
+	}
+}
+
+// expire times out the echoes due by now whose reply has not come.
+func (l *loop) expire(now time.Time) {
+	for {
+		at, ok := l.echoes.next()
+		if !ok || at.After(now) {
+			return
+		}
+		e := l.echoes.pop()
+		if r, mine := e.pg.expire(e.seq, e.w); mine {
+			l.finish(r)
+		}
+	}
+}
+
+// launch runs one HTTP probe in its own goroutine, bounded by the
+// settings' timeout, and hands its result to the loop.
 func (l *loop) launch(t target, due time.Time) {
 	timeout := l.set.timeout
 	l.probes.Go(func() {
 		ctx, cancel := context.WithTimeout(l.ctx, timeout)
-		rtt, status, msg := l.probe(ctx, t)
+		rtt, status, msg := httpProbe(ctx, l.clients[t.net], t.dst, t.port)
 		cancel()
-		select {
-		case l.results <- result{key: t.key, due: due, rtt: rtt, status: status, msg: msg}:
-		case <-l.ctx.Done():
-		}
+		l.box.put(result{key: t.key, due: due, rtt: rtt, status: status, msg: msg})
 	})
-}
-
-// probe runs one probe of t's kind.
-func (l *loop) probe(ctx context.Context, t target) (time.Duration, measurev1.Status, string) {
-	switch t.key.kind {
-	case agentv1.ProbeKind_PROBE_KIND_ICMP:
-		return l.pingers[t.net].ping(ctx, t.dst, t.size, false)
-	case agentv1.ProbeKind_PROBE_KIND_ICMP_MTU:
-		return l.pingers[t.net].ping(ctx, t.dst, t.size, true)
-	case agentv1.ProbeKind_PROBE_KIND_TCP:
-		return tcpProbe(ctx, l.dialers[t.net], t.dst, t.port)
-	default:
-		return httpProbe(ctx, l.clients[t.net], t.dst, t.port)
-	}
 }

@@ -27,6 +27,7 @@ const (
 type result struct {
 	key    seriesKey
 	due    time.Time // wall clock: the period it belongs to
+	at     time.Time // wall clock: when it finished (zero: when recorded)
 	rtt    time.Duration
 	status measurev1.Status // STATUS_OK: answered
 	msg    string
@@ -242,6 +243,12 @@ func (l *ledger) due(now time.Time, grace time.Duration) []*period {
 		out = append(out, p)
 	}
 	return out
+}
+
+// waiting reports whether the oldest open period is over at now but for
+// probes in flight.
+func (l *ledger) waiting(now time.Time) bool {
+	return len(l.open) > 0 && !now.Before(l.open[0].end) && l.open[0].inflight > 0
 }
 
 // nextDeadline is when the oldest open period may be due (zero: none).

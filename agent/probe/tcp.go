@@ -107,7 +107,7 @@ func markConnectStart(ctx context.Context) {
 	}
 }
 
-// dial connects to dst:port until ctx ends.
+// dial connects to dst:port until ctx ends (the HTTP probe's transport).
 func (d dialer) dial(ctx context.Context, dst netip.Addr, port uint16) (net.Conn, error) {
 	raddr := netip.AddrPortFrom(dst, port)
 	if d.ns == "" {
@@ -118,65 +118,107 @@ func (d dialer) dial(ctx context.Context, dst netip.Addr, port uint16) (net.Conn
 		markConnectStart(ctx)
 		return nd.DialContext(ctx, "tcp", raddr.String())
 	}
-	family := unix.AF_INET
-	if !dst.Is4() {
-		family = unix.AF_INET6
-	}
-	fd := -1
-	err := netns.Do(d.ns, func() error {
-		var err error
-		fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-		return err
-	})
+	f, err := d.socket(dst)
 	if err != nil {
-		return nil, fmt.Errorf("socket: %w", err)
+		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), "tcp-probe") // owns fd from here
-	defer f.Close()                           // FileConn dups it
-	if d.src.IsValid() && d.src.Is4() == dst.Is4() {
-		if err := unix.Bind(fd, sockaddr(netip.AddrPortFrom(d.src, 0))); err != nil {
-			return nil, fmt.Errorf("bind %s: %w", d.src, err)
-		}
-	}
-	markConnectStart(ctx)
-	if err := unix.Connect(fd, sockaddr(raddr)); err != nil && !errors.Is(err, unix.EINPROGRESS) {
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(raddr), Err: os.NewSyscallError("connect", err)}
-	}
+	defer f.Close() // FileConn dups it
 	if dl, ok := ctx.Deadline(); ok {
 		_ = f.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = f.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	markConnectStart(ctx)
+	if err := connect(f, raddr); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(raddr), Err: err}
+	}
+	return net.FileConn(f)
+}
+
+// socket returns a non-blocking TCP socket for dst's family, created in
+// d's namespace (netns.Do only around socket(2): the socket keeps its
+// namespace, the rest runs on any thread) and bound to d.src when it is of
+// dst's family. The caller owns the file.
+func (d dialer) socket(dst netip.Addr) (*os.File, error) {
+	family := unix.AF_INET
+	if !dst.Is4() {
+		family = unix.AF_INET6
+	}
+	fd := -1
+	mk := func() error {
+		var err error
+		fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		return err
+	}
+	var err error
+	if d.ns == "" {
+		err = mk()
+	} else {
+		err = netns.Do(d.ns, mk)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	if d.src.IsValid() && d.src.Is4() == dst.Is4() {
+		if err := unix.Bind(fd, sockaddr(netip.AddrPortFrom(d.src, 0))); err != nil {
+			_ = unix.Close(fd)
+			return nil, fmt.Errorf("bind %s: %w", d.src, err)
+		}
+	}
+	return os.NewFile(uintptr(fd), "tcp-probe"), nil
+}
+
+// connect connects the non-blocking socket f to raddr, waiting (in the
+// runtime's poller, until f's deadline) for the handshake to end.
+func connect(f *os.File, raddr netip.AddrPort) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		if err := unix.Connect(int(fd), sockaddr(raddr)); err != nil && !errors.Is(err, unix.EINPROGRESS) {
+			cerr = os.NewSyscallError("connect", err)
+		}
+	}); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return cerr
+	}
 	werr := rc.Write(func(fd uintptr) bool {
+		if connected(int(fd)) {
+			return true // on loopback, the handshake ended inside connect(2)
+		}
 		v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
-		if err != nil {
+		switch {
+		case err != nil:
 			cerr = err
-			return true
-		}
-		if v != 0 {
+		case v != 0:
 			cerr = unix.Errno(v)
-			return true
-		}
-		if _, err := unix.Getpeername(int(fd)); err != nil {
+		default:
 			return false // still connecting: wait until writable
 		}
 		return true
 	})
 	if werr != nil {
-		if errors.Is(werr, os.ErrDeadlineExceeded) && ctx.Err() != nil {
-			werr = ctx.Err()
-		}
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(raddr), Err: werr}
+		return werr
 	}
 	if cerr != nil {
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(raddr), Err: os.NewSyscallError("connect", cerr)}
+		return os.NewSyscallError("connect", cerr)
 	}
-	return net.FileConn(f)
+	return nil
+}
+
+// connected reports whether the socket fd has a peer: a failed connect
+// has none (SO_ERROR says why), and the first wakeup after connect(2) on
+// a non-blocking socket may come before the handshake ends.
+func connected(fd int) bool {
+	_, err := unix.Getpeername(fd)
+	return err == nil
 }
 
 func sockaddr(ap netip.AddrPort) unix.Sockaddr {
@@ -186,29 +228,85 @@ func sockaddr(ap netip.AddrPort) unix.Sockaddr {
 	return &unix.SockaddrInet6{Addr: ap.Addr().As16(), Port: int(ap.Port())}
 }
 
-// tcpProbe connects to the peer's echo responder, writes one byte and
-// reads it back; the figure is that byte's round trip.
-func tcpProbe(ctx context.Context, d dialer, dst netip.Addr, port uint16) (time.Duration, measurev1.Status, string) {
-	c, err := d.dial(ctx, dst, port)
+// tcpProbe connects to the peer's echo responder at dst:port, writes one
+// byte and reads it back, all before deadline; the figure is that byte's
+// round trip. The socket is held in live (if not nil) while it is open,
+// so that live.stop cuts it short; a stopped live fails the probe at once
+// with STATUS_CANCELED. It works on the socket's file directly, not
+// through net.Conn: no context, no keepalive options, no address lookups
+// per probe.
+func tcpProbe(d dialer, dst netip.Addr, port uint16, deadline time.Time, live *liveSockets) (time.Duration, measurev1.Status, string) {
+	raddr := netip.AddrPortFrom(dst, port)
+	f, err := d.socket(dst)
 	if err != nil {
-		return 0, netStatus(err), err.Error()
+		return 0, netStatus(err), fmt.Sprintf("dial tcp %s: %v", raddr, err)
 	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
+	defer f.Close()
+	if !live.add(f) {
+		return 0, measurev1.Status_STATUS_CANCELED, "the prober stopped"
+	}
+	defer live.remove(f)
+	_ = f.SetDeadline(deadline)
+	if err := connect(f, raddr); err != nil {
+		return 0, netStatus(err), fmt.Sprintf("dial tcp %s: %v", raddr, err)
 	}
 	b := [1]byte{'m'}
 	start := time.Now()
-	if _, err := c.Write(b[:]); err != nil {
-		return 0, netStatus(err), fmt.Sprintf("write to %s: %v", c.RemoteAddr(), err)
+	if _, err := f.Write(b[:]); err != nil {
+		return 0, netStatus(err), fmt.Sprintf("write to %s: %v", raddr, err)
 	}
-	if _, err := io.ReadFull(c, b[:]); err != nil {
+	if _, err := io.ReadFull(f, b[:]); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return 0, measurev1.Status_STATUS_TOOL_ERROR, fmt.Sprintf("%s closed the connection without echoing", c.RemoteAddr())
+			return 0, measurev1.Status_STATUS_TOOL_ERROR, fmt.Sprintf("%s closed the connection without echoing", raddr)
 		}
-		return 0, netStatus(err), fmt.Sprintf("read from %s: %v", c.RemoteAddr(), err)
+		return 0, netStatus(err), fmt.Sprintf("read from %s: %v", raddr, err)
 	}
 	return time.Since(start), measurev1.Status_STATUS_OK, ""
+}
+
+// liveSockets are the TCP probes' open sockets; the zero value is ready
+// and a nil *liveSockets holds nothing and never stops.
+type liveSockets struct {
+	mu      sync.Mutex
+	stopped bool
+	files   map[*os.File]struct{}
+}
+
+// add holds f, unless stop has been called.
+func (s *liveSockets) add(f *os.File) bool {
+	if s == nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	if s.files == nil {
+		s.files = map[*os.File]struct{}{}
+	}
+	s.files[f] = struct{}{}
+	return true
+}
+
+// remove drops f.
+func (s *liveSockets) remove(f *os.File) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	delete(s.files, f)
+	s.mu.Unlock()
+}
+
+// stop cuts every held socket's wait short and refuses new ones.
+func (s *liveSockets) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	for f := range s.files {
+		_ = f.SetDeadline(time.Unix(1, 0))
+	}
 }
 
 // netStatus classifies a dial, read or write error.

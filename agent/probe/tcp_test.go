@@ -85,19 +85,19 @@ func TestTCPAndHTTPProbes(t *testing.T) {
 		msg  string
 	}{
 		{"tcp echo", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
-			return tcpProbe(ctx, own, lo, echo.Port())
+			return tcpProbeCtx(ctx, own, lo, echo.Port())
 		}, measurev1.Status_STATUS_OK, ""},
 		{"tcp refused", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
-			return tcpProbe(ctx, own, lo, closedPort(t))
+			return tcpProbeCtx(ctx, own, lo, closedPort(t))
 		}, measurev1.Status_STATUS_REFUSED, "connection refused"},
 		{"tcp echo inside the namespace", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
-			return tcpProbe(ctx, inNS, lo, nsEcho.Port())
+			return tcpProbeCtx(ctx, inNS, lo, nsEcho.Port())
 		}, measurev1.Status_STATUS_OK, ""},
 		{"the root namespace's listener is not reached from inside", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
 			if echo.Port() == nsEcho.Port() {
 				t.Skip("same port in both namespaces")
 			}
-			return tcpProbe(ctx, inNS, lo, echo.Port())
+			return tcpProbeCtx(ctx, inNS, lo, echo.Port())
 		}, measurev1.Status_STATUS_REFUSED, "refused"},
 		{"http 200", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
 			return httpProbe(ctx, httpClient(own), lo, ok)
@@ -138,9 +138,62 @@ func TestTCPProbeTimeout(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, st, msg := tcpProbe(ctx, dialer{}, netip.MustParseAddr("127.0.0.1"), uint16(ln.Addr().(*net.TCPAddr).Port))
+	_, st, msg := tcpProbeCtx(ctx, dialer{}, netip.MustParseAddr("127.0.0.1"), uint16(ln.Addr().(*net.TCPAddr).Port))
 	if st != measurev1.Status_STATUS_TIMEOUT {
 		t.Fatalf("got %v %q, want STATUS_TIMEOUT", st, msg)
+	}
+}
+
+// tcpProbeCtx is tcpProbe until ctx's deadline.
+func tcpProbeCtx(ctx context.Context, d dialer, dst netip.Addr, port uint16) (time.Duration, measurev1.Status, string) {
+	dl, _ := ctx.Deadline()
+	return tcpProbe(d, dst, port, dl, nil)
+}
+
+// TestTCPProbeStopped: live.stop cuts a probe waiting for its echo short
+// and refuses new ones.
+func TestTCPProbeStopped(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepted by the kernel, never answered
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	lo := netip.MustParseAddr("127.0.0.1")
+	var live liveSockets
+	type out struct {
+		st      measurev1.Status
+		elapsed time.Duration
+	}
+	res := make(chan out, 1)
+	go func() {
+		start := time.Now()
+		_, st, _ := tcpProbe(dialer{}, lo, port, time.Now().Add(time.Minute), &live)
+		res <- out{st, time.Since(start)}
+	}()
+	for i := 0; ; i++ {
+		live.mu.Lock()
+		n := len(live.files)
+		live.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if i == 2000 {
+			t.Fatal("the probe never held its socket")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	live.stop()
+	select {
+	case r := <-res:
+		if r.st != measurev1.Status_STATUS_TIMEOUT {
+			t.Errorf("stopped probe: %v, want STATUS_TIMEOUT (its deadline moved to the past)", r.st)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the probe ran on 5 s after stop")
+	}
+	if _, st, _ := tcpProbe(dialer{}, lo, port, time.Now().Add(time.Minute), &live); st != measurev1.Status_STATUS_CANCELED {
+		t.Errorf("probe after stop: %v, want STATUS_CANCELED", st)
 	}
 }
 

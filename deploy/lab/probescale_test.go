@@ -2,17 +2,20 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshperf/meshperf/agent/netns"
@@ -25,7 +28,12 @@ const (
 	scalePeers    = 1000
 	scaleEchoPort = 7201
 	scaleInterval = 10 * time.Second
-	scaleRun      = 30 * time.Second
+	// scalePeriods is how many whole report periods the measurement
+	// window spans.
+	scalePeriods = 3
+	// clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times (100
+	// on every Linux architecture Go supports).
+	clockTicks = 100
 )
 
 // scaleAddr is the i-th of the addresses TestProberScale1000 gives node-1's
@@ -34,16 +42,26 @@ func scaleAddr(i int) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, 250, byte(i / 250), byte(1 + i%250)})
 }
 
-// TestProberScale1000 runs one prober in node-1's namespace against 1,000
-// peers, all of them addresses of that namespace's loopback (1,000 extra
-// /32s on lo: the kernel has no dummy devices), ICMP and TCP (to one
-// ServeEcho listener on 0.0.0.0 in the namespace) every 10 s for 30 s, and
-// logs the process's RSS growth and CPU share over the run (getrusage of
-// the whole test process: prober, echo responder and runtime). The target
-// is under 50 MB of RSS and 5 % of one core; it is logged, not asserted
-// (the machine is shared). Asserted: every probe is answered.
+// TestProberScale1000 runs a real agent process (the cmd/agent binary,
+// or $MESHPERF_AGENT_BIN) in node-1's host namespace with a probe plan of
+// 1,000 peers, all of them addresses of that namespace's loopback (1,000
+// extra /32s on lo: the kernel has no dummy devices), ICMP and TCP every
+// 10 s; the peers' TCP echo responder is one ServeEcho listener on
+// 0.0.0.0 in the namespace, served by this test process, and the plan
+// comes from a minimal coordinator in this process on a unix socket (it
+// registers the agent, sends the plan, acknowledges the reports). Over
+// three whole report periods it logs the agent's own figures from
+// /proc/PID: RSS (VmRSS at the end, VmHWM peak) and CPU (utime+stime
+// ticks over the window) as
+//
+//	prober peers=1000 rss_mb=.. rss_peak_mb=.. cpu_pct=..
+//
+// (`make bench-prober`). The target is under 50 MB of RSS and 5 % of one
+// core; it is logged, not asserted (the machine is shared). Asserted:
+// every probe of the window is answered, none skipped.
 func TestProberScale1000(t *testing.T) {
 	requireLab(t)
+	bin := agentBinary(t)
 	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testLogger(t)})
 	n1 := l.Nodes[0]
 	checkLabNS(t, n1.HostNetNSPath)
@@ -61,7 +79,7 @@ func TestProberScale1000(t *testing.T) {
 		t.Fatalf("ip -batch: %v\n%s", err, out)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }() // the echo responder ends with ctx
 	ln, err := netns.Listen(n1.HostNetNSPath, "tcp", "0.0.0.0:"+strconv.Itoa(scaleEchoPort))
@@ -74,21 +92,11 @@ func TestProberScale1000(t *testing.T) {
 		}
 	})
 
-	var mu sync.Mutex
-	var reps []*agentv1.ProbeReport
-	p, err := meshprobe.New(meshprobe.Config{
-		Node:   n1.Name,
-		Host:   meshprobe.Network{Net: measurev1.Network_NETWORK_HOST, NetNS: n1.HostNetNSPath},
-		Report: func(r *agentv1.ProbeReport) { mu.Lock(); reps = append(reps, r); mu.Unlock() },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	peers := make([]*agentv1.ProbePeer, scalePeers)
 	for i := range peers {
 		peers[i] = &agentv1.ProbePeer{NodeName: fmt.Sprintf("peer-%d", i), HostIp: scaleAddr(i).String(), ProbePort: scaleEchoPort}
 	}
-	if _, err := p.Apply(&agentv1.ProbePlan{
+	fc := startPlanCoordinator(t, &agentv1.ProbePlan{
 		Version: 1,
 		Settings: &agentv1.ProbeSettings{
 			Interval:            durationpb.New(scaleInterval),
@@ -101,69 +109,224 @@ func TestProberScale1000(t *testing.T) {
 			MaxPacketsPerSecond: 1000,
 		},
 		Upsert: peers,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
+	ag := startIn(t, n1.HostNetNSPath, bin, "--coordinator", fc.target, "--node", n1.Name,
+		"--host-ip", n1.HostIP.String(), "--state-dir", t.TempDir(), "--log-level", "info")
+	defer func() {
+		if t.Failed() {
+			ag.stop()
+			t.Logf("agent log:\n%s", ag.out)
+		}
+	}()
+	pid := ag.cmd.Process.Pid // nsenter execs the agent: same process
 
-	rss0, _ := procStatusKB(t, "VmRSS")
-	var ru0, ru1 syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru0); err != nil {
-		t.Fatal(err)
+	select {
+	case ack := <-fc.acks:
+		if ack.GetVersion() != 1 || ack.GetError() != "" {
+			t.Fatalf("plan ack %v, want version 1 and no error", ack)
+		}
+	case <-ag.done:
+		t.Fatalf("agent exited before acknowledging its plan")
+	case <-ctx.Done():
+		t.Fatal("no plan ack")
 	}
-	start := time.Now()
-	runCtx, stop := context.WithTimeout(ctx, scaleRun+time.Second) // +1 s: the third period's report
-	if err := p.Run(runCtx); err != nil {
-		t.Fatalf("Run: %v", err)
+	// The first report ends the partial first period: probing runs from
+	// here on, and the window is the next whole periods.
+	next := func() *agentv1.ProbeReport {
+		t.Helper()
+		select {
+		case r := <-fc.reports:
+			return r
+		case <-ag.done:
+			t.Fatalf("agent exited")
+		case <-ctx.Done():
+			t.Fatal("no probe report in time")
+		}
+		return nil
 	}
-	stop()
-	wall := time.Since(start)
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru1); err != nil {
-		t.Fatal(err)
+	next()
+	ticks0, start := procTicks(t, pid), time.Now()
+	reps := make([]*agentv1.ProbeReport, scalePeriods)
+	for i := range reps {
+		reps[i] = next()
 	}
-	rss1, _ := procStatusKB(t, "VmRSS")
-	hwm, _ := procStatusKB(t, "VmHWM")
-	cpu := time.Duration(syscall.TimevalToNsec(ru1.Utime)-syscall.TimevalToNsec(ru0.Utime)) +
-		time.Duration(syscall.TimevalToNsec(ru1.Stime)-syscall.TimevalToNsec(ru0.Stime))
+	ticks1, wall := procTicks(t, pid), time.Since(start)
+	rss, hwm := procStatusKB(t, pid, "VmRSS"), procStatusKB(t, pid, "VmHWM")
+	cpu := float64(ticks1-ticks0) / clockTicks
 
-	mu.Lock()
-	defer mu.Unlock()
 	var sent, received, skipped uint64
 	lost := map[agentv1.ProbeKind]int{}
 	for _, r := range reps {
-		skipped += r.Skipped
-		for _, s := range r.Summaries {
-			sent += uint64(s.Sent)
-			received += uint64(s.Received)
-			if s.Status != measurev1.Status_STATUS_OK {
-				lost[s.Kind]++
-				if lost[s.Kind] <= 3 {
-					t.Logf("%s %v: %v %s", s.GetNode(), s.Kind, s.Status, s.Message)
+		skipped += r.GetSkipped()
+		for _, s := range r.GetSummaries() {
+			sent += uint64(s.GetSent())
+			received += uint64(s.GetReceived())
+			if s.GetStatus() != measurev1.Status_STATUS_OK || s.GetReceived() != s.GetSent() {
+				lost[s.GetKind()]++
+				if lost[s.GetKind()] <= 3 {
+					t.Logf("%s %v: %v %s", s.GetNode(), s.GetKind(), s.GetStatus(), s.GetMessage())
 				}
 			}
 		}
+		if n := len(r.GetSummaries()); n != 2*scalePeers {
+			t.Errorf("report %d has %d summaries, want %d (every peer, ICMP and TCP)", r.GetSeq(), n, 2*scalePeers)
+		}
 	}
-	t.Logf("%d peers x ICMP+TCP every %v for %v: %d reports, %d probes sent, %d answered, %d skipped",
-		scalePeers, scaleInterval, wall.Round(time.Millisecond), len(reps), sent, received, skipped)
-	t.Logf("RSS %.1f MB -> %.1f MB (growth %+.1f MB, peak VmHWM %.1f MB; target < 50 MB)",
-		float64(rss0)/1024, float64(rss1)/1024, float64(rss1-rss0)/1024, float64(hwm)/1024)
-	t.Logf("CPU %v user+system in %v: %.2f %% of one core (whole test process: prober, echo responder, runtime; target < 5 %%)",
-		cpu.Round(time.Millisecond), wall.Round(time.Millisecond), 100*cpu.Seconds()/wall.Seconds())
-	// Periods are aligned to the wall clock, so the first is partial and
-	// the last may end after Run: at least two intervals' worth must be in
-	// the reports.
-	if want := uint64(2 * 2 * scalePeers); sent < want {
-		t.Errorf("%d probes reported in %v, want at least %d", sent, scaleRun, want)
+	t.Logf("agent pid %d, %d peers x ICMP+TCP every %v, window %v: %d reports, %d probes sent, %d answered, %d skipped",
+		pid, scalePeers, scaleInterval, wall.Round(time.Millisecond), len(reps), sent, received, skipped)
+	t.Logf("prober peers=%d rss_mb=%.1f rss_peak_mb=%.1f cpu_pct=%.2f (the agent process alone, from /proc/%d; target < 50 MB and < 5 %%)",
+		scalePeers, float64(rss)/1024, float64(hwm)/1024, 100*cpu/wall.Seconds(), pid)
+	if want := uint64(scalePeriods * 2 * scalePeers); sent != want {
+		t.Errorf("%d probes reported in %d periods, want %d", sent, scalePeriods, want)
 	}
-	if received < sent*99/100 || len(lost) > 0 {
-		t.Errorf("%d of %d probes answered (series not OK per kind: %v), want all", received, sent, lost)
+	if received != sent || skipped > 0 || len(lost) > 0 {
+		t.Errorf("%d of %d probes answered, %d skipped (series not OK per kind: %v), want all", received, sent, skipped, lost)
 	}
 }
 
-// procStatusKB returns the kB figure of a /proc/self/status field (VmRSS,
-// VmHWM).
-func procStatusKB(t *testing.T, field string) (int64, error) {
+// agentBinary returns $MESHPERF_AGENT_BIN, or builds cmd/agent into a
+// temporary directory.
+func agentBinary(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	if b := os.Getenv("MESHPERF_AGENT_BIN"); b != "" {
+		return b
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "github.com/meshperf/meshperf/cmd/agent").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build cmd/agent: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "agent")
+}
+
+// planCoordinator is the least of a coordinator an agent needs to probe:
+// it answers a Register with Registered (the coordinator's default 1 s
+// heartbeats), sends plan, heartbeats every second, forwards the agent's
+// plan acks and reports (acknowledging each report).
+type planCoordinator struct {
+	agentv1.UnimplementedAgentServiceServer
+	plan    *agentv1.ProbePlan
+	target  string // the agent's --coordinator
+	acks    chan *agentv1.PlanAck
+	reports chan *agentv1.ProbeReport
+}
+
+// startPlanCoordinator serves a planCoordinator on a unix socket until the
+// test ends.
+func startPlanCoordinator(t *testing.T, plan *agentv1.ProbePlan) *planCoordinator {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "coordinator.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &planCoordinator{plan: plan, target: "unix://" + sock,
+		acks: make(chan *agentv1.PlanAck, 16), reports: make(chan *agentv1.ProbeReport, 64)}
+	g := grpc.NewServer()
+	agentv1.RegisterAgentServiceServer(g, c)
+	done := make(chan struct{})
+	go func() { // owner: the test's cleanup
+		defer close(done)
+		_ = g.Serve(l)
+	}()
+	t.Cleanup(func() {
+		g.Stop()
+		<-done
+	})
+	return c
+}
+
+// Connect runs one agent session.
+func (c *planCoordinator) Connect(s grpc.BidiStreamingServer[agentv1.ConnectRequest, agentv1.ConnectResponse]) error {
+	first, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	if first.GetRegister() == nil {
+		return errors.New("first message is not a Register")
+	}
+	out := make(chan *agentv1.ConnectResponse, 64)
+	out <- &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{
+		HeartbeatInterval: durationpb.New(time.Second), HeartbeatTimeout: durationpb.New(10 * time.Second)}}}
+	out <- &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ProbePlan{ProbePlan: c.plan}}
+	ctx, cancel := context.WithCancel(s.Context())
+	defer cancel()
+	sendErr := make(chan error, 1)
+	go func() { // owner: Connect; ends with ctx
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			var m *agentv1.ConnectResponse
+			select {
+			case m = <-out:
+			case <-tick.C:
+				m = &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Heartbeat{Heartbeat: &agentv1.Heartbeat{}}}
+			case <-ctx.Done():
+				sendErr <- nil
+				return
+			}
+			if err := s.Send(m); err != nil {
+				sendErr <- err
+				return
+			}
+		}
+	}()
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			cancel()
+			return errors.Join(err, <-sendErr)
+		}
+		switch {
+		case m.GetPlanAck() != nil:
+			c.acks <- m.GetPlanAck()
+		case m.GetProbeReport() != nil:
+			r := m.GetProbeReport()
+			select {
+			case c.reports <- r:
+			default: // the test stopped reading
+			}
+			select {
+			case out <- &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ReportAck{ReportAck: &agentv1.ReportAck{Seqs: []uint64{r.GetSeq()}}}}:
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+// procTicks returns the user+system CPU time of process pid (every thread)
+// in clock ticks, from /proc/PID/stat.
+func procTicks(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name (in parentheses, which may hold
+	// spaces): state is field 3, utime 14, stime 15.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	var sum int64
+	for _, s := range f[11:13] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("/proc/%d/stat: %q: %v", pid, s, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// procStatusKB returns the kB figure of a /proc/PID/status field (VmRSS,
+// VmHWM).
+func procStatusKB(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,9 +336,9 @@ func procStatusKB(t *testing.T, field string) (int64, error) {
 			if err != nil {
 				t.Fatalf("%s: %q: %v", field, line, err)
 			}
-			return kb, nil
+			return kb
 		}
 	}
-	t.Fatalf("no %s in /proc/self/status", field)
-	return 0, nil
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
 }
