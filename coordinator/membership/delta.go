@@ -30,6 +30,11 @@ const markRemove = 0xff
 // delta that does also copies the view's member set, O(M) (the sets are
 // shared between views, never changed in place).
 func (t *Tracker) UpdateView(reporter string, changed []*agentv1.GossipMember) error {
+	return t.UpdateMembers(reporter, Compact(changed))
+}
+
+// UpdateMembers is UpdateView of the changed members in compact form.
+func (t *Tracker) UpdateMembers(reporter string, changed Members) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.ids[reporter]
@@ -39,12 +44,12 @@ func (t *Tracker) UpdateView(reporter string, changed []*agentv1.GossipMember) e
 	old := t.nodes[r].view
 	now := t.now()
 	buf := t.buf[:0]
-	for _, m := range changed {
-		st, name := m.GetState(), m.GetNodeName()
+	for i := range changed.Len() {
+		st, name := changed.states[i], changed.name(i)
 		var x nodeID
 		if known(st) {
-			x = t.intern(name)
-		} else if x, ok = t.ids[name]; !ok {
+			x = t.internBytes(name)
+		} else if x, ok = t.lookup(name); !ok {
 			continue // removes a member never heard of: nothing to do
 		}
 		if t.mark[x] == 0 {

@@ -113,17 +113,22 @@ func known(st agentv1.GossipState) bool {
 // unspecified (or unknown) state are left out; of a member listed twice,
 // the last state counts. It costs O(len(members)): see Tracker.
 func (t *Tracker) SetView(reporter string, members []*agentv1.GossipMember) {
+	t.SetMembers(reporter, Compact(members))
+}
+
+// SetMembers is SetView of members in compact form.
+func (t *Tracker) SetMembers(reporter string, members Members) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
 	r := t.intern(reporter)
 	buf := t.buf[:0]
-	for _, m := range members {
-		st := m.GetState()
+	for i := range members.Len() {
+		st := members.states[i]
 		if !known(st) {
 			continue
 		}
-		x := t.intern(m.GetNodeName())
+		x := t.internBytes(members.name(i))
 		if t.mark[x] == 0 {
 			buf = append(buf, x)
 		}

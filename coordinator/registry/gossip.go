@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/meshperf/meshperf/coordinator/membership"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
@@ -73,18 +74,22 @@ func (r *Registry) gossipView(s *session, v *agentv1.GossipView) error {
 	if err := validateGossipView(v); err != nil {
 		return err
 	}
+	// Compact first: the message is not referred to past this point, so a
+	// view waiting below for the registry's or the tracker's lock holds
+	// its compact form only.
+	delta, members := v.GetDelta(), membership.Compact(v.GetMembers())
 	r.mu.Lock()
 	current := r.sessions[s.node.Name] == s
 	r.mu.Unlock()
 	if !current {
 		return nil
 	}
-	if v.GetDelta() {
-		if err := r.gossip.UpdateView(s.node.Name, v.GetMembers()); err != nil {
-			return fmt.Errorf("gossip delta of %d members ignored until the next whole view: %w", len(v.GetMembers()), err)
+	if delta {
+		if err := r.gossip.UpdateMembers(s.node.Name, members); err != nil {
+			return fmt.Errorf("gossip delta of %d members ignored until the next whole view: %w", members.Len(), err)
 		}
 	} else {
-		r.gossip.SetView(s.node.Name, v.GetMembers())
+		r.gossip.SetMembers(s.node.Name, members)
 	}
 	r.kickGossip()
 	return nil
