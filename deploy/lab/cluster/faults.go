@@ -463,6 +463,12 @@ func (d *faultsDemo) coordinatorKilled(ctx context.Context) (detected, localised
 		return false, false, 0, err
 	}
 	d.say("scenario coordinator-killed: SIGKILL the coordinator mid-run, restart it on the same store")
+	// The report check below looks at the three probe intervals before the
+	// kill: every agent must have reported through them, also one that the
+	// previous scenario (agent-killed) has just restarted.
+	if err := sleep(ctx, 4*d.probeInterval()); err != nil {
+		return false, false, 0, err
+	}
 	t0 := time.Now()
 	run, err := d.waitRunning(ctx, t0)
 	if err != nil {
