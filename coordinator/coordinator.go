@@ -28,11 +28,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/mem"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -451,18 +449,4 @@ func (os observers) RunEnded(runID string, state measurev1.RunState) {
 	for _, o := range os {
 		o.RunEnded(runID, state)
 	}
-}
-
-// init gives gRPC, process-wide (its proto codec takes no other), a pool
-// of message buffers with its default tiers up to 32 kB and a buffer of
-// the message's own size above that. gRPC's default pool rounds every
-// message over 32 kB up to a 1 MB buffer, and a full probe plan of 5,000
-// peers (some 360 kB), queued for each agent of a join wave, then costs
-// 2.8 times its size.
-func init() {
-	pool, err := mem.NewBinaryTieredBufferPool(8, 12, 14, 15)
-	if err != nil {
-		panic(fmt.Sprintf("gRPC buffer pool: %v", err)) // constant tiers: cannot happen
-	}
-	experimental.SetDefaultBufferPool(pool)
 }

@@ -72,3 +72,30 @@ func (r *Registry) handleLate(ctx context.Context, node string, batch []*agentv1
 	}
 	h(ctx, node, batch)
 }
+
+// lateLoop hands the session's late client answers to the late handler, in
+// batches, until the session ends; what is still queued then stays with the
+// agent, which sends it again on its next session.
+func (r *Registry) lateLoop(ctx context.Context, s *session) {
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-s.lateReady:
+		}
+		for {
+			batch := s.takeLate()
+			if len(batch) == 0 {
+				break
+			}
+			r.handleLate(ctx, s.node.Name, batch)
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+		}
+	}
+}

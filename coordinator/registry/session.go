@@ -359,33 +359,6 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	return err
 }
 
-// lateLoop hands the session's late client answers to the late handler, in
-// batches, until the session ends; what is still queued then stays with the
-// agent, which sends it again on its next session.
-func (r *Registry) lateLoop(ctx context.Context, s *session) {
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-ctx.Done():
-			return
-		case <-s.lateReady:
-		}
-		for {
-			batch := s.takeLate()
-			if len(batch) == 0 {
-				break
-			}
-			r.handleLate(ctx, s.node.Name, batch)
-			select {
-			case <-s.done:
-				return
-			default:
-			}
-		}
-	}
-}
-
 func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-chan *agentv1.ConnectRequest, recvErr <-chan error, lastRecv *atomic.Int64) error {
 	heartbeat := time.NewTicker(s.hbInterval)
 	defer heartbeat.Stop()
@@ -401,44 +374,10 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 	// at once, before any work.
 	signal(s.endpointsDirty)
 	var planC <-chan struct{}
-	// A full plan takes one of the registry's plan slots
-	// (Config.PlansInFlight) from before it is built until the agent
-	// acknowledges it, so that a join wave holds a bounded number of full
-	// plans, built and encoded, at once. A slot held longer than
-	// Config.PlanSlotHold (an agent slow to read or answer) is given back
-	// all the same. Deltas are small and take none. The loop never blocks
-	// on a slot: a plan that needs one waits (wantSlot) while the loop
-	// keeps serving heartbeats and everything else, and selects on the
-	// slots too.
-	var releaseSlot func()
-	wantSlot := false
-	defer func() {
-		if releaseSlot != nil {
-			releaseSlot()
-		}
-	}()
-	gotSlot := func() {
-		var once sync.Once
-		give := func() { once.Do(func() { <-r.planSlots }) }
-		t := time.AfterFunc(r.cfg.PlanSlotHold, give)
-		releaseSlot, wantSlot = func() { t.Stop(); give() }, false
-	}
-	// haveSlot says whether the next plan may be built: a delta is next,
-	// or the session holds a slot or just took a free one; otherwise the
-	// plan waits for one (wantSlot).
-	haveSlot := func() bool {
-		if releaseSlot != nil || s.follower.Version() != 0 {
-			return true
-		}
-		select {
-		case r.planSlots <- struct{}{}:
-			gotSlot()
-			return true
-		default:
-			wantSlot = true
-			return false
-		}
-	}
+	// A full plan waits for a plan slot (planSlot); a delta takes none.
+	slot := &planSlot{slots: r.planSlots, hold: r.cfg.PlanSlotHold}
+	defer slot.give()
+	haveSlot := func() bool { return s.follower.Version() != 0 || slot.ready() }
 	// sent sends plan (nil: none was due) and gives the slot back unless
 	// a full plan is now in flight.
 	sent := func(plan *agentv1.ProbePlan) error {
@@ -447,9 +386,8 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 				return err
 			}
 		}
-		if inFlight, ok := s.follower.InFlight(); releaseSlot != nil && (!ok || inFlight.BaseVersion != 0) {
-			releaseSlot()
-			releaseSlot = nil
+		if inFlight, ok := s.follower.InFlight(); !ok || inFlight.BaseVersion != 0 {
+			slot.give() // no full plan in flight
 		}
 		planC = s.follower.C()
 		return nil
@@ -518,17 +456,13 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 	}
 	for {
 		var err error
-		var slotC chan<- struct{}
-		if wantSlot {
-			slotC = r.planSlots
-		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-s.done:
 			return s.endErr
-		case slotC <- struct{}{}:
-			gotSlot()
+		case slot.wanted() <- struct{}{}:
+			slot.took()
 			if len(held) > 0 {
 				err = drainHeld()
 			} else {
@@ -555,10 +489,7 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 				if err := s.follower.Acked(ack); err != nil {
 					r.log.Warn("probe plan", "node", s.node.Name, "err", err)
 				}
-				if releaseSlot != nil {
-					releaseSlot()
-					releaseSlot = nil
-				}
+				slot.give()
 				planRefused = ack.GetError() != "" && full
 				s.planVersion.Store(s.follower.Version())
 				planC = s.follower.C()
