@@ -12,10 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"google.golang.org/grpc/experimental"
-	"google.golang.org/grpc/mem"
-
 	"github.com/meshperf/meshperf/coordinator/cli"
+	"github.com/meshperf/meshperf/internal/grpcbuf"
 )
 
 // ExitTrouble is the exit status of an error (a bad flag, no coordinator, a
@@ -24,20 +22,8 @@ import (
 // "the question could not be answered".
 const ExitTrouble = 2
 
-// init gives gRPC, process-wide (its proto codec takes no other), a pool
-// of message buffers with its default tiers up to 32 kB and a buffer of
-// the message's own size above that. gRPC's default pool rounds every
-// message over 32 kB up to a 1 MB buffer, and a full probe plan of 5,000
-// peers (some 360 kB), queued for each agent of a join wave, then costs
-// 2.8 times its size. It is the command's, not the coordinator package's:
-// a library should not change what its importers' gRPC does.
-func init() {
-	pool, err := mem.NewBinaryTieredBufferPool(8, 12, 14, 15)
-	if err != nil {
-		panic(fmt.Sprintf("gRPC buffer pool: %v", err)) // constant tiers: cannot happen
-	}
-	experimental.SetDefaultBufferPool(pool)
-}
+// init sizes gRPC's message buffers to the messages (internal/grpcbuf).
+func init() { grpcbuf.Install() }
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {

@@ -15,7 +15,12 @@ import (
 	"github.com/meshperf/meshperf/deploy/fleet"
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
 	"github.com/meshperf/meshperf/deploy/lab/labcli"
+	"github.com/meshperf/meshperf/internal/grpcbuf"
 )
+
+// init sizes gRPC's message buffers to the messages (internal/grpcbuf):
+// bench-scale's simulated fleet takes thousands of full plans at once.
+func init() { grpcbuf.Install() }
 
 func main() {
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
