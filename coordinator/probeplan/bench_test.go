@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"runtime"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -123,4 +124,44 @@ func BenchmarkTableMemory5000(b *testing.B) {
 		runtime.KeepAlive(tb)
 	}
 	b.ReportMetric(float64(heap), "heap_bytes")
+}
+
+// BenchmarkFullPlanEncoded5000 builds and marshals one full plan of a
+// 5,000-node table as a session sends it (upserts pre-encoded at Upsert)
+// and, in the same run, as the structured Delta marshalled peer by peer;
+// wire_over_structured is the first's time over the second's.
+func BenchmarkFullPlanEncoded5000(b *testing.B) {
+	tb := NewTable(Options{FirstRevision: 1})
+	for i := range 5000 {
+		tb.Upsert(benchPeer(i))
+	}
+	node := benchPeer(0).Name
+	wire := func() {
+		tb.mu.RLock()
+		plan, _ := tb.deltaLocked(node, 0, true)
+		tb.mu.RUnlock()
+		if _, err := proto.Marshal(plan); err != nil {
+			b.Fatal(err)
+		}
+	}
+	structured := func() {
+		plan, _ := tb.Delta(node, 0)
+		if _, err := proto.Marshal(plan); err != nil {
+			b.Fatal(err)
+		}
+	}
+	timeOf := func(f func()) time.Duration {
+		start := time.Now()
+		for range 20 {
+			f()
+		}
+		return time.Since(start)
+	}
+	var w, s time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		w += timeOf(wire)
+		s += timeOf(structured)
+	}
+	b.ReportMetric(float64(w)/float64(s), "wire_over_structured")
 }

@@ -95,6 +95,12 @@ func (f *Follower) C() <-chan struct{} {
 // Next advances after C fired. It returns the plan to send now, or nil:
 // when it only started the debounce, when nothing changed for this node
 // (no message is due; see Table.Delta), or when a plan is in flight.
+//
+// A plan from Next or Flush is in wire form: its upserts are the peers'
+// encodings made once at Table.Upsert, held as the message's unknown
+// fields, so GetUpsert is empty on this side while proto.Marshal writes
+// the same bytes as a plan listing them (the agent decodes them as
+// upsert). Marshal it; to read its peers, decode the marshalled bytes.
 func (f *Follower) Next() *agentv1.ProbePlan {
 	switch f.state {
 	case stateInFlight:

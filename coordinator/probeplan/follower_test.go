@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -13,10 +15,70 @@ func await(t *testing.T, f *Follower) *agentv1.ProbePlan {
 	t.Helper()
 	select {
 	case <-f.C():
-		return f.Next()
+		return onWire(t, f.Next())
 	case <-time.After(time.Second):
 		t.Fatal("follower never ready")
 		return nil
+	}
+}
+
+// onWire returns plan as its agent decodes it: the Follower's plans
+// carry their upserts pre-encoded, which only the wire shows.
+func onWire(t *testing.T, plan *agentv1.ProbePlan) *agentv1.ProbePlan {
+	t.Helper()
+	if plan == nil {
+		return nil
+	}
+	b, err := proto.Marshal(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &agentv1.ProbePlan{}
+	if err := proto.Unmarshal(b, out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.ProtoReflect().GetUnknown()) != 0 {
+		t.Fatalf("plan on the wire has unknown fields: %x", out.ProtoReflect().GetUnknown())
+	}
+	return out
+}
+
+// TestWirePlans: the Follower's plans (upserts pre-encoded) decode to
+// exactly Table.Delta's, for full plans, deltas with upserts and removals,
+// and a change that leaves the agent's own entry out.
+func TestWirePlans(t *testing.T) {
+	tb := NewTable(Options{FirstRevision: 1})
+	tb.SetSettings(&agentv1.ProbeSettings{PayloadBytes: 56})
+	for i := range 5 {
+		tb.Upsert(testPeer(nodeName(i), i))
+	}
+	v1 := tb.Revision()
+	tb.Upsert(testPeer(nodeName(7), 2))
+	tb.Upsert(testPeer(nodeName(1), 4)) // changed
+	tb.Remove(nodeName(2))
+	tb.Upsert(testPeer(nodeName(0), 3)) // the agent itself
+	for _, tt := range []struct {
+		name  string
+		since uint64
+	}{{"full", 0}, {"delta", v1}, {"delta of the last change only", tb.Revision() - 1}, {"up to date", tb.Revision()}} {
+		t.Run(tt.name, func(t *testing.T) {
+			want, wantFull := tb.Delta(nodeName(0), tt.since)
+			tb.mu.RLock()
+			got, gotFull := tb.deltaLocked(nodeName(0), tt.since, true)
+			tb.mu.RUnlock()
+			if gotFull != wantFull || (got == nil) != (want == nil) {
+				t.Fatalf("wire plan full=%v nil=%v; Delta full=%v nil=%v", gotFull, got == nil, wantFull, want == nil)
+			}
+			if want == nil {
+				return
+			}
+			if len(got.GetUpsert()) != 0 {
+				t.Errorf("wire plan has %d decoded upserts; want them pre-encoded", len(got.GetUpsert()))
+			}
+			if dec := onWire(t, got); !proto.Equal(dec, want) {
+				t.Errorf("wire plan decodes to\n%v\nwant\n%v", dec, want)
+			}
+		})
 	}
 }
 

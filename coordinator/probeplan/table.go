@@ -1,10 +1,12 @@
 package probeplan
 
 import (
+	"fmt"
 	"sort"
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -30,6 +32,7 @@ type entry struct {
 	name string
 	val  Peer
 	peer *agentv1.ProbePeer // nil: removed (a tombstone); never modified once stored
+	wire []byte             // peer as one element of ProbePlan.upsert on the wire (tag, length, message); nil with peer
 	rev  uint64             // revision of the last change; a record with another rev is superseded
 	born uint64             // revision of the upsert that added this incarnation of the name
 	// gone is when the name was last removed before born: 0 if it never
@@ -55,6 +58,7 @@ type Table struct {
 	rev         uint64
 	names       map[string]*entry // peers and tombstones
 	live        int               // entries with a peer
+	liveWire    int               // the bytes of their wire forms
 	tombs       int               // entries without
 	log         []record          // ascending rev
 	compacted   uint64            // a delta from below it may miss a dropped tombstone: full plan
@@ -113,6 +117,10 @@ func (t *Table) Upsert(p Peer) (rev uint64, changed bool, err error) {
 		return t.Revision(), false, err
 	}
 	msg := p.Proto()
+	wire, err := encodeUpsert(msg)
+	if err != nil {
+		return t.Revision(), false, err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.names[p.Name]
@@ -130,7 +138,8 @@ func (t *Table) Upsert(p Peer) (rev uint64, changed bool, err error) {
 		t.tombs--
 		t.live++
 	}
-	e.val, e.peer, e.rev = p, msg, rev
+	t.liveWire += len(wire) - len(e.wire)
+	e.val, e.peer, e.wire, e.rev = p, msg, wire, rev
 	t.appendRecord(e)
 	return rev, true, nil
 }
@@ -145,7 +154,8 @@ func (t *Table) Remove(name string) (rev uint64, removed bool) {
 		return t.rev, false
 	}
 	rev = t.bump()
-	e.val, e.peer, e.rev = Peer{}, nil, rev
+	t.liveWire -= len(e.wire)
+	e.val, e.peer, e.wire, e.rev = Peer{}, nil, nil, rev
 	t.live--
 	t.tombs++
 	t.appendRecord(e)
@@ -231,12 +241,14 @@ func (t *Table) compact(maxTombs int) {
 func (t *Table) Delta(node string, since uint64) (*agentv1.ProbePlan, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.deltaLocked(node, since)
+	return t.deltaLocked(node, since, false)
 }
 
-func (t *Table) deltaLocked(node string, since uint64) (*agentv1.ProbePlan, bool) {
+// deltaLocked is Delta; t.mu is held. With wire, the upserts travel
+// pre-encoded (see wirePlan) instead of in the Upsert field.
+func (t *Table) deltaLocked(node string, since uint64, wire bool) (*agentv1.ProbePlan, bool) {
 	if since == 0 || since < t.compacted || since > t.rev || t.settings == nil && t.settingsRev > since {
-		return t.fullLocked(node), true
+		return t.fullLocked(node, wire), true
 	}
 	if since == t.rev {
 		return nil, false
@@ -245,39 +257,95 @@ func (t *Table) deltaLocked(node string, since uint64) (*agentv1.ProbePlan, bool
 	if t.settingsRev > since {
 		plan.Settings = t.settings
 	}
+	var w wirePlan
 	i := sort.Search(len(t.log), func(i int) bool { return t.log[i].rev > since })
 	for _, r := range t.log[i:] {
 		e := r.e
 		switch {
 		case e.rev != r.rev || e.name == node: // superseded, or itself
+		case e.peer != nil && wire:
+			w.add(e.wire)
 		case e.peer != nil:
 			plan.Upsert = append(plan.Upsert, e.peer)
 		case e.born <= since || e.gone > since: // removed after since, and the agent had this or an older incarnation
 			plan.Remove = append(plan.Remove, e.name)
 		}
 	}
-	if plan.Settings == nil && len(plan.Upsert) == 0 && len(plan.Remove) == 0 {
+	if plan.Settings == nil && len(plan.Upsert) == 0 && w.n == 0 && len(plan.Remove) == 0 {
 		return nil, false
 	}
+	w.attach(plan)
 	return plan, false
 }
 
 // fullLocked builds the full plan for node; t.mu is held. Peers are in
 // revision order of their last change.
-func (t *Table) fullLocked(node string) *agentv1.ProbePlan {
-	plan := &agentv1.ProbePlan{Version: t.rev, Settings: t.settings, Upsert: make([]*agentv1.ProbePeer, 0, t.live)}
+func (t *Table) fullLocked(node string, wire bool) *agentv1.ProbePlan {
+	plan := &agentv1.ProbePlan{Version: t.rev, Settings: t.settings}
+	if !wire {
+		plan.Upsert = make([]*agentv1.ProbePeer, 0, t.live)
+		for _, r := range t.log {
+			if e := r.e; e.rev == r.rev && e.peer != nil && e.name != node {
+				plan.Upsert = append(plan.Upsert, e.peer)
+			}
+		}
+		return plan
+	}
+	var w wirePlan
+	w.buf = make([]byte, 0, t.wireBytesLocked())
 	for _, r := range t.log {
 		if e := r.e; e.rev == r.rev && e.peer != nil && e.name != node {
-			plan.Upsert = append(plan.Upsert, e.peer)
+			w.add(e.wire)
 		}
 	}
+	w.attach(plan)
 	return plan
+}
+
+// wireBytesLocked is the size of every live peer's upsert on the wire;
+// t.mu is held.
+func (t *Table) wireBytesLocked() int { return t.liveWire }
+
+// upsertField is ProbePlan.upsert's field number.
+var upsertField = (&agentv1.ProbePlan{}).ProtoReflect().Descriptor().Fields().ByName("upsert").Number()
+
+// encodeUpsert returns p as one element of ProbePlan.upsert on the wire:
+// the field's tag, the message's length and the message (deterministic).
+// Each peer is encoded once, at its Upsert, instead of once per plan that
+// carries it (5,000 full plans of 5,000 peers in a join wave).
+func encodeUpsert(p *agentv1.ProbePeer) ([]byte, error) {
+	m, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: peer %q: encode: %w", ErrInvalid, p.GetNodeName(), err)
+	}
+	b := protowire.AppendTag(make([]byte, 0, len(m)+8), upsertField, protowire.BytesType)
+	return protowire.AppendBytes(b, m), nil
+}
+
+// wirePlan gathers a plan's pre-encoded upserts.
+type wirePlan struct {
+	buf []byte
+	n   int // upserts in buf
+}
+
+// add appends one upsert's wire form.
+func (w *wirePlan) add(b []byte) { w.buf, w.n = append(w.buf, b...), w.n+1 }
+
+// attach makes w's upserts the plan's unknown fields: proto.Marshal
+// writes them out as they are, after the known fields, so the message on
+// the wire is the same as one with those peers in Upsert (a parser sees
+// repeated field 4 either way), while plan.GetUpsert stays empty on this
+// side. Plans the Follower hands out are of this form.
+func (w *wirePlan) attach(plan *agentv1.ProbePlan) {
+	if w.n > 0 {
+		plan.ProtoReflect().SetUnknown(w.buf)
+	}
 }
 
 // deltaAndChanged is Delta plus the Changed channel of the same revision.
 func (t *Table) deltaAndChanged(node string, since uint64) (*agentv1.ProbePlan, bool, <-chan struct{}) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	p, full := t.deltaLocked(node, since)
+	p, full := t.deltaLocked(node, since, true)
 	return p, full, t.changed
 }

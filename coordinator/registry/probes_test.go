@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshperf/meshperf/coordinator/probeplan"
@@ -78,7 +79,7 @@ func TestWorkAndPlans(t *testing.T) {
 					case m := <-st.out:
 						switch msg := m.GetMsg().(type) {
 						case *agentv1.ConnectResponse_ProbePlan:
-							plans = append(plans, msg.ProbePlan)
+							plans = append(plans, decodePlan(t, msg.ProbePlan))
 							ack := &agentv1.PlanAck{Version: msg.ProbePlan.GetVersion()}
 							if tc.refuse {
 								ack = &agentv1.PlanAck{Error: "refused"}
@@ -159,4 +160,21 @@ func TestIsPeerAfterRestart(t *testing.T) {
 			t.Errorf("IsPeer(%q) = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// decodePlan returns plan as the agent decodes it: plans carry their
+// upserts pre-encoded (probeplan), which only the wire shows.
+func decodePlan(t *testing.T, plan *agentv1.ProbePlan) *agentv1.ProbePlan {
+	t.Helper()
+	b, err := proto.Marshal(plan)
+	if err != nil {
+		t.Error(err)
+		return plan
+	}
+	out := &agentv1.ProbePlan{}
+	if err := proto.Unmarshal(b, out); err != nil {
+		t.Error(err)
+		return plan
+	}
+	return out
 }

@@ -26,6 +26,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -95,6 +97,9 @@ type Stats struct {
 	SessionErrors int64
 }
 
+// membersField is GossipView.members' field number.
+var membersField = (&agentv1.GossipView{}).ProtoReflect().Descriptor().Fields().ByName("members").Number()
+
 // Fleet is a running simulated fleet.
 type Fleet struct {
 	cfg Config
@@ -113,6 +118,14 @@ type Fleet struct {
 	// that agent has not stored it yet.
 	joins     atomic.Int64
 	joinOrder []atomic.Int32
+
+	// members[i] is node i's alive gossip member as one element of
+	// GossipView.members on the wire, encoded once: the views the fleet
+	// sends are these bytes laid end to end, so that 5,000 agents' views
+	// of 5,000 members cost the fleet (on the coordinator's machine) a copy
+	// each instead of 25 million member encodings, which 5,000 real agents
+	// on their own nodes would share out.
+	members [][]byte
 }
 
 // Acked returns, per node, the period start of every report the
@@ -145,7 +158,15 @@ func New(cfg Config) (*Fleet, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Fleet{cfg: cfg, log: log, joinOrder: make([]atomic.Int32, cfg.Nodes)}, nil
+	members := make([][]byte, cfg.Nodes)
+	for i := range members {
+		m, err := proto.Marshal(&agentv1.GossipMember{NodeName: NodeName(i), State: agentv1.GossipState_GOSSIP_STATE_ALIVE, Address: hostIP(i) + ":7946"})
+		if err != nil {
+			return nil, fmt.Errorf("fleet: gossip member %d: %w", i, err)
+		}
+		members[i] = protowire.AppendBytes(protowire.AppendTag(nil, membersField, protowire.BytesType), m)
+	}
+	return &Fleet{cfg: cfg, log: log, joinOrder: make([]atomic.Int32, cfg.Nodes), members: members}, nil
 }
 
 // Snapshot returns the counters now.
@@ -512,16 +533,14 @@ func (f *Fleet) join(a *simAgent) int {
 // yet).
 func (a *simAgent) gossipView(n int) *agentv1.ConnectRequest {
 	n = min(n, len(a.f.joinOrder))
-	v := &agentv1.GossipView{Members: make([]*agentv1.GossipMember, 0, n+1)}
-	member := func(i int) *agentv1.GossipMember {
-		return &agentv1.GossipMember{NodeName: NodeName(i), State: agentv1.GossipState_GOSSIP_STATE_ALIVE, Address: hostIP(i) + ":7946"}
-	}
-	v.Members = append(v.Members, member(a.i))
+	raw := append(make([]byte, 0, (n+1)*len(a.f.members[a.i])), a.f.members[a.i]...)
 	for k := range n {
 		if i := int(a.f.joinOrder[k].Load()) - 1; i >= 0 && i != a.i {
-			v.Members = append(v.Members, member(i))
+			raw = append(raw, a.f.members[i]...)
 		}
 	}
+	v := &agentv1.GossipView{}
+	v.ProtoReflect().SetUnknown(raw) // marshalled as the members they encode
 	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_GossipView{GossipView: v}}
 }
 

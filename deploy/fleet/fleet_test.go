@@ -3,6 +3,10 @@ package fleet
 import (
 	"slices"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
 // TestGossipViewJoinOrder: an agent's first view lists itself and the
@@ -19,7 +23,17 @@ func TestGossipViewJoinOrder(t *testing.T) {
 	}
 	names := func(a *simAgent, n int) []string {
 		var out []string
-		for _, m := range a.gossipView(n).GetGossipView().GetMembers() {
+		// As the coordinator decodes it: the view's members travel
+		// pre-encoded.
+		b, err := proto.Marshal(a.gossipView(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var req agentv1.ConnectRequest
+		if err := proto.Unmarshal(b, &req); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range req.GetGossipView().GetMembers() {
 			out = append(out, m.GetNodeName())
 		}
 		slices.Sort(out)
