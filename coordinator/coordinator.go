@@ -83,6 +83,12 @@ type Config struct {
 	// rolled up per pair per hour (coordinator/retention); zero keeps
 	// everything.
 	Retention time.Duration
+	// SeriesRollupRetention is how long the continuous probes' hourly
+	// series rollups are kept (coordinator/retention): the series' raw
+	// chunks past Retention are rolled up per pair, path, kind and hour
+	// before they are deleted. Zero means no series rollups (raw chunks
+	// are deleted as they are); it must not be shorter than Retention.
+	SeriesRollupRetention time.Duration
 	// DepartAfter is how long a node whose agent is gone stays in meshes
 	// (its tests failing as agent_unavailable) before it departs, and with
 	// KubeClient its Service is pruned; zero means one hour.
@@ -316,7 +322,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Retention > 0 {
 		eg.Go(func() error {
-			return retention.Run(egCtx, retention.Config{Store: st, Retention: cfg.Retention, Logger: log})
+			return retention.Run(egCtx, retention.Config{Store: st, Retention: cfg.Retention, SeriesRollupRetention: cfg.SeriesRollupRetention, Logger: log})
 		})
 	}
 	if services != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -27,7 +28,16 @@ func newSeriesCommand(o *options) *cobra.Command {
 		Long: `Print one series of the continuous mesh (the probes section of the config
 file): the summaries node --src's agent reported of its probes of --dst on
 --path with --kind, one line per report period, oldest first: probes sent and
-answered, loss, and the round trip's min, median, p90 and max.`,
+answered, loss, and the round trip's min, median, p90 and max.
+
+Hours older than the coordinator's --retention come first, one line per
+hour (PERIOD "1h x N": N report periods folded in): probes sent and
+answered, loss, the exact min and max, estimates of the hour's median and
+p90 (marked ~: the median and p90 of the mixture of the periods'
+distributions, weighted by their answered probes), and the failed periods
+with the last failure's status. They are kept for
+--series-rollup-retention (default 30 days); --since reaches them, e.g.
+--since 720h (a range is at most 31 days).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.checkOutput(); err != nil {
@@ -59,44 +69,66 @@ answered, loss, and the round trip's min, median, p90 and max.`,
 				}
 				*b.dst = timestamppb.New(t)
 			}
-			var samples []*meshv1.ProbeSample
-			err = withClient(o, func(c meshv1.MeshServiceClient) (err error) {
-				samples, _, err = follow(cmd.Context(), o, "list probe series", "", 0, store.MaxSeriesPageSize,
-					func(ctx context.Context, size uint32, token string) ([]*meshv1.ProbeSample, string, error) {
+			var (
+				samples []*meshv1.ProbeSample
+				rollups []*meshv1.ProbeRollup
+			)
+			err = withClient(o, func(c meshv1.MeshServiceClient) error {
+				pages, _, err := follow(cmd.Context(), o, "list probe series", "", 0, store.MaxSeriesPageSize,
+					func(ctx context.Context, size uint32, token string) ([]*meshv1.ListProbeSeriesResponse, string, error) {
 						req.PageSize, req.PageToken = size, token
 						resp, err := c.ListProbeSeries(ctx, req)
-						return resp.GetSamples(), resp.GetNextPageToken(), err
+						return []*meshv1.ListProbeSeriesResponse{resp}, resp.GetNextPageToken(), err
 					})
+				for _, p := range pages {
+					samples, rollups = append(samples, p.GetSamples()...), append(rollups, p.GetRollups()...)
+				}
 				return err
 			})
 			if err != nil {
 				return err
 			}
 			if o.output == "json" {
-				return o.printJSON(&meshv1.ListProbeSeriesResponse{Samples: samples})
+				return o.printJSON(&meshv1.ListProbeSeriesResponse{Samples: samples, Rollups: rollups})
 			}
 			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "PERIOD START\tPERIOD\tSENT\tANSWERED\tLOSS\tMIN\tMEDIAN\tP90\tMAX\tSTATUS")
+			loss := func(sent, received uint64) string {
+				if sent == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%.1f%%", 100*float64(sent-received)/float64(sent))
+			}
+			rtt := func(received uint64, mark string, v float64) string {
+				if received == 0 {
+					return "-"
+				}
+				return mark + report.FormatSeconds(v)
+			}
+			for _, r := range rollups {
+				status := report.StatusName(measurev1.Status_STATUS_OK)
+				if r.GetFailedPeriods() > 0 {
+					status = fmt.Sprintf("%d/%d failed, last %s", r.GetFailedPeriods(), r.GetPeriods(), report.StatusName(r.GetLastFailedStatus()))
+				}
+				n := r.GetReceived()
+				fmt.Fprintf(tw, "%s\t%v x%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetBucketStart().AsTime().Local().Format("2006-01-02 15:04:05"),
+					r.GetBucket().AsDuration(), r.GetPeriods(), r.GetSent(), n, loss(r.GetSent(), n),
+					rtt(n, "", r.GetRttMinSeconds()), rtt(n, "~", r.GetRttMedianSeconds()), rtt(n, "~", r.GetRttP90Seconds()), rtt(n, "", r.GetRttMaxSeconds()), status)
+			}
 			for _, s := range samples {
-				loss := "-"
-				if s.GetSent() > 0 {
-					loss = fmt.Sprintf("%.1f%%", 100*float64(s.GetSent()-s.GetReceived())/float64(s.GetSent()))
-				}
-				rtt := func(v float64) string {
-					if s.GetReceived() == 0 {
-						return "-"
-					}
-					return report.FormatSeconds(v)
-				}
+				n := uint64(s.GetReceived())
 				status := report.StatusName(s.GetStatus())
 				if m := s.GetMessage(); m != "" {
 					status += ": " + m
 				}
 				fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetPeriodStart().AsTime().Local().Format("2006-01-02 15:04:05"),
-					s.GetPeriod().AsDuration(), s.GetSent(), s.GetReceived(), loss,
-					rtt(s.GetRttMinSeconds()), rtt(s.GetRttMedianSeconds()), rtt(s.GetRttP90Seconds()), rtt(s.GetRttMaxSeconds()), status)
+					s.GetPeriod().AsDuration(), s.GetSent(), s.GetReceived(), loss(uint64(s.GetSent()), n),
+					rtt(n, "", s.GetRttMinSeconds()), rtt(n, "", s.GetRttMedianSeconds()), rtt(n, "", s.GetRttP90Seconds()), rtt(n, "", s.GetRttMaxSeconds()), status)
 			}
 			_ = tw.Flush()
+			if len(rollups) > 0 {
+				fmt.Fprintf(o.stdout, "%d hourly rollups and ", len(rollups))
+			}
 			fmt.Fprintf(o.stdout, "%d periods of %s -> %s %s %s\n", len(samples), src, dst, testspec.PathName(p), kind)
 			return nil
 		},

@@ -64,7 +64,9 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&pprofAddr, "pprof-listen", "", `TCP address of Go's runtime profiles, /debug/pprof/ ("" for none; keep it on loopback)`)
 	f.BoolVar(&cfg.MetricsPerPair, "metrics-per-pair", false, "also export one series per node pair on /metrics (nodes² series; per-node aggregates otherwise)")
 	f.StringVar(&configPath, "config", "", "config file (YAML) with the continuous schedules and the external targets; see coordinator/monitor (none: on-demand runs only, no external target)")
-	f.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "keep raw results and runs this long, then roll results up per pair per hour (0: keep everything)")
+	f.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "keep raw results, runs and probe series this long, then roll results and series up per pair per hour (0: keep everything)")
+	f.DurationVar(&cfg.SeriesRollupRetention, "series-rollup-retention", 30*24*time.Hour,
+		"keep the probe series' hourly rollups this long (whole days; at least --retention; 0: no series rollups, raw series past --retention are deleted)")
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "agent heartbeat period; an agent silent for 10 periods is dropped")
 	f.DurationVar(&cfg.PartitionGrace, "partition-grace", time.Minute,
 		"how long the coordinator and the agents' gossip must disagree on a node before it is reported as a partition (0: at once)")

@@ -2,15 +2,20 @@
 // older than the retention are folded into one rollup per node pair, path,
 // test, parameters and hour (samples, failures by status, min, median, max
 // and mean of the headline figure), then deleted; runs that ended before
-// the retention are deleted, and so are the continuous probes' series
-// chunks whose block ended before it (whole chunks: the series keep full
-// resolution for the retention, and longer history is for an external
-// time-series store). bbolt reuses the freed pages, so the file stops
-// growing once the retention window is full.
+// the retention are deleted. The continuous probes' series chunks whose
+// block ended before the retention are rolled up per series and hour
+// (coordinator/store RollUpSeries: periods, sent, received, min, max,
+// median and p90 estimates, failed periods and the last failure's
+// status) and deleted in the same transactions, and the hourly points
+// are kept for the series rollup retention (30 days by default), then
+// deleted whole days at a time; with no series rollup retention the
+// chunks are deleted without rollups. bbolt reuses the freed pages, so
+// the file stops growing once the windows are full.
 package retention
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -19,6 +24,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/stats"
+	"github.com/meshperf/meshperf/coordinator/store"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -31,6 +37,12 @@ type Store interface {
 	// DeleteSeriesBefore deletes the probe series' chunks and head reports
 	// that ended at or before cutoff and returns the samples deleted.
 	DeleteSeriesBefore(ctx context.Context, cutoff time.Time) (int, error)
+	// RollUpSeries rolls up and deletes the probe series' chunks that
+	// ended at or before cutoff, in batches (at most maxBatches; 0: all).
+	RollUpSeries(ctx context.Context, cutoff time.Time, maxBatches int) (store.SeriesRollupCounts, error)
+	// DeleteSeriesRollupsBefore deletes the series' rollup chunks whose
+	// day ended at or before cutoff and returns the points deleted.
+	DeleteSeriesRollupsBefore(ctx context.Context, cutoff time.Time) (int, error)
 }
 
 // Counts is what one Pass did.
@@ -39,16 +51,30 @@ type Counts struct {
 	Rolled int
 	// Runs counts the runs deleted.
 	Runs int
-	// SeriesSamples counts the probe series' samples deleted.
+	// SeriesSamples counts the probe series' samples deleted (rolled up
+	// first when series rollups are kept).
 	SeriesSamples int
+	// SeriesRollupPoints counts the hourly series points written (new,
+	// or merged with a late chunk's).
+	SeriesRollupPoints int
+	// SeriesRollupsDeleted counts the hourly series points deleted past
+	// the series rollup retention.
+	SeriesRollupsDeleted int
 }
 
 // Config configures Run.
 type Config struct {
 	// Store is the store to keep bounded; required.
 	Store Store
-	// Retention is how long raw results and runs are kept; required (> 0).
+	// Retention is how long raw results, runs and raw probe series are
+	// kept; required (> 0).
 	Retention time.Duration
+	// SeriesRollupRetention is how long the probe series' hourly rollups
+	// are kept (from now, like Retention: the rollups cover the time
+	// between the two); zero means no series rollups (chunks past
+	// Retention are deleted as they are). It must not be shorter than
+	// Retention.
+	SeriesRollupRetention time.Duration
 	// Interval is how often a pass runs; zero means 1 h.
 	Interval time.Duration
 	// Now is the clock; nil means time.Now.
@@ -58,8 +84,12 @@ type Config struct {
 }
 
 // Run passes at once and then every Interval until ctx ends; it returns
-// nil then. A failed pass is logged and retried at the next interval.
+// nil then. A failed pass is logged and retried at the next interval. A
+// SeriesRollupRetention shorter than Retention is an error at once.
 func Run(ctx context.Context, cfg Config) error {
+	if cfg.SeriesRollupRetention < 0 || cfg.SeriesRollupRetention > 0 && cfg.SeriesRollupRetention < cfg.Retention {
+		return fmt.Errorf("series rollup retention %v: want 0 (no rollups) or at least the retention %v", cfg.SeriesRollupRetention, cfg.Retention)
+	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Hour
 	}
@@ -73,13 +103,19 @@ func Run(ctx context.Context, cfg Config) error {
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
 	for {
-		c, err := Pass(ctx, cfg.Store, cfg.Now().Add(-cfg.Retention))
+		now := cfg.Now()
+		var rollupCutoff time.Time
+		if cfg.SeriesRollupRetention > 0 {
+			rollupCutoff = now.Add(-cfg.SeriesRollupRetention)
+		}
+		c, err := Pass(ctx, cfg.Store, now.Add(-cfg.Retention), rollupCutoff)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Error("retention pass", "err", err)
 		case c != Counts{}:
 			log.Info("retention pass", "results_rolled_up", c.Rolled, "runs_deleted", c.Runs, "series_samples_deleted", c.SeriesSamples,
-				"retention", cfg.Retention)
+				"series_rollup_points", c.SeriesRollupPoints, "series_rollups_deleted", c.SeriesRollupsDeleted,
+				"retention", cfg.Retention, "series_rollup_retention", cfg.SeriesRollupRetention)
 		}
 		select {
 		case <-ctx.Done():
@@ -90,9 +126,13 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // Pass rolls up every result older than cutoff, deletes the runs that
-// ended before it and the probe series' chunks that ended at or before it;
-// it returns how many of each, as far as it got when it fails.
-func Pass(ctx context.Context, st Store, cutoff time.Time) (Counts, error) {
+// ended before it, and rolls up and deletes the probe series' chunks
+// that ended at or before it; then deletes the series rollups whose day
+// ended at or before rollupCutoff. A zero rollupCutoff means no series
+// rollups: the chunks are deleted as they are. It returns how many of
+// each, as far as it got when it fails; a pass killed part way leaves
+// every series hour either raw or rolled up, and the next pass goes on.
+func Pass(ctx context.Context, st Store, cutoff, rollupCutoff time.Time) (Counts, error) {
 	var c Counts
 	for {
 		n, err := st.RollUp(ctx, cutoff, 0, Fold)
@@ -108,7 +148,18 @@ func Pass(ctx context.Context, st Store, cutoff time.Time) (Counts, error) {
 	if c.Runs, err = st.DeleteRunsBefore(ctx, cutoff); err != nil {
 		return c, err
 	}
-	c.SeriesSamples, err = st.DeleteSeriesBefore(ctx, cutoff)
+	if rollupCutoff.IsZero() {
+		c.SeriesSamples, err = st.DeleteSeriesBefore(ctx, cutoff)
+		return c, err
+	}
+	// RollUpSeries compacts the head reports that ended by cutoff into
+	// chunks first, so that nothing is left for DeleteSeriesBefore.
+	rc, err := st.RollUpSeries(ctx, cutoff, 0)
+	c.SeriesSamples, c.SeriesRollupPoints = rc.Samples, rc.Points
+	if err != nil {
+		return c, err
+	}
+	c.SeriesRollupsDeleted, err = st.DeleteSeriesRollupsBefore(ctx, rollupCutoff)
 	return c, err
 }
 

@@ -194,21 +194,44 @@ func (s *Store) ListRollups(ctx context.Context, f Filter, pageSize int, pageTok
 	return out, nextPageToken(more, listingRollups, scope, last), nil
 }
 
-// ListSeries returns up to pageSize samples (0: DefaultSeriesPageSize;
-// above MaxSeriesPageSize is refused) of series k whose Start is in
-// [since, until), in Start order as Series returns them, and the token of
-// the next page ("" on the last page). since and until are the client's
-// bounds, zero when unset: an unset until is now, an unset since is
-// DefaultSeriesRange before until; a range that is empty or longer than
-// MaxSeriesRange is refused. pageToken is "" or a token from an earlier
-// call with the same k, since and until (unset alike: an unset bound is
-// resolved again against now on every page); any other wraps ErrInvalid,
-// naming page_token. A page holds the samples that start after the
-// previous page's last.
-func (s *Store) ListSeries(ctx context.Context, k series.Key, since, until, now time.Time, pageSize int, pageToken string) ([]series.Sample, string, error) {
+// SeriesPage is one page of ListSeries: the hourly rollup points of the
+// range first (they hold the hours whose raw samples retention replaced,
+// so they precede the samples), then the raw samples.
+type SeriesPage struct {
+	// Rollups are the points whose hour overlaps the range, in Start
+	// order.
+	Rollups []series.Rollup
+	// Samples are the samples whose Start is in the range, in Start
+	// order.
+	Samples []series.Sample
+}
+
+// Len is the number of items on the page: rollups and samples.
+func (p SeriesPage) Len() int { return len(p.Rollups) + len(p.Samples) }
+
+// seriesTokenRollup marks a ListSeries page token that stopped in the
+// rollups: the byte, then the last point's Start (8, Unix ns). A token
+// of 8 bytes stopped in the samples: the last sample's Start.
+const seriesTokenRollup = 'r'
+
+// ListSeries returns up to pageSize items (0: DefaultSeriesPageSize;
+// above MaxSeriesPageSize is refused) of series k over [since, until):
+// the hourly rollup points whose hour overlaps it, then the samples
+// whose Start is in it, in Start order as Series returns them, and the
+// token of the next page ("" on the last page). since and until are the
+// client's bounds, zero when unset: an unset until is now, an unset
+// since is DefaultSeriesRange before until; a range that is empty or
+// longer than MaxSeriesRange is refused. pageToken is "" or a token from
+// an earlier call with the same k, since and until (unset alike: an
+// unset bound is resolved again against now on every page); any other
+// wraps ErrInvalid, naming page_token. A page holds the items after the
+// previous page's last; a page that ends the rollups with room to spare
+// goes on with the samples.
+func (s *Store) ListSeries(ctx context.Context, k series.Key, since, until, now time.Time, pageSize int, pageToken string) (SeriesPage, string, error) {
+	var page SeriesPage
 	pageSize, err := resolvePageSize("page_size", pageSize, DefaultSeriesPageSize, MaxSeriesPageSize)
 	if err != nil {
-		return nil, "", err
+		return page, "", err
 	}
 	to, from := until, since
 	if to.IsZero() {
@@ -218,26 +241,54 @@ func (s *Store) ListSeries(ctx context.Context, k series.Key, since, until, now 
 		from = to.Add(-DefaultSeriesRange)
 	}
 	if !from.Before(to) || to.Sub(from) > MaxSeriesRange {
-		return nil, "", fmt.Errorf("%w: start_time %v to end_time %v: want a range of up to %v", ErrInvalid, from.UTC(), to.UTC(), MaxSeriesRange)
+		return page, "", fmt.Errorf("%w: start_time %v to end_time %v: want a range of up to %v", ErrInvalid, from.UTC(), to.UTC(), MaxSeriesRange)
 	}
 	scope := newScope(listingSeries).str(k.Src).str(k.Dst).num(int64(k.Path)).num(int64(k.Kind)).time(since).time(until).sum()
 	after, err := decodePageToken(pageToken, listingSeries, scope)
 	if err != nil {
-		return nil, "", err
+		return page, "", err
 	}
+	inRollups := after == nil
 	if after != nil {
-		if len(after) != 8 || int64(binary.BigEndian.Uint64(after)) <= 0 {
-			return nil, "", fmt.Errorf("%w: page_token holds no sample time", ErrInvalid)
+		if len(after) == 9 && after[0] == seriesTokenRollup {
+			inRollups, after = true, after[1:]
+		} else if len(after) != 8 {
+			return page, "", fmt.Errorf("%w: page_token holds no sample time", ErrInvalid)
 		}
-		if next := time.Unix(0, int64(binary.BigEndian.Uint64(after))+1); next.After(from) {
-			from = next
+		if int64(binary.BigEndian.Uint64(after)) <= 0 {
+			return page, "", fmt.Errorf("%w: page_token holds no sample time", ErrInvalid)
 		}
 	}
-	out, err := s.readSeries(ctx, k, from, to, pageSize)
-	if err != nil || len(out) <= pageSize {
-		return out, "", err
+	if inRollups {
+		rfrom := from
+		if after != nil {
+			// The hours after the last point returned.
+			if next := time.Unix(0, int64(binary.BigEndian.Uint64(after))).Add(series.RollupBucket); next.After(rfrom) {
+				rfrom = next
+			}
+		}
+		if rfrom.Before(to) {
+			if page.Rollups, err = s.readRollups(ctx, k, rfrom, to, pageSize+1); err != nil {
+				return SeriesPage{}, "", err
+			}
+		}
+		if n := len(page.Rollups); n >= pageSize {
+			page.Rollups = page.Rollups[:pageSize]
+			key := append([]byte{seriesTokenRollup}, binary.BigEndian.AppendUint64(nil, uint64(page.Rollups[pageSize-1].Start.UnixNano()))...)
+			return page, encodePageToken(listingSeries, scope, key), nil
+		}
+	} else if next := time.Unix(0, int64(binary.BigEndian.Uint64(after))+1); next.After(from) {
+		from = next
 	}
-	out = out[:pageSize]
-	key := binary.BigEndian.AppendUint64(nil, uint64(out[pageSize-1].Start.UnixNano()))
-	return out, encodePageToken(listingSeries, scope, key), nil
+	room := pageSize - len(page.Rollups)
+	out, err := s.readSeries(ctx, k, from, to, room)
+	if err != nil {
+		return SeriesPage{}, "", err
+	}
+	if page.Samples = out; len(out) <= room {
+		return page, "", nil
+	}
+	page.Samples = out[:room]
+	key := binary.BigEndian.AppendUint64(nil, uint64(out[room-1].Start.UnixNano()))
+	return page, encodePageToken(listingSeries, scope, key), nil
 }

@@ -216,10 +216,10 @@ func TestListSeriesPagesMatchSeries(t *testing.T) {
 				if err != nil || pages > len(want) {
 					t.Fatalf("page %d: %v", pages, err)
 				}
-				if next != "" && len(page) != tt.size {
-					t.Fatalf("page %d has %d samples and a next page; want %d", pages, len(page), tt.size)
+				if next != "" && page.Len() != tt.size || len(page.Rollups) > 0 {
+					t.Fatalf("page %d has %d samples, %d rollups and a next page; want %d samples", pages, len(page.Samples), len(page.Rollups), tt.size)
 				}
-				got = append(got, page...)
+				got = append(got, page.Samples...)
 				if token = next; token == "" {
 					break
 				}

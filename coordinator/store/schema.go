@@ -58,8 +58,15 @@ var (
 	// sorted and disjoint, so that a resent report is still known.
 	bucketSeriesSeqs = []byte("series_seqs")
 
+	// bucketSeriesRollups maps a chunkKey whose block is a
+	// SeriesRollupBlock (srcID, dstID, path, kind, dayStart) -> a rollup
+	// chunk (coordinator/series EncodeRollups) of the hourly points of
+	// one series in [dayStart, dayStart+SeriesRollupBlock). RollUpSeries
+	// writes them from the chunks it deletes.
+	bucketSeriesRollups = []byte("series_rollups")
+
 	allBuckets = [][]byte{bucketResults, bucketRunResults, bucketRuns, bucketRunPlanned, bucketAgents, bucketRollups, bucketTestResults,
-		bucketSeriesNodes, bucketSeriesNodeIDs, bucketSeriesHead, bucketSeriesChunks, bucketSeriesSeqs}
+		bucketSeriesNodes, bucketSeriesNodeIDs, bucketSeriesHead, bucketSeriesChunks, bucketSeriesSeqs, bucketSeriesRollups}
 )
 
 // sep separates the variable-length parts of a key. Node names, run IDs
@@ -183,6 +190,19 @@ func rollupKey(src, dst string, hour time.Time, path, test int32, params string)
 // bbolt's per-key and page overheads are a few percent, small enough that
 // a day of one pair is 12 gets and a ~70 KB decode.
 const SeriesBlock = 2 * time.Hour
+
+// SeriesRollupBlock is the time block of one rollup chunk: the hourly
+// points (series.RollupBucket) of one series whose Start is in
+// [blockStart, blockStart+SeriesRollupBlock), blockStart a multiple of it
+// since the Unix epoch. A day is 24 points, some 250 bytes: the key's
+// and bbolt's per-key overheads (about 34 bytes) stay near a byte a
+// point, and a retention pass, which adds an hour or two to every
+// series, rewrites a small value rather than a week's.
+const SeriesRollupBlock = 24 * time.Hour
+
+// rollupBlockOf is the start of the SeriesRollupBlock that holds t (Unix
+// nanoseconds).
+func rollupBlockOf(ns int64) int64 { return ns - ns%int64(SeriesRollupBlock) }
 
 // headKey is srcID(4, big-endian) seq(8, big-endian): one source's
 // reports are one prefix, in seq order.

@@ -57,6 +57,12 @@ type Store struct {
 	log *slog.Logger
 	// nodes caches the interned node names of the series (series.go).
 	nodes nodeCache
+	// rollupBatch overrides seriesRollupBatch when above 0, and
+	// rollupFault, if set, is called at the end of each RollUpSeries
+	// transaction with the batch's number: an error rolls it back. Both
+	// are for tests (crashes between and within batches).
+	rollupBatch int
+	rollupFault func(batch int) error
 }
 
 // Open opens or creates the file and its buckets. It fails if another

@@ -1449,6 +1449,11 @@ type ListProbeSeriesResponse struct {
 	Samples []*ProbeSample `protobuf:"bytes,1,rep,name=samples,proto3" json:"samples,omitempty"`
 	// next_page_token fetches the next (later) page; empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// rollups are the hourly points of the range whose raw samples the
+	// coordinator's retention replaced (older than --retention, kept for
+	// --series-rollup-retention), in time order: they come before any
+	// sample, on the first pages. page_size counts them with the samples.
+	Rollups       []*ProbeRollup `protobuf:"bytes,3,rep,name=rollups,proto3" json:"rollups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1495,6 +1500,13 @@ func (x *ListProbeSeriesResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+func (x *ListProbeSeriesResponse) GetRollups() []*ProbeRollup {
+	if x != nil {
+		return x.Rollups
+	}
+	return nil
 }
 
 // ProbeSample is one stored interval summary of a series: one agent
@@ -1627,6 +1639,151 @@ func (x *ProbeSample) GetMessage() string {
 	return ""
 }
 
+// ProbeRollup is one hour of a series: its report periods folded into
+// one point when their raw samples left the retention.
+type ProbeRollup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// bucket_start is the hour's start (UTC, on the hour); the point holds
+	// the periods that started in [bucket_start, bucket_start + bucket).
+	BucketStart *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=bucket_start,json=bucketStart,proto3" json:"bucket_start,omitempty"`
+	// bucket is the point's span: one hour.
+	Bucket *durationpb.Duration `protobuf:"bytes,2,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// periods counts the report periods folded in.
+	Periods uint64 `protobuf:"varint,3,opt,name=periods,proto3" json:"periods,omitempty"`
+	// sent counts the probes sent over those periods, received those
+	// answered; the loss ratio is 1 - received / sent.
+	Sent uint64 `protobuf:"varint,4,opt,name=sent,proto3" json:"sent,omitempty"`
+	// received: see sent.
+	Received uint64 `protobuf:"varint,5,opt,name=received,proto3" json:"received,omitempty"`
+	// rtt_min_seconds is the smallest period minimum (exact), at 100 ns
+	// resolution; 0 when received is 0, as every rtt field.
+	RttMinSeconds float64 `protobuf:"fixed64,6,opt,name=rtt_min_seconds,json=rttMinSeconds,proto3" json:"rtt_min_seconds,omitempty"`
+	// rtt_median_seconds estimates the median round trip of every answered
+	// probe of the hour: the median of the mixture of the periods'
+	// distributions, each weighted by its answered probes and taken as
+	// piecewise linear through its min, median, p90 and max.
+	RttMedianSeconds float64 `protobuf:"fixed64,7,opt,name=rtt_median_seconds,json=rttMedianSeconds,proto3" json:"rtt_median_seconds,omitempty"`
+	// rtt_p90_seconds estimates the hour's 90th percentile round trip, as
+	// rtt_median_seconds.
+	RttP90Seconds float64 `protobuf:"fixed64,8,opt,name=rtt_p90_seconds,json=rttP90Seconds,proto3" json:"rtt_p90_seconds,omitempty"`
+	// rtt_max_seconds is the largest period maximum (exact).
+	RttMaxSeconds float64 `protobuf:"fixed64,9,opt,name=rtt_max_seconds,json=rttMaxSeconds,proto3" json:"rtt_max_seconds,omitempty"`
+	// failed_periods counts the periods whose status was not STATUS_OK.
+	FailedPeriods uint64 `protobuf:"varint,10,opt,name=failed_periods,json=failedPeriods,proto3" json:"failed_periods,omitempty"`
+	// last_failed_status is the last failed period's status; STATUS_OK when
+	// failed_periods is 0. Failure messages are not kept.
+	LastFailedStatus v1.Status `protobuf:"varint,11,opt,name=last_failed_status,json=lastFailedStatus,proto3,enum=meshperf.measure.v1.Status" json:"last_failed_status,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ProbeRollup) Reset() {
+	*x = ProbeRollup{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeRollup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeRollup) ProtoMessage() {}
+
+func (x *ProbeRollup) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeRollup.ProtoReflect.Descriptor instead.
+func (*ProbeRollup) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ProbeRollup) GetBucketStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BucketStart
+	}
+	return nil
+}
+
+func (x *ProbeRollup) GetBucket() *durationpb.Duration {
+	if x != nil {
+		return x.Bucket
+	}
+	return nil
+}
+
+func (x *ProbeRollup) GetPeriods() uint64 {
+	if x != nil {
+		return x.Periods
+	}
+	return 0
+}
+
+func (x *ProbeRollup) GetSent() uint64 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *ProbeRollup) GetReceived() uint64 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+func (x *ProbeRollup) GetRttMinSeconds() float64 {
+	if x != nil {
+		return x.RttMinSeconds
+	}
+	return 0
+}
+
+func (x *ProbeRollup) GetRttMedianSeconds() float64 {
+	if x != nil {
+		return x.RttMedianSeconds
+	}
+	return 0
+}
+
+func (x *ProbeRollup) GetRttP90Seconds() float64 {
+	if x != nil {
+		return x.RttP90Seconds
+	}
+	return 0
+}
+
+func (x *ProbeRollup) GetRttMaxSeconds() float64 {
+	if x != nil {
+		return x.RttMaxSeconds
+	}
+	return 0
+}
+
+func (x *ProbeRollup) GetFailedPeriods() uint64 {
+	if x != nil {
+		return x.FailedPeriods
+	}
+	return 0
+}
+
+func (x *ProbeRollup) GetLastFailedStatus() v1.Status {
+	if x != nil {
+		return x.LastFailedStatus
+	}
+	return v1.Status(0)
+}
+
 var File_meshperf_mesh_v1_mesh_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
@@ -1721,10 +1878,11 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
 	"\tpage_size\x18\a \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\b \x01(\tR\tpageToken\"z\n" +
+	"page_token\x18\b \x01(\tR\tpageToken\"\xb3\x01\n" +
 	"\x17ListProbeSeriesResponse\x127\n" +
 	"\asamples\x18\x01 \x03(\v2\x1d.meshperf.mesh.v1.ProbeSampleR\asamples\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa4\x03\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x127\n" +
+	"\arollups\x18\x03 \x03(\v2\x1d.meshperf.mesh.v1.ProbeRollupR\arollups\"\xa4\x03\n" +
 	"\vProbeSample\x12=\n" +
 	"\fperiod_start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vperiodStart\x121\n" +
 	"\x06period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x12\n" +
@@ -1736,7 +1894,20 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0frtt_max_seconds\x18\b \x01(\x01R\rrttMaxSeconds\x123\n" +
 	"\x06status\x18\t \x01(\x0e2\x1b.meshperf.measure.v1.StatusR\x06status\x12\x18\n" +
 	"\amessage\x18\n" +
-	" \x01(\tR\amessage*\xa6\x01\n" +
+	" \x01(\tR\amessage\"\xe1\x03\n" +
+	"\vProbeRollup\x12=\n" +
+	"\fbucket_start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vbucketStart\x121\n" +
+	"\x06bucket\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06bucket\x12\x18\n" +
+	"\aperiods\x18\x03 \x01(\x04R\aperiods\x12\x12\n" +
+	"\x04sent\x18\x04 \x01(\x04R\x04sent\x12\x1a\n" +
+	"\breceived\x18\x05 \x01(\x04R\breceived\x12&\n" +
+	"\x0frtt_min_seconds\x18\x06 \x01(\x01R\rrttMinSeconds\x12,\n" +
+	"\x12rtt_median_seconds\x18\a \x01(\x01R\x10rttMedianSeconds\x12&\n" +
+	"\x0frtt_p90_seconds\x18\b \x01(\x01R\rrttP90Seconds\x12&\n" +
+	"\x0frtt_max_seconds\x18\t \x01(\x01R\rrttMaxSeconds\x12%\n" +
+	"\x0efailed_periods\x18\n" +
+	" \x01(\x04R\rfailedPeriods\x12I\n" +
+	"\x12last_failed_status\x18\v \x01(\x0e2\x1b.meshperf.measure.v1.StatusR\x10lastFailedStatus*\xa6\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_PENDING\x10\x01\x12\x14\n" +
@@ -1771,7 +1942,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP() []byte {
 }
 
 var file_meshperf_mesh_v1_mesh_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(NodeState)(0),                      // 0: meshperf.mesh.v1.NodeState
 	(*TriggerRunRequest)(nil),           // 1: meshperf.mesh.v1.TriggerRunRequest
@@ -1796,80 +1967,85 @@ var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(*ListProbeSeriesRequest)(nil),      // 20: meshperf.mesh.v1.ListProbeSeriesRequest
 	(*ListProbeSeriesResponse)(nil),     // 21: meshperf.mesh.v1.ListProbeSeriesResponse
 	(*ProbeSample)(nil),                 // 22: meshperf.mesh.v1.ProbeSample
-	(*v1.RunSpec)(nil),                  // 23: meshperf.measure.v1.RunSpec
-	(*v1.Run)(nil),                      // 24: meshperf.measure.v1.Run
-	(*v1.Result)(nil),                   // 25: meshperf.measure.v1.Result
-	(v1.Path)(0),                        // 26: meshperf.measure.v1.Path
-	(v1.Test)(0),                        // 27: meshperf.measure.v1.Test
-	(*timestamppb.Timestamp)(nil),       // 28: google.protobuf.Timestamp
-	(*v11.NetworkAddress)(nil),          // 29: meshperf.agent.v1.NetworkAddress
-	(*v11.ToolInfo)(nil),                // 30: meshperf.agent.v1.ToolInfo
-	(v11.GossipState)(0),                // 31: meshperf.agent.v1.GossipState
-	(*v1.Rollup)(nil),                   // 32: meshperf.measure.v1.Rollup
-	(*v11.ExternalTarget)(nil),          // 33: meshperf.agent.v1.ExternalTarget
-	(v11.ProbeKind)(0),                  // 34: meshperf.agent.v1.ProbeKind
-	(*durationpb.Duration)(nil),         // 35: google.protobuf.Duration
-	(v1.Status)(0),                      // 36: meshperf.measure.v1.Status
+	(*ProbeRollup)(nil),                 // 23: meshperf.mesh.v1.ProbeRollup
+	(*v1.RunSpec)(nil),                  // 24: meshperf.measure.v1.RunSpec
+	(*v1.Run)(nil),                      // 25: meshperf.measure.v1.Run
+	(*v1.Result)(nil),                   // 26: meshperf.measure.v1.Result
+	(v1.Path)(0),                        // 27: meshperf.measure.v1.Path
+	(v1.Test)(0),                        // 28: meshperf.measure.v1.Test
+	(*timestamppb.Timestamp)(nil),       // 29: google.protobuf.Timestamp
+	(*v11.NetworkAddress)(nil),          // 30: meshperf.agent.v1.NetworkAddress
+	(*v11.ToolInfo)(nil),                // 31: meshperf.agent.v1.ToolInfo
+	(v11.GossipState)(0),                // 32: meshperf.agent.v1.GossipState
+	(*v1.Rollup)(nil),                   // 33: meshperf.measure.v1.Rollup
+	(*v11.ExternalTarget)(nil),          // 34: meshperf.agent.v1.ExternalTarget
+	(v11.ProbeKind)(0),                  // 35: meshperf.agent.v1.ProbeKind
+	(*durationpb.Duration)(nil),         // 36: google.protobuf.Duration
+	(v1.Status)(0),                      // 37: meshperf.measure.v1.Status
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
-	23, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
-	24, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
-	24, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
-	24, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
-	25, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
-	26, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
-	27, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
-	28, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
-	28, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
-	25, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
+	24, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
+	25, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
+	25, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
+	25, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
+	26, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
+	27, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
+	28, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
+	29, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
+	29, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
+	26, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
 	11, // 10: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
-	29, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	30, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
-	28, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
-	28, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	30, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	31, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
+	29, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
+	29, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
 	0,  // 15: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
-	31, // 16: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.agent.v1.GossipState
-	24, // 17: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	32, // 16: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.agent.v1.GossipState
+	25, // 17: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
 	11, // 18: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
-	26, // 19: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
-	27, // 20: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
-	28, // 21: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
-	28, // 22: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
-	32, // 23: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
-	33, // 24: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
-	26, // 25: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
-	34, // 26: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.agent.v1.ProbeKind
-	28, // 27: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
-	28, // 28: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
+	27, // 19: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
+	28, // 20: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
+	29, // 21: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
+	29, // 22: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
+	33, // 23: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
+	34, // 24: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
+	27, // 25: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
+	35, // 26: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.agent.v1.ProbeKind
+	29, // 27: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
+	29, // 28: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
 	22, // 29: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
-	28, // 30: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
-	35, // 31: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
-	36, // 32: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
-	1,  // 33: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
-	3,  // 34: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
-	5,  // 35: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
-	7,  // 36: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
-	9,  // 37: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
-	12, // 38: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
-	14, // 39: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
-	16, // 40: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
-	18, // 41: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
-	20, // 42: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
-	2,  // 43: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
-	4,  // 44: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
-	6,  // 45: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
-	8,  // 46: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
-	10, // 47: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
-	13, // 48: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
-	15, // 49: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
-	17, // 50: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
-	19, // 51: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
-	21, // 52: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
-	43, // [43:53] is the sub-list for method output_type
-	33, // [33:43] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	23, // 30: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
+	29, // 31: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
+	36, // 32: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
+	37, // 33: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
+	29, // 34: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
+	36, // 35: meshperf.mesh.v1.ProbeRollup.bucket:type_name -> google.protobuf.Duration
+	37, // 36: meshperf.mesh.v1.ProbeRollup.last_failed_status:type_name -> meshperf.measure.v1.Status
+	1,  // 37: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
+	3,  // 38: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
+	5,  // 39: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
+	7,  // 40: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
+	9,  // 41: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
+	12, // 42: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
+	14, // 43: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
+	16, // 44: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
+	18, // 45: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
+	20, // 46: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
+	2,  // 47: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
+	4,  // 48: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
+	6,  // 49: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
+	8,  // 50: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
+	10, // 51: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
+	13, // 52: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
+	15, // 53: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
+	17, // 54: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
+	19, // 55: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
+	21, // 56: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
+	47, // [47:57] is the sub-list for method output_type
+	37, // [37:47] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_mesh_v1_mesh_service_proto_init() }
@@ -1883,7 +2059,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_mesh_v1_mesh_service_proto_rawDesc), len(file_meshperf_mesh_v1_mesh_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
