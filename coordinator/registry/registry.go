@@ -215,6 +215,13 @@ type Registry struct {
 	mu       sync.Mutex
 	closed   bool                     // set by Shutdown
 	sessions map[string]*session      // by node name: connected agents
+	// addrs are the addresses the connected agents registered (host, pod,
+	// ClusterIP), each to the sessions that registered it, so that a
+	// registration checks for a conflict in O(1), not O(agents).
+	addrs map[netip.Addr][]*session
+	// legacy counts the connected sessions without a probe plan, which
+	// take Endpoints of every node (announceEndpoints).
+	legacy int
 	known    map[string]*meshv1.Agent // by node name: every agent ever seen
 	late     LateHandler              // set by HandleLate
 	// registering counts per node the registrations between their
@@ -277,7 +284,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
 	}
-	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, known: map[string]*meshv1.Agent{}, peers: map[string]Node{},
+	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, addrs: map[netip.Addr][]*session{}, known: map[string]*meshv1.Agent{}, peers: map[string]Node{},
 		evalKick: make(chan struct{}, 1), evalStop: make(chan struct{}), planSlots: make(chan struct{}, cfg.PlansInFlight),
 		gossip: membership.New(membership.Config{Grace: cfg.PartitionGrace, Settle: cfg.GossipSettle, Logger: log})}
 	for _, a := range agents {
@@ -468,7 +475,11 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 		a.Maintenance = prev.GetMaintenance() // a cordon outlives reconnects
 	}
 	old := r.sessions[s.node.Name]
+	if old != nil {
+		r.unindexLocked(old)
+	}
 	r.sessions[s.node.Name] = s
+	r.indexLocked(s)
 	r.known[s.node.Name] = a
 	r.mu.Unlock()
 	r.planJoin(s.node, a.GetMaintenance())
@@ -491,6 +502,7 @@ func (r *Registry) detach(ctx context.Context, s *session) {
 	var a *meshv1.Agent
 	if current {
 		delete(r.sessions, s.node.Name)
+		r.unindexLocked(s)
 		if a = r.known[s.node.Name]; a != nil {
 			a.Connected = false
 			a.LastSeenTime = timestamppb.New(s.lastSeen())
@@ -545,6 +557,9 @@ func (r *Registry) endpoints(s *session) *agentv1.Endpoints {
 func (r *Registry) announceEndpoints() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.legacy == 0 {
+		return // every session follows a plan: O(1) per registration
+	}
 	for _, s := range r.sessions {
 		if s.follower != nil {
 			continue
@@ -553,6 +568,33 @@ func (r *Registry) announceEndpoints() {
 		case s.endpointsDirty <- struct{}{}:
 		default: // already pending
 		}
+	}
+}
+
+// indexLocked adds s, just made its node's current session, to the
+// address index and the legacy count; r.mu is held.
+func (r *Registry) indexLocked(s *session) {
+	for _, a := range s.node.addrs() {
+		r.addrs[a] = append(r.addrs[a], s)
+	}
+	if s.follower == nil {
+		r.legacy++
+	}
+}
+
+// unindexLocked takes s, no longer its node's current session, out of
+// the address index and the legacy count; r.mu is held.
+func (r *Registry) unindexLocked(s *session) {
+	for _, a := range s.node.addrs() {
+		kept := slices.DeleteFunc(r.addrs[a], func(o *session) bool { return o == s })
+		if len(kept) == 0 {
+			delete(r.addrs, a)
+		} else {
+			r.addrs[a] = kept
+		}
+	}
+	if s.follower == nil {
+		r.legacy--
 	}
 }
 

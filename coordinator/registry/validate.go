@@ -113,15 +113,23 @@ func printable(field, s string) error {
 func (r *Registry) conflict(n Node) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for name, s := range r.sessions {
-		if name == n.Name {
-			continue
-		}
-		for _, a := range []netip.Addr{n.HostIP, n.PodIP, n.ServiceIP} {
-			if a.IsValid() && (a == s.node.HostIP || a == s.node.PodIP || a == s.node.ServiceIP) {
-				return name
+	for _, a := range n.addrs() {
+		for _, s := range r.addrs[a] {
+			if s.node.Name != n.Name {
+				return s.node.Name
 			}
 		}
 	}
 	return ""
+}
+
+// addrs are n's valid addresses: host, pod and ClusterIP.
+func (n Node) addrs() []netip.Addr {
+	out := make([]netip.Addr, 0, 3)
+	for _, a := range []netip.Addr{n.HostIP, n.PodIP, n.ServiceIP} {
+		if a.IsValid() {
+			out = append(out, a)
+		}
+	}
+	return out
 }

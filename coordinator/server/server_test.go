@@ -354,18 +354,50 @@ func TestUserAPIErrors(t *testing.T) {
 }
 
 // A node cannot register an address that another connected node holds: it
-// would steer that node's tests (and receive them) in its place.
+// would steer that node's tests (and receive them) in its place. The
+// address is node-1's while its session lasts (also across its own
+// reconnect), and free once node-1 is gone.
 func TestAddressConflictRefused(t *testing.T) {
 	c := start(t)
 	ctx := ctxT(t)
-	if _, err := fakeAgent(t, ctx, c, register("node-1")); err != nil {
+	sctx, endNode1 := context.WithCancel(ctx)
+	if _, err := fakeAgent(t, sctx, c, register("node-1")); err != nil {
 		t.Fatal(err)
 	}
 	evil := register("evil")
 	evil.Addresses = evil.Addresses[:1] // 127.0.0.1: node-1's host IP
-	_, err := fakeAgent(t, ctx, c, evil)
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `connected node "node-1"`) {
-		t.Errorf("err = %v, want InvalidArgument naming node-1", err)
+	for _, tt := range []struct {
+		name    string
+		prepare func()
+		reg     *agentv1.Register
+		refused bool
+	}{
+		{"another node with node-1's host IP", func() {}, evil, true},
+		{"node-1 reconnecting", func() {}, register("node-1"), false},
+		{"another node once node-1 is gone", func() {
+			endNode1()
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if _, ok := c.reg.Node("node-1"); !ok {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("node-1 still connected")
+				}
+			}
+		}, evil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.prepare()
+			rctx := sctx
+			if tt.reg == evil {
+				rctx = ctx
+			}
+			_, err := fakeAgent(t, rctx, c, tt.reg)
+			refused := status.Code(err) == codes.InvalidArgument && strings.Contains(err.Error(), `connected node "node-1"`)
+			if refused != tt.refused || (!tt.refused && err != nil) {
+				t.Errorf("err = %v, want refused=%v", err, tt.refused)
+			}
+		})
 	}
 }
 
