@@ -213,8 +213,8 @@ type Registry struct {
 	gossip *membership.Tracker // views of connected agents only
 
 	mu       sync.Mutex
-	closed   bool                     // set by Shutdown
-	sessions map[string]*session      // by node name: connected agents
+	closed   bool                // set by Shutdown
+	sessions map[string]*session // by node name: connected agents
 	// addrs are the addresses the connected agents registered (host, pod,
 	// ClusterIP), each to the sessions that registered it, so that a
 	// registration checks for a conflict in O(1), not O(agents).
@@ -222,8 +222,8 @@ type Registry struct {
 	// legacy counts the connected sessions without a probe plan, which
 	// take Endpoints of every node (announceEndpoints).
 	legacy int
-	known    map[string]*meshv1.Agent // by node name: every agent ever seen
-	late     LateHandler              // set by HandleLate
+	known  map[string]*meshv1.Agent // by node name: every agent ever seen
+	late   LateHandler              // set by HandleLate
 	// registering counts per node the registrations between their
 	// ServiceIPs call and their attach or refusal (registering.go).
 	registering map[string]int
