@@ -15,6 +15,7 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -60,6 +61,12 @@ type Counts struct {
 	// SeriesRollupsDeleted counts the hourly series points deleted past
 	// the series rollup retention.
 	SeriesRollupsDeleted int
+	// SeriesQuarantined counts the series chunks that did not decode and
+	// were moved to the store's quarantine bucket instead of rolled up.
+	SeriesQuarantined int
+	// Quarantined is why, one line per chunk, each naming its bucket and
+	// key (Run logs it as a warning); empty if none.
+	Quarantined string
 }
 
 // Config configures Run.
@@ -109,12 +116,17 @@ func Run(ctx context.Context, cfg Config) error {
 			rollupCutoff = now.Add(-cfg.SeriesRollupRetention)
 		}
 		c, err := Pass(ctx, cfg.Store, now.Add(-cfg.Retention), rollupCutoff)
+		if c.Quarantined != "" {
+			log.Warn("retention pass: probe series chunks that do not decode moved to the store's quarantine bucket",
+				"chunks", c.SeriesQuarantined, "why", c.Quarantined)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Error("retention pass", "err", err)
+		case err != nil:
 		case c != Counts{}:
 			log.Info("retention pass", "results_rolled_up", c.Rolled, "runs_deleted", c.Runs, "series_samples_deleted", c.SeriesSamples,
-				"series_rollup_points", c.SeriesRollupPoints, "series_rollups_deleted", c.SeriesRollupsDeleted,
+				"series_rollup_points", c.SeriesRollupPoints, "series_rollups_deleted", c.SeriesRollupsDeleted, "series_quarantined", c.SeriesQuarantined,
 				"retention", cfg.Retention, "series_rollup_retention", cfg.SeriesRollupRetention)
 		}
 		select {
@@ -155,7 +167,10 @@ func Pass(ctx context.Context, st Store, cutoff, rollupCutoff time.Time) (Counts
 	// RollUpSeries compacts the head reports that ended by cutoff into
 	// chunks first, so that nothing is left for DeleteSeriesBefore.
 	rc, err := st.RollUpSeries(ctx, cutoff, 0)
-	c.SeriesSamples, c.SeriesRollupPoints = rc.Samples, rc.Points
+	c.SeriesSamples, c.SeriesRollupPoints, c.SeriesQuarantined = rc.Samples, rc.Points, len(rc.Quarantined)
+	if len(rc.Quarantined) > 0 {
+		c.Quarantined = errors.Join(rc.Quarantined...).Error()
+	}
 	if err != nil {
 		return c, err
 	}

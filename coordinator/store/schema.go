@@ -65,8 +65,15 @@ var (
 	// writes them from the chunks it deletes.
 	bucketSeriesRollups = []byte("series_rollups")
 
+	// bucketSeriesQuarantine maps bucket name, sep, key -> value of a
+	// series chunk or rollup chunk that RollUpSeries could not decode: it
+	// moves them aside (nothing is deleted) so that retention goes on past
+	// them, and nothing in the coordinator reads or deletes them again;
+	// they are there for an operator to look at.
+	bucketSeriesQuarantine = []byte("series_quarantine")
+
 	allBuckets = [][]byte{bucketResults, bucketRunResults, bucketRuns, bucketRunPlanned, bucketAgents, bucketRollups, bucketTestResults,
-		bucketSeriesNodes, bucketSeriesNodeIDs, bucketSeriesHead, bucketSeriesChunks, bucketSeriesSeqs, bucketSeriesRollups}
+		bucketSeriesNodes, bucketSeriesNodeIDs, bucketSeriesHead, bucketSeriesChunks, bucketSeriesSeqs, bucketSeriesRollups, bucketSeriesQuarantine}
 )
 
 // sep separates the variable-length parts of a key. Node names, run IDs

@@ -42,10 +42,29 @@ type SeriesRollupCounts struct {
 	Batches int
 	// Done is true once no chunk ended at or before the cutoff is left.
 	Done bool
+	// Quarantined are the chunks and rollup chunks that did not decode,
+	// moved to the quarantine bucket instead of rolled up: each an error
+	// wrapping ErrCorrupt that names the bucket and key (for the log).
+	Quarantined []error
 }
 
 func (c *SeriesRollupCounts) add(d SeriesRollupCounts) {
 	c.Chunks, c.Samples, c.Points, c.Batches = c.Chunks+d.Chunks, c.Samples+d.Samples, c.Points+d.Points, c.Batches+d.Batches
+	c.Quarantined = append(c.Quarantined, d.Quarantined...)
+}
+
+// quarantine moves key of bucket b (named name) to the quarantine bucket,
+// as name, sep, key -> value, in tx; why is recorded in c.
+func quarantine(tx *bolt.Tx, b *bolt.Bucket, name, key []byte, why error, c *SeriesRollupCounts) error {
+	qk := append(append(append(make([]byte, 0, len(name)+1+len(key)), name...), sep), key...)
+	if err := tx.Bucket(bucketSeriesQuarantine).Put(qk, bytes.Clone(b.Get(key))); err != nil {
+		return err
+	}
+	if err := b.Delete(key); err != nil {
+		return err
+	}
+	c.Quarantined = append(c.Quarantined, fmt.Errorf("%w (moved to %s)", why, bucketSeriesQuarantine))
+	return nil
 }
 
 // RollUpSeries rolls up and deletes the probe series' chunks whose block
@@ -62,8 +81,10 @@ func (c *SeriesRollupCounts) add(d SeriesRollupCounts) {
 // merged into its point (series.Folder.Merge), not added twice.
 //
 // It stops after maxBatches transactions (0: when done). A chunk that
-// does not decode stops it with an error wrapping ErrCorrupt that names
-// the chunk's key; the batches before it stay committed.
+// does not decode (or whose rollup chunk does not) does not stop it: it
+// is moved, as it is, to the quarantine bucket in the same transaction
+// and named in the counts' Quarantined, so that retention goes on and
+// nothing is lost.
 func (s *Store) RollUpSeries(ctx context.Context, cutoff time.Time, maxBatches int) (SeriesRollupCounts, error) {
 	var c SeriesRollupCounts
 	if _, err := s.CompactSeries(ctx, cutoff); err != nil {
@@ -111,7 +132,7 @@ func (s *Store) rollUpBatch(from []byte, lastBlock int64, batch int) (c SeriesRo
 		)
 		flush := func() error {
 			if len(points) > 0 {
-				if err := writeRollups(tx, rb, &f, pending, points); err != nil {
+				if err := writeRollups(tx, rb, &f, pending, points, &c); err != nil {
 					return err
 				}
 				c.Points += len(points)
@@ -126,7 +147,16 @@ func (s *Store) rollUpBatch(from []byte, lastBlock int64, batch int) (c SeriesRo
 		}
 		for k != nil {
 			if len(k) != 18 {
-				return fmt.Errorf("%w: %s: a chunk key has 18 bytes", ErrCorrupt, describeKey(tx, bucketSeriesChunks, k))
+				bad := bytes.Clone(k)
+				k, v = cur.Next()
+				if err := quarantine(tx, cb, bucketSeriesChunks, bad,
+					fmt.Errorf("%w: %s: a chunk key has 18 bytes", ErrCorrupt, describeKey(tx, bucketSeriesChunks, bad)), &c); err != nil {
+					return err
+				}
+				if k != nil {
+					k, v = cur.Seek(bytes.Clone(k)) // the delete may have moved the cursor
+				}
+				continue
 			}
 			block := int64(binary.BigEndian.Uint64(k[10:]))
 			if block > lastBlock {
@@ -142,12 +172,23 @@ func (s *Store) rollUpBatch(from []byte, lastBlock int64, batch int) (c SeriesRo
 				break
 			}
 			var err error
+			var why error
 			if samples, err = series.AppendChunk(samples[:0], v, time.Time{}, time.Time{}); err != nil {
-				return fmt.Errorf("%w: %s: %w", ErrCorrupt, describeKey(tx, bucketSeriesChunks, k), err)
-			}
-			if n := len(samples); n > 0 && (samples[0].Start.UnixNano() < block || samples[n-1].Start.UnixNano() >= block+int64(SeriesBlock)) {
-				return fmt.Errorf("%w: %s: samples from %v to %v outside the chunk's block", ErrCorrupt,
+				why = fmt.Errorf("%w: %s: %w", ErrCorrupt, describeKey(tx, bucketSeriesChunks, k), err)
+			} else if n := len(samples); n > 0 && (samples[0].Start.UnixNano() < block || samples[n-1].Start.UnixNano() >= block+int64(SeriesBlock)) {
+				why = fmt.Errorf("%w: %s: samples from %v to %v outside the chunk's block", ErrCorrupt,
 					describeKey(tx, bucketSeriesChunks, k), samples[0].Start, samples[n-1].Start)
+			}
+			if why != nil {
+				bad := bytes.Clone(k)
+				k, v = cur.Next()
+				if err := quarantine(tx, cb, bucketSeriesChunks, bad, why, &c); err != nil {
+					return err
+				}
+				if k != nil {
+					k, v = cur.Seek(bytes.Clone(k))
+				}
+				continue
 			}
 			rk := binary.BigEndian.AppendUint64(bytes.Clone(k[:10]), uint64(rollupBlockOf(block)))
 			if pending != nil && !bytes.Equal(pending, rk) {
@@ -179,13 +220,18 @@ func (s *Store) rollUpBatch(from []byte, lastBlock int64, batch int) (c SeriesRo
 }
 
 // writeRollups merges points (sorted, of the block of key) into the
-// rollup chunk at key.
-func writeRollups(tx *bolt.Tx, rb *bolt.Bucket, f *series.Folder, key []byte, points []series.Rollup) error {
+// rollup chunk at key; a rollup chunk there that does not decode is
+// quarantined first (recorded in c), and points start a new one.
+func writeRollups(tx *bolt.Tx, rb *bolt.Bucket, f *series.Folder, key []byte, points []series.Rollup, c *SeriesRollupCounts) error {
 	var old []series.Rollup
 	if v := rb.Get(key); v != nil {
 		var err error
 		if old, err = series.DecodeRollups(v); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrCorrupt, describeKey(tx, bucketSeriesRollups, key), err)
+			old = nil
+			why := fmt.Errorf("%w: %s: %w", ErrCorrupt, describeKey(tx, bucketSeriesRollups, key), err)
+			if err := quarantine(tx, rb, bucketSeriesRollups, key, why, c); err != nil {
+				return err
+			}
 		}
 	}
 	v, err := series.EncodeRollups(f.MergePoints(old, points))
