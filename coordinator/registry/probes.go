@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/probeplan"
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -41,6 +42,36 @@ func (r *Registry) planJoin(n Node, maintenance bool) {
 	r.mu.Unlock()
 	if _, _, err := r.cfg.Probes.Upsert(probePeer(n, maintenance)); err != nil {
 		r.log.Warn("node left out of the probe plans", "node", n.Name, "err", err)
+	}
+}
+
+// seedProbes puts the stored nodes that ran probe plans back in the peer
+// table at start, as they last registered (checked again as a
+// registration is), so that after a coordinator restart the agents that
+// register first still probe the peers that have not registered again
+// yet, instead of dropping them from their plans for that while. Nodes
+// that departed meanwhile leave with the next SyncProbes, as a node whose
+// agent went away does.
+func (r *Registry) seedProbes() {
+	if r.cfg.Probes == nil {
+		return
+	}
+	now := time.Now()
+	for name, a := range r.known {
+		if a.GetProbePort() == 0 || r.state(a, now, false) == meshv1.NodeState_NODE_STATE_DEPARTED {
+			continue
+		}
+		n, err := validateRegister(&agentv1.Register{NodeName: name, ProtocolVersion: protocol.Version, Addresses: a.GetAddresses(),
+			ServiceIp: a.GetServiceIp(), ProbePort: a.GetProbePort(), HttpPort: a.GetHttpPort()})
+		if err != nil {
+			r.log.Warn("stored node left out of the probe plans until it registers again", "node", name, "err", err)
+			continue
+		}
+		r.peers[name] = n
+		if _, _, err := r.cfg.Probes.Upsert(probePeer(n, a.GetMaintenance())); err != nil {
+			delete(r.peers, name)
+			r.log.Warn("stored node left out of the probe plans until it registers again", "node", name, "err", err)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/probeplan"
 	"github.com/meshperf/meshperf/internal/protocol"
@@ -177,4 +178,68 @@ func decodePlan(t *testing.T, plan *agentv1.ProbePlan) *agentv1.ProbePlan {
 		return plan
 	}
 	return out
+}
+
+// TestSeedProbesAfterRestart: a restarted coordinator puts the stored
+// nodes that ran probe plans back in the peer table before any agent
+// registers again (so the first agents to register keep probing the
+// others), checked as registrations are; departed nodes, nodes without
+// a probe port and stored entries that do not validate stay out.
+func TestSeedProbesAfterRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	long := timestamppb.New(time.Now().Add(-3 * time.Hour))
+	recent := timestamppb.New(time.Now().Add(-time.Minute))
+	addr := func(ip string) []*agentv1.NetworkAddress {
+		return []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip, MtuBytes: 1500}}
+	}
+	stored := []*meshv1.Agent{
+		{NodeName: "connected-at-crash", Connected: true, LastSeenTime: long, Addresses: addr("10.0.0.1"), ProbePort: 7947, HttpPort: 7948},
+		{NodeName: "seen-recently", LastSeenTime: recent, Addresses: addr("10.0.0.2"), ProbePort: 7947},
+		{NodeName: "cordoned", Connected: true, Maintenance: true, LastSeenTime: long, Addresses: addr("10.0.0.3"), ProbePort: 7947},
+		{NodeName: "departed", LastSeenTime: long, Addresses: addr("10.0.0.4"), ProbePort: 7947},
+		{NodeName: "no-probe-port", Connected: true, LastSeenTime: recent, Addresses: addr("10.0.0.5")},
+		{NodeName: "bad-address", Connected: true, LastSeenTime: recent, Addresses: addr("0.0.0.0"), ProbePort: 7947},
+		{NodeName: "bad-port", Connected: true, LastSeenTime: recent, Addresses: addr("10.0.0.7"), ProbePort: 70000},
+	}
+	table := probeplan.NewTable(probeplan.Options{})
+	r, err := New(ctx, Config{Recorder: knownRecorder{stored}, Probes: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Shutdown()
+	plan, _ := table.Delta("observer", 0)
+	got := map[string]*agentv1.ProbePeer{}
+	for _, p := range plan.GetUpsert() {
+		got[p.GetNodeName()] = p
+	}
+	for _, tt := range []struct {
+		node        string
+		in          bool
+		maintenance bool
+		httpPort    uint32
+	}{
+		{"connected-at-crash", true, false, 7948},
+		{"seen-recently", true, false, 0},
+		{"cordoned", true, true, 0},
+		{"departed", false, false, 0},
+		{"no-probe-port", false, false, 0},
+		{"bad-address", false, false, 0},
+		{"bad-port", false, false, 0},
+	} {
+		p, in := got[tt.node]
+		if in != tt.in {
+			t.Errorf("%s in the plan: %v, want %v", tt.node, in, tt.in)
+			continue
+		}
+		if in && (p.GetMaintenance() != tt.maintenance || p.GetHttpPort() != tt.httpPort || p.GetProbePort() != 7947 || p.GetHostMtuBytes() != 1500) {
+			t.Errorf("%s: peer %v, want maintenance %v, http_port %d, probe_port 7947, host MTU 1500", tt.node, p, tt.maintenance, tt.httpPort)
+		}
+	}
+	// The sync that follows keeps them: they were connected at the crash,
+	// or seen within DepartAfter.
+	r.SyncProbes()
+	if n := table.Len(); n != 3 {
+		t.Errorf("after SyncProbes the table holds %d peers, want 3", n)
+	}
 }

@@ -287,10 +287,18 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, addrs: map[netip.Addr][]*session{}, known: map[string]*meshv1.Agent{}, peers: map[string]Node{},
 		evalKick: make(chan struct{}, 1), evalStop: make(chan struct{}), planSlots: make(chan struct{}, cfg.PlansInFlight),
 		gossip: membership.New(membership.Config{Grace: cfg.PartitionGrace, Settle: cfg.GossipSettle, Logger: log})}
+	start := timestamppb.Now()
 	for _, a := range agents {
+		if a.GetConnected() {
+			// Stored as connected: the previous coordinator ended (or
+			// died) with this agent's session open, so it was seen until
+			// then, not at its registration, which may be days old.
+			a.LastSeenTime = start
+		}
 		a.Connected = false
 		r.known[a.GetNodeName()] = a
 	}
+	r.seedProbes()
 	for _, t := range ext {
 		if _, ok := r.known[t.GetName()]; ok {
 			log.Warn("an external target has the name of a stored node: runs that name the target are refused until the node departs; rename the target",
@@ -462,6 +470,7 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 		NodeName: reg.GetNodeName(), Connected: true, AgentVersion: reg.GetAgentVersion(),
 		Addresses: reg.GetAddresses(), Tools: reg.GetTools(),
 		ConnectTime: now, LastSeenTime: now,
+		ProbePort: uint32(s.node.ProbePort), HttpPort: uint32(s.node.HTTPPort),
 	}
 	if s.node.ServiceIP.IsValid() { // the agent's, or the ClusterIP Config.ServiceIPs gave
 		a.ServiceIp = s.node.ServiceIP.String()

@@ -689,7 +689,15 @@ type Agent struct {
 	// that lasted longer than the partition grace, naming both sides: the
 	// coordinator is connected to the node while gossip declares it dead, or
 	// has lost the node while gossip sees it alive. Empty without one.
-	Partition     string `protobuf:"bytes,14,opt,name=partition,proto3" json:"partition,omitempty"`
+	Partition string `protobuf:"bytes,14,opt,name=partition,proto3" json:"partition,omitempty"`
+	// probe_port is the agent's TCP echo responder port on both networks,
+	// as it last registered (0: it runs no probe plans). A restarted
+	// coordinator puts the stored nodes back in the probe plans with it, so
+	// that probing goes on before their agents register again.
+	ProbePort uint32 `protobuf:"varint,15,opt,name=probe_port,json=probePort,proto3" json:"probe_port,omitempty"`
+	// http_port is the agent's HTTP target port on both networks, as it
+	// last registered (0: unknown).
+	HttpPort      uint32 `protobuf:"varint,16,opt,name=http_port,json=httpPort,proto3" json:"http_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -820,6 +828,20 @@ func (x *Agent) GetPartition() string {
 		return x.Partition
 	}
 	return ""
+}
+
+func (x *Agent) GetProbePort() uint32 {
+	if x != nil {
+		return x.ProbePort
+	}
+	return 0
+}
+
+func (x *Agent) GetHttpPort() uint32 {
+	if x != nil {
+		return x.HttpPort
+	}
+	return 0
 }
 
 // ListRunsRequest asks for one page of runs, newest first.
@@ -1819,7 +1841,7 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x13\n" +
 	"\x11ListAgentsRequest\"E\n" +
 	"\x12ListAgentsResponse\x12/\n" +
-	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xff\x04\n" +
+	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xbb\x05\n" +
 	"\x05Agent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12#\n" +
@@ -1836,7 +1858,10 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\fgossip_state\x18\v \x01(\x0e2\x1e.meshperf.agent.v1.GossipStateR\vgossipState\x12&\n" +
 	"\x0fgossip_alive_by\x18\f \x03(\tR\rgossipAliveBy\x12$\n" +
 	"\x0egossip_dead_by\x18\r \x03(\tR\fgossipDeadBy\x12\x1c\n" +
-	"\tpartition\x18\x0e \x01(\tR\tpartition\"g\n" +
+	"\tpartition\x18\x0e \x01(\tR\tpartition\x12\x1d\n" +
+	"\n" +
+	"probe_port\x18\x0f \x01(\rR\tprobePort\x12\x1b\n" +
+	"\thttp_port\x18\x10 \x01(\rR\bhttpPort\"g\n" +
 	"\x0fListRunsRequest\x12\x18\n" +
 	"\x05limit\x18\x01 \x01(\rB\x02\x18\x01R\x05limit\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
