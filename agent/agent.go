@@ -45,6 +45,7 @@ import (
 	"github.com/meshperf/meshperf/agent/runner"
 	"github.com/meshperf/meshperf/agent/servers"
 	"github.com/meshperf/meshperf/agent/spool"
+	"github.com/meshperf/meshperf/internal/grpcbuf"
 	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -412,10 +413,10 @@ func run(ctx context.Context, cfg Config, files *mtls.Files, fromSocket bool) er
 	if err != nil {
 		return err
 	}
-	opts := append([]grpc.DialOption{
+	opts := append(append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-	}, cfg.DialOptions...)
+	}, grpcbuf.DialOptions()...), cfg.DialOptions...)
 	conn, err := grpc.NewClient(cfg.Coordinator, opts...)
 	if err != nil {
 		for _, l := range listeners {

@@ -45,6 +45,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/server"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/grpcbuf"
 	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/version"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -268,10 +269,10 @@ func Run(ctx context.Context, cfg Config) error {
 	srv := server.New(server.Config{Registry: reg, Runs: mgr, Store: st})
 	hs := health.NewServer()
 	newServer := func(extra ...grpc.ServerOption) *grpc.Server {
-		g := grpc.NewServer(append([]grpc.ServerOption{
+		g := grpc.NewServer(append(append([]grpc.ServerOption{
 			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 			grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		}, extra...)...)
+		}, grpcbuf.ServerOptions()...), extra...)...)
 		srv.Register(g)
 		healthpb.RegisterHealthServer(g, hs)
 		return g

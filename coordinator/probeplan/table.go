@@ -65,6 +65,22 @@ type Table struct {
 	settings    *agentv1.ProbeSettings
 	settingsRev uint64
 	changed     chan struct{} // closed and replaced on every revision bump
+
+	// full caches, for one revision, every live peer's wire form in the
+	// order of a full plan, so that the full plans a join wave builds at
+	// one revision (thousands, one per agent) are two copies each, not a
+	// walk of the changelog each. Readers of the table (under mu's read
+	// lock) fill it under fullMu.
+	fullMu sync.Mutex
+	full   fullCache
+}
+
+// fullCache is the wire form of a full plan's upserts at rev, every live
+// peer included; at[name] is where name's upsert is in buf.
+type fullCache struct {
+	rev uint64
+	buf []byte
+	at  map[string][2]int
 }
 
 // NewTable returns an empty table with probing off (nil settings).
@@ -291,20 +307,41 @@ func (t *Table) fullLocked(node string, wire bool) *agentv1.ProbePlan {
 		}
 		return plan
 	}
-	var w wirePlan
-	w.buf = make([]byte, 0, t.wireBytesLocked())
-	for _, r := range t.log {
-		if e := r.e; e.rev == r.rev && e.peer != nil && e.name != node {
-			w.add(e.wire)
-		}
+	buf, at := t.fullWireLocked()
+	self, ok := at[node]
+	if !ok {
+		self = [2]int{len(buf), len(buf)}
+	}
+	w := wirePlan{buf: make([]byte, 0, len(buf)-(self[1]-self[0])), n: len(at)}
+	w.buf = append(append(w.buf, buf[:self[0]]...), buf[self[1]:]...)
+	if ok {
+		w.n--
 	}
 	w.attach(plan)
 	return plan
 }
 
-// wireBytesLocked is the size of every live peer's upsert on the wire;
-// t.mu is held.
-func (t *Table) wireBytesLocked() int { return t.liveWire }
+// fullWireLocked returns the wire form of every live peer's upsert in
+// revision order of their last change, and where each one is; t.mu is
+// held (read or write). The result is cached for the revision and shared:
+// never modify it.
+func (t *Table) fullWireLocked() ([]byte, map[string][2]int) {
+	t.fullMu.Lock()
+	defer t.fullMu.Unlock()
+	if t.full.buf != nil && t.full.rev == t.rev {
+		return t.full.buf, t.full.at
+	}
+	buf := make([]byte, 0, t.liveWire)
+	at := make(map[string][2]int, t.live)
+	for _, r := range t.log {
+		if e := r.e; e.rev == r.rev && e.peer != nil {
+			at[e.name] = [2]int{len(buf), len(buf) + len(e.wire)}
+			buf = append(buf, e.wire...)
+		}
+	}
+	t.full = fullCache{rev: t.rev, buf: buf, at: at}
+	return buf, at
+}
 
 // upsertField is ProbePlan.upsert's field number.
 var upsertField = (&agentv1.ProbePlan{}).ProtoReflect().Descriptor().Fields().ByName("upsert").Number()

@@ -23,6 +23,7 @@ func NewBenchScaleCommand() *cobra.Command {
 		kinds, paths             []string
 		verbose                  bool
 		pprofAddr                string
+		streamsPerConn           int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench-scale",
@@ -47,7 +48,7 @@ interval. It prints one line per fleet size. No packet leaves loopback.`,
 				res, err := BenchScale(cmd.Context(), ScaleConfig{
 					Coordinator: filepath.Join(bin, "coordinator"), Nodes: n, Interval: interval, ReportInterval: report,
 					Kinds: kinds, Paths: paths, PlansOnly: plansOnly, Gossip: gossip, OnDemand: onDemand, JoinOver: joinOver, Window: window, Pprof: pprofAddr,
-					WorkDir: work, Logger: log,
+					StreamsPerConn: streamsPerConn, WorkDir: work, Logger: log,
 				})
 				if err != nil {
 					return fmt.Errorf("nodes=%d: %w (coordinator files in %s)", n, err, work)
@@ -71,6 +72,7 @@ interval. It prints one line per fleet size. No packet leaves loopback.`,
 	f.StringSliceVar(&kinds, "kinds", nil, "probe kinds (default icmp,tcp)")
 	f.StringSliceVar(&paths, "paths", nil, "probe paths (default host-host,pod-pod)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log progress")
+	f.IntVar(&streamsPerConn, "streams-per-conn", 100, "agents per gRPC connection (1: a connection each, as real agents)")
 	f.StringVar(&pprofAddr, "pprof", "", "serve the coordinator's runtime profiles on this loopback address (e.g. 127.0.0.1:6061)")
 	return cmd
 }

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/internal/grpcbuf"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -221,8 +222,8 @@ func (f *Fleet) Run(ctx context.Context) error {
 	defer t.Stop()
 	for i := range f.cfg.Nodes {
 		if i%f.cfg.StreamsPerConn == 0 {
-			c, err := grpc.NewClient(f.cfg.Coordinator, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+			c, err := grpc.NewClient(f.cfg.Coordinator, append(grpcbuf.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))...)
 			if err != nil {
 				return fmt.Errorf("fleet: dial %s: %w", f.cfg.Coordinator, err)
 			}

@@ -51,6 +51,9 @@ type ScaleConfig struct {
 	// its plan and two report intervals went by; zero means two report
 	// intervals (at least 30 s).
 	Window time.Duration
+	// StreamsPerConn is how many agents share one gRPC connection; zero
+	// means Config's default (100). Real agents have one each.
+	StreamsPerConn int
 	// Pprof, if set, is the loopback address the coordinator serves its
 	// runtime profiles on (serve --pprof-listen), to look into a case.
 	Pprof string
@@ -188,7 +191,7 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	}
 	defer coord.Stop()
 	cmd := coord.Cmd
-	f, err := New(Config{Coordinator: agentAddr, Nodes: cfg.Nodes, Reports: !cfg.PlansOnly, Gossip: cfg.Gossip, JoinOver: cfg.JoinOver, Logger: log})
+	f, err := New(Config{Coordinator: agentAddr, Nodes: cfg.Nodes, StreamsPerConn: cfg.StreamsPerConn, Reports: !cfg.PlansOnly, Gossip: cfg.Gossip, JoinOver: cfg.JoinOver, Logger: log})
 	if err != nil {
 		return res, err
 	}
