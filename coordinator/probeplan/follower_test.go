@@ -58,10 +58,22 @@ func TestWirePlans(t *testing.T) {
 	tb.Remove(nodeName(2))
 	tb.Upsert(testPeer(nodeName(0), 3)) // the agent itself
 	for _, tt := range []struct {
-		name  string
-		since uint64
-	}{{"full", 0}, {"delta", v1}, {"delta of the last change only", tb.Revision() - 1}, {"up to date", tb.Revision()}} {
+		name   string
+		since  uint64
+		change func() // before the plan: a full plan's cached wire form must follow the table
+	}{
+		{"full", 0, nil},
+		{"delta", v1, nil},
+		{"delta of the last change only", tb.Revision() - 1, nil},
+		{"up to date", tb.Revision(), nil},
+		{"full after a change", 0, func() { tb.Upsert(testPeer(nodeName(9), 1)) }},
+		{"full after a removal", 0, func() { tb.Remove(nodeName(3)) }},
+		{"full after the agent's own change", 0, func() { tb.Upsert(testPeer(nodeName(0), 1)) }},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.change != nil {
+				tt.change()
+			}
 			want, wantFull := tb.Delta(nodeName(0), tt.since)
 			tb.mu.RLock()
 			got, gotFull := tb.deltaLocked(nodeName(0), tt.since, true)
