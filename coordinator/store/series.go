@@ -100,11 +100,7 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 	// report naming a node without an ID yet is encoded in it, once the
 	// names have their IDs (series_append.go).
 	items := make([]appendItem, len(reports))
-	all := make([]int, len(reports))
-	for i := range all {
-		all[i] = i
-	}
-	workers := prepAll(reports, items, all, &interner{cache: &s.nodes}, true)
+	workers := prepAll(reports, items, &s.nodes)
 	order := make([]int, 0, len(reports))
 	fresh := map[string]uint32{}
 	err = s.db.Update(func(tx *bolt.Tx) error {
@@ -112,7 +108,7 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 		// The names of reports naming new nodes (valid: prep checks
 		// first) get IDs here, each once, in the order the reports name
 		// them; then those reports are encoded on every core like the
-		// rest, without being validated again.
+		// rest.
 		var pending []int
 		for i := range items {
 			if items[i].pending {
@@ -125,7 +121,9 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 					return err
 				}
 			}
-			prepAll(reports, items, pending, &interner{cache: withFresh(&s.nodes, fresh)}, false)
+			if err := resolveAll(reports, items, workers, pending, fresh); err != nil {
+				return err
+			}
 		}
 		order = order[:0]
 		for i := range items {

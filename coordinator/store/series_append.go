@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -14,14 +13,24 @@ import (
 
 // This file holds AppendReports' preparation of reports, outside the
 // write transaction and on every core: validation, node IDs, sorting and
-// encoding (series.go writes the result).
+// encoding (series.go writes the result). A report naming a node the
+// cache has no ID for is validated and its entries built, the new names
+// standing for IDs to come (provisional, per worker); once the write
+// transaction has given the names IDs, in the order the reports name
+// them, its entries take them and it is encoded, also on every core.
 
 // appendItem is one report being prepared.
 type appendItem struct {
 	key, val []byte
 	err      error
-	valid    bool // Validate passed: a second prep does not check again
-	pending  bool // names a node without a cached ID
+	// pending says the report names a node without a cached ID: entries
+	// are its summaries, some provisional (of worker w's names), as src
+	// if srcProv.
+	pending bool
+	srcProv bool
+	src     uint32
+	entries []headEntry
+	w       *prepWorker
 }
 
 // namePos is where a node name was first seen: report index, summary
@@ -40,57 +49,80 @@ type prepWorker struct {
 	in *interner
 	// entries is scratch for one report's, reused report after report.
 	entries []headEntry
-	// missing, if not nil, collects the names without a cached ID and
-	// where this worker saw each first.
-	missing map[string]namePos
+	// names are the names this worker found without a cached ID, first
+	// seen at first, indexed by missing; ids are their IDs, once given.
+	names   []string
+	first   []namePos
+	missing map[string]uint32
+	ids     []uint32
 }
 
-// miss notes that name, seen at pos, has no cached ID.
-func (w *prepWorker) miss(name string, pos namePos) {
-	if w.missing == nil {
-		return
+// provisional is the index of name, seen at pos, in w.names.
+func (w *prepWorker) provisional(name string, pos namePos) uint32 {
+	if k, ok := w.missing[name]; ok {
+		return k
 	}
-	if _, ok := w.missing[name]; !ok {
-		w.missing[name] = pos
-	}
+	k := uint32(len(w.names))
+	w.missing[name] = k
+	w.names, w.first = append(w.names, name), append(w.first, pos)
+	return k
 }
 
-// prep validates and encodes report i, or marks it pending when it names
-// a node w has no ID for (noting the names).
+// prep validates report i and builds its entries; it encodes it if every
+// name it has has a cached ID, else marks it pending with the entries.
 func (w *prepWorker) prep(reports []series.Report, items []appendItem, i int) {
 	r, it := &reports[i], &items[i]
-	it.pending = false
-	if !it.valid {
-		if it.err = r.Validate(); it.err != nil {
-			return
-		}
-		it.valid = true
+	if it.err = r.Validate(); it.err != nil {
+		return
 	}
-	src, ok := w.in.cached(r.Src)
+	id, ok := w.in.cached(r.Src)
 	if !ok {
-		w.miss(r.Src, namePos{i, -1})
-		it.pending = true
+		id, it.srcProv, it.pending = w.provisional(r.Src, namePos{i, -1}), true, true
 	}
+	it.src = id
 	entries := w.entries[:0]
-	last, lastID := "", uint32(0)
+	last, lastID, prov := "", uint32(0), false
 	for j := range r.Summaries {
 		m := &r.Summaries[j]
 		if j == 0 || m.Dst != last {
 			id, ok := w.in.cached(m.Dst)
-			if !ok {
-				w.miss(m.Dst, namePos{i, j})
-				it.pending = true
+			if prov = !ok; prov {
+				id, it.pending = w.provisional(m.Dst, namePos{i, j}), true
 			}
 			last, lastID = m.Dst, id
 		}
-		if !it.pending {
-			entries = append(entries, headEntry{dst: lastID, pk: pathKind(m), j: int32(j)})
-		}
+		entries = append(entries, headEntry{dst: lastID, pk: pathKind(m), prov: prov, j: int32(j)})
 	}
-	w.entries = entries[:0]
 	if it.pending {
+		// Kept for after the IDs: the worker takes new scratch.
+		it.entries, it.w = entries, w
+		w.entries = make([]headEntry, 0, len(entries))
 		return
 	}
+	w.entries = entries[:0]
+	encodeItem(r, it, entries)
+}
+
+// resolve gives a pending report's provisional entries their IDs (its
+// worker's ids set) and encodes it.
+func resolve(r *series.Report, it *appendItem) {
+	ids := it.w.ids
+	if it.srcProv {
+		it.src = ids[it.src]
+	}
+	for k := range it.entries {
+		if e := &it.entries[k]; e.prov {
+			e.dst, e.prov = ids[e.dst], false
+		}
+	}
+	it.pending = false
+	encodeItem(r, it, it.entries)
+	it.entries, it.w = nil, nil
+}
+
+// encodeItem sorts the entries of a report whose IDs are known, refuses
+// it if two are the same, else sets its key and value.
+func encodeItem(r *series.Report, it *appendItem, entries []headEntry) {
 	// Agents list summaries in order: then one pass finds them sorted
 	// and distinct.
 	if !increasing(entries) {
@@ -102,9 +134,23 @@ func (w *prepWorker) prep(reports []series.Report, items []appendItem, i int) {
 			return
 		}
 	}
-	it.key = headKey(src, r.Seq)
+	it.key = headKey(it.src, r.Seq)
 	it.val = encodeHead(headBuf(headCap(len(entries))), r.Start, r.Period, r.Summaries, entries)
 }
+
+// increasing reports whether entries are sorted and distinct.
+func increasing(entries []headEntry) bool {
+	for j := 1; j < len(entries); j++ {
+		if entries[j-1].order() >= entries[j].order() {
+			return false
+		}
+	}
+	return true
+}
+
+// headCap is a head value's usual size for n summaries, enough for the
+// common ones (every probe answered, round trips under a few ms).
+func headCap(n int) int { return 16 + (n+headGroup-1)/headGroup*headIndexEntry + n*12 }
 
 // headBufs holds the buffers of head values once their transaction is
 // over (bbolt copies a value into its pages at the commit), for the next
@@ -131,62 +177,73 @@ func releaseHeads(items []appendItem) {
 	}
 }
 
-// increasing reports whether entries are sorted and distinct.
-func increasing(entries []headEntry) bool {
-	for j := 1; j < len(entries); j++ {
-		if entries[j-1].order() >= entries[j].order() {
-			return false
-		}
-	}
-	return true
-}
-
-// headCap is a head value's usual size for n summaries, enough for the
-// common ones (every probe answered, round trips under a few ms).
-func headCap(n int) int { return 16 + (n+headGroup-1)/headGroup*headIndexEntry + n*12 }
-
 // prepSummaries is how many summaries make it worth one more core.
 const prepSummaries = 4096
 
-// prepAll runs prep over the reports idx names, on up to every core (one
-// per prepSummaries summaries), each core taking the next report when it
-// is done with one; in is the interner of every worker (read-only while
-// they run), and collect says whether they note the names without an ID.
-// It returns the workers.
-func prepAll(reports []series.Report, items []appendItem, idx []int, in *interner, collect bool) []*prepWorker {
+// parallel calls fn(w, i) for every i of idx, on up to every core (one
+// per prepSummaries summaries of the reports idx names), each core
+// taking the next report when it is done with one, w from 0 to the
+// number of cores used; it returns that number, at most limit.
+func parallel(reports []series.Report, idx []int, limit int, fn func(w, i int)) int {
 	total := 0
 	for _, i := range idx {
 		total += len(reports[i].Summaries)
 	}
-	n := min(runtime.GOMAXPROCS(0), len(idx), max(1, total/prepSummaries))
-	workers := make([]*prepWorker, n)
-	for k := range workers {
-		workers[k] = &prepWorker{in: in}
-		if collect {
-			workers[k].missing = map[string]namePos{}
-		}
-	}
-	if n == 1 {
+	n := min(limit, len(idx), max(1, total/prepSummaries))
+	if n <= 1 {
 		for _, i := range idx {
-			workers[0].prep(reports, items, i)
+			fn(0, i)
 		}
-		return workers
+		return 1
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for _, w := range workers {
+	for w := range n {
 		wg.Go(func() {
 			for {
 				k := int(next.Add(1) - 1)
 				if k >= len(idx) {
 					return
 				}
-				w.prep(reports, items, idx[k])
+				fn(w, idx[k])
 			}
 		})
 	}
 	wg.Wait()
-	return workers
+	return n
+}
+
+// prepAll runs prep over every report on up to every core, the workers
+// reading the names of the cache c; it returns the workers used.
+func prepAll(reports []series.Report, items []appendItem, c *nodeCache) []*prepWorker {
+	all := make([]int, len(reports))
+	for i := range all {
+		all[i] = i
+	}
+	workers := make([]*prepWorker, max(1, runtime.GOMAXPROCS(0)))
+	for k := range workers {
+		workers[k] = &prepWorker{in: &interner{cache: c}, missing: map[string]uint32{}}
+	}
+	n := parallel(reports, all, len(workers), func(w, i int) { workers[w].prep(reports, items, i) })
+	return workers[:n]
+}
+
+// resolveAll gives the workers' names their IDs from fresh (the write
+// transaction's interner, which has given every one an ID) and encodes
+// the pending reports on every core.
+func resolveAll(reports []series.Report, items []appendItem, workers []*prepWorker, pending []int, fresh map[string]uint32) error {
+	for _, w := range workers {
+		w.ids = make([]uint32, len(w.names))
+		for k, name := range w.names {
+			id, ok := fresh[name]
+			if !ok {
+				return fmt.Errorf("node %q has no ID after the IDs were given", name)
+			}
+			w.ids[k] = id
+		}
+	}
+	parallel(reports, pending, runtime.GOMAXPROCS(0), func(_, i int) { resolve(&reports[i], &items[i]) })
+	return nil
 }
 
 // missingNames are the names the workers found without an ID, each once,
@@ -198,8 +255,8 @@ func missingNames(workers []*prepWorker) []string {
 	}
 	var all []seen
 	for _, w := range workers {
-		for name, pos := range w.missing {
-			all = append(all, seen{name, pos})
+		for k, name := range w.names {
+			all = append(all, seen{name, w.first[k]})
 		}
 	}
 	slices.SortFunc(all, func(a, b seen) int { return cmpPos(a.pos, b.pos) })
@@ -211,18 +268,5 @@ func missingNames(workers []*prepWorker) []string {
 			out = append(out, s.name)
 		}
 	}
-	return out
-}
-
-// withFresh is a cache of c's names and fresh's, for the workers of one
-// transaction (a lookup each, not one in c and one in fresh).
-func withFresh(c *nodeCache, fresh map[string]uint32) *nodeCache {
-	m := map[string]uint32{}
-	if old := c.byName.Load(); old != nil {
-		m = maps.Clone(*old)
-	}
-	maps.Copy(m, fresh)
-	out := &nodeCache{}
-	out.byName.Store(&m)
 	return out
 }

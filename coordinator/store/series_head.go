@@ -44,7 +44,11 @@ const (
 type headEntry struct {
 	dst uint32
 	pk  byte
-	j   int32 // index in the report's summaries
+	// prov says dst is not an ID yet but the index of a name in the
+	// preparing worker's (prepWorker.names), for a report naming new
+	// nodes.
+	prov bool
+	j    int32 // index in the report's summaries
 }
 
 // order is e's place in a sorted head: (dst, pk) as one integer.
