@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/meshperf/meshperf/coordinator/series"
 )
@@ -177,34 +176,21 @@ func releaseHeads(items []appendItem) {
 	}
 }
 
-// prepSummaries is how many summaries make it worth one more core.
-const prepSummaries = 4096
-
-// parallel calls fn(w, i) for every i of idx, on up to every core (one
-// per prepSummaries summaries of the reports idx names), each core
-// taking the next report when it is done with one, w from 0 to the
-// number of cores used; it returns that number, at most limit.
-func parallel(reports []series.Report, idx []int, limit int, fn func(w, i int)) int {
-	total := 0
-	for _, i := range idx {
-		total += len(reports[i].Summaries)
-	}
-	n := min(limit, len(idx), max(1, total/prepSummaries))
-	if n <= 1 {
+// parallel calls fn(w, i) for every i of idx, on up to limit cores (one
+// per 16 reports), w from 0 to the number of cores used, which it
+// returns; worker w takes the reports idx[w], idx[w+n], ...
+func parallel(idx []int, limit int, fn func(w, i int)) int {
+	n := min(limit, max(1, len(idx)/16))
+	if n == 1 {
 		for _, i := range idx {
 			fn(0, i)
 		}
 		return 1
 	}
-	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := range n {
 		wg.Go(func() {
-			for {
-				k := int(next.Add(1) - 1)
-				if k >= len(idx) {
-					return
-				}
+			for k := w; k < len(idx); k += n {
 				fn(w, idx[k])
 			}
 		})
@@ -224,7 +210,7 @@ func prepAll(reports []series.Report, items []appendItem, c *nodeCache) []*prepW
 	for k := range workers {
 		workers[k] = &prepWorker{in: &interner{cache: c}, missing: map[string]uint32{}}
 	}
-	n := parallel(reports, all, len(workers), func(w, i int) { workers[w].prep(reports, items, i) })
+	n := parallel(all, len(workers), func(w, i int) { workers[w].prep(reports, items, i) })
 	return workers[:n]
 }
 
@@ -242,7 +228,7 @@ func resolveAll(reports []series.Report, items []appendItem, workers []*prepWork
 			w.ids[k] = id
 		}
 	}
-	parallel(reports, pending, runtime.GOMAXPROCS(0), func(_, i int) { resolve(&reports[i], &items[i]) })
+	parallel(pending, runtime.GOMAXPROCS(0), func(_, i int) { resolve(&reports[i], &items[i]) })
 	return nil
 }
 

@@ -2,7 +2,10 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +63,22 @@ func names(prefix string, n int) []string {
 // gets its ID once, in the order the stored and validated reports first
 // name it, and that every summary reads back.
 func TestAppendReportsNewNodes(t *testing.T) {
-	big := names("big-", 1100) // 4,400 summaries a report: several cores
+	// 40 reports (prep takes one core per 16), each of a new src and
+	// naming 200 nodes, 10 new ones after the first.
+	big := names("big-", 600)
+	var many []series.Report
+	var manyOrder []string // the names as many first names them
+	seen := map[string]bool{}
+	for k := range 40 {
+		r := fleetReport(fmt.Sprintf("src-%02d", k), 1, big[k*10:k*10+200])
+		many = append(many, r)
+		for _, name := range append([]string{r.Src}, big[k*10:k*10+200]...) {
+			if !seen[name] {
+				seen[name] = true
+				manyOrder = append(manyOrder, name)
+			}
+		}
+	}
 	tests := []struct {
 		name    string
 		batches [][]series.Report
@@ -91,12 +109,9 @@ func TestAppendReportsNewNodes(t *testing.T) {
 			wantOrder: []string{"s", "a", "t", "y"},
 		},
 		{
-			name: "big reports on every core",
-			batches: [][]series.Report{
-				{fleetReport(big[0], 1, big[1:600]), fleetReport(big[1], 1, big[300:1100]), fleetReport(big[0], 2, big[1:1100]),
-					fleetReport(big[2], 1, big[:1100])},
-			},
-			wantOrder: big,
+			name:      "many reports on every core",
+			batches:   [][]series.Report{many},
+			wantOrder: manyOrder,
 		},
 	}
 	for _, tt := range tests {
@@ -203,4 +218,77 @@ func TestEncodeHeadEdges(t *testing.T) {
 			t.Errorf("summary %d dst %d, want %d", j, dsts[j], e.dst)
 		}
 	}
+}
+
+// FuzzHeadRoundTrip: summaries made of the input that validate come back
+// from encodeHead as Quantize makes them; bytes that are no head value
+// give ErrCorrupt, never a panic.
+func FuzzHeadRoundTrip(f *testing.F) {
+	f.Add([]byte("0123456789abcdefghijklmnopqrstuvwxyz"), uint32(1))
+	f.Add(make([]byte, 200), uint32(math.MaxUint32-40))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, uint32(7))
+	f.Fuzz(func(t *testing.T, data []byte, firstDst uint32) {
+		start, period := t0, 10*time.Second
+		var summaries []series.Summary
+		var entries []headEntry
+		var want []series.Sample
+		dst := uint64(firstDst)
+		for len(data) >= 16 && dst <= math.MaxUint32 {
+			b := data[:16]
+			data = data[16:]
+			sent := binary.LittleEndian.Uint32(b)
+			if b[4]&1 == 0 {
+				sent &= 0xff
+			}
+			received := min(sent, uint32(b[5])<<uint(b[6]%25))
+			rtt := func(k int) time.Duration { return time.Duration(binary.LittleEndian.Uint16(b[7+2*k:])) << (b[15] % 27) }
+			m := series.Summary{Dst: "d", Path: paths[b[4]>>1&1], Kind: kinds[b[4]>>2&1], Sent: sent, Received: received,
+				Status: measurev1.Status_STATUS_OK}
+			if received > 0 {
+				r := []time.Duration{rtt(0), rtt(1), rtt(2), rtt(3)}
+				slices.Sort(r)
+				m.RTTMin, m.RTTMedian, m.RTTP90, m.RTTMax = r[0], r[1], r[2], r[3]
+			}
+			if b[4]&8 != 0 || received < sent {
+				m.Status, m.Message = measurev1.Status_STATUS_TIMEOUT, strings.Repeat("x", int(b[4]>>4)*16)
+			}
+			if m.Validate() != nil {
+				continue
+			}
+			entries = append(entries, headEntry{dst: uint32(dst), pk: pathKind(&m), j: int32(len(summaries))})
+			summaries = append(summaries, m)
+			want = append(want, series.Quantize(m.Sample(start, period)))
+			dst += 1 + uint64(b[6])<<(b[5]%28)
+		}
+		v := encodeHead(nil, start, period, summaries, entries)
+		h, err := parseHead(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []series.Sample
+		err = h.each(func(d uint32, pk byte, s *series.Sample) error {
+			if e := entries[len(got)]; d != e.dst || pk != e.pk {
+				t.Errorf("summary %d: dst %d pk %d, want %d %d", len(got), d, pk, e.dst, e.pk)
+			}
+			got = append(got, *s)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got, timeEq); diff != "" {
+			t.Errorf("samples (-want +got):\n%s", diff)
+		}
+		// The same bytes cut short or altered decode or fail with
+		// ErrCorrupt.
+		for _, bad := range [][]byte{v[:len(v)/2], append(slices.Clone(v[:len(v)-1]), v[len(v)-1]^0x80)} {
+			h, err := parseHead(bad)
+			if err == nil {
+				err = h.each(func(uint32, byte, *series.Sample) error { return nil })
+			}
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Errorf("err = %v, want ErrCorrupt", err)
+			}
+		}
+	})
 }
