@@ -54,6 +54,16 @@ type prepWorker struct {
 	first   []namePos
 	missing map[string]uint32
 	ids     []uint32
+	// runs are the destinations of this worker's last report, one per
+	// run of summaries, as it found their IDs.
+	runs []dstRun
+}
+
+// dstRun is one destination's ID (or provisional index, if prov).
+type dstRun struct {
+	name string
+	id   uint32
+	prov bool
 }
 
 // provisional is the index of name, seen at pos, in w.names.
@@ -80,15 +90,30 @@ func (w *prepWorker) prep(reports []series.Report, items []appendItem, i int) {
 	}
 	it.src = id
 	entries := w.entries[:0]
-	last, lastID, prov := "", uint32(0), false
+	last, lastID, prov, run := "", uint32(0), false, 0
 	for j := range r.Summaries {
 		m := &r.Summaries[j]
 		if j == 0 || m.Dst != last {
-			id, ok := w.in.cached(m.Dst)
-			if prov = !ok; prov {
-				id, it.pending = w.provisional(m.Dst, namePos{i, j}), true
+			// Agents name their destinations in much the same order
+			// report after report: the name of the same run in this
+			// worker's previous report is compared before the maps are
+			// searched.
+			if run < len(w.runs) && w.runs[run].name == m.Dst {
+				lastID, prov = w.runs[run].id, w.runs[run].prov
+			} else {
+				id, ok := w.in.cached(m.Dst)
+				if prov = !ok; prov {
+					id = w.provisional(m.Dst, namePos{i, j})
+				}
+				lastID = id
+				if run < len(w.runs) {
+					w.runs[run] = dstRun{m.Dst, id, prov}
+				} else {
+					w.runs = append(w.runs, dstRun{m.Dst, id, prov})
+				}
 			}
-			last, lastID = m.Dst, id
+			last, run = m.Dst, run+1
+			it.pending = it.pending || prov
 		}
 		entries = append(entries, headEntry{dst: lastID, pk: pathKind(m), prov: prov, j: int32(j)})
 	}
