@@ -7,10 +7,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -100,96 +98,33 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 	}
 	// Validate and encode in parallel, outside the write transaction; a
 	// report naming a node without an ID yet is encoded in it, once the
-	// names have their IDs.
-	type item struct {
-		key, val []byte
-		err      error
-		pending  bool // names a new node
-	}
-	items := make([]item, len(reports))
-	// prep validates and encodes report i, or marks it pending when it
-	// names a node in has no ID for.
-	prep := func(i int, in *interner) {
-		r, it := &reports[i], &items[i]
-		it.pending = false
-		if it.err = r.Validate(); it.err != nil {
-			return
-		}
-		src, ok := in.cached(r.Src)
-		if !ok {
-			it.pending = true
-			return
-		}
-		entries := make([]headEntry, 0, len(r.Summaries))
-		last, lastID := "", uint32(0)
-		for j := range r.Summaries {
-			m := &r.Summaries[j]
-			if m.Dst != last || j == 0 {
-				id, ok := in.cached(m.Dst)
-				if !ok {
-					it.pending = true
-					return
-				}
-				last, lastID = m.Dst, id
-			}
-			entries = append(entries, headEntry{dst: lastID, pk: pathKind(m), j: int32(j)})
-		}
-		if !slices.IsSortedFunc(entries, cmpEntry) {
-			slices.SortStableFunc(entries, cmpEntry)
-		}
-		if j := dupEntry(entries); j >= 0 {
-			it.err = fmt.Errorf("%w: summaries %d and %d have the same dst %q, path %v and kind %v", series.ErrInvalid,
-				entries[j-1].j, entries[j].j, r.Summaries[entries[j].j].Dst, r.Summaries[entries[j].j].Path, r.Summaries[entries[j].j].Kind)
-			return
-		}
-		it.key = headKey(src, r.Seq)
-		it.val = encodeHead(make([]byte, 0, 16+len(entries)*14), r.Start, r.Period, r.Summaries, entries)
-	}
-	// prepAll runs prep over the items idx names, on every core; in makes
-	// each worker's interner (reading the cache, never the file).
-	prepAll := func(idx []int, in func() *interner) {
-		workers := min(runtime.GOMAXPROCS(0), max(1, len(idx)/16))
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				in := in()
-				for n := w; n < len(idx); n += workers {
-					prep(idx[n], in)
-				}
-			})
-		}
-		wg.Wait()
-	}
-	all := make([]int, len(reports))
-	for i := range all {
-		all[i] = i
-	}
-	prepAll(all, func() *interner { return &interner{cache: &s.nodes} })
+	// names have their IDs (series_append.go).
+	items := make([]appendItem, len(reports))
+	workers := prepAll(reports, items, &s.nodes)
 	order := make([]int, 0, len(reports))
 	fresh := map[string]uint32{}
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		in := interner{tx: tx, cache: &s.nodes, fresh: fresh}
-		// Reports naming new nodes (valid: prep checks first): their names
-		// get IDs here, then they are encoded on every core like the rest.
+		// The names of reports naming new nodes (valid: prep checks
+		// first) get IDs here, each once, in the order the reports name
+		// them; then those reports are encoded on every core like the
+		// rest.
 		var pending []int
 		for i := range items {
-			if !items[i].pending {
-				continue
-			}
-			pending = append(pending, i)
-			r := &reports[i]
-			if _, err := in.id(r.Src); err != nil {
-				return err
-			}
-			for j := range r.Summaries {
-				if j == 0 || r.Summaries[j].Dst != r.Summaries[j-1].Dst {
-					if _, err := in.id(r.Summaries[j].Dst); err != nil {
-						return err
-					}
-				}
+			if items[i].pending {
+				pending = append(pending, i)
 			}
 		}
-		prepAll(pending, func() *interner { return &interner{cache: &s.nodes, fresh: fresh} })
+		if len(pending) > 0 {
+			for _, name := range missingNames(workers) {
+				if _, err := in.id(name); err != nil {
+					return err
+				}
+			}
+			if err := resolveAll(reports, items, workers, pending, fresh); err != nil {
+				return err
+			}
+		}
 		order = order[:0]
 		for i := range items {
 			if items[i].pending {
@@ -226,6 +161,7 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 		}
 		return nil
 	})
+	releaseHeads(items) // bbolt holds values only until the transaction ends
 	if err != nil {
 		return nil, fmt.Errorf("store series reports: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/series"
@@ -43,8 +44,15 @@ const (
 type headEntry struct {
 	dst uint32
 	pk  byte
-	j   int32 // index in the report's summaries
+	// prov says dst is not an ID yet but the index of a name in the
+	// preparing worker's (prepWorker.names), for a report naming new
+	// nodes.
+	prov bool
+	j    int32 // index in the report's summaries
 }
+
+// order is e's place in a sorted head: (dst, pk) as one integer.
+func (e headEntry) order() uint64 { return uint64(e.dst)<<8 | uint64(e.pk) }
 
 func pathKind(m *series.Summary) byte { return byte(m.Path)<<4 | byte(m.Kind) }
 
@@ -60,44 +68,81 @@ func encodeHead(dst []byte, start time.Time, period time.Duration, summaries []s
 	dst = append(dst, make([]byte, groups*headIndexEntry)...)
 	body := len(dst)
 	for i, e := range entries {
-		if i%headGroup == 0 {
+		// A summary but its message takes at most maxSummaryBytes: it is
+		// written in place, without append's checks for each byte.
+		if cap(dst)-len(dst) < maxSummaryBytes {
+			dst = slices.Grow(dst, maxSummaryBytes+(len(entries)-i)*8)
+		}
+		n := len(dst)
+		b := dst[n : n+maxSummaryBytes]
+		k := 0
+		if i&(headGroup-1) == 0 {
 			ix := dst[index+i/headGroup*headIndexEntry:]
 			binary.BigEndian.PutUint32(ix, e.dst)
 			ix[4] = e.pk
-			binary.BigEndian.PutUint32(ix[5:], uint32(len(dst)-body))
+			binary.BigEndian.PutUint32(ix[5:], uint32(n-body))
 		} else {
-			dst = binary.AppendUvarint(dst, uint64(e.dst-entries[i-1].dst))
-			dst = append(dst, e.pk)
+			k = putUvarint(b, k, uint64(e.dst-entries[i-1].dst))
+			b[k] = e.pk
+			k++
 		}
 		m := &summaries[e.j]
+		ok, lossy := m.Status == measurev1.Status_STATUS_OK, m.Received != m.Sent
 		var flags byte
-		ok := m.Status == measurev1.Status_STATUS_OK
 		if !ok {
 			flags |= 1
 		}
-		if m.Received != m.Sent {
+		if lossy {
 			flags |= 2
 		}
-		dst = append(dst, flags)
-		dst = binary.AppendUvarint(dst, uint64(m.Sent))
-		if m.Received != m.Sent {
-			dst = binary.AppendUvarint(dst, uint64(m.Sent-m.Received))
+		b[k] = flags
+		k = putUvarint(b, k+1, uint64(m.Sent))
+		if lossy {
+			k = putUvarint(b, k, uint64(m.Sent-m.Received))
 		}
 		if !ok {
-			dst = binary.AppendUvarint(dst, uint64(m.Status))
-			dst = binary.AppendUvarint(dst, uint64(len(m.Message)))
-			dst = append(dst, m.Message...)
+			k = putUvarint(b, k, uint64(m.Status))
+			k = putUvarint(b, k, uint64(len(m.Message)))
+			dst = append(dst[:n+k], m.Message...)
+			n, k = len(dst), 0
+			if cap(dst)-n < maxSummaryBytes {
+				dst = slices.Grow(dst, maxSummaryBytes+(len(entries)-i)*8)
+			}
+			b = dst[n : n+maxSummaryBytes]
 		}
 		if m.Received > 0 {
-			mn, md := series.Ticks(m.RTTMin), series.Ticks(m.RTTMedian)
-			p90, mx := series.Ticks(m.RTTP90), series.Ticks(m.RTTMax)
-			dst = binary.AppendUvarint(dst, md)
-			dst = binary.AppendUvarint(dst, md-mn)
-			dst = binary.AppendUvarint(dst, p90-md)
-			dst = binary.AppendUvarint(dst, mx-p90)
+			mn, md, p90, mx := ticks(m.RTTMin), ticks(m.RTTMedian), ticks(m.RTTP90), ticks(m.RTTMax)
+			k = putUvarint(b, k, md)
+			k = putUvarint(b, k, md-mn)
+			k = putUvarint(b, k, p90-md)
+			k = putUvarint(b, k, mx-p90)
 		}
+		dst = dst[:n+k]
 	}
 	return dst
+}
+
+// maxSummaryBytes bounds a head summary's bytes but its message's: dst
+// delta and sent, lost, status and message length (5 each at most, as
+// uint32s), pk, flags and four round trips (of at most MaxRTT, 36e9
+// ticks: 6 each).
+const maxSummaryBytes = 5*5 + 2 + 4*6
+
+// ticks is series.Ticks(d) for a validated d (in [0, MaxRTT]), in
+// unsigned arithmetic (a division by a constant without the sign's fix).
+func ticks(d time.Duration) uint64 {
+	return uint64(d+series.RTTResolution/2) / uint64(series.RTTResolution)
+}
+
+// putUvarint writes x as a uvarint at b[k:] and returns the index after.
+func putUvarint(b []byte, k int, x uint64) int {
+	for x >= 0x80 {
+		b[k] = byte(x) | 0x80
+		x >>= 7
+		k++
+	}
+	b[k] = byte(x)
+	return k + 1
 }
 
 // head is a parsed head value.
