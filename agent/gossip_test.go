@@ -25,6 +25,10 @@ import (
 // sends heartbeats: its heartbeat timeout is long.
 type gossipCoordinator struct {
 	deltas bool
+	// quiet names the nodes told Registered.gossip_quiet, and push their
+	// channels of messages to send them (both set before any agent runs).
+	quiet map[string]bool
+	push  map[string]chan *agentv1.ConnectResponse
 
 	mu    sync.Mutex
 	regs  map[string]*agentv1.Register
@@ -54,9 +58,23 @@ func (gc *gossipCoordinator) connect(s grpc.BidiStreamingServer[agentv1.ConnectR
 	gc.mu.Unlock()
 	if err := s.Send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{
 		CoordinatorVersion: "fake", HeartbeatInterval: durationpb.New(50 * time.Millisecond), HeartbeatTimeout: durationpb.New(time.Minute),
-		GossipSeeds: seeds, GossipDeltas: gc.deltas,
+		GossipSeeds: seeds, GossipDeltas: gc.deltas, GossipQuiet: gc.quiet[reg.GetNodeName()],
 	}}}); err != nil {
 		return err
+	}
+	if push := gc.push[reg.GetNodeName()]; push != nil {
+		go func() { // owner: this session; ends with its stream
+			for {
+				select {
+				case m := <-push:
+					if s.Send(m) != nil {
+						return
+					}
+				case <-s.Context().Done():
+					return
+				}
+			}
+		}()
 	}
 	for {
 		m, err := s.Recv()
@@ -236,5 +254,38 @@ func TestGossipViewsWholeThenDeltas(t *testing.T) {
 				t.Errorf("node-a sent %d views; want the whole one and later ones", len(msgs))
 			}
 		})
+	}
+}
+
+// TestGossipQuietUntilReporting: an agent told to be quiet
+// (Registered.gossip_quiet) gossips but sends no view until
+// GossipReporting turns its views on; then a whole view of the pool as it
+// is. Were it not quiet, its first view would be the one of its session's
+// start, which lists only itself.
+func TestGossipQuietUntilReporting(t *testing.T) {
+	const alive = agentv1.GossipState_GOSSIP_STATE_ALIVE
+	gc := newGossipCoordinator(true)
+	gc.quiet = map[string]bool{"node-a": true}
+	gc.push = map[string]chan *agentv1.ConnectResponse{"node-a": make(chan *agentv1.ConnectResponse, 1)}
+	target := startFake(t, gc.connect)
+	cfgA := baseConfig(t, target, "node-a")
+	cfgA.GossipPort = testnet.FreePort(t)
+	runGossipAgent(t, cfgA)
+	waitFor(t, "node-a registered", func() bool { return gc.registration("node-a") != nil })
+	cfgB := baseConfig(t, target, "node-b")
+	cfgB.GossipPort = testnet.FreePort(t)
+	runGossipAgent(t, cfgB)
+	// node-b (not quiet) joined through node-a: both know each other.
+	waitFor(t, "node-b sees node-a alive", func() bool { return gc.view("node-b")["node-a"] == alive })
+	gc.push["node-a"] <- &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_GossipReporting{
+		GossipReporting: &agentv1.GossipReporting{Report: true}}}
+	waitFor(t, "node-a's first view", func() bool { return len(gc.messages("node-a")) > 0 })
+	first := gc.messages("node-a")[0]
+	names := map[string]agentv1.GossipState{}
+	for _, m := range first.GetMembers() {
+		names[m.GetNodeName()] = m.GetState()
+	}
+	if first.GetDelta() || names["node-a"] != alive || names["node-b"] != alive {
+		t.Errorf("node-a's first view: delta %v, members %v; want a whole view with node-a and node-b alive", first.GetDelta(), names)
 	}
 }

@@ -128,6 +128,9 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	// Also when there are none: a reader of the log (the lab's e2e tests)
 	// knows from it how many "result sent ... resent=true" lines follow.
 	a.log.Debug("result backlog read", "results", len(backlog))
+	// reporting carries GossipReporting from this receive loop to the
+	// sendLoop, the latest one first (capacity 1, replaced when full).
+	reporting := make(chan bool, 1)
 	var wg sync.WaitGroup
 	defer func() {
 		a.outMu.Lock()
@@ -146,7 +149,7 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	wg.Add(1)
 	go func() { // owner: session; ends with ctx
 		defer wg.Done()
-		a.sendLoop(ctx, stream, backlog, reports, ob.ch, interval, reg.GetGossipDeltas(), cancel)
+		a.sendLoop(ctx, stream, backlog, reports, ob.ch, interval, reg.GetGossipDeltas(), !reg.GetGossipQuiet(), reporting, cancel)
 	}()
 	if seeds := pickSeeds(reg.GetGossipSeeds()); a.gossip != nil && len(seeds) > 0 {
 		wg.Add(1)
@@ -215,6 +218,13 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 				a.log.Error("forget acknowledged results; they will be sent again", "test_ids", len(ids), "err", err)
 			}
 			a.log.Debug("results acknowledged", "test_ids", len(ids), "removed", n, "spooled", a.spool.Len())
+		case *agentv1.ConnectResponse_GossipReporting:
+			select { // only the latest matters
+			case <-reporting:
+			default:
+			}
+			reporting <- msg.GossipReporting.GetReport()
+			a.log.Info("gossip views", "report", msg.GossipReporting.GetReport())
 		case *agentv1.ConnectResponse_Heartbeat, *agentv1.ConnectResponse_Registered:
 		default:
 			a.log.Warn("unknown message from the coordinator", "type", fmt.Sprintf("%T", msg))
@@ -263,11 +273,13 @@ func (a *Agent) clientDone(r *agentv1.WorkResult) {
 // sendLoop is the only sender on the stream: first the backlog (spooled
 // results, oldest first), then queued messages, a heartbeat every
 // interval and, with gossip, the gossip views (whole first, then deltas if
-// the coordinator takes them: see gossipDebounce). It logs every client
-// result it sent.
+// the coordinator takes them: see gossipDebounce) while the coordinator
+// wants them: from the start if report (Registered.gossip_quiet unset),
+// then as the latest value on reporting says (GossipReporting). It logs
+// every client result it sent.
 func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[agentv1.ConnectRequest, agentv1.ConnectResponse],
 	backlog []*agentv1.WorkResult, reports []*agentv1.ProbeReport, out <-chan *agentv1.ConnectRequest, interval time.Duration,
-	deltas bool, cancel context.CancelCauseFunc) {
+	deltas, report bool, reporting <-chan bool, cancel context.CancelCauseFunc) {
 	if len(backlog) > 0 {
 		a.log.Info("sending again the results the coordinator has not acknowledged", "results", len(backlog))
 	}
@@ -293,24 +305,37 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 			return
 		}
 	}
-	var changes <-chan struct{}                   // nil without gossip: never ready
+	var changes <-chan struct{}                   // nil without gossip views: never ready
 	var refresh, resync, settled <-chan time.Time // likewise; settled: the debounce after a change is over
 	views := newGossipViews(deltas)
 	debounce := time.NewTimer(gossipDebounce)
 	debounce.Stop()
 	defer debounce.Stop()
-	if a.gossip != nil {
-		changes = a.gossip.Changes()
-		rt := time.NewTicker(gossipViewRefresh)
-		defer rt.Stop()
-		refresh = rt.C
-		st := time.NewTicker(gossipResync)
-		defer st.Stop()
-		resync = st.C
-		if err := stream.Send(views.whole(a.gossip.Members())); err != nil {
-			cancel(fmt.Errorf("send: %w", err))
-			return
+	rt := time.NewTicker(gossipViewRefresh)
+	defer rt.Stop()
+	st := time.NewTicker(gossipResync)
+	defer st.Stop()
+	viewsOn := false
+	// setViews turns the gossip views on (a whole view now, then deltas,
+	// refreshes and resyncs) or off; nil or the send's error.
+	setViews := func(on bool) error {
+		if a.gossip == nil || on == viewsOn {
+			return nil
 		}
+		viewsOn = on
+		if !on {
+			changes, refresh, resync, settled = nil, nil, nil, nil
+			debounce.Stop()
+			return nil
+		}
+		changes, refresh, resync = a.gossip.Changes(), rt.C, st.C
+		rt.Reset(gossipViewRefresh)
+		st.Reset(gossipResync)
+		return stream.Send(views.whole(a.gossip.Members()))
+	}
+	if err := setViews(report); err != nil {
+		cancel(fmt.Errorf("send: %w", err))
+		return
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -320,6 +345,12 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 		case <-ctx.Done():
 			return
 		case m = <-out:
+		case on := <-reporting:
+			if err := setViews(on); err != nil {
+				cancel(fmt.Errorf("send: %w", err))
+				return
+			}
+			continue
 		case <-changes:
 			if settled == nil { // else the pending debounce covers this change too
 				debounce.Reset(gossipDebounce)

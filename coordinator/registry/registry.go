@@ -141,7 +141,18 @@ type Config struct {
 	// Reports takes the agents' probe reports; nil drops them (and
 	// acknowledges nothing).
 	Reports ReportSink
+	// GossipReporters is how many of the connected agents that gossip send
+	// their gossip views (Registered.gossip_quiet tells the others not
+	// to); when a reporter leaves, a quiet agent is made one. Memberlist
+	// converges to one view, so a few dozen reporters tell what all would,
+	// while all 5,000 of a large cluster would upload 25 million members
+	// at every start and resync. Zero means DefaultGossipReporters; a
+	// negative value means every agent reports.
+	GossipReporters int
 }
+
+// DefaultGossipReporters is Config.GossipReporters' default.
+const DefaultGossipReporters = 32
 
 // DefaultPlansInFlight is Config.PlansInFlight's default: 128 full plans,
 // some 250 MB at 5,000 peers each (built, then encoded).
@@ -222,8 +233,11 @@ type Registry struct {
 	// legacy counts the connected sessions without a probe plan, which
 	// take Endpoints of every node (announceEndpoints).
 	legacy int
-	known  map[string]*meshv1.Agent // by node name: every agent ever seen
-	late   LateHandler              // set by HandleLate
+	// reporters counts the connected sessions that send gossip views
+	// (session.reporter; Config.GossipReporters bounds it).
+	reporters int
+	known     map[string]*meshv1.Agent // by node name: every agent ever seen
+	late      LateHandler              // set by HandleLate
 	// registering counts per node the registrations between their
 	// ServiceIPs call and their attach or refusal (registering.go).
 	registering map[string]int
@@ -245,6 +259,9 @@ type Registry struct {
 func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if cfg.Recorder == nil {
 		return nil, errors.New("registry: Config.Recorder is nil")
+	}
+	if cfg.GossipReporters == 0 {
+		cfg.GossipReporters = DefaultGossipReporters
 	}
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = time.Second
@@ -489,6 +506,10 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 	}
 	r.sessions[s.node.Name] = s
 	r.indexLocked(s)
+	if s.node.GossipPort != 0 && (r.cfg.GossipReporters < 0 || r.reporters < r.cfg.GossipReporters) {
+		s.reporter = true
+		r.reporters++
+	}
 	r.known[s.node.Name] = a
 	r.mu.Unlock()
 	r.planJoin(s.node, a.GetMaintenance())
@@ -512,6 +533,7 @@ func (r *Registry) detach(ctx context.Context, s *session) {
 	if current {
 		delete(r.sessions, s.node.Name)
 		r.unindexLocked(s)
+		r.promoteLocked()
 		if a = r.known[s.node.Name]; a != nil {
 			a.Connected = false
 			a.LastSeenTime = timestamppb.New(s.lastSeen())
@@ -535,75 +557,6 @@ func (r *Registry) persist(ctx context.Context, a *meshv1.Agent) {
 	defer cancel()
 	if err := r.cfg.Recorder.PutAgent(ctx, a); err != nil {
 		r.log.Error("persist agent", "node", a.GetNodeName(), "err", err)
-	}
-}
-
-// endpoints builds the Endpoints message of the connected nodes; for a
-// session that follows the probe plans, the external targets only (its
-// plan gives it the nodes).
-func (r *Registry) endpoints(s *session) *agentv1.Endpoints {
-	ep := &agentv1.Endpoints{}
-	if s.follower != nil {
-		ep.ExternalTargets = r.cfg.ExternalTargets
-		return ep
-	}
-	for _, n := range r.Ready() {
-		r.mu.Lock()
-		a := r.known[n.Name]
-		r.mu.Unlock()
-		if a == nil {
-			continue
-		}
-		ep.Nodes = append(ep.Nodes, &agentv1.NodeEndpoint{NodeName: n.Name, Addresses: a.GetAddresses(), ServiceIp: a.GetServiceIp()})
-	}
-	ep.ExternalTargets = r.cfg.ExternalTargets // never modified after New
-	return ep
-}
-
-// announceEndpoints tells every session that does not follow the probe
-// plans to send the current endpoints (followers learn the nodes from
-// their plans' deltas).
-func (r *Registry) announceEndpoints() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.legacy == 0 {
-		return // every session follows a plan: O(1) per registration
-	}
-	for _, s := range r.sessions {
-		if s.follower != nil {
-			continue
-		}
-		select {
-		case s.endpointsDirty <- struct{}{}:
-		default: // already pending
-		}
-	}
-}
-
-// indexLocked adds s, just made its node's current session, to the
-// address index and the legacy count; r.mu is held.
-func (r *Registry) indexLocked(s *session) {
-	for _, a := range s.node.addrs() {
-		r.addrs[a] = append(r.addrs[a], s)
-	}
-	if s.follower == nil {
-		r.legacy++
-	}
-}
-
-// unindexLocked takes s, no longer its node's current session, out of
-// the address index and the legacy count; r.mu is held.
-func (r *Registry) unindexLocked(s *session) {
-	for _, a := range s.node.addrs() {
-		kept := slices.DeleteFunc(r.addrs[a], func(o *session) bool { return o == s })
-		if len(kept) == 0 {
-			delete(r.addrs, a)
-		} else {
-			r.addrs[a] = kept
-		}
-	}
-	if s.follower == nil {
-		r.legacy--
 	}
 }
 

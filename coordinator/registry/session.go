@@ -84,7 +84,12 @@ type session struct {
 	follower        *probeplan.Follower
 	planVersion     atomic.Uint64
 	reportAcksDirty chan struct{} // a ReportAck is to be sent
-	lastReportWarn  time.Time     // session loop only
+	// reporter says the agent sends gossip views (Config.GossipReporters),
+	// under the registry's mu; reportDirty is signalled when it became one
+	// after its Registered, so that the loop sends GossipReporting.
+	reporter       bool
+	reportDirty    chan struct{}
+	lastReportWarn time.Time // session loop only
 	// hbInterval and hbTimeout are the session's heartbeat parameters
 	// (Registry.heartbeats), set before its loop starts.
 	hbInterval, hbTimeout time.Duration
@@ -101,7 +106,7 @@ func newSession(node Node) *session {
 	return &session{
 		node: node, out: make(chan *agentv1.Work, 16), endpointsDirty: make(chan struct{}, 1),
 		acksDirty: make(chan struct{}, 1), lateReady: make(chan struct{}, 1), reportAcksDirty: make(chan struct{}, 1),
-		done: make(chan struct{}), pending: map[pendingKey]chan *agentv1.WorkResult{}, seen: time.Now(),
+		reportDirty: make(chan struct{}, 1), done: make(chan struct{}), pending: map[pendingKey]chan *agentv1.WorkResult{}, seen: time.Now(),
 	}
 }
 
@@ -336,6 +341,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		HeartbeatTimeout:   durationpb.New(s.hbTimeout),
 		GossipSeeds:        r.gossipSeeds(node.Name),
 		GossipDeltas:       true,
+		GossipQuiet:        node.GossipPort != 0 && !r.isReporter(s),
 	}}})
 	if err != nil {
 		err = fmt.Errorf("send registered: %w", err)
@@ -461,6 +467,9 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 			return ctx.Err()
 		case <-s.done:
 			return s.endErr
+		case <-s.reportDirty:
+			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_GossipReporting{
+				GossipReporting: &agentv1.GossipReporting{Report: r.isReporter(s)}}})
 		case slot.wanted() <- struct{}{}:
 			slot.took()
 			if len(held) > 0 {

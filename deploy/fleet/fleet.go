@@ -383,6 +383,7 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 	plan := &heldPlan{peers: newBitset(a.f.cfg.Nodes)}
 	var current bool
 	planC := make(chan *agentv1.ProbePlan, 16)
+	reportingC := make(chan bool, 1) // GossipReporting, the latest only
 	recvErr := make(chan error, 1)
 	go func() { // owner: session; ends when Recv fails after cancel
 		for {
@@ -405,19 +406,35 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 			case *agentv1.ConnectResponse_Work:
 				a.f.work.Add(1)
 				send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: answer(msg.Work)}})
+			case *agentv1.ConnectResponse_GossipReporting:
+				select {
+				case <-reportingC:
+				default:
+				}
+				reportingC <- msg.GossipReporting.GetReport()
 			}
 		}
 	}()
 	for _, r := range a.pending() { // what the last coordinator did not acknowledge
 		send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: r}})
 	}
+	// Gossip views as an agent sends them: whole at registration unless
+	// the coordinator asked for quiet, whole again when GossipReporting
+	// turns them on, and every GossipEvery while on.
 	var gossipC <-chan time.Time
-	if a.f.cfg.Gossip {
-		send(a.gossipView(known))
-		g := time.NewTicker(a.f.cfg.GossipEvery)
-		defer g.Stop()
-		gossipC = g.C
+	g := time.NewTicker(a.f.cfg.GossipEvery)
+	defer g.Stop()
+	setViews := func(on bool, n int) {
+		if !a.f.cfg.Gossip || on == (gossipC != nil) {
+			return
+		}
+		if gossipC = nil; on {
+			send(a.gossipView(n))
+			g.Reset(a.f.cfg.GossipEvery)
+			gossipC = g.C
+		}
 	}
+	setViews(!r.GetGossipQuiet(), known)
 	reportC := make(<-chan time.Time)
 	var reportT *time.Ticker
 	defer func() {
@@ -480,6 +497,8 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 			send(a.report(plan))
 		case <-gossipC:
 			send(a.gossipView(int(a.f.joins.Load())))
+		case on := <-reportingC:
+			setViews(on, int(a.f.joins.Load()))
 		}
 	}
 }

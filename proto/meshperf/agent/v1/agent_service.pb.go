@@ -268,6 +268,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_ResultAck
 	//	*ConnectResponse_ProbePlan
 	//	*ConnectResponse_ReportAck
+	//	*ConnectResponse_GossipReporting
 	Msg           isConnectResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -373,6 +374,15 @@ func (x *ConnectResponse) GetReportAck() *ReportAck {
 	return nil
 }
 
+func (x *ConnectResponse) GetGossipReporting() *GossipReporting {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectResponse_GossipReporting); ok {
+			return x.GossipReporting
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Msg interface {
 	isConnectResponse_Msg()
 }
@@ -416,6 +426,12 @@ type ConnectResponse_ReportAck struct {
 	ReportAck *ReportAck `protobuf:"bytes,7,opt,name=report_ack,json=reportAck,proto3,oneof"`
 }
 
+type ConnectResponse_GossipReporting struct {
+	// gossip_reporting turns the agent's gossip views on or off for the
+	// rest of the session (see Registered.gossip_quiet).
+	GossipReporting *GossipReporting `protobuf:"bytes,8,opt,name=gossip_reporting,json=gossipReporting,proto3,oneof"`
+}
+
 func (*ConnectResponse_Registered) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Heartbeat) isConnectResponse_Msg() {}
@@ -429,6 +445,55 @@ func (*ConnectResponse_ResultAck) isConnectResponse_Msg() {}
 func (*ConnectResponse_ProbePlan) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_ReportAck) isConnectResponse_Msg() {}
+
+func (*ConnectResponse_GossipReporting) isConnectResponse_Msg() {}
+
+// GossipReporting says whether the agent sends its gossip views.
+type GossipReporting struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// report true: send a whole view now, then deltas and resyncs as after
+	// a registration without gossip_quiet; false: send no more views.
+	Report        bool `protobuf:"varint,1,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GossipReporting) Reset() {
+	*x = GossipReporting{}
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GossipReporting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GossipReporting) ProtoMessage() {}
+
+func (x *GossipReporting) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GossipReporting.ProtoReflect.Descriptor instead.
+func (*GossipReporting) Descriptor() ([]byte, []int) {
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GossipReporting) GetReport() bool {
+	if x != nil {
+		return x.Report
+	}
+	return false
+}
 
 // ResultAck acknowledges WorkResults of run_client work: the coordinator
 // has stored them (or will never store them, e.g. because their run is
@@ -445,7 +510,7 @@ type ResultAck struct {
 
 func (x *ResultAck) Reset() {
 	*x = ResultAck{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[2]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +522,7 @@ func (x *ResultAck) String() string {
 func (*ResultAck) ProtoMessage() {}
 
 func (x *ResultAck) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[2]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +535,7 @@ func (x *ResultAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultAck.ProtoReflect.Descriptor instead.
 func (*ResultAck) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{2}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ResultAck) GetTestIds() []string {
@@ -511,7 +576,7 @@ type Register struct {
 
 func (x *Register) Reset() {
 	*x = Register{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[3]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +588,7 @@ func (x *Register) String() string {
 func (*Register) ProtoMessage() {}
 
 func (x *Register) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[3]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +601,7 @@ func (x *Register) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Register.ProtoReflect.Descriptor instead.
 func (*Register) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{3}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Register) GetNodeName() string {
@@ -617,7 +682,7 @@ type NetworkAddress struct {
 
 func (x *NetworkAddress) Reset() {
 	*x = NetworkAddress{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[4]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +694,7 @@ func (x *NetworkAddress) String() string {
 func (*NetworkAddress) ProtoMessage() {}
 
 func (x *NetworkAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[4]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +707,7 @@ func (x *NetworkAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAddress.ProtoReflect.Descriptor instead.
 func (*NetworkAddress) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{4}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *NetworkAddress) GetNetwork() v1.Network {
@@ -681,7 +746,7 @@ type ToolInfo struct {
 
 func (x *ToolInfo) Reset() {
 	*x = ToolInfo{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[5]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +758,7 @@ func (x *ToolInfo) String() string {
 func (*ToolInfo) ProtoMessage() {}
 
 func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[5]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +771,7 @@ func (x *ToolInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
 func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{5}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ToolInfo) GetTool() v1.Tool {
@@ -749,14 +814,22 @@ type Registered struct {
 	// (GossipView.delta). An agent sends deltas only when it is set, so that
 	// an older coordinator, which would take a delta for a whole view, only
 	// ever gets whole views.
-	GossipDeltas  bool `protobuf:"varint,5,opt,name=gossip_deltas,json=gossipDeltas,proto3" json:"gossip_deltas,omitempty"`
+	GossipDeltas bool `protobuf:"varint,5,opt,name=gossip_deltas,json=gossipDeltas,proto3" json:"gossip_deltas,omitempty"`
+	// gossip_quiet asks the agent to gossip but send no GossipView until a
+	// GossipReporting turns its views on. The coordinator takes views from a
+	// bounded set of reporters (memberlist converges to one view, so a few
+	// dozen reporters say what 5,000 would, without 5,000 x 5,000 members
+	// to decode at every resync); it promotes another agent when a reporter
+	// leaves. An agent that predates this field sends its views anyway,
+	// which the coordinator still takes.
+	GossipQuiet   bool `protobuf:"varint,6,opt,name=gossip_quiet,json=gossipQuiet,proto3" json:"gossip_quiet,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Registered) Reset() {
 	*x = Registered{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[6]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +841,7 @@ func (x *Registered) String() string {
 func (*Registered) ProtoMessage() {}
 
 func (x *Registered) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[6]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +854,7 @@ func (x *Registered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Registered.ProtoReflect.Descriptor instead.
 func (*Registered) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{6}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Registered) GetCoordinatorVersion() string {
@@ -819,6 +892,13 @@ func (x *Registered) GetGossipDeltas() bool {
 	return false
 }
 
+func (x *Registered) GetGossipQuiet() bool {
+	if x != nil {
+		return x.GossipQuiet
+	}
+	return false
+}
+
 // GossipView is what an agent's memberlist knows of the pool, whole or as
 // the changes since the previous view of the same session.
 //
@@ -848,7 +928,7 @@ type GossipView struct {
 
 func (x *GossipView) Reset() {
 	*x = GossipView{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +940,7 @@ func (x *GossipView) String() string {
 func (*GossipView) ProtoMessage() {}
 
 func (x *GossipView) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +953,7 @@ func (x *GossipView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GossipView.ProtoReflect.Descriptor instead.
 func (*GossipView) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{7}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GossipView) GetMembers() []*GossipMember {
@@ -905,7 +985,7 @@ type GossipMember struct {
 
 func (x *GossipMember) Reset() {
 	*x = GossipMember{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +997,7 @@ func (x *GossipMember) String() string {
 func (*GossipMember) ProtoMessage() {}
 
 func (x *GossipMember) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1010,7 @@ func (x *GossipMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GossipMember.ProtoReflect.Descriptor instead.
 func (*GossipMember) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{8}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GossipMember) GetNodeName() string {
@@ -965,7 +1045,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1057,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1070,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{9}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Heartbeat) GetSendTime() *timestamppb.Timestamp {
@@ -1015,7 +1095,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1107,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1120,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Endpoints) GetNodes() []*NodeEndpoint {
@@ -1079,7 +1159,7 @@ type ExternalTarget struct {
 
 func (x *ExternalTarget) Reset() {
 	*x = ExternalTarget{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1171,7 @@ func (x *ExternalTarget) String() string {
 func (*ExternalTarget) ProtoMessage() {}
 
 func (x *ExternalTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1184,7 @@ func (x *ExternalTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalTarget.ProtoReflect.Descriptor instead.
 func (*ExternalTarget) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExternalTarget) GetName() string {
@@ -1143,7 +1223,7 @@ type NodeEndpoint struct {
 
 func (x *NodeEndpoint) Reset() {
 	*x = NodeEndpoint{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1235,7 @@ func (x *NodeEndpoint) String() string {
 func (*NodeEndpoint) ProtoMessage() {}
 
 func (x *NodeEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1248,7 @@ func (x *NodeEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEndpoint.ProtoReflect.Descriptor instead.
 func (*NodeEndpoint) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NodeEndpoint) GetNodeName() string {
@@ -1213,7 +1293,7 @@ type Work struct {
 
 func (x *Work) Reset() {
 	*x = Work{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1305,7 @@ func (x *Work) String() string {
 func (*Work) ProtoMessage() {}
 
 func (x *Work) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1318,7 @@ func (x *Work) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Work.ProtoReflect.Descriptor instead.
 func (*Work) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Work) GetTestId() string {
@@ -1328,7 +1408,7 @@ type StartServer struct {
 
 func (x *StartServer) Reset() {
 	*x = StartServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1420,7 @@ func (x *StartServer) String() string {
 func (*StartServer) ProtoMessage() {}
 
 func (x *StartServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1433,7 @@ func (x *StartServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServer.ProtoReflect.Descriptor instead.
 func (*StartServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StartServer) GetTool() v1.Tool {
@@ -1379,7 +1459,7 @@ type StopServer struct {
 
 func (x *StopServer) Reset() {
 	*x = StopServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1471,7 @@ func (x *StopServer) String() string {
 func (*StopServer) ProtoMessage() {}
 
 func (x *StopServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1484,7 @@ func (x *StopServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServer.ProtoReflect.Descriptor instead.
 func (*StopServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
 }
 
 // RunClient runs a test's client in one network of the agent's node.
@@ -1430,7 +1510,7 @@ type RunClient struct {
 
 func (x *RunClient) Reset() {
 	*x = RunClient{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1522,7 @@ func (x *RunClient) String() string {
 func (*RunClient) ProtoMessage() {}
 
 func (x *RunClient) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1535,7 @@ func (x *RunClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunClient.ProtoReflect.Descriptor instead.
 func (*RunClient) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RunClient) GetSpec() *v1.TestSpec {
@@ -1524,7 +1604,7 @@ type WorkResult struct {
 
 func (x *WorkResult) Reset() {
 	*x = WorkResult{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1616,7 @@ func (x *WorkResult) String() string {
 func (*WorkResult) ProtoMessage() {}
 
 func (x *WorkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1629,7 @@ func (x *WorkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResult.ProtoReflect.Descriptor instead.
 func (*WorkResult) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WorkResult) GetTestId() string {
@@ -1647,7 +1727,7 @@ type ServerStarted struct {
 
 func (x *ServerStarted) Reset() {
 	*x = ServerStarted{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1739,7 @@ func (x *ServerStarted) String() string {
 func (*ServerStarted) ProtoMessage() {}
 
 func (x *ServerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1752,7 @@ func (x *ServerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStarted.ProtoReflect.Descriptor instead.
 func (*ServerStarted) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{18}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ServerStarted) GetPort() uint32 {
@@ -1708,7 +1788,7 @@ type ClientDone struct {
 
 func (x *ClientDone) Reset() {
 	*x = ClientDone{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1800,7 @@ func (x *ClientDone) String() string {
 func (*ClientDone) ProtoMessage() {}
 
 func (x *ClientDone) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1813,7 @@ func (x *ClientDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientDone.ProtoReflect.Descriptor instead.
 func (*ClientDone) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{19}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClientDone) GetResults() []*v1.Result {
@@ -1752,7 +1832,7 @@ type ServerStopped struct {
 
 func (x *ServerStopped) Reset() {
 	*x = ServerStopped{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +1844,7 @@ func (x *ServerStopped) String() string {
 func (*ServerStopped) ProtoMessage() {}
 
 func (x *ServerStopped) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +1857,7 @@ func (x *ServerStopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStopped.ProtoReflect.Descriptor instead.
 func (*ServerStopped) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{20}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{21}
 }
 
 var File_meshperf_agent_v1_agent_service_proto protoreflect.FileDescriptor
@@ -1794,7 +1874,7 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"gossipView\x127\n" +
 	"\bplan_ack\x18\x05 \x01(\v2\x1a.meshperf.agent.v1.PlanAckH\x00R\aplanAck\x12C\n" +
 	"\fprobe_report\x18\x06 \x01(\v2\x1e.meshperf.agent.v1.ProbeReportH\x00R\vprobeReportB\x05\n" +
-	"\x03msg\"\xc1\x03\n" +
+	"\x03msg\"\x92\x04\n" +
 	"\x0fConnectResponse\x12?\n" +
 	"\n" +
 	"registered\x18\x01 \x01(\v2\x1d.meshperf.agent.v1.RegisteredH\x00R\n" +
@@ -1807,8 +1887,11 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"probe_plan\x18\x06 \x01(\v2\x1c.meshperf.agent.v1.ProbePlanH\x00R\tprobePlan\x12=\n" +
 	"\n" +
-	"report_ack\x18\a \x01(\v2\x1c.meshperf.agent.v1.ReportAckH\x00R\treportAckB\x05\n" +
-	"\x03msg\"&\n" +
+	"report_ack\x18\a \x01(\v2\x1c.meshperf.agent.v1.ReportAckH\x00R\treportAck\x12O\n" +
+	"\x10gossip_reporting\x18\b \x01(\v2\".meshperf.agent.v1.GossipReportingH\x00R\x0fgossipReportingB\x05\n" +
+	"\x03msg\")\n" +
+	"\x0fGossipReporting\x12\x16\n" +
+	"\x06report\x18\x01 \x01(\bR\x06report\"&\n" +
 	"\tResultAck\x12\x19\n" +
 	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\xe7\x02\n" +
 	"\bRegister\x12\x1b\n" +
@@ -1831,14 +1914,15 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\bToolInfo\x12-\n" +
 	"\x04tool\x18\x01 \x01(\x0e2\x19.meshperf.measure.v1.ToolR\x04tool\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\x97\x02\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xba\x02\n" +
 	"\n" +
 	"Registered\x12/\n" +
 	"\x13coordinator_version\x18\x01 \x01(\tR\x12coordinatorVersion\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12F\n" +
 	"\x11heartbeat_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x12!\n" +
 	"\fgossip_seeds\x18\x04 \x03(\tR\vgossipSeeds\x12#\n" +
-	"\rgossip_deltas\x18\x05 \x01(\bR\fgossipDeltas\"]\n" +
+	"\rgossip_deltas\x18\x05 \x01(\bR\fgossipDeltas\x12!\n" +
+	"\fgossip_quiet\x18\x06 \x01(\bR\vgossipQuiet\"]\n" +
 	"\n" +
 	"GossipView\x129\n" +
 	"\amembers\x18\x01 \x03(\v2\x1f.meshperf.agent.v1.GossipMemberR\amembers\x12\x14\n" +
@@ -1923,88 +2007,90 @@ func file_meshperf_agent_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_meshperf_agent_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 	(GossipState)(0),              // 0: meshperf.agent.v1.GossipState
 	(*ConnectRequest)(nil),        // 1: meshperf.agent.v1.ConnectRequest
 	(*ConnectResponse)(nil),       // 2: meshperf.agent.v1.ConnectResponse
-	(*ResultAck)(nil),             // 3: meshperf.agent.v1.ResultAck
-	(*Register)(nil),              // 4: meshperf.agent.v1.Register
-	(*NetworkAddress)(nil),        // 5: meshperf.agent.v1.NetworkAddress
-	(*ToolInfo)(nil),              // 6: meshperf.agent.v1.ToolInfo
-	(*Registered)(nil),            // 7: meshperf.agent.v1.Registered
-	(*GossipView)(nil),            // 8: meshperf.agent.v1.GossipView
-	(*GossipMember)(nil),          // 9: meshperf.agent.v1.GossipMember
-	(*Heartbeat)(nil),             // 10: meshperf.agent.v1.Heartbeat
-	(*Endpoints)(nil),             // 11: meshperf.agent.v1.Endpoints
-	(*ExternalTarget)(nil),        // 12: meshperf.agent.v1.ExternalTarget
-	(*NodeEndpoint)(nil),          // 13: meshperf.agent.v1.NodeEndpoint
-	(*Work)(nil),                  // 14: meshperf.agent.v1.Work
-	(*StartServer)(nil),           // 15: meshperf.agent.v1.StartServer
-	(*StopServer)(nil),            // 16: meshperf.agent.v1.StopServer
-	(*RunClient)(nil),             // 17: meshperf.agent.v1.RunClient
-	(*WorkResult)(nil),            // 18: meshperf.agent.v1.WorkResult
-	(*ServerStarted)(nil),         // 19: meshperf.agent.v1.ServerStarted
-	(*ClientDone)(nil),            // 20: meshperf.agent.v1.ClientDone
-	(*ServerStopped)(nil),         // 21: meshperf.agent.v1.ServerStopped
-	(*PlanAck)(nil),               // 22: meshperf.agent.v1.PlanAck
-	(*ProbeReport)(nil),           // 23: meshperf.agent.v1.ProbeReport
-	(*ProbePlan)(nil),             // 24: meshperf.agent.v1.ProbePlan
-	(*ReportAck)(nil),             // 25: meshperf.agent.v1.ReportAck
-	(v1.Network)(0),               // 26: meshperf.measure.v1.Network
-	(v1.Tool)(0),                  // 27: meshperf.measure.v1.Tool
-	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
-	(*v1.TestSpec)(nil),           // 30: meshperf.measure.v1.TestSpec
-	(v1.Status)(0),                // 31: meshperf.measure.v1.Status
-	(*v1.Result)(nil),             // 32: meshperf.measure.v1.Result
+	(*GossipReporting)(nil),       // 3: meshperf.agent.v1.GossipReporting
+	(*ResultAck)(nil),             // 4: meshperf.agent.v1.ResultAck
+	(*Register)(nil),              // 5: meshperf.agent.v1.Register
+	(*NetworkAddress)(nil),        // 6: meshperf.agent.v1.NetworkAddress
+	(*ToolInfo)(nil),              // 7: meshperf.agent.v1.ToolInfo
+	(*Registered)(nil),            // 8: meshperf.agent.v1.Registered
+	(*GossipView)(nil),            // 9: meshperf.agent.v1.GossipView
+	(*GossipMember)(nil),          // 10: meshperf.agent.v1.GossipMember
+	(*Heartbeat)(nil),             // 11: meshperf.agent.v1.Heartbeat
+	(*Endpoints)(nil),             // 12: meshperf.agent.v1.Endpoints
+	(*ExternalTarget)(nil),        // 13: meshperf.agent.v1.ExternalTarget
+	(*NodeEndpoint)(nil),          // 14: meshperf.agent.v1.NodeEndpoint
+	(*Work)(nil),                  // 15: meshperf.agent.v1.Work
+	(*StartServer)(nil),           // 16: meshperf.agent.v1.StartServer
+	(*StopServer)(nil),            // 17: meshperf.agent.v1.StopServer
+	(*RunClient)(nil),             // 18: meshperf.agent.v1.RunClient
+	(*WorkResult)(nil),            // 19: meshperf.agent.v1.WorkResult
+	(*ServerStarted)(nil),         // 20: meshperf.agent.v1.ServerStarted
+	(*ClientDone)(nil),            // 21: meshperf.agent.v1.ClientDone
+	(*ServerStopped)(nil),         // 22: meshperf.agent.v1.ServerStopped
+	(*PlanAck)(nil),               // 23: meshperf.agent.v1.PlanAck
+	(*ProbeReport)(nil),           // 24: meshperf.agent.v1.ProbeReport
+	(*ProbePlan)(nil),             // 25: meshperf.agent.v1.ProbePlan
+	(*ReportAck)(nil),             // 26: meshperf.agent.v1.ReportAck
+	(v1.Network)(0),               // 27: meshperf.measure.v1.Network
+	(v1.Tool)(0),                  // 28: meshperf.measure.v1.Tool
+	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*v1.TestSpec)(nil),           // 31: meshperf.measure.v1.TestSpec
+	(v1.Status)(0),                // 32: meshperf.measure.v1.Status
+	(*v1.Result)(nil),             // 33: meshperf.measure.v1.Result
 }
 var file_meshperf_agent_v1_agent_service_proto_depIdxs = []int32{
-	4,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
-	10, // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	18, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
-	8,  // 3: meshperf.agent.v1.ConnectRequest.gossip_view:type_name -> meshperf.agent.v1.GossipView
-	22, // 4: meshperf.agent.v1.ConnectRequest.plan_ack:type_name -> meshperf.agent.v1.PlanAck
-	23, // 5: meshperf.agent.v1.ConnectRequest.probe_report:type_name -> meshperf.agent.v1.ProbeReport
-	7,  // 6: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
-	10, // 7: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	14, // 8: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
-	11, // 9: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
-	3,  // 10: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
-	24, // 11: meshperf.agent.v1.ConnectResponse.probe_plan:type_name -> meshperf.agent.v1.ProbePlan
-	25, // 12: meshperf.agent.v1.ConnectResponse.report_ack:type_name -> meshperf.agent.v1.ReportAck
-	5,  // 13: meshperf.agent.v1.Register.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	6,  // 14: meshperf.agent.v1.Register.tools:type_name -> meshperf.agent.v1.ToolInfo
-	26, // 15: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
-	27, // 16: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
-	28, // 17: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
-	28, // 18: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
-	9,  // 19: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
-	0,  // 20: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.agent.v1.GossipState
-	29, // 21: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
-	13, // 22: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
-	12, // 23: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
-	5,  // 24: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	29, // 25: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
-	15, // 26: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
-	17, // 27: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
-	16, // 28: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
-	27, // 29: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
-	26, // 30: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
-	30, // 31: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
-	26, // 32: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
-	31, // 33: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
-	19, // 34: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
-	20, // 35: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
-	21, // 36: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
-	32, // 37: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
-	1,  // 38: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
-	2,  // 39: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
-	39, // [39:40] is the sub-list for method output_type
-	38, // [38:39] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	5,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
+	11, // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
+	19, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
+	9,  // 3: meshperf.agent.v1.ConnectRequest.gossip_view:type_name -> meshperf.agent.v1.GossipView
+	23, // 4: meshperf.agent.v1.ConnectRequest.plan_ack:type_name -> meshperf.agent.v1.PlanAck
+	24, // 5: meshperf.agent.v1.ConnectRequest.probe_report:type_name -> meshperf.agent.v1.ProbeReport
+	8,  // 6: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
+	11, // 7: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
+	15, // 8: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
+	12, // 9: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
+	4,  // 10: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
+	25, // 11: meshperf.agent.v1.ConnectResponse.probe_plan:type_name -> meshperf.agent.v1.ProbePlan
+	26, // 12: meshperf.agent.v1.ConnectResponse.report_ack:type_name -> meshperf.agent.v1.ReportAck
+	3,  // 13: meshperf.agent.v1.ConnectResponse.gossip_reporting:type_name -> meshperf.agent.v1.GossipReporting
+	6,  // 14: meshperf.agent.v1.Register.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	7,  // 15: meshperf.agent.v1.Register.tools:type_name -> meshperf.agent.v1.ToolInfo
+	27, // 16: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
+	28, // 17: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
+	29, // 18: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
+	29, // 19: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
+	10, // 20: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
+	0,  // 21: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.agent.v1.GossipState
+	30, // 22: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
+	14, // 23: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
+	13, // 24: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
+	6,  // 25: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	30, // 26: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
+	16, // 27: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
+	18, // 28: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
+	17, // 29: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
+	28, // 30: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
+	27, // 31: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
+	31, // 32: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
+	27, // 33: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
+	32, // 34: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
+	20, // 35: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
+	21, // 36: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
+	22, // 37: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
+	33, // 38: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
+	1,  // 39: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
+	2,  // 40: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
+	40, // [40:41] is the sub-list for method output_type
+	39, // [39:40] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_agent_v1_agent_service_proto_init() }
@@ -2029,13 +2115,14 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 		(*ConnectResponse_ResultAck)(nil),
 		(*ConnectResponse_ProbePlan)(nil),
 		(*ConnectResponse_ReportAck)(nil),
+		(*ConnectResponse_GossipReporting)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[13].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[14].OneofWrappers = []any{
 		(*Work_StartServer)(nil),
 		(*Work_RunClient)(nil),
 		(*Work_StopServer)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[17].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[18].OneofWrappers = []any{
 		(*WorkResult_ServerStarted)(nil),
 		(*WorkResult_ClientDone)(nil),
 		(*WorkResult_ServerStopped)(nil),
@@ -2046,7 +2133,7 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_agent_v1_agent_service_proto_rawDesc), len(file_meshperf_agent_v1_agent_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
