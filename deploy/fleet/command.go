@@ -72,7 +72,7 @@ interval. It prints one line per fleet size. No packet leaves loopback.`,
 	f.StringSliceVar(&kinds, "kinds", nil, "probe kinds (default icmp,tcp)")
 	f.StringSliceVar(&paths, "paths", nil, "probe paths (default host-host,pod-pod)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log progress")
-	f.IntVar(&streamsPerConn, "streams-per-conn", 100, "agents per gRPC connection (1: a connection each, as real agents)")
+	f.IntVar(&streamsPerConn, "streams-per-conn", 1, "agents per gRPC connection (1: a connection each, as real agents)")
 	f.StringVar(&pprofAddr, "pprof", "", "serve the coordinator's runtime profiles on this loopback address (e.g. 127.0.0.1:6061)")
 	return cmd
 }

@@ -52,7 +52,7 @@ type ScaleConfig struct {
 	// intervals (at least 30 s).
 	Window time.Duration
 	// StreamsPerConn is how many agents share one gRPC connection; zero
-	// means Config's default (100). Real agents have one each.
+	// means Config's default, one each as real agents.
 	StreamsPerConn int
 	// Pprof, if set, is the loopback address the coordinator serves its
 	// runtime profiles on (serve --pprof-listen), to look into a case.
