@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -226,87 +225,6 @@ func sockaddr(ap netip.AddrPort) unix.Sockaddr {
 		return &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
 	}
 	return &unix.SockaddrInet6{Addr: ap.Addr().As16(), Port: int(ap.Port())}
-}
-
-// tcpProbe connects to the peer's echo responder at dst:port, writes one
-// byte and reads it back, all before deadline; the figure is that byte's
-// round trip. The socket is held in live (if not nil) while it is open,
-// so that live.stop cuts it short; a stopped live fails the probe at once
-// with STATUS_CANCELED. It works on the socket's file directly, not
-// through net.Conn: no context, no keepalive options, no address lookups
-// per probe.
-func tcpProbe(d dialer, dst netip.Addr, port uint16, deadline time.Time, live *liveSockets) (time.Duration, measurev1.Status, string) {
-	raddr := netip.AddrPortFrom(dst, port)
-	f, err := d.socket(dst)
-	if err != nil {
-		return 0, netStatus(err), fmt.Sprintf("dial tcp %s: %v", raddr, err)
-	}
-	defer f.Close()
-	if !live.add(f) {
-		return 0, measurev1.Status_STATUS_CANCELED, "the prober stopped"
-	}
-	defer live.remove(f)
-	_ = f.SetDeadline(deadline)
-	if err := connect(f, raddr); err != nil {
-		return 0, netStatus(err), fmt.Sprintf("dial tcp %s: %v", raddr, err)
-	}
-	b := [1]byte{'m'}
-	start := time.Now()
-	if _, err := f.Write(b[:]); err != nil {
-		return 0, netStatus(err), fmt.Sprintf("write to %s: %v", raddr, err)
-	}
-	if _, err := io.ReadFull(f, b[:]); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return 0, measurev1.Status_STATUS_TOOL_ERROR, fmt.Sprintf("%s closed the connection without echoing", raddr)
-		}
-		return 0, netStatus(err), fmt.Sprintf("read from %s: %v", raddr, err)
-	}
-	return time.Since(start), measurev1.Status_STATUS_OK, ""
-}
-
-// liveSockets are the TCP probes' open sockets; the zero value is ready
-// and a nil *liveSockets holds nothing and never stops.
-type liveSockets struct {
-	mu      sync.Mutex
-	stopped bool
-	files   map[*os.File]struct{}
-}
-
-// add holds f, unless stop has been called.
-func (s *liveSockets) add(f *os.File) bool {
-	if s == nil {
-		return true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return false
-	}
-	if s.files == nil {
-		s.files = map[*os.File]struct{}{}
-	}
-	s.files[f] = struct{}{}
-	return true
-}
-
-// remove drops f.
-func (s *liveSockets) remove(f *os.File) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	delete(s.files, f)
-	s.mu.Unlock()
-}
-
-// stop cuts every held socket's wait short and refuses new ones.
-func (s *liveSockets) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopped = true
-	for f := range s.files {
-		_ = f.SetDeadline(time.Unix(1, 0))
-	}
 }
 
 // netStatus classifies a dial, read or write error.
