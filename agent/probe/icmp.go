@@ -373,6 +373,13 @@ func (pg *pinger) send(key seriesKey, due time.Time, dst netip.Addr, size int, d
 	return seq, w, result{}, true
 }
 
+// inFlight reports whether the echo seq's waiter w is still waiting.
+func (pg *pinger) inFlight(seq uint16, w *waiter) bool {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	return pg.waiting[seq] == w
+}
+
 // expire takes the echo seq's waiter w out of waiting, if the reader has
 // not; then the echo timed out, and the result says so (naming a stray
 // reply), and mine is true. If mine is false the reader has the result.

@@ -86,6 +86,9 @@ func (p *Prober) Run(ctx context.Context) error {
 		l.pingers[i] = pg
 		readers.Go(func() { pg.read(p.log, l.box) })
 		l.dialers[i] = dialer{ns: n.NetNS, src: n.IP}
+		if n.NetNS != "" {
+			l.dialers[i].stock = newNSSockets(n.NetNS)
+		}
 		l.clients[i] = httpClient(l.dialers[i])
 	}
 	defer func() { // after the probes have stopped (defers run last first)
@@ -102,6 +105,9 @@ func (p *Prober) Run(ctx context.Context) error {
 			if c != nil {
 				c.CloseIdleConnections()
 			}
+		}
+		for _, d := range l.dialers {
+			d.stock.close()
 		}
 	}()
 	defer func() {
@@ -265,9 +271,15 @@ func (l *loop) step(now time.Time) {
 }
 
 // sleep is how long the loop may wait for a result before step has
-// something to do: the next probe, period end or echo timeout.
+// something to do: the next probe, period end or timeout of a probe
+// still in flight. The timeouts of probes that have ended are dropped
+// first, from the earliest on: each would be a wakeup for nothing (most
+// probes end long before their timeout).
 func (l *loop) sleep(now time.Time) time.Duration {
 	d := max(l.wake(now).Sub(now), time.Millisecond)
+	for len(l.echoes) > 0 && l.ended(l.echoes[0]) {
+		l.echoes.pop()
+	}
 	if at, ok := l.echoes.next(); ok {
 		d = min(d, max(time.Until(at), 0))
 	}
@@ -329,6 +341,14 @@ func (l *loop) start(t *target, due time.Time) {
 	default:
 		l.launch(*t, due)
 	}
+}
+
+// ended reports whether e's probe has ended (its result given).
+func (l *loop) ended(e expiry) bool {
+	if e.pg != nil {
+		return !e.pg.inFlight(e.seq, e.w)
+	}
+	return !l.tcp.inFlight(e.tcp)
 }
 
 // expire times out the echoes and TCP probes due by now that have not

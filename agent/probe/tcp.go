@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/meshperf/meshperf/agent/netns"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -81,12 +80,13 @@ func echoOnce(c net.Conn) {
 }
 
 // dialer dials TCP from one network: in the agent's namespace with a
-// net.Dialer, or by creating the socket inside the network's namespace
-// (netns.Do only around socket(2): the connect then runs on any thread,
-// the socket keeps its namespace).
+// net.Dialer, or on a socket created inside the network's namespace (the
+// connect then runs on any thread: the socket keeps its namespace), from
+// stock when it has one (see nsSockets).
 type dialer struct {
-	ns  string
-	src netip.Addr
+	ns    string
+	src   netip.Addr
+	stock *nsSockets // nil: netns.Do around each socket(2)
 }
 
 // connectStartKey is the context key of a *time.Time that dial sets to
@@ -138,26 +138,14 @@ func (d dialer) dial(ctx context.Context, dst netip.Addr, port uint16) (net.Conn
 }
 
 // socket returns a non-blocking TCP socket for dst's family, created in
-// d's namespace (netns.Do only around socket(2): the socket keeps its
-// namespace, the rest runs on any thread) and bound to d.src when it is of
-// dst's family. The caller owns the file.
+// d's namespace (newSocket) and bound to d.src when it is of dst's
+// family. The caller owns the file.
 func (d dialer) socket(dst netip.Addr) (*os.File, error) {
 	family := unix.AF_INET
 	if !dst.Is4() {
 		family = unix.AF_INET6
 	}
-	fd := -1
-	mk := func() error {
-		var err error
-		fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-		return err
-	}
-	var err error
-	if d.ns == "" {
-		err = mk()
-	} else {
-		err = netns.Do(d.ns, mk)
-	}
+	fd, err := d.newSocket(family)
 	if err != nil {
 		return nil, fmt.Errorf("socket: %w", err)
 	}

@@ -77,6 +77,8 @@ func TestTCPAndHTTPProbes(t *testing.T) {
 	}
 	nsEcho := serveEcho(t, nsLn)
 	inNS := dialer{ns: ns, src: lo}
+	stocked := dialer{ns: ns, src: lo, stock: newNSSockets(ns)}
+	t.Cleanup(stocked.stock.close)
 
 	tests := []struct {
 		name string
@@ -99,6 +101,15 @@ func TestTCPAndHTTPProbes(t *testing.T) {
 			}
 			return tcpProbeCtx(ctx, inNS, lo, echo.Port())
 		}, measurev1.Status_STATUS_REFUSED, "refused"},
+		{"tcp echo inside the namespace, on sockets from stock", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			return tcpProbeCtx(ctx, stocked, lo, nsEcho.Port())
+		}, measurev1.Status_STATUS_OK, ""},
+		{"a socket from stock does not reach the root namespace's listener", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			if echo.Port() == nsEcho.Port() {
+				t.Skip("same port in both namespaces")
+			}
+			return tcpProbeCtx(ctx, stocked, lo, echo.Port())
+		}, measurev1.Status_STATUS_REFUSED, "refused"},
 		{"http 200", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
 			return httpProbe(ctx, httpClient(own), lo, ok)
 		}, measurev1.Status_STATUS_OK, ""},
@@ -110,6 +121,9 @@ func TestTCPAndHTTPProbes(t *testing.T) {
 		}, measurev1.Status_STATUS_REFUSED, "refused"},
 		{"http from inside the namespace", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
 			return httpProbe(ctx, httpClient(inNS), lo, ok)
+		}, measurev1.Status_STATUS_REFUSED, "refused"},
+		{"http from inside the namespace, on sockets from stock", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			return httpProbe(ctx, httpClient(stocked), lo, ok)
 		}, measurev1.Status_STATUS_REFUSED, "refused"},
 	}
 	for _, tt := range tests {

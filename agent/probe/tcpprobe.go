@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/meshperf/meshperf/agent/netns"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -204,6 +203,13 @@ func (tp *tcpProber) handle(ev *unix.EpollEvent) (r result, done bool) {
 	return r, true
 }
 
+// inFlight reports whether probe id is still in flight.
+func (tp *tcpProber) inFlight(id uint32) bool {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return tp.conns[id] != nil
+}
+
 // expire times out probe id if it is still in flight: mine says r is its
 // result; otherwise wait has given it.
 func (tp *tcpProber) expire(id uint32) (r result, mine bool) {
@@ -235,25 +241,14 @@ func (tp *tcpProber) stop() {
 }
 
 // rawSocket returns a non-blocking TCP socket for dst's family, created
-// in d's namespace (netns.Do only around socket(2)) and bound to d.src
-// when it is of dst's family. The caller owns the descriptor.
+// in d's namespace (newSocket) and bound to d.src when it is of dst's
+// family. The caller owns the descriptor.
 func (d dialer) rawSocket(dst netip.Addr) (int, error) {
 	family := unix.AF_INET
 	if !dst.Is4() {
 		family = unix.AF_INET6
 	}
-	fd := -1
-	mk := func() error {
-		var err error
-		fd, err = rawSocket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-		return err
-	}
-	var err error
-	if d.ns == "" {
-		err = mk()
-	} else {
-		err = netns.Do(d.ns, mk)
-	}
+	fd, err := d.newSocket(family)
 	if err != nil {
 		return -1, fmt.Errorf("socket: %w", err)
 	}
