@@ -20,9 +20,9 @@ import (
 // sees every probe through: it finishes a connect that did not end
 // inside connect(2) and writes the byte, and reads the echo. The figure
 // is the byte's round trip, from right before write(2) to right after
-// the read(2) that returns the echo. Deadlines are the loop's (expire);
-// a probe's result is given exactly once, by whichever of wait and
-// expire takes it out of conns.
+// the epoll_wait(2) that reports the echo readable. Deadlines are the
+// loop's (expire); a probe's result is given exactly once, by whichever
+// of wait and expire takes it out of conns.
 //
 // One waiting goroutine instead of one worker per probe in flight: a
 // probe hands nothing from goroutine to goroutine (each hand-off woke a
@@ -134,10 +134,12 @@ func (tp *tcpProber) wait() {
 	for {
 		n := 0
 		var perr error
+		var at time.Time
 		err := rc.Read(func(uintptr) bool {
 			for n, perr = rawEpollPoll(tp.epfd, evs); errors.Is(perr, unix.EINTR); {
 				n, perr = rawEpollPoll(tp.epfd, evs)
 			}
+			at = time.Now() // every echo of the batch had come by now
 			return n > 0 || perr != nil
 		})
 		if err != nil || perr != nil {
@@ -146,7 +148,7 @@ func (tp *tcpProber) wait() {
 		rs = rs[:0]
 		tp.mu.Lock()
 		for i := range evs[:n] {
-			if r, done := tp.handle(&evs[i]); done {
+			if r, done := tp.handle(&evs[i], at); done {
 				rs = append(rs, r)
 			}
 		}
@@ -157,10 +159,11 @@ func (tp *tcpProber) wait() {
 	}
 }
 
-// handle handles one event (under mu): the end of a connect (then the
-// byte goes out) or the echo (or an error); done says r is the probe's
-// result and the socket is closed.
-func (tp *tcpProber) handle(ev *unix.EpollEvent) (r result, done bool) {
+// handle handles one event (under mu), polled at at: the end of a
+// connect (then the byte goes out) or the echo (or an error); done says
+// r is the probe's result and the socket is closed. An echo's round trip
+// ends at at, not after the reads of the events before it.
+func (tp *tcpProber) handle(ev *unix.EpollEvent, at time.Time) (r result, done bool) {
 	id := eventID(ev)
 	c := tp.conns[id]
 	if c == nil {
@@ -186,7 +189,7 @@ func (tp *tcpProber) handle(ev *unix.EpollEvent) (r result, done bool) {
 	} else {
 		var b [1]byte
 		n, err := rawRead(c.fd, b[:])
-		rtt := time.Since(c.start)
+		rtt := at.Sub(c.start)
 		switch {
 		case errors.Is(err, unix.EAGAIN):
 			return result{}, false
