@@ -112,6 +112,14 @@ func rawClose(fd int) {
 	_, _, _ = unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0)
 }
 
+// rawSetsockoptInt is setsockopt(2) of an int option.
+func rawSetsockoptInt(fd, level, opt, v int) error {
+	iv := int32(v)
+	_, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt),
+		uintptr(unsafe.Pointer(&iv)), unsafe.Sizeof(iv), 0)
+	return errnoErr(e)
+}
+
 // rawSockError returns the socket's pending error (SO_ERROR).
 func rawSockError(fd int) error {
 	var v int32

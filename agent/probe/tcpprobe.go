@@ -19,9 +19,11 @@ import (
 // a private epoll instance, itself waited on in the runtime's poller,
 // sees every probe through: it finishes a connect that did not end
 // inside connect(2) and writes the byte, and reads the echo. The figure
-// is the byte's round trip, from right before write(2) to right after
-// the epoll_wait(2) that reports the echo readable. Deadlines are the
-// loop's (expire); a probe's result is given exactly once, by whichever
+// is the byte's round trip, from right before write(2) to the kernel's
+// receive stamp of the echo (SO_TIMESTAMPNS, as the ICMP probe and
+// iputils ping use: the prober's own wakeup is not part of it; without a
+// stamp, to right after the epoll_wait(2) that reported it). Deadlines
+// are the loop's (expire); a probe's result is given exactly once, by whichever
 // of wait and expire takes it out of conns.
 //
 // One waiting goroutine instead of one worker per probe in flight: a
@@ -32,6 +34,7 @@ type tcpProber struct {
 	ep   *os.File // the epoll instance
 	epfd int
 	out  *mailbox
+	oob  []byte // wait's, for the echo's receive stamp
 
 	mu      sync.Mutex
 	stopped bool
@@ -58,7 +61,8 @@ func newTCPProber(out *mailbox) (*tcpProber, error) {
 		_ = unix.Close(fd)
 		return nil, fmt.Errorf("epoll instance non-blocking: %w", err)
 	}
-	return &tcpProber{ep: os.NewFile(uintptr(fd), "tcp-probes"), epfd: fd, out: out, conns: map[uint32]*tcpConn{}}, nil
+	return &tcpProber{ep: os.NewFile(uintptr(fd), "tcp-probes"), epfd: fd, out: out, oob: make([]byte, 128),
+		conns: map[uint32]*tcpConn{}}, nil
 }
 
 // tcpResult is a finished probe's result.
@@ -75,6 +79,9 @@ func (tp *tcpProber) start(d dialer, key seriesKey, due time.Time, dst netip.Add
 		return 0, c.result(0, netStatus(err), fmt.Sprintf("dial tcp %s: %v", c.raddr, err)), false
 	}
 	c.fd = fd
+	// Kernel receive stamps on the echo; without them (an old kernel)
+	// the round trip ends when wait sees it.
+	_ = rawSetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
 	events := uint32(unix.EPOLLIN)
 	switch err := rawConnect(fd, c.raddr); {
 	case err == nil || errors.Is(err, unix.EINPROGRESS) && rawConnected(fd):
@@ -162,7 +169,8 @@ func (tp *tcpProber) wait() {
 // handle handles one event (under mu), polled at at: the end of a
 // connect (then the byte goes out) or the echo (or an error); done says
 // r is the probe's result and the socket is closed. An echo's round trip
-// ends at at, not after the reads of the events before it.
+// ends at its kernel receive stamp, or else at at (not after the reads
+// of the events polled before it).
 func (tp *tcpProber) handle(ev *unix.EpollEvent, at time.Time) (r result, done bool) {
 	id := eventID(ev)
 	c := tp.conns[id]
@@ -188,8 +196,15 @@ func (tp *tcpProber) handle(ev *unix.EpollEvent, at time.Time) (r result, done b
 		}
 	} else {
 		var b [1]byte
-		n, err := rawRead(c.fd, b[:])
-		rtt := at.Sub(c.start)
+		n, oobn, _, err := rawRecvmsg(c.fd, b[:], tp.oob)
+		end := at
+		if err == nil {
+			now := time.Now()
+			if lag := kernelLag(tp.oob[:oobn], now); lag > 0 {
+				end = now.Add(-lag)
+			}
+		}
+		rtt := end.Sub(c.start)
 		switch {
 		case errors.Is(err, unix.EAGAIN):
 			return result{}, false
