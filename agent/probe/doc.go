@@ -7,14 +7,17 @@
 // the host network or inside the pod network's namespace, and sums the
 // results up into one ProbeReport per report period.
 //
-// It owns: the plan it holds (Apply), one scheduler goroutine, which also
-// sends every ICMP echo and times it out, the TCP probe workers and HTTP
-// probe goroutines it starts (bounded by max_in_flight), one raw ICMP
-// socket pair and one reader goroutine per network, and the period
-// accounting. Every probe starts at its own due time (batching starts to
-// save wakeups would change the traffic, and with it the figures: see
-// deploy/lab's TestProbeFidelity); finished probes wait for the loop's
-// next wakeup unless they failed or end a period. It does
+// It owns: the plan it holds (Apply), one scheduler goroutine, which
+// sleeps on a timerfd (alarm.go), sends every ICMP echo, starts every TCP
+// probe and times both out, one goroutine that sees the TCP probes
+// through (tcpprobe.go), the HTTP probe goroutines it starts (probes in
+// flight are bounded by max_in_flight), one raw ICMP socket pair and one
+// reader goroutine per network, a stock of TCP sockets per namespaced
+// network (nssock.go), and the period accounting. Every probe starts at
+// its own due time (batching starts to save wakeups would change the
+// traffic, and with it the figures: see deploy/lab's TestProbeFidelity);
+// finished probes wait for the loop's next wakeup unless they failed or
+// end a period. It does
 // not own the stream to the coordinator, the report spool or the sequence
 // counter: the caller passes Config.Report and Config.NextSeq. The TCP echo
 // responder that peers probe is ServeEcho; the caller runs it on each

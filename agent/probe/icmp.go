@@ -147,30 +147,38 @@ func (pg *pinger) read(log *slog.Logger, out *mailbox) {
 	if pg.echo == nil {
 		return
 	}
+	rc, err := pg.echo.SyscallConn()
+	if err != nil {
+		log.Warn("read raw ICMP socket", "err", err)
+		return
+	}
 	buf := make([]byte, 1<<16)
 	oob := make([]byte, 128)
 	for {
-		n, oobn, _, from, err := pg.echo.ReadMsgIP(buf, oob)
+		var n, oobn int
+		var src netip.Addr
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, oobn, src, rerr = rawRecvmsg(int(fd), buf, oob)
+			return !errors.Is(rerr, unix.EAGAIN) && !errors.Is(rerr, unix.EINTR)
+		})
 		at := time.Now()
 		if err == nil {
-			at = at.Add(-kernelLag(oob[:oobn], at))
+			err = rerr
 		}
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
 				return
 			}
 			log.Warn("read raw ICMP socket", "err", err)
 			time.Sleep(10 * time.Millisecond) // no spin on a persistent error
 			continue
 		}
-		if from == nil {
+		at = at.Add(-kernelLag(oob[:oobn], at))
+		if !src.IsValid() {
 			continue
 		}
-		src, ok := netip.AddrFromSlice(from.IP)
-		if !ok {
-			continue
-		}
-		if r, ok := pg.deliver(src.Unmap(), stripIPv4Header(buf[:n]), at); ok {
+		if r, ok := pg.deliver(src, stripIPv4Header(buf[:n]), at); ok {
 			out.put(r)
 		}
 	}
@@ -202,24 +210,30 @@ const maxKernelLag = 100 * time.Millisecond
 // monotonic clock; it is 0 without a stamp or when it is negative or
 // above maxKernelLag.
 func kernelLag(oob []byte, now time.Time) time.Duration {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return 0
-	}
-	for _, m := range msgs {
-		if m.Header.Level != unix.SOL_SOCKET || m.Header.Type != unix.SCM_TIMESTAMPNS {
-			continue
-		}
-		var ts unix.Timespec
-		if len(m.Data) < int(unsafe.Sizeof(ts)) {
+	// Parsed in place (unix.ParseSocketControlMessage allocates a slice
+	// for every reply), copying the header and the stamp out byte-wise:
+	// oob need not be aligned.
+	hdr := unix.CmsgLen(0)
+	for len(oob) >= hdr {
+		var h unix.Cmsghdr
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&h)), unsafe.Sizeof(h)), oob)
+		l := int(h.Len)
+		if l < hdr || l > len(oob) {
 			return 0
 		}
-		ts = *(*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
-		lag := now.Round(0).Sub(time.Unix(ts.Unix()))
-		if lag < 0 || lag > maxKernelLag {
-			return 0
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS {
+			var ts unix.Timespec
+			if l-hdr < int(unsafe.Sizeof(ts)) {
+				return 0
+			}
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&ts)), unsafe.Sizeof(ts)), oob[hdr:l])
+			lag := now.Round(0).Sub(time.Unix(ts.Unix()))
+			if lag < 0 || lag > maxKernelLag {
+				return 0
+			}
+			return lag
 		}
-		return lag
+		oob = oob[min(unix.CmsgSpace(l-hdr), len(oob)):]
 	}
 	return 0
 }
@@ -359,6 +373,13 @@ func (pg *pinger) send(key seriesKey, due time.Time, dst netip.Addr, size int, d
 	return seq, w, result{}, true
 }
 
+// inFlight reports whether the echo seq's waiter w is still waiting.
+func (pg *pinger) inFlight(seq uint16, w *waiter) bool {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	return pg.waiting[seq] == w
+}
+
 // expire takes the echo seq's waiter w out of waiting, if the reader has
 // not; then the echo timed out, and the result says so (naming a stray
 // reply), and mine is true. If mine is false the reader has the result.
@@ -403,10 +424,9 @@ func sendTo(c *net.IPConn, b []byte, dst netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	sa := unix.SockaddrInet4{Addr: dst.As4()}
 	var serr error
 	if err := rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendto(int(fd), b, 0, &sa)
+		serr = rawSendto(int(fd), b, dst)
 		return true
 	}); err != nil {
 		return err

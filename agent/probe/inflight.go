@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"container/heap"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,36 +8,59 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// expiry is when an echo in flight times out.
+// expiry is when a probe in flight times out: an echo (pg, seq, w) or a
+// TCP probe (tcp).
 type expiry struct {
 	at  time.Time // monotonic
 	pg  *pinger
 	seq uint16
 	w   *waiter
+	tcp uint32
 }
 
-// expiries are the echoes in flight, earliest timeout first (a heap: a
-// settings change may shorten the timeout).
+// expiries are the echoes and TCP probes in flight, earliest timeout
+// first: a binary heap (a settings change may shorten the timeout), kept
+// by hand rather than with container/heap, whose any-typed Push and Pop
+// would allocate for every probe.
 type expiries []expiry
 
-func (e expiries) Len() int           { return len(e) }
-func (e expiries) Less(i, j int) bool { return e[i].at.Before(e[j].at) }
-func (e expiries) Swap(i, j int)      { e[i], e[j] = e[j], e[i] }
-
-// Push is heap.Interface's; use push.
-func (e *expiries) Push(x any) { *e = append(*e, x.(expiry)) }
-
-// Pop is heap.Interface's; use pop.
-func (e *expiries) Pop() any {
-	old := *e
-	x := old[len(old)-1]
-	old[len(old)-1] = expiry{} // no reference to the waiter
-	*e = old[:len(old)-1]
-	return x
+func (e *expiries) push(x expiry) {
+	h := append(*e, x)
+	for i := len(h) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !h[i].at.Before(h[up].at) {
+			break
+		}
+		h[i], h[up] = h[up], h[i]
+		i = up
+	}
+	*e = h
 }
 
-func (e *expiries) push(x expiry) { heap.Push(e, x) }
-func (e *expiries) pop() expiry   { return heap.Pop(e).(expiry) }
+func (e *expiries) pop() expiry {
+	h := *e
+	x := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h[n] = expiry{} // no reference to the waiter
+	h = h[:n]
+	for i := 0; ; {
+		least := i
+		if l := 2*i + 1; l < n && h[l].at.Before(h[least].at) {
+			least = l
+		}
+		if r := 2*i + 2; r < n && h[r].at.Before(h[least].at) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+	*e = h
+	return x
+}
 
 // next returns the earliest timeout.
 func (e expiries) next() (time.Time, bool) {
@@ -46,47 +68,6 @@ func (e expiries) next() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return e[0].at, true
-}
-
-// tcpJob is one TCP probe for a worker.
-type tcpJob struct {
-	t       target
-	due     time.Time
-	timeout time.Duration
-}
-
-// tcpWorkerIdle is how long a TCP worker waits for its next probe before
-// it ends.
-const tcpWorkerIdle = time.Minute
-
-// tcp runs j on an idle TCP worker, or on a new one when none is waiting.
-// Workers are bounded as the probes in flight are (max_in_flight): a
-// worker is started only for a probe that the budget admitted and no
-// idle worker took. A worker keeps its grown stack from probe to probe,
-// where a goroutine per probe would grow a new one each time.
-func (l *loop) tcp(j tcpJob) {
-	select {
-	case l.jobs <- j:
-		return
-	default:
-	}
-	l.probes.Go(func() {
-		idle := time.NewTimer(tcpWorkerIdle)
-		defer idle.Stop()
-		for {
-			d := l.dialers[j.t.net]
-			rtt, status, msg := tcpProbe(d, j.t.dst, j.t.port, time.Now().Add(j.timeout), &l.live)
-			l.box.put(result{key: j.t.key, due: j.due, rtt: rtt, status: status, msg: msg})
-			idle.Reset(tcpWorkerIdle)
-			select {
-			case j = <-l.jobs:
-			case <-idle.C:
-				return
-			case <-l.ctx.Done():
-				return
-			}
-		}
-	})
 }
 
 // mailbox passes finished probes to the loop, mostly without waking it:
@@ -99,6 +80,7 @@ type mailbox struct {
 	now   func() time.Time // stamps each result's at
 	eager atomic.Bool
 	wake  chan struct{} // capacity 1
+	ring  func()        // if not nil, called with each wake (the prober's alarm)
 
 	mu sync.Mutex
 	rs []result
@@ -119,6 +101,9 @@ func (m *mailbox) put(r result) {
 		select {
 		case m.wake <- struct{}{}:
 		default:
+		}
+		if m.ring != nil {
+			m.ring()
 		}
 	}
 }

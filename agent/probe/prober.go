@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // Run probes the held plan (and each plan Apply gives it) until ctx ends,
@@ -18,7 +20,8 @@ import (
 // CAP_NET_RAW) it logs it once and every ICMP probe fails with those
 // words, the other kinds still run. It returns nil once ctx has ended and
 // every goroutine it started has stopped (the open periods are dropped,
-// not reported), or an error at once if Run is already running.
+// not reported), or an error at once if Run is already running or its
+// timerfd (the loop's clock: see alarm) cannot be opened.
 func (p *Prober) Run(ctx context.Context) error {
 	p.mu.Lock()
 	if p.running {
@@ -33,10 +36,45 @@ func (p *Prober) Run(ctx context.Context) error {
 		p.mu.Unlock()
 	}()
 
-	l := &loop{p: p, nets: []*Network{&p.cfg.Host, p.cfg.Pod}, box: newMailbox(p.now), jobs: make(chan tcpJob)}
+	al, err := newAlarm()
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	defer al.close() // last: after everything that rings it has stopped
+	var bell sync.WaitGroup
+	stopBell := make(chan struct{})
+	bell.Go(func() { // a new plan or the end of ctx wakes the loop
+		for {
+			select {
+			case <-p.changed:
+				al.ring()
+			case <-ctx.Done():
+				al.ring()
+				return
+			case <-stopBell:
+				return
+			}
+		}
+	})
+	defer func() {
+		close(stopBell)
+		bell.Wait()
+	}()
+
+	l := &loop{p: p, nets: []*Network{&p.cfg.Host, p.cfg.Pod}, box: newMailbox(p.now)}
+	l.box.ring = al.ring
+	tp, err := newTCPProber(l.box)
+	if err != nil {
+		p.log.Warn("TCP probes will fail", "err", err)
+		l.tcpErr = err
+	}
+	l.tcp = tp
 	var cancel context.CancelFunc
 	l.ctx, cancel = context.WithCancel(ctx)
 	var readers sync.WaitGroup
+	if tp != nil {
+		readers.Go(tp.wait)
+	}
 	for i, n := range l.nets {
 		if n == nil {
 			continue
@@ -48,6 +86,9 @@ func (p *Prober) Run(ctx context.Context) error {
 		l.pingers[i] = pg
 		readers.Go(func() { pg.read(p.log, l.box) })
 		l.dialers[i] = dialer{ns: n.NetNS, src: n.IP}
+		if n.NetNS != "" {
+			l.dialers[i].stock = newNSSockets(n.NetNS)
+		}
 		l.clients[i] = httpClient(l.dialers[i])
 	}
 	defer func() { // after the probes have stopped (defers run last first)
@@ -56,24 +97,30 @@ func (p *Prober) Run(ctx context.Context) error {
 				pg.close()
 			}
 		}
+		if tp != nil {
+			tp.stop()
+		}
 		readers.Wait()
 		for _, c := range l.clients {
 			if c != nil {
 				c.CloseIdleConnections()
 			}
 		}
+		for _, d := range l.dialers {
+			d.stock.close()
+		}
 	}()
 	defer func() {
 		cancel()
-		l.live.stop()
 		l.probes.Wait()
 	}()
 
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	l.rebuild(p.now())
 	var rs []result
 	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		l.rebuild(p.now()) // nothing to do unless Apply gave a new plan
 		rs = l.box.take(rs[:0])
 		for _, r := range rs {
 			l.finish(r)
@@ -89,14 +136,9 @@ func (p *Prober) Run(ctx context.Context) error {
 				continue
 			}
 		}
-		timer.Reset(l.sleep(now))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-p.changed:
-			l.rebuild(p.now())
-		case <-l.box.wake:
-		case <-timer.C:
+		al.set(l.sleep(now))
+		if err := al.wait(); err != nil {
+			return nil // not before the deferred close
 		}
 		l.box.eager.Store(false)
 	}
@@ -121,11 +163,11 @@ type loop struct {
 	clients [2]*http.Client
 
 	ctx    context.Context // the probes'
-	probes sync.WaitGroup  // TCP workers and HTTP probes
-	box    *mailbox        // results from the ICMP readers, TCP workers and HTTP probes
-	echoes expiries        // the ICMP echoes in flight
-	jobs   chan tcpJob     // to an idle TCP worker
-	live   liveSockets     // the TCP probes' sockets
+	probes sync.WaitGroup  // HTTP probes
+	box    *mailbox        // results from the ICMP readers, the TCP prober and HTTP probes
+	echoes expiries        // the ICMP echoes and TCP probes in flight
+	tcp    *tcpProber      // nil: tcpErr
+	tcpErr error
 
 	plan     *plan
 	set      *settings // nil: stopped
@@ -229,9 +271,15 @@ func (l *loop) step(now time.Time) {
 }
 
 // sleep is how long the loop may wait for a result before step has
-// something to do: the next probe, period end or echo timeout.
+// something to do: the next probe, period end or timeout of a probe
+// still in flight. The timeouts of probes that have ended are dropped
+// first, from the earliest on: each would be a wakeup for nothing (most
+// probes end long before their timeout).
 func (l *loop) sleep(now time.Time) time.Duration {
 	d := max(l.wake(now).Sub(now), time.Millisecond)
+	for len(l.echoes) > 0 && l.ended(l.echoes[0]) {
+		l.echoes.pop()
+	}
 	if at, ok := l.echoes.next(); ok {
 		d = min(d, max(time.Until(at), 0))
 	}
@@ -266,9 +314,9 @@ func (l *loop) wake(now time.Time) time.Time {
 	return next
 }
 
-// start starts one probe: an echo from the loop itself (its reader or
-// expire gives the result), a TCP probe on an idle worker (or a new one),
-// an HTTP probe in a goroutine of its own.
+// start starts one probe: an echo or a TCP probe from the loop itself
+// (the ICMP reader or the TCP prober's wait, or else expire, gives the
+// result), an HTTP probe in a goroutine of its own.
 func (l *loop) start(t *target, due time.Time) {
 	switch t.key.kind {
 	case agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU:
@@ -280,13 +328,31 @@ func (l *loop) start(t *target, due time.Time) {
 		}
 		l.echoes.push(expiry{at: time.Now().Add(l.set.timeout), pg: pg, seq: seq, w: w})
 	case agentv1.ProbeKind_PROBE_KIND_TCP:
-		l.tcp(tcpJob{t: *t, due: due, timeout: l.set.timeout})
+		if l.tcp == nil {
+			l.finish(result{key: t.key, due: due, status: measurev1.Status_STATUS_TOOL_ERROR, msg: l.tcpErr.Error()})
+			return
+		}
+		id, fail, ok := l.tcp.start(l.dialers[t.net], t.key, due, t.dst, t.port)
+		if !ok {
+			l.finish(fail)
+			return
+		}
+		l.echoes.push(expiry{at: time.Now().Add(l.set.timeout), tcp: id})
 	default:
 		l.launch(*t, due)
 	}
 }
 
-// expire times out the echoes due by now whose reply has not come.
+// ended reports whether e's probe has ended (its result given).
+func (l *loop) ended(e expiry) bool {
+	if e.pg != nil {
+		return !e.pg.inFlight(e.seq, e.w)
+	}
+	return !l.tcp.inFlight(e.tcp)
+}
+
+// expire times out the echoes and TCP probes due by now that have not
+// ended.
 func (l *loop) expire(now time.Time) {
 	for {
 		at, ok := l.echoes.next()
@@ -294,7 +360,14 @@ func (l *loop) expire(now time.Time) {
 			return
 		}
 		e := l.echoes.pop()
-		if r, mine := e.pg.expire(e.seq, e.w); mine {
+		var r result
+		var mine bool
+		if e.pg != nil {
+			r, mine = e.pg.expire(e.seq, e.w)
+		} else {
+			r, mine = l.tcp.expire(e.tcp)
+		}
+		if mine {
 			l.finish(r)
 		}
 	}

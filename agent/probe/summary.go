@@ -123,6 +123,32 @@ type period struct {
 	skipped    uint64
 	inflight   int // probes due in the period not finished yet
 	early      bool
+
+	// The series and their round trips are carved from chunks (newSeries)
+	// rather than allocated one by one: a period holds one series per
+	// probe target, each with a few round trips.
+	slab []series
+	rtts []time.Duration
+}
+
+// seriesChunk is how many series newSeries allocates at once.
+const seriesChunk = 256
+
+// newSeries returns a new series with room for samples round trips.
+func (p *period) newSeries(samples int) *series {
+	if len(p.slab) == cap(p.slab) {
+		p.slab = make([]series, 0, seriesChunk)
+	}
+	p.slab = append(p.slab, series{})
+	s := &p.slab[len(p.slab)-1]
+	if n := len(p.rtts); cap(p.rtts)-n >= samples {
+		s.rtts = p.rtts[n : n : n+samples] // appends past samples reallocate this series' own
+		p.rtts = p.rtts[:n+samples]
+	} else {
+		p.rtts = make([]time.Duration, samples, seriesChunk*samples)
+		s.rtts = p.rtts[0:0:samples]
+	}
+	return s
 }
 
 // ledger owns the open periods (at most two: one waiting for its last
@@ -133,6 +159,7 @@ type ledger struct {
 	failedLast               map[seriesKey]bool
 	lastEnd                  time.Time // end of the last period reported
 	floor                    time.Time // no period starts before it (probing began, settings changed)
+	lastSeries               int       // series in the last period reported: the next one's map size
 }
 
 // newLedger returns a ledger whose first period starts at start at the
@@ -163,7 +190,7 @@ func (l *ledger) periodFor(t time.Time) *period {
 	if l.floor.After(start) {
 		start = l.floor
 	}
-	p := &period{start: start, end: t.Truncate(l.reportInterval).Add(l.reportInterval), series: map[seriesKey]*series{}}
+	p := &period{start: start, end: t.Truncate(l.reportInterval).Add(l.reportInterval), series: make(map[seriesKey]*series, l.lastSeries)}
 	l.open = append(l.open, p)
 	return p
 }
@@ -197,7 +224,7 @@ func (l *ledger) record(r result, now time.Time) {
 	p.inflight--
 	s := p.series[r.key]
 	if s == nil {
-		s = &series{}
+		s = p.newSeries(l.samples())
 		p.series[r.key] = s
 	}
 	fresh := s.received == s.sent && !l.failedLast[r.key]
@@ -209,6 +236,14 @@ func (l *ledger) record(r result, now time.Time) {
 			// A later open period cannot exist yet: now < p.end.
 		}
 	}
+}
+
+// samples is how many round trips a series holds in a whole period.
+func (l *ledger) samples() int {
+	if l.interval <= 0 {
+		return 1
+	}
+	return int(min(max(l.reportInterval/l.interval, 1), maxSamples))
 }
 
 // closeAt ends every open period at now at the latest (settings change,
@@ -234,6 +269,7 @@ func (l *ledger) due(now time.Time, grace time.Duration) []*period {
 		}
 		l.open = l.open[1:]
 		l.lastEnd = p.end
+		l.lastSeries = len(p.series)
 		clear(l.failedLast)
 		for k, s := range p.series {
 			if s.received < s.sent {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -13,7 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/meshperf/meshperf/agent/netns"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -82,12 +80,13 @@ func echoOnce(c net.Conn) {
 }
 
 // dialer dials TCP from one network: in the agent's namespace with a
-// net.Dialer, or by creating the socket inside the network's namespace
-// (netns.Do only around socket(2): the connect then runs on any thread,
-// the socket keeps its namespace).
+// net.Dialer, or on a socket created inside the network's namespace (the
+// connect then runs on any thread: the socket keeps its namespace), from
+// stock when it has one (see nsSockets).
 type dialer struct {
-	ns  string
-	src netip.Addr
+	ns    string
+	src   netip.Addr
+	stock *nsSockets // nil: netns.Do around each socket(2)
 }
 
 // connectStartKey is the context key of a *time.Time that dial sets to
@@ -139,26 +138,14 @@ func (d dialer) dial(ctx context.Context, dst netip.Addr, port uint16) (net.Conn
 }
 
 // socket returns a non-blocking TCP socket for dst's family, created in
-// d's namespace (netns.Do only around socket(2): the socket keeps its
-// namespace, the rest runs on any thread) and bound to d.src when it is of
-// dst's family. The caller owns the file.
+// d's namespace (newSocket) and bound to d.src when it is of dst's
+// family. The caller owns the file.
 func (d dialer) socket(dst netip.Addr) (*os.File, error) {
 	family := unix.AF_INET
 	if !dst.Is4() {
 		family = unix.AF_INET6
 	}
-	fd := -1
-	mk := func() error {
-		var err error
-		fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-		return err
-	}
-	var err error
-	if d.ns == "" {
-		err = mk()
-	} else {
-		err = netns.Do(d.ns, mk)
-	}
+	fd, err := d.newSocket(family)
 	if err != nil {
 		return nil, fmt.Errorf("socket: %w", err)
 	}
@@ -226,87 +213,6 @@ func sockaddr(ap netip.AddrPort) unix.Sockaddr {
 		return &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
 	}
 	return &unix.SockaddrInet6{Addr: ap.Addr().As16(), Port: int(ap.Port())}
-}
-
-// tcpProbe connects to the peer's echo responder at dst:port, writes one
-// byte and reads it back, all before deadline; the figure is that byte's
-// round trip. The socket is held in live (if not nil) while it is open,
-// so that live.stop cuts it short; a stopped live fails the probe at once
-// with STATUS_CANCELED. It works on the socket's file directly, not
-// through net.Conn: no context, no keepalive options, no address lookups
-// per probe.
-func tcpProbe(d dialer, dst netip.Addr, port uint16, deadline time.Time, live *liveSockets) (time.Duration, measurev1.Status, string) {
-	raddr := netip.AddrPortFrom(dst, port)
-	f, err := d.socket(dst)
-	if err != nil {
-		return 0, netStatus(err), fmt.Sprintf("dial tcp %s: %v", raddr, err)
-	}
-	defer f.Close()
-	if !live.add(f) {
-		return 0, measurev1.Status_STATUS_CANCELED, "the prober stopped"
-	}
-	defer live.remove(f)
-	_ = f.SetDeadline(deadline)
-	if err := connect(f, raddr); err != nil {
-		return 0, netStatus(err), fmt.Sprintf("dial tcp %s: %v", raddr, err)
-	}
-	b := [1]byte{'m'}
-	start := time.Now()
-	if _, err := f.Write(b[:]); err != nil {
-		return 0, netStatus(err), fmt.Sprintf("write to %s: %v", raddr, err)
-	}
-	if _, err := io.ReadFull(f, b[:]); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return 0, measurev1.Status_STATUS_TOOL_ERROR, fmt.Sprintf("%s closed the connection without echoing", raddr)
-		}
-		return 0, netStatus(err), fmt.Sprintf("read from %s: %v", raddr, err)
-	}
-	return time.Since(start), measurev1.Status_STATUS_OK, ""
-}
-
-// liveSockets are the TCP probes' open sockets; the zero value is ready
-// and a nil *liveSockets holds nothing and never stops.
-type liveSockets struct {
-	mu      sync.Mutex
-	stopped bool
-	files   map[*os.File]struct{}
-}
-
-// add holds f, unless stop has been called.
-func (s *liveSockets) add(f *os.File) bool {
-	if s == nil {
-		return true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return false
-	}
-	if s.files == nil {
-		s.files = map[*os.File]struct{}{}
-	}
-	s.files[f] = struct{}{}
-	return true
-}
-
-// remove drops f.
-func (s *liveSockets) remove(f *os.File) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	delete(s.files, f)
-	s.mu.Unlock()
-}
-
-// stop cuts every held socket's wait short and refuses new ones.
-func (s *liveSockets) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopped = true
-	for f := range s.files {
-		_ = f.SetDeadline(time.Unix(1, 0))
-	}
 }
 
 // netStatus classifies a dial, read or write error.

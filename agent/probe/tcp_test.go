@@ -77,6 +77,8 @@ func TestTCPAndHTTPProbes(t *testing.T) {
 	}
 	nsEcho := serveEcho(t, nsLn)
 	inNS := dialer{ns: ns, src: lo}
+	stocked := dialer{ns: ns, src: lo, stock: newNSSockets(ns)}
+	t.Cleanup(stocked.stock.close)
 
 	tests := []struct {
 		name string
@@ -99,6 +101,15 @@ func TestTCPAndHTTPProbes(t *testing.T) {
 			}
 			return tcpProbeCtx(ctx, inNS, lo, echo.Port())
 		}, measurev1.Status_STATUS_REFUSED, "refused"},
+		{"tcp echo inside the namespace, on sockets from stock", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			return tcpProbeCtx(ctx, stocked, lo, nsEcho.Port())
+		}, measurev1.Status_STATUS_OK, ""},
+		{"a socket from stock does not reach the root namespace's listener", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			if echo.Port() == nsEcho.Port() {
+				t.Skip("same port in both namespaces")
+			}
+			return tcpProbeCtx(ctx, stocked, lo, echo.Port())
+		}, measurev1.Status_STATUS_REFUSED, "refused"},
 		{"http 200", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
 			return httpProbe(ctx, httpClient(own), lo, ok)
 		}, measurev1.Status_STATUS_OK, ""},
@@ -110,6 +121,9 @@ func TestTCPAndHTTPProbes(t *testing.T) {
 		}, measurev1.Status_STATUS_REFUSED, "refused"},
 		{"http from inside the namespace", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
 			return httpProbe(ctx, httpClient(inNS), lo, ok)
+		}, measurev1.Status_STATUS_REFUSED, "refused"},
+		{"http from inside the namespace, on sockets from stock", func(ctx context.Context) (time.Duration, measurev1.Status, string) {
+			return httpProbe(ctx, httpClient(stocked), lo, ok)
 		}, measurev1.Status_STATUS_REFUSED, "refused"},
 	}
 	for _, tt := range tests {
@@ -144,15 +158,37 @@ func TestTCPProbeTimeout(t *testing.T) {
 	}
 }
 
-// tcpProbeCtx is tcpProbe until ctx's deadline.
+// tcpProbeCtx runs one TCP probe on a tcpProber of its own, timing it
+// out when ctx ends.
 func tcpProbeCtx(ctx context.Context, d dialer, dst netip.Addr, port uint16) (time.Duration, measurev1.Status, string) {
-	dl, _ := ctx.Deadline()
-	return tcpProbe(d, dst, port, dl, nil)
+	box := newMailbox(time.Now)
+	box.eager.Store(true) // every result wakes
+	tp, err := newTCPProber(box)
+	if err != nil {
+		return 0, measurev1.Status_STATUS_TOOL_ERROR, err.Error()
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); tp.wait() }()
+	defer func() { tp.stop(); <-done }()
+	id, r, ok := tp.start(d, seriesKey{peer: "p"}, time.Now(), dst, port)
+	if !ok {
+		return r.rtt, r.status, r.msg
+	}
+	select {
+	case <-box.wake:
+	case <-ctx.Done():
+		if r, mine := tp.expire(id); mine {
+			return r.rtt, r.status, r.msg
+		}
+		<-box.wake // wait gave it first
+	}
+	r = box.take(nil)[0]
+	return r.rtt, r.status, r.msg
 }
 
-// TestTCPProbeStopped: live.stop cuts a probe waiting for its echo short
-// and refuses new ones.
-func TestTCPProbeStopped(t *testing.T) {
+// TestTCPProberStopped: stop closes the probes in flight (their results
+// are dropped), ends wait and refuses new probes.
+func TestTCPProberStopped(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepted by the kernel, never answered
 	if err != nil {
 		t.Fatal(err)
@@ -160,40 +196,31 @@ func TestTCPProbeStopped(t *testing.T) {
 	defer ln.Close()
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
 	lo := netip.MustParseAddr("127.0.0.1")
-	var live liveSockets
-	type out struct {
-		st      measurev1.Status
-		elapsed time.Duration
+	box := newMailbox(time.Now)
+	tp, err := newTCPProber(box)
+	if err != nil {
+		t.Fatal(err)
 	}
-	res := make(chan out, 1)
-	go func() {
-		start := time.Now()
-		_, st, _ := tcpProbe(dialer{}, lo, port, time.Now().Add(time.Minute), &live)
-		res <- out{st, time.Since(start)}
-	}()
-	for i := 0; ; i++ {
-		live.mu.Lock()
-		n := len(live.files)
-		live.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if i == 2000 {
-			t.Fatal("the probe never held its socket")
-		}
-		time.Sleep(time.Millisecond)
+	done := make(chan struct{})
+	go func() { defer close(done); tp.wait() }()
+	id, r, ok := tp.start(dialer{}, seriesKey{peer: "p"}, time.Now(), lo, port)
+	if !ok {
+		t.Fatalf("probe not started: %v %s", r.status, r.msg)
 	}
-	live.stop()
+	tp.stop()
 	select {
-	case r := <-res:
-		if r.st != measurev1.Status_STATUS_TIMEOUT {
-			t.Errorf("stopped probe: %v, want STATUS_TIMEOUT (its deadline moved to the past)", r.st)
-		}
+	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("the probe ran on 5 s after stop")
+		t.Fatal("wait ran on 5 s after stop")
 	}
-	if _, st, _ := tcpProbe(dialer{}, lo, port, time.Now().Add(time.Minute), &live); st != measurev1.Status_STATUS_CANCELED {
-		t.Errorf("probe after stop: %v, want STATUS_CANCELED", st)
+	if _, mine := tp.expire(id); mine {
+		t.Error("the probe in flight at stop still expires")
+	}
+	if n := len(box.take(nil)); n != 0 {
+		t.Errorf("%d results after stop, want none", n)
+	}
+	if _, r, ok := tp.start(dialer{}, seriesKey{peer: "p"}, time.Now(), lo, port); ok || r.status != measurev1.Status_STATUS_CANCELED {
+		t.Errorf("probe after stop: started %v, %v; want STATUS_CANCELED", ok, r.status)
 	}
 }
 
