@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -121,21 +122,48 @@ func (d dialer) dial(ctx context.Context, dst netip.Addr, port uint16) (net.Conn
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close() // FileConn dups it
-	if dl, ok := ctx.Deadline(); ok {
-		_ = f.SetDeadline(dl)
+	// The net.Conn is made before connect(2): its dup and its poller
+	// registration are not part of the figure (curl pays neither).
+	c, err := net.FileConn(f)
+	_ = f.Close() // FileConn dups it
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", raddr, err)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = f.SetDeadline(time.Unix(1, 0)) })
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		_ = c.Close()
+		return nil, fmt.Errorf("dial %s: a %T, not a TCP connection", raddr, c)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = tc.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	markConnectStart(ctx)
-	if err := connect(f, raddr); err != nil {
+	if err := connect(tc, raddr); err != nil {
+		_ = tc.Close()
 		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
 			err = ctx.Err()
 		}
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(raddr), Err: err}
 	}
-	return net.FileConn(f)
+	if !stop() { // ctx ended meanwhile: the deadline in the past stays
+		_ = tc.Close()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(raddr), Err: ctx.Err()}
+	}
+	_ = tc.SetDeadline(time.Time{}) // the HTTP client bounds the rest by ctx
+	return peerConn{TCPConn: tc, peer: net.TCPAddrFromAddrPort(raddr)}, nil
 }
+
+// peerConn is a connection made from a socket before it connected, which
+// therefore does not know its peer: RemoteAddr gives it.
+type peerConn struct {
+	*net.TCPConn
+	peer net.Addr
+}
+
+// RemoteAddr returns the peer's address.
+func (c peerConn) RemoteAddr() net.Addr { return c.peer }
 
 // socket returns a non-blocking TCP socket for dst's family, created in
 // d's namespace (newSocket) and bound to d.src when it is of dst's
@@ -160,7 +188,7 @@ func (d dialer) socket(dst netip.Addr) (*os.File, error) {
 
 // connect connects the non-blocking socket f to raddr, waiting (in the
 // runtime's poller, until f's deadline) for the handshake to end.
-func connect(f *os.File, raddr netip.AddrPort) error {
+func connect(f syscall.Conn, raddr netip.AddrPort) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
