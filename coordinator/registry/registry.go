@@ -510,6 +510,7 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 		s.reporter = true
 		r.reporters++
 	}
+	r.promoteLocked() // a replaced reporter whose new session does not gossip left a slot
 	r.known[s.node.Name] = a
 	r.mu.Unlock()
 	r.planJoin(s.node, a.GetMaintenance())

@@ -17,7 +17,10 @@ import (
 // (agents that do not gossip are told nothing), and when a reporter's
 // session ends a quiet agent is made a reporter, over real gRPC.
 func TestGossipReporters(t *testing.T) {
-	c := startWith(t, func(rc *registry.Config) { rc.GossipReporters = 2 })
+	// Heartbeats every minute: no session of the test times out, so every
+	// promotion comes from the registry's bookkeeping, not from a session
+	// that went silent.
+	c := startWith(t, func(rc *registry.Config) { rc.GossipReporters, rc.HeartbeatInterval = 2, time.Minute })
 	ctx := ctxT(t)
 	type agent struct {
 		stream agentv1.AgentService_ConnectClient
@@ -89,5 +92,25 @@ func TestGossipReporters(t *testing.T) {
 	case name := <-promoted:
 		t.Errorf("%s made a reporter too: more than GossipReporters", name)
 	case <-time.After(200 * time.Millisecond):
+	}
+	// g2, a reporter, reconnects without gossip: its slot goes to the
+	// other quiet agent.
+	reg := &agentv1.Register{NodeName: "g2", ProtocolVersion: protocol.Version, AgentVersion: "test",
+		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.1.2"}}}
+	stream, err := c.agent.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: reg}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetRegistered() == nil || m.GetRegistered().GetGossipQuiet() {
+		t.Fatalf("g2 again: %v, %v; want Registered, not quiet (it does not gossip)", m, err)
+	}
+	select {
+	case name := <-promoted:
+		t.Logf("%s made a reporter in g2's place", name)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no quiet agent was made a reporter after a reporter reconnected without gossip")
 	}
 }
