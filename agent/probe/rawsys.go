@@ -120,6 +120,16 @@ func rawSetsockoptInt(fd, level, opt, v int) error {
 	return errnoErr(e)
 }
 
+// rawSetLingerReset sets SO_LINGER to {on, 0 s}: close(2) then aborts
+// the connection with a RST instead of a FIN exchange, and no end of it
+// waits in TIME_WAIT.
+func rawSetLingerReset(fd int) error {
+	l := unix.Linger{Onoff: 1, Linger: 0}
+	_, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER,
+		uintptr(unsafe.Pointer(&l)), unsafe.Sizeof(l), 0)
+	return errnoErr(e)
+}
+
 // rawSockError returns the socket's pending error (SO_ERROR).
 func rawSockError(fd int) error {
 	var v int32

@@ -2,9 +2,11 @@ package probe
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -251,5 +253,41 @@ func TestServeEchoStops(t *testing.T) {
 	}
 	if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
 		t.Error("the listener still accepts")
+	}
+}
+
+// TestTCPProbeLeavesNoTimeWait: a probe ends with a RST, so neither the
+// responder (which closes first) nor the prober keeps a TIME_WAIT socket
+// per probe: /proc/net/tcp lists none on the responder's port after a few
+// probes.
+func TestTCPProbeLeavesNoTimeWait(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := serveEcho(t, ln)
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, st, msg := tcpProbeCtx(ctx, dialer{}, ap.Addr(), ap.Port())
+		cancel()
+		if st != measurev1.Status_STATUS_OK {
+			t.Fatalf("probe: %v %s", st, msg)
+		}
+	}
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("no /proc/net/tcp: %v", err)
+	}
+	port := fmt.Sprintf(":%04X ", ap.Port())
+	var tw int
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		// local, remote, state: 06 is TCP_TIME_WAIT.
+		if len(f) > 3 && f[3] == "06" && (strings.HasSuffix(f[1]+" ", port) || strings.HasSuffix(f[2]+" ", port)) {
+			tw++
+		}
+	}
+	if tw != 0 {
+		t.Errorf("%d TIME_WAIT sockets on port %d after 5 probes, want 0", tw, ap.Port())
 	}
 }
