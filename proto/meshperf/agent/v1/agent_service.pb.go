@@ -569,7 +569,17 @@ type Register struct {
 	ProbePort uint32 `protobuf:"varint,8,opt,name=probe_port,json=probePort,proto3" json:"probe_port,omitempty"`
 	// http_port is the port of the agent's HTTP target on both networks
 	// (0: unknown, no HTTP probes to it).
-	HttpPort      uint32 `protobuf:"varint,9,opt,name=http_port,json=httpPort,proto3" json:"http_port,omitempty"`
+	HttpPort uint32 `protobuf:"varint,9,opt,name=http_port,json=httpPort,proto3" json:"http_port,omitempty"`
+	// iperf3_port is the listen port of the agent's iperf3 servers on both
+	// networks (0: the default, 5201). A ServerStarted for iperf3 must give
+	// it; the coordinator refuses any other.
+	Iperf3Port uint32 `protobuf:"varint,10,opt,name=iperf3_port,json=iperf3Port,proto3" json:"iperf3_port,omitempty"`
+	// qperf_port is the listen port of the agent's qperf servers on both
+	// networks (0: the default, 19765); ServerStarted must give it.
+	QperfPort uint32 `protobuf:"varint,11,opt,name=qperf_port,json=qperfPort,proto3" json:"qperf_port,omitempty"`
+	// qperf_data_port is the qperf servers' pinned data port (0: the
+	// default, 19766); ServerStarted's data_port must give it.
+	QperfDataPort uint32 `protobuf:"varint,12,opt,name=qperf_data_port,json=qperfDataPort,proto3" json:"qperf_data_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -663,6 +673,27 @@ func (x *Register) GetProbePort() uint32 {
 func (x *Register) GetHttpPort() uint32 {
 	if x != nil {
 		return x.HttpPort
+	}
+	return 0
+}
+
+func (x *Register) GetIperf3Port() uint32 {
+	if x != nil {
+		return x.Iperf3Port
+	}
+	return 0
+}
+
+func (x *Register) GetQperfPort() uint32 {
+	if x != nil {
+		return x.QperfPort
+	}
+	return 0
+}
+
+func (x *Register) GetQperfDataPort() uint32 {
+	if x != nil {
+		return x.QperfDataPort
 	}
 	return 0
 }
@@ -1216,7 +1247,19 @@ type NodeEndpoint struct {
 	// addresses are its IPs per network.
 	Addresses []*NetworkAddress `protobuf:"bytes,2,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	// service_ip is the ClusterIP fronting its pod endpoint, if any.
-	ServiceIp     string `protobuf:"bytes,3,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
+	ServiceIp string `protobuf:"bytes,3,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
+	// iperf3_port, qperf_port, qperf_data_port and http_port are the server
+	// ports the node registered (Register's fields of the same names; 0
+	// there means the default, and here the coordinator sends the port in
+	// force, never 0 for the first three). An agent runs a client to this
+	// node only on the port of the test's tool.
+	Iperf3Port uint32 `protobuf:"varint,4,opt,name=iperf3_port,json=iperf3Port,proto3" json:"iperf3_port,omitempty"`
+	// qperf_port: see iperf3_port.
+	QperfPort uint32 `protobuf:"varint,5,opt,name=qperf_port,json=qperfPort,proto3" json:"qperf_port,omitempty"`
+	// qperf_data_port: see iperf3_port.
+	QperfDataPort uint32 `protobuf:"varint,6,opt,name=qperf_data_port,json=qperfDataPort,proto3" json:"qperf_data_port,omitempty"`
+	// http_port: see iperf3_port (0: the node has no HTTP target).
+	HttpPort      uint32 `protobuf:"varint,7,opt,name=http_port,json=httpPort,proto3" json:"http_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1270,6 +1313,34 @@ func (x *NodeEndpoint) GetServiceIp() string {
 		return x.ServiceIp
 	}
 	return ""
+}
+
+func (x *NodeEndpoint) GetIperf3Port() uint32 {
+	if x != nil {
+		return x.Iperf3Port
+	}
+	return 0
+}
+
+func (x *NodeEndpoint) GetQperfPort() uint32 {
+	if x != nil {
+		return x.QperfPort
+	}
+	return 0
+}
+
+func (x *NodeEndpoint) GetQperfDataPort() uint32 {
+	if x != nil {
+		return x.QperfDataPort
+	}
+	return 0
+}
+
+func (x *NodeEndpoint) GetHttpPort() uint32 {
+	if x != nil {
+		return x.HttpPort
+	}
+	return 0
 }
 
 // Work is one order to an agent.
@@ -1893,7 +1964,7 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x0fGossipReporting\x12\x16\n" +
 	"\x06report\x18\x01 \x01(\bR\x06report\"&\n" +
 	"\tResultAck\x12\x19\n" +
-	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\xe7\x02\n" +
+	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\xcf\x03\n" +
 	"\bRegister\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x12)\n" +
@@ -1906,7 +1977,13 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"gossipPort\x12\x1d\n" +
 	"\n" +
 	"probe_port\x18\b \x01(\rR\tprobePort\x12\x1b\n" +
-	"\thttp_port\x18\t \x01(\rR\bhttpPort\"u\n" +
+	"\thttp_port\x18\t \x01(\rR\bhttpPort\x12\x1f\n" +
+	"\viperf3_port\x18\n" +
+	" \x01(\rR\n" +
+	"iperf3Port\x12\x1d\n" +
+	"\n" +
+	"qperf_port\x18\v \x01(\rR\tqperfPort\x12&\n" +
+	"\x0fqperf_data_port\x18\f \x01(\rR\rqperfDataPort\"u\n" +
 	"\x0eNetworkAddress\x126\n" +
 	"\anetwork\x18\x01 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\x12\x0e\n" +
 	"\x02ip\x18\x02 \x01(\tR\x02ip\x12\x1b\n" +
@@ -1939,12 +2016,18 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x0eExternalTarget\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x19\n" +
-	"\bhttp_url\x18\x03 \x01(\tR\ahttpUrl\"\x8b\x01\n" +
+	"\bhttp_url\x18\x03 \x01(\tR\ahttpUrl\"\x90\x02\n" +
 	"\fNodeEndpoint\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12?\n" +
 	"\taddresses\x18\x02 \x03(\v2!.meshperf.agent.v1.NetworkAddressR\taddresses\x12\x1d\n" +
 	"\n" +
-	"service_ip\x18\x03 \x01(\tR\tserviceIp\"\xa7\x02\n" +
+	"service_ip\x18\x03 \x01(\tR\tserviceIp\x12\x1f\n" +
+	"\viperf3_port\x18\x04 \x01(\rR\n" +
+	"iperf3Port\x12\x1d\n" +
+	"\n" +
+	"qperf_port\x18\x05 \x01(\rR\tqperfPort\x12&\n" +
+	"\x0fqperf_data_port\x18\x06 \x01(\rR\rqperfDataPort\x12\x1b\n" +
+	"\thttp_port\x18\a \x01(\rR\bhttpPort\"\xa7\x02\n" +
 	"\x04Work\x12\x17\n" +
 	"\atest_id\x18\x01 \x01(\tR\x06testId\x126\n" +
 	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12C\n" +

@@ -332,7 +332,10 @@ const (
 	Status_STATUS_AGENT_UNAVAILABLE Status = 10
 	// STATUS_CANCELED: the run was canceled before the test finished.
 	Status_STATUS_CANCELED Status = 11
-	// STATUS_INVALID: the test's parameters were refused.
+	// STATUS_INVALID: the test's parameters were refused, or the figures a
+	// tool or an agent gave failed the coordinator's checks (not finite,
+	// negative, beyond physical bounds, inconsistent counts); message says
+	// which, and the result carries no metrics.
 	Status_STATUS_INVALID Status = 12
 	// STATUS_INTERRUPTED: the coordinator stopped while the test was planned or
 	// in flight.
