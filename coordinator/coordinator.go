@@ -43,6 +43,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/retention"
 	"github.com/meshperf/meshperf/coordinator/runs"
+	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/coordinator/server"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/grpcbuf"
@@ -201,7 +202,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Probes != nil {
 		peers.SetSettings(cfg.Probes)
 	}
-	sink := &probeSink{peers: peers, settings: cfg.Probes, log: log, reported: map[string]reported{},
+	invalid := &sanity.Counter{} // figures that failed the checks, runs' and probes'
+	sink := &probeSink{peers: peers, settings: cfg.Probes, log: log, reported: map[string]reported{}, invalid: invalid,
 		judge: newProbeJudge(cfg.Probes), judgeC: make(chan struct{}, 1)}
 	if sink.in, err = ingest.New(ingest.Config{Write: writeReports(st), Logger: log}); err != nil {
 		return err
@@ -228,7 +230,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var met *metrics.Metrics
 	alertCfg := alert.Config{Store: st, Logger: log}
 	if cfg.MetricsAddress != "" {
-		if met, err = metrics.New(metrics.Config{Agents: reg, StorePath: st.Path(), PerPair: cfg.MetricsPerPair, Probes: sink, Logger: log}); err != nil {
+		if met, err = metrics.New(metrics.Config{Agents: reg, StorePath: st.Path(), PerPair: cfg.MetricsPerPair, Probes: sink, Invalid: invalid, Logger: log}); err != nil {
 			return err
 		}
 		alertCfg.Publisher = met
@@ -240,7 +242,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	mgr, err := runs.New(ctx, runs.Config{
 		Store: st, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) },
-		Agents: reg, Logger: log, Observer: observer, ExternalTargets: reg.ExternalTargets(),
+		Agents: reg, Logger: log, Observer: observer, ExternalTargets: reg.ExternalTargets(), Invalid: invalid,
 	})
 	if err != nil {
 		return err

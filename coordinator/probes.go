@@ -14,6 +14,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/metrics"
 	"github.com/meshperf/meshperf/coordinator/probeplan"
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/store"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -27,6 +28,8 @@ type probeSink struct {
 	peers    *probeplan.Table
 	settings *agentv1.ProbeSettings // nil: no probes configured
 	log      *slog.Logger
+	invalid  *sanity.Counter // summaries whose figures failed; nil: not counted
+	warn     sanity.Limiter  // of the invalid figures, per node
 
 	judge  *diagnose.ProbeJudge // the open report periods' summaries
 	judgeC chan struct{}        // capacity 1: a report came (judgeProbes)
@@ -51,13 +54,16 @@ var _ registry.ReportSink = (*probeSink)(nil)
 
 // Report checks r against the plan's settings and peers: a report refused
 // whole is acknowledged and dropped (it will never become good), bad
-// summaries are dropped from it (logged), the rest is queued.
+// summaries are dropped from it (logged), summaries whose figures fail
+// become failed STATUS_INVALID summaries (counted in invalid, logged at
+// most once a minute per node), the rest is queued.
 func (p *probeSink) Report(node string, r *agentv1.ProbeReport, ack func()) error {
 	l := ingest.Limits{IsPeer: p.reg.IsPeer}
 	if p.settings != nil {
 		l.Interval, l.ReportInterval = p.settings.GetInterval().AsDuration(), p.settings.GetReportInterval().AsDuration()
+		l.Timeout = p.settings.GetTimeout().AsDuration()
 	}
-	dropped, err := ingest.Check(r, l, time.Now())
+	dropped, invalid, err := ingest.Check(r, l, time.Now())
 	if err != nil {
 		p.log.Warn("probe report refused; dropped", "node", node, "err", err)
 		ack()
@@ -67,7 +73,14 @@ func (p *probeSink) Report(node string, r *agentv1.ProbeReport, ack func()) erro
 		p.log.Warn("probe report: unbelievable summaries dropped", "node", node, "seq", r.GetSeq(), "dropped", len(dropped), "first", dropped[0])
 	}
 	if err := p.in.Submit(node, r, ack); err != nil {
-		return err
+		return err // sent again, and checked again
+	}
+	for _, iv := range invalid {
+		p.invalid.Add(sanity.SourceProbe, iv.Err)
+	}
+	if len(invalid) > 0 {
+		p.warn.Warn(p.log, node, "probe report: summaries whose figures failed the checks stored as invalid, not as samples",
+			"seq", r.GetSeq(), "invalid", len(invalid), "reason", string(sanity.ReasonOf(invalid[0].Err)), "first", invalid[0].Err.Error())
 	}
 	n := 0
 	for _, s := range r.GetSummaries() {

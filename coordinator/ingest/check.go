@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -36,23 +37,36 @@ type Limits struct {
 	// MaxAge is how far in the past a period may start (reports spooled
 	// across a long outage are still taken); zero means 7 days.
 	MaxAge time.Duration
+	// Timeout is the plan's probe timeout: no round trip is longer (plus
+	// sanity.ProbeSlack); zero means 1 min.
+	Timeout time.Duration
 }
-
-// maxRTT bounds any round trip a summary may give.
-const maxRTT = time.Minute
 
 // maxMessageBytes bounds a summary's message.
 const maxMessageBytes = 256
 
+// Invalid is a summary whose figures failed the checks: Check made it a
+// failed summary (sanity.InvalidSummary) rather than a sample.
+type Invalid struct {
+	// Index is the summary's index in the report as it came.
+	Index int
+	// Err is the *sanity.Error naming the figure.
+	Err error
+}
+
 // Check checks r, from node's session, against l at now. A report whose
 // seq, period or size is unusable is refused whole (ErrBadReport, naming
-// the field). Summaries that are not believable (unknown destination,
-// path or kind; received over sent; RTTs negative, not finite, out of
-// order or over a minute; an OK status with losses; a control character
-// in the message; a second summary of the same destination, path and
-// kind) are removed from r and their reasons returned, each naming the
-// summary's index, field and value: the rest of the report is kept.
-func Check(r *agentv1.ProbeReport, l Limits, now time.Time) (dropped []string, err error) {
+// the field). Summaries that name nothing to store (an unknown
+// destination, path, kind or status; a control character in the message,
+// or a message too long; a second summary of the same destination, path
+// and kind) are removed from r and their reasons returned in dropped,
+// each naming the summary's index, field and value. Summaries whose
+// figures are not believable (coordinator/sanity: received over sent;
+// RTTs negative, not finite, out of order or over the probe timeout; an
+// OK status with losses) stay, as failed summaries without figures
+// (STATUS_INVALID, the reason as message), and are listed in invalid.
+// The rest of the report is kept as it is.
+func Check(r *agentv1.ProbeReport, l Limits, now time.Time) (dropped []string, invalid []Invalid, err error) {
 	if l.MaxSummaries == 0 {
 		l.MaxSummaries = 100000
 	}
@@ -62,8 +76,8 @@ func Check(r *agentv1.ProbeReport, l Limits, now time.Time) (dropped []string, e
 	if l.MaxAge == 0 {
 		l.MaxAge = 7 * 24 * time.Hour
 	}
-	bad := func(format string, args ...any) ([]string, error) {
-		return nil, fmt.Errorf("%w: seq %d: "+format, append([]any{ErrBadReport, r.GetSeq()}, args...)...)
+	bad := func(format string, args ...any) ([]string, []Invalid, error) {
+		return nil, nil, fmt.Errorf("%w: seq %d: "+format, append([]any{ErrBadReport, r.GetSeq()}, args...)...)
 	}
 	if r.GetSeq() == 0 {
 		return bad("seq is 0")
@@ -85,9 +99,13 @@ func Check(r *agentv1.ProbeReport, l Limits, now time.Time) (dropped []string, e
 	case len(r.GetSummaries()) > l.MaxSummaries:
 		return bad("%d summaries, at most %d", len(r.GetSummaries()), l.MaxSummaries)
 	}
-	maxSent := uint32(math.MaxUint32)
+	maxSent := uint32(0) // no bound
 	if l.Interval > 0 {
 		maxSent = uint32(min(int64(period/l.Interval)+2, math.MaxUint32))
+	}
+	timeout := l.Timeout
+	if timeout <= 0 {
+		timeout = maxRTT
 	}
 	type key struct {
 		dst  string
@@ -97,7 +115,7 @@ func Check(r *agentv1.ProbeReport, l Limits, now time.Time) (dropped []string, e
 	seen := make(map[key]bool, len(r.GetSummaries()))
 	kept := r.GetSummaries()[:0]
 	for i, s := range r.GetSummaries() {
-		why := checkSummary(s, l, maxSent)
+		why := checkSummary(s, l)
 		if why == "" {
 			k := key{s.GetNode(), s.GetPath(), s.GetKind()}
 			if seen[k] {
@@ -109,15 +127,24 @@ func Check(r *agentv1.ProbeReport, l Limits, now time.Time) (dropped []string, e
 			dropped = append(dropped, fmt.Sprintf("summaries[%d]: %s", i, why))
 			continue
 		}
+		if err := sanity.CheckSummary(s, timeout, maxSent); err != nil {
+			sanity.InvalidSummary(s, err, maxMessageBytes)
+			invalid = append(invalid, Invalid{Index: i, Err: fmt.Errorf("summaries[%d] (dst %s %v %v): %w", i, s.GetNode(), s.GetPath(), s.GetKind(), err)})
+		}
 		kept = append(kept, s)
 	}
 	clear(r.GetSummaries()[len(kept):])
 	r.Summaries = kept
-	return dropped, nil
+	return dropped, invalid, nil
 }
 
-// checkSummary says what is wrong with s, or "".
-func checkSummary(s *agentv1.ProbeSummary, l Limits, maxSent uint32) string {
+// maxRTT bounds any round trip a summary may give when Limits.Timeout is
+// not set.
+const maxRTT = time.Minute
+
+// checkSummary says what is wrong with s's destination, path, kind,
+// status or message (what it names and says, not its figures), or "".
+func checkSummary(s *agentv1.ProbeSummary, l Limits) string {
 	node, ok := s.GetDst().(*agentv1.ProbeSummary_Node)
 	if !ok {
 		return fmt.Sprintf("dst %T: want a node (external targets are not probed continuously)", s.GetDst())
@@ -137,35 +164,8 @@ func checkSummary(s *agentv1.ProbeSummary, l Limits, maxSent uint32) string {
 	if _, ok := agentv1.ProbeKind_name[int32(s.GetKind())]; !ok || s.GetKind() == agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED {
 		return fmt.Sprintf("kind %d is not a probe kind", s.GetKind())
 	}
-	if s.GetSent() > maxSent {
-		return fmt.Sprintf("sent %d: the period holds at most %d probes", s.GetSent(), maxSent)
-	}
-	if s.GetReceived() > s.GetSent() {
-		return fmt.Sprintf("received %d is over sent %d", s.GetReceived(), s.GetSent())
-	}
-	rtts := []struct {
-		name string
-		v    float64
-	}{{"rtt_min_seconds", s.GetRttMinSeconds()}, {"rtt_median_seconds", s.GetRttMedianSeconds()},
-		{"rtt_p90_seconds", s.GetRttP90Seconds()}, {"rtt_max_seconds", s.GetRttMaxSeconds()}}
-	for i, f := range rtts {
-		switch {
-		case math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 || f.v > maxRTT.Seconds():
-			return fmt.Sprintf("%s %v: want 0 to %v", f.name, f.v, maxRTT.Seconds())
-		case s.GetReceived() == 0 && f.v != 0:
-			return fmt.Sprintf("%s %v with no probe answered", f.name, f.v)
-		case i > 0 && f.v < rtts[i-1].v:
-			return fmt.Sprintf("%s %v is under %s %v", f.name, f.v, rtts[i-1].name, rtts[i-1].v)
-		}
-	}
 	if _, ok := measurev1.Status_name[int32(s.GetStatus())]; !ok || s.GetStatus() == measurev1.Status_STATUS_UNSPECIFIED {
 		return fmt.Sprintf("status %d is not a status", s.GetStatus())
-	}
-	if s.GetStatus() == measurev1.Status_STATUS_OK && (s.GetReceived() != s.GetSent() || s.GetSent() == 0) {
-		return fmt.Sprintf("status OK with %d of %d probes answered", s.GetReceived(), s.GetSent())
-	}
-	if s.GetStatus() != measurev1.Status_STATUS_OK && s.GetSent() == 0 {
-		return fmt.Sprintf("status %v with no probe sent", s.GetStatus())
 	}
 	if m := s.GetMessage(); len(m) > maxMessageBytes {
 		return fmt.Sprintf("message of %d bytes, at most %d", len(m), maxMessageBytes)

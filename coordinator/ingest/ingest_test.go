@@ -36,48 +36,52 @@ func report(seq uint64, sums ...*agentv1.ProbeSummary) *agentv1.ProbeReport {
 var limits = Limits{Interval: 10 * time.Second, ReportInterval: time.Minute}
 
 func TestCheck(t *testing.T) {
-	mod := func(f func(s *agentv1.ProbeSummary)) *agentv1.ProbeSummary {
-		s := okSummary("node-2")
+	modTo := func(dst string, f func(s *agentv1.ProbeSummary)) *agentv1.ProbeSummary {
+		s := okSummary(dst)
 		f(s)
 		return s
 	}
+	mod := func(f func(s *agentv1.ProbeSummary)) *agentv1.ProbeSummary { return modTo("node-2", f) }
 	tests := []struct {
 		name     string
 		r        *agentv1.ProbeReport
 		l        Limits
 		wantErr  string   // the whole report refused
 		wantDrop []string // substrings of the dropped reasons, in order
-		wantKept int
+		wantKept int      // summaries kept, valid or made invalid
+		// wantInvalid are substrings of the invalid summaries' reasons, in
+		// order; nil means none expected unless the case lists them.
+		wantInvalid []string
 	}{
-		{"good", report(1, okSummary("node-2"), okSummary("node-3")), limits, "", nil, 2},
-		{"seq 0", report(0, okSummary("node-2")), limits, "seq is 0", nil, 0},
+		{"good", report(1, okSummary("node-2"), okSummary("node-3")), limits, "", nil, 2, nil},
+		{"seq 0", report(0, okSummary("node-2")), limits, "seq is 0", nil, 0, nil},
 		{"period over the report interval", func() *agentv1.ProbeReport {
 			r := report(1)
 			r.Period = durationpb.New(2 * time.Minute)
 			return r
-		}(), limits, "period 2m0s", nil, 0},
-		{"no period", func() *agentv1.ProbeReport { r := report(1); r.Period = nil; return r }(), limits, "period:", nil, 0},
+		}(), limits, "period 2m0s", nil, 0, nil},
+		{"no period", func() *agentv1.ProbeReport { r := report(1); r.Period = nil; return r }(), limits, "period:", nil, 0, nil},
 		{"future", func() *agentv1.ProbeReport {
 			r := report(1)
 			r.PeriodStart = timestamppb.New(now.Add(time.Hour))
 			return r
-		}(), limits, "ahead of the coordinator's clock", nil, 0},
+		}(), limits, "ahead of the coordinator's clock", nil, 0, nil},
 		{"ancient", func() *agentv1.ProbeReport {
 			r := report(1)
 			r.PeriodStart = timestamppb.New(now.Add(-30 * 24 * time.Hour))
 			return r
-		}(), limits, "older than", nil, 0},
-		{"too many", report(1, okSummary("a"), okSummary("b")), Limits{MaxSummaries: 1}, "2 summaries, at most 1", nil, 0},
-		{"bad figures dropped, rest kept", report(1,
-			mod(func(s *agentv1.ProbeSummary) { s.RttMedianSeconds = -5 }),
-			mod(func(s *agentv1.ProbeSummary) { s.RttMaxSeconds = math.NaN() }),
-			mod(func(s *agentv1.ProbeSummary) { s.RttMaxSeconds = math.Inf(1) }),
-			mod(func(s *agentv1.ProbeSummary) { s.RttMaxSeconds = 1e300 }),
-			mod(func(s *agentv1.ProbeSummary) { s.RttP90Seconds = 300e-6 }),
-			mod(func(s *agentv1.ProbeSummary) { s.Received = 7 }),
-			mod(func(s *agentv1.ProbeSummary) { s.Sent, s.Received = 1000, 1000 }),
-			mod(func(s *agentv1.ProbeSummary) { s.Received = 5 }),
-			mod(func(s *agentv1.ProbeSummary) {
+		}(), limits, "older than", nil, 0, nil},
+		{"too many", report(1, okSummary("a"), okSummary("b")), Limits{MaxSummaries: 1}, "2 summaries, at most 1", nil, 0, nil},
+		{"bad figures invalid, bad names dropped, rest kept", report(1,
+			modTo("n0", func(s *agentv1.ProbeSummary) { s.RttMedianSeconds = -5 }),
+			modTo("n1", func(s *agentv1.ProbeSummary) { s.RttMaxSeconds = math.NaN() }),
+			modTo("n2", func(s *agentv1.ProbeSummary) { s.RttMaxSeconds = math.Inf(1) }),
+			modTo("n3", func(s *agentv1.ProbeSummary) { s.RttMaxSeconds = 1e300 }),
+			modTo("n4", func(s *agentv1.ProbeSummary) { s.RttP90Seconds = 300e-6 }),
+			modTo("n5", func(s *agentv1.ProbeSummary) { s.Received = 7 }),
+			modTo("n6", func(s *agentv1.ProbeSummary) { s.Sent, s.Received = 1000, 1000 }),
+			modTo("n7", func(s *agentv1.ProbeSummary) { s.Received = 5 }),
+			modTo("n8", func(s *agentv1.ProbeSummary) {
 				s.Received, s.Status = 0, measurev1.Status_STATUS_TIMEOUT
 			}),
 			mod(func(s *agentv1.ProbeSummary) { s.Status = 99 }),
@@ -91,23 +95,27 @@ func TestCheck(t *testing.T) {
 			mod(func(s *agentv1.ProbeSummary) {
 				s.Received, s.Status, s.Message = 5, measurev1.Status_STATUS_TIMEOUT, strings.Repeat("x", 300)
 			}),
-			okSummary("node-2"),
-			okSummary("node-2"),
+			okSummary("node-3"),
+			okSummary("node-3"),
 		), limits, "", []string{
-			"summaries[0]: rtt_median_seconds -5", "summaries[1]: rtt_max_seconds NaN", "summaries[2]: rtt_max_seconds +Inf",
-			"summaries[3]: rtt_max_seconds 1e+300", "summaries[4]: rtt_max_seconds 0.0002 is under rtt_p90_seconds 0.0003",
-			"summaries[5]: received 7 is over sent 6", "summaries[6]: sent 1000: the period holds at most 8",
-			"summaries[7]: status OK with 5 of 6", "summaries[8]: rtt_min_seconds 8e-05 with no probe answered",
 			"summaries[9]: status 99", "summaries[10]: kind 99", "summaries[11]: path PATH_HOST_TO_EXTERNAL",
 			"summaries[12]: dst.node", "summaries[13]: dst *agentv1.ProbeSummary_ExternalTarget",
-			"summaries[14]: message", "summaries[15]: message of 300 bytes", "summaries[17]: a second summary of node-2",
-		}, 1},
+			"summaries[14]: message", "summaries[15]: message of 300 bytes", "summaries[17]: a second summary of node-3",
+		}, 10, []string{
+			"summaries[0] (dst n0 PATH_HOST_TO_HOST PROBE_KIND_ICMP): rtt_median_seconds -5 is negative",
+			"summaries[1] (dst n1 PATH_HOST_TO_HOST PROBE_KIND_ICMP): rtt_max_seconds NaN", "summaries[2] (dst n2 PATH_HOST_TO_HOST PROBE_KIND_ICMP): rtt_max_seconds +Inf",
+			"summaries[3] (dst n3 PATH_HOST_TO_HOST PROBE_KIND_ICMP): rtt_max_seconds 1e+300 is over the probe timeout",
+			"summaries[4] (dst n4 PATH_HOST_TO_HOST PROBE_KIND_ICMP): rtt_max_seconds 0.0002 is under rtt_p90_seconds 0.0003",
+			"received 7 is over sent 6", "sent 1000 is over the 8 probes", "status OK with 5 of 6", "rtt_min_seconds 8e-05 with no probe answered",
+		}},
+		{"a second summary after an invalid one", report(1, mod(func(s *agentv1.ProbeSummary) { s.RttMinSeconds = -1 }), okSummary("node-2")),
+			limits, "", []string{"summaries[1]: a second summary of node-2"}, 1, []string{"rtt_min_seconds -1 is negative"}},
 		{"not a peer", report(1, okSummary("node-9")), Limits{IsPeer: func(n string) bool { return n == "node-2" }}, "",
-			[]string{`dst.node "node-9" is not a peer`}, 0},
+			[]string{`dst.node "node-9" is not a peer`}, 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dropped, err := Check(tt.r, tt.l, now)
+			dropped, invalid, err := Check(tt.r, tt.l, now)
 			if tt.wantErr != "" {
 				if !errors.Is(err, ErrBadReport) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want ErrBadReport containing %q", err, tt.wantErr)
@@ -128,6 +136,26 @@ func TestCheck(t *testing.T) {
 			if got := len(tt.r.GetSummaries()); got != tt.wantKept {
 				t.Errorf("kept %d summaries, want %d", got, tt.wantKept)
 			}
+			nInvalid := 0
+			for _, s := range tt.r.GetSummaries() {
+				if s.GetStatus() == measurev1.Status_STATUS_INVALID {
+					nInvalid++
+					if s.GetSent() != 0 || s.GetRttMaxSeconds() != 0 || !strings.Contains(s.GetMessage(), "failed the coordinator's checks") {
+						t.Errorf("invalid summary %v still has figures or no reason", s)
+					}
+				}
+			}
+			if nInvalid != len(invalid) {
+				t.Errorf("%d invalid summaries kept, %d reported", nInvalid, len(invalid))
+			}
+			if tt.wantInvalid != nil && len(invalid) != len(tt.wantInvalid) {
+				t.Fatalf("invalid %v, want %d", invalid, len(tt.wantInvalid))
+			}
+			for i, w := range tt.wantInvalid {
+				if !strings.Contains(invalid[i].Err.Error(), w) {
+					t.Errorf("invalid[%d] = %v, want it to contain %q", i, invalid[i].Err, w)
+				}
+			}
 		})
 	}
 }
@@ -142,15 +170,19 @@ func FuzzCheck(f *testing.F) {
 			return
 		}
 		before := len(r.GetSummaries())
-		dropped, err := Check(r, limits, now)
+		dropped, invalid, err := Check(r, limits, now)
 		if err != nil {
 			return
+		}
+		if len(invalid) > len(r.GetSummaries()) {
+			t.Fatalf("%d invalid of %d kept", len(invalid), len(r.GetSummaries()))
 		}
 		if len(r.GetSummaries())+len(dropped) != before {
 			t.Fatalf("%d kept + %d dropped != %d summaries", len(r.GetSummaries()), len(dropped), before)
 		}
 		for _, s := range r.GetSummaries() { // what is kept is believable
-			if s.GetReceived() > s.GetSent() || s.GetRttMinSeconds() > s.GetRttMaxSeconds() || math.IsNaN(s.GetRttMedianSeconds()) {
+			if s.GetReceived() > s.GetSent() || s.GetRttMinSeconds() > s.GetRttMaxSeconds() || math.IsNaN(s.GetRttMedianSeconds()) ||
+				s.GetRttMaxSeconds() > 61 || s.GetRttMinSeconds() < 0 {
 				t.Fatalf("kept an unbelievable summary %v", s)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/runs"
+	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/coordinator/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -40,6 +41,10 @@ type Config struct {
 	// Probes is read at scrape time for the meshperf_probe_* series of the
 	// continuous mesh; nil means none.
 	Probes ProbeSource
+	// Invalid is read at scrape time for meshperf_results_invalid_total:
+	// the results and probe summaries whose figures failed the checks
+	// (coordinator/sanity); nil means none is exported.
+	Invalid *sanity.Counter
 	// Logger receives scrape problems; nil means discard.
 	Logger *slog.Logger
 }
@@ -148,6 +153,9 @@ func New(cfg Config) (*Metrics, error) {
 	}
 	if cfg.Probes != nil {
 		cs = append(cs, newProbeCollector(cfg.Probes))
+	}
+	if cfg.Invalid != nil {
+		cs = append(cs, invalidCollector{cfg.Invalid})
 	}
 	if cfg.PerPair {
 		m.pairLatency = prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -89,7 +90,28 @@ func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.Plan
 		}
 		wait.Stop()
 	}
-	return sanitize(runID, pt, results, start), answered
+	return m.checkFigures(pt, sanitize(runID, pt, results, start)), answered
+}
+
+// checkFigures checks the figures of a test's sanitized results
+// (coordinator/sanity): a result whose figures fail becomes
+// STATUS_INVALID without metrics, its reason in its message, is counted
+// in Config.Invalid and logged (at most once a minute per source node).
+// The bound of its time figures is the planned test's deadline, never
+// one of a spec the agent sent. It returns results.
+func (m *Manager) checkFigures(pt *measurev1.PlannedTest, results []*measurev1.Result) []*measurev1.Result {
+	timeout := sanity.Timeout(pt.GetSpec())
+	for _, r := range results {
+		err := sanity.CheckResult(r, timeout)
+		if err == nil {
+			continue
+		}
+		sanity.Invalidate(r, err)
+		m.cfg.Invalid.Add(sanity.SourceRun, err)
+		m.warn.Warn(m.log, r.GetSrcNode(), "result figures failed the checks; stored as invalid, not as a measurement",
+			"run_id", r.GetRunId(), "test_id", r.GetTestId(), "index", r.GetIndex(), "reason", string(sanity.ReasonOf(err)), "err", err)
+	}
+	return results
 }
 
 // sanitize makes an agent's answer a well-formed set of results for pt:

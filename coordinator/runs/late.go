@@ -67,7 +67,7 @@ func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.Work
 			log.Warn("late client result from a node that is not its test's source; acknowledged, not stored", "source", pt.GetSrcNode())
 		default:
 			start := plan.run.GetCreateTime().AsTime()
-			tests = append(tests, sanitize(runID, pt, clientResults(pt, wr, start, 0), start))
+			tests = append(tests, m.checkFigures(pt, sanitize(runID, pt, clientResults(pt, wr, start, 0), start)))
 			ids = append(ids, id)
 			continue
 		}

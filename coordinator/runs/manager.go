@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/coordinator/schedule"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -98,6 +99,10 @@ type Config struct {
 	// (the coordinator's config file; the registry sends the same list to
 	// the agents); nil means none.
 	ExternalTargets []*agentv1.ExternalTarget
+	// Invalid counts the results whose figures failed the checks
+	// (coordinator/sanity); nil means they are not counted (they are
+	// still stored as STATUS_INVALID).
+	Invalid *sanity.Counter
 }
 
 // Observer watches what the manager records. Its methods are called from
@@ -136,6 +141,8 @@ type Manager struct {
 
 	mu     sync.Mutex
 	active map[string]*active
+
+	warn sanity.Limiter // invalid figures, per source node
 }
 
 // active is a run in progress.
