@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -218,8 +219,8 @@ func printResults(o *options, results []*measurev1.Result) {
 	fmt.Fprintln(tw, "START\tSRC\tDST\tPATH\tTEST\tSTATUS\tVALUE\tRUN\tMESSAGE")
 	for _, r := range results {
 		value := "-"
-		if r.GetStatus() == measurev1.Status_STATUS_OK {
-			value = report.FormatHeadline(r.GetSpec().GetTest(), report.Headline(r))
+		if v, ok := report.Measured(r); ok {
+			value = report.FormatHeadline(r.GetSpec().GetTest(), v)
 			if size := r.GetQperf().GetMsgSizeBytes(); size > 0 {
 				value += " @" + report.FormatBytes(size)
 			}
@@ -245,8 +246,8 @@ func printResultsCSV(o *options, results []*measurev1.Result) error {
 		"rtt_min_seconds", "rtt_median_seconds", "rtt_max_seconds", "loss_ratio"})
 	for _, r := range results {
 		value := ""
-		if r.GetStatus() == measurev1.Status_STATUS_OK && r.GetMetrics() != nil {
-			value = strconv.FormatFloat(report.Headline(r), 'g', -1, 64)
+		if v, ok := report.Measured(r); ok { // never NaN or Inf
+			value = strconv.FormatFloat(v, 'g', -1, 64)
 		}
 		row := []string{r.GetStartTime().AsTime().UTC().Format(time.RFC3339Nano), r.GetRunId(), r.GetTestId(),
 			strconv.Itoa(int(r.GetIndex())), r.GetSrcNode(), r.GetDstNode(), testspec.PathName(r.GetPath()),
@@ -267,7 +268,12 @@ func pingColumns(r *measurev1.Result) []string {
 	if r.GetStatus() != measurev1.Status_STATUS_OK || p == nil {
 		return []string{"", "", "", ""}
 	}
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	f := func(v float64) string {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return "" // never a non-finite number
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
 	median := ""
 	if p.RttMedianSeconds != nil {
 		median = f(p.GetRttMedianSeconds())

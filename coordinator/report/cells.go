@@ -36,11 +36,13 @@ type Cell struct {
 	Label string
 	// MsgSizeBytes is the qperf message size of the cell; 0 for other tools.
 	MsgSizeBytes uint64
-	// Samples are the headline figures (Headline) of the OK results, in
-	// base units, in result order.
+	// Samples are the headline figures of the measurements (Measured: OK
+	// results with a finite, non-negative headline), in base units, in
+	// result order.
 	Samples []float64
 	// Failed counts the results that are not samples, by status (a busy or
-	// failed run is never a number in the statistics).
+	// failed run is never a number in the statistics); an OK result with
+	// a figure that is not finite counts as STATUS_INVALID.
 	Failed map[measurev1.Status]int
 	// Stats summarizes Samples; valid when len(Samples) > 0.
 	Stats stats.Summary
@@ -60,16 +62,16 @@ func Cells(results []*measurev1.Result) []*Cell {
 			}
 			byKey[k] = c
 		}
-		if r.GetStatus() == measurev1.Status_STATUS_OK && r.GetMetrics() != nil {
-			c.Samples = append(c.Samples, Headline(r))
+		if v, ok := Measured(r); ok {
+			c.Samples = append(c.Samples, v)
 		} else {
-			c.Failed[r.GetStatus()]++
+			c.Failed[StatusOf(r)]++
 		}
 	}
 	out := make([]*Cell, 0, len(byKey))
 	for _, c := range byKey {
 		if len(c.Samples) > 0 {
-			c.Stats, _ = stats.Summarize(c.Samples) // headlines are finite: the runner refuses others
+			c.Stats, _ = stats.Summarize(c.Samples) // finite: Measured
 		}
 		out = append(out, c)
 	}

@@ -7,6 +7,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -41,8 +42,11 @@ func (p *PairPath) Problems() []string {
 		tests := map[string]bool{}
 		for _, r := range p.Results[t] {
 			tests[r.GetTestId()] = true
-			if r.GetStatus() != measurev1.Status_STATUS_OK {
+			switch _, ok := Measured(r); {
+			case r.GetStatus() != measurev1.Status_STATUS_OK:
 				out = append(out, fmt.Sprintf("%s: %s: %s", testspec.Name(t), StatusName(r.GetStatus()), r.GetMessage()))
+			case !ok:
+				out = append(out, fmt.Sprintf("%s: %s: an OK result without a finite, non-negative figure", testspec.Name(t), StatusName(StatusOf(r))))
 			}
 		}
 		if missing := p.Planned[t] - len(tests); missing > 0 {
@@ -151,15 +155,16 @@ func (p *PairPath) Cell(t measurev1.Test) string {
 	bySize := map[uint64][]float64{}
 	var sizes []uint64
 	for _, r := range rs {
-		if r.GetStatus() != measurev1.Status_STATUS_OK {
-			failed = append(failed, StatusName(r.GetStatus()))
+		v, ok := Measured(r)
+		if !ok {
+			failed = append(failed, StatusName(StatusOf(r)))
 			continue
 		}
 		size := r.GetQperf().GetMsgSizeBytes()
 		if _, seen := bySize[size]; !seen {
 			sizes = append(sizes, size)
 		}
-		bySize[size] = append(bySize[size], Headline(r))
+		bySize[size] = append(bySize[size], v)
 	}
 	if len(failed) > 0 {
 		slices.Sort(failed)
@@ -206,6 +211,33 @@ func Headline(r *measurev1.Result) float64 {
 		return m.Http.GetTotalSeconds()
 	}
 	return 0
+}
+
+// Measured is r's headline figure (Headline) and true if r is a
+// measurement: STATUS_OK, with metrics, and a headline that is finite and
+// not negative. A result stored before the coordinator checked figures
+// may be OK with NaN, an infinity or a negative figure: it is no
+// measurement, and shows as invalid.
+func Measured(r *measurev1.Result) (float64, bool) {
+	if r.GetStatus() != measurev1.Status_STATUS_OK || r.GetMetrics() == nil {
+		return 0, false
+	}
+	v := Headline(r)
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+// StatusOf is r's status, or STATUS_INVALID for an OK result that is no
+// measurement (Measured).
+func StatusOf(r *measurev1.Result) measurev1.Status {
+	if r.GetStatus() == measurev1.Status_STATUS_OK {
+		if _, ok := Measured(r); !ok {
+			return measurev1.Status_STATUS_INVALID
+		}
+	}
+	return r.GetStatus()
 }
 
 // PingRTTSeconds is ping's figure for a pair, in seconds: the median RTT
@@ -255,9 +287,15 @@ func StatusName(s measurev1.Status) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "STATUS_"))
 }
 
-// FormatSeconds formats seconds as ns, µs, ms or s with 3 significant digits.
+// Invalid is how a figure that is not a finite number shows.
+const Invalid = "invalid"
+
+// FormatSeconds formats seconds as ns, µs, ms or s with 3 significant
+// digits; NaN and infinities are Invalid, never a number.
 func FormatSeconds(s float64) string {
 	switch {
+	case math.IsNaN(s) || math.IsInf(s, 0):
+		return Invalid
 	case s < 1e-6:
 		return fmt.Sprintf("%.3gns", s*1e9)
 	case s < 1e-3:
@@ -268,9 +306,12 @@ func FormatSeconds(s float64) string {
 	return fmt.Sprintf("%.3gs", s)
 }
 
-// FormatBitsPerSecond formats bit/s with a decimal prefix: "9.41 Gbit/s".
+// FormatBitsPerSecond formats bit/s with a decimal prefix: "9.41 Gbit/s";
+// NaN and infinities are Invalid, never a number.
 func FormatBitsPerSecond(bps float64) string {
 	switch {
+	case math.IsNaN(bps) || math.IsInf(bps, 0):
+		return Invalid
 	case bps >= 1e9:
 		return fmt.Sprintf("%.3g Gbit/s", bps/1e9)
 	case bps >= 1e6:

@@ -201,10 +201,10 @@ func Fold(results []*measurev1.Result) []*measurev1.Rollup {
 		failed := map[measurev1.Status]uint32{}
 		var values []float64
 		for _, r := range rs {
-			if r.GetStatus() == measurev1.Status_STATUS_OK && r.GetMetrics() != nil {
-				values = append(values, report.Headline(r))
+			if v, ok := report.Measured(r); ok {
+				values = append(values, v)
 			} else {
-				failed[r.GetStatus()]++
+				failed[report.StatusOf(r)]++
 			}
 		}
 		if s, err := stats.Summarize(values); err == nil {
