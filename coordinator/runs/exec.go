@@ -253,6 +253,11 @@ func (m *Manager) runClient(ctx context.Context, runID string, pt *measurev1.Pla
 		}}, false
 	}
 	budget := expected + clientSlack
+	// The record that this node has this test in flight comes first: it
+	// is what a late answer (after a restart) is checked against.
+	if err := m.cfg.Store.PutDispatched(ctx, workID(runID, pt), pt.GetSrcNode(), start); err != nil && ctx.Err() == nil {
+		m.log.Warn("record client work in flight; a late answer to it will be refused", "node", pt.GetSrcNode(), "test_id", workID(runID, pt), "err", err)
+	}
 	wr, err := m.dispatch(ctx, pt.GetSrcNode(), workID(runID, pt), budget, &agentv1.Work{Action: &agentv1.Work_RunClient{RunClient: rc}})
 	if err != nil {
 		if ctx.Err() != nil {

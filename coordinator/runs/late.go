@@ -16,12 +16,16 @@ const lateTimeout = 30 * time.Second
 // Dispatch waited for, mostly answers an agent kept while the coordinator
 // was gone and sends again after reconnecting. An answer whose test_id
 // names a known run (RUN_ID/TEST_ID), a planned test of it and, as that
-// test's source, the node that sent it, is sanitized against the planned
-// test and stored in place of the test's STATUS_INTERRUPTED placeholder
+// test's source, the node that sent it, and whose client work the store's
+// dispatch record (PutDispatched, kept across restarts) says went to that
+// node and is still in flight, is sanitized against the planned test, its
+// figures checked (checkFigures), and stored in place of the test's
+// STATUS_INTERRUPTED placeholder
 // (fixing the run's counters); a test that already has real results keeps
 // them. Either way the answer is acknowledged, and so is one that names no
-// test of this node, which is only logged: the agent would send it forever
-// otherwise. An answer for a run still in progress, or one the store
+// test of this node or one it did not have in flight, which is refused
+// and logged (a warning naming the reason): the agent would send it
+// forever otherwise. An answer for a run still in progress, or one the store
 // failed to take, is left unacknowledged: the agent keeps it and sends it
 // again on its next session.
 func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.WorkResult) {
@@ -64,8 +68,22 @@ func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.Work
 		case pt == nil:
 			log.Warn("late client result of a test its run did not plan; acknowledged, not stored")
 		case pt.GetSrcNode() != node:
-			log.Warn("late client result from a node that is not its test's source; acknowledged, not stored", "source", pt.GetSrcNode())
+			log.Warn("late client result refused: from a node that is not its test's source; acknowledged, not stored", "source", pt.GetSrcNode())
 		default:
+			to, _, inFlight, err := m.cfg.Store.Dispatched(ctx, id)
+			switch {
+			case err != nil:
+				log.Error("late client result: read its dispatch record; left with the agent", "err", err)
+				continue
+			case !inFlight:
+				log.Warn("late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored")
+				acks = append(acks, id)
+				continue
+			case to != node:
+				log.Warn("late client result refused: the test was dispatched to another node; acknowledged, not stored", "dispatched_to", to)
+				acks = append(acks, id)
+				continue
+			}
 			start := plan.run.GetCreateTime().AsTime()
 			tests = append(tests, m.checkFigures(pt, sanitize(runID, pt, clientResults(pt, wr, start, 0), start)))
 			ids = append(ids, id)
@@ -77,6 +95,9 @@ func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.Work
 		replaced, err := m.cfg.Store.ReplaceInterrupted(ctx, tests)
 		if err != nil {
 			m.log.Error("store late client results; left with the agent", "node", node, "results", len(tests), "err", err)
+		} else if err := m.cfg.Store.DeleteDispatched(ctx, ids...); err != nil {
+			// Harmless: the test has results now, which no later answer replaces.
+			m.log.Warn("forget the records of answered client work", "node", node, "tests", len(ids), "err", err)
 		}
 		for i, ok := range replaced {
 			if ok {

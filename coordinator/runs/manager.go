@@ -75,7 +75,25 @@ type Store interface {
 	// RunTests maps each of a run's tests that has results to whether one
 	// of them failed.
 	RunTests(ctx context.Context, runID string) (map[string]bool, error)
+	// PutDispatched records durably that the client work workID
+	// (RUN_ID/TEST_ID) goes to node; RecordResults deletes the record of
+	// a test it stores a result for that is no STATUS_INTERRUPTED
+	// placeholder.
+	PutDispatched(ctx context.Context, workID, node string, at time.Time) error
+	// Dispatched returns the node workID's client work went to, if its
+	// record is kept.
+	Dispatched(ctx context.Context, workID string) (node string, at time.Time, ok bool, err error)
+	// DeleteDispatched forgets the records of workIDs.
+	DeleteDispatched(ctx context.Context, workIDs ...string) error
+	// DeleteRunDispatched forgets the records of a run's tests.
+	DeleteRunDispatched(ctx context.Context, runID string) (int, error)
+	// PruneDispatched forgets the records of work dispatched before cutoff.
+	PruneDispatched(ctx context.Context, cutoff time.Time) (int, error)
 }
+
+// DispatchedMaxAge is how long the record of client work in flight is
+// kept when no answer comes: its late answer is refused after that.
+const DispatchedMaxAge = 7 * 24 * time.Hour
 
 // Config configures New.
 type Config struct {
@@ -231,6 +249,11 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 			return nil, fmt.Errorf("runs: mark run %s interrupted: %w", hdr.GetRunId(), err)
 		}
 		log.Warn("run interrupted by a coordinator restart", "run_id", run.GetRunId(), "done", run.GetTestsDone(), "planned", len(run.GetPlanned()))
+	}
+	if n, err := cfg.Store.PruneDispatched(ctx, time.Now().Add(-DispatchedMaxAge)); err != nil {
+		log.Warn("prune the records of client work in flight", "err", err)
+	} else if n > 0 {
+		log.Info("records of client work in flight that never got an answer pruned", "records", n, "older_than", DispatchedMaxAge)
 	}
 	cfg.Agents.HandleLate(m.late)
 	return m, nil
@@ -537,6 +560,11 @@ func (m *Manager) finish(a *active, ctxErr error) {
 		run.EndTime = timestamppb.Now()
 		if err := m.cfg.Store.PutRun(ctx, run); err != nil {
 			m.log.Error("store finished run", "run_id", run.GetRunId(), "err", err)
+		}
+		// Every test has a result that no late answer may change; an
+		// interrupted run keeps the records of its tests in flight.
+		if _, err := m.cfg.Store.DeleteRunDispatched(ctx, run.GetRunId()); err != nil {
+			m.log.Warn("forget the run's records of client work in flight", "run_id", run.GetRunId(), "err", err)
 		}
 	}
 	if m.cfg.Observer != nil { // before the watchers learn that the run ended

@@ -50,8 +50,11 @@ func (s *Store) AddResults(ctx context.Context, results []*measurev1.Result) err
 // group commit of a run's ended tests, whose header then never counts a
 // test whose results are not stored, nor lags them. It is one bbolt
 // transaction of its own, committed (fdatasync) before it returns, with
-// no batching delay: the caller groups the tests. Nothing is written if
-// any result is refused (ErrInvalid).
+// no batching delay: the caller groups the tests. The dispatch record
+// (PutDispatched) of each test with a result that is no
+// STATUS_INTERRUPTED placeholder is deleted in the same transaction: no
+// late answer can change such a test. Nothing is written if any result
+// is refused (ErrInvalid).
 func (s *Store) RecordResults(ctx context.Context, run *measurev1.Run, results []*measurev1.Result) error {
 	if err := validID("run_id", run.GetRunId()); err != nil {
 		return err
@@ -69,9 +72,15 @@ func (s *Store) RecordResults(ctx context.Context, run *measurev1.Run, results [
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		rt := openResultTx(tx)
+		dispatched := tx.Bucket(bucketDispatched)
 		for _, row := range rows {
 			if err := rt.put(row); err != nil {
 				return err
+			}
+			if row.r.GetStatus() != measurev1.Status_STATUS_INTERRUPTED {
+				if err := dispatched.Delete([]byte(row.r.GetRunId() + "/" + row.r.GetTestId())); err != nil {
+					return err
+				}
 			}
 		}
 		return tx.Bucket(bucketRuns).Put([]byte(run.GetRunId()), hdr)

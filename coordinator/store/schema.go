@@ -72,8 +72,15 @@ var (
 	// they are there for an operator to look at.
 	bucketSeriesQuarantine = []byte("series_quarantine")
 
+	// bucketDispatched maps a work ID (runID/testID) -> dispatch time
+	// (8 bytes, big-endian Unix nanoseconds) and the node the client work
+	// went to: the tests in flight whose late answers may be taken
+	// (dispatched.go).
+	bucketDispatched = []byte("dispatched")
+
 	allBuckets = [][]byte{bucketResults, bucketRunResults, bucketRuns, bucketRunPlanned, bucketAgents, bucketRollups, bucketTestResults,
-		bucketSeriesNodes, bucketSeriesNodeIDs, bucketSeriesHead, bucketSeriesChunks, bucketSeriesSeqs, bucketSeriesRollups, bucketSeriesQuarantine}
+		bucketSeriesNodes, bucketSeriesNodeIDs, bucketSeriesHead, bucketSeriesChunks, bucketSeriesSeqs, bucketSeriesRollups, bucketSeriesQuarantine,
+		bucketDispatched}
 )
 
 // sep separates the variable-length parts of a key. Node names, run IDs
