@@ -1,0 +1,156 @@
+package coordinator_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/internal/testnet"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// storedByTest lists a run's results as test ID -> status and message.
+func storedByTest(t *testing.T, ctx context.Context, mesh meshv1.MeshServiceClient, runID string) map[string]*measurev1.Result {
+	t.Helper()
+	resp, err := mesh.ListResults(ctx, &meshv1.ListResultsRequest{RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*measurev1.Result{}
+	for _, r := range resp.GetResults() {
+		out[r.GetTestId()] = r
+	}
+	return out
+}
+
+// TestRogueLateResults: after a coordinator restart interrupted a run,
+// late answers are taken only from the node each test's client work went
+// to, and only for work it had in flight (the dispatch record outlives
+// the restart): a rogue's answers for another node's tests, and the
+// source's own answer for a test never dispatched to it, are refused with
+// the reason in the log and leave the stored results as they were; the
+// source's answers for its tests in flight are stored (an absurd one as
+// invalid).
+func TestRogueLateResults(t *testing.T) {
+	dir := t.TempDir()
+	c := runAt(t, dir, coordinator.Config{}, nil)
+	ctx := testnet.Ctx(t, time.Minute)
+	first, cancelFirst := context.WithCancel(ctx)
+	defer cancelFirst()
+	// node-1 keeps its client work in flight; ping needs no server.
+	src := playAgent(t, first, dial(t, c.addr, insecureCreds()), "node-1", "127.0.0.1", func(*agentv1.Work) *agentv1.WorkResult { return nil })
+	playAgent(t, first, dial(t, c.addr, insecureCreds()), "node-2", "127.0.0.2", nil)
+	mesh := meshv1.NewMeshServiceClient(c.socketConn(t))
+	// Five pings from node-1: the Gate lets four run on a node at once,
+	// so the fifth is never dispatched while the others are in flight.
+	trig, err := mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{
+		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
+		Pairs: []*measurev1.NodePair{{SrcNode: "node-1", DstNode: "node-2"}}, Repeats: 5,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := trig.GetRun().GetRunId()
+	if !poll(20*time.Second, func() bool { return len(src.clientWork()) == 4 }) {
+		t.Fatalf("node-1 got client work %v, want 4\n%s", src.clientWork(), c.logs)
+	}
+	inFlight := src.clientWork()
+	slices.Sort(inFlight)
+	var never string
+	for _, pt := range trig.GetRun().GetPlanned() {
+		if id := runID + "/" + pt.GetTestId(); !slices.Contains(inFlight, id) {
+			never = id
+		}
+	}
+	cancelFirst()
+	c.stop()
+
+	// The restart: the run is interrupted, every test a placeholder.
+	c = runAt(t, dir, coordinator.Config{}, nil)
+	mesh = meshv1.NewMeshServiceClient(c.socketConn(t))
+	before := storedByTest(t, ctx, mesh, runID)
+	if len(before) != 5 {
+		t.Fatalf("after the restart: %d results, want 5 placeholders", len(before))
+	}
+	for id, r := range before {
+		if r.GetStatus() != measurev1.Status_STATUS_INTERRUPTED {
+			t.Fatalf("after the restart: %s is %v, want STATUS_INTERRUPTED", id, r.GetStatus())
+		}
+	}
+	testOf := func(workID string) string { return strings.TrimPrefix(workID, runID+"/") }
+	answer := func(rtt float64) *measurev1.Result {
+		r := absurdPing(rtt)
+		r.GetPing().LossRatio = 0
+		r.Spec = &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}
+		return r
+	}
+	conn := dial(t, c.addr, insecureCreds())
+
+	// A rogue node sends answers for node-1's tests in flight, and node-1
+	// one for the test it never got.
+	rogue := playAgent(t, ctx, conn, "node-3", "127.0.0.3", nil)
+	for _, id := range inFlight[:2] {
+		if err := rogue.send(clientDone(id, answer(0.001))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src = playAgent(t, ctx, conn, "node-1", "127.0.0.1", nil)
+	if err := src.send(clientDone(never, answer(0.001))); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		`msg="late client result refused: from a node that is not its test's source; acknowledged, not stored" node=node-3 test_id=` + inFlight[0],
+		`msg="late client result refused: from a node that is not its test's source; acknowledged, not stored" node=node-3 test_id=` + inFlight[1],
+		`msg="late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored" node=node-1 test_id=` + never,
+	} {
+		if !poll(10*time.Second, func() bool { return strings.Contains(c.logs.String(), w) }) {
+			t.Errorf("log lacks %s\n%s", w, c.logs)
+		}
+	}
+	if !poll(10*time.Second, func() bool { return rogue.acked(inFlight[0]) && src.acked(never) }) {
+		t.Errorf("refused answers not acknowledged: the agents would send them forever")
+	}
+	after := storedByTest(t, ctx, mesh, runID)
+	for id, r := range before {
+		if a := after[id]; a.GetStatus() != r.GetStatus() || a.GetMessage() != r.GetMessage() || a.GetSrcNode() != "node-1" {
+			t.Errorf("%s changed: %v, was %v", id, a, r)
+		}
+	}
+
+	// node-1's own answers for its tests in flight are taken: the record
+	// outlived the restart; the absurd one is stored as invalid.
+	if err := src.send(clientDone(inFlight[2], answer(0.001))); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.send(clientDone(inFlight[3], answer(-5))); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]*measurev1.Result
+	if !poll(10*time.Second, func() bool {
+		got = storedByTest(t, ctx, mesh, runID)
+		return got[testOf(inFlight[2])].GetStatus() == measurev1.Status_STATUS_OK && got[testOf(inFlight[3])].GetStatus() == measurev1.Status_STATUS_INVALID
+	}) {
+		t.Fatalf("node-1's late answers: %v and %v, want OK and INVALID\n%s", got[testOf(inFlight[2])], got[testOf(inFlight[3])], c.logs)
+	}
+	if m := got[testOf(inFlight[3])].GetMessage(); !strings.Contains(m, "rtt_min_seconds -5 is negative") {
+		t.Errorf("invalid late answer's message %q lacks the reason", m)
+	}
+	for _, id := range []string{inFlight[0], inFlight[1], never} {
+		if s := got[testOf(id)].GetStatus(); s != measurev1.Status_STATUS_INTERRUPTED {
+			t.Errorf("%s is %v after the refused answers, want still STATUS_INTERRUPTED", id, s)
+		}
+	}
+	// Answered, its record is gone: the same answer again changes nothing.
+	if err := src.send(clientDone(inFlight[2], answer(0.002))); err != nil {
+		t.Fatal(err)
+	}
+	w := `msg="late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored" node=node-1 test_id=` + inFlight[2]
+	if !poll(10*time.Second, func() bool { return strings.Contains(c.logs.String(), w) }) {
+		t.Errorf("log lacks %s", w)
+	}
+}
