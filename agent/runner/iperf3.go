@@ -323,6 +323,6 @@ func iperf3Results(spec *measurev1.TestSpec, out proc.Output) []*measurev1.Resul
 	}
 	r := okResult(spec, 0)
 	r.Metrics = &measurev1.Result_Iperf3{Iperf3: m}
-	r.Message = joinWords(note, exitNote("iperf3", out.ExitCode, lines(out.Stderr)))
+	r.Message = joinWords(exitNote("iperf3", out.ExitCode, lines(out.Stderr)), note)
 	return []*measurev1.Result{r}
 }

@@ -290,17 +290,17 @@ func parsePingFigures(out proc.Output, count uint32) (*measurev1.PingMetrics, []
 		switch {
 		case local > transmitted:
 			return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d send errors on stderr (%s) but %d packets transmitted: %s",
-				local, localWords, transmitted, sum[0])
+				local, abbrevLine(localWords), transmitted, sum[0])
 		case local == transmitted:
 			return nil, nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "all %d echo requests failed to leave this host: %s (a local error such as a firewall rule, not loss on the network)",
-				transmitted, localWords)
+				transmitted, abbrevLine(localWords))
 		case m.PacketsReceived > transmitted-local:
 			return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d replies but only %d of %d echo requests left this host (%d send errors: %s): %s",
-				m.PacketsReceived, transmitted-local, transmitted, local, localWords, sum[0])
+				m.PacketsReceived, transmitted-local, transmitted, local, abbrevLine(localWords), sum[0])
 		}
 		m.PacketsTransmitted = transmitted - local
 		notes = append(notes, fmt.Sprintf("%d of %d echo requests failed to leave this host (%s): a local error, not counted as loss",
-			local, transmitted, localWords))
+			local, transmitted, abbrevLine(localWords)))
 	}
 	if m.PacketsReceived > m.PacketsTransmitted {
 		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "more replies than requests: %s", sum[0])
@@ -374,7 +374,8 @@ func parsePingFigures(out proc.Output, count uint32) (*measurev1.PingMetrics, []
 		f := asFailure(err)
 		return nil, nil, fail(f.Status, "%s", joinWords(append([]string{f.Message}, notes...)...))
 	}
-	notes = append(notes, srcNote, exitNote("ping", out.ExitCode, otherStderr))
+	// The exit status first: a long note must not cut it off (MaxMessageBytes).
+	notes = append([]string{exitNote("ping", out.ExitCode, otherStderr)}, append(notes, srcNote)...)
 	return m, notes, nil
 }
 

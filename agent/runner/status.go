@@ -250,7 +250,16 @@ func ctxFailure(ctx context.Context, what string) *Failure {
 // fails its parser's checks and is not OK in the first place; curl is
 // not concerned (a non-zero exit means its transfer failed: ParseCurl).
 func exitNote(tool string, exitCode int, words []string) string {
-	said := tail([]byte(strings.Join(words, "\n")), 3)
+	if len(words) > 3 {
+		words = words[len(words)-3:]
+	}
+	cut := make([]string, 0, len(words))
+	for _, w := range words {
+		if w = strings.TrimSpace(w); w != "" {
+			cut = append(cut, abbrevLine(w))
+		}
+	}
+	said := strings.Join(cut, "; ")
 	switch {
 	case exitCode == 0 && said == "":
 		return ""
