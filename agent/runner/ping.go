@@ -205,6 +205,13 @@ func medianOf(xs []float64) float64 {
 // and "ping output truncated at 8 MiB before its summary" when out.Truncated
 // and there is no summary. When out.Truncated, any failure's message starts
 // with "ping output truncated at 8 MiB".
+//
+// Replies from another address than the target (the header line's) and
+// ping's own send errors on stderr are handled as ping_source.go says:
+// only the target's replies count in packets_received, loss_ratio and the
+// rtt figures, UNREACHABLE when it sent none; packets_transmitted counts
+// only the echo requests that left the host, TOOL_ERROR when none did;
+// more send errors than leaves room for the replies is PARSE_ERROR.
 func ParsePing(out proc.Output) (*measurev1.PingMetrics, error) {
 	m, _, err := parsePing(out, 0)
 	return m, err
