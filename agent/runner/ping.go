@@ -68,7 +68,7 @@ type pingReplies struct {
 	untimed uint32
 	// duplicates and corrupted count "(DUP!)" and "(BAD CHECKSUM!)" lines.
 	duplicates, corrupted uint32
-	// lines are every reply line, in ping's order (pingSources reads them).
+	// lines are every reply line, in ping's order (applyPingSources reads them).
 	lines []pingReplyLine
 }
 
@@ -228,7 +228,7 @@ func ParsePing(out proc.Output) (*measurev1.PingMetrics, error) {
 // note is what an OK result's message says: replies from other addresses,
 // local send failures (ping_source.go), and, when ping exited non-zero or
 // printed other words on stderr, those (a complete summary that passed every
-// check keeps its figures: see pingNote).
+// check keeps its figures: see exitNote).
 func parsePing(out proc.Output, count uint32) (_ *measurev1.PingMetrics, note string, err error) {
 	defer func() { err = parseFailure("ping", out, err) }()
 	m, notes, err := parsePingFigures(out, count)

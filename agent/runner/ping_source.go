@@ -96,9 +96,10 @@ func fromTarget(l pingReplyLine, target netip.Addr, known bool) bool {
 // applyPingSources counts only the target's replies of rs into m (see the
 // comment at the top of this file) when some reply came from elsewhere,
 // and returns what the message says of the others ("" when every reply
-// was the target's). received is how many probes left the host (m's
-// PacketsTransmitted). The error is UNREACHABLE when no reply came from
-// the target, PARSE_ERROR when none of the target's replies has a time.
+// was the target's). m's PacketsTransmitted is how many probes left the
+// host. The error is UNREACHABLE when no reply came from the target,
+// PARSE_ERROR when none of the target's replies has a time or their rtt
+// is zero.
 func applyPingSources(stdout string, m *measurev1.PingMetrics, rs pingReplies) (string, error) {
 	target, known := pingTarget(stdout)
 	var mine []pingReplyLine
