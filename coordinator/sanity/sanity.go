@@ -288,11 +288,9 @@ func checkIperf3(m *measurev1.Iperf3Metrics, t float64) error {
 	case m.GetBytesSent() > 0 && m.GetRetransmits() > m.GetBytesSent():
 		return inconsistent("retransmits", strconv.FormatUint(m.GetRetransmits(), 10), "is over bytes_sent %d", m.GetBytesSent())
 	}
-	if packets > 0 {
-		if want := float64(lost) / float64(packets); math.Abs(m.GetLossRatio()-want) > ratioTolerance {
-			return inconsistent("loss_ratio", num(m.GetLossRatio()), "is not lost_packets/packets (%d of %d: %s)", lost, packets, num(want))
-		}
-	}
+	// loss_ratio is not checked against lost_packets/packets: the runner
+	// takes packets from the sender's sum when it has one and the ratio
+	// from the receiver's (or its lost_percent), which differ a little.
 	return nil
 }
 

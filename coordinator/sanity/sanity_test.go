@@ -69,7 +69,7 @@ func TestCheckResult(t *testing.T) {
 		{"iperf3 -Inf", with(okIperf3(), func(r *measurev1.Result) { r.GetIperf3().ThroughputBps = math.Inf(-1) }), NotFinite, "throughput_bps -Inf"},
 		{"iperf3 11 Tbit/s", with(okIperf3(), func(r *measurev1.Result) { r.GetIperf3().SenderThroughputBps = 11e12 }), OutOfBounds, "sender_throughput_bps"},
 		{"iperf3 lost over packets", with(okIperf3(), func(r *measurev1.Result) { r.GetIperf3().LostPackets = 2000 }), Inconsistent, "lost_packets 2000 is over packets 1000"},
-		{"iperf3 loss ratio", with(okIperf3(), func(r *measurev1.Result) { r.GetIperf3().LossRatio = 0.5 }), Inconsistent, "loss_ratio 0.5 is not lost_packets/packets"},
+		{"iperf3 loss ratio over 1", with(okIperf3(), func(r *measurev1.Result) { r.GetIperf3().LossRatio = 1.5 }), OutOfBounds, "loss_ratio 1.5 is over 1"},
 		{"iperf3 jitter", with(okIperf3(), func(r *measurev1.Result) { r.GetIperf3().JitterSeconds = 1e9 }), OutOfBounds, "jitter_seconds"},
 		{"iperf3 retransmits", with(okIperf3(), func(r *measurev1.Result) { r.GetIperf3().Retransmits = 5000 }), Inconsistent, "retransmits 5000 is over packets 1000"},
 		{"iperf3 bytes", with(okIperf3(), func(r *measurev1.Result) { r.GetIperf3().BytesSent = math.MaxUint64 }), OutOfBounds, "bytes_sent"},
