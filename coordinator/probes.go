@@ -149,7 +149,8 @@ func seriesReport(node string, r *agentv1.ProbeReport) series.Report {
 	return out
 }
 
-// seconds converts a checked figure in seconds (finite, 0 to a minute).
+// seconds converts a checked figure in seconds (finite, 0 to the probe
+// timeout plus sanity.ProbeSlack).
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // seriesStore is what the ingester's writes need of the store.
