@@ -191,8 +191,12 @@ var securityInvariants = []invariant{
 				coordinatorPolicies(m)[0].Spec.Ingress[1].From = append(coordinatorPolicies(m)[0].Spec.Ingress[1].From,
 					networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}})
 			},
-			func(m *manifests) { coordinatorPolicies(m)[0].Spec.PodSelector.MatchLabels = map[string]string{"app": "other"} },
-			func(m *manifests) { coordinatorPolicies(m)[0].Spec.Ingress = coordinatorPolicies(m)[0].Spec.Ingress[1:] },
+			func(m *manifests) {
+				coordinatorPolicies(m)[0].Spec.PodSelector.MatchLabels = map[string]string{"app": "other"}
+			},
+			func(m *manifests) {
+				coordinatorPolicies(m)[0].Spec.Ingress = coordinatorPolicies(m)[0].Spec.Ingress[1:]
+			},
 		},
 	},
 }
