@@ -199,6 +199,67 @@ var securityInvariants = []invariant{
 			},
 		},
 	},
+	{
+		name: "cert-manager overlay: /metrics over TLS with a token, probes over HTTPS",
+		check: func(m *manifests) (bad []string) {
+			var args []string
+			schemes := map[string]string{}
+			secrets := map[string]string{} // volume name -> secret
+			mounts := map[string]string{}  // mount path -> volume name
+			for f, ops := range m.patches {
+				if !strings.HasPrefix(f, "cert-manager/") {
+					continue
+				}
+				for _, op := range ops {
+					switch {
+					case op.Path == "/spec/template/spec/containers/0/args/-":
+						if a, ok := op.Value.(string); ok {
+							args = append(args, a)
+						}
+					case strings.HasSuffix(op.Path, "Probe/httpGet/scheme"):
+						schemes[op.Path], _ = op.Value.(string)
+					case op.Path == "/spec/template/spec/volumes/-":
+						v, _ := op.Value.(map[string]any)
+						sec, _ := v["secret"].(map[string]any)
+						name, _ := v["name"].(string)
+						secrets[name], _ = sec["secretName"].(string)
+					case op.Path == "/spec/template/spec/containers/0/volumeMounts/-":
+						v, _ := op.Value.(map[string]any)
+						mp, _ := v["mountPath"].(string)
+						mounts[mp], _ = v["name"].(string)
+					}
+				}
+			}
+			for _, flag := range []string{"metrics-tls-cert", "metrics-tls-key", "metrics-token-file"} {
+				if flagValue(args, flag) == "" {
+					bad = append(bad, "the overlay passes no --"+flag)
+				}
+			}
+			if f := flagValue(args, "metrics-token-file"); f != "" && secrets[mounts[path.Dir(f)]] != "meshperf-metrics-token" {
+				bad = append(bad, fmt.Sprintf("--metrics-token-file=%s is not in a mount of Secret meshperf-metrics-token", f))
+			}
+			for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+				if s := schemes["/spec/template/spec/containers/0/"+probe+"/httpGet/scheme"]; s != "HTTPS" {
+					bad = append(bad, fmt.Sprintf("the coordinator's %s on the metrics port has scheme %q, want HTTPS", probe, s))
+				}
+			}
+			return bad
+		},
+		breaks: []func(m *manifests){
+			func(m *manifests) {
+				f := "cert-manager/coordinator-metrics-patch.yaml"
+				m.patches[f] = slices.DeleteFunc(m.patches[f], func(op jsonPatchOp) bool { return strings.HasSuffix(op.Path, "livenessProbe/httpGet/scheme") })
+			},
+			func(m *manifests) {
+				f := "cert-manager/coordinator-metrics-patch.yaml"
+				m.patches[f] = slices.DeleteFunc(m.patches[f], func(op jsonPatchOp) bool {
+					a, _ := op.Value.(string)
+					return strings.HasPrefix(a, "--metrics-token-file=")
+				})
+			},
+			func(m *manifests) { delete(m.patches, "cert-manager/coordinator-metrics-patch.yaml") },
+		},
+	},
 }
 
 func TestSecurityInvariants(t *testing.T) {
