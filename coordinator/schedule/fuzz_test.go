@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -14,9 +17,11 @@ import (
 // (at most 12), the last maintenance of them out of the mesh; a pair per
 // two bytes of pairBytes (an index past the nodes names an unknown node);
 // a test per byte of testBytes (at most 8; values past the enum are
-// invalid) and a path per byte of pathBytes (likewise); external targets
-// by the bits of extMask (bit 2: a name off the allowlist); repeats.
-func fuzzSpec(nodeCount, maintenance uint8, pairBytes, testBytes, pathBytes []byte, extMask, repeats uint8, label string) (*measurev1.RunSpec, Nodes) {
+// invalid), its parameters from two bytes of params each (a kind, maybe
+// not the test's, and a value); a path per byte of pathBytes (likewise);
+// external targets by the bits of extMask (bit 2: a name off the
+// allowlist); repeats.
+func fuzzSpec(nodeCount, maintenance uint8, pairBytes, testBytes, params, pathBytes []byte, extMask, repeats uint8, label string) (*measurev1.RunSpec, Nodes) {
 	n := int(nodeCount % 13)
 	var nodes Nodes
 	for i := range n {
@@ -41,7 +46,21 @@ func fuzzSpec(nodeCount, maintenance uint8, pairBytes, testBytes, pathBytes []by
 		if i == 8 {
 			break
 		}
-		spec.Tests = append(spec.Tests, &measurev1.TestSpec{Test: measurev1.Test(b % 10)})
+		ts := &measurev1.TestSpec{Test: measurev1.Test(b % 10)}
+		if 2*i+1 < len(params) {
+			v := uint32(params[2*i+1])
+			switch params[2*i] % 5 {
+			case 1:
+				ts.Params = &measurev1.TestSpec_Ping{Ping: &measurev1.PingParams{Count: v * 10}}
+			case 2:
+				ts.Params = &measurev1.TestSpec_Iperf3{Iperf3: &measurev1.Iperf3Params{ParallelStreams: v}}
+			case 3:
+				ts.Params = &measurev1.TestSpec_Qperf{Qperf: &measurev1.QperfParams{MsgSizeBytes: []uint64{uint64(v) << 10}}}
+			case 4:
+				ts.Params = &measurev1.TestSpec_Http{Http: &measurev1.HttpParams{Timeout: durationpb.New(time.Duration(v) * time.Second)}}
+			}
+		}
+		spec.Tests = append(spec.Tests, ts)
 	}
 	for i, b := range pathBytes {
 		if i == 8 {
@@ -61,18 +80,20 @@ func fuzzSpec(nodeCount, maintenance uint8, pairBytes, testBytes, pathBytes []by
 // with ErrInvalid or ErrNoPairs, and a plan it makes keeps its promises
 // (checkPlan). The seeds run with the normal tests.
 func FuzzPlan(f *testing.F) {
-	f.Add(uint8(3), uint8(0), []byte(nil), []byte(nil), []byte(nil), uint8(0), uint8(0), "")
-	f.Add(uint8(4), uint8(1), []byte{0, 1, 1, 0, 2, 3}, []byte{1, 3, 6, 8}, []byte{1, 3, 4}, uint8(0), uint8(2), "seed")
-	f.Add(uint8(5), uint8(0), []byte(nil), []byte{2, 3, 5, 7}, []byte{1, 2, 3, 4, 5}, uint8(0), uint8(1), "")
-	f.Add(uint8(2), uint8(0), []byte(nil), []byte{1, 8}, []byte{1, 6, 7}, uint8(3), uint8(0), "")
-	f.Add(uint8(3), uint8(0), []byte{0, 0}, []byte(nil), []byte(nil), uint8(0), uint8(0), "")                                // a pair to itself
-	f.Add(uint8(3), uint8(0), []byte{0, 1, 0, 1}, []byte(nil), []byte(nil), uint8(0), uint8(0), "")                          // listed twice
-	f.Add(uint8(3), uint8(0), []byte{0, 3}, []byte(nil), []byte(nil), uint8(0), uint8(0), "")                                // an unknown node
-	f.Add(uint8(12), uint8(0), []byte(nil), []byte{1, 2, 3, 4, 5, 6, 7, 8}, []byte{1, 2, 3, 4, 5}, uint8(0), uint8(100), "") // too many
-	f.Add(uint8(1), uint8(0), []byte(nil), []byte(nil), []byte(nil), uint8(0), uint8(0), "")                                 // no pair
-	f.Add(uint8(3), uint8(0), []byte(nil), []byte{0, 9}, []byte{0, 8}, uint8(4), uint8(101), "\x1b[2J")
-	f.Fuzz(func(t *testing.T, nodeCount, maintenance uint8, pairBytes, testBytes, pathBytes []byte, extMask, repeats uint8, label string) {
-		spec, nodes := fuzzSpec(nodeCount, maintenance, pairBytes, testBytes, pathBytes, extMask, repeats, label)
+	f.Add(uint8(3), uint8(0), []byte(nil), []byte(nil), []byte(nil), []byte(nil), uint8(0), uint8(0), "")
+	f.Add(uint8(4), uint8(1), []byte{0, 1, 1, 0, 2, 3}, []byte{1, 3, 6, 8}, []byte(nil), []byte{1, 3, 4}, uint8(0), uint8(2), "seed")
+	f.Add(uint8(5), uint8(0), []byte(nil), []byte{2, 3, 5, 7}, []byte(nil), []byte{1, 2, 3, 4, 5}, uint8(0), uint8(1), "")
+	f.Add(uint8(2), uint8(0), []byte(nil), []byte{1, 8}, []byte(nil), []byte{1, 6, 7}, uint8(3), uint8(0), "")
+	f.Add(uint8(3), uint8(0), []byte{0, 0}, []byte(nil), []byte(nil), []byte(nil), uint8(0), uint8(0), "")                                // a pair to itself
+	f.Add(uint8(3), uint8(0), []byte{0, 1, 0, 1}, []byte(nil), []byte(nil), []byte(nil), uint8(0), uint8(0), "")                          // listed twice
+	f.Add(uint8(3), uint8(0), []byte{0, 3}, []byte(nil), []byte(nil), []byte(nil), uint8(0), uint8(0), "")                                // an unknown node
+	f.Add(uint8(12), uint8(0), []byte(nil), []byte{1, 2, 3, 4, 5, 6, 7, 8}, []byte(nil), []byte{1, 2, 3, 4, 5}, uint8(0), uint8(100), "") // too many
+	f.Add(uint8(1), uint8(0), []byte(nil), []byte(nil), []byte(nil), []byte(nil), uint8(0), uint8(0), "")                                 // no pair
+	f.Add(uint8(3), uint8(0), []byte(nil), []byte{0, 9}, []byte(nil), []byte{0, 8}, uint8(4), uint8(101), "\x1b[2J")
+	f.Add(uint8(3), uint8(0), []byte(nil), []byte{1, 6, 2, 8}, []byte{1, 5, 2, 4, 3, 64, 4, 30}, []byte(nil), uint8(0), uint8(1), "")
+	f.Add(uint8(3), uint8(0), []byte(nil), []byte{6}, []byte{1, 5}, []byte(nil), uint8(0), uint8(1), "") // ping parameters on iperf3
+	f.Fuzz(func(t *testing.T, nodeCount, maintenance uint8, pairBytes, testBytes, params, pathBytes []byte, extMask, repeats uint8, label string) {
+		spec, nodes := fuzzSpec(nodeCount, maintenance, pairBytes, testBytes, params, pathBytes, extMask, repeats, label)
 		planned, err := Plan(spec, nodes)
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrNoPairs) {
