@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -392,7 +393,8 @@ func (t *Tracker) Evaluate(nodes map[string]bool) map[string]string {
 }
 
 // logIgnored logs, once each time it begins, that reporters declare node
-// dead or left without a quorum (unconfirmed): their word is ignored.
+// dead or left without a quorum (unconfirmed): their word is ignored. A
+// warning if the coordinator is connected to the node, a note otherwise.
 // t.mu is held.
 func (t *Tracker) logIgnored(node string, unconfirmed, connected bool) {
 	if !unconfirmed {
@@ -404,7 +406,13 @@ func (t *Tracker) logIgnored(node string, unconfirmed, connected bool) {
 	}
 	t.ignored[node] = true
 	v := t.verdict(node)
-	t.log.Warn("gossip's dead ignored: no quorum of the reporters that know the node",
+	// Of a node the coordinator lost, a first reporter's dead is how gossip
+	// catches up; of a connected one, it is worth a warning.
+	level := slog.LevelInfo
+	if connected {
+		level = slog.LevelWarn
+	}
+	t.log.Log(context.Background(), level, "gossip's dead ignored: no quorum of the reporters that know the node",
 		"node", node, "connected", connected, "gossip_dead_by", v.DeadBy, "gossip_dead", v.DeadCount(),
 		"gossip_alive", v.AliveCount(), "quorum", fmt.Sprintf("at least %d and more than half of %d", MinQuorum, v.DeadCount()+v.AliveCount()))
 }
