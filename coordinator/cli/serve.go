@@ -79,7 +79,8 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&cfg.TLSClientCAFile, "tls-client-ca", "", "CA (PEM) that must have signed the certificate of every TCP client: agents and remote users; re-read when it changes")
 	f.StringVar(&cfg.APITokenFile, "api-token-file", "", `file with the token every MeshService call on the TCP listener must carry as "authorization: Bearer TOKEN" (needs the TLS flags; the unix socket needs none)`)
 	f.BoolVar(&useKube, "kubernetes", false,
-		"give each node's pod endpoint its own ClusterIP Service and EndpointSlice (in-cluster config) and use that ClusterIP as the node's service IP")
+		"give each node's pod endpoint its own ClusterIP Service and EndpointSlice (in-cluster config) and use that ClusterIP as the node's service IP; "+
+			"with --agent-identity=auto, agents prove their node with their projected service-account token (TokenReview)")
 	f.StringVar(&cfg.AgentIdentity, "agent-identity", coordinator.IdentityAuto,
 		"how an agent proves the node it registers as on the TCP listener: auto (token with --kubernetes, else cert with the TLS flags, else none), "+
 			"cert (its client certificate's URI SAN spiffe://meshperf/node/NODE), token (its projected service-account token, audience meshperf, "+
