@@ -38,6 +38,11 @@ const maxCached = 100_000
 // apiTimeout bounds each call to the API server.
 const apiTimeout = 10 * time.Second
 
+// DefaultMaxReviews bounds the concurrent reviews when
+// TokenConfig.MaxReviews is zero: a flood of made-up tokens (never cached)
+// costs the API server that many calls at a time, not one per session.
+const DefaultMaxReviews = 16
+
 // TokenConfig configures NewToken.
 type TokenConfig struct {
 	// Client talks to the API server; required. It needs create on
@@ -54,6 +59,9 @@ type TokenConfig struct {
 	// CacheTTL bounds how long a positive verdict is kept (never past the
 	// token's own expiry); zero means DefaultCacheTTL, negative no cache.
 	CacheTTL time.Duration
+	// MaxReviews bounds the reviews in progress at once (a TokenReview
+	// and a pod get each); more wait. Zero means DefaultMaxReviews.
+	MaxReviews int
 	// Now is the cache's clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives a debug line per review; nil means discard.
@@ -69,8 +77,9 @@ type TokenConfig struct {
 // reconnecting cost no API calls; refusals are not. Safe for concurrent
 // use.
 type Token struct {
-	cfg TokenConfig
-	log *slog.Logger
+	cfg     TokenConfig
+	log     *slog.Logger
+	reviews chan struct{} // semaphore of MaxReviews
 
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]verdict
@@ -102,7 +111,10 @@ func NewToken(cfg TokenConfig) (*Token, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	t := &Token{cfg: cfg, log: cfg.Logger, cache: map[[sha256.Size]byte]verdict{}}
+	if cfg.MaxReviews <= 0 {
+		cfg.MaxReviews = DefaultMaxReviews
+	}
+	t := &Token{cfg: cfg, log: cfg.Logger, cache: map[[sha256.Size]byte]verdict{}, reviews: make(chan struct{}, cfg.MaxReviews)}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
@@ -181,6 +193,12 @@ func (t *Token) remember(key [sha256.Size]byte, node string, now, exp time.Time)
 func (t *Token) review(ctx context.Context, tok string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
+	select {
+	case t.reviews <- struct{}{}:
+		defer func() { <-t.reviews }()
+	case <-ctx.Done():
+		return "", fmt.Errorf("%w: %d token reviews in progress: %w", ErrUnavailable, t.cfg.MaxReviews, ctx.Err())
+	}
 	tr, err := t.cfg.Client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: tok, Audiences: []string{t.cfg.Audience}},
 	}, metav1.CreateOptions{})
