@@ -151,6 +151,47 @@ func checkNotHijacked(t *testing.T, ctx context.Context, mesh meshv1.MeshService
 	}
 }
 
+// rogueLoop registers as node over conn (with ctx's metadata) again and
+// again, as the issue's attacker did in a reconnect loop, until the
+// returned stop is called; stop returns how many attempts were refused
+// with PermissionDenied, and fails the test if any got another answer.
+func rogueLoop(t *testing.T, ctx context.Context, conn *grpc.ClientConn, node string) (stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	refused, other := 0, []error(nil)
+	go func() { // owner: stop
+		defer close(done)
+		for ctx.Err() == nil {
+			s, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
+			if err == nil {
+				_ = s.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: &agentv1.Register{
+					NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "rogue",
+					Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: rogueIP}},
+				}}})
+				var m *agentv1.ConnectResponse
+				if m, err = s.Recv(); err == nil {
+					err = fmt.Errorf("got %v", m)
+				}
+			}
+			switch {
+			case status.Code(err) == codes.PermissionDenied:
+				refused++
+			case ctx.Err() == nil:
+				other = append(other, err)
+			}
+		}
+	}()
+	return func() int {
+		cancel()
+		<-done
+		if len(other) > 0 {
+			t.Errorf("rogue loop as %s: %d attempts not refused with PermissionDenied, the first: %v", node, len(other), other[0])
+		}
+		return refused
+	}
+}
+
 // plaintextConn is a plaintext connection to addr, for token sessions.
 func plaintextConn(t *testing.T, addr string) *grpc.ClientConn {
 	t.Helper()
@@ -163,7 +204,7 @@ func plaintextConn(t *testing.T, addr string) *grpc.ClientConn {
 // remote user's API client certificate (no node SAN), with one naming two
 // nodes or with another trust domain's SAN cannot register as node-b: each
 // is refused with the reason, logged, and node-b's real session keeps its
-// tests.
+// tests, also while a rogue re-registers in a loop.
 func TestRogueRegisterAsAnotherNodeMTLS(t *testing.T) {
 	pki := mtlstest.New(t)
 	addr, sock, logs := start(t, coordinator.Config{TLSCertFile: pki.Server.Cert, TLSKeyFile: pki.Server.Key, TLSClientCAFile: pki.CA.File})
@@ -193,7 +234,12 @@ func TestRogueRegisterAsAnotherNodeMTLS(t *testing.T) {
 			checkRefused(t, err, logs, "node-b", tt.proven, tt.want)
 		})
 	}
+	// And in a reconnect loop while node-b's tests run.
+	stop := rogueLoop(t, ctx, dial(t, addr, clientCreds(t, pki.CA.File, pki.CA.IssueNode(t, "node-a"))), "node-b")
 	checkNotHijacked(t, ctx, mesh, agents, hostIPs, logs)
+	if n := stop(); n == 0 {
+		t.Error("the rogue loop made no attempt")
+	}
 }
 
 // TestRogueRegisterWithTokenOfAnotherPod: with --kubernetes, a session
@@ -203,7 +249,7 @@ func TestRogueRegisterAsAnotherNodeMTLS(t *testing.T) {
 // pod, of a pod of another DaemonSet on node-b, with a forged token, a
 // token for the API server, or none, cannot register as node-b; each is
 // refused with the reason, logged, and node-b's real session keeps its
-// tests. The API calls it takes are those the deployed roles grant.
+// tests, also while a rogue re-registers in a loop. The API calls it takes are those the deployed roles grant.
 func TestRogueRegisterWithTokenOfAnotherPod(t *testing.T) {
 	const ns = kube.DefaultNamespace
 	api := kubetest.NewClientset(
@@ -255,7 +301,12 @@ func TestRogueRegisterWithTokenOfAnotherPod(t *testing.T) {
 			checkRefused(t, err, logs, "node-b", tt.proven, tt.want)
 		})
 	}
+	// And in a reconnect loop while node-b's tests run.
+	stop := rogueLoop(t, metadata.AppendToOutgoingContext(ctx, identity.MetadataKey, tokens["node-a"]), conn, "node-b")
 	checkNotHijacked(t, ctx, mesh, agents, hostIPs, logs)
+	if n := stop(); n == 0 {
+		t.Error("the rogue loop made no attempt")
+	}
 	for _, tok := range append([]string{tokens["node-a"], tokens["node-b"]}, "eyJhbGciOiJSUzI1NiJ9.e30.Zm9yZ2Vk") {
 		if strings.Contains(logs.String(), tok) {
 			t.Errorf("the coordinator logged an identity token")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -195,5 +196,44 @@ func TestNewTokenConfig(t *testing.T) {
 				t.Errorf("NewToken: %v, want an error naming %s", err, tt.wantIn)
 			}
 		})
+	}
+}
+
+// TestTokenMaxReviews: with MaxReviews reviews in progress, another waits
+// for a slot, and gives up as ErrUnavailable when its context ends first.
+func TestTokenMaxReviews(t *testing.T) {
+	c := fake.NewClientset(identitytest.Pod(ns, "agent-a", "uid-a", "node-a", "DaemonSet", ds))
+	cl := identitytest.New(c)
+	issue := func() string {
+		return cl.Issue(identitytest.Token{Namespace: ns, ServiceAccount: sa, Pod: "agent-a", PodUID: "uid-a",
+			Audiences: []string{identity.Audience}, Expires: time.Now().Add(time.Hour)})
+	}
+	slow, fast := issue(), issue()
+	entered, gate := make(chan struct{}), make(chan struct{})
+	c.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview).Spec.Token == slow {
+			close(entered)
+			<-gate
+		}
+		return false, nil, nil // the next reactor answers
+	})
+	v, err := identity.NewToken(identity.TokenConfig{Client: c, Namespace: ns, MaxReviews: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := v.Verify(withToken(slow)); done <- err }()
+	<-entered // the one slot is taken
+	ctx, cancel := context.WithCancel(withToken(fast))
+	cancel()
+	if node, err := v.Verify(ctx); !errors.Is(err, identity.ErrUnavailable) || !strings.Contains(err.Error(), "1 token reviews in progress") {
+		t.Errorf("Verify with every slot taken = %q, %v; want ErrUnavailable", node, err)
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Errorf("the slow review: %v", err)
+	}
+	if node, err := v.Verify(withToken(fast)); err != nil || node != "node-a" {
+		t.Errorf("Verify after the slot is free = %q, %v", node, err)
 	}
 }
