@@ -145,6 +145,12 @@ type Config struct {
 	// plaintext. A failed TLS handshake is retried like any lost
 	// coordinator, and logged at error level with its reason.
 	TLSCertFile, TLSKeyFile, TLSCAFile string
+	// IdentityTokenFile holds the agent's identity token, its projected
+	// service-account token of audience meshperf, which it presents in the
+	// metadata of each Connect (read anew each time: the kubelet rotates
+	// it) so that the coordinator lets it register as its node. Empty means
+	// none (the client certificate, if any, proves the node).
+	IdentityTokenFile string
 	// DialOptions are extra gRPC dial options, applied after the transport
 	// security of the TLS files (or none).
 	DialOptions []grpc.DialOption
@@ -330,6 +336,14 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return fmt.Errorf("agent config: %w", err)
 		}
+		if err := checkCertNode(cfg.TLSCertFile, cfg.NodeName, cfg.IdentityTokenFile != "", cfg.Logger.With("node", cfg.NodeName)); err != nil {
+			return fmt.Errorf("agent config: %w", err)
+		}
+	}
+	if cfg.IdentityTokenFile != "" { // a missing token fails now, not at each reconnect
+		if _, err := readIdentityToken(cfg.IdentityTokenFile); err != nil {
+			return fmt.Errorf("agent config: %w", err)
+		}
 	}
 	if cfg.GossipKeyFile != "" && cfg.GossipPort != 0 { // a bad key fails now, not as "gossip off"
 		if _, err := gossip.LoadKeys(cfg.GossipKeyFile); err != nil {
@@ -497,6 +511,9 @@ func (a *Agent) connectLoop(ctx context.Context, conn *grpc.ClientConn) error {
 		switch status.Code(err) {
 		case codes.FailedPrecondition, codes.InvalidArgument:
 			return fmt.Errorf("coordinator refused this agent: %s", status.Convert(err).Message())
+		case codes.PermissionDenied: // a renewed certificate or token may prove the node: retry
+			a.log.Error("the coordinator refused this agent's node identity; check --tls-cert (URI SAN "+mtls.NodeURI(a.cfg.NodeName)+
+				") or --identity-token-file, and the coordinator's --agent-identity; retrying", "reason", status.Convert(err).Message())
 		}
 		if registered {
 			backoff = a.cfg.ReconnectMin

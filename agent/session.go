@@ -84,7 +84,11 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	agentCtx := ctx // client runs outlive the session
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stream, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
+	idCtx, err := a.withIdentity(ctx)
+	if err != nil {
+		return false, err
+	}
+	stream, err := agentv1.NewAgentServiceClient(conn).Connect(idCtx)
 	if err != nil {
 		return false, fmt.Errorf("open stream: %w", err)
 	}

@@ -79,6 +79,7 @@ func connected(t *testing.T, mesh meshv1.MeshServiceClient, node string) bool {
 // for another host, and logs the reason at error level while it retries.
 func TestMutualTLS(t *testing.T) {
 	pki := mtlstest.New(t)
+	node1 := pki.CA.IssueNode(t, "node-1") // the agent's certificate names its node
 	tests := []struct {
 		name      string
 		host      string         // the coordinator listens here
@@ -87,15 +88,15 @@ func TestMutualTLS(t *testing.T) {
 		wantCoord string         // in the coordinator's log; "" when the agent registers
 		wantAgent string         // in the agent's error line
 	}{
-		{name: "valid certificate", host: "127.0.0.1", server: pki.Server, client: &pki.Client},
+		{name: "valid certificate", host: "127.0.0.1", server: pki.Server, client: &node1},
 		{name: "no certificate", host: "127.0.0.1", server: pki.Server, client: nil, wantCoord: "TLS handshake with a client failed"},
 		{name: "certificate of another CA", host: "127.0.0.1", server: pki.Server, client: &pki.OtherClient,
 			wantCoord: "unknown authority", wantAgent: "remote error: tls"},
 		{name: "expired certificate", host: "127.0.0.1", server: pki.Server, client: &pki.Expired,
 			wantCoord: "expired", wantAgent: "remote error: tls"},
-		{name: "coordinator of another CA", host: "127.0.0.1", server: pki.OtherServer, client: &pki.Client,
+		{name: "coordinator of another CA", host: "127.0.0.1", server: pki.OtherServer, client: &node1,
 			wantCoord: "TLS handshake with a client failed", wantAgent: "unknown authority"},
-		{name: "coordinator certificate for another host", host: "127.0.0.2", server: pki.Server, client: &pki.Client,
+		{name: "coordinator certificate for another host", host: "127.0.0.2", server: pki.Server, client: &node1,
 			wantCoord: "TLS handshake with a client failed", wantAgent: "127.0.0.2"},
 	}
 	for _, tt := range tests {

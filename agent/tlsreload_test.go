@@ -64,7 +64,7 @@ func runTLSCoordinator(t *testing.T, addr string, server mtlstest.Pair, clientCA
 func TestTLSReload(t *testing.T) {
 	pki := mtlstest.New(t)
 	dir := t.TempDir()
-	live := pki.Client.Copy(t, dir, "tls")
+	live := pki.CA.IssueNode(t, "node-1").Copy(t, dir, "tls") // names its node
 	liveCA := filepath.Join(dir, "ca.crt")
 	mtlstest.Replace(t, liveCA, pki.CA.File)
 	addr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
@@ -80,7 +80,7 @@ func TestTLSReload(t *testing.T) {
 	now := time.Now()
 	ca2 := mtlstest.NewCA(t, t.TempDir(), "ca-2")
 	srv2 := ca2.Issue(t, "server-2", true, now.Add(-time.Hour), now.Add(time.Hour))
-	cli2 := ca2.Issue(t, "client-2", false, now.Add(-time.Hour), now.Add(time.Hour))
+	cli2 := ca2.IssueNode(t, "node-1")
 	mtlstest.ReplacePair(t, live, cli2)
 	mtlstest.Replace(t, liveCA, ca2.File)
 	stop() // the agent loses its session and reconnects

@@ -7,7 +7,11 @@
 //
 // Security: with TLS files, the TCP listener speaks TLS 1.3 only and
 // requires a client certificate signed by the client CA (internal/mtls);
-// that certificate is what authenticates an agent. With an API token
+// that certificate is what authenticates a client. An agent session on
+// the TCP listener registers only as the node it proves (AgentIdentity,
+// coordinator/identity): by its certificate's URI SAN
+// spiffe://meshperf/node/NODE, or in a cluster by its projected
+// service-account token. With an API token
 // file, every MeshService call on the TCP listener must also carry
 // "authorization: Bearer TOKEN"; AgentService and the health service do
 // not need it. The unix socket stays plaintext and needs no token: its mode
@@ -137,6 +141,22 @@ type Config struct {
 	// means none. Either way, agents that run probe plans get their peers
 	// in plans (full, then deltas), not in whole Endpoints lists.
 	Probes *agentv1.ProbeSettings
+	// AgentIdentity is how an agent session on the TCP listener proves the
+	// node it registers as: IdentityAuto (""), IdentityCert,
+	// IdentityToken, IdentityTokenOrCert or IdentityNone. A session that
+	// registers as another node than it proved is refused
+	// (PermissionDenied) and logged. The unix socket checks nothing: only
+	// root reaches it.
+	AgentIdentity string
+	// AgentDaemonSet is the agents' DaemonSet in KubeNamespace, whose pods
+	// alone prove a node with IdentityToken; empty means
+	// identity.DefaultDaemonSet ("meshperf-agent").
+	AgentDaemonSet string
+	// IdentityCacheTTL bounds how long a checked identity token is
+	// trusted without another TokenReview (never past the token's
+	// expiry); zero means identity.DefaultCacheTTL (2 min), negative no
+	// cache.
+	IdentityCacheTTL time.Duration
 	// PlanDebounce is how long an agent's session waits after a peer
 	// change before it sends the agent its plan delta, so that a fleet
 	// joining costs each agent a few deltas; zero means 200 ms.
@@ -196,6 +216,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	access, err := cfg.metricsAccess(log)
+	if err != nil {
+		return err
+	}
+	agentID, idMode, err := cfg.agentIdentity(creds != nil, log)
 	if err != nil {
 		return err
 	}
@@ -282,9 +306,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// One gRPC server per listener: the TCP one with TLS and the token
 	// check when configured, the socket's plaintext and without a token.
-	srv := server.New(server.Config{Registry: reg, Runs: mgr, Store: st})
+	// The TCP listener's server checks each agent's identity; the socket's
+	// does not (only root reaches it).
+	srvCfg := server.Config{Registry: reg, Runs: mgr, Store: st, Logger: log}
+	srv := server.New(srvCfg)
+	srvCfg.Identity = agentID
+	tcpSrv := server.New(srvCfg)
 	hs := health.NewServer()
-	newServer := func(extra ...grpc.ServerOption) *grpc.Server {
+	newServer := func(srv *server.Server, extra ...grpc.ServerOption) *grpc.Server {
 		g := grpc.NewServer(append(append([]grpc.ServerOption{
 			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 			grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
@@ -301,16 +330,22 @@ func Run(ctx context.Context, cfg Config) error {
 		if auth != nil {
 			opts = append(opts, grpc.ChainUnaryInterceptor(auth.unary), grpc.ChainStreamInterceptor(auth.stream))
 		}
-		listeners[tcpL] = newServer(opts...)
-		log.Info("TCP listener security", "address", tcpL.Addr().String(), "mtls", creds != nil, "api_token", auth != nil)
-		if creds == nil {
+		listeners[tcpL] = newServer(tcpSrv, opts...)
+		log.Info("TCP listener security", "address", tcpL.Addr().String(), "mtls", creds != nil, "api_token", auth != nil, "agent_identity", idMode)
+		switch {
+		case creds == nil && agentID != nil:
+			log.Warn("the TCP listener is plaintext: agents prove their node with identity tokens that cross the network in clear, and any host that reaches it can drive MeshService; set --tls-cert, --tls-key, --tls-client-ca and --api-token-file")
+		case agentID == nil && creds != nil:
+			log.Warn("--agent-identity=none: any client certificate signed by the client CA may register as any node")
+		}
+		if creds == nil && agentID == nil {
 			log.Warn("the TCP listener is plaintext and authenticates nobody: any host that reaches it can register as an agent and drive MeshService; set --tls-cert, --tls-key, --tls-client-ca and --api-token-file")
-		} else if auth == nil {
+		} else if creds != nil && auth == nil {
 			log.Warn("no --api-token-file: any client certificate signed by the client CA, an agent's included, may drive MeshService on the TCP listener")
 		}
 	}
 	if unixL != nil {
-		listeners[unixL] = newServer()
+		listeners[unixL] = newServer(srv)
 	}
 
 	eg, egCtx := errgroup.WithContext(ctx)

@@ -120,10 +120,11 @@ func TestAPIToken(t *testing.T) {
 	})
 	tcp := dial(t, addr, clientCreds(t, pki.CA.File, pki.Client))
 	unix := dial(t, "unix://"+sock, insecure.NewCredentials())
-	// Two agents, over TCP with their certificate and without the token, so
-	// that a run has a pair to measure.
-	register(t, tcp, "node-1", "127.0.0.1")
-	register(t, tcp, "node-2", "127.0.0.2")
+	// Two agents, over TCP with their certificates (each naming its node)
+	// and without the token, so that a run has a pair to measure.
+	for i, node := range []string{"node-1", "node-2"} {
+		register(t, dial(t, addr, clientCreds(t, pki.CA.File, pki.CA.IssueNode(t, node))), node, fmt.Sprintf("127.0.0.%d", i+1))
+	}
 	tests := []struct {
 		name     string
 		conn     *grpc.ClientConn

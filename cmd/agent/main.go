@@ -109,6 +109,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.StringSliceVar(&externalCIDRs, "external-cidr", nil, "CIDR or IP address that an external target from the coordinator's allowlist must be or resolve to (repeatable); none means any address but link-local, cloud metadata and loopback outside --allow-target")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "client certificate (PEM) presented to the coordinator; with --tls-key and --tls-ca the agent speaks TLS 1.3. The three files are re-read when they change (checked at most once a second, at a new connection); a bad new file keeps the old one in use, with a warning")
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert; re-read with it")
+	f.StringVar(&cfg.IdentityTokenFile, "identity-token-file", "", "file with this agent's identity token, its projected service-account token of audience meshperf, "+
+		"presented to the coordinator at each connect (re-read each time: the kubelet rotates it) to prove the node it registers as; never logged")
 	f.StringVar(&cfg.TLSCAFile, "tls-ca", "", "CA (PEM) that must have signed the coordinator's certificate (checked against the --coordinator host name too); re-read when it changes")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	_ = cmd.MarkFlagRequired("coordinator")

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/identity"
 	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/monitor"
 )
@@ -46,6 +47,9 @@ func newServeCommand(o *options) *cobra.Command {
 				if cfg.KubeClient, err = kube.InCluster(); err != nil {
 					return err
 				}
+				if cfg.AgentIdentity == coordinator.IdentityAuto {
+					cfg.AgentIdentity = coordinator.IdentityToken
+				}
 			}
 			if pprofAddr != "" {
 				if err := servePprof(cmd.Context(), pprofAddr, log); err != nil {
@@ -79,7 +83,14 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&cfg.MetricsTLSClientCAFile, "metrics-tls-client-ca", "", "CA (PEM) that must have signed the client certificate of every GET /metrics (needs --metrics-tls-cert)")
 	f.StringVar(&cfg.MetricsTokenFile, "metrics-token-file", "", `file with the bearer token every GET /metrics must carry as "Authorization: Bearer TOKEN" (needs --metrics-tls-cert; re-read when it changes)`)
 	f.BoolVar(&useKube, "kubernetes", false,
-		"give each node's pod endpoint its own ClusterIP Service and EndpointSlice (in-cluster config) and use that ClusterIP as the node's service IP")
+		"give each node's pod endpoint its own ClusterIP Service and EndpointSlice (in-cluster config) and use that ClusterIP as the node's service IP; "+
+			"with --agent-identity=auto, agents prove their node with their projected service-account token (TokenReview)")
+	f.StringVar(&cfg.AgentIdentity, "agent-identity", coordinator.IdentityAuto,
+		"how an agent proves the node it registers as on the TCP listener: auto (token with --kubernetes, else cert with the TLS flags, else none), "+
+			"cert (its client certificate's URI SAN spiffe://meshperf/node/NODE), token (its projected service-account token, audience meshperf, "+
+			"checked with the TokenReview API; needs --kubernetes), token-or-cert, or none (anyone registers as any node)")
+	f.StringVar(&cfg.AgentDaemonSet, "agent-daemonset", identity.DefaultDaemonSet,
+		"the agents' DaemonSet in --kube-namespace: only its pods prove a node with --agent-identity=token")
 	f.StringVar(&cfg.KubeNamespace, "kube-namespace", kube.DefaultNamespace, "namespace of the per-node Services (with --kubernetes)")
 	return cmd
 }

@@ -86,7 +86,9 @@ func DefaultPorts() []Port {
 // InCluster returns a client for the cluster the coordinator runs in, from
 // its pod's service account (rest.InClusterConfig). The account needs get,
 // list, create, update and delete on services and
-// discovery.k8s.io/endpointslices in the namespace.
+// discovery.k8s.io/endpointslices in the namespace, and, to check the
+// agents' identity tokens (coordinator/identity), get on pods there and
+// create on authentication.k8s.io tokenreviews (cluster-scoped).
 func InCluster() (kubernetes.Interface, error) {
 	cfg, err := rest.InClusterConfig()
 	if err != nil {

@@ -7,12 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshperf/meshperf/coordinator/identity"
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/schedule"
@@ -30,6 +33,17 @@ type Config struct {
 	Runs *runs.Manager
 	// Store answers result queries.
 	Store *store.Store
+	// Identity, if set, proves the node of each agent session: Connect
+	// refuses (PermissionDenied) a Register whose node_name is not the
+	// node proven, before anything reaches the Registry. Nil means any
+	// session registers as any node (the plaintext lab, or a listener
+	// only root reaches).
+	Identity identity.Verifier
+	// RegisterTimeout bounds the wait for a session's Register when
+	// Identity is set; zero means 30 s.
+	RegisterTimeout time.Duration
+	// Logger receives refused registrations; nil means discard.
+	Logger *slog.Logger
 }
 
 // Server implements AgentService and MeshService.
@@ -37,10 +51,17 @@ type Server struct {
 	agentv1.UnimplementedAgentServiceServer
 	meshv1.UnimplementedMeshServiceServer
 	cfg Config
+	log *slog.Logger
 }
 
 // New returns a Server; Register it on a grpc.Server.
-func New(cfg Config) *Server { return &Server{cfg: cfg} }
+func New(cfg Config) *Server {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, log: log}
+}
 
 // Register registers both services on g.
 func (s *Server) Register(g *grpc.Server) {
@@ -48,9 +69,18 @@ func (s *Server) Register(g *grpc.Server) {
 	meshv1.RegisterMeshServiceServer(g, s)
 }
 
-// Connect runs one agent session.
+// Connect runs one agent session; with Config.Identity, only as the node
+// the session proved.
 func (s *Server) Connect(stream grpc.BidiStreamingServer[agentv1.ConnectRequest, agentv1.ConnectResponse]) error {
-	err := s.cfg.Registry.Serve(stream.Context(), stream)
+	var rs registry.Stream = stream
+	if s.cfg.Identity != nil {
+		ps, err := s.checkIdentity(stream)
+		if err != nil {
+			return err
+		}
+		rs = ps
+	}
+	err := s.cfg.Registry.Serve(stream.Context(), rs)
 	if err == nil || errors.Is(err, context.Canceled) {
 		return nil
 	}

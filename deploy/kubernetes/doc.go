@@ -4,7 +4,7 @@
 // decode every manifest strictly into its Kubernetes API type and check the
 // invariants the agent and the coordinator rely on (host network and
 // Guaranteed QoS for the agent, one coordinator with its volume, RBAC no
-// wider than needed). Its only code, CoordinatorRole and Allows, lets the
-// coordinator's tests check the API calls it makes against the Role it is
-// deployed with.
+// wider than needed). Its only code, CoordinatorRole, CoordinatorClusterRole
+// and Allows, lets the coordinator's tests check the API calls it makes
+// against the roles it is deployed with.
 package kubernetes

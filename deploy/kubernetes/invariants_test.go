@@ -376,6 +376,14 @@ var invariants = []invariant{
 			func(m *manifests) {
 				find[*rbacv1.RoleBinding](m, coordinator).Subjects[0].Name = agentName
 			},
+			func(m *manifests) {
+				r := &find[*rbacv1.Role](m, coordinator).Rules[2]
+				r.Verbs = append(r.Verbs, "list")
+			},
+			func(m *manifests) {
+				find[*rbacv1.ClusterRole](m, coordinator).Rules[0].Verbs = []string{"create", "get"}
+			},
+			func(m *manifests) { find[*rbacv1.ClusterRoleBinding](m, coordinator).Subjects[0].Name = agentName },
 		},
 	},
 	{

@@ -282,6 +282,7 @@ type certificate struct {
 		CommonName  string   `json:"commonName,omitempty"`
 		SecretName  string   `json:"secretName"`
 		DNSNames    []string `json:"dnsNames,omitempty"`
+		URIs        []string `json:"uris,omitempty"`
 		Usages      []string `json:"usages,omitempty"`
 		Duration    string   `json:"duration,omitempty"`
 		RenewBefore string   `json:"renewBefore,omitempty"`

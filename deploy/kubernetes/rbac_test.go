@@ -7,37 +7,41 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 )
 
-// checkRBAC allows the coordinator the verbs coordinator/kube calls on
-// services and endpointslices in its namespace (the coordinator's tests
-// check its calls against the Role both ways), nothing cluster-wide, and
-// nothing to anyone else.
+// checkRBAC allows the coordinator, in its namespace, the verbs
+// coordinator/kube calls on services and endpointslices and get on pods
+// (coordinator/identity reads the pod of an agent's token), and
+// cluster-wide create on tokenreviews alone (the coordinator's tests check
+// its calls against the roles both ways); nothing to anyone else.
 func checkRBAC(m *manifests) (bad []string) {
-	nsAllowed := map[string]bool{"/services": true, "discovery.k8s.io/endpointslices": true}
-	nsVerbs := []string{"get", "list", "create", "update", "delete"}
-	checkRules := func(who string, rules []rbacv1.PolicyRule, allowed map[string]bool, verbs []string) {
+	kubeVerbs := []string{"get", "list", "create", "update", "delete"}
+	nsAllowed := map[string][]string{"/services": kubeVerbs, "discovery.k8s.io/endpointslices": kubeVerbs, "/pods": {"get"}}
+	clusterAllowed := map[string][]string{"authentication.k8s.io/tokenreviews": {"create"}}
+	checkRules := func(who string, rules []rbacv1.PolicyRule, allowed map[string][]string) {
 		for _, r := range rules {
 			if len(r.NonResourceURLs) > 0 {
 				bad = append(bad, who+": nonResourceURLs")
 			}
 			for _, g := range r.APIGroups {
 				for _, res := range r.Resources {
-					if !allowed[g+"/"+res] {
+					verbs, ok := allowed[g+"/"+res]
+					if !ok {
 						bad = append(bad, fmt.Sprintf("%s: resource %q in group %q", who, res, g))
+						continue
 					}
-				}
-			}
-			for _, v := range r.Verbs {
-				if !slices.Contains(verbs, v) {
-					bad = append(bad, fmt.Sprintf("%s: verb %q", who, v))
+					for _, v := range r.Verbs {
+						if !slices.Contains(verbs, v) {
+							bad = append(bad, fmt.Sprintf("%s: verb %q on %q in group %q", who, v, res, g))
+						}
+					}
 				}
 			}
 		}
 	}
 	for _, r := range all[*rbacv1.Role](m) {
-		checkRules("Role "+r.Name, r.Rules, nsAllowed, nsVerbs)
+		checkRules("Role "+r.Name, r.Rules, nsAllowed)
 	}
 	for _, r := range all[*rbacv1.ClusterRole](m) {
-		bad = append(bad, "ClusterRole "+r.Name+": the coordinator needs nothing cluster-wide")
+		checkRules("ClusterRole "+r.Name, r.Rules, clusterAllowed)
 	}
 	subjectsOK := func(who string, subjects []rbacv1.Subject) {
 		for _, s := range subjects {
@@ -53,7 +57,9 @@ func checkRBAC(m *manifests) (bad []string) {
 		subjectsOK("RoleBinding "+b.Name, b.Subjects)
 	}
 	for _, b := range all[*rbacv1.ClusterRoleBinding](m) {
-		bad = append(bad, fmt.Sprintf("ClusterRoleBinding %s: binds %s %s cluster-wide; the coordinator needs nothing cluster-wide", b.Name, b.RoleRef.Kind, b.RoleRef.Name))
+		if b.RoleRef.Kind != "ClusterRole" || find[*rbacv1.ClusterRole](m, b.RoleRef.Name) == nil {
+			bad = append(bad, fmt.Sprintf("ClusterRoleBinding %s: binds %s %s, not a ClusterRole of these manifests", b.Name, b.RoleRef.Kind, b.RoleRef.Name))
+		}
 		subjectsOK("ClusterRoleBinding "+b.Name, b.Subjects)
 	}
 	return bad

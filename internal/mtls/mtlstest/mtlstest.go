@@ -1,6 +1,8 @@
 // Package mtlstest makes throwaway certificates for tests of meshperf's
 // mutual TLS: a CA, a server certificate for 127.0.0.1 and localhost, a
-// client certificate, and the wrong ones (another CA's, an expired one).
+// client certificate without a node (an API client's), agent certificates
+// that name a node (IssueNode), and the wrong ones (another CA's, an
+// expired one).
 // Only test files import this package.
 package mtlstest
 
@@ -13,10 +15,13 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/mtls"
 )
 
 // CA is a certificate authority that signs leaf certificates.
@@ -103,6 +108,35 @@ func NewCA(t testing.TB, dir, name string) *CA {
 // writes it and its key next to the CA's file.
 func (ca *CA) Issue(t testing.TB, name string, server bool, notBefore, notAfter time.Time) Pair {
 	t.Helper()
+	return ca.issue(t, name, server, notBefore, notAfter, nil)
+}
+
+// IssueNode signs a client certificate for node's agent, valid for an
+// hour either side of now, with the node URI SAN of mtls.NodeURI, and
+// writes it as node-NODE.crt and .key next to the CA's file.
+func (ca *CA) IssueNode(t testing.TB, node string) Pair {
+	t.Helper()
+	return ca.IssueURIs(t, "node-"+node, mtls.NodeURI(node))
+}
+
+// IssueURIs signs a client certificate named name with the URI SANs uris
+// (none, one or several), valid for an hour either side of now.
+func (ca *CA) IssueURIs(t testing.TB, name string, uris ...string) Pair {
+	t.Helper()
+	var us []*url.URL
+	for _, s := range uris {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		us = append(us, u)
+	}
+	now := time.Now()
+	return ca.issue(t, name, false, now.Add(-time.Hour), now.Add(time.Hour), us)
+}
+
+func (ca *CA) issue(t testing.TB, name string, server bool, notBefore, notAfter time.Time, uris []*url.URL) Pair {
+	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(t),
@@ -111,6 +145,7 @@ func (ca *CA) Issue(t testing.TB, name string, server bool, notBefore, notAfter 
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		URIs:         uris,
 	}
 	if server {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}

@@ -1,0 +1,294 @@
+package identity
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The user extra of a TokenReview of a pod-bound service-account token.
+const (
+	extraPodName = "authentication.kubernetes.io/pod-name"
+	extraPodUID  = "authentication.kubernetes.io/pod-uid"
+)
+
+// DefaultDaemonSet is the agent DaemonSet of deploy/kubernetes.
+const DefaultDaemonSet = "meshperf-agent"
+
+// DefaultCacheTTL bounds how long Token keeps a positive verdict.
+const DefaultCacheTTL = 2 * time.Minute
+
+// maxCached bounds Token's cache: beyond it, verdicts are not cached.
+const maxCached = 100_000
+
+// apiTimeout bounds each call to the API server.
+const apiTimeout = 10 * time.Second
+
+// DefaultMaxReviews bounds the concurrent reviews when
+// TokenConfig.MaxReviews is zero: a flood of made-up tokens (never cached)
+// costs the API server that many calls at a time, not one per session.
+const DefaultMaxReviews = 16
+
+// TokenConfig configures NewToken.
+type TokenConfig struct {
+	// Client talks to the API server; required. It needs create on
+	// authentication.k8s.io tokenreviews (cluster-scoped) and get on pods
+	// in Namespace.
+	Client kubernetes.Interface
+	// Namespace is the agent DaemonSet's; required.
+	Namespace string
+	// DaemonSet is the agent DaemonSet's name; empty means
+	// DefaultDaemonSet.
+	DaemonSet string
+	// Audience is the token's required audience; empty means Audience.
+	Audience string
+	// CacheTTL bounds how long a positive verdict is kept (never past the
+	// token's own expiry); zero means DefaultCacheTTL, negative no cache.
+	CacheTTL time.Duration
+	// MaxReviews bounds the reviews in progress at once (a TokenReview
+	// and a pod get each); more wait. Zero means DefaultMaxReviews.
+	MaxReviews int
+	// Now is the cache's clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives a debug line per review; nil means discard.
+	Logger *slog.Logger
+}
+
+// Token proves a node from the agent's projected service-account token
+// (metadata MetadataKey): the TokenReview API must authenticate it for
+// Audience as a service account of Namespace bound to a pod; that pod,
+// read from the API, must have the reviewed UID, be controlled by the
+// DaemonSet, and run on a node (spec.nodeName), which is the node proven.
+// Positive verdicts are cached per token for CacheTTL, so that agents
+// reconnecting cost no API calls; refusals are not. Safe for concurrent
+// use.
+type Token struct {
+	cfg     TokenConfig
+	log     *slog.Logger
+	reviews chan struct{} // semaphore of MaxReviews
+
+	mu    sync.Mutex
+	cache map[[sha256.Size]byte]verdict
+}
+
+// verdict is a cached positive verdict.
+type verdict struct {
+	node    string
+	expires time.Time
+}
+
+// NewToken returns a Token verifier for cfg.
+func NewToken(cfg TokenConfig) (*Token, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("identity: TokenConfig.Client is nil")
+	}
+	if cfg.Namespace == "" {
+		return nil, errors.New("identity: TokenConfig.Namespace is empty")
+	}
+	if cfg.DaemonSet == "" {
+		cfg.DaemonSet = DefaultDaemonSet
+	}
+	if cfg.Audience == "" {
+		cfg.Audience = Audience
+	}
+	if cfg.CacheTTL == 0 {
+		cfg.CacheTTL = DefaultCacheTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxReviews <= 0 {
+		cfg.MaxReviews = DefaultMaxReviews
+	}
+	t := &Token{cfg: cfg, log: cfg.Logger, cache: map[[sha256.Size]byte]verdict{}, reviews: make(chan struct{}, cfg.MaxReviews)}
+	if t.log == nil {
+		t.log = slog.New(slog.DiscardHandler)
+	}
+	return t, nil
+}
+
+// Verify implements Verifier.
+func (t *Token) Verify(ctx context.Context) (string, error) {
+	vals := metadata.ValueFromIncomingContext(ctx, MetadataKey)
+	switch {
+	case len(vals) == 0:
+		return "", fmt.Errorf("%w: no identity token (metadata %s; agent flag --identity-token-file)", ErrNoProof, MetadataKey)
+	case len(vals) > 1:
+		return "", fmt.Errorf("%w: %d values of metadata %s, want one", ErrRefused, len(vals), MetadataKey)
+	}
+	tok := strings.TrimSpace(vals[0])
+	if tok == "" {
+		return "", fmt.Errorf("%w: metadata %s is empty", ErrNoProof, MetadataKey)
+	}
+	key := sha256.Sum256([]byte(tok))
+	now := t.cfg.Now()
+	if node, ok := t.cached(key, now); ok {
+		return node, nil
+	}
+	node, err := t.review(ctx, tok)
+	if err != nil {
+		return "", err
+	}
+	t.remember(key, node, now, tokenExpiry(tok))
+	return node, nil
+}
+
+func (t *Token) cached(key [sha256.Size]byte, now time.Time) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok := t.cache[key]
+	if !ok {
+		return "", false
+	}
+	if !now.Before(v.expires) {
+		delete(t.cache, key)
+		return "", false
+	}
+	return v.node, true
+}
+
+// remember caches a positive verdict until CacheTTL from now or the
+// token's expiry (zero: unknown), whichever comes first.
+func (t *Token) remember(key [sha256.Size]byte, node string, now, exp time.Time) {
+	if t.cfg.CacheTTL < 0 {
+		return
+	}
+	until := now.Add(t.cfg.CacheTTL)
+	if !exp.IsZero() && exp.Before(until) {
+		until = exp
+	}
+	if !now.Before(until) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.cache) >= maxCached {
+		for k, v := range t.cache {
+			if !now.Before(v.expires) {
+				delete(t.cache, k)
+			}
+		}
+		if len(t.cache) >= maxCached {
+			return
+		}
+	}
+	t.cache[key] = verdict{node: node, expires: until}
+}
+
+// review checks tok with the TokenReview API and the pod it is bound to.
+func (t *Token) review(ctx context.Context, tok string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	select {
+	case t.reviews <- struct{}{}:
+		defer func() { <-t.reviews }()
+	case <-ctx.Done():
+		return "", fmt.Errorf("%w: %d token reviews in progress: %w", ErrUnavailable, t.cfg.MaxReviews, ctx.Err())
+	}
+	tr, err := t.cfg.Client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: tok, Audiences: []string{t.cfg.Audience}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("%w: TokenReview: %w", ErrUnavailable, err)
+	}
+	st := tr.Status
+	if !st.Authenticated {
+		why := st.Error
+		if why == "" {
+			why = "not authenticated"
+		}
+		return "", fmt.Errorf("%w: TokenReview: %s", ErrRefused, why)
+	}
+	if !slices.Contains(st.Audiences, t.cfg.Audience) {
+		return "", fmt.Errorf("%w: TokenReview: token audiences %q lack %q", ErrRefused, st.Audiences, t.cfg.Audience)
+	}
+	user := st.User.Username
+	ns, sa, ok := serviceAccount(user)
+	if !ok {
+		return "", fmt.Errorf("%w: token user %q is not a service account", ErrRefused, user)
+	}
+	if ns != t.cfg.Namespace {
+		return "", fmt.Errorf("%w: token user %q is of namespace %q, not the agents' %q", ErrRefused, user, ns, t.cfg.Namespace)
+	}
+	podName, podUID := one(st.User.Extra[extraPodName]), one(st.User.Extra[extraPodUID])
+	if podName == "" || podUID == "" {
+		return "", fmt.Errorf("%w: token of %q is bound to no pod (user extra %s %q, %s %q): want a projected token",
+			ErrRefused, user, extraPodName, st.User.Extra[extraPodName], extraPodUID, st.User.Extra[extraPodUID])
+	}
+	pod, err := t.cfg.Client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", fmt.Errorf("%w: token's pod %s/%s does not exist", ErrRefused, ns, podName)
+	case err != nil:
+		return "", fmt.Errorf("%w: get pod %s/%s: %w", ErrUnavailable, ns, podName, err)
+	}
+	if string(pod.UID) != podUID {
+		return "", fmt.Errorf("%w: pod %s/%s has uid %q, the token's is %q (a pod of the same name replaced it)", ErrRefused, ns, podName, pod.UID, podUID)
+	}
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil || owner.Kind != "DaemonSet" || owner.Name != t.cfg.DaemonSet || !strings.HasPrefix(owner.APIVersion, "apps/") {
+		got := "none"
+		if owner != nil {
+			got = fmt.Sprintf("%s %s/%s", owner.APIVersion, owner.Kind, owner.Name)
+		}
+		return "", fmt.Errorf("%w: pod %s/%s is not of the agent DaemonSet %s (its controller: %s)", ErrRefused, ns, podName, t.cfg.DaemonSet, got)
+	}
+	if pod.Spec.NodeName == "" {
+		return "", fmt.Errorf("%w: pod %s/%s is not scheduled to a node", ErrRefused, ns, podName)
+	}
+	t.log.Debug("identity token reviewed", "service_account", sa, "pod", podName, "node", pod.Spec.NodeName)
+	return pod.Spec.NodeName, nil
+}
+
+// serviceAccount splits "system:serviceaccount:NS:NAME".
+func serviceAccount(user string) (ns, name string, ok bool) {
+	rest, ok := strings.CutPrefix(user, "system:serviceaccount:")
+	if !ok {
+		return "", "", false
+	}
+	ns, name, ok = strings.Cut(rest, ":")
+	return ns, name, ok && ns != "" && name != "" && !strings.Contains(name, ":")
+}
+
+// one is the single value of an extra, or "" if it has none or several.
+func one(v authenticationv1.ExtraValue) string {
+	if len(v) != 1 {
+		return ""
+	}
+	return v[0]
+}
+
+// tokenExpiry reads the exp claim of a JWT that the TokenReview API has
+// just authenticated (so its claims are the API server's); zero if it has
+// none or is not a JWT.
+func tokenExpiry(tok string) time.Time {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return time.Time{}
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	if json.Unmarshal(b, &claims) != nil || claims.Exp <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(claims.Exp, 0)
+}
