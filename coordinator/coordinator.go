@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -133,6 +134,17 @@ type Config struct {
 	// change before it sends the agent its plan delta, so that a fleet
 	// joining costs each agent a few deltas; zero means 200 ms.
 	PlanDebounce time.Duration
+	// AllowAddresses are the address classes (loopback, link-local) the
+	// agents may register besides unicast addresses (serve
+	// --allow-addresses); none means that a registration with a loopback
+	// or link-local host, pod or service IP is refused.
+	AllowAddresses []registry.AddressClass
+	// NodeCIDRs, PodCIDRs and ServiceCIDRs are the prefixes the agents'
+	// host, pod and service IPs must be in (the config file's node_cidrs,
+	// pod_cidrs and service_cidrs); empty means any address. With
+	// KubeClient, a host IP must also be one of its Node object's
+	// addresses and a pod IP its pod endpoint's.
+	NodeCIDRs, PodCIDRs, ServiceCIDRs []netip.Prefix
 }
 
 // security loads the TCP listener's TLS configuration and the API token;
@@ -206,9 +218,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if sink.in, err = ingest.New(ingest.Config{Write: writeReports(st), Logger: log}); err != nil {
 		return err
 	}
+	policy := &registry.AddressPolicy{Allow: cfg.AllowAddresses, NodeCIDRs: cfg.NodeCIDRs, PodCIDRs: cfg.PodCIDRs, ServiceCIDRs: cfg.ServiceCIDRs}
 	regCfg := registry.Config{
 		Recorder: st, Version: version.Version, HeartbeatInterval: cfg.HeartbeatInterval, DepartAfter: cfg.DepartAfter, PartitionGrace: cfg.PartitionGrace,
-		Logger: log, ExternalTargets: cfg.ExternalTargets, Probes: peers, PlanDebounce: cfg.PlanDebounce, Reports: sink,
+		Logger: log, ExternalTargets: cfg.ExternalTargets, Probes: peers, PlanDebounce: cfg.PlanDebounce, Reports: sink, Addresses: policy,
 	}
 	if cfg.KubeClient != nil {
 		if services, err = kube.New(kube.Config{Client: cfg.KubeClient, Namespace: cfg.KubeNamespace, Logger: log}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/monitor"
+	"github.com/meshperf/meshperf/coordinator/registry"
 )
 
 func newServeCommand(o *options) *cobra.Command {
@@ -17,6 +18,7 @@ func newServeCommand(o *options) *cobra.Command {
 		configPath string
 		useKube    bool
 		pprofAddr  string
+		allowAddrs string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -42,6 +44,10 @@ func newServeCommand(o *options) *cobra.Command {
 				return err
 			}
 			cfg.Monitor, cfg.ExternalTargets, cfg.Probes = settings.Plans, settings.External, settings.Probes
+			cfg.NodeCIDRs, cfg.PodCIDRs, cfg.ServiceCIDRs = settings.NodeCIDRs, settings.PodCIDRs, settings.ServiceCIDRs
+			if cfg.AllowAddresses, err = registry.ParseAddressClasses(allowAddrs); err != nil {
+				return fmt.Errorf("--allow-addresses: %w", err)
+			}
 			if useKube {
 				if cfg.KubeClient, err = kube.InCluster(); err != nil {
 					return err
@@ -76,6 +82,8 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&cfg.APITokenFile, "api-token-file", "", `file with the token every MeshService call on the TCP listener must carry as "authorization: Bearer TOKEN" (needs the TLS flags; the unix socket needs none)`)
 	f.BoolVar(&useKube, "kubernetes", false,
 		"give each node's pod endpoint its own ClusterIP Service and EndpointSlice (in-cluster config) and use that ClusterIP as the node's service IP")
+	f.StringVar(&allowAddrs, "allow-addresses", "",
+		"address classes the agents may register as host, pod or service IP besides unicast ones: loopback, link-local, comma-separated (none: both refused; labs on one machine need loopback)")
 	f.StringVar(&cfg.KubeNamespace, "kube-namespace", kube.DefaultNamespace, "namespace of the per-node Services (with --kubernetes)")
 	return cmd
 }
