@@ -380,7 +380,7 @@ func newKubeAgent(t *testing.T, ctx context.Context, conn *grpc.ClientConn, node
 		Addresses: []*agentv1.NetworkAddress{
 			{Network: measurev1.Network_NETWORK_HOST, Ip: hostIP},
 			{Network: measurev1.Network_NETWORK_POD, Ip: podIP},
-		}})
+		}, HttpPort: 8080})
 	t.Cleanup(a.leave)
 	go a.serve(stream)
 	return a
