@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -64,16 +63,12 @@ func ParseAddressClasses(s string) ([]AddressClass, error) {
 // call per registration).
 type ClusterAddresses interface {
 	// NodeIPs returns the InternalIP and ExternalIP addresses of node's
-	// Node object; an error wrapping ErrNotInCluster if there is none.
+	// Node object; an error if there is no such Node.
 	NodeIPs(ctx context.Context, node string) ([]netip.Addr, error)
 	// EndpointPodIPs returns the status.podIPs of the pod endpoint that
-	// runs on node; an error wrapping ErrNotInCluster if there is none.
+	// runs on node; an error if there is none.
 	EndpointPodIPs(ctx context.Context, node string) ([]netip.Addr, error)
 }
-
-// ErrNotInCluster means the API server knows no such Node, or no pod
-// endpoint on it.
-var ErrNotInCluster = errors.New("not in the cluster")
 
 // AddressPolicy is what addresses a registration may carry. Each
 // registered address must be a unicast address of no refused class

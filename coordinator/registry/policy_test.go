@@ -34,6 +34,9 @@ func prefixes(ss ...string) []netip.Prefix {
 	return out
 }
 
+// errNotInCluster is fakeCluster's error for a node it does not know.
+var errNotInCluster = errors.New("not in the cluster")
+
 // fakeCluster is a ClusterAddresses of fixed Node and pod endpoint
 // addresses.
 type fakeCluster struct{ nodes, pods map[string][]netip.Addr }
@@ -41,7 +44,7 @@ type fakeCluster struct{ nodes, pods map[string][]netip.Addr }
 func (f fakeCluster) NodeIPs(_ context.Context, node string) ([]netip.Addr, error) {
 	ips, ok := f.nodes[node]
 	if !ok {
-		return nil, fmt.Errorf("no Node %q: %w", node, ErrNotInCluster)
+		return nil, fmt.Errorf("no Node %q: %w", node, errNotInCluster)
 	}
 	return ips, nil
 }
@@ -49,7 +52,7 @@ func (f fakeCluster) NodeIPs(_ context.Context, node string) ([]netip.Addr, erro
 func (f fakeCluster) EndpointPodIPs(_ context.Context, node string) ([]netip.Addr, error) {
 	ips, ok := f.pods[node]
 	if !ok {
-		return nil, fmt.Errorf("no pod endpoint on node %q: %w", node, ErrNotInCluster)
+		return nil, fmt.Errorf("no pod endpoint on node %q: %w", node, errNotInCluster)
 	}
 	return ips, nil
 }

@@ -16,29 +16,43 @@ var coordinatorRBAC []byte
 
 // CoordinatorRole returns the Role of base/coordinator-rbac.yaml: what the
 // coordinator may do in its namespace, where coordinator/kube keeps the
-// per-node Services and EndpointSlices. It is decoded as strictly as this
-// package's tests decode every manifest, so that a test of the coordinator
-// can check each API call it makes against what the cluster grants.
+// per-node Services and EndpointSlices and watches the pod endpoints. It
+// is decoded as strictly as this package's tests decode every manifest,
+// so that a test of the coordinator can check each API call it makes
+// against what the cluster grants.
 func CoordinatorRole() (*rbacv1.Role, error) {
+	return onlyOne[rbacv1.Role]("Role")
+}
+
+// CoordinatorClusterRole returns the ClusterRole of
+// base/coordinator-rbac.yaml: what the coordinator may do cluster-wide
+// (watch the Nodes, whose addresses a registration must carry), decoded as
+// CoordinatorRole is.
+func CoordinatorClusterRole() (*rbacv1.ClusterRole, error) {
+	return onlyOne[rbacv1.ClusterRole]("ClusterRole")
+}
+
+// onlyOne decodes the one object of kind of the RBAC manifest.
+func onlyOne[T any](kind string) (*T, error) {
 	docs, err := documents(coordinatorRBACFile, coordinatorRBAC)
 	if err != nil {
 		return nil, err
 	}
-	var roles []*rbacv1.Role
+	var out []*T
 	for _, d := range docs {
-		if d.meta.APIVersion != rbacv1.SchemeGroupVersion.String() || d.meta.Kind != "Role" {
+		if d.meta.APIVersion != rbacv1.SchemeGroupVersion.String() || d.meta.Kind != kind {
 			continue
 		}
-		r := &rbacv1.Role{}
+		r := new(T)
 		if err := decodeStrict(d.yaml, r); err != nil {
-			return nil, fmt.Errorf("%s: document %d (Role): %w", coordinatorRBACFile, d.index, err)
+			return nil, fmt.Errorf("%s: document %d (%s): %w", coordinatorRBACFile, d.index, kind, err)
 		}
-		roles = append(roles, r)
+		out = append(out, r)
 	}
-	if len(roles) != 1 {
-		return nil, fmt.Errorf("%s: %d Roles, want one", coordinatorRBACFile, len(roles))
+	if len(out) != 1 {
+		return nil, fmt.Errorf("%s: %d %ss, want one", coordinatorRBACFile, len(out), kind)
 	}
-	return roles[0], nil
+	return out[0], nil
 }
 
 // Allows reports whether rules grant verb on resource (no subresource) of

@@ -8,36 +8,44 @@ import (
 )
 
 // checkRBAC allows the coordinator the verbs coordinator/kube calls on
-// services and endpointslices in its namespace (the coordinator's tests
-// check its calls against the Role both ways), nothing cluster-wide, and
-// nothing to anyone else.
+// services and endpointslices in its namespace and list and watch on pods
+// there (the coordinator's tests check its calls against the Role both
+// ways), list and watch on nodes cluster-wide and nothing else
+// cluster-wide, and nothing to anyone else.
 func checkRBAC(m *manifests) (bad []string) {
-	nsAllowed := map[string]bool{"/services": true, "discovery.k8s.io/endpointslices": true}
-	nsVerbs := []string{"get", "list", "create", "update", "delete"}
-	checkRules := func(who string, rules []rbacv1.PolicyRule, allowed map[string]bool, verbs []string) {
+	write := []string{"get", "list", "create", "update", "delete"}
+	read := []string{"list", "watch"}
+	nsAllowed := map[string][]string{"/services": write, "discovery.k8s.io/endpointslices": write, "/pods": read}
+	clusterAllowed := map[string][]string{"/nodes": read}
+	checkRules := func(who string, rules []rbacv1.PolicyRule, allowed map[string][]string) {
 		for _, r := range rules {
 			if len(r.NonResourceURLs) > 0 {
 				bad = append(bad, who+": nonResourceURLs")
 			}
 			for _, g := range r.APIGroups {
 				for _, res := range r.Resources {
-					if !allowed[g+"/"+res] {
+					verbs, ok := allowed[g+"/"+res]
+					if !ok {
 						bad = append(bad, fmt.Sprintf("%s: resource %q in group %q", who, res, g))
+						continue
 					}
-				}
-			}
-			for _, v := range r.Verbs {
-				if !slices.Contains(verbs, v) {
-					bad = append(bad, fmt.Sprintf("%s: verb %q", who, v))
+					for _, v := range r.Verbs {
+						if !slices.Contains(verbs, v) {
+							bad = append(bad, fmt.Sprintf("%s: verb %q on %q", who, v, res))
+						}
+					}
 				}
 			}
 		}
 	}
 	for _, r := range all[*rbacv1.Role](m) {
-		checkRules("Role "+r.Name, r.Rules, nsAllowed, nsVerbs)
+		checkRules("Role "+r.Name, r.Rules, nsAllowed)
 	}
 	for _, r := range all[*rbacv1.ClusterRole](m) {
-		bad = append(bad, "ClusterRole "+r.Name+": the coordinator needs nothing cluster-wide")
+		if r.Name != coordinator {
+			bad = append(bad, "ClusterRole "+r.Name+": the coordinator needs one ClusterRole, "+coordinator)
+		}
+		checkRules("ClusterRole "+r.Name, r.Rules, clusterAllowed)
 	}
 	subjectsOK := func(who string, subjects []rbacv1.Subject) {
 		for _, s := range subjects {
@@ -53,7 +61,9 @@ func checkRBAC(m *manifests) (bad []string) {
 		subjectsOK("RoleBinding "+b.Name, b.Subjects)
 	}
 	for _, b := range all[*rbacv1.ClusterRoleBinding](m) {
-		bad = append(bad, fmt.Sprintf("ClusterRoleBinding %s: binds %s %s cluster-wide; the coordinator needs nothing cluster-wide", b.Name, b.RoleRef.Kind, b.RoleRef.Name))
+		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != coordinator || find[*rbacv1.ClusterRole](m, b.RoleRef.Name) == nil {
+			bad = append(bad, fmt.Sprintf("ClusterRoleBinding %s: binds %s %s cluster-wide, not the ClusterRole %s of these manifests", b.Name, b.RoleRef.Kind, b.RoleRef.Name, coordinator))
+		}
 		subjectsOK("ClusterRoleBinding "+b.Name, b.Subjects)
 	}
 	return bad
