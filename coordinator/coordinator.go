@@ -116,8 +116,11 @@ type Config struct {
 	// endpoint its own selectorless ClusterIP Service and EndpointSlice
 	// (coordinator/kube) when its agent registers, use that ClusterIP as
 	// the node's service IP, and delete those of departed nodes every
-	// KubePruneInterval. Nil means none: the agents' --service-ip is used
-	// as it is.
+	// KubePruneInterval; and it refuses a registration whose host IP is
+	// not one of its Node object's InternalIP and ExternalIP addresses or
+	// whose pod IP is not its pod endpoint's (the meshperf-endpoint pods
+	// in KubeNamespace), known from informers. Nil means none: the
+	// agents' --service-ip is used as it is.
 	KubeClient kubernetes.Interface
 	// KubeNamespace holds those Services; empty means kube.DefaultNamespace
 	// ("meshperf").
@@ -228,6 +231,12 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		regCfg.ServiceIPs = services.Ensure
+		// A node's host IP must be its Node's, its pod IP its pod
+		// endpoint's: informers, so that a join wave costs no API call
+		// per registration.
+		if policy.Cluster, err = kube.NewAddresses(ctx, kube.AddressesConfig{Client: cfg.KubeClient, Namespace: cfg.KubeNamespace, Logger: log}); err != nil {
+			return err
+		}
 		if cfg.KubePruneInterval == 0 {
 			cfg.KubePruneInterval = time.Minute
 		}

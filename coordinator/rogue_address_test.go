@@ -12,8 +12,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/kube"
+	"github.com/meshperf/meshperf/coordinator/kube/kubetest"
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -341,5 +345,49 @@ func TestRogueServerStartedPort(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the coordinator's log lacks %q:\n%s", want, logs)
 		}
+	}
+}
+
+// TestRogueKubeAddress: with --kubernetes, a session whose host IP is not
+// its Node object's, whose pod IP is not its pod endpoint's, or that names
+// a node the cluster does not have, is refused over real gRPC with the
+// reason in the answer and the log; the honest node registers.
+func TestRogueKubeAddress(t *testing.T) {
+	ns := kube.DefaultNamespace
+	api := kubetest.NewClientset(
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.1"}}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ep-1", Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": "meshperf-endpoint"}},
+			Spec: corev1.PodSpec{NodeName: "node-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "198.51.100.1"}})
+	addr, _, logs := start(t, coordinator.Config{KubeClient: api})
+	conn := dial(t, addr, insecure.NewCredentials())
+	mesh := meshv1.NewMeshServiceClient(conn)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor*2)
+	defer cancel()
+	rogues := []struct {
+		reg    *agentv1.Register
+		reason string
+	}{
+		{addrRegister("node-1", "192.0.2.99", "198.51.100.1"), `host IP 192.0.2.99 is not an address of the Node object "node-1" (status.addresses InternalIP and ExternalIP: 192.0.2.1)`},
+		{addrRegister("node-1", "192.0.2.1", "198.51.100.99"), `pod IP 198.51.100.99 is not an address of node "node-1"'s pod endpoint (status.podIPs: 198.51.100.1)`},
+		{addrRegister("node-9", "192.0.2.9", "198.51.100.9"), `Node "node-9": not found in the cluster`},
+	}
+	for _, r := range rogues {
+		st := refusedRegistration(t, ctx, conn, r.reg)
+		if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), r.reason) {
+			t.Errorf("%v: refused with %v %q, want InvalidArgument with %q", r.reg.GetAddresses(), st.Code(), st.Message(), r.reason)
+		}
+		logged := strings.ReplaceAll(r.reason, `"`, `\"`) // as slog's text handler quotes it
+		if !poll(waitFor, func() bool { return strings.Contains(logs.String(), logged) }) {
+			t.Errorf("the coordinator's log lacks %q", logged)
+		}
+	}
+	newAddrAgent(t, ctx, conn, addrRegister("node-1", "192.0.2.1", "198.51.100.1"), honestPorts)
+	resp, err := mesh.ListAgents(ctx, &meshv1.ListAgentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetAgents()) != 1 || resp.GetAgents()[0].GetNodeName() != "node-1" || !resp.GetAgents()[0].GetConnected() {
+		t.Errorf("agents %v, want node-1 alone, connected", resp.GetAgents())
 	}
 }
