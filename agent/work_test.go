@@ -98,6 +98,9 @@ func TestWork(t *testing.T) {
 	defer noServersLeft(t, cfg.Ports.Iperf3, cfg.Ports.Qperf)
 
 	fs := next()
+	if r := fs.reg; r.GetIperf3Port() != cfg.Ports.Iperf3 || r.GetQperfPort() != cfg.Ports.Qperf || r.GetQperfDataPort() != cfg.Ports.QperfData || r.GetHttpPort() != cfg.HTTPPort {
+		t.Errorf("Register ports %d, %d, %d, HTTP %d: want the servers' %v and HTTP %d", r.GetIperf3Port(), r.GetQperfPort(), r.GetQperfDataPort(), r.GetHttpPort(), cfg.Ports, cfg.HTTPPort)
+	}
 	fs.accept(t, time.Second, 30*time.Second)
 	fs.send(t, endpoints(hostEndpoint("node-a", "127.0.0.1", ""), withPorts(hostEndpoint("node-b", "127.0.0.2", "127.0.0.4"), cfg)))
 

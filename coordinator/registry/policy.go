@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
 // This file holds the address policy of registrations: which classes of
@@ -234,6 +235,21 @@ func joinIPs(ips []netip.Addr) string {
 		s[i] = ip.String()
 	}
 	return strings.Join(s, ", ")
+}
+
+// admit checks a Register (validateRegister, then the cluster's
+// addresses) and turns it into a Node; a refusal is logged with its
+// reason.
+func (r *Registry) admit(ctx context.Context, reg *agentv1.Register) (Node, error) {
+	n, err := validateRegister(reg, r.cfg.Addresses)
+	if err == nil {
+		err = r.checkCluster(ctx, n)
+	}
+	if err != nil {
+		r.log.Warn("registration refused", "node", reg.GetNodeName()[:min(len(reg.GetNodeName()), maxTextLength)], "err", err)
+		return Node{}, err
+	}
+	return n, nil
 }
 
 // clusterCheckTimeout bounds the cluster check of a registration.

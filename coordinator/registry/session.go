@@ -307,12 +307,8 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	node, err := validateRegister(reg, r.cfg.Addresses)
-	if err == nil {
-		err = r.checkCluster(ctx, node)
-	}
+	node, err := r.admit(ctx, reg)
 	if err != nil {
-		r.log.Warn("registration refused", "node", reg.GetNodeName()[:min(len(reg.GetNodeName()), maxTextLength)], "err", err)
 		return err
 	}
 	if r.isExternalName(node.Name) {
