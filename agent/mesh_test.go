@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -44,7 +45,8 @@ func startCoordinatorWith(t *testing.T, edit func(*coordinator.Config)) (string,
 	errc := make(chan error, 1)
 	cfg := coordinator.Config{
 		ListenAddress: addr, SocketPath: sock, DBPath: filepath.Join(dir, "meshperf.db"),
-		Ready: func() { close(ready) },
+		Ready:          func() { close(ready) },
+		AllowAddresses: []registry.AddressClass{registry.ClassLoopback}, // the agents register 127.0.0.x
 	}
 	edit(&cfg)
 	go func() { errc <- coordinator.Run(ctx, cfg) }()

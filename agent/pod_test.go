@@ -72,9 +72,9 @@ func TestPodNetwork(t *testing.T) {
 		t.Errorf("Register addresses %v lack the pod address %s", fs.reg.GetAddresses(), podIP)
 	}
 	fs.accept(t, time.Second, 30*time.Second)
-	fs.send(t, endpoints(&agentv1.NodeEndpoint{NodeName: "node-a", Addresses: []*agentv1.NetworkAddress{
+	fs.send(t, endpoints(withPorts(&agentv1.NodeEndpoint{NodeName: "node-a", Addresses: []*agentv1.NetworkAddress{
 		{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.1"}, {Network: measurev1.Network_NETWORK_POD, Ip: podIP},
-	}}))
+	}}, cfg)))
 
 	addr := fmt.Sprintf("%s:%d", podIP, cfg.HTTPPort)
 	if body, err := httpGet(path, addr); err != nil || body != "meshperf agent node-a pod\n" {

@@ -144,7 +144,7 @@ func (t *targets) applyPlan(plan *agentv1.ProbePlan) {
 		delete(t.planPeers, name)
 	}
 	for _, p := range plan.GetUpsert() {
-		var pp planPeer
+		pp := planPeer{http: p.GetHttpPort()}
 		for i, s := range []string{p.GetHostIp(), p.GetPodIp(), p.GetServiceIp()} {
 			if s == "" {
 				continue
@@ -168,7 +168,12 @@ func (t *targets) applyPlan(plan *agentv1.ProbePlan) {
 			}
 		}
 	}
+	t.planPorts = planPorts(t.planPeers)
 }
 
-// planPeer is a plan peer's host, pod and service IPs (invalid: none).
-type planPeer struct{ addrs [3]netip.Addr }
+// planPeer is a plan peer's host, pod and service IPs (invalid: none)
+// and its HTTP target's port.
+type planPeer struct {
+	addrs [3]netip.Addr
+	http  uint32
+}

@@ -60,6 +60,9 @@ func (a *Agent) register(ctx context.Context) *agentv1.Register {
 		reg.GossipPort = a.cfg.GossipPort
 	}
 	reg.ProbePort, reg.HttpPort = a.cfg.ProbePort, a.cfg.HTTPPort
+	// The ports of the servers' own config (New filled in the defaults):
+	// the coordinator takes no ServerStarted with other ports.
+	reg.Iperf3Port, reg.QperfPort, reg.QperfDataPort = a.cfg.Ports.Iperf3, a.cfg.Ports.Qperf, a.cfg.Ports.QperfData
 	reg.Addresses[0].MtuBytes = a.hostMTU
 	if len(reg.Addresses) > 1 {
 		reg.Addresses[1].MtuBytes = a.podMTU

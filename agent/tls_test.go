@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -30,6 +31,7 @@ func startTLSCoordinator(t *testing.T, host string, server mtlstest.Pair, client
 		ListenAddress: fmt.Sprintf("%s:%d", host, testnet.FreePort(t)), SocketPath: filepath.Join(dir, "c.sock"),
 		DBPath: filepath.Join(dir, "meshperf.db"), Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		TLSCertFile: server.Cert, TLSKeyFile: server.Key, TLSClientCAFile: clientCA,
+		AllowAddresses: []registry.AddressClass{registry.ClassLoopback}, // the agent registers 127.0.0.1
 	}
 	ready, errc := make(chan struct{}), make(chan error, 1)
 	cfg.Ready = func() { close(ready) }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -27,6 +28,7 @@ func runTLSCoordinator(t *testing.T, addr string, server mtlstest.Pair, clientCA
 	cfg := coordinator.Config{
 		ListenAddress: addr, SocketPath: filepath.Join(dir, "c.sock"), DBPath: filepath.Join(dir, "meshperf.db"),
 		Logger: slog.New(slog.DiscardHandler), TLSCertFile: server.Cert, TLSKeyFile: server.Key, TLSClientCAFile: clientCA,
+		AllowAddresses: []registry.AddressClass{registry.ClassLoopback}, // the agent registers 127.0.0.1
 	}
 	ready, errc := make(chan struct{}), make(chan error, 1)
 	cfg.Ready = func() { close(ready) }

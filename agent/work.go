@@ -159,6 +159,9 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 	if !a.targets.allowed(target) {
 		return refuse(measurev1.Status_STATUS_INVALID, "target_ip %s refused: it is neither a registered endpoint nor in the allowlist; allowed: %s", target, a.targets)
 	}
+	if err := a.targets.checkPort(target, rc); err != nil {
+		return refuse(measurev1.Status_STATUS_INVALID, "%v", err)
+	}
 	if a.targets.isService(target) && rc.GetPort() != 0 && rc.GetPort() <= 65535 && probeSafe(rc.GetSpec().GetTest()) {
 		// A ClusterIP answers only once this node's kube-proxy has
 		// programmed its Service: wait for that rather than measure it.
@@ -218,6 +221,9 @@ type targets struct {
 	planPeers    map[string]planPeer
 	planAddrs    map[netip.Addr]bool
 	planServices map[netip.Addr]bool
+	// ports and planPorts are the server ports of the endpoints and of
+	// the plan's peers, by address (ports.go); ports wins.
+	ports, planPorts map[netip.Addr]serverPorts
 }
 
 func newTargets(allow []netip.Prefix, log *slog.Logger) *targets {
@@ -253,8 +259,9 @@ func (t *targets) setEndpoints(ep *agentv1.Endpoints) {
 		}
 	}
 	ext, names := t.externalList(ep.GetExternalTargets())
+	ports := endpointPorts(ep)
 	t.mu.Lock()
-	t.endpoints, t.services = m, svc
+	t.endpoints, t.services, t.ports = m, svc, ports
 	t.external, t.externalNames = ext, names
 	t.mu.Unlock()
 }

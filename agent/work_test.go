@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/agent"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -41,6 +44,13 @@ func work(testID string, timeout time.Duration, action any) *agentv1.ConnectResp
 
 func endpoints(nodes ...*agentv1.NodeEndpoint) *agentv1.ConnectResponse {
 	return &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: &agentv1.Endpoints{Nodes: nodes}}}
+}
+
+// withPorts gives ep the server ports of cfg, as the coordinator sends
+// those an agent of cfg registered.
+func withPorts(ep *agentv1.NodeEndpoint, cfg agent.Config) *agentv1.NodeEndpoint {
+	ep.Iperf3Port, ep.QperfPort, ep.QperfDataPort, ep.HttpPort = cfg.Ports.Iperf3, cfg.Ports.Qperf, cfg.Ports.QperfData, cfg.HTTPPort
+	return ep
 }
 
 func hostEndpoint(node, ip, serviceIP string) *agentv1.NodeEndpoint {
@@ -88,8 +98,11 @@ func TestWork(t *testing.T) {
 	defer noServersLeft(t, cfg.Ports.Iperf3, cfg.Ports.Qperf)
 
 	fs := next()
+	if r := fs.reg; r.GetIperf3Port() != cfg.Ports.Iperf3 || r.GetQperfPort() != cfg.Ports.Qperf || r.GetQperfDataPort() != cfg.Ports.QperfData || r.GetHttpPort() != cfg.HTTPPort {
+		t.Errorf("Register ports %d, %d, %d, HTTP %d: want the servers' %v and HTTP %d", r.GetIperf3Port(), r.GetQperfPort(), r.GetQperfDataPort(), r.GetHttpPort(), cfg.Ports, cfg.HTTPPort)
+	}
 	fs.accept(t, time.Second, 30*time.Second)
-	fs.send(t, endpoints(hostEndpoint("node-a", "127.0.0.1", ""), hostEndpoint("node-b", "127.0.0.2", "127.0.0.4")))
+	fs.send(t, endpoints(hostEndpoint("node-a", "127.0.0.1", ""), withPorts(hostEndpoint("node-b", "127.0.0.2", "127.0.0.4"), cfg)))
 
 	host, pod := measurev1.Network_NETWORK_HOST, measurev1.Network_NETWORK_POD
 	qperfLat := &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{
@@ -97,6 +110,13 @@ func TestWork(t *testing.T) {
 			Duration: durationpb.New(time.Second)}}},
 		Network: host, TargetIp: "127.0.0.2", Port: cfg.Ports.Qperf, DataPort: cfg.Ports.QperfData,
 	}}
+	// The same client on ports node-b did not register, and to node-b's
+	// service IP, which takes node-b's ports.
+	qperfOn := func(target string, port, dataPort uint32) *agentv1.Work_RunClient {
+		rc := proto.CloneOf(qperfLat.RunClient)
+		rc.TargetIp, rc.Port, rc.DataPort = target, port, dataPort
+		return &agentv1.Work_RunClient{RunClient: rc}
+	}
 	stop := &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}
 	const ok, invalid, timeout = measurev1.Status_STATUS_OK, measurev1.Status_STATUS_INVALID, measurev1.Status_STATUS_TIMEOUT
 	steps := []struct {
@@ -172,6 +192,12 @@ func TestWork(t *testing.T) {
 			}},
 		{name: "second server on the port", work: work("s2", 10*time.Second, startServer(measurev1.Tool_TOOL_QPERF, host)), testID: "s2",
 			wantStatus: measurev1.Status_STATUS_BUSY, wantIn: `"s1"`, wantOutcome: "server_started"},
+		{name: "client on a port the target did not register", work: work("s1", 30*time.Second, qperfOn("127.0.0.2", 18081, cfg.Ports.QperfData)), testID: "s1",
+			wantStatus: invalid, wantIn: fmt.Sprintf("port 18081 refused: node \"node-b\" (target_ip 127.0.0.2) registered %d", cfg.Ports.Qperf), wantOutcome: "client_done"},
+		{name: "client on a data port the target did not register", work: work("s1", 30*time.Second, qperfOn("127.0.0.2", cfg.Ports.Qperf, 99999)), testID: "s1",
+			wantStatus: invalid, wantIn: "data_port 99999 refused", wantOutcome: "client_done"},
+		{name: "client to a service IP on another port than its node's", work: work("s1", 30*time.Second, qperfOn("127.0.0.4", protocol.DefaultQperfPort, protocol.DefaultQperfDataPort)), testID: "s1",
+			wantStatus: invalid, wantIn: "(target_ip 127.0.0.4) registered", wantOutcome: "client_done"},
 		{name: "client against the server", work: work("s1", 30*time.Second, qperfLat), testID: "s1",
 			wantStatus: ok, wantOutcome: "client_done", check: func(t *testing.T, r *agentv1.WorkResult) {
 				res := r.GetClientDone().GetResults()

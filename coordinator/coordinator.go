@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -127,8 +128,11 @@ type Config struct {
 	// endpoint its own selectorless ClusterIP Service and EndpointSlice
 	// (coordinator/kube) when its agent registers, use that ClusterIP as
 	// the node's service IP, and delete those of departed nodes every
-	// KubePruneInterval. Nil means none: the agents' --service-ip is used
-	// as it is.
+	// KubePruneInterval; and it refuses a registration whose host IP is
+	// not one of its Node object's InternalIP and ExternalIP addresses or
+	// whose pod IP is not its pod endpoint's (the meshperf-endpoint pods
+	// in KubeNamespace), known from informers. Nil means none: the
+	// agents' --service-ip is used as it is.
 	KubeClient kubernetes.Interface
 	// KubeNamespace holds those Services; empty means kube.DefaultNamespace
 	// ("meshperf").
@@ -161,6 +165,17 @@ type Config struct {
 	// change before it sends the agent its plan delta, so that a fleet
 	// joining costs each agent a few deltas; zero means 200 ms.
 	PlanDebounce time.Duration
+	// AllowAddresses are the address classes (loopback, link-local) the
+	// agents may register besides unicast addresses (serve
+	// --allow-addresses); none means that a registration with a loopback
+	// or link-local host, pod or service IP is refused.
+	AllowAddresses []registry.AddressClass
+	// NodeCIDRs, PodCIDRs and ServiceCIDRs are the prefixes the agents'
+	// host, pod and service IPs must be in (the config file's node_cidrs,
+	// pod_cidrs and service_cidrs); empty means any address. With
+	// KubeClient, a host IP must also be one of its Node object's
+	// addresses and a pod IP its pod endpoint's.
+	NodeCIDRs, PodCIDRs, ServiceCIDRs []netip.Prefix
 }
 
 // security loads the TCP listener's TLS configuration and the API token;
@@ -243,15 +258,22 @@ func Run(ctx context.Context, cfg Config) error {
 	if sink.in, err = ingest.New(ingest.Config{Write: writeReports(st), Logger: log}); err != nil {
 		return err
 	}
+	policy := &registry.AddressPolicy{Allow: cfg.AllowAddresses, NodeCIDRs: cfg.NodeCIDRs, PodCIDRs: cfg.PodCIDRs, ServiceCIDRs: cfg.ServiceCIDRs}
 	regCfg := registry.Config{
 		Recorder: st, Version: version.Version, HeartbeatInterval: cfg.HeartbeatInterval, DepartAfter: cfg.DepartAfter, PartitionGrace: cfg.PartitionGrace,
-		Logger: log, ExternalTargets: cfg.ExternalTargets, Probes: peers, PlanDebounce: cfg.PlanDebounce, Reports: sink,
+		Logger: log, ExternalTargets: cfg.ExternalTargets, Probes: peers, PlanDebounce: cfg.PlanDebounce, Reports: sink, Addresses: policy,
 	}
 	if cfg.KubeClient != nil {
 		if services, err = kube.New(kube.Config{Client: cfg.KubeClient, Namespace: cfg.KubeNamespace, Logger: log}); err != nil {
 			return err
 		}
 		regCfg.ServiceIPs = services.Ensure
+		// A node's host IP must be its Node's, its pod IP its pod
+		// endpoint's: informers, so that a join wave costs no API call
+		// per registration.
+		if policy.Cluster, err = kube.NewAddresses(ctx, kube.AddressesConfig{Client: cfg.KubeClient, Namespace: cfg.KubeNamespace, Logger: log}); err != nil {
+			return err
+		}
 		if cfg.KubePruneInterval == 0 {
 			cfg.KubePruneInterval = time.Minute
 		}

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/meshperf/meshperf/coordinator"
@@ -256,6 +258,14 @@ func TestRogueRegisterWithTokenOfAnotherPod(t *testing.T) {
 		identitytest.Pod(ns, "meshperf-agent-aaaaa", "uid-a", "node-a", "DaemonSet", identity.DefaultDaemonSet),
 		identitytest.Pod(ns, "meshperf-agent-bbbbb", "uid-b", "node-b", "DaemonSet", identity.DefaultDaemonSet),
 		identitytest.Pod(ns, "debug-xxxxx", "uid-x", "node-b", "DaemonSet", "meshperf-debug"),
+		// The Nodes and pod endpoints the registrations' addresses are
+		// checked against (documentation addresses: nothing is sent there).
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.1"}}}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.2"}}}},
+		endpointPod(ns, "ep-a", "node-a", "198.51.100.1"),
+		endpointPod(ns, "ep-b", "node-b", "198.51.100.2"),
 	)
 	cluster := identitytest.New(api)
 	token := func(pod, uid string, audience string) string {
@@ -355,4 +365,10 @@ func checkIdentityCallsGranted(t *testing.T, api *fake.Clientset, ns string) {
 	if !called["create authentication.k8s.io/tokenreviews"] {
 		t.Errorf("the coordinator never created a TokenReview; it called %v", called)
 	}
+}
+
+// endpointPod is a running meshperf-endpoint pod on node with podIP.
+func endpointPod(ns, name, node, podIP string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": "meshperf-endpoint"}},
+		Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: podIP, PodIPs: []corev1.PodIP{{IP: podIP}}}}
 }

@@ -53,8 +53,8 @@ const waitFor = 15 * time.Second
 // agent and used as the target of the service paths, its EndpointSlice
 // repointed (and the Service repaired) when the pod IP changes, and both
 // pruned once the node departed. Then it checks every API call the
-// coordinator made against the Role of deploy/kubernetes, and that the
-// Role grants nothing the coordinator does not call.
+// coordinator made against the Role and ClusterRole of deploy/kubernetes,
+// and that they grant nothing the coordinator does not call.
 func TestKubernetesWiring(t *testing.T) {
 	const ns = kube.DefaultNamespace
 	// What the namespace held before this coordinator started: the objects
@@ -68,7 +68,20 @@ func TestKubernetesWiring(t *testing.T) {
 	own := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "meshperf-coordinator", Namespace: ns,
 		Labels: map[string]string{"app.kubernetes.io/name": "meshperf-coordinator"}},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app.kubernetes.io/name": "meshperf-coordinator"}, ClusterIP: "10.96.200.2"}}
-	api := kubetest.NewClientset(leftoverSvc, leftoverSlice, own)
+	// The Nodes and pod endpoints the registrations are checked against;
+	// node-1's pod endpoint is being replaced (the old pod and the new
+	// one run), so that its agent registers first with one pod IP, then
+	// with the other.
+	cluster := []runtime.Object{leftoverSvc, leftoverSlice, own}
+	for _, n := range []struct{ name, hostIP string }{{"node-1", "192.0.2.1"}, {"node-2", "192.0.2.2"}} {
+		cluster = append(cluster, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.hostIP}}}})
+	}
+	for _, p := range []struct{ name, node, podIP string }{{"ep-1", "node-1", "198.51.100.1"}, {"ep-1-new", "node-1", "198.51.100.11"}, {"ep-2", "node-2", "198.51.100.2"}} {
+		cluster = append(cluster, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": "meshperf-endpoint"}},
+			Spec: corev1.PodSpec{NodeName: p.node}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: p.podIP, PodIPs: []corev1.PodIP{{IP: p.podIP}}}})
+	}
+	api := kubetest.NewClientset(cluster...)
 
 	addr, _, logs := start(t, coordinator.Config{KubeClient: api, KubePruneInterval: 50 * time.Millisecond, DepartAfter: 200 * time.Millisecond})
 	conn := dial(t, addr, insecure.NewCredentials())
@@ -312,7 +325,7 @@ func waitRun(t *testing.T, ctx context.Context, mesh meshv1.MeshServiceClient, r
 // calledByIdentity are the Role's grants that coordinator/identity calls
 // (reading the pod of an agent's token), not coordinator/kube; the Rogue
 // token tests (identity_rogue_test.go) check them both ways.
-var calledByIdentity = map[string]bool{"get /pods": true}
+var calledByIdentity = map[string]bool{"get /pods": true, "create authentication.k8s.io/tokenreviews": true}
 
 // checkCallsMatchRole checks the coordinator's calls to the API against
 // the Role in deploy/kubernetes/base: every call is granted, in the Role's
@@ -322,6 +335,10 @@ var calledByIdentity = map[string]bool{"get /pods": true}
 func checkCallsMatchRole(t *testing.T, api *fake.Clientset, ns string) {
 	t.Helper()
 	role, err := deploykube.CoordinatorRole()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterRole, err := deploykube.CoordinatorClusterRole()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,6 +352,10 @@ func checkCallsMatchRole(t *testing.T, api *fake.Clientset, ns string) {
 		switch {
 		case a.GetSubresource() != "":
 			t.Errorf("%s on subresource %q: the Role grants none", call, a.GetSubresource())
+		case a.GetNamespace() == "" && gvr.Resource == "nodes":
+			if !deploykube.Allows(clusterRole.Rules, a.GetVerb(), gvr.Group, gvr.Resource) {
+				t.Errorf("%s: the coordinator calls it, and the ClusterRole %s does not grant it", call, clusterRole.Name)
+			}
 		case a.GetNamespace() != ns:
 			t.Errorf("%s in namespace %q, not the Role's %q", call, a.GetNamespace(), ns)
 		case !deploykube.Allows(role.Rules, a.GetVerb(), gvr.Group, gvr.Resource):
@@ -343,7 +364,7 @@ func checkCallsMatchRole(t *testing.T, api *fake.Clientset, ns string) {
 		called[call] = true
 	}
 	var unused []string
-	for _, r := range role.Rules {
+	for _, r := range slices.Concat(role.Rules, clusterRole.Rules) {
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, v := range r.Verbs {
@@ -385,7 +406,7 @@ func newKubeAgent(t *testing.T, ctx context.Context, conn *grpc.ClientConn, node
 		Addresses: []*agentv1.NetworkAddress{
 			{Network: measurev1.Network_NETWORK_HOST, Ip: hostIP},
 			{Network: measurev1.Network_NETWORK_POD, Ip: podIP},
-		}})
+		}, HttpPort: 8080})
 	t.Cleanup(a.leave)
 	go a.serve(stream)
 	return a

@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/coordinator/cli"
+	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -40,6 +41,9 @@ func runAt(t *testing.T, dir string, cfg coordinator.Config, logs *syncBuffer) *
 	t.Helper()
 	if logs == nil {
 		logs = &syncBuffer{}
+	}
+	if cfg.AllowAddresses == nil { // the fakes register loopback addresses
+		cfg.AllowAddresses = []registry.AddressClass{registry.ClassLoopback}
 	}
 	cfg.ListenAddress = fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
 	cfg.SocketPath = filepath.Join(t.TempDir(), "coordinator.sock")

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/protocol"
@@ -51,9 +52,13 @@ func (s *syncBuffer) String() string {
 
 // start runs the coordinator with cfg's security fields on 127.0.0.1 and a
 // socket until the test ends; it returns the TCP address, the socket and
-// the log.
+// the log. A nil cfg.AllowAddresses allows loopback, which the tests'
+// agents register; an empty one allows nothing.
 func start(t *testing.T, cfg coordinator.Config) (string, string, *syncBuffer) {
 	t.Helper()
+	if cfg.AllowAddresses == nil {
+		cfg.AllowAddresses = []registry.AddressClass{registry.ClassLoopback}
+	}
 	dir := t.TempDir()
 	logs := &syncBuffer{}
 	cfg.ListenAddress = fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))

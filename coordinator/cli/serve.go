@@ -10,6 +10,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/identity"
 	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/monitor"
+	"github.com/meshperf/meshperf/coordinator/registry"
 )
 
 func newServeCommand(o *options) *cobra.Command {
@@ -18,6 +19,7 @@ func newServeCommand(o *options) *cobra.Command {
 		configPath string
 		useKube    bool
 		pprofAddr  string
+		allowAddrs string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -43,6 +45,10 @@ func newServeCommand(o *options) *cobra.Command {
 				return err
 			}
 			cfg.Monitor, cfg.ExternalTargets, cfg.Probes = settings.Plans, settings.External, settings.Probes
+			cfg.NodeCIDRs, cfg.PodCIDRs, cfg.ServiceCIDRs = settings.NodeCIDRs, settings.PodCIDRs, settings.ServiceCIDRs
+			if cfg.AllowAddresses, err = registry.ParseAddressClasses(allowAddrs); err != nil {
+				return fmt.Errorf("--allow-addresses: %w", err)
+			}
 			if useKube {
 				if cfg.KubeClient, err = kube.InCluster(); err != nil {
 					return err
@@ -91,6 +97,8 @@ func newServeCommand(o *options) *cobra.Command {
 			"checked with the TokenReview API; needs --kubernetes), token-or-cert, or none (anyone registers as any node)")
 	f.StringVar(&cfg.AgentDaemonSet, "agent-daemonset", identity.DefaultDaemonSet,
 		"the agents' DaemonSet in --kube-namespace: only its pods prove a node with --agent-identity=token")
+	f.StringVar(&allowAddrs, "allow-addresses", "",
+		"address classes the agents may register as host, pod or service IP besides unicast ones: loopback, link-local, comma-separated (none: both refused; labs on one machine need loopback)")
 	f.StringVar(&cfg.KubeNamespace, "kube-namespace", kube.DefaultNamespace, "namespace of the per-node Services (with --kubernetes)")
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -39,6 +40,7 @@ func TestCoordinatorServesMetrics(t *testing.T) {
 			ListenAddress: grpcAddr, DBPath: filepath.Join(t.TempDir(), "meshperf.db"),
 			HeartbeatInterval: 50 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
 			MetricsAddress: metricsAddr, Ready: func() { close(ready) },
+			AllowAddresses: []registry.AddressClass{registry.ClassLoopback}, // the test's agents register 127.0.0.x
 		})
 	}()
 	select {

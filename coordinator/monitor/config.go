@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -28,6 +29,9 @@ import (
 //	    http_url: http://203.0.113.10/healthz # optional: the HTTP test
 //	  - name: other-cluster
 //	    address: node-1.other.example.com     # ping only
+//	node_cidrs: [10.0.0.0/16]   # host IPs the agents may register (none: any)
+//	pod_cidrs: [10.244.0.0/16]  # pod IPs (none: any)
+//	service_cidrs: [10.96.0.0/12] # service IPs (none: any)
 //	monitor:
 //	  light:                  # every 30 s, each tick moved by up to +-5 s
 //	    interval: 30s
@@ -56,6 +60,15 @@ type File struct {
 	// Probes is the continuous in-process mesh of the agents; absent means
 	// none.
 	Probes *Probes `json:"probes"`
+	// NodeCIDRs are the prefixes (such as 10.0.0.0/16) the agents' host
+	// IPs must be in (registry.AddressPolicy); empty means any address.
+	NodeCIDRs []string `json:"node_cidrs"`
+	// PodCIDRs are the prefixes the agents' pod IPs must be in; empty
+	// means any address.
+	PodCIDRs []string `json:"pod_cidrs"`
+	// ServiceCIDRs are the prefixes the nodes' service IPs (ClusterIPs)
+	// must be in; empty means any address.
+	ServiceCIDRs []string `json:"service_cidrs"`
 }
 
 // External is one external target of the allowlist (see
@@ -121,6 +134,9 @@ type Settings struct {
 	// Probes are the settings of the agents' continuous probes (the probes
 	// section); nil means none.
 	Probes *agentv1.ProbeSettings
+	// NodeCIDRs, PodCIDRs and ServiceCIDRs are the checked node_cidrs,
+	// pod_cidrs and service_cidrs; nil means any address.
+	NodeCIDRs, PodCIDRs, ServiceCIDRs []netip.Prefix
 }
 
 // Load reads and checks a config file; an empty path means no file (no
@@ -170,6 +186,15 @@ func Parse(b []byte) (Settings, error) {
 			return Settings{}, fmt.Errorf("%w: monitor.%s.%w", ErrConfig, s.name, err)
 		}
 		out.Plans = append(out.Plans, p)
+	}
+	for _, c := range []struct {
+		name string
+		list []string
+		out  *[]netip.Prefix
+	}{{"node_cidrs", f.NodeCIDRs, &out.NodeCIDRs}, {"pod_cidrs", f.PodCIDRs, &out.PodCIDRs}, {"service_cidrs", f.ServiceCIDRs, &out.ServiceCIDRs}} {
+		if *c.out, err = cidrs(c.name, c.list); err != nil {
+			return Settings{}, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 	}
 	if f.Probes != nil {
 		if out.Probes, err = f.Probes.settings(); err != nil {

@@ -34,7 +34,7 @@ func (r *Registry) promoteLocked() {
 }
 
 // unindexLocked takes s, no longer its node's current session, out of
-// the address index and the legacy and reporter counts; r.mu is held.
+// the address index, the custom ports and the legacy and reporter counts; r.mu is held.
 func (r *Registry) unindexLocked(s *session) {
 	for _, a := range s.node.addrs() {
 		kept := slices.DeleteFunc(r.addrs[a], func(o *session) bool { return o == s })
@@ -47,6 +47,7 @@ func (r *Registry) unindexLocked(s *session) {
 	if s.follower == nil {
 		r.legacy--
 	}
+	delete(r.custom, s)
 	if s.reporter {
 		s.reporter = false
 		r.reporters--
@@ -54,12 +55,15 @@ func (r *Registry) unindexLocked(s *session) {
 }
 
 // indexLocked adds s, just made its node's current session, to the
-// address index and the legacy count; r.mu is held.
+// address index, the custom ports and the legacy count; r.mu is held.
 func (r *Registry) indexLocked(s *session) {
 	for _, a := range s.node.addrs() {
 		r.addrs[a] = append(r.addrs[a], s)
 	}
 	if s.follower == nil {
 		r.legacy++
+	}
+	if !s.node.defaultPorts() {
+		r.custom[s] = struct{}{}
 	}
 }

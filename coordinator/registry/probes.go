@@ -62,7 +62,7 @@ func (r *Registry) seedProbes() {
 			continue
 		}
 		n, err := validateRegister(&agentv1.Register{NodeName: name, ProtocolVersion: protocol.Version, Addresses: a.GetAddresses(),
-			ServiceIp: a.GetServiceIp(), ProbePort: a.GetProbePort(), HttpPort: a.GetHttpPort()})
+			ServiceIp: a.GetServiceIp(), ProbePort: a.GetProbePort(), HttpPort: a.GetHttpPort()}, r.cfg.Addresses)
 		if err != nil {
 			r.log.Warn("stored node left out of the probe plans until it registers again", "node", name, "err", err)
 			continue
@@ -217,7 +217,7 @@ func checkProbeRegistration(reg *agentv1.Register, n *Node) error {
 		slot  *uint16
 	}{{"probe_port", reg.GetProbePort(), &n.ProbePort}, {"http_port", reg.GetHttpPort(), &n.HTTPPort}} {
 		if p.v > 65535 {
-			return fmt.Errorf("%s %d is not a port", p.field, p.v)
+			return fmt.Errorf("%s %d is not a port (0 or 1..65535)", p.field, p.v)
 		}
 		*p.slot = uint16(p.v)
 	}

@@ -105,6 +105,11 @@ type Config struct {
 	GossipEvaluateInterval time.Duration
 	// Logger receives session events; nil means discard.
 	Logger *slog.Logger
+	// Addresses is the policy every registered address must pass
+	// (AddressPolicy.Check must accept it). Nil means the unit tests'
+	// policy: loopback and link-local allowed, any CIDR, no cluster check;
+	// coordinator.Run always sets one.
+	Addresses *AddressPolicy
 	// ServiceIPs, if set, gives a registering node with a pod endpoint its
 	// ClusterIP (coordinator/kube.Services.Ensure in a cluster: a Service
 	// of that node's pod alone), which replaces the service IP the agent
@@ -214,6 +219,11 @@ type Node struct {
 	// HTTPPort is the agent's HTTP target on both networks; zero if
 	// unknown.
 	HTTPPort uint16
+	// Iperf3Port, QperfPort and QperfDataPort are the ports of the
+	// agent's iperf3 and qperf servers on both networks, as registered
+	// (the defaults, protocol.DefaultIperf3Port and so on, for 0): the
+	// only ones a ServerStarted may give (CheckServerStarted).
+	Iperf3Port, QperfPort, QperfDataPort uint16
 	// HostMTU and PodMTU are the MTUs in bytes of the interfaces holding
 	// HostIP and PodIP; zero if unknown.
 	HostMTU, PodMTU uint32
@@ -236,6 +246,10 @@ type Registry struct {
 	// legacy counts the connected sessions without a probe plan, which
 	// take Endpoints of every node (announceEndpoints).
 	legacy int
+	// custom are the connected sessions whose iperf3 or qperf ports are
+	// not the defaults: the Endpoints of the sessions with a probe plan
+	// list them (endpoints.go).
+	custom map[*session]struct{}
 	// reporters counts the connected sessions that send gossip views
 	// (session.reporter; Config.GossipReporters bounds it).
 	reporters int
@@ -295,6 +309,12 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Addresses == nil {
+		cfg.Addresses = permissive
+	}
+	if err := cfg.Addresses.Check(); err != nil {
+		return nil, fmt.Errorf("registry: address policy: %w", err)
+	}
 	ext, err := checkExternal(cfg.ExternalTargets)
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
@@ -304,7 +324,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
 	}
-	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, addrs: map[netip.Addr][]*session{}, known: map[string]*meshv1.Agent{}, peers: map[string]Node{},
+	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, addrs: map[netip.Addr][]*session{}, custom: map[*session]struct{}{}, known: map[string]*meshv1.Agent{}, peers: map[string]Node{},
 		evalKick: make(chan struct{}, 1), evalStop: make(chan struct{}), planSlots: make(chan struct{}, cfg.PlansInFlight),
 		gossip: membership.New(membership.Config{Grace: cfg.PartitionGrace, Settle: cfg.GossipSettle, Logger: log})}
 	start := timestamppb.Now()
@@ -526,7 +546,7 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 		old.end(ErrReplaced)
 	}
 	r.persist(ctx, a)
-	r.announceEndpoints()
+	r.announceEndpoints(s.node)
 	return nil
 }
 
@@ -552,7 +572,7 @@ func (r *Registry) detach(ctx context.Context, s *session) {
 	if current {
 		r.gossip.Drop(s.node.Name)
 		r.kickGossip()
-		r.announceEndpoints()
+		r.announceEndpoints(s.node)
 	}
 }
 

@@ -307,7 +307,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	node, err := validateRegister(reg)
+	node, err := r.admit(ctx, reg)
 	if err != nil {
 		return err
 	}

@@ -24,9 +24,13 @@ const (
 
 // validateRegister checks an agent's Register message and turns it into a
 // Node. Addresses must be usable unicast IPs (not unspecified, multicast,
-// broadcast, IPv4-mapped or zoned), one per network; texts must be short
-// and printable.
-func validateRegister(reg *agentv1.Register) (Node, error) {
+// broadcast, IPv4-mapped or zoned), one per network, and pass policy
+// (nil: permissive); ports must be 0 or 1..65535; texts must be short and
+// printable.
+func validateRegister(reg *agentv1.Register, policy *AddressPolicy) (Node, error) {
+	if policy == nil {
+		policy = permissive
+	}
 	if v := reg.GetProtocolVersion(); v != protocol.Version {
 		return Node{}, fmt.Errorf("%w: agent %q (version %.64q) speaks protocol %d, this coordinator speaks %d; run matching versions",
 			ErrVersionMismatch, reg.GetNodeName(), reg.GetAgentVersion(), v, protocol.Version)
@@ -35,6 +39,7 @@ func validateRegister(reg *agentv1.Register) (Node, error) {
 		return Node{}, fmt.Errorf("%w: "+format, append([]any{ErrBadRegistration}, args...)...)
 	}
 	n := Node{Name: reg.GetNodeName()}
+	var hostField, podField string
 	if err := protocol.ValidateNodeName(n.Name); err != nil {
 		return bad("%v", err)
 	}
@@ -52,9 +57,9 @@ func validateRegister(reg *agentv1.Register) (Node, error) {
 		var slot *netip.Addr
 		switch a.GetNetwork() {
 		case measurev1.Network_NETWORK_HOST:
-			slot = &n.HostIP
+			slot, hostField = &n.HostIP, fmt.Sprintf("addresses[%d].ip (host)", i)
 		case measurev1.Network_NETWORK_POD:
-			slot = &n.PodIP
+			slot, podField = &n.PodIP, fmt.Sprintf("addresses[%d].ip (pod)", i)
 		default:
 			return bad("addresses[%d].network %v is not host or pod", i, a.GetNetwork())
 		}
@@ -73,11 +78,17 @@ func validateRegister(reg *agentv1.Register) (Node, error) {
 		}
 		n.ServiceIP = ip
 	}
+	if err := policy.checkNode(n, hostField, podField); err != nil {
+		return bad("node %q: %v", n.Name, err)
+	}
 	if p := reg.GetGossipPort(); p > 65535 {
-		return bad("gossip_port %d is not a port", p)
+		return bad("gossip_port %d is not a port (0 or 1..65535)", p)
 	}
 	n.GossipPort = uint16(reg.GetGossipPort())
 	if err := checkProbeRegistration(reg, &n); err != nil {
+		return bad("%v", err)
+	}
+	if err := checkServerPorts(reg, &n); err != nil {
 		return bad("%v", err)
 	}
 	if len(reg.GetTools()) > maxTools {

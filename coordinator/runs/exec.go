@@ -230,6 +230,12 @@ func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.Plan
 		if testspec.NeedsServer(test) {
 			defer m.stopServer(ctx, runID, pt)
 		}
+		if err := registry.CheckServerStarted(dst, tool, started); err != nil {
+			// No client is ever sent to a port the node did not register.
+			m.log.Warn("ServerStarted refused: not the registered port", "node", dst.Name, "tool", toolName(tool),
+				"port", started.GetPort(), "data_port", started.GetDataPort(), "run_id", runID, "test_id", pt.GetTestId(), "err", err)
+			return fail(measurev1.Status_STATUS_SERVER_ERROR, "start %s server on %s: %v", toolName(tool), pt.GetDstNode(), err)
+		}
 	}
 
 	expected, err := testspec.ExpectedDuration(pt.GetSpec())

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -52,7 +53,16 @@ func answer(w *agentv1.Work) *agentv1.WorkResult {
 	r := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
 	switch act := w.GetAction().(type) {
 	case *agentv1.Work_StartServer:
-		r.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: 5201, ToolVersion: "fleet"}}
+		// The ports the fleet's agents register (the defaults; HTTP 8080):
+		// the coordinator takes no others.
+		st := &agentv1.ServerStarted{Port: protocol.DefaultIperf3Port, ToolVersion: "fleet"}
+		switch act.StartServer.GetTool() {
+		case measurev1.Tool_TOOL_QPERF:
+			st.Port, st.DataPort = protocol.DefaultQperfPort, protocol.DefaultQperfDataPort
+		case measurev1.Tool_TOOL_CURL:
+			st.Port = 8080
+		}
+		r.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: st}
 	case *agentv1.Work_StopServer:
 		r.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
 	case *agentv1.Work_RunClient:

@@ -35,11 +35,13 @@ type Coordinator struct {
 // StartCoordinator starts `bin serve` with its store, socket and log in
 // workDir (meshperf.db, coordinator.sock, coordinator.log, appended to),
 // the config file conf, agents on agentAddr and /metrics on metricsAddr
-// (both loopback), no retention, and the extra serve flags; it returns
-// once /metrics answers (30 s at most).
+// (both loopback), no retention, loopback addresses allowed (the fleet's
+// agents register 127.1.x.y and 127.2.x.y), and the extra serve flags; it
+// returns once /metrics answers (30 s at most).
 func StartCoordinator(ctx context.Context, bin, workDir, conf, agentAddr, metricsAddr string, extra ...string) (*Coordinator, error) {
 	args := append([]string{"serve", "--listen", agentAddr, "--socket", filepath.Join(workDir, "coordinator.sock"),
-		"--db", filepath.Join(workDir, "meshperf.db"), "--config", conf, "--metrics-listen", metricsAddr, "--retention", "0", "--log-level", "warn"}, extra...)
+		"--db", filepath.Join(workDir, "meshperf.db"), "--config", conf, "--metrics-listen", metricsAddr, "--retention", "0", "--log-level", "warn",
+		"--allow-addresses", "loopback"}, extra...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	logFile, err := os.OpenFile(filepath.Join(workDir, "coordinator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)

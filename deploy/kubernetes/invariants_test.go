@@ -367,6 +367,13 @@ var invariants = []invariant{
 				}})
 			},
 			func(m *manifests) {
+				find[*rbacv1.ClusterRole](m, coordinator).Rules[0].Resources = []string{"nodes", "secrets"}
+			},
+			func(m *manifests) {
+				find[*rbacv1.Role](m, coordinator).Rules[2].Verbs = []string{"list", "watch", "delete"}
+			},
+			func(m *manifests) { find[*rbacv1.ClusterRoleBinding](m, coordinator).Subjects[0].Name = agentName },
+			func(m *manifests) {
 				m.objects = append(m.objects, object{file: "x.yaml", obj: &rbacv1.ClusterRoleBinding{
 					ObjectMeta: metav1.ObjectMeta{Name: coordinator + "-admin"},
 					RoleRef:    rbacv1.RoleRef{Kind: "ClusterRole", Name: "cluster-admin"},

@@ -16,17 +16,19 @@ var coordinatorRBAC []byte
 
 // CoordinatorRole returns the Role of base/coordinator-rbac.yaml: what the
 // coordinator may do in its namespace, where coordinator/kube keeps the
-// per-node Services and EndpointSlices and coordinator/identity reads the
-// agents' pods. It is decoded as strictly as this package's tests decode
-// every manifest, so that a test of the coordinator can check each API
-// call it makes against what the cluster grants.
+// per-node Services and EndpointSlices and watches the pod endpoints, and
+// coordinator/identity reads the agents' pods. It is decoded as strictly
+// as this package's tests decode every manifest, so that a test of the
+// coordinator can check each API call it makes against what the cluster
+// grants.
 func CoordinatorRole() (*rbacv1.Role, error) {
 	return onlyOne[rbacv1.Role]("Role")
 }
 
 // CoordinatorClusterRole returns the ClusterRole of
 // base/coordinator-rbac.yaml: what the coordinator may do cluster-wide
-// (create tokenreviews, to check the agents' identity tokens), decoded as
+// (create tokenreviews, to check the agents' identity tokens; watch the
+// Nodes, whose addresses a registration must carry), decoded as
 // CoordinatorRole is.
 func CoordinatorClusterRole() (*rbacv1.ClusterRole, error) {
 	return onlyOne[rbacv1.ClusterRole]("ClusterRole")

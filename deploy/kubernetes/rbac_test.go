@@ -8,14 +8,17 @@ import (
 )
 
 // checkRBAC allows the coordinator, in its namespace, the verbs
-// coordinator/kube calls on services and endpointslices and get on pods
-// (coordinator/identity reads the pod of an agent's token), and
-// cluster-wide create on tokenreviews alone (the coordinator's tests check
-// its calls against the roles both ways); nothing to anyone else.
+// coordinator/kube calls on services and endpointslices, and get, list
+// and watch on pods (coordinator/identity reads the pod of an agent's
+// token; the address check watches the pod endpoints); cluster-wide,
+// create on tokenreviews and list and watch on nodes alone, in its one
+// ClusterRole (the coordinator's tests check its calls against the roles
+// both ways); nothing to anyone else.
 func checkRBAC(m *manifests) (bad []string) {
-	kubeVerbs := []string{"get", "list", "create", "update", "delete"}
-	nsAllowed := map[string][]string{"/services": kubeVerbs, "discovery.k8s.io/endpointslices": kubeVerbs, "/pods": {"get"}}
-	clusterAllowed := map[string][]string{"authentication.k8s.io/tokenreviews": {"create"}}
+	write := []string{"get", "list", "create", "update", "delete"}
+	read := []string{"list", "watch"}
+	nsAllowed := map[string][]string{"/services": write, "discovery.k8s.io/endpointslices": write, "/pods": {"get", "list", "watch"}}
+	clusterAllowed := map[string][]string{"authentication.k8s.io/tokenreviews": {"create"}, "/nodes": read}
 	checkRules := func(who string, rules []rbacv1.PolicyRule, allowed map[string][]string) {
 		for _, r := range rules {
 			if len(r.NonResourceURLs) > 0 {
@@ -41,6 +44,9 @@ func checkRBAC(m *manifests) (bad []string) {
 		checkRules("Role "+r.Name, r.Rules, nsAllowed)
 	}
 	for _, r := range all[*rbacv1.ClusterRole](m) {
+		if r.Name != coordinator {
+			bad = append(bad, "ClusterRole "+r.Name+": the coordinator needs one ClusterRole, "+coordinator)
+		}
 		checkRules("ClusterRole "+r.Name, r.Rules, clusterAllowed)
 	}
 	subjectsOK := func(who string, subjects []rbacv1.Subject) {
@@ -57,8 +63,8 @@ func checkRBAC(m *manifests) (bad []string) {
 		subjectsOK("RoleBinding "+b.Name, b.Subjects)
 	}
 	for _, b := range all[*rbacv1.ClusterRoleBinding](m) {
-		if b.RoleRef.Kind != "ClusterRole" || find[*rbacv1.ClusterRole](m, b.RoleRef.Name) == nil {
-			bad = append(bad, fmt.Sprintf("ClusterRoleBinding %s: binds %s %s, not a ClusterRole of these manifests", b.Name, b.RoleRef.Kind, b.RoleRef.Name))
+		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != coordinator || find[*rbacv1.ClusterRole](m, b.RoleRef.Name) == nil {
+			bad = append(bad, fmt.Sprintf("ClusterRoleBinding %s: binds %s %s cluster-wide, not the ClusterRole %s of these manifests", b.Name, b.RoleRef.Kind, b.RoleRef.Name, coordinator))
 		}
 		subjectsOK("ClusterRoleBinding "+b.Name, b.Subjects)
 	}

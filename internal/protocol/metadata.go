@@ -1,0 +1,12 @@
+package protocol
+
+import "net/netip"
+
+// MetadataService returns the cloud whose metadata service ip is, for the
+// metadata services outside the link-local ranges (fd00:ec2::254 of AWS,
+// 100.100.100.200 of Alibaba Cloud), or "". The link-local ones
+// (169.254.169.254 and the like) are link-local addresses, which the
+// callers refuse as such.
+func MetadataService(ip netip.Addr) string {
+	return metadataIPs[ip.Unmap()]
+}
