@@ -86,6 +86,12 @@ type Config struct {
 	// DepartAfter is how long a node whose agent is gone stays in meshes
 	// (its tests failing as agent_unavailable); zero means 1 h.
 	DepartAfter time.Duration
+	// UnprovenGrace is how long a node whose agent left before the node
+	// was ever proven (unproven.go: its agent never answered work, sent a
+	// probe report or outlived its heartbeat timeout) stays known, out of
+	// default meshes, before it is forgotten; zero means
+	// DefaultUnprovenGrace.
+	UnprovenGrace time.Duration
 	// PartitionGrace is how long the coordinator and gossip must disagree
 	// on a node before it is reported as a partition; zero means
 	// membership.DefaultGrace (1 min), a negative value no grace.
@@ -237,6 +243,9 @@ type Registry struct {
 	// (session.reporter; Config.GossipReporters bounds it).
 	reporters int
 	known     map[string]*meshv1.Agent // by node name: every agent ever seen
+	// proven are the known nodes that proved a working agent runs them
+	// (unproven.go).
+	proven map[string]bool
 	late      LateHandler              // set by HandleLate
 	// registering counts per node the registrations between their
 	// ServiceIPs call and their attach or refusal (registering.go).
@@ -276,6 +285,9 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if cfg.DepartAfter == 0 {
 		cfg.DepartAfter = time.Hour
 	}
+	if cfg.UnprovenGrace <= 0 {
+		cfg.UnprovenGrace = DefaultUnprovenGrace
+	}
 	if cfg.PlansInFlight <= 0 {
 		cfg.PlansInFlight = DefaultPlansInFlight
 	}
@@ -301,7 +313,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
 	}
-	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, addrs: map[netip.Addr][]*session{}, known: map[string]*meshv1.Agent{}, peers: map[string]Node{},
+	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, addrs: map[netip.Addr][]*session{}, known: map[string]*meshv1.Agent{}, proven: map[string]bool{}, peers: map[string]Node{},
 		evalKick: make(chan struct{}, 1), evalStop: make(chan struct{}), planSlots: make(chan struct{}, cfg.PlansInFlight),
 		gossip: membership.New(membership.Config{Grace: cfg.PartitionGrace, Settle: cfg.GossipSettle, Logger: log})}
 	start := timestamppb.Now()
@@ -312,6 +324,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 			// then, not at its registration, which may be days old.
 			a.LastSeenTime = start
 		}
+		r.proven[a.GetNodeName()] = provenAtLoad(a, cfg.HeartbeatTimeout)
 		a.Connected = false
 		r.known[a.GetNodeName()] = a
 	}
@@ -347,6 +360,7 @@ func (r *Registry) heartbeats() (interval, timeout time.Duration) {
 // says of it now (at most membership.MaxBy reporters named per list) and
 // the partition, if any, as of the latest evaluation (gossip.go).
 func (r *Registry) Agents() []*meshv1.Agent {
+	r.expireUnproven()
 	r.mu.Lock()
 	names := slices.Collect(maps.Keys(r.known))
 	r.mu.Unlock()
@@ -385,7 +399,8 @@ func (r *Registry) state(a *meshv1.Agent, now time.Time, gossipGone bool) meshv1
 		return meshv1.NodeState_NODE_STATE_PENDING
 	case connected:
 		return meshv1.NodeState_NODE_STATE_READY
-	case now.Sub(a.GetLastSeenTime().AsTime()) > r.cfg.DepartAfter:
+	case !r.proven[a.GetNodeName()] && now.Sub(a.GetLastSeenTime().AsTime()) > r.cfg.UnprovenGrace,
+		now.Sub(a.GetLastSeenTime().AsTime()) > r.cfg.DepartAfter:
 		return meshv1.NodeState_NODE_STATE_DEPARTED
 	case a.GetMaintenance():
 		return meshv1.NodeState_NODE_STATE_MAINTENANCE
@@ -398,8 +413,11 @@ func (r *Registry) state(a *meshv1.Agent, now time.Time, gossipGone bool) meshv1
 // covers pending, ready and unavailable nodes: a lost agent is a failure to
 // report, not a smaller mesh. Nodes in maintenance are targetable but not
 // in default meshes; departed nodes (gone longer than DepartAfter) are
-// neither, so nodes an autoscaler removed do not pile up.
+// neither, so nodes an autoscaler removed do not pile up. A node whose
+// agent left before the node was ever proven (unproven.go) is targetable
+// until it is forgotten, never in a default mesh.
 func (r *Registry) Known() (mesh, targetable []string) {
+	r.expireUnproven()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
@@ -409,8 +427,10 @@ func (r *Registry) Known() (mesh, targetable []string) {
 		case meshv1.NodeState_NODE_STATE_MAINTENANCE:
 			targetable = append(targetable, name)
 		default:
-			mesh = append(mesh, name)
 			targetable = append(targetable, name)
+			if !r.unprovenGoneLocked(name) {
+				mesh = append(mesh, name)
+			}
 		}
 	}
 	slices.Sort(mesh)
@@ -505,6 +525,7 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 		r.unindexLocked(old)
 	}
 	r.sessions[s.node.Name] = s
+	s.attachedAt = now.AsTime()
 	r.indexLocked(s)
 	if s.node.GossipPort != 0 && (r.cfg.GossipReporters < 0 || r.reporters < r.cfg.GossipReporters) {
 		s.reporter = true
@@ -546,6 +567,7 @@ func (r *Registry) detach(ctx context.Context, s *session) {
 		r.persist(ctx, a)
 	}
 	if current {
+		r.leftUnproven(s.node.Name)
 		r.gossip.Drop(s.node.Name)
 		r.kickGossip()
 		r.announceEndpoints()
