@@ -246,7 +246,7 @@ type Registry struct {
 	// proven are the known nodes that proved a working agent runs them
 	// (unproven.go).
 	proven map[string]bool
-	late      LateHandler              // set by HandleLate
+	late   LateHandler // set by HandleLate
 	// registering counts per node the registrations between their
 	// ServiceIPs call and their attach or refusal (registering.go).
 	registering map[string]int
