@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -28,6 +29,11 @@ import (
 
 // ErrNotFound means the run does not exist.
 var ErrNotFound = errors.New("run not found")
+
+// ErrTooBusy wraps the refusal of a run or a watch beyond
+// Config.MaxActiveRuns or Config.MaxWatchers; the message gives the count
+// and the limit.
+var ErrTooBusy = errors.New("too busy")
 
 // Agents is what a run needs of the registry.
 type Agents interface {
@@ -89,6 +95,14 @@ type Config struct {
 	// WatchBuffer is how many updates a watcher may fall behind before it
 	// is dropped; zero means DefaultWatchBuffer.
 	WatchBuffer int
+	// MaxActiveRuns bounds the runs in progress (and being planned) at
+	// once: a Trigger beyond it fails with ErrTooBusy. Zero means
+	// DefaultMaxActiveRuns.
+	MaxActiveRuns int
+	// MaxWatchers bounds the Watch calls following runs in progress at
+	// once, over all runs: one beyond it fails with ErrTooBusy. Zero means
+	// DefaultMaxWatchers.
+	MaxWatchers int
 	// Logger receives run events; nil means discard.
 	Logger *slog.Logger
 	// Observer, if set, is told of every run's start and end and of every
@@ -134,8 +148,11 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	active map[string]*active
+	mu       sync.Mutex
+	active   map[string]*active
+	planning int // Triggers past the MaxActiveRuns check, not yet active
+	// watchers counts the watchers of runs in progress (MaxWatchers).
+	watchers atomic.Int64
 }
 
 // active is a run in progress.
@@ -149,8 +166,9 @@ type active struct {
 // watcher is one Watch call's channel. Its room is bounded; a watcher
 // that falls behind gets a Lagged update and is dropped.
 type watcher struct {
-	ch   chan Update
-	stop func() bool // unregisters the context.AfterFunc
+	ch    chan Update
+	stop  func() bool   // unregisters the context.AfterFunc
+	count *atomic.Int64 // Manager.watchers, given back by drop
 }
 
 // DefaultWatchBuffer bounds the updates a slow watcher may fall behind by.
@@ -174,6 +192,7 @@ func (a *active) drop(w *watcher) {
 		delete(a.watchers, w)
 		w.stop()
 		close(w.ch)
+		w.count.Add(-1)
 	}
 }
 
@@ -191,6 +210,12 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	if cfg.WatchBuffer <= 0 {
 		cfg.WatchBuffer = DefaultWatchBuffer
+	}
+	if cfg.MaxActiveRuns <= 0 {
+		cfg.MaxActiveRuns = DefaultMaxActiveRuns
+	}
+	if cfg.MaxWatchers <= 0 {
+		cfg.MaxWatchers = DefaultMaxWatchers
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -280,6 +305,11 @@ func (m *Manager) Close() {
 // lost agent shows as a failure rather than vanishing from the mesh. Errors wrap schedule.ErrInvalid or
 // schedule.ErrNoPairs.
 func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measurev1.Run, error) {
+	release, err := m.reserveRun()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	mesh, targetable := m.cfg.Agents.Known()
 	planned, err := schedule.Plan(spec, schedule.Nodes{Mesh: mesh, Targetable: targetable, External: m.cfg.ExternalTargets})
 	if err != nil {
@@ -349,11 +379,17 @@ func (m *Manager) Watch(ctx context.Context, runID string) (<-chan Update, error
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	w := &watcher{ch: make(chan Update, min(int(a.run.GetTestsPlanned())+2, m.cfg.WatchBuffer))}
+	w := &watcher{ch: make(chan Update, min(int(a.run.GetTestsPlanned())+2, m.cfg.WatchBuffer)), count: &m.watchers}
 	w.ch <- Update{Run: summary(a.run)}
 	if ended(a.run.GetState()) {
 		close(w.ch)
 		return w.ch, nil
+	}
+	if n := w.count.Add(1); n > int64(m.cfg.MaxWatchers) {
+		w.count.Add(-1)
+		m.log.Warn("watch refused: too many watchers", "run_id", runID, "watchers", n-1, "max_watchers", m.cfg.MaxWatchers)
+		return nil, fmt.Errorf("run %s: %w: %d watchers follow runs in progress, at most %d (--max-watchers); end one or watch later",
+			runID, ErrTooBusy, n-1, m.cfg.MaxWatchers)
 	}
 	if a.watchers == nil {
 		a.watchers = map[*watcher]bool{}
