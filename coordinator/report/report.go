@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -34,7 +35,8 @@ type PairPath struct {
 func (p *PairPath) OK() bool { return len(p.Problems()) == 0 }
 
 // Problems lists what is wrong with the row: failed results with their
-// status and message, and planned tests without a result ("missing").
+// status and message (on one line, control characters escaped:
+// safetext.Line), and planned tests without a result ("missing").
 func (p *PairPath) Problems() []string {
 	var out []string
 	for _, t := range p.Tests {
@@ -42,7 +44,7 @@ func (p *PairPath) Problems() []string {
 		for _, r := range p.Results[t] {
 			tests[r.GetTestId()] = true
 			if r.GetStatus() != measurev1.Status_STATUS_OK {
-				out = append(out, fmt.Sprintf("%s: %s: %s", testspec.Name(t), StatusName(r.GetStatus()), r.GetMessage()))
+				out = append(out, fmt.Sprintf("%s: %s: %s", testspec.Name(t), StatusName(r.GetStatus()), safetext.Line(r.GetMessage())))
 			}
 		}
 		if missing := p.Planned[t] - len(tests); missing > 0 {
