@@ -1,6 +1,8 @@
 package safetext
 
 import (
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -120,5 +122,35 @@ func TestLine(t *testing.T) {
 		if got := Line(tt.in); got != tt.want {
 			t.Errorf("Line(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestLogAttr: with LogAttr, the text and JSON handlers that meshperf's
+// daemons log with write no raw control (slog's text handler alone leaves
+// DEL raw, its JSON handler DEL, C1 and bidi controls), and a value stays
+// on its line.
+func TestLogAttr(t *testing.T) {
+	handlers := map[string]func(*strings.Builder) slog.Handler{
+		"text": func(b *strings.Builder) slog.Handler { return slog.NewTextHandler(b, &slog.HandlerOptions{ReplaceAttr: LogAttr}) },
+		"json": func(b *strings.Builder) slog.Handler { return slog.NewJSONHandler(b, &slog.HandlerOptions{ReplaceAttr: LogAttr}) },
+	}
+	for _, v := range []string{"\x1b[2J", "a\u202eb", "a\u009bb", "a\x7f", "a\nb", "a\xffb"} {
+		for name, h := range handlers {
+			var b strings.Builder
+			slog.New(h(&b)).Info("m "+v, "v", v, "err", errors.New(v))
+			checkLogLine(t, name, v, b.String())
+		}
+	}
+}
+
+func checkLogLine(t *testing.T, handler, v, line string) {
+	t.Helper()
+	for _, r := range line {
+		if r != '\n' && NeedsEscape(r) {
+			t.Errorf("%s log line of %q holds raw %U: %q", handler, v, r, line)
+		}
+	}
+	if n := strings.Count(line, "\n"); n != 1 {
+		t.Errorf("%s log line of %q is %d lines", handler, v, n)
 	}
 }
