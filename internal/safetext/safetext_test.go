@@ -131,8 +131,12 @@ func TestLine(t *testing.T) {
 // on its line.
 func TestLogAttr(t *testing.T) {
 	handlers := map[string]func(*strings.Builder) slog.Handler{
-		"text": func(b *strings.Builder) slog.Handler { return slog.NewTextHandler(b, &slog.HandlerOptions{ReplaceAttr: LogAttr}) },
-		"json": func(b *strings.Builder) slog.Handler { return slog.NewJSONHandler(b, &slog.HandlerOptions{ReplaceAttr: LogAttr}) },
+		"text": func(b *strings.Builder) slog.Handler {
+			return slog.NewTextHandler(b, &slog.HandlerOptions{ReplaceAttr: LogAttr})
+		},
+		"json": func(b *strings.Builder) slog.Handler {
+			return slog.NewJSONHandler(b, &slog.HandlerOptions{ReplaceAttr: LogAttr})
+		},
 	}
 	for _, v := range []string{"\x1b[2J", "a\u202eb", "a\u009bb", "a\x7f", "a\nb", "a\xffb"} {
 		for name, h := range handlers {
