@@ -362,6 +362,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		r.lateLoop(ctx, s)
 	}()
 	err = r.loop(ctx, stream, s, recvC, recvErr, &lastRecv)
+	r.heardFrom(s, time.Unix(0, lastRecv.Load()))
 	r.detach(ctx, s) // first: whoever sees the session end sees the node gone
 	s.end(err)
 	<-lateDone
