@@ -29,6 +29,12 @@ import (
 // DefaultUnprovenGrace is Config.UnprovenGrace's default.
 const DefaultUnprovenGrace = 3 * time.Minute
 
+// maxUnprovenGone bounds the unproven nodes whose agents left that are
+// kept through their grace: beyond it the longest gone are forgotten at
+// once, so that a flood of made-up registrations costs a bounded memory
+// and store.
+const maxUnprovenGone = 1000
+
 // agentDeleter is the optional part of a Recorder that forgets a node
 // (coordinator/store.Store has it).
 type agentDeleter interface {
@@ -109,24 +115,43 @@ func (r *Registry) leftUnproven(name string) {
 	if out && r.cfg.Probes != nil {
 		r.cfg.Probes.Remove(name)
 	}
+	r.expireUnproven() // bounds the unproven ones kept (maxUnprovenGone)
 }
 
 // expireUnproven forgets the nodes whose agents left unproven longer than
-// Config.UnprovenGrace ago (not those registering again now), and deletes
-// their stored records.
+// Config.UnprovenGrace ago, and the longest gone beyond maxUnprovenGone
+// (not those registering again now), and deletes their stored records.
 func (r *Registry) expireUnproven() {
 	now := time.Now()
 	var gone, peersGone []string
 	r.mu.Lock()
+	type left struct {
+		name string
+		seen time.Time
+	}
+	var kept []left
 	for name, a := range r.known {
-		if r.unprovenGoneLocked(name) && r.registering[name] == 0 && now.Sub(a.GetLastSeenTime().AsTime()) > r.cfg.UnprovenGrace {
-			delete(r.known, name)
-			delete(r.proven, name)
-			if _, peer := r.peers[name]; peer {
-				delete(r.peers, name)
-				peersGone = append(peersGone, name)
-			}
-			gone = append(gone, name)
+		if !r.unprovenGoneLocked(name) || r.registering[name] != 0 {
+			continue
+		}
+		if seen := a.GetLastSeenTime().AsTime(); now.Sub(seen) <= r.cfg.UnprovenGrace {
+			kept = append(kept, left{name, seen})
+			continue
+		}
+		gone = append(gone, name)
+	}
+	if len(kept) > maxUnprovenGone {
+		slices.SortFunc(kept, func(a, b left) int { return a.seen.Compare(b.seen) })
+		for _, k := range kept[:len(kept)-maxUnprovenGone] {
+			gone = append(gone, k.name)
+		}
+	}
+	for _, name := range gone {
+		delete(r.known, name)
+		delete(r.proven, name)
+		if _, peer := r.peers[name]; peer {
+			delete(r.peers, name)
+			peersGone = append(peersGone, name)
 		}
 	}
 	r.mu.Unlock()
@@ -140,7 +165,7 @@ func (r *Registry) expireUnproven() {
 	d, canDelete := r.cfg.Recorder.(agentDeleter)
 	for _, name := range gone {
 		r.log.Warn("registration expired: the node's agent left before it ever proved itself (answered work, sent a probe report or outlived its heartbeat timeout)",
-			"node", name, "grace", r.cfg.UnprovenGrace)
+			"node", name, "grace", r.cfg.UnprovenGrace, "max_unproven_kept", maxUnprovenGone)
 		if canDelete {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := d.DeleteAgent(ctx, name); err != nil {

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -100,5 +101,34 @@ func TestUnprovenAfterRestart(t *testing.T) {
 			t.Errorf("%s deleted from the store: %v, want %v", name, got, tt.forgotten)
 		}
 		rec.mu.Unlock()
+	}
+}
+
+// TestUnprovenKeptBounded: of more than maxUnprovenGone unproven nodes
+// within their grace, the longest gone are forgotten at once.
+func TestUnprovenKeptBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	now := time.Now()
+	var stored []*meshv1.Agent
+	for i := range maxUnprovenGone + 5 {
+		seen := now.Add(-time.Duration(i) * time.Millisecond) // made-up-0000 was seen last
+		stored = append(stored, &meshv1.Agent{NodeName: fmt.Sprintf("made-up-%04d", i),
+			ConnectTime: timestamppb.New(seen.Add(-time.Millisecond)), LastSeenTime: timestamppb.New(seen)})
+	}
+	rec := &deletingRecorder{knownRecorder: knownRecorder{stored}}
+	r, err := New(ctx, Config{Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Shutdown()
+	_, targetable := r.Known()
+	if len(targetable) != maxUnprovenGone || targetable[0] != "made-up-0000" || targetable[len(targetable)-1] != fmt.Sprintf("made-up-%04d", maxUnprovenGone-1) {
+		t.Errorf("%d targetable, from %s to %s; want the %d last seen", len(targetable), targetable[0], targetable[len(targetable)-1], maxUnprovenGone)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.deleted) != 5 {
+		t.Errorf("deleted %v, want the 5 longest gone", rec.deleted)
 	}
 }
