@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/meshperf/meshperf/agent/proc"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -105,7 +106,30 @@ var curlErrorRE = regexp.MustCompile(`(?m)^curl: \((\d+)\) (.*)$`)
 // metrics, and a target that answers 404 is not measuring the path. When
 // out.Truncated, a failure's message starts with "curl output truncated
 // at 8 MiB".
-func ParseCurl(out proc.Output) (_ *measurev1.HttpMetrics, err error) {
+func ParseCurl(out proc.Output) (*measurev1.HttpMetrics, error) {
+	return parseCurl(out, 0)
+}
+
+// curlBound is how far past its --max-time a curl time_* figure may be
+// before it cannot be true: curl stops the transfer at --max-time (it
+// overshoots by its polling, milliseconds), so a figure far beyond it is
+// a counter gone wrong (some curl versions wrap), not a slow path. Twice
+// --max-time plus 1 s leaves room for a loaded host.
+func curlBound(maxTime time.Duration) float64 {
+	return 2*maxTime.Seconds() + 1
+}
+
+// parseCurl is ParseCurl for a run with --max-time maxTime (0: not known,
+// only the 1-day bound applies): a time_* figure above curlBound(maxTime)
+// is a PARSE_ERROR naming the field, its value and --max-time.
+//
+// PARSE_ERROR, not STATUS_INVALID: these are figures the agent's own tool
+// printed that cannot be a measurement, the class of failure the runner's
+// parsers report as PARSE_ERROR (doc.go); STATUS_INVALID is kept for specs
+// and requests refused and for figures the coordinator's checks refuse,
+// so that "this agent's curl printed garbage" and "the coordinator refused
+// what an agent sent" stay apart.
+func parseCurl(out proc.Output, maxTime time.Duration) (_ *measurev1.HttpMetrics, err error) {
 	defer func() { err = parseFailure("curl", out, err) }()
 	kv := curlValues(string(out.Stdout))
 	stderr := string(out.Stderr)
@@ -160,6 +184,10 @@ func ParseCurl(out proc.Output) (_ *measurev1.HttpMetrics, err error) {
 		}
 		if x > maxCurlSeconds {
 			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "curl %s = %s s is above 1 day, not a measurement", key, abbrev(kv[key]))
+		}
+		if maxTime > 0 && x > curlBound(maxTime) {
+			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "curl %s = %s s is far beyond --max-time %s, which curl stops at: not a measurement",
+				key, abbrev(kv[key]), strconv.FormatFloat(maxTime.Seconds(), 'f', -1, 64))
 		}
 		*dst = x
 	}
@@ -240,7 +268,7 @@ func curlReason(stderr string) string {
 
 // curlResults turns one curl run into its result.
 func curlResults(spec *measurev1.TestSpec, out proc.Output) []*measurev1.Result {
-	m, err := ParseCurl(out)
+	m, err := parseCurl(out, spec.GetHttp().GetTimeout().AsDuration())
 	if err != nil {
 		return []*measurev1.Result{failed(spec, 0, asFailure(err))}
 	}

@@ -14,7 +14,13 @@
 // Status mapping, by tool:
 //   - ping: all probes lost, "Destination Host Unreachable", "connect:
 //     Network is unreachable" -> UNREACHABLE; partial loss is OK with
-//     loss_ratio.
+//     loss_ratio. Only replies from the target count (one per icmp_seq,
+//     DUP! copies once): replies from other addresses are named in the
+//     message, and none from the target -> UNREACHABLE. ping's own send
+//     errors on stderr ("ping: sendmsg: Operation not permitted", a local
+//     firewall) -> TOOL_ERROR when every probe failed so, else they are
+//     not counted as sent or lost and the message says how many
+//     (ping_source.go).
 //   - qperf: "failed to connect" (qperf tries for 5 s and does not say why)
 //     -> a TCP probe of the listen port from the same namespace decides
 //     REFUSED, UNREACHABLE or TIMEOUT; "timed out" -> TIMEOUT; a latency or
@@ -24,10 +30,15 @@
 //   - iperf3: the JSON "error" (3.12 exits 0 with it): busy -> BUSY,
 //     "Connection refused" -> REFUSED, "No route to host"/"Network is
 //     unreachable" -> UNREACHABLE, "Connection timed out" -> TIMEOUT, other
-//     -> TOOL_ERROR.
+//     -> TOOL_ERROR. UDP is judged by the receiver's packet counts: all
+//     lost -> UNREACHABLE; bytes 0 while packets arrived -> OK with an
+//     estimated throughput and the contradiction in the message.
 //   - curl: exit 7 -> REFUSED or UNREACHABLE per -v's reason, 28 -> TIMEOUT,
 //     6 -> UNREACHABLE, other -> TOOL_ERROR; HTTP status not 2xx ->
 //     TOOL_ERROR without metrics.
+//   - ping, qperf, iperf3: a complete, plausible result followed by an
+//     error or a non-zero exit -> OK with the figures, the exit status and
+//     the tool's words in the message (exitNote: why not TOOL_ERROR).
 //   - all: the context's deadline -> TIMEOUT, its cancellation -> CANCELED,
 //     tool not installed -> TOOL_MISSING, a refused spec or request ->
 //     INVALID, unreadable output -> PARSE_ERROR; output cut at proc's 8 MiB
@@ -48,11 +59,14 @@
 //     above 1 hour; lost_packets above packets; lost_percent above 100; a
 //     negative cpu_utilization_percent.
 //   - curl: time_* not plain decimals (no hex float, exponent, sign or
-//     underscore) or above 1 day; times out of order (namelookup <= connect
-//     <= appconnect <= starttransfer <= total).
+//     underscore), above 1 day or above twice --max-time plus 1 s (curl
+//     stops at --max-time: a counter wrap); times out of order (namelookup
+//     <= connect <= appconnect <= starttransfer <= total).
 //
 // Whatever the path, a result that is not OK carries no metrics and a
 // message that is never empty and never starts with punctuation (finish);
+// an OK result's message is empty unless the tool said more than its
+// figures (see above), and is bounded like any message;
 // the parsers' own failures follow the same message rule (parseFailure).
 //
 // qperf's latency is its ONE-WAY figure (half the round trip), stored as

@@ -26,7 +26,8 @@ import (
 // message that is not empty and does not start with punctuation; and a
 // failed parse of truncated output says so. The public parser (ParsePing,
 // ...) is called on the same output: its failure, if any, follows the
-// same message rules. FuzzPingMedian checks the ping median against a
+// same message rules; and issue 11's properties hold (checkHonest:
+// fuzz_sources_test.go). FuzzPingMedian checks the ping median against a
 // reference on well-formed output.
 
 // fuzzTests lists the tests each fuzzer may pick from.
@@ -105,6 +106,7 @@ func fuzzRun(t *testing.T, tool measurev1.Tool, stdout, stderr []byte, exit int,
 	}
 	results, _ := resultsOf(spec, out, runErr)
 	checkResults(t, spec, results)
+	checkHonest(t, spec, out, results)
 	parsed := runFailure(toolName(spec), out, runErr) == nil // the tool exited by itself
 	for _, r := range results {
 		if out.Truncated && parsed && r.GetStatus() != measurev1.Status_STATUS_OK &&

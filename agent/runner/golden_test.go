@@ -215,6 +215,9 @@ func TestGoldenStatuses(t *testing.T) {
 		"ping/derived_truncated_8mib": {parseErr}, "ping/derived_garbled_reply_time": {parseErr},
 		"ping/derived_garbled_reply_line": {parseErr}, "ping/derived_reply_missing": {parseErr},
 		"ping/derived_reply_outside_summary": {parseErr},
+		"ping/foreign_all":                   {unreachable}, "ping/foreign_dup_all": {unreachable}, "ping/foreign_some": {ok},
+		"ping/derived_foreign_then_target_dup": {ok}, "ping/send_failed_all": {toolErr}, "ping/send_failed_some": {ok},
+		"ping/derived_send_errors_above_sent": {parseErr}, "ping/derived_complete_then_error": {ok},
 
 		"qperf/tcp_lat_ok": {ok}, "qperf/tcp_bw_ok": {ok}, "qperf/tcp_bw_1234567": {ok}, "qperf/udp_lat_ok": {ok},
 		"qperf/udp_bw_ok": {ok}, "qperf/tcp_bw_loop_sizes": {ok, ok, ok}, "qperf/tcp_lat_repeated_oo": {parseErr, ok},
@@ -225,6 +228,7 @@ func TestGoldenStatuses(t *testing.T) {
 		"qperf/derived_udp_bw_nothing_received": {unreachable}, "qperf/derived_bits_per_sec": {ok},
 		"qperf/derived_wrong_size": {parseErr}, "qperf/derived_latency_wrong_unit": {parseErr},
 		"qperf/derived_connect_failed_after_block": {ok}, "qperf/derived_truncated_8mib": {parseErr},
+		"qperf/derived_complete_then_error": {ok},
 
 		"iperf3/tcp_ok": {ok}, "iperf3/tcp_p2_ok": {ok}, "iperf3/tcp_len_ok": {ok}, "iperf3/udp_ok": {ok},
 		"iperf3/udp_loss": {ok}, "iperf3/busy": {busy}, "iperf3/refused": {refused},
@@ -235,6 +239,7 @@ func TestGoldenStatuses(t *testing.T) {
 		"iperf3/derived_udp_all_lost": {unreachable}, "iperf3/derived_not_json": {parseErr},
 		"iperf3/derived_udp_lost_above_packets": {parseErr}, "iperf3/derived_rate_inconsistent": {parseErr},
 		"iperf3/derived_negative_cpu": {parseErr}, "iperf3/derived_truncated_8mib": {parseErr},
+		"iperf3/derived_udp_receiver_bytes_zero": {ok}, "iperf3/derived_complete_then_error": {ok},
 
 		"curl/ok_200": {ok}, "curl/not_found_404": {toolErr}, "curl/refused": {refused},
 		"curl/no_response": {timeout}, "curl/empty_reply": {toolErr}, "curl/network_unreachable": {unreachable},
@@ -242,7 +247,8 @@ func TestGoldenStatuses(t *testing.T) {
 		"curl/derived_truncated_w": {parseErr}, "curl/derived_no_marker": {parseErr},
 		"curl/derived_garbled_time": {parseErr}, "curl/derived_http_500": {toolErr},
 		"curl/derived_refused_quiet": {unreachable}, "curl/derived_hex_time": {parseErr},
-		"curl/derived_total_before_connect": {parseErr},
+		"curl/derived_total_before_connect": {parseErr}, "curl/derived_connect_beyond_max_time": {parseErr},
+		"curl/derived_connect_before_namelookup": {parseErr}, "curl/derived_total_before_starttransfer": {parseErr},
 	}
 	seen := map[string]bool{}
 	for _, path := range captureFiles(t) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -92,7 +93,12 @@ type iperf3Sum struct {
 // "Connection timed out" TIMEOUT, anything else TOOL_ERROR. Output that is
 // not JSON is TOOL_ERROR with stderr's words (e.g. "parameter error") or
 // PARSE_ERROR ("iperf3 output truncated at 8 MiB" first when out.Truncated).
-// A UDP test where nothing arrived is UNREACHABLE.
+// A UDP test is judged by the receiver's packet counts when it has them
+// (udpByPackets): every datagram lost is UNREACHABLE; a receiver sum
+// whose bytes say nothing arrived while its packets say some did is OK
+// with an estimated throughput and a message that says so, not an outage.
+// Without packet counts, a UDP test where nothing arrived (no bytes) is
+// UNREACHABLE. The -i 0 runs have no intervals: the end sums decide.
 //
 // Figures that cannot be a measurement are PARSE_ERROR, naming the field
 // (checkIperf3Sums): any end-sum figure negative, not finite or from 2^63
@@ -103,7 +109,14 @@ type iperf3Sum struct {
 // above packets (the receiver's or the sender's, whichever is not 0; above
 // 0 if both are); lost_percent above 100; a negative (or not finite, or 2^63 and
 // up) cpu_utilization_percent host_total or remote_total.
-func ParseIperf3(test measurev1.Test, out proc.Output) (_ *measurev1.Iperf3Metrics, err error) {
+func ParseIperf3(test measurev1.Test, out proc.Output) (*measurev1.Iperf3Metrics, error) {
+	m, _, err := parseIperf3(test, out)
+	return m, err
+}
+
+// parseIperf3 is ParseIperf3; note is what an OK result's message says
+// (a UDP receiver sum whose bytes contradict its packet counts).
+func parseIperf3(test measurev1.Test, out proc.Output) (_ *measurev1.Iperf3Metrics, note string, err error) {
 	defer func() { err = parseFailure("iperf3", out, err) }()
 	stdout := bytes.TrimSpace(out.Stdout)
 	stderr := strings.TrimSpace(string(out.Stderr))
@@ -117,17 +130,17 @@ func ParseIperf3(test measurev1.Test, out proc.Output) (_ *measurev1.Iperf3Metri
 	if jsonErr != nil {
 		switch {
 		case out.Truncated:
-			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%s: its JSON is cut (exit %d): %v", truncatedWords("iperf3"), out.ExitCode, jsonErr)
+			return nil, "", fail(measurev1.Status_STATUS_PARSE_ERROR, "%s: its JSON is cut (exit %d): %v", truncatedWords("iperf3"), out.ExitCode, jsonErr)
 		case stderr != "":
 			status := classifyText(stderr)
 			if status == measurev1.Status_STATUS_UNSPECIFIED {
 				status = measurev1.Status_STATUS_TOOL_ERROR
 			}
-			return nil, fail(status, "iperf3 exited %d: %s", out.ExitCode, stderr)
+			return nil, "", fail(status, "iperf3 exited %d: %s", out.ExitCode, stderr)
 		case len(stdout) == 0:
-			return nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "iperf3 exited %d and printed nothing", out.ExitCode)
+			return nil, "", fail(measurev1.Status_STATUS_TOOL_ERROR, "iperf3 exited %d and printed nothing", out.ExitCode)
 		default:
-			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 output (%d bytes, exit %d) is not its JSON: %v; it starts %.60q",
+			return nil, "", fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 output (%d bytes, exit %d) is not its JSON: %v; it starts %.60q",
 				len(stdout), out.ExitCode, jsonErr, stdout)
 		}
 	}
@@ -136,7 +149,7 @@ func ParseIperf3(test measurev1.Test, out proc.Output) (_ *measurev1.Iperf3Metri
 		if status == measurev1.Status_STATUS_UNSPECIFIED {
 			status = measurev1.Status_STATUS_TOOL_ERROR
 		}
-		return nil, fail(status, "%s", j.Error)
+		return nil, "", fail(status, "%s", j.Error)
 	}
 	sent, recv := j.End.SumSent, j.End.SumReceived
 	udp := test == measurev1.Test_TEST_IPERF3_UDP
@@ -144,14 +157,14 @@ func ParseIperf3(test measurev1.Test, out proc.Output) (_ *measurev1.Iperf3Metri
 		recv = j.End.Sum
 	}
 	if sent == nil || recv == nil {
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 JSON has no end.sum_sent/sum_received (exit %d)", out.ExitCode)
+		return nil, "", fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 JSON has no end.sum_sent/sum_received (exit %d)", out.ExitCode)
 	}
 	sentName, recvName := "end.sum_sent", "end.sum_received"
 	if recv == j.End.Sum {
 		recvName = "end.sum"
 	}
 	if err := checkIperf3Sums(sentName, sent, recvName, recv); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if c := j.End.CPU; c != nil {
 		for _, f := range []struct {
@@ -159,7 +172,7 @@ func ParseIperf3(test measurev1.Test, out proc.Output) (_ *measurev1.Iperf3Metri
 			x    float64
 		}{{"host_total", c.HostTotal}, {"remote_total", c.RemoteTotal}} {
 			if !finiteNonNeg(f.x) {
-				return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 end.cpu_utilization_percent.%s = %v is not a CPU share", f.name, f.x)
+				return nil, "", fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 end.cpu_utilization_percent.%s = %v is not a CPU share", f.name, f.x)
 			}
 		}
 	}
@@ -178,25 +191,64 @@ func ParseIperf3(test measurev1.Test, out proc.Output) (_ *measurev1.Iperf3Metri
 		m.JitterSeconds = recv.JitterMs / 1e3
 		m.LostPackets = uint64(recv.LostPackets)
 		m.Packets = uint64(firstPositive(sent.Packets, recv.Packets))
-		switch {
-		case recv.Packets > 0:
-			m.LossRatio = math.Min(recv.LostPackets/recv.Packets, 1)
-		default:
-			m.LossRatio = math.Min(recv.LostPercent/100, 1)
+		if recv.Packets > 0 {
+			return udpByPackets(m, sentName, sent, recvName, recv)
 		}
+		// No packet counts from the receiver: its bytes decide.
+		m.LossRatio = math.Min(recv.LostPercent/100, 1)
 		if m.ThroughputBps <= 0 {
-			return nil, fail(measurev1.Status_STATUS_UNREACHABLE, "iperf3 UDP: nothing arrived (%d datagrams sent, %d lost)", m.Packets, m.LostPackets)
+			return nil, "", fail(measurev1.Status_STATUS_UNREACHABLE, "iperf3 UDP: nothing arrived (%d datagrams sent, %d lost)", m.Packets, m.LostPackets)
 		}
-		return m, nil
+		return m, "", nil
 	}
 	m.Retransmits = uint64(sent.Retransmits)
 	if mss := firstPositive(j.Start.TCPMSS, j.Start.TCPMSSDefault); finiteNonNeg(mss) && mss <= math.MaxUint32 {
 		m.TcpMssBytes = uint32(mss)
 	}
 	if m.ThroughputBps <= 0 {
-		return nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "iperf3 TCP: the receiver got %d bytes in %.3g s", m.BytesReceived, m.DurationSeconds)
+		return nil, "", fail(measurev1.Status_STATUS_TOOL_ERROR, "iperf3 TCP: the receiver got %d bytes in %.3g s", m.BytesReceived, m.DurationSeconds)
 	}
-	return m, nil
+	return m, "", nil
+}
+
+// udpByPackets judges a UDP test by the receiver's packet counts
+// (lost_packets of packets), not by its bytes: iperf3 servers have been
+// seen to report bytes 0 (and bits_per_second 0) in a receiver sum whose
+// packets, lost_packets and jitter_ms say most datagrams arrived, and
+// reading the bytes would make that a false outage. Every datagram lost
+// is UNREACHABLE. When the bytes contradict the packets, the result is
+// OK with loss_ratio from the packets; bytes_received and throughput_bps
+// are estimated from the datagrams that arrived at the sender's size per
+// datagram (sum_sent bytes / packets), and the message says so. Without
+// a sender's size to estimate from, PARSE_ERROR names the figures.
+func udpByPackets(m *measurev1.Iperf3Metrics, sentName string, sent *iperf3Sum, recvName string, recv *iperf3Sum) (*measurev1.Iperf3Metrics, string, error) {
+	m.LossRatio = math.Min(recv.LostPackets/recv.Packets, 1)
+	arrived := recv.Packets - recv.LostPackets
+	if arrived <= 0 {
+		msg := fmt.Sprintf("iperf3 UDP: nothing arrived: %s.lost_packets = %v of packets = %v", recvName, recv.LostPackets, recv.Packets)
+		if recv.Bytes > 0 {
+			msg += fmt.Sprintf(" (though its bytes = %v)", recv.Bytes)
+		}
+		return nil, "", fail(measurev1.Status_STATUS_UNREACHABLE, "%s", msg)
+	}
+	if recv.Bytes > 0 && recv.BitsPerSecond > 0 {
+		return m, "", nil
+	}
+	said := fmt.Sprintf("%s.bytes = %v and bits_per_second = %v contradict its packets = %v, lost_packets = %v and jitter_ms = %.4g: %v datagrams arrived",
+		recvName, recv.Bytes, recv.BitsPerSecond, recv.Packets, recv.LostPackets, recv.JitterMs, arrived)
+	size := 0.0
+	if sent.Packets > 0 {
+		size = sent.Bytes / sent.Packets
+	}
+	est := arrived * size
+	if size <= 0 || m.DurationSeconds < minIperf3Seconds || !finiteNonNeg(est) || !finiteNonNeg(est*8/m.DurationSeconds) {
+		return nil, "", fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 UDP: %s, and %s (bytes = %v, packets = %v) and a duration of %v s give no datagram size and rate to count them in",
+			said, sentName, sent.Bytes, sent.Packets, m.DurationSeconds)
+	}
+	m.BytesReceived = uint64(est)
+	m.ThroughputBps = est * 8 / m.DurationSeconds
+	return m, fmt.Sprintf("iperf3 UDP: %s; bytes_received and throughput_bps are estimated from them at %.6g bytes per datagram (%s), not measured, and this is not an outage",
+		said, size, sentName), nil
 }
 
 // checkIperf3Sums checks the end sums' figures (see ParseIperf3).
@@ -265,11 +317,12 @@ func finiteNonNeg(x float64) bool {
 
 // iperf3Results turns one iperf3 run into its result.
 func iperf3Results(spec *measurev1.TestSpec, out proc.Output) []*measurev1.Result {
-	m, err := ParseIperf3(spec.GetTest(), out)
+	m, note, err := parseIperf3(spec.GetTest(), out)
 	if err != nil {
 		return []*measurev1.Result{failed(spec, 0, asFailure(err))}
 	}
 	r := okResult(spec, 0)
 	r.Metrics = &measurev1.Result_Iperf3{Iperf3: m}
+	r.Message = joinWords(exitNote("iperf3", out.ExitCode, lines(out.Stderr)), note)
 	return []*measurev1.Result{r}
 }

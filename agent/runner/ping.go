@@ -51,7 +51,10 @@ var (
 	// short to carry its timestamp (printed "(truncated)" instead); the
 	// flags come in ping's order. Values are checked after the match, so
 	// that a garbled one is named.
-	pingReplyRE = regexp.MustCompile(`^\d+ bytes from \S+: icmp_seq=(\S*)( ttl=(\S*))?(?:( \(truncated\))|( time=(\S*) ms)?( \(DUP!\))?( \(BAD CHECKSUM!\))?( \(DIFFERENT ADDRESS!\))?)$`)
+	pingReplyRE = regexp.MustCompile(`^\d+ bytes from (\S+): icmp_seq=(\S*)( ttl=(\S*))?(?:( \(truncated\))|( time=(\S*) ms)?( \(DUP!\))?( \(BAD CHECKSUM!\))?( \(DIFFERENT ADDRESS!\))?)$`)
+	// PING 127.0.0.1 (127.0.0.1) 56(84) bytes of data.
+	// PING ::1(::1) 56 data bytes
+	pingHeaderRE = regexp.MustCompile(`(?m)^PING [^\s(]*\s?\(([^)\s]+)\)`)
 )
 
 // pingReplies is what ParsePing counts in ping's per-reply lines.
@@ -65,6 +68,22 @@ type pingReplies struct {
 	untimed uint32
 	// duplicates and corrupted count "(DUP!)" and "(BAD CHECKSUM!)" lines.
 	duplicates, corrupted uint32
+	// lines are every reply line, in ping's order (applyPingSources reads them).
+	lines []pingReplyLine
+}
+
+// pingReplyLine is one echo-reply line as ping printed it.
+type pingReplyLine struct {
+	// from is the address the reply came from, as printed.
+	from string
+	// seq is icmp_seq.
+	seq uint16
+	// us is the time in microseconds when hasTime.
+	us      float64
+	hasTime bool
+	// dup, corrupt, truncated and different are ping's "(DUP!)", "(BAD
+	// CHECKSUM!)", "(truncated)" and "(DIFFERENT ADDRESS!)" flags.
+	dup, corrupt, truncated, different bool
 }
 
 // parsePingReplies reads every echo-reply line of stdout. A line that
@@ -85,8 +104,9 @@ func parsePingReplies(stdout string, m *measurev1.PingMetrics) (pingReplies, err
 		if r == nil {
 			return rs, fail(measurev1.Status_STATUS_PARSE_ERROR, "echo reply line not in iputils ping's form: %q", abbrevLine(line))
 		}
-		seq, hasTTL, ttl, truncated, hasTime, tm, dup, corrupt := r[1], r[2] != "", r[3], r[4] != "", r[5] != "", r[6], r[7] != "", r[8] != ""
-		if _, err := strconv.ParseUint(seq, 10, 16); err != nil {
+		from, seq, hasTTL, ttl, truncated, hasTime, tm, dup, corrupt, different := r[1], r[2], r[3] != "", r[4], r[5] != "", r[6] != "", r[7], r[8] != "", r[9] != "", r[10] != ""
+		seqN, err := strconv.ParseUint(seq, 10, 16)
+		if err != nil {
 			return rs, fail(measurev1.Status_STATUS_PARSE_ERROR, "echo reply icmp_seq %q is not a sequence number (0..65535) in %q", abbrev(seq), abbrevLine(line))
 		}
 		if _, err := strconv.ParseUint(ttl, 10, 8); hasTTL && err != nil {
@@ -110,6 +130,8 @@ func parsePingReplies(stdout string, m *measurev1.PingMetrics) (pingReplies, err
 					seq, abbrev(tm), formatMillis(m.RttMinSeconds), formatMillis(m.RttMaxSeconds))
 			}
 		}
+		rs.lines = append(rs.lines, pingReplyLine{from: from, seq: uint16(seqN), us: us, hasTime: hasTime,
+			dup: dup, corrupt: corrupt, truncated: truncated, different: different})
 		switch {
 		case corrupt:
 			rs.corrupted++
@@ -183,8 +205,16 @@ func medianOf(xs []float64) float64 {
 // and "ping output truncated at 8 MiB before its summary" when out.Truncated
 // and there is no summary. When out.Truncated, any failure's message starts
 // with "ping output truncated at 8 MiB".
+//
+// Replies from another address than the target (the header line's) and
+// ping's own send errors on stderr are handled as ping_source.go says:
+// only the target's replies count in packets_received, loss_ratio and the
+// rtt figures, UNREACHABLE when it sent none; packets_transmitted counts
+// only the echo requests that left the host, TOOL_ERROR when none did;
+// more send errors than leaves room for the replies is PARSE_ERROR.
 func ParsePing(out proc.Output) (*measurev1.PingMetrics, error) {
-	return parsePing(out, 0)
+	m, _, err := parsePing(out, 0)
+	return m, err
 }
 
 // parsePing is ParsePing for a run asked for count echo requests (0: not
@@ -194,8 +224,23 @@ func ParsePing(out proc.Output) (*measurev1.PingMetrics, error) {
 // person or a supervisor; proc's SIGKILL at the deadline leaves no summary
 // and is TIMEOUT), and packets_transmitted and loss_ratio then say how
 // many it sent and what share of those came back.
-func parsePing(out proc.Output, count uint32) (_ *measurev1.PingMetrics, err error) {
+//
+// note is what an OK result's message says: replies from other addresses,
+// local send failures (ping_source.go), and, when ping exited non-zero or
+// printed other words on stderr, those (a complete summary that passed every
+// check keeps its figures: see exitNote).
+func parsePing(out proc.Output, count uint32) (_ *measurev1.PingMetrics, note string, err error) {
 	defer func() { err = parseFailure("ping", out, err) }()
+	m, notes, err := parsePingFigures(out, count)
+	if err != nil {
+		return nil, "", err
+	}
+	return m, joinWords(notes...), nil
+}
+
+// parsePingFigures is parsePing, with the notes one by one.
+func parsePingFigures(out proc.Output, count uint32) (*measurev1.PingMetrics, []string, error) {
+	var err error
 	stdout, stderr := string(out.Stdout), strings.TrimSpace(string(out.Stderr))
 	sums := pingSummaryRE.FindAllStringSubmatch(stdout, -1)
 	if len(sums) == 0 {
@@ -204,30 +249,30 @@ func parsePing(out proc.Output, count uint32) (_ *measurev1.PingMetrics, err err
 			if stderr != "" {
 				msg += "; stderr: " + tail(out.Stderr, 1)
 			}
-			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%s", msg)
+			return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%s", msg)
 		}
 		if stderr != "" {
 			status := classifyText(stderr)
 			if status == measurev1.Status_STATUS_UNSPECIFIED {
 				status = measurev1.Status_STATUS_TOOL_ERROR
 			}
-			return nil, fail(status, "%s", stderr)
+			return nil, nil, fail(status, "%s", stderr)
 		}
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "no summary in ping output (exit %d): %s", out.ExitCode, tail(out.Stdout, 3))
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "no summary in ping output (exit %d): %s", out.ExitCode, tail(out.Stdout, 3))
 	}
 	sum := sums[len(sums)-1]
 	m := &measurev1.PingMetrics{}
 	var corrupted uint32 // "+N corrupted": replies with a bad checksum
 	if m.PacketsTransmitted, err = parseUint32(sum[1]); err != nil {
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "packets transmitted %q: %v", sum[1], err)
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "packets transmitted %q: %v", sum[1], err)
 	}
 	if m.PacketsReceived, err = parseUint32(sum[2]); err != nil {
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "packets received %q: %v", sum[2], err)
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "packets received %q: %v", sum[2], err)
 	}
 	for _, extra := range pingExtraRE.FindAllStringSubmatch(sum[3], -1) {
 		n, err := parseUint32(extra[1])
 		if err != nil {
-			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%s %q: %v", extra[2], extra[1], err)
+			return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%s %q: %v", extra[2], extra[1], err)
 		}
 		switch extra[2] {
 		case "duplicates":
@@ -239,14 +284,33 @@ func parsePing(out proc.Output, count uint32) (_ *measurev1.PingMetrics, err err
 		}
 	}
 	if count > 0 && m.PacketsTransmitted > count {
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "packets transmitted %d is more than the %d asked for (-c %d): %s",
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "packets transmitted %d is more than the %d asked for (-c %d): %s",
 			m.PacketsTransmitted, count, count, sum[0])
 	}
 	if m.PacketsTransmitted == 0 {
-		return nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "ping sent no echo request: %s", firstNonEmpty(stderr, sum[0]))
+		return nil, nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "ping sent no echo request: %s", firstNonEmpty(stderr, sum[0]))
+	}
+	var notes []string
+	local, localWords, otherStderr := pingSendFailures(stderr)
+	if local > 0 {
+		transmitted := m.PacketsTransmitted
+		switch {
+		case local > transmitted:
+			return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d send errors on stderr (%s) but %d packets transmitted: %s",
+				local, abbrevLine(localWords), transmitted, sum[0])
+		case local == transmitted:
+			return nil, nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "all %d echo requests failed to leave this host: %s (a local error such as a firewall rule, not loss on the network)",
+				transmitted, abbrevLine(localWords))
+		case m.PacketsReceived > transmitted-local:
+			return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d replies but only %d of %d echo requests left this host (%d send errors: %s): %s",
+				m.PacketsReceived, transmitted-local, transmitted, local, abbrevLine(localWords), sum[0])
+		}
+		m.PacketsTransmitted = transmitted - local
+		notes = append(notes, fmt.Sprintf("%d of %d echo requests failed to leave this host (%s): a local error, not counted as loss",
+			local, transmitted, abbrevLine(localWords)))
 	}
 	if m.PacketsReceived > m.PacketsTransmitted {
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "more replies than requests: %s", sum[0])
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "more replies than requests: %s", sum[0])
 	}
 	if m.PacketsReceived == 0 {
 		msg := fmt.Sprintf("%d/%d echo replies", m.PacketsReceived, m.PacketsTransmitted)
@@ -256,12 +320,12 @@ func parsePing(out proc.Output, count uint32) (_ *measurev1.PingMetrics, err err
 		if e := pingErrorRE.FindStringSubmatch(stdout); e != nil {
 			msg += ": " + e[0]
 		}
-		return nil, fail(measurev1.Status_STATUS_UNREACHABLE, "%s", msg)
+		return nil, nil, fail(measurev1.Status_STATUS_UNREACHABLE, "%s", joinWords(append([]string{msg}, notes...)...))
 	}
 	m.LossRatio = 1 - float64(m.PacketsReceived)/float64(m.PacketsTransmitted)
 	rtts := pingRTTRE.FindAllStringSubmatch(stdout, -1)
 	if len(rtts) == 0 {
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d replies but no rtt line in ping output: %s", m.PacketsReceived, tail(out.Stdout, 2))
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d replies but no rtt line in ping output: %s", m.PacketsReceived, tail(out.Stdout, 2))
 	}
 	rtt := rtts[len(rtts)-1]
 	for i, f := range []struct {
@@ -269,60 +333,68 @@ func parsePing(out proc.Output, count uint32) (_ *measurev1.PingMetrics, err err
 		dst  *float64
 	}{{"min", &m.RttMinSeconds}, {"avg", &m.RttAvgSeconds}, {"max", &m.RttMaxSeconds}, {"mdev", &m.RttMdevSeconds}} {
 		if strings.HasPrefix(rtt[i+1], "-") {
-			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt %s %s ms is negative in %q", f.name, rtt[i+1], rtt[0])
+			return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt %s %s ms is negative in %q", f.name, rtt[i+1], rtt[0])
 		}
 		// "0.036"+"e-3": milliseconds to seconds without a rounding step.
 		sec, err := parsePlainDecimal(rtt[i+1], -3)
 		if err != nil {
-			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "bad rtt %s: %v in %q", f.name, err, rtt[0])
+			return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "bad rtt %s: %v in %q", f.name, err, rtt[0])
 		}
 		if sec > maxTimeSeconds {
-			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt %s %s ms is above 1 hour, not a measurement", f.name, abbrev(rtt[i+1]))
+			return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt %s %s ms is above 1 hour, not a measurement", f.name, abbrev(rtt[i+1]))
 		}
 		*f.dst = sec
 	}
 	if m.RttAvgSeconds <= 0 {
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "zero average rtt in %q", rtt[0])
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "zero average rtt in %q", rtt[0])
 	}
 	switch {
 	case m.RttMinSeconds > m.RttAvgSeconds:
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt min %s ms is above avg %s ms in %q", rtt[1], rtt[2], rtt[0])
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt min %s ms is above avg %s ms in %q", rtt[1], rtt[2], rtt[0])
 	case m.RttAvgSeconds > m.RttMaxSeconds:
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt avg %s ms is above max %s ms in %q", rtt[2], rtt[3], rtt[0])
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt avg %s ms is above max %s ms in %q", rtt[2], rtt[3], rtt[0])
 	case m.RttMdevSeconds > m.RttMaxSeconds:
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt mdev %s ms is above max %s ms in %q", rtt[4], rtt[3], rtt[0])
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "rtt mdev %s ms is above max %s ms in %q", rtt[4], rtt[3], rtt[0])
 	}
 	rs, err := parsePingReplies(stdout, m)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if got := uint32(len(rs.timesMicros)) + rs.untimed; got != m.PacketsReceived {
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d received in the summary but %d echo reply lines (not counting duplicates and corrupted): %s",
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d received in the summary but %d echo reply lines (not counting duplicates and corrupted): %s",
 			m.PacketsReceived, got, sum[0])
 	}
 	if rs.duplicates != m.Duplicates {
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d echo reply lines marked (DUP!) but %d duplicates in the summary: %s",
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d echo reply lines marked (DUP!) but %d duplicates in the summary: %s",
 			rs.duplicates, m.Duplicates, sum[0])
 	}
 	if rs.corrupted != corrupted {
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d echo reply lines marked (BAD CHECKSUM!) but %d corrupted in the summary: %s",
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d echo reply lines marked (BAD CHECKSUM!) but %d corrupted in the summary: %s",
 			rs.corrupted, corrupted, sum[0])
 	}
 	if len(rs.timesMicros) == 0 {
-		return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d replies but none with a time (all truncated): %s", m.PacketsReceived, sum[0])
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d replies but none with a time (all truncated): %s", m.PacketsReceived, sum[0])
 	}
 	m.RttMedianSeconds = proto.Float64(medianOf(rs.timesMicros) / 1e6)
-	return m, nil
+	srcNote, err := applyPingSources(stdout, m, rs)
+	if err != nil {
+		f := asFailure(err)
+		return nil, nil, fail(f.Status, "%s", joinWords(append([]string{f.Message}, notes...)...))
+	}
+	// The exit status first: a long note must not cut it off (MaxMessageBytes).
+	notes = append([]string{exitNote("ping", out.ExitCode, otherStderr)}, append(notes, srcNote)...)
+	return m, notes, nil
 }
 
 // pingResults turns one ping run into its result (parsePing with the
 // spec's count).
 func pingResults(spec *measurev1.TestSpec, out proc.Output) []*measurev1.Result {
-	m, err := parsePing(out, spec.GetPing().GetCount())
+	m, note, err := parsePing(out, spec.GetPing().GetCount())
 	if err != nil {
 		return []*measurev1.Result{failed(spec, 0, asFailure(err))}
 	}
 	r := okResult(spec, 0)
+	r.Message = note
 	r.Metrics = &measurev1.Result_Ping{Ping: m}
 	return []*measurev1.Result{r}
 }

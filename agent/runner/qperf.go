@@ -248,7 +248,8 @@ func qperfSizeMatches(printed float64, want uint64) bool {
 // qperf's "failed to connect", which says nothing of why: the runner then
 // probes the port to tell refused from unreachable from timed out. A size
 // whose block is there is OK even if qperf also failed to connect (for
-// another size of a loop): its result never takes the connect failure.
+// another size of a loop): its result never takes the connect failure,
+// but its message carries qperf's words and exit status (exitNote).
 func qperfResults(spec *measurev1.TestSpec, out proc.Output) (results []*measurev1.Result, connectFailed bool) {
 	test := spec.GetTest()
 	name := testspec.QperfTestName(test)
@@ -307,6 +308,10 @@ func qperfResults(spec *measurev1.TestSpec, out proc.Output) (results []*measure
 		}
 		r := okResult(one, uint32(i))
 		r.Metrics = &measurev1.Result_Qperf{Qperf: m}
+		// qperf's complaints (another size of a loop that failed to
+		// connect, an error after the block) and a non-zero exit are
+		// not dropped: see exitNote.
+		r.Message = exitNote("qperf", out.ExitCode, notes)
 		results = append(results, r)
 	}
 	return results, connectFailed

@@ -32,6 +32,13 @@ type Config struct {
 	// Logger gets a debug record per tool run (argv, exit status, elapsed,
 	// status); nil discards.
 	Logger *slog.Logger
+	// ToolDir, when not "", is a directory searched before PATH for the
+	// tools' programs (ping, qperf, iperf3, curl), for their runs and for
+	// their version commands: DIR/NAME is run by that path when it is an
+	// executable file, else NAME is looked up in PATH. For agents whose
+	// tools live outside PATH, and for tests that stand a script in for a
+	// tool. The agent's own environment (PATH) is not changed.
+	ToolDir string
 }
 
 // Runner runs test clients: it validates a RunClient, runs the tool in the
@@ -39,8 +46,9 @@ type Config struct {
 // concurrent use; it does not limit concurrency (the coordinator decides
 // what runs together).
 type Runner struct {
-	netns map[measurev1.Network]string
-	log   *slog.Logger
+	netns   map[measurev1.Network]string
+	log     *slog.Logger
+	toolDir string
 
 	mu     sync.Mutex
 	tools  map[measurev1.Tool]*agentv1.ToolInfo // nil until detected
@@ -55,12 +63,13 @@ type Runner struct {
 // first call of Tools or Run (see Tools).
 func New(cfg Config) *Runner {
 	r := &Runner{
-		netns:  make(map[measurev1.Network]string, len(cfg.NetNS)+1),
-		log:    cfg.Logger,
-		detect: DetectTools,
-		exec:   proc.Run,
-		probe:  probeTCP,
+		netns:   make(map[measurev1.Network]string, len(cfg.NetNS)+1),
+		log:     cfg.Logger,
+		toolDir: cfg.ToolDir,
+		exec:    proc.Run,
+		probe:   probeTCP,
 	}
+	r.detect = func(ctx context.Context) []*agentv1.ToolInfo { return detectTools(ctx, r.toolPath) }
 	if r.log == nil {
 		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -250,6 +259,7 @@ func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *meas
 		return []*measurev1.Result{failed(spec, 0, f)}
 	}
 	start := time.Now()
+	cmd.Name = r.toolPath(cmd.Name)
 	out, err := r.exec(ctx, cmd)
 	results, _ := resultsOf(spec, out, err)
 	r.logRun(cmd, out, results)
@@ -279,6 +289,7 @@ func (r *Runner) runQperf(ctx context.Context, req *agentv1.RunClient, spec *mea
 		}
 		cmd := qperfCommand(spec.GetTest(), seconds, size, req.GetTargetIp(), req.GetPort(), req.GetDataPort(), netns)
 		start := time.Now()
+		cmd.Name = r.toolPath(cmd.Name)
 		out, err := r.exec(ctx, cmd)
 		rs, connectFailed := resultsOf(one, out, err)
 		res := rs[0]

@@ -118,6 +118,9 @@ func finish(tool string, res *measurev1.Result) {
 		res.Message = joinWords("internal error: ok without metrics", res.GetMessage())
 	}
 	if res.GetStatus() == measurev1.Status_STATUS_OK {
+		// An OK result may carry a note (exitNote, replies from other
+		// addresses, ...): bounded and on one line like any message.
+		res.Message = oneLine(res.GetMessage())
 		return
 	}
 	res.Metrics = nil
@@ -229,4 +232,57 @@ func ctxFailure(ctx context.Context, what string) *Failure {
 	default:
 		return fail(measurev1.Status_STATUS_CANCELED, "the run was canceled before %s started", what)
 	}
+}
+
+// exitNote is what the message of an OK result says when its tool exited
+// with a non-zero status, or said more (words: stderr, or qperf's
+// complaints), after output the parser found complete and plausible:
+// "iperf3 exited 1 after a complete result: iperf3: error - ...", "qperf
+// also said: ..."; "" when the exit status is 0 and there are no words.
+//
+// Such a result stays STATUS_OK with the figures, the error and the exit
+// status in its message, not TOOL_ERROR: a result that is not OK carries
+// no metrics (finish), so TOOL_ERROR would throw away a measurement that
+// passed every check of its parser for words that typically concern what
+// came after it (a control connection closed at the end, a later size of
+// a loop, a warning), while the message keeps the error visible in
+// results, tables and JSON. Output that is not complete or not plausible
+// fails its parser's checks and is not OK in the first place; curl is
+// not concerned (a non-zero exit means its transfer failed: ParseCurl).
+func exitNote(tool string, exitCode int, words []string) string {
+	if len(words) > 3 {
+		words = words[len(words)-3:]
+	}
+	cut := make([]string, 0, len(words))
+	for _, w := range words {
+		if w = strings.TrimSpace(w); w != "" {
+			cut = append(cut, abbrevLine(w))
+		}
+	}
+	said := strings.Join(cut, "; ")
+	switch {
+	case exitCode == 0 && said == "":
+		return ""
+	case exitCode == 0:
+		return fmt.Sprintf("%s also said: %s", tool, said)
+	}
+	how := fmt.Sprintf("exited %d", exitCode)
+	if exitCode < 0 {
+		how = "was killed by a signal"
+	}
+	if said == "" {
+		return fmt.Sprintf("%s %s after a complete result", tool, how)
+	}
+	return fmt.Sprintf("%s %s after a complete result: %s", tool, how, said)
+}
+
+// lines returns the non-empty lines of b, trimmed.
+func lines(b []byte) []string {
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }

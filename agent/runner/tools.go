@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -36,11 +38,33 @@ var versionCommands = []struct {
 // Error "not found in PATH"; one whose version command fails has the
 // failure in Error and an empty Version.
 func DetectTools(ctx context.Context) []*agentv1.ToolInfo {
+	return detectTools(ctx, func(name string) string { return name })
+}
+
+// detectTools is DetectTools with each program's name mapped by path
+// (Runner.toolPath).
+func detectTools(ctx context.Context, path func(string) string) []*agentv1.ToolInfo {
 	infos := make([]*agentv1.ToolInfo, 0, len(versionCommands))
 	for _, vc := range versionCommands {
-		infos = append(infos, detect(ctx, vc.tool, vc.cmd))
+		cmd := vc.cmd
+		cmd.Name = path(cmd.Name)
+		infos = append(infos, detect(ctx, vc.tool, cmd))
 	}
 	return infos
+}
+
+// toolPath is the program proc runs for a tool's name: DIR/NAME when
+// Config.ToolDir is set and holds an executable file of that name, else
+// name (looked up in PATH).
+func (r *Runner) toolPath(name string) string {
+	if r.toolDir == "" || strings.ContainsRune(name, '/') {
+		return name
+	}
+	p := filepath.Join(r.toolDir, name)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return p
+	}
+	return name
 }
 
 func detect(ctx context.Context, tool measurev1.Tool, cmd proc.Command) *agentv1.ToolInfo {

@@ -82,16 +82,25 @@ func printPairPaths(o *options, run *measurev1.Run, rows []*report.PairPath) {
 			problems = append(problems, fmt.Sprintf("  %s -> %s %s: %s", p.Src, p.Dst, testspec.PathName(p.Path), pr))
 		}
 	}
+	var notes []string
+	for _, p := range rows {
+		for _, n := range p.Notes() {
+			notes = append(notes, fmt.Sprintf("  %s -> %s %s: %s", p.Src, p.Dst, testspec.PathName(p.Path), n))
+		}
+	}
 	fmt.Fprintf(o.stdout, "\n%s\n", legend(run))
 	if len(problems) > 0 {
 		fmt.Fprintf(o.stdout, "\nfailures:\n%s\n", strings.Join(problems, "\n"))
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(o.stdout, "\nnotes (OK results whose tool said more):\n%s\n", strings.Join(notes, "\n"))
 	}
 	fmt.Fprintln(o.stdout)
 }
 
 // legend says what the cells hold.
 func legend(run *measurev1.Run) string {
-	l := "cells: ping's median RTT; qperf latency is one-way (half the round trip); iperf3 is receiver-side throughput; HTTP is curl's total time."
+	l := "cells: ping's median RTT (and its loss, share of echo requests without a reply, when above 0); qperf latency is one-way (half the round trip); iperf3 is receiver-side throughput; HTTP is curl's total time."
 	if r := run.GetSpec().GetRepeats(); r > 1 {
 		l += fmt.Sprintf("\nEach cell is the median of %d samples.", r)
 	}
@@ -222,6 +231,9 @@ func printResults(o *options, results []*measurev1.Result) {
 		value := "-"
 		if r.GetStatus() == measurev1.Status_STATUS_OK {
 			value = report.FormatHeadline(r.GetSpec().GetTest(), report.Headline(r))
+			if loss := report.PingLoss([]*measurev1.Result{r}); loss > 0 {
+				value += " " + report.FormatLoss(loss)
+			}
 			if size := r.GetQperf().GetMsgSizeBytes(); size > 0 {
 				value += " @" + report.FormatBytes(size)
 			}

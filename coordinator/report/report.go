@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/testspec"
@@ -52,6 +54,42 @@ func (p *PairPath) Problems() []string {
 		}
 	}
 	return out
+}
+
+// Notes lists what OK results of the row say in their message: a tool's
+// error and exit status after a complete result, replies from other
+// addresses, local send failures, estimated figures ("ping: ping exited 2
+// after a complete result: ..."). Identical notes of one test are listed
+// once. Control characters are escaped (\x1b), since the words come from
+// agents and tools.
+func (p *PairPath) Notes() []string {
+	var out []string
+	for _, t := range p.Tests {
+		seen := map[string]bool{}
+		for _, r := range p.Results[t] {
+			if r.GetStatus() != measurev1.Status_STATUS_OK || r.GetMessage() == "" || seen[r.GetMessage()] {
+				continue
+			}
+			seen[r.GetMessage()] = true
+			out = append(out, fmt.Sprintf("%s: %s", testspec.Name(t), escapeControl(r.GetMessage())))
+		}
+	}
+	return out
+}
+
+// escapeControl replaces each control character of s (and invalid UTF-8)
+// by its Go escape, so that a message cannot drive a terminal.
+func escapeControl(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Build groups a run's results by pair-path, with a row for every planned
@@ -140,7 +178,8 @@ func Columns(rows []*PairPath) []measurev1.Test {
 
 // Cell formats a row's results of one test: the headline figure of each OK
 // result (its median over repeats, per qperf message size) or the status of
-// failures; "-" if the test is not planned for the row.
+// failures; "-" if the test is not planned for the row. A ping cell with
+// loss above zero says so after the RTT: "1.2ms loss 40%" (PingLoss).
 func (p *PairPath) Cell(t measurev1.Test) string {
 	rs := p.Results[t]
 	if len(rs) == 0 {
@@ -176,7 +215,58 @@ func (p *PairPath) Cell(t measurev1.Test) string {
 		}
 		parts = append(parts, v)
 	}
+	if loss := PingLoss(rs); loss > 0 {
+		parts = append(parts, FormatLoss(loss))
+	}
 	return strings.Join(parts, " ")
+}
+
+// PingLoss is the share of echo requests that got no reply over the OK
+// ping results of rs (other results are skipped): the sum of their
+// packets_transmitted minus packets_received over the sum of
+// packets_transmitted (the runner counts only requests that left the
+// host), or, for results without counts, the mean of their loss_ratio. It
+// is in 0..1; 0 when there is nothing to count. Figures that are not
+// finite or out of range are left out.
+func PingLoss(rs []*measurev1.Result) float64 {
+	var sent, lost uint64
+	var ratios float64
+	var n int
+	for _, r := range rs {
+		p := r.GetPing()
+		if r.GetStatus() != measurev1.Status_STATUS_OK || p == nil {
+			continue
+		}
+		if tx := uint64(p.GetPacketsTransmitted()); tx > 0 {
+			sent += tx
+			lost += tx - min(tx, uint64(p.GetPacketsReceived()))
+			continue
+		}
+		if x := p.GetLossRatio(); x >= 0 && x <= 1 { // false for NaN
+			ratios += x
+			n++
+		}
+	}
+	switch {
+	case sent > 0 && n > 0:
+		return (float64(lost) + ratios) / (float64(sent) + float64(n))
+	case sent > 0:
+		return float64(lost) / float64(sent)
+	case n > 0:
+		return ratios / float64(n)
+	}
+	return 0
+}
+
+// FormatLoss formats a loss ratio (0..1) as "loss 40%", with at most 3
+// significant digits ("loss 33.3%") and never rounded to 0 ("loss 0.01%"
+// for 1 in 10,000; "loss <0.001%" below 1 in 100,000).
+func FormatLoss(ratio float64) string {
+	pct := ratio * 100
+	if pct < 0.001 {
+		return "loss <0.001%"
+	}
+	return "loss " + strconv.FormatFloat(pct, 'g', 3, 64) + "%"
 }
 
 func median(xs []float64) float64 {

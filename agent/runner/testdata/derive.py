@@ -161,3 +161,37 @@ derive('curl/ok_200.txt', 'curl/derived_hex_time.txt', 'time_total written as a 
        lambda h, o, e: (h, sub1(r'(?m)^time_total=.*$', 'time_total=0x1p-2', o), e))
 derive('curl/ok_200.txt', 'curl/derived_total_before_connect.txt', 'time_total set before time_connect',
        lambda h, o, e: (h, sub1(r'(?m)^time_total=.*$', 'time_total=0.000400', o), e))
+
+# issue 11: honest parsers (hand-written from real captures; the real
+# cases are in capture_sources.sh)
+derive('ping/foreign_some.txt', 'ping/derived_foreign_then_target_dup.txt',
+       'seq 2 answered first by 127.0.0.9, then by the target (flagged DUP!), as iputils prints it when another host answers first; +1 duplicates',
+       lambda h, o, e: (h, sub1(' received, ', ' received, +1 duplicates, ',
+                                sub1(r'(?m)^64 bytes from 127\.0\.0\.1: icmp_seq=2 ttl=64 time=0\.071 ms\n',
+                                     '64 bytes from 127.0.0.9: icmp_seq=2 ttl=64 time=0.069 ms (DIFFERENT ADDRESS!)\n'
+                                     '64 bytes from 127.0.0.1: icmp_seq=2 ttl=64 time=0.071 ms (DUP!)\n', o)), e))
+derive('ping/ok_loopback.txt', 'ping/derived_complete_then_error.txt',
+       'a complete summary, then an error on stderr and exit 2 (a hand-written case: not produced here)',
+       lambda h, o, e: (sub1('exit: 0', 'exit: 2', h), o, 'ping: recvmsg: Invalid argument\n'))
+derive('ping/send_failed_some.txt', 'ping/derived_send_errors_above_sent.txt',
+       'a fourth sendmsg error on stderr with 3 of 6 replies: more local failures than unanswered probes',
+       lambda h, o, e: (h, o, e + 'ping: sendmsg: Operation not permitted\n'))
+derive('iperf3/udp_loss.txt', 'iperf3/derived_udp_receiver_bytes_zero.txt',
+       'end.sum_received bytes and bits_per_second set to 0, its packets, lost_packets and jitter kept: most datagrams arrived',
+       lambda h, o, e: (h, o[:o.index('"sum_received"')] + sub1(r'"bits_per_second":\s*[0-9.e+]+', '"bits_per_second": 0',
+                        sub1(r'"bytes":\s*\d+', '"bytes": 0', o[o.index('"sum_received"'):])), e))
+derive('iperf3/tcp_ok.txt', 'iperf3/derived_complete_then_error.txt',
+       'a complete JSON result, then an error on stderr and exit 1 (a hand-written case: not produced here)',
+       lambda h, o, e: (sub1('exit: 0', 'exit: 1', h), o, 'iperf3: error - control socket has closed unexpectedly\n'))
+derive('qperf/tcp_lat_ok.txt', 'qperf/derived_complete_then_error.txt',
+       'a complete block, then an error on stderr and exit 1 (a hand-written case: not produced here)',
+       lambda h, o, e: (sub1('exit: 0', 'exit: 1', h), o, 'qperf: failed to receive results: Connection reset by peer\n'))
+derive('curl/ok_200.txt', 'curl/derived_connect_beyond_max_time.txt',
+       'time_connect, time_starttransfer and time_total set past 2 x --max-time 2 + 1 s, in order (a counter wrap)',
+       lambda h, o, e: (h, sub1(r'(?m)^time_total=.*$', 'time_total=4294.967400',
+                                sub1(r'(?m)^time_starttransfer=.*$', 'time_starttransfer=4294.967300',
+                                     sub1(r'(?m)^time_connect=.*$', 'time_connect=4294.967296', o))), e))
+derive('curl/ok_200.txt', 'curl/derived_connect_before_namelookup.txt', 'time_connect set below time_namelookup',
+       lambda h, o, e: (h, sub1(r'(?m)^time_connect=.*$', 'time_connect=0.000010', o), e))
+derive('curl/ok_200.txt', 'curl/derived_total_before_starttransfer.txt', 'time_total set below time_starttransfer',
+       lambda h, o, e: (h, sub1(r'(?m)^time_total=.*$', 'time_total=0.010000', o), e))
