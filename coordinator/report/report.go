@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/testspec"
@@ -60,8 +59,8 @@ func (p *PairPath) Problems() []string {
 // error and exit status after a complete result, replies from other
 // addresses, local send failures, estimated figures ("ping: ping exited 2
 // after a complete result: ..."). Identical notes of one test are listed
-// once. Control characters are escaped (\x1b), since the words come from
-// agents and tools.
+// once. Control characters are escaped (safetext.Escape: \x1b), since
+// the words come from agents and tools.
 func (p *PairPath) Notes() []string {
 	var out []string
 	for _, t := range p.Tests {
@@ -71,25 +70,10 @@ func (p *PairPath) Notes() []string {
 				continue
 			}
 			seen[r.GetMessage()] = true
-			out = append(out, fmt.Sprintf("%s: %s", testspec.Name(t), escapeControl(r.GetMessage())))
+			out = append(out, fmt.Sprintf("%s: %s", testspec.Name(t), safetext.Escape(r.GetMessage())))
 		}
 	}
 	return out
-}
-
-// escapeControl replaces each control character of s (and invalid UTF-8)
-// by its Go escape, so that a message cannot drive a terminal.
-func escapeControl(s string) string {
-	var b strings.Builder
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		if unicode.IsControl(r) {
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // Build groups a run's results by pair-path, with a row for every planned
