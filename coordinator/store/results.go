@@ -15,10 +15,16 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// DefaultPageSize and MaxPageSize bound ListResults pages (results).
+// DefaultPageSize and MaxPageSize bound ListResults pages (results),
+// MaxPageBytes their size.
 const (
 	DefaultPageSize = 1000
 	MaxPageSize     = 10000
+	// MaxPageBytes bounds the encoded results of one ListResults page
+	// (one result is returned whatever its size): a page stays well under
+	// gRPC's default 4 MiB limit of a message whatever page_size asks for;
+	// a shorter page has a next page token.
+	MaxPageBytes = 2 << 20
 )
 
 // AddResults writes results in one batched transaction. Each needs
@@ -465,7 +471,8 @@ func (s *Store) RunResults(ctx context.Context, runID string) ([]*measurev1.Resu
 // pageToken is "" or a token from an earlier call with the same filter
 // (pageSize may differ); any other token wraps ErrInvalid, naming
 // page_token. Results stored between two calls show on a later page if
-// they sort after the last page's end.
+// they sort after the last page's end. A page holds fewer results than
+// pageSize, with a next page token, where more would exceed MaxPageBytes.
 func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageToken string) ([]*measurev1.Result, string, error) {
 	if err := f.checkTimes(); err != nil {
 		return nil, "", err
@@ -495,6 +502,7 @@ func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageTok
 		out  []*measurev1.Result
 		last []byte
 		more bool
+		size int // encoded bytes of out
 	)
 	err = s.db.View(func(tx *bolt.Tx) error {
 		res := tx.Bucket(bucketResults)
@@ -526,11 +534,12 @@ func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageTok
 			if !f.match(r) {
 				continue
 			}
-			if len(out) == pageSize {
+			if len(out) == pageSize || (len(out) > 0 && size+len(v) > MaxPageBytes) {
 				more = true
 				break
 			}
 			out = append(out, r)
+			size += len(v)
 			last = bytes.Clone(k)
 		}
 		return nil
