@@ -86,10 +86,8 @@ type Config struct {
 	// DepartAfter is how long a node whose agent is gone stays in meshes
 	// (its tests failing as agent_unavailable); zero means 1 h.
 	DepartAfter time.Duration
-	// UnprovenGrace is how long a node whose agent left before the node
-	// was ever proven (unproven.go: its agent never answered work, sent a
-	// probe report or outlived its heartbeat timeout) stays known, out of
-	// default meshes, before it is forgotten; zero means
+	// UnprovenGrace is how long a node whose agent left before it was
+	// proven (unproven.go) stays known, out of default meshes; zero means
 	// DefaultUnprovenGrace.
 	UnprovenGrace time.Duration
 	// PartitionGrace is how long the coordinator and gossip must disagree
@@ -243,9 +241,7 @@ type Registry struct {
 	// (session.reporter; Config.GossipReporters bounds it).
 	reporters int
 	known     map[string]*meshv1.Agent // by node name: every agent ever seen
-	// proven are the known nodes that proved a working agent runs them
-	// (unproven.go).
-	proven map[string]bool
+	proven map[string]bool // known nodes a working agent runs (unproven.go)
 	late   LateHandler // set by HandleLate
 	// registering counts per node the registrations between their
 	// ServiceIPs call and their attach or refusal (registering.go).
@@ -414,8 +410,7 @@ func (r *Registry) state(a *meshv1.Agent, now time.Time, gossipGone bool) meshv1
 // report, not a smaller mesh. Nodes in maintenance are targetable but not
 // in default meshes; departed nodes (gone longer than DepartAfter) are
 // neither, so nodes an autoscaler removed do not pile up. A node whose
-// agent left before the node was ever proven (unproven.go) is targetable
-// until it is forgotten, never in a default mesh.
+// agent left unproven (unproven.go) is targetable, never in default meshes.
 func (r *Registry) Known() (mesh, targetable []string) {
 	r.expireUnproven()
 	r.mu.Lock()
