@@ -127,6 +127,12 @@ type Config struct {
 	// GossipPort is the UDP and TCP port of the agent's memberlist on
 	// HostIP; zero means no gossip. It must differ from the other ports.
 	GossipPort uint32
+	// GossipKeyFile, if set, is the gossip key file (agent/gossip.ParseKeys:
+	// base64 keys of 16, 24 or 32 bytes, one per line, the first the
+	// primary): memberlist traffic is then encrypted and authenticated,
+	// and the file is re-read while the agent runs (key rotation). Empty
+	// means plaintext gossip. A bad file fails Run.
+	GossipKeyFile string
 	// MaxClients bounds concurrent client runs; zero means 8.
 	MaxClients int
 	// ReconnectMin and ReconnectMax bound the reconnect backoff; zero means
@@ -325,6 +331,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("agent config: %w", err)
 		}
 	}
+	if cfg.GossipKeyFile != "" && cfg.GossipPort != 0 { // a bad key fails now, not as "gossip off"
+		if _, err := gossip.LoadKeys(cfg.GossipKeyFile); err != nil {
+			return fmt.Errorf("agent config: --gossip-key-file: %w", err)
+		}
+	}
 	if cfg.EndpointSocket != "" {
 		return runEndpoint(ctx, cfg, files)
 	}
@@ -382,7 +393,8 @@ func run(ctx context.Context, cfg Config, files *mtls.Files, fromSocket bool) er
 		a.log.Warn("killed test servers left running by the agent's previous life", "count", len(orphans), "state_dir", cfg.StateDir)
 	}
 	if cfg.GossipPort != 0 {
-		g, err := gossip.New(gossip.Config{NodeName: cfg.NodeName, BindAddr: cfg.HostIP, BindPort: int(cfg.GossipPort), Logger: log.With("component", "gossip")})
+		g, err := gossip.New(gossip.Config{NodeName: cfg.NodeName, BindAddr: cfg.HostIP, BindPort: int(cfg.GossipPort), KeyFile: cfg.GossipKeyFile,
+			Logger: log.With("component", "gossip")})
 		if err != nil {
 			a.log.Warn("gossip off: the agent measures without it, and the coordinator gets no gossip view from it", "err", err)
 		} else {
@@ -392,7 +404,10 @@ func run(ctx context.Context, cfg Config, files *mtls.Files, fromSocket bool) er
 					a.log.Warn("leave the gossip pool", "err", err)
 				}
 			}()
-			a.log.Info("gossip started", "addr", g.Addr())
+			a.log.Info("gossip started", "addr", g.Addr(), "encrypted", cfg.GossipKeyFile != "")
+			if cfg.GossipKeyFile == "" {
+				a.log.Warn("gossip is plaintext and unauthenticated: any host that reaches the gossip port can join the pool and forge members' states; set --gossip-key-file")
+			}
 		}
 	}
 	if !cfg.PodIP.IsValid() && fromSocket {

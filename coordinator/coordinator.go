@@ -109,6 +109,13 @@ type Config struct {
 	// MaxWatchers bounds the WatchRun calls following runs in progress at
 	// once (RESOURCE_EXHAUSTED beyond); zero means runs.DefaultMaxWatchers.
 	MaxWatchers int
+	// MetricsTLSCertFile and MetricsTLSKeyFile, both or neither, make the
+	// metrics endpoint speak TLS 1.3 (re-read when they change); with
+	// MetricsTLSClientCAFile too, GET /metrics needs a client certificate
+	// that CA signed. MetricsTokenFile (needs the TLS files) holds a bearer
+	// token every GET /metrics must carry. GET /healthz needs neither, for
+	// the kubelet's probes. Empty means plaintext and open.
+	MetricsTLSCertFile, MetricsTLSKeyFile, MetricsTLSClientCAFile, MetricsTokenFile string
 	// MetricsPerPair adds one series per node pair to /metrics
 	// (O(nodes²) series); false means per-node aggregates only.
 	MetricsPerPair bool
@@ -198,6 +205,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	access, err := cfg.metricsAccess(log)
+	if err != nil {
+		return err
+	}
 	st, err := store.Open(store.Config{Path: cfg.DBPath, Logger: log})
 	if err != nil {
 		return err
@@ -241,6 +252,9 @@ func Run(ctx context.Context, cfg Config) error {
 	alertCfg := alert.Config{Store: st, Logger: log}
 	if cfg.MetricsAddress != "" {
 		if met, err = metrics.New(metrics.Config{Agents: reg, StorePath: st.Path(), PerPair: cfg.MetricsPerPair, Probes: sink, Logger: log}); err != nil {
+			return err
+		}
+		if err := met.SetAccess(access); err != nil {
 			return err
 		}
 		alertCfg.Publisher = met
@@ -321,7 +335,8 @@ func Run(ctx context.Context, cfg Config) error {
 		})
 	}
 	if metricsListener != nil {
-		log.Info("metrics listening", "address", metricsListener.Addr().String())
+		log.Info("metrics listening", "address", metricsListener.Addr().String(), "tls", access.TLS != nil,
+			"client_cert", access.RequireClientCert, "token", access.TokenFile != "")
 		eg.Go(func() error { return met.Serve(egCtx, metricsListener, cfg.ShutdownTimeout) })
 	}
 	eg.Go(func() error { return alerter.Run(egCtx) })

@@ -4,7 +4,10 @@
 // remembers every member it heard of with its last state (alive, suspect,
 // dead or left; memberlist itself forgets the dead after a while), signals
 // every change on a channel, and leaves the pool on Close. Member names are
-// Kubernetes node names.
+// Kubernetes node names. With a key file (Config.KeyFile, ParseKeys) every
+// memberlist message is encrypted with the keyring's primary key and only
+// messages one of its keys decrypts are taken; the file is re-read while
+// the agent runs, so keys rotate without a restart.
 //
 // memberlist's hooks go through small unexported adapters: events (an
 // EventDelegate that never blocks) and logs (memberlist's log.Logger

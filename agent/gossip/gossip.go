@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -90,6 +91,16 @@ type Config struct {
 	// LeaveTimeout bounds the wait for the leave message to go out in
 	// Close; zero means 2 s.
 	LeaveTimeout time.Duration
+	// KeyFile, if set, is the gossip key file (ParseKeys): memberlist then
+	// encrypts every message with its first key, and takes only messages
+	// that one of its keys decrypts. The file is read again every
+	// KeyCheckInterval, and a change of its keys takes effect at once
+	// (rotation: add the new key everywhere, then make it the first, then
+	// remove the old one). Empty means plaintext gossip.
+	KeyFile string
+	// KeyCheckInterval is how often KeyFile is read again; zero means
+	// DefaultKeyCheckInterval, a negative value never.
+	KeyCheckInterval time.Duration
 	// Logger receives memberlist's own logs and the pool's changes; nil
 	// means discard.
 	Logger *slog.Logger
@@ -164,6 +175,26 @@ func New(cfg Config) (*Gossip, error) {
 	if gossipToTheDead > 0 {
 		mc.GossipToTheDeadTime = gossipToTheDead
 	}
+	var keyring *memberlist.Keyring
+	var keyFile []byte
+	if cfg.KeyFile != "" {
+		var err error
+		if keyFile, err = os.ReadFile(cfg.KeyFile); err != nil {
+			return nil, fmt.Errorf("gossip: %w %s: %w", ErrKeyFile, cfg.KeyFile, err)
+		}
+		keys, err := ParseKeys(cfg.KeyFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("gossip: %w", err)
+		}
+		if keyring, err = newKeyring(keys); err != nil {
+			return nil, fmt.Errorf("gossip: %w %s: %w", ErrKeyFile, cfg.KeyFile, err)
+		}
+		mc.Keyring = keyring
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+		if cfg.KeyCheckInterval == 0 {
+			cfg.KeyCheckInterval = DefaultKeyCheckInterval
+		}
+	}
 	meta := &delegate{}
 	mc.Events, mc.Delegate = ev, meta
 	mc.Logger = log.New(&logWriter{log: lg}, "", 0)
@@ -172,6 +203,13 @@ func New(cfg Config) (*Gossip, error) {
 		return nil, fmt.Errorf("gossip: start memberlist as %q on %s: %w", cfg.NodeName, netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.BindPort)), err)
 	}
 	g := &Gossip{cfg: cfg, log: lg, ml: ml, events: ev, meta: meta, closed: make(chan struct{})}
+	if keyring != nil && cfg.KeyCheckInterval > 0 {
+		g.joins.Add(1)
+		go func() { // owner: Gossip; ends when Close (or kill) closes g.closed
+			defer g.joins.Done()
+			g.watchKeys(keyring, keyFile)
+		}()
+	}
 	if cfg.ReconnectInterval > 0 {
 		g.joins.Add(1)
 		go func() { // owner: Gossip; ends when Close (or kill) closes g.closed

@@ -104,6 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.Uint32Var(&cfg.Ports.Qperf, "qperf-port", 19765, "qperf listen port")
 	f.Uint32Var(&cfg.Ports.QperfData, "qperf-data-port", 19766, "qperf data port")
 	f.Uint32Var(&cfg.GossipPort, "gossip-port", 7946, "UDP and TCP port of the agent's memberlist gossip on its host IP (0: no gossip)")
+	f.StringVar(&cfg.GossipKeyFile, "gossip-key-file", "", "file of gossip encryption keys: base64 of 16, 24 or 32 bytes, one per line; the first encrypts, all decrypt. Re-read every 10 s, so keys rotate without a restart: add the new key everywhere, make it first, then remove the old. Empty: plaintext gossip")
 	f.StringVar(&cfg.StateDir, "state-dir", "", `directory where the agent records its running test servers, to kill those a crash left at its next start; "" for none (default /run/meshperf/agent-NODE)`)
 	f.StringSliceVar(&allow, "allow-target", nil, "extra CIDR or IP address that tests may target besides registered endpoints, and the only loopback addresses an external target may be or resolve to (repeatable)")
 	f.StringSliceVar(&externalCIDRs, "external-cidr", nil, "CIDR or IP address that an external target from the coordinator's allowlist must be or resolve to (repeatable); none means any address but link-local, cloud metadata and loopback outside --allow-target")

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +17,16 @@ import (
 // TestRunFlags: a bad address or port is refused at startup, by an error
 // that names the flag and the value, before the agent listens or dials.
 func TestRunFlags(t *testing.T) {
+	dir := t.TempDir()
+	goodGossipKeys, badGossipKeys := filepath.Join(dir, "good.key"), filepath.Join(dir, "bad.key")
+	for f, content := range map[string]string{
+		goodGossipKeys: base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n",
+		badGossipKeys:  base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n" + base64.StdEncoding.EncodeToString([]byte("short")) + "\n",
+	} {
+		if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name   string
 		args   []string // over a valid command line on 127.0.0.1
@@ -61,6 +73,9 @@ func TestRunFlags(t *testing.T) {
 		{"external-cidr with host bits", []string{"--external-cidr", "203.0.113.5/24"}, []string{"--external-cidr", "203.0.113.5/24", "203.0.113.0/24"}},
 		{"external-cidr not an address", []string{"--external-cidr", "lb.example.com"}, []string{"--external-cidr", "lb.example.com"}},
 		{"TLS cert without key and CA", []string{"--tls-cert", "/x.crt"}, []string{"--tls-cert given without --tls-key, --tls-ca"}},
+		{"gossip key file missing", []string{"--gossip-key-file", "/nonexistent/gossip.key"}, []string{"--gossip-key-file", "/nonexistent/gossip.key"}},
+		{"gossip key file with a bad key", []string{"--gossip-key-file", badGossipKeys}, []string{"--gossip-key-file", badGossipKeys, "line 2", "a key of 5 bytes"}},
+		{"gossip key file", []string{"--gossip-key-file", goodGossipKeys}, nil},
 		{"TLS files unreadable", []string{"--tls-cert", "/nonexistent/x.crt", "--tls-key", "/nonexistent/x.key", "--tls-ca", "/nonexistent/ca.crt"},
 			[]string{"TLS certificate", "/nonexistent/x.crt"}},
 	}

@@ -80,6 +80,10 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert; re-read with it")
 	f.StringVar(&cfg.TLSClientCAFile, "tls-client-ca", "", "CA (PEM) that must have signed the certificate of every TCP client: agents and remote users; re-read when it changes")
 	f.StringVar(&cfg.APITokenFile, "api-token-file", "", `file with the token every MeshService call on the TCP listener must carry as "authorization: Bearer TOKEN" (needs the TLS flags; the unix socket needs none)`)
+	f.StringVar(&cfg.MetricsTLSCertFile, "metrics-tls-cert", "", "TLS certificate (PEM) of the metrics endpoint; with --metrics-tls-key it serves HTTPS (TLS 1.3), re-read when it changes. /healthz stays open")
+	f.StringVar(&cfg.MetricsTLSKeyFile, "metrics-tls-key", "", "private key (PEM) of --metrics-tls-cert")
+	f.StringVar(&cfg.MetricsTLSClientCAFile, "metrics-tls-client-ca", "", "CA (PEM) that must have signed the client certificate of every GET /metrics (needs --metrics-tls-cert)")
+	f.StringVar(&cfg.MetricsTokenFile, "metrics-token-file", "", `file with the bearer token every GET /metrics must carry as "Authorization: Bearer TOKEN" (needs --metrics-tls-cert; re-read when it changes)`)
 	f.BoolVar(&useKube, "kubernetes", false,
 		"give each node's pod endpoint its own ClusterIP Service and EndpointSlice (in-cluster config) and use that ClusterIP as the node's service IP")
 	f.StringVar(&cfg.KubeNamespace, "kube-namespace", kube.DefaultNamespace, "namespace of the per-node Services (with --kubernetes)")

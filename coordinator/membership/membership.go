@@ -1,7 +1,8 @@
 // Package membership owns the coordinator's second view of its agents: the
 // gossip views the connected agents report (agent/gossip). It keeps the
 // latest view per reporting node, derives per node what gossip says of it
-// (Judge), and compares that with the coordinator's own view, its
+// (Judge: gossip declares a node dead or left only on a quorum of the
+// reporters that know it, see Quorum), and compares that with the coordinator's own view, its
 // sessions: a node that gossip declares dead while the coordinator is
 // connected to it, or that gossip sees alive while the coordinator has
 // lost it, is a partition (Disagreement). A Tracker reports a partition
@@ -38,10 +39,11 @@ type Views map[string]map[string]agentv1.GossipState
 // (Tracker.Verdict, Tracker.Statuses) or to describe a partition, never on
 // the hot paths (SetView, Tracker.State, Evaluate of agreeing nodes).
 type Verdict struct {
-	// State is ALIVE if a reporter sees the node alive, else SUSPECT if one
-	// suspects it, else DEAD if every reporter that knows the node
-	// declares it dead or left (LEFT if they all say it left), else
-	// UNSPECIFIED: no reporter knows the node.
+	// State is DEAD if a quorum of the reporters that know the node
+	// declares it dead or left (LEFT if all of those say it left; see
+	// Quorum), else ALIVE if a reporter sees it alive, else SUSPECT if one
+	// suspects it or declares it dead or left without a quorum
+	// (Unconfirmed), else UNSPECIFIED: no reporter knows the node.
 	State agentv1.GossipState
 	// AliveBy are reporters that see the node alive or suspect, sorted.
 	AliveBy []string
@@ -63,8 +65,25 @@ func (v Verdict) AliveCount() int { return len(v.AliveBy) + v.MoreAlive }
 // DeadCount is how many reporters declare the node dead or left.
 func (v Verdict) DeadCount() int { return len(v.DeadBy) + v.MoreDead }
 
-// Gone reports whether gossip declares the node dead or left.
+// Gone reports whether gossip declares the node dead or left: a quorum of
+// the reporters that know it says so.
 func (v Verdict) Gone() bool { return gone(v.State) }
+
+// Unconfirmed reports whether some reporters declare the node dead or left
+// but not a quorum of them: their word is ignored.
+func (v Verdict) Unconfirmed() bool { return v.DeadCount() > 0 && !v.Gone() }
+
+// MinQuorum is the fewest reporters whose dead or left declares a node
+// gone: never the word of one reporter alone, be it the node's only
+// source.
+const MinQuorum = 2
+
+// Quorum reports whether gone reporters declaring a node dead or left, of
+// the known reporters that know it (see it alive, suspect, dead or left;
+// the node's own view left out), declare it gone: at least MinQuorum, and
+// more than half of known. A node that only one reporter knows is never
+// declared gone by gossip: its only source's word is not enough.
+func Quorum(gone, known int) bool { return gone >= MinQuorum && 2*gone > known }
 
 // gone reports whether s is dead or left.
 func gone(s agentv1.GossipState) bool {
@@ -96,15 +115,16 @@ func Judge(views Views, node string) Verdict {
 	}
 	slices.Sort(v.AliveBy)
 	slices.Sort(v.DeadBy)
+	quorum := Quorum(len(v.DeadBy), len(v.DeadBy)+len(v.AliveBy))
 	switch {
+	case quorum && left && allLeft(views, node, v.DeadBy):
+		v.State = agentv1.GossipState_GOSSIP_STATE_LEFT
+	case quorum:
+		v.State = agentv1.GossipState_GOSSIP_STATE_DEAD
 	case alive:
 		v.State = agentv1.GossipState_GOSSIP_STATE_ALIVE
-	case suspect:
+	case suspect || len(v.DeadBy) > 0:
 		v.State = agentv1.GossipState_GOSSIP_STATE_SUSPECT
-	case len(v.DeadBy) > 0 && left && allLeft(views, node, v.DeadBy):
-		v.State = agentv1.GossipState_GOSSIP_STATE_LEFT
-	case len(v.DeadBy) > 0:
-		v.State = agentv1.GossipState_GOSSIP_STATE_DEAD
 	}
 	return v
 }

@@ -62,8 +62,25 @@ func TestJudge(t *testing.T) {
 			membership.Verdict{State: left, DeadBy: []string{"n1", "n2"}}},
 		{"left and dead mixed is dead", membership.Views{"n1": {"n3": left}, "n2": {"n3": dead}},
 			membership.Verdict{State: dead, DeadBy: []string{"n1", "n2"}}},
-		{"unspecified counts as unknown", membership.Views{"n1": {"n3": unspec}, "n2": {"n3": dead}},
-			membership.Verdict{State: dead, DeadBy: []string{"n2"}}},
+		{"unspecified counts as unknown", membership.Views{"n1": {"n3": unspec}, "n2": {"n3": dead}, "n4": {"n3": dead}},
+			membership.Verdict{State: dead, DeadBy: []string{"n2", "n4"}}},
+		// The quorum: at least two, more than half of those that know it.
+		{"one reporter alone says dead: ignored", membership.Views{"n1": {"n3": dead}},
+			membership.Verdict{State: suspect, DeadBy: []string{"n1"}}},
+		{"the node's only source says dead; others never heard of it", membership.Views{"n1": {"n3": dead}, "n2": {"n2": alive}, "n4": {}},
+			membership.Verdict{State: suspect, DeadBy: []string{"n1"}}},
+		{"the node's own dead about itself does not count", membership.Views{"n1": {"n3": dead}, "n3": {"n3": dead}},
+			membership.Verdict{State: suspect, DeadBy: []string{"n1"}}},
+		{"one left alone: ignored", membership.Views{"n1": {"n3": left}},
+			membership.Verdict{State: suspect, DeadBy: []string{"n1"}}},
+		{"two of three say dead: a majority", membership.Views{"n1": {"n3": dead}, "n2": {"n3": dead}, "n4": {"n3": alive}},
+			membership.Verdict{State: dead, AliveBy: []string{"n4"}, DeadBy: []string{"n1", "n2"}}},
+		{"two of four say dead: no majority", membership.Views{"n1": {"n3": dead}, "n2": {"n3": dead}, "n4": {"n3": alive}, "n5": {"n3": suspect}},
+			membership.Verdict{State: alive, AliveBy: []string{"n4", "n5"}, DeadBy: []string{"n1", "n2"}}},
+		{"three of four say dead", membership.Views{"n1": {"n3": dead}, "n2": {"n3": dead}, "n4": {"n3": left}, "n5": {"n3": suspect}},
+			membership.Verdict{State: dead, AliveBy: []string{"n5"}, DeadBy: []string{"n1", "n2", "n4"}}},
+		{"two of three say left", membership.Views{"n1": {"n3": left}, "n2": {"n3": left}, "n4": {"n3": alive}},
+			membership.Verdict{State: left, AliveBy: []string{"n4"}, DeadBy: []string{"n1", "n2"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := membership.Judge(tt.views, "n3")
@@ -190,6 +207,12 @@ func TestTracker(t *testing.T) {
 				tr.SetView("n3", members(view{"n1": dead, "n2": dead, "n3": alive}))
 			},
 			nodes: all,
+			logs: []string{
+				// n3's word alone about n1 and n2 (n2 and n1 see them alive): ignored.
+				`level=WARN msg="gossip's dead ignored: no quorum of the reporters that know the node" node=n1 connected=true gossip_dead_by=[n3]`,
+				`level=WARN msg="gossip's dead ignored: no quorum of the reporters that know the node" node=n2 connected=true gossip_dead_by=[n3]`,
+				`level=WARN msg="gossip's quorum declares a connected node dead; the node stays in the mesh while its session's heartbeats are recent" node=n3`,
+			},
 			want: map[string]membership.Status{
 				"n1": {Verdict: membership.Verdict{State: alive, AliveBy: []string{"n2"}, DeadBy: []string{"n3"}}},
 				"n2": {Verdict: membership.Verdict{State: alive, AliveBy: []string{"n1"}, DeadBy: []string{"n3"}}},
@@ -268,7 +291,8 @@ func TestTracker(t *testing.T) {
 func TestGraceNegativeReportsAtOnce(t *testing.T) {
 	tr := membership.New(membership.Config{Grace: -1})
 	tr.SetView("n1", []*agentv1.GossipMember{{NodeName: "n2", State: dead}})
-	got := evaluate(tr, map[string]bool{"n1": true, "n2": true})
+	tr.SetView("n3", []*agentv1.GossipMember{{NodeName: "n2", State: dead}})
+	got := evaluate(tr, map[string]bool{"n1": true, "n2": true, "n3": true})
 	if got["n2"].Partition == "" || !got["n2"].Gone() {
 		t.Errorf("n2 = %+v; want gone and a partition at once", got["n2"])
 	}
@@ -294,7 +318,7 @@ func TestJoinedIgnoresOlderGossip(t *testing.T) {
 		wantGone bool
 		wantBy   []string
 	}{
-		{"n1 says n2 left before n2 ever registered", func() { set("n1", left) }, 0, true, []string{"n1"}},
+		{"n1 and n4 say n2 left before n2 ever registered", func() { set("n1", left); set("n4", left) }, 0, true, []string{"n1", "n4"}},
 		{"n2 registers: n1's older view no longer counts", func() { tr.Joined("n2") }, time.Second, false, nil},
 		{"n1's view within the settle still says left", func() { set("n1", left) }, time.Second, false, nil},
 		{"n3's dead within the settle", func() { set("n3", dead) }, 0, false, nil},
@@ -311,6 +335,27 @@ func TestJoinedIgnoresOlderGossip(t *testing.T) {
 		}
 		if st := evaluate(tr, map[string]bool{"n1": true, "n2": true, "n3": true})["n2"]; st.Gone() != s.wantGone {
 			t.Errorf("%s: Evaluate gives %+v, want gone=%v", s.name, st, s.wantGone)
+		}
+	}
+}
+
+func TestQuorum(t *testing.T) {
+	for _, tt := range []struct {
+		gone, known int
+		want        bool
+	}{
+		{0, 0, false},
+		{1, 1, false}, // the node's only source
+		{1, 2, false},
+		{2, 2, true},
+		{2, 3, true},
+		{2, 4, false}, // half is no majority
+		{3, 4, true},
+		{16, 32, false},
+		{17, 32, true},
+	} {
+		if got := membership.Quorum(tt.gone, tt.known); got != tt.want {
+			t.Errorf("Quorum(%d gone of %d known) = %v, want %v", tt.gone, tt.known, got, tt.want)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package membership
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -50,6 +52,7 @@ type Tracker struct {
 	odd       []uint64             // scratch of SetView: ID<<8 | state
 	since     map[string]time.Time // node -> when its current disagreement began
 	reported  map[string]string    // node -> partition reported
+	ignored   map[string]bool      // nodes whose dead or left without a quorum was logged as ignored
 }
 
 // New returns an empty Tracker.
@@ -74,7 +77,7 @@ func New(cfg Config) *Tracker {
 	}
 	return &Tracker{grace: cfg.Grace, settle: cfg.Settle, now: cfg.Now, log: cfg.Logger,
 		ids: map[string]nodeID{}, sets: map[uint64][]*memberSet{},
-		since: map[string]time.Time{}, reported: map[string]string{}}
+		since: map[string]time.Time{}, reported: map[string]string{}, ignored: map[string]bool{}}
 }
 
 // counts reports whether a dead or left about n from a view received at
@@ -330,15 +333,23 @@ func (t *Tracker) Evaluate(nodes map[string]bool) map[string]string {
 	now := t.now()
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
 		state := agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
+		unconfirmed := false
 		if x, ok := t.ids[name]; ok {
-			state = t.nodes[x].state()
+			state, unconfirmed = t.nodes[x].state(), t.nodes[x].unconfirmed()
 		}
 		connected := nodes[name]
+		t.logIgnored(name, unconfirmed, connected)
 		d := disagrees(connected, state)
 		if !d {
 			delete(t.since, name)
 		} else if _, ok := t.since[name]; !ok {
 			t.since[name] = now
+			if connected {
+				v := t.verdict(name)
+				t.log.Warn("gossip's quorum declares a connected node dead; the node stays in the mesh while its session's heartbeats are recent",
+					"node", name, "gossip_state", stateName(state), "gossip_dead_by", v.DeadBy, "gossip_dead", v.DeadCount(),
+					"gossip_alive", v.AliveCount())
+			}
 		}
 		partition, prev := "", t.reported[name]
 		var v Verdict
@@ -373,7 +384,37 @@ func (t *Tracker) Evaluate(nodes map[string]bool) map[string]string {
 			delete(t.reported, node)
 		}
 	}
+	for node := range t.ignored {
+		if _, ok := nodes[node]; !ok {
+			delete(t.ignored, node)
+		}
+	}
 	return maps.Clone(t.reported)
+}
+
+// logIgnored logs, once each time it begins, that reporters declare node
+// dead or left without a quorum (unconfirmed): their word is ignored. A
+// warning if the coordinator is connected to the node, a note otherwise.
+// t.mu is held.
+func (t *Tracker) logIgnored(node string, unconfirmed, connected bool) {
+	if !unconfirmed {
+		delete(t.ignored, node)
+		return
+	}
+	if t.ignored[node] {
+		return
+	}
+	t.ignored[node] = true
+	v := t.verdict(node)
+	// Of a node the coordinator lost, a first reporter's dead is how gossip
+	// catches up; of a connected one, it is worth a warning.
+	level := slog.LevelInfo
+	if connected {
+		level = slog.LevelWarn
+	}
+	t.log.Log(context.Background(), level, "gossip's dead ignored: no quorum of the reporters that know the node",
+		"node", node, "connected", connected, "gossip_dead_by", v.DeadBy, "gossip_dead", v.DeadCount(),
+		"gossip_alive", v.AliveCount(), "quorum", fmt.Sprintf("at least %d and more than half of %d", MinQuorum, v.DeadCount()+v.AliveCount()))
 }
 
 func cmpString(a, b string) int {

@@ -315,12 +315,12 @@ func TestUpdateView(t *testing.T) {
 		{"no whole view", nil, false, []*agentv1.GossipMember{m("n2", dead)}, true, map[string]agentv1.GossipState{"n2": unspec}},
 		{"after drop", []*agentv1.GossipMember{m("n2", alive)}, true, []*agentv1.GossipMember{m("n2", dead)}, true, map[string]agentv1.GossipState{"n2": unspec}},
 		{"state change", []*agentv1.GossipMember{m("n1", alive), m("n2", alive), m("n3", alive)}, false,
-			[]*agentv1.GossipMember{m("n2", dead)}, false, map[string]agentv1.GossipState{"n2": dead, "n3": alive}},
+			[]*agentv1.GossipMember{m("n2", dead)}, false, map[string]agentv1.GossipState{"n2": suspect, "n3": alive}}, // one reporter: no quorum
 		{"forgotten", []*agentv1.GossipMember{m("n2", dead), m("n3", alive)}, false,
 			[]*agentv1.GossipMember{m("n2", forgotten)}, false, map[string]agentv1.GossipState{"n2": unspec, "n3": alive}},
 		{"new member, last listing counts", []*agentv1.GossipMember{m("n3", alive)}, false,
 			[]*agentv1.GossipMember{m("n4", dead), m("n4", suspect)}, false, map[string]agentv1.GossipState{"n3": alive, "n4": suspect}},
-		{"empty delta", []*agentv1.GossipMember{m("n3", left)}, false, nil, false, map[string]agentv1.GossipState{"n3": left}},
+		{"empty delta", []*agentv1.GossipMember{m("n3", left)}, false, nil, false, map[string]agentv1.GossipState{"n3": suspect}}, // one reporter's left: no quorum
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := membership.New(membership.Config{Grace: -1, Settle: -1})

@@ -76,20 +76,27 @@ type node struct {
 	view                       *view // the node's own view as a reporter; nil if none
 }
 
-// state is the verdict state from the counters (Judge's precedence).
+// state is the verdict state from the counters (Judge's rule: a quorum of
+// the reporters that know the node for dead or left).
 func (n *node) state() agentv1.GossipState {
+	g := int(n.dead + n.left)
+	quorum := Quorum(g, g+int(n.alive+n.suspect))
 	switch {
+	case quorum && n.dead == 0:
+		return agentv1.GossipState_GOSSIP_STATE_LEFT
+	case quorum:
+		return agentv1.GossipState_GOSSIP_STATE_DEAD
 	case n.alive > 0:
 		return agentv1.GossipState_GOSSIP_STATE_ALIVE
-	case n.suspect > 0:
+	case n.suspect > 0 || g > 0:
 		return agentv1.GossipState_GOSSIP_STATE_SUSPECT
-	case n.left > 0 && n.dead == 0:
-		return agentv1.GossipState_GOSSIP_STATE_LEFT
-	case n.dead > 0:
-		return agentv1.GossipState_GOSSIP_STATE_DEAD
 	}
 	return agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
 }
+
+// unconfirmed reports whether some reporters declare the node dead or
+// left without a quorum (Verdict.Unconfirmed).
+func (n *node) unconfirmed() bool { return n.dead+n.left > 0 && !gone(n.state()) }
 
 // intern returns name's ID, allocating one if needed; t.mu is held.
 func (t *Tracker) intern(name string) nodeID {

@@ -52,6 +52,10 @@ type Metrics struct {
 	log *slog.Logger
 	reg *prometheus.Registry
 
+	accessMu sync.Mutex    // guards access and token (SetAccess, access.go)
+	access   Access        // what /metrics asks of a scraper
+	token    *metricsToken // nil: no token
+
 	nodeLatency    *prometheus.GaugeVec   // node, role, test, path; seconds
 	nodeThroughput *prometheus.GaugeVec   // node, role, test, path; bit/s
 	nodeResults    *prometheus.CounterVec // node, role, test, path, status

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,14 +26,15 @@ const (
 )
 
 // Handler serves GET /metrics (the registry in the Prometheus text or
-// OpenMetrics format, as the scraper asks) and GET /healthz (200 "ok").
+// OpenMetrics format, as the scraper asks), behind the checks of the
+// Access set (SetAccess), and GET /healthz (200 "ok"), open to all.
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(m.reg, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+	mux.Handle("GET /metrics", m.guard(promhttp.InstrumentMetricHandler(m.reg, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(m.log.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
 		Registry:      m.reg,
-	})))
+	}))))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -40,7 +42,8 @@ func (m *Metrics) Handler() http.Handler {
 	return mux
 }
 
-// Serve serves Handler on l until ctx ends, then shuts the server down:
+// Serve serves Handler on l, over TLS if the Access says so, until ctx
+// ends, then shuts the server down:
 // it stops accepting at once and waits up to shutdownTimeout (zero means
 // 5 s) for scrapes in flight before closing their connections. l is closed
 // on return. It returns nil after a stop caused by ctx, or the error that
@@ -56,6 +59,11 @@ func (m *Metrics) Serve(ctx context.Context, l net.Listener, shutdownTimeout tim
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
 	}
+	m.accessMu.Lock()
+	if conf := m.access.TLS; conf != nil {
+		l = tls.NewListener(l, conf)
+	}
+	m.accessMu.Unlock()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	select {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -54,8 +55,8 @@ func TestGossipEvaluator(t *testing.T) {
 	}
 	sessions := map[string]*session{}
 	r.mu.Lock()
-	for _, n := range []string{"n1", "n2"} {
-		sessions[n] = &session{node: Node{Name: n}}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		sessions[n] = &session{node: Node{Name: n}, reporter: true} // never heard from: not live
 		r.sessions[n] = sessions[n]
 		r.known[n] = &meshv1.Agent{NodeName: n, Connected: true}
 	}
@@ -68,15 +69,30 @@ func TestGossipEvaluator(t *testing.T) {
 	if err := r.gossipView(sessions["n1"], n2Alive); !errors.Is(err, membership.ErrNoView) {
 		t.Errorf("a delta before any whole view: error %v, want membership.ErrNoView", err)
 	}
-	if err := r.gossipView(sessions["n1"], &agentv1.GossipView{Members: []*agentv1.GossipMember{
+	n2Dead := &agentv1.GossipView{Members: []*agentv1.GossipMember{
 		{NodeName: "n1", State: agentv1.GossipState_GOSSIP_STATE_ALIVE}, {NodeName: "n2", State: agentv1.GossipState_GOSSIP_STATE_DEAD},
-	}}); err != nil {
+	}}
+	if err := r.gossipView(sessions["n1"], n2Dead); err != nil {
 		t.Fatal(err)
 	}
-	if deadBy, gone := r.GossipGone("n2"); !gone || len(deadBy) != 1 || deadBy[0] != "n1" {
-		t.Errorf("GossipGone(n2) = %v, %v; want dead by n1 at once", deadBy, gone)
+	if deadBy, gone := r.GossipGone("n2"); gone {
+		t.Errorf("GossipGone(n2) = %v, %v on n1's word alone; want no quorum", deadBy, gone)
 	}
-	const want = "the coordinator is connected to n2, but the gossip of n1 declares it dead"
+	if err := r.gossipView(sessions["n3"], n2Dead); err != nil {
+		t.Fatal(err)
+	}
+	if deadBy, gone := r.GossipGone("n2"); !gone || !slices.Equal(deadBy, []string{"n1", "n3"}) {
+		t.Errorf("GossipGone(n2) = %v, %v; want dead by n1 and n3 at once", deadBy, gone)
+	}
+	// n2's session is live: gossip alone does not take it out.
+	n2 := sessions["n2"]
+	n2.hbInterval = time.Hour
+	n2.touch(time.Now())
+	if deadBy, gone := r.GossipGone("n2"); gone {
+		t.Errorf("GossipGone(n2) = %v, %v with a live session; want kept", deadBy, gone)
+	}
+	n2.touch(time.Time{})
+	const want = "the coordinator is connected to n2, but the gossip of n1, n3 declares it dead"
 	deadline := time.Now().Add(10 * time.Second) // only turns a hang into a failure
 	for {
 		var got string
@@ -99,7 +115,7 @@ func TestGossipEvaluator(t *testing.T) {
 	if err := r.gossipView(sessions["n1"], n2Alive); err != nil {
 		t.Fatal(err)
 	}
-	if deadBy, gone := r.GossipGone("n2"); gone {
+	if deadBy, gone := r.GossipGone("n2"); gone { // one of two: no majority
 		t.Errorf("after n1's delta, GossipGone(n2) = %v, %v; want alive", deadBy, gone)
 	}
 	r.mu.Lock()

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -11,20 +12,46 @@ import (
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
+// ErrNotReporter is gossipView's error for a view from a session that is
+// not one of the gossip reporters: the view is ignored.
+var ErrNotReporter = errors.New("gossip view from a session that is not a reporter")
+
 // maxGossipMembers bounds one gossip view, so that one agent cannot bloat
 // the coordinator's memory.
 const maxGossipMembers = 5000
 
 // GossipGone reports whether the connected agents' gossip declares node
-// dead or left, and which of them do (at most membership.MaxBy). Such a
-// node gets no work: its tests fail at once as agent_unavailable. It costs
-// O(1) unless the node is gone.
+// dead or left, on a quorum of the reporters that know it
+// (membership.Quorum), and which of them do (at most membership.MaxBy),
+// while the coordinator has no live session with the node: gossip alone
+// never takes a node whose session's heartbeats are recent (liveSession)
+// out of the mesh. Such a node gets no work: its tests fail at once as
+// agent_unavailable. It costs O(1) unless the node is gone.
 func (r *Registry) GossipGone(node string) (deadBy []string, gone bool) {
 	if !gossipGone(r.gossip.State(node)) {
 		return nil, false
 	}
+	r.mu.Lock()
+	s := r.sessions[node]
+	r.mu.Unlock()
+	if liveSession(s, time.Now()) {
+		return nil, false
+	}
 	v := r.gossip.Verdict(node)
 	return v.DeadBy, v.Gone()
+}
+
+// recentHeartbeats is how many of its heartbeat intervals a session may
+// be silent for and still count as live (liveSession): the coordinator
+// notes the latest message once an interval, so a healthy session is
+// silent for up to two.
+const recentHeartbeats = 3
+
+// liveSession reports whether s, a node's session (nil for none), heard
+// from its agent within recentHeartbeats intervals before now: gossip
+// alone does not make such a node unavailable.
+func liveSession(s *session, now time.Time) bool {
+	return s != nil && now.Sub(s.lastSeen()) <= recentHeartbeats*s.hbInterval
 }
 
 // gossipGone reports whether a gossip state is dead or left.
@@ -64,7 +91,8 @@ func (r *Registry) gossipSeeds(node string) []string {
 const maxGossipSeeds = 16
 
 // gossipView takes an agent's gossip view, whole or a delta
-// (GossipView.delta), if s is still its node's session, and has the
+// (GossipView.delta), if s is still its node's session and a reporter
+// (ErrNotReporter otherwise), and has the
 // evaluator re-evaluate the partitions. It costs O(members): the session
 // loop never evaluates. A delta before the session's first whole view
 // (which every agent sends first; one refused would leave none) is
@@ -79,10 +107,15 @@ func (r *Registry) gossipView(s *session, v *agentv1.GossipView) error {
 	// its compact form only.
 	delta, members := v.GetDelta(), membership.Compact(v.GetMembers())
 	r.mu.Lock()
-	current := r.sessions[s.node.Name] == s
+	current, reporter := r.sessions[s.node.Name] == s, s.reporter
 	r.mu.Unlock()
 	if !current {
 		return nil
+	}
+	if !reporter {
+		// Only reporters' views count (Config.GossipReporters): a session
+		// told to be quiet, or that registered no gossip port, has no say.
+		return fmt.Errorf("%w: node %q is not a gossip reporter (it registered no gossip port, or was told gossip_quiet)", ErrNotReporter, s.node.Name)
 	}
 	if delta {
 		if err := r.gossip.UpdateMembers(s.node.Name, members); err != nil {

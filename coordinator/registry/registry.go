@@ -8,7 +8,10 @@
 // (coordinator/membership): it gives each registering agent the gossip
 // addresses of the others as seeds, reports per node what gossip says of
 // it and any partition between gossip and the sessions, and marks a node
-// that gossip declares dead unavailable.
+// that a quorum of the gossip reporters declares dead unavailable once its
+// session is no longer live (gossip alone never takes a node with recent
+// heartbeats out of the mesh); views from sessions that are not reporters
+// are refused.
 package registry
 
 import (
@@ -241,8 +244,8 @@ type Registry struct {
 	// (session.reporter; Config.GossipReporters bounds it).
 	reporters int
 	known     map[string]*meshv1.Agent // by node name: every agent ever seen
-	proven map[string]bool // known nodes a working agent runs (unproven.go)
-	late   LateHandler // set by HandleLate
+	proven    map[string]bool          // known nodes a working agent runs (unproven.go)
+	late      LateHandler              // set by HandleLate
 	// registering counts per node the registrations between their
 	// ServiceIPs call and their attach or refusal (registering.go).
 	registering map[string]int
@@ -383,13 +386,14 @@ func (r *Registry) Agents() []*meshv1.Agent {
 var ErrUnknownNode = errors.New("unknown node")
 
 // state is where a known node stands; gossipGone says that gossip
-// declares it dead or left. Caller holds r.mu.
+// declares it dead or left, which makes a connected node unavailable only
+// once its session is no longer live (liveSession). Caller holds r.mu.
 func (r *Registry) state(a *meshv1.Agent, now time.Time, gossipGone bool) meshv1.NodeState {
 	s, connected := r.sessions[a.GetNodeName()]
 	switch {
 	case connected && a.GetMaintenance():
 		return meshv1.NodeState_NODE_STATE_MAINTENANCE
-	case connected && gossipGone:
+	case connected && gossipGone && !liveSession(s, now):
 		return meshv1.NodeState_NODE_STATE_UNAVAILABLE
 	case connected && !s.node.PodIP.IsValid():
 		return meshv1.NodeState_NODE_STATE_PENDING

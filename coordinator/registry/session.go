@@ -330,6 +330,8 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		s.follower = r.cfg.Probes.Follow(node.Name, r.cfg.PlanDebounce)
 		defer s.follower.Stop()
 	}
+	// Set before attach: once attached, GossipGone reads them (liveSession).
+	s.hbInterval, s.hbTimeout = r.heartbeats()
 	// Attach before answering, so that the agent is dispatchable as soon
 	// as it knows it is registered.
 	err = r.attach(ctx, s, reg)
@@ -338,7 +340,6 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		return err
 	}
 	attached.Store(s)
-	s.hbInterval, s.hbTimeout = r.heartbeats()
 	err = stream.Send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{
 		CoordinatorVersion: r.cfg.Version,
 		HeartbeatInterval:  durationpb.New(s.hbInterval),

@@ -41,8 +41,9 @@ type Agents interface {
 	Known() (mesh, targetable []string)
 	// Node returns a connected node.
 	Node(name string) (registry.Node, bool)
-	// GossipGone reports whether the agents' gossip declares a node dead
-	// or left, and which agents do; such a node gets no work.
+	// GossipGone reports whether a quorum of the agents' gossip declares a
+	// node dead or left while its session is not live, and which agents
+	// do; such a node gets no work.
 	GossipGone(node string) (deadBy []string, gone bool)
 	// Dispatch sends work to a node's agent and waits for the answer.
 	Dispatch(ctx context.Context, node string, w *agentv1.Work) (*agentv1.WorkResult, error)

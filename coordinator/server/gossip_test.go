@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +30,8 @@ type liveAgent struct {
 
 	mu   sync.Mutex // serializes Send; guards work
 	work []*agentv1.Work
+	// muted stops the heartbeats, the stream kept open (a hung agent).
+	muted atomic.Bool
 }
 
 func startLiveAgent(t *testing.T, ctx context.Context, c *coordinator, reg *agentv1.Register) *liveAgent {
@@ -69,6 +73,9 @@ func startLiveAgent(t *testing.T, ctx context.Context, c *coordinator, reg *agen
 			case <-ctx.Done():
 				return
 			case <-tick.C:
+				if a.muted.Load() {
+					continue
+				}
 				a.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}})
 			}
 		}
@@ -132,17 +139,21 @@ func agentsGossip(t *testing.T, ctx context.Context, c *coordinator) map[string]
 	return out
 }
 
-// TestGossip walks three fake agents through gossip: seeds at
-// registration, a node gossip declares dead (unavailable, a partition
-// while the coordinator is connected to it, its tests failed at once
-// without any work sent), its recovery, and a node the coordinator lost
-// while gossip sees it alive.
+// TestGossip walks fake agents through gossip: seeds at registration, one
+// reporter's dead (ignored: no quorum), a quorum's dead about a connected
+// node (a partition, but the node stays ready while its heartbeats are
+// recent), the same node once its heartbeats stop (unavailable, its tests
+// failed at once without any work sent), its recovery, and a node the
+// coordinator lost while gossip sees it alive.
 func TestGossip(t *testing.T) {
 	const (
 		alive = agentv1.GossipState_GOSSIP_STATE_ALIVE
 		dead  = agentv1.GossipState_GOSSIP_STATE_DEAD
 	)
-	c := startWith(t, func(rc *registry.Config) { rc.PartitionGrace, rc.GossipSettle = -1, -1 }) // partitions at once; views count at once
+	c := startWith(t, func(rc *registry.Config) {
+		rc.PartitionGrace, rc.GossipSettle = -1, -1 // partitions at once; views count at once
+		rc.HeartbeatTimeout = time.Minute           // a muted agent stays connected
+	})
 	ctx := ctxT(t)
 	n1 := startLiveAgent(t, ctx, c, registerAt("node-1", "127.0.0.1", "127.0.0.2", 7946))
 	n2 := startLiveAgent(t, ctx, c, registerAt("node-2", "127.0.0.3", "127.0.0.4", 7947))
@@ -160,26 +171,8 @@ func TestGossip(t *testing.T) {
 			t.Errorf("%s agent's seeds = %q, want %q", tt.name, got, tt.want)
 		}
 	}
-
-	steps := []struct {
-		name string
-		do   func()
-		want map[string]gossipOf
-	}{
-		{
-			name: "node-1's gossip declares node-2 dead",
-			do: func() {
-				n1.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": dead})
-				n2.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
-			},
-			want: map[string]gossipOf{
-				"node-1": {State: meshv1.NodeState_NODE_STATE_READY, Gossip: alive, AliveBy: []string{"node-2"}},
-				"node-2": {State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: dead, DeadBy: []string{"node-1"},
-					Partition: "the coordinator is connected to node-2, but the gossip of node-1 declares it dead"},
-				"node-3": {State: meshv1.NodeState_NODE_STATE_READY},
-			},
-		},
-	}
+	n4 := startLiveAgent(t, ctx, c, registerAt("node-4", "127.0.0.7", "127.0.0.8", 7948))
+	ready := meshv1.NodeState_NODE_STATE_READY
 	check := func(name string, want map[string]gossipOf) {
 		t.Helper()
 		var got map[string]gossipOf
@@ -188,10 +181,34 @@ func TestGossip(t *testing.T) {
 			return cmp.Equal(want, got, cmpopts.EquateEmpty())
 		}, func() string { return cmp.Diff(want, got, cmpopts.EquateEmpty()) })
 	}
-	for _, s := range steps {
-		s.do()
-		check(s.name, s.want)
+
+	n1.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": dead})
+	n2.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
+	check("node-1 alone declares node-2 dead: no quorum", map[string]gossipOf{
+		"node-1": {State: ready, Gossip: alive, AliveBy: []string{"node-2"}},
+		"node-2": {State: ready, Gossip: agentv1.GossipState_GOSSIP_STATE_SUSPECT, DeadBy: []string{"node-1"}},
+		"node-3": {State: ready},
+		"node-4": {State: ready},
+	})
+	n4.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": dead})
+	quorum := map[string]gossipOf{
+		"node-1": {State: ready, Gossip: alive, AliveBy: []string{"node-2", "node-4"}},
+		"node-2": {State: ready, Gossip: dead, DeadBy: []string{"node-1", "node-4"},
+			Partition: "the coordinator is connected to node-2, but the gossip of node-1, node-4 declares it dead"},
+		"node-3": {State: ready},
+		"node-4": {State: ready},
 	}
+	check("node-1 and node-4 declare node-2 dead: a quorum, but node-2's session is live", quorum)
+	if deadBy, gone := c.reg.GossipGone("node-2"); gone {
+		t.Errorf("GossipGone(node-2) = %v, %v while its session is live; want kept in the mesh", deadBy, gone)
+	}
+
+	// node-2's heartbeats stop, its stream open: now gossip's quorum counts.
+	n2.muted.Store(true)
+	n2Hung := maps.Clone(quorum)
+	n2Hung["node-2"] = gossipOf{State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: dead, DeadBy: []string{"node-1", "node-4"},
+		Partition: quorum["node-2"].Partition}
+	check("node-2 silent", n2Hung)
 
 	// A run over node-1 -> node-2 fails at once, and no agent got work.
 	resp, err := c.mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{
@@ -218,40 +235,46 @@ func TestGossip(t *testing.T) {
 		t.Fatalf("%d results, want 4 (2 tests x 2 pairs): %v", len(results), results)
 	}
 	for _, r := range results {
-		if r.GetStatus() != measurev1.Status_STATUS_AGENT_UNAVAILABLE || !strings.Contains(r.GetMessage(), `node "node-2": gossip declares it dead (the gossip of node-1)`) {
+		if r.GetStatus() != measurev1.Status_STATUS_AGENT_UNAVAILABLE || !strings.Contains(r.GetMessage(), `node "node-2": gossip declares it dead (the gossip of node-1, node-4)`) {
 			t.Errorf("%s->%s %v: %v %q; want agent_unavailable because gossip declares node-2 dead",
 				r.GetSrcNode(), r.GetDstNode(), r.GetSpec().GetTest(), r.GetStatus(), r.GetMessage())
 		}
 	}
-	for name, a := range map[string]*liveAgent{"node-1": n1, "node-2": n2, "node-3": n3} {
+	for name, a := range map[string]*liveAgent{"node-1": n1, "node-2": n2, "node-3": n3, "node-4": n4} {
 		if n := a.works(); n != 0 {
-			t.Errorf("%s got %d works; none should be sent while node-2 is gossip-dead", name, n)
+			t.Errorf("%s got %d works; none should be sent while node-2 is gossip-dead and silent", name, n)
 		}
 	}
 
-	// node-2 comes back in node-1's gossip.
+	// node-2 speaks again, and comes back in the gossip.
+	n2.muted.Store(false)
 	n1.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
+	n4.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
 	check("node-2 alive again", map[string]gossipOf{
-		"node-1": {State: meshv1.NodeState_NODE_STATE_READY, Gossip: alive, AliveBy: []string{"node-2"}},
-		"node-2": {State: meshv1.NodeState_NODE_STATE_READY, Gossip: alive, AliveBy: []string{"node-1"}},
-		"node-3": {State: meshv1.NodeState_NODE_STATE_READY},
+		"node-1": {State: ready, Gossip: alive, AliveBy: []string{"node-2", "node-4"}},
+		"node-2": {State: ready, Gossip: alive, AliveBy: []string{"node-1", "node-4"}},
+		"node-3": {State: ready},
+		"node-4": {State: ready},
 	})
 
-	// The coordinator loses node-1 while node-2's gossip still sees it;
-	// node-1's own view goes with its session.
+	// The coordinator loses node-1 while node-2's and node-4's gossip
+	// still see it; node-1's own view goes with its session.
 	n1.stop()
 	check("node-1 lost", map[string]gossipOf{
-		"node-1": {State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: alive, AliveBy: []string{"node-2"},
-			Partition: "the coordinator lost node-1, but the gossip of node-2 sees it alive"},
-		"node-2": {State: meshv1.NodeState_NODE_STATE_READY},
-		"node-3": {State: meshv1.NodeState_NODE_STATE_READY},
+		"node-1": {State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: alive, AliveBy: []string{"node-2", "node-4"},
+			Partition: "the coordinator lost node-1, but the gossip of node-2, node-4 sees it alive"},
+		"node-2": {State: ready, Gossip: alive, AliveBy: []string{"node-4"}},
+		"node-3": {State: ready},
+		"node-4": {State: ready},
 	})
 	// Then gossip agrees.
 	n2.view(map[string]agentv1.GossipState{"node-1": dead, "node-2": alive})
+	n4.view(map[string]agentv1.GossipState{"node-1": dead, "node-2": alive})
 	check("node-1 dead for gossip too", map[string]gossipOf{
-		"node-1": {State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: dead, DeadBy: []string{"node-2"}},
-		"node-2": {State: meshv1.NodeState_NODE_STATE_READY},
-		"node-3": {State: meshv1.NodeState_NODE_STATE_READY},
+		"node-1": {State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: dead, DeadBy: []string{"node-2", "node-4"}},
+		"node-2": {State: ready, Gossip: alive, AliveBy: []string{"node-4"}},
+		"node-3": {State: ready},
+		"node-4": {State: ready},
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -53,8 +54,9 @@ var kinds = map[string]func() metav1.Object{
 	"rbac.authorization.k8s.io/v1/ClusterRoleBinding": func() metav1.Object {
 		return &rbacv1.ClusterRoleBinding{}
 	},
-	"cert-manager.io/v1/Issuer":      func() metav1.Object { return &issuer{} },
-	"cert-manager.io/v1/Certificate": func() metav1.Object { return &certificate{} },
+	"networking.k8s.io/v1/NetworkPolicy": func() metav1.Object { return &networkingv1.NetworkPolicy{} },
+	"cert-manager.io/v1/Issuer":          func() metav1.Object { return &issuer{} },
+	"cert-manager.io/v1/Certificate":     func() metav1.Object { return &certificate{} },
 }
 
 // clusterScoped are the kinds that have no namespace.

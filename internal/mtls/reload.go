@@ -108,7 +108,9 @@ func (f *Files) current() (*tls.Certificate, *x509.CertPool) {
 	if now := f.cfg.Now(); f.cfg.CheckInterval < 0 || now.Sub(f.checked) >= f.cfg.CheckInterval || now.Before(f.checked) {
 		f.checked = now
 		f.reloadPair()
-		f.reloadPool()
+		if f.cfg.CAFile != "" { // LoadServer without a client CA
+			f.reloadPool()
+		}
 	}
 	return f.cert, f.pool
 }
