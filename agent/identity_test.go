@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/coordinator/identity"
@@ -26,6 +29,9 @@ func TestIdentityTokenFile(t *testing.T) {
 	api := kubetest.NewClientset(
 		identitytest.Pod(ns, "meshperf-agent-1", "uid-1", "node-1", "DaemonSet", identity.DefaultDaemonSet),
 		identitytest.Pod(ns, "meshperf-agent-2", "uid-2", "node-2", "DaemonSet", identity.DefaultDaemonSet),
+		// node-1's Node, whose address its registration must carry.
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}},
 	)
 	cluster := identitytest.New(api)
 	tokenOf := func(pod, uid string) string {

@@ -48,7 +48,7 @@ func (a *Agent) register(ctx context.Context) *agentv1.Register {
 	reg := &agentv1.Register{
 		NodeName: a.cfg.NodeName, AgentVersion: version.Version, ProtocolVersion: protocol.Version,
 		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: a.cfg.HostIP.String()}},
-		Tools:     a.runner.Tools(ctx),
+		Tools:     boundTools(a.runner.Tools(ctx)),
 	}
 	if a.cfg.PodIP.IsValid() {
 		reg.Addresses = append(reg.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: a.cfg.PodIP.String()})

@@ -23,8 +23,9 @@ import (
 // maxWorkTime caps any work's deadline, whatever the coordinator asks.
 const maxWorkTime = 15 * time.Minute
 
-// handle carries out one Work and always answers it.
-func (a *Agent) handle(ctx context.Context, w *agentv1.Work) *agentv1.WorkResult {
+// handleWork carries out one Work and always answers it (handle bounds
+// the answer).
+func (a *Agent) handleWork(ctx context.Context, w *agentv1.Work) *agentv1.WorkResult {
 	res := &agentv1.WorkResult{TestId: w.GetTestId()}
 	fail := func(st measurev1.Status, format string, args ...any) *agentv1.WorkResult {
 		res.Status, res.Message = st, fmt.Sprintf(format, args...)

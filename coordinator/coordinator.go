@@ -104,6 +104,17 @@ type Config struct {
 	// must disagree on a node before it is reported as a partition; zero
 	// means one minute, a negative value at once.
 	PartitionGrace time.Duration
+	// UnprovenGrace is how long a node whose agent left before it ever
+	// answered work, sent a probe report or outlived its heartbeat timeout
+	// stays known (never in default meshes) before it is forgotten; zero
+	// means registry.DefaultUnprovenGrace (3 min).
+	UnprovenGrace time.Duration
+	// MaxActiveRuns bounds the runs in progress at once (TriggerRun beyond
+	// it is RESOURCE_EXHAUSTED); zero means runs.DefaultMaxActiveRuns.
+	MaxActiveRuns int
+	// MaxWatchers bounds the WatchRun calls following runs in progress at
+	// once (RESOURCE_EXHAUSTED beyond); zero means runs.DefaultMaxWatchers.
+	MaxWatchers int
 	// MetricsTLSCertFile and MetricsTLSKeyFile, both or neither, make the
 	// metrics endpoint speak TLS 1.3 (re-read when they change); with
 	// MetricsTLSClientCAFile too, GET /metrics needs a client certificate
@@ -261,7 +272,8 @@ func Run(ctx context.Context, cfg Config) error {
 	policy := &registry.AddressPolicy{Allow: cfg.AllowAddresses, NodeCIDRs: cfg.NodeCIDRs, PodCIDRs: cfg.PodCIDRs, ServiceCIDRs: cfg.ServiceCIDRs}
 	regCfg := registry.Config{
 		Recorder: st, Version: version.Version, HeartbeatInterval: cfg.HeartbeatInterval, DepartAfter: cfg.DepartAfter, PartitionGrace: cfg.PartitionGrace,
-		Logger: log, ExternalTargets: cfg.ExternalTargets, Probes: peers, PlanDebounce: cfg.PlanDebounce, Reports: sink, Addresses: policy,
+		UnprovenGrace: cfg.UnprovenGrace,
+		Logger:        log, ExternalTargets: cfg.ExternalTargets, Probes: peers, PlanDebounce: cfg.PlanDebounce, Reports: sink, Addresses: policy,
 	}
 	if cfg.KubeClient != nil {
 		if services, err = kube.New(kube.Config{Client: cfg.KubeClient, Namespace: cfg.KubeNamespace, Logger: log}); err != nil {
@@ -303,6 +315,7 @@ func Run(ctx context.Context, cfg Config) error {
 	mgr, err := runs.New(ctx, runs.Config{
 		Store: st, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) },
 		Agents: reg, Logger: log, Observer: observer, ExternalTargets: reg.ExternalTargets(), Invalid: invalid,
+		MaxActiveRuns: cfg.MaxActiveRuns, MaxWatchers: cfg.MaxWatchers,
 	})
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/agent"
+	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/version"
 )
 
@@ -47,7 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: %w", logLevel, err)
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+			cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl, ReplaceAttr: safetext.LogAttr}))
 			var err error
 			for _, a := range []struct {
 				flag, v string

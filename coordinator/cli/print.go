@@ -9,11 +9,13 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -265,7 +267,7 @@ func printResultsCSV(o *options, results []*measurev1.Result) error {
 			strconv.Itoa(int(r.GetIndex())), r.GetSrcNode(), r.GetDstNode(), testspec.PathName(r.GetPath()),
 			testspec.Name(r.GetSpec().GetTest()), report.ParamsKey(r.GetSpec()), report.StatusName(r.GetStatus()), value,
 			unitOf(r.GetSpec().GetTest()), strconv.FormatFloat(r.GetElapsed().AsDuration().Seconds(), 'g', -1, 64),
-			r.GetToolVersion(), r.GetMessage()}
+			safetext.Escape(r.GetToolVersion()), safetext.Escape(r.GetMessage())}
 		_ = w.Write(append(row, pingColumns(r)...))
 	}
 	w.Flush()
@@ -293,10 +295,16 @@ func pingColumns(r *measurev1.Result) []string {
 	return []string{f(p.GetRttMinSeconds()), median, f(p.GetRttMaxSeconds()), f(p.GetLossRatio())}
 }
 
+// oneLine is s as a table cell (safetext.Line: on one line, control
+// characters escaped) of at most n bytes, cut on a UTF-8 boundary.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = safetext.Line(s)
 	if len(s) > n {
-		s = s[:n-3] + "..."
+		cut := n - 3
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
 	}
 	return s
 }
@@ -332,18 +340,18 @@ func newAgentsCommand(o *options) *cobra.Command {
 					if v == "" {
 						v = "missing"
 					}
-					tools = append(tools, v)
+					tools = append(tools, safetext.Line(v))
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), nodeStateName(a.GetState()), gossipStateName(a.GetGossipState()), a.GetConnected(),
 					dash(ips[measurev1.Network_NETWORK_HOST]), dash(ips[measurev1.Network_NETWORK_POD]), dash(a.GetServiceIp()),
-					a.GetAgentVersion(), a.GetLastSeenTime().AsTime().Local().Format(time.DateTime), strings.Join(tools, "; "))
+					safetext.Line(a.GetAgentVersion()), a.GetLastSeenTime().AsTime().Local().Format(time.DateTime), strings.Join(tools, "; "))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
 			for _, a := range resp.GetAgents() {
 				if p := a.GetPartition(); p != "" {
-					fmt.Fprintf(o.stdout, "partition: %s: %s\n", a.GetNodeName(), p)
+					fmt.Fprintf(o.stdout, "partition: %s: %s\n", a.GetNodeName(), safetext.Line(p))
 				}
 			}
 			return nil

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshperf/meshperf/internal/mtls"
+	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/testspec"
 	"github.com/meshperf/meshperf/internal/version"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -98,7 +99,7 @@ func (o *options) logger() (*slog.Logger, error) {
 	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: %w", o.logLevel, err)
 	}
-	return slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: lvl})), nil
+	return slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: lvl, ReplaceAttr: safetext.LogAttr})), nil
 }
 
 // checkOutput refuses an --output the command does not print; with no

@@ -15,6 +15,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/monitor"
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -119,7 +120,7 @@ with the last failure's status. They are kept for
 				n := uint64(s.GetReceived())
 				status := report.StatusName(s.GetStatus())
 				if m := s.GetMessage(); m != "" {
-					status += ": " + m
+					status += ": " + safetext.Line(m)
 				}
 				fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetPeriodStart().AsTime().Local().Format("2006-01-02 15:04:05"),
 					s.GetPeriod().AsDuration(), s.GetSent(), s.GetReceived(), loss(uint64(s.GetSent()), n),

@@ -11,6 +11,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/monitor"
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/coordinator/runs"
 )
 
 func newServeCommand(o *options) *cobra.Command {
@@ -80,6 +81,10 @@ func newServeCommand(o *options) *cobra.Command {
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "agent heartbeat period; an agent silent for 10 periods is dropped")
 	f.DurationVar(&cfg.PartitionGrace, "partition-grace", time.Minute,
 		"how long the coordinator and the agents' gossip must disagree on a node before it is reported as a partition (0: at once)")
+	f.DurationVar(&cfg.UnprovenGrace, "unproven-grace", registry.DefaultUnprovenGrace,
+		"forget a node this long after its agent left if it never answered work, sent a probe report or outlived its heartbeat timeout (such a node is never in default meshes)")
+	f.IntVar(&cfg.MaxActiveRuns, "max-active-runs", runs.DefaultMaxActiveRuns, "most runs in progress at once; more triggers are refused (RESOURCE_EXHAUSTED)")
+	f.IntVar(&cfg.MaxWatchers, "max-watchers", runs.DefaultMaxWatchers, "most WatchRun calls following runs in progress at once; more are refused (RESOURCE_EXHAUSTED)")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "TLS certificate (PEM) of the TCP listener; with --tls-key and --tls-client-ca it serves TLS 1.3 and requires client certificates. The three files are re-read when they change (checked at most once a second, at a new connection); a bad new file keeps the old one in use, with a warning")
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key (PEM) of --tls-cert; re-read with it")
 	f.StringVar(&cfg.TLSClientCAFile, "tls-client-ca", "", "CA (PEM) that must have signed the certificate of every TCP client: agents and remote users; re-read when it changes")

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -175,7 +176,7 @@ func (w *probeWindow) add(src string, s *agentv1.ProbeSummary) {
 		example = fmt.Sprintf("%s->%s %s %s: %d of %d lost", src, dst, testspec.PathName(pk.path), ProbeKindName(pk.kind),
 			s.GetSent()-s.GetReceived(), s.GetSent())
 		if m := s.GetMessage(); m != "" {
-			example += " (" + m + ")"
+			example += " (" + safetext.Line(m) + ")"
 		}
 		if len(w.dump) < probeDump {
 			w.dump = append(w.dump, example)

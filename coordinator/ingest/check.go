@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"math"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/safetext"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -171,7 +170,7 @@ func checkSummary(s *agentv1.ProbeSummary, l Limits) string {
 		return fmt.Sprintf("message of %d bytes, at most %d", len(m), maxMessageBytes)
 	}
 	for _, c := range s.GetMessage() {
-		if c < 0x20 || c == 0x7f || c == utf8.RuneError || unicode.IsControl(c) {
+		if safetext.NeedsEscape(c) { // controls, bidi overrides, invalid UTF-8
 			return fmt.Sprintf("message %.64q contains a control character", s.GetMessage())
 		}
 	}

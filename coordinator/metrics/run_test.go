@@ -81,6 +81,7 @@ func TestCoordinatorServesMetrics(t *testing.T) {
 	defer func() { _ = conn.Close() }()
 	agentCtx, agentsGone := context.WithCancel(ctx)
 	defer agentsGone()
+	var streams []agentv1.AgentService_ConnectClient
 	for i, ip := range []string{"127.0.0.1", "127.0.0.2"} {
 		stream, err := agentv1.NewAgentServiceClient(conn).Connect(agentCtx)
 		if err != nil {
@@ -96,6 +97,19 @@ func TestCoordinatorServesMetrics(t *testing.T) {
 		if m, err := stream.Recv(); err != nil || m.GetRegistered() == nil {
 			t.Fatalf("registration of %s: %v, %v", reg.GetNodeName(), m, err)
 		}
+		streams = append(streams, stream)
+	}
+	// The agents heartbeat for longer than their heartbeat timeout (10
+	// intervals): that proves their nodes, which stay in meshes once
+	// their agents are gone (a node whose agent left before that would
+	// not: registry, unproven.go).
+	for range 16 {
+		for _, s := range streams {
+			if err := s.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	fams = scrape(t, ctx, base)
 	for _, tt := range []struct {

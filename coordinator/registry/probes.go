@@ -83,6 +83,7 @@ func (r *Registry) seedProbes() {
 // and changes the table only where a node's state changed; call it every
 // few seconds.
 func (r *Registry) SyncProbes() {
+	r.expireUnproven()
 	if r.cfg.Probes == nil {
 		return
 	}
@@ -96,6 +97,11 @@ func (r *Registry) SyncProbes() {
 	for name, n := range r.peers {
 		a := r.known[name]
 		if a == nil {
+			delete(r.peers, name)
+			changes = append(changes, change{n, false, false})
+			continue
+		}
+		if r.unprovenGoneLocked(name) { // left before it proved itself: out at once
 			delete(r.peers, name)
 			changes = append(changes, change{n, false, false})
 			continue
@@ -201,6 +207,7 @@ func (r *Registry) probeReport(s *session, rep *agentv1.ProbeReport) {
 	seq := rep.GetSeq()
 	err := r.cfg.Reports.Report(s.node.Name, rep, func() { s.reportAck(seq) })
 	if err == nil {
+		r.prove(s, "probe report")
 		return
 	}
 	if now := time.Now(); now.Sub(s.lastReportWarn) > time.Minute {

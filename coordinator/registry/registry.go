@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -89,6 +88,10 @@ type Config struct {
 	// DepartAfter is how long a node whose agent is gone stays in meshes
 	// (its tests failing as agent_unavailable); zero means 1 h.
 	DepartAfter time.Duration
+	// UnprovenGrace is how long a node whose agent left before it was
+	// proven (unproven.go) stays known, out of default meshes; zero means
+	// DefaultUnprovenGrace.
+	UnprovenGrace time.Duration
 	// PartitionGrace is how long the coordinator and gossip must disagree
 	// on a node before it is reported as a partition; zero means
 	// membership.DefaultGrace (1 min), a negative value no grace.
@@ -254,6 +257,7 @@ type Registry struct {
 	// (session.reporter; Config.GossipReporters bounds it).
 	reporters int
 	known     map[string]*meshv1.Agent // by node name: every agent ever seen
+	proven    map[string]bool          // known nodes a working agent runs (unproven.go)
 	late      LateHandler              // set by HandleLate
 	// registering counts per node the registrations between their
 	// ServiceIPs call and their attach or refusal (registering.go).
@@ -293,6 +297,9 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if cfg.DepartAfter == 0 {
 		cfg.DepartAfter = time.Hour
 	}
+	if cfg.UnprovenGrace <= 0 {
+		cfg.UnprovenGrace = DefaultUnprovenGrace
+	}
 	if cfg.PlansInFlight <= 0 {
 		cfg.PlansInFlight = DefaultPlansInFlight
 	}
@@ -324,7 +331,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
 	}
-	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, addrs: map[netip.Addr][]*session{}, custom: map[*session]struct{}{}, known: map[string]*meshv1.Agent{}, peers: map[string]Node{},
+	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, addrs: map[netip.Addr][]*session{}, custom: map[*session]struct{}{}, known: map[string]*meshv1.Agent{}, proven: map[string]bool{}, peers: map[string]Node{},
 		evalKick: make(chan struct{}, 1), evalStop: make(chan struct{}), planSlots: make(chan struct{}, cfg.PlansInFlight),
 		gossip: membership.New(membership.Config{Grace: cfg.PartitionGrace, Settle: cfg.GossipSettle, Logger: log})}
 	start := timestamppb.Now()
@@ -335,6 +342,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 			// then, not at its registration, which may be days old.
 			a.LastSeenTime = start
 		}
+		r.proven[a.GetNodeName()] = provenAtLoad(a, cfg.HeartbeatTimeout)
 		a.Connected = false
 		r.known[a.GetNodeName()] = a
 	}
@@ -364,82 +372,6 @@ func (r *Registry) heartbeats() (interval, timeout time.Duration) {
 		interval = max(min(scaled, maxScaledHeartbeat), r.cfg.HeartbeatInterval)
 	}
 	return interval, time.Duration(float64(r.cfg.HeartbeatTimeout) * float64(interval) / float64(r.cfg.HeartbeatInterval))
-}
-
-// Agents returns every known agent, sorted by node name, with what gossip
-// says of it now (at most membership.MaxBy reporters named per list) and
-// the partition, if any, as of the latest evaluation (gossip.go).
-func (r *Registry) Agents() []*meshv1.Agent {
-	r.mu.Lock()
-	names := slices.Collect(maps.Keys(r.known))
-	r.mu.Unlock()
-	gossip := r.gossip.Statuses(names)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]*meshv1.Agent, 0, len(r.known))
-	now := time.Now()
-	for name, a := range r.known {
-		a = cloneAgent(a)
-		if s, ok := r.sessions[name]; ok {
-			a.LastSeenTime = timestamppb.New(s.lastSeen())
-		}
-		g := gossip[name]
-		a.GossipState, a.GossipAliveBy, a.GossipDeadBy, a.Partition = g.State, g.AliveBy, g.DeadBy, g.Partition
-		a.State = r.state(a, now, g.Gone())
-		out = append(out, a)
-	}
-	slices.SortFunc(out, func(a, b *meshv1.Agent) int { return cmpString(a.GetNodeName(), b.GetNodeName()) })
-	return out
-}
-
-// ErrUnknownNode means no agent ever registered under that node name.
-var ErrUnknownNode = errors.New("unknown node")
-
-// state is where a known node stands; gossipGone says that gossip
-// declares it dead or left, which makes a connected node unavailable only
-// once its session is no longer live (liveSession). Caller holds r.mu.
-func (r *Registry) state(a *meshv1.Agent, now time.Time, gossipGone bool) meshv1.NodeState {
-	s, connected := r.sessions[a.GetNodeName()]
-	switch {
-	case connected && a.GetMaintenance():
-		return meshv1.NodeState_NODE_STATE_MAINTENANCE
-	case connected && gossipGone && !liveSession(s, now):
-		return meshv1.NodeState_NODE_STATE_UNAVAILABLE
-	case connected && !s.node.PodIP.IsValid():
-		return meshv1.NodeState_NODE_STATE_PENDING
-	case connected:
-		return meshv1.NodeState_NODE_STATE_READY
-	case now.Sub(a.GetLastSeenTime().AsTime()) > r.cfg.DepartAfter:
-		return meshv1.NodeState_NODE_STATE_DEPARTED
-	case a.GetMaintenance():
-		return meshv1.NodeState_NODE_STATE_MAINTENANCE
-	}
-	return meshv1.NodeState_NODE_STATE_UNAVAILABLE
-}
-
-// Known returns, sorted, the names of the nodes a default mesh covers
-// (mesh) and of the nodes a run may name in its pairs (targetable). A mesh
-// covers pending, ready and unavailable nodes: a lost agent is a failure to
-// report, not a smaller mesh. Nodes in maintenance are targetable but not
-// in default meshes; departed nodes (gone longer than DepartAfter) are
-// neither, so nodes an autoscaler removed do not pile up.
-func (r *Registry) Known() (mesh, targetable []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := time.Now()
-	for name, a := range r.known {
-		switch r.state(a, now, false) { // gossip only turns a mesh node unavailable: still in meshes
-		case meshv1.NodeState_NODE_STATE_DEPARTED:
-		case meshv1.NodeState_NODE_STATE_MAINTENANCE:
-			targetable = append(targetable, name)
-		default:
-			mesh = append(mesh, name)
-			targetable = append(targetable, name)
-		}
-	}
-	slices.Sort(mesh)
-	slices.Sort(targetable)
-	return mesh, targetable
 }
 
 // SetMaintenance cordons (on) or uncordons a known node and persists it.
@@ -529,6 +461,7 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 		r.unindexLocked(old)
 	}
 	r.sessions[s.node.Name] = s
+	s.attachedAt = now.AsTime()
 	r.indexLocked(s)
 	if s.node.GossipPort != 0 && (r.cfg.GossipReporters < 0 || r.reporters < r.cfg.GossipReporters) {
 		s.reporter = true
@@ -570,6 +503,7 @@ func (r *Registry) detach(ctx context.Context, s *session) {
 		r.persist(ctx, a)
 	}
 	if current {
+		r.leftUnproven(s.node.Name)
 		r.gossip.Drop(s.node.Name)
 		r.kickGossip()
 		r.announceEndpoints(s.node)

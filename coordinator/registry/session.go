@@ -93,6 +93,10 @@ type session struct {
 	// hbInterval and hbTimeout are the session's heartbeat parameters
 	// (Registry.heartbeats), set before its loop starts.
 	hbInterval, hbTimeout time.Duration
+	// attachedAt is when the session was attached; proven is set once it
+	// proved its node (unproven.go).
+	attachedAt time.Time
+	proven     atomic.Bool
 
 	mu         sync.Mutex
 	reportAcks []uint64 // report seqs to acknowledge
@@ -359,6 +363,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		r.lateLoop(ctx, s)
 	}()
 	err = r.loop(ctx, stream, s, recvC, recvErr, &lastRecv)
+	r.heardFrom(s, time.Unix(0, lastRecv.Load()))
 	r.detach(ctx, s) // first: whoever sees the session end sees the node gone
 	s.end(err)
 	<-lateDone
@@ -485,8 +490,8 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 			return fmt.Errorf("receive from agent: %w", err)
 		case m := <-recvC:
 			s.touch(time.Now())
-			if wr := m.GetWorkResult(); wr != nil && !s.deliver(wr) {
-				r.unclaimed(s, wr)
+			if wr := m.GetWorkResult(); wr != nil {
+				r.received(s, wr) // bounded, then delivered or late
 			}
 			if gv := m.GetGossipView(); gv != nil {
 				if err := r.gossipView(s, gv); err != nil {
@@ -518,6 +523,7 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 			watchdog.Reset(s.hbTimeout - silent)
 		case <-heartbeat.C:
 			s.touch(time.Unix(0, lastRecv.Load())) // the agent's heartbeats stop at the receiver
+			r.heardFrom(s, time.Unix(0, lastRecv.Load()))
 			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}})
 		case <-s.endpointsDirty:
 			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: r.endpoints(s)}})

@@ -3,10 +3,9 @@ package registry
 import (
 	"fmt"
 	"net/netip"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/safetext"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -106,13 +105,14 @@ func validateRegister(reg *agentv1.Register, policy *AddressPolicy) (Node, error
 }
 
 // printable refuses texts longer than maxTextLength or with control
-// characters (which would rewrite an operator's terminal).
+// characters or bidirectional controls (safetext.NeedsEscape: they would
+// rewrite an operator's terminal or reorder a line).
 func printable(field, s string) error {
 	if len(s) > maxTextLength {
 		return fmt.Errorf("%s is %d bytes long, at most %d", field, len(s), maxTextLength)
 	}
 	for _, c := range s {
-		if c < 0x20 || c == 0x7f || c == utf8.RuneError || unicode.IsControl(c) {
+		if safetext.NeedsEscape(c) { // controls, bidi overrides, invalid UTF-8
 			return fmt.Errorf("%s %.64q contains a control character", field, s)
 		}
 	}

@@ -12,8 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode"
 
+	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -37,7 +37,8 @@ type PairPath struct {
 func (p *PairPath) OK() bool { return len(p.Problems()) == 0 }
 
 // Problems lists what is wrong with the row: failed results with their
-// status and message, and planned tests without a result ("missing").
+// status and message (on one line, control characters escaped:
+// safetext.Line), and planned tests without a result ("missing").
 func (p *PairPath) Problems() []string {
 	var out []string
 	for _, t := range p.Tests {
@@ -46,7 +47,7 @@ func (p *PairPath) Problems() []string {
 			tests[r.GetTestId()] = true
 			switch _, ok := Measured(r); {
 			case r.GetStatus() != measurev1.Status_STATUS_OK:
-				out = append(out, fmt.Sprintf("%s: %s: %s", testspec.Name(t), StatusName(r.GetStatus()), r.GetMessage()))
+				out = append(out, fmt.Sprintf("%s: %s: %s", testspec.Name(t), StatusName(r.GetStatus()), safetext.Line(r.GetMessage())))
 			case !ok:
 				out = append(out, fmt.Sprintf("%s: %s: an OK result without a finite, non-negative figure", testspec.Name(t), StatusName(StatusOf(r))))
 			}
@@ -62,8 +63,8 @@ func (p *PairPath) Problems() []string {
 // error and exit status after a complete result, replies from other
 // addresses, local send failures, estimated figures ("ping: ping exited 2
 // after a complete result: ..."). Identical notes of one test are listed
-// once. Control characters are escaped (\x1b), since the words come from
-// agents and tools.
+// once. Control characters are escaped (safetext.Escape: \x1b), since
+// the words come from agents and tools.
 func (p *PairPath) Notes() []string {
 	var out []string
 	for _, t := range p.Tests {
@@ -73,25 +74,10 @@ func (p *PairPath) Notes() []string {
 				continue
 			}
 			seen[r.GetMessage()] = true
-			out = append(out, fmt.Sprintf("%s: %s", testspec.Name(t), escapeControl(r.GetMessage())))
+			out = append(out, fmt.Sprintf("%s: %s", testspec.Name(t), safetext.Escape(r.GetMessage())))
 		}
 	}
 	return out
-}
-
-// escapeControl replaces each control character of s (and invalid UTF-8)
-// by its Go escape, so that a message cannot drive a terminal.
-func escapeControl(s string) string {
-	var b strings.Builder
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		if unicode.IsControl(r) {
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // Build groups a run's results by pair-path, with a row for every planned

@@ -11,11 +11,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -29,6 +29,11 @@ import (
 
 // ErrNotFound means the run does not exist.
 var ErrNotFound = errors.New("run not found")
+
+// ErrTooBusy wraps the refusal of a run or a watch beyond
+// Config.MaxActiveRuns or Config.MaxWatchers; the message gives the count
+// and the limit.
+var ErrTooBusy = errors.New("too busy")
 
 // Agents is what a run needs of the registry.
 type Agents interface {
@@ -109,6 +114,14 @@ type Config struct {
 	// WatchBuffer is how many updates a watcher may fall behind before it
 	// is dropped; zero means DefaultWatchBuffer.
 	WatchBuffer int
+	// MaxActiveRuns bounds the runs in progress (and being planned) at
+	// once: a Trigger beyond it fails with ErrTooBusy. Zero means
+	// DefaultMaxActiveRuns.
+	MaxActiveRuns int
+	// MaxWatchers bounds the Watch calls following runs in progress at
+	// once, over all runs: one beyond it fails with ErrTooBusy. Zero means
+	// DefaultMaxWatchers.
+	MaxWatchers int
 	// Logger receives run events; nil means discard.
 	Logger *slog.Logger
 	// Observer, if set, is told of every run's start and end and of every
@@ -158,8 +171,11 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	active map[string]*active
+	mu       sync.Mutex
+	active   map[string]*active
+	planning int // Triggers past the MaxActiveRuns check, not yet active
+	// watchers counts the watchers of runs in progress (MaxWatchers).
+	watchers atomic.Int64
 
 	warn sanity.Limiter // invalid figures, per source node
 }
@@ -175,8 +191,9 @@ type active struct {
 // watcher is one Watch call's channel. Its room is bounded; a watcher
 // that falls behind gets a Lagged update and is dropped.
 type watcher struct {
-	ch   chan Update
-	stop func() bool // unregisters the context.AfterFunc
+	ch    chan Update
+	stop  func() bool   // unregisters the context.AfterFunc
+	count *atomic.Int64 // Manager.watchers, given back by drop
 }
 
 // DefaultWatchBuffer bounds the updates a slow watcher may fall behind by.
@@ -200,6 +217,7 @@ func (a *active) drop(w *watcher) {
 		delete(a.watchers, w)
 		w.stop()
 		close(w.ch)
+		w.count.Add(-1)
 	}
 }
 
@@ -217,6 +235,12 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	if cfg.WatchBuffer <= 0 {
 		cfg.WatchBuffer = DefaultWatchBuffer
+	}
+	if cfg.MaxActiveRuns <= 0 {
+		cfg.MaxActiveRuns = DefaultMaxActiveRuns
+	}
+	if cfg.MaxWatchers <= 0 {
+		cfg.MaxWatchers = DefaultMaxWatchers
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -311,6 +335,11 @@ func (m *Manager) Close() {
 // lost agent shows as a failure rather than vanishing from the mesh. Errors wrap schedule.ErrInvalid or
 // schedule.ErrNoPairs.
 func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measurev1.Run, error) {
+	release, err := m.reserveRun()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	mesh, targetable := m.cfg.Agents.Known()
 	planned, err := schedule.Plan(spec, schedule.Nodes{Mesh: mesh, Targetable: targetable, External: m.cfg.ExternalTargets})
 	if err != nil {
@@ -357,70 +386,6 @@ func (m *Manager) Get(ctx context.Context, runID string) (*measurev1.Run, error)
 	}
 	return run, err
 }
-
-// Watch returns a channel that receives the run's current state at once,
-// then one Update per ended test, and is closed when the run has ended (at
-// once for a run that already has) or when ctx ends. A watcher that falls
-// Config.WatchBuffer updates behind gets an Update with Lagged set and its channel
-// is closed: the run never waits for a watcher. The error wraps
-// ErrNotFound.
-func (m *Manager) Watch(ctx context.Context, runID string) (<-chan Update, error) {
-	m.mu.Lock()
-	a := m.active[runID]
-	m.mu.Unlock()
-	if a == nil {
-		run, err := m.Get(ctx, runID)
-		if err != nil {
-			return nil, err
-		}
-		ch := make(chan Update, 1)
-		ch <- Update{Run: summary(run)}
-		close(ch)
-		return ch, nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	w := &watcher{ch: make(chan Update, min(int(a.run.GetTestsPlanned())+2, m.cfg.WatchBuffer))}
-	w.ch <- Update{Run: summary(a.run)}
-	if ended(a.run.GetState()) {
-		close(w.ch)
-		return w.ch, nil
-	}
-	if a.watchers == nil {
-		a.watchers = map[*watcher]bool{}
-	}
-	a.watchers[w] = true
-	w.stop = context.AfterFunc(ctx, func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		a.drop(w)
-	})
-	return w.ch, nil
-}
-
-func ended(s measurev1.RunState) bool {
-	return s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING
-}
-
-// summary is a copy of run's header without its planned tests and spec:
-// small, whatever the run's size.
-func summary(run *measurev1.Run) *measurev1.Run {
-	s := &measurev1.Run{}
-	sr := s.ProtoReflect()
-	run.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if name := fd.Name(); name != "planned" && name != "spec" {
-			sr.Set(fd, v)
-		}
-		return true
-	})
-	return proto.CloneOf(s) // deep: the run goes on changing
-}
-
-// lightJitter bounds the random delay before each light test asks for its
-// nodes, so that the agents of a mesh do not all probe in step. A test
-// holds no node while it waits: the delay spreads the tests' starts, it
-// does not idle a node's light slots.
-const lightJitter = 100 * time.Millisecond
 
 // execute runs a's tests as schedule.Arrange lays them out: first the
 // light tests (at most the Gate's limit per node, each after a small random

@@ -246,6 +246,8 @@ func grpcError(err error) error {
 		code = codes.Unavailable
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
+	case errors.Is(err, runs.ErrTooBusy):
+		code = codes.ResourceExhausted
 	}
 	return status.Error(code, fmt.Sprint(err))
 }

@@ -15,10 +15,16 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// DefaultPageSize and MaxPageSize bound ListResults pages (results).
+// DefaultPageSize and MaxPageSize bound ListResults pages (results),
+// MaxPageBytes their size.
 const (
 	DefaultPageSize = 1000
 	MaxPageSize     = 10000
+	// MaxPageBytes bounds the encoded results of one ListResults page
+	// (one result is returned whatever its size): a page stays well under
+	// gRPC's default 4 MiB limit of a message whatever page_size asks for;
+	// a shorter page has a next page token.
+	MaxPageBytes = 2 << 20
 )
 
 // AddResults writes results in one batched transaction. Each needs
@@ -411,44 +417,6 @@ type Filter struct {
 	Since, Until time.Time
 }
 
-func (f Filter) match(r *measurev1.Result) bool {
-	switch {
-	case f.SrcNode != "" && r.GetSrcNode() != f.SrcNode,
-		f.DstNode != "" && r.GetDstNode() != f.DstNode,
-		f.Path != measurev1.Path_PATH_UNSPECIFIED && r.GetPath() != f.Path,
-		f.Test != measurev1.Test_TEST_UNSPECIFIED && r.GetSpec().GetTest() != f.Test,
-		f.RunID != "" && r.GetRunId() != f.RunID:
-		return false
-	}
-	return f.inTime(r.GetStartTime().AsTime())
-}
-
-func (f Filter) inTime(t time.Time) bool {
-	return (f.Since.IsZero() || !t.Before(f.Since)) && (f.Until.IsZero() || t.Before(f.Until))
-}
-
-// scope fingerprints f for the page tokens of listing: every field counts.
-func (f Filter) scope(listing byte) pageScope {
-	return newScope(listing).str(f.SrcNode).str(f.DstNode).num(int64(f.Path)).num(int64(f.Test)).
-		str(f.RunID).time(f.Since).time(f.Until).sum()
-}
-
-// checkTimes refuses a time range that is empty or outside what keys hold.
-func (f Filter) checkTimes() error {
-	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-		return fmt.Errorf("%w: start_time %v is not before end_time %v", ErrInvalid, f.Since, f.Until)
-	}
-	for _, b := range []struct {
-		field string
-		t     time.Time
-	}{{"start_time", f.Since}, {"end_time", f.Until}} {
-		if !b.t.IsZero() && (b.t.Before(time.Unix(0, 0)) || b.t.Year() > 2262) {
-			return fmt.Errorf("%w: %s %v is outside 1970..2262", ErrInvalid, b.field, b.t)
-		}
-	}
-	return nil
-}
-
 // RunResults returns every result of a run, in ListResults' order, page
 // by page; none for an unknown run.
 func (s *Store) RunResults(ctx context.Context, runID string) ([]*measurev1.Result, error) {
@@ -474,7 +442,8 @@ func (s *Store) RunResults(ctx context.Context, runID string) ([]*measurev1.Resu
 // pageToken is "" or a token from an earlier call with the same filter
 // (pageSize may differ); any other token wraps ErrInvalid, naming
 // page_token. Results stored between two calls show on a later page if
-// they sort after the last page's end.
+// they sort after the last page's end. A page holds fewer results than
+// pageSize, with a next page token, where more would exceed MaxPageBytes.
 func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageToken string) ([]*measurev1.Result, string, error) {
 	if err := f.checkTimes(); err != nil {
 		return nil, "", err
@@ -504,6 +473,7 @@ func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageTok
 		out  []*measurev1.Result
 		last []byte
 		more bool
+		size int // encoded bytes of out
 	)
 	err = s.db.View(func(tx *bolt.Tx) error {
 		res := tx.Bucket(bucketResults)
@@ -535,11 +505,12 @@ func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageTok
 			if !f.match(r) {
 				continue
 			}
-			if len(out) == pageSize {
+			if len(out) == pageSize || (len(out) > 0 && size+len(v) > MaxPageBytes) {
 				more = true
 				break
 			}
 			out = append(out, r)
+			size += len(v)
 			last = bytes.Clone(k)
 		}
 		return nil

@@ -314,6 +314,17 @@ func (s *Store) PutAgent(ctx context.Context, a *meshv1.Agent) error {
 	})
 }
 
+// DeleteAgent forgets a node's recorded registration; a node never
+// recorded is no error.
+func (s *Store) DeleteAgent(ctx context.Context, node string) error {
+	if err := validID("node_name", node); err != nil {
+		return err
+	}
+	return s.batch(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketAgents).Delete([]byte(node))
+	})
+}
+
 // Agents returns every recorded agent, sorted by node name.
 func (s *Store) Agents(ctx context.Context) ([]*meshv1.Agent, error) {
 	if err := ctx.Err(); err != nil {

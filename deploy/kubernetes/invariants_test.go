@@ -385,7 +385,7 @@ var invariants = []invariant{
 			},
 			func(m *manifests) {
 				r := &find[*rbacv1.Role](m, coordinator).Rules[2]
-				r.Verbs = append(r.Verbs, "list")
+				r.Verbs = append(r.Verbs, "delete")
 			},
 			func(m *manifests) {
 				find[*rbacv1.ClusterRole](m, coordinator).Rules[0].Verbs = []string{"create", "get"}

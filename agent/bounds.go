@@ -1,0 +1,29 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/meshperf/meshperf/internal/protocol"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+)
+
+// handle carries out one Work and answers it with its texts bounded
+// (protocol.BoundWorkResult: messages of at most 4 KiB, tool versions of
+// at most 256 bytes, control characters escaped), so that whatever a tool
+// prints, an answer never grows past what the coordinator keeps.
+func (a *Agent) handle(ctx context.Context, w *agentv1.Work) *agentv1.WorkResult {
+	wr := a.handleWork(ctx, w)
+	if changed := protocol.BoundWorkResult(wr); len(changed) > 0 {
+		a.log.Warn("answer texts escaped or cut before sending", "test_id", wr.GetTestId(), "fields", changed)
+	}
+	return wr
+}
+
+// boundTools bounds each tool's version and error (protocol.BoundToolInfo)
+// so that a tool's odd version line cannot get the registration refused.
+func boundTools(tools []*agentv1.ToolInfo) []*agentv1.ToolInfo {
+	for _, t := range tools {
+		protocol.BoundToolInfo(t)
+	}
+	return tools
+}

@@ -1,0 +1,85 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// This file holds the watching of a run in progress and the summaries
+// its watchers and readers get.
+
+// Watch returns a channel that receives the run's current state at once,
+// then one Update per ended test, and is closed when the run has ended (at
+// once for a run that already has) or when ctx ends. A watcher that falls
+// Config.WatchBuffer updates behind gets an Update with Lagged set and its channel
+// is closed: the run never waits for a watcher. The error wraps
+// ErrNotFound.
+func (m *Manager) Watch(ctx context.Context, runID string) (<-chan Update, error) {
+	m.mu.Lock()
+	a := m.active[runID]
+	m.mu.Unlock()
+	if a == nil {
+		run, err := m.Get(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		ch := make(chan Update, 1)
+		ch <- Update{Run: summary(run)}
+		close(ch)
+		return ch, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := &watcher{ch: make(chan Update, min(int(a.run.GetTestsPlanned())+2, m.cfg.WatchBuffer)), count: &m.watchers}
+	w.ch <- Update{Run: summary(a.run)}
+	if ended(a.run.GetState()) {
+		close(w.ch)
+		return w.ch, nil
+	}
+	if n := w.count.Add(1); n > int64(m.cfg.MaxWatchers) {
+		w.count.Add(-1)
+		m.log.Warn("watch refused: too many watchers", "run_id", runID, "watchers", n-1, "max_watchers", m.cfg.MaxWatchers)
+		return nil, fmt.Errorf("run %s: %w: %d watchers follow runs in progress, at most %d (--max-watchers); end one or watch later",
+			runID, ErrTooBusy, n-1, m.cfg.MaxWatchers)
+	}
+	if a.watchers == nil {
+		a.watchers = map[*watcher]bool{}
+	}
+	a.watchers[w] = true
+	w.stop = context.AfterFunc(ctx, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.drop(w)
+	})
+	return w.ch, nil
+}
+
+func ended(s measurev1.RunState) bool {
+	return s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING
+}
+
+// summary is a copy of run's header without its planned tests and spec:
+// small, whatever the run's size.
+func summary(run *measurev1.Run) *measurev1.Run {
+	s := &measurev1.Run{}
+	sr := s.ProtoReflect()
+	run.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if name := fd.Name(); name != "planned" && name != "spec" {
+			sr.Set(fd, v)
+		}
+		return true
+	})
+	return proto.CloneOf(s) // deep: the run goes on changing
+}
+
+// lightJitter bounds the random delay before each light test asks for its
+// nodes, so that the agents of a mesh do not all probe in step. A test
+// holds no node while it waits: the delay spreads the tests' starts, it
+// does not idle a node's light slots.
+const lightJitter = 100 * time.Millisecond

@@ -1,0 +1,48 @@
+package store
+
+import (
+	"fmt"
+	"time"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// This file holds how a result Filter matches and scopes a listing.
+
+func (f Filter) match(r *measurev1.Result) bool {
+	switch {
+	case f.SrcNode != "" && r.GetSrcNode() != f.SrcNode,
+		f.DstNode != "" && r.GetDstNode() != f.DstNode,
+		f.Path != measurev1.Path_PATH_UNSPECIFIED && r.GetPath() != f.Path,
+		f.Test != measurev1.Test_TEST_UNSPECIFIED && r.GetSpec().GetTest() != f.Test,
+		f.RunID != "" && r.GetRunId() != f.RunID:
+		return false
+	}
+	return f.inTime(r.GetStartTime().AsTime())
+}
+
+func (f Filter) inTime(t time.Time) bool {
+	return (f.Since.IsZero() || !t.Before(f.Since)) && (f.Until.IsZero() || t.Before(f.Until))
+}
+
+// scope fingerprints f for the page tokens of listing: every field counts.
+func (f Filter) scope(listing byte) pageScope {
+	return newScope(listing).str(f.SrcNode).str(f.DstNode).num(int64(f.Path)).num(int64(f.Test)).
+		str(f.RunID).time(f.Since).time(f.Until).sum()
+}
+
+// checkTimes refuses a time range that is empty or outside what keys hold.
+func (f Filter) checkTimes() error {
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return fmt.Errorf("%w: start_time %v is not before end_time %v", ErrInvalid, f.Since, f.Until)
+	}
+	for _, b := range []struct {
+		field string
+		t     time.Time
+	}{{"start_time", f.Since}, {"end_time", f.Until}} {
+		if !b.t.IsZero() && (b.t.Before(time.Unix(0, 0)) || b.t.Year() > 2262) {
+			return fmt.Errorf("%w: %s %v is outside 1970..2262", ErrInvalid, b.field, b.t)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// TestListResultsPageBytes: results of 1.2 MiB (as a coordinator before
+// the bounds stored them) come a few per page, each page under
+// MaxPageBytes (or one result), page after page until all are listed
+// once; small results fill a page as page_size asks.
+func TestListResultsPageBytes(t *testing.T) {
+	tests := []struct {
+		name      string
+		message   int // bytes of each result's message
+		n         int
+		wantFirst int // results on the first page of page_size n
+	}{
+		{"1.2 MiB messages", 1258291, 6, 1},
+		{"3 MiB messages", 3 << 20, 2, 1},
+		{"4 KiB messages", 4096, 100, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := openTemp(t)
+			ctx := context.Background()
+			var rs []*measurev1.Result
+			for i := range tt.n {
+				r := result("run-1", fmt.Sprintf("t%03d", i), "node-1", "node-2", measurev1.Path_PATH_HOST_TO_HOST, measurev1.Test_TEST_PING,
+					t0.Add(time.Duration(i)*time.Second))
+				r.Status, r.Message = measurev1.Status_STATUS_TOOL_ERROR, strings.Repeat("A", tt.message)
+				rs = append(rs, r)
+			}
+			if err := s.AddResults(ctx, rs); err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			token := ""
+			for page := 0; ; page++ {
+				got, next, err := s.ListResults(ctx, Filter{}, tt.n, token)
+				if err != nil {
+					t.Fatal(err)
+				}
+				size := 0
+				for _, r := range got {
+					size += len(r.GetMessage())
+					if seen[r.GetTestId()] {
+						t.Errorf("%s listed twice", r.GetTestId())
+					}
+					seen[r.GetTestId()] = true
+				}
+				if page == 0 && len(got) != tt.wantFirst {
+					t.Errorf("first page: %d results, want %d", len(got), tt.wantFirst)
+				}
+				if len(got) > 1 && size > MaxPageBytes {
+					t.Errorf("page %d: %d results of %d bytes, over %d", page, len(got), size, MaxPageBytes)
+				}
+				if next == "" {
+					break
+				}
+				token = next
+			}
+			if len(seen) != tt.n {
+				t.Errorf("%d results listed, want %d", len(seen), tt.n)
+			}
+		})
+	}
+}
