@@ -58,6 +58,15 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
+// MaxRecvMsgBytes bounds every message the coordinator's gRPC servers
+// take, an agent's Connect messages (ClientDone, ProbeReport) included:
+// 4 MiB, gRPC's default, set explicitly so that no change of it goes
+// unnoticed. A larger message ends its stream with ResourceExhausted
+// before any of it is decoded; the per-message bounds on the number of
+// results (runs: the planned count + 1 per ClientDone; ingest: the plan's
+// summaries per ProbeReport) apply within it.
+const MaxRecvMsgBytes = 4 << 20
+
 // Config configures Run.
 type Config struct {
 	// ListenAddress is the TCP address for agents and remote users, e.g.
@@ -350,6 +359,7 @@ func Run(ctx context.Context, cfg Config) error {
 	hs := health.NewServer()
 	newServer := func(srv *server.Server, extra ...grpc.ServerOption) *grpc.Server {
 		g := grpc.NewServer(append(append([]grpc.ServerOption{
+			grpc.MaxRecvMsgSize(MaxRecvMsgBytes),
 			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 			grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		}, grpcbuf.ServerOptions()...), extra...)...)

@@ -91,10 +91,27 @@ func cannedAnswer(w *agentv1.Work) *agentv1.WorkResult {
 	case *agentv1.Work_StopServer:
 		wr.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
 	case *agentv1.Work_RunClient:
-		wr.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{
-			okResult(w.GetRunClient().GetSpec())}}}
+		wr.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: okResults(w.GetRunClient().GetSpec())}}
 	}
 	return wr
+}
+
+// okResults are the plausible OK results of spec's test: one per qperf
+// message size (with that size, as the runner gives them), else one.
+func okResults(spec *measurev1.TestSpec) []*measurev1.Result {
+	sizes := spec.GetQperf().GetMsgSizeBytes()
+	if len(sizes) == 0 {
+		return []*measurev1.Result{okResult(spec)}
+	}
+	var rs []*measurev1.Result
+	for _, size := range sizes {
+		one := proto.CloneOf(spec)
+		one.GetQperf().MsgSizeBytes = []uint64{size}
+		r := okResult(one)
+		r.GetQperf().MsgSizeBytes = size
+		rs = append(rs, r)
+	}
+	return rs
 }
 
 // okResult is a plausible OK result of spec's test.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -124,7 +126,14 @@ func TestRogueLateResults(t *testing.T) {
 
 	// node-1's own answers for its tests in flight are taken: the record
 	// outlived the restart; the absurd one is stored as invalid.
-	if err := src.send(clientDone(inFlight[2], answer(0.001))); err != nil {
+	// Its answer carries a spec of its own and 256 KiB of unknown fields:
+	// neither is stored.
+	padded := answer(0.001)
+	padded.Spec = &measurev1.TestSpec{Test: measurev1.Test_TEST_PING, Params: &measurev1.TestSpec_Ping{Ping: &measurev1.PingParams{Count: 1000}}}
+	junk := append([]byte{0xba, 0x3e, 0x80, 0x80, 0x10}, make([]byte, 256<<10)...) // field 999, 256 KiB
+	padded.ProtoReflect().SetUnknown(junk)
+	padded.GetPing().ProtoReflect().SetUnknown(junk)
+	if err := src.send(clientDone(inFlight[2], padded)); err != nil {
 		t.Fatal(err)
 	}
 	if err := src.send(clientDone(inFlight[3], answer(-5))); err != nil {
@@ -136,6 +145,17 @@ func TestRogueLateResults(t *testing.T) {
 		return got[testOf(inFlight[2])].GetStatus() == measurev1.Status_STATUS_OK && got[testOf(inFlight[3])].GetStatus() == measurev1.Status_STATUS_INVALID
 	}) {
 		t.Fatalf("node-1's late answers: %v and %v, want OK and INVALID\n%s", got[testOf(inFlight[2])], got[testOf(inFlight[3])], c.logs)
+	}
+	var planned *measurev1.TestSpec
+	for _, pt := range trig.GetRun().GetPlanned() {
+		if pt.GetTestId() == testOf(inFlight[2]) {
+			planned = pt.GetSpec()
+		}
+	}
+	if r := got[testOf(inFlight[2])]; !proto.Equal(r.GetSpec(), planned) || len(r.ProtoReflect().GetUnknown()) > 0 ||
+		len(r.GetPing().ProtoReflect().GetUnknown()) > 0 {
+		t.Errorf("late answer stored with spec %v (planned %v) and %d+%d bytes of unknown fields", r.GetSpec(), planned,
+			len(r.ProtoReflect().GetUnknown()), len(r.GetPing().ProtoReflect().GetUnknown()))
 	}
 	if m := got[testOf(inFlight[3])].GetMessage(); !strings.Contains(m, "rtt_min_seconds -5 is negative") {
 		t.Errorf("invalid late answer's message %q lacks the reason", m)

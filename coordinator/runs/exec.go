@@ -71,8 +71,11 @@ func routeFor(path measurev1.Path, src, dst registry.Node) (route, error) {
 // answered reports that the results are the source agent's answer to the
 // client work, which that agent keeps until it is acknowledged.
 func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.PlannedTest) (results []*measurev1.Result, answered bool) {
-	start := time.Now()
+	var start time.Time
 	for attempt := 0; ; attempt++ {
+		// The attempt's own start: the one its results' start times are
+		// checked against.
+		start = time.Now()
 		results, answered = m.execOnce(ctx, runID, pt)
 		if attempt == busyRetries || !anyBusy(results) {
 			break
@@ -110,46 +113,6 @@ func (m *Manager) checkFigures(pt *measurev1.PlannedTest, results []*measurev1.R
 		m.cfg.Invalid.Add(sanity.SourceRun, err)
 		m.warn.Warn(m.log, r.GetSrcNode(), "result figures failed the checks; stored as invalid, not as a measurement",
 			"run_id", r.GetRunId(), "test_id", r.GetTestId(), "index", r.GetIndex(), "reason", string(sanity.ReasonOf(err)), "err", err)
-	}
-	return results
-}
-
-// sanitize makes an agent's answer a well-formed set of results for pt:
-// the identity fields are the coordinator's, there is one result per
-// expected sample (extra ones dropped, missing ones failed), indexes are
-// positions, every result has a start time (the dispatch time when the
-// agent gave none or an impossible one), and a result whose metrics do not
-// fit its test or its status becomes a PARSE_ERROR. Nothing the agent says
-// can overwrite another test's results.
-func sanitize(runID string, pt *measurev1.PlannedTest, results []*measurev1.Result, start time.Time) []*measurev1.Result {
-	want := max(len(pt.GetSpec().GetQperf().GetMsgSizeBytes()), 1)
-	if len(results) > want {
-		results = results[:want]
-	}
-	for len(results) < want {
-		results = append(results, &measurev1.Result{Status: measurev1.Status_STATUS_PARSE_ERROR,
-			Message: fmt.Sprintf("the agent returned %d result(s); %d expected", len(results), want)})
-	}
-	for i, r := range results {
-		r.TestId, r.RunId, r.Index = pt.GetTestId(), runID, uint32(i)
-		r.SrcNode, r.DstNode, r.Path = pt.GetSrcNode(), pt.GetDstNode(), pt.GetPath()
-		if r.GetSpec().GetTest() != pt.GetSpec().GetTest() {
-			r.Spec = pt.GetSpec()
-		}
-		if ts := r.GetStartTime(); ts == nil || ts.CheckValid() != nil || ts.AsTime().Before(start.Add(-time.Hour)) || ts.AsTime().After(time.Now().Add(time.Hour)) {
-			r.StartTime = timestamppb.New(start)
-		}
-		if r.GetStatus() == measurev1.Status_STATUS_UNSPECIFIED {
-			r.Status, r.Message = measurev1.Status_STATUS_PARSE_ERROR, "the agent sent a result without a status"
-		}
-		switch ok := r.GetStatus() == measurev1.Status_STATUS_OK; {
-		case ok && !metricsFit(r):
-			r.Status = measurev1.Status_STATUS_PARSE_ERROR
-			r.Message = fmt.Sprintf("the agent sent %T metrics for a %s test", r.GetMetrics(), testspec.Name(pt.GetSpec().GetTest()))
-			r.Metrics = nil
-		case !ok:
-			r.Metrics = nil
-		}
 	}
 	return results
 }

@@ -70,7 +70,7 @@ func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.Work
 		case pt.GetSrcNode() != node:
 			log.Warn("late client result refused: from a node that is not its test's source; acknowledged, not stored", "source", pt.GetSrcNode())
 		default:
-			to, _, inFlight, err := m.cfg.Store.Dispatched(ctx, id)
+			to, at, inFlight, err := m.cfg.Store.Dispatched(ctx, id)
 			switch {
 			case err != nil:
 				log.Error("late client result: read its dispatch record; left with the agent", "err", err)
@@ -84,7 +84,12 @@ func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.Work
 				acks = append(acks, id)
 				continue
 			}
-			start := plan.run.GetCreateTime().AsTime()
+			// The dispatch record's time is when the client work went out:
+			// what the answer's start times are checked against.
+			start := at
+			if start.IsZero() {
+				start = plan.run.GetCreateTime().AsTime()
+			}
 			tests = append(tests, m.checkFigures(pt, sanitize(runID, pt, clientResults(pt, wr, start, 0), start)))
 			ids = append(ids, id)
 			continue

@@ -137,7 +137,8 @@ func TestSanitize(t *testing.T) {
 		wantMsg    string
 	}{
 		{"good answer kept", pt(ping), []*measurev1.Result{okPing()}, []measurev1.Status{measurev1.Status_STATUS_OK}, ""},
-		{"extra results dropped", pt(ping), []*measurev1.Result{okPing(), okPing(), okPing()}, []measurev1.Status{measurev1.Status_STATUS_OK}, ""},
+		{"an extra result dropped", pt(ping), []*measurev1.Result{okPing(), okPing()}, []measurev1.Status{measurev1.Status_STATUS_OK}, ""},
+		{"more than one extra refused", pt(ping), []*measurev1.Result{okPing(), okPing(), okPing()}, []measurev1.Status{measurev1.Status_STATUS_PARSE_ERROR}, "3 results; at most 2 accepted"},
 		{"missing size failed", pt(qperf), []*measurev1.Result{{Status: measurev1.Status_STATUS_OK, StartTime: timestamppb.New(start),
 			Metrics: &measurev1.Result_Qperf{Qperf: &measurev1.QperfMetrics{LatencySeconds: 2e-5}}}},
 			[]measurev1.Status{measurev1.Status_STATUS_OK, measurev1.Status_STATUS_PARSE_ERROR}, "1 result(s); 2 expected"},

@@ -4,8 +4,11 @@
 // ProbeSummary must be finite, non-negative, within physical bounds (a
 // time no longer than the test's deadline or the probe plan's timeout,
 // a throughput under MaxThroughputBps, a ratio in 0..1) and consistent
-// with the others (received <= sent, lost = sent - received, min <=
-// median <= p90 <= max). A figure that fails is an *Error naming the
+// with the others and with the spec (received <= sent <= the spec's ping
+// count, duplicates and errors <= sent, lost = sent - received, min <=
+// median <= p90 <= max, a positive round trip when a reply came, qperf's
+// message size the spec's, a count of bytes or packets no more than
+// MaxThroughputBps carries in the deadline, an MSS <= MaxMSSBytes). A figure that fails is an *Error naming the
 // field, its value and a Reason from a small fixed set, which is what the
 // coordinator counts in meshperf_results_invalid_total. Invalidate and
 // InvalidSummary turn a failed Result or summary into a STATUS_INVALID
@@ -16,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -194,9 +198,9 @@ func CheckResult(r *measurev1.Result, timeout time.Duration) error {
 	}
 	switch m := r.GetMetrics().(type) {
 	case *measurev1.Result_Ping:
-		return checkPing(m.Ping, t)
+		return checkPing(m.Ping, t, pingCount(r.GetSpec()))
 	case *measurev1.Result_Qperf:
-		return checkQperf(m.Qperf, t)
+		return checkQperf(m.Qperf, t, r.GetSpec())
 	case *measurev1.Result_Iperf3:
 		return checkIperf3(m.Iperf3, t)
 	case *measurev1.Result_Http:
@@ -205,9 +209,32 @@ func CheckResult(r *measurev1.Result, timeout time.Duration) error {
 	return nil
 }
 
+// MaxMSSBytes bounds iperf3's TCP MSS: the largest IP packet.
+const MaxMSSBytes = 65535
+
+// pingCount is the number of echo requests spec sends: its normalized
+// count (the default when it gives none).
+func pingCount(spec *measurev1.TestSpec) uint32 {
+	if n, err := testspec.Normalize(spec); err == nil && n.GetPing().GetCount() > 0 {
+		return n.GetPing().GetCount()
+	}
+	return spec.GetPing().GetCount()
+}
+
+// maxCount bounds a byte or packet count of a test with time figures
+// up to t seconds: what MaxThroughputBps carries in that time (a
+// packet is at least one byte).
+func maxCount(field string, v uint64, t float64) error {
+	if v > uint64(MaxThroughputBps/8*t) {
+		return &Error{Field: field, Value: strconv.FormatUint(v, 10), Reason: OutOfBounds,
+			Detail: fmt.Sprintf("is more than %s bit/s carry in the test's deadline", num(MaxThroughputBps))}
+	}
+	return nil
+}
+
 const deadline = "the test's deadline"
 
-func checkPing(m *measurev1.PingMetrics, t float64) error {
+func checkPing(m *measurev1.PingMetrics, t float64, count uint32) error {
 	rtts := []figure{{"rtt_min_seconds", m.GetRttMinSeconds(), t, deadline}, {"rtt_avg_seconds", m.GetRttAvgSeconds(), t, deadline},
 		{"rtt_max_seconds", m.GetRttMaxSeconds(), t, deadline}}
 	all := append(rtts, figure{"rtt_mdev_seconds", m.GetRttMdevSeconds(), t, deadline}, figure{"loss_ratio", m.GetLossRatio(), 1, "1"})
@@ -229,14 +256,28 @@ func checkPing(m *measurev1.PingMetrics, t float64) error {
 		}
 	}
 	sent, got := m.GetPacketsTransmitted(), m.GetPacketsReceived()
+	for _, c := range []struct {
+		field string
+		v     uint32
+	}{{"duplicates", m.GetDuplicates()}, {"errors", m.GetErrors()}} {
+		if c.v > sent {
+			return inconsistent(c.field, strconv.FormatUint(uint64(c.v), 10), "is over packets_transmitted %d", sent)
+		}
+	}
 	if sent == 0 && got == 0 {
 		return nil // no counts given
 	}
 	switch {
+	case count > 0 && sent > count:
+		return &Error{Field: "packets_transmitted", Value: strconv.FormatUint(uint64(sent), 10), Reason: OutOfBounds,
+			Detail: fmt.Sprintf("is over the spec's count %d", count)}
 	case got > sent:
 		return inconsistent("packets_received", strconv.FormatUint(uint64(got), 10), "is over packets_transmitted %d", sent)
 	case got == 0 && m.GetRttMaxSeconds() != 0:
 		return inconsistent("rtt_max_seconds", num(m.GetRttMaxSeconds()), "with no reply received")
+	case got > 0 && m.GetRttMinSeconds() <= 0:
+		// A reply takes time: 0 would show as a 0 ns round trip.
+		return inconsistent("rtt_min_seconds", num(m.GetRttMinSeconds()), "is not positive with %d replies received", got)
 	}
 	if want := 1 - float64(got)/float64(sent); math.Abs(m.GetLossRatio()-want) > ratioTolerance {
 		return inconsistent("loss_ratio", num(m.GetLossRatio()), "is not 1 - packets_received/packets_transmitted (%d of %d: %s)", got, sent, num(want))
@@ -244,7 +285,13 @@ func checkPing(m *measurev1.PingMetrics, t float64) error {
 	return nil
 }
 
-func checkQperf(m *measurev1.QperfMetrics, t float64) error {
+func checkQperf(m *measurev1.QperfMetrics, t float64, spec *measurev1.TestSpec) error {
+	if sizes := spec.GetQperf().GetMsgSizeBytes(); len(sizes) > 0 && !slices.Contains(sizes, m.GetMsgSizeBytes()) {
+		return inconsistent("msg_size_bytes", strconv.FormatUint(m.GetMsgSizeBytes(), 10), "is not the spec's message size %v", sizes)
+	}
+	if lat := m.GetLatencySeconds(); (spec.GetTest() == measurev1.Test_TEST_QPERF_TCP_LAT || spec.GetTest() == measurev1.Test_TEST_QPERF_UDP_LAT) && lat == 0 {
+		return inconsistent("latency_seconds", num(lat), "is not positive for a latency test")
+	}
 	return checkAll(
 		figure{"latency_seconds", m.GetLatencySeconds(), t, deadline},
 		figure{"duration_seconds", m.GetDurationSeconds(), t, deadline},
@@ -268,15 +315,19 @@ func checkIperf3(m *measurev1.Iperf3Metrics, t float64) error {
 	if err != nil {
 		return err
 	}
-	// What a link of MaxThroughputBps carries in the deadline.
-	maxBytes := uint64(MaxThroughputBps / 8 * t)
+	if mss := m.GetTcpMssBytes(); mss > MaxMSSBytes {
+		return &Error{Field: "tcp_mss_bytes", Value: strconv.FormatUint(uint64(mss), 10), Reason: OutOfBounds,
+			Detail: fmt.Sprintf("is over the largest IP packet %d", MaxMSSBytes)}
+	}
+	// What a link of MaxThroughputBps carries in the deadline, whatever
+	// the other counts say.
 	for _, c := range []struct {
 		field string
 		v     uint64
-	}{{"bytes_sent", m.GetBytesSent()}, {"bytes_received", m.GetBytesReceived()}} {
-		if c.v > maxBytes {
-			return &Error{Field: c.field, Value: strconv.FormatUint(c.v, 10), Reason: OutOfBounds,
-				Detail: fmt.Sprintf("is more than %s bit/s carry in the test's deadline", num(MaxThroughputBps))}
+	}{{"bytes_sent", m.GetBytesSent()}, {"bytes_received", m.GetBytesReceived()},
+		{"packets", m.GetPackets()}, {"lost_packets", m.GetLostPackets()}, {"retransmits", m.GetRetransmits()}} {
+		if err := maxCount(c.field, c.v, t); err != nil {
+			return err
 		}
 	}
 	lost, packets := m.GetLostPackets(), m.GetPackets()
@@ -302,6 +353,9 @@ func checkHTTP(m *measurev1.HttpMetrics, t float64) error {
 		{"tls_seconds", m.GetTlsSeconds(), t, deadline}, {"first_byte_seconds", m.GetFirstByteSeconds(), t, deadline},
 		{"total_seconds", m.GetTotalSeconds(), t, deadline}}
 	if err := checkAll(times...); err != nil {
+		return err
+	}
+	if err := maxCount("size_download_bytes", m.GetSizeDownloadBytes(), t); err != nil {
 		return err
 	}
 	// curl's times count from the start: each phase ends after the one

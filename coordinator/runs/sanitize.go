@@ -1,0 +1,121 @@
+package runs
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/coordinator/sanity"
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// startSlack is how long before its dispatch a result's start time may
+// be: the clocks of the coordinator and the agent differ a little.
+const startSlack = 5 * time.Second
+
+// sanitize makes an agent's answer a well-formed set of results for pt,
+// dispatched at start: the identity fields are the coordinator's, there is
+// one result per expected sample (an answer with more than one result
+// over that is refused whole, one extra is dropped, missing ones failed),
+// indexes are positions, the spec is the planned one (a qperf result keeps
+// the one message size the agent gives it when it is one of the planned
+// sizes, and is STATUS_INVALID otherwise), no unknown protobuf field
+// survives, every result has a start time in [start - startSlack, start +
+// the test's timeout] (start when the agent gave none or another), and a
+// result whose metrics do not fit its test or its status becomes a
+// PARSE_ERROR. Nothing the agent says can overwrite another test's results.
+func sanitize(runID string, pt *measurev1.PlannedTest, results []*measurev1.Result, start time.Time) []*measurev1.Result {
+	want := max(len(pt.GetSpec().GetQperf().GetMsgSizeBytes()), 1)
+	if len(results) > want+1 {
+		results = []*measurev1.Result{{Status: measurev1.Status_STATUS_PARSE_ERROR,
+			Message: fmt.Sprintf("the agent returned %d results; at most %d accepted, none stored", len(results), want+1)}}
+	}
+	if len(results) > want {
+		results = results[:want]
+	}
+	for len(results) < want {
+		results = append(results, &measurev1.Result{Status: measurev1.Status_STATUS_PARSE_ERROR,
+			Message: fmt.Sprintf("the agent returned %d result(s); %d expected", len(results), want)})
+	}
+	latest := start.Add(sanity.Timeout(pt.GetSpec()))
+	for i, r := range results {
+		clearUnknown(r.ProtoReflect())
+		r.TestId, r.RunId, r.Index = pt.GetTestId(), runID, uint32(i)
+		r.SrcNode, r.DstNode, r.Path = pt.GetSrcNode(), pt.GetDstNode(), pt.GetPath()
+		spec, specErr := resultSpec(pt.GetSpec(), r.GetSpec())
+		r.Spec = spec
+		if ts := r.GetStartTime(); ts == nil || ts.CheckValid() != nil || ts.AsTime().Before(start.Add(-startSlack)) || ts.AsTime().After(latest) {
+			r.StartTime = timestamppb.New(start)
+		}
+		if r.GetStatus() == measurev1.Status_STATUS_UNSPECIFIED {
+			r.Status, r.Message = measurev1.Status_STATUS_PARSE_ERROR, "the agent sent a result without a status"
+		}
+		switch ok := r.GetStatus() == measurev1.Status_STATUS_OK; {
+		case specErr != nil:
+			r.Status, r.Message, r.Metrics, r.Elapsed = measurev1.Status_STATUS_INVALID, "the agent's result does not fit its planned test: "+specErr.Error(), nil, nil
+		case ok && !metricsFit(r):
+			r.Status = measurev1.Status_STATUS_PARSE_ERROR
+			r.Message = fmt.Sprintf("the agent sent %T metrics for a %s test", r.GetMetrics(), testspec.Name(pt.GetSpec().GetTest()))
+			r.Metrics = nil
+		case !ok:
+			r.Metrics = nil
+		}
+	}
+	return results
+}
+
+// resultSpec is the spec to store with a result of the planned spec
+// planned whose agent said got: planned itself, but for a qperf test
+// with the one message size got names (one result per size), which must
+// be one of planned's. A got of another test, or without a size, is
+// ignored.
+func resultSpec(planned, got *measurev1.TestSpec) (*measurev1.TestSpec, error) {
+	sizes := planned.GetQperf().GetMsgSizeBytes()
+	gotSizes := got.GetQperf().GetMsgSizeBytes()
+	if len(sizes) == 0 || got.GetTest() != planned.GetTest() || len(gotSizes) == 0 {
+		return planned, nil
+	}
+	if len(gotSizes) != 1 || !slices.Contains(sizes, gotSizes[0]) {
+		shown := gotSizes
+		if len(shown) > 4 {
+			shown = shown[:4]
+		}
+		return planned, fmt.Errorf("spec.qperf.msg_size_bytes %v (%d sizes) is not one of the planned sizes %v", shown, len(gotSizes), sizes)
+	}
+	one := proto.CloneOf(planned)
+	one.GetQperf().MsgSizeBytes = []uint64{gotSizes[0]}
+	return one, nil
+}
+
+// clearUnknown drops the unknown fields of m and of every message in it:
+// bytes no field of the schema names are never stored.
+func clearUnknown(m protoreflect.Message) {
+	if len(m.GetUnknown()) > 0 {
+		m.SetUnknown(nil)
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsMap():
+			if fd.MapValue().Message() != nil {
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					clearUnknown(mv.Message())
+					return true
+				})
+			}
+		case fd.IsList():
+			if fd.Message() != nil {
+				for l, i := v.List(), 0; i < l.Len(); i++ {
+					clearUnknown(l.Get(i).Message())
+				}
+			}
+		case fd.Message() != nil:
+			clearUnknown(v.Message())
+		}
+		return true
+	})
+}
