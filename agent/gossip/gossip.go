@@ -101,6 +101,13 @@ type Config struct {
 	// KeyCheckInterval is how often KeyFile is read again; zero means
 	// DefaultKeyCheckInterval, a negative value never.
 	KeyCheckInterval time.Duration
+	// AllowLoopback admits members at loopback addresses; they are
+	// admitted anyway when this member's own address is loopback (a test
+	// or lab on one machine). Link-local members are admitted only when
+	// its own address is link-local. Unspecified, multicast and cloud
+	// metadata addresses (169.254.169.254, fd00:ec2::254,
+	// 100.100.100.200) are never admitted (see also Gossip.SetRegistered).
+	AllowLoopback bool
 	// Logger receives memberlist's own logs and the pool's changes; nil
 	// means discard.
 	Logger *slog.Logger
@@ -121,6 +128,7 @@ type Gossip struct {
 	ml     *memberlist.Memberlist
 	events *events
 	meta   *delegate
+	admit  *admission
 
 	joins     sync.WaitGroup // Join calls in flight and the reconnect loop
 	closeOnce sync.Once
@@ -195,14 +203,22 @@ func New(cfg Config) (*Gossip, error) {
 			cfg.KeyCheckInterval = DefaultKeyCheckInterval
 		}
 	}
+	own := cfg.BindAddr
+	if cfg.Transport != nil {
+		if ip, _, err := cfg.Transport.FinalAdvertiseAddr("", cfg.BindPort); err == nil {
+			own, _ = netip.AddrFromSlice(ip)
+		}
+	}
+	own = own.Unmap()
+	adm := &admission{self: cfg.NodeName, loopback: cfg.AllowLoopback || own.IsLoopback(), linkLocal: own.IsLinkLocalUnicast(), log: lg}
 	meta := &delegate{}
-	mc.Events, mc.Delegate = ev, meta
+	mc.Events, mc.Delegate, mc.Alive, mc.Merge = ev, meta, adm, adm
 	mc.Logger = log.New(&logWriter{log: lg}, "", 0)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: start memberlist as %q on %s: %w", cfg.NodeName, netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.BindPort)), err)
 	}
-	g := &Gossip{cfg: cfg, log: lg, ml: ml, events: ev, meta: meta, closed: make(chan struct{})}
+	g := &Gossip{cfg: cfg, log: lg, ml: ml, events: ev, meta: meta, admit: adm, closed: make(chan struct{})}
 	if keyring != nil && cfg.KeyCheckInterval > 0 {
 		g.joins.Add(1)
 		go func() { // owner: Gossip; ends when Close (or kill) closes g.closed
