@@ -142,3 +142,40 @@ func TestGhostMemberNotTaken(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedJoinRetried: a member whose join was refused (the seed is
+// no registered node yet) joins the seeds again while it is alone, and
+// gets in once the seed is registered.
+func TestRefusedJoinRetried(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var network memberlist.MockNetwork
+	trA, trB := newCutTransport(&network, "node-a"), newCutTransport(&network, "node-b")
+	a, err := gossip.New(fast("node-a", trA, testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := gossip.New(fast("node-b", trB, testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		trA.down.Store(true)
+		trB.down.Store(true)
+		_ = a.Close()
+		_ = b.Close()
+		trA.close()
+		trB.close()
+	}()
+	a.SetRegistered(map[string]netip.AddrPort{})
+	b.SetRegistered(map[string]netip.AddrPort{})
+	if _, err := b.Join(ctx, []string{a.Addr().String()}); err == nil {
+		t.Fatal("join of an unregistered seed succeeded; want refused")
+	}
+	if got := states(b); len(got) != 1 {
+		t.Fatalf("node-b's members after the refused join: %v; want itself only", got)
+	}
+	a.SetRegistered(map[string]netip.AddrPort{"node-b": b.Addr()})
+	b.SetRegistered(map[string]netip.AddrPort{"node-a": a.Addr()})
+	waitFor(t, ctx, "node-a and node-b alive in each other's views", func() bool { return allAlive(a, 2) && allAlive(b, 2) })
+}

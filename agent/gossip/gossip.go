@@ -85,8 +85,10 @@ type Config struct {
 	SuspicionMult int
 	// ReconnectInterval is how often the member tries to join again one
 	// member it holds dead (not left), so that the two sides of a healed
-	// partition merge again (memberlist alone never probes the dead); zero
-	// means 30 s, a negative value never.
+	// partition merge again (memberlist alone never probes the dead), and,
+	// while it knows no other member alive, the last Join's seeds again
+	// (a join refused by admission: a seed not yet holding this node's
+	// registration); zero means 30 s, a negative value never.
 	ReconnectInterval time.Duration
 	// LeaveTimeout bounds the wait for the leave message to go out in
 	// Close; zero means 2 s.
@@ -131,6 +133,8 @@ type Gossip struct {
 	admit  *admission
 
 	joins     sync.WaitGroup // Join calls in flight and the reconnect loop
+	seedsMu   sync.Mutex
+	seeds     []string // the last Join's seeds, for reconnectLoop
 	closeOnce sync.Once
 	closeErr  error
 	closed    chan struct{}
@@ -248,12 +252,25 @@ func (g *Gossip) reconnectLoop() {
 		case <-tick.C:
 		}
 		var dead []Member
+		others := false
 		for _, m := range g.events.snapshot() {
 			if m.State == StateDead && m.Name != g.cfg.NodeName && m.Addr.IsValid() {
 				dead = append(dead, m)
 			}
+			others = others || (m.Name != g.cfg.NodeName && m.State == StateAlive)
 		}
 		if len(dead) == 0 {
+			g.seedsMu.Lock()
+			seeds := g.seeds
+			g.seedsMu.Unlock()
+			if !others && len(seeds) > 0 {
+				// Alone: the join may have been refused (a seed that did
+				// not know this node's registration yet, or the other way
+				// round); try the seeds again.
+				if n, err := g.ml.Join(seeds); err == nil && n > 0 {
+					g.log.Info("joined the seeds again", "seeds", seeds)
+				}
+			}
 			continue
 		}
 		m := dead[rand.IntN(len(dead))]
@@ -290,6 +307,9 @@ func (g *Gossip) Join(ctx context.Context, seeds []string) (int, error) {
 		n   int
 		err error
 	}
+	g.seedsMu.Lock()
+	g.seeds = slices.Clone(seeds)
+	g.seedsMu.Unlock()
 	done := make(chan result, 1)
 	g.joins.Add(1)
 	go func() { // owner: Gossip (Close waits); bounded by memberlist's TCP timeout per seed
