@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"maps"
 	"net"
 	"slices"
@@ -10,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // gossipCoordinator is a fake coordinator that hands out gossip seeds as
@@ -287,5 +291,54 @@ func TestGossipQuietUntilReporting(t *testing.T) {
 	}
 	if first.GetDelta() || names["node-a"] != alive || names["node-b"] != alive {
 		t.Errorf("node-a's first view: delta %v, members %v; want a whole view with node-a and node-b alive", first.GetDelta(), names)
+	}
+}
+
+// TestGossipRefusesUnregisteredMember: once the coordinator's Endpoints
+// name the registered nodes, an agent's gossip does not take a member of
+// another name, even on loopback (where its own gossip runs): a ghost
+// that joins it directly is not in its view when a registered agent
+// joined after it is.
+func TestGossipRefusesUnregisteredMember(t *testing.T) {
+	const alive = agentv1.GossipState_GOSSIP_STATE_ALIVE
+	gc := newGossipCoordinator(true)
+	gc.quiet = map[string]bool{"node-a": true}
+	gc.push = map[string]chan *agentv1.ConnectResponse{"node-a": make(chan *agentv1.ConnectResponse, 2)}
+	target := startFake(t, gc.connect)
+	cfgA := baseConfig(t, target, "node-a")
+	cfgA.GossipPort = testnet.FreePort(t)
+	runGossipAgent(t, cfgA)
+	waitFor(t, "node-a registered", func() bool { return gc.registration("node-a") != nil })
+	host := func(name string) *agentv1.NodeEndpoint {
+		return &agentv1.NodeEndpoint{NodeName: name, Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.1"}}}
+	}
+	gc.push["node-a"] <- &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: &agentv1.Endpoints{
+		Nodes: []*agentv1.NodeEndpoint{host("node-a"), host("node-b")}}}}
+	// Messages are taken in order: the first view means the Endpoints
+	// were applied.
+	gc.push["node-a"] <- &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_GossipReporting{
+		GossipReporting: &agentv1.GossipReporting{Report: true}}}
+	waitFor(t, "node-a's first view", func() bool { return len(gc.messages("node-a")) > 0 })
+
+	mc := memberlist.DefaultLANConfig()
+	mc.Name, mc.BindAddr = "ghost", "127.0.0.1"
+	mc.BindPort = int(testnet.FreePort(t))
+	mc.AdvertisePort = mc.BindPort
+	mc.Logger = log.New(io.Discard, "", 0)
+	ghost, err := memberlist.Create(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ghost.Shutdown()
+	if _, err := ghost.Join([]string{fmt.Sprintf("127.0.0.1:%d", cfgA.GossipPort)}); err != nil {
+		t.Fatalf("ghost joins node-a: %v", err)
+	}
+
+	cfgB := baseConfig(t, target, "node-b")
+	cfgB.GossipPort = testnet.FreePort(t)
+	runGossipAgent(t, cfgB)
+	waitFor(t, "node-a sees node-b alive", func() bool { return gc.view("node-a")["node-b"] == alive })
+	if v := gc.view("node-a"); v["ghost"] != agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED {
+		t.Errorf("node-a's view %v lists the unregistered ghost", v)
 	}
 }

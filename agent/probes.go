@@ -98,6 +98,7 @@ func (a *Agent) applyPlan(plan *agentv1.ProbePlan) *agentv1.PlanAck {
 		return &agentv1.PlanAck{Version: v, Error: truncate(err.Error(), 512)}
 	}
 	a.targets.applyPlan(plan)
+	a.updateGossipRegistered()
 	a.log.Debug("probe plan applied", "version", v, "full", plan.GetBaseVersion() == 0, "upsert", len(plan.GetUpsert()), "remove", len(plan.GetRemove()))
 	return &agentv1.PlanAck{Version: v}
 }

@@ -158,6 +158,8 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 		defer wg.Done()
 		a.sendLoop(ctx, stream, backlog, reports, ob.ch, interval, reg.GetGossipDeltas(), !reg.GetGossipQuiet(), reporting, cancel)
 	}()
+	a.targets.setGossipSeeds(reg.GetGossipSeeds())
+	a.updateGossipRegistered()
 	if seeds := pickSeeds(reg.GetGossipSeeds()); a.gossip != nil && len(seeds) > 0 {
 		wg.Add(1)
 		go func() { // owner: session; bounded by ctx (and memberlist's TCP timeout)
@@ -206,6 +208,7 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 			}()
 		case *agentv1.ConnectResponse_Endpoints:
 			a.targets.setEndpoints(msg.Endpoints)
+			a.updateGossipRegistered()
 		case *agentv1.ConnectResponse_ProbePlan:
 			ack := a.applyPlan(msg.ProbePlan)
 			select {

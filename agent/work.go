@@ -225,6 +225,11 @@ type targets struct {
 	// ports and planPorts are the server ports of the endpoints and of
 	// the plan's peers, by address (ports.go); ports wins.
 	ports, planPorts map[netip.Addr]serverPorts
+	// hosts are the host IPs of the endpoints, by node name, and
+	// seedPorts the gossip ports the gossip seeds name, by host IP
+	// (gossippeers.go).
+	hosts     map[string]netip.Addr
+	seedPorts map[netip.Addr]map[uint16]bool
 }
 
 func newTargets(allow []netip.Prefix, log *slog.Logger) *targets {
@@ -260,9 +265,9 @@ func (t *targets) setEndpoints(ep *agentv1.Endpoints) {
 		}
 	}
 	ext, names := t.externalList(ep.GetExternalTargets())
-	ports := endpointPorts(ep)
+	ports, hosts := endpointPorts(ep), endpointHosts(ep)
 	t.mu.Lock()
-	t.endpoints, t.services, t.ports = m, svc, ports
+	t.endpoints, t.services, t.ports, t.hosts = m, svc, ports, hosts
 	t.external, t.externalNames = ext, names
 	t.mu.Unlock()
 }

@@ -115,6 +115,9 @@ type logWriter struct {
 func (w *logWriter) Write(p []byte) (int, error) {
 	for line := range bytes.Lines(p) {
 		level, msg := parseLogLine(string(bytes.TrimRight(line, "\r\n")))
+		if isRefusal(msg) {
+			level = slog.LevelDebug // admission logs refusals, at most once a second
+		}
 		if msg != "" {
 			// memberlist's logger carries no context: this adapter is the
 			// top of its own call stack.

@@ -10,6 +10,9 @@
 // the agent runs, so keys rotate without a restart.
 //
 // memberlist's hooks go through small unexported adapters: events (an
-// EventDelegate that never blocks) and logs (memberlist's log.Logger
-// written into slog).
+// EventDelegate that never blocks), admission (an AliveDelegate and
+// MergeDelegate that refuse members at loopback, link-local, unspecified,
+// multicast or cloud metadata addresses, and, once Gossip.SetRegistered
+// gave the registered nodes, members that are none of them or not at their
+// gossip address) and logs (memberlist's log.Logger written into slog).
 package gossip

@@ -85,8 +85,10 @@ type Config struct {
 	SuspicionMult int
 	// ReconnectInterval is how often the member tries to join again one
 	// member it holds dead (not left), so that the two sides of a healed
-	// partition merge again (memberlist alone never probes the dead); zero
-	// means 30 s, a negative value never.
+	// partition merge again (memberlist alone never probes the dead), and,
+	// while it knows no other member alive, the last Join's seeds again
+	// (a join refused by admission: a seed not yet holding this node's
+	// registration); zero means 30 s, a negative value never.
 	ReconnectInterval time.Duration
 	// LeaveTimeout bounds the wait for the leave message to go out in
 	// Close; zero means 2 s.
@@ -101,6 +103,13 @@ type Config struct {
 	// KeyCheckInterval is how often KeyFile is read again; zero means
 	// DefaultKeyCheckInterval, a negative value never.
 	KeyCheckInterval time.Duration
+	// AllowLoopback admits members at loopback addresses; they are
+	// admitted anyway when this member's own address is loopback (a test
+	// or lab on one machine). Link-local members are admitted only when
+	// its own address is link-local. Unspecified, multicast and cloud
+	// metadata addresses (169.254.169.254, fd00:ec2::254,
+	// 100.100.100.200) are never admitted (see also Gossip.SetRegistered).
+	AllowLoopback bool
 	// Logger receives memberlist's own logs and the pool's changes; nil
 	// means discard.
 	Logger *slog.Logger
@@ -121,8 +130,11 @@ type Gossip struct {
 	ml     *memberlist.Memberlist
 	events *events
 	meta   *delegate
+	admit  *admission
 
 	joins     sync.WaitGroup // Join calls in flight and the reconnect loop
+	seedsMu   sync.Mutex
+	seeds     []string // the last Join's seeds, for reconnectLoop
 	closeOnce sync.Once
 	closeErr  error
 	closed    chan struct{}
@@ -195,14 +207,22 @@ func New(cfg Config) (*Gossip, error) {
 			cfg.KeyCheckInterval = DefaultKeyCheckInterval
 		}
 	}
+	own := cfg.BindAddr
+	if cfg.Transport != nil {
+		if ip, _, err := cfg.Transport.FinalAdvertiseAddr("", cfg.BindPort); err == nil {
+			own, _ = netip.AddrFromSlice(ip)
+		}
+	}
+	own = own.Unmap()
+	adm := &admission{self: cfg.NodeName, loopback: cfg.AllowLoopback || own.IsLoopback(), linkLocal: own.IsLinkLocalUnicast(), log: lg}
 	meta := &delegate{}
-	mc.Events, mc.Delegate = ev, meta
+	mc.Events, mc.Delegate, mc.Alive, mc.Merge = ev, meta, adm, adm
 	mc.Logger = log.New(&logWriter{log: lg}, "", 0)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: start memberlist as %q on %s: %w", cfg.NodeName, netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.BindPort)), err)
 	}
-	g := &Gossip{cfg: cfg, log: lg, ml: ml, events: ev, meta: meta, closed: make(chan struct{})}
+	g := &Gossip{cfg: cfg, log: lg, ml: ml, events: ev, meta: meta, admit: adm, closed: make(chan struct{})}
 	if keyring != nil && cfg.KeyCheckInterval > 0 {
 		g.joins.Add(1)
 		go func() { // owner: Gossip; ends when Close (or kill) closes g.closed
@@ -232,12 +252,25 @@ func (g *Gossip) reconnectLoop() {
 		case <-tick.C:
 		}
 		var dead []Member
+		others := false
 		for _, m := range g.events.snapshot() {
 			if m.State == StateDead && m.Name != g.cfg.NodeName && m.Addr.IsValid() {
 				dead = append(dead, m)
 			}
+			others = others || (m.Name != g.cfg.NodeName && m.State == StateAlive)
 		}
 		if len(dead) == 0 {
+			g.seedsMu.Lock()
+			seeds := g.seeds
+			g.seedsMu.Unlock()
+			if !others && len(seeds) > 0 {
+				// Alone: the join may have been refused (a seed that did
+				// not know this node's registration yet, or the other way
+				// round); try the seeds again.
+				if n, err := g.ml.Join(seeds); err == nil && n > 0 {
+					g.log.Info("joined the seeds again", "seeds", seeds)
+				}
+			}
 			continue
 		}
 		m := dead[rand.IntN(len(dead))]
@@ -274,6 +307,9 @@ func (g *Gossip) Join(ctx context.Context, seeds []string) (int, error) {
 		n   int
 		err error
 	}
+	g.seedsMu.Lock()
+	g.seeds = slices.Clone(seeds)
+	g.seedsMu.Unlock()
 	done := make(chan result, 1)
 	g.joins.Add(1)
 	go func() { // owner: Gossip (Close waits); bounded by memberlist's TCP timeout per seed
