@@ -27,6 +27,7 @@ import (
 func TestIdentityTokenFile(t *testing.T) {
 	const ns = "meshperf"
 	api := kubetest.NewClientset(
+		identitytest.DaemonSet(ns, identity.DefaultDaemonSet),
 		identitytest.Pod(ns, "meshperf-agent-1", "uid-1", "node-1", "DaemonSet", identity.DefaultDaemonSet),
 		identitytest.Pod(ns, "meshperf-agent-2", "uid-2", "node-2", "DaemonSet", identity.DefaultDaemonSet),
 		// node-1's Node, whose address its registration must carry.

@@ -255,6 +255,7 @@ func TestRogueRegisterAsAnotherNodeMTLS(t *testing.T) {
 func TestRogueRegisterWithTokenOfAnotherPod(t *testing.T) {
 	const ns = kube.DefaultNamespace
 	api := kubetest.NewClientset(
+		identitytest.DaemonSet(ns, identity.DefaultDaemonSet),
 		identitytest.Pod(ns, "meshperf-agent-aaaaa", "uid-a", "node-a", "DaemonSet", identity.DefaultDaemonSet),
 		identitytest.Pod(ns, "meshperf-agent-bbbbb", "uid-b", "node-b", "DaemonSet", identity.DefaultDaemonSet),
 		identitytest.Pod(ns, "debug-xxxxx", "uid-x", "node-b", "DaemonSet", "meshperf-debug"),
@@ -288,6 +289,8 @@ func TestRogueRegisterWithTokenOfAnotherPod(t *testing.T) {
 		actx := metadata.AppendToOutgoingContext(ctx, identity.MetadataKey, tokens[node])
 		agents[node] = newKubeAgent(t, actx, conn, node, ip, podIPs[node])
 	}
+	// Well-formed for the meshperf audience: only the TokenReview refuses it.
+	const forged = "eyJhbGciOiJSUzI1NiJ9.eyJhdWQiOlsibWVzaHBlcmYiXSwiZXhwIjo0MTAyNDQ0ODAwfQ.Zm9yZ2Vk"
 	tests := []struct {
 		name   string
 		token  string // "" for none
@@ -297,8 +300,9 @@ func TestRogueRegisterWithTokenOfAnotherPod(t *testing.T) {
 		{"token of node-a's agent pod", tokens["node-a"], "node-a", `Register names node "node-b" and the session proved node "node-a"`},
 		{"token of a pod of another DaemonSet on node-b", token("debug-xxxxx", "uid-x", identity.Audience), "",
 			"pod meshperf/debug-xxxxx is not of the agent DaemonSet meshperf-agent"},
-		{"token of node-b's pod for the API server", token("meshperf-agent-bbbbb", "uid-b", "https://kubernetes.default.svc"), "", "token audiences do not match"},
-		{"forged token", "eyJhbGciOiJSUzI1NiJ9.e30.Zm9yZ2Vk", "", "invalid bearer token"},
+		{"token of node-b's pod for the API server", token("meshperf-agent-bbbbb", "uid-b", "https://kubernetes.default.svc"), "", `identity token's audiences ["https://kubernetes.default.svc"] lack "meshperf"`},
+		{"forged token", forged, "", "invalid bearer token"},
+		{"made-up token for no audience", "eyJhbGciOiJSUzI1NiJ9.e30.Zm9yZ2Vk", "", `identity token's audiences [] lack "meshperf"`},
 		{"no token", "", "", "no identity token"},
 	}
 	for _, tt := range tests {
@@ -317,7 +321,7 @@ func TestRogueRegisterWithTokenOfAnotherPod(t *testing.T) {
 	if n := stop(); n == 0 {
 		t.Error("the rogue loop made no attempt")
 	}
-	for _, tok := range append([]string{tokens["node-a"], tokens["node-b"]}, "eyJhbGciOiJSUzI1NiJ9.e30.Zm9yZ2Vk") {
+	for _, tok := range append([]string{tokens["node-a"], tokens["node-b"]}, forged, "eyJhbGciOiJSUzI1NiJ9.e30.Zm9yZ2Vk") {
 		if strings.Contains(logs.String(), tok) {
 			t.Errorf("the coordinator logged an identity token")
 		}

@@ -323,9 +323,10 @@ func waitRun(t *testing.T, ctx context.Context, mesh meshv1.MeshServiceClient, r
 }
 
 // calledByIdentity are the Role's grants that coordinator/identity calls
-// (reading the pod of an agent's token), not coordinator/kube; the Rogue
-// token tests (identity_rogue_test.go) check them both ways.
-var calledByIdentity = map[string]bool{"get /pods": true, "create authentication.k8s.io/tokenreviews": true}
+// (reading the pod of an agent's token and the agent DaemonSet), not
+// coordinator/kube; the Rogue token tests (identity_rogue_test.go) check
+// them both ways.
+var calledByIdentity = map[string]bool{"get /pods": true, "get apps/daemonsets": true, "create authentication.k8s.io/tokenreviews": true}
 
 // checkCallsMatchRole checks the coordinator's calls to the API against
 // the Role in deploy/kubernetes/base: every call is granted, in the Role's

@@ -391,3 +391,55 @@ func TestRogueKubeAddress(t *testing.T) {
 		t.Errorf("agents %v, want node-1 alone, connected", resp.GetAgents())
 	}
 }
+
+// TestRogueKubeServiceIP: with --kubernetes, an agent (of a real node)
+// that registers no pod address and a service IP of its choosing does not
+// get it: every other agent would test that address. The node gets no
+// service IP (logged), in the Endpoints the others get and in its record.
+func TestRogueKubeServiceIP(t *testing.T) {
+	ns := kube.DefaultNamespace
+	api := kubetest.NewClientset(
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.1"}}}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-2"},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.2"}}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ep-1", Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": "meshperf-endpoint"}},
+			Spec: corev1.PodSpec{NodeName: "node-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "198.51.100.1"}})
+	addr, _, logs := start(t, coordinator.Config{KubeClient: api})
+	conn := dial(t, addr, insecure.NewCredentials())
+	mesh := meshv1.NewMeshServiceClient(conn)
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor*2)
+	defer cancel()
+	honest := newAddrAgent(t, ctx, conn, addrRegister("node-1", "192.0.2.1", "198.51.100.1"), honestPorts)
+	rogue := addrRegister("node-2", "192.0.2.2", "")
+	rogue.Addresses = rogue.Addresses[:1] // no pod address
+	rogue.ServiceIp = "203.0.113.7"
+	newAddrAgent(t, ctx, conn, rogue, honestPorts)
+	var node2 *agentv1.NodeEndpoint
+	if !poll(waitFor, func() bool {
+		for _, n := range honest.lastEndpoints().GetNodes() {
+			if n.GetNodeName() == "node-2" {
+				node2 = n
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("node-1 was never sent node-2's endpoint; last Endpoints %v", honest.lastEndpoints())
+	}
+	if node2.GetServiceIp() != "" {
+		t.Errorf("node-1 is sent node-2's service IP %q, the rogue's; want none", node2.GetServiceIp())
+	}
+	resp, err := mesh.ListAgents(ctx, &meshv1.ListAgentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range resp.GetAgents() {
+		if a.GetNodeName() == "node-2" && a.GetServiceIp() != "" {
+			t.Errorf("node-2's record has service IP %q, want none", a.GetServiceIp())
+		}
+	}
+	if want := "the node registered no pod address"; !strings.Contains(logs.String(), want) {
+		t.Errorf("the coordinator's log lacks %q:\n%s", want, logs)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -28,6 +29,13 @@ const (
 
 // DefaultDaemonSet is the agent DaemonSet of deploy/kubernetes.
 const DefaultDaemonSet = "meshperf-agent"
+
+// DefaultServiceAccount is the agent DaemonSet's service account in
+// deploy/kubernetes.
+const DefaultServiceAccount = "meshperf-agent"
+
+// daemonSetTTL bounds how long Token keeps the agent DaemonSet's UID.
+const daemonSetTTL = 30 * time.Second
 
 // DefaultCacheTTL bounds how long Token keeps a positive verdict.
 const DefaultCacheTTL = 2 * time.Minute
@@ -46,14 +54,17 @@ const DefaultMaxReviews = 16
 // TokenConfig configures NewToken.
 type TokenConfig struct {
 	// Client talks to the API server; required. It needs create on
-	// authentication.k8s.io tokenreviews (cluster-scoped) and get on pods
-	// in Namespace.
+	// authentication.k8s.io tokenreviews (cluster-scoped), get on pods
+	// and get on apps daemonsets in Namespace.
 	Client kubernetes.Interface
 	// Namespace is the agent DaemonSet's; required.
 	Namespace string
 	// DaemonSet is the agent DaemonSet's name; empty means
 	// DefaultDaemonSet.
 	DaemonSet string
+	// ServiceAccount is the agent pods' service account, the one their
+	// tokens name; empty means DefaultServiceAccount.
+	ServiceAccount string
 	// Audience is the token's required audience; empty means Audience.
 	Audience string
 	// CacheTTL bounds how long a positive verdict is kept (never past the
@@ -72,7 +83,11 @@ type TokenConfig struct {
 // (metadata MetadataKey): the TokenReview API must authenticate it for
 // Audience as a service account of Namespace bound to a pod; that pod,
 // read from the API, must have the reviewed UID, be controlled by the
-// DaemonSet, and run on a node (spec.nodeName), which is the node proven.
+// DaemonSet (the controller reference's UID is the live DaemonSet's), run
+// as ServiceAccount, be running and not being deleted, and run on a node
+// (spec.nodeName), which is the node proven. A token that is not a
+// well-formed JWT for Audience, or is expired by its own (unverified)
+// claims, is refused before any API call.
 // Positive verdicts are cached per token for CacheTTL, so that agents
 // reconnecting cost no API calls; refusals are not. Safe for concurrent
 // use.
@@ -83,6 +98,8 @@ type Token struct {
 
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]verdict
+	dsUID string    // the DaemonSet's UID, read at dsAt
+	dsAt  time.Time // zero: not read
 }
 
 // verdict is a cached positive verdict.
@@ -104,6 +121,9 @@ func NewToken(cfg TokenConfig) (*Token, error) {
 	}
 	if cfg.Audience == "" {
 		cfg.Audience = Audience
+	}
+	if cfg.ServiceAccount == "" {
+		cfg.ServiceAccount = DefaultServiceAccount
 	}
 	if cfg.CacheTTL == 0 {
 		cfg.CacheTTL = DefaultCacheTTL
@@ -138,6 +158,9 @@ func (t *Token) Verify(ctx context.Context) (string, error) {
 	now := t.cfg.Now()
 	if node, ok := t.cached(key, now); ok {
 		return node, nil
+	}
+	if err := precheck(tok, t.cfg.Audience, now); err != nil {
+		return "", err
 	}
 	node, err := t.review(ctx, tok)
 	if err != nil {
@@ -221,6 +244,9 @@ func (t *Token) review(ctx context.Context, tok string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%w: token user %q is not a service account", ErrRefused, user)
 	}
+	if sa != t.cfg.ServiceAccount {
+		return "", fmt.Errorf("%w: token user %q is not of the agents' service account %q", ErrRefused, user, t.cfg.ServiceAccount)
+	}
 	if ns != t.cfg.Namespace {
 		return "", fmt.Errorf("%w: token user %q is of namespace %q, not the agents' %q", ErrRefused, user, ns, t.cfg.Namespace)
 	}
@@ -247,11 +273,92 @@ func (t *Token) review(ctx context.Context, tok string) (string, error) {
 		}
 		return "", fmt.Errorf("%w: pod %s/%s is not of the agent DaemonSet %s (its controller: %s)", ErrRefused, ns, podName, t.cfg.DaemonSet, got)
 	}
+	if err := t.checkDaemonSet(ctx, string(owner.UID)); err != nil {
+		return "", fmt.Errorf("pod %s/%s: %w", ns, podName, err)
+	}
+	if pod.Spec.ServiceAccountName != sa {
+		return "", fmt.Errorf("%w: pod %s/%s runs as service account %q, the token's is %q", ErrRefused, ns, podName, pod.Spec.ServiceAccountName, sa)
+	}
+	if pod.DeletionTimestamp != nil {
+		return "", fmt.Errorf("%w: pod %s/%s is being deleted (deletionTimestamp %s)", ErrRefused, ns, podName, pod.DeletionTimestamp.UTC().Format(time.RFC3339))
+	}
+	if pod.Status.Phase != corev1.PodRunning {
+		return "", fmt.Errorf("%w: pod %s/%s is in phase %q, not %q", ErrRefused, ns, podName, pod.Status.Phase, corev1.PodRunning)
+	}
 	if pod.Spec.NodeName == "" {
 		return "", fmt.Errorf("%w: pod %s/%s is not scheduled to a node", ErrRefused, ns, podName)
 	}
 	t.log.Debug("identity token reviewed", "service_account", sa, "pod", podName, "node", pod.Spec.NodeName)
 	return pod.Spec.NodeName, nil
+}
+
+// checkDaemonSet checks that uid, a pod's controller reference, is the
+// live agent DaemonSet's: a pod that names the DaemonSet in an owner
+// reference of its own making has another UID. The UID is read from the
+// API and kept for daemonSetTTL; a kept one that differs is read again
+// (the DaemonSet may have been recreated).
+func (t *Token) checkDaemonSet(ctx context.Context, uid string) error {
+	now := t.cfg.Now()
+	t.mu.Lock()
+	kept, at := t.dsUID, t.dsAt
+	t.mu.Unlock()
+	if !at.IsZero() && now.Sub(at) < daemonSetTTL && now.Sub(at) >= 0 && kept == uid {
+		return nil
+	}
+	ds, err := t.cfg.Client.AppsV1().DaemonSets(t.cfg.Namespace).Get(ctx, t.cfg.DaemonSet, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: the agent DaemonSet %s/%s does not exist", ErrRefused, t.cfg.Namespace, t.cfg.DaemonSet)
+	case err != nil:
+		return fmt.Errorf("%w: get daemonset %s/%s: %w", ErrUnavailable, t.cfg.Namespace, t.cfg.DaemonSet, err)
+	}
+	t.mu.Lock()
+	t.dsUID, t.dsAt = string(ds.UID), now
+	t.mu.Unlock()
+	if string(ds.UID) != uid {
+		return fmt.Errorf("%w: its controller reference has uid %q, the agent DaemonSet %s/%s has uid %q (not made by the DaemonSet)",
+			ErrRefused, uid, t.cfg.Namespace, t.cfg.DaemonSet, ds.UID)
+	}
+	return nil
+}
+
+// precheck refuses, with no API call, a token that is not a well-formed
+// JWT (three base64url parts, a JSON payload), whose payload lacks the
+// audience aud, or that has expired by its exp claim. Its claims are
+// unverified: it only sorts out garbage before the TokenReview, which
+// stays the real check.
+func precheck(tok, aud string, now time.Time) error {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return fmt.Errorf("%w: identity token is not a JWT (%d dot-separated parts, want 3)", ErrRefused, len(parts))
+	}
+	for i, p := range parts {
+		if _, err := base64.RawURLEncoding.DecodeString(p); p == "" || err != nil {
+			return fmt.Errorf("%w: identity token is not a JWT (part %d is not base64url)", ErrRefused, i+1)
+		}
+	}
+	b, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	var claims struct {
+		Aud json.RawMessage `json:"aud"`
+		Exp *float64        `json:"exp"`
+	}
+	if err := json.Unmarshal(b, &claims); err != nil {
+		return fmt.Errorf("%w: identity token's payload is not a JSON object: %w", ErrRefused, err)
+	}
+	var auds []string
+	var one string
+	if json.Unmarshal(claims.Aud, &one) == nil {
+		auds = []string{one}
+	} else if json.Unmarshal(claims.Aud, &auds) != nil {
+		auds = nil
+	}
+	if !slices.Contains(auds, aud) {
+		return fmt.Errorf("%w: identity token's audiences %q lack %q", ErrRefused, auds, aud)
+	}
+	if claims.Exp != nil && !now.Before(time.Unix(int64(*claims.Exp), 0)) {
+		return fmt.Errorf("%w: identity token expired at %s", ErrRefused, time.Unix(int64(*claims.Exp), 0).UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // serviceAccount splits "system:serviceaccount:NS:NAME".

@@ -2,6 +2,7 @@ package identity_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"sync"
@@ -9,7 +10,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -37,7 +41,17 @@ func withToken(toks ...string) context.Context {
 // the token's (same uid), of the agent DaemonSet, and scheduled; anything
 // else is refused with the reason, and an API failure is ErrUnavailable.
 func TestToken(t *testing.T) {
+	forgedOwner := identitytest.Pod(ns, "forged-owner", "uid-f", "node-b", "DaemonSet", ds)
+	forgedOwner.OwnerReferences[0].UID = "uid-made-up"
+	otherSA := identitytest.Pod(ns, "other-sa", "uid-s", "node-b", "DaemonSet", ds)
+	otherSA.Spec.ServiceAccountName = "default"
+	notRunning := identitytest.Pod(ns, "succeeded", "uid-n", "node-b", "DaemonSet", ds)
+	notRunning.Status.Phase = corev1.PodSucceeded
+	deleting := identitytest.Pod(ns, "deleting", "uid-d", "node-b", "DaemonSet", ds)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	cl := identitytest.New(fake.NewClientset(
+		identitytest.DaemonSet(ns, ds),
+		forgedOwner, otherSA, notRunning, deleting,
 		identitytest.Pod(ns, "agent-a", "uid-a", "node-a", "DaemonSet", ds),
 		identitytest.Pod(ns, "agent-b", "uid-b", "node-b", "DaemonSet", ds),
 		identitytest.Pod(ns, "impostor", "uid-i", "node-b", "DaemonSet", "other"),
@@ -47,16 +61,18 @@ func TestToken(t *testing.T) {
 		identitytest.Pod("default", "agent-x", "uid-x", "node-b", "DaemonSet", ds),
 	))
 	exp := time.Now().Add(time.Hour)
-	issue := func(ns, pod, uid string, aud ...string) string {
+	issueAs := func(ns, sa, pod, uid string, aud ...string) string {
 		if len(aud) == 0 {
 			aud = []string{identity.Audience}
 		}
 		return cl.Issue(identitytest.Token{Namespace: ns, ServiceAccount: sa, Pod: pod, PodUID: uid, Audiences: aud, Expires: exp})
 	}
+	issue := func(ns, pod, uid string, aud ...string) string { return issueAs(ns, sa, pod, uid, aud...) }
 	v, err := identity.NewToken(identity.TokenConfig{Client: cl.Clientset, Namespace: ns, CacheTTL: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
+	forged := jwt(`{"aud":["meshperf"],"exp":4102444800}`)
 	tests := []struct {
 		name     string
 		ctx      context.Context
@@ -69,13 +85,19 @@ func TestToken(t *testing.T) {
 		{"pod of another DaemonSet", withToken(issue(ns, "impostor", "uid-i")), "", identity.ErrRefused, "not of the agent DaemonSet meshperf-agent (its controller: apps/v1 DaemonSet/other)"},
 		{"pod of a ReplicaSet of the same name", withToken(issue(ns, "rs-pod", "uid-r")), "", identity.ErrRefused, "its controller: apps/v1 ReplicaSet/meshperf-agent"},
 		{"pod without controller", withToken(issue(ns, "orphan", "uid-o")), "", identity.ErrRefused, "its controller: none"},
+		{"pod naming the DaemonSet with a made-up uid", withToken(issue(ns, "forged-owner", "uid-f")), "", identity.ErrRefused, `controller reference has uid "uid-made-up"`},
+		{"pod of another service account", withToken(issue(ns, "other-sa", "uid-s")), "", identity.ErrRefused, `runs as service account "default"`},
+		{"token of another service account", withToken(issueAs(ns, "default", "other-sa", "uid-s")), "", identity.ErrRefused, `not of the agents' service account "meshperf-agent"`},
+		{"pod not running", withToken(issue(ns, "succeeded", "uid-n")), "", identity.ErrRefused, `in phase "Succeeded"`},
+		{"pod being deleted", withToken(issue(ns, "deleting", "uid-d")), "", identity.ErrRefused, "being deleted"},
 		{"pod not scheduled", withToken(issue(ns, "pending", "uid-p")), "", identity.ErrRefused, "not scheduled"},
 		{"pod replaced (another uid)", withToken(issue(ns, "agent-a", "uid-old")), "", identity.ErrRefused, "a pod of the same name replaced it"},
 		{"pod gone", withToken(issue(ns, "agent-gone", "uid-g")), "", identity.ErrRefused, "does not exist"},
 		{"token of another namespace", withToken(issue("default", "agent-x", "uid-x")), "", identity.ErrRefused, `not the agents' "meshperf"`},
 		{"token bound to no pod", withToken(issue(ns, "", "")), "", identity.ErrRefused, "bound to no pod"},
-		{"token for the API server", withToken(issue(ns, "agent-a", "uid-a", "https://kubernetes.default.svc")), "", identity.ErrRefused, "audiences do not match"},
-		{"forged token", withToken("eyJ.forged.x"), "", identity.ErrRefused, "invalid bearer token"},
+		{"token for the API server", withToken(issue(ns, "agent-a", "uid-a", "https://kubernetes.default.svc")), "", identity.ErrRefused, `lack "meshperf"`},
+		{"forged token", withToken(forged), "", identity.ErrRefused, "invalid bearer token"},
+		{"not a JWT", withToken("eyJ.forged.x"), "", identity.ErrRefused, "part 3 is not base64url"},
 		{"no token", context.Background(), "", identity.ErrNoProof, "no identity token"},
 		{"empty token", withToken(" "), "", identity.ErrNoProof, "empty"},
 		{"two tokens", withToken(issue(ns, "agent-a", "uid-a"), issue(ns, "agent-b", "uid-b")), "", identity.ErrRefused, "2 values"},
@@ -93,6 +115,103 @@ func TestToken(t *testing.T) {
 	}
 }
 
+// jwt is a JWT-shaped token of payload, signed by no one.
+func jwt(payload string) string {
+	return "eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(payload)) + ".Zm9yZ2Vk"
+}
+
+// TestTokenPrecheck: a token that is not a JWT, not for the meshperf
+// audience or expired by its own claims is refused before any API call,
+// so a flood of made-up tokens takes no TokenReview slot; a well-formed
+// one is reviewed.
+func TestTokenPrecheck(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name       string
+		tok        string
+		wantIn     string
+		wantReview bool
+	}{
+		{"one part", "garbage", "1 dot-separated parts", false},
+		{"four parts", "a.b.c.d", "4 dot-separated parts", false},
+		{"empty part", "eyJhbGciOiJSUzI1NiJ9..Zm9yZ2Vk", "part 2 is not base64url", false},
+		{"not base64url", "eyJ.!!.x", "part 2 is not base64url", false},
+		{"payload not JSON", jwt("not json"), "not a JSON object", false},
+		{"payload a JSON array", jwt(`["meshperf"]`), "not a JSON object", false},
+		{"no audience", jwt(`{"exp":4102444800}`), `lack "meshperf"`, false},
+		{"another audience", jwt(`{"aud":["https://kubernetes.default.svc"],"exp":4102444800}`), `lack "meshperf"`, false},
+		{"expired", jwt(`{"aud":["meshperf"],"exp":1764590400}`), "expired at 2025-12-01T12:00:00Z", false},
+		{"audience as a string", jwt(`{"aud":"meshperf","exp":4102444800}`), "invalid bearer token", true},
+		{"well-formed", jwt(`{"aud":["x","meshperf"],"exp":4102444800}`), "invalid bearer token", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cl := identitytest.New(fake.NewClientset())
+			v, err := identity.NewToken(identity.TokenConfig{Client: cl.Clientset, Namespace: ns, Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = v.Verify(withToken(tt.tok))
+			if !errors.Is(err, identity.ErrRefused) || !strings.Contains(err.Error(), tt.wantIn) {
+				t.Errorf("Verify: %v, want ErrRefused with %q", err, tt.wantIn)
+			}
+			if got := cl.Reviews() > 0; got != tt.wantReview {
+				t.Errorf("TokenReview made: %v, want %v", got, tt.wantReview)
+			}
+		})
+	}
+}
+
+// TestTokenDaemonSetUID: the agent DaemonSet's UID is read from the API
+// and kept; a DaemonSet that is gone, or an API failure reading it,
+// refuses or defers the token.
+func TestTokenDaemonSetUID(t *testing.T) {
+	tests := []struct {
+		name    string
+		objs    []runtime.Object
+		fail    bool
+		wantErr error
+		wantIn  string
+	}{
+		{"DaemonSet present", []runtime.Object{identitytest.DaemonSet(ns, ds)}, false, nil, ""},
+		{"DaemonSet gone", nil, false, identity.ErrRefused, "DaemonSet meshperf/meshperf-agent does not exist"},
+		{"DaemonSet recreated", []runtime.Object{&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: ds, Namespace: ns, UID: "uid-new"}}}, false, identity.ErrRefused, `has uid "uid-new"`},
+		{"get daemonset fails", []runtime.Object{identitytest.DaemonSet(ns, ds)}, true, identity.ErrUnavailable, "connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := fake.NewClientset(append(tt.objs, identitytest.Pod(ns, "agent-a", "uid-a", "node-a", "DaemonSet", ds))...)
+			if tt.fail {
+				c.PrependReactor("get", "daemonsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, errors.New("connection refused")
+				})
+			}
+			cl := identitytest.New(c)
+			v, err := identity.NewToken(identity.TokenConfig{Client: c, Namespace: ns, CacheTTL: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				tok := cl.Issue(identitytest.Token{Namespace: ns, ServiceAccount: sa, Pod: "agent-a", PodUID: "uid-a",
+					Audiences: []string{identity.Audience}, Expires: time.Now().Add(time.Hour)})
+				node, err := v.Verify(withToken(tok))
+				if !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) || err != nil && !strings.Contains(err.Error(), tt.wantIn) {
+					t.Fatalf("Verify %d = %q, %v; want %v with %q", i, node, err, tt.wantErr, tt.wantIn)
+				}
+			}
+			gets := 0
+			for _, a := range c.Actions() {
+				if a.GetVerb() == "get" && a.GetResource().Resource == "daemonsets" {
+					gets++
+				}
+			}
+			if tt.wantErr == nil && gets != 1 {
+				t.Errorf("%d gets of the DaemonSet for two tokens, want 1 (its UID kept)", gets)
+			}
+		})
+	}
+}
+
 // TestTokenAPIDown: an API server that fails is ErrUnavailable (try again),
 // not a refusal.
 func TestTokenAPIDown(t *testing.T) {
@@ -101,7 +220,7 @@ func TestTokenAPIDown(t *testing.T) {
 		{"get pod fails", "get", "pods"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := fake.NewClientset(identitytest.Pod(ns, "agent-a", "uid-a", "node-a", "DaemonSet", ds))
+			c := fake.NewClientset(identitytest.DaemonSet(ns, ds), identitytest.Pod(ns, "agent-a", "uid-a", "node-a", "DaemonSet", ds))
 			cl := identitytest.New(c)
 			c.PrependReactor(tt.verb, tt.resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, errors.New("connection refused")
@@ -138,7 +257,8 @@ func (c *fakeClock) Add(d time.Duration) {
 }
 
 // TestTokenCache: a positive verdict is kept for CacheTTL, never past the
-// token's expiry; a refusal is never kept.
+// token's expiry (then the expired token is refused with no review); a
+// refusal is never kept.
 func TestTokenCache(t *testing.T) {
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
@@ -151,13 +271,13 @@ func TestTokenCache(t *testing.T) {
 		{"again at once", start.Add(time.Hour), false, 0, 1},
 		{"again within the TTL", start.Add(time.Hour), false, time.Minute, 1},
 		{"again after the TTL", start.Add(time.Hour), false, 2*time.Minute + time.Second, 2},
-		{"again after the token expired, within the TTL", start.Add(30 * time.Second), false, 31 * time.Second, 2},
+		{"again after the token expired, within the TTL", start.Add(30 * time.Second), false, 31 * time.Second, 1},
 		{"a refusal again at once", start.Add(time.Hour), true, 0, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cl := identitytest.New(fake.NewClientset(identitytest.Pod(ns, "agent-a", "uid-a", "node-a", "DaemonSet", ds)))
-			tok := "forged"
+			cl := identitytest.New(fake.NewClientset(identitytest.DaemonSet(ns, ds), identitytest.Pod(ns, "agent-a", "uid-a", "node-a", "DaemonSet", ds)))
+			tok := jwt(`{"aud":["meshperf"],"exp":4102444800}`)
 			if !tt.forged {
 				tok = cl.Issue(identitytest.Token{Namespace: ns, ServiceAccount: sa, Pod: "agent-a", PodUID: "uid-a",
 					Audiences: []string{identity.Audience}, Expires: tt.expires})
@@ -169,7 +289,8 @@ func TestTokenCache(t *testing.T) {
 			}
 			for i := range 2 {
 				node, err := v.Verify(withToken(tok))
-				if tt.forged != (err != nil) || !tt.forged && node != "node-a" {
+				expired := !clock.Now().Before(tt.expires)
+				if refused := tt.forged || expired; refused != (err != nil) || !refused && node != "node-a" {
 					t.Fatalf("Verify %d = %q, %v", i, node, err)
 				}
 				clock.Add(tt.after)
@@ -202,7 +323,7 @@ func TestNewTokenConfig(t *testing.T) {
 // TestTokenMaxReviews: with MaxReviews reviews in progress, another waits
 // for a slot, and gives up as ErrUnavailable when its context ends first.
 func TestTokenMaxReviews(t *testing.T) {
-	c := fake.NewClientset(identitytest.Pod(ns, "agent-a", "uid-a", "node-a", "DaemonSet", ds))
+	c := fake.NewClientset(identitytest.DaemonSet(ns, ds), identitytest.Pod(ns, "agent-a", "uid-a", "node-a", "DaemonSet", ds))
 	cl := identitytest.New(c)
 	issue := func() string {
 		return cl.Issue(identitytest.Token{Namespace: ns, ServiceAccount: sa, Pod: "agent-a", PodUID: "uid-a",

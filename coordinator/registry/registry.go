@@ -117,9 +117,11 @@ type Config struct {
 	// ClusterIP (coordinator/kube.Services.Ensure in a cluster: a Service
 	// of that node's pod alone), which replaces the service IP the agent
 	// announced. It is called on every registration, so a new pod IP
-	// repoints the Service; it must be idempotent, return once ctx ends,
-	// and an error keeps the agent's service IP (logged). Nil means the
-	// agents' service IPs are taken as they are.
+	// repoints the Service; it must be idempotent and return once ctx
+	// ends. In a cluster (ServiceIPs or Addresses.Cluster set) the agent's
+	// service IP is never kept: a node without a pod endpoint, or whose
+	// lookup fails or finds no ClusterIP, gets none (logged). Nil, outside
+	// a cluster, means the agents' service IPs are taken as they are.
 	ServiceIPs ServiceIPFunc
 	// ExternalTargets is the allowlist of external targets (the
 	// coordinator's config file) that every Endpoints message carries to
@@ -180,25 +182,43 @@ type ServiceIPFunc func(ctx context.Context, node string, podIP netip.Addr) (net
 // for the answer to their Register.
 const serviceIPTimeout = 10 * time.Second
 
-// resolveServiceIP sets n.ServiceIP from Config.ServiceIPs, if any.
+// resolveServiceIP sets n.ServiceIP in a cluster (Config.ServiceIPs or
+// AddressPolicy.Cluster set): to the ClusterIP of the coordinator's own
+// Service for the node, never to the agent's, which a rogue agent could
+// point at any address that all the others would then test. Without a pod
+// endpoint, without a ClusterIP lookup, or when the lookup fails or finds
+// none, the node has no service IP (logged with why). Outside a cluster
+// the agent's service IP is kept.
 func (r *Registry) resolveServiceIP(ctx context.Context, n Node) Node {
-	if r.cfg.ServiceIPs == nil || !n.PodIP.IsValid() {
+	if r.cfg.ServiceIPs == nil && r.cfg.Addresses.Cluster == nil {
 		return n
+	}
+	agentIP := n.ServiceIP
+	n.ServiceIP = netip.Addr{}
+	drop := func(level slog.Level, why string, args ...any) Node {
+		if agentIP.IsValid() || level > slog.LevelWarn {
+			r.log.Log(ctx, level, why+"; the node gets no service IP (the agent's is never taken in a cluster)",
+				append([]any{"node", n.Name, "agent_service_ip", agentIP}, args...)...)
+		}
+		return n
+	}
+	switch {
+	case !n.PodIP.IsValid():
+		return drop(slog.LevelWarn, "the node registered no pod address, so no Service fronts it")
+	case r.cfg.ServiceIPs == nil:
+		return drop(slog.LevelWarn, "the coordinator looks up no ClusterIPs")
 	}
 	ctx, cancel := context.WithTimeout(ctx, serviceIPTimeout)
 	defer cancel()
 	ip, err := r.cfg.ServiceIPs(ctx, n.Name, n.PodIP)
 	switch {
 	case err != nil:
-		r.log.Error("no ClusterIP for the node's pod endpoint; keeping the agent's service IP", "node", n.Name, "pod_ip", n.PodIP,
-			"agent_service_ip", n.ServiceIP, "err", err)
-		return n
+		return drop(slog.LevelError, "no ClusterIP for the node's pod endpoint", "pod_ip", n.PodIP, "err", err)
 	case !ip.IsValid():
-		r.log.Error("the node's Service has no ClusterIP; keeping the agent's service IP", "node", n.Name, "agent_service_ip", n.ServiceIP)
-		return n
-	case n.ServiceIP.IsValid() && n.ServiceIP != ip:
+		return drop(slog.LevelError, "the node's Service has no ClusterIP", "pod_ip", n.PodIP)
+	case agentIP.IsValid() && agentIP != ip:
 		r.log.Warn("the agent's service IP is not its node's ClusterIP; using the ClusterIP", "node", n.Name,
-			"agent_service_ip", n.ServiceIP, "cluster_ip", ip)
+			"agent_service_ip", agentIP, "cluster_ip", ip)
 	}
 	n.ServiceIP = ip
 	return n

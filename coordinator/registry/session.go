@@ -321,9 +321,9 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	}
 	done := r.markRegistering(node.Name) // until attached or refused: its Service must outlive a prune
 	node = r.resolveServiceIP(ctx, node)
-	if other := r.conflict(node); other != "" {
+	if err := r.checkConflicts(node); err != nil {
 		done()
-		return fmt.Errorf("%w: node %q announces an address that connected node %q registered", ErrBadRegistration, node.Name, other)
+		return err
 	}
 	s := newSession(node)
 	if r.cfg.Probes != nil && node.ProbePort != 0 {

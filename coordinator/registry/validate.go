@@ -119,6 +119,43 @@ func printable(field, s string) error {
 	return nil
 }
 
+// checkConflicts refuses n if its service IP is a connected node's host or
+// pod IP, or if it announces any address a connected node registered; the
+// error wraps ErrBadRegistration.
+func (r *Registry) checkConflicts(n Node) error {
+	if other, network := r.serviceIPConflict(n); other != "" {
+		r.log.Warn("registration refused: its service IP is another node's address", "node", n.Name, "service_ip", n.ServiceIP,
+			"other_node", other, "network", network)
+		return fmt.Errorf("%w: node %q: service_ip %s is the %s IP of connected node %q (its tests would measure that node)",
+			ErrBadRegistration, n.Name, n.ServiceIP, network, other)
+	}
+	if other := r.conflict(n); other != "" {
+		return fmt.Errorf("%w: node %q announces an address that connected node %q registered", ErrBadRegistration, n.Name, other)
+	}
+	return nil
+}
+
+// serviceIPConflict returns the connected node other than n's whose host
+// or pod IP is n's service IP, and which of its addresses that is ("" if
+// none): n's tests of its Service would measure that node instead.
+func (r *Registry) serviceIPConflict(n Node) (node, network string) {
+	if !n.ServiceIP.IsValid() {
+		return "", ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.addrs[n.ServiceIP] {
+		switch {
+		case s.node.Name == n.Name:
+		case s.node.HostIP == n.ServiceIP:
+			return s.node.Name, "host"
+		case s.node.PodIP == n.ServiceIP:
+			return s.node.Name, "pod"
+		}
+	}
+	return "", ""
+}
+
 // conflict returns the connected node other than name that registered one
 // of n's addresses, or "".
 func (r *Registry) conflict(n Node) string {

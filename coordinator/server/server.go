@@ -42,8 +42,12 @@ type Config struct {
 	// RegisterTimeout bounds the wait for a session's Register when
 	// Identity is set; zero means 30 s.
 	RegisterTimeout time.Duration
-	// Logger receives refused registrations; nil means discard.
+	// Logger receives refused registrations (at most one warning a
+	// second, with the count of those suppressed); nil means discard.
 	Logger *slog.Logger
+	// Now is the clock of the refusal warnings' rate limit; nil means
+	// time.Now.
+	Now func() time.Time
 }
 
 // Server implements AgentService and MeshService.
@@ -52,6 +56,8 @@ type Server struct {
 	meshv1.UnimplementedMeshServiceServer
 	cfg Config
 	log *slog.Logger
+
+	refusals refusalLimit
 }
 
 // New returns a Server; Register it on a grpc.Server.
@@ -59,6 +65,9 @@ func New(cfg Config) *Server {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Server{cfg: cfg, log: log}
 }

@@ -6,17 +6,22 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
 )
 
 // TestServiceIPsOverrideTheAgent checks that registry.Config.ServiceIPs
-// decides a node's service IP: its ClusterIP replaces what the agent sent,
-// an error keeps the agent's, and a node without pod endpoint is not asked
-// for.
+// alone decides a node's service IP in a cluster: its ClusterIP replaces
+// what the agent sent, and when it fails or finds none, or the node has no
+// pod endpoint (then it is not asked), the node gets none: a rogue agent's
+// service IP, which every other agent would test, is never kept.
 func TestServiceIPsOverrideTheAgent(t *testing.T) {
 	clusterIP := netip.MustParseAddr("10.96.7.7")
 	tests := []struct {
@@ -26,11 +31,14 @@ func TestServiceIPsOverrideTheAgent(t *testing.T) {
 		failWith   error
 		want       string // the node's service IP afterwards; "" for none
 		wantCalled bool
+		noneFound  bool // ServiceIPs finds no ClusterIP
 	}{
-		{"ClusterIP replaces the agent's", "10.96.0.11", false, nil, "10.96.7.7", true},
-		{"ClusterIP where the agent sent none", "", false, nil, "10.96.7.7", true},
-		{"error keeps the agent's", "10.96.0.11", false, errors.New("forbidden"), "10.96.0.11", true},
-		{"no pod endpoint: not asked", "", true, nil, "", false},
+		{"ClusterIP replaces the agent's", "10.96.0.11", false, nil, "10.96.7.7", true, false},
+		{"ClusterIP where the agent sent none", "", false, nil, "10.96.7.7", true, false},
+		{"error drops the agent's", "10.96.0.11", false, errors.New("forbidden"), "", true, false},
+		{"no ClusterIP found drops the agent's", "10.96.0.11", false, nil, "", true, true},
+		{"no pod endpoint: not asked", "", true, nil, "", false, false},
+		{"no pod endpoint drops the agent's", "10.96.0.1", true, nil, "", false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,6 +49,9 @@ func TestServiceIPsOverrideTheAgent(t *testing.T) {
 					mu.Lock()
 					calls = append(calls, node+" "+podIP.String())
 					mu.Unlock()
+					if tt.noneFound {
+						return netip.Addr{}, nil
+					}
 					return clusterIP, tt.failWith
 				}
 			})
@@ -120,5 +131,45 @@ func TestRegisteringDuringServiceIPs(t *testing.T) {
 	}
 	if _, known := c.reg.Known(); !slices.Equal(known, []string{"node-1"}) {
 		t.Errorf("known %v once registered, want node-1", known)
+	}
+}
+
+// TestServiceIPOfAnotherNodeRefused: a registration whose service IP is a
+// connected node's host or pod IP is refused with that reason (its tests
+// would measure the other node); outside a cluster, with no ServiceIPs,
+// too.
+func TestServiceIPOfAnotherNodeRefused(t *testing.T) {
+	tests := []struct {
+		name      string
+		serviceIP string
+		wantMsg   string // "" for registered
+	}{
+		{"node-a's host IP", "127.0.0.1", `node "node-b": service_ip 127.0.0.1 is the host IP of connected node "node-a"`},
+		{"node-a's pod IP", "127.0.0.2", `node "node-b": service_ip 127.0.0.2 is the pod IP of connected node "node-a"`},
+		{"an address of no node", "127.0.0.9", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			a, err := fakeAgent(t, ctx, c, register("node-a")) // host 127.0.0.1, pod 127.0.0.2
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = a.CloseSend() }()
+			reg := register("node-b")
+			reg.Addresses[0].Ip, reg.Addresses[1].Ip = "127.0.0.3", "127.0.0.4"
+			reg.ServiceIp = tt.serviceIP
+			b, err := fakeAgent(t, ctx, c, reg)
+			switch {
+			case tt.wantMsg == "" && err != nil:
+				t.Fatalf("node-b refused: %v", err)
+			case tt.wantMsg == "":
+				_ = b.CloseSend()
+			case status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.wantMsg):
+				t.Fatalf("node-b: err = %v, want InvalidArgument with %q", err, tt.wantMsg)
+			}
+		})
 	}
 }

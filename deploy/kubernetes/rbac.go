@@ -17,7 +17,7 @@ var coordinatorRBAC []byte
 // CoordinatorRole returns the Role of base/coordinator-rbac.yaml: what the
 // coordinator may do in its namespace, where coordinator/kube keeps the
 // per-node Services and EndpointSlices and watches the pod endpoints, and
-// coordinator/identity reads the agents' pods. It is decoded as strictly
+// coordinator/identity reads the agents' pods and DaemonSet. It is decoded as strictly
 // as this package's tests decode every manifest, so that a test of the
 // coordinator can check each API call it makes against what the cluster
 // grants.

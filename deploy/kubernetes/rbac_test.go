@@ -10,14 +10,16 @@ import (
 // checkRBAC allows the coordinator, in its namespace, the verbs
 // coordinator/kube calls on services and endpointslices, and get, list
 // and watch on pods (coordinator/identity reads the pod of an agent's
-// token; the address check watches the pod endpoints); cluster-wide,
+// token; the address check watches the pod endpoints), and get on
+// daemonsets (the agent DaemonSet's UID, which the token's pod's
+// controller must have); cluster-wide,
 // create on tokenreviews and list and watch on nodes alone, in its one
 // ClusterRole (the coordinator's tests check its calls against the roles
 // both ways); nothing to anyone else.
 func checkRBAC(m *manifests) (bad []string) {
 	write := []string{"get", "list", "create", "update", "delete"}
 	read := []string{"list", "watch"}
-	nsAllowed := map[string][]string{"/services": write, "discovery.k8s.io/endpointslices": write, "/pods": {"get", "list", "watch"}}
+	nsAllowed := map[string][]string{"/services": write, "discovery.k8s.io/endpointslices": write, "/pods": {"get", "list", "watch"}, "apps/daemonsets": {"get"}}
 	clusterAllowed := map[string][]string{"authentication.k8s.io/tokenreviews": {"create"}, "/nodes": read}
 	checkRules := func(who string, rules []rbacv1.PolicyRule, allowed map[string][]string) {
 		for _, r := range rules {

@@ -7,11 +7,13 @@ package identitytest
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,7 +75,8 @@ type Token struct {
 // Issue returns a new JWT-shaped token for t (unsigned: only this fake
 // reviews it) and records its review.
 func (c *Cluster) Issue(t Token) string {
-	claims := fmt.Sprintf(`{"exp":%d,"sub":"system:serviceaccount:%s:%s"}`, t.Expires.Unix(), t.Namespace, t.ServiceAccount)
+	aud, _ := json.Marshal(t.Audiences)
+	claims := fmt.Sprintf(`{"aud":%s,"exp":%d,"sub":"system:serviceaccount:%s:%s"}`, aud, t.Expires.Unix(), t.Namespace, t.ServiceAccount)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	tok := "eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + "." +
@@ -97,15 +100,29 @@ func (c *Cluster) Reviews() int {
 	return c.created
 }
 
-// Pod returns a pod named name with uid in ns, scheduled to node, whose
-// controller is the apps/v1 ownerKind named owner (none if owner is empty).
+// ServiceAccount is the service account of the pods Pod returns.
+const ServiceAccount = "meshperf-agent"
+
+// OwnerUID is the UID of the controller named owner in the pods Pod
+// returns, and of the DaemonSet of that name DaemonSet returns.
+func OwnerUID(owner string) types.UID { return types.UID("uid-ds-" + owner) }
+
+// Pod returns a running pod named name with uid in ns, of service account
+// ServiceAccount, scheduled to node, whose controller is the apps/v1
+// ownerKind named owner with OwnerUID(owner) (none if owner is empty).
 func Pod(ns, name, uid, node, ownerKind, owner string) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(uid)},
-		Spec:       corev1.PodSpec{NodeName: node},
+		Spec:       corev1.PodSpec{NodeName: node, ServiceAccountName: ServiceAccount},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
 	}
 	if owner != "" {
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: ownerKind, Name: owner, UID: "owner-uid", Controller: ptr.To(true)}}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: ownerKind, Name: owner, UID: OwnerUID(owner), Controller: ptr.To(true)}}
 	}
 	return p
+}
+
+// DaemonSet returns the DaemonSet named name in ns, of UID OwnerUID(name).
+func DaemonSet(ns, name string) *appsv1.DaemonSet {
+	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: OwnerUID(name)}}
 }
