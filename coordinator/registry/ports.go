@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -78,20 +79,8 @@ func CheckServerStarted(n Node, tool measurev1.Tool, st *agentv1.ServerStarted) 
 	}
 	for _, w := range ws {
 		if w.got != w.wants {
-			return fmt.Errorf("node %q answered ServerStarted for %s with %s %d; it registered %d", n.Name, toolName(tool), w.field, w.got, w.wants)
+			return fmt.Errorf("node %q answered ServerStarted for %s with %s %d; it registered %d", n.Name, testspec.ToolName(tool), w.field, w.got, w.wants)
 		}
 	}
 	return nil
-}
-
-func toolName(t measurev1.Tool) string {
-	switch t {
-	case measurev1.Tool_TOOL_QPERF:
-		return "qperf"
-	case measurev1.Tool_TOOL_IPERF3:
-		return "iperf3"
-	case measurev1.Tool_TOOL_CURL:
-		return "HTTP"
-	}
-	return t.String()
 }

@@ -180,14 +180,14 @@ func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.Plan
 		wr, err := m.dispatch(ctx, pt.GetDstNode(), workID(runID, pt), serverStartTimeout,
 			&agentv1.Work{Action: &agentv1.Work_StartServer{StartServer: &agentv1.StartServer{Tool: tool, Network: rt.serverNet}}})
 		if err != nil {
-			return fail(statusOf(ctx, err), "start %s server on %s: %v", toolName(tool), pt.GetDstNode(), err)
+			return fail(statusOf(ctx, err), "start %s server on %s: %v", testspec.ToolName(tool), pt.GetDstNode(), err)
 		}
 		if wr.GetStatus() != measurev1.Status_STATUS_OK {
 			status := wr.GetStatus()
 			if status != measurev1.Status_STATUS_BUSY {
 				status = measurev1.Status_STATUS_SERVER_ERROR
 			}
-			return fail(status, "start %s server on %s: %s", toolName(tool), pt.GetDstNode(), wr.GetMessage())
+			return fail(status, "start %s server on %s: %s", testspec.ToolName(tool), pt.GetDstNode(), wr.GetMessage())
 		}
 		started = wr.GetServerStarted()
 		if testspec.NeedsServer(test) {
@@ -195,9 +195,9 @@ func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.Plan
 		}
 		if err := registry.CheckServerStarted(dst, tool, started); err != nil {
 			// No client is ever sent to a port the node did not register.
-			m.log.Warn("ServerStarted refused: not the registered port", "node", dst.Name, "tool", toolName(tool),
+			m.log.Warn("ServerStarted refused: not the registered port", "node", dst.Name, "tool", testspec.ToolName(tool),
 				"port", started.GetPort(), "data_port", started.GetDataPort(), "run_id", runID, "test_id", pt.GetTestId(), "err", err)
-			return fail(measurev1.Status_STATUS_SERVER_ERROR, "start %s server on %s: %v", toolName(tool), pt.GetDstNode(), err)
+			return fail(measurev1.Status_STATUS_SERVER_ERROR, "start %s server on %s: %v", testspec.ToolName(tool), pt.GetDstNode(), err)
 		}
 	}
 
@@ -298,16 +298,4 @@ func statusOf(ctx context.Context, err error) measurev1.Status {
 		return measurev1.Status_STATUS_TIMEOUT
 	}
 	return measurev1.Status_STATUS_TOOL_ERROR
-}
-
-func toolName(t measurev1.Tool) string {
-	switch t {
-	case measurev1.Tool_TOOL_QPERF:
-		return "qperf"
-	case measurev1.Tool_TOOL_IPERF3:
-		return "iperf3"
-	case measurev1.Tool_TOOL_CURL:
-		return "HTTP"
-	}
-	return t.String()
 }

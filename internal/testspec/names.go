@@ -159,3 +159,18 @@ func ParsePath(s string) (measurev1.Path, error) {
 	}
 	return measurev1.Path_PATH_UNSPECIFIED, fmt.Errorf("%w: unknown path %q (want one of %s)", ErrInvalid, s, strings.Join(names, ", "))
 }
+
+// ToolName is a tool's name in messages: "qperf", "iperf3", "HTTP" for
+// curl (the agent's HTTP target is what a curl test reaches), else the
+// enum's own name.
+func ToolName(t measurev1.Tool) string {
+	switch t {
+	case measurev1.Tool_TOOL_QPERF:
+		return "qperf"
+	case measurev1.Tool_TOOL_IPERF3:
+		return "iperf3"
+	case measurev1.Tool_TOOL_CURL:
+		return "HTTP"
+	}
+	return t.String()
+}
