@@ -35,12 +35,16 @@ help: ## List the targets.
 deps: ## Install the measuring tools (apt-get, as root) if any is missing.
 	@deploy/lab/install-deps.sh
 
+.PHONY: test-deps
+test-deps: ## Install what the tests need besides the measuring tools: chromium, prometheus, victoria-metrics (apt-get, as root).
+	@deploy/lab/install-test-deps.sh
+
 .PHONY: build
 build: ## Build agent, coordinator and meshlab into ./bin.
 	go build -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: deps ## Run every test (as root: lab and end-to-end tests build network namespaces).
+test: deps test-deps ## Run every test (as root: lab and end-to-end tests build network namespaces).
 	go test -count=1 -timeout 30m ./...
 
 .PHONY: demo
