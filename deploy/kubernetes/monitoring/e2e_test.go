@@ -65,7 +65,7 @@ func TestPrometheusAlertsOnLabFault(t *testing.T) {
 	if err != nil {
 		t.Skip("prometheus not installed (make test-deps)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // about 2.5 min here
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // about 2.5 min here; a bound for a loaded CI
 	defer cancel()
 
 	bin := buildBinaries(t, ctx)
@@ -116,7 +116,7 @@ func TestPrometheusAlertsOnLabFault(t *testing.T) {
 	})
 	// A clean start: two continuous runs ended, and no finding (agents
 	// that were still connecting may have given an early run one).
-	waitFor(t, ctx, 90*time.Second, "a clean mesh", func() (bool, string) {
+	waitFor(t, ctx, 120*time.Second, "a clean mesh", func() (bool, string) {
 		if ok, why := prom.has(ctx, `sum(meshperf_runs_total) >= 2`); !ok {
 			return false, why
 		}
@@ -137,7 +137,7 @@ func TestPrometheusAlertsOnLabFault(t *testing.T) {
 	// The alert, and the finding of a continuous run (diagnose), not only
 	// the probes' judge's, on the faulty node.
 	runFault := fmt.Sprintf(`meshperf_fault{node=%q}`, faulty)
-	waitFor(t, ctx, 90*time.Second, "MeshperfNodeFault pending, then firing, and "+runFault, func() (bool, string) {
+	waitFor(t, ctx, 150*time.Second, "MeshperfNodeFault pending, then firing, and "+runFault, func() (bool, string) {
 		states, err := prom.labelValues(ctx, alert, "alertstate")
 		if err != nil {
 			return false, err.Error()
@@ -172,7 +172,7 @@ func TestPrometheusAlertsOnLabFault(t *testing.T) {
 	if _, err := lab.Clear(ctx, l, faulty, lab.FaultPodDrop); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, 90*time.Second, "MeshperfNodeFault resolved", func() (bool, string) {
+	waitFor(t, ctx, 120*time.Second, "MeshperfNodeFault resolved", func() (bool, string) {
 		firing, why := prom.has(ctx, `ALERTS{alertname="MeshperfNodeFault"}`)
 		return !firing, why
 	})
