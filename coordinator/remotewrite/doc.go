@@ -1,0 +1,49 @@
+// Package remotewrite owns sending meshperf's per-pair and per-node series
+// to a Prometheus remote-write receiver (Prometheus, Mimir, Thanos,
+// VictoriaMetrics): the bounded in-memory queue, the batching, the one
+// sender with its retries, and the remote-write metrics of its own.
+//
+// Protocol: remote write 1.0 (a prometheus.WriteRequest protobuf,
+// snappy-compressed, POSTed with Content-Encoding: snappy, Content-Type:
+// application/x-protobuf, X-Prometheus-Remote-Write-Version: 0.1.0),
+// through github.com/prometheus/client_golang/exp/api/remote; the message
+// is encoded here (wire.go), it has four small types.
+//
+// What is sent, with the results' own timestamps (Writer implements
+// runs.Observer; Writer.Reports takes the stored probe reports):
+//
+//	meshperf_pair_latency_seconds{src,dst,test,path}           a result's headline, lower is better
+//	meshperf_pair_throughput_bps{src,dst,test,path}            a result's headline, higher is better
+//	meshperf_node_latency_seconds{node,role,test,path}         median over one test's pairs of the node in role src or dst
+//	meshperf_node_throughput_bps{node,role,test,path}          likewise
+//	meshperf_pair_latency_seconds{src,dst,test,path,quantile}  a probe interval's RTT median (0.5) and p90 (0.9)
+//	meshperf_pair_loss_ratio{src,dst,test,path}                a probe interval's loss, 0..1
+//
+// test is testspec.Name ("ping", "iperf3_tcp", ...) for results and
+// "probe_" plus the probe kind ("probe_icmp", "probe_tcp", ...) for
+// probes; path is testspec.PathName. A result's timestamp is its start
+// time, a probe interval's its period start.
+//
+// The queue holds at most Config.QueueSamples samples of 32 bytes each
+// (names are interned: the intern table is O(distinct node, test and path
+// names), never O(pairs)), plus the one request in flight (at most
+// Config.BatchSamples samples, encoded and compressed). When it is full the
+// oldest queued samples are dropped and counted. One sender takes batches
+// of at most BatchSamples, or what came within BatchWait, and retries a
+// request on network errors, 5xx and 429 with exponential backoff with
+// jitter (plus Retry-After) until it succeeds: order is kept per series,
+// and an outage loses nothing until the queue overflows. Any other 4xx
+// drops the request's samples (outcome "dropped", reason "rejected").
+// On shutdown the queue is flushed for Config.FlushTimeout; what is left
+// counts as outcome "failed".
+//
+// Its metrics (Writer is a prometheus.Collector):
+//
+//	meshperf_remote_write_samples_total{outcome="sent|dropped|failed"}  counter
+//	meshperf_remote_write_dropped_samples_total{reason="queue_full|rejected"} counter
+//	meshperf_remote_write_queue_samples                                gauge: queued plus in flight
+//	meshperf_remote_write_queue_capacity                               gauge: Config.QueueSamples
+//	meshperf_remote_write_requests_total{code}                         counter: by HTTP status, "error" for no response
+//	meshperf_remote_write_retries_total                                counter
+//	meshperf_remote_write_last_success_timestamp_seconds               gauge: Unix time of the last 2xx
+package remotewrite
