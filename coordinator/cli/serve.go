@@ -23,6 +23,7 @@ func newServeCommand(o *options) *cobra.Command {
 		pprofAddr  string
 		allowAddrs string
 	)
+	var remoteWrite func() (*remotewrite.Config, error) // set below, with its flags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the coordinator: accept agents, run tests, keep results",
@@ -71,7 +72,7 @@ func newServeCommand(o *options) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	remoteWrite := remoteWriteFlags(cmd)
+	remoteWrite = remoteWriteFlags(cmd)
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&cfg.ListenAddress, "listen", ":7700", `TCP address for agents and remote users ("" for none)`)
 	f.StringVar(&cfg.SocketPath, "socket", DefaultSocket, `unix socket for the local CLI ("" for none)`)
