@@ -1,7 +1,6 @@
 package remotewrite
 
 import (
-	"math"
 	"slices"
 	"time"
 
@@ -37,18 +36,15 @@ type pairResult struct {
 	higherBest bool
 }
 
-// Recorded queues each OK result's headline (report.Headline) as a pair
-// sample at the result's start time, and per node and role the median of
-// the batch's pair figures at the batch's latest start time. Results
-// without a finite headline are skipped.
+// Recorded queues each measurement's headline (report.Measured: OK, finite,
+// not negative) as a pair sample at the result's start time, and per node
+// and role the median of the batch's pair figures at the batch's latest
+// start time. Other results are skipped.
 func (w *Writer) Recorded(results []*measurev1.Result) {
 	pairs := make([]pairResult, 0, len(results))
 	for _, r := range results {
-		if r.GetStatus() != measurev1.Status_STATUS_OK || r.GetMetrics() == nil {
-			continue
-		}
-		v := report.Headline(r)
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		v, ok := report.Measured(r)
+		if !ok {
 			continue
 		}
 		test := r.GetSpec().GetTest()
@@ -123,7 +119,7 @@ func (w *Writer) Reports(reports []series.Report) {
 				base := sample{ts: ts, a: src, b: q.intern(s.Dst), test: q.intern16("probe_" + diagnose.ProbeKindName(s.Kind)),
 					path: q.intern16(testspec.PathName(s.Path))}
 				loss := base
-				loss.fam, loss.v = famPairLoss, 1-float64(s.Received)/float64(s.Sent)
+				loss.fam, loss.v = famPairLoss, float64(s.Sent-s.Received)/float64(s.Sent)
 				push(loss)
 				if s.Received == 0 {
 					continue
