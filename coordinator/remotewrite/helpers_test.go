@@ -182,6 +182,9 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 			err = errors.Join(err, fmt.Errorf("%s %q, want %q", h.name, got, h.want))
 		}
 	}
+	if req.URL.Path != "/api/v1/write" {
+		err = errors.Join(err, fmt.Errorf("path %q, want the URL's /api/v1/write", req.URL.Path))
+	}
 	if req.Method != http.MethodPost {
 		err = errors.Join(err, fmt.Errorf("method %s", req.Method))
 	}

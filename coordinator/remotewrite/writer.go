@@ -127,7 +127,7 @@ func New(cfg Config) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.api, err = remote.NewAPI(cfg.URL, remote.WithAPIHTTPClient(client), remote.WithAPILogger(w.log),
+	if w.api, err = remote.NewAPI(cfg.URL, remote.WithAPIPath(""), remote.WithAPIHTTPClient(client), remote.WithAPILogger(w.log),
 		remote.WithAPIBackoff(remote.BackoffConfig{Min: cfg.MinBackoff, Max: cfg.MaxBackoff})); err != nil {
 		return nil, fmt.Errorf("--remote-write %q: %w", cfg.URL, err)
 	}
