@@ -14,7 +14,7 @@
 //
 //	meshperf_pair_latency_seconds{src,dst,test,path}           a result's headline, lower is better
 //	meshperf_pair_throughput_bps{src,dst,test,path}            a result's headline, higher is better
-//	meshperf_node_latency_seconds{node,role,test,path}         median over one test's pairs of the node in role src or dst
+//	meshperf_node_latency_seconds{node,role,test,path}         at a run's end: median over the run's pair figures of the node as src or dst
 //	meshperf_node_throughput_bps{node,role,test,path}          likewise
 //	meshperf_pair_latency_seconds{src,dst,test,path,quantile}  a probe interval's RTT median (0.5) and p90 (0.9)
 //	meshperf_pair_loss_ratio{src,dst,test,path}                a probe interval's loss, 0..1
@@ -22,7 +22,11 @@
 // test is testspec.Name ("ping", "iperf3_tcp", ...) for results and
 // "probe_" plus the probe kind ("probe_icmp", "probe_tcp", ...) for
 // probes; path is testspec.PathName. A result's timestamp is its start
-// time, a probe interval's its period start.
+// time, a probe interval's its period start, a node figure's the newest
+// start time of its run's results. On the external paths dst is the
+// target's name and only the source node gets a node figure. Keeping a
+// run's figures until it ends costs 16 bytes per result of the runs in
+// progress (400 MB for one run over 25 M pairs).
 //
 // The queue holds at most Config.QueueSamples samples of 32 bytes each
 // (names are interned: the intern table is O(distinct node, test and path

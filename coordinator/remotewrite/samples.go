@@ -1,7 +1,10 @@
 package remotewrite
 
 import (
+	"cmp"
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
@@ -20,78 +23,51 @@ const (
 
 var _ runs.Observer = (*Writer)(nil)
 
-// RunStarted does nothing: runs have no series here.
-func (w *Writer) RunStarted(string) {}
-
-// RunEnded does nothing: runs have no series here.
-func (w *Writer) RunEnded(string, measurev1.RunState) {}
-
-// pairResult is one OK result's headline.
-type pairResult struct {
-	src, dst   string
+// nodeKey is one node series: node, role, test and path.
+type nodeKey struct {
+	node, role string
 	test       measurev1.Test
 	path       measurev1.Path
-	v          float64
-	tsMillis   int64
+}
+
+// nodeAgg is a node series' figures within one run.
+type nodeAgg struct {
+	vs         []float64
+	ts         int64 // the newest result's start, Unix ms
 	higherBest bool
 }
 
-// Recorded queues each measurement's headline (report.Measured: OK, finite,
-// not negative) as a pair sample at the result's start time, and per node
-// and role the median of the batch's pair figures at the batch's latest
-// start time. Other results are skipped.
-func (w *Writer) Recorded(results []*measurev1.Result) {
-	pairs := make([]pairResult, 0, len(results))
-	for _, r := range results {
-		v, ok := report.Measured(r)
-		if !ok {
-			continue
-		}
-		test := r.GetSpec().GetTest()
-		pairs = append(pairs, pairResult{src: r.GetSrcNode(), dst: r.GetDstNode(), test: test, path: r.GetPath(), v: v,
-			tsMillis: r.GetStartTime().AsTime().UnixMilli(), higherBest: report.HigherIsBetter(test)})
+// runAggs are the node figures of the runs in progress.
+type runAggs struct {
+	mu   sync.Mutex
+	runs map[string]map[nodeKey]*nodeAgg // by run ID; only runs started
+}
+
+// RunStarted starts collecting runID's node figures.
+func (w *Writer) RunStarted(runID string) {
+	w.aggs.mu.Lock()
+	defer w.aggs.mu.Unlock()
+	if w.aggs.runs == nil {
+		w.aggs.runs = map[string]map[nodeKey]*nodeAgg{}
 	}
-	if len(pairs) == 0 {
+	w.aggs.runs[runID] = map[nodeKey]*nodeAgg{}
+}
+
+// RunEnded queues runID's node samples: per node, role, test and path the
+// median of the run's pair figures, at the newest result's start time.
+func (w *Writer) RunEnded(runID string, _ measurev1.RunState) {
+	w.aggs.mu.Lock()
+	nodes := w.aggs.runs[runID]
+	delete(w.aggs.runs, runID)
+	w.aggs.mu.Unlock()
+	if len(nodes) == 0 {
 		return
 	}
-	type nodeKey struct {
-		node, role string
-		test       measurev1.Test
-		path       measurev1.Path
-	}
-	type nodeAgg struct {
-		vs         []float64
-		ts         int64
-		higherBest bool
-	}
-	nodes := map[nodeKey]*nodeAgg{}
-	var order []nodeKey
-	aggOf := func(k nodeKey, p pairResult) {
-		a := nodes[k]
-		if a == nil {
-			a = &nodeAgg{higherBest: p.higherBest}
-			nodes[k] = a
-			order = append(order, k)
-		}
-		a.vs = append(a.vs, p.v)
-		a.ts = max(a.ts, p.tsMillis)
-	}
-	for _, p := range pairs {
-		aggOf(nodeKey{p.src, roleSrc, p.test, p.path}, p)
-		if !testspec.IsExternal(p.path) { // dst is a target's name, no node
-			aggOf(nodeKey{p.dst, roleDst, p.test, p.path}, p)
-		}
-	}
+	keys := slices.SortedFunc(maps.Keys(nodes), func(x, y nodeKey) int {
+		return cmp.Or(cmp.Compare(x.test, y.test), cmp.Compare(x.path, y.path), cmp.Compare(x.node, y.node), cmp.Compare(x.role, y.role))
+	})
 	w.add(func(q *queue, push func(sample)) {
-		for _, p := range pairs {
-			fam := famPairLatency
-			if p.higherBest {
-				fam = famPairThroughput
-			}
-			push(sample{ts: p.tsMillis, v: p.v, a: q.intern(p.src), b: q.intern(p.dst),
-				test: q.intern16(testspec.Name(p.test)), path: q.intern16(testspec.PathName(p.path)), fam: fam})
-		}
-		for _, k := range order {
+		for _, k := range keys {
 			a := nodes[k]
 			fam := famNodeLatency
 			if a.higherBest {
@@ -99,6 +75,65 @@ func (w *Writer) Recorded(results []*measurev1.Result) {
 			}
 			push(sample{ts: a.ts, v: median(a.vs), a: q.intern(k.node), b: q.intern(k.role),
 				test: q.intern16(testspec.Name(k.test)), path: q.intern16(testspec.PathName(k.path)), fam: fam})
+		}
+	})
+}
+
+// Recorded queues each measurement's headline (report.Measured: OK,
+// finite, not negative) as a pair sample at the result's start time (now
+// if it has none), and
+// keeps it for its run's node samples (RunEnded) if the run was started.
+// Other results are skipped.
+func (w *Writer) Recorded(results []*measurev1.Result) {
+	type pairResult struct {
+		r  *measurev1.Result
+		v  float64
+		ts int64
+	}
+	pairs := make([]pairResult, 0, len(results))
+	now := time.Now().UnixMilli()
+	for _, r := range results {
+		if v, ok := report.Measured(r); ok {
+			ts := now // no start time: when it was recorded
+			if r.GetStartTime() != nil {
+				ts = r.GetStartTime().AsTime().UnixMilli()
+			}
+			pairs = append(pairs, pairResult{r: r, v: v, ts: ts})
+		}
+	}
+	if len(pairs) == 0 {
+		return
+	}
+	w.aggs.mu.Lock()
+	for _, p := range pairs {
+		nodes := w.aggs.runs[p.r.GetRunId()]
+		if nodes == nil {
+			continue // a late result, or a run not seen starting
+		}
+		test, path := p.r.GetSpec().GetTest(), p.r.GetPath()
+		keep := func(k nodeKey) {
+			a := nodes[k]
+			if a == nil {
+				a = &nodeAgg{higherBest: report.HigherIsBetter(test)}
+				nodes[k] = a
+			}
+			a.vs = append(a.vs, p.v)
+			a.ts = max(a.ts, p.ts)
+		}
+		keep(nodeKey{p.r.GetSrcNode(), roleSrc, test, path})
+		if !testspec.IsExternal(path) { // dst is a target's name, no node
+			keep(nodeKey{p.r.GetDstNode(), roleDst, test, path})
+		}
+	}
+	w.aggs.mu.Unlock()
+	w.add(func(q *queue, push func(sample)) {
+		for _, p := range pairs {
+			fam := famPairLatency
+			if report.HigherIsBetter(p.r.GetSpec().GetTest()) {
+				fam = famPairThroughput
+			}
+			push(sample{ts: p.ts, v: p.v, a: q.intern(p.r.GetSrcNode()), b: q.intern(p.r.GetDstNode()),
+				test: q.intern16(testspec.Name(p.r.GetSpec().GetTest())), path: q.intern16(testspec.PathName(p.r.GetPath())), fam: fam})
 		}
 	})
 }

@@ -102,12 +102,14 @@ func TestVictoriaMetrics(t *testing.T) {
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	t1 := base.Add(time.Second)
 
-	// (a) A test's results and a probe report.
+	// (a) A run's results and a probe report.
+	w.RunStarted("run")
 	w.Recorded([]*measurev1.Result{
 		result("node-a", "node-b", hh, ping, 0.00123, base),
 		result("node-b", "node-a", hh, ping, 0.00321, t1),
 	})
 	w.Recorded([]*measurev1.Result{result("node-a", "node-b", pp, iperf, 9.41e9, base)})
+	w.RunEnded("run", measurev1.RunState_RUN_STATE_SUCCEEDED)
 	w.Reports([]series.Report{{Src: "node-a", Start: t1, Period: 10 * time.Second, Summaries: []series.Summary{
 		{Dst: "node-b", Path: pp, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 20, Received: 19,
 			RTTMedian: 250 * time.Microsecond, RTTP90: 400 * time.Microsecond, Status: measurev1.Status_STATUS_TIMEOUT},
@@ -129,7 +131,8 @@ func TestVictoriaMetrics(t *testing.T) {
 		"__name__=meshperf_pair_latency_seconds,dst=node-b,path=pod-pod,quantile=0.5,src=node-a,test=probe_icmp": {{0.00025, ms(t1)}},
 		"__name__=meshperf_pair_latency_seconds,dst=node-b,path=pod-pod,quantile=0.9,src=node-a,test=probe_icmp": {{0.0004, ms(t1)}},
 	}
-	if diff := cmp.Diff(want, exported(vm.Export(`{__name__=~"meshperf_.*"}`)), cmp.AllowUnexported(gotSample{})); diff != "" {
+	all := vm.ExportUntil(`{__name__=~"meshperf_.*"}`, func(ss []vmtest.Series) bool { return len(ss) >= len(want) })
+	if diff := cmp.Diff(want, exported(all), cmp.AllowUnexported(gotSample{})); diff != "" {
 		t.Fatalf("VictoriaMetrics holds (-want +got):\n%s", diff)
 	}
 
@@ -145,7 +148,15 @@ func TestVictoriaMetrics(t *testing.T) {
 	if st := w.Stats(); st.Dropped != 0 {
 		t.Errorf("outage within the bound dropped %d samples", st.Dropped)
 	}
-	got := exported(vm.Export(`meshperf_pair_loss_ratio{src="node-a",dst="node-b",path="host-host"}`))[lossSeries("node-a", "node-b")]
+	count := func(ss []vmtest.Series) int {
+		n := 0
+		for _, s := range ss {
+			n += len(s.Values)
+		}
+		return n
+	}
+	got := exported(vm.ExportUntil(`meshperf_pair_loss_ratio{src="node-a",dst="node-b",path="host-host"}`,
+		func(ss []vmtest.Series) bool { return count(ss) >= 30 }))[lossSeries("node-a", "node-b")]
 	if len(got) != 30 {
 		t.Fatalf("after the outage VictoriaMetrics holds %d of the 30 samples", len(got))
 	}
@@ -173,7 +184,8 @@ func TestVictoriaMetrics(t *testing.T) {
 	if st.Dropped != overflow || st.Failed != 0 {
 		t.Errorf("stats %+v: want exactly %d dropped, none failed", st, overflow)
 	}
-	got = exported(vm.Export(`meshperf_pair_loss_ratio{src="node-a",dst="node-c"}`))[lossSeries("node-a", "node-c")]
+	got = exported(vm.ExportUntil(`meshperf_pair_loss_ratio{src="node-a",dst="node-c"}`,
+		func(ss []vmtest.Series) bool { return count(ss) >= 5+capacity }))[lossSeries("node-a", "node-c")]
 	var wantTS []int64
 	for i := range 5 {
 		wantTS = append(wantTS, ms(outageC.Add(time.Duration(i)*time.Second)))

@@ -72,6 +72,8 @@ type Writer struct {
 	q   *queue
 	enc encoder
 
+	aggs runAggs
+
 	inFlight                   atomic.Int64
 	sent, queueFull, rejected  atomic.Int64
 	failed, requests, retries  atomic.Int64

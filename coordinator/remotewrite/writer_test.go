@@ -33,7 +33,7 @@ var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 // result is an OK result of test started at start with headline v.
 func result(src, dst string, path measurev1.Path, test measurev1.Test, v float64, start time.Time) *measurev1.Result {
-	r := &measurev1.Result{SrcNode: src, DstNode: dst, Path: path, Spec: &measurev1.TestSpec{Test: test},
+	r := &measurev1.Result{RunId: "run", SrcNode: src, DstNode: dst, Path: path, Spec: &measurev1.TestSpec{Test: test},
 		Status: measurev1.Status_STATUS_OK, StartTime: timestamppb.New(start)}
 	switch test {
 	case ping:
@@ -85,6 +85,7 @@ func TestWriterSendsResultsAndProbes(t *testing.T) {
 	}
 	stop := runWriter(t, w)
 	t1, t2 := t0.Add(time.Second), t0.Add(2*time.Second)
+	w.RunStarted("run")
 	w.Recorded([]*measurev1.Result{
 		result("a", "b", hh, ping, 0.001, t0),
 		result("a", "c", hh, ping, 0.002, t1),
@@ -93,6 +94,10 @@ func TestWriterSendsResultsAndProbes(t *testing.T) {
 	})
 	w.Recorded([]*measurev1.Result{result("a", "b", pp, iperf, 9.4e8, t0)})
 	w.Recorded([]*measurev1.Result{result("a", "example.org", hx, ping, 0.02, t0)})
+	w.RunEnded("run", measurev1.RunState_RUN_STATE_SUCCEEDED)
+	late := result("c", "b", hh, ping, 0.005, t0)
+	late.RunId = "ended" // a late result: its pair sample only
+	w.Recorded([]*measurev1.Result{late})
 	w.Reports([]series.Report{{Src: "a", Start: t2, Period: 10 * time.Second, Summaries: []series.Summary{
 		{Dst: "b", Path: hh, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 10, Received: 8,
 			RTTMedian: time.Millisecond, RTTP90: 3 * time.Millisecond, Status: measurev1.Status_STATUS_TIMEOUT},
@@ -113,6 +118,7 @@ func TestWriterSendsResultsAndProbes(t *testing.T) {
 		pair("meshperf_pair_latency_seconds", "a", "b", "host-host", "ping"):   {{0.001, ms(t0)}},
 		pair("meshperf_pair_latency_seconds", "a", "c", "host-host", "ping"):   {{0.002, ms(t1)}},
 		pair("meshperf_pair_latency_seconds", "b", "a", "host-host", "ping"):   {{0.004, ms(t2)}},
+		pair("meshperf_pair_latency_seconds", "c", "b", "host-host", "ping"):   {{0.005, ms(t0)}},
 		node("meshperf_node_latency_seconds", "a", "src", "host-host", "ping"): {{0.0015, ms(t1)}},
 		node("meshperf_node_latency_seconds", "b", "dst", "host-host", "ping"): {{0.001, ms(t0)}},
 		node("meshperf_node_latency_seconds", "c", "dst", "host-host", "ping"): {{0.002, ms(t1)}},
@@ -135,7 +141,7 @@ func TestWriterSendsResultsAndProbes(t *testing.T) {
 		t.Errorf("received (-want +got):\n%s", diff)
 	}
 	st := w.Stats()
-	if wantSent := int64(17); st.Sent != wantSent || st.Dropped != 0 || st.Failed != 0 {
+	if wantSent := int64(18); st.Sent != wantSent || st.Dropped != 0 || st.Failed != 0 {
 		t.Errorf("stats %+v, want %d sent, none dropped or failed", st, wantSent)
 	}
 	for _, a := range rcv.auth {

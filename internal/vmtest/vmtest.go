@@ -174,3 +174,20 @@ func (v *VM) Export(match string) []Series {
 	}
 	return out
 }
+
+// ExportUntil exports match (Export) every 100 ms until ok holds of the
+// export or 30 s passed, and returns the last export: VictoriaMetrics
+// makes a new series searchable a moment after it accepted it.
+func (v *VM) ExportUntil(match string, ok func([]Series) bool) []Series {
+	v.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got := v.Export(match)
+		if ok(got) || time.Now().After(deadline) {
+			return got
+		}
+		<-tick.C
+	}
+}
