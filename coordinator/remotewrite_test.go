@@ -1,8 +1,10 @@
 package coordinator_test
 
 import (
+	"bytes"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/cli"
 	"github.com/meshperf/meshperf/coordinator/remotewrite"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/vmtest"
@@ -145,4 +148,33 @@ func near(a, b float64) bool {
 		d = -d
 	}
 	return d <= 1e-12*max(a, b, -a, -b)
+}
+
+// TestServeRemoteWriteFlags: serve refuses bad --remote-write flags before
+// it starts, naming the flag and the value.
+func TestServeRemoteWriteFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--remote-write", "ftp://127.0.0.1/x"}, `--remote-write "ftp://127.0.0.1/x": scheme "ftp" is not http or https`},
+		{[]string{"--remote-write", "http:///api/v1/write"}, `--remote-write "http:///api/v1/write": no host`},
+		{[]string{"--remote-write", "127.0.0.1:8428"}, `--remote-write "127.0.0.1:8428"`},
+		{[]string{"--remote-write", "http://127.0.0.1:1/api/v1/write", "--remote-write-queue-samples", "0"}, "--remote-write-queue-samples 0"},
+		{[]string{"--remote-write-queue-samples", "10"}, "--remote-write-queue-samples needs --remote-write"},
+		{[]string{"--remote-write-bearer-token-file", "x"}, "--remote-write-bearer-token-file needs --remote-write"},
+		{[]string{"--remote-write", "http://127.0.0.1:1/api/v1/write", "--remote-write-bearer-token-file", filepath.Join(dir, "none")},
+			"--remote-write-bearer-token-file"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			cmd := cli.NewCommand(&out, &errb)
+			cmd.SetArgs(append([]string{"serve", "--listen", "", "--socket", filepath.Join(dir, "s.sock"), "--metrics-listen", "", "--db", filepath.Join(dir, "m.db")}, tc.args...))
+			err := cmd.ExecuteContext(testnet.Ctx(t, 30*time.Second))
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("serve %v: %v, want an error with %q", tc.args, err, tc.wantErr)
+			}
+		})
+	}
 }
