@@ -324,6 +324,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		alertCfg.Publisher = met
 	}
+	alertCfg.Publisher = rw.publisher(alertCfg.Publisher)
 	alerter := alert.New(alertCfg)
 	observer := observers{alerter}
 	if met != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/meshperf/meshperf/coordinator/alert"
+	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/metrics"
 	"github.com/meshperf/meshperf/coordinator/remotewrite"
 	"github.com/meshperf/meshperf/coordinator/runs"
@@ -57,4 +59,26 @@ func (r *remoteWrite) start(ctx context.Context, eg *errgroup.Group) {
 		return
 	}
 	eg.Go(func() error { return r.w.Run(ctx) })
+}
+
+// publisher is p (nil: none) with the writer added: the findings go to
+// both.
+func (r *remoteWrite) publisher(p alert.Publisher) alert.Publisher {
+	switch {
+	case r == nil:
+		return p
+	case p == nil:
+		return r.w
+	}
+	return publishers{p, r.w}
+}
+
+// publishers tells each of several alert.Publishers.
+type publishers []alert.Publisher
+
+// SetFaults hands fs to each.
+func (ps publishers) SetFaults(fs []diagnose.Finding) {
+	for _, p := range ps {
+		p.SetFaults(fs)
+	}
 }

@@ -18,6 +18,8 @@
 //	meshperf_node_throughput_bps{node,role,test,path}          likewise
 //	meshperf_pair_latency_seconds{src,dst,test,path,quantile}  a probe interval's RTT median (0.5) and p90 (0.9)
 //	meshperf_pair_loss_ratio{src,dst,test,path}                a probe interval's loss, 0..1
+//	meshperf_fault{node,kind}                                  1 per finding of a continuous run (Writer.SetFaults), 0 once it clears
+//	meshperf_external_fault{target,kind}                       likewise, for a finding about an external target
 //
 // test is testspec.Name ("ping", "iperf3_tcp", ...) for results and
 // "probe_" plus the probe kind ("probe_icmp", "probe_tcp", ...) for

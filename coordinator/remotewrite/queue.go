@@ -14,17 +14,24 @@ const (
 	famPairLoss
 	famNodeLatency
 	famNodeThroughput
+	famFault
+	famExternalFault
 	numFamilies
 )
 
-// families gives each family its name and the label names of sample.a and
-// sample.b.
-var families = [numFamilies]struct{ name, a, b string }{
-	famPairLatency:    {"meshperf_pair_latency_seconds", "src", "dst"},
-	famPairThroughput: {"meshperf_pair_throughput_bps", "src", "dst"},
-	famPairLoss:       {"meshperf_pair_loss_ratio", "src", "dst"},
-	famNodeLatency:    {"meshperf_node_latency_seconds", "node", "role"},
-	famNodeThroughput: {"meshperf_node_throughput_bps", "node", "role"},
+// families gives each family its name, the label names of sample.a and
+// sample.b, and whether it has the test and path labels.
+var families = [numFamilies]struct {
+	name, a, b string
+	testPath   bool
+}{
+	famPairLatency:    {"meshperf_pair_latency_seconds", "src", "dst", true},
+	famPairThroughput: {"meshperf_pair_throughput_bps", "src", "dst", true},
+	famPairLoss:       {"meshperf_pair_loss_ratio", "src", "dst", true},
+	famNodeLatency:    {"meshperf_node_latency_seconds", "node", "role", true},
+	famNodeThroughput: {"meshperf_node_throughput_bps", "node", "role", true},
+	famFault:          {"meshperf_fault", "node", "kind", false},
+	famExternalFault:  {"meshperf_external_fault", "target", "kind", false},
 }
 
 // quantile values of sample.quantile (0: no quantile label).

@@ -112,13 +112,10 @@ func (e *encoder) encode(batch []sample, names []string) writeRequest {
 // is reused.
 func (e *encoder) labelsOf(k seriesKey, names []string) []label {
 	f := families[k.fam]
-	e.labels = append(e.labels[:0],
-		label{"__name__", f.name},
-		label{f.a, names[k.a]},
-		label{f.b, names[k.b]},
-		label{"test", names[k.test]},
-		label{"path", names[k.path]},
-	)
+	e.labels = append(e.labels[:0], label{"__name__", f.name}, label{f.a, names[k.a]}, label{f.b, names[k.b]})
+	if f.testPath {
+		e.labels = append(e.labels, label{"test", names[k.test]}, label{"path", names[k.path]})
+	}
 	if k.quantile != quantileNone {
 		e.labels = append(e.labels, label{"quantile", quantileNames[k.quantile]})
 	}

@@ -72,7 +72,8 @@ type Writer struct {
 	q   *queue
 	enc encoder
 
-	aggs runAggs
+	aggs   runAggs
+	faults faultState
 
 	inFlight                   atomic.Int64
 	sent, queueFull, rejected  atomic.Int64
