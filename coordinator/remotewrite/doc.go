@@ -27,8 +27,9 @@
 // time, a probe interval's its period start, a node figure's the newest
 // start time of its run's results. On the external paths dst is the
 // target's name and only the source node gets a node figure. Keeping a
-// run's figures until it ends costs 16 bytes per result of the runs in
-// progress (400 MB for one run over 25 M pairs).
+// run's figures until it ends costs 16 to 32 bytes per result of the runs
+// in progress (0.4 to 0.8 GB for one run over 25 M pairs); a result that
+// comes after its run ended gets its pair sample only.
 //
 // The queue holds at most Config.QueueSamples samples of 32 bytes each
 // (names are interned: the intern table is O(distinct node, test and path
@@ -41,7 +42,8 @@
 // and an outage loses nothing until the queue overflows. Any other 4xx
 // drops the request's samples (outcome "dropped", reason "rejected").
 // On shutdown the queue is flushed for Config.FlushTimeout; what is left
-// counts as outcome "failed".
+// counts as outcome "failed" (samples queued after the flush emptied the
+// queue are not sent, and not counted).
 //
 // Its metrics (Writer is a prometheus.Collector):
 //
