@@ -29,7 +29,7 @@ var pairPaths = []measurev1.Path{
 // bucket, raw periods and hourly rollups alike folded into the same grid,
 // so that the line goes on without a seam where the rollups end. Ranges
 // that reach rollups (7d, 30d) have buckets of an hour or more.
-var steps = map[string]time.Duration{"1h": 15 * time.Second, "24h": 5 * time.Minute, "7d": time.Hour, "30d": 3 * time.Hour}
+var steps = map[string]time.Duration{"1h": 10 * time.Second, "24h": 5 * time.Minute, "7d": time.Hour, "30d": 3 * time.Hour}
 
 // maxOnDemand bounds the on-demand results listed under the chart.
 const maxOnDemand = 100
