@@ -83,8 +83,9 @@ const (
 // with the node names once and flat row-major arrays of n*n entries,
 // index src*n + dst in Nodes' order.
 type meshView struct {
-	// Test, Params and Path name the matrix; Baseline the path its
-	// cells compare with (host-host).
+	// Test, Params and Path name the matrix (Params the short form of
+	// the test's parameters, report.Cell.Label: "" for the defaults);
+	// Baseline is the path its cells compare with (host-host).
 	Test, Params, Path, Baseline string
 	// RunID, Label and EndTime (RFC 3339) are the run shown; "" when none.
 	RunID, Label, EndTime string
@@ -276,7 +277,9 @@ func buildRunData(run *measurev1.Run, results []*measurev1.Result) *runData {
 		}
 	}
 	for k, rs := range pings {
-		d.loss[k] = report.PingLoss(rs)
+		if c := d.cells[k]; c != nil && len(c.Samples) > 0 { // a failed cell has no loss ratio, it failed
+			d.loss[k] = report.PingLoss(rs)
+		}
 	}
 	d.findings = diagnose.Diagnose(results)
 	if d.findings == nil {
@@ -399,7 +402,6 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 	}
 	v.Findings = d.findings
 	params := d.params[test]
-	v.Params = params
 	base := report.Baseline(path)
 	nodeSet := map[string]bool{}
 	var values []float64
@@ -408,6 +410,7 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 			continue
 		}
 		nodeSet[k.Src], nodeSet[k.Dst] = true, true
+		v.Params = c.Label
 		if k.Path == path && len(c.Samples) > 0 {
 			values = append(values, c.Stats.Median)
 		}
