@@ -386,7 +386,7 @@ func Run(ctx context.Context, cfg Config) error {
 	tcpSrv := server.New(srvCfg)
 	var ui *web.UI
 	if webListener != nil {
-		if ui, err = cfg.newWeb(tcpSrv, webTLS, webToken, log); err != nil {
+		if ui, err = cfg.newWeb(tcpSrv, webListener, webTLS, webToken, log); err != nil {
 			closeListeners()
 			_ = webListener.Close()
 			mgr.Close()
@@ -445,11 +445,7 @@ func Run(ctx context.Context, cfg Config) error {
 			"client_cert", access.RequireClientCert, "token", access.TokenFile != "")
 		eg.Go(func() error { return met.Serve(egCtx, metricsListener, cfg.ShutdownTimeout) })
 	}
-	if webListener != nil {
-		log.Info("web UI listening", "address", webListener.Addr().String(), "tls", webTLS != nil, "api_token", webToken != nil)
-		if webToken == nil && !loopback(cfg.WebAddress) {
-			log.Warn("the web UI needs no token: any host that reaches --web-listen can read the results; set --api-token-file and --web-tls-cert, --web-tls-key")
-		}
+	if ui != nil {
 		eg.Go(func() error { return ui.Serve(egCtx, webListener, cfg.ShutdownTimeout) })
 	}
 	eg.Go(func() error { return alerter.Run(egCtx) })
