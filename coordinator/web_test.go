@@ -127,17 +127,21 @@ func TestWebAPI(t *testing.T) {
 	}
 
 	var m struct {
-		Test, Path, RunID string
-		Nodes             []string
-		State             string
-		Value, Loss       []*float64
-		Findings          []struct{ Node, Kind string }
+		Test, Path  string
+		RunID       string `json:"run_id"`
+		Nodes       []string
+		State       string
+		Value, Loss []*float64
+		Findings    []struct{ Node, Kind string }
 	}
 	get("/api/v1/mesh?test=ping&path=host-host", &m)
 	n := len(m.Nodes)
 	if m.Test != "ping" || m.Path != "host-host" || n != 4 || len(m.State) != n*n || len(m.Value) != n*n || len(m.Loss) != n*n {
 		t.Fatalf("mesh: test %q path %q, %d nodes, %d states, %d values, %d losses; want ping host-host, 4 nodes and 16 of each",
 			m.Test, m.Path, n, len(m.State), len(m.Value), len(m.Loss))
+	}
+	if m.RunID != runID {
+		t.Errorf("mesh of run %q, want %s (the only ended run)", m.RunID, runID)
 	}
 	if m.Nodes[0] != "node-3" || strings.Join(m.Nodes[1:], ",") != "node-1,node-2,node-4" {
 		t.Errorf("mesh nodes %v: want node-3 (the bad one) first, then by name", m.Nodes)
