@@ -34,11 +34,10 @@ type LatestSample struct {
 // the newest report's summaries; path and kind must be valid (Path not
 // unspecified, Kind not unspecified), else ErrInvalid.
 func (s *Store) LatestSamples(ctx context.Context, path measurev1.Path, kind agentv1.ProbeKind, since time.Time) ([]LatestSample, error) {
-	if path == measurev1.Path_PATH_UNSPECIFIED || measurev1.Path_name[int32(path)] == "" || path > 15 {
-		return nil, fmt.Errorf("%w: latest samples: path %v", ErrInvalid, path)
-	}
-	if kind == agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED || agentv1.ProbeKind_name[int32(kind)] == "" || kind > 15 {
-		return nil, fmt.Errorf("%w: latest samples: kind %v", ErrInvalid, kind)
+	for _, err := range []error{series.ValidPath("path", path), series.ValidKind("kind", kind)} {
+		if err != nil {
+			return nil, fmt.Errorf("%w: latest samples: %w", ErrInvalid, err)
+		}
 	}
 	srcs, err := s.seriesSources(ctx, bucketSeriesHead)
 	if err != nil {
