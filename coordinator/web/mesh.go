@@ -26,6 +26,11 @@ import (
 // throughput below half of it.
 const DegradedRatio = 2.0
 
+// DegradedFloorSeconds is how much slower than its baseline a latency must
+// also be to show as degraded: 200 µs. Round trips on one switch are a
+// few tens of microseconds, and twice that is noise, not a fault.
+const DegradedFloorSeconds = 200e-6
+
 // continuousPrefix starts the label of the monitor's runs.
 const continuousPrefix = "monitor-"
 
@@ -106,8 +111,8 @@ type meshView struct {
 	Value, Base, Loss figs
 	// Median is the median of Value over the matrix.
 	Median fig
-	// DegradedRatio is DegradedRatio.
-	DegradedRatio float64
+	// DegradedRatio is DegradedRatio, DegradedFloor DegradedFloorSeconds.
+	DegradedRatio, DegradedFloor float64
 	// RefreshSeconds is how often the page polls.
 	RefreshSeconds float64
 	// Findings are diagnose's findings of the run.
@@ -135,6 +140,7 @@ func (m *meshView) MarshalJSON() ([]byte, error) {
 		Loss           figs               `json:"loss"`
 		Median         fig                `json:"median"`
 		DegradedRatio  float64            `json:"degraded_ratio"`
+		DegradedFloor  float64            `json:"degraded_floor_seconds"`
 		RefreshSeconds float64            `json:"refresh_seconds"`
 		Findings       []diagnose.Finding `json:"findings"`
 	}
@@ -341,7 +347,7 @@ func (u *UI) apiMesh(r *http.Request) (any, error) {
 // zero path is pod-pod if measured, else the first.
 func (u *UI) mesh(ctx context.Context, test measurev1.Test, kind agentv1.ProbeKind, path measurev1.Path) (*meshView, error) {
 	v := &meshView{Nodes: []string{}, Tests: []string{}, Paths: []string{}, Value: figs{}, Base: figs{}, Loss: figs{},
-		Findings: []diagnose.Finding{}, DegradedRatio: DegradedRatio, RefreshSeconds: u.cfg.RefreshInterval.Seconds(), Median: none}
+		Findings: []diagnose.Finding{}, DegradedRatio: DegradedRatio, DegradedFloor: DegradedFloorSeconds, RefreshSeconds: u.cfg.RefreshInterval.Seconds(), Median: none}
 	runs, err := u.endedRuns(ctx)
 	if err != nil {
 		return nil, err
@@ -574,7 +580,8 @@ func arrange(v *meshView, nodes []string, state []byte, value, baseV, loss []fig
 	v.State = string(sb)
 }
 
-// worse reports whether v is worse than ref by more than DegradedRatio.
+// worse reports whether v is worse than ref by more than DegradedRatio
+// and, for a latency, by more than DegradedFloorSeconds.
 func worse(v, ref float64, higherIsBetter bool) bool {
 	if math.IsNaN(ref) || ref <= 0 {
 		return false
@@ -582,5 +589,5 @@ func worse(v, ref float64, higherIsBetter bool) bool {
 	if higherIsBetter {
 		return v < ref/DegradedRatio
 	}
-	return v > ref*DegradedRatio
+	return v > ref*DegradedRatio && v-ref > DegradedFloorSeconds
 }

@@ -97,9 +97,10 @@ func (u *UI) probeMesh(ctx context.Context, v *meshView, kind agentv1.ProbeKind,
 		return &out, nil
 	}
 	u.probes.mu.Unlock()
-	// The newest period each node reported in: one that ended within two
-	// report intervals (a node that missed one still shows).
-	since := now.Add(-2*ri - time.Second)
+	// The newest period each node reported in: one that ended within
+	// three report intervals and the time a report takes to come and be
+	// stored (a node that missed one, or a slow ingest, still shows).
+	since := now.Add(-3*ri - 5*time.Second)
 	read := func(path measurev1.Path) (map[[2]string]store.LatestSample, error) {
 		got, err := p.Latest(ctx, path, kind, since)
 		if err != nil {

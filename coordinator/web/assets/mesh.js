@@ -25,7 +25,8 @@ function legend(m) {
   return el("div", { id: "legend" },
     el("ul", {},
       item("ok", "ok"),
-      item("degraded", "degraded: loss, some failures, or over " + m.degraded_ratio + "× " + ref),
+      item("degraded", "degraded: loss, some failures, or over " + m.degraded_ratio + "× " + ref +
+        (m.unit === "s" ? " and " + figure(m.degraded_floor_seconds, "s") + " slower" : "")),
       item("fail", "failed: no measurement"),
       item("none", "no result yet")),
     el("p", { class: "note" }, "Darker: further from " + ref + " (1.2×, 1.5×, 2×). Hover a cell for its figures; Enter or click opens the pair."));
@@ -37,6 +38,7 @@ function findings(list) {
     const who = f.node ? "node " + f.node : "target " + f.target;
     ul.append(el("li", { "data-node": f.node || "", "data-kind": f.kind }, who + ": " + f.kind + " (" + (f.bad || []).length + " of " + f.of + " bad)"));
   }
+  if (!ul.children.length) return el("div", {}, ul, el("p", { class: "note" }, "No fault localised."));
   return ul;
 }
 
@@ -51,7 +53,7 @@ let focusAt = null; // [row, col] of the roving tab stop, kept across updates
 
 function table(m) {
   const n = m.nodes.length;
-  const t = el("table", { id: "mesh", class: n > 80 ? "mesh big" : "mesh", "aria-label": m.test + " " + m.path + " source by destination" });
+  const t = el("table", { id: "mesh", class: n > 80 ? "mesh big" : n <= 30 ? "mesh small" : "mesh", "aria-label": m.test + " " + m.path + " source by destination" });
   const head = el("tr", {}, el("th", { class: "corner" }, "src \\ dst"));
   for (const d of m.nodes) head.append(el("th", { class: "col", scope: "col", title: d }, el("span", {}, d)));
   t.append(el("thead", {}, head));
