@@ -13,7 +13,9 @@ function axisX(g, x0, x1, y, start, end) {
   for (let k = 0; k <= 4; k++) {
     const t = start + ((end - start) * k) / 4;
     const x = x0 + ((x1 - x0) * k) / 4;
-    g.append(svg("text", { x, y: y + 16, "text-anchor": "middle", class: "tick" }, time(t).slice(5, 16)));
+    // The end ticks align with the axis' ends, so that none is cut off.
+    const anchor = k === 0 ? "start" : k === 4 ? "end" : "middle";
+    g.append(svg("text", { x, y: y + 16, "text-anchor": anchor, class: "tick" }, time(t).slice(5, 16)));
   }
 }
 
