@@ -77,3 +77,24 @@ func TestLatestSamples(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLatestSamples300 reads one path and kind of the newest period
+// of a 300-node mesh (reports of 300 x 4 summaries): what the web UI's
+// mesh page costs the store per report interval.
+func BenchmarkLatestSamples300(b *testing.B) {
+	ctx := testnet.Ctx(b, 5*time.Minute)
+	s, _ := openTemp(b)
+	m := newMesh(300, 300, t0.Truncate(SeriesBlock))
+	for i := range 2 {
+		if _, err := s.AppendReports(ctx, m.reports(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		got, err := s.LatestSamples(ctx, pod2pod, icmp, time.Time{})
+		if err != nil || len(got) != 300*300 {
+			b.Fatalf("%d samples, %v; want %d", len(got), err, 300*300)
+		}
+	}
+}
