@@ -256,11 +256,29 @@ var errNotReady = errors.New(`body[data-ready="1"] never set`)
 
 // waitReady polls until the page has rendered its data, at most wait.
 func (tt *tab) waitReady(wait time.Duration) error {
-	if _, err := chromedp.Run(tt.ctx, chromedp.Poll[chromedp.Void](readyJS, chromedp.WithPollingTimeout(wait))); err != nil {
+	if err := tt.waitJS(readyJS, wait); err != nil {
 		msg, _ := evalJS[string](tt, `(document.getElementById("error") || {}).textContent || ""`)
 		return fmt.Errorf("%w within %v (#error: %q): %v", errNotReady, wait, strings.TrimSpace(msg), err)
 	}
 	return nil
+}
+
+// waitJS evaluates expr every 100 ms until it is true, at most wait; an
+// evaluation that fails (the page is navigating) is tried again.
+func (tt *tab) waitJS(expr string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		ok, err := evalJS[bool](tt, "!!("+expr+")")
+		if err == nil && ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not true within %v (last error: %v)", expr, wait, err)
+		}
+		if err := chromedp.Do(tt.ctx, chromedp.Sleep(100*time.Millisecond)); err != nil {
+			return err
+		}
+	}
 }
 
 // evalJS evaluates expr in the page and decodes its value as T.

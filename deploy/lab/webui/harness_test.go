@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,68 @@ func TestHarnessCatchesProblems(t *testing.T) {
 			}
 			if !strings.Contains(strings.Join(got, "\n"), tt.want) {
 				t.Errorf("problems %q, want one with %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestHarnessKeyboard: the Tab walk finds every control of a page built
+// like the UI (nav links, a select, a mesh with a roving tabindex), and
+// names a control Tab cannot reach (inside an inert subtree) and one
+// whose focus is invisible; the arrow keys and Enter work in the mesh.
+func TestHarnessKeyboard(t *testing.T) {
+	requireChromium(t)
+	fake, err := os.ReadFile("testdata/fake-mesh.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := map[string]string{
+		"good":      "",
+		"inert":     `<div inert><button id="trapped">x</button></div>`,
+		"invisible": `<button id="plain" class="nofocus">y</button>`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if r.URL.Path == "/pair" {
+			fmt.Fprint(w, `<!doctype html><link rel="icon" href="data:,"><body data-ready="1">pair</body>`)
+			return
+		}
+		x, ok := extra[r.URL.Query().Get("case")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, strings.Replace(string(fake), "<!--EXTRA-->", x, 1))
+	}))
+	defer srv.Close()
+	b := startBrowser(t, 2*time.Minute)
+	cases := []struct {
+		name                  string
+		controls              int
+		wantMissed, wantInvis string
+	}{
+		{"good", 5, "", ""},
+		{"inert", 6, "button#trapped", ""},
+		{"invisible", 6, "", "button#plain"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tt := b.newTab(t, 60*time.Second)
+			if _, err := tt.load(srv.URL+"/mesh?case="+tc.name, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			controls, missed, invisible := tabWalk(t, tt)
+			if len(controls) != tc.controls {
+				t.Errorf("controls %v, want %d", controls, tc.controls)
+			}
+			if got := strings.Join(missed, ","); got != tc.wantMissed {
+				t.Errorf("missed %q, want %q", got, tc.wantMissed)
+			}
+			if got := strings.Join(invisible, ","); got != tc.wantInvis {
+				t.Errorf("invisible focus %q, want %q", got, tc.wantInvis)
+			}
+			if tc.name == "good" {
+				meshArrows(t, tt)
 			}
 		})
 	}
