@@ -286,6 +286,12 @@ func evalJS[T any](tt *tab, expr string) (T, error) {
 	return chromedp.Run(tt.ctx, chromedp.Evaluate[T](expr))
 }
 
+// evalJSAwait is evalJS for an expression whose value is a promise: it
+// decodes what the promise resolves to.
+func evalJSAwait[T any](tt *tab, expr string) (T, error) {
+	return chromedp.Run(tt.ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+}
+
 // screenshot writes the whole page as PNG to dir/name.png and returns the
 // path.
 func (tt *tab) screenshot(dir, name string) (string, error) {

@@ -22,14 +22,17 @@ type meshCell struct {
 // meshDOM is what the mesh page shows: its rows' nodes, cells, self
 // cells and findings.
 type meshDOM struct {
-	Rows     []string   `json:"rows"`
-	Cells    []meshCell `json:"cells"`
-	Self     int        `json:"self"`
-	Findings []struct {
-		Node string `json:"node"`
-		Kind string `json:"kind"`
-	} `json:"findings"`
-	Legend bool `json:"legend"`
+	Rows     []string      `json:"rows"`
+	Cells    []meshCell    `json:"cells"`
+	Self     int           `json:"self"`
+	Findings []meshFinding `json:"findings"`
+	Legend   bool          `json:"legend"`
+}
+
+// meshFinding is one li of #findings.
+type meshFinding struct {
+	Node string `json:"node"`
+	Kind string `json:"kind"`
 }
 
 const meshDOMJS = `(() => {
