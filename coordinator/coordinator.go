@@ -3,7 +3,9 @@
 // that serve AgentService, MeshService and the health service, one on a TCP
 // listener (for agents and remote users) and one on a unix socket (for the
 // CLI on the same machine), and, if asked, Prometheus metrics over HTTP
-// (coordinator/metrics) and a ClusterIP Service per node (coordinator/kube).
+// (coordinator/metrics), the web UI (coordinator/web, over the TCP
+// listener's MeshService server) and a ClusterIP Service per node
+// (coordinator/kube).
 //
 // Security: with TLS files, the TCP listener speaks TLS 1.3 only and
 // requires a client certificate signed by the client CA (internal/mtls);
@@ -16,7 +18,9 @@
 // "authorization: Bearer TOKEN"; AgentService and the health service do
 // not need it. The unix socket stays plaintext and needs no token: its mode
 // 0600 lets only root (or the coordinator's user) connect, who could read
-// the token file and the store anyway.
+// the token file and the store anyway. The web UI's API needs the same
+// token ("Authorization: Bearer TOKEN", coordinator/apitoken), and with
+// it TLS unless it listens on loopback.
 package coordinator
 
 import (
@@ -51,6 +55,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/coordinator/server"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/coordinator/web"
 	"github.com/meshperf/meshperf/internal/grpcbuf"
 	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/version"
@@ -131,6 +136,15 @@ type Config struct {
 	// token every GET /metrics must carry. GET /healthz needs neither, for
 	// the kubelet's probes. Empty means plaintext and open.
 	MetricsTLSCertFile, MetricsTLSKeyFile, MetricsTLSClientCAFile, MetricsTokenFile string
+	// WebAddress is the TCP address of the web UI (coordinator/web: the
+	// pages and their read-only JSON API under /api/v1/), e.g. ":8080";
+	// empty means none. With APITokenFile, every /api/v1/ call needs the
+	// same token as MeshService, and an address that is not loopback
+	// needs WebTLSCertFile and WebTLSKeyFile.
+	WebAddress string
+	// WebTLSCertFile and WebTLSKeyFile, both or neither, make the web UI
+	// speak TLS 1.3 (re-read when they change); empty means plaintext.
+	WebTLSCertFile, WebTLSKeyFile string
 	// MetricsPerPair adds one series per node pair to /metrics
 	// (O(nodes²) series); false means per-node aggregates only.
 	MetricsPerPair bool
@@ -254,6 +268,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	webTLS, webToken, err := cfg.webAccess(log)
+	if err != nil {
+		return err
+	}
 	agentID, idMode, err := cfg.agentIdentity(creds != nil, log)
 	if err != nil {
 		return err
@@ -336,16 +354,26 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	listeners := map[net.Listener]*grpc.Server{}
-	var metricsListener net.Listener
+	var metricsListener, webListener net.Listener
+	closeListeners := func() {
+		for _, l := range []net.Listener{tcpL, unixL, metricsListener} {
+			if l != nil {
+				_ = l.Close()
+			}
+		}
+	}
 	if met != nil {
 		if metricsListener, err = net.Listen("tcp", cfg.MetricsAddress); err != nil {
-			for _, l := range []net.Listener{tcpL, unixL} {
-				if l != nil {
-					_ = l.Close()
-				}
-			}
+			closeListeners()
 			mgr.Close()
 			return fmt.Errorf("listen on %s: %w", cfg.MetricsAddress, err)
+		}
+	}
+	if cfg.WebAddress != "" {
+		if webListener, err = net.Listen("tcp", cfg.WebAddress); err != nil {
+			closeListeners()
+			mgr.Close()
+			return fmt.Errorf("listen on %s (--web-listen): %w", cfg.WebAddress, err)
 		}
 	}
 	// One gRPC server per listener: the TCP one with TLS and the token
@@ -356,6 +384,15 @@ func Run(ctx context.Context, cfg Config) error {
 	srv := server.New(srvCfg)
 	srvCfg.Identity = agentID
 	tcpSrv := server.New(srvCfg)
+	var ui *web.UI
+	if webListener != nil {
+		if ui, err = cfg.newWeb(tcpSrv, webTLS, webToken, log); err != nil {
+			closeListeners()
+			_ = webListener.Close()
+			mgr.Close()
+			return err
+		}
+	}
 	hs := health.NewServer()
 	newServer := func(srv *server.Server, extra ...grpc.ServerOption) *grpc.Server {
 		g := grpc.NewServer(append(append([]grpc.ServerOption{
@@ -407,6 +444,13 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("metrics listening", "address", metricsListener.Addr().String(), "tls", access.TLS != nil,
 			"client_cert", access.RequireClientCert, "token", access.TokenFile != "")
 		eg.Go(func() error { return met.Serve(egCtx, metricsListener, cfg.ShutdownTimeout) })
+	}
+	if webListener != nil {
+		log.Info("web UI listening", "address", webListener.Addr().String(), "tls", webTLS != nil, "api_token", webToken != nil)
+		if webToken == nil && !loopback(cfg.WebAddress) {
+			log.Warn("the web UI needs no token: any host that reaches --web-listen can read the results; set --api-token-file and --web-tls-cert, --web-tls-key")
+		}
+		eg.Go(func() error { return ui.Serve(egCtx, webListener, cfg.ShutdownTimeout) })
 	}
 	eg.Go(func() error { return alerter.Run(egCtx) })
 	eg.Go(func() error { return sink.in.Run(egCtx) })

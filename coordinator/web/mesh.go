@@ -1,0 +1,469 @@
+package web
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/meshperf/meshperf/coordinator/diagnose"
+	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/coordinator/stats"
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// DegradedRatio is how much worse than its baseline (the host-host figure
+// of the same pair, or for host-host itself the matrix's median) a cell's
+// median may be before it shows as degraded: latency above twice it,
+// throughput below half of it.
+const DegradedRatio = 2.0
+
+// continuousPrefix starts the label of the monitor's runs.
+const continuousPrefix = "monitor-"
+
+// maxRunsScanned bounds the run headers the mesh reads to find the
+// newest ended run of a test and path.
+const maxRunsScanned = 1000
+
+// fig is a figure in base units that encodes as JSON with 4 significant
+// digits, and as null when not finite (no figure).
+type fig float64
+
+// none is the fig of a cell without a figure.
+var none = fig(math.NaN())
+
+// MarshalJSON writes f with 4 significant digits, null when not finite.
+func (f fig) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, v, 'g', 4, 64), nil
+}
+
+// Cell states in meshView.State, one byte per cell.
+const (
+	stateOK       = 'o'
+	stateDegraded = 'd'
+	stateFail     = 'f'
+	stateNone     = 'n'
+	stateSelf     = 's'
+)
+
+// meshView is the mesh API's answer: compact at 300 nodes (90,000 pairs)
+// with the node names once and flat row-major arrays of n*n entries,
+// index src*n + dst in Nodes' order.
+type meshView struct {
+	// Test, Params and Path name the matrix; Baseline the path its
+	// cells compare with (host-host).
+	Test, Params, Path, Baseline string
+	// RunID, Label and EndTime (RFC 3339) are the run shown; "" when none.
+	RunID, Label, EndTime string
+	// Unit is the figures' base unit ("s" or "bit/s").
+	Unit string
+	// HigherIsBetter is true for throughput.
+	HigherIsBetter bool
+	// Tests and Paths are the choices that have data.
+	Tests, Paths []string
+	// Nodes are in display order: nodes with most bad cells first, then
+	// by name.
+	Nodes []string
+	// State is n*n bytes: o ok, d degraded, f fail, n none, s self.
+	State string
+	// Value, Base and Loss are n*n: the pair's median, its baseline's
+	// median, its loss ratio 0..1 (ping); null when none.
+	Value, Base, Loss []fig
+	// Median is the median of Value over the matrix.
+	Median fig
+	// DegradedRatio is DegradedRatio.
+	DegradedRatio float64
+	// RefreshSeconds is how often the page polls.
+	RefreshSeconds float64
+	// Findings are diagnose's findings of the run.
+	Findings []diagnose.Finding
+}
+
+// MarshalJSON uses short lower-case keys.
+func (m *meshView) MarshalJSON() ([]byte, error) {
+	type out struct {
+		Test           string             `json:"test"`
+		Params         string             `json:"params"`
+		Path           string             `json:"path"`
+		Baseline       string             `json:"baseline"`
+		RunID          string             `json:"run_id"`
+		Label          string             `json:"label"`
+		EndTime        string             `json:"end_time"`
+		Unit           string             `json:"unit"`
+		HigherIsBetter bool               `json:"higher_is_better"`
+		Tests          []string           `json:"tests"`
+		Paths          []string           `json:"paths"`
+		Nodes          []string           `json:"nodes"`
+		State          string             `json:"state"`
+		Value          []fig              `json:"value"`
+		Base           []fig              `json:"base"`
+		Loss           []fig              `json:"loss"`
+		Median         fig                `json:"median"`
+		DegradedRatio  float64            `json:"degraded_ratio"`
+		RefreshSeconds float64            `json:"refresh_seconds"`
+		Findings       []diagnose.Finding `json:"findings"`
+	}
+	return jsonMarshal(out(*m))
+}
+
+// runData is what the UI keeps of an ended run: its cells, each cell's
+// ping loss, and diagnose's findings. Ended runs do not change.
+type runData struct {
+	run      *measurev1.Run
+	cells    map[report.CellKey]*report.Cell
+	list     []*report.Cell // the cells in report.Cells order
+	loss     map[report.CellKey]float64
+	params   map[measurev1.Test]string // the first parameters of each test
+	findings []diagnose.Finding
+}
+
+// sorted is d's cells in report.Cells order.
+func (d *runData) sorted() []*report.Cell { return d.list }
+
+// meshCache keeps the runData of the last few ended runs.
+type meshCache struct {
+	mu    sync.Mutex
+	max   int
+	order []string
+	runs  map[string]*runData
+}
+
+func newMeshCache(max int) *meshCache { return &meshCache{max: max, runs: map[string]*runData{}} }
+
+func (c *meshCache) get(id string) *runData {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs[id]
+}
+
+func (c *meshCache) put(d *runData) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := d.run.GetRunId()
+	if _, ok := c.runs[id]; ok {
+		return
+	}
+	c.runs[id] = d
+	c.order = append(c.order, id)
+	if len(c.order) > c.max {
+		delete(c.runs, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+// ended reports whether a run is over.
+func ended(r *measurev1.Run) bool {
+	s := r.GetState()
+	return s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING && s != measurev1.RunState_RUN_STATE_UNSPECIFIED
+}
+
+// specPaths are the paths a run measures.
+func specPaths(spec *measurev1.RunSpec) []measurev1.Path {
+	if ps := spec.GetPaths(); len(ps) > 0 {
+		return ps
+	}
+	return []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_POD, measurev1.Path_PATH_POD_TO_POD, measurev1.Path_PATH_POD_TO_SERVICE}
+}
+
+// specTests are the tests a run measures.
+func specTests(spec *measurev1.RunSpec) []measurev1.Test {
+	var out []measurev1.Test
+	for _, t := range spec.GetTests() {
+		if !slices.Contains(out, t.GetTest()) {
+			out = append(out, t.GetTest())
+		}
+	}
+	return out
+}
+
+// endedRuns lists the ended runs, newest first, the monitor's first if any.
+func (u *UI) endedRuns(ctx context.Context) ([]*measurev1.Run, error) {
+	var cont, other []*measurev1.Run
+	token := ""
+	for n := 0; n < maxRunsScanned; {
+		resp, err := u.cfg.Source.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: 200, PageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		for _, r := range resp.GetRuns() {
+			if !ended(r) {
+				continue
+			}
+			if strings.HasPrefix(r.GetSpec().GetLabel(), continuousPrefix) {
+				cont = append(cont, r)
+			} else {
+				other = append(other, r)
+			}
+		}
+		n += len(resp.GetRuns())
+		if token = resp.GetNextPageToken(); token == "" || len(resp.GetRuns()) == 0 {
+			break
+		}
+	}
+	if len(cont) > 0 {
+		return cont, nil
+	}
+	return other, nil
+}
+
+// runData reads an ended run's results (cached).
+func (u *UI) runData(ctx context.Context, run *measurev1.Run) (*runData, error) {
+	if d := u.meshes.get(run.GetRunId()); d != nil {
+		return d, nil
+	}
+	results, err := u.results(ctx, &meshv1.ListResultsRequest{RunId: run.GetRunId()}, 0)
+	if err != nil {
+		return nil, err
+	}
+	d := buildRunData(run, results)
+	if ended(run) {
+		u.meshes.put(d)
+	}
+	return d, nil
+}
+
+func buildRunData(run *measurev1.Run, results []*measurev1.Result) *runData {
+	d := &runData{run: run, cells: map[report.CellKey]*report.Cell{}, loss: map[report.CellKey]float64{}, params: map[measurev1.Test]string{}}
+	cells := report.Cells(results)
+	d.list = cells
+	for _, c := range cells {
+		d.cells[c.CellKey] = c
+		if _, ok := d.params[c.Test]; !ok {
+			d.params[c.Test] = c.Params
+		}
+	}
+	pings := map[report.CellKey][]*measurev1.Result{}
+	for _, r := range results {
+		if r.GetSpec().GetTest() == measurev1.Test_TEST_PING {
+			k := report.KeyOf(r)
+			pings[k] = append(pings[k], r)
+		}
+	}
+	for k, rs := range pings {
+		d.loss[k] = report.PingLoss(rs)
+	}
+	d.findings = diagnose.Diagnose(results)
+	if d.findings == nil {
+		d.findings = []diagnose.Finding{}
+	}
+	return d
+}
+
+// results pages through ListResults; limit 0 means all.
+func (u *UI) results(ctx context.Context, req *meshv1.ListResultsRequest, limit int) ([]*measurev1.Result, error) {
+	var out []*measurev1.Result
+	for {
+		req.PageSize = 10000
+		resp, err := u.cfg.Source.ListResults(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("list results: %w", err)
+		}
+		out = append(out, resp.GetResults()...)
+		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" || len(resp.GetResults()) == 0 || (limit > 0 && len(out) >= limit) {
+			return out, nil
+		}
+	}
+}
+
+func (u *UI) apiMesh(r *http.Request) (any, error) {
+	q, err := parseQuery(r.URL.RawQuery, "test", "path")
+	if err != nil {
+		return nil, err
+	}
+	return u.mesh(r.Context(), q.test, q.path)
+}
+
+// mesh builds the mesh view of test and path (zero: the first with data).
+func (u *UI) mesh(ctx context.Context, test measurev1.Test, path measurev1.Path) (*meshView, error) {
+	v := &meshView{Nodes: []string{}, Tests: []string{}, Paths: []string{}, Value: []fig{}, Base: []fig{}, Loss: []fig{},
+		Findings: []diagnose.Finding{}, DegradedRatio: DegradedRatio, RefreshSeconds: u.cfg.RefreshInterval.Seconds(), Median: none}
+	runs, err := u.endedRuns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var tests []measurev1.Test
+	var paths []measurev1.Path
+	var chosen *measurev1.Run
+	for _, run := range runs {
+		ts, ps := specTests(run.GetSpec()), specPaths(run.GetSpec())
+		for _, t := range ts {
+			if !slices.Contains(tests, t) {
+				tests = append(tests, t)
+			}
+		}
+		for _, p := range ps {
+			if !slices.Contains(paths, p) && !testspec.IsExternal(p) {
+				paths = append(paths, p)
+			}
+		}
+		if chosen == nil && (test == 0 || slices.Contains(ts, test)) && (path == 0 || slices.Contains(ps, path)) {
+			chosen = run
+			if test == 0 && len(ts) > 0 {
+				test = ts[0]
+			}
+			if path == 0 {
+				path = ps[0]
+				if slices.Contains(ps, measurev1.Path_PATH_POD_TO_POD) {
+					path = measurev1.Path_PATH_POD_TO_POD
+				}
+			}
+		}
+	}
+	slices.Sort(tests)
+	slices.Sort(paths)
+	for _, t := range tests {
+		v.Tests = append(v.Tests, testspec.Name(t))
+	}
+	for _, p := range paths {
+		v.Paths = append(v.Paths, testspec.PathName(p))
+	}
+	if test != 0 {
+		v.Test, v.Unit, v.HigherIsBetter = testspec.Name(test), unitOf(test), report.HigherIsBetter(test)
+	}
+	if path != 0 {
+		v.Path, v.Baseline = testspec.PathName(path), testspec.PathName(report.Baseline(path))
+	}
+	if chosen == nil {
+		return v, nil
+	}
+	d, err := u.runData(ctx, chosen)
+	if err != nil {
+		return nil, err
+	}
+	fillMesh(v, d, test, path)
+	return v, nil
+}
+
+// unitOf is the base unit of a test's headline figure.
+func unitOf(t measurev1.Test) string {
+	if report.HigherIsBetter(t) {
+		return "bit/s"
+	}
+	return "s"
+}
+
+// fillMesh fills v's matrix from d's cells of test and path.
+func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path) {
+	run := d.run
+	v.RunID, v.Label = run.GetRunId(), run.GetSpec().GetLabel()
+	if t := run.GetEndTime(); t != nil {
+		v.EndTime = t.AsTime().UTC().Format("2006-01-02T15:04:05Z")
+	}
+	v.Findings = d.findings
+	params := d.params[test]
+	v.Params = params
+	base := report.Baseline(path)
+	nodeSet := map[string]bool{}
+	var values []float64
+	for k, c := range d.cells {
+		if k.Test != test || k.Params != params || (k.Path != path && k.Path != base) || testspec.IsExternal(k.Path) {
+			continue
+		}
+		nodeSet[k.Src], nodeSet[k.Dst] = true, true
+		if k.Path == path && len(c.Samples) > 0 {
+			values = append(values, c.Stats.Median)
+		}
+	}
+	median := math.NaN()
+	if len(values) > 0 {
+		if s, err := stats.Summarize(values); err == nil {
+			median = s.Median
+		}
+	}
+	v.Median = fig(median)
+	nodes := make([]string, 0, len(nodeSet))
+	for n := range nodeSet {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	idx := make(map[string]int, len(nodes))
+	for i, n := range nodes {
+		idx[n] = i
+	}
+	n := len(nodes)
+	state := make([]byte, n*n)
+	value, baseV, loss := make([]fig, n*n), make([]fig, n*n), make([]fig, n*n)
+	bad := make([]int, n)
+	hib := report.HigherIsBetter(test)
+	for i, src := range nodes {
+		for j, dst := range nodes {
+			at := i*n + j
+			value[at], baseV[at], loss[at] = none, none, none
+			if i == j {
+				state[at] = stateSelf
+				continue
+			}
+			k := report.CellKey{Src: src, Dst: dst, Path: path, Test: test, Params: params}
+			c := d.cells[k]
+			ref := median
+			if path != base {
+				ref = math.NaN()
+				if bc := d.cells[report.CellKey{Src: src, Dst: dst, Path: base, Test: test, Params: params}]; bc != nil && len(bc.Samples) > 0 {
+					ref = bc.Stats.Median
+					baseV[at] = fig(ref)
+				}
+			}
+			l, hasLoss := d.loss[k]
+			if hasLoss {
+				loss[at] = fig(l)
+			}
+			switch {
+			case c == nil:
+				state[at] = stateNone
+				continue
+			case len(c.Samples) == 0:
+				state[at] = stateFail
+			default:
+				value[at] = fig(c.Stats.Median)
+				state[at] = stateOK
+				if c.FailedCount() > 0 || (hasLoss && l > 0) || worse(c.Stats.Median, ref, hib) {
+					state[at] = stateDegraded
+				}
+			}
+			if state[at] != stateOK {
+				bad[i]++
+				bad[j]++
+			}
+		}
+	}
+	// Nodes with most bad cells first, so that a bad node's row and
+	// column group at the top left as a cross; then by name.
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(bad[b], bad[a]) })
+	v.Nodes = make([]string, n)
+	sb := make([]byte, n*n)
+	v.Value, v.Base, v.Loss = make([]fig, n*n), make([]fig, n*n), make([]fig, n*n)
+	for i, oi := range order {
+		v.Nodes[i] = nodes[oi]
+		for j, oj := range order {
+			from, to := oi*n+oj, i*n+j
+			sb[to], v.Value[to], v.Base[to], v.Loss[to] = state[from], value[from], baseV[from], loss[from]
+		}
+	}
+	v.State = string(sb)
+}
+
+// worse reports whether v is worse than ref by more than DegradedRatio.
+func worse(v, ref float64, higherIsBetter bool) bool {
+	if math.IsNaN(ref) || ref <= 0 {
+		return false
+	}
+	if higherIsBetter {
+		return v < ref/DegradedRatio
+	}
+	return v > ref*DegradedRatio
+}

@@ -1,0 +1,275 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// pairPaths are the continuous probes' paths the pair page draws,
+// host-host (the baseline) first.
+var pairPaths = []measurev1.Path{
+	measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD, measurev1.Path_PATH_HOST_TO_POD,
+	measurev1.Path_PATH_HOST_TO_SERVICE, measurev1.Path_PATH_POD_TO_SERVICE,
+}
+
+// steps are the pair chart's bucket widths by range: one point per
+// bucket, raw periods and hourly rollups alike folded into the same grid,
+// so that the line goes on without a seam where the rollups end. Ranges
+// that reach rollups (7d, 30d) have buckets of an hour or more.
+var steps = map[string]time.Duration{"1h": 15 * time.Second, "24h": 5 * time.Minute, "7d": time.Hour, "30d": 3 * time.Hour}
+
+// maxOnDemand bounds the on-demand results listed under the chart.
+const maxOnDemand = 100
+
+// seriesView is one path's points, flat arrays of one entry per bucket
+// that holds data.
+type seriesView struct {
+	Path string `json:"path"`
+	// T is each bucket's start, Unix seconds.
+	T []int64 `json:"t"`
+	// Median and P90 are the RTT (s): the medians and p90s of the
+	// bucket's periods and hours, weighted by their answered probes.
+	Median []fig `json:"median"`
+	P90    []fig `json:"p90"`
+	// Loss is 1 - received/sent over the bucket, 0..1.
+	Loss []fig `json:"loss"`
+	// Sent counts the probes sent in the bucket.
+	Sent []uint64 `json:"sent"`
+	// Rollup marks buckets made (partly) of hourly rollups.
+	Rollup []bool `json:"rollup"`
+}
+
+// pointIn is one input of a bucket: a raw period or an hourly rollup.
+type pointIn struct {
+	start          time.Time
+	sent, received uint64
+	median, p90    float64
+	rollup         bool
+}
+
+// bucket folds the points of one bucket.
+type bucket struct {
+	sent, received uint64
+	medians, p90s  []weighted
+	rollup         bool
+}
+
+type weighted struct {
+	v float64
+	w uint64
+}
+
+// weightedQuantile is the q quantile (0..1) of vs weighted by w; NaN when
+// the weights sum to 0.
+func weightedQuantile(vs []weighted, q float64) float64 {
+	var total uint64
+	for _, v := range vs {
+		total += v.w
+	}
+	if total == 0 {
+		return math.NaN()
+	}
+	slices.SortFunc(vs, func(a, b weighted) int {
+		switch {
+		case a.v < b.v:
+			return -1
+		case a.v > b.v:
+			return 1
+		}
+		return 0
+	})
+	target, acc := q*float64(total), 0.0
+	for _, v := range vs {
+		acc += float64(v.w)
+		if acc >= target {
+			return v.v
+		}
+	}
+	return vs[len(vs)-1].v
+}
+
+// mergeSeries folds a series' rollups (oldest first, before the samples)
+// and raw samples into buckets of step from start: a sample that starts
+// before the end of the last rollup's hour is left out, since that hour
+// already holds it, so that no period counts twice and none is lost where
+// the rollups end.
+func mergeSeries(path measurev1.Path, rollups []*meshv1.ProbeRollup, samples []*meshv1.ProbeSample, start time.Time, step time.Duration) seriesView {
+	var in []pointIn
+	var rolledUntil time.Time
+	for _, r := range rollups {
+		bs := r.GetBucketStart().AsTime()
+		in = append(in, pointIn{start: bs, sent: r.GetSent(), received: r.GetReceived(), median: r.GetRttMedianSeconds(), p90: r.GetRttP90Seconds(), rollup: true})
+		if end := bs.Add(r.GetBucket().AsDuration()); end.After(rolledUntil) {
+			rolledUntil = end
+		}
+	}
+	for _, s := range samples {
+		ps := s.GetPeriodStart().AsTime()
+		if ps.Before(rolledUntil) {
+			continue
+		}
+		in = append(in, pointIn{start: ps, sent: uint64(s.GetSent()), received: uint64(s.GetReceived()), median: s.GetRttMedianSeconds(), p90: s.GetRttP90Seconds()})
+	}
+	buckets := map[int64]*bucket{}
+	var keys []int64
+	for _, p := range in {
+		k := int64(math.Floor(float64(p.start.Sub(start)) / float64(step)))
+		b := buckets[k]
+		if b == nil {
+			b = &bucket{}
+			buckets[k] = b
+			keys = append(keys, k)
+		}
+		b.sent += p.sent
+		b.received += min(p.received, p.sent)
+		b.rollup = b.rollup || p.rollup
+		if p.received > 0 {
+			b.medians = append(b.medians, weighted{p.median, p.received})
+			b.p90s = append(b.p90s, weighted{p.p90, p.received})
+		}
+	}
+	slices.Sort(keys)
+	v := seriesView{Path: testspec.PathName(path), T: []int64{}, Median: []fig{}, P90: []fig{}, Loss: []fig{}, Sent: []uint64{}, Rollup: []bool{}}
+	for _, k := range keys {
+		b := buckets[k]
+		loss := none
+		if b.sent > 0 {
+			loss = fig(1 - float64(b.received)/float64(b.sent))
+		}
+		v.T = append(v.T, start.Add(time.Duration(k)*step).Unix())
+		v.Median = append(v.Median, fig(weightedQuantile(b.medians, 0.5)))
+		v.P90 = append(v.P90, fig(weightedQuantile(b.p90s, 0.5)))
+		v.Loss = append(v.Loss, loss)
+		v.Sent = append(v.Sent, b.sent)
+		v.Rollup = append(v.Rollup, b.rollup)
+	}
+	return v
+}
+
+// onDemandView is one on-demand result of the pair.
+type onDemandView struct {
+	RunID  string `json:"run_id"`
+	Time   string `json:"time"`
+	Test   string `json:"test"`
+	Path   string `json:"path"`
+	Value  fig    `json:"value"`
+	Unit   string `json:"unit"`
+	Status string `json:"status"`
+}
+
+func (u *UI) apiPair(r *http.Request) (any, error) {
+	q, err := parseQuery(r.URL.RawQuery, "src", "dst", "range", "kind")
+	if err != nil {
+		return nil, err
+	}
+	if err := require("src", q.src); err != nil {
+		return nil, err
+	}
+	if err := require("dst", q.dst); err != nil {
+		return nil, err
+	}
+	kindName := "icmp"
+	if k := r.URL.Query().Get("kind"); k != "" {
+		kindName = k
+	}
+	kind, ok := probeKinds[kindName]
+	if !ok {
+		return nil, &paramError{name: "kind", value: kindName, want: "want icmp, icmp_mtu, tcp or http"}
+	}
+	return u.pair(r.Context(), q.src, q.dst, q.rangeName, kindName, kind)
+}
+
+// probeKinds are the probe kinds by name, as in the config file.
+var probeKinds = map[string]agentv1.ProbeKind{
+	"icmp": agentv1.ProbeKind_PROBE_KIND_ICMP, "icmp_mtu": agentv1.ProbeKind_PROBE_KIND_ICMP_MTU,
+	"tcp": agentv1.ProbeKind_PROBE_KIND_TCP, "http": agentv1.ProbeKind_PROBE_KIND_HTTP,
+}
+
+func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kind agentv1.ProbeKind) (any, error) {
+	span, step := ranges[rangeName], steps[rangeName]
+	end := u.cfg.Now().UTC()
+	start := end.Add(-span).Truncate(step)
+	series := []seriesView{}
+	for _, p := range pairPaths {
+		req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: kind,
+			StartTime: timestamppb.New(start), EndTime: timestamppb.New(end), PageSize: 20000}
+		var samples []*meshv1.ProbeSample
+		var rollups []*meshv1.ProbeRollup
+		for {
+			resp, err := u.cfg.Source.ListProbeSeries(ctx, req)
+			if err != nil {
+				return nil, fmt.Errorf("list probe series %s: %w", testspec.PathName(p), err)
+			}
+			samples, rollups = append(samples, resp.GetSamples()...), append(rollups, resp.GetRollups()...)
+			if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" || len(resp.GetSamples())+len(resp.GetRollups()) == 0 {
+				break
+			}
+		}
+		if len(samples)+len(rollups) == 0 {
+			continue
+		}
+		series = append(series, mergeSeries(p, rollups, samples, start, step))
+	}
+	od, err := u.onDemand(ctx, src, dst, start, end)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"src": src, "dst": dst, "range": rangeName, "kind": kindName, "start": start.Unix(), "end": end.Unix(),
+		"step_seconds": step.Seconds(), "series": series, "ondemand": od, "refresh_seconds": u.cfg.RefreshInterval.Seconds()}, nil
+}
+
+// onDemand lists the newest results of the pair in [start, end) from runs
+// that are not the monitor's, newest first.
+func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time) ([]onDemandView, error) {
+	continuous := map[string]bool{}
+	token := ""
+	for n := 0; n < maxRunsScanned; {
+		resp, err := u.cfg.Source.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: 200, PageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		for _, r := range resp.GetRuns() {
+			if strings.HasPrefix(r.GetSpec().GetLabel(), continuousPrefix) {
+				continuous[r.GetRunId()] = true
+			}
+		}
+		n += len(resp.GetRuns())
+		if token = resp.GetNextPageToken(); token == "" || len(resp.GetRuns()) == 0 {
+			break
+		}
+	}
+	results, err := u.results(ctx, &meshv1.ListResultsRequest{SrcNode: src, DstNode: dst, StartTime: timestamppb.New(start), EndTime: timestamppb.New(end)}, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := []onDemandView{}
+	for i := len(results) - 1; i >= 0 && len(out) < maxOnDemand; i-- {
+		res := results[i]
+		if continuous[res.GetRunId()] {
+			continue
+		}
+		v := onDemandView{RunID: res.GetRunId(), Test: testspec.Name(res.GetSpec().GetTest()), Path: testspec.PathName(res.GetPath()),
+			Unit: unitOf(res.GetSpec().GetTest()), Status: report.StatusName(report.StatusOf(res)), Value: none}
+		if t := res.GetStartTime(); t != nil {
+			v.Time = t.AsTime().UTC().Format(time.RFC3339)
+		}
+		if f, ok := report.Measured(res); ok {
+			v.Value = fig(f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

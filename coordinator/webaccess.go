@@ -1,0 +1,82 @@
+package coordinator
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/meshperf/meshperf/coordinator/web"
+	"github.com/meshperf/meshperf/internal/mtls"
+)
+
+// webAccess is what the web UI asks of a browser, from the Web* files of
+// cfg: TLS 1.3 with a certificate reloaded as it changes (internal/mtls,
+// as the metrics endpoint's), and the API token of --api-token-file on
+// every /api/v1/ call. A token on a web address that is not loopback
+// needs TLS: it must not cross the network in clear.
+func (cfg *Config) webAccess(log *slog.Logger) (conf *tls.Config, token []byte, err error) {
+	on, err := mtls.AllOrNone(mtls.File{Flag: "web-tls-cert", Path: cfg.WebTLSCertFile}, mtls.File{Flag: "web-tls-key", Path: cfg.WebTLSKeyFile})
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.WebAddress == "" {
+		if on {
+			return nil, nil, errors.New("--web-tls-cert and --web-tls-key are for the web UI, and --web-listen is empty")
+		}
+		return nil, nil, nil
+	}
+	if cfg.APITokenFile != "" {
+		if token, err = readToken(cfg.APITokenFile); err != nil {
+			return nil, nil, err
+		}
+		if !on && !loopback(cfg.WebAddress) {
+			return nil, nil, fmt.Errorf("--web-listen %q with --api-token-file needs --web-tls-cert and --web-tls-key: without TLS the token would cross the network in clear (a loopback address needs none)", cfg.WebAddress)
+		}
+	}
+	if !on {
+		return nil, token, nil
+	}
+	files, err := mtls.LoadServer(mtls.Config{CertFile: cfg.WebTLSCertFile, KeyFile: cfg.WebTLSKeyFile, Logger: log.With("listener", cfg.WebAddress)})
+	if err != nil {
+		return nil, nil, err
+	}
+	return files.HTTPServerConfig(), token, nil
+}
+
+// loopback reports whether addr (host:port) listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// webRefresh is how often the UI's live pages poll: the shortest monitor
+// interval or the probes' report interval; zero (the UI's default) when
+// neither is set.
+func (cfg *Config) webRefresh() time.Duration {
+	var d time.Duration
+	for _, p := range cfg.Monitor {
+		if d == 0 || p.Interval < d {
+			d = p.Interval
+		}
+	}
+	if ri := cfg.Probes.GetReportInterval().AsDuration(); ri > 0 && (d == 0 || ri < d) {
+		d = ri
+	}
+	return d
+}
+
+// newWeb builds the web UI over src (the TCP listener's MeshService).
+func (cfg *Config) newWeb(src web.Source, conf *tls.Config, token []byte, log *slog.Logger) (*web.UI, error) {
+	return web.New(web.Config{Source: src, Token: token, RefreshInterval: cfg.webRefresh(), TLS: conf, Logger: log.With("component", "web")})
+}
