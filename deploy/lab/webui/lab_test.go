@@ -54,7 +54,7 @@ var (
 
 // binaries builds agent and coordinator once per test binary into a
 // directory removed by TestMain's caller at exit (os.TempDir).
-func binaries(t *testing.T) string {
+func binaries(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		binDir, binErr = os.MkdirTemp("", "meshperf-webui-bin-")
