@@ -71,7 +71,7 @@ bench-prober: deps ## A real agent in the lab probing 1,000 peers (ICMP and TCP 
 
 .PHONY: bench-web
 bench-web: test-deps ## The web UI's mesh page in headless chromium for 300 simulated agents: time to the first full paint (about 3 minutes).
-	@go test -count=1 -timeout 25m -run '^$$' -bench 'BenchmarkMeshPaint300$$' -benchtime 3x ./deploy/lab/webui/ | grep -E '^(mesh_paint|Benchmark|ok|FAIL|---)'
+	@go test -count=1 -timeout 25m -run '^$$' -bench 'BenchmarkMeshPaint300$$' -benchtime 3x ./deploy/lab/webui/ | grep -E '^(mesh_paint|Benchmark|ok|FAIL|---|    )'
 
 .PHONY: image
 image: ## Build the container image with docker: IMAGE=... (default ghcr.io/meshperf/meshperf:dev).

@@ -3,6 +3,7 @@ package webui
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -63,6 +64,9 @@ func readMesh(tt *tab) (*meshDOM, error) {
 	return m, nil
 }
 
+// figureRE matches a figure with its unit, e.g. "0.12 ms", "9.8 Gbit/s".
+var figureRE = regexp.MustCompile(`\d+(\.\d+)?\s?(ns|µs|us|ms|s|[kMGT]?bit/s)\b`)
+
 // checkMeshShape: one row per node, one td.cell per ordered pair of
 // distinct nodes (each once, with src and dst), one td.self per node, a
 // title with a unit on every cell with a result, and a legend.
@@ -91,7 +95,7 @@ func checkMeshShape(m *meshDOM, nodes []string) []string {
 		if !slices.Contains([]string{"ok", "degraded", "fail", "none"}, c.State) {
 			bad = append(bad, fmt.Sprintf("cell %s -> %s: data-state %q, want ok, degraded, fail or none", c.Src, c.Dst, c.State))
 		}
-		if c.State == "ok" && !strings.Contains(c.Title, "s") {
+		if c.State == "ok" && !figureRE.MatchString(c.Title) {
 			bad = append(bad, fmt.Sprintf("cell %s -> %s: title %q gives no figure with a unit", c.Src, c.Dst, c.Title))
 		}
 	}
