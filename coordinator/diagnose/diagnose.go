@@ -367,37 +367,43 @@ func observe(results []*measurev1.Result) []observation {
 	// measure far worse than the pairs it is not in. (Against all other
 	// pairs it would not show: in a small cluster most pairs involve any
 	// given node.)
+	// Per matrix, the medians of all measured pairs, sorted once, and each
+	// node's pairs: the reference of a node is the median of all but its
+	// own (medianExcluding), so that 300 nodes cost O(n² log n), not n³.
 	for _, m := range report.Matrices(cells) {
-		for _, n := range m.Nodes {
-			var in, out []float64
-			for src, row := range m.Cells {
-				for dst, c := range row {
-					if len(c.Samples) == 0 {
-						continue
-					}
-					if src == n || dst == n {
-						in = append(in, c.Stats.Median)
-					} else {
-						out = append(out, c.Stats.Median)
-					}
+		var all []float64
+		mine := map[string][]*report.Cell{}
+		for src, row := range m.Cells {
+			for dst, c := range row {
+				if len(c.Samples) == 0 {
+					continue
+				}
+				all = append(all, c.Stats.Median)
+				mine[src] = append(mine[src], c)
+				if dst != src {
+					mine[dst] = append(mine[dst], c)
 				}
 			}
-			if len(in) == 0 || len(out) == 0 {
+		}
+		slices.Sort(all)
+		for _, n := range m.Nodes {
+			cs := mine[n]
+			if len(cs) == 0 || len(cs) == len(all) {
 				continue
 			}
-			ref := median(out)
-			for src, row := range m.Cells {
-				for dst, c := range row {
-					if len(c.Samples) == 0 || src != n && dst != n {
-						continue
-					}
-					v := c.Stats.Median
-					if report.HigherIsBetter(c.Test) && v < SlowRatio*ref ||
-						!report.HigherIsBetter(c.Test) && v > LatencyRatio*ref && v-ref >= MinLatencyIncrease {
-						o := byKey[key{c.Src, c.Dst, c.Path, c.Test}]
-						o.degraded = true
-						o.note = fmt.Sprintf("%s against %s on pairs without %s", report.FormatHeadline(c.Test, v), report.FormatHeadline(c.Test, ref), n)
-					}
+			in := make([]float64, len(cs))
+			for i, c := range cs {
+				in[i] = c.Stats.Median
+			}
+			slices.Sort(in)
+			ref := medianExcluding(all, in)
+			for _, c := range cs {
+				v := c.Stats.Median
+				if report.HigherIsBetter(c.Test) && v < SlowRatio*ref ||
+					!report.HigherIsBetter(c.Test) && v > LatencyRatio*ref && v-ref >= MinLatencyIncrease {
+					o := byKey[key{c.Src, c.Dst, c.Path, c.Test}]
+					o.degraded = true
+					o.note = fmt.Sprintf("%s against %s on pairs without %s", report.FormatHeadline(c.Test, v), report.FormatHeadline(c.Test, ref), n)
 				}
 			}
 		}
@@ -407,6 +413,43 @@ func observe(results []*measurev1.Result) []observation {
 		out = append(out, *byKey[k])
 	}
 	return out
+}
+
+// medianExcluding is the median of the multiset all minus in (both
+// sorted, in a sub-multiset of all, fewer than all), found by order
+// statistics without building the difference.
+func medianExcluding(all, in []float64) float64 {
+	m := len(all) - len(in)
+	// kth is the k-th smallest (0-based) of the difference: the smallest
+	// value of all with more than k values of the difference at or below it.
+	kth := func(k int) float64 {
+		lo, hi := 0, len(all)-1
+		for lo < hi {
+			mid := (lo + hi) / 2
+			x := all[mid]
+			if upper(all, x)-upper(in, x) > k {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		return all[lo]
+	}
+	if m%2 == 1 {
+		return kth(m / 2)
+	}
+	return (kth(m/2-1) + kth(m/2)) / 2
+}
+
+// upper counts the values of sorted xs at or below x.
+func upper(xs []float64, x float64) int {
+	i, _ := slices.BinarySearchFunc(xs, x, func(e, t float64) int {
+		if e <= t {
+			return -1
+		}
+		return 1
+	})
+	return i
 }
 
 func median(xs []float64) float64 {

@@ -48,6 +48,28 @@ func (f fig) MarshalJSON() ([]byte, error) {
 	return strconv.AppendFloat(nil, v, 'g', 4, 64), nil
 }
 
+// figs encodes as a JSON array of figs in one pass (a mesh of 300 nodes
+// has 90,000 per array).
+type figs []fig
+
+// MarshalJSON writes the array.
+func (fs figs) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 8*len(fs)+2)
+	b = append(b, '[')
+	for i, f := range fs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		v := float64(f)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			b = append(b, "null"...)
+			continue
+		}
+		b = strconv.AppendFloat(b, v, 'g', 4, 64)
+	}
+	return append(b, ']'), nil
+}
+
 // Cell states in meshView.State, one byte per cell.
 const (
 	stateOK       = 'o'
@@ -61,8 +83,9 @@ const (
 // with the node names once and flat row-major arrays of n*n entries,
 // index src*n + dst in Nodes' order.
 type meshView struct {
-	// Test, Params and Path name the matrix; Baseline the path its
-	// cells compare with (host-host).
+	// Test, Params and Path name the matrix (Params the short form of
+	// the test's parameters, report.Cell.Label: "" for the defaults);
+	// Baseline is the path its cells compare with (host-host).
 	Test, Params, Path, Baseline string
 	// RunID, Label and EndTime (RFC 3339) are the run shown; "" when none.
 	RunID, Label, EndTime string
@@ -79,7 +102,7 @@ type meshView struct {
 	State string
 	// Value, Base and Loss are n*n: the pair's median, its baseline's
 	// median, its loss ratio 0..1 (ping); null when none.
-	Value, Base, Loss []fig
+	Value, Base, Loss figs
 	// Median is the median of Value over the matrix.
 	Median fig
 	// DegradedRatio is DegradedRatio.
@@ -106,9 +129,9 @@ func (m *meshView) MarshalJSON() ([]byte, error) {
 		Paths          []string           `json:"paths"`
 		Nodes          []string           `json:"nodes"`
 		State          string             `json:"state"`
-		Value          []fig              `json:"value"`
-		Base           []fig              `json:"base"`
-		Loss           []fig              `json:"loss"`
+		Value          figs               `json:"value"`
+		Base           figs               `json:"base"`
+		Loss           figs               `json:"loss"`
 		Median         fig                `json:"median"`
 		DegradedRatio  float64            `json:"degraded_ratio"`
 		RefreshSeconds float64            `json:"refresh_seconds"`
@@ -126,6 +149,9 @@ type runData struct {
 	loss     map[report.CellKey]float64
 	params   map[measurev1.Test]string // the first parameters of each test
 	findings []diagnose.Finding
+
+	mu    sync.Mutex
+	views map[[2]int32]*meshView // filled matrices by test and path
 }
 
 // sorted is d's cells in report.Cells order.
@@ -251,7 +277,9 @@ func buildRunData(run *measurev1.Run, results []*measurev1.Result) *runData {
 		}
 	}
 	for k, rs := range pings {
-		d.loss[k] = report.PingLoss(rs)
+		if c := d.cells[k]; c != nil && len(c.Samples) > 0 { // a failed cell has no loss ratio, it failed
+			d.loss[k] = report.PingLoss(rs)
+		}
 	}
 	d.findings = diagnose.Diagnose(results)
 	if d.findings == nil {
@@ -286,7 +314,7 @@ func (u *UI) apiMesh(r *http.Request) (any, error) {
 
 // mesh builds the mesh view of test and path (zero: the first with data).
 func (u *UI) mesh(ctx context.Context, test measurev1.Test, path measurev1.Path) (*meshView, error) {
-	v := &meshView{Nodes: []string{}, Tests: []string{}, Paths: []string{}, Value: []fig{}, Base: []fig{}, Loss: []fig{},
+	v := &meshView{Nodes: []string{}, Tests: []string{}, Paths: []string{}, Value: figs{}, Base: figs{}, Loss: figs{},
 		Findings: []diagnose.Finding{}, DegradedRatio: DegradedRatio, RefreshSeconds: u.cfg.RefreshInterval.Seconds(), Median: none}
 	runs, err := u.endedRuns(ctx)
 	if err != nil {
@@ -341,7 +369,19 @@ func (u *UI) mesh(ctx context.Context, test measurev1.Test, path measurev1.Path)
 	if err != nil {
 		return nil, err
 	}
+	k := [2]int32{int32(test), int32(path)}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c := d.views[k]; c != nil {
+		filled := *c
+		filled.Tests, filled.Paths, filled.RefreshSeconds = v.Tests, v.Paths, v.RefreshSeconds
+		return &filled, nil
+	}
 	fillMesh(v, d, test, path)
+	if d.views == nil {
+		d.views = map[[2]int32]*meshView{}
+	}
+	d.views[k] = v
 	return v, nil
 }
 
@@ -362,7 +402,6 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 	}
 	v.Findings = d.findings
 	params := d.params[test]
-	v.Params = params
 	base := report.Baseline(path)
 	nodeSet := map[string]bool{}
 	var values []float64
@@ -371,6 +410,7 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 			continue
 		}
 		nodeSet[k.Src], nodeSet[k.Dst] = true, true
+		v.Params = c.Label
 		if k.Path == path && len(c.Samples) > 0 {
 			values = append(values, c.Stats.Median)
 		}
@@ -446,7 +486,7 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(bad[b], bad[a]) })
 	v.Nodes = make([]string, n)
 	sb := make([]byte, n*n)
-	v.Value, v.Base, v.Loss = make([]fig, n*n), make([]fig, n*n), make([]fig, n*n)
+	v.Value, v.Base, v.Loss = make(figs, n*n), make(figs, n*n), make(figs, n*n)
 	for i, oi := range order {
 		v.Nodes[i] = nodes[oi]
 		for j, oj := range order {

@@ -29,7 +29,7 @@ var pairPaths = []measurev1.Path{
 // bucket, raw periods and hourly rollups alike folded into the same grid,
 // so that the line goes on without a seam where the rollups end. Ranges
 // that reach rollups (7d, 30d) have buckets of an hour or more.
-var steps = map[string]time.Duration{"1h": 15 * time.Second, "24h": 5 * time.Minute, "7d": time.Hour, "30d": 3 * time.Hour}
+var steps = map[string]time.Duration{"1h": 10 * time.Second, "24h": 5 * time.Minute, "7d": time.Hour, "30d": 3 * time.Hour}
 
 // maxOnDemand bounds the on-demand results listed under the chart.
 const maxOnDemand = 100
@@ -101,27 +101,23 @@ func weightedQuantile(vs []weighted, q float64) float64 {
 	return vs[len(vs)-1].v
 }
 
-// mergeSeries folds a series' rollups (oldest first, before the samples)
-// and raw samples into buckets of step from start: a sample that starts
-// before the end of the last rollup's hour is left out, since that hour
-// already holds it, so that no period counts twice and none is lost where
-// the rollups end.
+// mergeSeries folds a series' hourly rollups and raw samples into
+// buckets of step from start. The store keeps every report period either
+// raw or in its hour's rollup, never both (retention rolls up whole
+// chunks, which need not end on the hour), so both are folded in as they
+// are: an hour partly rolled up and partly raw is one bucket whose counts
+// are the sum, and nothing counts twice. step must be at least an hour
+// when there are rollups (seriesStep), so that the line has no gap
+// where the rollups end.
 func mergeSeries(path measurev1.Path, rollups []*meshv1.ProbeRollup, samples []*meshv1.ProbeSample, start time.Time, step time.Duration) seriesView {
-	var in []pointIn
-	var rolledUntil time.Time
+	in := make([]pointIn, 0, len(rollups)+len(samples))
 	for _, r := range rollups {
-		bs := r.GetBucketStart().AsTime()
-		in = append(in, pointIn{start: bs, sent: r.GetSent(), received: r.GetReceived(), median: r.GetRttMedianSeconds(), p90: r.GetRttP90Seconds(), rollup: true})
-		if end := bs.Add(r.GetBucket().AsDuration()); end.After(rolledUntil) {
-			rolledUntil = end
-		}
+		in = append(in, pointIn{start: r.GetBucketStart().AsTime(), sent: r.GetSent(), received: r.GetReceived(),
+			median: r.GetRttMedianSeconds(), p90: r.GetRttP90Seconds(), rollup: true})
 	}
 	for _, s := range samples {
-		ps := s.GetPeriodStart().AsTime()
-		if ps.Before(rolledUntil) {
-			continue
-		}
-		in = append(in, pointIn{start: ps, sent: uint64(s.GetSent()), received: uint64(s.GetReceived()), median: s.GetRttMedianSeconds(), p90: s.GetRttP90Seconds()})
+		in = append(in, pointIn{start: s.GetPeriodStart().AsTime(), sent: uint64(s.GetSent()), received: uint64(s.GetReceived()),
+			median: s.GetRttMedianSeconds(), p90: s.GetRttP90Seconds()})
 	}
 	buckets := map[int64]*bucket{}
 	var keys []int64
@@ -202,26 +198,39 @@ func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kin
 	span, step := ranges[rangeName], steps[rangeName]
 	end := u.cfg.Now().UTC()
 	start := end.Add(-span).Truncate(step)
-	series := []seriesView{}
+	type fetched struct {
+		path    measurev1.Path
+		samples []*meshv1.ProbeSample
+		rollups []*meshv1.ProbeRollup
+	}
+	var got []fetched
+	anyRollup := false
 	for _, p := range pairPaths {
 		req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: kind,
 			StartTime: timestamppb.New(start), EndTime: timestamppb.New(end), PageSize: 20000}
-		var samples []*meshv1.ProbeSample
-		var rollups []*meshv1.ProbeRollup
+		f := fetched{path: p}
 		for {
 			resp, err := u.cfg.Source.ListProbeSeries(ctx, req)
 			if err != nil {
 				return nil, fmt.Errorf("list probe series %s: %w", testspec.PathName(p), err)
 			}
-			samples, rollups = append(samples, resp.GetSamples()...), append(rollups, resp.GetRollups()...)
+			f.samples, f.rollups = append(f.samples, resp.GetSamples()...), append(f.rollups, resp.GetRollups()...)
 			if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" || len(resp.GetSamples())+len(resp.GetRollups()) == 0 {
 				break
 			}
 		}
-		if len(samples)+len(rollups) == 0 {
-			continue
+		if len(f.samples)+len(f.rollups) > 0 {
+			got = append(got, f)
+			anyRollup = anyRollup || len(f.rollups) > 0
 		}
-		series = append(series, mergeSeries(p, rollups, samples, start, step))
+	}
+	if anyRollup && step < time.Hour {
+		step = time.Hour
+		start = start.Truncate(step)
+	}
+	series := []seriesView{}
+	for _, f := range got {
+		series = append(series, mergeSeries(f.path, f.rollups, f.samples, start, step))
 	}
 	od, err := u.onDemand(ctx, src, dst, start, end)
 	if err != nil {

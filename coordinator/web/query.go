@@ -53,6 +53,8 @@ func parseQuery(raw string, allowed ...string) (query, error) {
 		v := vs[0]
 		bad := func(want string) error { return &paramError{name: name, value: v, want: want} }
 		switch {
+		case name == "":
+			return q, &paramError{name: "query", value: raw, want: "holds a parameter without a name"}
 		case !slices.Contains(allowed, name):
 			return q, bad("unknown parameter: want " + strings.Join(allowed, ", "))
 		case len(vs) > 1:

@@ -311,7 +311,7 @@ var invariants = []invariant{
 		},
 	},
 	{
-		name: "coordinator Service: ClusterIP, grpc 7700 and metrics 9090 to the coordinator's pods",
+		name: "coordinator Service: ClusterIP, grpc 7700, metrics 9090 and web 8080 to the coordinator's pods",
 		check: func(m *manifests) (bad []string) {
 			s := find[*corev1.Service](m, coordinator)
 			if s == nil {
@@ -320,7 +320,7 @@ var invariants = []invariant{
 			if s.Spec.Type != "" && s.Spec.Type != corev1.ServiceTypeClusterIP {
 				bad = append(bad, fmt.Sprintf("type %q", s.Spec.Type))
 			}
-			want := map[string]int32{"grpc": 7700, "metrics": 9090}
+			want := map[string]int32{"grpc": 7700, "metrics": 9090, "web": 8080}
 			for _, p := range s.Spec.Ports {
 				if want[p.Name] == p.Port {
 					delete(want, p.Name)
@@ -342,6 +342,7 @@ var invariants = []invariant{
 		},
 		breaks: []func(m *manifests){
 			func(m *manifests) { find[*corev1.Service](m, coordinator).Spec.Ports[1].Port = 9100 },
+			func(m *manifests) { find[*corev1.Service](m, coordinator).Spec.Ports[2].Port = 8081 },
 			func(m *manifests) {
 				find[*corev1.Service](m, coordinator).Spec.Selector = map[string]string{"app.kubernetes.io/name": "x"}
 			},

@@ -200,7 +200,7 @@ var securityInvariants = []invariant{
 		},
 	},
 	{
-		name: "cert-manager overlay: /metrics over TLS with a token, probes over HTTPS",
+		name: "cert-manager overlay: /metrics over TLS with a token, the web UI over TLS (its API takes the API token), probes over HTTPS",
 		check: func(m *manifests) (bad []string) {
 			var args []string
 			schemes := map[string]string{}
@@ -230,7 +230,7 @@ var securityInvariants = []invariant{
 					}
 				}
 			}
-			for _, flag := range []string{"metrics-tls-cert", "metrics-tls-key", "metrics-token-file"} {
+			for _, flag := range []string{"metrics-tls-cert", "metrics-tls-key", "metrics-token-file", "web-tls-cert", "web-tls-key"} {
 				if flagValue(args, flag) == "" {
 					bad = append(bad, "the overlay passes no --"+flag)
 				}
@@ -258,6 +258,13 @@ var securityInvariants = []invariant{
 				})
 			},
 			func(m *manifests) { delete(m.patches, "cert-manager/coordinator-metrics-patch.yaml") },
+			func(m *manifests) { // the token without web TLS: the coordinator would refuse to start
+				f := "cert-manager/coordinator-tls-patch.yaml"
+				m.patches[f] = slices.DeleteFunc(m.patches[f], func(op jsonPatchOp) bool {
+					a, _ := op.Value.(string)
+					return strings.HasPrefix(a, "--web-tls-key=")
+				})
+			},
 		},
 	},
 }
