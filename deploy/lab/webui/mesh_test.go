@@ -105,21 +105,28 @@ func checkMeshShape(m *meshDOM, nodes []string) []string {
 	return bad
 }
 
-// faultStates checks the cells against a fault on node victim: every
-// cell in its row and column fail (or degraded), every other cell ok; ""
-// for no fault (every cell ok).
-func faultStates(m *meshDOM, victim string) []string {
-	var bad []string
+// noiseRE matches a cell title whose RTT is in microseconds: on the
+// lab's veth links pod-pod is 1.5 to 2.5 times host-host when the
+// machine is loaded, which the UI's ratio rule (DegradedRatio) shows as
+// degraded (WEB-BUGS.md).
+var noiseRE = regexp.MustCompile(`RTT [\d.]+ µs`)
+
+// faultStates checks the cells against a fault on node victim ("" for
+// none): every cell in its row and column fail, every other cell ok, or
+// degraded on a microsecond RTT (noise, returned apart).
+func faultStates(m *meshDOM, victim string) (bad, noise []string) {
 	for _, c := range m.Cells {
 		onVictim := victim != "" && (c.Src == victim || c.Dst == victim)
 		switch {
-		case onVictim && c.State != "fail" && c.State != "degraded":
+		case onVictim && c.State != "fail":
 			bad = append(bad, fmt.Sprintf("%s -> %s is %q, want fail (%s is faulty; title %q)", c.Src, c.Dst, c.State, victim, c.Title))
+		case !onVictim && c.State == "degraded" && noiseRE.MatchString(c.Title):
+			noise = append(noise, fmt.Sprintf("%s -> %s degraded: %s", c.Src, c.Dst, c.Title))
 		case !onVictim && c.State != "ok":
 			bad = append(bad, fmt.Sprintf("%s -> %s is %q, want ok (title %q)", c.Src, c.Dst, c.State, c.Title))
 		}
 	}
-	return bad
+	return bad, noise
 }
 
 // waitMesh polls the mesh page (which re-renders itself) until check

@@ -51,11 +51,22 @@ func TestMeshChecks(t *testing.T) {
 		{"no legend", mesh(func(m *meshDOM) { m.Legend = false }), "", "no #legend"},
 		{"no figure", mesh(func(m *meshDOM) { m.Cells[0].Title = "node-1 → node-2: RTT" }), "", "gives no figure"},
 		{"no unit", mesh(func(m *meshDOM) { m.Cells[0].Title = "node-1 → node-2: 0.12" }), "", "gives no figure"},
+		{"microsecond noise", mesh(func(m *meshDOM) {
+			m.Cells[0].State, m.Cells[0].Title = "degraded", "node-1 → node-2: RTT 147 µs (host-host 73.0 µs), loss 0 %, degraded"
+		}), "", ""},
+		{"degraded in ms", mesh(func(m *meshDOM) {
+			m.Cells[0].State, m.Cells[0].Title = "degraded", "node-1 → node-2: RTT 14.7 ms (host-host 73.0 µs), loss 0 %, degraded"
+		}), "", `node-1 -> node-2 is "degraded", want ok`},
+		{"degraded on the faulty node", mesh(func(m *meshDOM) {
+			fault("node-3")(m)
+			m.Cells[1].State, m.Cells[1].Title = "degraded", "node-1 → node-3: RTT 147 µs (host-host 73.0 µs), loss 0 %, degraded"
+		}), "node-3", `node-1 -> node-3 is "degraded", want fail`},
 		{"throughput", mesh(func(m *meshDOM) { m.Cells[0].Title = "node-1 → node-2: throughput 9.80 Gbit/s" }), "", ""},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
-			bad := append(checkMeshShape(tt.m, nodes), faultStates(tt.m, tt.victim)...)
+			states, _ := faultStates(tt.m, tt.victim)
+			bad := append(checkMeshShape(tt.m, nodes), states...)
 			got := strings.Join(bad, "\n")
 			switch {
 			case tt.want == "" && len(bad) > 0:
