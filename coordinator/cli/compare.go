@@ -173,7 +173,7 @@ func printDeltasJSON(o *options, deltas []report.Delta) error {
 	rows := []row{}
 	for _, d := range deltas {
 		r := row{Test: testspec.Name(d.Key.Test), Params: d.Key.Params, Path: testspec.PathName(d.Key.Path), Src: d.Key.Src, Dst: d.Key.Dst,
-			Unit: unitOf(d.Key.Test), A: mk(d.A), B: mk(d.B), Significant: d.Tested && d.Test.Significant, Worse: d.Worse, Better: d.Better}
+			Unit: report.Unit(d.Key.Test), A: mk(d.A), B: mk(d.B), Significant: d.Tested && d.Test.Significant, Worse: d.Worse, Better: d.Better}
 		if !math.IsNaN(d.MedianChange) {
 			r.MedianChange = &d.MedianChange
 		}
@@ -213,7 +213,7 @@ func printDeltasCSV(o *options, deltas []report.Delta) error {
 		case d.Better:
 			verdict = "better"
 		}
-		_ = w.Write([]string{testspec.Name(d.Key.Test), d.Key.Params, testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst, unitOf(d.Key.Test),
+		_ = w.Write([]string{testspec.Name(d.Key.Test), d.Key.Params, testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst, report.Unit(d.Key.Test),
 			strconv.Itoa(an), am, strconv.Itoa(bn), bm, f(d.MedianChange, true), f(d.Test.P, d.Tested),
 			strconv.FormatBool(d.Tested && d.Test.Significant), verdict})
 	}

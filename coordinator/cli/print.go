@@ -266,7 +266,7 @@ func printResultsCSV(o *options, results []*measurev1.Result) error {
 		row := []string{r.GetStartTime().AsTime().UTC().Format(time.RFC3339Nano), r.GetRunId(), r.GetTestId(),
 			strconv.Itoa(int(r.GetIndex())), r.GetSrcNode(), r.GetDstNode(), testspec.PathName(r.GetPath()),
 			testspec.Name(r.GetSpec().GetTest()), report.ParamsKey(r.GetSpec()), report.StatusName(r.GetStatus()), value,
-			unitOf(r.GetSpec().GetTest()), strconv.FormatFloat(r.GetElapsed().AsDuration().Seconds(), 'g', -1, 64),
+			report.Unit(r.GetSpec().GetTest()), strconv.FormatFloat(r.GetElapsed().AsDuration().Seconds(), 'g', -1, 64),
 			safetext.Escape(r.GetToolVersion()), safetext.Escape(r.GetMessage())}
 		_ = w.Write(append(row, pingColumns(r)...))
 	}

@@ -203,17 +203,9 @@ type cellJSON struct {
 	SampleSet []float64      `json:"samples"`
 }
 
-// unitOf is the base unit of a test's headline figure.
-func unitOf(t measurev1.Test) string {
-	if report.HigherIsBetter(t) {
-		return "bit/s"
-	}
-	return "s"
-}
-
 func toJSON(c *report.Cell) cellJSON {
 	j := cellJSON{Src: c.Src, Dst: c.Dst, Path: testspec.PathName(c.Path), Test: testspec.Name(c.Test), Params: c.Params,
-		Unit: unitOf(c.Test), N: c.Stats.N, Failed: map[string]int{}, SampleSet: c.Samples}
+		Unit: report.Unit(c.Test), N: c.Stats.N, Failed: map[string]int{}, SampleSet: c.Samples}
 	for st, n := range c.Failed {
 		j.Failed[report.StatusName(st)] = n
 	}
@@ -261,7 +253,7 @@ func printCellsCSV(o *options, cells []*report.Cell) error {
 	}
 	for _, c := range cells {
 		s, has := c.Stats, c.Stats.N > 0
-		_ = w.Write([]string{testspec.Name(c.Test), c.Params, testspec.PathName(c.Path), c.Src, c.Dst, unitOf(c.Test), strconv.Itoa(s.N),
+		_ = w.Write([]string{testspec.Name(c.Test), c.Params, testspec.PathName(c.Path), c.Src, c.Dst, report.Unit(c.Test), strconv.Itoa(s.N),
 			num(s.Median, has), num(s.Mean, has), num(s.StdDev, has), num(s.Min, has), num(s.Max, has), num(s.Q1, has), num(s.Q3, has),
 			num(s.IQR, has), num(s.CILow, s.HasCI), num(s.CIHigh, s.HasCI), strconv.Itoa(c.FailedCount())})
 	}

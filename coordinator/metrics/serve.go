@@ -3,14 +3,14 @@ package metrics
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/meshperf/meshperf/internal/httpserve"
 )
 
 // Timeouts of the metrics HTTP server.
@@ -21,8 +21,6 @@ const (
 	writeTimeout = 30 * time.Second
 	// idleTimeout bounds a kept-alive connection between scrapes.
 	idleTimeout = 2 * time.Minute
-	// defaultShutdownTimeout is Serve's shutdown timeout when zero.
-	defaultShutdownTimeout = 5 * time.Second
 )
 
 // Handler serves GET /metrics (the registry in the Prometheus text or
@@ -49,9 +47,6 @@ func (m *Metrics) Handler() http.Handler {
 // on return. It returns nil after a stop caused by ctx, or the error that
 // ended serving first.
 func (m *Metrics) Serve(ctx context.Context, l net.Listener, shutdownTimeout time.Duration) error {
-	if shutdownTimeout <= 0 {
-		shutdownTimeout = defaultShutdownTimeout
-	}
 	srv := &http.Server{
 		Handler:           m.Handler(),
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -64,21 +59,5 @@ func (m *Metrics) Serve(ctx context.Context, l net.Listener, shutdownTimeout tim
 		l = tls.NewListener(l, conf)
 	}
 	m.accessMu.Unlock()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	select {
-	case err := <-served:
-		return fmt.Errorf("metrics: serve %s: %w", l.Addr(), err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		m.log.Warn("metrics: graceful stop timed out; closing connections", "timeout", shutdownTimeout, "err", err)
-		_ = srv.Close()
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("metrics: serve %s: %w", l.Addr(), err)
-	}
-	return nil
+	return httpserve.Serve(ctx, srv, l, shutdownTimeout, "metrics", m.log)
 }

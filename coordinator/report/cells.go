@@ -139,6 +139,15 @@ func (c *Cell) FailedCount() int {
 	return n
 }
 
+// Unit is the base unit of a test's headline figure (Headline): "bit/s"
+// for throughput, "s" for latency and time.
+func Unit(test measurev1.Test) string {
+	if HigherIsBetter(test) {
+		return "bit/s"
+	}
+	return "s"
+}
+
 // HigherIsBetter reports whether a larger headline figure of test is an
 // improvement (throughput) rather than a degradation (latency, time).
 func HigherIsBetter(test measurev1.Test) bool {

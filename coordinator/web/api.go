@@ -183,7 +183,7 @@ func (u *UI) apiRun(r *http.Request) (any, error) {
 	mats := []matrixView{}
 	for _, m := range report.Matrices(cells) {
 		n := len(m.Nodes)
-		mv := matrixView{Title: m.Title(), Test: testspec.Name(m.Test), Path: testspec.PathName(m.Path), Unit: unitOf(m.Test), Nodes: m.Nodes,
+		mv := matrixView{Title: m.Title(), Test: testspec.Name(m.Test), Path: testspec.PathName(m.Path), Unit: report.Unit(m.Test), Nodes: m.Nodes,
 			Value: make([]fig, n*n), Failed: make([]int, n*n)}
 		for i, src := range m.Nodes {
 			for j, dst := range m.Nodes {
@@ -267,7 +267,7 @@ func (u *UI) apiCompare(r *http.Request) (any, error) {
 		if d.Label != "" {
 			title += " " + d.Label
 		}
-		v := deltaView{Test: title, Path: testspec.PathName(d.Key.Path), Src: d.Key.Src, Dst: d.Key.Dst, Unit: unitOf(d.Key.Test),
+		v := deltaView{Test: title, Path: testspec.PathName(d.Key.Path), Src: d.Key.Src, Dst: d.Key.Dst, Unit: report.Unit(d.Key.Test),
 			A: med(d.A), B: med(d.B), Change: fig(d.MedianChange), P: none, Verdict: "not tested"}
 		if d.Tested {
 			v.P = fig(d.Test.P)

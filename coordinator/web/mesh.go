@@ -213,28 +213,38 @@ func specTests(spec *measurev1.RunSpec) []measurev1.Test {
 	return out
 }
 
-// endedRuns lists the ended runs, newest first, the monitor's first if any.
-func (u *UI) endedRuns(ctx context.Context) ([]*measurev1.Run, error) {
-	var cont, other []*measurev1.Run
+// runHeaders lists the newest maxRunsScanned run headers, newest first.
+func (u *UI) runHeaders(ctx context.Context) ([]*measurev1.Run, error) {
+	var out []*measurev1.Run
 	token := ""
-	for n := 0; n < maxRunsScanned; {
+	for len(out) < maxRunsScanned {
 		resp, err := u.cfg.Source.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: 200, PageToken: token})
 		if err != nil {
 			return nil, fmt.Errorf("list runs: %w", err)
 		}
-		for _, r := range resp.GetRuns() {
-			if !ended(r) {
-				continue
-			}
-			if strings.HasPrefix(r.GetSpec().GetLabel(), continuousPrefix) {
-				cont = append(cont, r)
-			} else {
-				other = append(other, r)
-			}
-		}
-		n += len(resp.GetRuns())
+		out = append(out, resp.GetRuns()...)
 		if token = resp.GetNextPageToken(); token == "" || len(resp.GetRuns()) == 0 {
 			break
+		}
+	}
+	return out, nil
+}
+
+// endedRuns lists the ended runs, newest first: the monitor's if any,
+// else all.
+func (u *UI) endedRuns(ctx context.Context) ([]*measurev1.Run, error) {
+	runs, err := u.runHeaders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var cont, other []*measurev1.Run
+	for _, r := range runs {
+		switch {
+		case !ended(r):
+		case strings.HasPrefix(r.GetSpec().GetLabel(), continuousPrefix):
+			cont = append(cont, r)
+		default:
+			other = append(other, r)
 		}
 	}
 	if len(cont) > 0 {
@@ -357,7 +367,7 @@ func (u *UI) mesh(ctx context.Context, test measurev1.Test, path measurev1.Path)
 		v.Paths = append(v.Paths, testspec.PathName(p))
 	}
 	if test != 0 {
-		v.Test, v.Unit, v.HigherIsBetter = testspec.Name(test), unitOf(test), report.HigherIsBetter(test)
+		v.Test, v.Unit, v.HigherIsBetter = testspec.Name(test), report.Unit(test), report.HigherIsBetter(test)
 	}
 	if path != 0 {
 		v.Path, v.Baseline = testspec.PathName(path), testspec.PathName(report.Baseline(path))
@@ -383,14 +393,6 @@ func (u *UI) mesh(ctx context.Context, test measurev1.Test, path measurev1.Path)
 	}
 	d.views[k] = v
 	return v, nil
-}
-
-// unitOf is the base unit of a test's headline figure.
-func unitOf(t measurev1.Test) string {
-	if report.HigherIsBetter(t) {
-		return "bit/s"
-	}
-	return "s"
 }
 
 // fillMesh fills v's matrix from d's cells of test and path.

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/coordinator/monitor"
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -181,17 +182,11 @@ func (u *UI) apiPair(r *http.Request) (any, error) {
 	if k := r.URL.Query().Get("kind"); k != "" {
 		kindName = k
 	}
-	kind, ok := probeKinds[kindName]
+	kind, ok := monitor.ProbeKindNames[kindName]
 	if !ok {
 		return nil, &paramError{name: "kind", value: kindName, want: "want icmp, icmp_mtu, tcp or http"}
 	}
 	return u.pair(r.Context(), q.src, q.dst, q.rangeName, kindName, kind)
-}
-
-// probeKinds are the probe kinds by name, as in the config file.
-var probeKinds = map[string]agentv1.ProbeKind{
-	"icmp": agentv1.ProbeKind_PROBE_KIND_ICMP, "icmp_mtu": agentv1.ProbeKind_PROBE_KIND_ICMP_MTU,
-	"tcp": agentv1.ProbeKind_PROBE_KIND_TCP, "http": agentv1.ProbeKind_PROBE_KIND_HTTP,
 }
 
 func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kind agentv1.ProbeKind) (any, error) {
@@ -243,21 +238,14 @@ func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kin
 // onDemand lists the newest results of the pair in [start, end) from runs
 // that are not the monitor's, newest first.
 func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time) ([]onDemandView, error) {
+	runs, err := u.runHeaders(ctx)
+	if err != nil {
+		return nil, err
+	}
 	continuous := map[string]bool{}
-	token := ""
-	for n := 0; n < maxRunsScanned; {
-		resp, err := u.cfg.Source.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: 200, PageToken: token})
-		if err != nil {
-			return nil, fmt.Errorf("list runs: %w", err)
-		}
-		for _, r := range resp.GetRuns() {
-			if strings.HasPrefix(r.GetSpec().GetLabel(), continuousPrefix) {
-				continuous[r.GetRunId()] = true
-			}
-		}
-		n += len(resp.GetRuns())
-		if token = resp.GetNextPageToken(); token == "" || len(resp.GetRuns()) == 0 {
-			break
+	for _, r := range runs {
+		if strings.HasPrefix(r.GetSpec().GetLabel(), continuousPrefix) {
+			continuous[r.GetRunId()] = true
 		}
 	}
 	results, err := u.results(ctx, &meshv1.ListResultsRequest{SrcNode: src, DstNode: dst, StartTime: timestamppb.New(start), EndTime: timestamppb.New(end)}, 0)
@@ -271,7 +259,7 @@ func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time
 			continue
 		}
 		v := onDemandView{RunID: res.GetRunId(), Test: testspec.Name(res.GetSpec().GetTest()), Path: testspec.PathName(res.GetPath()),
-			Unit: unitOf(res.GetSpec().GetTest()), Status: report.StatusName(report.StatusOf(res)), Value: none}
+			Unit: report.Unit(res.GetSpec().GetTest()), Status: report.StatusName(report.StatusOf(res)), Value: none}
 		if t := res.GetStartTime(); t != nil {
 			v.Time = t.AsTime().UTC().Format(time.RFC3339)
 		}

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/coordinator/apitoken"
+	"github.com/meshperf/meshperf/internal/httpserve"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -217,10 +218,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // Timeouts of the web server.
 const (
-	readHeaderTimeout      = 5 * time.Second
-	writeTimeout           = time.Minute
-	idleTimeout            = 2 * time.Minute
-	defaultShutdownTimeout = 5 * time.Second
+	readHeaderTimeout = 5 * time.Second
+	writeTimeout      = time.Minute
+	idleTimeout       = 2 * time.Minute
 )
 
 // Serve serves the UI on l, over TLS if Config.TLS is set, until ctx
@@ -229,9 +229,6 @@ const (
 // return. It returns nil after a stop caused by ctx, or the error that
 // ended serving first.
 func (u *UI) Serve(ctx context.Context, l net.Listener, shutdownTimeout time.Duration) error {
-	if shutdownTimeout <= 0 {
-		shutdownTimeout = defaultShutdownTimeout
-	}
 	srv := &http.Server{
 		Handler: u, ReadHeaderTimeout: readHeaderTimeout, WriteTimeout: writeTimeout, IdleTimeout: idleTimeout,
 		ErrorLog: slog.NewLogLogger(u.log.Handler(), slog.LevelDebug),
@@ -239,21 +236,5 @@ func (u *UI) Serve(ctx context.Context, l net.Listener, shutdownTimeout time.Dur
 	if u.cfg.TLS != nil {
 		l = tls.NewListener(l, u.cfg.TLS)
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	select {
-	case err := <-served:
-		return fmt.Errorf("web: serve %s: %w", l.Addr(), err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		u.log.Warn("web: graceful stop timed out; closing connections", "timeout", shutdownTimeout, "err", err)
-		_ = srv.Close()
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("web: serve %s: %w", l.Addr(), err)
-	}
-	return nil
+	return httpserve.Serve(ctx, srv, l, shutdownTimeout, "web", u.log)
 }

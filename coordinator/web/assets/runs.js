@@ -8,10 +8,11 @@ function runLink(id) {
   return el("a", { href: "/runs/" + encodeURIComponent(id) }, id);
 }
 
-export async function renderRuns() {
+export async function renderRuns(params) {
   const picked = new Set();
+  const token = params.get("page_token") || "";
   poll(async () => {
-    const d = await api("runs");
+    const d = await api("runs" + (token ? "?page_token=" + encodeURIComponent(token) : ""));
     const t = el("table", { id: "runs", class: "list" },
       el("thead", {}, el("tr", {}, ...["", "Run", "Label", "State", "Done", "Tests", "Paths", "Created", "Ended"].map((h) => el("th", { scope: "col" }, h)))));
     const body = el("tbody");
@@ -32,7 +33,8 @@ export async function renderRuns() {
         el("td", {}, r.tests), el("td", {}, r.paths), el("td", {}, r.created), el("td", {}, r.ended)));
     }
     t.append(body);
-    replace(el("h1", {}, "Runs"), el("div", { class: "controls" }, btn), el("div", { class: "scroll" }, t));
+    const older = d.next_page_token ? el("a", { id: "older", href: "/runs?page_token=" + encodeURIComponent(d.next_page_token) }, "Older runs") : null;
+    replace(el("h1", {}, "Runs"), el("div", { class: "controls" }, btn, token ? el("a", { href: "/runs" }, "Newest runs") : null, older), el("div", { class: "scroll" }, t));
     ready();
     return d.refresh_seconds;
   }, 10);
@@ -101,7 +103,7 @@ export async function renderRun(_params, id) {
     replace(el("h1", {}, "Run ", r.id, r.label ? " [" + r.label + "]" : ""), progress, rep);
     ready();
     if (!running && stop) stop();
-    return running ? 2 : 3600;
+    return running ? Math.min(5, d.refresh_seconds) : 3600;
   }, 2);
 }
 
