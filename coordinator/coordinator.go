@@ -50,6 +50,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/monitor"
 	"github.com/meshperf/meshperf/coordinator/probeplan"
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/coordinator/remotewrite"
 	"github.com/meshperf/meshperf/coordinator/retention"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/sanity"
@@ -148,6 +149,9 @@ type Config struct {
 	// MetricsPerPair adds one series per node pair to /metrics
 	// (O(nodes²) series); false means per-node aggregates only.
 	MetricsPerPair bool
+	// RemoteWrite, if set, sends the per-pair and per-node series to a
+	// remote-write receiver (see coordinator/remotewrite); nil: none.
+	RemoteWrite *remotewrite.Config
 	// TLSCertFile and TLSKeyFile are the TCP listener's certificate and
 	// key (PEM), and TLSClientCAFile the CA (PEM) that must have signed
 	// every client's certificate (agents and remote users). All three or
@@ -293,7 +297,11 @@ func Run(ctx context.Context, cfg Config) error {
 	invalid := &sanity.Counter{} // figures that failed the checks, runs' and probes'
 	sink := &probeSink{peers: peers, settings: cfg.Probes, log: log, reported: map[string]reported{}, invalid: invalid,
 		judge: newProbeJudge(cfg.Probes), judgeC: make(chan struct{}, 1)}
-	if sink.in, err = ingest.New(ingest.Config{Write: writeReports(st), Logger: log}); err != nil {
+	rw, err := newRemoteWrite(cfg.RemoteWrite, log)
+	if err != nil {
+		return err
+	}
+	if sink.in, err = ingest.New(ingest.Config{Write: writeReports(st, rw.reports()...), Logger: log}); err != nil {
 		return err
 	}
 	policy := &registry.AddressPolicy{Allow: cfg.AllowAddresses, NodeCIDRs: cfg.NodeCIDRs, PodCIDRs: cfg.PodCIDRs, ServiceCIDRs: cfg.ServiceCIDRs}
@@ -334,11 +342,13 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		alertCfg.Publisher = met
 	}
+	alertCfg.Publisher = rw.publisher(alertCfg.Publisher)
 	alerter := alert.New(alertCfg)
 	observer := observers{alerter}
 	if met != nil {
 		observer = append(observer, met)
 	}
+	observer = append(observer, rw.observers(met)...)
 	mgr, err := runs.New(ctx, runs.Config{
 		Store: st, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) },
 		Agents: reg, Logger: log, Observer: observer, ExternalTargets: reg.ExternalTargets(), Invalid: invalid,
@@ -386,7 +396,7 @@ func Run(ctx context.Context, cfg Config) error {
 	tcpSrv := server.New(srvCfg)
 	var ui *web.UI
 	if webListener != nil {
-		if ui, err = cfg.newWeb(tcpSrv, webTLS, webToken, log); err != nil {
+		if ui, err = cfg.newWeb(tcpSrv, webListener, webTLS, webToken, log); err != nil {
 			closeListeners()
 			_ = webListener.Close()
 			mgr.Close()
@@ -445,11 +455,7 @@ func Run(ctx context.Context, cfg Config) error {
 			"client_cert", access.RequireClientCert, "token", access.TokenFile != "")
 		eg.Go(func() error { return met.Serve(egCtx, metricsListener, cfg.ShutdownTimeout) })
 	}
-	if webListener != nil {
-		log.Info("web UI listening", "address", webListener.Addr().String(), "tls", webTLS != nil, "api_token", webToken != nil)
-		if webToken == nil && !loopback(cfg.WebAddress) {
-			log.Warn("the web UI needs no token: any host that reaches --web-listen can read the results; set --api-token-file and --web-tls-cert, --web-tls-key")
-		}
+	if ui != nil {
 		eg.Go(func() error { return ui.Serve(egCtx, webListener, cfg.ShutdownTimeout) })
 	}
 	eg.Go(func() error { return alerter.Run(egCtx) })
@@ -457,6 +463,7 @@ func Run(ctx context.Context, cfg Config) error {
 	eg.Go(func() error { return sink.judgeProbes(egCtx) })
 	eg.Go(func() error { return syncProbes(egCtx, reg) })
 	eg.Go(func() error { return compactSeries(egCtx, st, log) })
+	rw.start(egCtx, eg)
 	if len(cfg.Monitor) > 0 {
 		eg.Go(func() error {
 			return monitor.Run(egCtx, monitor.Config{Plans: cfg.Monitor, Runs: monitorRuns{mgr, st}, Logger: log})

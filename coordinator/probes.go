@@ -158,15 +158,33 @@ type seriesStore interface {
 	AppendReports(ctx context.Context, reports []series.Report) (stored []bool, err error)
 }
 
+// storedReports is told the reports once stored, each once (remote
+// write); it must not block.
+type storedReports interface {
+	Reports(reports []series.Report)
+}
+
 // writeReports is the ingester's WriteFunc over st: one transaction per
-// batch; the reports the store refuses are named per index.
-func writeReports(st seriesStore) ingest.WriteFunc {
+// batch; the reports the store refuses are named per index. The reports
+// stored are passed to each of then.
+func writeReports(st seriesStore, then ...storedReports) ingest.WriteFunc {
 	return func(ctx context.Context, batch []ingest.Report) ([]error, error) {
 		reports := make([]series.Report, len(batch))
 		for i, b := range batch {
 			reports[i] = seriesReport(b.Node, b.Report)
 		}
-		_, err := st.AppendReports(ctx, reports)
+		stored, err := st.AppendReports(ctx, reports)
+		if len(then) > 0 && stored != nil {
+			kept := make([]series.Report, 0, len(reports))
+			for i, ok := range stored {
+				if ok && i < len(reports) {
+					kept = append(kept, reports[i])
+				}
+			}
+			for _, t := range then {
+				t.Reports(kept)
+			}
+		}
 		var refused store.ReportErrors
 		if !errors.As(err, &refused) {
 			return nil, err

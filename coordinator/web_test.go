@@ -127,17 +127,21 @@ func TestWebAPI(t *testing.T) {
 	}
 
 	var m struct {
-		Test, Path, RunID string
-		Nodes             []string
-		State             string
-		Value, Loss       []*float64
-		Findings          []struct{ Node, Kind string }
+		Test, Path  string
+		RunID       string `json:"run_id"`
+		Nodes       []string
+		State       string
+		Value, Loss []*float64
+		Findings    []struct{ Node, Kind string }
 	}
 	get("/api/v1/mesh?test=ping&path=host-host", &m)
 	n := len(m.Nodes)
 	if m.Test != "ping" || m.Path != "host-host" || n != 4 || len(m.State) != n*n || len(m.Value) != n*n || len(m.Loss) != n*n {
 		t.Fatalf("mesh: test %q path %q, %d nodes, %d states, %d values, %d losses; want ping host-host, 4 nodes and 16 of each",
 			m.Test, m.Path, n, len(m.State), len(m.Value), len(m.Loss))
+	}
+	if m.RunID != runID {
+		t.Errorf("mesh of run %q, want %s (the only ended run)", m.RunID, runID)
 	}
 	if m.Nodes[0] != "node-3" || strings.Join(m.Nodes[1:], ",") != "node-1,node-2,node-4" {
 		t.Errorf("mesh nodes %v: want node-3 (the bad one) first, then by name", m.Nodes)
@@ -322,5 +326,40 @@ func TestWebConfig(t *testing.T) {
 				t.Errorf("Run created the store before refusing its configuration")
 			}
 		})
+	}
+}
+
+// TestWebTLSReload: the web UI picks up a renewed certificate from its
+// files without a restart, as the TCP listener and /metrics do.
+func TestWebTLSReload(t *testing.T) {
+	pki := mtlstest.New(t)
+	live := pki.Server.Copy(t, t.TempDir(), "web")
+	webAddr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
+	start(t, coordinator.Config{WebAddress: webAddr, WebTLSCertFile: live.Cert, WebTLSKeyFile: live.Key})
+	now := time.Now()
+	srv2 := pki.CA.Issue(t, "server-2", true, now.Add(-time.Hour), now.Add(time.Hour))
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(readFile(t, pki.CA.File))
+	serial := func() string {
+		// a new connection each time: no kept-alive one from before
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr}).Get("https://" + webAddr + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.TLS.Version != tls.VersionTLS13 {
+			t.Errorf("TLS version %x, want 1.3", resp.TLS.Version)
+		}
+		return resp.TLS.PeerCertificates[0].SerialNumber.String()
+	}
+	if got, want := serial(), mtlstest.Serial(t, pki.Server.Cert).String(); got != want {
+		t.Fatalf("serial %s, want the first certificate's %s", got, want)
+	}
+	mtlstest.ReplacePair(t, live, srv2)
+	want, got := mtlstest.Serial(t, srv2.Cert).String(), ""
+	if !poll(30*time.Second, func() bool { got = serial(); return got == want }) {
+		t.Errorf("serial %s after the renewal, want %s", got, want)
 	}
 }

@@ -76,7 +76,16 @@ func (cfg *Config) webRefresh() time.Duration {
 	return d
 }
 
-// newWeb builds the web UI over src (the TCP listener's MeshService).
-func (cfg *Config) newWeb(src web.Source, conf *tls.Config, token []byte, log *slog.Logger) (*web.UI, error) {
-	return web.New(web.Config{Source: src, Token: token, RefreshInterval: cfg.webRefresh(), TLS: conf, Logger: log.With("component", "web")})
+// newWeb builds the web UI over src (the TCP listener's MeshService) for
+// l, and logs how it is reached.
+func (cfg *Config) newWeb(src web.Source, l net.Listener, conf *tls.Config, token []byte, log *slog.Logger) (*web.UI, error) {
+	ui, err := web.New(web.Config{Source: src, Token: token, RefreshInterval: cfg.webRefresh(), TLS: conf, Logger: log.With("component", "web")})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("web UI listening", "address", l.Addr().String(), "tls", conf != nil, "api_token", token != nil)
+	if token == nil && !loopback(cfg.WebAddress) {
+		log.Warn("the web UI needs no token: any host that reaches --web-listen can read the results; set --api-token-file and --web-tls-cert, --web-tls-key")
+	}
+	return ui, nil
 }

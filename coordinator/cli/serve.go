@@ -11,6 +11,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/monitor"
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/coordinator/remotewrite"
 	"github.com/meshperf/meshperf/coordinator/runs"
 )
 
@@ -22,6 +23,7 @@ func newServeCommand(o *options) *cobra.Command {
 		pprofAddr  string
 		allowAddrs string
 	)
+	var remoteWrite func() (*remotewrite.Config, error) // set below, with its flags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the coordinator: accept agents, run tests, keep results",
@@ -63,10 +65,14 @@ func newServeCommand(o *options) *cobra.Command {
 					return err
 				}
 			}
+			if cfg.RemoteWrite, err = remoteWrite(); err != nil {
+				return err
+			}
 			return coordinator.Run(cmd.Context(), cfg)
 		},
 	}
 	f := cmd.Flags()
+	remoteWrite = remoteWriteFlags(cmd)
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&cfg.ListenAddress, "listen", ":7700", `TCP address for agents and remote users ("" for none)`)
 	f.StringVar(&cfg.SocketPath, "socket", DefaultSocket, `unix socket for the local CLI ("" for none)`)
@@ -109,4 +115,36 @@ func newServeCommand(o *options) *cobra.Command {
 		"address classes the agents may register as host, pod or service IP besides unicast ones: loopback, link-local, comma-separated (none: both refused; labs on one machine need loopback)")
 	f.StringVar(&cfg.KubeNamespace, "kube-namespace", kube.DefaultNamespace, "namespace of the per-node Services (with --kubernetes)")
 	return cmd
+}
+
+// remoteWriteFlags adds serve's --remote-write flags to cmd and returns
+// what turns them into a config (nil without --remote-write; an error
+// naming the flag and value when they are bad).
+func remoteWriteFlags(cmd *cobra.Command) func() (*remotewrite.Config, error) {
+	var c remotewrite.Config
+	f := cmd.Flags()
+	f.StringVar(&c.URL, "remote-write", "",
+		`Prometheus remote-write 1.0 endpoint (http or https, e.g. http://vm:8428/api/v1/write) that gets the per-pair and per-node series ("" for none)`)
+	f.StringVar(&c.BearerTokenFile, "remote-write-bearer-token-file", "", `file with the bearer token sent as "Authorization: Bearer TOKEN" to --remote-write (read at start)`)
+	f.StringVar(&c.CAFile, "remote-write-ca-file", "", "PEM CA certificates an https --remote-write receiver must chain to (default: the system's)")
+	f.IntVar(&c.QueueSamples, "remote-write-queue-samples", remotewrite.DefaultQueueSamples,
+		"most samples queued for --remote-write (32 bytes each); beyond, the oldest are dropped and counted")
+	return func() (*remotewrite.Config, error) {
+		if c.URL == "" {
+			for _, name := range []string{"remote-write-bearer-token-file", "remote-write-ca-file", "remote-write-queue-samples"} {
+				if f.Changed(name) {
+					return nil, fmt.Errorf("--%s needs --remote-write", name)
+				}
+			}
+			return nil, nil
+		}
+		if _, err := remotewrite.ParseURL("remote-write", c.URL); err != nil {
+			return nil, err
+		}
+		if c.QueueSamples <= 0 {
+			return nil, fmt.Errorf("--remote-write-queue-samples %d: must be at least 1", c.QueueSamples)
+		}
+		out := c
+		return &out, nil
+	}
 }

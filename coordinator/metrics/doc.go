@@ -13,6 +13,7 @@
 //	meshperf_node_latency_seconds{node,role,test,path}    gauge
 //	meshperf_node_throughput_bps{node,role,test,path}     gauge
 //	meshperf_node_results_total{node,role,test,path,status} counter
+//	meshperf_node_loss_ratio{node,role,test,path}         gauge: 0..1
 //
 // role is "src" (the node ran the client) or "dst" (the node was the
 // target). On the external paths (host-external, pod-external) the
@@ -26,7 +27,10 @@
 // lower is better, throughput_bps those where higher is (report.HigherIsBetter).
 // Only OK results set a figure: a failure counts in results_total under its
 // status ("ok", "refused", "agent_unavailable", ...) and leaves the last
-// figure as it was. A node that leaves the mesh keeps its series until the
+// figure as it was. loss_ratio is the median, over the node's peers in
+// that role, of each pair's last packet loss (0..1) where a test measures
+// one: ping (lost echoes) and iperf3_udp (lost datagrams); a ping that
+// loses every echo fails, and shows in results_total, not here. A node that leaves the mesh keeps its series until the
 // coordinator restarts.
 //
 // With Config.PerPair (coordinator serve --metrics-per-pair), each pair's
@@ -35,6 +39,7 @@
 //
 //	meshperf_pair_latency_seconds{src,dst,test,path}  gauge
 //	meshperf_pair_throughput_bps{src,dst,test,path}   gauge
+//	meshperf_pair_loss_ratio{src,dst,test,path}       gauge: 0..1
 //
 // The faults the newest continuous run localises (coordinator/alert and
 // coordinator/diagnose), one series per finding, none when all is well:

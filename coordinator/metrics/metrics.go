@@ -66,6 +66,8 @@ type Metrics struct {
 	nodeResults    *prometheus.CounterVec // node, role, test, path, status
 	pairLatency    *prometheus.GaugeVec   // src, dst, test, path; nil unless PerPair
 	pairThroughput *prometheus.GaugeVec   // src, dst, test, path; nil unless PerPair
+	nodeLoss       *prometheus.GaugeVec   // node, role, test, path; ratio 0..1
+	pairLoss       *prometheus.GaugeVec   // src, dst, test, path; nil unless PerPair
 	faults         *prometheus.GaugeVec   // node, kind
 	externalFaults *prometheus.GaugeVec   // target, kind
 	faultsMu       sync.Mutex
@@ -79,6 +81,8 @@ type Metrics struct {
 	// destination: last[{n, role, test, path}][peer]. It is what the
 	// per-node medians are recomputed from, in O(peers), on every batch.
 	last map[nodeKey]map[string]float64
+	// lastLoss is last for the loss ratios (loss.go).
+	lastLoss map[nodeKey]map[string]float64
 }
 
 // nodeKey is one per-node series.
@@ -127,6 +131,10 @@ func New(cfg Config) (*Metrics, error) {
 			Name: "meshperf_node_results_total",
 			Help: "Results recorded with the node as source or destination, by status (ok or the failure).",
 		}, append(nodeLabels, "status")),
+		nodeLoss: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshperf_node_loss_ratio",
+			Help: "Median over the node's peers (as source or destination) of each pair's last packet loss, a ratio 0..1: ping's lost echoes, iperf3 UDP's lost datagrams.",
+		}, nodeLabels),
 		faults: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meshperf_fault",
 			Help: "1 for each fault the newest continuous run localises: the node its bad pairs have in common and the kind (pod-network, mtu-blackhole, icmp-blocked, bandwidth-degraded, latency-degraded, unreachable, agent-gone), or a node that cannot reach the external targets others reach (egress-broken, pod-egress-broken); no series when there is none.",
@@ -147,10 +155,10 @@ func New(cfg Config) (*Metrics, error) {
 			Name: "meshperf_results_ingested_total",
 			Help: "Results recorded by the run manager; its rate is the ingest rate in results per second.",
 		}),
-		last: map[nodeKey]map[string]float64{},
+		last: map[nodeKey]map[string]float64{}, lastLoss: map[nodeKey]map[string]float64{},
 	}
 	cs := []prometheus.Collector{
-		m.nodeLatency, m.nodeThroughput, m.nodeResults, m.faults, m.externalFaults, m.runsActive, m.runsTotal, m.ingested,
+		m.nodeLatency, m.nodeThroughput, m.nodeResults, m.nodeLoss, m.faults, m.externalFaults, m.runsActive, m.runsTotal, m.ingested,
 		&scrapeCollector{agents: cfg.Agents, storePath: cfg.StorePath, log: log},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -170,7 +178,11 @@ func New(cfg Config) (*Metrics, error) {
 			Name: "meshperf_pair_throughput_bps",
 			Help: "The pair's last throughput figure, in bits per second: qperf tcp_bw/udp_bw, iperf3 receiver throughput.",
 		}, pairLabels)
-		cs = append(cs, m.pairLatency, m.pairThroughput)
+		m.pairLoss = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshperf_pair_loss_ratio",
+			Help: "The pair's last packet loss, a ratio 0..1: ping's lost echoes, iperf3 UDP's lost datagrams.",
+		}, pairLabels)
+		cs = append(cs, m.pairLatency, m.pairThroughput, m.pairLoss)
 	}
 	for _, c := range cs {
 		if err := m.reg.Register(c); err != nil {
@@ -236,11 +248,11 @@ func (m *Metrics) RunEnded(_ string, state measurev1.RunState) {
 // and its destination (for the source alone on the external paths, whose
 // destination is a target, not a node), and sets each pair's figure (the median of the
 // batch's OK headlines for that pair, test and path) and the per-node
-// medians it changes. Failed results set no figure. results are not
+// medians it changes, and likewise each pair's loss ratio (loss.go). Failed results set no figure. results are not
 // modified or kept.
 func (m *Metrics) Recorded(results []*measurev1.Result) {
 	m.ingested.Add(float64(len(results)))
-	figures := map[pairKey][]float64{}
+	figures, losses := map[pairKey][]float64{}, map[pairKey][]float64{}
 	for _, r := range results {
 		k := pairKey{src: r.GetSrcNode(), dst: r.GetDstNode(), test: r.GetSpec().GetTest(), path: r.GetPath()}
 		test, path, status := testspec.Name(k.test), testspec.PathName(k.path), report.StatusName(r.GetStatus())
@@ -254,8 +266,11 @@ func (m *Metrics) Recorded(results []*measurev1.Result) {
 		if v := report.Headline(r); !math.IsNaN(v) && !math.IsInf(v, 0) {
 			figures[k] = append(figures[k], v)
 		}
+		if v, ok := lossRatio(r); ok {
+			losses[k] = append(losses[k], v)
+		}
 	}
-	if len(figures) == 0 {
+	if len(figures) == 0 && len(losses) == 0 {
 		return
 	}
 	m.mu.Lock()
@@ -270,22 +285,29 @@ func (m *Metrics) Recorded(results []*measurev1.Result) {
 			m.setLast(nodeKey{node: k.dst, role: RoleDst, test: k.test, path: k.path}, k.src, v)
 		}
 	}
+	m.recordLosses(losses)
 }
 
 // setLast records peer's last figure in nk's series and sets the series
 // to the median over nk's peers. Caller holds m.mu.
 func (m *Metrics) setLast(nk nodeKey, peer string, v float64) {
-	peers := m.last[nk]
+	setMedian(m.last, m.nodeGauge(nk.test), nk, peer, v)
+}
+
+// setMedian records peer's last figure v in last[nk] and sets nk's series
+// of g to the median over nk's peers. Caller holds m.mu.
+func setMedian(last map[nodeKey]map[string]float64, g *prometheus.GaugeVec, nk nodeKey, peer string, v float64) {
+	peers := last[nk]
 	if peers == nil {
 		peers = map[string]float64{}
-		m.last[nk] = peers
+		last[nk] = peers
 	}
 	peers[peer] = v
 	vs := make([]float64, 0, len(peers))
 	for _, x := range peers {
 		vs = append(vs, x)
 	}
-	m.nodeGauge(nk.test).WithLabelValues(nk.node, nk.role, testspec.Name(nk.test), testspec.PathName(nk.path)).Set(median(vs))
+	g.WithLabelValues(nk.node, nk.role, testspec.Name(nk.test), testspec.PathName(nk.path)).Set(median(vs))
 }
 
 // nodeGauge is the per-node gauge of test's unit.

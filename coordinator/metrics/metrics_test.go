@@ -350,18 +350,18 @@ func series(fams map[string]*dto.MetricFamily, names ...string) int {
 }
 
 func TestSeriesGrowLinearlyWithNodes(t *testing.T) {
-	nodeFamilies := []string{"meshperf_node_latency_seconds", "meshperf_node_throughput_bps", "meshperf_node_results_total"}
-	pairFamilies := []string{"meshperf_pair_latency_seconds", "meshperf_pair_throughput_bps"}
+	nodeFamilies := []string{"meshperf_node_latency_seconds", "meshperf_node_throughput_bps", "meshperf_node_results_total", "meshperf_node_loss_ratio"}
+	pairFamilies := []string{"meshperf_pair_latency_seconds", "meshperf_pair_throughput_bps", "meshperf_pair_loss_ratio"}
 	tests := []struct {
 		nodes    int
 		perPair  bool
-		wantNode int // 2 roles x 2 (test, path) x 2 families (figure, results)
-		wantPair int
+		wantNode int // 2 roles x (2 (test, path) x 2 families (figure, results) + 1 ping loss)
+		wantPair int // ordered pairs x (2 figures + 1 ping loss)
 	}{
-		{3, false, 3 * 8, 0},
-		{6, false, 6 * 8, 0},
-		{3, true, 3 * 8, 3 * 2 * 2},
-		{6, true, 6 * 8, 6 * 5 * 2},
+		{3, false, 3 * 10, 0},
+		{6, false, 6 * 10, 0},
+		{3, true, 3 * 10, 3 * 2 * 3},
+		{6, true, 6 * 10, 6 * 5 * 3},
 	}
 	got := map[bool]map[int]int{false: {}, true: {}}
 	for _, tt := range tests {

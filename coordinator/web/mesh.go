@@ -258,15 +258,26 @@ func (u *UI) runData(ctx context.Context, run *measurev1.Run) (*runData, error) 
 	if d := u.meshes.get(run.GetRunId()); d != nil {
 		return d, nil
 	}
-	results, err := u.results(ctx, &meshv1.ListResultsRequest{RunId: run.GetRunId()}, 0)
+	// One read per run at a time: at 300 nodes it takes seconds, and every
+	// open page polls.
+	v, err, _ := u.reads.Do(run.GetRunId(), func() (any, error) {
+		if d := u.meshes.get(run.GetRunId()); d != nil {
+			return d, nil
+		}
+		results, err := u.results(ctx, &meshv1.ListResultsRequest{RunId: run.GetRunId()}, 0)
+		if err != nil {
+			return nil, err
+		}
+		d := buildRunData(run, results)
+		if ended(run) {
+			u.meshes.put(d)
+		}
+		return d, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	d := buildRunData(run, results)
-	if ended(run) {
-		u.meshes.put(d)
-	}
-	return d, nil
+	return v.(*runData), nil
 }
 
 func buildRunData(run *measurev1.Run, results []*measurev1.Result) *runData {

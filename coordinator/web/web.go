@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -82,6 +83,7 @@ type UI struct {
 	tokens *apitoken.Checker
 	mux    *http.ServeMux
 	meshes *meshCache
+	reads  singleflight.Group // runData reads by run ID
 }
 
 // New returns the UI, or an error naming a bad Config field.

@@ -255,3 +255,31 @@ func TestMeshDegraded(t *testing.T) {
 		}
 	}
 }
+
+// TestMeshPicksContinuousRun: the mesh shows the newest ended run of the
+// monitor (label monitor-*) that measured the test and path, not a newer
+// on-demand run nor one in progress; the choices list what the runs
+// measured.
+func TestMeshPicksContinuousRun(t *testing.T) {
+	src := meshSource([]string{"a", "b", "c"}, "")
+	cont := src.runs[0]
+	onDemand := &measurev1.Run{RunId: "run-2", State: measurev1.RunState_RUN_STATE_SUCCEEDED, Spec: &measurev1.RunSpec{Label: "tuning",
+		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}}
+	running := &measurev1.Run{RunId: "run-3", State: measurev1.RunState_RUN_STATE_RUNNING, Spec: &measurev1.RunSpec{Label: "monitor-light",
+		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}}
+	src.runs = []*measurev1.Run{running, onDemand, cont} // newest first
+	var m struct {
+		RunID        string `json:"run_id"`
+		Test, Path   string
+		Tests, Paths []string
+	}
+	if err := json.Unmarshal([]byte(body(t, serve(t, newUI(t, src), "/api/v1/mesh"))), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.RunID != cont.GetRunId() || m.Test != "ping" || m.Path != "pod-pod" {
+		t.Errorf("mesh of run %q, %s %s; want the continuous run %s, ping pod-pod by default", m.RunID, m.Test, m.Path, cont.GetRunId())
+	}
+	if strings.Join(m.Tests, ",") != "ping" || strings.Join(m.Paths, ",") != "host-host,pod-pod" {
+		t.Errorf("choices %v %v, want ping and host-host, pod-pod", m.Tests, m.Paths)
+	}
+}

@@ -54,9 +54,11 @@ var kinds = map[string]func() metav1.Object{
 	"rbac.authorization.k8s.io/v1/ClusterRoleBinding": func() metav1.Object {
 		return &rbacv1.ClusterRoleBinding{}
 	},
-	"networking.k8s.io/v1/NetworkPolicy": func() metav1.Object { return &networkingv1.NetworkPolicy{} },
-	"cert-manager.io/v1/Issuer":          func() metav1.Object { return &issuer{} },
-	"cert-manager.io/v1/Certificate":     func() metav1.Object { return &certificate{} },
+	"networking.k8s.io/v1/NetworkPolicy":      func() metav1.Object { return &networkingv1.NetworkPolicy{} },
+	"cert-manager.io/v1/Issuer":               func() metav1.Object { return &issuer{} },
+	"cert-manager.io/v1/Certificate":          func() metav1.Object { return &certificate{} },
+	"monitoring.coreos.com/v1/ServiceMonitor": func() metav1.Object { return &serviceMonitor{} },
+	"monitoring.coreos.com/v1/PrometheusRule": func() metav1.Object { return &prometheusRule{} },
 }
 
 // clusterScoped are the kinds that have no namespace.
@@ -79,6 +81,9 @@ func loadManifests(dir string) (*manifests, error) {
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if d.IsDir() && d.Name() == "testdata" {
+			return fs.SkipDir // test inputs (monitoring/testdata), no manifests
 		}
 		if !d.IsDir() && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
 			m.files = append(m.files, filepath.ToSlash(p))
@@ -234,9 +239,15 @@ type kustomizeTarget struct {
 }
 
 type kustomizeGenerator struct {
-	Name      string   `json:"name"`
-	Namespace string   `json:"namespace,omitempty"`
-	Files     []string `json:"files,omitempty"`
+	Name      string                     `json:"name"`
+	Namespace string                     `json:"namespace,omitempty"`
+	Files     []string                   `json:"files,omitempty"`
+	Options   *kustomizeGeneratorOptions `json:"options,omitempty"`
+}
+
+type kustomizeGeneratorOptions struct {
+	Labels                map[string]string `json:"labels,omitempty"`
+	DisableNameSuffixHash bool              `json:"disableNameSuffixHash,omitempty"`
 }
 
 type kustomizeLabels struct {

@@ -50,7 +50,7 @@ let focusAt = null; // [row, col] of the roving tab stop, kept across updates
 
 function table(m) {
   const n = m.nodes.length;
-  const t = el("table", { id: "mesh", class: "mesh", "aria-label": m.test + " " + m.path + " source by destination" });
+  const t = el("table", { id: "mesh", class: n > 80 ? "mesh big" : "mesh", "aria-label": m.test + " " + m.path + " source by destination" });
   const head = el("tr", {}, el("th", { class: "corner" }, "src \\ dst"));
   for (const d of m.nodes) head.append(el("th", { class: "col", scope: "col", title: d }, el("span", {}, d)));
   t.append(el("thead", {}, head));

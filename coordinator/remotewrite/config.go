@@ -1,0 +1,150 @@
+package remotewrite
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults of Config's zero fields.
+const (
+	// DefaultQueueSamples is Config.QueueSamples' default: 10,000,000
+	// samples, 320 MB when full; a 1,000-node full mesh run is about
+	// 1,001,000 samples per test (999,000 pairs and 2,000 node figures),
+	// so an hour of ten such tests.
+	DefaultQueueSamples = 10_000_000
+	// DefaultBatchSamples is Config.BatchSamples' default.
+	DefaultBatchSamples = 5000
+	// DefaultBatchWait is Config.BatchWait's default.
+	DefaultBatchWait = 5 * time.Second
+	// DefaultTimeout is Config.Timeout's default.
+	DefaultTimeout = 30 * time.Second
+	// DefaultMinBackoff and DefaultMaxBackoff are the retry backoff's
+	// defaults.
+	DefaultMinBackoff = 500 * time.Millisecond
+	// DefaultMaxBackoff is Config.MaxBackoff's default.
+	DefaultMaxBackoff = 30 * time.Second
+	// DefaultFlushTimeout is Config.FlushTimeout's default.
+	DefaultFlushTimeout = 10 * time.Second
+)
+
+// ParseURL checks a receiver's URL as given to the flag named flag: http
+// or https, a host, no user info, no fragment. The error names the flag
+// and the value.
+func ParseURL(flag, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %q: %w", flag, raw, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("--%s %q: scheme %q is not http or https", flag, raw, u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return nil, fmt.Errorf("--%s %q: no host", flag, raw)
+	case u.User != nil:
+		return nil, fmt.Errorf("--%s %q: user info in the URL; use --remote-write-bearer-token-file", flag, raw)
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return nil, fmt.Errorf("--%s %q: a fragment has no meaning here", flag, raw)
+	}
+	if p := u.Port(); p != "" {
+		var n int
+		if _, err := fmt.Sscanf(p, "%d", &n); err != nil || n < 1 || n > 65535 || fmt.Sprint(n) != p {
+			return nil, fmt.Errorf("--%s %q: port %q is not 1 to 65535", flag, raw, p)
+		}
+	}
+	return u, nil
+}
+
+// check validates cfg and fills in the defaults.
+func (cfg *Config) check() error {
+	if _, err := ParseURL("remote-write", cfg.URL); err != nil {
+		return err
+	}
+	if cfg.QueueSamples == 0 {
+		cfg.QueueSamples = DefaultQueueSamples
+	}
+	if cfg.BatchSamples == 0 {
+		cfg.BatchSamples = DefaultBatchSamples
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"BatchWait", &cfg.BatchWait, DefaultBatchWait},
+		{"Timeout", &cfg.Timeout, DefaultTimeout},
+		{"MinBackoff", &cfg.MinBackoff, DefaultMinBackoff},
+		{"MaxBackoff", &cfg.MaxBackoff, DefaultMaxBackoff},
+		{"FlushTimeout", &cfg.FlushTimeout, DefaultFlushTimeout},
+	} {
+		if *d.v < 0 {
+			return fmt.Errorf("remote write %s %v: negative", d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	switch {
+	case cfg.QueueSamples < 0:
+		return fmt.Errorf("--remote-write-queue-samples %d: negative", cfg.QueueSamples)
+	case cfg.BatchSamples < 0:
+		return fmt.Errorf("remote write BatchSamples %d: negative", cfg.BatchSamples)
+	case cfg.MaxBackoff < cfg.MinBackoff:
+		return fmt.Errorf("remote write MaxBackoff %v is below MinBackoff %v", cfg.MaxBackoff, cfg.MinBackoff)
+	}
+	return nil
+}
+
+// client is the HTTP client of cfg: its timeout, CA and bearer token.
+func (cfg *Config) client() (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--remote-write-ca-file %q: %w", cfg.CAFile, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--remote-write-ca-file %q: no PEM certificate in it", cfg.CAFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	var token string
+	if cfg.BearerTokenFile != "" {
+		b, err := os.ReadFile(cfg.BearerTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--remote-write-bearer-token-file %q: %w", cfg.BearerTokenFile, err)
+		}
+		if token = strings.TrimSpace(string(b)); token == "" || strings.ContainsAny(token, "\r\n") {
+			return nil, fmt.Errorf("--remote-write-bearer-token-file %q: empty, or more than one line", cfg.BearerTokenFile)
+		}
+	}
+	return &http.Client{Timeout: cfg.Timeout, Transport: &transport{next: tr, token: token, codes: cfg.codes}}, nil
+}
+
+// transport adds the bearer token and counts responses by status code.
+type transport struct {
+	next  http.RoundTripper
+	token string
+	codes func(code string)
+}
+
+// RoundTrip sends req with the token.
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.token != "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		t.codes("error")
+		return nil, err
+	}
+	t.codes(fmt.Sprint(resp.StatusCode))
+	return resp, nil
+}
