@@ -20,6 +20,13 @@ NODES     ?= 3
 MODES     ?= host-gw,vxlan
 PREFIX    ?= mpdemo
 DEMO_ARGS ?= --trigger-arg=--duration=1s
+# UI=1 keeps the demo's last lab and its web UI up after the verdict, until
+# Ctrl-C, on UI_LISTEN (this machine's loopback).
+UI        ?=
+UI_LISTEN ?= 127.0.0.1:7780
+ifeq ($(UI),1)
+DEMO_UI := --keep-ui --ui-listen $(UI_LISTEN)
+endif
 # Image that `make image` builds.
 IMAGE ?= ghcr.io/meshperf/meshperf:dev
 
@@ -48,8 +55,8 @@ test: deps test-deps ## Run every test (as root: lab and end-to-end tests build 
 	go test -count=1 -timeout 30m ./...
 
 .PHONY: demo
-demo: deps build ## Full mesh on a local lab per CNI mode, then compare (root).
-	$(BIN)/meshlab demo --bin $(BIN) --prefix $(PREFIX) --nodes $(NODES) --modes $(MODES) $(DEMO_ARGS)
+demo: deps build ## Full mesh on a local lab per CNI mode, then compare (root); UI=1 keeps the web UI up until Ctrl-C.
+	$(BIN)/meshlab demo --bin $(BIN) --prefix $(PREFIX) --nodes $(NODES) --modes $(MODES) $(DEMO_UI) $(DEMO_ARGS)
 
 .PHONY: demo-faults
 demo-faults: deps build ## Inject each fault into a lab under continuous monitoring; detected and localised? (root)

@@ -396,7 +396,7 @@ func Run(ctx context.Context, cfg Config) error {
 	tcpSrv := server.New(srvCfg)
 	var ui *web.UI
 	if webListener != nil {
-		if ui, err = cfg.newWeb(tcpSrv, webListener, webTLS, webToken, log); err != nil {
+		if ui, err = cfg.newWeb(tcpSrv, cfg.webProbes(st, sink), webListener, webTLS, webToken, log); err != nil {
 			closeListeners()
 			_ = webListener.Close()
 			mgr.Close()

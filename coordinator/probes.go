@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -100,6 +101,14 @@ func (p *probeSink) Report(node string, r *agentv1.ProbeReport, ack func()) erro
 	p.reported[node] = reported{summaries: n, at: time.Now()}
 	p.mu.Unlock()
 	return nil
+}
+
+// publishedFaults is a copy of the faults the last judged period
+// published; nil when there are none.
+func (p *probeSink) publishedFaults() []diagnose.Finding {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.faults)
 }
 
 // ProbeStatus is the continuous mesh's status for /metrics: the ingest

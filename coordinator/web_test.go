@@ -171,6 +171,38 @@ func TestWebAPI(t *testing.T) {
 		t.Errorf("mesh findings %+v: want one about node-3", m.Findings)
 	}
 
+	// The default mesh is the continuous probes' newest period: node-1's
+	// second report, node-1 -> node-2 degraded (a tenth lost), nothing
+	// from node-2 yet.
+	var pm struct {
+		Test, Path, Label string
+		Tests             []string
+		Nodes             []string
+		State             string
+		Value, Loss       []*float64
+	}
+	if !poll(20*time.Second, func() bool {
+		pm.Nodes = nil
+		get("/api/v1/mesh", &pm)
+		return len(pm.Nodes) == 2
+	}) {
+		t.Fatalf("default mesh: %+v, want the probes' newest period over node-1 and node-2", pm)
+	}
+	if pm.Test != "probe_icmp" || pm.Path != "host-host" || pm.Label != "continuous probes" || len(pm.Tests) == 0 || pm.Tests[0] != "probe_icmp" {
+		t.Errorf("default mesh: test %q path %q label %q tests %v; want probe_icmp host-host continuous probes, probe_icmp listed first", pm.Test, pm.Path, pm.Label, pm.Tests)
+	}
+	if strings.Join(pm.Nodes, ",") != "node-1,node-2" || pm.State != "sdns" {
+		t.Errorf("probe mesh nodes %v states %q, want node-1,node-2 and sdns", pm.Nodes, pm.State)
+	}
+	if pm.Value[1] == nil || *pm.Value[1] != 2e-4 || pm.Loss[1] == nil || *pm.Loss[1] != 0.1 {
+		t.Errorf("probe mesh node-1 -> node-2: value %v loss %v, want 0.0002 s and 0.1", pm.Value[1], pm.Loss[1])
+	}
+	var same struct{ Test, State string }
+	get("/api/v1/mesh?test=probe_icmp&path=host-host", &same)
+	if same.Test != "probe_icmp" || same.State != pm.State {
+		t.Errorf("mesh?test=probe_icmp: %+v, want the default's %q", same, pm.State)
+	}
+
 	var runs struct {
 		Runs []struct{ ID, Label, State string }
 	}
@@ -223,6 +255,8 @@ func TestWebAPI(t *testing.T) {
 
 	bad := []struct{ path, param, value string }{
 		{"/api/v1/mesh?test=bogus", "test", "bogus"},
+		{"/api/v1/mesh?test=probe_tcp", "test", "probe_tcp"},
+		{"/api/v1/mesh?test=probe_icmp&path=pod-pod", "path", "pod-pod"},
 		{"/api/v1/mesh?path=nowhere", "path", "nowhere"},
 		{"/api/v1/mesh?test=ping&test=ping", "test", "ping"},
 		{"/api/v1/mesh?color=red", "color", "red"},

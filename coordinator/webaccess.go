@@ -9,8 +9,11 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/coordinator/web"
 	"github.com/meshperf/meshperf/internal/mtls"
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // webAccess is what the web UI asks of a browser, from the Web* files of
@@ -76,10 +79,11 @@ func (cfg *Config) webRefresh() time.Duration {
 	return d
 }
 
-// newWeb builds the web UI over src (the TCP listener's MeshService) for
-// l, and logs how it is reached.
-func (cfg *Config) newWeb(src web.Source, l net.Listener, conf *tls.Config, token []byte, log *slog.Logger) (*web.UI, error) {
-	ui, err := web.New(web.Config{Source: src, Token: token, RefreshInterval: cfg.webRefresh(), TLS: conf, Logger: log.With("component", "web")})
+// newWeb builds the web UI over src (the TCP listener's MeshService) and
+// probes (the continuous probes' newest period; nil: none) for l, and
+// logs how it is reached.
+func (cfg *Config) newWeb(src web.Source, probes *web.Probes, l net.Listener, conf *tls.Config, token []byte, log *slog.Logger) (*web.UI, error) {
+	ui, err := web.New(web.Config{Source: src, Probes: probes, Token: token, RefreshInterval: cfg.webRefresh(), TLS: conf, Logger: log.With("component", "web")})
 	if err != nil {
 		return nil, err
 	}
@@ -88,4 +92,21 @@ func (cfg *Config) newWeb(src web.Source, l net.Listener, conf *tls.Config, toke
 		log.Warn("the web UI needs no token: any host that reaches --web-listen can read the results; set --api-token-file and --web-tls-cert, --web-tls-key")
 	}
 	return ui, nil
+}
+
+// webProbes is what the web UI shows of the continuous probes: the
+// configured kinds and paths, each node's newest stored report from st,
+// and the faults the probes' judge published; nil without probes.
+func (cfg *Config) webProbes(st *store.Store, sink *probeSink) *web.Probes {
+	if cfg.Probes == nil {
+		return nil
+	}
+	var paths []measurev1.Path
+	for _, p := range cfg.Probes.GetPaths() {
+		if !testspec.IsExternal(p) {
+			paths = append(paths, p)
+		}
+	}
+	return &web.Probes{Kinds: cfg.Probes.GetKinds(), Paths: paths, ReportInterval: cfg.Probes.GetReportInterval().AsDuration(),
+		Latest: st.LatestSamples, Faults: sink.publishedFaults}
 }

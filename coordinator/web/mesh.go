@@ -15,6 +15,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -330,32 +331,97 @@ func (u *UI) apiMesh(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return u.mesh(r.Context(), q.test, q.path)
+	return u.mesh(r.Context(), q.test, q.kind, q.path)
 }
 
-// mesh builds the mesh view of test and path (zero: the first with data).
-func (u *UI) mesh(ctx context.Context, test measurev1.Test, path measurev1.Path) (*meshView, error) {
+// mesh builds the mesh view of a run test or a probe kind (kind not
+// zero) and path. With neither test nor kind, it is the continuous
+// probes' newest period when probes are configured and have reported
+// (icmp, pod-pod if probed), else the newest ended run's first test; a
+// zero path is pod-pod if measured, else the first.
+func (u *UI) mesh(ctx context.Context, test measurev1.Test, kind agentv1.ProbeKind, path measurev1.Path) (*meshView, error) {
 	v := &meshView{Nodes: []string{}, Tests: []string{}, Paths: []string{}, Value: figs{}, Base: figs{}, Loss: figs{},
 		Findings: []diagnose.Finding{}, DegradedRatio: DegradedRatio, RefreshSeconds: u.cfg.RefreshInterval.Seconds(), Median: none}
 	runs, err := u.endedRuns(ctx)
 	if err != nil {
 		return nil, err
 	}
+	probes := u.cfg.Probes
+	if kind != 0 && !probes.on() {
+		return nil, &paramError{name: "test", value: probeTestName(kind), want: "no continuous probes are configured"}
+	}
+	if kind != 0 && !slices.Contains(probes.Kinds, kind) {
+		return nil, &paramError{name: "test", value: probeTestName(kind), want: "a probe kind the config probes"}
+	}
+	if test == 0 && probes.on() && (kind != 0 || path == 0 || slices.Contains(probes.Paths, path)) {
+		pv := *v
+		u.listChoices(&pv, runs)
+		k := kind
+		if k == 0 {
+			k = probes.Kinds[0]
+			if slices.Contains(probes.Kinds, agentv1.ProbeKind_PROBE_KIND_ICMP) {
+				k = agentv1.ProbeKind_PROBE_KIND_ICMP
+			}
+		}
+		pp := path
+		if pp == 0 {
+			pp = probes.Paths[0]
+			if slices.Contains(probes.Paths, measurev1.Path_PATH_POD_TO_POD) {
+				pp = measurev1.Path_PATH_POD_TO_POD
+			}
+		}
+		if !slices.Contains(probes.Paths, pp) {
+			return nil, &paramError{name: "path", value: testspec.PathName(pp), want: "a path the config probes"}
+		}
+		out, err := u.probeMesh(ctx, &pv, k, pp)
+		if err != nil || kind != 0 || len(out.Nodes) > 0 || len(runs) == 0 {
+			return out, err
+		}
+		// No probe report yet: the newest run, if any.
+	}
+	return u.runMesh(ctx, v, runs, test, path)
+}
+
+// listChoices lists in v the tests and paths the mesh can show: the
+// probe kinds, then the runs' tests.
+func (u *UI) listChoices(v *meshView, runs []*measurev1.Run) {
 	var tests []measurev1.Test
 	var paths []measurev1.Path
-	var chosen *measurev1.Run
+	if p := u.cfg.Probes; p.on() {
+		for _, k := range p.Kinds {
+			v.Tests = append(v.Tests, probeTestName(k))
+		}
+		paths = append(paths, p.Paths...)
+	}
 	for _, run := range runs {
-		ts, ps := specTests(run.GetSpec()), specPaths(run.GetSpec())
-		for _, t := range ts {
+		for _, t := range specTests(run.GetSpec()) {
 			if !slices.Contains(tests, t) {
 				tests = append(tests, t)
 			}
 		}
-		for _, p := range ps {
+		for _, p := range specPaths(run.GetSpec()) {
 			if !slices.Contains(paths, p) && !testspec.IsExternal(p) {
 				paths = append(paths, p)
 			}
 		}
+	}
+	slices.Sort(tests)
+	slices.Sort(paths)
+	for _, t := range tests {
+		v.Tests = append(v.Tests, testspec.Name(t))
+	}
+	for _, p := range paths {
+		v.Paths = append(v.Paths, testspec.PathName(p))
+	}
+}
+
+// runMesh fills v with test and path of the newest ended run that has
+// them (zero: the first with data).
+func (u *UI) runMesh(ctx context.Context, v *meshView, runs []*measurev1.Run, test measurev1.Test, path measurev1.Path) (*meshView, error) {
+	u.listChoices(v, runs)
+	var chosen *measurev1.Run
+	for _, run := range runs {
+		ts, ps := specTests(run.GetSpec()), specPaths(run.GetSpec())
 		if chosen == nil && (test == 0 || slices.Contains(ts, test)) && (path == 0 || slices.Contains(ps, path)) {
 			chosen = run
 			if test == 0 && len(ts) > 0 {
@@ -368,14 +434,6 @@ func (u *UI) mesh(ctx context.Context, test measurev1.Test, path measurev1.Path)
 				}
 			}
 		}
-	}
-	slices.Sort(tests)
-	slices.Sort(paths)
-	for _, t := range tests {
-		v.Tests = append(v.Tests, testspec.Name(t))
-	}
-	for _, p := range paths {
-		v.Paths = append(v.Paths, testspec.PathName(p))
 	}
 	if test != 0 {
 		v.Test, v.Unit, v.HigherIsBetter = testspec.Name(test), report.Unit(test), report.HigherIsBetter(test)
@@ -490,8 +548,14 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 			}
 		}
 	}
-	// Nodes with most bad cells first, so that a bad node's row and
-	// column group at the top left as a cross; then by name.
+	arrange(v, nodes, state, value, baseV, loss, bad)
+}
+
+// arrange puts a matrix over nodes (sorted by name, n*n row-major) into
+// v in display order: nodes with most bad cells first, so that a bad
+// node's row and column group at the top left as a cross; then by name.
+func arrange(v *meshView, nodes []string, state []byte, value, baseV, loss []fig, bad []int) {
+	n := len(nodes)
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i

@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -25,6 +26,7 @@ const maxNameBytes = 253
 // query is the API's query parameters, parsed; zero fields were absent.
 type query struct {
 	test      measurev1.Test
+	kind      agentv1.ProbeKind // a continuous probe kind (test "probe_icmp", ...)
 	path      measurev1.Path
 	src, dst  string
 	rangeName string
@@ -63,6 +65,10 @@ func parseQuery(raw string, allowed ...string) (query, error) {
 		switch name {
 		case "test":
 			if v == "" {
+				continue
+			}
+			if k, ok := parseProbeTest(v); ok {
+				q.kind = k
 				continue
 			}
 			if q.test, err = testspec.ParseTest(v); err != nil || q.test == measurev1.Test_TEST_UNSPECIFIED {

@@ -4,7 +4,9 @@
 // read-only JSON API under /api/v1/ they fetch. The API reads through the
 // same MeshService methods the CLI calls (Source) and computes its views
 // with the same domain packages (coordinator/report, coordinator/diagnose);
-// with an API token, every /api/v1/ request needs "Authorization: Bearer
+// the mesh's default, the continuous probes' newest period, is each
+// node's newest stored report (Probes, store.Store.LatestSamples). With
+// an API token, every /api/v1/ request needs "Authorization: Bearer
 // TOKEN", checked by coordinator/apitoken as MeshService's calls are. The
 // UI can do nothing the token cannot: it only reads.
 package web
@@ -70,6 +72,9 @@ type Config struct {
 	// TLS, if set, makes Serve speak TLS with it (TLS 1.3, certificates
 	// reloaded as they change: internal/mtls); nil means plaintext.
 	TLS *tls.Config
+	// Probes, if set, is the continuous probes' newest period: the mesh
+	// page's default; nil means the mesh shows runs only.
+	Probes *Probes
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives refused requests and server errors; nil discards.
@@ -84,6 +89,7 @@ type UI struct {
 	mux    *http.ServeMux
 	meshes *meshCache
 	reads  singleflight.Group // runData reads by run ID
+	probes probeCache
 }
 
 // New returns the UI, or an error naming a bad Config field.

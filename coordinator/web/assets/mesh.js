@@ -1,5 +1,6 @@
 // mesh.js: the Mesh page: diagnose's findings, then a node x node matrix
-// of one test and path of the newest continuous run, coloured by state
+// of one test and path of the continuous probes' newest period (tests
+// probe_icmp, probe_tcp, ...) or of the newest continuous run, coloured by state
 // and shaded by the ratio to the host-host baseline of the same pair,
 // re-fetched at the report interval. The matrix is one tab stop: arrow
 // keys move between cells (roving tabindex), Enter opens the pair page.
@@ -150,7 +151,10 @@ export async function renderMesh(params) {
     const controls = el("div", { class: "controls" },
       select("test", "Test", m.tests.length ? m.tests : [m.test || ""], m.test, (v) => go(v, m.path)),
       select("path", "Path", m.paths.length ? m.paths : [m.path || ""], m.path, (v) => go(m.test, v)));
-    const about = m.run_id
+    const about = !m.run_id && m.label === "continuous probes"
+      ? el("p", { class: "about" }, "Continuous probes" + (m.end_time ? ", newest period ended " + m.end_time : ", no report yet") +
+        "; " + m.nodes.length + " nodes; updated every " + m.refresh_seconds + " s")
+      : m.run_id
       ? el("p", { class: "about" }, "Run ", el("a", { href: "/runs/" + encodeURIComponent(m.run_id) }, m.run_id),
         " " + (m.label || "") + (m.end_time ? ", ended " + m.end_time : "") + (m.params ? ", " + m.params : "") + "; " + m.nodes.length + " nodes; updated every " + m.refresh_seconds + " s")
       : el("p", { class: "about" }, "No ended run yet.");

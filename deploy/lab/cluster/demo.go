@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/deploy/lab/forward"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -32,7 +35,28 @@ type DemoConfig struct {
 	TriggerArgs []string
 	// Stdout and Stderr receive the demo's output.
 	Stdout, Stderr io.Writer
+	// UIListen is the root namespace's loopback address on which the
+	// coordinator's web UI is reachable while a mode runs (forwarded into
+	// the control-plane node, deploy/lab/forward); empty means
+	// 127.0.0.1:0, a free port.
+	UIListen string
+	// KeepUI keeps the last mode's lab, coordinator and web UI up after
+	// the verdict until ctx ends (Ctrl-C).
+	KeepUI bool
 }
+
+// DemoWebPort is the coordinator's web UI port inside the control-plane
+// node's host namespace, on its loopback.
+const DemoWebPort = 8080
+
+// demoProbes is the continuous probing of the demo's config: what the web
+// UI's mesh page shows, live, while a mode runs.
+const demoProbes = `probes:
+  interval: 10s
+  report_interval: 10s
+  kinds: [icmp, tcp]
+  paths: [host-host, pod-pod, pod-service]
+`
 
 // ErrDemoFailed means the mesh ran but a pair-path failed or is missing;
 // the report says which.
@@ -42,10 +66,13 @@ var ErrDemoFailed = errors.New("some pair-paths failed")
 // brings a lab up, starts the coordinator and an agent per node in it
 // (one store for all modes), triggers the full mesh with `coordinator
 // trigger` (whose table it prints) labelled with the mode, and tears the
-// lab down, also when ctx is canceled. With two modes or more it prints
-// `coordinator compare --by path` between the first and the last. Its last
-// line is the verdict over every run: "N/N pair-paths OK" (or how many
-// failed), and it returns ErrDemoFailed if any pair-path failed.
+// lab down, also when ctx is canceled. While a mode runs, the coordinator's
+// web UI (with a live mesh of the continuous probes) is forwarded to
+// cfg.UIListen. With two modes or more it prints `coordinator compare --by
+// path` between the first and the last. It ends with the verdict over every
+// run, "N/N pair-paths OK" (or how many failed), and the web UI's address,
+// kept up until ctx ends with cfg.KeepUI; it returns ErrDemoFailed if any
+// pair-path failed.
 func Demo(ctx context.Context, cfg DemoConfig) error {
 	if cfg.Lab.Prefix == "" {
 		cfg.Lab.Prefix = "mpdemo"
@@ -68,15 +95,27 @@ func Demo(ctx context.Context, cfg DemoConfig) error {
 		runs = append(runs, runID)
 	}
 	_ = os.RemoveAll(work)
-	line := fmt.Sprintf("%d/%d pair-paths OK", d.ok, d.total)
-	if d.ok != d.total {
-		line += fmt.Sprintf(", %d failed", d.total-d.ok)
-	}
-	fmt.Fprintln(cfg.Stdout, line)
 	if d.ok != d.total {
 		return ErrDemoFailed
 	}
 	return nil
+}
+
+// finish prints the verdict over every run, "N/N pair-paths OK" (or how
+// many failed), then the web UI's address; with KeepUI it then waits
+// until ctx ends.
+func (d *demo) finish(ctx context.Context, ui string) {
+	line := fmt.Sprintf("%d/%d pair-paths OK", d.ok, d.total)
+	if d.ok != d.total {
+		line += fmt.Sprintf(", %d failed", d.total-d.ok)
+	}
+	fmt.Fprintln(d.cfg.Stdout, line)
+	if !d.cfg.KeepUI {
+		fmt.Fprintf(d.cfg.Stdout, "web UI: http://%s/ (closed with the lab; make demo UI=1 keeps it up until Ctrl-C)\n", ui)
+		return
+	}
+	fmt.Fprintf(d.cfg.Stdout, "web UI: http://%s/ (up until Ctrl-C)\n", ui)
+	<-ctx.Done()
 }
 
 // demo is one Demo's state across modes.
@@ -108,7 +147,7 @@ func (d *demo) mode(ctx context.Context, mode lab.Mode, last bool, earlier []str
 		}
 	}()
 	conf := filepath.Join(d.work, "meshperf.yaml")
-	if err := os.WriteFile(conf, []byte(ExternalConfig(l, "")), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(ExternalConfig(l, demoProbes)), 0o600); err != nil {
 		return "", err
 	}
 	srvCtx, stopSrv := context.WithCancel(ctx)
@@ -124,7 +163,8 @@ func (d *demo) mode(ctx context.Context, mode lab.Mode, last bool, earlier []str
 		}
 	}()
 	d.say("external host %s outside the cluster, allowlisted as external target %s (ping, HTTP %s)", l.External.IP, ExternalTargetName, ExternalURL(l))
-	c, err := New(Config{Lab: l, BinDir: d.cfg.BinDir, WorkDir: d.work, CoordinatorArgs: []string{"--config", conf},
+	web := net.JoinHostPort("127.0.0.1", strconv.Itoa(DemoWebPort))
+	c, err := New(Config{Lab: l, BinDir: d.cfg.BinDir, WorkDir: d.work, CoordinatorArgs: []string{"--config", conf, "--web-listen", web},
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return "", err
@@ -141,6 +181,12 @@ func (d *demo) mode(ctx context.Context, mode lab.Mode, last bool, earlier []str
 	if err != nil {
 		return "", err
 	}
+	fwd, err := forward.Start(ctx, forward.Config{NetNS: l.ControlPlane().HostNetNSPath, Target: web, Listen: d.cfg.UIListen})
+	if err != nil {
+		return "", fmt.Errorf("web UI: %w", err)
+	}
+	defer fwd.Close()
+	d.say("web UI on http://%s/ while %s runs (the coordinator's %s in node %s, forwarded to this machine's loopback)", fwd.Addr(), mode, web, l.ControlPlane().Name)
 	d.say("coordinator trigger --label %s --external %s (full mesh: every ordered node pair, paths host-host host-pod pod-pod pod-service; and every node to %s from host and pod)",
 		mode, ExternalTargetName, ExternalTargetName)
 	args := append([]string{"trigger", "--label", string(mode), "--external", ExternalTargetName}, d.cfg.TriggerArgs...)
@@ -160,6 +206,9 @@ func (d *demo) mode(ctx context.Context, mode lab.Mode, last bool, earlier []str
 		if err := d.cli(ctx, c, "compare", earlier[0], runID, "--by", "path"); err != nil {
 			return "", fmt.Errorf("coordinator compare: %w", err)
 		}
+	}
+	if last {
+		d.finish(ctx, fwd.Addr())
 	}
 	return runID, nil
 }
@@ -213,8 +262,11 @@ host->pod, pod->pod and pod->service for every ordered node pair) plus ping
 and HTTP from every node's host and pod to the lab's external host (an
 allowlisted external target outside the cluster), print the table, and
 tear the lab down. Then compare the modes with coordinator
-compare --by path. The last line reads "N/N pair-paths OK" over every run;
-the exit status is 1 if any pair-path failed.`,
+compare --by path. While a mode runs, the coordinator's web UI is
+forwarded to --ui-listen on this machine's loopback. The verdict line reads
+"N/N pair-paths OK" over every run, and the last line gives the web UI's
+address (--keep-ui keeps it up until Ctrl-C); the exit status is 1 if any
+pair-path failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, m := range modes {
@@ -230,6 +282,8 @@ the exit status is 1 if any pair-path failed.`,
 	f.StringSliceVar(&modes, "modes", []string{string(lab.ModeHostGW), string(lab.ModeVXLAN)}, "CNI modes to measure in turn: host-gw, vxlan")
 	f.BoolVar(&cfg.Lab.DropCrossNodePod, "drop-cross-node-pod", false, "break cross-node pod traffic (iptables DROP), as a CNI with missing routes")
 	f.StringVar(&cfg.BinDir, "bin", "bin", "directory with the agent and coordinator binaries")
+	f.StringVar(&cfg.UIListen, "ui-listen", "127.0.0.1:0", "loopback address of this machine on which the lab coordinator's web UI is forwarded (port 0: a free one)")
+	f.BoolVar(&cfg.KeepUI, "keep-ui", false, "after the verdict, keep the last mode's lab and the web UI up until Ctrl-C")
 	f.StringSliceVar(&cfg.TriggerArgs, "trigger-arg", nil, "extra argument for coordinator trigger (repeatable), e.g. --trigger-arg=--duration=1s")
 	return cmd
 }

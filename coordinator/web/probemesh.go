@@ -1,0 +1,229 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshperf/meshperf/coordinator/diagnose"
+	"github.com/meshperf/meshperf/coordinator/stats"
+	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// probeTestPrefix starts the mesh's test name of a continuous probe kind:
+// "probe_icmp", "probe_icmp_mtu", "probe_tcp", "probe_http" (the names
+// remote write gives the same series).
+const probeTestPrefix = "probe_"
+
+// Probes is the continuous mesh the UI shows: the agents' in-process
+// probes, one report per node per report interval.
+type Probes struct {
+	// Kinds and Paths are the configured probe kinds and paths (the config
+	// file's probes section); none means no continuous probes.
+	Kinds []agentv1.ProbeKind
+	// Paths are the paths probed.
+	Paths []measurev1.Path
+	// ReportInterval is the agents' report period; zero means 10 s.
+	ReportInterval time.Duration
+	// Latest returns each source node's newest stored report's summaries
+	// of path and kind whose period ended at or after since
+	// (store.Store.LatestSamples).
+	Latest func(ctx context.Context, path measurev1.Path, kind agentv1.ProbeKind, since time.Time) ([]store.LatestSample, error)
+	// Faults returns the faults the probes' judge published after the
+	// last judged period (nil: none); nil means none.
+	Faults func() []diagnose.Finding
+}
+
+// on reports whether p has probes to show.
+func (p *Probes) on() bool {
+	return p != nil && p.Latest != nil && len(p.Kinds) > 0 && len(p.Paths) > 0
+}
+
+// probeTestName is the mesh's test name of kind.
+func probeTestName(k agentv1.ProbeKind) string { return probeTestPrefix + diagnose.ProbeKindName(k) }
+
+// parseProbeTest is the probe kind a mesh test name names; false if it
+// names none.
+func parseProbeTest(name string) (agentv1.ProbeKind, bool) {
+	rest, ok := strings.CutPrefix(name, probeTestPrefix)
+	if !ok {
+		return 0, false
+	}
+	for _, v := range agentv1.ProbeKind_value {
+		if k := agentv1.ProbeKind(v); k != agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED && diagnose.ProbeKindName(k) == rest {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// probeCache keeps the newest probe meshes a short while: every open
+// mesh page polls at the report interval, and a view of 300 nodes
+// decodes 90,000 summaries per path.
+type probeCache struct {
+	mu    sync.Mutex
+	views map[[2]int32]probeCached
+}
+
+type probeCached struct {
+	at time.Time
+	v  *meshView
+}
+
+// probeMesh fills v (its Tests and Paths already listed) with the newest
+// period of kind on path: per pair the median RTT of the probes, their
+// loss, and the state against the host-host figure of the same pair and
+// kind (for host-host, the matrix's median).
+func (u *UI) probeMesh(ctx context.Context, v *meshView, kind agentv1.ProbeKind, path measurev1.Path) (*meshView, error) {
+	p := u.cfg.Probes
+	ri := p.ReportInterval
+	if ri <= 0 {
+		ri = 10 * time.Second
+	}
+	now := u.cfg.Now()
+	key := [2]int32{int32(kind), int32(path)}
+	u.probes.mu.Lock()
+	if c, ok := u.probes.views[key]; ok && now.Sub(c.at) < ri/2 && now.Sub(c.at) >= 0 {
+		u.probes.mu.Unlock()
+		out := *c.v
+		out.Tests, out.Paths = v.Tests, v.Paths
+		return &out, nil
+	}
+	u.probes.mu.Unlock()
+	// The newest period each node reported in: one that ended within two
+	// report intervals (a node that missed one still shows).
+	since := now.Add(-2*ri - time.Second)
+	read := func(path measurev1.Path) (map[[2]string]store.LatestSample, error) {
+		got, err := p.Latest(ctx, path, kind, since)
+		if err != nil {
+			return nil, fmt.Errorf("latest probe samples %s %s: %w", testspec.PathName(path), diagnose.ProbeKindName(kind), err)
+		}
+		m := make(map[[2]string]store.LatestSample, len(got))
+		for _, s := range got {
+			m[[2]string{s.Key.Src, s.Key.Dst}] = s
+		}
+		return m, nil
+	}
+	cells, err := read(path)
+	if err != nil {
+		return nil, err
+	}
+	baseline := measurev1.Path_PATH_HOST_TO_HOST
+	var base map[[2]string]store.LatestSample
+	if path != baseline && slices.Contains(p.Paths, baseline) {
+		if base, err = read(baseline); err != nil {
+			return nil, err
+		}
+	}
+	v.Test, v.Params, v.Unit, v.HigherIsBetter = probeTestName(kind), "", "s", false
+	v.Path, v.Baseline = testspec.PathName(path), testspec.PathName(baseline)
+	v.Label = "continuous probes"
+	v.RefreshSeconds = ri.Seconds()
+	if p.Faults != nil {
+		if f := p.Faults(); f != nil {
+			v.Findings = f
+		}
+	}
+	fillProbeMesh(v, cells, base)
+	u.probes.mu.Lock()
+	if u.probes.views == nil {
+		u.probes.views = map[[2]int32]probeCached{}
+	}
+	u.probes.views[key] = probeCached{at: now, v: v}
+	u.probes.mu.Unlock()
+	out := *v
+	return &out, nil
+}
+
+// rtt is a sample's median round trip in seconds, NaN when no probe was
+// answered.
+func rtt(s store.LatestSample) float64 {
+	if s.Sample.Received == 0 {
+		return math.NaN()
+	}
+	return s.Sample.RTTMedian.Seconds()
+}
+
+// fillProbeMesh fills v's matrix from cells (by src, dst) against base
+// (the same pairs on host-host; nil for host-host itself).
+func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
+	nodeSet := map[string]bool{}
+	var values []float64
+	var end time.Time
+	for k, s := range cells {
+		nodeSet[k[0]], nodeSet[k[1]] = true, true
+		if x := rtt(s); !math.IsNaN(x) {
+			values = append(values, x)
+		}
+		if e := s.Sample.End(); e.After(end) {
+			end = e
+		}
+	}
+	if !end.IsZero() {
+		v.EndTime = end.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	median := math.NaN()
+	if len(values) > 0 {
+		if s, err := stats.Summarize(values); err == nil {
+			median = s.Median
+		}
+	}
+	v.Median = fig(median)
+	nodes := make([]string, 0, len(nodeSet))
+	for n := range nodeSet {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	n := len(nodes)
+	state := make([]byte, n*n)
+	value, baseV, loss := make([]fig, n*n), make([]fig, n*n), make([]fig, n*n)
+	bad := make([]int, n)
+	for i, src := range nodes {
+		for j, dst := range nodes {
+			at := i*n + j
+			value[at], baseV[at], loss[at] = none, none, none
+			if i == j {
+				state[at] = stateSelf
+				continue
+			}
+			s, ok := cells[[2]string{src, dst}]
+			if !ok || s.Sample.Sent == 0 {
+				state[at] = stateNone
+				continue
+			}
+			ref := median
+			if base != nil {
+				ref = math.NaN()
+				if b, ok := base[[2]string{src, dst}]; ok {
+					ref = rtt(b)
+					baseV[at] = fig(ref)
+				}
+			}
+			l := 1 - float64(s.Sample.Received)/float64(s.Sample.Sent)
+			loss[at] = fig(l)
+			x := rtt(s)
+			switch {
+			case math.IsNaN(x):
+				state[at] = stateFail
+			default:
+				value[at] = fig(x)
+				state[at] = stateOK
+				if l > 0 || s.Sample.Status != measurev1.Status_STATUS_OK || worse(x, ref, false) {
+					state[at] = stateDegraded
+				}
+			}
+			if state[at] != stateOK {
+				bad[i]++
+				bad[j]++
+			}
+		}
+	}
+	arrange(v, nodes, state, value, baseV, loss, bad)
+}
