@@ -76,6 +76,10 @@ bench-prober: deps ## A real agent in the lab probing 1,000 peers (ICMP and TCP 
 	line=$$(echo "$$out" | sed -n 's/^.*\(prober peers=[^(]*[^ (]\) (.*/\1/p'); \
 	if [ -z "$$line" ]; then echo "$$out" | tail -5; exit 1; fi; echo "$$line"
 
+.PHONY: bench-web
+bench-web: test-deps ## The web UI's mesh page in headless chromium for 300 simulated agents: time to the first full paint (about 3 minutes).
+	@go test -count=1 -timeout 25m -run '^$$' -bench 'BenchmarkMeshPaint300$$' -benchtime 3x ./deploy/lab/webui/ | grep -E '^(mesh_paint|Benchmark|ok|FAIL|---|    )'
+
 .PHONY: image
 image: ## Build the container image with docker: IMAGE=... (default ghcr.io/meshperf/meshperf:dev).
 	@command -v docker >/dev/null 2>&1 || { echo "make image: docker not found on PATH; install Docker (or build the Dockerfile with another builder)" >&2; exit 1; }

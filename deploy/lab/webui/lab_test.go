@@ -1,0 +1,256 @@
+package webui
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/deploy/lab/cluster"
+	"github.com/meshperf/meshperf/deploy/lab/forward"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// webPort is the UI's port on the control-plane node's loopback, inside
+// its host namespace.
+const webPort = 7780
+
+// monitorInterval is the light continuous mesh's interval in the lab.
+const monitorInterval = 10 * time.Second
+
+// labConfig is the coordinator's config in the lab: a light continuous
+// mesh (ping and qperf tcp_lat over host-host and pod-pod every
+// monitorInterval) and the agents' probes (ICMP and TCP every second,
+// reported every 2 s) for the pair page's history.
+const labConfig = `monitor:
+  light:
+    interval: 10s
+    jitter: 1s
+    tests: [ping, qperf_tcp_lat]
+    paths: [host-host, pod-pod]
+    duration: 1s
+probes:
+  interval: 1s
+  report_interval: 2s
+  kinds: [icmp, tcp]
+  paths: [host-host, pod-pod]
+`
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+// binaries builds agent and coordinator once per test binary into a
+// directory removed by TestMain's caller at exit (os.TempDir).
+func binaries(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "meshperf-webui-bin-")
+		if binErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", binDir+"/",
+			"github.com/meshperf/meshperf/cmd/agent", "github.com/meshperf/meshperf/cmd/coordinator").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("build the binaries: %w\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// labEnv is a 3-node lab with meshperf in it and the UI forwarded to the
+// root namespace's loopback.
+type labEnv struct {
+	lab    *lab.Lab
+	c      *cluster.Cluster
+	client meshv1.MeshServiceClient
+	// base is the UI's URL on 127.0.0.1, e.g. http://127.0.0.1:41234.
+	base string
+	bin  string
+}
+
+// requireLab skips unless root with the lab's and the tests' tools.
+func requireLab(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the lab creates network namespaces")
+	}
+	for _, tool := range []string{"ip", "iptables", "ping", "qperf", "nsenter"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (make deps installs it)", tool)
+		}
+	}
+	requireChromium(t)
+}
+
+// startLab brings the lab up under a unique prefix, runs the coordinator
+// (with the UI on 127.0.0.1:webPort in node-1's host namespace) and an
+// agent per node, and forwards the UI; everything is torn down at the
+// test's cleanup, the processes' logs printed if it failed.
+func startLab(t *testing.T, ctx context.Context) *labEnv {
+	t.Helper()
+	bin := binaries(t)
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	prefix := "wu" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := lab.Down(dctx, prefix, nil); err != nil {
+			t.Errorf("lab down %s: %v", prefix, err)
+		}
+	})
+	l, err := lab.Up(ctx, lab.Config{Prefix: prefix, Nodes: 3})
+	if err != nil {
+		t.Fatalf("lab up: %v", err)
+	}
+	work := t.TempDir()
+	conf := filepath.Join(work, "coordinator.yaml")
+	if err := os.WriteFile(conf, []byte(labConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.New(cluster.Config{Lab: l, BinDir: bin, WorkDir: work, HeartbeatInterval: 500 * time.Millisecond,
+		CoordinatorArgs: []string{"--config", conf, "--web-listen", fmt.Sprintf("127.0.0.1:%d", webPort)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop cluster: %v", err)
+		}
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(work, "logs", "*.log"))
+			for _, f := range logs {
+				b, _ := os.ReadFile(f)
+				t.Logf("==> %s\n%s", f, tail(b, 40))
+			}
+		}
+	})
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := c.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := forward.Start(ctx, forward.Config{NetNS: l.ControlPlane().HostNetNSPath, Target: fmt.Sprintf("127.0.0.1:%d", webPort)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fwd.Close() })
+	client, conn, err := c.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &labEnv{lab: l, c: c, client: client, base: "http://" + fwd.Addr(), bin: bin}
+}
+
+func tail(b []byte, lines int) string {
+	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}
+
+// nodes are the lab's node names in order.
+func (e *labEnv) nodes() []string {
+	var out []string
+	for _, n := range e.lab.Nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// trigger runs `coordinator trigger` (ping and qperf tcp_lat over
+// host-host and pod-pod, 1 s) with label and waits (within wait) until
+// the run ended; it returns the run's ID.
+func (e *labEnv) trigger(ctx context.Context, t *testing.T, label string, wait time.Duration) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, filepath.Join(e.bin, "coordinator"), "--coordinator", "unix://"+e.c.SocketPath(),
+		"trigger", "--tests", "ping,qperf_tcp_lat", "--paths", "host-host,pod-pod", "--duration", "1s", "--label", label, "--no-wait")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("coordinator trigger: %v: %s", err, errb.String())
+	}
+	id := strings.TrimSpace(out.String())
+	if _, err := e.waitRun(ctx, id, wait); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// ended reports whether a run is over.
+func ended(s measurev1.RunState) bool {
+	switch s {
+	case measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED, measurev1.RunState_RUN_STATE_INTERRUPTED:
+		return true
+	}
+	return false
+}
+
+// waitRun waits until run id ended, at most wait.
+func (e *labEnv) waitRun(ctx context.Context, id string, wait time.Duration) (*measurev1.Run, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got, err := e.client.GetRun(ctx, &meshv1.GetRunRequest{RunId: id})
+		if err == nil && ended(got.GetRun().GetState()) {
+			return got.GetRun(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("run %s not ended within %v (last: %v, %v)", id, wait, got.GetRun().GetState(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+// monitorRunAfter waits (within wait) for a continuous run that started
+// after t0 to end and returns it.
+func (e *labEnv) monitorRunAfter(ctx context.Context, t0 time.Time, wait time.Duration) (*measurev1.Run, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		runs, err := e.client.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: 20})
+		if err == nil {
+			for _, r := range runs.GetRuns() {
+				if strings.HasPrefix(r.GetSpec().GetLabel(), "monitor-") && r.GetCreateTime().AsTime().After(t0) && ended(r.GetState()) {
+					return r, nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no continuous run started after %s ended within %v (last error %v)", t0.Format(time.TimeOnly), wait, err)
+		case <-tick.C:
+		}
+	}
+}
