@@ -106,9 +106,10 @@ func checkMeshShape(m *meshDOM, nodes []string) []string {
 }
 
 // noiseRE matches a cell title whose RTT is in microseconds: on the
-// lab's veth links pod-pod is 1.5 to 2.5 times host-host when the
-// machine is loaded, which the UI's ratio rule (DegradedRatio) shows as
-// degraded (WEB-BUGS.md).
+// lab's veth links pod-pod is 1.5 to 2.5 times host-host, under the UI's
+// 200 µs floor (web.DegradedFloorSeconds) when the machine is quiet, but
+// a loaded CI machine can stretch a median past it; such a cell is
+// logged, not failed.
 var noiseRE = regexp.MustCompile(`RTT [\d.]+ µs`)
 
 // faultStates checks the cells against a fault on node victim ("" for
