@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -470,6 +471,16 @@ func (u *UI) runMesh(ctx context.Context, v *meshView, runs []*measurev1.Run, te
 	return v, nil
 }
 
+// medianOf is the median of values, NaN when there are none.
+func medianOf(values []float64) float64 {
+	if len(values) > 0 {
+		if s, err := stats.Summarize(values); err == nil {
+			return s.Median
+		}
+	}
+	return math.NaN()
+}
+
 // fillMesh fills v's matrix from d's cells of test and path.
 func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path) {
 	run := d.run
@@ -492,18 +503,9 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 			values = append(values, c.Stats.Median)
 		}
 	}
-	median := math.NaN()
-	if len(values) > 0 {
-		if s, err := stats.Summarize(values); err == nil {
-			median = s.Median
-		}
-	}
+	median := medianOf(values)
 	v.Median = fig(median)
-	nodes := make([]string, 0, len(nodeSet))
-	for n := range nodeSet {
-		nodes = append(nodes, n)
-	}
-	slices.Sort(nodes)
+	nodes := slices.Sorted(maps.Keys(nodeSet))
 	idx := make(map[string]int, len(nodes))
 	for i, n := range nodes {
 		idx[n] = i

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
-	"github.com/meshperf/meshperf/coordinator/stats"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -170,18 +170,9 @@ func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
 	if !end.IsZero() {
 		v.EndTime = end.UTC().Format("2006-01-02T15:04:05Z")
 	}
-	median := math.NaN()
-	if len(values) > 0 {
-		if s, err := stats.Summarize(values); err == nil {
-			median = s.Median
-		}
-	}
+	median := medianOf(values)
 	v.Median = fig(median)
-	nodes := make([]string, 0, len(nodeSet))
-	for n := range nodeSet {
-		nodes = append(nodes, n)
-	}
-	slices.Sort(nodes)
+	nodes := slices.Sorted(maps.Keys(nodeSet))
 	n := len(nodes)
 	state := make([]byte, n*n)
 	value, baseV, loss := make([]fig, n*n), make([]fig, n*n), make([]fig, n*n)
