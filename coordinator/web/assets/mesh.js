@@ -35,7 +35,7 @@ function legend(m) {
 function findings(list) {
   const ul = el("ul", { id: "findings" });
   for (const f of list || []) {
-    const who = f.node ? "node " + f.node : "target " + f.target;
+    const who = f.node ? f.node : "target " + f.target;
     ul.append(el("li", { "data-node": f.node || "", "data-kind": f.kind }, who + ": " + f.kind + " (" + (f.bad || []).length + " of " + f.of + " bad)"));
   }
   if (!ul.children.length) return el("div", {}, ul, el("p", { class: "note" }, "No fault localised."));

@@ -70,6 +70,21 @@ func TestWebUILab(t *testing.T) {
 				t.Errorf("findings %v on a clean lab, want none", m.Findings)
 			}
 		}},
+		{name: "probes", path: "/mesh", mesh: true, check: func(t *testing.T, tt *tab) {
+			m, bad := waitMesh(tt, 20*time.Second, func(m *meshDOM) []string {
+				states, noise := faultStates(m, "")
+				for _, s := range noise {
+					t.Logf("tolerated: %s", s)
+				}
+				return append(append(checkMeshShape(m, nodes), states...), probeView(tt)...)
+			})
+			for _, s := range bad {
+				t.Error(s)
+			}
+			if m != nil && len(m.Findings) > 0 {
+				t.Errorf("findings %v on a clean lab, want none", m.Findings)
+			}
+		}},
 		{name: "pair", path: fmt.Sprintf("/pair?src=%s&dst=%s&range=1h", src, dst), check: func(t *testing.T, tt *tab) {
 			var bad []string
 			for try := range 3 { // the page re-renders as reports come in
@@ -243,6 +258,25 @@ func TestWebUILab(t *testing.T) {
 				t.Logf("findings %v", m.Findings)
 			}
 		}},
+		{name: "probes-fault", path: "/mesh", mesh: true, check: func(t *testing.T, tt *tab) {
+			m, bad := waitMesh(tt, 30*time.Second, func(m *meshDOM) []string {
+				states, noise := faultStates(m, victim)
+				for _, s := range noise {
+					t.Logf("tolerated: %s", s)
+				}
+				bad := append(append(checkMeshShape(m, nodes), states...), probeView(tt)...)
+				if !slices.ContainsFunc(m.Findings, func(f meshFinding) bool { return f.Node == victim }) {
+					bad = append(bad, fmt.Sprintf("#findings %v has no li[data-node=%s]", m.Findings, victim))
+				}
+				return bad
+			})
+			for _, s := range bad {
+				t.Error(s)
+			}
+			if m != nil {
+				t.Logf("probe findings %v", m.Findings)
+			}
+		}},
 		{name: "compare", path: fmt.Sprintf("/compare?a=%s&b=%s", clean, faulty), check: func(t *testing.T, tt *tab) {
 			text, err := evalJS[string](tt, `(document.getElementById("compare") || {}).textContent || ""`)
 			if err != nil {
@@ -258,7 +292,7 @@ func TestWebUILab(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			tt := visit(t, p, p.name)
 			noProblems(t, tt)
-			if p.name == "mesh-fault" && os.Getenv(updateScreenshotsEnv) == "1" {
+			if p.name == "probes-fault" && os.Getenv(updateScreenshotsEnv) == "1" {
 				updateDocs(t, tt, pairShot)
 			}
 		})
@@ -303,4 +337,17 @@ func moduleRoot(t *testing.T) string {
 		}
 		dir = parent
 	}
+}
+
+// probeView checks that the mesh on screen is the continuous probes'
+// (the default view: select#test on probe_icmp, pod-pod), not a run's.
+func probeView(tt *tab) []string {
+	got, err := evalJS[string](tt, `((document.getElementById("test") || {}).value || "") + " " + ((document.getElementById("path") || {}).value || "")`)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if got != "probe_icmp pod-pod" {
+		return []string{fmt.Sprintf("default mesh shows %q, want the probes' %q", got, "probe_icmp pod-pod")}
+	}
+	return nil
 }
