@@ -4,9 +4,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -124,14 +127,57 @@ func (cfg *Config) client() (*http.Client, error) {
 			return nil, fmt.Errorf("--remote-write-bearer-token-file %q: empty, or more than one line", cfg.BearerTokenFile)
 		}
 	}
-	return &http.Client{Timeout: cfg.Timeout, Transport: &transport{next: tr, token: token, codes: cfg.codes}}, nil
+	if token != "" {
+		if u, err := url.Parse(cfg.URL); err == nil && u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+			return nil, fmt.Errorf("--remote-write %q with --remote-write-bearer-token-file: the token would cross the network in clear; use https (http only to a loopback receiver)", cfg.URL)
+		}
+	}
+	// Redirects are not followed: the token would go to wherever they
+	// point, and a 301/302/303 would turn the POST into a GET whose 2xx
+	// counts as sent. A 3xx is a rejected batch.
+	return &http.Client{Timeout: cfg.Timeout, Transport: &transport{next: tr, token: token, codes: cfg.codes, maxRetryAfter: cfg.MaxBackoff},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, nil
 }
 
-// transport adds the bearer token and counts responses by status code.
+// retryAfter is a Retry-After value (seconds or an HTTP date) as a
+// delay; 0 when it is neither.
+func retryAfter(v string) time.Duration {
+	if n, err := strconv.Atoi(v); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	if d, err := http.ParseTime(v); err == nil {
+		return time.Until(d)
+	}
+	return 0
+}
+
+// loopbackHost reports whether host is "localhost" or a loopback IP.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// maxErrorBody bounds how much of a receiver's answer is read: the
+// library reads an error answer whole and puts it in the logged error.
+const maxErrorBody = 64 << 10
+
+// transport adds the bearer token, counts responses by status code,
+// bounds the answer's body to maxErrorBody and a Retry-After to
+// maxRetryAfter.
 type transport struct {
-	next  http.RoundTripper
-	token string
-	codes func(code string)
+	next          http.RoundTripper
+	token         string
+	codes         func(code string)
+	maxRetryAfter time.Duration
+}
+
+// limitedBody reads at most maxErrorBody bytes of an answer.
+type limitedBody struct {
+	io.Reader
+	io.Closer
 }
 
 // RoundTrip sends req with the token.
@@ -146,5 +192,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	t.codes(fmt.Sprint(resp.StatusCode))
+	resp.Body = limitedBody{io.LimitReader(resp.Body, maxErrorBody), resp.Body}
+	// A Retry-After past the longest backoff is the longest backoff: a
+	// receiver cannot stall the sender.
+	if ra := resp.Header.Get("Retry-After"); ra != "" && t.maxRetryAfter > 0 && retryAfter(ra) > t.maxRetryAfter {
+		resp.Header.Set("Retry-After", strconv.Itoa(int(t.maxRetryAfter/time.Second)))
+	}
 	return resp, nil
 }

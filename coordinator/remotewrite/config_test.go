@@ -74,6 +74,10 @@ func TestNewRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	const u = "http://127.0.0.1:1/api/v1/write"
 	for _, tc := range []struct {
 		name    string
@@ -87,6 +91,7 @@ func TestNewRefuses(t *testing.T) {
 		{"missing CA file", Config{URL: u, CAFile: filepath.Join(dir, "nope")}, "--remote-write-ca-file"},
 		{"CA file without PEM", Config{URL: u, CAFile: bad}, "no PEM certificate"},
 		{"backoff bounds", Config{URL: u, MinBackoff: 2, MaxBackoff: 1}, "MaxBackoff"},
+		{"token over plain http", Config{URL: "http://vm.example:8428/api/v1/write", BearerTokenFile: tokenFile}, "would cross the network in clear"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -44,6 +47,7 @@ func TestRetryDecisions(t *testing.T) {
 		{"503 then accepted", []int{503, 503}, "", 5, 0, 3, 2},
 		{"500 then accepted", []int{500}, "", 5, 0, 2, 1},
 		{"429 with Retry-After then accepted", []int{429}, "1", 5, 0, 2, 1},
+		{"429 with a Retry-After past MaxBackoff, waited MaxBackoff", []int{429}, "99999999", 5, 0, 2, 1},
 		{"connection closed then accepted", []int{0, 0}, "", 5, 0, 3, 2},
 		{"400 rejected, no retry", []int{400}, "", 0, 5, 1, 0},
 		{"404 rejected, no retry", []int{404}, "", 0, 5, 1, 0},
@@ -240,5 +244,38 @@ func TestShutdownCountsWhatIsLeft(t *testing.T) {
 	defer rcv.mu.Unlock()
 	if code := http.StatusServiceUnavailable; rcv.requests == 0 {
 		t.Errorf("no request answered %d", code)
+	}
+}
+
+// TestRedirectNotFollowed: a receiver answering 307 to another host gets
+// its batch counted as rejected, and the other host gets neither the
+// samples nor the bearer token.
+func TestRedirectNotFollowed(t *testing.T) {
+	other := newReceiver(t)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.url, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirect.Close)
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig(redirect.URL + "/api/v1/write")
+	cfg.BearerTokenFile = tok
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWriter(t, w)
+	w.Reports(lossReports("a", "b", 5, t0))
+	stop()
+	other.mu.Lock()
+	reqs, auth := other.requests, other.auth
+	other.mu.Unlock()
+	if reqs != 0 {
+		t.Errorf("the redirect's target got %d requests (authorization %q), want none", reqs, auth)
+	}
+	if st := w.Stats(); st.Sent != 0 || st.Rejected != 5 {
+		t.Errorf("stats %+v, want 0 sent and 5 rejected", st)
 	}
 }
