@@ -83,7 +83,14 @@ func (cfg *Config) webRefresh() time.Duration {
 // probes (the continuous probes' newest period; nil: none) for l, and
 // logs how it is reached.
 func (cfg *Config) newWeb(src web.Source, probes *web.Probes, l net.Listener, conf *tls.Config, token []byte, log *slog.Logger) (*web.UI, error) {
-	ui, err := web.New(web.Config{Source: src, Probes: probes, Token: token, RefreshInterval: cfg.webRefresh(), TLS: conf, Logger: log.With("component", "web")})
+	// On loopback without a token, answer only for loopback names: a page
+	// elsewhere that DNS-rebinds its name to 127.0.0.1 is refused.
+	var hosts []string
+	if token == nil && loopback(cfg.WebAddress) {
+		host, _, _ := net.SplitHostPort(cfg.WebAddress)
+		hosts = []string{"127.0.0.1", "::1", "localhost", host}
+	}
+	ui, err := web.New(web.Config{Source: src, Probes: probes, Token: token, Hosts: hosts, RefreshInterval: cfg.webRefresh(), TLS: conf, Logger: log.With("component", "web")})
 	if err != nil {
 		return nil, err
 	}

@@ -32,8 +32,10 @@ type LatestSample struct {
 // whose reports were all compacted, for at most a report period after a
 // block closes. It costs one cursor seek per source and the decoding of
 // the newest report's summaries; path and kind must be valid (Path not
-// unspecified, Kind not unspecified), else ErrInvalid.
-func (s *Store) LatestSamples(ctx context.Context, path measurev1.Path, kind agentv1.ProbeKind, since time.Time) ([]LatestSample, error) {
+// unspecified, Kind not unspecified), else ErrInvalid. A limit above 0
+// bounds the samples returned: one more is ErrLimit, and nothing is
+// returned (a mesh too large to show whole).
+func (s *Store) LatestSamples(ctx context.Context, path measurev1.Path, kind agentv1.ProbeKind, since time.Time, limit int) ([]LatestSample, error) {
 	for _, err := range []error{series.ValidPath("path", path), series.ValidKind("kind", kind)} {
 		if err != nil {
 			return nil, fmt.Errorf("%w: latest samples: %w", ErrInvalid, err)
@@ -93,6 +95,9 @@ func (s *Store) LatestSamples(ctx context.Context, path measurev1.Path, kind age
 						return err
 					}
 					dsts[dst] = dn
+				}
+				if limit > 0 && len(out) == limit {
+					return fmt.Errorf("%w: more than %d samples", ErrLimit, limit)
 				}
 				out = append(out, LatestSample{Key: series.Key{Src: srcName, Dst: dn, Path: path, Kind: kind}, Sample: *smp})
 				return nil

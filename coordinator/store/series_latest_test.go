@@ -59,7 +59,7 @@ func TestLatestSamples(t *testing.T) {
 		{"all quiet", pod2pod, tcp, fourth[0].Start.Add(time.Hour), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := s.LatestSamples(ctx, tc.path, tc.kind, tc.since)
+			got, err := s.LatestSamples(ctx, tc.path, tc.kind, tc.since, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,11 +68,18 @@ func TestLatestSamples(t *testing.T) {
 			}
 		})
 	}
+	all := len(expect(newest, pod2pod, tcp))
+	if got, err := s.LatestSamples(ctx, pod2pod, tcp, time.Time{}, all); err != nil || len(got) != all {
+		t.Errorf("LatestSamples(limit %d) = %d samples, %v; want all of them", all, len(got), err)
+	}
+	if got, err := s.LatestSamples(ctx, pod2pod, tcp, time.Time{}, all-1); !errors.Is(err, ErrLimit) || got != nil {
+		t.Errorf("LatestSamples(limit %d) = %d samples, %v; want ErrLimit and none", all-1, len(got), err)
+	}
 	for _, bad := range []struct {
 		path measurev1.Path
 		kind agentv1.ProbeKind
 	}{{measurev1.Path_PATH_UNSPECIFIED, tcp}, {pod2pod, agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED}, {measurev1.Path(99), tcp}, {pod2pod, agentv1.ProbeKind(99)}} {
-		if _, err := s.LatestSamples(ctx, bad.path, bad.kind, time.Time{}); !errors.Is(err, ErrInvalid) {
+		if _, err := s.LatestSamples(ctx, bad.path, bad.kind, time.Time{}, 0); !errors.Is(err, ErrInvalid) {
 			t.Errorf("LatestSamples(%v, %v) = %v, want ErrInvalid", bad.path, bad.kind, err)
 		}
 	}
@@ -92,7 +99,7 @@ func BenchmarkLatestSamples300(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		got, err := s.LatestSamples(ctx, pod2pod, icmp, time.Time{})
+		got, err := s.LatestSamples(ctx, pod2pod, icmp, time.Time{}, 0)
 		if err != nil || len(got) != 300*300 {
 			b.Fatalf("%d samples, %v; want %d", len(got), err, 300*300)
 		}

@@ -40,6 +40,10 @@ var ErrLocked = errors.New("store is locked")
 // ErrInvalid means a caller's argument was refused; the message names it.
 var ErrInvalid = errors.New("invalid argument")
 
+// ErrLimit means that an answer would be larger than the caller's
+// bound.
+var ErrLimit = errors.New("over the limit")
+
 // Config configures Open.
 type Config struct {
 	// Path is the bbolt file; created with mode 0600 if missing.

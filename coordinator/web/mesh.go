@@ -3,6 +3,7 @@ package web
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/report"
@@ -31,6 +33,28 @@ const DegradedRatio = 2.0
 // also be to show as degraded: 200 µs. Round trips on one switch are a
 // few tens of microseconds, and twice that is noise, not a fault.
 const DegradedFloorSeconds = 200e-6
+
+// MaxMeshNodes bounds the nodes of a mesh the UI draws: 1,000 nodes are a
+// million cells, tens of MB of JSON and more than a browser lays out
+// well; beyond, the mesh API answers 422 and the per-node views
+// (agents, /metrics) are what to read.
+const MaxMeshNodes = 1000
+
+// MaxMeshResults bounds the results of a run the UI reads for its mesh,
+// report and compare (a run of 300 nodes, 2 tests and 2 paths has
+// 180,000); a larger run is answered 422.
+const MaxMeshResults = 2_000_000
+
+// maxRunReads bounds the run reads (ListResults, report and diagnose)
+// that run at once, whatever the runs asked for.
+const maxRunReads = 2
+
+// readTimeout bounds one shared read (a run's results, a probe period),
+// which runs detached from the request that started it.
+const readTimeout = 2 * time.Minute
+
+// errMeshTooLarge is a view too large to draw: 422.
+var errMeshTooLarge = errors.New("too large to show")
 
 // continuousPrefix starts the label of the monitor's runs.
 const continuousPrefix = "monitor-"
@@ -268,11 +292,24 @@ func (u *UI) runData(ctx context.Context, run *measurev1.Run) (*runData, error) 
 	}
 	// One read per run at a time: at 300 nodes it takes seconds, and every
 	// open page polls.
+	if n := run.GetTestsPlanned(); n > MaxMeshResults {
+		return nil, fmt.Errorf("%w: run %s has %d tests, more than %d", errMeshTooLarge, run.GetRunId(), n, MaxMeshResults)
+	}
 	v, err, _ := u.reads.Do(run.GetRunId(), func() (any, error) {
 		if d := u.meshes.get(run.GetRunId()); d != nil {
 			return d, nil
 		}
-		results, err := u.results(ctx, &meshv1.ListResultsRequest{RunId: run.GetRunId()}, 0)
+		// Detached from the request that asked first: others wait on
+		// the same read, and its tab may close.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
+		defer cancel()
+		select {
+		case u.runReads <- struct{}{}:
+			defer func() { <-u.runReads }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		results, err := u.results(ctx, &meshv1.ListResultsRequest{RunId: run.GetRunId()}, MaxMeshResults)
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -34,8 +35,9 @@ type Probes struct {
 	ReportInterval time.Duration
 	// Latest returns each source node's newest stored report's summaries
 	// of path and kind whose period ended at or after since
-	// (store.Store.LatestSamples).
-	Latest func(ctx context.Context, path measurev1.Path, kind agentv1.ProbeKind, since time.Time) ([]store.LatestSample, error)
+	// (store.Store.LatestSamples), at most limit (above that,
+	// store.ErrLimit).
+	Latest func(ctx context.Context, path measurev1.Path, kind agentv1.ProbeKind, since time.Time, limit int) ([]store.LatestSample, error)
 	// Faults returns the faults the probes' judge published after the
 	// last judged period (nil: none); nil means none.
 	Faults func() []diagnose.Finding
@@ -97,12 +99,39 @@ func (u *UI) probeMesh(ctx context.Context, v *meshView, kind agentv1.ProbeKind,
 		return &out, nil
 	}
 	u.probes.mu.Unlock()
+	// One rebuild at a time per kind and path, whoever asks; detached
+	// from the asking request, which may go away.
+	built, err, _ := u.reads.Do(fmt.Sprintf("probes/%d/%d", kind, path), func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
+		defer cancel()
+		return u.buildProbeMesh(rctx, *v, kind, path, now, key)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := *built.(*meshView)
+	out.Tests, out.Paths = v.Tests, v.Paths
+	return &out, nil
+}
+
+// buildProbeMesh reads and fills the probe mesh of kind and path and
+// caches it under key.
+func (u *UI) buildProbeMesh(ctx context.Context, view meshView, kind agentv1.ProbeKind, path measurev1.Path, now time.Time, key [2]int32) (*meshView, error) {
+	v := &view
+	p := u.cfg.Probes
+	ri := p.ReportInterval
+	if ri <= 0 {
+		ri = 10 * time.Second
+	}
 	// The newest period each node reported in: one that ended within
 	// three report intervals and the time a report takes to come and be
 	// stored (a node that missed one, or a slow ingest, still shows).
 	since := now.Add(-3*ri - 5*time.Second)
 	read := func(path measurev1.Path) (map[[2]string]store.LatestSample, error) {
-		got, err := p.Latest(ctx, path, kind, since)
+		got, err := p.Latest(ctx, path, kind, since, MaxMeshNodes*(MaxMeshNodes-1))
+		if errors.Is(err, store.ErrLimit) {
+			return nil, fmt.Errorf("%w: the newest probe period has more than %d nodes", errMeshTooLarge, MaxMeshNodes)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("latest probe samples %s %s: %w", testspec.PathName(path), diagnose.ProbeKindName(kind), err)
 		}
@@ -139,8 +168,7 @@ func (u *UI) probeMesh(ctx context.Context, v *meshView, kind agentv1.ProbeKind,
 	}
 	u.probes.views[key] = probeCached{at: now, v: v}
 	u.probes.mu.Unlock()
-	out := *v
-	return &out, nil
+	return v, nil
 }
 
 // rtt is a sample's median round trip in seconds, NaN when no probe was

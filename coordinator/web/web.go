@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,6 +73,12 @@ type Config struct {
 	// TLS, if set, makes Serve speak TLS with it (TLS 1.3, certificates
 	// reloaded as they change: internal/mtls); nil means plaintext.
 	TLS *tls.Config
+	// Hosts, if not empty, are the only host names (without port) a
+	// request's Host may name, e.g. 127.0.0.1, localhost, ::1 for a UI on
+	// loopback without a token: a page from elsewhere that a DNS
+	// rebinding points at 127.0.0.1 names its own host and is refused
+	// (421). Empty means any.
+	Hosts []string
 	// Probes, if set, is the continuous probes' newest period: the mesh
 	// page's default; nil means the mesh shows runs only.
 	Probes *Probes
@@ -88,8 +95,10 @@ type UI struct {
 	tokens *apitoken.Checker
 	mux    *http.ServeMux
 	meshes *meshCache
-	reads  singleflight.Group // runData reads by run ID
+	reads  singleflight.Group // runData reads by run ID, probe meshes by kind and path
 	probes probeCache
+	// runReads holds a token per run read in progress (maxRunReads).
+	runReads chan struct{}
 }
 
 // New returns the UI, or an error naming a bad Config field.
@@ -106,7 +115,7 @@ func New(cfg Config) (*UI, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	u := &UI{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), meshes: newMeshCache(8)}
+	u := &UI{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), meshes: newMeshCache(8), runReads: make(chan struct{}, maxRunReads)}
 	if u.log == nil {
 		u.log = slog.New(slog.DiscardHandler)
 	}
@@ -150,6 +159,16 @@ const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
 // ServeHTTP serves the pages, the assets and the API with the security
 // headers on every answer.
 func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(u.cfg.Hosts) > 0 {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !slices.Contains(u.cfg.Hosts, strings.Trim(host, "[]")) {
+			http.Error(w, fmt.Sprintf("Host %q is not one this UI answers for", r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+	}
 	h := w.Header()
 	h.Set("Content-Security-Policy", csp)
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -206,6 +225,8 @@ func (u *UI) guard(h func(*http.Request) (any, error)) http.Handler {
 				code = http.StatusBadRequest
 			case errors.Is(err, errNotFound), st.Code() == codes.NotFound:
 				code = http.StatusNotFound
+			case errors.Is(err, errMeshTooLarge):
+				code = http.StatusUnprocessableEntity
 			default:
 				u.log.Error("web API call failed", "path", r.URL.Path, "err", err)
 			}
@@ -226,9 +247,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // Timeouts of the web server.
 const (
-	readHeaderTimeout = 5 * time.Second
-	writeTimeout      = time.Minute
-	idleTimeout       = 2 * time.Minute
+	readHeaderTimeout  = 5 * time.Second
+	readRequestTimeout = 10 * time.Second
+	writeTimeout       = time.Minute
+	idleTimeout        = 2 * time.Minute
 )
 
 // Serve serves the UI on l, over TLS if Config.TLS is set, until ctx
@@ -238,7 +260,7 @@ const (
 // ended serving first.
 func (u *UI) Serve(ctx context.Context, l net.Listener, shutdownTimeout time.Duration) error {
 	srv := &http.Server{
-		Handler: u, ReadHeaderTimeout: readHeaderTimeout, WriteTimeout: writeTimeout, IdleTimeout: idleTimeout,
+		Handler: u, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readRequestTimeout, WriteTimeout: writeTimeout, IdleTimeout: idleTimeout,
 		ErrorLog: slog.NewLogLogger(u.log.Handler(), slog.LevelDebug),
 	}
 	if u.cfg.TLS != nil {

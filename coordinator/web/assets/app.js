@@ -100,7 +100,7 @@ export function replace(...nodes) {
 // poll calls fn now and then every seconds (at least 2), until the page
 // is left; errors show in #error and polling goes on.
 export function poll(fn, seconds) {
-  let timer = null;
+  let timer = null, stopped = false;
   let period = Math.max(2, seconds || 10);
   const tick = async () => {
     try {
@@ -110,10 +110,10 @@ export function poll(fn, seconds) {
     } catch (err) {
       showError(String(err.message || err));
     }
-    timer = setTimeout(tick, period * 1000);
+    if (!stopped) timer = setTimeout(tick, period * 1000); // fn may have stopped it
   };
   tick();
-  return () => clearTimeout(timer);
+  return () => { stopped = true; clearTimeout(timer); };
 }
 
 const routes = [
@@ -135,7 +135,10 @@ function route() {
   for (const [re, render] of routes) {
     const m = path.match(re);
     if (m) {
-      render(new URLSearchParams(location.search), ...m.slice(1).map(decodeURIComponent)).catch((err) => showError(String(err.message || err)));
+      // A malformed %-escape in the path throws in decodeURIComponent:
+      // shown as an error like any other.
+      Promise.resolve().then(() => render(new URLSearchParams(location.search), ...m.slice(1).map(decodeURIComponent)))
+        .catch((err) => showError(String(err.message || err)));
       return;
     }
   }

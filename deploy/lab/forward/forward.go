@@ -81,6 +81,9 @@ func Start(ctx context.Context, cfg Config) (*Forwarder, error) {
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 5 * time.Second
 	}
+	if cfg.MaxConns < 0 {
+		return nil, fmt.Errorf("forward: MaxConns %d: negative", cfg.MaxConns)
+	}
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
@@ -161,7 +164,19 @@ func (f *Forwarder) accept() {
 		c, err := f.l.Accept()
 		if err != nil {
 			<-f.sem
-			return // closed
+			select {
+			case <-f.done:
+				return
+			default:
+			}
+			// Out of file descriptors, say: wait a little, go on.
+			f.log.Warn("forward: accept failed", "listen", f.l.Addr().String(), "err", err)
+			select {
+			case <-time.After(100 * time.Millisecond):
+				continue
+			case <-f.done:
+				return
+			}
 		}
 		if !f.track(c) {
 			<-f.sem

@@ -23,6 +23,7 @@ func TestStartRefuses(t *testing.T) {
 		{"no netns", forward.Config{Target: "127.0.0.1:80"}, "NetNS is empty"},
 		{"bad target", forward.Config{NetNS: "/run/netns/x", Target: "nope"}, `Target "nope"`},
 		{"not loopback", forward.Config{NetNS: "/run/netns/x", Target: "127.0.0.1:80", Listen: "0.0.0.0:0"}, "want a loopback address"},
+		{"negative max conns", forward.Config{NetNS: "/run/netns/x", Target: "127.0.0.1:80", MaxConns: -1}, "MaxConns -1"},
 		{"bad listen", forward.Config{NetNS: "/run/netns/x", Target: "127.0.0.1:80", Listen: "localhost"}, `Listen "localhost"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
