@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/coordinator/apitoken"
+	"github.com/meshperf/meshperf/internal/mtls"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -65,4 +67,37 @@ func (a *tokenAuth) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 		return err
 	}
 	return handler(srv, ss)
+}
+
+// security loads the TCP listener's TLS configuration and the API token;
+// nil means none.
+func (cfg *Config) security(log *slog.Logger) (grpc.ServerOption, *tokenAuth, error) {
+	on, err := mtls.AllOrNone(mtls.File{Flag: "tls-cert", Path: cfg.TLSCertFile}, mtls.File{Flag: "tls-key", Path: cfg.TLSKeyFile},
+		mtls.File{Flag: "tls-client-ca", Path: cfg.TLSClientCAFile})
+	if err != nil {
+		return nil, nil, err
+	}
+	if (on || cfg.APITokenFile != "") && cfg.ListenAddress == "" {
+		return nil, nil, errors.New("--tls-cert, --tls-key, --tls-client-ca and --api-token-file are for the TCP listener, and --listen is empty")
+	}
+	if cfg.APITokenFile != "" && !on {
+		return nil, nil, errors.New("--api-token-file needs --tls-cert, --tls-key and --tls-client-ca: without TLS the token would cross the network in clear")
+	}
+	if !on {
+		return nil, nil, nil
+	}
+	tlsLog := log.With("listener", cfg.ListenAddress)
+	files, err := mtls.Load(mtls.Config{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, CAFile: cfg.TLSClientCAFile, Logger: tlsLog})
+	if err != nil {
+		return nil, nil, err
+	}
+	creds := grpc.Creds(mtls.ServerCredentials(files.ServerConfig(), tlsLog))
+	if cfg.APITokenFile == "" {
+		return creds, nil, nil
+	}
+	tok, err := readToken(cfg.APITokenFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	return creds, newTokenAuth(tok, log), nil
 }

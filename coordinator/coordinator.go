@@ -58,7 +58,6 @@ import (
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/coordinator/web"
 	"github.com/meshperf/meshperf/internal/grpcbuf"
-	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/version"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -214,39 +213,6 @@ type Config struct {
 	// KubeClient, a host IP must also be one of its Node object's
 	// addresses and a pod IP its pod endpoint's.
 	NodeCIDRs, PodCIDRs, ServiceCIDRs []netip.Prefix
-}
-
-// security loads the TCP listener's TLS configuration and the API token;
-// nil means none.
-func (cfg *Config) security(log *slog.Logger) (grpc.ServerOption, *tokenAuth, error) {
-	on, err := mtls.AllOrNone(mtls.File{Flag: "tls-cert", Path: cfg.TLSCertFile}, mtls.File{Flag: "tls-key", Path: cfg.TLSKeyFile},
-		mtls.File{Flag: "tls-client-ca", Path: cfg.TLSClientCAFile})
-	if err != nil {
-		return nil, nil, err
-	}
-	if (on || cfg.APITokenFile != "") && cfg.ListenAddress == "" {
-		return nil, nil, errors.New("--tls-cert, --tls-key, --tls-client-ca and --api-token-file are for the TCP listener, and --listen is empty")
-	}
-	if cfg.APITokenFile != "" && !on {
-		return nil, nil, errors.New("--api-token-file needs --tls-cert, --tls-key and --tls-client-ca: without TLS the token would cross the network in clear")
-	}
-	if !on {
-		return nil, nil, nil
-	}
-	tlsLog := log.With("listener", cfg.ListenAddress)
-	files, err := mtls.Load(mtls.Config{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, CAFile: cfg.TLSClientCAFile, Logger: tlsLog})
-	if err != nil {
-		return nil, nil, err
-	}
-	creds := grpc.Creds(mtls.ServerCredentials(files.ServerConfig(), tlsLog))
-	if cfg.APITokenFile == "" {
-		return creds, nil, nil
-	}
-	tok, err := readToken(cfg.APITokenFile)
-	if err != nil {
-		return nil, nil, err
-	}
-	return creds, newTokenAuth(tok, log), nil
 }
 
 // Run serves until ctx ends, then stops gracefully: it marks itself not
