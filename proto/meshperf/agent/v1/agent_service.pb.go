@@ -556,7 +556,8 @@ type Register struct {
 	ProtocolVersion uint32 `protobuf:"varint,3,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// addresses are the node's IPs per network.
 	Addresses []*NetworkAddress `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
-	// service_ip is the ClusterIP that fronts this node's pod endpoint, if any.
+	// service_ip is the IPv4 ClusterIP that fronts this node's pod endpoint,
+	// if any.
 	ServiceIp string `protobuf:"bytes,5,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
 	// tools are the tools the agent found, with their versions.
 	Tools []*ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
@@ -580,6 +581,9 @@ type Register struct {
 	// qperf_data_port is the qperf servers' pinned data port (0: the
 	// default, 19766); ServerStarted's data_port must give it.
 	QperfDataPort uint32 `protobuf:"varint,12,opt,name=qperf_data_port,json=qperfDataPort,proto3" json:"qperf_data_port,omitempty"`
+	// service_ipv6 is the IPv6 ClusterIP that fronts this node's pod
+	// endpoint, if any (a dual-stack or IPv6 Service's clusterIPs).
+	ServiceIpv6   string `protobuf:"bytes,13,opt,name=service_ipv6,json=serviceIpv6,proto3" json:"service_ipv6,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -696,6 +700,13 @@ func (x *Register) GetQperfDataPort() uint32 {
 		return x.QperfDataPort
 	}
 	return 0
+}
+
+func (x *Register) GetServiceIpv6() string {
+	if x != nil {
+		return x.ServiceIpv6
+	}
+	return ""
 }
 
 // NetworkAddress is a node's IP on one network.
@@ -1183,7 +1194,18 @@ type ExternalTarget struct {
 	// http_url is what the HTTP test fetches: an http or https URL whose host
 	// is address, without user information or fragment. Empty means no HTTP
 	// test for this target.
-	HttpUrl       string `protobuf:"bytes,3,opt,name=http_url,json=httpUrl,proto3" json:"http_url,omitempty"`
+	HttpUrl string `protobuf:"bytes,3,opt,name=http_url,json=httpUrl,proto3" json:"http_url,omitempty"`
+	// iperf3_port is the port of an iperf3 server behind the target (an
+	// iperf3 server DaemonSet behind a LoadBalancer); 0 means none, and no
+	// iperf3 test runs against the target.
+	Iperf3Port uint32 `protobuf:"varint,4,opt,name=iperf3_port,json=iperf3Port,proto3" json:"iperf3_port,omitempty"`
+	// qperf_port is the listen port of a qperf server behind the target; 0
+	// means none. qperf_data_port is its pinned data port (qperf -lp/-ip),
+	// needed with qperf_port: a LoadBalancer forwards only the ports it
+	// names.
+	QperfPort uint32 `protobuf:"varint,5,opt,name=qperf_port,json=qperfPort,proto3" json:"qperf_port,omitempty"`
+	// qperf_data_port: see qperf_port.
+	QperfDataPort uint32 `protobuf:"varint,6,opt,name=qperf_data_port,json=qperfDataPort,proto3" json:"qperf_data_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1239,6 +1261,27 @@ func (x *ExternalTarget) GetHttpUrl() string {
 	return ""
 }
 
+func (x *ExternalTarget) GetIperf3Port() uint32 {
+	if x != nil {
+		return x.Iperf3Port
+	}
+	return 0
+}
+
+func (x *ExternalTarget) GetQperfPort() uint32 {
+	if x != nil {
+		return x.QperfPort
+	}
+	return 0
+}
+
+func (x *ExternalTarget) GetQperfDataPort() uint32 {
+	if x != nil {
+		return x.QperfDataPort
+	}
+	return 0
+}
+
 // NodeEndpoint is one node's addresses.
 type NodeEndpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1246,7 +1289,7 @@ type NodeEndpoint struct {
 	NodeName string `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	// addresses are its IPs per network.
 	Addresses []*NetworkAddress `protobuf:"bytes,2,rep,name=addresses,proto3" json:"addresses,omitempty"`
-	// service_ip is the ClusterIP fronting its pod endpoint, if any.
+	// service_ip is the IPv4 ClusterIP fronting its pod endpoint, if any.
 	ServiceIp string `protobuf:"bytes,3,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
 	// iperf3_port, qperf_port, qperf_data_port and http_port are the server
 	// ports the node registered (Register's fields of the same names; 0
@@ -1259,7 +1302,9 @@ type NodeEndpoint struct {
 	// qperf_data_port: see iperf3_port.
 	QperfDataPort uint32 `protobuf:"varint,6,opt,name=qperf_data_port,json=qperfDataPort,proto3" json:"qperf_data_port,omitempty"`
 	// http_port: see iperf3_port (0: the node has no HTTP target).
-	HttpPort      uint32 `protobuf:"varint,7,opt,name=http_port,json=httpPort,proto3" json:"http_port,omitempty"`
+	HttpPort uint32 `protobuf:"varint,7,opt,name=http_port,json=httpPort,proto3" json:"http_port,omitempty"`
+	// service_ipv6 is the IPv6 ClusterIP fronting its pod endpoint, if any.
+	ServiceIpv6   string `protobuf:"bytes,8,opt,name=service_ipv6,json=serviceIpv6,proto3" json:"service_ipv6,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1343,6 +1388,13 @@ func (x *NodeEndpoint) GetHttpPort() uint32 {
 	return 0
 }
 
+func (x *NodeEndpoint) GetServiceIpv6() string {
+	if x != nil {
+		return x.ServiceIpv6
+	}
+	return ""
+}
+
 // Work is one order to an agent.
 type Work struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1357,6 +1409,7 @@ type Work struct {
 	//	*Work_StartServer
 	//	*Work_RunClient
 	//	*Work_StopServer
+	//	*Work_CancelClient
 	Action        isWork_Action `protobuf_oneof:"action"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1440,6 +1493,15 @@ func (x *Work) GetStopServer() *StopServer {
 	return nil
 }
 
+func (x *Work) GetCancelClient() *CancelClient {
+	if x != nil {
+		if x, ok := x.Action.(*Work_CancelClient); ok {
+			return x.CancelClient
+		}
+	}
+	return nil
+}
+
 type isWork_Action interface {
 	isWork_Action()
 }
@@ -1459,11 +1521,59 @@ type Work_StopServer struct {
 	StopServer *StopServer `protobuf:"bytes,5,opt,name=stop_server,json=stopServer,proto3,oneof"`
 }
 
+type Work_CancelClient struct {
+	// cancel_client stops the client running for test_id.
+	CancelClient *CancelClient `protobuf:"bytes,6,opt,name=cancel_client,json=cancelClient,proto3,oneof"`
+}
+
 func (*Work_StartServer) isWork_Action() {}
 
 func (*Work_RunClient) isWork_Action() {}
 
 func (*Work_StopServer) isWork_Action() {}
+
+func (*Work_CancelClient) isWork_Action() {}
+
+// CancelClient stops the client of the Work's test_id and its children
+// (the run was canceled). The RunClient in flight is then answered with
+// STATUS_CANCELED results, or with its results if it ended first; the
+// cancel itself gets no answer, and a cancel for a test that is not
+// running is ignored.
+type CancelClient struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelClient) Reset() {
+	*x = CancelClient{}
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelClient) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelClient) ProtoMessage() {}
+
+func (x *CancelClient) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelClient.ProtoReflect.Descriptor instead.
+func (*CancelClient) Descriptor() ([]byte, []int) {
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
+}
 
 // StartServer starts a tool's server in one network of the agent's node.
 type StartServer struct {
@@ -1479,7 +1589,7 @@ type StartServer struct {
 
 func (x *StartServer) Reset() {
 	*x = StartServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1601,7 @@ func (x *StartServer) String() string {
 func (*StartServer) ProtoMessage() {}
 
 func (x *StartServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1614,7 @@ func (x *StartServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServer.ProtoReflect.Descriptor instead.
 func (*StartServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StartServer) GetTool() v1.Tool {
@@ -1530,7 +1640,7 @@ type StopServer struct {
 
 func (x *StopServer) Reset() {
 	*x = StopServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1652,7 @@ func (x *StopServer) String() string {
 func (*StopServer) ProtoMessage() {}
 
 func (x *StopServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1665,7 @@ func (x *StopServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServer.ProtoReflect.Descriptor instead.
 func (*StopServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
 }
 
 // RunClient runs a test's client in one network of the agent's node.
@@ -1572,16 +1682,21 @@ type RunClient struct {
 	// data_port is qperf's data port (0 otherwise).
 	DataPort uint32 `protobuf:"varint,5,opt,name=data_port,json=dataPort,proto3" json:"data_port,omitempty"`
 	// external_target names an entry of the last Endpoints' external_targets
-	// to send to; target_ip, port and data_port are then empty. Only ping and
-	// HTTP tests may name one.
+	// to send to; target_ip is then empty, and port and data_port, for iperf3
+	// and qperf tests, must be the target's own. Ping and HTTP tests may name
+	// any target, iperf3 and qperf tests only a target with their ports.
 	ExternalTarget string `protobuf:"bytes,6,opt,name=external_target,json=externalTarget,proto3" json:"external_target,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// ip_family is the family to use toward an external target (its name
+	// may resolve to both); unspecified means IPv4 first. For a target_ip it
+	// must match the address.
+	IpFamily      v1.IPFamily `protobuf:"varint,7,opt,name=ip_family,json=ipFamily,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_family,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunClient) Reset() {
 	*x = RunClient{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1708,7 @@ func (x *RunClient) String() string {
 func (*RunClient) ProtoMessage() {}
 
 func (x *RunClient) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1721,7 @@ func (x *RunClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunClient.ProtoReflect.Descriptor instead.
 func (*RunClient) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RunClient) GetSpec() *v1.TestSpec {
@@ -1651,6 +1766,13 @@ func (x *RunClient) GetExternalTarget() string {
 	return ""
 }
 
+func (x *RunClient) GetIpFamily() v1.IPFamily {
+	if x != nil {
+		return x.IpFamily
+	}
+	return v1.IPFamily(0)
+}
+
 // WorkResult answers one Work.
 type WorkResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1675,7 +1797,7 @@ type WorkResult struct {
 
 func (x *WorkResult) Reset() {
 	*x = WorkResult{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1809,7 @@ func (x *WorkResult) String() string {
 func (*WorkResult) ProtoMessage() {}
 
 func (x *WorkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1822,7 @@ func (x *WorkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResult.ProtoReflect.Descriptor instead.
 func (*WorkResult) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{18}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WorkResult) GetTestId() string {
@@ -1798,7 +1920,7 @@ type ServerStarted struct {
 
 func (x *ServerStarted) Reset() {
 	*x = ServerStarted{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +1932,7 @@ func (x *ServerStarted) String() string {
 func (*ServerStarted) ProtoMessage() {}
 
 func (x *ServerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +1945,7 @@ func (x *ServerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStarted.ProtoReflect.Descriptor instead.
 func (*ServerStarted) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{19}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServerStarted) GetPort() uint32 {
@@ -1859,7 +1981,7 @@ type ClientDone struct {
 
 func (x *ClientDone) Reset() {
 	*x = ClientDone{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +1993,7 @@ func (x *ClientDone) String() string {
 func (*ClientDone) ProtoMessage() {}
 
 func (x *ClientDone) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2006,7 @@ func (x *ClientDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientDone.ProtoReflect.Descriptor instead.
 func (*ClientDone) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{20}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClientDone) GetResults() []*v1.Result {
@@ -1903,7 +2025,7 @@ type ServerStopped struct {
 
 func (x *ServerStopped) Reset() {
 	*x = ServerStopped{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[21]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1915,7 +2037,7 @@ func (x *ServerStopped) String() string {
 func (*ServerStopped) ProtoMessage() {}
 
 func (x *ServerStopped) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[21]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1928,7 +2050,7 @@ func (x *ServerStopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStopped.ProtoReflect.Descriptor instead.
 func (*ServerStopped) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{21}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{22}
 }
 
 var File_meshperf_agent_v1_agent_service_proto protoreflect.FileDescriptor
@@ -1964,7 +2086,7 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x0fGossipReporting\x12\x16\n" +
 	"\x06report\x18\x01 \x01(\bR\x06report\"&\n" +
 	"\tResultAck\x12\x19\n" +
-	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\xcf\x03\n" +
+	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\xf2\x03\n" +
 	"\bRegister\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x12)\n" +
@@ -1983,7 +2105,8 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"iperf3Port\x12\x1d\n" +
 	"\n" +
 	"qperf_port\x18\v \x01(\rR\tqperfPort\x12&\n" +
-	"\x0fqperf_data_port\x18\f \x01(\rR\rqperfDataPort\"u\n" +
+	"\x0fqperf_data_port\x18\f \x01(\rR\rqperfDataPort\x12!\n" +
+	"\fservice_ipv6\x18\r \x01(\tR\vserviceIpv6\"u\n" +
 	"\x0eNetworkAddress\x126\n" +
 	"\anetwork\x18\x01 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\x12\x0e\n" +
 	"\x02ip\x18\x02 \x01(\tR\x02ip\x12\x1b\n" +
@@ -2012,11 +2135,16 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\tsend_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bsendTime\"\x90\x01\n" +
 	"\tEndpoints\x125\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1f.meshperf.agent.v1.NodeEndpointR\x05nodes\x12L\n" +
-	"\x10external_targets\x18\x02 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets\"Y\n" +
+	"\x10external_targets\x18\x02 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets\"\xc1\x01\n" +
 	"\x0eExternalTarget\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x19\n" +
-	"\bhttp_url\x18\x03 \x01(\tR\ahttpUrl\"\x90\x02\n" +
+	"\bhttp_url\x18\x03 \x01(\tR\ahttpUrl\x12\x1f\n" +
+	"\viperf3_port\x18\x04 \x01(\rR\n" +
+	"iperf3Port\x12\x1d\n" +
+	"\n" +
+	"qperf_port\x18\x05 \x01(\rR\tqperfPort\x12&\n" +
+	"\x0fqperf_data_port\x18\x06 \x01(\rR\rqperfDataPort\"\xb3\x02\n" +
 	"\fNodeEndpoint\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12?\n" +
 	"\taddresses\x18\x02 \x03(\v2!.meshperf.agent.v1.NetworkAddressR\taddresses\x12\x1d\n" +
@@ -2027,7 +2155,8 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"qperf_port\x18\x05 \x01(\rR\tqperfPort\x12&\n" +
 	"\x0fqperf_data_port\x18\x06 \x01(\rR\rqperfDataPort\x12\x1b\n" +
-	"\thttp_port\x18\a \x01(\rR\bhttpPort\"\xa7\x02\n" +
+	"\thttp_port\x18\a \x01(\rR\bhttpPort\x12!\n" +
+	"\fservice_ipv6\x18\b \x01(\tR\vserviceIpv6\"\xef\x02\n" +
 	"\x04Work\x12\x17\n" +
 	"\atest_id\x18\x01 \x01(\tR\x06testId\x126\n" +
 	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12C\n" +
@@ -2035,20 +2164,23 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"run_client\x18\x04 \x01(\v2\x1c.meshperf.agent.v1.RunClientH\x00R\trunClient\x12@\n" +
 	"\vstop_server\x18\x05 \x01(\v2\x1d.meshperf.agent.v1.StopServerH\x00R\n" +
-	"stopServerB\b\n" +
-	"\x06action\"t\n" +
+	"stopServer\x12F\n" +
+	"\rcancel_client\x18\x06 \x01(\v2\x1f.meshperf.agent.v1.CancelClientH\x00R\fcancelClientB\b\n" +
+	"\x06action\"\x0e\n" +
+	"\fCancelClient\"t\n" +
 	"\vStartServer\x12-\n" +
 	"\x04tool\x18\x01 \x01(\x0e2\x19.meshperf.measure.v1.ToolR\x04tool\x126\n" +
 	"\anetwork\x18\x02 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\"\f\n" +
 	"\n" +
-	"StopServer\"\xed\x01\n" +
+	"StopServer\"\xa9\x02\n" +
 	"\tRunClient\x121\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1d.meshperf.measure.v1.TestSpecR\x04spec\x126\n" +
 	"\anetwork\x18\x02 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\x12\x1b\n" +
 	"\ttarget_ip\x18\x03 \x01(\tR\btargetIp\x12\x12\n" +
 	"\x04port\x18\x04 \x01(\rR\x04port\x12\x1b\n" +
 	"\tdata_port\x18\x05 \x01(\rR\bdataPort\x12'\n" +
-	"\x0fexternal_target\x18\x06 \x01(\tR\x0eexternalTarget\"\xd7\x02\n" +
+	"\x0fexternal_target\x18\x06 \x01(\tR\x0eexternalTarget\x12:\n" +
+	"\tip_family\x18\a \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"\xd7\x02\n" +
 	"\n" +
 	"WorkResult\x12\x17\n" +
 	"\atest_id\x18\x01 \x01(\tR\x06testId\x123\n" +
@@ -2090,7 +2222,7 @@ func file_meshperf_agent_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_meshperf_agent_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 	(GossipState)(0),              // 0: meshperf.agent.v1.GossipState
 	(*ConnectRequest)(nil),        // 1: meshperf.agent.v1.ConnectRequest
@@ -2108,72 +2240,76 @@ var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 	(*ExternalTarget)(nil),        // 13: meshperf.agent.v1.ExternalTarget
 	(*NodeEndpoint)(nil),          // 14: meshperf.agent.v1.NodeEndpoint
 	(*Work)(nil),                  // 15: meshperf.agent.v1.Work
-	(*StartServer)(nil),           // 16: meshperf.agent.v1.StartServer
-	(*StopServer)(nil),            // 17: meshperf.agent.v1.StopServer
-	(*RunClient)(nil),             // 18: meshperf.agent.v1.RunClient
-	(*WorkResult)(nil),            // 19: meshperf.agent.v1.WorkResult
-	(*ServerStarted)(nil),         // 20: meshperf.agent.v1.ServerStarted
-	(*ClientDone)(nil),            // 21: meshperf.agent.v1.ClientDone
-	(*ServerStopped)(nil),         // 22: meshperf.agent.v1.ServerStopped
-	(*PlanAck)(nil),               // 23: meshperf.agent.v1.PlanAck
-	(*ProbeReport)(nil),           // 24: meshperf.agent.v1.ProbeReport
-	(*ProbePlan)(nil),             // 25: meshperf.agent.v1.ProbePlan
-	(*ReportAck)(nil),             // 26: meshperf.agent.v1.ReportAck
-	(v1.Network)(0),               // 27: meshperf.measure.v1.Network
-	(v1.Tool)(0),                  // 28: meshperf.measure.v1.Tool
-	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*v1.TestSpec)(nil),           // 31: meshperf.measure.v1.TestSpec
-	(v1.Status)(0),                // 32: meshperf.measure.v1.Status
-	(*v1.Result)(nil),             // 33: meshperf.measure.v1.Result
+	(*CancelClient)(nil),          // 16: meshperf.agent.v1.CancelClient
+	(*StartServer)(nil),           // 17: meshperf.agent.v1.StartServer
+	(*StopServer)(nil),            // 18: meshperf.agent.v1.StopServer
+	(*RunClient)(nil),             // 19: meshperf.agent.v1.RunClient
+	(*WorkResult)(nil),            // 20: meshperf.agent.v1.WorkResult
+	(*ServerStarted)(nil),         // 21: meshperf.agent.v1.ServerStarted
+	(*ClientDone)(nil),            // 22: meshperf.agent.v1.ClientDone
+	(*ServerStopped)(nil),         // 23: meshperf.agent.v1.ServerStopped
+	(*PlanAck)(nil),               // 24: meshperf.agent.v1.PlanAck
+	(*ProbeReport)(nil),           // 25: meshperf.agent.v1.ProbeReport
+	(*ProbePlan)(nil),             // 26: meshperf.agent.v1.ProbePlan
+	(*ReportAck)(nil),             // 27: meshperf.agent.v1.ReportAck
+	(v1.Network)(0),               // 28: meshperf.measure.v1.Network
+	(v1.Tool)(0),                  // 29: meshperf.measure.v1.Tool
+	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*v1.TestSpec)(nil),           // 32: meshperf.measure.v1.TestSpec
+	(v1.IPFamily)(0),              // 33: meshperf.measure.v1.IPFamily
+	(v1.Status)(0),                // 34: meshperf.measure.v1.Status
+	(*v1.Result)(nil),             // 35: meshperf.measure.v1.Result
 }
 var file_meshperf_agent_v1_agent_service_proto_depIdxs = []int32{
 	5,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
 	11, // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	19, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
+	20, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
 	9,  // 3: meshperf.agent.v1.ConnectRequest.gossip_view:type_name -> meshperf.agent.v1.GossipView
-	23, // 4: meshperf.agent.v1.ConnectRequest.plan_ack:type_name -> meshperf.agent.v1.PlanAck
-	24, // 5: meshperf.agent.v1.ConnectRequest.probe_report:type_name -> meshperf.agent.v1.ProbeReport
+	24, // 4: meshperf.agent.v1.ConnectRequest.plan_ack:type_name -> meshperf.agent.v1.PlanAck
+	25, // 5: meshperf.agent.v1.ConnectRequest.probe_report:type_name -> meshperf.agent.v1.ProbeReport
 	8,  // 6: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
 	11, // 7: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
 	15, // 8: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
 	12, // 9: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
 	4,  // 10: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
-	25, // 11: meshperf.agent.v1.ConnectResponse.probe_plan:type_name -> meshperf.agent.v1.ProbePlan
-	26, // 12: meshperf.agent.v1.ConnectResponse.report_ack:type_name -> meshperf.agent.v1.ReportAck
+	26, // 11: meshperf.agent.v1.ConnectResponse.probe_plan:type_name -> meshperf.agent.v1.ProbePlan
+	27, // 12: meshperf.agent.v1.ConnectResponse.report_ack:type_name -> meshperf.agent.v1.ReportAck
 	3,  // 13: meshperf.agent.v1.ConnectResponse.gossip_reporting:type_name -> meshperf.agent.v1.GossipReporting
 	6,  // 14: meshperf.agent.v1.Register.addresses:type_name -> meshperf.agent.v1.NetworkAddress
 	7,  // 15: meshperf.agent.v1.Register.tools:type_name -> meshperf.agent.v1.ToolInfo
-	27, // 16: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
-	28, // 17: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
-	29, // 18: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
-	29, // 19: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
+	28, // 16: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
+	29, // 17: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
+	30, // 18: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
+	30, // 19: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
 	10, // 20: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
 	0,  // 21: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.agent.v1.GossipState
-	30, // 22: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
+	31, // 22: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
 	14, // 23: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
 	13, // 24: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
 	6,  // 25: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	30, // 26: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
-	16, // 27: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
-	18, // 28: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
-	17, // 29: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
-	28, // 30: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
-	27, // 31: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
-	31, // 32: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
-	27, // 33: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
-	32, // 34: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
-	20, // 35: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
-	21, // 36: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
-	22, // 37: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
-	33, // 38: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
-	1,  // 39: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
-	2,  // 40: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
-	40, // [40:41] is the sub-list for method output_type
-	39, // [39:40] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	31, // 26: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
+	17, // 27: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
+	19, // 28: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
+	18, // 29: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
+	16, // 30: meshperf.agent.v1.Work.cancel_client:type_name -> meshperf.agent.v1.CancelClient
+	29, // 31: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
+	28, // 32: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
+	32, // 33: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
+	28, // 34: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
+	33, // 35: meshperf.agent.v1.RunClient.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	34, // 36: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
+	21, // 37: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
+	22, // 38: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
+	23, // 39: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
+	35, // 40: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
+	1,  // 41: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
+	2,  // 42: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
+	42, // [42:43] is the sub-list for method output_type
+	41, // [41:42] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_agent_v1_agent_service_proto_init() }
@@ -2204,8 +2340,9 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 		(*Work_StartServer)(nil),
 		(*Work_RunClient)(nil),
 		(*Work_StopServer)(nil),
+		(*Work_CancelClient)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[18].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[19].OneofWrappers = []any{
 		(*WorkResult_ServerStarted)(nil),
 		(*WorkResult_ClientDone)(nil),
 		(*WorkResult_ServerStopped)(nil),
@@ -2216,7 +2353,7 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_agent_v1_agent_service_proto_rawDesc), len(file_meshperf_agent_v1_agent_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

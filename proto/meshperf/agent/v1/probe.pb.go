@@ -219,8 +219,12 @@ type ProbeSettings struct {
 	SubsetSize uint32 `protobuf:"varint,9,opt,name=subset_size,json=subsetSize,proto3" json:"subset_size,omitempty"`
 	// subset_rotation is how long one subset is kept (with subset_size).
 	SubsetRotation *durationpb.Duration `protobuf:"bytes,10,opt,name=subset_rotation,json=subsetRotation,proto3" json:"subset_rotation,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// ip_families are the families to probe in; empty means IPv4 only (as
+	// before families existed). A peer is probed in each listed family it
+	// has an address of.
+	IpFamilies    []v1.IPFamily `protobuf:"varint,11,rep,packed,name=ip_families,json=ipFamilies,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_families,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProbeSettings) Reset() {
@@ -323,14 +327,21 @@ func (x *ProbeSettings) GetSubsetRotation() *durationpb.Duration {
 	return nil
 }
 
+func (x *ProbeSettings) GetIpFamilies() []v1.IPFamily {
+	if x != nil {
+		return x.IpFamilies
+	}
+	return nil
+}
+
 // ProbePeer is one peer of a plan and its addresses.
 type ProbePeer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// node_name is the peer's node name.
 	NodeName string `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	// host_ip is its host network address.
+	// host_ip is its IPv4 host network address; empty if it has none.
 	HostIp string `protobuf:"bytes,2,opt,name=host_ip,json=hostIp,proto3" json:"host_ip,omitempty"`
-	// pod_ip is its pod network address; empty if it has none.
+	// pod_ip is its IPv4 pod network address; empty if it has none.
 	PodIp string `protobuf:"bytes,3,opt,name=pod_ip,json=podIp,proto3" json:"pod_ip,omitempty"`
 	// probe_port is its TCP echo responder's port on both networks.
 	ProbePort uint32 `protobuf:"varint,4,opt,name=probe_port,json=probePort,proto3" json:"probe_port,omitempty"`
@@ -341,12 +352,20 @@ type ProbePeer struct {
 	HostMtuBytes uint32 `protobuf:"varint,6,opt,name=host_mtu_bytes,json=hostMtuBytes,proto3" json:"host_mtu_bytes,omitempty"`
 	// pod_mtu_bytes: see host_mtu_bytes.
 	PodMtuBytes uint32 `protobuf:"varint,7,opt,name=pod_mtu_bytes,json=podMtuBytes,proto3" json:"pod_mtu_bytes,omitempty"`
-	// service_ip is the ClusterIP fronting its pod endpoint; empty if none.
+	// service_ip is the IPv4 ClusterIP fronting its pod endpoint; empty if none.
 	// Only TCP and HTTP probes go to it (kube-proxy does not DNAT ICMP).
 	ServiceIp string `protobuf:"bytes,8,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
 	// maintenance says the node is cordoned: it is not probed, but stays a
 	// registered endpoint that on-demand runs may still name.
-	Maintenance   bool `protobuf:"varint,9,opt,name=maintenance,proto3" json:"maintenance,omitempty"`
+	Maintenance bool `protobuf:"varint,9,opt,name=maintenance,proto3" json:"maintenance,omitempty"`
+	// host_ipv6, pod_ipv6 and service_ipv6 are its IPv6 addresses on the same
+	// networks; empty where it has none. A peer with addresses of both
+	// families is probed in both.
+	HostIpv6 string `protobuf:"bytes,10,opt,name=host_ipv6,json=hostIpv6,proto3" json:"host_ipv6,omitempty"`
+	// pod_ipv6: see host_ipv6.
+	PodIpv6 string `protobuf:"bytes,11,opt,name=pod_ipv6,json=podIpv6,proto3" json:"pod_ipv6,omitempty"`
+	// service_ipv6: see host_ipv6.
+	ServiceIpv6   string `protobuf:"bytes,12,opt,name=service_ipv6,json=serviceIpv6,proto3" json:"service_ipv6,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -442,6 +461,27 @@ func (x *ProbePeer) GetMaintenance() bool {
 		return x.Maintenance
 	}
 	return false
+}
+
+func (x *ProbePeer) GetHostIpv6() string {
+	if x != nil {
+		return x.HostIpv6
+	}
+	return ""
+}
+
+func (x *ProbePeer) GetPodIpv6() string {
+	if x != nil {
+		return x.PodIpv6
+	}
+	return ""
+}
+
+func (x *ProbePeer) GetServiceIpv6() string {
+	if x != nil {
+		return x.ServiceIpv6
+	}
+	return ""
 }
 
 // PlanAck says which plan version the agent runs.
@@ -627,7 +667,9 @@ type ProbeSummary struct {
 	// the last failed probe (STATUS_TIMEOUT for a loss, STATUS_REFUSED, ...).
 	Status v1.Status `protobuf:"varint,11,opt,name=status,proto3,enum=meshperf.measure.v1.Status" json:"status,omitempty"`
 	// message is the last failure's words (at most 256 bytes).
-	Message       string `protobuf:"bytes,12,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,12,opt,name=message,proto3" json:"message,omitempty"`
+	// ip_family is the family the probes went in.
+	IpFamily      v1.IPFamily `protobuf:"varint,13,opt,name=ip_family,json=ipFamily,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_family,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -757,6 +799,13 @@ func (x *ProbeSummary) GetMessage() string {
 	return ""
 }
 
+func (x *ProbeSummary) GetIpFamily() v1.IPFamily {
+	if x != nil {
+		return x.IpFamily
+	}
+	return v1.IPFamily(0)
+}
+
 type isProbeSummary_Dst interface {
 	isProbeSummary_Dst()
 }
@@ -832,7 +881,7 @@ const file_meshperf_agent_v1_probe_proto_rawDesc = "" +
 	"\fbase_version\x18\x02 \x01(\x04R\vbaseVersion\x12<\n" +
 	"\bsettings\x18\x03 \x01(\v2 .meshperf.agent.v1.ProbeSettingsR\bsettings\x124\n" +
 	"\x06upsert\x18\x04 \x03(\v2\x1c.meshperf.agent.v1.ProbePeerR\x06upsert\x12\x16\n" +
-	"\x06remove\x18\x05 \x03(\tR\x06remove\"\x87\x04\n" +
+	"\x06remove\x18\x05 \x03(\tR\x06remove\"\xc7\x04\n" +
 	"\rProbeSettings\x125\n" +
 	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12B\n" +
 	"\x0freport_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0ereportInterval\x123\n" +
@@ -845,7 +894,9 @@ const file_meshperf_agent_v1_probe_proto_rawDesc = "" +
 	"\vsubset_size\x18\t \x01(\rR\n" +
 	"subsetSize\x12B\n" +
 	"\x0fsubset_rotation\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\x0esubsetRotation\"\x9f\x02\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x0esubsetRotation\x12>\n" +
+	"\vip_families\x18\v \x03(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\n" +
+	"ipFamilies\"\xfa\x02\n" +
 	"\tProbePeer\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x17\n" +
 	"\ahost_ip\x18\x02 \x01(\tR\x06hostIp\x12\x15\n" +
@@ -857,7 +908,11 @@ const file_meshperf_agent_v1_probe_proto_rawDesc = "" +
 	"\rpod_mtu_bytes\x18\a \x01(\rR\vpodMtuBytes\x12\x1d\n" +
 	"\n" +
 	"service_ip\x18\b \x01(\tR\tserviceIp\x12 \n" +
-	"\vmaintenance\x18\t \x01(\bR\vmaintenance\"9\n" +
+	"\vmaintenance\x18\t \x01(\bR\vmaintenance\x12\x1b\n" +
+	"\thost_ipv6\x18\n" +
+	" \x01(\tR\bhostIpv6\x12\x19\n" +
+	"\bpod_ipv6\x18\v \x01(\tR\apodIpv6\x12!\n" +
+	"\fservice_ipv6\x18\f \x01(\tR\vserviceIpv6\"9\n" +
 	"\aPlanAck\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x8d\x02\n" +
@@ -867,7 +922,7 @@ const file_meshperf_agent_v1_probe_proto_rawDesc = "" +
 	"\x06period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12!\n" +
 	"\fplan_version\x18\x04 \x01(\x04R\vplanVersion\x12=\n" +
 	"\tsummaries\x18\x05 \x03(\v2\x1f.meshperf.agent.v1.ProbeSummaryR\tsummaries\x12\x18\n" +
-	"\askipped\x18\x06 \x01(\x04R\askipped\"\xdc\x03\n" +
+	"\askipped\x18\x06 \x01(\x04R\askipped\"\x98\x04\n" +
 	"\fProbeSummary\x12\x14\n" +
 	"\x04node\x18\x01 \x01(\tH\x00R\x04node\x12)\n" +
 	"\x0fexternal_target\x18\x02 \x01(\tH\x00R\x0eexternalTarget\x12-\n" +
@@ -881,7 +936,8 @@ const file_meshperf_agent_v1_probe_proto_rawDesc = "" +
 	"\x0frtt_max_seconds\x18\n" +
 	" \x01(\x01R\rrttMaxSeconds\x123\n" +
 	"\x06status\x18\v \x01(\x0e2\x1b.meshperf.measure.v1.StatusR\x06status\x12\x18\n" +
-	"\amessage\x18\f \x01(\tR\amessageB\x05\n" +
+	"\amessage\x18\f \x01(\tR\amessage\x12:\n" +
+	"\tip_family\x18\r \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamilyB\x05\n" +
 	"\x03dst\"\x1f\n" +
 	"\tReportAck\x12\x12\n" +
 	"\x04seqs\x18\x01 \x03(\x04R\x04seqs*~\n" +
@@ -917,8 +973,9 @@ var file_meshperf_agent_v1_probe_proto_goTypes = []any{
 	(*ReportAck)(nil),             // 7: meshperf.agent.v1.ReportAck
 	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
 	(v1.Path)(0),                  // 9: meshperf.measure.v1.Path
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(v1.Status)(0),                // 11: meshperf.measure.v1.Status
+	(v1.IPFamily)(0),              // 10: meshperf.measure.v1.IPFamily
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(v1.Status)(0),                // 12: meshperf.measure.v1.Status
 }
 var file_meshperf_agent_v1_probe_proto_depIdxs = []int32{
 	2,  // 0: meshperf.agent.v1.ProbePlan.settings:type_name -> meshperf.agent.v1.ProbeSettings
@@ -929,17 +986,19 @@ var file_meshperf_agent_v1_probe_proto_depIdxs = []int32{
 	0,  // 5: meshperf.agent.v1.ProbeSettings.kinds:type_name -> meshperf.agent.v1.ProbeKind
 	9,  // 6: meshperf.agent.v1.ProbeSettings.paths:type_name -> meshperf.measure.v1.Path
 	8,  // 7: meshperf.agent.v1.ProbeSettings.subset_rotation:type_name -> google.protobuf.Duration
-	10, // 8: meshperf.agent.v1.ProbeReport.period_start:type_name -> google.protobuf.Timestamp
-	8,  // 9: meshperf.agent.v1.ProbeReport.period:type_name -> google.protobuf.Duration
-	6,  // 10: meshperf.agent.v1.ProbeReport.summaries:type_name -> meshperf.agent.v1.ProbeSummary
-	9,  // 11: meshperf.agent.v1.ProbeSummary.path:type_name -> meshperf.measure.v1.Path
-	0,  // 12: meshperf.agent.v1.ProbeSummary.kind:type_name -> meshperf.agent.v1.ProbeKind
-	11, // 13: meshperf.agent.v1.ProbeSummary.status:type_name -> meshperf.measure.v1.Status
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 8: meshperf.agent.v1.ProbeSettings.ip_families:type_name -> meshperf.measure.v1.IPFamily
+	11, // 9: meshperf.agent.v1.ProbeReport.period_start:type_name -> google.protobuf.Timestamp
+	8,  // 10: meshperf.agent.v1.ProbeReport.period:type_name -> google.protobuf.Duration
+	6,  // 11: meshperf.agent.v1.ProbeReport.summaries:type_name -> meshperf.agent.v1.ProbeSummary
+	9,  // 12: meshperf.agent.v1.ProbeSummary.path:type_name -> meshperf.measure.v1.Path
+	0,  // 13: meshperf.agent.v1.ProbeSummary.kind:type_name -> meshperf.agent.v1.ProbeKind
+	12, // 14: meshperf.agent.v1.ProbeSummary.status:type_name -> meshperf.measure.v1.Status
+	10, // 15: meshperf.agent.v1.ProbeSummary.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_agent_v1_probe_proto_init() }

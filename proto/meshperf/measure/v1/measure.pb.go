@@ -166,6 +166,62 @@ func (Path) EnumDescriptor() ([]byte, []int) {
 	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{1}
 }
 
+// IPFamily is the address family a test or probe runs in. A dual-stack
+// cluster measures each pair and path once per family, so the IPv6 overhead
+// against IPv4 on the same pair and path can be read side by side.
+type IPFamily int32
+
+const (
+	// IP_FAMILY_UNSPECIFIED: in requests, every family the nodes have; in
+	// results stored before families existed, IPv4.
+	IPFamily_IP_FAMILY_UNSPECIFIED IPFamily = 0
+	// IP_FAMILY_IPV4 is IPv4.
+	IPFamily_IP_FAMILY_IPV4 IPFamily = 1
+	// IP_FAMILY_IPV6 is IPv6.
+	IPFamily_IP_FAMILY_IPV6 IPFamily = 2
+)
+
+// Enum value maps for IPFamily.
+var (
+	IPFamily_name = map[int32]string{
+		0: "IP_FAMILY_UNSPECIFIED",
+		1: "IP_FAMILY_IPV4",
+		2: "IP_FAMILY_IPV6",
+	}
+	IPFamily_value = map[string]int32{
+		"IP_FAMILY_UNSPECIFIED": 0,
+		"IP_FAMILY_IPV4":        1,
+		"IP_FAMILY_IPV6":        2,
+	}
+)
+
+func (x IPFamily) Enum() *IPFamily {
+	p := new(IPFamily)
+	*p = x
+	return p
+}
+
+func (x IPFamily) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IPFamily) Descriptor() protoreflect.EnumDescriptor {
+	return file_meshperf_measure_v1_measure_proto_enumTypes[2].Descriptor()
+}
+
+func (IPFamily) Type() protoreflect.EnumType {
+	return &file_meshperf_measure_v1_measure_proto_enumTypes[2]
+}
+
+func (x IPFamily) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IPFamily.Descriptor instead.
+func (IPFamily) EnumDescriptor() ([]byte, []int) {
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{2}
+}
+
 // Tool is an external program an agent runs.
 type Tool int32
 
@@ -180,6 +236,8 @@ const (
 	Tool_TOOL_IPERF3 Tool = 3
 	// TOOL_CURL is curl, run with -w against the agent's own HTTP target.
 	Tool_TOOL_CURL Tool = 4
+	// TOOL_AB is ApacheBench (ab, from apache2-utils), an HTTP load generator.
+	Tool_TOOL_AB Tool = 5
 )
 
 // Enum value maps for Tool.
@@ -190,6 +248,7 @@ var (
 		2: "TOOL_QPERF",
 		3: "TOOL_IPERF3",
 		4: "TOOL_CURL",
+		5: "TOOL_AB",
 	}
 	Tool_value = map[string]int32{
 		"TOOL_UNSPECIFIED": 0,
@@ -197,6 +256,7 @@ var (
 		"TOOL_QPERF":       2,
 		"TOOL_IPERF3":      3,
 		"TOOL_CURL":        4,
+		"TOOL_AB":          5,
 	}
 )
 
@@ -211,11 +271,11 @@ func (x Tool) String() string {
 }
 
 func (Tool) Descriptor() protoreflect.EnumDescriptor {
-	return file_meshperf_measure_v1_measure_proto_enumTypes[2].Descriptor()
+	return file_meshperf_measure_v1_measure_proto_enumTypes[3].Descriptor()
 }
 
 func (Tool) Type() protoreflect.EnumType {
-	return &file_meshperf_measure_v1_measure_proto_enumTypes[2]
+	return &file_meshperf_measure_v1_measure_proto_enumTypes[3]
 }
 
 func (x Tool) Number() protoreflect.EnumNumber {
@@ -224,7 +284,7 @@ func (x Tool) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Tool.Descriptor instead.
 func (Tool) EnumDescriptor() ([]byte, []int) {
-	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{2}
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{3}
 }
 
 // Test is one kind of measurement; the tool follows from it.
@@ -249,6 +309,10 @@ const (
 	Test_TEST_IPERF3_UDP Test = 7
 	// TEST_HTTP measures one HTTP GET with curl -w.
 	Test_TEST_HTTP Test = 8
+	// TEST_HTTP_LOAD puts an HTTP load on the destination's HTTP target with
+	// ab: requests per second, latency percentiles, transfer rate and
+	// failures. It is heavy: it runs in the rounds.
+	Test_TEST_HTTP_LOAD Test = 9
 )
 
 // Enum value maps for Test.
@@ -263,6 +327,7 @@ var (
 		6: "TEST_IPERF3_TCP",
 		7: "TEST_IPERF3_UDP",
 		8: "TEST_HTTP",
+		9: "TEST_HTTP_LOAD",
 	}
 	Test_value = map[string]int32{
 		"TEST_UNSPECIFIED":   0,
@@ -274,6 +339,7 @@ var (
 		"TEST_IPERF3_TCP":    6,
 		"TEST_IPERF3_UDP":    7,
 		"TEST_HTTP":          8,
+		"TEST_HTTP_LOAD":     9,
 	}
 )
 
@@ -288,11 +354,11 @@ func (x Test) String() string {
 }
 
 func (Test) Descriptor() protoreflect.EnumDescriptor {
-	return file_meshperf_measure_v1_measure_proto_enumTypes[3].Descriptor()
+	return file_meshperf_measure_v1_measure_proto_enumTypes[4].Descriptor()
 }
 
 func (Test) Type() protoreflect.EnumType {
-	return &file_meshperf_measure_v1_measure_proto_enumTypes[3]
+	return &file_meshperf_measure_v1_measure_proto_enumTypes[4]
 }
 
 func (x Test) Number() protoreflect.EnumNumber {
@@ -301,7 +367,7 @@ func (x Test) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Test.Descriptor instead.
 func (Test) EnumDescriptor() ([]byte, []int) {
-	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{3}
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{4}
 }
 
 // Status is how a test ended. Only STATUS_OK results carry metrics.
@@ -389,11 +455,11 @@ func (x Status) String() string {
 }
 
 func (Status) Descriptor() protoreflect.EnumDescriptor {
-	return file_meshperf_measure_v1_measure_proto_enumTypes[4].Descriptor()
+	return file_meshperf_measure_v1_measure_proto_enumTypes[5].Descriptor()
 }
 
 func (Status) Type() protoreflect.EnumType {
-	return &file_meshperf_measure_v1_measure_proto_enumTypes[4]
+	return &file_meshperf_measure_v1_measure_proto_enumTypes[5]
 }
 
 func (x Status) Number() protoreflect.EnumNumber {
@@ -402,7 +468,7 @@ func (x Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Status.Descriptor instead.
 func (Status) EnumDescriptor() ([]byte, []int) {
-	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{4}
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{5}
 }
 
 // TestSpec is a test with its validated parameters. Exactly the params field
@@ -419,6 +485,7 @@ type TestSpec struct {
 	//	*TestSpec_Qperf
 	//	*TestSpec_Iperf3
 	//	*TestSpec_Http
+	//	*TestSpec_HttpLoad
 	Params        isTestSpec_Params `protobuf_oneof:"params"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -504,6 +571,15 @@ func (x *TestSpec) GetHttp() *HttpParams {
 	return nil
 }
 
+func (x *TestSpec) GetHttpLoad() *HttpLoadParams {
+	if x != nil {
+		if x, ok := x.Params.(*TestSpec_HttpLoad); ok {
+			return x.HttpLoad
+		}
+	}
+	return nil
+}
+
 type isTestSpec_Params interface {
 	isTestSpec_Params()
 }
@@ -528,6 +604,11 @@ type TestSpec_Http struct {
 	Http *HttpParams `protobuf:"bytes,5,opt,name=http,proto3,oneof"`
 }
 
+type TestSpec_HttpLoad struct {
+	// http_load is set for TEST_HTTP_LOAD.
+	HttpLoad *HttpLoadParams `protobuf:"bytes,6,opt,name=http_load,json=httpLoad,proto3,oneof"`
+}
+
 func (*TestSpec_Ping) isTestSpec_Params() {}
 
 func (*TestSpec_Qperf) isTestSpec_Params() {}
@@ -535,6 +616,8 @@ func (*TestSpec_Qperf) isTestSpec_Params() {}
 func (*TestSpec_Iperf3) isTestSpec_Params() {}
 
 func (*TestSpec_Http) isTestSpec_Params() {}
+
+func (*TestSpec_HttpLoad) isTestSpec_Params() {}
 
 // PingParams become `ping -c COUNT -i INTERVAL -s PAYLOAD -W 1 -w DEADLINE`.
 type PingParams struct {
@@ -783,6 +866,82 @@ func (x *HttpParams) GetTimeout() *durationpb.Duration {
 	return nil
 }
 
+// HttpLoadParams become `ab -n REQUESTS -c CONCURRENCY [-k] -s TIMEOUT -t LIMIT`
+// against the destination's HTTP target.
+type HttpLoadParams struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// requests is the number of requests, 1..1,000,000; 0 means 1,000.
+	Requests uint32 `protobuf:"varint,1,opt,name=requests,proto3" json:"requests,omitempty"`
+	// concurrency is the number of requests in flight, 1..1,000 and at most
+	// requests; 0 means 10.
+	Concurrency uint32 `protobuf:"varint,2,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	// keep_alive reuses connections (ab -k, HTTP/1.0 keep-alive).
+	KeepAlive bool `protobuf:"varint,3,opt,name=keep_alive,json=keepAlive,proto3" json:"keep_alive,omitempty"`
+	// timeout caps the whole load, 1 s..300 s; zero means 30 s. Requests not
+	// done by then count as failures.
+	Timeout       *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HttpLoadParams) Reset() {
+	*x = HttpLoadParams{}
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HttpLoadParams) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HttpLoadParams) ProtoMessage() {}
+
+func (x *HttpLoadParams) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HttpLoadParams.ProtoReflect.Descriptor instead.
+func (*HttpLoadParams) Descriptor() ([]byte, []int) {
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HttpLoadParams) GetRequests() uint32 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *HttpLoadParams) GetConcurrency() uint32 {
+	if x != nil {
+		return x.Concurrency
+	}
+	return 0
+}
+
+func (x *HttpLoadParams) GetKeepAlive() bool {
+	if x != nil {
+		return x.KeepAlive
+	}
+	return false
+}
+
+func (x *HttpLoadParams) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
 // Result is one measurement: one tool run, or one message size of a qperf run.
 // A failed test is a result too, with its status and the tool's message and
 // no metrics.
@@ -825,14 +984,18 @@ type Result struct {
 	//	*Result_Qperf
 	//	*Result_Iperf3
 	//	*Result_Http
-	Metrics       isResult_Metrics `protobuf_oneof:"metrics"`
+	//	*Result_HttpLoad
+	Metrics isResult_Metrics `protobuf_oneof:"metrics"`
+	// ip_family is the family of target_address; unset in results stored
+	// before families existed (they are IPv4).
+	IpFamily      IPFamily `protobuf:"varint,14,opt,name=ip_family,json=ipFamily,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_family,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[5]
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1007,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[5]
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1020,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{5}
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Result) GetTestId() string {
@@ -994,6 +1157,22 @@ func (x *Result) GetHttp() *HttpMetrics {
 	return nil
 }
 
+func (x *Result) GetHttpLoad() *HttpLoadMetrics {
+	if x != nil {
+		if x, ok := x.Metrics.(*Result_HttpLoad); ok {
+			return x.HttpLoad
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetIpFamily() IPFamily {
+	if x != nil {
+		return x.IpFamily
+	}
+	return IPFamily_IP_FAMILY_UNSPECIFIED
+}
+
 type isResult_Metrics interface {
 	isResult_Metrics()
 }
@@ -1018,6 +1197,11 @@ type Result_Http struct {
 	Http *HttpMetrics `protobuf:"bytes,23,opt,name=http,proto3,oneof"`
 }
 
+type Result_HttpLoad struct {
+	// http_load is set for TEST_HTTP_LOAD.
+	HttpLoad *HttpLoadMetrics `protobuf:"bytes,24,opt,name=http_load,json=httpLoad,proto3,oneof"`
+}
+
 func (*Result_Ping) isResult_Metrics() {}
 
 func (*Result_Qperf) isResult_Metrics() {}
@@ -1025,6 +1209,8 @@ func (*Result_Qperf) isResult_Metrics() {}
 func (*Result_Iperf3) isResult_Metrics() {}
 
 func (*Result_Http) isResult_Metrics() {}
+
+func (*Result_HttpLoad) isResult_Metrics() {}
 
 // PingMetrics come from the output of iputils ping (20221126): its summary,
 // and its per-reply lines for the median.
@@ -1065,7 +1251,7 @@ type PingMetrics struct {
 
 func (x *PingMetrics) Reset() {
 	*x = PingMetrics{}
-	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[6]
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1263,7 @@ func (x *PingMetrics) String() string {
 func (*PingMetrics) ProtoMessage() {}
 
 func (x *PingMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[6]
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1276,7 @@ func (x *PingMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingMetrics.ProtoReflect.Descriptor instead.
 func (*PingMetrics) Descriptor() ([]byte, []int) {
-	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{6}
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PingMetrics) GetPacketsTransmitted() uint32 {
@@ -1187,7 +1373,7 @@ type QperfMetrics struct {
 
 func (x *QperfMetrics) Reset() {
 	*x = QperfMetrics{}
-	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[7]
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1385,7 @@ func (x *QperfMetrics) String() string {
 func (*QperfMetrics) ProtoMessage() {}
 
 func (x *QperfMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[7]
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1398,7 @@ func (x *QperfMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QperfMetrics.ProtoReflect.Descriptor instead.
 func (*QperfMetrics) Descriptor() ([]byte, []int) {
-	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{7}
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *QperfMetrics) GetMsgSizeBytes() uint64 {
@@ -1293,7 +1479,7 @@ type Iperf3Metrics struct {
 
 func (x *Iperf3Metrics) Reset() {
 	*x = Iperf3Metrics{}
-	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[8]
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1491,7 @@ func (x *Iperf3Metrics) String() string {
 func (*Iperf3Metrics) ProtoMessage() {}
 
 func (x *Iperf3Metrics) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[8]
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1504,7 @@ func (x *Iperf3Metrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Iperf3Metrics.ProtoReflect.Descriptor instead.
 func (*Iperf3Metrics) Descriptor() ([]byte, []int) {
-	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{8}
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Iperf3Metrics) GetThroughputBps() float64 {
@@ -1436,7 +1622,7 @@ type HttpMetrics struct {
 
 func (x *HttpMetrics) Reset() {
 	*x = HttpMetrics{}
-	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[9]
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1634,7 @@ func (x *HttpMetrics) String() string {
 func (*HttpMetrics) ProtoMessage() {}
 
 func (x *HttpMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[9]
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1647,7 @@ func (x *HttpMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HttpMetrics.ProtoReflect.Descriptor instead.
 func (*HttpMetrics) Descriptor() ([]byte, []int) {
-	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{9}
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HttpMetrics) GetHttpCode() uint32 {
@@ -1513,17 +1699,256 @@ func (x *HttpMetrics) GetSizeDownloadBytes() uint64 {
 	return 0
 }
 
+// HttpLoadMetrics come from ApacheBench (ab 2.3, apache2-utils 2.4) output.
+// Failures are counted by meshperf, not taken from ab's "Failed requests"
+// line alone: a request that did not end with a 2xx answer of the expected
+// length, or that never ran, is a failure.
+type HttpLoadMetrics struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// requests is the number of requests asked for.
+	Requests uint64 `protobuf:"varint,1,opt,name=requests,proto3" json:"requests,omitempty"`
+	// concurrency is the number of requests in flight ab used.
+	Concurrency uint32 `protobuf:"varint,2,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	// completed_requests is ab's "Complete requests": answers received,
+	// whatever their status.
+	CompletedRequests uint64 `protobuf:"varint,3,opt,name=completed_requests,json=completedRequests,proto3" json:"completed_requests,omitempty"`
+	// successful_requests are completed 2xx answers of the expected length.
+	SuccessfulRequests uint64 `protobuf:"varint,4,opt,name=successful_requests,json=successfulRequests,proto3" json:"successful_requests,omitempty"`
+	// failed_requests is requests - successful_requests: every failure below
+	// and every request that never completed.
+	FailedRequests uint64 `protobuf:"varint,5,opt,name=failed_requests,json=failedRequests,proto3" json:"failed_requests,omitempty"`
+	// connect_failures, receive_failures, length_failures and
+	// exception_failures are ab's "Failed requests" breakdown.
+	ConnectFailures uint64 `protobuf:"varint,6,opt,name=connect_failures,json=connectFailures,proto3" json:"connect_failures,omitempty"`
+	// receive_failures: see connect_failures.
+	ReceiveFailures uint64 `protobuf:"varint,7,opt,name=receive_failures,json=receiveFailures,proto3" json:"receive_failures,omitempty"`
+	// length_failures: see connect_failures (an answer whose length differs
+	// from the first answer's).
+	LengthFailures uint64 `protobuf:"varint,8,opt,name=length_failures,json=lengthFailures,proto3" json:"length_failures,omitempty"`
+	// exception_failures: see connect_failures.
+	ExceptionFailures uint64 `protobuf:"varint,9,opt,name=exception_failures,json=exceptionFailures,proto3" json:"exception_failures,omitempty"`
+	// non_2xx_responses is ab's "Non-2xx responses".
+	Non_2XxResponses uint64 `protobuf:"varint,10,opt,name=non_2xx_responses,json=non2xxResponses,proto3" json:"non_2xx_responses,omitempty"`
+	// requests_per_second is ab's "Requests per second" (completed requests
+	// over the time taken).
+	RequestsPerSecond float64 `protobuf:"fixed64,11,opt,name=requests_per_second,json=requestsPerSecond,proto3" json:"requests_per_second,omitempty"`
+	// transfer_rate_bps is ab's "Transfer rate", received, in bits per second.
+	TransferRateBps float64 `protobuf:"fixed64,12,opt,name=transfer_rate_bps,json=transferRateBps,proto3" json:"transfer_rate_bps,omitempty"`
+	// duration_seconds is ab's "Time taken for tests".
+	DurationSeconds float64 `protobuf:"fixed64,13,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
+	// transferred_bytes is ab's "Total transferred" (headers and bodies).
+	TransferredBytes uint64 `protobuf:"varint,14,opt,name=transferred_bytes,json=transferredBytes,proto3" json:"transferred_bytes,omitempty"`
+	// latency_mean_seconds is ab's mean time per request (across concurrent
+	// requests: "Time per request ... (mean)").
+	LatencyMeanSeconds float64 `protobuf:"fixed64,15,opt,name=latency_mean_seconds,json=latencyMeanSeconds,proto3" json:"latency_mean_seconds,omitempty"`
+	// latency_p50_seconds, latency_p90_seconds, latency_p95_seconds,
+	// latency_p99_seconds and latency_max_seconds come from ab's table
+	// "Percentage of the requests served within a certain time (ms)": ab's
+	// own distribution, at 1 ms resolution.
+	LatencyP50Seconds float64 `protobuf:"fixed64,16,opt,name=latency_p50_seconds,json=latencyP50Seconds,proto3" json:"latency_p50_seconds,omitempty"`
+	// latency_p90_seconds: see latency_p50_seconds.
+	LatencyP90Seconds float64 `protobuf:"fixed64,17,opt,name=latency_p90_seconds,json=latencyP90Seconds,proto3" json:"latency_p90_seconds,omitempty"`
+	// latency_p95_seconds: see latency_p50_seconds.
+	LatencyP95Seconds float64 `protobuf:"fixed64,18,opt,name=latency_p95_seconds,json=latencyP95Seconds,proto3" json:"latency_p95_seconds,omitempty"`
+	// latency_p99_seconds: see latency_p50_seconds.
+	LatencyP99Seconds float64 `protobuf:"fixed64,19,opt,name=latency_p99_seconds,json=latencyP99Seconds,proto3" json:"latency_p99_seconds,omitempty"`
+	// latency_max_seconds: see latency_p50_seconds (ab's 100% line).
+	LatencyMaxSeconds float64 `protobuf:"fixed64,20,opt,name=latency_max_seconds,json=latencyMaxSeconds,proto3" json:"latency_max_seconds,omitempty"`
+	// keep_alive_requests is ab's "Keep-Alive requests" (0 without -k).
+	KeepAliveRequests uint64 `protobuf:"varint,21,opt,name=keep_alive_requests,json=keepAliveRequests,proto3" json:"keep_alive_requests,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *HttpLoadMetrics) Reset() {
+	*x = HttpLoadMetrics{}
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HttpLoadMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HttpLoadMetrics) ProtoMessage() {}
+
+func (x *HttpLoadMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_measure_v1_measure_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HttpLoadMetrics.ProtoReflect.Descriptor instead.
+func (*HttpLoadMetrics) Descriptor() ([]byte, []int) {
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *HttpLoadMetrics) GetRequests() uint64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetConcurrency() uint32 {
+	if x != nil {
+		return x.Concurrency
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetCompletedRequests() uint64 {
+	if x != nil {
+		return x.CompletedRequests
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetSuccessfulRequests() uint64 {
+	if x != nil {
+		return x.SuccessfulRequests
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetFailedRequests() uint64 {
+	if x != nil {
+		return x.FailedRequests
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetConnectFailures() uint64 {
+	if x != nil {
+		return x.ConnectFailures
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetReceiveFailures() uint64 {
+	if x != nil {
+		return x.ReceiveFailures
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetLengthFailures() uint64 {
+	if x != nil {
+		return x.LengthFailures
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetExceptionFailures() uint64 {
+	if x != nil {
+		return x.ExceptionFailures
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetNon_2XxResponses() uint64 {
+	if x != nil {
+		return x.Non_2XxResponses
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetRequestsPerSecond() float64 {
+	if x != nil {
+		return x.RequestsPerSecond
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetTransferRateBps() float64 {
+	if x != nil {
+		return x.TransferRateBps
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetDurationSeconds() float64 {
+	if x != nil {
+		return x.DurationSeconds
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetTransferredBytes() uint64 {
+	if x != nil {
+		return x.TransferredBytes
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetLatencyMeanSeconds() float64 {
+	if x != nil {
+		return x.LatencyMeanSeconds
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetLatencyP50Seconds() float64 {
+	if x != nil {
+		return x.LatencyP50Seconds
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetLatencyP90Seconds() float64 {
+	if x != nil {
+		return x.LatencyP90Seconds
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetLatencyP95Seconds() float64 {
+	if x != nil {
+		return x.LatencyP95Seconds
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetLatencyP99Seconds() float64 {
+	if x != nil {
+		return x.LatencyP99Seconds
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetLatencyMaxSeconds() float64 {
+	if x != nil {
+		return x.LatencyMaxSeconds
+	}
+	return 0
+}
+
+func (x *HttpLoadMetrics) GetKeepAliveRequests() uint64 {
+	if x != nil {
+		return x.KeepAliveRequests
+	}
+	return 0
+}
+
 var File_meshperf_measure_v1_measure_proto protoreflect.FileDescriptor
 
 const file_meshperf_measure_v1_measure_proto_rawDesc = "" +
 	"\n" +
-	"!meshperf/measure/v1/measure.proto\x12\x13meshperf.measure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\x02\n" +
+	"!meshperf/measure/v1/measure.proto\x12\x13meshperf.measure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\x02\n" +
 	"\bTestSpec\x12-\n" +
 	"\x04test\x18\x01 \x01(\x0e2\x19.meshperf.measure.v1.TestR\x04test\x125\n" +
 	"\x04ping\x18\x02 \x01(\v2\x1f.meshperf.measure.v1.PingParamsH\x00R\x04ping\x128\n" +
 	"\x05qperf\x18\x03 \x01(\v2 .meshperf.measure.v1.QperfParamsH\x00R\x05qperf\x12;\n" +
 	"\x06iperf3\x18\x04 \x01(\v2!.meshperf.measure.v1.Iperf3ParamsH\x00R\x06iperf3\x125\n" +
-	"\x04http\x18\x05 \x01(\v2\x1f.meshperf.measure.v1.HttpParamsH\x00R\x04httpB\b\n" +
+	"\x04http\x18\x05 \x01(\v2\x1f.meshperf.measure.v1.HttpParamsH\x00R\x04http\x12B\n" +
+	"\thttp_load\x18\x06 \x01(\v2#.meshperf.measure.v1.HttpLoadParamsH\x00R\bhttpLoadB\b\n" +
 	"\x06params\"\x87\x01\n" +
 	"\n" +
 	"PingParams\x12\x14\n" +
@@ -1540,7 +1965,13 @@ const file_meshperf_measure_v1_measure_proto_rawDesc = "" +
 	"\x0eudp_target_bps\x18\x04 \x01(\x04R\fudpTargetBps\"A\n" +
 	"\n" +
 	"HttpParams\x123\n" +
-	"\atimeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xe3\x05\n" +
+	"\atimeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xa2\x01\n" +
+	"\x0eHttpLoadParams\x12\x1a\n" +
+	"\brequests\x18\x01 \x01(\rR\brequests\x12 \n" +
+	"\vconcurrency\x18\x02 \x01(\rR\vconcurrency\x12\x1d\n" +
+	"\n" +
+	"keep_alive\x18\x03 \x01(\bR\tkeepAlive\x123\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xe4\x06\n" +
 	"\x06Result\x12\x17\n" +
 	"\atest_id\x18\x01 \x01(\tR\x06testId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\rR\x05index\x12\x15\n" +
@@ -1560,7 +1991,9 @@ const file_meshperf_measure_v1_measure_proto_rawDesc = "" +
 	"\x04ping\x18\x14 \x01(\v2 .meshperf.measure.v1.PingMetricsH\x00R\x04ping\x129\n" +
 	"\x05qperf\x18\x15 \x01(\v2!.meshperf.measure.v1.QperfMetricsH\x00R\x05qperf\x12<\n" +
 	"\x06iperf3\x18\x16 \x01(\v2\".meshperf.measure.v1.Iperf3MetricsH\x00R\x06iperf3\x126\n" +
-	"\x04http\x18\x17 \x01(\v2 .meshperf.measure.v1.HttpMetricsH\x00R\x04httpB\t\n" +
+	"\x04http\x18\x17 \x01(\v2 .meshperf.measure.v1.HttpMetricsH\x00R\x04http\x12C\n" +
+	"\thttp_load\x18\x18 \x01(\v2$.meshperf.measure.v1.HttpLoadMetricsH\x00R\bhttpLoad\x12:\n" +
+	"\tip_family\x18\x0e \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamilyB\t\n" +
 	"\ametrics\"\xac\x03\n" +
 	"\vPingMetrics\x12/\n" +
 	"\x13packets_transmitted\x18\x01 \x01(\rR\x12packetsTransmitted\x12)\n" +
@@ -1610,7 +2043,30 @@ const file_meshperf_measure_v1_measure_proto_rawDesc = "" +
 	"tlsSeconds\x12,\n" +
 	"\x12first_byte_seconds\x18\x05 \x01(\x01R\x10firstByteSeconds\x12#\n" +
 	"\rtotal_seconds\x18\x06 \x01(\x01R\ftotalSeconds\x12.\n" +
-	"\x13size_download_bytes\x18\a \x01(\x04R\x11sizeDownloadBytes*E\n" +
+	"\x13size_download_bytes\x18\a \x01(\x04R\x11sizeDownloadBytes\"\xb8\a\n" +
+	"\x0fHttpLoadMetrics\x12\x1a\n" +
+	"\brequests\x18\x01 \x01(\x04R\brequests\x12 \n" +
+	"\vconcurrency\x18\x02 \x01(\rR\vconcurrency\x12-\n" +
+	"\x12completed_requests\x18\x03 \x01(\x04R\x11completedRequests\x12/\n" +
+	"\x13successful_requests\x18\x04 \x01(\x04R\x12successfulRequests\x12'\n" +
+	"\x0ffailed_requests\x18\x05 \x01(\x04R\x0efailedRequests\x12)\n" +
+	"\x10connect_failures\x18\x06 \x01(\x04R\x0fconnectFailures\x12)\n" +
+	"\x10receive_failures\x18\a \x01(\x04R\x0freceiveFailures\x12'\n" +
+	"\x0flength_failures\x18\b \x01(\x04R\x0elengthFailures\x12-\n" +
+	"\x12exception_failures\x18\t \x01(\x04R\x11exceptionFailures\x12*\n" +
+	"\x11non_2xx_responses\x18\n" +
+	" \x01(\x04R\x0fnon2xxResponses\x12.\n" +
+	"\x13requests_per_second\x18\v \x01(\x01R\x11requestsPerSecond\x12*\n" +
+	"\x11transfer_rate_bps\x18\f \x01(\x01R\x0ftransferRateBps\x12)\n" +
+	"\x10duration_seconds\x18\r \x01(\x01R\x0fdurationSeconds\x12+\n" +
+	"\x11transferred_bytes\x18\x0e \x01(\x04R\x10transferredBytes\x120\n" +
+	"\x14latency_mean_seconds\x18\x0f \x01(\x01R\x12latencyMeanSeconds\x12.\n" +
+	"\x13latency_p50_seconds\x18\x10 \x01(\x01R\x11latencyP50Seconds\x12.\n" +
+	"\x13latency_p90_seconds\x18\x11 \x01(\x01R\x11latencyP90Seconds\x12.\n" +
+	"\x13latency_p95_seconds\x18\x12 \x01(\x01R\x11latencyP95Seconds\x12.\n" +
+	"\x13latency_p99_seconds\x18\x13 \x01(\x01R\x11latencyP99Seconds\x12.\n" +
+	"\x13latency_max_seconds\x18\x14 \x01(\x01R\x11latencyMaxSeconds\x12.\n" +
+	"\x13keep_alive_requests\x18\x15 \x01(\x04R\x11keepAliveRequests*E\n" +
 	"\aNetwork\x12\x17\n" +
 	"\x13NETWORK_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fNETWORK_HOST\x10\x01\x12\x0f\n" +
@@ -1623,14 +2079,19 @@ const file_meshperf_measure_v1_measure_proto_rawDesc = "" +
 	"\x13PATH_POD_TO_SERVICE\x10\x04\x12\x18\n" +
 	"\x14PATH_HOST_TO_SERVICE\x10\x05\x12\x19\n" +
 	"\x15PATH_HOST_TO_EXTERNAL\x10\x06\x12\x18\n" +
-	"\x14PATH_POD_TO_EXTERNAL\x10\a*[\n" +
+	"\x14PATH_POD_TO_EXTERNAL\x10\a*M\n" +
+	"\bIPFamily\x12\x19\n" +
+	"\x15IP_FAMILY_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eIP_FAMILY_IPV4\x10\x01\x12\x12\n" +
+	"\x0eIP_FAMILY_IPV6\x10\x02*h\n" +
 	"\x04Tool\x12\x14\n" +
 	"\x10TOOL_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tTOOL_PING\x10\x01\x12\x0e\n" +
 	"\n" +
 	"TOOL_QPERF\x10\x02\x12\x0f\n" +
 	"\vTOOL_IPERF3\x10\x03\x12\r\n" +
-	"\tTOOL_CURL\x10\x04*\xc2\x01\n" +
+	"\tTOOL_CURL\x10\x04\x12\v\n" +
+	"\aTOOL_AB\x10\x05*\xd6\x01\n" +
 	"\x04Test\x12\x14\n" +
 	"\x10TEST_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tTEST_PING\x10\x01\x12\x16\n" +
@@ -1640,7 +2101,8 @@ const file_meshperf_measure_v1_measure_proto_rawDesc = "" +
 	"\x11TEST_QPERF_UDP_BW\x10\x05\x12\x13\n" +
 	"\x0fTEST_IPERF3_TCP\x10\x06\x12\x13\n" +
 	"\x0fTEST_IPERF3_UDP\x10\a\x12\r\n" +
-	"\tTEST_HTTP\x10\b*\xc0\x02\n" +
+	"\tTEST_HTTP\x10\b\x12\x12\n" +
+	"\x0eTEST_HTTP_LOAD\x10\t*\xc0\x02\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tSTATUS_OK\x10\x01\x12\x12\n" +
@@ -1670,51 +2132,58 @@ func file_meshperf_measure_v1_measure_proto_rawDescGZIP() []byte {
 	return file_meshperf_measure_v1_measure_proto_rawDescData
 }
 
-var file_meshperf_measure_v1_measure_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_meshperf_measure_v1_measure_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_meshperf_measure_v1_measure_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_meshperf_measure_v1_measure_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_meshperf_measure_v1_measure_proto_goTypes = []any{
 	(Network)(0),                  // 0: meshperf.measure.v1.Network
 	(Path)(0),                     // 1: meshperf.measure.v1.Path
-	(Tool)(0),                     // 2: meshperf.measure.v1.Tool
-	(Test)(0),                     // 3: meshperf.measure.v1.Test
-	(Status)(0),                   // 4: meshperf.measure.v1.Status
-	(*TestSpec)(nil),              // 5: meshperf.measure.v1.TestSpec
-	(*PingParams)(nil),            // 6: meshperf.measure.v1.PingParams
-	(*QperfParams)(nil),           // 7: meshperf.measure.v1.QperfParams
-	(*Iperf3Params)(nil),          // 8: meshperf.measure.v1.Iperf3Params
-	(*HttpParams)(nil),            // 9: meshperf.measure.v1.HttpParams
-	(*Result)(nil),                // 10: meshperf.measure.v1.Result
-	(*PingMetrics)(nil),           // 11: meshperf.measure.v1.PingMetrics
-	(*QperfMetrics)(nil),          // 12: meshperf.measure.v1.QperfMetrics
-	(*Iperf3Metrics)(nil),         // 13: meshperf.measure.v1.Iperf3Metrics
-	(*HttpMetrics)(nil),           // 14: meshperf.measure.v1.HttpMetrics
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(IPFamily)(0),                 // 2: meshperf.measure.v1.IPFamily
+	(Tool)(0),                     // 3: meshperf.measure.v1.Tool
+	(Test)(0),                     // 4: meshperf.measure.v1.Test
+	(Status)(0),                   // 5: meshperf.measure.v1.Status
+	(*TestSpec)(nil),              // 6: meshperf.measure.v1.TestSpec
+	(*PingParams)(nil),            // 7: meshperf.measure.v1.PingParams
+	(*QperfParams)(nil),           // 8: meshperf.measure.v1.QperfParams
+	(*Iperf3Params)(nil),          // 9: meshperf.measure.v1.Iperf3Params
+	(*HttpParams)(nil),            // 10: meshperf.measure.v1.HttpParams
+	(*HttpLoadParams)(nil),        // 11: meshperf.measure.v1.HttpLoadParams
+	(*Result)(nil),                // 12: meshperf.measure.v1.Result
+	(*PingMetrics)(nil),           // 13: meshperf.measure.v1.PingMetrics
+	(*QperfMetrics)(nil),          // 14: meshperf.measure.v1.QperfMetrics
+	(*Iperf3Metrics)(nil),         // 15: meshperf.measure.v1.Iperf3Metrics
+	(*HttpMetrics)(nil),           // 16: meshperf.measure.v1.HttpMetrics
+	(*HttpLoadMetrics)(nil),       // 17: meshperf.measure.v1.HttpLoadMetrics
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
 }
 var file_meshperf_measure_v1_measure_proto_depIdxs = []int32{
-	3,  // 0: meshperf.measure.v1.TestSpec.test:type_name -> meshperf.measure.v1.Test
-	6,  // 1: meshperf.measure.v1.TestSpec.ping:type_name -> meshperf.measure.v1.PingParams
-	7,  // 2: meshperf.measure.v1.TestSpec.qperf:type_name -> meshperf.measure.v1.QperfParams
-	8,  // 3: meshperf.measure.v1.TestSpec.iperf3:type_name -> meshperf.measure.v1.Iperf3Params
-	9,  // 4: meshperf.measure.v1.TestSpec.http:type_name -> meshperf.measure.v1.HttpParams
-	15, // 5: meshperf.measure.v1.PingParams.interval:type_name -> google.protobuf.Duration
-	15, // 6: meshperf.measure.v1.QperfParams.duration:type_name -> google.protobuf.Duration
-	15, // 7: meshperf.measure.v1.Iperf3Params.duration:type_name -> google.protobuf.Duration
-	15, // 8: meshperf.measure.v1.HttpParams.timeout:type_name -> google.protobuf.Duration
-	1,  // 9: meshperf.measure.v1.Result.path:type_name -> meshperf.measure.v1.Path
-	5,  // 10: meshperf.measure.v1.Result.spec:type_name -> meshperf.measure.v1.TestSpec
-	4,  // 11: meshperf.measure.v1.Result.status:type_name -> meshperf.measure.v1.Status
-	16, // 12: meshperf.measure.v1.Result.start_time:type_name -> google.protobuf.Timestamp
-	15, // 13: meshperf.measure.v1.Result.elapsed:type_name -> google.protobuf.Duration
-	11, // 14: meshperf.measure.v1.Result.ping:type_name -> meshperf.measure.v1.PingMetrics
-	12, // 15: meshperf.measure.v1.Result.qperf:type_name -> meshperf.measure.v1.QperfMetrics
-	13, // 16: meshperf.measure.v1.Result.iperf3:type_name -> meshperf.measure.v1.Iperf3Metrics
-	14, // 17: meshperf.measure.v1.Result.http:type_name -> meshperf.measure.v1.HttpMetrics
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	4,  // 0: meshperf.measure.v1.TestSpec.test:type_name -> meshperf.measure.v1.Test
+	7,  // 1: meshperf.measure.v1.TestSpec.ping:type_name -> meshperf.measure.v1.PingParams
+	8,  // 2: meshperf.measure.v1.TestSpec.qperf:type_name -> meshperf.measure.v1.QperfParams
+	9,  // 3: meshperf.measure.v1.TestSpec.iperf3:type_name -> meshperf.measure.v1.Iperf3Params
+	10, // 4: meshperf.measure.v1.TestSpec.http:type_name -> meshperf.measure.v1.HttpParams
+	11, // 5: meshperf.measure.v1.TestSpec.http_load:type_name -> meshperf.measure.v1.HttpLoadParams
+	18, // 6: meshperf.measure.v1.PingParams.interval:type_name -> google.protobuf.Duration
+	18, // 7: meshperf.measure.v1.QperfParams.duration:type_name -> google.protobuf.Duration
+	18, // 8: meshperf.measure.v1.Iperf3Params.duration:type_name -> google.protobuf.Duration
+	18, // 9: meshperf.measure.v1.HttpParams.timeout:type_name -> google.protobuf.Duration
+	18, // 10: meshperf.measure.v1.HttpLoadParams.timeout:type_name -> google.protobuf.Duration
+	1,  // 11: meshperf.measure.v1.Result.path:type_name -> meshperf.measure.v1.Path
+	6,  // 12: meshperf.measure.v1.Result.spec:type_name -> meshperf.measure.v1.TestSpec
+	5,  // 13: meshperf.measure.v1.Result.status:type_name -> meshperf.measure.v1.Status
+	19, // 14: meshperf.measure.v1.Result.start_time:type_name -> google.protobuf.Timestamp
+	18, // 15: meshperf.measure.v1.Result.elapsed:type_name -> google.protobuf.Duration
+	13, // 16: meshperf.measure.v1.Result.ping:type_name -> meshperf.measure.v1.PingMetrics
+	14, // 17: meshperf.measure.v1.Result.qperf:type_name -> meshperf.measure.v1.QperfMetrics
+	15, // 18: meshperf.measure.v1.Result.iperf3:type_name -> meshperf.measure.v1.Iperf3Metrics
+	16, // 19: meshperf.measure.v1.Result.http:type_name -> meshperf.measure.v1.HttpMetrics
+	17, // 20: meshperf.measure.v1.Result.http_load:type_name -> meshperf.measure.v1.HttpLoadMetrics
+	2,  // 21: meshperf.measure.v1.Result.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_measure_v1_measure_proto_init() }
@@ -1727,21 +2196,23 @@ func file_meshperf_measure_v1_measure_proto_init() {
 		(*TestSpec_Qperf)(nil),
 		(*TestSpec_Iperf3)(nil),
 		(*TestSpec_Http)(nil),
+		(*TestSpec_HttpLoad)(nil),
 	}
-	file_meshperf_measure_v1_measure_proto_msgTypes[5].OneofWrappers = []any{
+	file_meshperf_measure_v1_measure_proto_msgTypes[6].OneofWrappers = []any{
 		(*Result_Ping)(nil),
 		(*Result_Qperf)(nil),
 		(*Result_Iperf3)(nil),
 		(*Result_Http)(nil),
+		(*Result_HttpLoad)(nil),
 	}
-	file_meshperf_measure_v1_measure_proto_msgTypes[6].OneofWrappers = []any{}
+	file_meshperf_measure_v1_measure_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_measure_v1_measure_proto_rawDesc), len(file_meshperf_measure_v1_measure_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   10,
+			NumEnums:      6,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -38,6 +38,9 @@ const (
 	RunState_RUN_STATE_FAILED RunState = 4
 	// RUN_STATE_INTERRUPTED: the coordinator stopped before the run ended.
 	RunState_RUN_STATE_INTERRUPTED RunState = 5
+	// RUN_STATE_CANCELED: a user canceled the run (CancelRun); the tests that
+	// ended before are kept, the rest end STATUS_CANCELED.
+	RunState_RUN_STATE_CANCELED RunState = 6
 )
 
 // Enum value maps for RunState.
@@ -49,6 +52,7 @@ var (
 		3: "RUN_STATE_SUCCEEDED",
 		4: "RUN_STATE_FAILED",
 		5: "RUN_STATE_INTERRUPTED",
+		6: "RUN_STATE_CANCELED",
 	}
 	RunState_value = map[string]int32{
 		"RUN_STATE_UNSPECIFIED": 0,
@@ -57,6 +61,7 @@ var (
 		"RUN_STATE_SUCCEEDED":   3,
 		"RUN_STATE_FAILED":      4,
 		"RUN_STATE_INTERRUPTED": 5,
+		"RUN_STATE_CANCELED":    6,
 	}
 )
 
@@ -119,8 +124,12 @@ type RunSpec struct {
 	// the default node paths; with paths, exactly the paths listed run, and
 	// external targets then need an external path among them.
 	ExternalTargets []string `protobuf:"bytes,7,rep,name=external_targets,json=externalTargets,proto3" json:"external_targets,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// ip_families to measure; empty means every family the nodes of each
+	// pair have in common (both, on a dual-stack cluster). Each pair and path
+	// is planned once per family.
+	IpFamilies    []IPFamily `protobuf:"varint,8,rep,packed,name=ip_families,json=ipFamilies,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_families,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunSpec) Reset() {
@@ -202,6 +211,13 @@ func (x *RunSpec) GetExternalTargets() []string {
 	return nil
 }
 
+func (x *RunSpec) GetIpFamilies() []IPFamily {
+	if x != nil {
+		return x.IpFamilies
+	}
+	return nil
+}
+
 // NodePair is an ordered pair of nodes: the client runs on src_node.
 type NodePair struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -272,7 +288,9 @@ type PlannedTest struct {
 	// spec is the test with its parameters.
 	Spec *TestSpec `protobuf:"bytes,5,opt,name=spec,proto3" json:"spec,omitempty"`
 	// repeat is the sample number, 0-based.
-	Repeat        uint32 `protobuf:"varint,6,opt,name=repeat,proto3" json:"repeat,omitempty"`
+	Repeat uint32 `protobuf:"varint,6,opt,name=repeat,proto3" json:"repeat,omitempty"`
+	// ip_family is the family of the addresses the test goes to.
+	IpFamily      IPFamily `protobuf:"varint,7,opt,name=ip_family,json=ipFamily,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_family,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -347,6 +365,13 @@ func (x *PlannedTest) GetRepeat() uint32 {
 		return x.Repeat
 	}
 	return 0
+}
+
+func (x *PlannedTest) GetIpFamily() IPFamily {
+	if x != nil {
+		return x.IpFamily
+	}
+	return IPFamily_IP_FAMILY_UNSPECIFIED
 }
 
 // Run is a set of planned tests and how far they got.
@@ -491,7 +516,7 @@ var File_meshperf_measure_v1_run_proto protoreflect.FileDescriptor
 
 const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x1dmeshperf/measure/v1/run.proto\x12\x13meshperf.measure.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\xb1\x02\n" +
+	"\x1dmeshperf/measure/v1/run.proto\x12\x13meshperf.measure.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\xf1\x02\n" +
 	"\aRunSpec\x123\n" +
 	"\x05tests\x18\x01 \x03(\v2\x1d.meshperf.measure.v1.TestSpecR\x05tests\x12/\n" +
 	"\x05paths\x18\x02 \x03(\x0e2\x19.meshperf.measure.v1.PathR\x05paths\x123\n" +
@@ -499,17 +524,20 @@ const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\arepeats\x18\x04 \x01(\rR\arepeats\x120\n" +
 	"\x14max_concurrent_heavy\x18\x05 \x01(\rR\x12maxConcurrentHeavy\x12\x14\n" +
 	"\x05label\x18\x06 \x01(\tR\x05label\x12)\n" +
-	"\x10external_targets\x18\a \x03(\tR\x0fexternalTargets\"@\n" +
+	"\x10external_targets\x18\a \x03(\tR\x0fexternalTargets\x12>\n" +
+	"\vip_families\x18\b \x03(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\n" +
+	"ipFamilies\"@\n" +
 	"\bNodePair\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
-	"\bdst_node\x18\x02 \x01(\tR\adstNode\"\xd6\x01\n" +
+	"\bdst_node\x18\x02 \x01(\tR\adstNode\"\x92\x02\n" +
 	"\vPlannedTest\x12\x17\n" +
 	"\atest_id\x18\x01 \x01(\tR\x06testId\x12\x19\n" +
 	"\bsrc_node\x18\x02 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x03 \x01(\tR\adstNode\x12-\n" +
 	"\x04path\x18\x04 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x121\n" +
 	"\x04spec\x18\x05 \x01(\v2\x1d.meshperf.measure.v1.TestSpecR\x04spec\x12\x16\n" +
-	"\x06repeat\x18\x06 \x01(\rR\x06repeat\"\xcc\x03\n" +
+	"\x06repeat\x18\x06 \x01(\rR\x06repeat\x12:\n" +
+	"\tip_family\x18\a \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"\xcc\x03\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x120\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1c.meshperf.measure.v1.RunSpecR\x04spec\x123\n" +
@@ -524,14 +552,15 @@ const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\ftests_failed\x18\t \x01(\rR\vtestsFailed\x12#\n" +
 	"\rtests_planned\x18\n" +
 	" \x01(\rR\ftestsPlanned\x12\x16\n" +
-	"\x06rounds\x18\v \x01(\rR\x06rounds*\x9c\x01\n" +
+	"\x06rounds\x18\v \x01(\rR\x06rounds*\xb4\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10RUN_STATE_QUEUED\x10\x01\x12\x15\n" +
 	"\x11RUN_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13RUN_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10RUN_STATE_FAILED\x10\x04\x12\x19\n" +
-	"\x15RUN_STATE_INTERRUPTED\x10\x05BBZ@github.com/meshperf/meshperf/proto/meshperf/measure/v1;measurev1b\x06proto3"
+	"\x15RUN_STATE_INTERRUPTED\x10\x05\x12\x16\n" +
+	"\x12RUN_STATE_CANCELED\x10\x06BBZ@github.com/meshperf/meshperf/proto/meshperf/measure/v1;measurev1b\x06proto3"
 
 var (
 	file_meshperf_measure_v1_run_proto_rawDescOnce sync.Once
@@ -555,24 +584,27 @@ var file_meshperf_measure_v1_run_proto_goTypes = []any{
 	(*Run)(nil),                   // 4: meshperf.measure.v1.Run
 	(*TestSpec)(nil),              // 5: meshperf.measure.v1.TestSpec
 	(Path)(0),                     // 6: meshperf.measure.v1.Path
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(IPFamily)(0),                 // 7: meshperf.measure.v1.IPFamily
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_meshperf_measure_v1_run_proto_depIdxs = []int32{
 	5,  // 0: meshperf.measure.v1.RunSpec.tests:type_name -> meshperf.measure.v1.TestSpec
 	6,  // 1: meshperf.measure.v1.RunSpec.paths:type_name -> meshperf.measure.v1.Path
 	2,  // 2: meshperf.measure.v1.RunSpec.pairs:type_name -> meshperf.measure.v1.NodePair
-	6,  // 3: meshperf.measure.v1.PlannedTest.path:type_name -> meshperf.measure.v1.Path
-	5,  // 4: meshperf.measure.v1.PlannedTest.spec:type_name -> meshperf.measure.v1.TestSpec
-	1,  // 5: meshperf.measure.v1.Run.spec:type_name -> meshperf.measure.v1.RunSpec
-	0,  // 6: meshperf.measure.v1.Run.state:type_name -> meshperf.measure.v1.RunState
-	7,  // 7: meshperf.measure.v1.Run.create_time:type_name -> google.protobuf.Timestamp
-	7,  // 8: meshperf.measure.v1.Run.end_time:type_name -> google.protobuf.Timestamp
-	3,  // 9: meshperf.measure.v1.Run.planned:type_name -> meshperf.measure.v1.PlannedTest
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	7,  // 3: meshperf.measure.v1.RunSpec.ip_families:type_name -> meshperf.measure.v1.IPFamily
+	6,  // 4: meshperf.measure.v1.PlannedTest.path:type_name -> meshperf.measure.v1.Path
+	5,  // 5: meshperf.measure.v1.PlannedTest.spec:type_name -> meshperf.measure.v1.TestSpec
+	7,  // 6: meshperf.measure.v1.PlannedTest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	1,  // 7: meshperf.measure.v1.Run.spec:type_name -> meshperf.measure.v1.RunSpec
+	0,  // 8: meshperf.measure.v1.Run.state:type_name -> meshperf.measure.v1.RunState
+	8,  // 9: meshperf.measure.v1.Run.create_time:type_name -> google.protobuf.Timestamp
+	8,  // 10: meshperf.measure.v1.Run.end_time:type_name -> google.protobuf.Timestamp
+	3,  // 11: meshperf.measure.v1.Run.planned:type_name -> meshperf.measure.v1.PlannedTest
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_measure_v1_run_proto_init() }

@@ -97,6 +97,100 @@ func (NodeState) EnumDescriptor() ([]byte, []int) {
 	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{0}
 }
 
+// CancelRunRequest names the run to cancel.
+type CancelRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// run_id is the run.
+	RunId         string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRunRequest) Reset() {
+	*x = CancelRunRequest{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRunRequest) ProtoMessage() {}
+
+func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
+func (*CancelRunRequest) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CancelRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+// CancelRunResponse is the run after the cancel was taken: it may still be
+// RUN_STATE_RUNNING for the moment its running tests take to stop; watch it
+// to see it end.
+type CancelRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// run is the run's header.
+	Run           *v1.Run `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRunResponse) Reset() {
+	*x = CancelRunResponse{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRunResponse) ProtoMessage() {}
+
+func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
+func (*CancelRunResponse) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CancelRunResponse) GetRun() *v1.Run {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
 // TriggerRunRequest asks for a run.
 type TriggerRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -108,7 +202,7 @@ type TriggerRunRequest struct {
 
 func (x *TriggerRunRequest) Reset() {
 	*x = TriggerRunRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[0]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -120,7 +214,7 @@ func (x *TriggerRunRequest) String() string {
 func (*TriggerRunRequest) ProtoMessage() {}
 
 func (x *TriggerRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[0]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -133,7 +227,7 @@ func (x *TriggerRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerRunRequest.ProtoReflect.Descriptor instead.
 func (*TriggerRunRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{0}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TriggerRunRequest) GetSpec() *v1.RunSpec {
@@ -154,7 +248,7 @@ type TriggerRunResponse struct {
 
 func (x *TriggerRunResponse) Reset() {
 	*x = TriggerRunResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[1]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +260,7 @@ func (x *TriggerRunResponse) String() string {
 func (*TriggerRunResponse) ProtoMessage() {}
 
 func (x *TriggerRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[1]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +273,7 @@ func (x *TriggerRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerRunResponse.ProtoReflect.Descriptor instead.
 func (*TriggerRunResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{1}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TriggerRunResponse) GetRun() *v1.Run {
@@ -200,7 +294,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[2]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +306,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[2]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +319,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{2}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -246,7 +340,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[3]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +352,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[3]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +365,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{3}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetRunResponse) GetRun() *v1.Run {
@@ -292,7 +386,7 @@ type WatchRunRequest struct {
 
 func (x *WatchRunRequest) Reset() {
 	*x = WatchRunRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[4]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +398,7 @@ func (x *WatchRunRequest) String() string {
 func (*WatchRunRequest) ProtoMessage() {}
 
 func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[4]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +411,7 @@ func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{4}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WatchRunRequest) GetRunId() string {
@@ -342,7 +436,7 @@ type WatchRunResponse struct {
 
 func (x *WatchRunResponse) Reset() {
 	*x = WatchRunResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[5]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +448,7 @@ func (x *WatchRunResponse) String() string {
 func (*WatchRunResponse) ProtoMessage() {}
 
 func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[5]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +461,7 @@ func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunResponse.ProtoReflect.Descriptor instead.
 func (*WatchRunResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{5}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WatchRunResponse) GetRun() *v1.Run {
@@ -411,14 +505,16 @@ type ListResultsRequest struct {
 	// INVALID_ARGUMENT naming page_token. Pages follow the store's key
 	// order, not offsets: results stored between two calls are returned if
 	// they sort after the page's last result, and no result is returned twice.
-	PageToken     string `protobuf:"bytes,9,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,9,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// ip_family keeps results of one family; unspecified keeps all.
+	IpFamily      v1.IPFamily `protobuf:"varint,10,opt,name=ip_family,json=ipFamily,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_family,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListResultsRequest) Reset() {
 	*x = ListResultsRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[6]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +526,7 @@ func (x *ListResultsRequest) String() string {
 func (*ListResultsRequest) ProtoMessage() {}
 
 func (x *ListResultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[6]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +539,7 @@ func (x *ListResultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResultsRequest.ProtoReflect.Descriptor instead.
 func (*ListResultsRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{6}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListResultsRequest) GetSrcNode() string {
@@ -509,6 +605,13 @@ func (x *ListResultsRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListResultsRequest) GetIpFamily() v1.IPFamily {
+	if x != nil {
+		return x.IpFamily
+	}
+	return v1.IPFamily(0)
+}
+
 // ListResultsResponse is one page of results.
 type ListResultsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -523,7 +626,7 @@ type ListResultsResponse struct {
 
 func (x *ListResultsResponse) Reset() {
 	*x = ListResultsResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[7]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +638,7 @@ func (x *ListResultsResponse) String() string {
 func (*ListResultsResponse) ProtoMessage() {}
 
 func (x *ListResultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[7]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +651,7 @@ func (x *ListResultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResultsResponse.ProtoReflect.Descriptor instead.
 func (*ListResultsResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{7}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListResultsResponse) GetResults() []*v1.Result {
@@ -574,7 +677,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[8]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +689,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[8]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +702,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{8}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{10}
 }
 
 // ListAgentsResponse lists agents by node name.
@@ -613,7 +716,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[9]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +728,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[9]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +741,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{9}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*Agent {
@@ -704,7 +807,7 @@ type Agent struct {
 
 func (x *Agent) Reset() {
 	*x = Agent{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[10]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +819,7 @@ func (x *Agent) String() string {
 func (*Agent) ProtoMessage() {}
 
 func (x *Agent) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[10]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +832,7 @@ func (x *Agent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Agent.ProtoReflect.Descriptor instead.
 func (*Agent) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{10}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Agent) GetNodeName() string {
@@ -871,7 +974,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[11]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +986,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[11]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +999,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{11}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{13}
 }
 
 // Deprecated: Marked as deprecated in meshperf/mesh/v1/mesh_service.proto.
@@ -934,7 +1037,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[12]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1049,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[12]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1062,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{12}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListRunsResponse) GetRuns() []*v1.Run {
@@ -989,7 +1092,7 @@ type SetMaintenanceRequest struct {
 
 func (x *SetMaintenanceRequest) Reset() {
 	*x = SetMaintenanceRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1104,7 @@ func (x *SetMaintenanceRequest) String() string {
 func (*SetMaintenanceRequest) ProtoMessage() {}
 
 func (x *SetMaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1117,7 @@ func (x *SetMaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*SetMaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{13}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetMaintenanceRequest) GetNodeName() string {
@@ -1042,7 +1145,7 @@ type SetMaintenanceResponse struct {
 
 func (x *SetMaintenanceResponse) Reset() {
 	*x = SetMaintenanceResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1157,7 @@ func (x *SetMaintenanceResponse) String() string {
 func (*SetMaintenanceResponse) ProtoMessage() {}
 
 func (x *SetMaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1170,7 @@ func (x *SetMaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*SetMaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{14}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetMaintenanceResponse) GetAgent() *Agent {
@@ -1115,7 +1218,7 @@ type ListRollupsRequest struct {
 
 func (x *ListRollupsRequest) Reset() {
 	*x = ListRollupsRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1230,7 @@ func (x *ListRollupsRequest) String() string {
 func (*ListRollupsRequest) ProtoMessage() {}
 
 func (x *ListRollupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1243,7 @@ func (x *ListRollupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRollupsRequest.ProtoReflect.Descriptor instead.
 func (*ListRollupsRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{15}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListRollupsRequest) GetSrcNode() string {
@@ -1220,7 +1323,7 @@ type ListRollupsResponse struct {
 
 func (x *ListRollupsResponse) Reset() {
 	*x = ListRollupsResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1335,7 @@ func (x *ListRollupsResponse) String() string {
 func (*ListRollupsResponse) ProtoMessage() {}
 
 func (x *ListRollupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1348,7 @@ func (x *ListRollupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRollupsResponse.ProtoReflect.Descriptor instead.
 func (*ListRollupsResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{16}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListRollupsResponse) GetRollups() []*v1.Rollup {
@@ -1271,7 +1374,7 @@ type ListExternalTargetsRequest struct {
 
 func (x *ListExternalTargetsRequest) Reset() {
 	*x = ListExternalTargetsRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1386,7 @@ func (x *ListExternalTargetsRequest) String() string {
 func (*ListExternalTargetsRequest) ProtoMessage() {}
 
 func (x *ListExternalTargetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1399,7 @@ func (x *ListExternalTargetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExternalTargetsRequest.ProtoReflect.Descriptor instead.
 func (*ListExternalTargetsRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{17}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{19}
 }
 
 // ListExternalTargetsResponse lists the external targets by name.
@@ -1310,7 +1413,7 @@ type ListExternalTargetsResponse struct {
 
 func (x *ListExternalTargetsResponse) Reset() {
 	*x = ListExternalTargetsResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1425,7 @@ func (x *ListExternalTargetsResponse) String() string {
 func (*ListExternalTargetsResponse) ProtoMessage() {}
 
 func (x *ListExternalTargetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1438,7 @@ func (x *ListExternalTargetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExternalTargetsResponse.ProtoReflect.Descriptor instead.
 func (*ListExternalTargetsResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{18}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListExternalTargetsResponse) GetExternalTargets() []*v11.ExternalTarget {
@@ -1373,14 +1476,16 @@ type ListProbeSeriesRequest struct {
 	// every page): a token that does not decode, or that another series or
 	// range returned, is INVALID_ARGUMENT naming page_token. The next page
 	// holds the periods that start after the previous page's last one.
-	PageToken     string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// ip_family is the series' family; unspecified means IPv4.
+	IpFamily      v1.IPFamily `protobuf:"varint,9,opt,name=ip_family,json=ipFamily,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_family,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListProbeSeriesRequest) Reset() {
 	*x = ListProbeSeriesRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1497,7 @@ func (x *ListProbeSeriesRequest) String() string {
 func (*ListProbeSeriesRequest) ProtoMessage() {}
 
 func (x *ListProbeSeriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1510,7 @@ func (x *ListProbeSeriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProbeSeriesRequest.ProtoReflect.Descriptor instead.
 func (*ListProbeSeriesRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{19}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListProbeSeriesRequest) GetSrcNode() string {
@@ -1464,6 +1569,13 @@ func (x *ListProbeSeriesRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListProbeSeriesRequest) GetIpFamily() v1.IPFamily {
+	if x != nil {
+		return x.IpFamily
+	}
+	return v1.IPFamily(0)
+}
+
 // ListProbeSeriesResponse is one page of a series' samples.
 type ListProbeSeriesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1482,7 +1594,7 @@ type ListProbeSeriesResponse struct {
 
 func (x *ListProbeSeriesResponse) Reset() {
 	*x = ListProbeSeriesResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1606,7 @@ func (x *ListProbeSeriesResponse) String() string {
 func (*ListProbeSeriesResponse) ProtoMessage() {}
 
 func (x *ListProbeSeriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1619,7 @@ func (x *ListProbeSeriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProbeSeriesResponse.ProtoReflect.Descriptor instead.
 func (*ListProbeSeriesResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{20}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListProbeSeriesResponse) GetSamples() []*ProbeSample {
@@ -1563,7 +1675,7 @@ type ProbeSample struct {
 
 func (x *ProbeSample) Reset() {
 	*x = ProbeSample{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1687,7 @@ func (x *ProbeSample) String() string {
 func (*ProbeSample) ProtoMessage() {}
 
 func (x *ProbeSample) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1700,7 @@ func (x *ProbeSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeSample.ProtoReflect.Descriptor instead.
 func (*ProbeSample) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{21}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ProbeSample) GetPeriodStart() *timestamppb.Timestamp {
@@ -1701,7 +1813,7 @@ type ProbeRollup struct {
 
 func (x *ProbeRollup) Reset() {
 	*x = ProbeRollup{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1825,7 @@ func (x *ProbeRollup) String() string {
 func (*ProbeRollup) ProtoMessage() {}
 
 func (x *ProbeRollup) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1838,7 @@ func (x *ProbeRollup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeRollup.ProtoReflect.Descriptor instead.
 func (*ProbeRollup) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{22}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ProbeRollup) GetBucketStart() *timestamppb.Timestamp {
@@ -1810,7 +1922,11 @@ var File_meshperf_mesh_v1_mesh_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\n" +
-	"#meshperf/mesh/v1/mesh_service.proto\x12\x10meshperf.mesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%meshperf/agent/v1/agent_service.proto\x1a\x1dmeshperf/agent/v1/probe.proto\x1a!meshperf/measure/v1/measure.proto\x1a meshperf/measure/v1/rollup.proto\x1a\x1dmeshperf/measure/v1/run.proto\"E\n" +
+	"#meshperf/mesh/v1/mesh_service.proto\x12\x10meshperf.mesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%meshperf/agent/v1/agent_service.proto\x1a\x1dmeshperf/agent/v1/probe.proto\x1a!meshperf/measure/v1/measure.proto\x1a meshperf/measure/v1/rollup.proto\x1a\x1dmeshperf/measure/v1/run.proto\")\n" +
+	"\x10CancelRunRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"?\n" +
+	"\x11CancelRunResponse\x12*\n" +
+	"\x03run\x18\x01 \x01(\v2\x18.meshperf.measure.v1.RunR\x03run\"E\n" +
 	"\x11TriggerRunRequest\x120\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.meshperf.measure.v1.RunSpecR\x04spec\"@\n" +
 	"\x12TriggerRunResponse\x12*\n" +
@@ -1823,7 +1939,7 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"u\n" +
 	"\x10WatchRunResponse\x12*\n" +
 	"\x03run\x18\x01 \x01(\v2\x18.meshperf.measure.v1.RunR\x03run\x125\n" +
-	"\aresults\x18\x02 \x03(\v2\x1b.meshperf.measure.v1.ResultR\aresults\"\xed\x02\n" +
+	"\aresults\x18\x02 \x03(\v2\x1b.meshperf.measure.v1.ResultR\aresults\"\xa9\x03\n" +
 	"\x12ListResultsRequest\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x02 \x01(\tR\adstNode\x12-\n" +
@@ -1835,7 +1951,9 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\bend_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
 	"\tpage_size\x18\b \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\t \x01(\tR\tpageToken\"t\n" +
+	"page_token\x18\t \x01(\tR\tpageToken\x12:\n" +
+	"\tip_family\x18\n" +
+	" \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"t\n" +
 	"\x13ListResultsResponse\x125\n" +
 	"\aresults\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.ResultR\aresults\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x13\n" +
@@ -1892,7 +2010,7 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1c\n" +
 	"\x1aListExternalTargetsRequest\"k\n" +
 	"\x1bListExternalTargetsResponse\x12L\n" +
-	"\x10external_targets\x18\x01 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets\"\xdd\x02\n" +
+	"\x10external_targets\x18\x01 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets\"\x99\x03\n" +
 	"\x16ListProbeSeriesRequest\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x02 \x01(\tR\adstNode\x12-\n" +
@@ -1903,7 +2021,8 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
 	"\tpage_size\x18\a \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\b \x01(\tR\tpageToken\"\xb3\x01\n" +
+	"page_token\x18\b \x01(\tR\tpageToken\x12:\n" +
+	"\tip_family\x18\t \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"\xb3\x01\n" +
 	"\x17ListProbeSeriesResponse\x127\n" +
 	"\asamples\x18\x01 \x03(\v2\x1d.meshperf.mesh.v1.ProbeSampleR\asamples\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x127\n" +
@@ -1939,7 +2058,7 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x10NODE_STATE_READY\x10\x02\x12\x1a\n" +
 	"\x16NODE_STATE_MAINTENANCE\x10\x03\x12\x1a\n" +
 	"\x16NODE_STATE_UNAVAILABLE\x10\x04\x12\x17\n" +
-	"\x13NODE_STATE_DEPARTED\x10\x052\xad\a\n" +
+	"\x13NODE_STATE_DEPARTED\x10\x052\x83\b\n" +
 	"\vMeshService\x12W\n" +
 	"\n" +
 	"TriggerRun\x12#.meshperf.mesh.v1.TriggerRunRequest\x1a$.meshperf.mesh.v1.TriggerRunResponse\x12K\n" +
@@ -1952,7 +2071,8 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0eSetMaintenance\x12'.meshperf.mesh.v1.SetMaintenanceRequest\x1a(.meshperf.mesh.v1.SetMaintenanceResponse\x12Z\n" +
 	"\vListRollups\x12$.meshperf.mesh.v1.ListRollupsRequest\x1a%.meshperf.mesh.v1.ListRollupsResponse\x12r\n" +
 	"\x13ListExternalTargets\x12,.meshperf.mesh.v1.ListExternalTargetsRequest\x1a-.meshperf.mesh.v1.ListExternalTargetsResponse\x12f\n" +
-	"\x0fListProbeSeries\x12(.meshperf.mesh.v1.ListProbeSeriesRequest\x1a).meshperf.mesh.v1.ListProbeSeriesResponseB<Z:github.com/meshperf/meshperf/proto/meshperf/mesh/v1;meshv1b\x06proto3"
+	"\x0fListProbeSeries\x12(.meshperf.mesh.v1.ListProbeSeriesRequest\x1a).meshperf.mesh.v1.ListProbeSeriesResponse\x12T\n" +
+	"\tCancelRun\x12\".meshperf.mesh.v1.CancelRunRequest\x1a#.meshperf.mesh.v1.CancelRunResponseB<Z:github.com/meshperf/meshperf/proto/meshperf/mesh/v1;meshv1b\x06proto3"
 
 var (
 	file_meshperf_mesh_v1_mesh_service_proto_rawDescOnce sync.Once
@@ -1967,110 +2087,118 @@ func file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP() []byte {
 }
 
 var file_meshperf_mesh_v1_mesh_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(NodeState)(0),                      // 0: meshperf.mesh.v1.NodeState
-	(*TriggerRunRequest)(nil),           // 1: meshperf.mesh.v1.TriggerRunRequest
-	(*TriggerRunResponse)(nil),          // 2: meshperf.mesh.v1.TriggerRunResponse
-	(*GetRunRequest)(nil),               // 3: meshperf.mesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),              // 4: meshperf.mesh.v1.GetRunResponse
-	(*WatchRunRequest)(nil),             // 5: meshperf.mesh.v1.WatchRunRequest
-	(*WatchRunResponse)(nil),            // 6: meshperf.mesh.v1.WatchRunResponse
-	(*ListResultsRequest)(nil),          // 7: meshperf.mesh.v1.ListResultsRequest
-	(*ListResultsResponse)(nil),         // 8: meshperf.mesh.v1.ListResultsResponse
-	(*ListAgentsRequest)(nil),           // 9: meshperf.mesh.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),          // 10: meshperf.mesh.v1.ListAgentsResponse
-	(*Agent)(nil),                       // 11: meshperf.mesh.v1.Agent
-	(*ListRunsRequest)(nil),             // 12: meshperf.mesh.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),            // 13: meshperf.mesh.v1.ListRunsResponse
-	(*SetMaintenanceRequest)(nil),       // 14: meshperf.mesh.v1.SetMaintenanceRequest
-	(*SetMaintenanceResponse)(nil),      // 15: meshperf.mesh.v1.SetMaintenanceResponse
-	(*ListRollupsRequest)(nil),          // 16: meshperf.mesh.v1.ListRollupsRequest
-	(*ListRollupsResponse)(nil),         // 17: meshperf.mesh.v1.ListRollupsResponse
-	(*ListExternalTargetsRequest)(nil),  // 18: meshperf.mesh.v1.ListExternalTargetsRequest
-	(*ListExternalTargetsResponse)(nil), // 19: meshperf.mesh.v1.ListExternalTargetsResponse
-	(*ListProbeSeriesRequest)(nil),      // 20: meshperf.mesh.v1.ListProbeSeriesRequest
-	(*ListProbeSeriesResponse)(nil),     // 21: meshperf.mesh.v1.ListProbeSeriesResponse
-	(*ProbeSample)(nil),                 // 22: meshperf.mesh.v1.ProbeSample
-	(*ProbeRollup)(nil),                 // 23: meshperf.mesh.v1.ProbeRollup
-	(*v1.RunSpec)(nil),                  // 24: meshperf.measure.v1.RunSpec
-	(*v1.Run)(nil),                      // 25: meshperf.measure.v1.Run
-	(*v1.Result)(nil),                   // 26: meshperf.measure.v1.Result
-	(v1.Path)(0),                        // 27: meshperf.measure.v1.Path
-	(v1.Test)(0),                        // 28: meshperf.measure.v1.Test
-	(*timestamppb.Timestamp)(nil),       // 29: google.protobuf.Timestamp
-	(*v11.NetworkAddress)(nil),          // 30: meshperf.agent.v1.NetworkAddress
-	(*v11.ToolInfo)(nil),                // 31: meshperf.agent.v1.ToolInfo
-	(v11.GossipState)(0),                // 32: meshperf.agent.v1.GossipState
-	(*v1.Rollup)(nil),                   // 33: meshperf.measure.v1.Rollup
-	(*v11.ExternalTarget)(nil),          // 34: meshperf.agent.v1.ExternalTarget
-	(v11.ProbeKind)(0),                  // 35: meshperf.agent.v1.ProbeKind
-	(*durationpb.Duration)(nil),         // 36: google.protobuf.Duration
-	(v1.Status)(0),                      // 37: meshperf.measure.v1.Status
+	(*CancelRunRequest)(nil),            // 1: meshperf.mesh.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),           // 2: meshperf.mesh.v1.CancelRunResponse
+	(*TriggerRunRequest)(nil),           // 3: meshperf.mesh.v1.TriggerRunRequest
+	(*TriggerRunResponse)(nil),          // 4: meshperf.mesh.v1.TriggerRunResponse
+	(*GetRunRequest)(nil),               // 5: meshperf.mesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),              // 6: meshperf.mesh.v1.GetRunResponse
+	(*WatchRunRequest)(nil),             // 7: meshperf.mesh.v1.WatchRunRequest
+	(*WatchRunResponse)(nil),            // 8: meshperf.mesh.v1.WatchRunResponse
+	(*ListResultsRequest)(nil),          // 9: meshperf.mesh.v1.ListResultsRequest
+	(*ListResultsResponse)(nil),         // 10: meshperf.mesh.v1.ListResultsResponse
+	(*ListAgentsRequest)(nil),           // 11: meshperf.mesh.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),          // 12: meshperf.mesh.v1.ListAgentsResponse
+	(*Agent)(nil),                       // 13: meshperf.mesh.v1.Agent
+	(*ListRunsRequest)(nil),             // 14: meshperf.mesh.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),            // 15: meshperf.mesh.v1.ListRunsResponse
+	(*SetMaintenanceRequest)(nil),       // 16: meshperf.mesh.v1.SetMaintenanceRequest
+	(*SetMaintenanceResponse)(nil),      // 17: meshperf.mesh.v1.SetMaintenanceResponse
+	(*ListRollupsRequest)(nil),          // 18: meshperf.mesh.v1.ListRollupsRequest
+	(*ListRollupsResponse)(nil),         // 19: meshperf.mesh.v1.ListRollupsResponse
+	(*ListExternalTargetsRequest)(nil),  // 20: meshperf.mesh.v1.ListExternalTargetsRequest
+	(*ListExternalTargetsResponse)(nil), // 21: meshperf.mesh.v1.ListExternalTargetsResponse
+	(*ListProbeSeriesRequest)(nil),      // 22: meshperf.mesh.v1.ListProbeSeriesRequest
+	(*ListProbeSeriesResponse)(nil),     // 23: meshperf.mesh.v1.ListProbeSeriesResponse
+	(*ProbeSample)(nil),                 // 24: meshperf.mesh.v1.ProbeSample
+	(*ProbeRollup)(nil),                 // 25: meshperf.mesh.v1.ProbeRollup
+	(*v1.Run)(nil),                      // 26: meshperf.measure.v1.Run
+	(*v1.RunSpec)(nil),                  // 27: meshperf.measure.v1.RunSpec
+	(*v1.Result)(nil),                   // 28: meshperf.measure.v1.Result
+	(v1.Path)(0),                        // 29: meshperf.measure.v1.Path
+	(v1.Test)(0),                        // 30: meshperf.measure.v1.Test
+	(*timestamppb.Timestamp)(nil),       // 31: google.protobuf.Timestamp
+	(v1.IPFamily)(0),                    // 32: meshperf.measure.v1.IPFamily
+	(*v11.NetworkAddress)(nil),          // 33: meshperf.agent.v1.NetworkAddress
+	(*v11.ToolInfo)(nil),                // 34: meshperf.agent.v1.ToolInfo
+	(v11.GossipState)(0),                // 35: meshperf.agent.v1.GossipState
+	(*v1.Rollup)(nil),                   // 36: meshperf.measure.v1.Rollup
+	(*v11.ExternalTarget)(nil),          // 37: meshperf.agent.v1.ExternalTarget
+	(v11.ProbeKind)(0),                  // 38: meshperf.agent.v1.ProbeKind
+	(*durationpb.Duration)(nil),         // 39: google.protobuf.Duration
+	(v1.Status)(0),                      // 40: meshperf.measure.v1.Status
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
-	24, // 0: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
-	25, // 1: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
-	25, // 2: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
-	25, // 3: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
-	26, // 4: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
-	27, // 5: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
-	28, // 6: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
-	29, // 7: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
-	29, // 8: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
-	26, // 9: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
-	11, // 10: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
-	30, // 11: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	31, // 12: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
-	29, // 13: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
-	29, // 14: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	0,  // 15: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
-	32, // 16: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.agent.v1.GossipState
-	25, // 17: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
-	11, // 18: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
-	27, // 19: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
-	28, // 20: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
-	29, // 21: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
-	29, // 22: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
-	33, // 23: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
-	34, // 24: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
-	27, // 25: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
-	35, // 26: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.agent.v1.ProbeKind
-	29, // 27: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
-	29, // 28: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
-	22, // 29: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
-	23, // 30: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
-	29, // 31: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
-	36, // 32: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
-	37, // 33: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
-	29, // 34: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
-	36, // 35: meshperf.mesh.v1.ProbeRollup.bucket:type_name -> google.protobuf.Duration
-	37, // 36: meshperf.mesh.v1.ProbeRollup.last_failed_status:type_name -> meshperf.measure.v1.Status
-	1,  // 37: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
-	3,  // 38: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
-	5,  // 39: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
-	7,  // 40: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
-	9,  // 41: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
-	12, // 42: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
-	14, // 43: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
-	16, // 44: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
-	18, // 45: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
-	20, // 46: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
-	2,  // 47: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
-	4,  // 48: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
-	6,  // 49: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
-	8,  // 50: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
-	10, // 51: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
-	13, // 52: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
-	15, // 53: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
-	17, // 54: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
-	19, // 55: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
-	21, // 56: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
-	47, // [47:57] is the sub-list for method output_type
-	37, // [37:47] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	26, // 0: meshperf.mesh.v1.CancelRunResponse.run:type_name -> meshperf.measure.v1.Run
+	27, // 1: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
+	26, // 2: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
+	26, // 3: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
+	26, // 4: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
+	28, // 5: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
+	29, // 6: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
+	30, // 7: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
+	31, // 8: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
+	31, // 9: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
+	32, // 10: meshperf.mesh.v1.ListResultsRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	28, // 11: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
+	13, // 12: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
+	33, // 13: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	34, // 14: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
+	31, // 15: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
+	31, // 16: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	0,  // 17: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
+	35, // 18: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.agent.v1.GossipState
+	26, // 19: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	13, // 20: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
+	29, // 21: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
+	30, // 22: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
+	31, // 23: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
+	31, // 24: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
+	36, // 25: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
+	37, // 26: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
+	29, // 27: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
+	38, // 28: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.agent.v1.ProbeKind
+	31, // 29: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
+	31, // 30: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
+	32, // 31: meshperf.mesh.v1.ListProbeSeriesRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	24, // 32: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
+	25, // 33: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
+	31, // 34: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
+	39, // 35: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
+	40, // 36: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
+	31, // 37: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
+	39, // 38: meshperf.mesh.v1.ProbeRollup.bucket:type_name -> google.protobuf.Duration
+	40, // 39: meshperf.mesh.v1.ProbeRollup.last_failed_status:type_name -> meshperf.measure.v1.Status
+	3,  // 40: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
+	5,  // 41: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
+	7,  // 42: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
+	9,  // 43: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
+	11, // 44: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
+	14, // 45: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
+	16, // 46: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
+	18, // 47: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
+	20, // 48: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
+	22, // 49: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
+	1,  // 50: meshperf.mesh.v1.MeshService.CancelRun:input_type -> meshperf.mesh.v1.CancelRunRequest
+	4,  // 51: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
+	6,  // 52: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
+	8,  // 53: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
+	10, // 54: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
+	12, // 55: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
+	15, // 56: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
+	17, // 57: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
+	19, // 58: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
+	21, // 59: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
+	23, // 60: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
+	2,  // 61: meshperf.mesh.v1.MeshService.CancelRun:output_type -> meshperf.mesh.v1.CancelRunResponse
+	51, // [51:62] is the sub-list for method output_type
+	40, // [40:51] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_mesh_v1_mesh_service_proto_init() }
@@ -2084,7 +2212,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_mesh_v1_mesh_service_proto_rawDesc), len(file_meshperf_mesh_v1_mesh_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

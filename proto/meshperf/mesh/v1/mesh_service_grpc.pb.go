@@ -32,6 +32,7 @@ const (
 	MeshService_ListRollups_FullMethodName         = "/meshperf.mesh.v1.MeshService/ListRollups"
 	MeshService_ListExternalTargets_FullMethodName = "/meshperf.mesh.v1.MeshService/ListExternalTargets"
 	MeshService_ListProbeSeries_FullMethodName     = "/meshperf.mesh.v1.MeshService/ListProbeSeries"
+	MeshService_CancelRun_FullMethodName           = "/meshperf.mesh.v1.MeshService/CancelRun"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -76,6 +77,11 @@ type MeshServiceClient interface {
 	// over a time range, oldest first, a page at a time. INVALID_ARGUMENT
 	// names a missing or bad field, page_token included.
 	ListProbeSeries(ctx context.Context, in *ListProbeSeriesRequest, opts ...grpc.CallOption) (*ListProbeSeriesResponse, error)
+	// CancelRun cancels a queued or running run: tests not started are
+	// dropped, running ones are stopped on both agents, and the run ends
+	// RUN_STATE_CANCELED with what it measured kept. Canceling an ended run
+	// returns it unchanged. NOT_FOUND if it does not exist.
+	CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error)
 }
 
 type meshServiceClient struct {
@@ -195,6 +201,16 @@ func (c *meshServiceClient) ListProbeSeries(ctx context.Context, in *ListProbeSe
 	return out, nil
 }
 
+func (c *meshServiceClient) CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelRunResponse)
+	err := c.cc.Invoke(ctx, MeshService_CancelRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MeshServiceServer is the server API for MeshService service.
 // All implementations must embed UnimplementedMeshServiceServer
 // for forward compatibility.
@@ -237,6 +253,11 @@ type MeshServiceServer interface {
 	// over a time range, oldest first, a page at a time. INVALID_ARGUMENT
 	// names a missing or bad field, page_token included.
 	ListProbeSeries(context.Context, *ListProbeSeriesRequest) (*ListProbeSeriesResponse, error)
+	// CancelRun cancels a queued or running run: tests not started are
+	// dropped, running ones are stopped on both agents, and the run ends
+	// RUN_STATE_CANCELED with what it measured kept. Canceling an ended run
+	// returns it unchanged. NOT_FOUND if it does not exist.
+	CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -276,6 +297,9 @@ func (UnimplementedMeshServiceServer) ListExternalTargets(context.Context, *List
 }
 func (UnimplementedMeshServiceServer) ListProbeSeries(context.Context, *ListProbeSeriesRequest) (*ListProbeSeriesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListProbeSeries not implemented")
+}
+func (UnimplementedMeshServiceServer) CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelRun not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -471,6 +495,24 @@ func _MeshService_ListProbeSeries_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_CancelRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).CancelRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_CancelRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).CancelRun(ctx, req.(*CancelRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -513,6 +555,10 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListProbeSeries",
 			Handler:    _MeshService_ListProbeSeries_Handler,
+		},
+		{
+			MethodName: "CancelRun",
+			Handler:    _MeshService_CancelRun_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
