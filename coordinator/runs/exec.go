@@ -67,17 +67,26 @@ func routeFor(path measurev1.Path, src, dst registry.Node) (route, error) {
 }
 
 // execTest runs one planned test to its results, retrying a busy server a
-// few times. It never fails: every problem is a result with its status.
-// answered reports that the results are the source agent's answer to the
-// client work, which that agent keeps until it is acknowledged.
+// few times (busyPolicyOf). It never fails: every problem is a result with
+// its status. answered reports that the results are the source agent's
+// answer to the client work, which that agent keeps until it is
+// acknowledged.
 func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.PlannedTest) (results []*measurev1.Result, answered bool) {
 	var start time.Time
+	first := time.Now()
+	policy := m.busyPolicyOf(pt, sanity.Timeout(pt.GetSpec()))
 	for attempt := 0; ; attempt++ {
 		// The attempt's own start: the one its results' start times are
 		// checked against.
 		start = time.Now()
 		results, answered = m.execOnce(ctx, runID, pt)
-		if attempt == busyRetries || !anyBusy(results) {
+		if attempt == policy.retries || !anyBusy(results) {
+			break
+		}
+		backoff := policy.backoff(attempt)
+		if policy.within > 0 && time.Since(first)+backoff > policy.within {
+			m.log.Info("server busy, no retry left within the test's deadline", "run_id", runID, "test_id", pt.GetTestId(),
+				"attempts", attempt+1, "deadline", policy.within)
 			break
 		}
 		if answered {
@@ -85,8 +94,8 @@ func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.Plan
 			// before the retry's answer (same test ID) exists.
 			m.cfg.Agents.Ack(pt.GetSrcNode(), workID(runID, pt))
 		}
-		m.log.Info("server busy, retrying", "run_id", runID, "test_id", pt.GetTestId(), "attempt", attempt+1)
-		wait := time.NewTimer(busyBackoff * time.Duration(attempt+1))
+		m.log.Info("server busy, retrying", "run_id", runID, "test_id", pt.GetTestId(), "attempt", attempt+1, "backoff", backoff)
+		wait := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 		case <-wait.C:

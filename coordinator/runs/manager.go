@@ -178,6 +178,9 @@ type Manager struct {
 	watchers atomic.Int64
 
 	warn sanity.Limiter // invalid figures, per source node
+	// extBackoff is the first wait before retrying an external server
+	// that answered busy: externalBusyBackoff, shorter in tests.
+	extBackoff time.Duration
 }
 
 // active is a run in progress.
@@ -251,7 +254,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("runs: load unfinished runs: %w", err)
 	}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m := &Manager{cfg: cfg, log: log, base: base, cancel: cancel, active: map[string]*active{}}
+	m := &Manager{cfg: cfg, log: log, base: base, cancel: cancel, active: map[string]*active{}, extBackoff: externalBusyBackoff}
 	for _, hdr := range stale {
 		run, err := cfg.Store.GetRun(ctx, hdr.GetRunId())
 		if err == nil {
@@ -392,7 +395,9 @@ func (m *Manager) Get(ctx context.Context, runID string) (*measurev1.Run, error)
 // delay), so that latency probes see an idle network rather than one a
 // bandwidth test saturates; then the heavy tests round by round, every slot
 // of a round at once (up to the spec's max_concurrent_heavy), a round ending
-// with its last slot. Results are stored in group commits (recorder).
+// with its last slot; then the heavy tests to external targets' servers,
+// one at a time per target (runExternalQueues). Results are stored in
+// group commits (recorder).
 func (m *Manager) execute(ctx context.Context, a *active, arr schedule.Arrangement) {
 	runID := a.run.GetRunId()
 	rec := m.startRecorder(a)
@@ -416,6 +421,7 @@ func (m *Manager) execute(ctx context.Context, a *active, arr schedule.Arrangeme
 		}
 		slots.Wait()
 	}
+	m.runExternalQueues(ctx, a, rec, arr.External, limit)
 	rec.stop()
 	m.finish(a, ctx.Err())
 }
