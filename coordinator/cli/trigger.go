@@ -30,7 +30,10 @@ runs, then print one row per node pair and path. Ping and HTTP run first;
 then the heavy tests (qperf, iperf3) in rounds in which no node is in two
 of them. With --external NAME[,NAME], every node of the run also pings
 (and fetches the http_url of) those targets of the coordinator's allowlist
-from its host and pod networks. The last line reads "N/N pair-paths OK"; the exit status is 1
+from its host and pod networks, and runs iperf3 and qperf to those with
+the ports of such a server (coordinator targets lists them), one client at
+a time per target (a busy server is retried, never a sample); an iperf3
+or qperf test named in --tests that no target has a server for is refused. The last line reads "N/N pair-paths OK"; the exit status is 1
 if any pair-path failed or is missing. Then: coordinator report RUN_ID,
 compare RUN_A RUN_B, plot RUN_ID --out run.png.`,
 		Args: cobra.NoArgs,
