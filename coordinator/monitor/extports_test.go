@@ -2,6 +2,8 @@ package monitor
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -57,5 +59,35 @@ monitor: {bandwidth: {interval: 6h, tests: [iperf3_tcp], paths: [host-external],
 				t.Errorf("plans %v, want a plan: %v", settings.Plans, tt.wantLightExternalRun)
 			}
 		})
+	}
+}
+
+// The commented external example of deploy/config/coordinator.yaml parses
+// once uncommented, with the server ports of its second target.
+func TestExampleExternalServers(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "config", "coordinator.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "# external:" {
+			block = append(block, "external:")
+			continue
+		}
+		if len(block) == 0 {
+			continue
+		}
+		if !strings.HasPrefix(line, "#   ") {
+			break
+		}
+		block = append(block, strings.TrimPrefix(line, "# "))
+	}
+	settings, err := Parse([]byte(strings.Join(block, "\n")))
+	if err != nil {
+		t.Fatalf("the example %q: %v", block, err)
+	}
+	if len(settings.External) != 2 || settings.External[1].GetIperf3Port() == 0 || settings.External[1].GetQperfDataPort() == 0 {
+		t.Errorf("the example's targets %v, want a second one with iperf3 and qperf ports", settings.External)
 	}
 }
