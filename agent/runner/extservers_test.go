@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -60,4 +61,43 @@ func TestRunExternalServers(t *testing.T) {
 			checkResults(t, req.GetSpec(), got)
 		})
 	}
+}
+
+// FuzzCheckExternal: whatever the request, CheckExternal accepts only the
+// allowlisted ports of the target's server for the test's tool (none for
+// ping and HTTP), and refuses with STATUS_INVALID.
+func FuzzCheckExternal(f *testing.F) {
+	f.Add(uint8(6), uint32(5201), uint32(0), uint32(5201), uint32(19765), uint32(19766))
+	f.Add(uint8(2), uint32(19765), uint32(19766), uint32(5201), uint32(19765), uint32(19766))
+	f.Add(uint8(2), uint32(19765), uint32(5201), uint32(5201), uint32(19765), uint32(19766))
+	f.Add(uint8(6), uint32(22), uint32(0), uint32(5201), uint32(0), uint32(0))
+	f.Add(uint8(1), uint32(0), uint32(0), uint32(0), uint32(0), uint32(0))
+	f.Fuzz(func(t *testing.T, test uint8, port, dataPort, iperf3Port, qperfPort, qperfData uint32) {
+		e := &agentv1.ExternalTarget{Name: "srv", HttpUrl: "http://srv.example/", Iperf3Port: iperf3Port, QperfPort: qperfPort, QperfDataPort: qperfData}
+		tt := measurev1.Test(test % 12)
+		req := &agentv1.RunClient{Spec: &measurev1.TestSpec{Test: tt}, ExternalTarget: "srv", Port: port, DataPort: dataPort}
+		err := CheckExternal(req, e)
+		if err != nil {
+			if f := asFailure(err); f.Status != measurev1.Status_STATUS_INVALID {
+				t.Fatalf("refusal %v with status %v", err, f.Status)
+			}
+			return
+		}
+		switch testspec.Tool(tt) {
+		case measurev1.Tool_TOOL_PING, measurev1.Tool_TOOL_CURL:
+			if port != 0 || dataPort != 0 {
+				t.Fatalf("%v accepted with ports %d %d", tt, port, dataPort)
+			}
+		case measurev1.Tool_TOOL_IPERF3:
+			if port == 0 || port != iperf3Port || dataPort != 0 {
+				t.Fatalf("%v accepted with ports %d %d, target's iperf3_port %d", tt, port, dataPort, iperf3Port)
+			}
+		case measurev1.Tool_TOOL_QPERF:
+			if port == 0 || dataPort == 0 || port != qperfPort || dataPort != qperfData {
+				t.Fatalf("%v accepted with ports %d %d, target's %d %d", tt, port, dataPort, qperfPort, qperfData)
+			}
+		default:
+			t.Fatalf("%v accepted against an external target", tt)
+		}
+	})
 }
