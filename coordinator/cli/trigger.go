@@ -50,7 +50,7 @@ compare RUN_A RUN_B, plot RUN_ID --out run.png.`,
 	f.StringSliceVar(&tf.paths, "paths", nil, "paths, comma-separated: "+strings.Join(pathNames(), ", ")+
 		" (default host-host,host-pod,pod-pod,pod-service, and with --external also host-external,pod-external)")
 	f.StringSliceVar(&tf.external, "external", nil,
-		"external targets of the coordinator's allowlist (listed by coordinator targets), comma-separated: measured with ping and HTTP from every node of the run")
+		"external targets of the coordinator's allowlist (listed by coordinator targets), comma-separated: measured with ping and HTTP from every node of the run, and iperf3 and qperf to those with server ports")
 	f.StringSliceVar(&tf.pairs, "pair", nil, "node pair SRC:DST, repeatable (default: every ordered pair of known nodes)")
 	f.Uint32Var(&tf.repeats, "repeats", 0, "samples per test, 2 or more give spread and confidence intervals (default: 3 for ping, 5 for http, 1 for qperf and iperf3)")
 	f.DurationVar(&tf.duration, "duration", 0, "qperf and iperf3 measuring time, whole seconds (default 2s)")
