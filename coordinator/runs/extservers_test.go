@@ -35,6 +35,8 @@ type serverAgents struct {
 	attempts map[string]int  // attempts per work ID
 	bad      []string        // client work that broke the contract
 	heavy    map[string]bool // nodes with a heavy client now
+	// alwaysBusy names targets whose server is always busy.
+	alwaysBusy map[string]bool
 }
 
 func (a *serverAgents) Known() (mesh, targetable []string) { return a.nodes, a.nodes }
@@ -99,7 +101,7 @@ func (a *serverAgents) Dispatch(ctx context.Context, node string, w *agentv1.Wor
 		a.heavy[node] = false
 		a.mu.Unlock()
 	}()
-	if busy || first {
+	if busy || first || a.alwaysBusy[target.GetName()] {
 		return answer(&measurev1.Result{Status: measurev1.Status_STATUS_BUSY, Message: "the server is busy running a test. try again later"})
 	}
 	select {
@@ -192,6 +194,51 @@ func TestExternalServersOneClientAtATime(t *testing.T) {
 		want := map[string]int{"bare ping": 6, "srv ping": 6, "v3 ping": 6, "srv iperf3_tcp": 6, "v3 iperf3_tcp": 6, "srv qperf_tcp_bw": 6}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("run %s stored %v, want %v", run.GetRunId(), got, want)
+		}
+	}
+}
+
+// A server that stays busy is retried a bounded number of times, then the
+// test ends STATUS_BUSY without metrics: never a sample.
+func TestExternalServerAlwaysBusy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	allow := []*agentv1.ExternalTarget{{Name: "taken", Address: "192.0.2.24", Iperf3Port: 5201}}
+	agents := &serverAgents{nodes: []string{"n1"}, targets: map[string]*agentv1.ExternalTarget{"taken": allow[0]},
+		clients: map[string]int{}, attempts: map[string]int{}, heavy: map[string]bool{}, alwaysBusy: map[string]bool{"taken": true}}
+	ended := make(chan measurev1.RunState, 1)
+	m, err := New(ctx, Config{Store: st, Agents: agents, Observer: endObserver(ended), ExternalTargets: allow,
+		IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.extBackoff = time.Millisecond
+	run, err := m.Trigger(ctx, &measurev1.RunSpec{Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_EXTERNAL},
+		ExternalTargets: []string{"taken"}, Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_IPERF3_TCP}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state := <-ended; state != measurev1.RunState_RUN_STATE_FAILED {
+		t.Errorf("run ended %v, want failed", state)
+	}
+	res, _, err := st.ListResults(ctx, store.Filter{RunID: run.GetRunId()}, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].GetStatus() != measurev1.Status_STATUS_BUSY || res[0].GetMetrics() != nil {
+		t.Errorf("results %v, want one STATUS_BUSY without metrics", res)
+	}
+	agents.mu.Lock()
+	defer agents.mu.Unlock()
+	for id, n := range agents.attempts {
+		if n != externalBusyRetries+1 {
+			t.Errorf("%s: %d attempts, want %d", id, n, externalBusyRetries+1)
 		}
 	}
 }
