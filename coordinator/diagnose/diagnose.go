@@ -138,7 +138,8 @@ func (o observation) String() string {
 // alone are half of them), and it
 // explains more of them than any other node; its pairs are then set aside
 // and the search goes on. Localising needs 3 nodes or more: with 2, both
-// explain everything. Busy results (retried, never a sample) and canceled ones (CancelRun) are ignored.
+// explain everything. Busy results (retried, never a sample) and canceled
+// ones (CancelRun) are ignored.
 // The results of the external paths (host-external, pod-external), whose
 // destination is an external target, not a node, take no part in that:
 // they are judged apart (see diagnoseExternal) and their findings follow

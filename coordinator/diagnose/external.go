@@ -124,8 +124,9 @@ func diagnoseExternal(results []*measurev1.Result, nodeFindings []Finding) []Fin
 
 // observeExternal turns the external paths' results into one observation
 // per source, target, path and test: failed when no result of it has a
-// figure. Busy and canceled results (unmeasured), results of sources in aside, and observations
-// whose results all say agent_unavailable are left out.
+// figure. Busy and canceled results (unmeasured), results of sources in
+// aside, and observations whose results all say agent_unavailable are
+// left out.
 func observeExternal(results []*measurev1.Result, aside map[string]bool) []observation {
 	var ext []*measurev1.Result
 	for _, r := range results {
