@@ -93,6 +93,10 @@ func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.Plan
 		}
 		wait.Stop()
 	}
+	if ctx.Err() != nil && anyBusy(results) {
+		// Canceled between busy attempts: no sample, and no retry either.
+		results = canceledResult(pt, start, "while its server was busy")
+	}
 	return m.checkFigures(pt, sanitize(runID, pt, results, start)), answered
 }
 
