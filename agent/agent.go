@@ -301,6 +301,8 @@ type Agent struct {
 	// runs are the client runs in progress: they outlive the session that
 	// ordered them, and Run waits for them.
 	runs sync.WaitGroup
+	// inFlight are the cancels of those runs (cancel_client).
+	inFlight clientRuns
 	// outMu orders putting a client result into the spool and handing it to
 	// the current session against a new session's reading of the spool:
 	// each result is then sent by exactly one of them.

@@ -25,6 +25,7 @@ type triggerFlags struct {
 	maxHeavy            uint32
 	label               string
 	noWait              bool
+	onInterrupt         string // --on-interrupt; empty: see interruptPolicy
 }
 
 // sweepSizes is the field's qperf sweep: 64 B to 64 KiB, doubling.
