@@ -50,6 +50,7 @@ func (a *serverAgents) Node(name string) (registry.Node, bool) {
 	return registry.Node{}, false
 }
 func (a *serverAgents) GossipGone(string) ([]string, bool) { return nil, false }
+func (a *serverAgents) Send(context.Context, string, *agentv1.Work) error { return nil }
 func (a *serverAgents) Ack(string, ...string)              {}
 func (a *serverAgents) HandleLate(registry.LateHandler)    {}
 
