@@ -539,7 +539,7 @@ var invariants = []invariant{
 			}
 			for _, name := range []string{agentName, coordinator} { // a rendering: the patches applied
 				for _, v := range podOf(m, name).Volumes {
-					if v.Secret != nil && strings.HasSuffix(v.Secret.SecretName, "-tls") && !secrets[v.Secret.SecretName] {
+					if v.Name == "tls" && v.Secret != nil && !secrets[v.Secret.SecretName] {
 						bad = append(bad, fmt.Sprintf("%s: secret %s is no Certificate's", name, v.Secret.SecretName))
 					}
 				}

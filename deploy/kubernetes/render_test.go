@@ -91,26 +91,39 @@ func helmBinary(t *testing.T) string {
 // helm runs the helm binary with args in deploy/kubernetes and returns
 // its standard output; an error carries standard error.
 func helm(bin string, args ...string) ([]byte, error) {
+	out, _, err := helmRun(bin, args...)
+	return out, err
+}
+
+// helmRun is helm, returning standard error too.
+func helmRun(bin string, args ...string) (stdout, stderr []byte, err error) {
 	cmd := exec.Command(bin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
 	// Helm's own state (repositories, cache) stays out of $HOME.
 	tmp, err := os.MkdirTemp("", "meshperf-helm-")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.RemoveAll(tmp)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+tmp+"/cache", "HELM_CONFIG_HOME="+tmp+"/config", "HELM_DATA_HOME="+tmp+"/data")
 	if err := cmd.Run(); err != nil {
-		return stdout.Bytes(), fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, stderr.Bytes(), stdout.Bytes())
+		return o.Bytes(), e.Bytes(), fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, e.Bytes(), o.Bytes())
 	}
-	return stdout.Bytes(), nil
+	return o.Bytes(), e.Bytes(), nil
 }
 
-// helmValuesFile writes values (YAML) to a file in dir and returns its path.
+// helmValuesFile writes values (YAML) to a temporary file, removed when
+// the test ends, and returns its path (without the test's name, whose
+// commas helm's -f would split at).
 func helmValuesFile(t *testing.T, values string) string {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), "values.yaml")
+	dir, err := os.MkdirTemp("", "meshperf-values-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	f := filepath.Join(dir, "values.yaml")
 	if err := os.WriteFile(f, []byte(values), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ var renderings = []struct {
 		},
 	},
 	{
-		name: "helm resources, node selector, tolerations, image",
+		name: "helm resources node selector tolerations image",
 		values: "namespace: {create: true}\nimage: {repository: registry.example/meshperf, tag: v1.2.3, pullPolicy: IfNotPresent, pullSecrets: [regcred]}\n" +
 			"agent: {resources: {requests: {cpu: 2, memory: 1Gi}, limits: {cpu: 2, memory: 1Gi}}}\n" +
 			"coordinator: {nodeSelector: {role: infra}, resources: {requests: {cpu: 200m, memory: 1Gi}, limits: {cpu: 2, memory: 2Gi}}}\n" +
