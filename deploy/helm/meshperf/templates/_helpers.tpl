@@ -29,16 +29,6 @@ imagePullPolicy: {{ . }}
 {{- end }}
 {{- end }}
 
-{{/* meshperf.podFields: pull secrets of a pod. */}}
-{{- define "meshperf.pullSecrets" -}}
-{{- with .Values.image.pullSecrets }}
-imagePullSecrets:
-{{- range . }}
-  - name: {{ . | quote }}
-{{- end }}
-{{- end }}
-{{- end }}
-
 {{/*
 meshperf.hashName: NAME-HASH as kustomize's configMapGenerator names a
 ConfigMap (sigs.k8s.io/kustomize/api v0.21 hasher: sha256 of the JSON of
