@@ -264,3 +264,36 @@ func TestHelmReleaseNamespace(t *testing.T) {
 		t.Error("no agent DaemonSet")
 	}
 }
+
+// TestHelmCoordinatorConfig: coordinator.config replaces the monitor's
+// schedules, in a ConfigMap of another name (a change rolls the
+// coordinator) that the coordinator mounts.
+func TestHelmCoordinatorConfig(t *testing.T) {
+	bin := helmBinary(t)
+	const custom = "probes:\n  interval: 30s\n"
+	names := map[string]string{}
+	for what, values := range map[string]string{"default": "", "custom": "coordinator: {config: \"" + strings.ReplaceAll(custom, "\n", `\n`) + "\"}\n"} {
+		out, err := helmTemplate(t, bin, namespace, values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := renderedManifests(what, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cms := all[*corev1.ConfigMap](m)
+		if len(cms) != 1 {
+			t.Fatalf("%s: %d ConfigMaps", what, len(cms))
+		}
+		names[what] = cms[0].Name
+		if got := coordinatorPod(m).Volumes[1].ConfigMap; got == nil || got.Name != cms[0].Name {
+			t.Errorf("%s: the coordinator mounts %+v, not ConfigMap %s", what, got, cms[0].Name)
+		}
+		if what == "custom" && cms[0].Data["coordinator.yaml"] != custom {
+			t.Errorf("custom: coordinator.yaml is %q", cms[0].Data["coordinator.yaml"])
+		}
+	}
+	if names["default"] == names["custom"] || !strings.HasPrefix(names["custom"], "meshperf-coordinator-config-") {
+		t.Errorf("ConfigMap names %v: want meshperf-coordinator-config-HASH, the hash changing with the content", names)
+	}
+}
