@@ -162,9 +162,9 @@ var abBreakdownRE = regexp.MustCompile(`^\(Connect: ([0-9]{1,19}), Receive: ([0-
 // abPercents are the rows of ab's percentile table, in order.
 var abPercents = [...]int{50, 66, 75, 80, 90, 95, 98, 99, 100}
 
-// abMaxMillis bounds a latency in ab's table: 1 hour (ab -t is at most
-// 300 s, -s 30 s).
-const abMaxMillis = maxTimeSeconds * 1000
+// abDurationSlack is how far past testspec.ExpectedDuration ab's "Time
+// taken for tests" may be: 10 s, the coordinator's own slack.
+const abDurationSlack = 10 * time.Second
 
 // abDoneRE is what ab prints on stdout when it aborts after some
 // requests: "Total of 45 requests completed".
@@ -228,8 +228,8 @@ func abAborted(out proc.Output) *Failure {
 //     requests than -n, a breakdown (Connect, Receive, Length, Exceptions)
 //     that does not add up to Failed requests, Non-2xx, Keep-Alive or
 //     Length counts above the completed ones, percentiles out of order or
-//     above 1 hour, a time taken above twice the timeout plus the socket
-//     timeout plus 5 s.
+//     above the bound below, a mean time per request above 1 hour, a time taken above testspec.ExpectedDuration (timeout
+//     + socket timeout + 2 s) plus 10 s.
 func ParseAb(out proc.Output, spec *measurev1.TestSpec) (m *measurev1.HttpLoadMetrics, note string, connectFailed bool, err error) {
 	defer func() { err = parseFailure("ab", out, err) }()
 	p := spec.GetHttpLoad()
@@ -296,7 +296,8 @@ func ParseAb(out proc.Output, spec *measurev1.TestSpec) (m *measurev1.HttpLoadMe
 	if err := abRates(s, m, spec); err != nil {
 		return nil, "", false, err
 	}
-	if err := abLatencies(percent, total, m); err != nil {
+	expected, _ := testspec.ExpectedDuration(spec)
+	if err := abLatencies(percent, total, m, (expected+abDurationSlack).Seconds()*1000); err != nil {
 		return nil, "", false, err
 	}
 	bad := failedAb + m.Non_2XxResponses
@@ -332,7 +333,11 @@ func abRates(s abFigures, m *measurev1.HttpLoadMetrics, spec *measurev1.TestSpec
 		return err
 	}
 	timeout := spec.GetHttpLoad().GetTimeout().AsDuration()
-	if bound := 2*timeout + testspec.LoadSocketTimeout(timeout) + 5*time.Second; m.DurationSeconds > bound.Seconds() {
+	// ab stops starting requests at -t and waits up to -s for those in
+	// flight: ExpectedDuration; the slack is the coordinator's
+	// (sanity.DeadlineSlack), which checks the same bound.
+	expected, _ := testspec.ExpectedDuration(spec)
+	if bound := expected + abDurationSlack; m.DurationSeconds > bound.Seconds() {
 		return fail(measurev1.Status_STATUS_PARSE_ERROR, "ab's Time taken for tests %s s is far beyond its -t %s and -s: not a measurement",
 			s["Time taken for tests"], seconds(timeout))
 	}
@@ -366,11 +371,11 @@ func seconds(d time.Duration) string {
 }
 
 // abLatencies fills m's percentiles from ab's table (ms, in order, at
-// most 1 hour), or for a single completed request, which ab prints no
+// most maxMillis: no request outlasts the load), or for a single completed request, which ab prints no
 // table for, from the Connection Times "Total:" line (min mean sd
 // median max: every percentile is that request's time). With no
 // completed request they stay 0.
-func abLatencies(percent map[int]string, total []string, m *measurev1.HttpLoadMetrics) error {
+func abLatencies(percent map[int]string, total []string, m *measurev1.HttpLoadMetrics, maxMillis float64) error {
 	var ms [len(abPercents)]float64
 	switch {
 	case m.CompletedRequests == 0:
@@ -403,8 +408,9 @@ func abLatencies(percent map[int]string, total []string, m *measurev1.HttpLoadMe
 			ms[i], prev = x, x
 		}
 	}
-	if ms[len(ms)-1] > abMaxMillis {
-		return fail(measurev1.Status_STATUS_PARSE_ERROR, "ab's longest request %s ms is above 1 hour, not a measurement", strconv.FormatFloat(ms[len(ms)-1], 'f', -1, 64))
+	if ms[len(ms)-1] > maxMillis {
+		return fail(measurev1.Status_STATUS_PARSE_ERROR, "ab's longest request %s ms is longer than the load may last (%s ms), not a measurement",
+			strconv.FormatFloat(ms[len(ms)-1], 'f', -1, 64), strconv.FormatFloat(maxMillis, 'f', -1, 64))
 	}
 	m.LatencyP50Seconds = ms[0] / 1000
 	m.LatencyP90Seconds = ms[4] / 1000

@@ -88,6 +88,7 @@ func TestParseAbGarbled(t *testing.T) {
 		{"other concurrency", base, "Concurrency Level:      10", "Concurrency Level:      11", 0, measurev1.Status_STATUS_PARSE_ERROR, "Concurrency Level 11 is not -c 10"},
 		{"percentiles out of order", base, "  90%     11", "  90%      1", 0, measurev1.Status_STATUS_PARSE_ERROR, "90% figure 1 ms is below"},
 		{"percentile missing", base, "  99%     17\n", "", 0, measurev1.Status_STATUS_PARSE_ERROR, "no 99% line"},
+		{"longest request beyond the load", base, " 100%     26 (longest", " 100%  99999 (longest", 0, measurev1.Status_STATUS_PARSE_ERROR, "longer than the load may last (72000 ms)"},
 		{"percentile garbled", base, "  95%     12", "  95%     1x2", 0, measurev1.Status_STATUS_PARSE_ERROR, "bad 95% figure"},
 		{"summary cut", base, "Requests per second", "Requests per sec", 0, measurev1.Status_STATUS_PARSE_ERROR, `no "Requests per second" line`},
 		{"time beyond the limit", base, "Time taken for tests:   1.401 seconds", "Time taken for tests:   99.401 seconds", 0, measurev1.Status_STATUS_PARSE_ERROR, "far beyond its -t 30s"},
