@@ -228,8 +228,9 @@ func abAborted(out proc.Output) *Failure {
 //     requests than -n, a breakdown (Connect, Receive, Length, Exceptions)
 //     that does not add up to Failed requests, Non-2xx, Keep-Alive or
 //     Length counts above the completed ones, percentiles out of order or
-//     above the bound below, a mean time per request above 1 hour, a time taken above testspec.ExpectedDuration (timeout
-//   - socket timeout + 2 s) plus 10 s.
+//     longer than the load may last, a mean time per request above 1
+//     hour, a time taken above testspec.ExpectedDuration (the timeout,
+//     the socket timeout and 2 s) plus 10 s.
 func ParseAb(out proc.Output, spec *measurev1.TestSpec) (m *measurev1.HttpLoadMetrics, note string, connectFailed bool, err error) {
 	defer func() { err = parseFailure("ab", out, err) }()
 	p := spec.GetHttpLoad()
