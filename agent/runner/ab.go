@@ -14,7 +14,9 @@ import (
 )
 
 // abCommand builds `ab -q -r -c C [-k] -s S -t T -n N URL` from a
-// normalized http_load spec, URL as curlURL builds it (IPv6 in brackets):
+// normalized http_load spec, URL as curlURL builds it (IPv6 in brackets,
+// which ab 2.3 takes; a zoned address it does not, and checkRequest
+// refuses it):
 //   - -q: no "Completed N requests" progress lines on stderr.
 //   - -r: a socket receive error (a refused or reset connection) is
 //     counted ("Failed requests ... Receive") instead of aborting ab

@@ -216,6 +216,7 @@ func TestAbIntegration(t *testing.T) {
 					t.Errorf("metrics %v", m)
 				}
 			}},
+		{"zoned IPv6", 0, &measurev1.HttpLoadParams{Requests: 5}, measurev1.Status_STATUS_INVALID, nil},
 		{"nothing listens", closedPort, &measurev1.HttpLoadParams{Requests: 50, Concurrency: 2, Timeout: durationpb.New(10 * time.Second)},
 			measurev1.Status_STATUS_REFUSED, nil},
 	}
@@ -224,13 +225,17 @@ func TestAbIntegration(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			spec := &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP_LOAD, Params: &measurev1.TestSpec_HttpLoad{HttpLoad: tt.params}}
-			results := r.Run(ctx, &agentv1.RunClient{Spec: spec, Network: measurev1.Network_NETWORK_HOST, TargetIp: "127.0.0.1", Port: tt.port})
+			target, port := "127.0.0.1", tt.port
+			if port == 0 {
+				target, port = "fe80::1%lo", 8080
+			}
+			results := r.Run(ctx, &agentv1.RunClient{Spec: spec, Network: measurev1.Network_NETWORK_HOST, TargetIp: target, Port: port})
 			checkResults(t, results[0].GetSpec(), results)
 			res := results[0]
 			if res.GetStatus() != tt.want {
 				t.Fatalf("status %v %q, want %v", res.GetStatus(), res.GetMessage(), tt.want)
 			}
-			if !strings.HasPrefix(res.GetToolVersion(), "ApacheBench ") {
+			if res.GetStatus() != measurev1.Status_STATUS_INVALID && !strings.HasPrefix(res.GetToolVersion(), "ApacheBench ") {
 				t.Errorf("tool_version %q", res.GetToolVersion())
 			}
 			if tt.check != nil {

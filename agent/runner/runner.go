@@ -230,6 +230,10 @@ func (r *Runner) checkRequest(req *agentv1.RunClient, spec *measurev1.TestSpec, 
 	if p := req.GetPort(); p == 0 || p > 65535 {
 		return invalid("port: %d is not a port in 1..65535 (%s needs the server's port)", p, toolName(spec))
 	}
+	if a, _ := netip.ParseAddr(req.GetTargetIp()); tool == measurev1.Tool_TOOL_AB && a.Zone() != "" {
+		// ab 2.3 refuses a zone in its URL ("http://[fe80::1%25eth0]:80/").
+		return invalid("target_ip: %q has a zone, which ab cannot take in its URL", req.GetTargetIp())
+	}
 	if tool == measurev1.Tool_TOOL_QPERF {
 		if p := req.GetDataPort(); p == 0 || p > 65535 || p == req.GetPort() {
 			return invalid("data_port: %d is not a port in 1..65535 other than port %d (qperf pins its data port)", p, req.GetPort())
