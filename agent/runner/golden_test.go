@@ -252,7 +252,7 @@ func TestGoldenStatuses(t *testing.T) {
 
 		"ab/ok": {ok}, "ab/ok_keepalive": {ok}, "ab/single": {ok}, "ab/non2xx_500": {ok}, "ab/non2xx_half": {ok},
 		"ab/length_mismatch": {ok}, "ab/time_limit": {ok}, "ab/refused": {unreachable}, "ab/timeout": {timeout},
-		"ab/some_slow": {timeout},
+		"ab/some_slow": {timeout}, "ab/too_many_files": {toolErr},
 	}
 	seen := map[string]bool{}
 	for _, path := range captureFiles(t) {
