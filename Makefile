@@ -8,6 +8,9 @@ MAKEFLAGS += --no-builtin-rules
 BUF_VERSION                := v1.75.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+# helm for the chart's tests (deploy/kubernetes/helm_test.go); `make helm`
+# installs it into ./bin with go install.
+HELM_VERSION               := v3.22.0
 
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
@@ -43,8 +46,18 @@ deps: ## Install the measuring tools (apt-get, as root) if any is missing.
 	@deploy/lab/install-deps.sh
 
 .PHONY: test-deps
-test-deps: ## Install what the tests need besides the measuring tools: chromium, prometheus, victoria-metrics (apt-get, as root).
+test-deps: helm ## Install what the tests need besides the measuring tools: chromium, prometheus, victoria-metrics (apt-get, as root), helm (go install).
 	@deploy/lab/install-test-deps.sh
+
+# Reinstalled when ./bin/helm is missing or another version than HELM_VERSION.
+.PHONY: helm
+helm: ## Install the pinned helm into ./bin (go install; the chart's tests run it).
+	@if [[ "$$($(BIN)/helm version --template '{{.Version}}' 2>/dev/null)" == "$(HELM_VERSION)" ]]; then \
+		echo "helm: $(HELM_VERSION) in $(BIN)"; \
+	else \
+		echo "helm: go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) (a few minutes)"; \
+		GOBIN=$(BIN) go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
+	fi
 
 .PHONY: build
 build: ## Build agent, coordinator and meshlab into ./bin.

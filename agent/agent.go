@@ -3,7 +3,8 @@
 // (reconnecting with backoff), registers its node, and carries out the
 // coordinator's typed work: start and stop test servers, run test clients
 // against registered endpoints only, or against the external targets
-// (outside the mesh: ping and HTTP only) that the coordinator's last
+// (outside the mesh: ping, HTTP, and iperf3 and qperf to the server ports
+// the allowlist names for the target, no other port) that the coordinator's last
 // Endpoints listed; the agent resolves an external target's DNS name
 // itself, in its own (host) network namespace, also for pod-network
 // clients, and sends to that address only. Client results are kept in a spool
@@ -300,6 +301,8 @@ type Agent struct {
 	// runs are the client runs in progress: they outlive the session that
 	// ordered them, and Run waits for them.
 	runs sync.WaitGroup
+	// inFlight are the cancels of those runs (cancel_client).
+	inFlight clientRuns
 	// outMu orders putting a client result into the spool and handing it to
 	// the current session against a new session's reading of the spool:
 	// each result is then sent by exactly one of them.

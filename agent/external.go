@@ -96,7 +96,7 @@ func (a *Agent) external(ctx context.Context, rc *agentv1.RunClient) (runner.Ext
 		return runner.External{}, measurev1.Status_STATUS_INVALID, fmt.Sprintf(
 			"external_target %q refused: it is not in the coordinator's list of external targets; known: %s", name, a.targets.externalString())
 	}
-	if err := runner.CheckExternal(rc, name, e.GetHttpUrl()); err != nil {
+	if err := runner.CheckExternal(rc, e); err != nil {
 		var f *runner.Failure
 		if errors.As(err, &f) {
 			return runner.External{}, f.Status, f.Message
@@ -116,7 +116,8 @@ func (a *Agent) external(ctx context.Context, rc *agentv1.RunClient) (runner.Ext
 		}
 		return runner.External{}, st, fmt.Sprintf("external_target %q: resolve %s: %v", name, e.GetAddress(), err)
 	}
-	return runner.External{Name: name, IP: ip, HTTPURL: e.GetHttpUrl()}, measurev1.Status_STATUS_OK, ""
+	return runner.External{Name: name, IP: ip, HTTPURL: e.GetHttpUrl(), Iperf3Port: e.GetIperf3Port(),
+		QperfPort: e.GetQperfPort(), QperfDataPort: e.GetQperfDataPort()}, measurev1.Status_STATUS_OK, ""
 }
 
 // refusedAddress is an address an external target may not be sent to

@@ -183,9 +183,9 @@ func TestExternalTargets(t *testing.T) {
 			return w
 		}(), wantStatus: invalid, wantIn: []string{`external_target "loop": target_ip "127.0.0.1"`}, wantTarget: "127.0.0.1"},
 		{name: "iperf3", work: runExternal(measurev1.Test_TEST_IPERF3_TCP, "web"), wantStatus: invalid,
-			wantIn: []string{`external_target "web": test iperf3_tcp cannot run against an external target`}},
+			wantIn: []string{`external_target "web" has no iperf3_port: it takes no iperf3 test`}},
 		{name: "qperf", work: runExternal(measurev1.Test_TEST_QPERF_TCP_BW, "web"), wantStatus: invalid,
-			wantIn: []string{`external_target "web": test qperf_tcp_bw cannot run`}},
+			wantIn: []string{`external_target "web" has no qperf_port and qperf_data_port`}},
 		{name: "http without http_url", work: runExternal(measurev1.Test_TEST_HTTP, "loop"), wantStatus: invalid,
 			wantIn: []string{`external_target "loop" has no http_url`}},
 		{name: "resolver error", work: runExternal(measurev1.Test_TEST_PING, "gone"), wantStatus: measurev1.Status_STATUS_UNREACHABLE,

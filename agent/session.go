@@ -186,15 +186,26 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 		watchdog.Reset(timeout)
 		switch msg := m.GetMsg().(type) {
 		case *agentv1.ConnectResponse_Work:
-			if _, ok := msg.Work.GetAction().(*agentv1.Work_RunClient); ok {
+			switch msg.Work.GetAction().(type) {
+			case *agentv1.Work_RunClient:
 				// With "result put in the spool", this tells a reader of the
 				// log (the lab's e2e tests) which client runs are over.
 				a.log.Debug("client run started", "test_id", msg.Work.GetTestId())
+				// Registered here, in the order of the stream, so that a
+				// cancel_client sent after it always finds it.
+				runCtx, forget := a.inFlight.start(agentCtx, msg.Work.GetTestId())
 				a.runs.Add(1)
-				go func() { // owner: the agent (Run waits); bounded by the work's deadline and the agent's ctx, not by this session
+				go func() { // owner: the agent (Run waits); bounded by the work's deadline, its cancel and the agent's ctx, not by this session
 					defer a.runs.Done()
-					a.clientDone(a.handle(agentCtx, msg.Work))
+					r := a.handle(runCtx, msg.Work)
+					forget()
+					a.clientDone(r)
 				}()
+				continue
+			case *agentv1.Work_CancelClient:
+				// No answer: the canceled client's own answer says how it ended.
+				found := a.inFlight.cancel(msg.Work.GetTestId())
+				a.log.Info("cancel_client", "test_id", msg.Work.GetTestId(), "running", found)
 				continue
 			}
 			wg.Add(1)

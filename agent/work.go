@@ -146,7 +146,7 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 			return refuse(st, "%s", msg)
 		}
 		if !a.takeSlot(ctx) {
-			return refuse(measurev1.Status_STATUS_TIMEOUT, "no free client slot before the deadline (%d of %d clients running)", len(a.clients), cap(a.clients))
+			return refuse(slotStatus(ctx), "no free client slot before the deadline (%d of %d clients running)", len(a.clients), cap(a.clients))
 		}
 		defer func() { <-a.clients }()
 		return a.runner.RunExternal(ctx, rc, ext)
@@ -174,7 +174,7 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 		}
 	}
 	if !a.takeSlot(ctx) {
-		return refuse(measurev1.Status_STATUS_TIMEOUT, "no free client slot before the deadline (%d of %d clients running)", len(a.clients), cap(a.clients))
+		return refuse(slotStatus(ctx), "no free client slot before the deadline (%d of %d clients running)", len(a.clients), cap(a.clients))
 	}
 	defer func() { <-a.clients }()
 	return a.runner.Run(ctx, rc)
@@ -195,6 +195,16 @@ func (a *Agent) takeSlot(ctx context.Context) bool {
 			return false
 		}
 	}
+}
+
+// slotStatus is the status of a client that got no slot before ctx
+// ended: CANCELED if it was canceled (cancel_client, the agent's end),
+// else TIMEOUT.
+func slotStatus(ctx context.Context) measurev1.Status {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return measurev1.Status_STATUS_CANCELED
+	}
+	return measurev1.Status_STATUS_TIMEOUT
 }
 
 // serviceWait bounds the wait for a ClusterIP to accept a TCP connection

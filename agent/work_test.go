@@ -35,6 +35,8 @@ func work(testID string, timeout time.Duration, action any) *agentv1.ConnectResp
 		w.Action = a
 	case *agentv1.Work_StopServer:
 		w.Action = a
+	case *agentv1.Work_CancelClient:
+		w.Action = a
 	case nil:
 	default:
 		panic(fmt.Sprintf("work: %T is not an action", action))

@@ -165,6 +165,14 @@ func TestAPIToken(t *testing.T) {
 			if tt.wantCode == codes.Unauthenticated && !strings.Contains(status.Convert(err).Message(), "authorization: Bearer") {
 				t.Errorf("refusal %q does not say what is needed", status.Convert(err).Message())
 			}
+			// CancelRun, a mutating call too, is guarded alike.
+			wantCancel := tt.wantCode
+			if wantCancel == codes.OK {
+				wantCancel = codes.NotFound
+			}
+			if _, err := mesh.CancelRun(ctx, &meshv1.CancelRunRequest{RunId: "01NOSUCHRUN"}); status.Code(err) != wantCancel {
+				t.Errorf("CancelRun: %v, want code %v", err, wantCancel)
+			}
 			if _, err := healthpb.NewHealthClient(tt.conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 				t.Errorf("health check: %v, want it open", err)
 			}

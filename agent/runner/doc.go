@@ -6,7 +6,8 @@
 // argv (ServerCommand) and finds the installed tools' versions
 // (DetectTools). Run serves node targets (an IP); RunExternal serves an
 // external target the caller resolved (ping to its IP, curl to its URL
-// pinned to that IP with --resolve).
+// pinned to that IP with --resolve, iperf3 and qperf to that IP on the
+// server ports the allowlist names for the target, no other).
 //
 // Tool versions the parsers were written against, from captured outputs in
 // testdata/: iputils ping 20221126, qperf 0.4.11, iperf 3.12, curl 7.88.1,

@@ -29,15 +29,34 @@ type External struct {
 	// or https URL whose host is the entry's address (see
 	// protocol.ValidateExternalTarget). Empty means no HTTP test.
 	HTTPURL string
+	// Iperf3Port is the entry's iperf3_port: the only port an iperf3
+	// client to the target may use; 0 means no iperf3 test.
+	Iperf3Port uint32
+	// QperfPort and QperfDataPort are the entry's qperf_port and
+	// qperf_data_port: the only ports a qperf client to the target may
+	// pin (-lp, -ip); 0 means no qperf test.
+	QperfPort, QperfDataPort uint32
+}
+
+// entry is ext as the allowlist entry CheckExternal reads.
+func (ext *External) entry() *agentv1.ExternalTarget {
+	return &agentv1.ExternalTarget{Name: ext.Name, HttpUrl: ext.HTTPURL, Iperf3Port: ext.Iperf3Port,
+		QperfPort: ext.QperfPort, QperfDataPort: ext.QperfDataPort}
 }
 
 // RunExternal runs req's client against the external target ext, like Run
 // otherwise (results, statuses, deadlines; TargetAddress is ext.IP).
-// req.external_target must be ext.Name and target_ip, port and data_port
-// empty; only TEST_PING (to ext.IP) and TEST_HTTP (a GET of ext.HTTPURL,
-// which must not be empty) may run. A request that breaks these rules is
+// req.external_target must be ext.Name and target_ip empty; TEST_PING
+// (to ext.IP) and TEST_HTTP (a GET of ext.HTTPURL, which must not be
+// empty) run without ports; an iperf3 test (iperf3 -c ext.IP -p PORT -J
+// ...) only with port ext.Iperf3Port (not 0) and no data_port, a qperf
+// test (qperf -lp PORT -ip DATA_PORT ext.IP TEST) only with port and
+// data_port ext.QperfPort and ext.QperfDataPort (not 0): the ports the
+// allowlist names, no other. A request that breaks these rules is
 // INVALID, with a message naming the field and its value, and runs no
-// tool.
+// tool. An iperf3 server serving another client answers "the server is
+// busy running a test", which is STATUS_BUSY (retried by the coordinator,
+// never a sample).
 //
 // curl fetches HTTPURL itself, so that the request carries the URL's host
 // in its Host header and TLS SNI, and verifies an https certificate (no
@@ -57,42 +76,71 @@ func (r *Runner) RunExternal(ctx context.Context, req *agentv1.RunClient, ext Ex
 
 // CheckExternal checks what RunExternal can check of req before the
 // target's address is resolved, so that a caller refuses a bad request
-// before it resolves anything: req.external_target names the entry name
-// (whose http_url is httpURL), target_ip, port and data_port are empty,
-// and the test is TEST_PING, or TEST_HTTP with a non-empty httpURL. The
-// error is a *Failure with STATUS_INVALID and a message naming the field
-// and its value.
-func CheckExternal(req *agentv1.RunClient, name, httpURL string) error {
+// before it resolves anything: req.external_target names e, target_ip is
+// empty, and the test is TEST_PING or TEST_HTTP (e with a non-empty
+// http_url) without port and data_port, an iperf3 test with port e's
+// iperf3_port (not 0) and no data_port, or a qperf test with port and
+// data_port e's qperf_port and qperf_data_port (not 0). The trust rule:
+// an agent sends to an external target on the allowlisted ports only.
+// The error is a *Failure with STATUS_INVALID and a message naming the
+// field and its value.
+func CheckExternal(req *agentv1.RunClient, e *agentv1.ExternalTarget) error {
 	invalid := func(format string, args ...any) error {
 		return fail(measurev1.Status_STATUS_INVALID, format, args...)
 	}
-	got := req.GetExternalTarget()
+	name, got := e.GetName(), req.GetExternalTarget()
 	switch {
 	case got == "":
 		return invalid("external_target is empty: a run against external target %q must name it", name)
 	case got != name:
 		return invalid("external_target %q is not the external target %q this run was given", got, name)
-	case req.GetTargetIp() != "" || req.GetPort() != 0 || req.GetDataPort() != 0:
-		return invalid("external_target %q: target_ip %q, port %d and data_port %d must be empty with an external target",
-			got, req.GetTargetIp(), req.GetPort(), req.GetDataPort())
+	case req.GetTargetIp() != "":
+		return invalid("external_target %q: target_ip %q must be empty with an external target", got, req.GetTargetIp())
 	}
-	switch test := req.GetSpec().GetTest(); testspec.Tool(test) {
-	case measurev1.Tool_TOOL_PING:
+	test := req.GetSpec().GetTest()
+	noPorts := func() error {
+		if req.GetPort() != 0 || req.GetDataPort() != 0 {
+			return invalid("external_target %q: port %d and data_port %d must be 0 for test %s", got, req.GetPort(), req.GetDataPort(), testspec.Name(test))
+		}
 		return nil
+	}
+	switch testspec.Tool(test) {
+	case measurev1.Tool_TOOL_PING:
+		return noPorts()
 	case measurev1.Tool_TOOL_CURL:
-		if httpURL == "" {
+		if e.GetHttpUrl() == "" {
 			return invalid("external_target %q has no http_url: it takes no HTTP test (test %s)", got, testspec.Name(test))
+		}
+		return noPorts()
+	case measurev1.Tool_TOOL_IPERF3:
+		switch want := e.GetIperf3Port(); {
+		case want == 0:
+			return invalid("external_target %q has no iperf3_port: it takes no iperf3 test (test %s)", got, testspec.Name(test))
+		case req.GetPort() != want:
+			return invalid("external_target %q: port %d is not its iperf3_port %d (test %s)", got, req.GetPort(), want, testspec.Name(test))
+		case req.GetDataPort() != 0:
+			return invalid("external_target %q: data_port %d must be 0 for test %s", got, req.GetDataPort(), testspec.Name(test))
+		}
+		return nil
+	case measurev1.Tool_TOOL_QPERF:
+		switch wantPort, wantData := e.GetQperfPort(), e.GetQperfDataPort(); {
+		case wantPort == 0 || wantData == 0:
+			return invalid("external_target %q has no qperf_port and qperf_data_port: it takes no qperf test (test %s)", got, testspec.Name(test))
+		case req.GetPort() != wantPort:
+			return invalid("external_target %q: port %d is not its qperf_port %d (test %s)", got, req.GetPort(), wantPort, testspec.Name(test))
+		case req.GetDataPort() != wantData:
+			return invalid("external_target %q: data_port %d is not its qperf_data_port %d (test %s)", got, req.GetDataPort(), wantData, testspec.Name(test))
 		}
 		return nil
 	default:
-		return invalid("external_target %q: test %s cannot run against an external target: only ping and HTTP can",
+		return invalid("external_target %q: test %s cannot run against an external target: only ping, HTTP, iperf3 and qperf can",
 			got, testspec.Name(test))
 	}
 }
 
 // checkExternal checks a RunExternal request: see RunExternal.
 func checkExternal(req *agentv1.RunClient, ext *External) *Failure {
-	if err := CheckExternal(req, ext.Name, ext.HTTPURL); err != nil {
+	if err := CheckExternal(req, ext.entry()); err != nil {
 		return asFailure(err)
 	}
 	name := req.GetExternalTarget()

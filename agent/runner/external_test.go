@@ -128,6 +128,7 @@ func TestRunExternalRuns(t *testing.T) {
 func TestRunExternalRefuses(t *testing.T) {
 	web := External{Name: "web", IP: netip.MustParseAddr("192.0.2.7"), HTTPURL: "http://web.example/"}
 	lb := External{Name: "lb", IP: netip.MustParseAddr("192.0.2.8")}
+	srv := External{Name: "srv", IP: netip.MustParseAddr("192.0.2.9"), Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766}
 	host := measurev1.Network_NETWORK_HOST
 	spec := func(test measurev1.Test) *measurev1.TestSpec { return &measurev1.TestSpec{Test: test} }
 	tests := []struct {
@@ -142,12 +143,26 @@ func TestRunExternalRefuses(t *testing.T) {
 		{"another external_target", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_PING), Network: host, ExternalTarget: "web"}, &lb,
 			`external_target "web" is not the external target "lb"`},
 		{"target_ip too", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_PING), Network: host, ExternalTarget: "lb", TargetIp: "192.0.2.8"}, &lb,
-			`target_ip "192.0.2.8", port 0 and data_port 0 must be empty`},
+			`external_target "lb": target_ip "192.0.2.8" must be empty`},
 		{"port too", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_HTTP), Network: host, ExternalTarget: "web", Port: 80}, &web, "port 80"},
 		{"iperf3", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_IPERF3_TCP), Network: host, ExternalTarget: "web"}, &web,
-			"test iperf3_tcp cannot run against an external target"},
+			`external_target "web" has no iperf3_port: it takes no iperf3 test (test iperf3_tcp)`},
+		{"iperf3 with a port", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_IPERF3_TCP), Network: host, ExternalTarget: "web", Port: 5201}, &web,
+			`external_target "web" has no iperf3_port`},
 		{"qperf", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_QPERF_TCP_LAT), Network: host, ExternalTarget: "web"}, &web,
-			"cannot run against an external target"},
+			`external_target "web" has no qperf_port and qperf_data_port`},
+		{"iperf3 to another port", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_IPERF3_TCP), Network: host, ExternalTarget: "srv", Port: 22}, &srv,
+			`external_target "srv": port 22 is not its iperf3_port 5201`},
+		{"iperf3 without a port", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_IPERF3_UDP), Network: host, ExternalTarget: "srv"}, &srv,
+			`external_target "srv": port 0 is not its iperf3_port 5201`},
+		{"iperf3 with a data port", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_IPERF3_TCP), Network: host, ExternalTarget: "srv", Port: 5201,
+			DataPort: 19766}, &srv, `external_target "srv": data_port 19766 must be 0 for test iperf3_tcp`},
+		{"qperf to iperf3's port", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_QPERF_TCP_BW), Network: host, ExternalTarget: "srv", Port: 5201,
+			DataPort: 19766}, &srv, `external_target "srv": port 5201 is not its qperf_port 19765`},
+		{"qperf to another data port", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_QPERF_TCP_BW), Network: host, ExternalTarget: "srv", Port: 19765,
+			DataPort: 6443}, &srv, `external_target "srv": data_port 6443 is not its qperf_data_port 19766`},
+		{"ping with a port", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_PING), Network: host, ExternalTarget: "srv", Port: 5201}, &srv,
+			`external_target "srv": port 5201 and data_port 0 must be 0 for test ping`},
 		{"http without http_url", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_HTTP), Network: host, ExternalTarget: "lb"}, &lb,
 			`external_target "lb" has no http_url`},
 		{"unusable resolved address", &agentv1.RunClient{Spec: spec(measurev1.Test_TEST_PING), Network: host, ExternalTarget: "lb"},

@@ -189,7 +189,7 @@ func (r *Runner) run(ctx context.Context, req *agentv1.RunClient, ext *External)
 			defer cancel()
 		}
 		if testspec.Tool(spec.GetTest()) == measurev1.Tool_TOOL_QPERF {
-			results = r.runQperf(ctx, req, spec, netns)
+			results = r.runQperf(ctx, req, spec, netns, targetAddress)
 		} else {
 			results = r.runOnce(ctx, req, spec, netns, ext)
 		}
@@ -222,7 +222,7 @@ func (r *Runner) checkRequest(req *agentv1.RunClient, spec *measurev1.TestSpec, 
 	}
 	tool := testspec.Tool(spec.GetTest())
 	if ext != nil {
-		return netns, nil // checkExternal allows only ping and HTTP, without ports
+		return netns, nil // checkExternal checked the ports: the allowlisted ones
 	}
 	if tool == measurev1.Tool_TOOL_PING {
 		return netns, nil
@@ -249,6 +249,8 @@ func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *meas
 	switch tool := testspec.Tool(spec.GetTest()); {
 	case ext != nil && tool == measurev1.Tool_TOOL_PING:
 		cmd = pingCommand(spec, ext.IP.String(), netns)
+	case ext != nil && tool == measurev1.Tool_TOOL_IPERF3:
+		cmd = iperf3Command(spec, ext.IP.String(), req.GetPort(), netns)
 	case ext != nil:
 		var err error
 		if cmd, err = curlExternalCommand(spec, ext.HTTPURL, ext.IP, netns); err != nil {
@@ -278,11 +280,12 @@ func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *meas
 	return results
 }
 
-// runQperf runs qperf once per message size. After a size fails to
+// runQperf runs qperf once per message size against target (target_ip,
+// or an external target's resolved address). After a size fails to
 // connect (REFUSED, UNREACHABLE, TIMEOUT), is cut by the deadline or
 // canceled, or the tool is missing, the remaining sizes are not run and get
 // the same status with "not run: ...".
-func (r *Runner) runQperf(ctx context.Context, req *agentv1.RunClient, spec *measurev1.TestSpec, netns string) []*measurev1.Result {
+func (r *Runner) runQperf(ctx context.Context, req *agentv1.RunClient, spec *measurev1.TestSpec, netns, target string) []*measurev1.Result {
 	p := spec.GetQperf()
 	seconds := uint64(p.GetDuration().AsDuration() / time.Second)
 	var results []*measurev1.Result
@@ -298,14 +301,14 @@ func (r *Runner) runQperf(ctx context.Context, req *agentv1.RunClient, spec *mea
 			results = append(results, failed(one, uint32(i), f))
 			continue
 		}
-		cmd := qperfCommand(spec.GetTest(), seconds, size, req.GetTargetIp(), req.GetPort(), req.GetDataPort(), netns)
+		cmd := qperfCommand(spec.GetTest(), seconds, size, target, req.GetPort(), req.GetDataPort(), netns)
 		start := time.Now()
 		cmd.Name = r.toolPath(cmd.Name)
 		out, err := r.exec(ctx, cmd)
 		rs, connectFailed := resultsOf(one, out, err)
 		res := rs[0]
 		if connectFailed && res.GetStatus() != measurev1.Status_STATUS_OK {
-			r.refineConnect(ctx, res, netns, net.JoinHostPort(req.GetTargetIp(), strconv.FormatUint(uint64(req.GetPort()), 10)))
+			r.refineConnect(ctx, res, netns, net.JoinHostPort(target, strconv.FormatUint(uint64(req.GetPort()), 10)))
 		}
 		r.logRun(cmd, out, rs)
 		stamp(rs, start, out.Elapsed)

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/meshperf/meshperf/coordinator/cli"
 	"github.com/meshperf/meshperf/internal/grpcbuf"
@@ -37,7 +35,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cli.WithSignals(ctx) // SIGINT, SIGTERM; `trigger` takes SIGINT while it watches
 	defer stop()
 	cmd := cli.NewCommand(stdout, stderr)
 	cmd.SetArgs(args)

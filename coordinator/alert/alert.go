@@ -95,10 +95,11 @@ func (a *Alerter) RunStarted(string) {}
 // Recorded is part of runs.Observer; it does nothing.
 func (a *Alerter) Recorded([]*measurev1.Result) {}
 
-// RunEnded queues the run for diagnosis; it never blocks. Interrupted runs
-// are skipped at once: their missing tests say nothing about the network.
+// RunEnded queues the run for diagnosis; it never blocks. Interrupted and
+// canceled runs are skipped at once: their missing tests say nothing about
+// the network.
 func (a *Alerter) RunEnded(runID string, state measurev1.RunState) {
-	if state == measurev1.RunState_RUN_STATE_INTERRUPTED {
+	if state == measurev1.RunState_RUN_STATE_INTERRUPTED || state == measurev1.RunState_RUN_STATE_CANCELED {
 		a.mu.Lock()
 		a.handled++
 		a.mu.Unlock()

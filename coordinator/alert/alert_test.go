@@ -135,6 +135,7 @@ func TestAlerter(t *testing.T) {
 			"node-2 pod-network", `msg="fault localised" node=node-2 kind=pod-network`},
 		{"on-demand runs are not judged", "host-gw", measurev1.RunState_RUN_STATE_FAILED, podsOf("node-3"), false, "node-2 pod-network", ""},
 		{"interrupted runs are not judged", "monitor-light", measurev1.RunState_RUN_STATE_INTERRUPTED, nil, false, "node-2 pod-network", ""},
+		{"canceled runs are not judged", "monitor-light", measurev1.RunState_RUN_STATE_CANCELED, nil, false, "node-2 pod-network", ""},
 		{"still broken", "monitor-light", measurev1.RunState_RUN_STATE_FAILED, podsOf("node-2"), true,
 			"node-2 pod-network", `msg="fault persists" node=node-2 kind=pod-network`},
 		{"another schedule that cannot see it does not clear it", "monitor-hosts", measurev1.RunState_RUN_STATE_SUCCEEDED, nil, true,

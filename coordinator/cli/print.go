@@ -50,7 +50,8 @@ func printRun(ctx context.Context, o *options, client meshv1.MeshServiceClient, 
 		out = o.stderr // keep stdout one JSON document
 	}
 	fmt.Fprintln(out, line)
-	if ok, total := report.Summary(rows); ok != total || run.GetState() == measurev1.RunState_RUN_STATE_INTERRUPTED {
+	if ok, total := report.Summary(rows); ok != total || run.GetState() == measurev1.RunState_RUN_STATE_INTERRUPTED ||
+		run.GetState() == measurev1.RunState_RUN_STATE_CANCELED {
 		return &ExitError{Code: 1, Err: fmt.Errorf("run %s: %s (%s)", runID, line, report.StateName(run.GetState()))}
 	}
 	return nil

@@ -65,12 +65,13 @@ type options struct {
 	tlsCA, tlsCert, tlsKey string
 	stdout                 io.Writer
 	stderr                 io.Writer
+	stdin                  io.Reader // trigger's answer to "cancel run X?"
 }
 
 // NewCommand returns the `coordinator` root command writing to stdout and
 // stderr.
 func NewCommand(stdout, stderr io.Writer) *cobra.Command {
-	o := &options{stdout: stdout, stderr: stderr}
+	o := &options{stdout: stdout, stderr: stderr, stdin: os.Stdin}
 	root := &cobra.Command{
 		Use:           "coordinator",
 		Short:         "meshperf coordinator: schedules full-mesh network tests and keeps their results",
@@ -90,7 +91,7 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&o.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	root.AddCommand(newServeCommand(o), newTriggerCommand(o), newResultsCommand(o), newAgentsCommand(o),
 		newRunsCommand(o), newReportCommand(o), newCompareCommand(o), newPlotCommand(o), newMaintenanceCommand(o), newHistoryCommand(o), newSeriesCommand(o), newDiagnoseCommand(o),
-		newTargetsCommand(o))
+		newTargetsCommand(o), newCancelCommand(o))
 	return root
 }
 

@@ -29,6 +29,7 @@ type triggerFlags struct {
 	loadTimeout                   time.Duration
 	label                         string
 	noWait                        bool
+	onInterrupt                   string // --on-interrupt; empty: see interruptPolicy
 }
 
 // sweepSizes is the field's qperf sweep: 64 B to 64 KiB, doubling.

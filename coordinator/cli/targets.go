@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -16,7 +17,10 @@ func newTargetsCommand(o *options) *cobra.Command {
 		Short: "List the external targets a run may name (the coordinator's allowlist)",
 		Long: `List the external targets of the coordinator's config file, which
 trigger --external may name: NAME, ADDRESS (an IP, or a DNS name that each
-agent resolves itself) and HTTP_URL ("-": ping only).`,
+agent resolves itself), HTTP_URL ("-": no HTTP test), IPERF3_PORT (the
+port of an iperf3 server behind the target; "-": no iperf3 test) and
+QPERF_PORTS (a qperf server's listen and data ports, PORT/DATA_PORT;
+"-": no qperf test).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.checkOutput(); err != nil {
@@ -32,9 +36,16 @@ agent resolves itself) and HTTP_URL ("-": ping only).`,
 				return o.printJSON(resp)
 			}
 			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tADDRESS\tHTTP_URL")
+			fmt.Fprintln(tw, "NAME\tADDRESS\tHTTP_URL\tIPERF3_PORT\tQPERF_PORTS")
 			for _, t := range resp.GetExternalTargets() {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", t.GetName(), t.GetAddress(), dash(t.GetHttpUrl()))
+				iperf3, qperf := "-", "-"
+				if p := t.GetIperf3Port(); p != 0 {
+					iperf3 = strconv.FormatUint(uint64(p), 10)
+				}
+				if p, d := t.GetQperfPort(), t.GetQperfDataPort(); p != 0 || d != 0 {
+					qperf = fmt.Sprintf("%d/%d", p, d)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.GetName(), t.GetAddress(), dash(t.GetHttpUrl()), iperf3, qperf)
 			}
 			return tw.Flush()
 		},

@@ -24,6 +24,7 @@ func TestTargetsCommand(t *testing.T) {
 	sock := serveMesh(t, &targetsServer{targets: []*agentv1.ExternalTarget{
 		{Name: "ingress", Address: "lb.example.com", HttpUrl: "https://lb.example.com/healthz"},
 		{Name: "peer", Address: "192.0.2.7"},
+		{Name: "srv", Address: "192.0.2.8", Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766},
 	}})
 	for _, tt := range []struct {
 		name  string
@@ -31,11 +32,13 @@ func TestTargetsCommand(t *testing.T) {
 		wants []string
 	}{
 		{"table", nil, []string{
-			"NAME     ADDRESS         HTTP_URL",
-			"ingress  lb.example.com  https://lb.example.com/healthz",
-			"peer     192.0.2.7       -",
+			"NAME ADDRESS HTTP_URL IPERF3_PORT QPERF_PORTS",
+			"ingress lb.example.com https://lb.example.com/healthz - -",
+			"peer 192.0.2.7 - - -",
+			"srv 192.0.2.8 - 5201 19765/19766",
 		}},
-		{"json", []string{"-o", "json"}, []string{`"http_url": "https://lb.example.com/healthz"`, `"name": "peer"`}},
+		{"json", []string{"-o", "json"}, []string{`"http_url": "https://lb.example.com/healthz"`, `"name": "peer"`,
+			`"iperf3_port": 5201`, `"qperf_port": 19765`, `"qperf_data_port": 19766`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

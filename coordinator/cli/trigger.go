@@ -30,16 +30,30 @@ runs, then print one row per node pair and path. Ping and HTTP run first;
 then the heavy tests (qperf, iperf3, http_load) in rounds in which no node is in two
 of them. With --external NAME[,NAME], every node of the run also pings
 (and fetches the http_url of) those targets of the coordinator's allowlist
-from its host and pod networks. The last line reads "N/N pair-paths OK"; the exit status is 1
+from its host and pod networks, and runs iperf3 and qperf to those with
+the ports of such a server (coordinator targets lists them), one client at
+a time per target (a busy server is retried, never a sample); an iperf3
+or qperf test named in --tests that no target has a server for is refused. The last line reads "N/N pair-paths OK"; the exit status is 1
 if any pair-path failed or is missing. Then: coordinator report RUN_ID,
-compare RUN_A RUN_B, plot RUN_ID --out run.png.`,
+compare RUN_A RUN_B, plot RUN_ID --out run.png.
+
+Ctrl-C while it watches does what --on-interrupt says: ask (once, on the
+terminal: "cancel run X? [y/N]"), cancel (the run's running tests stop,
+the tests not started are dropped, what it measured is kept, and trigger
+watches it end canceled), or detach (the run goes on; exit status 130).
+The default asks when stdin is a terminal and detaches otherwise. A second
+Ctrl-C stops watching at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec, err := tf.spec()
 			if err != nil {
 				return err
 			}
-			return runTrigger(cmd.Context(), o, spec, tf.noWait)
+			policy, err := interruptPolicy(tf.onInterrupt, isTerminal(o.stdin))
+			if err != nil {
+				return err
+			}
+			return runTrigger(cmd.Context(), o, spec, tf.noWait, policy)
 		},
 	}
 	f := cmd.Flags()
@@ -47,7 +61,7 @@ compare RUN_A RUN_B, plot RUN_ID --out run.png.`,
 	f.StringSliceVar(&tf.paths, "paths", nil, "paths, comma-separated: "+strings.Join(pathNames(), ", ")+
 		" (default host-host,host-pod,pod-pod,pod-service, and with --external also host-external,pod-external)")
 	f.StringSliceVar(&tf.external, "external", nil,
-		"external targets of the coordinator's allowlist (listed by coordinator targets), comma-separated: measured with ping and HTTP from every node of the run")
+		"external targets of the coordinator's allowlist (listed by coordinator targets), comma-separated: measured with ping and HTTP from every node of the run, and iperf3 and qperf to those with server ports")
 	f.StringSliceVar(&tf.pairs, "pair", nil, "node pair SRC:DST, repeatable (default: every ordered pair of known nodes)")
 	f.Uint32Var(&tf.repeats, "repeats", 0, "samples per test, 2 or more give spread and confidence intervals (default: 3 for ping, 5 for http, 1 for qperf and iperf3)")
 	f.DurationVar(&tf.duration, "duration", 0, "qperf and iperf3 measuring time, whole seconds (default 2s)")
@@ -63,10 +77,11 @@ compare RUN_A RUN_B, plot RUN_ID --out run.png.`,
 	f.Uint32Var(&tf.maxHeavy, "max-heavy", 0, "at most this many qperf/iperf3 tests at once across the fabric (default: one per node pair of a round)")
 	f.StringVar(&tf.label, "label", "", "a name for the run, e.g. the CNI mode or the change tried (shown by report and compare)")
 	f.BoolVar(&tf.noWait, "no-wait", false, "print the run ID and return at once")
+	f.StringVar(&tf.onInterrupt, "on-interrupt", "", "what Ctrl-C while watching does: ask (whether to cancel the run), cancel, or detach (the run goes on) (default: ask when stdin is a terminal, else detach)")
 	return cmd
 }
 
-func runTrigger(ctx context.Context, o *options, spec *measurev1.RunSpec, noWait bool) error {
+func runTrigger(ctx context.Context, o *options, spec *measurev1.RunSpec, noWait bool, policy string) error {
 	if err := o.checkOutput(); err != nil {
 		return err
 	}
@@ -88,7 +103,10 @@ func runTrigger(ctx context.Context, o *options, spec *measurev1.RunSpec, noWait
 		fmt.Fprintln(o.stdout, run.GetRunId())
 		return nil
 	}
-	if err := watch(ctx, o, client, run); err != nil {
+	interrupts, release := claimInterrupts(ctx)
+	defer release()
+	f := &follower{o: o, client: client, run: run, policy: policy, interrupts: interrupts, answers: o.stdin}
+	if err := f.follow(ctx); err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintf(o.stderr, "stopped watching; run %s goes on in the coordinator: see `coordinator results --run %s`\n", run.GetRunId(), run.GetRunId())
 		}
@@ -152,7 +170,11 @@ type progress struct {
 
 func newProgress(w io.Writer, total int) *progress {
 	p := &progress{w: w, total: total, last: -1}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	tty := w
+	if lw, ok := w.(*lockedWriter); ok { // follow's stderr
+		tty = lw.w
+	}
+	if f, ok := tty.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("tests"),
 			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
 	}

@@ -138,7 +138,8 @@ func (o observation) String() string {
 // alone are half of them), and it
 // explains more of them than any other node; its pairs are then set aside
 // and the search goes on. Localising needs 3 nodes or more: with 2, both
-// explain everything. Busy results are ignored (retried, never a sample).
+// explain everything. Busy results (retried, never a sample) and canceled
+// ones (CancelRun) are ignored.
 // The results of the external paths (host-external, pod-external), whose
 // destination is an external target, not a node, take no part in that:
 // they are judged apart (see diagnoseExternal) and their findings follow
@@ -338,7 +339,7 @@ func observe(results []*measurev1.Result) []observation {
 		if testspec.IsExternal(r.GetPath()) {
 			continue
 		}
-		if r.GetStatus() != measurev1.Status_STATUS_BUSY {
+		if !unmeasured(r.GetStatus()) {
 			clean = append(clean, r)
 		}
 	}
@@ -493,4 +494,11 @@ func Summary(fs []Finding) string {
 		lines[i] = f.String()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// unmeasured reports whether a result of status says nothing about the
+// network: its server was busy, or its run was canceled before or while
+// it ran (CancelRun).
+func unmeasured(s measurev1.Status) bool {
+	return s == measurev1.Status_STATUS_BUSY || s == measurev1.Status_STATUS_CANCELED
 }

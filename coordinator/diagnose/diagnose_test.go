@@ -122,6 +122,12 @@ func TestDiagnose(t *testing.T) {
 			}
 			return ok, 1
 		}, ""},
+		{"canceled is never a fault", 3, func(s, d string, _ measurev1.Path, t measurev1.Test) (measurev1.Status, float64) {
+			if on("node-2")(s, d) && t == measurev1.Test_TEST_IPERF3_TCP {
+				return measurev1.Status_STATUS_CANCELED, 0 // a canceled run's tests
+			}
+			return ok, 1
+		}, ""},
 		{"noise: two slow pairs of one node is no fault", 3, func(s, d string, p measurev1.Path, t measurev1.Test) (measurev1.Status, float64) {
 			if (s == "node-1" && d == "node-3" || s == "node-2" && d == "node-1") && p == measurev1.Path_PATH_HOST_TO_HOST && t == measurev1.Test_TEST_IPERF3_TCP {
 				return ok, 0.25

@@ -124,13 +124,14 @@ func diagnoseExternal(results []*measurev1.Result, nodeFindings []Finding) []Fin
 
 // observeExternal turns the external paths' results into one observation
 // per source, target, path and test: failed when no result of it has a
-// figure. Busy results, results of sources in aside, and observations
-// whose results all say agent_unavailable are left out.
+// figure. Busy and canceled results (unmeasured), results of sources in
+// aside, and observations whose results all say agent_unavailable are
+// left out.
 func observeExternal(results []*measurev1.Result, aside map[string]bool) []observation {
 	var ext []*measurev1.Result
 	for _, r := range results {
 		src, dst := r.GetSrcNode(), r.GetDstNode()
-		if src == "" || dst == "" || !testspec.IsExternal(r.GetPath()) || aside[src] || r.GetStatus() == measurev1.Status_STATUS_BUSY {
+		if src == "" || dst == "" || !testspec.IsExternal(r.GetPath()) || aside[src] || unmeasured(r.GetStatus()) {
 			continue
 		}
 		ext = append(ext, r)

@@ -191,7 +191,8 @@ func New(cfg Config) (*Metrics, error) {
 	}
 	// Final states start at 0, so that rate() and increase() see the
 	// first run of each.
-	for _, s := range []measurev1.RunState{measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED, measurev1.RunState_RUN_STATE_INTERRUPTED} {
+	for _, s := range []measurev1.RunState{measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED, measurev1.RunState_RUN_STATE_INTERRUPTED,
+		measurev1.RunState_RUN_STATE_CANCELED} {
 		m.runsTotal.WithLabelValues(report.StateName(s))
 	}
 	return m, nil

@@ -253,6 +253,7 @@ func TestFigures(t *testing.T) {
 		{"runs active", "meshperf_runs_active", nil, 1, false},
 		{"runs failed", "meshperf_runs_total", map[string]string{"state": "failed"}, 1, false},
 		{"runs succeeded start at 0", "meshperf_runs_total", map[string]string{"state": "succeeded"}, 0, false},
+		{"runs canceled start at 0", "meshperf_runs_total", map[string]string{"state": "canceled"}, 0, false},
 		{"no agent gauge without Config.Agents", "meshperf_agents_connected", nil, 0, true},
 		{"no store gauge without Config.StorePath", "meshperf_store_size_bytes", nil, 0, true},
 	}

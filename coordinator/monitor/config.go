@@ -27,6 +27,9 @@ import (
 //	  - name: ingress         # a DNS-1123 label; results carry it as dst_node
 //	    address: 203.0.113.10 # an IP or a DNS name (each agent resolves it)
 //	    http_url: http://203.0.113.10/healthz # optional: the HTTP test
+//	    iperf3_port: 5201     # optional: an iperf3 server behind it
+//	    qperf_port: 19765     # optional, with qperf_data_port: a qperf
+//	    qperf_data_port: 19766 #  server (qperf -lp 19765) behind it
 //	  - name: other-cluster
 //	    address: node-1.other.example.com     # ping only
 //	node_cidrs: [10.0.0.0/16]   # host IPs the agents may register (none: any)
@@ -83,6 +86,19 @@ type External struct {
 	// HTTPURL is what the HTTP test fetches: an http or https URL whose
 	// host is Address; empty means ping only.
 	HTTPURL string `json:"http_url"`
+	// Iperf3Port is the TCP port of an iperf3 server (iperf3 -s -p PORT)
+	// behind Address, e.g. a DaemonSet behind a LoadBalancer; 0 means
+	// none, and no iperf3 test runs against the target. One client at a
+	// time: runs serialize their iperf3 tests to the target.
+	Iperf3Port uint32 `json:"iperf3_port"`
+	// QperfPort is the listen port of a qperf server (qperf -lp PORT)
+	// behind Address, and QperfDataPort the data port its clients pin
+	// (-ip), which the LoadBalancer must forward too (TCP and UDP); both
+	// or neither, 0 meaning none, and distinct from each other and from
+	// Iperf3Port.
+	QperfPort uint32 `json:"qperf_port"`
+	// QperfDataPort: see QperfPort.
+	QperfDataPort uint32 `json:"qperf_data_port"`
 }
 
 // Schedule is one continuous mesh.
@@ -212,7 +228,8 @@ func external(list []External) ([]*agentv1.ExternalTarget, error) {
 	}
 	var out []*agentv1.ExternalTarget
 	for i, e := range list {
-		t := &agentv1.ExternalTarget{Name: e.Name, Address: e.Address, HttpUrl: e.HTTPURL}
+		t := &agentv1.ExternalTarget{Name: e.Name, Address: e.Address, HttpUrl: e.HTTPURL,
+			Iperf3Port: e.Iperf3Port, QperfPort: e.QperfPort, QperfDataPort: e.QperfDataPort}
 		if err := protocol.ValidateExternalTarget(t); err != nil {
 			return nil, fmt.Errorf("external[%d].%s: %w", i, externalField(err), err)
 		}
@@ -230,6 +247,13 @@ func external(list []External) ([]*agentv1.ExternalTarget, error) {
 // message (it names the field and value).
 func externalField(err error) string {
 	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, `": `); ok {
+		for _, f := range []string{"iperf3_port", "qperf_port", "qperf_data_port"} {
+			if strings.HasPrefix(rest, f+" ") {
+				return f
+			}
+		}
+	}
 	switch {
 	case strings.Contains(msg, ": http_url "):
 		return "http_url"

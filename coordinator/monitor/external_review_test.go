@@ -26,7 +26,7 @@ func TestExternalConfigEdges(t *testing.T) {
 		{"schedule names a target twice", "external: [{name: a, address: 192.0.2.1}]\nmonitor: {light: {interval: 30s, tests: [ping], external_targets: [a, a]}}", `external_targets[1] "a": listed twice`},
 		{"schedule names an unknown target", "monitor: {light: {interval: 30s, tests: [ping], external_targets: [a]}}", `external_targets[0] "a": not in the external list`},
 		{"external paths, no targets", "external: []\nmonitor: {light: {interval: 30s, tests: [ping], paths: [host-external]}}", "need external_targets"},
-		{"qperf only to a target", "external: [{name: a, address: 192.0.2.1}]\nmonitor: {light: {interval: 30s, tests: [qperf_tcp_lat], paths: [host-external], external_targets: [a]}}", "no test applies"},
+		{"qperf only to a target", "external: [{name: a, address: 192.0.2.1}]\nmonitor: {light: {interval: 30s, tests: [qperf_tcp_lat], paths: [host-external], external_targets: [a]}}", `tests[0] qperf_tcp_lat runs nowhere: external target "a" has no qperf_port`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(tt.yaml))

@@ -455,6 +455,31 @@ func (r *Registry) Dispatch(ctx context.Context, node string, w *agentv1.Work) (
 	return s.call(ctx, pendingKey{testID: w.GetTestId(), kind: kind}, w)
 }
 
+// Send queues w for node's agent without waiting for an answer: for work
+// that gets none (cancel_client). It fails with ErrAgentUnavailable
+// (wrapped) if the node has no session or it ends first, with ctx's error
+// if ctx ends before the work is queued, and refuses work that is
+// answered (use Dispatch).
+func (r *Registry) Send(ctx context.Context, node string, w *agentv1.Work) error {
+	if _, ok := w.GetAction().(*agentv1.Work_CancelClient); !ok {
+		return fmt.Errorf("node %q: work %q: only cancel_client is sent without waiting for an answer", node, w.GetTestId())
+	}
+	r.mu.Lock()
+	s, ok := r.sessions[node]
+	r.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("node %q: %w: not connected", node, ErrAgentUnavailable)
+	}
+	select {
+	case s.out <- w:
+		return nil
+	case <-s.done:
+		return s.goneErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // attach makes s the node's session, ending an older one. It fails with
 // ErrShutdown after Shutdown.
 func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register) error {

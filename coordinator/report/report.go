@@ -144,9 +144,10 @@ func SummaryLine(rows []*PairPath) string {
 }
 
 // Columns returns the tests that appear in any row, in first-seen order,
-// the rows of node paths first: external targets run only ping and HTTP,
-// and their rows (sorted among the others by target name) must not move
-// HTTP ahead of the tests the node pairs run.
+// the rows of node paths first: external targets run mostly ping and HTTP
+// (iperf3 and qperf only to a target with servers), and their rows (sorted
+// among the others by target name) must not move HTTP ahead of the tests
+// the node pairs run.
 func Columns(rows []*PairPath) []measurev1.Test {
 	var cols []measurev1.Test
 	for _, external := range []bool{false, true} {

@@ -67,17 +67,26 @@ func routeFor(path measurev1.Path, src, dst registry.Node) (route, error) {
 }
 
 // execTest runs one planned test to its results, retrying a busy server a
-// few times. It never fails: every problem is a result with its status.
-// answered reports that the results are the source agent's answer to the
-// client work, which that agent keeps until it is acknowledged.
+// few times (busyPolicyOf). It never fails: every problem is a result with
+// its status. answered reports that the results are the source agent's
+// answer to the client work, which that agent keeps until it is
+// acknowledged.
 func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.PlannedTest) (results []*measurev1.Result, answered bool) {
 	var start time.Time
+	first := time.Now()
+	policy := m.busyPolicyOf(pt, sanity.Timeout(pt.GetSpec()))
 	for attempt := 0; ; attempt++ {
 		// The attempt's own start: the one its results' start times are
 		// checked against.
 		start = time.Now()
 		results, answered = m.execOnce(ctx, runID, pt)
-		if attempt == busyRetries || !anyBusy(results) {
+		if attempt == policy.retries || !anyBusy(results) || ctx.Err() != nil {
+			break
+		}
+		backoff := policy.backoff(attempt)
+		if policy.within > 0 && time.Since(first)+backoff > policy.within {
+			m.log.Info("server busy, no retry left within the test's deadline", "run_id", runID, "test_id", pt.GetTestId(),
+				"attempts", attempt+1, "deadline", policy.within)
 			break
 		}
 		if answered {
@@ -85,13 +94,17 @@ func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.Plan
 			// before the retry's answer (same test ID) exists.
 			m.cfg.Agents.Ack(pt.GetSrcNode(), workID(runID, pt))
 		}
-		m.log.Info("server busy, retrying", "run_id", runID, "test_id", pt.GetTestId(), "attempt", attempt+1)
-		wait := time.NewTimer(busyBackoff * time.Duration(attempt+1))
+		m.log.Info("server busy, retrying", "run_id", runID, "test_id", pt.GetTestId(), "attempt", attempt+1, "backoff", backoff)
+		wait := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 		case <-wait.C:
 		}
 		wait.Stop()
+	}
+	if ctx.Err() != nil && anyBusy(results) {
+		// Canceled between busy attempts: no sample, and no retry either.
+		results = canceledResult(pt, start, "while its server was busy")
 	}
 	return m.checkFigures(pt, sanitize(runID, pt, results, start)), answered
 }
@@ -179,9 +192,15 @@ func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.Plan
 
 	var started *agentv1.ServerStarted
 	if tool != measurev1.Tool_TOOL_PING {
-		wr, err := m.dispatch(ctx, pt.GetDstNode(), workID(runID, pt), serverStartTimeout,
+		// Not cut by a cancel of the run (ctx), only by Close: a server
+		// it starts is stopped below, never left behind.
+		wr, err := m.dispatch(m.base, pt.GetDstNode(), workID(runID, pt), serverStartTimeout,
 			&agentv1.Work{Action: &agentv1.Work_StartServer{StartServer: &agentv1.StartServer{Tool: tool, Network: rt.serverNet}}})
 		if err != nil {
+			if ctx.Err() != nil {
+				// The agent may have started the server after all.
+				defer m.stopServer(ctx, runID, pt)
+			}
 			return fail(statusOf(ctx, err), "start %s server on %s: %v", testspec.ToolName(tool), pt.GetDstNode(), err)
 		}
 		if wr.GetStatus() != measurev1.Status_STATUS_OK {
@@ -224,14 +243,28 @@ func (m *Manager) runClient(ctx context.Context, runID string, pt *measurev1.Pla
 		}}, false
 	}
 	budget := expected + clientSlack
+	if ctx.Err() != nil {
+		return canceledResult(pt, start, "before its client started"), false
+	}
 	// The record that this node has this test in flight comes first: it
 	// is what a late answer (after a restart) is checked against.
 	if err := m.cfg.Store.PutDispatched(ctx, workID(runID, pt), pt.GetSrcNode(), start); err != nil && ctx.Err() == nil {
 		m.log.Warn("record client work in flight; a late answer to it will be refused", "node", pt.GetSrcNode(), "test_id", workID(runID, pt), "err", err)
 	}
-	wr, err := m.dispatch(ctx, pt.GetSrcNode(), workID(runID, pt), budget, &agentv1.Work{Action: &agentv1.Work_RunClient{RunClient: rc}})
+	// A cancel of the run (ctx) stops the client on its agent, which
+	// answers it; only Close (m.base) gives up the wait.
+	answeredc, cancelDone := make(chan struct{}), make(chan struct{})
+	stopCancel := context.AfterFunc(ctx, func() { // owner: this call, which waits for it below
+		defer close(cancelDone)
+		m.cancelClient(pt.GetSrcNode(), workID(runID, pt), answeredc)
+	})
+	wr, err := m.dispatch(m.base, pt.GetSrcNode(), workID(runID, pt), budget, &agentv1.Work{Action: &agentv1.Work_RunClient{RunClient: rc}})
+	close(answeredc)
+	if !stopCancel() {
+		<-cancelDone
+	}
 	if err != nil {
-		if ctx.Err() != nil {
+		if m.base.Err() != nil {
 			// The coordinator is stopping while the client may still run:
 			// the agent keeps its answer and sends it again to the next
 			// coordinator, whose late handler replaces this placeholder.

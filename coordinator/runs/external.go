@@ -2,9 +2,11 @@ package runs
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/meshperf/meshperf/coordinator/schedule"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -17,7 +19,9 @@ type failFunc func(status measurev1.Status, format string, args ...any) ([]*meas
 // dst_node is the target's name): no server starts, only the source agent
 // must be there (gossip, session, and a pod endpoint for the pod path),
 // and the client work names the target, which the agent resolves itself
-// from the Endpoints' allowlist.
+// from the Endpoints' allowlist. An iperf3 or qperf test sends to the
+// server ports the allowlist names for the target (RunClient port and
+// data_port), and is INVALID for a target without them.
 func (m *Manager) execExternal(ctx context.Context, runID string, pt *measurev1.PlannedTest, fail failFunc) ([]*measurev1.Result, bool) {
 	start := time.Now()
 	if deadBy, gone := m.cfg.Agents.GossipGone(pt.GetSrcNode()); gone {
@@ -35,18 +39,29 @@ func (m *Manager) execExternal(ctx context.Context, runID string, pt *measurev1.
 			return fail(measurev1.Status_STATUS_INVALID, "node %q registered no pod endpoint", src.Name)
 		}
 	}
-	switch tool := testspec.Tool(pt.GetSpec().GetTest()); {
-	case pt.GetDstNode() == "":
+	if pt.GetDstNode() == "" {
 		return fail(measurev1.Status_STATUS_INVALID, "%s names no external target", testspec.PathName(pt.GetPath()))
-	case tool != measurev1.Tool_TOOL_PING && tool != measurev1.Tool_TOOL_CURL:
-		return fail(measurev1.Status_STATUS_INVALID, "%s does not run against an external target: only ping and HTTP do",
-			testspec.Name(pt.GetSpec().GetTest()))
+	}
+	i := slices.IndexFunc(m.cfg.ExternalTargets, func(t *agentv1.ExternalTarget) bool { return t.GetName() == pt.GetDstNode() })
+	if i < 0 {
+		return fail(measurev1.Status_STATUS_INVALID, "external target %q is not in the coordinator's allowlist", pt.GetDstNode())
+	}
+	target := m.cfg.ExternalTargets[i]
+	if why := schedule.NotApplying(pt.GetSpec().GetTest(), target); why != "" {
+		return fail(measurev1.Status_STATUS_INVALID, "%s: %s", testspec.Name(pt.GetSpec().GetTest()), why)
+	}
+	var port, dataPort uint32
+	switch testspec.Tool(pt.GetSpec().GetTest()) {
+	case measurev1.Tool_TOOL_IPERF3:
+		port = target.GetIperf3Port()
+	case measurev1.Tool_TOOL_QPERF:
+		port, dataPort = target.GetQperfPort(), target.GetQperfDataPort()
 	}
 	expected, err := testspec.ExpectedDuration(pt.GetSpec())
 	if err != nil {
 		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
 	}
 	return m.runClient(ctx, runID, pt, start, expected, &agentv1.RunClient{
-		Spec: pt.GetSpec(), Network: network, ExternalTarget: pt.GetDstNode(),
+		Spec: pt.GetSpec(), Network: network, ExternalTarget: pt.GetDstNode(), Port: port, DataPort: dataPort,
 	})
 }

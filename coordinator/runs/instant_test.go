@@ -88,3 +88,5 @@ func (a *instantAgents) Dispatch(ctx context.Context, node string, w *agentv1.Wo
 		return nil, ctx.Err()
 	}
 }
+
+func (a *instantAgents) Send(context.Context, string, *agentv1.Work) error { return nil }

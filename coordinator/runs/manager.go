@@ -47,6 +47,9 @@ type Agents interface {
 	GossipGone(node string) (deadBy []string, gone bool)
 	// Dispatch sends work to a node's agent and waits for the answer.
 	Dispatch(ctx context.Context, node string, w *agentv1.Work) (*agentv1.WorkResult, error)
+	// Send queues work that gets no answer (cancel_client) for a node's
+	// agent, after the work dispatched to it before.
+	Send(ctx context.Context, node string, w *agentv1.Work) error
 	// Ack tells a node's agent, without blocking, that the answers to its
 	// client work testIDs are stored (or never will be); acks queued
 	// before a Dispatch to that node reach the agent before its work.
@@ -178,14 +181,23 @@ type Manager struct {
 	watchers atomic.Int64
 
 	warn sanity.Limiter // invalid figures, per source node
+	// extBackoff is the first wait before retrying an external server
+	// that answered busy: externalBusyBackoff, shorter in tests.
+	extBackoff time.Duration
 }
 
 // active is a run in progress.
 type active struct {
+	// cancel ends the context of the run's scheduling (Cancel, and the
+	// run's end); the tests in flight then stop on their agents.
+	cancel context.CancelFunc
+
 	mu       sync.Mutex
 	run      *measurev1.Run
 	done     map[string]bool // test IDs that ended
 	watchers map[*watcher]bool
+	// canceledBy, once set, is who canceled the run (Cancel).
+	canceledBy string
 }
 
 // watcher is one Watch call's channel. Its room is bounded; a watcher
@@ -251,7 +263,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("runs: load unfinished runs: %w", err)
 	}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m := &Manager{cfg: cfg, log: log, base: base, cancel: cancel, active: map[string]*active{}}
+	m := &Manager{cfg: cfg, log: log, base: base, cancel: cancel, active: map[string]*active{}, extBackoff: externalBusyBackoff}
 	for _, hdr := range stale {
 		run, err := cfg.Store.GetRun(ctx, hdr.GetRunId())
 		if err == nil {
@@ -288,6 +300,18 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 // (not a key of done) gets a STATUS_INTERRUPTED result saying why, so
 // nothing planned is silently missing, and the header is updated.
 func (m *Manager) interrupt(ctx context.Context, run *measurev1.Run, done map[string]bool, why string) error {
+	if err := m.endRest(ctx, run, done, measurev1.Status_STATUS_INTERRUPTED, why); err != nil {
+		return err
+	}
+	run.State, run.Message, run.EndTime = measurev1.RunState_RUN_STATE_INTERRUPTED, why, timestamppb.Now()
+	return m.cfg.Store.PutRun(ctx, run)
+}
+
+// endRest gives every planned test of run without a result (not a key of
+// done) one result of status saying why, in writes of up to 1000 tests,
+// and counts them done and failed in run's header (which it does not
+// write).
+func (m *Manager) endRest(ctx context.Context, run *measurev1.Run, done map[string]bool, status measurev1.Status, why string) error {
 	now := timestamppb.Now()
 	var batch []*measurev1.Result
 	flush := func() error {
@@ -304,7 +328,7 @@ func (m *Manager) interrupt(ctx context.Context, run *measurev1.Run, done map[st
 		}
 		batch = append(batch, &measurev1.Result{
 			TestId: pt.GetTestId(), RunId: run.GetRunId(), SrcNode: pt.GetSrcNode(), DstNode: pt.GetDstNode(),
-			Path: pt.GetPath(), Spec: pt.GetSpec(), Status: measurev1.Status_STATUS_INTERRUPTED,
+			Path: pt.GetPath(), Spec: pt.GetSpec(), Status: status,
 			Message: why, StartTime: now, Elapsed: durationpb.New(0),
 		})
 		run.TestsDone++
@@ -315,11 +339,7 @@ func (m *Manager) interrupt(ctx context.Context, run *measurev1.Run, done map[st
 			}
 		}
 	}
-	if err := flush(); err != nil {
-		return err
-	}
-	run.State, run.Message, run.EndTime = measurev1.RunState_RUN_STATE_INTERRUPTED, why, now
-	return m.cfg.Store.PutRun(ctx, run)
+	return flush()
 }
 
 // Close cancels every run in progress, waits until its tests have stopped
@@ -353,7 +373,9 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measur
 	if err := m.cfg.Store.CreateRun(ctx, run); err != nil {
 		return nil, fmt.Errorf("store run: %w", err)
 	}
-	a := &active{run: run, done: make(map[string]bool, len(planned))}
+	// The run's context: Cancel ends it, and Close through m.base.
+	runCtx, cancelRun := context.WithCancel(m.base)
+	a := &active{run: run, done: make(map[string]bool, len(planned)), cancel: cancelRun}
 	m.mu.Lock()
 	m.active[run.GetRunId()] = a
 	m.mu.Unlock()
@@ -365,7 +387,8 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measur
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		m.execute(m.base, a, arr)
+		defer cancelRun()
+		m.execute(runCtx, a, arr)
 	}()
 	return started, nil
 }
@@ -387,12 +410,15 @@ func (m *Manager) Get(ctx context.Context, runID string) (*measurev1.Run, error)
 	return run, err
 }
 
-// execute runs a's tests as schedule.Arrange lays them out: first the
+// execute runs a's tests as schedule.Arrange lays them out, until ctx
+// ends (Cancel, or Close through m.base): first the
 // light tests (at most the Gate's limit per node, each after a small random
 // delay), so that latency probes see an idle network rather than one a
 // bandwidth test saturates; then the heavy tests round by round, every slot
 // of a round at once (up to the spec's max_concurrent_heavy), a round ending
-// with its last slot. Results are stored in group commits (recorder).
+// with its last slot; then the heavy tests to external targets' servers,
+// one at a time per target (runExternalQueues). Results are stored in
+// group commits (recorder).
 func (m *Manager) execute(ctx context.Context, a *active, arr schedule.Arrangement) {
 	runID := a.run.GetRunId()
 	rec := m.startRecorder(a)
@@ -416,8 +442,9 @@ func (m *Manager) execute(ctx context.Context, a *active, arr schedule.Arrangeme
 		}
 		slots.Wait()
 	}
+	m.runExternalQueues(ctx, a, rec, arr.External, limit)
 	rec.stop()
-	m.finish(a, ctx.Err())
+	m.finish(a, m.base.Err())
 }
 
 // runSlot runs one pair's heavy tests in turn, holding the pair in the
@@ -504,8 +531,10 @@ func (m *Manager) runLight(ctx context.Context, a *active, rec *recorder, tests 
 	}
 }
 
-// finish ends the run: succeeded, failed, or interrupted if ctx ended
-// first (then its tests that never ran get STATUS_INTERRUPTED results).
+// finish ends the run: succeeded, failed, interrupted if the coordinator
+// stopped first (ctxErr: then its tests that never ran get
+// STATUS_INTERRUPTED results), or canceled if Cancel was called (then
+// they get STATUS_CANCELED results).
 func (m *Manager) finish(a *active, ctxErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.base), time.Minute)
 	defer cancel()
@@ -515,6 +544,10 @@ func (m *Manager) finish(a *active, ctxErr error) {
 	case ctxErr != nil:
 		if err := m.interrupt(ctx, run, a.done, "the coordinator stopped before the run ended"); err != nil {
 			m.log.Error("store interrupted run", "run_id", run.GetRunId(), "err", err)
+		}
+	case a.canceledBy != "":
+		if err := m.cancelRest(ctx, run, a.done, a.canceledBy); err != nil {
+			m.log.Error("store the canceled run's tests", "run_id", run.GetRunId(), "err", err)
 		}
 	case run.GetTestsFailed() > 0:
 		run.State = measurev1.RunState_RUN_STATE_FAILED

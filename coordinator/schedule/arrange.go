@@ -31,6 +31,22 @@ type Arrangement struct {
 	// node is in at most one slot, as client or server; a round ends when
 	// its last slot does. Rounds without heavy tests are left out.
 	Rounds [][]Slot
+	// External hold the heavy tests to external targets (iperf3 and qperf
+	// to a server behind a target), one queue per target in plan order:
+	// they run after the rounds, a queue's tests one after the other (one
+	// client at a time per external server), the queues side by side.
+	External []ExternalQueue
+}
+
+// ExternalQueue is one external target's heavy tests, to run one at a
+// time: its server takes a single client (iperf3 answers a second one
+// "the server is busy running a test").
+type ExternalQueue struct {
+	// Target is the target's name (the tests' dst_node).
+	Target string
+	// Tests are its heavy tests, in plan order (repeat, source, path,
+	// test).
+	Tests []*measurev1.PlannedTest
 }
 
 // Arrange lays planned tests out: light ones apart, in waves (see
@@ -38,11 +54,13 @@ type Arrangement struct {
 // over the run's nodes (Rounds), so a full mesh needs the fewest rounds
 // possible and no two heavy tests ever share a node. Plan order is kept
 // within a slot and among the light tests of one wave (a pair's paths and
-// tests). A test on an external path is light (Plan gives them ping and
-// HTTP only), and its destination, a target's name, is no node of the
-// rounds.
+// tests). The destination of a test on an external path, a target's
+// name, is no node of the rounds: a light one (ping, HTTP) is among
+// Light, a heavy one (iperf3, qperf to a server behind the target) in its
+// target's queue in External.
 func Arrange(planned []*measurev1.PlannedTest) Arrangement {
 	var a Arrangement
+	queues := map[string]int{} // target -> index in a.External
 	byPair := map[Pair][]*measurev1.PlannedTest{}
 	lightPairs := map[Pair]int{} // node pair -> its wave (its round's index)
 	var nodes []string
@@ -57,6 +75,16 @@ func Arrange(planned []*measurev1.PlannedTest) Arrangement {
 			}
 		}
 		p := Pair{Src: pt.GetSrcNode(), Dst: pt.GetDstNode()}
+		if testspec.IsExternal(pt.GetPath()) && testspec.IsHeavy(pt.GetSpec().GetTest()) {
+			q, ok := queues[pt.GetDstNode()]
+			if !ok {
+				q = len(a.External)
+				queues[pt.GetDstNode()] = q
+				a.External = append(a.External, ExternalQueue{Target: pt.GetDstNode()})
+			}
+			a.External[q].Tests = append(a.External[q].Tests, pt)
+			continue
+		}
 		if !testspec.IsHeavy(pt.GetSpec().GetTest()) {
 			a.Light = append(a.Light, pt)
 			if !testspec.IsExternal(pt.GetPath()) {

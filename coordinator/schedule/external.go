@@ -5,21 +5,83 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // AppliesTo reports whether test can run against an external target:
-// ping always, HTTP only when the target has an http_url, nothing else
-// (qperf and iperf3 need a server of their own).
+// ping always, HTTP only when the target has an http_url, iperf3 tests
+// only when it has an iperf3_port and qperf tests only when it has a
+// qperf_port (and so a qperf_data_port): a server behind the target that
+// the coordinator's config names. Nothing else.
 func AppliesTo(test measurev1.Test, target *agentv1.ExternalTarget) bool {
-	switch test {
-	case measurev1.Test_TEST_PING:
-		return true
-	case measurev1.Test_TEST_HTTP:
-		return target.GetHttpUrl() != ""
+	return NotApplying(test, target) == ""
+}
+
+// NotApplying says why test cannot run against target, naming the
+// target and the field it lacks, or returns "" when it can (AppliesTo).
+func NotApplying(test measurev1.Test, target *agentv1.ExternalTarget) string {
+	switch testspec.Tool(test) {
+	case measurev1.Tool_TOOL_PING:
+		if test == measurev1.Test_TEST_PING {
+			return ""
+		}
+	case measurev1.Tool_TOOL_CURL:
+		if test != measurev1.Test_TEST_HTTP {
+			break
+		}
+		if target.GetHttpUrl() == "" {
+			return fmt.Sprintf("external target %q has no http_url", target.GetName())
+		}
+		return ""
+	case measurev1.Tool_TOOL_IPERF3:
+		if target.GetIperf3Port() == 0 {
+			return fmt.Sprintf("external target %q has no iperf3_port (no iperf3 server behind it in the coordinator's config)", target.GetName())
+		}
+		return ""
+	case measurev1.Tool_TOOL_QPERF:
+		if target.GetQperfPort() == 0 || target.GetQperfDataPort() == 0 {
+			return fmt.Sprintf("external target %q has no qperf_port and qperf_data_port (no qperf server behind it in the coordinator's config)",
+				target.GetName())
+		}
+		return ""
 	}
-	return false
+	return fmt.Sprintf("%s does not run against an external target", testspec.Name(test))
+}
+
+// GateKey is the name under which the Gate holds an external target's
+// servers for a heavy test (iperf3, qperf): one client at a time per
+// server, over every run. Node names cannot contain '/', so it is no
+// node's.
+func GateKey(target string) string { return "external/" + target }
+
+// checkServerTests refuses a spec whose tests name an iperf3 or qperf
+// test (tests[i]) that the plan gives no route at all because none of the
+// run's external targets has that server's ports (and the run has no
+// node path where it would run): the user asked for it explicitly, so it
+// must not vanish silently. Tests of a spec that names none (the
+// defaults) are skipped where they do not apply.
+func checkServerTests(spec *measurev1.RunSpec, norm []*measurev1.TestSpec, planned []*measurev1.PlannedTest, targets []*agentv1.ExternalTarget) error {
+	if len(spec.GetTests()) == 0 || len(targets) == 0 {
+		return nil
+	}
+	for i, t := range norm {
+		tool := testspec.Tool(t.GetTest())
+		if tool != measurev1.Tool_TOOL_IPERF3 && tool != measurev1.Tool_TOOL_QPERF {
+			continue
+		}
+		if slices.ContainsFunc(planned, func(pt *measurev1.PlannedTest) bool { return pt.GetSpec() == t }) {
+			continue
+		}
+		why := make([]string, 0, len(targets))
+		for _, target := range targets {
+			why = append(why, NotApplying(t.GetTest(), target))
+		}
+		return fmt.Errorf("%w: tests[%d] %s runs nowhere: %s; name a target with that server's ports, or drop the test",
+			ErrInvalid, i, testspec.Name(t.GetTest()), strings.Join(why, "; "))
+	}
+	return nil
 }
 
 // externalTargets resolves the spec's external_targets against the

@@ -26,8 +26,8 @@ func TestAppliesExternal(t *testing.T) {
 	for _, path := range []measurev1.Path{measurev1.Path_PATH_HOST_TO_EXTERNAL, measurev1.Path_PATH_POD_TO_EXTERNAL} {
 		for _, test := range testspec.Tests() {
 			want := test == measurev1.Test_TEST_PING || test == measurev1.Test_TEST_HTTP
-			if got := Applies(test, path); got != want {
-				t.Errorf("Applies(%v, %v) = %v, want %v", test, path, got, want)
+			if got, wantPath := Applies(test, path), want || testspec.NeedsServer(test); got != wantPath {
+				t.Errorf("Applies(%v, %v) = %v, want %v", test, path, got, wantPath)
 			}
 			wantLB, wantPeer := want, test == measurev1.Test_TEST_PING
 			if got := AppliesTo(test, allowlist[0]); got != wantLB {
@@ -42,8 +42,7 @@ func TestAppliesExternal(t *testing.T) {
 
 func TestPlanExternal(t *testing.T) {
 	three := []string{"a", "b", "c"}
-	ping, http, iperf := &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}, &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP},
-		&measurev1.TestSpec{Test: measurev1.Test_TEST_IPERF3_TCP}
+	ping, http := &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}, &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP}
 	hostExt, podExt := measurev1.Path_PATH_HOST_TO_EXTERNAL, measurev1.Path_PATH_POD_TO_EXTERNAL
 	tests := []struct {
 		name      string
@@ -55,7 +54,7 @@ func TestPlanExternal(t *testing.T) {
 		wantPaths []measurev1.Path // external paths planned
 	}{
 		// 3 nodes x (lb: ping + http, peer: ping) x 2 paths.
-		{"external paths only", &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{ping, http, iperf},
+		{"external paths only", &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{ping, http},
 			Paths: []measurev1.Path{hostExt, podExt}, ExternalTargets: []string{"lb", "peer"}}, three, 0, 3 * 3 * 2, three, []measurev1.Path{hostExt, podExt}},
 		// No paths: the default node paths and both external ones.
 		{"default paths", &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{ping}, ExternalTargets: []string{"peer"}}, three,
@@ -144,7 +143,8 @@ func TestPlanExternalRefuses(t *testing.T) {
 		{"HTTP to a ping-only target", &measurev1.RunSpec{Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_HTTP}}, Paths: hostExt,
 			ExternalTargets: []string{"peer"}}, withExternal(two), ErrInvalid, "no test applies"},
 		{"heavy only", &measurev1.RunSpec{Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_QPERF_TCP_LAT}}, Paths: hostExt,
-			ExternalTargets: []string{"lb"}}, withExternal(two), ErrInvalid, "no test applies"},
+			ExternalTargets: []string{"lb"}}, withExternal(two), ErrInvalid,
+			`tests[0] qperf_tcp_lat runs nowhere: external target "lb" has no qperf_port and qperf_data_port`},
 		{"no node", &measurev1.RunSpec{Tests: ping, Paths: hostExt, ExternalTargets: []string{"lb"}}, withExternal(nil), ErrNoPairs,
 			"no node to measure the external targets from"},
 		// One node and node paths only: nothing to measure, as before.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshperf/meshperf/internal/testspec"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -20,7 +21,7 @@ import (
 // invalid), its parameters from two bytes of params each (a kind, maybe
 // not the test's, and a value); a path per byte of pathBytes (likewise);
 // external targets by the bits of extMask (bit 2: a name off the
-// allowlist); repeats.
+// allowlist, bit 3: a target with servers); repeats.
 func fuzzSpec(nodeCount, maintenance uint8, pairBytes, testBytes, params, pathBytes []byte, extMask, repeats uint8, label string) (*measurev1.RunSpec, Nodes) {
 	n := int(nodeCount % 13)
 	var nodes Nodes
@@ -31,7 +32,7 @@ func fuzzSpec(nodeCount, maintenance uint8, pairBytes, testBytes, params, pathBy
 			nodes.Mesh = append(nodes.Mesh, name)
 		}
 	}
-	nodes.External = allowlist
+	nodes.External = slices.Concat(allowlist, servers[1:2]) // lb, peer, srv (iperf3 and qperf servers)
 	spec := &measurev1.RunSpec{Repeats: uint32(repeats % 120), Label: label}
 	name := func(b byte) string {
 		if i := int(b) % (n + 1); i < n {
@@ -68,7 +69,7 @@ func fuzzSpec(nodeCount, maintenance uint8, pairBytes, testBytes, params, pathBy
 		}
 		spec.Paths = append(spec.Paths, measurev1.Path(b%9))
 	}
-	for i, target := range []string{"lb", "peer", "nowhere"} {
+	for i, target := range []string{"lb", "peer", "nowhere", "srv"} {
 		if extMask&(1<<i) != 0 {
 			spec.ExternalTargets = append(spec.ExternalTargets, target)
 		}
@@ -91,7 +92,9 @@ func FuzzPlan(f *testing.F) {
 	f.Add(uint8(1), uint8(0), []byte(nil), []byte(nil), []byte(nil), []byte(nil), uint8(0), uint8(0), "")                                 // no pair
 	f.Add(uint8(3), uint8(0), []byte(nil), []byte{0, 9}, []byte(nil), []byte{0, 8}, uint8(4), uint8(101), "\x1b[2J")
 	f.Add(uint8(3), uint8(0), []byte(nil), []byte{1, 6, 2, 8}, []byte{1, 5, 2, 4, 3, 64, 4, 30}, []byte(nil), uint8(0), uint8(1), "")
-	f.Add(uint8(3), uint8(0), []byte(nil), []byte{6}, []byte{1, 5}, []byte(nil), uint8(0), uint8(1), "") // ping parameters on iperf3
+	f.Add(uint8(3), uint8(0), []byte(nil), []byte{6}, []byte{1, 5}, []byte(nil), uint8(0), uint8(1), "")             // ping parameters on iperf3
+	f.Add(uint8(3), uint8(0), []byte(nil), []byte{1, 2, 3, 6}, []byte(nil), []byte{1, 7, 8}, uint8(8), uint8(2), "") // servers behind srv
+	f.Add(uint8(2), uint8(0), []byte(nil), []byte{6}, []byte(nil), []byte{7}, uint8(3), uint8(0), "")                // iperf3 to lb and peer: refused
 	f.Fuzz(func(t *testing.T, nodeCount, maintenance uint8, pairBytes, testBytes, params, pathBytes []byte, extMask, repeats uint8, label string) {
 		spec, nodes := fuzzSpec(nodeCount, maintenance, pairBytes, testBytes, params, pathBytes, extMask, repeats, label)
 		planned, err := Plan(spec, nodes)
@@ -153,6 +156,10 @@ func checkPlan(t *testing.T, spec *measurev1.RunSpec, nodes Nodes, planned []*me
 			if !slices.Contains(spec.GetExternalTargets(), pt.GetDstNode()) {
 				t.Fatalf("%s: external destination %q was not asked for", pt.GetTestId(), pt.GetDstNode())
 			}
+			target := nodes.External[slices.IndexFunc(nodes.External, func(e *agentv1.ExternalTarget) bool { return e.GetName() == pt.GetDstNode() })]
+			if why := NotApplying(test, target); why != "" {
+				t.Fatalf("%s: %v planned to %s: %s", pt.GetTestId(), test, target.GetName(), why)
+			}
 			continue
 		}
 		p := Pair{pt.GetSrcNode(), pt.GetDstNode()}
@@ -194,6 +201,14 @@ func checkPlan(t *testing.T, spec *measurev1.RunSpec, nodes Nodes, planned []*me
 			}
 			seen += len(slot.Tests)
 		}
+	}
+	for _, q := range a.External {
+		for _, pt := range q.Tests {
+			if pt.GetDstNode() != q.Target || !testspec.IsHeavy(pt.GetSpec().GetTest()) || !testspec.IsExternal(pt.GetPath()) {
+				t.Fatalf("queue %s holds %s (%v %v to %s)", q.Target, pt.GetTestId(), pt.GetSpec().GetTest(), pt.GetPath(), pt.GetDstNode())
+			}
+		}
+		seen += len(q.Tests)
 	}
 	if seen != len(planned) {
 		t.Fatalf("Arrange laid out %d tests of %d", seen, len(planned))

@@ -15,7 +15,9 @@ const DefaultMaxLight = 4
 // test; light tests (ping, HTTP) run beside anything but at most maxLight
 // at once per node, so probes never pile up on an agent. Within one run the
 // rounds of Arrange already keep heavy tests apart; the Gate also keeps two
-// runs apart. A Gate is safe for concurrent use.
+// runs apart. A heavy test to an external target's server holds its
+// source and GateKey(target): one client at a time per external server,
+// over every run. A Gate is safe for concurrent use.
 type Gate struct {
 	maxLight int
 

@@ -69,11 +69,15 @@ func DefaultRepeats(t measurev1.Test) uint32 {
 
 // Applies reports whether test makes sense on path. Ping does not on the
 // service paths: kube-proxy in iptables mode DNATs TCP and UDP only, so an
-// ICMP echo to a ClusterIP goes unanswered on a healthy cluster. Only the
-// client-side tests, ping and HTTP, run on the external paths (HTTP only
-// to a target with an http_url: see AppliesTo).
+// ICMP echo to a ClusterIP goes unanswered on a healthy cluster. On the
+// external paths run ping, HTTP, iperf3 and qperf, each only to a target
+// that has what it needs (an http_url, a server's ports: see AppliesTo).
 func Applies(test measurev1.Test, path measurev1.Path) bool {
 	if testspec.IsExternal(path) {
+		switch testspec.Tool(test) {
+		case measurev1.Tool_TOOL_IPERF3, measurev1.Tool_TOOL_QPERF:
+			return true
+		}
 		return test == measurev1.Test_TEST_PING || test == measurev1.Test_TEST_HTTP
 	}
 	if test == measurev1.Test_TEST_PING {
@@ -101,7 +105,11 @@ type Nodes struct {
 // node pairs on the node paths first, then each source node with each
 // external target (dst_node is the target's name) on the external paths.
 // The external sources are the nodes of the requested pairs (both ends),
-// or every mesh node without pairs. Test IDs are "t" and a 5-digit
+// or every mesh node without pairs. A test runs to an external target
+// only if it applies to it (AppliesTo: iperf3 and qperf only to a target
+// with that server's ports); a test the spec names that so runs nowhere
+// at all is refused (ErrInvalid, naming it and what each target lacks),
+// one of the default tests is skipped. Test IDs are "t" and a 5-digit
 // sequence number. Errors wrap ErrInvalid or ErrNoPairs (nothing to
 // measure: no node pair for the node paths and no node for the external
 // ones).
@@ -181,6 +189,9 @@ func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error
 				}
 			}
 		}
+	}
+	if err := checkServerTests(spec, norm, planned, targets); err != nil {
+		return nil, err
 	}
 	if len(planned) == 0 {
 		return nil, fmt.Errorf("%w: no test applies to the paths (and external targets) asked for", ErrInvalid)

@@ -21,7 +21,7 @@ import (
 // documentation ranges that no test ever sends to: the agents are fakes.
 var allowlist = []*agentv1.ExternalTarget{
 	{Name: "zeta", Address: "192.0.2.1"},
-	{Name: "alpha", Address: "lb.example.com", HttpUrl: "https://lb.example.com/healthz"},
+	{Name: "alpha", Address: "lb.example.com", HttpUrl: "https://lb.example.com/healthz", Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766},
 }
 
 func withExternal(rc *registry.Config) { rc.ExternalTargets = allowlist }

@@ -13,6 +13,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/coordinator/identity"
@@ -147,6 +149,40 @@ func (s *Server) WatchRun(req *meshv1.WatchRunRequest, stream grpc.ServerStreami
 			}
 		}
 	}
+}
+
+// CancelRun cancels a queued or running run (runs.Manager.Cancel), noting
+// who asked (caller); an ended run comes back unchanged. InvalidArgument
+// for an empty run_id, NotFound for an unknown run.
+func (s *Server) CancelRun(ctx context.Context, req *meshv1.CancelRunRequest) (*meshv1.CancelRunResponse, error) {
+	if req.GetRunId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "run_id is empty")
+	}
+	run, err := s.cfg.Runs.Cancel(ctx, req.GetRunId(), caller(ctx))
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &meshv1.CancelRunResponse{Run: run}, nil
+}
+
+// caller names who makes a call, for the run's message: the subject of
+// its TLS client certificate and its address on the TCP listener, "a
+// local client" on the unix socket (or without peer information).
+func caller(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil || p.Addr.Network() == "unix" {
+		return "a local client"
+	}
+	who := "the client at " + p.Addr.String()
+	if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.PeerCertificates) > 0 {
+		if cn := info.State.PeerCertificates[0].Subject.CommonName; cn != "" {
+			if len(cn) > 64 {
+				cn = cn[:64] // %q below escapes a cut rune
+			}
+			who = fmt.Sprintf("%q (client certificate) at %s", cn, p.Addr)
+		}
+	}
+	return who
 }
 
 // ListResults returns one page of stored results.

@@ -265,11 +265,15 @@ var invariants = []invariant{
 		},
 	},
 	{
-		name: "coordinator: gRPC readiness and liveness probes on 7700",
+		name: "coordinator: gRPC readiness and liveness probes on 7700 (with TLS: HTTPS GET /healthz on metrics)",
 		check: func(m *manifests) (bad []string) {
 			c := coordinatorPod(m).Containers[0]
+			tls := flagValue(c.Args, "tls-cert") != "" // a rendering with the cert-manager patches applied
 			for what, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-				if p == nil || p.GRPC == nil || p.GRPC.Port != 7700 {
+				switch {
+				case tls && (p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "metrics" || p.HTTPGet.Scheme != corev1.URISchemeHTTPS):
+					bad = append(bad, what+" probe is not HTTPS GET /healthz on port metrics (the coordinator serves gRPC over TLS, which the kubelet's gRPC probe cannot speak)")
+				case !tls && (p == nil || p.GRPC == nil || p.GRPC.Port != 7700):
 					bad = append(bad, what+" probe is not grpc on port 7700")
 				}
 			}
@@ -428,6 +432,9 @@ var invariants = []invariant{
 	{
 		name: "each kustomization lists every file beside it, and only files that exist",
 		check: func(m *manifests) (bad []string) {
+			if m.rendered {
+				return nil // of the source files alone
+			}
 			for _, f := range m.files {
 				if path.Base(f) == "kustomization.yaml" {
 					continue
@@ -474,6 +481,14 @@ var invariants = []invariant{
 			if err != nil {
 				return []string{err.Error()}
 			}
+			if m.rendered {
+				for _, cm := range all[*corev1.ConfigMap](m) {
+					if strings.HasPrefix(cm.Name, "meshperf-coordinator-config-") && cm.Data["coordinator.yaml"] == string(want) {
+						return nil
+					}
+				}
+				return []string{"no ConfigMap meshperf-coordinator-config-HASH with deploy/config/coordinator.yaml as coordinator.yaml"}
+			}
 			got, ok := m.data["base/coordinator.yaml"]
 			if !ok || !bytes.Equal(got, want) {
 				bad = append(bad, "base/coordinator.yaml differs from deploy/config/coordinator.yaml: copy it")
@@ -501,7 +516,7 @@ var invariants = []invariant{
 					}
 				}
 			}
-			if k := m.kustomizations["base"]; k == nil || !slices.ContainsFunc(k.Images, func(i kustomizeImage) bool { return i.Name == image }) {
+			if k := m.kustomizations["base"]; !m.rendered && k == nil || k != nil && !slices.ContainsFunc(k.Images, func(i kustomizeImage) bool { return i.Name == image }) {
 				bad = append(bad, "base/kustomization.yaml: no images entry for "+image)
 			}
 			return bad
@@ -515,12 +530,19 @@ var invariants = []invariant{
 		name: "cert-manager: the coordinator's certificate names its Service, the patches mount the certificates' secrets",
 		check: func(m *manifests) (bad []string) {
 			c := find[*certificate](m, coordinator)
-			if c == nil || !slices.Contains(c.Spec.DNSNames, coordinatorDNS) {
+			if (c != nil || !m.rendered) && (c == nil || !slices.Contains(c.Spec.DNSNames, coordinatorDNS)) {
 				bad = append(bad, "Certificate "+coordinator+" does not name "+coordinatorDNS)
 			}
 			secrets := map[string]bool{}
 			for _, c := range all[*certificate](m) {
 				secrets[c.Spec.SecretName] = true
+			}
+			for _, name := range []string{agentName, coordinator} { // a rendering: the patches applied
+				for _, v := range podOf(m, name).Volumes {
+					if v.Name == "tls" && v.Secret != nil && !secrets[v.Secret.SecretName] {
+						bad = append(bad, fmt.Sprintf("%s: secret %s is no Certificate's", name, v.Secret.SecretName))
+					}
+				}
 			}
 			for f, ops := range m.patches {
 				for _, op := range ops {

@@ -30,6 +30,10 @@ type manifests struct {
 	data map[string][]byte
 	// files are all YAML files, slash paths relative to deploy/kubernetes.
 	files []string
+	// rendered: the objects are one rendering (kustomize build, helm
+	// template), not the source files: no kustomizations, patches, data or
+	// files, and every patch applied.
+	rendered bool
 }
 
 // object is one decoded YAML document and where it came from.
@@ -172,6 +176,12 @@ func decodeObjects(f string) ([]object, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeStream(f, b)
+}
+
+// decodeStream decodes every document of the YAML stream b, named f in
+// errors and in each object's file, into its Kubernetes type.
+func decodeStream(f string, b []byte) ([]object, error) {
 	docs, err := documents(f, b)
 	if err != nil {
 		return nil, err

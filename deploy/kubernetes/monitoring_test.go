@@ -28,8 +28,24 @@ type serviceMonitor struct {
 			Scheme        string `json:"scheme,omitempty"`
 			Interval      string `json:"interval,omitempty"`
 			ScrapeTimeout string `json:"scrapeTimeout,omitempty"`
+			// The chart's, with mtls.
+			TLSConfig *struct {
+				ServerName string `json:"serverName,omitempty"`
+				CA         struct {
+					Secret secretKeySelector `json:"secret"`
+				} `json:"ca"`
+			} `json:"tlsConfig,omitempty"`
+			Authorization *struct {
+				Credentials secretKeySelector `json:"credentials"`
+			} `json:"authorization,omitempty"`
 		} `json:"endpoints"`
 	} `json:"spec"`
+}
+
+// secretKeySelector names a key of a Secret.
+type secretKeySelector struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
 }
 
 // prometheusRule is the part of the Prometheus Operator's PrometheusRule

@@ -206,6 +206,29 @@ var securityInvariants = []invariant{
 			schemes := map[string]string{}
 			secrets := map[string]string{} // volume name -> secret
 			mounts := map[string]string{}  // mount path -> volume name
+			// A rendering has the patches applied: read the coordinator's pod.
+			if m.rendered {
+				ps := coordinatorPod(m)
+				c := ps.Containers[0]
+				if flagValue(c.Args, "tls-cert") == "" {
+					return nil // no TLS in this rendering
+				}
+				args = c.Args
+				for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+					if p != nil && p.HTTPGet != nil {
+						what := map[*corev1.Probe]string{c.ReadinessProbe: "readinessProbe", c.LivenessProbe: "livenessProbe"}[p]
+						schemes["/spec/template/spec/containers/0/"+what+"/httpGet/scheme"] = string(p.HTTPGet.Scheme)
+					}
+				}
+				for _, v := range ps.Volumes {
+					if v.Secret != nil {
+						secrets[v.Name] = v.Secret.SecretName
+					}
+				}
+				for _, vm := range c.VolumeMounts {
+					mounts[vm.MountPath] = vm.Name
+				}
+			}
 			for f, ops := range m.patches {
 				if !strings.HasPrefix(f, "cert-manager/") {
 					continue

@@ -37,7 +37,8 @@ var metadataIPs = map[netip.Addr]string{
 // at most MaxExternalURLLength printable ASCII characters whose host is
 // address (brackets around IPv6; letters compared ASCII
 // case-insensitively), with an optional port 1..65535, and no user
-// information, fragment or whitespace. The error names the field and its
+// information, fragment or whitespace; the server ports as
+// ValidateExternalPorts checks them. The error names the field and its
 // value.
 func ValidateExternalTarget(t *agentv1.ExternalTarget) error {
 	name := t.GetName()
@@ -50,6 +51,42 @@ func ValidateExternalTarget(t *agentv1.ExternalTarget) error {
 	if u := t.GetHttpUrl(); u != "" {
 		if err := validateExternalURL(u, t.GetAddress()); err != nil {
 			return fmt.Errorf("external target %q: http_url %q: %w", name, u, err)
+		}
+	}
+	if err := ValidateExternalPorts(t); err != nil {
+		return fmt.Errorf("external target %q: %w", name, err)
+	}
+	return nil
+}
+
+// ValidateExternalPorts checks the server ports of an external target:
+// iperf3_port, qperf_port and qperf_data_port each 0 (no such server) or
+// a TCP/UDP port 1..65535; qperf_port and qperf_data_port both set or
+// both 0 (qperf through a LoadBalancer needs its data port pinned too);
+// and the ports that are set distinct from each other (one server per
+// port). The error starts with the field's name and value, e.g.
+// "qperf_data_port 0: ...".
+func ValidateExternalPorts(t *agentv1.ExternalTarget) error {
+	ports := []struct {
+		field string
+		port  uint32
+	}{{"iperf3_port", t.GetIperf3Port()}, {"qperf_port", t.GetQperfPort()}, {"qperf_data_port", t.GetQperfDataPort()}}
+	for _, p := range ports {
+		if p.port > 65535 {
+			return fmt.Errorf("%s %d: want a port in 1..65535 (0: no such server)", p.field, p.port)
+		}
+	}
+	switch qp, qd := t.GetQperfPort(), t.GetQperfDataPort(); {
+	case qp != 0 && qd == 0:
+		return fmt.Errorf("qperf_data_port 0: qperf_port %d needs a qperf_data_port too (the server's pinned data port, qperf -lp/-ip)", qp)
+	case qp == 0 && qd != 0:
+		return fmt.Errorf("qperf_port 0: qperf_data_port %d needs a qperf_port too (the server's listen port, qperf -lp)", qd)
+	}
+	for i, p := range ports {
+		for _, q := range ports[:i] {
+			if p.port != 0 && p.port == q.port {
+				return fmt.Errorf("%s %d: already the %s; each server needs a port of its own", p.field, p.port, q.field)
+			}
 		}
 	}
 	return nil

@@ -46,15 +46,54 @@ func TestValidateExternalTarget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := ValidateExternalTarget(&agentv1.ExternalTarget{Name: tt.tname, Address: tt.address, HttpUrl: tt.url})
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Fatalf("got %v, want valid", err)
-			case tt.wantErr != "" && err == nil:
-				t.Fatalf("got valid, want an error with %q", tt.wantErr)
-			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
-				t.Fatalf("got %q, want it to contain %q", err, tt.wantErr)
-			}
+			checkErr(t, err, tt.wantErr)
 		})
+	}
+}
+
+func TestValidateExternalPorts(t *testing.T) {
+	tests := []struct {
+		name                  string
+		iperf3, qperf, qpData uint32
+		wantErr               string // "" means valid
+	}{
+		{"none", 0, 0, 0, ""},
+		{"iperf3 only", 5201, 0, 0, ""},
+		{"qperf only", 0, 19765, 19766, ""},
+		{"all", 5201, 19765, 19766, ""},
+		{"edges", 1, 65535, 2, ""},
+		{"iperf3 too big", 65536, 0, 0, "iperf3_port 65536: want a port in 1..65535"},
+		{"qperf too big", 0, 70000, 19766, "qperf_port 70000: want a port in 1..65535"},
+		{"data too big", 0, 19765, 1 << 20, "qperf_data_port 1048576: want a port in 1..65535"},
+		{"qperf without data", 0, 19765, 0, "qperf_data_port 0: qperf_port 19765 needs a qperf_data_port"},
+		{"data without qperf", 0, 0, 19766, "qperf_port 0: qperf_data_port 19766 needs a qperf_port"},
+		{"qperf ports equal", 0, 19765, 19765, "qperf_data_port 19765: already the qperf_port"},
+		{"iperf3 is qperf's", 19765, 19765, 19766, "qperf_port 19765: already the iperf3_port"},
+		{"iperf3 is qperf data", 19766, 19765, 19766, "qperf_data_port 19766: already the iperf3_port"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := &agentv1.ExternalTarget{Name: "lb", Address: "203.0.113.10", Iperf3Port: tt.iperf3, QperfPort: tt.qperf, QperfDataPort: tt.qpData}
+			checkErr(t, ValidateExternalPorts(e), tt.wantErr)
+			err := ValidateExternalTarget(e)
+			if tt.wantErr != "" {
+				tt.wantErr = `external target "lb": ` + tt.wantErr
+			}
+			checkErr(t, err, tt.wantErr)
+		})
+	}
+}
+
+// checkErr fails t unless err is nil for wantErr "", or contains wantErr.
+func checkErr(t *testing.T, err error, wantErr string) {
+	t.Helper()
+	switch {
+	case wantErr == "" && err != nil:
+		t.Fatalf("got %v, want valid", err)
+	case wantErr != "" && err == nil:
+		t.Fatalf("got valid, want an error with %q", wantErr)
+	case wantErr != "" && !strings.Contains(err.Error(), wantErr):
+		t.Fatalf("got %q, want it to contain %q", err, wantErr)
 	}
 }
 
@@ -138,6 +177,33 @@ func FuzzValidateExternalTarget(f *testing.F) {
 		host := strings.ToLower(u.Hostname())
 		if want := strings.ToLower(strings.TrimSuffix(address, ".")); host != want && host != strings.ToLower(address) {
 			t.Fatalf("accepted http_url %q whose host %q is not the address %q", rawURL, u.Hostname(), address)
+		}
+	})
+}
+
+// FuzzValidateExternalPorts checks that accepted server ports are ports a
+// tool can be given: each 0 or 1..65535, qperf's two together, the set
+// ones distinct; and that a refusal names a field.
+func FuzzValidateExternalPorts(f *testing.F) {
+	f.Add(uint32(5201), uint32(19765), uint32(19766))
+	f.Add(uint32(0), uint32(19765), uint32(0))
+	f.Add(uint32(19765), uint32(19765), uint32(19766))
+	f.Add(uint32(65536), uint32(0), uint32(0))
+	f.Add(uint32(0), uint32(0), uint32(0))
+	f.Fuzz(func(t *testing.T, iperf3, qperf, data uint32) {
+		err := ValidateExternalPorts(&agentv1.ExternalTarget{Iperf3Port: iperf3, QperfPort: qperf, QperfDataPort: data})
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "iperf3_port ") && !strings.HasPrefix(err.Error(), "qperf_port ") &&
+				!strings.HasPrefix(err.Error(), "qperf_data_port ") {
+				t.Fatalf("refusal %q names no field", err)
+			}
+			return
+		}
+		if iperf3 > 65535 || qperf > 65535 || data > 65535 || (qperf == 0) != (data == 0) {
+			t.Fatalf("accepted ports %d %d %d", iperf3, qperf, data)
+		}
+		if qperf != 0 && (qperf == data || qperf == iperf3 || data == iperf3) {
+			t.Fatalf("accepted shared ports %d %d %d", iperf3, qperf, data)
 		}
 	})
 }

@@ -1,0 +1,58 @@
+package agent
+
+import (
+	"context"
+	"sync"
+)
+
+// This file holds the cancel of client runs (Work.cancel_client).
+
+// clientRuns are the cancels of the client runs in progress, by the
+// test_id of their Work. The zero value is ready.
+type clientRuns struct {
+	mu sync.Mutex
+	m  map[string]*clientRun
+}
+
+// clientRun is one client run's cancel; its pointer tells runs of the
+// same test ID apart (a retry after a busy server).
+type clientRun struct {
+	cancel context.CancelFunc
+}
+
+// start returns the context of testID's client run, a child of ctx that
+// cancel ends, and the function that forgets the run, which the caller
+// calls once the run answered.
+func (c *clientRuns) start(ctx context.Context, testID string) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &clientRun{cancel: cancel}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]*clientRun{}
+	}
+	c.m[testID] = r
+	c.mu.Unlock()
+	return ctx, func() {
+		c.mu.Lock()
+		if c.m[testID] == r {
+			delete(c.m, testID)
+		}
+		c.mu.Unlock()
+		cancel()
+	}
+}
+
+// cancel cancels testID's client run: its tool's process group is
+// killed (agent/proc) and the run answers STATUS_CANCELED, or with its
+// results if it ended first. It reports whether such a run was in
+// progress; a cancel for another test ID, or a second one, does nothing.
+func (c *clientRuns) cancel(testID string) bool {
+	c.mu.Lock()
+	r, ok := c.m[testID]
+	delete(c.m, testID)
+	c.mu.Unlock()
+	if ok {
+		r.cancel()
+	}
+	return ok
+}
