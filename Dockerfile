@@ -16,7 +16,7 @@ RUN CGO_ENABLED=0 go build -trimpath \
 FROM debian:bookworm-slim
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        iperf3 qperf iputils-ping curl iproute2 iptables ca-certificates \
+        iperf3 qperf iputils-ping curl iproute2 iptables apache2-utils ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --gid 65532 meshperf \
     && useradd --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin meshperf \

@@ -101,7 +101,8 @@ func (t *targets) checkPort(target netip.Addr, rc *agentv1.RunClient) error {
 		ws = []want{{"port", rc.GetPort(), p.iperf3}}
 	case measurev1.Tool_TOOL_QPERF:
 		ws = []want{{"port", rc.GetPort(), p.qperf}, {"data_port", rc.GetDataPort(), p.qperfData}}
-	case measurev1.Tool_TOOL_CURL:
+	case measurev1.Tool_TOOL_CURL, measurev1.Tool_TOOL_AB:
+		// curl and ab (http_load) reach only the HTTP target.
 		if p.http == 0 {
 			return fmt.Errorf("target_ip %s: node %q registered no HTTP target (http_port 0)", target, p.node)
 		}

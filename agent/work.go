@@ -94,7 +94,7 @@ func (a *Agent) handleWork(ctx context.Context, w *agentv1.Work) *agentv1.WorkRe
 }
 
 func (a *Agent) startServer(ctx context.Context, testID string, s *agentv1.StartServer) (*agentv1.ServerStarted, error) {
-	if s.GetTool() == measurev1.Tool_TOOL_CURL {
+	if s.GetTool() == measurev1.Tool_TOOL_CURL || s.GetTool() == measurev1.Tool_TOOL_AB {
 		// The HTTP target is always up on every network the agent serves.
 		if _, ok := a.cfg.netNS()[s.GetNetwork()]; !ok {
 			return nil, fmt.Errorf("network %v is not served by this agent", s.GetNetwork())

@@ -112,6 +112,14 @@ func TestWork(t *testing.T) {
 			Duration: durationpb.New(time.Second)}}},
 		Network: host, TargetIp: "127.0.0.2", Port: cfg.Ports.Qperf, DataPort: cfg.Ports.QperfData,
 	}}
+	// An http_load (ab) to target on port.
+	loadOn := func(target string, port uint32) *agentv1.Work_RunClient {
+		return &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{
+			Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP_LOAD, Params: &measurev1.TestSpec_HttpLoad{HttpLoad: &measurev1.HttpLoadParams{
+				Requests: 10, Timeout: durationpb.New(2 * time.Second)}}},
+			Network: host, TargetIp: target, Port: port,
+		}}
+	}
 	// The same client on ports node-b did not register, and to node-b's
 	// service IP, which takes node-b's ports.
 	qperfOn := func(target string, port, dataPort uint32) *agentv1.Work_RunClient {
@@ -185,6 +193,16 @@ func TestWork(t *testing.T) {
 			}},
 		{name: "HTTP target on a network not served", work: work("h2", 10*time.Second, startServer(measurev1.Tool_TOOL_CURL, pod)), testID: "h2",
 			wantStatus: measurev1.Status_STATUS_SERVER_ERROR, wantIn: "NETWORK_POD", wantOutcome: "server_started"},
+		{name: "HTTP target for http_load", work: work("h3", 10*time.Second, startServer(measurev1.Tool_TOOL_AB, host)), testID: "h3",
+			wantStatus: ok, wantOutcome: "server_started", check: func(t *testing.T, r *agentv1.WorkResult) {
+				if got := r.GetServerStarted().GetPort(); got != cfg.HTTPPort {
+					t.Errorf("HTTP target port %d, want %d", got, cfg.HTTPPort)
+				}
+			}},
+		{name: "http_load on a port the target did not register", work: work("h4", 30*time.Second, loadOn("127.0.0.2", cfg.Ports.Qperf)), testID: "h4",
+			wantStatus: invalid, wantIn: fmt.Sprintf("port %d refused: node \"node-b\" (target_ip 127.0.0.2) registered %d for http_load", cfg.Ports.Qperf, cfg.HTTPPort), wantOutcome: "client_done"},
+		{name: "http_load to an address that is no endpoint", work: work("h5", 30*time.Second, loadOn("127.0.0.9", cfg.HTTPPort)), testID: "h5",
+			wantStatus: invalid, wantIn: "127.0.0.9", wantOutcome: "client_done"},
 		{name: "qperf server", work: work("s1", 10*time.Second, startServer(measurev1.Tool_TOOL_QPERF, host)), testID: "s1",
 			wantStatus: ok, wantOutcome: "server_started", check: func(t *testing.T, r *agentv1.WorkResult) {
 				st := r.GetServerStarted()

@@ -1,5 +1,5 @@
 // Package runner owns the agent's side of a measurement: which argv each
-// tool runs with (ping, qperf, iperf3, curl; never a shell string), in which
+// tool runs with (ping, qperf, iperf3, curl, ab; never a shell string), in which
 // network namespace, how its output is parsed into Results in base units
 // (seconds, bits per second, bytes, ratios in 0..1), and how every failure
 // maps to a Status with the tool's own words. It also builds the servers'
@@ -10,7 +10,8 @@
 // server ports the allowlist names for the target, no other).
 //
 // Tool versions the parsers were written against, from captured outputs in
-// testdata/: iputils ping 20221126, qperf 0.4.11, iperf 3.12, curl 7.88.1.
+// testdata/: iputils ping 20221126, qperf 0.4.11, iperf 3.12, curl 7.88.1,
+// ab 2.3 (ApacheBench, apache2-utils 2.4.71).
 //
 // Status mapping, by tool:
 //   - ping: all probes lost, "Destination Host Unreachable", "connect:
@@ -37,7 +38,22 @@
 //   - curl: exit 7 -> REFUSED or UNREACHABLE per -v's reason, 28 -> TIMEOUT,
 //     6 -> UNREACHABLE, other -> TOOL_ERROR; HTTP status not 2xx ->
 //     TOOL_ERROR without metrics.
-//   - ping, qperf, iperf3: a complete, plausible result followed by an
+//   - ab (http_load, against the destination's HTTP target): a summary ->
+//     OK, whatever failed: failed_requests = requests - successful, with
+//     successful = completed - ab's "Failed requests" - "Non-2xx
+//     responses" (at least 0), so 5xx answers, length mismatches, connect
+//     and receive errors and requests not done by -t all count; a summary
+//     whose answers carried no byte at all (every request refused, reset
+//     or timed out; ab -r counts them and goes on) -> a TCP probe of the
+//     port decides REFUSED, UNREACHABLE or TIMEOUT; no summary (ab aborted:
+//     "apr_pollset_poll: The timeout specified has expired (70007)" when
+//     no request in flight got a byte for -s, "Test aborted after 10
+//     failures") -> TIMEOUT, REFUSED, UNREACHABLE or TOOL_ERROR by ab's
+//     words, with "Total of N requests completed" in the message: an
+//     aborted ab printed no figure of the requests it did, so there is no
+//     measurement to keep. ParseAb has the details and the PARSE_ERROR
+//     checks.
+//   - ping, qperf, iperf3, ab: a complete, plausible result followed by an
 //     error or a non-zero exit -> OK with the figures, the exit status and
 //     the tool's words in the message (exitNote: why not TOOL_ERROR).
 //   - all: the context's deadline -> TIMEOUT, its cancellation -> CANCELED,

@@ -14,6 +14,7 @@ import (
 	"github.com/meshperf/meshperf/agent/proc"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // The fuzzers feed tool output (stdout, stderr, exit status, how the run
@@ -36,6 +37,7 @@ var fuzzTests = map[measurev1.Tool][]measurev1.Test{
 	measurev1.Tool_TOOL_QPERF:  {measurev1.Test_TEST_QPERF_TCP_LAT, measurev1.Test_TEST_QPERF_TCP_BW, measurev1.Test_TEST_QPERF_UDP_LAT, measurev1.Test_TEST_QPERF_UDP_BW},
 	measurev1.Tool_TOOL_IPERF3: {measurev1.Test_TEST_IPERF3_TCP, measurev1.Test_TEST_IPERF3_UDP},
 	measurev1.Tool_TOOL_CURL:   {measurev1.Test_TEST_HTTP},
+	measurev1.Tool_TOOL_AB:     {measurev1.Test_TEST_HTTP_LOAD},
 }
 
 // seedFuzz adds every capture of dir (testdata/<dir>) as a seed.
@@ -56,6 +58,11 @@ func seedFuzz(f *testing.F, tool measurev1.Tool, dir string) {
 		for _, s := range c.spec.GetQperf().GetMsgSizeBytes() {
 			sizes = binary.LittleEndian.AppendUint32(sizes, uint32(s))
 		}
+		if p := c.spec.GetHttpLoad(); p != nil {
+			for _, x := range []uint32{p.GetRequests(), p.GetConcurrency(), uint32(p.GetTimeout().GetSeconds())} {
+				sizes = binary.LittleEndian.AppendUint32(sizes, x)
+			}
+		}
 		var ended uint8
 		switch {
 		case c.runErr == nil:
@@ -72,7 +79,8 @@ func seedFuzz(f *testing.F, tool measurev1.Tool, dir string) {
 }
 
 // fuzzSpec builds a normalized spec for the test'th test of tool with the
-// sizes (little-endian uint32s) for qperf; invalid sizes give the default.
+// sizes (little-endian uint32s) for qperf, or for ab requests,
+// concurrency and timeout seconds; invalid ones give the default.
 func fuzzSpec(tool measurev1.Tool, test uint8, sizes []byte) *measurev1.TestSpec {
 	tests := fuzzTests[tool]
 	spec := &measurev1.TestSpec{Test: tests[int(test)%len(tests)]}
@@ -83,6 +91,16 @@ func fuzzSpec(tool measurev1.Tool, test uint8, sizes []byte) *measurev1.TestSpec
 			sizes = sizes[4:]
 		}
 		spec.Params = &measurev1.TestSpec_Qperf{Qperf: q}
+	}
+	if tool == measurev1.Tool_TOOL_AB {
+		var x [3]uint32
+		for i := range x {
+			if len(sizes) >= 4 {
+				x[i], sizes = binary.LittleEndian.Uint32(sizes), sizes[4:]
+			}
+		}
+		spec.Params = &measurev1.TestSpec_HttpLoad{HttpLoad: &measurev1.HttpLoadParams{
+			Requests: x[0], Concurrency: x[1], Timeout: &durationpb.Duration{Seconds: int64(x[2])}}}
 	}
 	n, err := testspec.Normalize(spec)
 	if err != nil {
@@ -128,6 +146,8 @@ func fuzzRun(t *testing.T, tool measurev1.Tool, stdout, stderr []byte, exit int,
 		_, err = ParseIperf3(spec.GetTest(), out)
 	case measurev1.Tool_TOOL_CURL:
 		_, err = ParseCurl(out)
+	case measurev1.Tool_TOOL_AB:
+		_, _, _, err = ParseAb(out, spec)
 	}
 	if err != nil {
 		checkFailureMessage(t, toolName(spec), err)
@@ -162,6 +182,13 @@ func FuzzParseCurl(f *testing.F) {
 	seedFuzz(f, measurev1.Tool_TOOL_CURL, "curl")
 	f.Fuzz(func(t *testing.T, stdout, stderr []byte, exit int, ended, test uint8, sizes []byte) {
 		fuzzRun(t, measurev1.Tool_TOOL_CURL, stdout, stderr, exit, ended, test, sizes)
+	})
+}
+
+func FuzzParseAb(f *testing.F) {
+	seedFuzz(f, measurev1.Tool_TOOL_AB, "ab")
+	f.Fuzz(func(t *testing.T, stdout, stderr []byte, exit int, ended, test uint8, sizes []byte) {
+		fuzzRun(t, measurev1.Tool_TOOL_AB, stdout, stderr, exit, ended, test, sizes)
 	})
 }
 

@@ -249,6 +249,10 @@ func TestGoldenStatuses(t *testing.T) {
 		"curl/derived_refused_quiet": {unreachable}, "curl/derived_hex_time": {parseErr},
 		"curl/derived_total_before_connect": {parseErr}, "curl/derived_connect_beyond_max_time": {parseErr},
 		"curl/derived_connect_before_namelookup": {parseErr}, "curl/derived_total_before_starttransfer": {parseErr},
+
+		"ab/ok": {ok}, "ab/ok_keepalive": {ok}, "ab/single": {ok}, "ab/non2xx_500": {ok}, "ab/non2xx_half": {ok},
+		"ab/length_mismatch": {ok}, "ab/time_limit": {ok}, "ab/refused": {unreachable}, "ab/timeout": {timeout},
+		"ab/some_slow": {timeout}, "ab/too_many_files": {toolErr},
 	}
 	seen := map[string]bool{}
 	for _, path := range captureFiles(t) {
@@ -358,6 +362,18 @@ func checkMetrics(t testing.TB, test measurev1.Test, r *measurev1.Result) {
 		if !(h.GetNamelookupSeconds() <= h.GetConnectSeconds() && afterConnect <= h.GetFirstByteSeconds() &&
 			h.GetFirstByteSeconds() <= h.GetTotalSeconds() && h.GetTotalSeconds() <= maxCurlSeconds) {
 			t.Errorf("curl timings out of order or above 1 day: %v", h)
+		}
+	case measurev1.Test_TEST_HTTP_LOAD:
+		h := r.GetHttpLoad()
+		m, headline = h, h.GetRequestsPerSecond()
+		if !(h.GetLatencyP50Seconds() <= h.GetLatencyP90Seconds() && h.GetLatencyP90Seconds() <= h.GetLatencyP95Seconds() &&
+			h.GetLatencyP95Seconds() <= h.GetLatencyP99Seconds() && h.GetLatencyP99Seconds() <= h.GetLatencyMaxSeconds() &&
+			h.GetLatencyMaxSeconds() <= maxTimeSeconds) {
+			t.Errorf("ab percentiles out of order or above 1 hour: %v", h)
+		}
+		if h.GetSuccessfulRequests()+h.GetFailedRequests() != h.GetRequests() || h.GetCompletedRequests() > h.GetRequests() ||
+			h.GetSuccessfulRequests() > h.GetCompletedRequests() || h.GetRequests() != uint64(r.GetSpec().GetHttpLoad().GetRequests()) {
+			t.Errorf("ab counts inconsistent: %v", h)
 		}
 	}
 	if m == nil || !m.ProtoReflect().IsValid() {

@@ -215,7 +215,7 @@ func TestIntegration(t *testing.T) {
 }
 
 func TestDetectTools(t *testing.T) {
-	testnet.Need(t, "ping", "qperf", "iperf3", "curl")
+	testnet.Need(t, "ping", "qperf", "iperf3", "curl", "ab")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	infos := DetectTools(ctx)
@@ -227,6 +227,7 @@ func TestDetectTools(t *testing.T) {
 		{measurev1.Tool_TOOL_QPERF, "qperf "},
 		{measurev1.Tool_TOOL_IPERF3, "iperf 3."},
 		{measurev1.Tool_TOOL_CURL, "curl "},
+		{measurev1.Tool_TOOL_AB, "ApacheBench 2."},
 	}
 	if len(infos) != len(want) {
 		t.Fatalf("DetectTools = %v", infos)

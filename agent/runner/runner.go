@@ -134,7 +134,9 @@ func (r *Runner) toolInfo(ctx context.Context, tool measurev1.Tool) *agentv1.Too
 // agent has no namespace for); TOOL_MISSING when the tool is not installed;
 // TIMEOUT when ctx's deadline passes before the tool ends, CANCELED when ctx
 // is canceled; otherwise what the tool's parser says (ParsePing,
-// ParseQperf, ParseIperf3, ParseCurl). When ctx has no deadline, Run sets
+// ParseQperf, ParseIperf3, ParseCurl, ParseAb; an ab load that got no
+// byte back is REFUSED, UNREACHABLE or TIMEOUT as a TCP connect to the
+// port from the same namespace finds). When ctx has no deadline, Run sets
 // one of twice testspec.ExpectedDuration plus 30s.
 //
 // Run serves node targets only: a req that names an external_target is
@@ -228,6 +230,10 @@ func (r *Runner) checkRequest(req *agentv1.RunClient, spec *measurev1.TestSpec, 
 	if p := req.GetPort(); p == 0 || p > 65535 {
 		return invalid("port: %d is not a port in 1..65535 (%s needs the server's port)", p, toolName(spec))
 	}
+	if a, _ := netip.ParseAddr(req.GetTargetIp()); tool == measurev1.Tool_TOOL_AB && a.Zone() != "" {
+		// ab 2.3 refuses a zone in its URL ("http://[fe80::1%25eth0]:80/").
+		return invalid("target_ip: %q has a zone, which ab cannot take in its URL", req.GetTargetIp())
+	}
 	if tool == measurev1.Tool_TOOL_QPERF {
 		if p := req.GetDataPort(); p == 0 || p > 65535 || p == req.GetPort() {
 			return invalid("data_port: %d is not a port in 1..65535 other than port %d (qperf pins its data port)", p, req.GetPort())
@@ -236,7 +242,7 @@ func (r *Runner) checkRequest(req *agentv1.RunClient, spec *measurev1.TestSpec, 
 	return netns, nil
 }
 
-// runOnce runs ping, iperf3 or curl once, against ext if it is not nil
+// runOnce runs ping, iperf3, curl or ab once, against ext if it is not nil
 // (checkRequest checked it).
 func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *measurev1.TestSpec, netns string, ext *External) []*measurev1.Result {
 	var cmd proc.Command
@@ -254,6 +260,8 @@ func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *meas
 		cmd = pingCommand(spec, req.GetTargetIp(), netns)
 	case tool == measurev1.Tool_TOOL_IPERF3:
 		cmd = iperf3Command(spec, req.GetTargetIp(), req.GetPort(), netns)
+	case tool == measurev1.Tool_TOOL_AB:
+		cmd = abCommand(spec, req.GetTargetIp(), req.GetPort(), netns)
 	default:
 		cmd = curlCommand(spec, req.GetTargetIp(), req.GetPort(), netns)
 	}
@@ -263,7 +271,10 @@ func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *meas
 	start := time.Now()
 	cmd.Name = r.toolPath(cmd.Name)
 	out, err := r.exec(ctx, cmd)
-	results, _ := resultsOf(spec, out, err)
+	results, connectFailed := resultsOf(spec, out, err)
+	if connectFailed && ext == nil {
+		r.refineConnect(ctx, results[0], netns, net.JoinHostPort(req.GetTargetIp(), strconv.FormatUint(uint64(req.GetPort()), 10)))
+	}
 	r.logRun(cmd, out, results)
 	stamp(results, start, out.Elapsed)
 	return results
@@ -313,9 +324,9 @@ func (r *Runner) runQperf(ctx context.Context, req *agentv1.RunClient, spec *mea
 }
 
 // refineConnect replaces the status of a qperf "failed to connect" (which
-// does not say why) by what a TCP connect to the listen port from the same
-// namespace finds: REFUSED, UNREACHABLE or TIMEOUT; TOOL_ERROR if the port
-// accepts connections now. An inconclusive probe leaves UNREACHABLE. It
+// does not say why), or of an ab load that got no byte back, by what a TCP
+// connect to the listen port from the same namespace finds: REFUSED,
+// UNREACHABLE or TIMEOUT; TOOL_ERROR if the port accepts connections now. An inconclusive probe leaves UNREACHABLE. It
 // leaves an OK result alone (a block of the size was parsed: the connect
 // failure was another size's) and never gives metrics to a failure.
 func (r *Runner) refineConnect(ctx context.Context, res *measurev1.Result, netns, addr string) {
@@ -334,7 +345,7 @@ func (r *Runner) refineConnect(ctx context.Context, res *measurev1.Result, netns
 		what = fmt.Sprintf("a TCP connect to %s from the same network: %v", addr, err)
 	}
 	res.Status, res.Metrics = status, nil
-	res.Message = failMessage("qperf", status, joinWords(res.GetMessage(), what))
+	res.Message = failMessage(toolName(res.GetSpec()), status, joinWords(res.GetMessage(), what))
 }
 
 // joinWords joins the parts of a message with "; ", each without the
@@ -362,7 +373,8 @@ func (r *Runner) logRun(cmd proc.Command, out proc.Output, results []*measurev1.
 // resultsOf turns one finished run of spec's tool into results with
 // Index, Spec, Status, Message and Metrics set: one per size of
 // spec.qperf.msg_size_bytes for qperf, else one. connectFailed is qperf's
-// "failed to connect" (see qperfResults). It does no I/O.
+// "failed to connect" (see qperfResults) or an ab load that got no byte
+// back (ParseAb). It does no I/O.
 //
 // Every result goes through finish. When out was parsed (the tool exited
 // by itself, even if ctx ended meanwhile: see runFailure), was truncated
@@ -393,6 +405,8 @@ func resultsOf(spec *measurev1.TestSpec, out proc.Output, runErr error) (results
 		return iperf3Results(spec, out), false
 	case measurev1.Tool_TOOL_CURL:
 		return curlResults(spec, out), false
+	case measurev1.Tool_TOOL_AB:
+		return abResults(spec, out)
 	}
 	return []*measurev1.Result{failed(spec, 0, fail(measurev1.Status_STATUS_INVALID, "test %s has no tool", testspec.Name(spec.GetTest())))}, false
 }
@@ -443,6 +457,8 @@ func toolName(spec *measurev1.TestSpec) string {
 		return "iperf3"
 	case measurev1.Tool_TOOL_CURL:
 		return "curl"
+	case measurev1.Tool_TOOL_AB:
+		return "ab"
 	}
 	return "tool"
 }

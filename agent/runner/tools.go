@@ -27,14 +27,16 @@ var versionCommands = []struct {
 	{measurev1.Tool_TOOL_QPERF, proc.Command{Name: "qperf", Args: []string{"--version"}}},
 	{measurev1.Tool_TOOL_IPERF3, proc.Command{Name: "iperf3", Args: []string{"--version"}}},
 	{measurev1.Tool_TOOL_CURL, proc.Command{Name: "curl", Args: []string{"--version"}}},
+	{measurev1.Tool_TOOL_AB, proc.Command{Name: "ab", Args: []string{"-V"}}},
 }
 
 // DetectTools runs each tool's version command (`ping -V`, `qperf
-// --version`, `iperf3 --version`, `curl --version`) in the agent's own
-// namespace, each bounded by VersionTimeout, and returns one ToolInfo per
-// tool in the order ping, qperf, iperf3, curl. Version is the first line
-// the tool printed, cut before " (": "ping from iputils 20221126", "qperf
-// 0.4.11", "iperf 3.12", "curl 7.88.1". A tool that is not installed has
+// --version`, `iperf3 --version`, `curl --version`, `ab -V`) in the agent's
+// own namespace, each bounded by VersionTimeout, and returns one ToolInfo
+// per tool in the order ping, qperf, iperf3, curl, ab. Version is the
+// first line the tool printed, cut before " (": "ping from iputils
+// 20221126", "qperf 0.4.11", "iperf 3.12", "curl 7.88.1"; for ab
+// "ApacheBench 2.3" (from "This is ApacheBench, Version 2.3 <$Revision$>"). A tool that is not installed has
 // Error "not found in PATH"; one whose version command fails has the
 // failure in Error and an empty Version.
 func DetectTools(ctx context.Context) []*agentv1.ToolInfo {
@@ -82,6 +84,9 @@ func detect(ctx context.Context, tool measurev1.Tool, cmd proc.Command) *agentv1
 	}
 	if v := versionLine(out.Stdout); v != "" {
 		info.Version = v
+		if tool == measurev1.Tool_TOOL_AB {
+			info.Version = abVersion(v)
+		}
 		return info
 	}
 	if v := versionLine(out.Stderr); v != "" && out.ExitCode == 0 {

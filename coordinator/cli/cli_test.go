@@ -29,6 +29,9 @@ func TestTriggerFlagsSpec(t *testing.T) {
 			`tests:{test:TEST_QPERF_TCP_BW qperf:{msg_size_bytes:64 msg_size_bytes:128 msg_size_bytes:256 msg_size_bytes:512 msg_size_bytes:1024 msg_size_bytes:2048 msg_size_bytes:4096 msg_size_bytes:8192 msg_size_bytes:16384 msg_size_bytes:32768 msg_size_bytes:65536}} tests:{test:TEST_IPERF3_TCP iperf3:{parallel_streams:1 block_size_bytes:131072}} tests:{test:TEST_IPERF3_TCP iperf3:{parallel_streams:4 block_size_bytes:131072}}`, ""},
 		{"external targets", triggerFlags{tests: []string{"ping,http"}, paths: []string{"host-external,pod-external"}, external: []string{"lb, peer", "ingress"}},
 			`tests:{test:TEST_PING} tests:{test:TEST_HTTP} paths:PATH_HOST_TO_EXTERNAL paths:PATH_POD_TO_EXTERNAL external_targets:"lb" external_targets:"peer" external_targets:"ingress"`, ""},
+		{"http_load params", triggerFlags{tests: []string{"http_load"}, loadRequests: 90000, loadConcurrency: 50, keepAlive: true, loadTimeout: 60 * time.Second},
+			`tests:{test:TEST_HTTP_LOAD http_load:{requests:90000 concurrency:50 keep_alive:true timeout:{seconds:60}}}`, ""},
+		{"http_load defaults", triggerFlags{tests: []string{"http_load"}}, `tests:{test:TEST_HTTP_LOAD}`, ""},
 		{"sweep and sizes", triggerFlags{tests: []string{"qperf_tcp_bw"}, sweep: true, msgSizes: []string{"64"}}, "", "--sweep and --msg-sizes"},
 		{"bad streams", triggerFlags{tests: []string{"iperf3_tcp"}, streams: []string{"0"}}, "", `--streams: "0" is not a positive count`},
 		{"unknown test", triggerFlags{tests: []string{"nping"}}, "", `--tests`},
@@ -127,6 +130,9 @@ func TestTriggerFlagsNotSilentlyIgnored(t *testing.T) {
 		{"ping count without ping", triggerFlags{tests: []string{"http"}, pingCount: 3}, "--ping-count is set"},
 		{"duration without qperf or iperf3", triggerFlags{tests: []string{"ping"}, duration: time.Second}, "--duration is set"},
 		{"fractional duration", triggerFlags{duration: 1500 * time.Millisecond}, "--duration 1.5s: qperf and iperf3 take whole seconds"},
+		{"requests without http_load", triggerFlags{tests: []string{"http"}, loadRequests: 100}, "--requests is set but no chosen test uses it"},
+		{"keep-alive without http_load", triggerFlags{tests: []string{"ping"}, keepAlive: true}, "--keep-alive is set"},
+		{"fractional load timeout", triggerFlags{tests: []string{"http_load"}, loadTimeout: 1500 * time.Millisecond}, "--load-timeout 1.5s: ab takes whole seconds"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,6 +155,9 @@ func TestResultsCSVPingColumns(t *testing.T) {
 		{RunId: "r1", Spec: pingSpec, Status: measurev1.Status_STATUS_UNREACHABLE, Message: "0/5 echo replies"},
 		{RunId: "r1", Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP}, Status: measurev1.Status_STATUS_OK,
 			Metrics: &measurev1.Result_Http{Http: &measurev1.HttpMetrics{TotalSeconds: 0.001}}},
+		{RunId: "r1", Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP_LOAD}, Status: measurev1.Status_STATUS_OK,
+			Metrics: &measurev1.Result_HttpLoad{HttpLoad: &measurev1.HttpLoadMetrics{Requests: 1000, SuccessfulRequests: 990, FailedRequests: 10,
+				RequestsPerSecond: 1427.5, LatencyP50Seconds: 0.007, LatencyP99Seconds: 0.017}}},
 	}
 	var out bytes.Buffer
 	if err := printResultsCSV(&options{stdout: &out}, results); err != nil {
@@ -166,7 +175,9 @@ func TestResultsCSVPingColumns(t *testing.T) {
 		{"value": "4e-05", "rtt_min_seconds": "3.6e-05", "rtt_median_seconds": "4e-05", "rtt_max_seconds": "5e-05", "loss_ratio": "0.2"},
 		{"value": "4.3e-05", "rtt_min_seconds": "3.6e-05", "rtt_median_seconds": "", "rtt_max_seconds": "5e-05", "loss_ratio": "0"},
 		{"value": "", "rtt_min_seconds": "", "rtt_median_seconds": "", "rtt_max_seconds": "", "loss_ratio": ""},
-		{"value": "0.001", "rtt_min_seconds": "", "rtt_median_seconds": "", "rtt_max_seconds": "", "loss_ratio": ""},
+		{"value": "0.001", "rtt_min_seconds": "", "rtt_median_seconds": "", "rtt_max_seconds": "", "loss_ratio": "", "requests_per_second": ""},
+		{"value": "0.007", "unit": "s", "rtt_min_seconds": "", "requests_per_second": "1427.5", "latency_p50_seconds": "0.007",
+			"latency_p99_seconds": "0.017", "failed_requests": "10"},
 	}
 	if len(rows) != len(want)+1 {
 		t.Fatalf("%d rows, want %d and a header", len(rows)-1, len(want))

@@ -239,6 +239,9 @@ func printResults(o *options, results []*measurev1.Result) {
 			if size := r.GetQperf().GetMsgSizeBytes(); size > 0 {
 				value += " @" + report.FormatBytes(size)
 			}
+			if load := report.LoadSummary(r); load != "" {
+				value = load
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.GetStartTime().AsTime().Local().Format("2006-01-02 15:04:05.000"), r.GetSrcNode(), r.GetDstNode(),
@@ -258,7 +261,8 @@ func printResultsCSV(o *options, results []*measurev1.Result) error {
 	w := csv.NewWriter(o.stdout)
 	_ = w.Write([]string{"start_time", "run_id", "test_id", "index", "src_node", "dst_node", "path", "test", "params",
 		"status", "value", "unit", "elapsed_seconds", "tool_version", "message",
-		"rtt_min_seconds", "rtt_median_seconds", "rtt_max_seconds", "loss_ratio"})
+		"rtt_min_seconds", "rtt_median_seconds", "rtt_max_seconds", "loss_ratio",
+		"requests_per_second", "latency_p50_seconds", "latency_p99_seconds", "failed_requests"})
 	for _, r := range results {
 		value := ""
 		if v, ok := report.Measured(r); ok { // never NaN or Inf
@@ -269,7 +273,8 @@ func printResultsCSV(o *options, results []*measurev1.Result) error {
 			testspec.Name(r.GetSpec().GetTest()), report.ParamsKey(r.GetSpec()), report.StatusName(r.GetStatus()), value,
 			report.Unit(r.GetSpec().GetTest()), strconv.FormatFloat(r.GetElapsed().AsDuration().Seconds(), 'g', -1, 64),
 			safetext.Escape(r.GetToolVersion()), safetext.Escape(r.GetMessage())}
-		_ = w.Write(append(row, pingColumns(r)...))
+		row = append(row, pingColumns(r)...)
+		_ = w.Write(append(row, loadColumns(r)...))
 	}
 	w.Flush()
 	return w.Error()
@@ -294,6 +299,23 @@ func pingColumns(r *measurev1.Result) []string {
 		median = f(p.GetRttMedianSeconds())
 	}
 	return []string{f(p.GetRttMinSeconds()), median, f(p.GetRttMaxSeconds()), f(p.GetLossRatio())}
+}
+
+// loadColumns are the requests_per_second, latency_p50_seconds,
+// latency_p99_seconds and failed_requests columns of a result: empty
+// unless it is an OK http_load result.
+func loadColumns(r *measurev1.Result) []string {
+	m := r.GetHttpLoad()
+	if r.GetStatus() != measurev1.Status_STATUS_OK || m == nil {
+		return []string{"", "", "", ""}
+	}
+	f := func(v float64) string {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return "" // never a non-finite number
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return []string{f(m.GetRequestsPerSecond()), f(m.GetLatencyP50Seconds()), f(m.GetLatencyP99Seconds()), strconv.FormatUint(m.GetFailedRequests(), 10)}
 }
 
 // oneLine is s as a table cell (safetext.Line: on one line, control

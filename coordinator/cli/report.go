@@ -128,6 +128,8 @@ func unitNote(t measurev1.Test) string {
 		return ", median RTT"
 	case measurev1.Test_TEST_HTTP:
 		return ", total time"
+	case measurev1.Test_TEST_HTTP_LOAD:
+		return ", median time per request under load"
 	}
 	return ", throughput"
 }

@@ -23,9 +23,13 @@ type triggerFlags struct {
 	sweep               bool
 	streams, blockSizes []string
 	maxHeavy            uint32
-	label               string
-	noWait              bool
-	onInterrupt         string // --on-interrupt; empty: see interruptPolicy
+	// http_load's parameters (0 or false: the defaults).
+	loadRequests, loadConcurrency uint32
+	keepAlive                     bool
+	loadTimeout                   time.Duration
+	label                         string
+	noWait                        bool
+	onInterrupt                   string // --on-interrupt; empty: see interruptPolicy
 }
 
 // sweepSizes is the field's qperf sweep: 64 B to 64 KiB, doubling.
@@ -104,6 +108,16 @@ func (tf *triggerFlags) spec() (*measurev1.RunSpec, error) {
 					spec.Tests = append(spec.Tests, ts)
 				}
 			}
+		case measurev1.Tool_TOOL_AB:
+			ts := &measurev1.TestSpec{Test: t}
+			if tf.loadRequests != 0 || tf.loadConcurrency != 0 || tf.keepAlive || tf.loadTimeout != 0 {
+				p := &measurev1.HttpLoadParams{Requests: tf.loadRequests, Concurrency: tf.loadConcurrency, KeepAlive: tf.keepAlive}
+				if tf.loadTimeout != 0 {
+					p.Timeout = durationpb.New(tf.loadTimeout)
+				}
+				ts.Params = &measurev1.TestSpec_HttpLoad{HttpLoad: p}
+			}
+			spec.Tests = append(spec.Tests, ts)
 		default:
 			spec.Tests = append(spec.Tests, &measurev1.TestSpec{Test: t})
 		}
@@ -176,6 +190,10 @@ func (tf *triggerFlags) checkParamsApply(names []string) error {
 		{"--streams", len(tf.streams) > 0, []measurev1.Tool{measurev1.Tool_TOOL_IPERF3}},
 		{"--block-sizes", len(tf.blockSizes) > 0, []measurev1.Tool{measurev1.Tool_TOOL_IPERF3}},
 		{"--ping-count", tf.pingCount != 0, []measurev1.Tool{measurev1.Tool_TOOL_PING}},
+		{"--requests", tf.loadRequests != 0, []measurev1.Tool{measurev1.Tool_TOOL_AB}},
+		{"--concurrency", tf.loadConcurrency != 0, []measurev1.Tool{measurev1.Tool_TOOL_AB}},
+		{"--keep-alive", tf.keepAlive, []measurev1.Tool{measurev1.Tool_TOOL_AB}},
+		{"--load-timeout", tf.loadTimeout != 0, []measurev1.Tool{measurev1.Tool_TOOL_AB}},
 	} {
 		if !f.set {
 			continue
@@ -190,6 +208,9 @@ func (tf *triggerFlags) checkParamsApply(names []string) error {
 	}
 	if tf.duration%time.Second != 0 {
 		return fmt.Errorf("--duration %v: qperf and iperf3 take whole seconds", tf.duration)
+	}
+	if tf.loadTimeout%time.Second != 0 || tf.loadTimeout < 0 {
+		return fmt.Errorf("--load-timeout %v: ab takes whole seconds", tf.loadTimeout)
 	}
 	return nil
 }

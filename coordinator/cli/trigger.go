@@ -27,7 +27,7 @@ func newTriggerCommand(o *options) *cobra.Command {
 paths host-host, host-pod, pod-pod and pod-service, with ping, qperf tcp_lat
 and tcp_bw, iperf3 TCP and HTTP), print its run ID, show progress while it
 runs, then print one row per node pair and path. Ping and HTTP run first;
-then the heavy tests (qperf, iperf3) in rounds in which no node is in two
+then the heavy tests (qperf, iperf3, http_load) in rounds in which no node is in two
 of them. With --external NAME[,NAME], every node of the run also pings
 (and fetches the http_url of) those targets of the coordinator's allowlist
 from its host and pod networks, and runs iperf3 and qperf to those with
@@ -70,6 +70,10 @@ Ctrl-C stops watching at once.`,
 	f.BoolVar(&tf.sweep, "sweep", false, "qperf message sizes 64 B to 64 KiB, doubling (the field's sweep)")
 	f.StringSliceVar(&tf.streams, "streams", nil, "iperf3 parallel streams, comma-separated: one test per value, e.g. 1,2,4 (default 1)")
 	f.StringSliceVar(&tf.blockSizes, "block-sizes", nil, "iperf3 block sizes (-l), comma-separated, e.g. 8K,128K: one test per value")
+	f.Uint32Var(&tf.loadRequests, "requests", 0, "http_load: requests per ab run (default 1000, at most 1,000,000)")
+	f.Uint32Var(&tf.loadConcurrency, "concurrency", 0, "http_load: requests in flight (default 10, at most 1000 and at most --requests)")
+	f.BoolVar(&tf.keepAlive, "keep-alive", false, "http_load: reuse connections (ab -k, HTTP/1.0 keep-alive)")
+	f.DurationVar(&tf.loadTimeout, "load-timeout", 0, "http_load: time limit of the whole load, whole seconds 1s..300s; requests not done by then are failures (default 30s)")
 	f.Uint32Var(&tf.maxHeavy, "max-heavy", 0, "at most this many qperf/iperf3 tests at once across the fabric (default: one per node pair of a round)")
 	f.StringVar(&tf.label, "label", "", "a name for the run, e.g. the CNI mode or the change tried (shown by report and compare)")
 	f.BoolVar(&tf.noWait, "no-wait", false, "print the run ID and return at once")

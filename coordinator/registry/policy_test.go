@@ -251,6 +251,9 @@ func TestCheckServerStarted(t *testing.T) {
 		{"HTTP", n, curl, &agentv1.ServerStarted{Port: 8080}, ""},
 		{"HTTP elsewhere", n, curl, &agentv1.ServerStarted{Port: 80}, "HTTP with port 80; it registered 8080"},
 		{"HTTP not registered", noHTTP, curl, &agentv1.ServerStarted{Port: 8080}, "registered no http_port"},
+		{"http_load", n, measurev1.Tool_TOOL_AB, &agentv1.ServerStarted{Port: 8080}, ""},
+		{"http_load elsewhere", n, measurev1.Tool_TOOL_AB, &agentv1.ServerStarted{Port: 5201}, "HTTP with port 5201; it registered 8080"},
+		{"http_load not registered", noHTTP, measurev1.Tool_TOOL_AB, &agentv1.ServerStarted{Port: 8080}, "registered no http_port"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -56,7 +56,7 @@ func nodeEndpoint(n Node, addrs []*agentv1.NetworkAddress, serviceIP string) *ag
 
 // CheckServerStarted checks a ServerStarted answer of node n for tool
 // against the ports n registered: iperf3's port, qperf's port and data
-// port, the HTTP target's port (curl). The error names the node, the tool
+// port, the HTTP target's port (curl, ab). The error names the node, the tool
 // and the port.
 func CheckServerStarted(n Node, tool measurev1.Tool, st *agentv1.ServerStarted) error {
 	type want struct {
@@ -69,7 +69,7 @@ func CheckServerStarted(n Node, tool measurev1.Tool, st *agentv1.ServerStarted) 
 		ws = []want{{"port", st.GetPort(), uint32(n.Iperf3Port)}, {"data_port", st.GetDataPort(), 0}}
 	case measurev1.Tool_TOOL_QPERF:
 		ws = []want{{"port", st.GetPort(), uint32(n.QperfPort)}, {"data_port", st.GetDataPort(), uint32(n.QperfDataPort)}}
-	case measurev1.Tool_TOOL_CURL:
+	case measurev1.Tool_TOOL_CURL, measurev1.Tool_TOOL_AB:
 		if n.HTTPPort == 0 {
 			return fmt.Errorf("node %q registered no http_port: it has no HTTP target to test", n.Name)
 		}

@@ -271,8 +271,10 @@ func median(xs []float64) float64 {
 
 // Headline is a result's main figure in base units: median RTT (s) for
 // ping (PingRTTSeconds), one-way latency (s) or throughput (bit/s) for
-// qperf, receiver throughput (bit/s) for iperf3, total time (s) for HTTP;
-// 0 for a failure.
+// qperf, receiver throughput (bit/s) for iperf3, total time (s) for HTTP,
+// the median time per request under load (s, ab's 50% figure) for
+// http_load (its requests per second and failures: LoadSummary); 0 for a
+// failure.
 func Headline(r *measurev1.Result) float64 {
 	switch m := r.GetMetrics().(type) {
 	case *measurev1.Result_Ping:
@@ -286,8 +288,35 @@ func Headline(r *measurev1.Result) float64 {
 		return m.Iperf3.GetThroughputBps()
 	case *measurev1.Result_Http:
 		return m.Http.GetTotalSeconds()
+	case *measurev1.Result_HttpLoad:
+		return m.HttpLoad.GetLatencyP50Seconds()
 	}
 	return 0
+}
+
+// LoadSummary is an http_load result's figures on one line: "1.43k req/s,
+// p50 7ms, p99 17ms, 10/2000 failed"; "" for other results.
+func LoadSummary(r *measurev1.Result) string {
+	m := r.GetHttpLoad()
+	if m == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s req/s, p50 %s, p99 %s, %d/%d failed", FormatCount(m.GetRequestsPerSecond()),
+		FormatSeconds(m.GetLatencyP50Seconds()), FormatSeconds(m.GetLatencyP99Seconds()), m.GetFailedRequests(), m.GetRequests())
+}
+
+// FormatCount formats a rate or count with 3 significant digits and a k
+// or M suffix: "950", "1.43k", "2.5M"; NaN and infinities are Invalid.
+func FormatCount(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return Invalid
+	case v >= 1e6:
+		return fmt.Sprintf("%.3gM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.3gk", v/1e3)
+	}
+	return fmt.Sprintf("%.3g", v)
 }
 
 // Measured is r's headline figure (Headline) and true if r is a
@@ -330,7 +359,7 @@ func PingRTTSeconds(m *measurev1.PingMetrics) float64 {
 
 // FormatHeadline formats a Headline value of test t in human units.
 func FormatHeadline(t measurev1.Test, v float64) string {
-	if isLatency(t) || t == measurev1.Test_TEST_PING || t == measurev1.Test_TEST_HTTP {
+	if isLatency(t) || t == measurev1.Test_TEST_PING || t == measurev1.Test_TEST_HTTP || t == measurev1.Test_TEST_HTTP_LOAD {
 		return FormatSeconds(v)
 	}
 	return FormatBitsPerSecond(v)
@@ -355,6 +384,8 @@ func ColumnTitle(t measurev1.Test) string {
 		return "IPERF3 UDP"
 	case measurev1.Test_TEST_HTTP:
 		return "HTTP TOTAL"
+	case measurev1.Test_TEST_HTTP_LOAD:
+		return "HTTP LOAD p50"
 	}
 	return strings.ToUpper(testspec.Name(t))
 }

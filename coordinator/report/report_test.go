@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -139,5 +140,28 @@ func TestPingHeadlineIsTheMedian(t *testing.T) {
 	}
 	if got := Build(run, results)[0].Cell(measurev1.Test_TEST_PING); got != "50µs" {
 		t.Errorf("ping cell %q, want 50µs", got)
+	}
+}
+
+func TestLoadSummary(t *testing.T) {
+	r := &measurev1.Result{Status: measurev1.Status_STATUS_OK, Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP_LOAD},
+		Metrics: &measurev1.Result_HttpLoad{HttpLoad: &measurev1.HttpLoadMetrics{Requests: 2000, FailedRequests: 10,
+			RequestsPerSecond: 1427.57, LatencyP50Seconds: 0.007, LatencyP99Seconds: 0.017}}}
+	if got, want := LoadSummary(r), "1.43k req/s, p50 7ms, p99 17ms, 10/2000 failed"; got != want {
+		t.Errorf("LoadSummary = %q, want %q", got, want)
+	}
+	if v, ok := Measured(r); !ok || v != 0.007 {
+		t.Errorf("Measured = %v, %v; want the p50 0.007", v, ok)
+	}
+	if got := FormatHeadline(measurev1.Test_TEST_HTTP_LOAD, 0.007); got != "7ms" {
+		t.Errorf("FormatHeadline = %q", got)
+	}
+	if got := LoadSummary(&measurev1.Result{}); got != "" {
+		t.Errorf("LoadSummary of no load = %q", got)
+	}
+	for v, want := range map[float64]string{950: "950", 2.5e6: "2.5M", math.Inf(1): Invalid} {
+		if got := FormatCount(v); got != want {
+			t.Errorf("FormatCount(%v) = %q, want %q", v, got, want)
+		}
 	}
 }

@@ -141,6 +141,8 @@ func metricsFit(r *measurev1.Result) bool {
 		return r.GetIperf3() != nil
 	case measurev1.Tool_TOOL_CURL:
 		return r.GetHttp() != nil
+	case measurev1.Tool_TOOL_AB:
+		return r.GetHttpLoad() != nil
 	}
 	return false
 }

@@ -1,6 +1,6 @@
 // Package sanity checks the figures an agent reports before the
 // coordinator stores them: every figure of a test's Result (ping, qperf,
-// iperf3, HTTP metrics and the elapsed time) and of a continuous probe's
+// iperf3, HTTP, http_load metrics and the elapsed time) and of a continuous probe's
 // ProbeSummary must be finite, non-negative, within physical bounds (a
 // time no longer than the test's deadline or the probe plan's timeout,
 // a throughput under MaxThroughputBps, a ratio in 0..1) and consistent
@@ -205,6 +205,8 @@ func CheckResult(r *measurev1.Result, timeout time.Duration) error {
 		return checkIperf3(m.Iperf3, t)
 	case *measurev1.Result_Http:
 		return checkHTTP(m.Http, t)
+	case *measurev1.Result_HttpLoad:
+		return checkHTTPLoad(m.HttpLoad, t, r.GetSpec())
 	}
 	return nil
 }

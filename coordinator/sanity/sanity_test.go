@@ -42,6 +42,15 @@ func okHTTP() *measurev1.Result {
 			FirstByteSeconds: 5e-4, TotalSeconds: 6e-4, SizeDownloadBytes: 100}}}
 }
 
+func okHTTPLoad() *measurev1.Result {
+	return &measurev1.Result{Status: measurev1.Status_STATUS_OK, Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP_LOAD,
+		Params: &measurev1.TestSpec_HttpLoad{HttpLoad: &measurev1.HttpLoadParams{Requests: 2000, Concurrency: 10}}},
+		Metrics: &measurev1.Result_HttpLoad{HttpLoad: &measurev1.HttpLoadMetrics{Requests: 2000, Concurrency: 10, CompletedRequests: 2000,
+			SuccessfulRequests: 1990, FailedRequests: 10, Non_2XxResponses: 10, RequestsPerSecond: 1427.57, TransferRateBps: 1644544,
+			DurationSeconds: 1.401, TransferredBytes: 288000, LatencyMeanSeconds: 0.007005, LatencyP50Seconds: 0.007,
+			LatencyP90Seconds: 0.011, LatencyP95Seconds: 0.012, LatencyP99Seconds: 0.017, LatencyMaxSeconds: 0.026}}}
+}
+
 func TestCheckResult(t *testing.T) {
 	with := func(r *measurev1.Result, f func(*measurev1.Result)) *measurev1.Result { f(r); return r }
 	tests := []struct {
@@ -54,6 +63,38 @@ func TestCheckResult(t *testing.T) {
 		{"good qperf", okQperf(), "", ""},
 		{"good iperf3", okIperf3(), "", ""},
 		{"good http", okHTTP(), "", ""},
+		{"good http_load", okHTTPLoad(), "", ""},
+		{"http_load all failed", with(okHTTPLoad(), func(r *measurev1.Result) {
+			m := r.GetHttpLoad()
+			m.SuccessfulRequests, m.FailedRequests, m.Non_2XxResponses = 0, 2000, 2000
+		}), "", ""},
+		{"http_load NaN rps", with(okHTTPLoad(), func(r *measurev1.Result) { r.GetHttpLoad().RequestsPerSecond = math.NaN() }), NotFinite, "requests_per_second NaN"},
+		{"http_load negative rps", with(okHTTPLoad(), func(r *measurev1.Result) { r.GetHttpLoad().RequestsPerSecond = -1 }), Negative, "requests_per_second -1"},
+		{"http_load absurd rps", with(okHTTPLoad(), func(r *measurev1.Result) { r.GetHttpLoad().RequestsPerSecond = 1e12 }), OutOfBounds, "requests_per_second 1e+12"},
+		{"http_load p99 under p95", with(okHTTPLoad(), func(r *measurev1.Result) { r.GetHttpLoad().LatencyP99Seconds = 0.001 }), Inconsistent,
+			"latency_p99_seconds 0.001 is under latency_p95_seconds 0.012"},
+		{"http_load latency over the deadline", with(okHTTPLoad(), func(r *measurev1.Result) { r.GetHttpLoad().LatencyMaxSeconds = 4000 }), OutOfBounds,
+			"latency_max_seconds 4000 is over the test's deadline"},
+		{"http_load counts", with(okHTTPLoad(), func(r *measurev1.Result) { r.GetHttpLoad().FailedRequests = 0 }), Inconsistent,
+			"failed_requests 0 is not requests 2000 - successful_requests 1990"},
+		{"http_load successes over completed", with(okHTTPLoad(), func(r *measurev1.Result) { r.GetHttpLoad().CompletedRequests = 1000 }), Inconsistent,
+			"successful_requests 1990 is over completed_requests 1000"},
+		{"http_load completed over requests", with(okHTTPLoad(), func(r *measurev1.Result) { r.GetHttpLoad().CompletedRequests = 2001 }), Inconsistent,
+			"completed_requests 2001 is over requests 2000"},
+		{"http_load requests not the spec's", with(okHTTPLoad(), func(r *measurev1.Result) {
+			m := r.GetHttpLoad()
+			m.Requests, m.FailedRequests = 1_000_000, 1_000_000-1990
+		}), Inconsistent, "requests 1000000 is not the spec's requests 2000"},
+		{"http_load concurrency not the spec's", with(okHTTPLoad(), func(r *measurev1.Result) { r.GetHttpLoad().Concurrency = 50 }), Inconsistent,
+			"concurrency 50 is not the spec's concurrency 10"},
+		{"http_load non-2xx over completed", with(okHTTPLoad(), func(r *measurev1.Result) { r.GetHttpLoad().Non_2XxResponses = 3000 }), Inconsistent,
+			"non_2xx_responses 3000 is over completed_requests 2000"},
+		{"http_load successes without a byte", with(okHTTPLoad(), func(r *measurev1.Result) { r.GetHttpLoad().TransferredBytes = 0 }), Inconsistent,
+			"transferred_bytes 0 with 1990 successful requests"},
+		{"http_load rate with nothing completed", with(okHTTPLoad(), func(r *measurev1.Result) {
+			m := r.GetHttpLoad()
+			m.CompletedRequests, m.SuccessfulRequests, m.FailedRequests, m.Non_2XxResponses = 0, 0, 2000, 0
+		}), Inconsistent, "requests_per_second 1427.57 with no completed request"},
 		{"failure without figures", &measurev1.Result{Status: measurev1.Status_STATUS_TIMEOUT}, "", ""},
 		{"negative RTT", with(okPing(), func(r *measurev1.Result) { r.GetPing().RttMinSeconds = -5 }), Negative, "rtt_min_seconds -5 is negative"},
 		{"NaN RTT", with(okPing(), func(r *measurev1.Result) { r.GetPing().RttAvgSeconds = math.NaN() }), NotFinite, "rtt_avg_seconds NaN"},
@@ -170,7 +211,7 @@ func TestCounterAndLimiter(t *testing.T) {
 // never panics, and a result that passes has only finite, non-negative
 // figures within the bounds.
 func FuzzCheckResult(f *testing.F) {
-	for _, r := range []*measurev1.Result{okPing(), okQperf(), okIperf3(), okHTTP(), {Status: measurev1.Status_STATUS_TIMEOUT}} {
+	for _, r := range []*measurev1.Result{okPing(), okQperf(), okIperf3(), okHTTP(), okHTTPLoad(), {Status: measurev1.Status_STATUS_TIMEOUT}} {
 		b, _ := proto.Marshal(r)
 		f.Add(b)
 	}

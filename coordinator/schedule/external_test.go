@@ -26,7 +26,7 @@ func TestAppliesExternal(t *testing.T) {
 	for _, path := range []measurev1.Path{measurev1.Path_PATH_HOST_TO_EXTERNAL, measurev1.Path_PATH_POD_TO_EXTERNAL} {
 		for _, test := range testspec.Tests() {
 			want := test == measurev1.Test_TEST_PING || test == measurev1.Test_TEST_HTTP
-			if got, wantPath := Applies(test, path), want || testspec.IsHeavy(test); got != wantPath {
+			if got, wantPath := Applies(test, path), want || testspec.NeedsServer(test); got != wantPath {
 				t.Errorf("Applies(%v, %v) = %v, want %v", test, path, got, wantPath)
 			}
 			wantLB, wantPeer := want, test == measurev1.Test_TEST_PING

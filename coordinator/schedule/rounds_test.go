@@ -66,6 +66,7 @@ func TestArrange(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3", "n4"}
 	spec := &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{
 		{Test: measurev1.Test_TEST_PING}, {Test: measurev1.Test_TEST_IPERF3_TCP}, {Test: measurev1.Test_TEST_QPERF_TCP_LAT},
+		{Test: measurev1.Test_TEST_HTTP_LOAD}, // heavy: in the rounds
 	}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD}}
 	planned, err := Plan(spec, all(nodes))
 	if err != nil {
@@ -93,9 +94,10 @@ func TestArrange(t *testing.T) {
 					t.Errorf("round %d: test %s of %s->%s in slot %v", r, pt.GetTestId(), pt.GetSrcNode(), pt.GetDstNode(), s.Pair)
 				}
 			}
-			// 2 heavy tests x 2 paths per ordered pair.
-			if len(s.Tests) != 4 {
-				t.Errorf("round %d slot %v: %d tests, want 4", r, s.Pair, len(s.Tests))
+			// 3 heavy tests (iperf3, qperf, http_load) x 2 paths per
+			// ordered pair.
+			if len(s.Tests) != 6 {
+				t.Errorf("round %d slot %v: %d tests, want 6", r, s.Pair, len(s.Tests))
 			}
 			heavy += len(s.Tests)
 		}

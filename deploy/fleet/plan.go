@@ -59,7 +59,7 @@ func answer(w *agentv1.Work) *agentv1.WorkResult {
 		switch act.StartServer.GetTool() {
 		case measurev1.Tool_TOOL_QPERF:
 			st.Port, st.DataPort = protocol.DefaultQperfPort, protocol.DefaultQperfDataPort
-		case measurev1.Tool_TOOL_CURL:
+		case measurev1.Tool_TOOL_CURL, measurev1.Tool_TOOL_AB:
 			st.Port = 8080
 		}
 		r.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: st}

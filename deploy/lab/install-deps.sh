@@ -6,8 +6,8 @@ set -euo pipefail
 # ip, bridge and iptables live in sbin, which a non-root PATH may lack.
 export PATH="${PATH}:/usr/local/sbin:/usr/sbin:/sbin"
 
-tools=(iperf3 qperf ping iptables iptables-save ip tc bridge curl nsenter)
-packages=(iperf3 qperf iputils-ping iptables iproute2 curl util-linux procps)
+tools=(iperf3 qperf ping iptables iptables-save ip tc bridge curl nsenter ab)
+packages=(iperf3 qperf iputils-ping iptables iproute2 curl util-linux procps apache2-utils)
 
 missing=()
 for t in "${tools[@]}"; do

@@ -5,7 +5,7 @@
 //
 // Test names are the enum's words without the prefix, lower case: ping,
 // qperf_tcp_lat, qperf_tcp_bw, qperf_udp_lat, qperf_udp_bw, iperf3_tcp,
-// iperf3_udp, http. Path names are SOURCE-DESTINATION in the enum's words:
+// iperf3_udp, http, http_load. Path names are SOURCE-DESTINATION in the enum's words:
 // host-host, host-pod, pod-pod, pod-service, host-service.
 //
 // Two limits span several fields (Normalize has them all):

@@ -23,6 +23,7 @@ var tests = map[measurev1.Test]testInfo{
 	measurev1.Test_TEST_IPERF3_TCP:    {name: "iperf3_tcp", tool: measurev1.Tool_TOOL_IPERF3},
 	measurev1.Test_TEST_IPERF3_UDP:    {name: "iperf3_udp", tool: measurev1.Tool_TOOL_IPERF3},
 	measurev1.Test_TEST_HTTP:          {name: "http", tool: measurev1.Tool_TOOL_CURL},
+	measurev1.Test_TEST_HTTP_LOAD:     {name: "http_load", tool: measurev1.Tool_TOOL_AB},
 }
 
 var paths = map[measurev1.Path]string{
@@ -72,9 +73,21 @@ func Tool(test measurev1.Test) measurev1.Tool { return tests[test].tool }
 func QperfTestName(test measurev1.Test) string { return tests[test].qperf }
 
 // IsHeavy reports whether test loads the link or needs a server of its own
-// (qperf and iperf3 tests), so that it must not run at the same time as
-// another heavy test on the same nodes. Ping and HTTP are light.
+// (qperf, iperf3 and http_load tests), so that it must not run at the same
+// time as another heavy test on the same nodes: such tests run in the
+// rounds. Ping and HTTP (one GET) are light.
 func IsHeavy(test measurev1.Test) bool {
+	switch Tool(test) {
+	case measurev1.Tool_TOOL_QPERF, measurev1.Tool_TOOL_IPERF3, measurev1.Tool_TOOL_AB:
+		return true
+	}
+	return false
+}
+
+// NeedsServer reports whether test needs a server started for it on the
+// destination (qperf and iperf3). HTTP and http_load use the agent's
+// always-up HTTP target (UsesHTTPTarget); ping needs nothing.
+func NeedsServer(test measurev1.Test) bool {
 	switch Tool(test) {
 	case measurev1.Tool_TOOL_QPERF, measurev1.Tool_TOOL_IPERF3:
 		return true
@@ -82,10 +95,17 @@ func IsHeavy(test measurev1.Test) bool {
 	return false
 }
 
-// NeedsServer reports whether test needs a server started for it on the
-// destination (qperf and iperf3). HTTP uses the agent's always-up target;
-// ping needs nothing.
-func NeedsServer(test measurev1.Test) bool { return IsHeavy(test) }
+// UsesHTTPTarget reports whether test's client sends to the destination
+// agent's HTTP target (curl for TEST_HTTP, ab for TEST_HTTP_LOAD): no
+// server starts for it, and its port must be the http_port the
+// destination registered.
+func UsesHTTPTarget(test measurev1.Test) bool {
+	switch Tool(test) {
+	case measurev1.Tool_TOOL_CURL, measurev1.Tool_TOOL_AB:
+		return true
+	}
+	return false
+}
 
 // IsUDP reports whether test is a UDP test (qperf udp_*, iperf3 UDP).
 func IsUDP(test measurev1.Test) bool {
@@ -97,8 +117,8 @@ func IsUDP(test measurev1.Test) bool {
 }
 
 // Name returns the short CLI name of test: ping, qperf_tcp_lat,
-// qperf_tcp_bw, qperf_udp_lat, qperf_udp_bw, iperf3_tcp, iperf3_udp, http.
-// An unspecified or unknown test gives "unspecified" or "test(N)", which
+// qperf_tcp_bw, qperf_udp_lat, qperf_udp_bw, iperf3_tcp, iperf3_udp, http,
+// http_load. An unspecified or unknown test gives "unspecified" or "test(N)", which
 // ParseTest refuses.
 func Name(test measurev1.Test) string {
 	if test == measurev1.Test_TEST_UNSPECIFIED {
@@ -161,15 +181,15 @@ func ParsePath(s string) (measurev1.Path, error) {
 }
 
 // ToolName is a tool's name in messages: "qperf", "iperf3", "HTTP" for
-// curl (the agent's HTTP target is what a curl test reaches), else the
-// enum's own name.
+// curl and ab (the agent's HTTP target is what their tests reach), else
+// the enum's own name.
 func ToolName(t measurev1.Tool) string {
 	switch t {
 	case measurev1.Tool_TOOL_QPERF:
 		return "qperf"
 	case measurev1.Tool_TOOL_IPERF3:
 		return "iperf3"
-	case measurev1.Tool_TOOL_CURL:
+	case measurev1.Tool_TOOL_CURL, measurev1.Tool_TOOL_AB:
 		return "HTTP"
 	}
 	return t.String()

@@ -25,6 +25,7 @@ func TestTestProperties(t *testing.T) {
 		{measurev1.Test_TEST_IPERF3_TCP, "iperf3_tcp", measurev1.Tool_TOOL_IPERF3, true, true, false},
 		{measurev1.Test_TEST_IPERF3_UDP, "iperf3_udp", measurev1.Tool_TOOL_IPERF3, true, true, true},
 		{measurev1.Test_TEST_HTTP, "http", measurev1.Tool_TOOL_CURL, false, false, false},
+		{measurev1.Test_TEST_HTTP_LOAD, "http_load", measurev1.Tool_TOOL_AB, true, false, false},
 		{measurev1.Test_TEST_UNSPECIFIED, "unspecified", measurev1.Tool_TOOL_UNSPECIFIED, false, false, false},
 		{measurev1.Test(42), "test(42)", measurev1.Tool_TOOL_UNSPECIFIED, false, false, false},
 	}
@@ -41,6 +42,9 @@ func TestTestProperties(t *testing.T) {
 			}
 			if got := NeedsServer(tt.test); got != tt.server {
 				t.Errorf("NeedsServer = %v, want %v", got, tt.server)
+			}
+			if got, want := UsesHTTPTarget(tt.test), tt.tool == measurev1.Tool_TOOL_CURL || tt.tool == measurev1.Tool_TOOL_AB; got != want {
+				t.Errorf("UsesHTTPTarget = %v, want %v", got, want)
 			}
 			if got := IsUDP(tt.test); got != tt.udp {
 				t.Errorf("IsUDP = %v, want %v", got, tt.udp)
@@ -60,8 +64,8 @@ func TestTestProperties(t *testing.T) {
 			}
 		})
 	}
-	if got := len(Tests()); got != 8 {
-		t.Errorf("len(Tests()) = %d, want 8", got)
+	if got := len(Tests()); got != 9 {
+		t.Errorf("len(Tests()) = %d, want 9", got)
 	}
 }
 

@@ -51,11 +51,22 @@ const (
 	defaultIperf3UDPBps = 1_000_000_000
 	// maxIperf3UDPLoad bounds udp_target_bps x parallel_streams: iperf3
 	// applies -b to each stream, so that product is the load offered.
-	maxIperf3UDPLoad     = 100_000_000_000
-	defaultHTTPTimeout   = 5 * time.Second
-	minHTTPTimeout       = 100 * time.Millisecond
-	maxHTTPTimeout       = 60 * time.Second
-	defaultQperfLatSize  = 1
+	maxIperf3UDPLoad    = 100_000_000_000
+	defaultHTTPTimeout  = 5 * time.Second
+	minHTTPTimeout      = 100 * time.Millisecond
+	maxHTTPTimeout      = 60 * time.Second
+	defaultQperfLatSize = 1
+	// http_load (ab): -n, -c and -t. ab's -t and -s take whole seconds.
+	defaultLoadRequests    = 1000
+	maxLoadRequests        = 1_000_000
+	defaultLoadConcurrency = 10
+	maxLoadConcurrency     = 1000
+	defaultLoadTimeout     = 30 * time.Second
+	// MaxLoadSocketTimeout is ab's -s of an http_load: its timeout, at
+	// most 30 s (ab's own default). ab waits that long for a byte from a
+	// request in flight when the time limit (-t) passes, so a load lasts
+	// at most timeout + min(timeout, 30 s).
+	MaxLoadSocketTimeout = 30 * time.Second
 	defaultQperfTCPBSize = 64 << 10
 	// defaultQperfUDPBSize is qperf 0.4.11's default for udp_bw (32 KiB,
 	// measured), not the 64 KiB that measure.proto's comment says.
@@ -88,13 +99,17 @@ const (
 //     STREAM: the load offered is udp_target_bps x parallel_streams, and
 //     that product must be at most 100 Gbit/s.
 //   - http: timeout 5s (0.1s..60s).
+//   - http_load: requests 1000 (1..1,000,000), concurrency 10 but at most
+//     requests (1..1000, and at most requests: ab refuses more), timeout
+//     30s (whole seconds 1..300: ab's -t takes whole seconds).
 //
 // Whatever the tool, a spec whose ExpectedDuration exceeds
 // MaxExpectedDuration (10 minutes, the longest a test server lives) is
 // refused, e.g. 32 qperf sizes x (300s + 1s).
 //
 // The params field must match the test (ping for TEST_PING, qperf for
-// TEST_QPERF_*, iperf3 for TEST_IPERF3_*, http for TEST_HTTP) or be unset.
+// TEST_QPERF_*, iperf3 for TEST_IPERF3_*, http for TEST_HTTP, http_load for
+// TEST_HTTP_LOAD) or be unset.
 // Normalize is idempotent: a normalized spec normalizes to an equal copy.
 func Normalize(spec *measurev1.TestSpec) (*measurev1.TestSpec, error) {
 	if spec == nil {
@@ -150,6 +165,16 @@ func Normalize(spec *measurev1.TestSpec) (*measurev1.TestSpec, error) {
 			out.Params = &measurev1.TestSpec_Http{Http: p}
 			err = normalizeHTTP(p)
 		}
+	case measurev1.Tool_TOOL_AB:
+		err = checkKind(out, "http_load")
+		if err == nil {
+			p := out.GetHttpLoad()
+			if p == nil {
+				p = &measurev1.HttpLoadParams{}
+			}
+			out.Params = &measurev1.TestSpec_HttpLoad{HttpLoad: p}
+			err = normalizeHTTPLoad(p)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -171,6 +196,8 @@ func durationFields(n *measurev1.TestSpec) string {
 		return "qperf.msg_size_bytes x qperf.duration"
 	case measurev1.Tool_TOOL_IPERF3:
 		return "iperf3.duration"
+	case measurev1.Tool_TOOL_AB:
+		return "http_load.timeout"
 	default:
 		return "http.timeout"
 	}
@@ -188,6 +215,9 @@ func durationTerms(n *measurev1.TestSpec) string {
 		return fmt.Sprintf("%d sizes x (%s + %s)", len(p.GetMsgSizeBytes()), seconds(p.GetDuration().AsDuration()), seconds(qperfOverhead))
 	case measurev1.Tool_TOOL_IPERF3:
 		return fmt.Sprintf("%s + %s", seconds(n.GetIperf3().GetDuration().AsDuration()), seconds(iperf3Overhead))
+	case measurev1.Tool_TOOL_AB:
+		t := n.GetHttpLoad().GetTimeout().AsDuration()
+		return fmt.Sprintf("%s + %s + %s", seconds(t), seconds(LoadSocketTimeout(t)), seconds(abOverhead))
 	default:
 		return seconds(n.GetHttp().GetTimeout().AsDuration())
 	}
@@ -207,6 +237,8 @@ func checkKind(spec *measurev1.TestSpec, want string) error {
 		got = "iperf3"
 	case *measurev1.TestSpec_Http:
 		got = "http"
+	case *measurev1.TestSpec_HttpLoad:
+		got = "http_load"
 	}
 	if got == want {
 		return nil
@@ -326,6 +358,36 @@ func normalizeHTTP(p *measurev1.HttpParams) error {
 	return nil
 }
 
+func normalizeHTTPLoad(p *measurev1.HttpLoadParams) error {
+	if p.Requests == 0 {
+		p.Requests = defaultLoadRequests
+	}
+	if p.Requests > maxLoadRequests {
+		return invalid("http_load.requests", "%d is not in 1..%d", p.Requests, maxLoadRequests)
+	}
+	if p.Concurrency == 0 {
+		p.Concurrency = min(defaultLoadConcurrency, p.Requests)
+	}
+	if p.Concurrency > maxLoadConcurrency {
+		return invalid("http_load.concurrency", "%d is not in 1..%d", p.Concurrency, maxLoadConcurrency)
+	}
+	if p.Concurrency > p.Requests {
+		return invalid("http_load.concurrency", "%d is above http_load.requests %d (ab refuses more requests in flight than it makes)", p.Concurrency, p.Requests)
+	}
+	d, err := durationField("http_load.timeout", p.Timeout, defaultLoadTimeout, time.Second, maxRun, true)
+	if err != nil {
+		return err
+	}
+	p.Timeout = d
+	return nil
+}
+
+// LoadSocketTimeout is ab's -s for an http_load of the given timeout:
+// min(timeout, MaxLoadSocketTimeout).
+func LoadSocketTimeout(timeout time.Duration) time.Duration {
+	return min(timeout, MaxLoadSocketTimeout)
+}
+
 // durationField checks a Duration field: nil or zero gives def; otherwise it
 // must be valid, in min..max and, if whole, a whole number of seconds.
 func durationField(field string, d *durationpb.Duration, def, lo, hi time.Duration, whole bool) (*durationpb.Duration, error) {
@@ -372,11 +434,14 @@ const (
 	pingLinger     = time.Second // -W 1: how long ping waits for the last reply
 	qperfOverhead  = time.Second // connect, exchange of parameters and results
 	iperf3Overhead = 2 * time.Second
+	abOverhead     = 2 * time.Second // start, connects, the summary
 )
 
 // ExpectedDuration returns how long the client of spec normally runs,
 // failures aside: ping count x interval + 1s; qperf (duration + 1s) per
-// message size; iperf3 duration + 2s; http its timeout. It is an estimate
+// message size; iperf3 duration + 2s; http its timeout; http_load its
+// timeout + LoadSocketTimeout(timeout) + 2s (ab stops starting requests at
+// its -t but waits up to -s for those in flight). It is an estimate
 // for deadlines, not a bound: callers add slack (a qperf client that cannot
 // connect gives up after 5s, per message size). spec is normalized first;
 // the error is Normalize's. It is at most MaxExpectedDuration.
@@ -400,6 +465,9 @@ func expectedDuration(n *measurev1.TestSpec) time.Duration {
 		return time.Duration(len(p.GetMsgSizeBytes())) * (p.GetDuration().AsDuration() + qperfOverhead)
 	case measurev1.Tool_TOOL_IPERF3:
 		return n.GetIperf3().GetDuration().AsDuration() + iperf3Overhead
+	case measurev1.Tool_TOOL_AB:
+		t := n.GetHttpLoad().GetTimeout().AsDuration()
+		return t + LoadSocketTimeout(t) + abOverhead
 	default:
 		return n.GetHttp().GetTimeout().AsDuration()
 	}

@@ -36,6 +36,10 @@ func iperf3Spec(test measurev1.Test, p *measurev1.Iperf3Params) *measurev1.TestS
 	return &measurev1.TestSpec{Test: test, Params: &measurev1.TestSpec_Iperf3{Iperf3: p}}
 }
 
+func loadSpec(p *measurev1.HttpLoadParams) *measurev1.TestSpec {
+	return &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP_LOAD, Params: &measurev1.TestSpec_HttpLoad{HttpLoad: p}}
+}
+
 func httpSpec(p *measurev1.HttpParams) *measurev1.TestSpec {
 	return &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP, Params: &measurev1.TestSpec_Http{Http: p}}
 }
@@ -110,6 +114,21 @@ func TestNormalizeDefaults(t *testing.T) {
 			name: "http",
 			in:   &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP},
 			want: httpSpec(&measurev1.HttpParams{Timeout: dur(5 * time.Second)}),
+		},
+		{
+			name: "http_load",
+			in:   &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP_LOAD},
+			want: loadSpec(&measurev1.HttpLoadParams{Requests: 1000, Concurrency: 10, Timeout: dur(30 * time.Second)}),
+		},
+		{
+			name: "http_load fewer requests than the default concurrency",
+			in:   loadSpec(&measurev1.HttpLoadParams{Requests: 4, KeepAlive: true}),
+			want: loadSpec(&measurev1.HttpLoadParams{Requests: 4, Concurrency: 4, KeepAlive: true, Timeout: dur(30 * time.Second)}),
+		},
+		{
+			name: "http_load at the bounds",
+			in:   loadSpec(&measurev1.HttpLoadParams{Requests: 1_000_000, Concurrency: 1000, Timeout: dur(300 * time.Second)}),
+			want: loadSpec(&measurev1.HttpLoadParams{Requests: 1_000_000, Concurrency: 1000, Timeout: dur(300 * time.Second)}),
 		},
 		{
 			name: "http fractional timeout",
@@ -205,6 +224,16 @@ func TestNormalizeErrors(t *testing.T) {
 			"qperf.msg_size_bytes x qperf.duration: 32 sizes x (20s + 1s) = 672s expected, longer than the 600s a test may last (a test server lives at most 10 minutes)"},
 		{"http short", httpSpec(&measurev1.HttpParams{Timeout: dur(50 * time.Millisecond)}), "http.timeout: 0.05s is not in 0.1s..60s"},
 		{"http long", httpSpec(&measurev1.HttpParams{Timeout: dur(61 * time.Second)}), "http.timeout: 61s is not in 0.1s..60s"},
+		{"http_load requests", loadSpec(&measurev1.HttpLoadParams{Requests: 1_000_001}), "http_load.requests: 1000001 is not in 1..1000000"},
+		{"http_load concurrency", loadSpec(&measurev1.HttpLoadParams{Requests: 5000, Concurrency: 1001}), "http_load.concurrency: 1001 is not in 1..1000"},
+		{"http_load concurrency above requests", loadSpec(&measurev1.HttpLoadParams{Requests: 5, Concurrency: 6}),
+			"http_load.concurrency: 6 is above http_load.requests 5 (ab refuses more requests in flight than it makes)"},
+		{"http_load fractional timeout", loadSpec(&measurev1.HttpLoadParams{Timeout: dur(1500 * time.Millisecond)}),
+			"http_load.timeout: 1.5s is not a whole number of seconds in 1..300"},
+		{"http_load long timeout", loadSpec(&measurev1.HttpLoadParams{Timeout: dur(301 * time.Second)}),
+			"http_load.timeout: 301s is not a whole number of seconds in 1..300"},
+		{"http params for http_load", &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP_LOAD, Params: &measurev1.TestSpec_Http{}},
+			"params: http params given for test http_load, which takes http_load params"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,6 +261,9 @@ func TestExpectedDuration(t *testing.T) {
 		{"qperf 3 sizes", qperfSpec(measurev1.Test_TEST_QPERF_TCP_BW, &measurev1.QperfParams{Duration: dur(time.Second), MsgSizeBytes: []uint64{1, 2, 3}}), 6 * time.Second},
 		{"iperf3", &measurev1.TestSpec{Test: measurev1.Test_TEST_IPERF3_UDP}, 4 * time.Second},
 		{"http", &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP}, 5 * time.Second},
+		{"http_load", &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP_LOAD}, 62 * time.Second},
+		{"http_load short", loadSpec(&measurev1.HttpLoadParams{Timeout: dur(5 * time.Second)}), 12 * time.Second},
+		{"http_load longest", loadSpec(&measurev1.HttpLoadParams{Timeout: dur(300 * time.Second)}), 332 * time.Second},
 		{"qperf at the bound", qperfSpec(measurev1.Test_TEST_QPERF_TCP_BW, &measurev1.QperfParams{Duration: dur(299 * time.Second), MsgSizeBytes: []uint64{1, 2}}), MaxExpectedDuration},
 	}
 	for _, tt := range tests {
