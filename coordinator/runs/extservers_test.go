@@ -49,10 +49,10 @@ func (a *serverAgents) Node(name string) (registry.Node, bool) {
 	}
 	return registry.Node{}, false
 }
-func (a *serverAgents) GossipGone(string) ([]string, bool) { return nil, false }
+func (a *serverAgents) GossipGone(string) ([]string, bool)                { return nil, false }
 func (a *serverAgents) Send(context.Context, string, *agentv1.Work) error { return nil }
-func (a *serverAgents) Ack(string, ...string)              {}
-func (a *serverAgents) HandleLate(registry.LateHandler)    {}
+func (a *serverAgents) Ack(string, ...string)                             {}
+func (a *serverAgents) HandleLate(registry.LateHandler)                   {}
 
 func (a *serverAgents) Dispatch(ctx context.Context, node string, w *agentv1.Work) (*agentv1.WorkResult, error) {
 	rc := w.GetRunClient()
