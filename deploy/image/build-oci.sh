@@ -85,24 +85,29 @@ CGO_ENABLED=0 go build -trimpath \
 mkdir -p "$DEB_CACHE"
 include=$(IFS=,; echo "${packages[*]}")
 mmdebstrap --quiet --mode=root --variant=minbase --include="$include" \
-	--skip=essential/unlink --skip=download/empty \
+	--skip=essential/unlink \
 	--setup-hook='mkdir -p "$1"/var/cache/apt/archives/' \
 	--setup-hook="sync-in $DEB_CACHE /var/cache/apt/archives/" \
 	--customize-hook="sync-out /var/cache/apt/archives $DEB_CACHE" \
 	--customize-hook='chroot "$1" groupadd --gid 65532 meshperf' \
 	--customize-hook='chroot "$1" useradd --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin meshperf' \
-	--customize-hook='install -d -o 65532 -g 65532 "$1"/var/lib/meshperf "$1"/run/meshperf' \
-	--customize-hook="copy-in $work/bin/agent $work/bin/coordinator /usr/local/bin/" \
-	--customize-hook='rm -f "$1"/var/cache/apt/archives/*.deb "$1"/var/cache/apt/*.bin "$1"/var/log/apt/* "$1"/var/log/dpkg.log' \
-	--customize-hook='rm -f "$1"/etc/resolv.conf "$1"/etc/hostname' \
 	"$SUITE" "$work/rootfs" \
 	"deb $APT_MIRROR $SUITE main" \
 	"deb $APT_MIRROR $SUITE-updates main" \
 	"deb $APT_SECURITY_MIRROR $SUITE-security main"
 
+# After mmdebstrap's cleanup (which empties /run): the Dockerfile's
+# directories and binaries; no apt or dpkg logs, binary caches, or this
+# machine's resolv.conf and hostname (the runtime provides both).
+rootfs="$work/rootfs"
+install -d -o 65532 -g 65532 "$rootfs/var/lib/meshperf" "$rootfs/run/meshperf"
+install -m 0755 -o 0 -g 0 "$work/bin/agent" "$work/bin/coordinator" "$rootfs/usr/local/bin/"
+rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/log/apt/* \
+	"$rootfs/var/log/dpkg.log" "$rootfs/var/log/alternatives.log" "$rootfs/etc/resolv.conf" "$rootfs/etc/hostname"
+
 # One layer: the tree in name order, times clamped, numeric owners, file
 # capabilities kept (ping's), no device nodes (the runtime makes /dev).
-tar --create --file "$work/layer.tar" --directory "$work/rootfs" \
+tar --create --file "$work/layer.tar" --directory "$rootfs" \
 	--sort=name --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" --clamp-mtime \
 	--format=pax --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
 	--xattrs --xattrs-include=security.capability \
