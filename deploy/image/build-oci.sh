@@ -135,6 +135,8 @@ umoci config --image "$layout:$VERSION" --no-history \
 	--manifest.annotation "org.opencontainers.image.version=$VERSION" \
 	--manifest.annotation "org.opencontainers.image.revision=$REVISION"
 umoci gc --layout "$layout"
+# umoci writes blobs 0600; skopeo or crane run by a user must read them.
+chmod -R a+rX "$layout"
 
 # Replace the output whole, so a rerun leaves exactly this image.
 mkdir -p "$(dirname "$OCI_OUT")"

@@ -16,8 +16,9 @@ import (
 const testVersion = "v0.0.0-imagetest"
 
 // buildTimeout bounds build-oci.sh: go build, mmdebstrap (about two
-// minutes with a cold .deb cache), tar and umoci.
-const buildTimeout = 10 * time.Minute
+// minutes with a cold .deb cache), tar and umoci take a few minutes on an
+// idle machine; the bound leaves room for a loaded one.
+const buildTimeout = 20 * time.Minute
 
 // repoRoot is the module's root, two levels up from this package.
 func repoRoot(t *testing.T) string {
