@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // testVersion is the version the test links in and tags the image with.
@@ -60,18 +62,25 @@ func lastLine(s string) string {
 }
 
 // chroot runs argv in rootfs as user ("" = root), with the image's
-// environment only, bounded in time, and returns its combined output.
+// environment only, bounded in time, and returns its combined output. As in
+// a container, /proc is mounted (qperf reads /proc/stat): in a mount and
+// PID namespace of the command's own, so the mount goes with it.
 func chroot(t *testing.T, rootfs, user string, env, argv []string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	args := []string{}
+	chrootPath, err := exec.LookPath("chroot")
+	if err != nil {
+		t.Fatalf("chroot (coreutils): %v", err)
+	}
+	// unshare runs chroot by its path: the command's environment is empty.
+	args := []string{"--mount", "--pid", "--fork", "--kill-child", "--mount-proc=" + filepath.Join(rootfs, "proc"), chrootPath}
 	if user != "" {
 		args = append(args, "--userspec="+user)
 	}
 	// env -i inside the chroot: the image's PATH looks the program up.
 	args = append(append(append(args, rootfs, "/usr/bin/env", "-i"), env...), argv...)
-	cmd := exec.CommandContext(ctx, "chroot", args...)
+	cmd := exec.CommandContext(ctx, "unshare", args...)
 	cmd.Env = []string{}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -145,6 +154,16 @@ func TestOCIImage(t *testing.T) {
 		{"user meshperf", "", []string{"getent", "passwd", "65532"}, "meshperf:x:65532:65532:"},
 		{"no apt lists left", "", []string{"find", "/var/lib/apt/lists", "-type", "f", "-name", "*_Packages"}, ""},
 	}
+	// ping keeps the capability its package sets (cap_net_raw), so users
+	// other than root can ping too.
+	t.Run("ping has cap_net_raw", func(t *testing.T) {
+		buf := make([]byte, 64)
+		n, err := unix.Getxattr(filepath.Join(rootfs, "usr", "bin", "ping"), "security.capability", buf)
+		// VFS capability data: magic/revision, then permitted bits; bit 13 is CAP_NET_RAW.
+		if err != nil || n < 8 || buf[4+1]&(1<<(unix.CAP_NET_RAW-8)) == 0 {
+			t.Fatalf("/usr/bin/ping capability xattr: %x, %v; want cap_net_raw permitted", buf[:max(n, 0)], err)
+		}
+	})
 	for _, r := range runs {
 		t.Run(r.name, func(t *testing.T) {
 			out, err := chroot(t, rootfs, r.user, env, r.argv)

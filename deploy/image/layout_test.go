@@ -13,6 +13,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // The parts of the OCI image spec (v1.1, image-layout.md, image-index.md,
@@ -304,6 +306,18 @@ func unpackEntry(root *os.Root, tr *tar.Reader, h *tar.Header) error {
 	if h.Typeflag == tar.TypeSymlink {
 		return nil
 	}
-	// After chown, which clears set-id bits.
-	return root.Chmod(name, mode&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky))
+	// After chown, which clears set-id bits and file capabilities.
+	if err := root.Chmod(name, mode&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky)); err != nil {
+		return err
+	}
+	if c, ok := h.PAXRecords[paxCapability]; ok && h.Typeflag == tar.TypeReg {
+		// The entry is a regular file just created inside root, so its
+		// path under root.Name() names it.
+		return unix.Setxattr(filepath.Join(root.Name(), name), "security.capability", []byte(c), 0)
+	}
+	return nil
 }
+
+// paxCapability is the PAX record GNU tar --xattrs writes a file's
+// capabilities in.
+const paxCapability = "SCHILY.xattr.security.capability"
