@@ -32,6 +32,9 @@ DEMO_UI := --keep-ui --ui-listen $(UI_LISTEN)
 endif
 # Image that `make image` builds.
 IMAGE ?= ghcr.io/meshperf/meshperf:dev
+# OCI layout that `make image-oci` writes, and its tag (the version linked in).
+OCI_OUT ?= $(CURDIR)/out/oci/meshperf
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 # Prefix and continuous-mesh interval of `make demo-faults`.
 FAULTS_PREFIX ?= mpfaults
@@ -46,7 +49,7 @@ deps: ## Install the measuring tools (apt-get, as root) if any is missing.
 	@deploy/lab/install-deps.sh
 
 .PHONY: test-deps
-test-deps: helm ## Install what the tests need besides the measuring tools: chromium, prometheus, victoria-metrics (apt-get, as root), helm (go install).
+test-deps: helm ## Install what the tests need besides the measuring tools: chromium, prometheus, victoria-metrics, mmdebstrap, umoci (apt-get, as root), helm (go install).
 	@deploy/lab/install-test-deps.sh
 
 # Reinstalled when ./bin/helm is missing or another version than HELM_VERSION.
@@ -96,7 +99,11 @@ bench-web: test-deps ## The web UI's mesh page in headless chromium for 300 simu
 .PHONY: image
 image: ## Build the container image with docker: IMAGE=... (default ghcr.io/meshperf/meshperf:dev).
 	@command -v docker >/dev/null 2>&1 || { echo "make image: docker not found on PATH; install Docker (or build the Dockerfile with another builder)" >&2; exit 1; }
-	docker build --build-arg VERSION=$$(git describe --tags --always --dirty 2>/dev/null || echo dev) -t $(IMAGE) .
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+.PHONY: image-oci
+image-oci: ## Build the image with no registry or docker (root): an OCI layout in OCI_OUT (default out/oci/meshperf), tag VERSION.
+	@OCI_OUT=$(OCI_OUT) VERSION=$(VERSION) deploy/image/build-oci.sh
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Install the pinned code generators.

@@ -2,11 +2,12 @@
 # Installs what the tests need beyond the measuring tools (Debian, apt-get),
 # only if one of them is missing: headless Chromium for the web UI's browser
 # tests, Prometheus and promtool for the alert rules and the dashboard's
-# queries, VictoriaMetrics as a real remote-write receiver. Idempotent.
+# queries, VictoriaMetrics as a real remote-write receiver, mmdebstrap and
+# umoci for the OCI image (deploy/image, make image-oci). Idempotent.
 set -euo pipefail
 
-tools=(chromium prometheus promtool victoria-metrics)
-packages=(chromium prometheus victoria-metrics fonts-liberation)
+tools=(chromium prometheus promtool victoria-metrics mmdebstrap umoci)
+packages=(chromium prometheus victoria-metrics fonts-liberation mmdebstrap umoci)
 
 missing=()
 for t in "${tools[@]}"; do
@@ -26,7 +27,8 @@ if ! command -v apt-get >/dev/null 2>&1; then
 	exit 1
 fi
 apt-get update
-# No recommends: prometheus would bring node-exporter, chromium a desktop.
+# No recommends: prometheus would bring node-exporter, chromium a desktop,
+# mmdebstrap a set of optional helpers.
 DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${packages[@]}"
 still=()
 for t in "${tools[@]}"; do
