@@ -235,7 +235,7 @@ func checkProbeRegistration(reg *agentv1.Register, n *Node) error {
 		}
 		ip, _ := netip.ParseAddr(a.GetIp())
 		switch ip {
-		case n.HostIP:
+		case n.HostIP: // the MTUs are the primary addresses' interfaces'
 			n.HostMTU = m
 		case n.PodIP:
 			n.PodMTU = m
