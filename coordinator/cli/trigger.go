@@ -58,6 +58,7 @@ compare RUN_A RUN_B, plot RUN_ID --out run.png.`,
 	f.StringSliceVar(&tf.blockSizes, "block-sizes", nil, "iperf3 block sizes (-l), comma-separated, e.g. 8K,128K: one test per value")
 	f.Uint32Var(&tf.maxHeavy, "max-heavy", 0, "at most this many qperf/iperf3 tests at once across the fabric (default: one per node pair of a round)")
 	f.StringVar(&tf.label, "label", "", "a name for the run, e.g. the CNI mode or the change tried (shown by report and compare)")
+	f.StringVar(&tf.ipFamily, "ip-family", "", "IP families to measure each node pair and path in: ipv4, ipv6 or dual (default: every family both nodes of a pair have)")
 	f.BoolVar(&tf.noWait, "no-wait", false, "print the run ID and return at once")
 	return cmd
 }

@@ -77,7 +77,7 @@ func validateRegister(reg *agentv1.Register, policy *AddressPolicy) (Node, error
 		case !slot.IsValid():
 			*slot = ip
 		case slot6.IsValid() || protocol.FamilyOf(*slot) == protocol.FamilyOf(ip):
-			return bad("addresses[%d]: a second %s address for network %v", i, protocol.FamilyName(protocol.FamilyOf(ip)), a.GetNetwork())
+			return bad("addresses[%d]: a second address for network %v (%s)", i, a.GetNetwork(), protocol.FamilyName(protocol.FamilyOf(ip)))
 		case ip.Is4():
 			// IPv4 is the primary address of a dual-stack node.
 			*slot, *slot6 = ip, *slot
