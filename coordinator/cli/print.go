@@ -339,8 +339,11 @@ func newAgentsCommand(o *options) *cobra.Command {
 			fmt.Fprintln(tw, "NODE\tSTATE\tGOSSIP\tCONNECTED\tHOST IP\tPOD IP\tSERVICE IP\tVERSION\tLAST SEEN\tTOOLS")
 			for _, a := range resp.GetAgents() {
 				ips := map[measurev1.Network]string{}
-				for _, ad := range a.GetAddresses() {
-					ips[ad.GetNetwork()] = ad.GetIp()
+				for _, ad := range a.GetAddresses() { // one per family: "IPv4,IPv6"
+					if ips[ad.GetNetwork()] != "" {
+						ips[ad.GetNetwork()] += ","
+					}
+					ips[ad.GetNetwork()] += ad.GetIp()
 				}
 				var tools []string
 				for _, t := range a.GetTools() {
