@@ -137,6 +137,9 @@ func TestRunRefusesBeforeRunning(t *testing.T) {
 			[]measurev1.Status{measurev1.Status_STATUS_INVALID}, "port: 0 is not a port"},
 		{"no data port", &agentv1.RunClient{Spec: qperf2, Network: measurev1.Network_NETWORK_HOST, TargetIp: "127.0.0.1", Port: 19765},
 			[]measurev1.Status{measurev1.Status_STATUS_INVALID, measurev1.Status_STATUS_INVALID}, "data_port: 0 is not a port"},
+		{"family not the target's", &agentv1.RunClient{Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}, Network: measurev1.Network_NETWORK_HOST,
+			TargetIp: "127.0.0.1", IpFamily: measurev1.IPFamily_IP_FAMILY_IPV6},
+			[]measurev1.Status{measurev1.Status_STATUS_INVALID}, "ip_family: IP_FAMILY_IPV6, but target_ip 127.0.0.1 is IP_FAMILY_IPV4"},
 		{"qperf missing", &agentv1.RunClient{Spec: qperf2, Network: measurev1.Network_NETWORK_HOST, TargetIp: "127.0.0.1", Port: 19765, DataPort: 19766},
 			[]measurev1.Status{measurev1.Status_STATUS_TOOL_MISSING, measurev1.Status_STATUS_TOOL_MISSING}, "qperf: not found in PATH"},
 	}
