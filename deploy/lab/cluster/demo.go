@@ -139,7 +139,11 @@ func (d *demo) mode(ctx context.Context, mode lab.Mode, last bool, earlier []str
 	if err != nil {
 		return "", fmt.Errorf("lab up: %w", err)
 	}
-	d.say("lab %s: %d nodes, %s, %s (network namespaces only; nothing leaves this machine)", l.Prefix, len(l.Nodes), l.Mode, l.IPFamily)
+	family := "" // the default, IPv4, reads as before families
+	if l.IPFamily != lab.FamilyIPv4 {
+		family = ", " + string(l.IPFamily)
+	}
+	d.say("lab %s: %d nodes, %s%s (network namespaces only; nothing leaves this machine)", l.Prefix, len(l.Nodes), l.Mode, family)
 	defer func() {
 		d.say("lab %s (%s) down", l.Prefix, l.Mode)
 		if derr := lab.Down(cleanupCtx, labCfg.Prefix, nil); derr != nil {
