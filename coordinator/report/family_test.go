@@ -43,6 +43,15 @@ func TestFamiliesSideBySide(t *testing.T) {
 	if got := deltas[0].MedianChange; math.Abs(got-0.5) > 1e-9 {
 		t.Errorf("MedianChange = %v, want +0.5 (IPv6 RTT 1.5 ms against 1 ms)", got)
 	}
+	// An external test is planned without a family; its row is its
+	// results' family (IPv6 here), not a missing IPv4 row.
+	ext := &measurev1.PlannedTest{TestId: "t3", SrcNode: "a", DstNode: "lab-ext", Path: measurev1.Path_PATH_HOST_TO_EXTERNAL, Spec: ping}
+	extRes := res("t3", v6, 0.001)
+	extRes.DstNode, extRes.Path = "lab-ext", measurev1.Path_PATH_HOST_TO_EXTERNAL
+	rows = Build(&measurev1.Run{Planned: []*measurev1.PlannedTest{ext}}, []*measurev1.Result{extRes})
+	if len(rows) != 1 || rows[0].Family != v6 || !rows[0].OK() {
+		t.Errorf("external rows %+v, want one OK IPv6 row", rows)
+	}
 	for _, m := range Matrices(cells) {
 		if want := m.Family == v6; strings.HasSuffix(m.Title(), " ipv6") != want {
 			t.Errorf("matrix title %q (family %v)", m.Title(), m.Family)

@@ -103,8 +103,21 @@ func Build(run *measurev1.Run, results []*measurev1.Result) []*PairPath {
 		}
 		return p
 	}
+	// A test planned without a family (an external target's, a run of
+	// before families) is in its results' family: the coordinator sets it
+	// from the address the agent sent to.
+	resultFamily := map[string]measurev1.IPFamily{}
+	for _, r := range results {
+		if _, ok := resultFamily[r.GetTestId()]; !ok {
+			resultFamily[r.GetTestId()] = protocol.ResultFamily(r.GetIpFamily())
+		}
+	}
 	for _, pt := range run.GetPlanned() {
-		p := get(key{pt.GetSrcNode(), pt.GetDstNode(), pt.GetPath(), protocol.ResultFamily(pt.GetIpFamily())})
+		fam := pt.GetIpFamily()
+		if fam == measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
+			fam = resultFamily[pt.GetTestId()]
+		}
+		p := get(key{pt.GetSrcNode(), pt.GetDstNode(), pt.GetPath(), protocol.ResultFamily(fam)})
 		t := pt.GetSpec().GetTest()
 		if p.Planned[t] == 0 {
 			p.Tests = append(p.Tests, t)
