@@ -23,6 +23,9 @@ NODES     ?= 3
 MODES     ?= host-gw,vxlan
 PREFIX    ?= mpdemo
 DEMO_ARGS ?= --trigger-arg=--duration=1s
+# FAMILY is the lab's IP stack: ipv4 (the default), ipv6 or dual (every
+# pair-path measured in both families, side by side in the comparison).
+FAMILY    ?= ipv4
 # UI=1 keeps the demo's last lab and its web UI up after the verdict, until
 # Ctrl-C, on UI_LISTEN (this machine's loopback).
 UI        ?=
@@ -72,7 +75,7 @@ test: deps test-deps ## Run every test (as root: lab and end-to-end tests build 
 
 .PHONY: demo
 demo: deps build ## Full mesh on a local lab per CNI mode, then compare (root); UI=1 keeps the web UI up until Ctrl-C.
-	$(BIN)/meshlab demo --bin $(BIN) --prefix $(PREFIX) --nodes $(NODES) --modes $(MODES) $(DEMO_UI) $(DEMO_ARGS)
+	$(BIN)/meshlab demo --bin $(BIN) --prefix $(PREFIX) --nodes $(NODES) --modes $(MODES) --ip-family $(FAMILY) $(DEMO_UI) $(DEMO_ARGS)
 
 .PHONY: demo-faults
 demo-faults: deps build ## Inject each fault into a lab under continuous monitoring; detected and localised? (root)

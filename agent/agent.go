@@ -80,6 +80,13 @@ type Config struct {
 	EndpointSocket string
 	// ServiceIP is the ClusterIP fronting the pod endpoint; optional.
 	ServiceIP netip.Addr
+	// HostIPv6, PodIPv6 and ServiceIPv6 are the node's IPv6 addresses on
+	// the same networks in a dual-stack cluster, where HostIP, PodIP and
+	// ServiceIP are the IPv4 ones; invalid means none (an IPv4-only
+	// cluster, or an IPv6-only one, whose addresses are in HostIP, PodIP
+	// and ServiceIP). Each must be IPv6 and, when set, its IPv4
+	// counterpart must be set and IPv4. PodIPv6 needs PodNetNS.
+	HostIPv6, PodIPv6, ServiceIPv6 netip.Addr
 	// HTTPPort is the HTTP target's port on both networks; zero means 8080.
 	HTTPPort uint32
 	// ProbePort is the TCP echo responder's port on both networks, which
@@ -174,7 +181,19 @@ func (c *Config) validate() error {
 	for _, a := range []struct {
 		name string
 		ip   netip.Addr
-	}{{"host IP (--host-ip)", c.HostIP}, {"pod IP (--pod-ip)", c.PodIP}, {"service IP (--service-ip)", c.ServiceIP}} {
+		v6   netip.Addr
+	}{{"host IP (--host-ip)", c.HostIP, c.HostIPv6}, {"pod IP (--pod-ip)", c.PodIP, c.PodIPv6}, {"service IP (--service-ip)", c.ServiceIP, c.ServiceIPv6}} {
+		if a.v6.IsValid() {
+			if !a.v6.Is6() || a.v6.Is4In6() {
+				return fmt.Errorf("%s: second address %s is not IPv6", a.name, a.v6)
+			}
+			if !a.ip.Is4() {
+				return fmt.Errorf("%s: IPv6 address %s given with %v: want one IPv4 and one IPv6 address", a.name, a.v6, a.ip)
+			}
+			if _, err := protocol.ParseEndpointIP(a.v6.String()); err != nil {
+				return fmt.Errorf("%s: %w", a.name, err)
+			}
+		}
 		if !a.ip.IsValid() {
 			continue
 		}
@@ -452,16 +471,16 @@ func run(ctx context.Context, cfg Config, files *mtls.Files, fromSocket bool) er
 	conn, err := grpc.NewClient(cfg.Coordinator, opts...)
 	if err != nil {
 		for _, l := range listeners {
-			_ = l.Close()
+			_ = l.l.Close()
 		}
 		return fmt.Errorf("coordinator address %q: %w", cfg.Coordinator, err)
 	}
 	defer conn.Close()
 
 	g, gctx := errgroup.WithContext(ctx)
-	for network, l := range listeners {
-		h := httptarget.Handler(cfg.NodeName, network)
-		g.Go(func() error { return httptarget.Serve(gctx, l, h) })
+	for _, l := range listeners {
+		h := httptarget.Handler(cfg.NodeName, l.network)
+		g.Go(func() error { return httptarget.Serve(gctx, l.l, h) })
 	}
 	if err := a.startProbing(gctx, g); err != nil {
 		cancel()
@@ -472,21 +491,41 @@ func run(ctx context.Context, cfg Config, files *mtls.Files, fromSocket bool) er
 	return g.Wait()
 }
 
-// listenHTTP opens the HTTP target's listener on each network.
-func (a *Agent) listenHTTP() (map[string]net.Listener, error) {
+// netListener is a listener and the network it serves ("host", "pod").
+type netListener struct {
+	network string
+	l       net.Listener
+}
+
+// listenHTTP opens the HTTP target's listener on each network: on each
+// host IP (HostIP, and HostIPv6 if set) and on every address of the pod's
+// namespace.
+func (a *Agent) listenHTTP() ([]netListener, error) {
 	port := strconv.Itoa(int(a.cfg.HTTPPort))
-	host, err := net.Listen("tcp", net.JoinHostPort(a.cfg.HostIP.String(), port))
-	if err != nil {
-		return nil, fmt.Errorf("HTTP target on the host network: %w", err)
+	var ls []netListener
+	closeAll := func() {
+		for _, l := range ls {
+			_ = l.l.Close()
+		}
 	}
-	ls := map[string]net.Listener{"host": host}
+	for _, ip := range []netip.Addr{a.cfg.HostIP, a.cfg.HostIPv6} {
+		if !ip.IsValid() {
+			continue
+		}
+		host, err := net.Listen("tcp", net.JoinHostPort(ip.String(), port))
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("HTTP target on the host network (%s): %w", ip, err)
+		}
+		ls = append(ls, netListener{"host", host})
+	}
 	if a.cfg.PodNetNS != "" {
 		pod, err := netns.Listen(a.cfg.PodNetNS, "tcp", net.JoinHostPort("", port))
 		if err != nil {
-			_ = host.Close()
+			closeAll()
 			return nil, fmt.Errorf("HTTP target on the pod network: %w", err)
 		}
-		ls["pod"] = pod
+		ls = append(ls, netListener{"pod", pod})
 	}
 	return ls, nil
 }

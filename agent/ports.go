@@ -46,7 +46,7 @@ func endpointPorts(ep *agentv1.Endpoints) map[netip.Addr]serverPorts {
 		if v := n.GetQperfDataPort(); v != 0 {
 			p.qperfData = v
 		}
-		ips := []string{n.GetServiceIp()}
+		ips := []string{n.GetServiceIp(), n.GetServiceIpv6()}
 		for _, a := range n.GetAddresses() {
 			ips = append(ips, a.GetIp())
 		}

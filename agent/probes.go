@@ -68,7 +68,8 @@ func (a *Agent) newProber() (*probe.Prober, error) {
 	return probe.New(cfg)
 }
 
-// startProbing opens the TCP echo responder on each network and runs the
+// startProbing opens the TCP echo responder on each network (each host IP)
+// and runs the
 // prober, both in g until its context ends.
 func (a *Agent) startProbing(ctx context.Context, g *errgroup.Group) error {
 	host, err := net.Listen("tcp", net.JoinHostPort(a.cfg.HostIP.String(), strconv.Itoa(int(a.cfg.ProbePort))))
@@ -78,6 +79,13 @@ func (a *Agent) startProbing(ctx context.Context, g *errgroup.Group) error {
 	a.cfg.ProbePort = uint32(host.Addr().(*net.TCPAddr).Port) // the kernel's pick for 0
 	port := strconv.Itoa(int(a.cfg.ProbePort))
 	g.Go(func() error { return probe.ServeEcho(ctx, host) })
+	if a.cfg.HostIPv6.IsValid() {
+		host6, err := net.Listen("tcp", net.JoinHostPort(a.cfg.HostIPv6.String(), port))
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return probe.ServeEcho(ctx, host6) })
+	}
 	if a.cfg.PodNetNS != "" {
 		pod, err := netns.Listen(a.cfg.PodNetNS, "tcp", net.JoinHostPort("", port))
 		if err != nil {
@@ -146,7 +154,7 @@ func (t *targets) applyPlan(plan *agentv1.ProbePlan) {
 	}
 	for _, p := range plan.GetUpsert() {
 		pp := planPeer{http: p.GetHttpPort()}
-		for i, s := range []string{p.GetHostIp(), p.GetPodIp(), p.GetServiceIp()} {
+		for i, s := range []string{p.GetHostIp(), p.GetPodIp(), p.GetServiceIp(), p.GetHostIpv6(), p.GetPodIpv6(), p.GetServiceIpv6()} {
 			if s == "" {
 				continue
 			}
@@ -163,7 +171,7 @@ func (t *targets) applyPlan(plan *agentv1.ProbePlan) {
 		for i, ip := range pp.addrs {
 			if ip.IsValid() {
 				t.planAddrs[ip] = true
-				if i == 2 {
+				if i == 2 || i == 5 {
 					t.planServices[ip] = true
 				}
 			}
@@ -172,9 +180,10 @@ func (t *targets) applyPlan(plan *agentv1.ProbePlan) {
 	t.planPorts = planPorts(t.planPeers)
 }
 
-// planPeer is a plan peer's host, pod and service IPs (invalid: none)
+// planPeer is a plan peer's host, pod and service IPs, then their IPv6
+// counterparts (invalid: none),
 // and its HTTP target's port.
 type planPeer struct {
-	addrs [3]netip.Addr
+	addrs [6]netip.Addr
 	http  uint32
 }

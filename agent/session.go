@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -47,14 +48,31 @@ var registerTimeout = 30 * time.Second
 func (a *Agent) register(ctx context.Context) *agentv1.Register {
 	reg := &agentv1.Register{
 		NodeName: a.cfg.NodeName, AgentVersion: version.Version, ProtocolVersion: protocol.Version,
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: a.cfg.HostIP.String()}},
+		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: a.cfg.HostIP.String(), MtuBytes: a.hostMTU}},
 		Tools:     boundTools(a.runner.Tools(ctx)),
 	}
 	if a.cfg.PodIP.IsValid() {
-		reg.Addresses = append(reg.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: a.cfg.PodIP.String()})
+		reg.Addresses = append(reg.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: a.cfg.PodIP.String(), MtuBytes: a.podMTU})
 	}
-	if a.cfg.ServiceIP.IsValid() {
-		reg.ServiceIp = a.cfg.ServiceIP.String()
+	// One entry per family and network: the IPv6 ones after the first
+	// family's, so an older coordinator reading the first entries finds
+	// what it did before.
+	if a.cfg.HostIPv6.IsValid() {
+		reg.Addresses = append(reg.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_HOST, Ip: a.cfg.HostIPv6.String(), MtuBytes: a.hostMTU})
+	}
+	if a.cfg.PodIPv6.IsValid() {
+		reg.Addresses = append(reg.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: a.cfg.PodIPv6.String(), MtuBytes: a.podMTU})
+	}
+	// service_ip is the IPv4 ClusterIP, service_ipv6 the IPv6 one: an
+	// IPv6-only node's ServiceIP goes to service_ipv6.
+	for _, ip := range []netip.Addr{a.cfg.ServiceIP, a.cfg.ServiceIPv6} {
+		switch {
+		case !ip.IsValid():
+		case ip.Is4():
+			reg.ServiceIp = ip.String()
+		default:
+			reg.ServiceIpv6 = ip.String()
+		}
 	}
 	if a.gossip != nil {
 		reg.GossipPort = a.cfg.GossipPort
@@ -63,10 +81,6 @@ func (a *Agent) register(ctx context.Context) *agentv1.Register {
 	// The ports of the servers' own config (New filled in the defaults):
 	// the coordinator takes no ServerStarted with other ports.
 	reg.Iperf3Port, reg.QperfPort, reg.QperfDataPort = a.cfg.Ports.Iperf3, a.cfg.Ports.Qperf, a.cfg.Ports.QperfData
-	reg.Addresses[0].MtuBytes = a.hostMTU
-	if len(reg.Addresses) > 1 {
-		reg.Addresses[1].MtuBytes = a.podMTU
-	}
 	return reg
 }
 

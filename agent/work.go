@@ -255,8 +255,10 @@ func (t *targets) setEndpoints(ep *agentv1.Endpoints) {
 	for _, n := range ep.GetNodes() {
 		type addr struct{ kind, ip string }
 		var addrs []addr
-		if s := n.GetServiceIp(); s != "" {
-			addrs = append(addrs, addr{"service IP", s})
+		for _, s := range []string{n.GetServiceIp(), n.GetServiceIpv6()} {
+			if s != "" {
+				addrs = append(addrs, addr{"service IP", s})
+			}
 		}
 		for _, a := range n.GetAddresses() {
 			addrs = append(addrs, addr{a.GetNetwork().String(), a.GetIp()})

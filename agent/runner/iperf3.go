@@ -25,14 +25,14 @@ const Iperf3ConnectTimeout = 5 * time.Second
 // a 300 s run with 128 streams larger than proc.MaxOutputBytes.
 func iperf3Command(spec *measurev1.TestSpec, target string, port uint32, netns string) proc.Command {
 	p := spec.GetIperf3()
-	args := []string{
+	args := append(familyFlag(target),
 		"-c", target,
 		"-p", strconv.FormatUint(uint64(port), 10),
 		"-J",
 		"-i", "0",
 		"-t", strconv.FormatInt(int64(p.GetDuration().AsDuration()/time.Second), 10),
 		"-P", strconv.FormatUint(uint64(p.GetParallelStreams()), 10),
-	}
+	)
 	if b := p.GetBlockSizeBytes(); b > 0 {
 		args = append(args, "-l", strconv.FormatUint(b, 10))
 	}

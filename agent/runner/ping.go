@@ -24,14 +24,14 @@ func pingCommand(spec *measurev1.TestSpec, target, netns string) proc.Command {
 	p := spec.GetPing()
 	return proc.Command{
 		Name: "ping",
-		Args: []string{
+		Args: append(familyFlag(target),
 			"-n",
 			"-c", strconv.FormatUint(uint64(p.GetCount()), 10),
 			"-i", strconv.FormatFloat(p.GetInterval().AsDuration().Seconds(), 'f', -1, 64),
 			"-s", strconv.FormatUint(uint64(p.GetPayloadSizeBytes()), 10),
 			"-W", "1",
 			target,
-		},
+		),
 		NetNS: netns,
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -164,6 +165,7 @@ func (r *Runner) run(ctx context.Context, req *agentv1.RunClient, ext *External)
 			}
 			finish(toolName(spec), res)
 			res.TargetAddress = targetAddress
+			res.IpFamily = familyOf(targetAddress)
 			if res.StartTime == nil { // not run: invalid, tool missing, skipped
 				res.StartTime = timestamppb.New(start)
 				res.Elapsed = durationpb.New(0)
@@ -213,8 +215,10 @@ func (r *Runner) checkRequest(req *agentv1.RunClient, spec *measurev1.TestSpec, 
 		}
 	} else if name := req.GetExternalTarget(); name != "" {
 		return invalid("external_target %q: this run is for a node target (target_ip), not an external one", name)
-	} else if _, err := netip.ParseAddr(req.GetTargetIp()); err != nil {
+	} else if a, err := netip.ParseAddr(req.GetTargetIp()); err != nil {
 		return invalid("target_ip: %q is not an IP address", req.GetTargetIp())
+	} else if f := req.GetIpFamily(); f != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED && f != protocol.FamilyOf(a) {
+		return invalid("ip_family: %v, but target_ip %s is %v", f, a, protocol.FamilyOf(a))
 	}
 	netns, ok := r.netns[req.GetNetwork()]
 	if !ok {

@@ -37,7 +37,7 @@ func TestCommands(t *testing.T) {
 			return pingCommand(normalized(t, &measurev1.TestSpec{Test: measurev1.Test_TEST_PING, Params: &measurev1.TestSpec_Ping{Ping: &measurev1.PingParams{
 				Count: 20, Interval: durationpb.New(2500 * time.Microsecond), PayloadSizeBytes: 1400,
 			}}}), "fd00::2", "/proc/42/ns/net")
-		}, "nsenter --net=/proc/42/ns/net -- ping -n -c 20 -i 0.0025 -s 1400 -W 1 fd00::2"},
+		}, "nsenter --net=/proc/42/ns/net -- ping -6 -n -c 20 -i 0.0025 -s 1400 -W 1 fd00::2"},
 		{"qperf", func(t *testing.T) proc.Command {
 			return qperfCommand(measurev1.Test_TEST_QPERF_UDP_BW, 3, 32768, "10.96.0.10", 19765, 19766, "")
 		}, "qperf -lp 19765 -ip 19766 -t 3 -vv -oo msg_size:32768 10.96.0.10 udp_bw"},
@@ -46,6 +46,12 @@ func TestCommands(t *testing.T) {
 				ParallelStreams: 4, BlockSizeBytes: 131072,
 			}}}), "10.0.0.2", 5201, "")
 		}, "iperf3 -c 10.0.0.2 -p 5201 -J -i 0 -t 2 -P 4 -l 131072 --connect-timeout 5000"},
+		{"iperf3 tcp ipv6", func(t *testing.T) proc.Command {
+			return iperf3Command(normalized(t, &measurev1.TestSpec{Test: measurev1.Test_TEST_IPERF3_TCP}), "fd00:10:96::12", 5201, "")
+		}, "iperf3 -6 -c fd00:10:96::12 -p 5201 -J -i 0 -t 2 -P 1 --connect-timeout 5000"},
+		{"qperf ipv6", func(t *testing.T) proc.Command {
+			return qperfCommand(measurev1.Test_TEST_QPERF_TCP_LAT, 2, 64, "fd00:10:244:2::2", 19765, 19766, "")
+		}, "qperf -lp 19765 -ip 19766 -t 2 -vv -oo msg_size:64 fd00:10:244:2::2 tcp_lat"},
 		{"iperf3 udp", func(t *testing.T) proc.Command {
 			return iperf3Command(normalized(t, &measurev1.TestSpec{Test: measurev1.Test_TEST_IPERF3_UDP}), "10.0.0.2", 5201, "")
 		}, "iperf3 -c 10.0.0.2 -p 5201 -J -i 0 -t 2 -P 1 -u -b 1000000000 --connect-timeout 5000"},
@@ -131,6 +137,9 @@ func TestRunRefusesBeforeRunning(t *testing.T) {
 			[]measurev1.Status{measurev1.Status_STATUS_INVALID}, "port: 0 is not a port"},
 		{"no data port", &agentv1.RunClient{Spec: qperf2, Network: measurev1.Network_NETWORK_HOST, TargetIp: "127.0.0.1", Port: 19765},
 			[]measurev1.Status{measurev1.Status_STATUS_INVALID, measurev1.Status_STATUS_INVALID}, "data_port: 0 is not a port"},
+		{"family not the target's", &agentv1.RunClient{Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}, Network: measurev1.Network_NETWORK_HOST,
+			TargetIp: "127.0.0.1", IpFamily: measurev1.IPFamily_IP_FAMILY_IPV6},
+			[]measurev1.Status{measurev1.Status_STATUS_INVALID}, "ip_family: IP_FAMILY_IPV6, but target_ip 127.0.0.1 is IP_FAMILY_IPV4"},
 		{"qperf missing", &agentv1.RunClient{Spec: qperf2, Network: measurev1.Network_NETWORK_HOST, TargetIp: "127.0.0.1", Port: 19765, DataPort: 19766},
 			[]measurev1.Status{measurev1.Status_STATUS_TOOL_MISSING, measurev1.Status_STATUS_TOOL_MISSING}, "qperf: not found in PATH"},
 	}

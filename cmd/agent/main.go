@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -52,13 +53,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			var err error
 			for _, a := range []struct {
 				flag, v string
-				dst     *netip.Addr
-			}{{"host-ip", hostIP, &cfg.HostIP}, {"pod-ip", podIP, &cfg.PodIP}, {"service-ip", service, &cfg.ServiceIP}} {
-				if a.v == "" {
-					continue
-				}
-				if *a.dst, err = netip.ParseAddr(a.v); err != nil {
-					return fmt.Errorf("--%s %q: %w", a.flag, a.v, err)
+				dst, v6 *netip.Addr
+			}{{"host-ip", hostIP, &cfg.HostIP, &cfg.HostIPv6}, {"pod-ip", podIP, &cfg.PodIP, &cfg.PodIPv6},
+				{"service-ip", service, &cfg.ServiceIP, &cfg.ServiceIPv6}} {
+				if *a.dst, *a.v6, err = parseIPs(a.flag, a.v); err != nil {
+					return err
 				}
 			}
 			// The agent takes a zero port for its default: a zero given
@@ -93,11 +92,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := cmd.Flags()
 	f.StringVar(&cfg.Coordinator, "coordinator", "", `coordinator gRPC address: "host:port" or "unix:///path" (required)`)
 	f.StringVar(&cfg.NodeName, "node", os.Getenv("NODE_NAME"), "node name (default $NODE_NAME)")
-	f.StringVar(&hostIP, "host-ip", os.Getenv("HOST_IP"), "node's host network IP (default $HOST_IP)")
-	f.StringVar(&podIP, "pod-ip", "", "IP of this node's pod endpoint")
+	f.StringVar(&hostIP, "host-ip", os.Getenv("HOST_IP"), "node's host network IP, or its IPv4 and IPv6 IPs comma-separated on a dual-stack node (default $HOST_IP)")
+	f.StringVar(&podIP, "pod-ip", "", "IP of this node's pod endpoint, or its IPv4 and IPv6 IPs comma-separated")
 	f.StringVar(&cfg.PodNetNS, "pod-netns", "", "network namespace of the pod endpoint: /proc/PID/ns/net or /run/netns/NAME")
 	f.StringVar(&cfg.EndpointSocket, "endpoint-socket", "", "unix socket on which the node's pod endpoint (agent endpoint) connects; the agent takes the pod's netns and IP from it (excludes --pod-ip and --pod-netns)")
-	f.StringVar(&service, "service-ip", "", "ClusterIP that fronts this node's pod endpoint")
+	f.StringVar(&service, "service-ip", "", "ClusterIP that fronts this node's pod endpoint, or its IPv4 and IPv6 ClusterIPs comma-separated")
 	f.Uint32Var(&cfg.HTTPPort, "http-port", 8080, "port of the HTTP target on each network")
 	f.Uint32Var(&cfg.ProbePort, "probe-port", agent.DefaultProbePort, "port of the TCP echo responder of the continuous probes on each network")
 	f.Uint32Var(&cfg.Ports.Iperf3, "iperf3-port", 5201, "iperf3 server port")
@@ -118,6 +117,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd.AddCommand(endpointCmd(stderr))
 	cmd.SetArgs(args)
 	return cmd.ExecuteContext(ctx)
+}
+
+// parseIPs takes the value of an address flag: "" (none), one address,
+// or two comma-separated of different families (a dual-stack node's, as
+// Kubernetes lists status.hostIPs and status.podIPs), and returns the
+// primary address (IPv4 if given, else IPv6) and the IPv6 one beside an
+// IPv4 primary (else the zero Addr). The error names the flag and the
+// value.
+func parseIPs(flag, s string) (primary, v6 netip.Addr, err error) {
+	if s == "" {
+		return netip.Addr{}, netip.Addr{}, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) > 2 {
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("--%s %q: at most two addresses, one IPv4 and one IPv6", flag, s)
+	}
+	var ips []netip.Addr
+	for _, p := range parts {
+		ip, err := netip.ParseAddr(strings.TrimSpace(p))
+		if err != nil {
+			return netip.Addr{}, netip.Addr{}, fmt.Errorf("--%s %q: %w", flag, s, err)
+		}
+		ips = append(ips, ip)
+	}
+	if len(ips) == 1 {
+		return ips[0], netip.Addr{}, nil
+	}
+	if ips[0].Is4() == ips[1].Is4() {
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("--%s %q: two addresses of the same family; want one IPv4 and one IPv6", flag, s)
+	}
+	if ips[0].Is6() {
+		ips[0], ips[1] = ips[1], ips[0]
+	}
+	return ips[0], ips[1], nil
 }
 
 // parseCIDR takes the value of flag, a CIDR ("10.0.0.0/8") or one address

@@ -34,6 +34,10 @@ func TestRunFlags(t *testing.T) {
 	}{
 		{"loopback host IP", nil, nil},
 		{"IPv6 loopback host IP", []string{"--host-ip", "::1"}, nil},
+		{"dual-stack host IP", []string{"--host-ip", "127.0.0.1,::1"}, nil},
+		{"dual-stack host IP, IPv6 first", []string{"--host-ip", "::1,127.0.0.1"}, nil},
+		{"two IPv4 host IPs", []string{"--host-ip", "127.0.0.1,127.0.0.2"}, []string{"--host-ip", "127.0.0.1,127.0.0.2", "same family"}},
+		{"three host IPs", []string{"--host-ip", "127.0.0.1,::1,127.0.0.2"}, []string{"--host-ip", "at most two"}},
 		{"iperf3 port above 65535", []string{"--iperf3-port", "70000"}, []string{"--iperf3-port", "70000"}},
 		{"qperf port above 65535", []string{"--qperf-port", "65536"}, []string{"--qperf-port", "65536"}},
 		{"qperf data port above 65535", []string{"--qperf-data-port", "4294967295"}, []string{"--qperf-data-port", "4294967295"}},

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -68,6 +69,16 @@ worse (throughput down, latency up) by more than PCT percent: a CI gate.`,
 				err = printDeltasCSV(o, deltas)
 			default:
 				printDeltas(o, runA, runB, deltas)
+				if report.AnyIPv6(cellsA, cellsB) {
+					// Side by side: each run's IPv6 against its IPv4.
+					for _, r := range []struct {
+						name  string
+						run   *measurev1.Run
+						cells []*report.Cell
+					}{{"A", runA, cellsA}, {"B", runB, cellsB}} {
+						printFamilyDeltas(o, fmt.Sprintf("IPv6 against IPv4 in run %s %s", r.name, labelOf(r.run)), report.CompareFamilies(r.cells))
+					}
+				}
 			}
 			if err != nil {
 				return err
@@ -97,13 +108,75 @@ func deltaTitle(d report.Delta) string {
 	if d.Label != "" {
 		t += " " + d.Label
 	}
-	return fmt.Sprintf("%s %s %s->%s", t, testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst)
+	return fmt.Sprintf("%s %s%s %s->%s", t, testspec.PathName(d.Key.Path), report.FamilySuffix(d.Key.Family), d.Key.Src, d.Key.Dst)
+}
+
+// printFamilyDeltas prints report.CompareFamilies' deltas under title:
+// per test, path and pair, the IPv4 and the IPv6 medians side by side and
+// the IPv6 overhead. Nothing without deltas.
+func printFamilyDeltas(o *options, title string, deltas []report.Delta) {
+	if len(deltas) == 0 {
+		return
+	}
+	fmt.Fprintf(o.stdout, "\n%s (CHANGE is IPv6's median against IPv4's; WORSE: IPv6 significantly worse):\n", title)
+	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEST\tPATH\tSRC\tDST\tIPV4 MEDIAN\tIPV6 MEDIAN\tCHANGE\tP\tVERDICT")
+	for _, d := range deltas {
+		med, change, p, verdict := deltaColumns(d)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", deltaTest(d), testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst,
+			med(d.A), med(d.B), change, p, verdict)
+	}
+	_ = tw.Flush()
+}
+
+// deltaTest is the test of d with its parameters' label.
+func deltaTest(d report.Delta) string {
+	if d.Label != "" {
+		return testspec.Name(d.Key.Test) + " " + d.Label
+	}
+	return testspec.Name(d.Key.Test)
+}
+
+// deltaColumns are the columns of a delta's line: each side's median
+// (with its sample count), the change, the p-value and the verdict.
+func deltaColumns(d report.Delta) (med func(*report.Cell) string, change, p, verdict string) {
+	med = func(c *report.Cell) string {
+		if c == nil || len(c.Samples) == 0 {
+			return "-"
+		}
+		return report.FormatHeadline(d.Key.Test, c.Stats.Median) + fmt.Sprintf(" (n=%d)", c.Stats.N)
+	}
+	change, p = "-", "-"
+	if !math.IsNaN(d.MedianChange) {
+		change = fmt.Sprintf("%+.1f%%", 100*d.MedianChange)
+	}
+	verdict = "not tested"
+	if d.Tested {
+		p = fmt.Sprintf("%.3g", d.Test.P)
+		switch {
+		case d.Worse:
+			verdict = "WORSE"
+		case d.Better:
+			verdict = "better"
+		default:
+			verdict = "same"
+		}
+	}
+	return med, change, p, verdict
 }
 
 func printDeltas(o *options, a, b *measurev1.Run, deltas []report.Delta) {
 	fmt.Fprintf(o.stdout, "A: run %s %s\nB: run %s %s\n\n", a.GetRunId(), labelOf(a), b.GetRunId(), labelOf(b))
 	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TEST\tPATH\tSRC\tDST\tA MEDIAN\tB MEDIAN\tCHANGE\tP\tVERDICT")
+	v6 := false
+	for _, d := range deltas {
+		v6 = v6 || d.Key.Family == measurev1.IPFamily_IP_FAMILY_IPV6
+	}
+	if v6 {
+		fmt.Fprintln(tw, "TEST\tPATH\tFAMILY\tSRC\tDST\tA MEDIAN\tB MEDIAN\tCHANGE\tP\tVERDICT")
+	} else {
+		fmt.Fprintln(tw, "TEST\tPATH\tSRC\tDST\tA MEDIAN\tB MEDIAN\tCHANGE\tP\tVERDICT")
+	}
 	worse, better := 0, 0
 	for _, d := range deltas {
 		med := func(c *report.Cell) string {
@@ -132,7 +205,11 @@ func printDeltas(o *options, a, b *measurev1.Run, deltas []report.Delta) {
 		if d.Label != "" {
 			title += " " + d.Label
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", title, testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst,
+		path := testspec.PathName(d.Key.Path)
+		if v6 {
+			path += "\t" + protocol.FamilyName(d.Key.Family)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", title, path, d.Key.Src, d.Key.Dst,
 			med(d.A), med(d.B), change, p, verdict)
 	}
 	_ = tw.Flush()
@@ -151,6 +228,7 @@ func printDeltasJSON(o *options, deltas []report.Delta) error {
 		Path         string   `json:"path"`
 		Src          string   `json:"src_node"`
 		Dst          string   `json:"dst_node"`
+		Family       string   `json:"ip_family,omitempty"` // set for IPv6; absent is IPv4
 		Unit         string   `json:"unit"`
 		A            *side    `json:"a"`
 		B            *side    `json:"b"`
@@ -179,6 +257,9 @@ func printDeltasJSON(o *options, deltas []report.Delta) error {
 		}
 		if d.Tested {
 			r.P = &d.Test.P
+		}
+		if d.Key.Family == measurev1.IPFamily_IP_FAMILY_IPV6 {
+			r.Family = protocol.FamilyName(d.Key.Family)
 		}
 		rows = append(rows, r)
 	}

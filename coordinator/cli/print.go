@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -62,12 +63,19 @@ func printPairPaths(o *options, run *measurev1.Run, rows []*report.PairPath) {
 	fmt.Fprintf(o.stdout, "run %s  %s  %s\n\n", run.GetRunId(), report.StateName(run.GetState()), runTimes(run))
 	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 	head := []string{"SRC", "DST", "PATH"}
+	v6 := report.RowsIPv6(rows) // a dual-stack run: a family per line
+	if v6 {
+		head = append(head, "FAMILY")
+	}
 	for _, c := range cols {
 		head = append(head, report.ColumnTitle(c))
 	}
 	fmt.Fprintln(tw, strings.Join(append(head, "VERDICT"), "\t"))
 	for _, p := range rows {
 		cells := []string{p.Src, p.Dst, testspec.PathName(p.Path)}
+		if v6 {
+			cells = append(cells, protocol.FamilyName(p.Family))
+		}
 		for _, c := range cols {
 			cells = append(cells, p.Cell(c))
 		}
@@ -81,13 +89,13 @@ func printPairPaths(o *options, run *measurev1.Run, rows []*report.PairPath) {
 	var problems []string
 	for _, p := range rows {
 		for _, pr := range p.Problems() {
-			problems = append(problems, fmt.Sprintf("  %s -> %s %s: %s", p.Src, p.Dst, testspec.PathName(p.Path), pr))
+			problems = append(problems, fmt.Sprintf("  %s -> %s %s%s: %s", p.Src, p.Dst, testspec.PathName(p.Path), report.FamilySuffix(p.Family), pr))
 		}
 	}
 	var notes []string
 	for _, p := range rows {
 		for _, n := range p.Notes() {
-			notes = append(notes, fmt.Sprintf("  %s -> %s %s: %s", p.Src, p.Dst, testspec.PathName(p.Path), n))
+			notes = append(notes, fmt.Sprintf("  %s -> %s %s%s: %s", p.Src, p.Dst, testspec.PathName(p.Path), report.FamilySuffix(p.Family), n))
 		}
 	}
 	fmt.Fprintf(o.stdout, "\n%s\n", legend(run))
@@ -354,8 +362,11 @@ func newAgentsCommand(o *options) *cobra.Command {
 			fmt.Fprintln(tw, "NODE\tSTATE\tGOSSIP\tCONNECTED\tHOST IP\tPOD IP\tSERVICE IP\tVERSION\tLAST SEEN\tTOOLS")
 			for _, a := range resp.GetAgents() {
 				ips := map[measurev1.Network]string{}
-				for _, ad := range a.GetAddresses() {
-					ips[ad.GetNetwork()] = ad.GetIp()
+				for _, ad := range a.GetAddresses() { // one per family: "IPv4,IPv6"
+					if ips[ad.GetNetwork()] != "" {
+						ips[ad.GetNetwork()] += ","
+					}
+					ips[ad.GetNetwork()] += ad.GetIp()
 				}
 				var tools []string
 				for _, t := range a.GetTools() {

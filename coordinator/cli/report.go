@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -100,12 +101,15 @@ func printReport(o *options, run *measurev1.Run, cells []*report.Cell, showCells
 			if ov.Label != "" {
 				title += " " + ov.Label
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", testspec.PathName(ov.Path), title, ov.Words(), ov.Pairs)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", testspec.PathName(ov.Path)+report.FamilySuffix(ov.Family), title, ov.Words(), ov.Pairs)
 		}
 		_ = tw.Flush()
 		if lines := report.Sentences(ovs, run.GetSpec().GetLabel()); len(lines) > 0 {
 			fmt.Fprintf(o.stdout, "\nsummary:\n  %s\n", strings.Join(lines, "\n  "))
 		}
+	}
+	if report.AnyIPv6(cells) {
+		printFamilyDeltas(o, "IPv6 against IPv4 on the same paths", report.CompareFamilies(report.ByPath(cells)))
 	}
 	if showCells {
 		fmt.Fprintln(o.stdout)
@@ -154,7 +158,7 @@ func printCellsTable(o *options, cells []*report.Cell) {
 	fmt.Fprintln(tw, "TEST\tPATH\tSRC\tDST\tN\tMEDIAN\tMEAN\tSTDDEV\tMIN\tMAX\tIQR\tCI95 LOW\tCI95 HIGH\tFAILED")
 	for _, c := range cells {
 		f := func(v float64) string { return report.FormatHeadline(c.Test, v) }
-		row := []string{c.Title(), testspec.PathName(c.Path), c.Src, c.Dst, strconv.Itoa(c.Stats.N)}
+		row := []string{c.Title(), testspec.PathName(c.Path) + report.FamilySuffix(c.Family), c.Src, c.Dst, strconv.Itoa(c.Stats.N)}
 		if c.Stats.N > 0 {
 			row = append(row, f(c.Stats.Median), f(c.Stats.Mean), f(c.Stats.StdDev), f(c.Stats.Min), f(c.Stats.Max), f(c.Stats.IQR))
 			if c.Stats.HasCI {
@@ -187,6 +191,7 @@ type cellJSON struct {
 	Src       string         `json:"src_node"`
 	Dst       string         `json:"dst_node"`
 	Path      string         `json:"path"`
+	Family    string         `json:"ip_family,omitempty"` // set for IPv6; absent is IPv4
 	Test      string         `json:"test"`
 	Params    string         `json:"params"`
 	Unit      string         `json:"unit"`
@@ -208,6 +213,9 @@ type cellJSON struct {
 func toJSON(c *report.Cell) cellJSON {
 	j := cellJSON{Src: c.Src, Dst: c.Dst, Path: testspec.PathName(c.Path), Test: testspec.Name(c.Test), Params: c.Params,
 		Unit: report.Unit(c.Test), N: c.Stats.N, Failed: map[string]int{}, SampleSet: c.Samples}
+	if c.Family == measurev1.IPFamily_IP_FAMILY_IPV6 {
+		j.Family = protocol.FamilyName(c.Family)
+	}
 	for st, n := range c.Failed {
 		j.Failed[report.StatusName(st)] = n
 	}

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -28,6 +29,7 @@ type triggerFlags struct {
 	keepAlive                     bool
 	loadTimeout                   time.Duration
 	label                         string
+	ipFamily                      string
 	noWait                        bool
 	onInterrupt                   string // --on-interrupt; empty: see interruptPolicy
 }
@@ -46,6 +48,11 @@ func sweepSizes() []uint64 {
 // combination, so the parameters are part of each result's identity.
 func (tf *triggerFlags) spec() (*measurev1.RunSpec, error) {
 	spec := &measurev1.RunSpec{Repeats: tf.repeats, MaxConcurrentHeavy: tf.maxHeavy, Label: tf.label}
+	families, err := protocol.ParseFamilies(tf.ipFamily)
+	if err != nil {
+		return nil, fmt.Errorf("--ip-family: %w", err)
+	}
+	spec.IpFamilies = families
 	names := splitList(tf.tests)
 	if len(names) == 0 {
 		for _, t := range []measurev1.Test{

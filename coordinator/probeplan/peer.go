@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -65,6 +66,11 @@ type Peer struct {
 	// ServiceIP is the ClusterIP fronting its pod endpoint; the zero Addr
 	// if none.
 	ServiceIP netip.Addr
+	// HostIPv6, PodIPv6 and ServiceIPv6 are a dual-stack node's IPv6
+	// addresses beside the IPv4 ones above; the zero Addr if none (an
+	// IPv6-only node has its addresses above). Agents take them as
+	// registered endpoints of the node.
+	HostIPv6, PodIPv6, ServiceIPv6 netip.Addr
 	// ProbePort is its TCP echo responder's port, 1..65535.
 	ProbePort uint32
 	// HTTPPort is its HTTP target's port, 0 (unknown) or 1..65535.
@@ -92,12 +98,16 @@ func (p Peer) Validate() error {
 	for _, a := range []struct {
 		field string
 		ip    netip.Addr
-	}{{"host_ip", p.HostIP}, {"pod_ip", p.PodIP}, {"service_ip", p.ServiceIP}} {
+	}{{"host_ip", p.HostIP}, {"pod_ip", p.PodIP}, {"service_ip", p.ServiceIP},
+		{"host_ipv6", p.HostIPv6}, {"pod_ipv6", p.PodIPv6}, {"service_ipv6", p.ServiceIPv6}} {
 		if !a.ip.IsValid() {
 			continue // optional ones; host_ip checked above
 		}
 		if _, err := protocol.ParseEndpointIP(a.ip.String()); err != nil {
 			return bad(a.field, a.ip, err)
+		}
+		if strings.HasSuffix(a.field, "v6") && !a.ip.Is6() {
+			return bad(a.field, a.ip, "not an IPv6 address")
 		}
 	}
 	if p.ProbePort == 0 || p.ProbePort > 65535 {
@@ -128,6 +138,7 @@ func (p Peer) Proto() *agentv1.ProbePeer {
 	}
 	return &agentv1.ProbePeer{
 		NodeName: p.Name, HostIp: str(p.HostIP), PodIp: str(p.PodIP), ServiceIp: str(p.ServiceIP),
+		HostIpv6: str(p.HostIPv6), PodIpv6: str(p.PodIPv6), ServiceIpv6: str(p.ServiceIPv6),
 		ProbePort: p.ProbePort, HttpPort: p.HTTPPort, HostMtuBytes: p.HostMTU, PodMtuBytes: p.PodMTU,
 		Maintenance: p.Maintenance,
 	}

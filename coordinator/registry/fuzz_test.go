@@ -39,6 +39,14 @@ func FuzzValidateRegister(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(uint8(2), "", "", "", "", "", uint32(0), uint32(0), uint32(0), uint32(0), uint32(0), seed)
+	dual := register("10.0.0.1", "10.244.1.2", "10.96.0.1")
+	dual.ServiceIpv6 = "fd00:10:96::1"
+	dual.Addresses = append(dual.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_HOST, Ip: "fd00:18::11"},
+		&agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: "fd00:10:244:1::2"})
+	if seed, err = proto.Marshal(dual); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(uint8(0), "", "", "", "", "", uint32(0), uint32(0), uint32(0), uint32(0), uint32(0), seed)
 	f.Fuzz(func(t *testing.T, pol uint8, name, host, pod, service, version string, iperf3, qperf, qperfData, httpPort, probe uint32, raw []byte) {
 		policy := fuzzPolicies[int(pol)%len(fuzzPolicies)]
 		reg := register(host, pod, service)
@@ -67,10 +75,19 @@ func checkAccepted(t *testing.T, policy *AddressPolicy, reg *agentv1.Register) {
 	if !n.HostIP.IsValid() {
 		t.Fatalf("accepted %v without a host IP", reg)
 	}
+	for _, v6 := range []netip.Addr{n.HostIPv6, n.PodIPv6, n.ServiceIPv6} {
+		if v6.IsValid() && (!v6.Is6() || v6.Is4In6()) {
+			t.Fatalf("accepted %s as an IPv6 address of %v", v6, reg)
+		}
+	}
+	if n.HostIPv6.IsValid() && !n.HostIP.Is4() || n.PodIPv6.IsValid() && !n.PodIP.Is4() || n.ServiceIPv6.IsValid() && !n.ServiceIP.Is4() {
+		t.Fatalf("accepted an IPv6 address beside a primary that is not IPv4: %+v", n)
+	}
 	for _, a := range []struct {
 		ip    netip.Addr
 		cidrs []netip.Prefix
-	}{{n.HostIP, policy.NodeCIDRs}, {n.PodIP, policy.PodCIDRs}, {n.ServiceIP, policy.ServiceCIDRs}} {
+	}{{n.HostIP, policy.NodeCIDRs}, {n.PodIP, policy.PodCIDRs}, {n.ServiceIP, policy.ServiceCIDRs},
+		{n.HostIPv6, policy.NodeCIDRs}, {n.PodIPv6, policy.PodCIDRs}, {n.ServiceIPv6, policy.ServiceCIDRs}} {
 		ip := a.ip
 		if !ip.IsValid() {
 			continue

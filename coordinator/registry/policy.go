@@ -200,6 +200,12 @@ func (p *AddressPolicy) checkNode(n Node, hostField, podField string) error {
 	return nil
 }
 
+// checkNode6 is checkNode for n's IPv6 addresses beside IPv4 ones
+// (HostIPv6, PodIPv6, ServiceIPv6), against the same lists.
+func (p *AddressPolicy) checkNode6(n Node, hostField, podField string) error {
+	return p.checkNode(Node{HostIP: n.HostIPv6, PodIP: n.PodIPv6, ServiceIP: n.ServiceIPv6}, hostField, podField)
+}
+
 // checkCluster checks n's host and pod IPs against what the API server
 // knows of the node (AddressPolicy.Cluster); nil without a Cluster.
 func (p *AddressPolicy) checkCluster(ctx context.Context, n Node) error {
@@ -210,8 +216,10 @@ func (p *AddressPolicy) checkCluster(ctx context.Context, n Node) error {
 	if err != nil {
 		return fmt.Errorf("host IP %s of node %q: %w", n.HostIP, n.Name, err)
 	}
-	if !slices.Contains(ips, n.HostIP) {
-		return fmt.Errorf("host IP %s is not an address of the Node object %q (status.addresses InternalIP and ExternalIP: %s)", n.HostIP, n.Name, joinIPs(ips))
+	for _, ip := range []netip.Addr{n.HostIP, n.HostIPv6} {
+		if ip.IsValid() && !slices.Contains(ips, ip) {
+			return fmt.Errorf("host IP %s is not an address of the Node object %q (status.addresses InternalIP and ExternalIP: %s)", ip, n.Name, joinIPs(ips))
+		}
 	}
 	if !n.PodIP.IsValid() {
 		return nil
@@ -220,8 +228,10 @@ func (p *AddressPolicy) checkCluster(ctx context.Context, n Node) error {
 	if err != nil {
 		return fmt.Errorf("pod IP %s of node %q: %w", n.PodIP, n.Name, err)
 	}
-	if !slices.Contains(ips, n.PodIP) {
-		return fmt.Errorf("pod IP %s is not an address of node %q's pod endpoint (status.podIPs: %s)", n.PodIP, n.Name, joinIPs(ips))
+	for _, ip := range []netip.Addr{n.PodIP, n.PodIPv6} {
+		if ip.IsValid() && !slices.Contains(ips, ip) {
+			return fmt.Errorf("pod IP %s is not an address of node %q's pod endpoint (status.podIPs: %s)", ip, n.Name, joinIPs(ips))
+		}
 	}
 	return nil
 }

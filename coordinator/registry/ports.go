@@ -50,7 +50,14 @@ func (n Node) defaultPorts() bool {
 // nodeEndpoint is n as Endpoints carry it, with its addresses as a
 // registered them and its ports in force.
 func nodeEndpoint(n Node, addrs []*agentv1.NetworkAddress, serviceIP string) *agentv1.NodeEndpoint {
-	return &agentv1.NodeEndpoint{NodeName: n.Name, Addresses: addrs, ServiceIp: serviceIP,
+	var serviceIPv6 string
+	if ip := n.ServiceAddr(measurev1.IPFamily_IP_FAMILY_IPV6); ip.IsValid() {
+		serviceIPv6 = ip.String()
+		if serviceIP == serviceIPv6 { // an IPv6-only node: its ClusterIP goes where the proto says
+			serviceIP = ""
+		}
+	}
+	return &agentv1.NodeEndpoint{NodeName: n.Name, Addresses: addrs, ServiceIp: serviceIP, ServiceIpv6: serviceIPv6,
 		Iperf3Port: uint32(n.Iperf3Port), QperfPort: uint32(n.QperfPort), QperfDataPort: uint32(n.QperfDataPort), HttpPort: uint32(n.HTTPPort)}
 }
 

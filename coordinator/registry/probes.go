@@ -28,6 +28,7 @@ const maxReportAckBatch = 1000
 // probePeer is n as a peer of the other agents' probe plans.
 func probePeer(n Node, maintenance bool) probeplan.Peer {
 	return probeplan.Peer{Name: n.Name, HostIP: n.HostIP, PodIP: n.PodIP, ServiceIP: n.ServiceIP,
+		HostIPv6: n.HostIPv6, PodIPv6: n.PodIPv6, ServiceIPv6: n.ServiceIPv6,
 		ProbePort: uint32(n.ProbePort), HTTPPort: uint32(n.HTTPPort), HostMTU: n.HostMTU, PodMTU: n.PodMTU, Maintenance: maintenance}
 }
 
@@ -235,7 +236,7 @@ func checkProbeRegistration(reg *agentv1.Register, n *Node) error {
 		}
 		ip, _ := netip.ParseAddr(a.GetIp())
 		switch ip {
-		case n.HostIP:
+		case n.HostIP: // the MTUs are the primary addresses' interfaces'
 			n.HostMTU = m
 		case n.PodIP:
 			n.PodMTU = m

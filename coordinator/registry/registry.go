@@ -194,7 +194,9 @@ func (r *Registry) resolveServiceIP(ctx context.Context, n Node) Node {
 		return n
 	}
 	agentIP := n.ServiceIP
-	n.ServiceIP = netip.Addr{}
+	// The lookup gives one ClusterIP, of the pod IP's family: an IPv6
+	// ClusterIP beside it is the agent's word, never taken in a cluster.
+	n.ServiceIP, n.ServiceIPv6 = netip.Addr{}, netip.Addr{}
 	drop := func(level slog.Level, why string, args ...any) Node {
 		if agentIP.IsValid() || level > slog.LevelWarn {
 			r.log.Log(ctx, level, why+"; the node gets no service IP (the agent's is never taken in a cluster)",
@@ -233,6 +235,12 @@ type Node struct {
 	HostIP, PodIP netip.Addr
 	// ServiceIP is the ClusterIP fronting the node's pod; invalid if none.
 	ServiceIP netip.Addr
+	// HostIPv6, PodIPv6 and ServiceIPv6 are a dual-stack node's IPv6
+	// addresses, beside IPv4 ones in HostIP, PodIP and ServiceIP; invalid
+	// if none. An IPv6-only node has its IPv6 addresses in HostIP, PodIP
+	// and ServiceIP, and none here: use Addr and ServiceAddr to get the
+	// address of a family.
+	HostIPv6, PodIPv6, ServiceIPv6 netip.Addr
 	// GossipPort is the agent's gossip port on HostIP; zero if it does not
 	// gossip.
 	GossipPort uint16

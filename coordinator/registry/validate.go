@@ -23,7 +23,8 @@ const (
 
 // validateRegister checks an agent's Register message and turns it into a
 // Node. Addresses must be usable unicast IPs (not unspecified, multicast,
-// broadcast, IPv4-mapped or zoned), one per network, and pass policy
+// broadcast, IPv4-mapped, zoned or IPv6 link-local), at most one per
+// network and family (a dual-stack node has one of each), and pass policy
 // (nil: permissive); ports must be 0 or 1..65535; texts must be short and
 // printable.
 func validateRegister(reg *agentv1.Register, policy *AddressPolicy) (Node, error) {
@@ -38,7 +39,7 @@ func validateRegister(reg *agentv1.Register, policy *AddressPolicy) (Node, error
 		return Node{}, fmt.Errorf("%w: "+format, append([]any{ErrBadRegistration}, args...)...)
 	}
 	n := Node{Name: reg.GetNodeName()}
-	var hostField, podField string
+	var hostField, podField, host6Field, pod6Field string
 	if err := protocol.ValidateNodeName(n.Name); err != nil {
 		return bad("%v", err)
 	}
@@ -53,19 +54,41 @@ func validateRegister(reg *agentv1.Register, policy *AddressPolicy) (Node, error
 		if err != nil {
 			return bad("addresses[%d].ip: %v", i, err)
 		}
-		var slot *netip.Addr
+		var slot, slot6 *netip.Addr
 		switch a.GetNetwork() {
 		case measurev1.Network_NETWORK_HOST:
-			slot, hostField = &n.HostIP, fmt.Sprintf("addresses[%d].ip (host)", i)
+			slot, slot6 = &n.HostIP, &n.HostIPv6
+			if !slot.IsValid() {
+				hostField = fmt.Sprintf("addresses[%d].ip (host)", i)
+			} else {
+				host6Field = fmt.Sprintf("addresses[%d].ip (host)", i)
+			}
 		case measurev1.Network_NETWORK_POD:
-			slot, podField = &n.PodIP, fmt.Sprintf("addresses[%d].ip (pod)", i)
+			slot, slot6 = &n.PodIP, &n.PodIPv6
+			if !slot.IsValid() {
+				podField = fmt.Sprintf("addresses[%d].ip (pod)", i)
+			} else {
+				pod6Field = fmt.Sprintf("addresses[%d].ip (pod)", i)
+			}
 		default:
 			return bad("addresses[%d].network %v is not host or pod", i, a.GetNetwork())
 		}
-		if slot.IsValid() {
-			return bad("addresses[%d]: a second address for network %v", i, a.GetNetwork())
+		switch {
+		case !slot.IsValid():
+			*slot = ip
+		case slot6.IsValid() || protocol.FamilyOf(*slot) == protocol.FamilyOf(ip):
+			return bad("addresses[%d]: a second address for network %v (%s)", i, a.GetNetwork(), protocol.FamilyName(protocol.FamilyOf(ip)))
+		case ip.Is4():
+			// IPv4 is the primary address of a dual-stack node.
+			*slot, *slot6 = ip, *slot
+			if a.GetNetwork() == measurev1.Network_NETWORK_HOST {
+				hostField, host6Field = host6Field, hostField
+			} else {
+				podField, pod6Field = pod6Field, podField
+			}
+		default:
+			*slot6 = ip
 		}
-		*slot = ip
 	}
 	if !n.HostIP.IsValid() {
 		return bad("node %q has no host address", n.Name)
@@ -77,7 +100,25 @@ func validateRegister(reg *agentv1.Register, policy *AddressPolicy) (Node, error
 		}
 		n.ServiceIP = ip
 	}
+	if s := reg.GetServiceIpv6(); s != "" {
+		ip, err := protocol.ParseEndpointIP(s)
+		switch {
+		case err != nil:
+			return bad("service_ipv6: %v", err)
+		case !ip.Is6():
+			return bad("service_ipv6: %s is not an IPv6 address", ip)
+		case !n.ServiceIP.IsValid():
+			n.ServiceIP = ip // an IPv6-only node
+		case n.ServiceIP.Is6():
+			return bad("service_ipv6 %s beside an IPv6 service_ip %s", ip, n.ServiceIP)
+		default:
+			n.ServiceIPv6 = ip
+		}
+	}
 	if err := policy.checkNode(n, hostField, podField); err != nil {
+		return bad("node %q: %v", n.Name, err)
+	}
+	if err := policy.checkNode6(n, host6Field, pod6Field); err != nil {
 		return bad("node %q: %v", n.Name, err)
 	}
 	if p := reg.GetGossipPort(); p > 65535 {
@@ -144,13 +185,18 @@ func (r *Registry) serviceIPConflict(n Node) (node, network string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, s := range r.addrs[n.ServiceIP] {
-		switch {
-		case s.node.Name == n.Name:
-		case s.node.HostIP == n.ServiceIP:
-			return s.node.Name, "host"
-		case s.node.PodIP == n.ServiceIP:
-			return s.node.Name, "pod"
+	for _, svc := range []netip.Addr{n.ServiceIP, n.ServiceIPv6} {
+		if !svc.IsValid() {
+			continue
+		}
+		for _, s := range r.addrs[svc] {
+			switch {
+			case s.node.Name == n.Name:
+			case s.node.HostIP == svc || s.node.HostIPv6 == svc:
+				return s.node.Name, "host"
+			case s.node.PodIP == svc || s.node.PodIPv6 == svc:
+				return s.node.Name, "pod"
+			}
 		}
 	}
 	return "", ""
@@ -171,10 +217,10 @@ func (r *Registry) conflict(n Node) string {
 	return ""
 }
 
-// addrs are n's valid addresses: host, pod and ClusterIP.
+// addrs are n's valid addresses: host, pod and ClusterIP, in each family.
 func (n Node) addrs() []netip.Addr {
-	out := make([]netip.Addr, 0, 3)
-	for _, a := range []netip.Addr{n.HostIP, n.PodIP, n.ServiceIP} {
+	out := make([]netip.Addr, 0, 6)
+	for _, a := range []netip.Addr{n.HostIP, n.PodIP, n.ServiceIP, n.HostIPv6, n.PodIPv6, n.ServiceIPv6} {
 		if a.IsValid() {
 			out = append(out, a)
 		}

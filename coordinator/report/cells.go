@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/meshperf/meshperf/coordinator/stats"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -25,6 +26,9 @@ type CellKey struct {
 	// Params is the canonical text of the test's parameters (message size,
 	// duration, streams, ...): different parameters, different cell.
 	Params string
+	// Family is the IP family, IPv4 or IPv6 (never unspecified: results
+	// stored before families are IPv4, protocol.ResultFamily).
+	Family measurev1.IPFamily
 }
 
 // Cell is the samples of one CellKey and their statistics.
@@ -77,14 +81,37 @@ func Cells(results []*measurev1.Result) []*Cell {
 	}
 	slices.SortFunc(out, func(a, b *Cell) int {
 		return cmp.Or(cmp.Compare(a.Test, b.Test), cmp.Compare(a.MsgSizeBytes, b.MsgSizeBytes), cmp.Compare(a.Params, b.Params),
-			cmp.Compare(a.Path, b.Path), cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst))
+			cmp.Compare(a.Path, b.Path), cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.Family, b.Family))
 	})
 	return out
 }
 
 // KeyOf returns the cell a result belongs to.
 func KeyOf(r *measurev1.Result) CellKey {
-	return CellKey{Src: r.GetSrcNode(), Dst: r.GetDstNode(), Path: r.GetPath(), Test: r.GetSpec().GetTest(), Params: ParamsKey(r.GetSpec())}
+	return CellKey{Src: r.GetSrcNode(), Dst: r.GetDstNode(), Path: r.GetPath(), Test: r.GetSpec().GetTest(), Params: ParamsKey(r.GetSpec()),
+		Family: protocol.ResultFamily(r.GetIpFamily())}
+}
+
+// FamilySuffix is "" for IPv4 and " ipv6" for IPv6: what titles add, so
+// that an IPv4-only run reads as it did before families.
+func FamilySuffix(f measurev1.IPFamily) string {
+	if protocol.ResultFamily(f) == measurev1.IPFamily_IP_FAMILY_IPV4 {
+		return ""
+	}
+	return " " + protocol.FamilyName(f)
+}
+
+// AnyIPv6 reports whether any cell is IPv6: then tables show a family
+// column.
+func AnyIPv6(cells ...[]*Cell) bool {
+	for _, cs := range cells {
+		for _, c := range cs {
+			if c.Family == measurev1.IPFamily_IP_FAMILY_IPV6 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ParamsKey is the canonical text of a spec's parameters.

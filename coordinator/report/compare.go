@@ -74,7 +74,7 @@ func Compare(a, b []*Cell) []Delta {
 	slices.SortFunc(out, func(x, y Delta) int {
 		a, b := x.Key, y.Key
 		return cmp.Or(cmp.Compare(a.Test, b.Test), cmp.Compare(a.Params, b.Params), cmp.Compare(a.Path, b.Path),
-			cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst))
+			cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.Family, b.Family))
 	})
 	return out
 }
@@ -105,14 +105,15 @@ func ByPath(cells []*Cell) []*Cell {
 		test   measurev1.Test
 		params string
 		path   measurev1.Path
+		family measurev1.IPFamily
 	}
 	byKey := map[key]*Cell{}
 	var order []key
 	for _, c := range cells {
-		k := key{c.Test, c.Params, c.Path}
+		k := key{c.Test, c.Params, c.Path, c.Family}
 		m := byKey[k]
 		if m == nil {
-			m = &Cell{CellKey: CellKey{Src: AllPairs, Dst: AllPairs, Path: c.Path, Test: c.Test, Params: c.Params},
+			m = &Cell{CellKey: CellKey{Src: AllPairs, Dst: AllPairs, Path: c.Path, Test: c.Test, Params: c.Params, Family: c.Family},
 				Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Failed: map[measurev1.Status]int{}}
 			byKey[k] = m
 			order = append(order, k)
@@ -131,6 +132,35 @@ func ByPath(cells []*Cell) []*Cell {
 			m.Stats, _ = stats.Summarize(m.Samples)
 		}
 		out = append(out, m)
+	}
+	return out
+}
+
+// CompareFamilies compares, within one run's cells, each IPv6 cell with
+// the IPv4 cell of the same node pair (or AllPairs), path, test and
+// parameters: A is IPv4, B is IPv6, so MedianChange is the IPv6 overhead
+// against IPv4 and Worse means IPv6 is significantly worse. Deltas keep
+// the IPv4 key, B its IPv6 cell; cells of one family only are left out.
+func CompareFamilies(cells []*Cell) []Delta {
+	var v4, v6 []*Cell
+	orig := map[*Cell]*Cell{} // the IPv4-keyed copies of the IPv6 cells, to the cells
+	for _, c := range cells {
+		switch c.Family {
+		case measurev1.IPFamily_IP_FAMILY_IPV4:
+			v4 = append(v4, c)
+		case measurev1.IPFamily_IP_FAMILY_IPV6:
+			as4 := *c
+			as4.Family = measurev1.IPFamily_IP_FAMILY_IPV4
+			v6 = append(v6, &as4)
+			orig[&as4] = c
+		}
+	}
+	var out []Delta
+	for _, d := range Compare(v4, v6) {
+		if d.A != nil && d.B != nil {
+			d.B = orig[d.B]
+			out = append(out, d)
+		}
 	}
 	return out
 }

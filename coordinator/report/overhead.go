@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -24,6 +25,8 @@ type Matrix struct {
 	MsgSizeBytes uint64
 	// Path is the path.
 	Path measurev1.Path
+	// Family is the IP family of its cells.
+	Family measurev1.IPFamily
 	// Nodes are the row and column names, sorted.
 	Nodes []string
 	// Cells maps [src][dst] to the cell; a missing pair is absent.
@@ -36,14 +39,16 @@ func Matrices(cells []*Cell) []*Matrix {
 		test   measurev1.Test
 		params string
 		path   measurev1.Path
+		family measurev1.IPFamily
 	}
 	byKey := map[key]*Matrix{}
 	var order []key
 	for _, c := range cells {
-		k := key{c.Test, c.Params, c.Path}
+		k := key{c.Test, c.Params, c.Path, c.Family}
 		m := byKey[k]
 		if m == nil {
-			m = &Matrix{Test: c.Test, Params: c.Params, Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Path: c.Path, Cells: map[string]map[string]*Cell{}}
+			m = &Matrix{Test: c.Test, Params: c.Params, Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Path: c.Path, Family: c.Family,
+				Cells: map[string]map[string]*Cell{}}
 			byKey[k] = m
 			order = append(order, k)
 		}
@@ -66,13 +71,14 @@ func Matrices(cells []*Cell) []*Matrix {
 	return out
 }
 
-// Title names the matrix: "qperf_tcp_lat 64B, pod-pod".
+// Title names the matrix: "qperf_tcp_lat 64B, pod-pod" (", pod-pod ipv6"
+// for IPv6).
 func (m *Matrix) Title() string {
 	t := testspec.Name(m.Test)
 	if m.Label != "" {
 		t += " " + m.Label
 	}
-	return t + ", " + testspec.PathName(m.Path)
+	return t + ", " + testspec.PathName(m.Path) + FamilySuffix(m.Family)
 }
 
 // Overhead is how a path compares with its Baseline (host->host, or
@@ -91,6 +97,8 @@ type Overhead struct {
 	// Path is the path compared with its Baseline (host->host, or
 	// host->external for pod->external).
 	Path measurev1.Path
+	// Family is the IP family of the path and of its baseline.
+	Family measurev1.IPFamily
 	// Ratio is the median over pairs of median(path)/median(baseline).
 	Ratio float64
 	// Pairs is the number of pairs both paths have samples for.
@@ -121,18 +129,19 @@ func Baseline(p measurev1.Path) measurev1.Path {
 
 // Overheads computes, for every test and path other than a baseline, the
 // overhead against its Baseline (host->host, or host->external for
-// pod->external) over the same source and destination. Paths without a
-// baseline pair are left out.
+// pod->external) over the same source and destination, in the same IP
+// family. Paths without a baseline pair are left out.
 func Overheads(cells []*Cell) []Overhead {
 	type key struct {
 		test   measurev1.Test
 		params string
 		base   measurev1.Path
+		family measurev1.IPFamily
 	}
 	base := map[key]map[[2]string]float64{}
 	for _, c := range cells {
 		if Baseline(c.Path) == c.Path && len(c.Samples) > 0 && c.Stats.Median > 0 {
-			k := key{c.Test, c.Params, c.Path}
+			k := key{c.Test, c.Params, c.Path, c.Family}
 			if base[k] == nil {
 				base[k] = map[[2]string]float64{}
 			}
@@ -150,7 +159,7 @@ func Overheads(cells []*Cell) []Overhead {
 		if Baseline(c.Path) == c.Path || len(c.Samples) == 0 {
 			continue
 		}
-		k := key{c.Test, c.Params, Baseline(c.Path)}
+		k := key{c.Test, c.Params, Baseline(c.Path), c.Family}
 		b, ok := base[k][[2]string{c.Src, c.Dst}]
 		if !ok {
 			continue
@@ -161,10 +170,12 @@ func Overheads(cells []*Cell) []Overhead {
 	}
 	out := make([]Overhead, 0, len(ratios))
 	for k, rs := range ratios {
-		out = append(out, Overhead{Test: k.test, Params: k.params, Label: labels[k], MsgSizeBytes: sizes[k], Path: k.path, Ratio: median(rs), Pairs: len(rs)})
+		out = append(out, Overhead{Test: k.test, Params: k.params, Label: labels[k], MsgSizeBytes: sizes[k], Path: k.path, Family: k.family,
+			Ratio: median(rs), Pairs: len(rs)})
 	}
 	slices.SortFunc(out, func(a, b Overhead) int {
-		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Test, b.Test), cmp.Compare(a.MsgSizeBytes, b.MsgSizeBytes), cmp.Compare(a.Params, b.Params))
+		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Family, b.Family), cmp.Compare(a.Test, b.Test),
+			cmp.Compare(a.MsgSizeBytes, b.MsgSizeBytes), cmp.Compare(a.Params, b.Params))
 	})
 	return out
 }
@@ -181,29 +192,35 @@ func Sentences(overheads []Overhead, label string) []string {
 		measurev1.Test_TEST_IPERF3_TCP, measurev1.Test_TEST_QPERF_TCP_BW, measurev1.Test_TEST_IPERF3_UDP, measurev1.Test_TEST_QPERF_UDP_BW,
 		measurev1.Test_TEST_QPERF_TCP_LAT, measurev1.Test_TEST_PING, measurev1.Test_TEST_QPERF_UDP_LAT, measurev1.Test_TEST_HTTP,
 	}
+	type pathFamily struct {
+		path   measurev1.Path
+		family measurev1.IPFamily
+	}
 	type key struct {
-		path measurev1.Path
+		pathFamily
 		test measurev1.Test
 	}
 	ratios := map[key][]float64{}
-	var paths []measurev1.Path
+	var paths []pathFamily
 	for _, o := range overheads {
 		if math.IsNaN(o.Ratio) {
 			continue
 		}
-		if !slices.Contains(paths, o.Path) {
-			paths = append(paths, o.Path)
+		pf := pathFamily{o.Path, protocol.ResultFamily(o.Family)}
+		if !slices.Contains(paths, pf) {
+			paths = append(paths, pf)
 		}
-		k := key{o.Path, o.Test}
+		k := key{pf, o.Test}
 		ratios[k] = append(ratios[k], o.Ratio)
 	}
-	slices.Sort(paths)
+	slices.SortFunc(paths, func(a, b pathFamily) int { return cmp.Or(cmp.Compare(a.path, b.path), cmp.Compare(a.family, b.family)) })
 	var lines []string
-	for _, p := range paths {
+	for _, pf := range paths {
+		p := pf.path
 		var parts []string
 		for _, wantBW := range []bool{true, false} {
 			for _, t := range prefer {
-				if rs := ratios[key{p, t}]; HigherIsBetter(t) == wantBW && len(rs) > 0 {
+				if rs := ratios[key{pf, t}]; HigherIsBetter(t) == wantBW && len(rs) > 0 {
 					parts = append(parts, Overhead{Test: t, Ratio: median(rs)}.Words())
 					break
 				}
@@ -212,7 +229,7 @@ func Sentences(overheads []Overhead, label string) []string {
 		if len(parts) == 0 {
 			continue
 		}
-		name := strings.Replace(testspec.PathName(p), "-", "->", 1)
+		name := strings.Replace(testspec.PathName(p), "-", "->", 1) + FamilySuffix(pf.family)
 		if label != "" {
 			name += " over " + label
 		}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -25,6 +26,10 @@ type PairPath struct {
 	Src, Dst string
 	// Path is the row's path.
 	Path measurev1.Path
+	// Family is the row's IP family, IPv4 or IPv6 (never unspecified: a
+	// test planned without one, and results stored before families, are
+	// IPv4).
+	Family measurev1.IPFamily
 	// Tests are the tests planned for the row, in the run's order.
 	Tests []measurev1.Test
 	// Results holds every result of the row by test.
@@ -87,18 +92,32 @@ func Build(run *measurev1.Run, results []*measurev1.Result) []*PairPath {
 	type key struct {
 		src, dst string
 		path     measurev1.Path
+		family   measurev1.IPFamily
 	}
 	rows := map[key]*PairPath{}
 	get := func(k key) *PairPath {
 		p := rows[k]
 		if p == nil {
-			p = &PairPath{Src: k.src, Dst: k.dst, Path: k.path, Results: map[measurev1.Test][]*measurev1.Result{}, Planned: map[measurev1.Test]int{}}
+			p = &PairPath{Src: k.src, Dst: k.dst, Path: k.path, Family: k.family, Results: map[measurev1.Test][]*measurev1.Result{}, Planned: map[measurev1.Test]int{}}
 			rows[k] = p
 		}
 		return p
 	}
+	// A test planned without a family (an external target's, a run of
+	// before families) is in its results' family: the coordinator sets it
+	// from the address the agent sent to.
+	resultFamily := map[string]measurev1.IPFamily{}
+	for _, r := range results {
+		if _, ok := resultFamily[r.GetTestId()]; !ok {
+			resultFamily[r.GetTestId()] = protocol.ResultFamily(r.GetIpFamily())
+		}
+	}
 	for _, pt := range run.GetPlanned() {
-		p := get(key{pt.GetSrcNode(), pt.GetDstNode(), pt.GetPath()})
+		fam := pt.GetIpFamily()
+		if fam == measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
+			fam = resultFamily[pt.GetTestId()]
+		}
+		p := get(key{pt.GetSrcNode(), pt.GetDstNode(), pt.GetPath(), protocol.ResultFamily(fam)})
 		t := pt.GetSpec().GetTest()
 		if p.Planned[t] == 0 {
 			p.Tests = append(p.Tests, t)
@@ -106,7 +125,7 @@ func Build(run *measurev1.Run, results []*measurev1.Result) []*PairPath {
 		p.Planned[t]++
 	}
 	for _, r := range results {
-		p := get(key{r.GetSrcNode(), r.GetDstNode(), r.GetPath()})
+		p := get(key{r.GetSrcNode(), r.GetDstNode(), r.GetPath(), protocol.ResultFamily(r.GetIpFamily())})
 		t := r.GetSpec().GetTest()
 		if p.Planned[t] == 0 && len(p.Results[t]) == 0 {
 			p.Tests = append(p.Tests, t)
@@ -118,9 +137,20 @@ func Build(run *measurev1.Run, results []*measurev1.Result) []*PairPath {
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b *PairPath) int {
-		return cmp.Or(cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.Path, b.Path))
+		return cmp.Or(cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.Path, b.Path), cmp.Compare(a.Family, b.Family))
 	})
 	return out
+}
+
+// RowsIPv6 reports whether any row is IPv6: then tables show a family
+// column.
+func RowsIPv6(rows []*PairPath) bool {
+	for _, p := range rows {
+		if p.Family == measurev1.IPFamily_IP_FAMILY_IPV6 {
+			return true
+		}
+	}
+	return false
 }
 
 // Summary counts rows: ok of total pair-paths have every test OK.

@@ -179,7 +179,10 @@ func Pass(ctx context.Context, st Store, cutoff, rollupCutoff time.Time) (Counts
 }
 
 // Fold summarizes results into one rollup per node pair, path, test,
-// parameters and UTC hour of their start time.
+// parameters and UTC hour of their start time. Only IPv4 results (and
+// those stored before families) are folded: a Rollup has no IP family, so
+// an IPv6 rollup would take the key of the IPv4 one; IPv6 results past
+// retention go without a rollup.
 func Fold(results []*measurev1.Result) []*measurev1.Rollup {
 	type key struct {
 		cell report.CellKey
@@ -188,6 +191,9 @@ func Fold(results []*measurev1.Result) []*measurev1.Rollup {
 	groups := map[key][]*measurev1.Result{}
 	var order []key
 	for _, r := range results {
+		if r.GetIpFamily() == measurev1.IPFamily_IP_FAMILY_IPV6 {
+			continue
+		}
 		k := key{report.KeyOf(r), r.GetStartTime().AsTime().UTC().Truncate(time.Hour)}
 		if _, seen := groups[k]; !seen {
 			order = append(order, k)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/sanity"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -39,29 +40,54 @@ type route struct {
 	target               netip.Addr
 }
 
-// routeFor resolves a path between two connected nodes.
-func routeFor(path measurev1.Path, src, dst registry.Node) (route, error) {
+// routeFor resolves a path between two connected nodes in family fam;
+// IP_FAMILY_UNSPECIFIED (a run planned before families) takes their
+// primary addresses.
+func routeFor(path measurev1.Path, fam measurev1.IPFamily, src, dst registry.Node) (route, error) {
 	host, pod := measurev1.Network_NETWORK_HOST, measurev1.Network_NETWORK_POD
+	addr, service := func(n registry.Node, network measurev1.Network) netip.Addr {
+		if fam == measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
+			if network == host {
+				return n.HostIP
+			}
+			return n.PodIP
+		}
+		return n.Addr(network, fam)
+	}, dst.ServiceIP
+	if fam != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
+		service = dst.ServiceAddr(fam)
+	}
 	var r route
 	switch path {
 	case measurev1.Path_PATH_HOST_TO_HOST:
-		r = route{host, host, dst.HostIP}
+		r = route{host, host, addr(dst, host)}
 	case measurev1.Path_PATH_HOST_TO_POD:
-		r = route{host, pod, dst.PodIP}
+		r = route{host, pod, addr(dst, pod)}
 	case measurev1.Path_PATH_POD_TO_POD:
-		r = route{pod, pod, dst.PodIP}
+		r = route{pod, pod, addr(dst, pod)}
 	case measurev1.Path_PATH_POD_TO_SERVICE:
-		r = route{pod, pod, dst.ServiceIP}
+		r = route{pod, pod, service}
 	case measurev1.Path_PATH_HOST_TO_SERVICE:
-		r = route{host, pod, dst.ServiceIP}
+		r = route{host, pod, service}
 	default:
 		return route{}, fmt.Errorf("path %v is not supported", path)
 	}
+	in := ""
+	if fam != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
+		in = " in " + protocol.FamilyName(fam)
+	}
 	switch {
 	case !r.target.IsValid():
-		return route{}, fmt.Errorf("node %q registered no address for %s", dst.Name, testspec.PathName(path))
+		return route{}, fmt.Errorf("node %q registered no address%s for %s", dst.Name, in, testspec.PathName(path))
 	case r.clientNet == pod && !src.PodIP.IsValid():
 		return route{}, fmt.Errorf("node %q registered no pod endpoint", src.Name)
+	case !addr(src, r.clientNet).IsValid():
+		// The client sends from an address of the family on its network.
+		network := "host"
+		if r.clientNet == pod {
+			network = "pod"
+		}
+		return route{}, fmt.Errorf("node %q registered no %s address%s to send from", src.Name, network, in)
 	}
 	return r, nil
 }
@@ -183,7 +209,7 @@ func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.Plan
 	if !ok {
 		return fail(measurev1.Status_STATUS_AGENT_UNAVAILABLE, "destination node %q has no connected agent", pt.GetDstNode())
 	}
-	rt, err := routeFor(pt.GetPath(), src, dst)
+	rt, err := routeFor(pt.GetPath(), pt.GetIpFamily(), src, dst)
 	if err != nil {
 		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
 	}
@@ -228,7 +254,7 @@ func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.Plan
 	}
 	return m.runClient(ctx, runID, pt, start, expected, &agentv1.RunClient{
 		Spec: pt.GetSpec(), Network: rt.clientNet, TargetIp: rt.target.String(),
-		Port: started.GetPort(), DataPort: started.GetDataPort(),
+		Port: started.GetPort(), DataPort: started.GetDataPort(), IpFamily: pt.GetIpFamily(),
 	})
 }
 

@@ -361,7 +361,13 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measur
 	}
 	defer release()
 	mesh, targetable := m.cfg.Agents.Known()
-	planned, err := schedule.Plan(spec, schedule.Nodes{Mesh: mesh, Targetable: targetable, External: m.cfg.ExternalTargets})
+	planned, err := schedule.Plan(spec, schedule.Nodes{Mesh: mesh, Targetable: targetable, External: m.cfg.ExternalTargets,
+		Families: func(node string) []measurev1.IPFamily {
+			if n, ok := m.cfg.Agents.Node(node); ok {
+				return n.Families()
+			}
+			return nil // not connected: IPv4, and its tests fail as unavailable
+		}})
 	if err != nil {
 		return nil, err
 	}

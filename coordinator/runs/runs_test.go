@@ -38,7 +38,7 @@ func TestRouteFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.path.String(), func(t *testing.T) {
-			got, err := routeFor(tt.path, tt.src, dst)
+			got, err := routeFor(tt.path, measurev1.IPFamily_IP_FAMILY_UNSPECIFIED, tt.src, dst)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -52,7 +52,7 @@ func TestRouteFor(t *testing.T) {
 	}
 	noService := dst
 	noService.ServiceIP = netip.Addr{}
-	if _, err := routeFor(measurev1.Path_PATH_POD_TO_SERVICE, src, noService); err == nil || !strings.Contains(err.Error(), `node "b" registered no address for pod-service`) {
+	if _, err := routeFor(measurev1.Path_PATH_POD_TO_SERVICE, measurev1.IPFamily_IP_FAMILY_UNSPECIFIED, src, noService); err == nil || !strings.Contains(err.Error(), `node "b" registered no address for pod-service`) {
 		t.Errorf("missing service IP: err = %v", err)
 	}
 }

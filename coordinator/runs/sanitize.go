@@ -2,6 +2,7 @@ package runs
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/sanity"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -55,9 +57,12 @@ func sanitize(runID string, pt *measurev1.PlannedTest, results []*measurev1.Resu
 		if r.GetStatus() == measurev1.Status_STATUS_UNSPECIFIED {
 			r.Status, r.Message = measurev1.Status_STATUS_PARSE_ERROR, "the agent sent a result without a status"
 		}
+		famErr := checkFamily(pt, r)
 		switch ok := r.GetStatus() == measurev1.Status_STATUS_OK; {
 		case specErr != nil:
 			r.Status, r.Message, r.Metrics, r.Elapsed = measurev1.Status_STATUS_INVALID, "the agent's result does not fit its planned test: "+specErr.Error(), nil, nil
+		case famErr != nil:
+			r.Status, r.Message, r.Metrics, r.Elapsed = measurev1.Status_STATUS_INVALID, "the agent's result does not fit its planned test: "+famErr.Error(), nil, nil
 		case ok && !metricsFit(r):
 			r.Status = measurev1.Status_STATUS_PARSE_ERROR
 			r.Message = fmt.Sprintf("the agent sent %T metrics for a %s test", r.GetMetrics(), testspec.Name(pt.GetSpec().GetTest()))
@@ -67,6 +72,29 @@ func sanitize(runID string, pt *measurev1.PlannedTest, results []*measurev1.Resu
 		}
 	}
 	return results
+}
+
+// checkFamily sets r's ip_family to the coordinator's word: the planned
+// test's family, or, for a test planned without one, the family of the
+// target address (unspecified when that is no IP address: an external
+// target the agent could not resolve). The agent's own ip_family is
+// never taken. It returns an error when the target address the agent
+// reports is of another family than the planned one.
+func checkFamily(pt *measurev1.PlannedTest, r *measurev1.Result) error {
+	var addrFam measurev1.IPFamily
+	if a, err := netip.ParseAddr(r.GetTargetAddress()); err == nil {
+		addrFam = protocol.FamilyOf(a)
+	}
+	want := pt.GetIpFamily()
+	if want == measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
+		r.IpFamily = addrFam
+		return nil
+	}
+	r.IpFamily = want
+	if addrFam != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED && addrFam != want {
+		return fmt.Errorf("target_address %.64q is %s, the test is planned in %s", r.GetTargetAddress(), protocol.FamilyName(addrFam), protocol.FamilyName(want))
+	}
+	return nil
 }
 
 // resultSpec is the spec to store with a result of the planned spec

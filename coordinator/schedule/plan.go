@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -96,12 +97,46 @@ type Nodes struct {
 	// External is the allowlist of external targets a spec may name in
 	// its external_targets (the coordinator's config file); nil means none.
 	External []*agentv1.ExternalTarget
+	// Families returns the IP families a node has addresses of, IPv4
+	// first; nil (or nil for a node, unknown) means IPv4 only. Nil
+	// Families plans as before families existed: planned tests without
+	// ip_family.
+	Families func(node string) []measurev1.IPFamily
+}
+
+// pairFamilies returns the families to plan a node pair in: asked (the
+// RunSpec's ip_families) if any, else every family both nodes have (IPv4
+// when they share none, so the failure shows). With nil nodes.Families,
+// asked (nil if none).
+func (nodes Nodes) pairFamilies(asked []measurev1.IPFamily, src, dst string) []measurev1.IPFamily {
+	if nodes.Families == nil || len(asked) > 0 {
+		return asked
+	}
+	of := func(n string) []measurev1.IPFamily {
+		if fs := nodes.Families(n); len(fs) > 0 {
+			return fs
+		}
+		return []measurev1.IPFamily{measurev1.IPFamily_IP_FAMILY_IPV4}
+	}
+	var out []measurev1.IPFamily
+	dstFams := of(dst)
+	for _, f := range of(src) {
+		if slices.Contains(dstFams, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		out = []measurev1.IPFamily{measurev1.IPFamily_IP_FAMILY_IPV4}
+	}
+	return out
 }
 
 // Plan expands spec into planned tests over nodes (connected or not: the
 // caller decides what a missing agent means).
 // Tests are normalized (defaults filled, parameters validated); the order is
-// repeat, pair, path, test, which spreads a pair's tests over the run: the
+// repeat, pair, family, path, test, which spreads a pair's tests over the
+// run (families: see Nodes.Families and RunSpec.ip_families; the external
+// paths are planned once, without a family): the
 // node pairs on the node paths first, then each source node with each
 // external target (dst_node is the target's name) on the external paths.
 // The external sources are the nodes of the requested pairs (both ends),
@@ -169,23 +204,34 @@ func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error
 	if err != nil {
 		return nil, err
 	}
+	if err := protocol.ValidateFamilies("ip_families", spec.GetIpFamilies()); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 
 	var planned []*measurev1.PlannedTest
 	for r := uint32(0); r < repeats; r++ {
 		for _, rt := range routes {
-			for _, path := range rt.paths {
-				for _, t := range norm {
-					if !Applies(t.GetTest(), path) || rt.target != nil && !AppliesTo(t.GetTest(), rt.target) || r >= repeatsOf(t.GetTest()) {
-						continue
+			families := []measurev1.IPFamily{measurev1.IPFamily_IP_FAMILY_UNSPECIFIED}
+			if rt.target == nil {
+				if fs := nodes.pairFamilies(spec.GetIpFamilies(), rt.src, rt.dst); fs != nil {
+					families = fs
+				}
+			}
+			for _, fam := range families {
+				for _, path := range rt.paths {
+					for _, t := range norm {
+						if !Applies(t.GetTest(), path) || rt.target != nil && !AppliesTo(t.GetTest(), rt.target) || r >= repeatsOf(t.GetTest()) {
+							continue
+						}
+						if len(planned) == MaxPlannedTests {
+							return nil, fmt.Errorf("%w: more than %d tests; ask for fewer pairs, paths, targets, families, tests or repeats", ErrInvalid, MaxPlannedTests)
+						}
+						planned = append(planned, &measurev1.PlannedTest{
+							TestId:  fmt.Sprintf("t%05d", len(planned)+1),
+							SrcNode: rt.src, DstNode: rt.dst,
+							Path: path, Spec: t, Repeat: r, IpFamily: fam,
+						})
 					}
-					if len(planned) == MaxPlannedTests {
-						return nil, fmt.Errorf("%w: more than %d tests; ask for fewer pairs, paths, targets, tests or repeats", ErrInvalid, MaxPlannedTests)
-					}
-					planned = append(planned, &measurev1.PlannedTest{
-						TestId:  fmt.Sprintf("t%05d", len(planned)+1),
-						SrcNode: rt.src, DstNode: rt.dst,
-						Path: path, Spec: t, Repeat: r,
-					})
 				}
 			}
 		}

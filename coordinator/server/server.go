@@ -22,6 +22,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/schedule"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -189,6 +190,12 @@ func caller(ctx context.Context) string {
 func (s *Server) ListResults(ctx context.Context, req *meshv1.ListResultsRequest) (*meshv1.ListResultsResponse, error) {
 	f := store.Filter{
 		SrcNode: req.GetSrcNode(), DstNode: req.GetDstNode(), Path: req.GetPath(), Test: req.GetTest(), RunID: req.GetRunId(),
+		IPFamily: req.GetIpFamily(),
+	}
+	if f := req.GetIpFamily(); f != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
+		if err := protocol.ValidateFamilies("ip_family", []measurev1.IPFamily{f}); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "%v", err)
+		}
 	}
 	if ts := req.GetStartTime(); ts != nil {
 		f.Since = ts.AsTime()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -15,7 +16,8 @@ func (f Filter) match(r *measurev1.Result) bool {
 		f.DstNode != "" && r.GetDstNode() != f.DstNode,
 		f.Path != measurev1.Path_PATH_UNSPECIFIED && r.GetPath() != f.Path,
 		f.Test != measurev1.Test_TEST_UNSPECIFIED && r.GetSpec().GetTest() != f.Test,
-		f.RunID != "" && r.GetRunId() != f.RunID:
+		f.RunID != "" && r.GetRunId() != f.RunID,
+		f.IPFamily != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED && protocol.ResultFamily(r.GetIpFamily()) != f.IPFamily:
 		return false
 	}
 	return f.inTime(r.GetStartTime().AsTime())
@@ -27,8 +29,12 @@ func (f Filter) inTime(t time.Time) bool {
 
 // scope fingerprints f for the page tokens of listing: every field counts.
 func (f Filter) scope(listing byte) pageScope {
-	return newScope(listing).str(f.SrcNode).str(f.DstNode).num(int64(f.Path)).num(int64(f.Test)).
-		str(f.RunID).time(f.Since).time(f.Until).sum()
+	b := newScope(listing).str(f.SrcNode).str(f.DstNode).num(int64(f.Path)).num(int64(f.Test)).
+		str(f.RunID).time(f.Since).time(f.Until)
+	if f.IPFamily != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
+		b = b.num(int64(f.IPFamily)) // absent: the tokens of before families stay valid
+	}
+	return b.sum()
 }
 
 // checkTimes refuses a time range that is empty or outside what keys hold.

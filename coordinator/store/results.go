@@ -415,6 +415,9 @@ type Filter struct {
 	RunID string
 	// Since (inclusive) and Until (exclusive) bound the start time.
 	Since, Until time.Time
+	// IPFamily selects one family (a result without one is IPv4);
+	// unspecified selects all. Only ListResults honours it.
+	IPFamily measurev1.IPFamily
 }
 
 // RunResults returns every result of a run, in ListResults' order, page

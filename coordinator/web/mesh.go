@@ -450,12 +450,13 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 				state[at] = stateSelf
 				continue
 			}
-			k := report.CellKey{Src: src, Dst: dst, Path: path, Test: test, Params: params}
+			v4 := measurev1.IPFamily_IP_FAMILY_IPV4 // the mesh shows IPv4
+			k := report.CellKey{Src: src, Dst: dst, Path: path, Test: test, Params: params, Family: v4}
 			c := d.cells[k]
 			ref := median
 			if path != base {
 				ref = math.NaN()
-				if bc := d.cells[report.CellKey{Src: src, Dst: dst, Path: base, Test: test, Params: params}]; bc != nil && len(bc.Samples) > 0 {
+				if bc := d.cells[report.CellKey{Src: src, Dst: dst, Path: base, Test: test, Params: params, Family: v4}]; bc != nil && len(bc.Samples) > 0 {
 					ref = bc.Stats.Median
 					baseV[at] = fig(ref)
 				}

@@ -26,6 +26,31 @@ const (
 // Modes lists the supported modes, in the order they are documented.
 var Modes = []Mode{ModeHostGW, ModeVXLAN}
 
+// Family is the lab's IP stack: which address families its hosts, pods and
+// ClusterIPs have.
+type Family string
+
+const (
+	// FamilyIPv4 gives every host, pod and ClusterIP an IPv4 address only
+	// (IPv6 is turned off in every namespace), the default.
+	FamilyIPv4 Family = "ipv4"
+	// FamilyIPv6 gives them IPv6 (ULA) addresses only; in vxlan mode the
+	// overlay runs over the IPv6 fabric.
+	FamilyIPv6 Family = "ipv6"
+	// FamilyDual gives them both; in vxlan mode the IPv6 pod traffic rides
+	// the overlay over the IPv4 fabric.
+	FamilyDual Family = "dual"
+)
+
+// Families lists the supported families, in the order they are documented.
+var Families = []Family{FamilyIPv4, FamilyIPv6, FamilyDual}
+
+// HasIPv4 reports whether f gives addresses of IPv4.
+func (f Family) HasIPv4() bool { return f == FamilyIPv4 || f == FamilyDual || f == "" }
+
+// HasIPv6 reports whether f gives addresses of IPv6.
+func (f Family) HasIPv6() bool { return f == FamilyIPv6 || f == FamilyDual }
+
 // Limits and defaults of Config.
 const (
 	// DefaultNodes is the node count used when Config.Nodes is zero.
@@ -50,6 +75,18 @@ var (
 	// balancer or a machine of another cluster. It is above every node IP
 	// (at most 172.18.0.(10+MaxNodes)).
 	ExternalIP = netip.MustParseAddr("172.18.0.250")
+
+	// FabricSubnet6 holds the node IPv6 addresses: node i's is
+	// fd00:18::<10+i> (the decimal digits read as hex: node 1 is fd00:18::11).
+	FabricSubnet6 = netip.MustParsePrefix("fd00:18::/64")
+	// ClusterCIDR6 holds the IPv6 pod CIDRs: node i's is fd00:10:244:<i>::/64
+	// (i in hex).
+	ClusterCIDR6 = netip.MustParsePrefix("fd00:10:244::/56")
+	// ServiceCIDR6 holds the IPv6 ClusterIPs: node i's pod has
+	// fd00:10:96::<10+i>.
+	ServiceCIDR6 = netip.MustParsePrefix("fd00:10:96::/112")
+	// ExternalIPv6 is the external host's IPv6 address, fd00:18::250.
+	ExternalIPv6 = netip.MustParseAddr("fd00:18::250")
 )
 
 // Interface names and overlay parameters.
@@ -71,6 +108,9 @@ const (
 	// VXLANMTU is the MTU of flannel.1, cni0 and pod interfaces in vxlan mode,
 	// in bytes: 1500 minus the 50 bytes of VXLAN encapsulation.
 	VXLANMTU = 1450
+	// VXLANMTU6 is VXLANMTU over an IPv6 fabric (FamilyIPv6), in bytes:
+	// 1500 minus the 70 bytes of VXLAN encapsulation in IPv6.
+	VXLANMTU6 = 1430
 	// EthernetMTU is every other MTU, in bytes.
 	EthernetMTU = 1500
 	// ExternalIface is the external host's interface, in its namespace, a
@@ -112,6 +152,11 @@ type Config struct {
 	// a node's connections are not NEW, also when vxlan mode sources them
 	// from the node's VTEP address inside its pod CIDR).
 	DropCrossNodePod bool
+	// IPFamily is the IP stack of hosts, pods and ClusterIPs; "" means
+	// FamilyIPv4. IPv6 addresses are ULAs (fd00::/8) inside the lab's
+	// namespaces, with duplicate address detection off so they are usable
+	// at once; ClusterIPs are DNATed with ip6tables.
+	IPFamily Family
 	// Logger receives a debug line per command and an info line per phase;
 	// nil means discard.
 	Logger *slog.Logger
@@ -143,8 +188,12 @@ type External struct {
 	NetNS string
 	// NetNSPath is NetNSDir/NetNS, for nsenter --net.
 	NetNSPath string
-	// IP is its address on ExternalIface, ExternalIP.
+	// IP is its address on ExternalIface: ExternalIP, or ExternalIPv6 in
+	// FamilyIPv6.
 	IP netip.Addr
+	// IPv6 is its IPv6 address, ExternalIPv6, in FamilyIPv6 and
+	// FamilyDual; the zero Addr in FamilyIPv4.
+	IPv6 netip.Addr
 }
 
 // Command returns the argv that runs argv in the external host's namespace.
@@ -186,6 +235,66 @@ type Node struct {
 	// VTEPMAC is the MAC address of VXLANIface, 0e:6c:61:62:00:<Index>;
 	// only set in vxlan mode.
 	VTEPMAC net.HardwareAddr
+
+	// The IPv4 fields above (HostIP, PodCIDR, PodGateway, PodIP, ServiceIP,
+	// VTEPIP) hold the node's primary addresses: IPv4 in FamilyIPv4 and
+	// FamilyDual, the IPv6 ones below in FamilyIPv6 (an IPv6-only cluster).
+	// The IPv6 fields are set in FamilyIPv6 and FamilyDual only.
+
+	// HostIPv6 is the node's IPv6 address on HostIface, in FabricSubnet6.
+	HostIPv6 netip.Addr
+	// PodCIDRv6 is the node's IPv6 pod range, fd00:10:244:<Index>::/64.
+	PodCIDRv6 netip.Prefix
+	// PodGatewayV6 is BridgeIface's IPv6 address, PodCIDRv6's ::1.
+	PodGatewayV6 netip.Addr
+	// PodIPv6 is the pod's IPv6 address, PodCIDRv6's ::2.
+	PodIPv6 netip.Addr
+	// ServiceIPv6 is the pod's IPv6 ClusterIP, fd00:10:96::<10+Index>.
+	ServiceIPv6 netip.Addr
+	// VTEPIPv6 is VXLANIface's IPv6 address, PodCIDRv6's ::fe (not ::0,
+	// the subnet-router anycast address); only set in vxlan mode.
+	VTEPIPv6 netip.Addr
+}
+
+// stack is one family's addresses of a node, as the builder wires them.
+type stack struct {
+	v6                                bool
+	host, gateway, pod, service, vtep netip.Addr
+	podCIDR                           netip.Prefix
+}
+
+// stacks returns the node's address families: IPv4 first, then IPv6.
+func (n Node) stacks(f Family) []stack {
+	var out []stack
+	if f.HasIPv4() {
+		out = append(out, stack{false, n.HostIP, n.PodGateway, n.PodIP, n.ServiceIP, n.VTEPIP, n.PodCIDR})
+	}
+	if f.HasIPv6() {
+		out = append(out, stack{true, n.HostIPv6, n.PodGatewayV6, n.PodIPv6, n.ServiceIPv6, n.VTEPIPv6, n.PodCIDRv6})
+	}
+	return out
+}
+
+// HostIPs returns the node's host addresses, IPv4 first: one per family.
+func (n Node) HostIPs() []netip.Addr { return both(n.HostIP, n.HostIPv6) }
+
+// PodIPs returns the pod's addresses, IPv4 first: one per family.
+func (n Node) PodIPs() []netip.Addr { return both(n.PodIP, n.PodIPv6) }
+
+// ServiceIPs returns the pod's ClusterIPs, IPv4 first: one per family.
+func (n Node) ServiceIPs() []netip.Addr { return both(n.ServiceIP, n.ServiceIPv6) }
+
+// both returns the valid ones of primary and v6, without a duplicate (in
+// FamilyIPv6 the primary is the IPv6 address).
+func both(primary, v6 netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	if primary.IsValid() {
+		out = append(out, primary)
+	}
+	if v6.IsValid() && v6 != primary {
+		out = append(out, v6)
+	}
+	return out
 }
 
 // ControlPlane returns node 1, in whose host namespace the coordinator runs,
@@ -247,6 +356,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Mode != ModeHostGW && cfg.Mode != ModeVXLAN {
 		return cfg, fmt.Errorf("%w: Mode %q: want %q or %q", ErrInvalidConfig, cfg.Mode, ModeHostGW, ModeVXLAN)
 	}
+	if cfg.IPFamily == "" {
+		cfg.IPFamily = FamilyIPv4
+	}
+	if !cfg.IPFamily.HasIPv4() && !cfg.IPFamily.HasIPv6() {
+		return cfg, fmt.Errorf("%w: IPFamily %q: want %q, %q or %q", ErrInvalidConfig, cfg.IPFamily, FamilyIPv4, FamilyIPv6, FamilyDual)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -290,14 +405,37 @@ func Describe(cfg Config) (*Lab, error) {
 			// Locally administered unicast ("lab" in ASCII), unique per node.
 			n.VTEPMAC = net.HardwareAddr{0x0e, 0x6c, 0x61, 0x62, 0x00, b}
 		}
+		if cfg.IPFamily.HasIPv6() {
+			n.HostIPv6 = netip.MustParseAddr(fmt.Sprintf("fd00:18::%d", 10+i))
+			n.PodCIDRv6 = netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%x::/64", i))
+			n.PodGatewayV6 = netip.MustParseAddr(fmt.Sprintf("fd00:10:244:%x::1", i))
+			n.PodIPv6 = netip.MustParseAddr(fmt.Sprintf("fd00:10:244:%x::2", i))
+			n.ServiceIPv6 = netip.MustParseAddr(fmt.Sprintf("fd00:10:96::%d", 10+i))
+			if cfg.Mode == ModeVXLAN {
+				n.VTEPIPv6 = netip.MustParseAddr(fmt.Sprintf("fd00:10:244:%x::fe", i))
+			}
+		}
+		if !cfg.IPFamily.HasIPv4() {
+			n.HostIP, n.PodCIDR, n.PodGateway, n.PodIP, n.ServiceIP, n.VTEPIP =
+				n.HostIPv6, n.PodCIDRv6, n.PodGatewayV6, n.PodIPv6, n.ServiceIPv6, n.VTEPIPv6
+		}
 		l.Nodes[i-1] = n
+	}
+	if cfg.IPFamily.HasIPv6() {
+		l.External.IPv6 = ExternalIPv6
+		if !cfg.IPFamily.HasIPv4() {
+			l.External.IP = ExternalIPv6
+		}
 	}
 	return l, nil
 }
 
-// podMTU is the MTU of cni0 and the pod's veth in mode m.
-func podMTU(m Mode) int {
-	if m == ModeVXLAN {
+// podMTU is the MTU of cni0 and the pod's veth in mode m and family f.
+func podMTU(m Mode, f Family) int {
+	switch {
+	case m == ModeVXLAN && !f.HasIPv4():
+		return VXLANMTU6
+	case m == ModeVXLAN:
 		return VXLANMTU
 	}
 	return EthernetMTU

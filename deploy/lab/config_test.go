@@ -24,6 +24,7 @@ func TestDescribeInvalid(t *testing.T) {
 		{"too many nodes", Config{Prefix: "x", Nodes: MaxNodes + 1}, "Nodes 17"},
 		{"negative nodes", Config{Prefix: "x", Nodes: -2}, "Nodes -2"},
 		{"unknown mode", Config{Prefix: "x", Mode: "ipip"}, `Mode "ipip"`},
+		{"unknown family", Config{Prefix: "x", IPFamily: "ipv5"}, `IPFamily "ipv5"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,7 +198,7 @@ func TestRulesDropCrossNodePod(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rules := builder{lab: l}.rules(l.Nodes[0])
+		rules := builder{lab: l}.rules(l.Nodes[0], l.Nodes[0].stacks(l.IPFamily)[0])
 		if got := strings.Count(rules, "-j DROP"); got != tt.wantDrops {
 			t.Errorf("drop=%v: %d DROP rules, want %d:\n%s", tt.drop, got, tt.wantDrops, rules)
 		}
@@ -255,7 +256,7 @@ func TestRulesPodEgress(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rules := builder{lab: l}.rules(l.Nodes[tt.node-1])
+			rules := builder{lab: l}.rules(l.Nodes[tt.node-1], l.Nodes[tt.node-1].stacks(l.IPFamily)[0])
 			lines := strings.Split(rules, "\n")
 			at := -1
 			for _, w := range tt.want {

@@ -56,6 +56,22 @@
 // the masquerades above, so the hairpin keeps its own. The external host
 // reaches the node IPs directly, and no pod or ClusterIP.
 //
+// # IP families
+//
+// Config.IPFamily is FamilyIPv4 (the default: the layout above, IPv6 off),
+// FamilyDual or FamilyIPv6. With IPv6 every namespace has IPv6 on with
+// duplicate address detection and router solicitations off (addresses are
+// usable at once), and each node gets ULAs beside (dual) or instead of
+// (IPv6-only) the IPv4 ones: host fd00:18::<10+i>/64, cni0
+// fd00:10:244:<i>::1/64, pod fd00:10:244:<i>::2 (default route via cni0),
+// ClusterIP fd00:10:96::<10+i> (route fd00:10:96::/112 dev eth0), the
+// external host fd00:18::250; the same routes per mode (host-gw via the
+// peer's IPv6 host address; vxlan via the VTEP fd00:10:244:<j>::fe on
+// flannel.1, whose underlay stays IPv4 in dual and is IPv6, MTU 1430, in
+// IPv6-only), and the same nat and filter rules with ip6tables. In
+// IPv6-only the Node fields HostIP, PodIP and ServiceIP hold the IPv6
+// addresses.
+//
 // With Config.DropCrossNodePod every node drops, in its filter FORWARD
 // chain, new connections from its pod CIDR to every other node's pod CIDR:
 // like a CNI whose routes are missing, pod -> pod and pod -> ClusterIP across

@@ -53,7 +53,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		}
 		return nil, fmt.Errorf("lab %s up: %w", l.Prefix, err)
 	}
-	log.InfoContext(ctx, "lab up", "prefix", l.Prefix, "nodes", l.Config.Nodes, "mode", l.Mode,
+	log.InfoContext(ctx, "lab up", "prefix", l.Prefix, "nodes", l.Config.Nodes, "mode", l.Mode, "ip_family", l.IPFamily,
 		"drop_cross_node_pod", l.DropCrossNodePod, "external", l.External.IP, "elapsed", time.Since(start).Round(time.Millisecond))
 	return l, nil
 }
@@ -147,6 +147,11 @@ func (b builder) probe(ctx context.Context) error {
 			return err
 		}
 	}
+	if l.IPFamily.HasIPv6() {
+		if err := b.probe6(ctx); err != nil {
+			return err
+		}
+	}
 	if l.Mode == ModeVXLAN {
 		if err := r.ip(ctx, l.FabricNetNS, "link", "add", "vxprobe0", "type", "vxlan",
 			"id", "4242", "dstport", strconv.Itoa(VXLANPort), "nolearning"); err != nil {
@@ -159,22 +164,65 @@ func (b builder) probe(ctx context.Context) error {
 	return nil
 }
 
-// sysctl sets up the namespace at path: where the kernel has IPv6, IPv6 is
-// turned off so no neighbour discovery or router solicitation adds noise to
-// the measurements; on a node (node true) IP forwarding is turned on and,
-// where the kernel has br_netfilter, bridged traffic goes through iptables,
-// as Kubernetes requires. Keys are probed in the caller's /proc/sys: the
-// same kernel, so the same features.
+// probe6 checks, inside the fabric namespace, ip6tables nat (DNAT and
+// MASQUERADE), which an IPv6 lab's ClusterIPs need. What it adds it
+// removes.
+func (b builder) probe6(ctx context.Context) error {
+	if _, err := os.Stat("/proc/sys/net/ipv6"); err != nil {
+		return fmt.Errorf("%w: the kernel has no IPv6 (/proc/sys/net/ipv6 is missing)", ErrUnsupported)
+	}
+	l, r := b.lab, b.r
+	ipt := func(args ...string) error {
+		_, err := r.run(ctx, "", NSExec(l.FabricNetNSPath, append([]string{"ip6tables", "-w", iptablesWait}, args...)...)...)
+		return err
+	}
+	dnat := []string{"-t", "nat", "OUTPUT", "-d", "2001:db8::1/128", "-p", "tcp", "-j", "DNAT", "--to-destination", "2001:db8::2"}
+	masq := []string{"-t", "nat", "POSTROUTING", "-m", "conntrack", "--ctstate", "DNAT", "-j", "MASQUERADE"}
+	for _, rule := range [][]string{dnat, masq} {
+		add := append([]string{rule[0], rule[1], "-A"}, rule[2:]...)
+		if err := ipt(add...); err != nil {
+			return unsupported(ctx, "ip6tables nat (ip6tables "+strings.Join(add, " ")+")", err)
+		}
+		del := append([]string{rule[0], rule[1], "-D"}, rule[2:]...)
+		if err := ipt(del...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sysctl sets up the namespace at path. In FamilyIPv4, where the kernel
+// has IPv6, IPv6 is turned off so no neighbour discovery or router
+// solicitation adds noise to the measurements; with IPv6 addresses,
+// duplicate address detection and router solicitations are turned off
+// (addresses are usable at once, and no router is asked for). On a node
+// (node true) IP forwarding is turned on in each family and, where the
+// kernel has br_netfilter, bridged traffic goes through iptables (and
+// ip6tables), as Kubernetes requires. Keys are probed in the caller's
+// /proc/sys: the same kernel, so the same features.
 func (b builder) sysctl(ctx context.Context, path string, node bool) error {
 	var keys []string
+	v6 := b.lab.IPFamily.HasIPv6()
 	if node {
 		keys = append(keys, "net.ipv4.ip_forward=1")
 	}
 	if _, err := os.Stat("/proc/sys/net/ipv6"); err == nil {
-		keys = append(keys, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+		if !v6 {
+			keys = append(keys, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+		} else {
+			keys = append(keys, "net.ipv6.conf.all.disable_ipv6=0", "net.ipv6.conf.default.disable_ipv6=0",
+				"net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+				"net.ipv6.conf.all.router_solicitations=0", "net.ipv6.conf.default.router_solicitations=0")
+			if node {
+				keys = append(keys, "net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.forwarding=1")
+			}
+		}
 	}
 	if _, err := os.Stat("/proc/sys/net/bridge/bridge-nf-call-iptables"); err == nil && node {
 		keys = append(keys, "net.bridge.bridge-nf-call-iptables=1")
+		if v6 {
+			keys = append(keys, "net.bridge.bridge-nf-call-ip6tables=1")
+		}
 	}
 	if len(keys) == 0 {
 		return nil
@@ -201,9 +249,14 @@ func (b builder) external(ctx context.Context) error {
 		// namespace, as the nodes' links are.
 		{ext, "link", "add", ExternalIface, "type", "veth", "peer", "name", ExternalFabricPort, "netns", l.FabricNetNS},
 		{l.FabricNetNS, "link", "set", ExternalFabricPort, "master", "br0", "up"},
-		{ext, "addr", "add", prefixOf(l.External.IP, FabricSubnet.Bits()), "dev", ExternalIface},
-		{ext, "link", "set", ExternalIface, "up"},
 	}
+	if l.IPFamily.HasIPv4() {
+		steps = append(steps, []string{ext, "addr", "add", prefixOf(l.External.IP, FabricSubnet.Bits()), "dev", ExternalIface})
+	}
+	if l.IPFamily.HasIPv6() {
+		steps = append(steps, []string{ext, "addr", "add", prefixOf(l.External.IPv6, FabricSubnet6.Bits()), "dev", ExternalIface, "nodad"})
+	}
+	steps = append(steps, []string{ext, "link", "set", ExternalIface, "up"})
 	for _, s := range steps {
 		if err := r.ip(ctx, s[0], s[1:]...); err != nil {
 			return fmt.Errorf("external host: %w", err)
@@ -216,7 +269,7 @@ func (b builder) external(ctx context.Context) error {
 func (b builder) node(ctx context.Context, n Node) error {
 	l, r := b.lab, b.r
 	host, pod := n.HostNetNS, n.PodNetNS
-	mtu := strconv.Itoa(podMTU(l.Mode))
+	mtu := strconv.Itoa(podMTU(l.Mode, l.IPFamily))
 	port := "n" + strconv.Itoa(n.Index)
 	steps := [][]string{
 		{"", "netns", "add", host},
@@ -240,11 +293,9 @@ func (b builder) node(ctx context.Context, n Node) error {
 		// the fabric namespace, so it never exists in the root namespace.
 		{host, "link", "add", HostIface, "type", "veth", "peer", "name", port, "netns", l.FabricNetNS},
 		{l.FabricNetNS, "link", "set", port, "master", "br0", "up"},
-		{host, "addr", "add", prefixOf(n.HostIP, FabricSubnet.Bits()), "dev", HostIface},
 		{host, "link", "set", HostIface, "up"},
 		// The pod bridge and the pod's veth.
 		{host, "link", "add", BridgeIface, "mtu", mtu, "type", "bridge"},
-		{host, "addr", "add", prefixOf(n.PodGateway, n.PodCIDR.Bits()), "dev", BridgeIface},
 		{host, "link", "set", BridgeIface, "up"},
 		{host, "link", "add", PodPeerIface, "mtu", mtu, "type", "veth", "peer", "name", PodIface, "netns", pod},
 		{host, "link", "set", PodPeerIface, "master", BridgeIface, "up"},
@@ -253,20 +304,34 @@ func (b builder) node(ctx context.Context, n Node) error {
 		// DNATed on the bridge and must go back out the port it came in by.
 		{host, "link", "set", PodPeerIface, "type", "bridge_slave", "hairpin", "on"},
 		{pod, "link", "set", PodIface, "mtu", mtu, "up"},
-		{pod, "addr", "add", prefixOf(n.PodIP, n.PodCIDR.Bits()), "dev", PodIface},
-		{pod, "route", "add", "default", "via", n.PodGateway.String(), "dev", PodIface},
-		// Nodes have no default route; without a route for the service range
-		// the node's own route lookup fails before OUTPUT DNAT runs.
-		{host, "route", "add", ServiceCIDR.String(), "dev", HostIface},
 	}
 	if l.Mode == ModeVXLAN {
+		// The overlay rides the primary family's fabric: IPv4, or IPv6 in
+		// an IPv6-only lab.
 		steps = append(steps,
-			[]string{host, "link", "add", VXLANIface, "address", n.VTEPMAC.String(), "mtu", strconv.Itoa(VXLANMTU),
+			[]string{host, "link", "add", VXLANIface, "address", n.VTEPMAC.String(), "mtu", mtu,
 				"type", "vxlan", "id", strconv.Itoa(VXLANID), "local", n.HostIP.String(), "dev", HostIface,
 				"dstport", strconv.Itoa(VXLANPort), "nolearning"},
-			[]string{host, "addr", "add", n.VTEPIP.String() + "/32", "dev", VXLANIface},
 			[]string{host, "link", "set", VXLANIface, "up"},
 		)
+	}
+	for _, st := range n.stacks(l.IPFamily) {
+		fabric, service, nodad := FabricSubnet, ServiceCIDR, []string(nil)
+		if st.v6 {
+			fabric, service, nodad = FabricSubnet6, ServiceCIDR6, []string{"nodad"}
+		}
+		steps = append(steps,
+			append([]string{host, "addr", "add", prefixOf(st.host, fabric.Bits()), "dev", HostIface}, nodad...),
+			append([]string{host, "addr", "add", prefixOf(st.gateway, st.podCIDR.Bits()), "dev", BridgeIface}, nodad...),
+			append([]string{pod, "addr", "add", prefixOf(st.pod, st.podCIDR.Bits()), "dev", PodIface}, nodad...),
+			[]string{pod, "route", "add", "default", "via", st.gateway.String(), "dev", PodIface},
+			// Nodes have no default route; without a route for the service
+			// range the node's own route lookup fails before OUTPUT DNAT runs.
+			[]string{host, "route", "add", service.String(), "dev", HostIface},
+		)
+		if l.Mode == ModeVXLAN {
+			steps = append(steps, append([]string{host, "addr", "add", prefixOf(st.vtep, st.vtep.BitLen()), "dev", VXLANIface}, nodad...))
+		}
 	}
 	for _, s := range steps {
 		if err := r.ip(ctx, s[0], s[1:]...); err != nil {
@@ -276,30 +341,36 @@ func (b builder) node(ctx context.Context, n Node) error {
 	return nil
 }
 
-// routes installs node n's routes to every other node's pod CIDR.
+// routes installs node n's routes to every other node's pod CIDRs, in each
+// family.
 func (b builder) routes(ctx context.Context, n Node) error {
 	l, r := b.lab, b.r
 	for _, p := range l.Nodes {
 		if p.Index == n.Index {
 			continue
 		}
-		if l.Mode == ModeHostGW {
-			if err := r.ip(ctx, n.HostNetNS, "route", "add", p.PodCIDR.String(), "via", p.HostIP.String(), "dev", HostIface); err != nil {
+		if l.Mode == ModeVXLAN {
+			if _, err := r.run(ctx, "", "bridge", "-n", n.HostNetNS, "fdb", "append", p.VTEPMAC.String(),
+				"dev", VXLANIface, "dst", p.HostIP.String()); err != nil {
 				return err
 			}
-			continue
 		}
-		if _, err := r.run(ctx, "", "bridge", "-n", n.HostNetNS, "fdb", "append", p.VTEPMAC.String(),
-			"dev", VXLANIface, "dst", p.HostIP.String()); err != nil {
-			return err
-		}
-		if err := r.ip(ctx, n.HostNetNS, "neigh", "add", p.VTEPIP.String(), "lladdr", p.VTEPMAC.String(),
-			"dev", VXLANIface, "nud", "permanent"); err != nil {
-			return err
-		}
-		if err := r.ip(ctx, n.HostNetNS, "route", "add", p.PodCIDR.String(), "via", p.VTEPIP.String(),
-			"dev", VXLANIface, "onlink"); err != nil {
-			return err
+		ps := p.stacks(l.IPFamily)
+		for _, st := range ps {
+			if l.Mode == ModeHostGW {
+				if err := r.ip(ctx, n.HostNetNS, "route", "add", st.podCIDR.String(), "via", st.host.String(), "dev", HostIface); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := r.ip(ctx, n.HostNetNS, "neigh", "add", st.vtep.String(), "lladdr", p.VTEPMAC.String(),
+				"dev", VXLANIface, "nud", "permanent"); err != nil {
+				return err
+			}
+			if err := r.ip(ctx, n.HostNetNS, "route", "add", st.podCIDR.String(), "via", st.vtep.String(),
+				"dev", VXLANIface, "onlink"); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -309,33 +380,53 @@ func (b builder) routes(ctx context.Context, n Node) error {
 // the node's pod traffic leaving the cluster (flannel's FLANNEL-POSTRTG).
 const egressChain = "MESHLAB-EGRESS"
 
-// iptables loads node n's rules in one iptables-restore: the ClusterIP DNATs,
-// the masquerades, and DropCrossNodePod's DROPs.
+// iptables loads node n's rules, per family in one iptables-restore (or
+// ip6tables-restore): the ClusterIP DNATs, the masquerades, and
+// DropCrossNodePod's DROPs.
 func (b builder) iptables(ctx context.Context, n Node) error {
-	rules := b.rules(n)
-	_, err := b.r.run(ctx, rules, NSExec(n.HostNetNSPath, "iptables-restore", "-w", iptablesWait, "--noflush")...)
-	if err != nil {
-		return fmt.Errorf("load iptables rules:\n%s: %w", rules, err)
+	for _, st := range n.stacks(b.lab.IPFamily) {
+		tool := "iptables-restore"
+		if st.v6 {
+			tool = "ip6tables-restore"
+		}
+		rules := b.rules(n, st)
+		_, err := b.r.run(ctx, rules, NSExec(n.HostNetNSPath, tool, "-w", iptablesWait, "--noflush")...)
+		if err != nil {
+			return fmt.Errorf("load %s rules:\n%s: %w", strings.TrimSuffix(tool, "-restore"), rules, err)
+		}
 	}
 	return nil
 }
 
-// rules returns node n's iptables-restore input.
-func (b builder) rules(n Node) string {
+// rules returns node n's iptables-restore input for the family of st.
+func (b builder) rules(n Node, st stack) string {
 	l := b.lab
+	cluster, service, host := ClusterCIDR, ServiceCIDR, "/32"
+	if st.v6 {
+		cluster, service, host = ClusterCIDR6, ServiceCIDR6, "/128"
+	}
+	peer := func(p Node) stack {
+		for _, s := range p.stacks(l.IPFamily) {
+			if s.v6 == st.v6 {
+				return s
+			}
+		}
+		return stack{}
+	}
 	var sb strings.Builder
 	sb.WriteString("*nat\n")
 	for _, p := range l.Nodes {
+		ps := peer(p)
 		for _, chain := range []string{"PREROUTING", "OUTPUT"} {
 			for _, proto := range []string{"tcp", "udp"} {
-				fmt.Fprintf(&sb, "-A %s -d %s/32 -p %s -j DNAT --to-destination %s\n", chain, p.ServiceIP, proto, p.PodIP)
+				fmt.Fprintf(&sb, "-A %s -d %s%s -p %s -j DNAT --to-destination %s\n", chain, ps.service, host, proto, ps.pod)
 			}
 		}
 	}
 	// Like kube-proxy's KUBE-MARK-MASQ for sources outside the cluster CIDR
 	// (the node itself), and the hairpin case of a pod reaching itself.
-	fmt.Fprintf(&sb, "-A POSTROUTING ! -s %s -m conntrack --ctstate DNAT -j MASQUERADE\n", ClusterCIDR)
-	fmt.Fprintf(&sb, "-A POSTROUTING -s %s/32 -d %s/32 -j MASQUERADE\n", n.PodIP, n.PodIP)
+	fmt.Fprintf(&sb, "-A POSTROUTING ! -s %s -m conntrack --ctstate DNAT -j MASQUERADE\n", cluster)
+	fmt.Fprintf(&sb, "-A POSTROUTING -s %s%s -d %s%s -j MASQUERADE\n", st.pod, host, st.pod, host)
 	// Pod egress, as flannel and most CNIs do it: traffic from the node's
 	// pod CIDR leaving the cluster is masqueraded to the node IP, so an
 	// external host (which has no route to pod CIDRs) sees the node. Pods,
@@ -344,11 +435,11 @@ func (b builder) rules(n Node) string {
 	// before; the chain comes after the rules above and only RETURNs or
 	// MASQUERADEs, so it changes no path they cover.
 	fmt.Fprintf(&sb, ":%s - [0:0]\n", egressChain)
-	fmt.Fprintf(&sb, "-A POSTROUTING -s %s -j %s\n", n.PodCIDR, egressChain)
-	fmt.Fprintf(&sb, "-A %s -d %s -j RETURN\n", egressChain, ClusterCIDR)
-	fmt.Fprintf(&sb, "-A %s -d %s -j RETURN\n", egressChain, ServiceCIDR)
+	fmt.Fprintf(&sb, "-A POSTROUTING -s %s -j %s\n", st.podCIDR, egressChain)
+	fmt.Fprintf(&sb, "-A %s -d %s -j RETURN\n", egressChain, cluster)
+	fmt.Fprintf(&sb, "-A %s -d %s -j RETURN\n", egressChain, service)
 	for _, p := range l.Nodes {
-		fmt.Fprintf(&sb, "-A %s -d %s/32 -j RETURN\n", egressChain, p.HostIP)
+		fmt.Fprintf(&sb, "-A %s -d %s%s -j RETURN\n", egressChain, peer(p).host, host)
 	}
 	fmt.Fprintf(&sb, "-A %s -j MASQUERADE\n", egressChain)
 	sb.WriteString("COMMIT\n")
@@ -356,7 +447,7 @@ func (b builder) rules(n Node) string {
 		sb.WriteString("*filter\n")
 		for _, p := range l.Nodes {
 			if p.Index != n.Index {
-				fmt.Fprintf(&sb, "-A FORWARD -s %s -d %s -m conntrack --ctstate NEW -j DROP\n", n.PodCIDR, p.PodCIDR)
+				fmt.Fprintf(&sb, "-A FORWARD -s %s -d %s -m conntrack --ctstate NEW -j DROP\n", st.podCIDR, peer(p).podCIDR)
 			}
 		}
 		sb.WriteString("COMMIT\n")

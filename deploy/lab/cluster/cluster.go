@@ -15,10 +15,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -181,13 +183,13 @@ func (c *Cluster) StartAgent(node string) error {
 	if !ok {
 		return fmt.Errorf("cluster: no node %q in the lab", node)
 	}
-	args := []string{"--coordinator", c.CoordinatorAddress(), "--node", n.Name, "--host-ip", n.HostIP.String()}
+	args := []string{"--coordinator", c.CoordinatorAddress(), "--node", n.Name, "--host-ip", joinIPs(n.HostIPs())}
 	if c.cfg.EndpointSocket {
 		args = append(args, "--endpoint-socket", c.EndpointSocketPath(n.Name))
 	} else {
-		args = append(args, "--pod-ip", n.PodIP.String(), "--pod-netns", n.PodNetNSPath)
+		args = append(args, "--pod-ip", joinIPs(n.PodIPs()), "--pod-netns", n.PodNetNSPath)
 	}
-	args = append(args, "--service-ip", n.ServiceIP.String(), "--state-dir", c.StateDir(n.Name))
+	args = append(args, "--service-ip", joinIPs(n.ServiceIPs()), "--state-dir", c.StateDir(n.Name))
 	if c.cfg.AgentLogLevel != "" {
 		args = append(args, "--log-level", c.cfg.AgentLogLevel)
 	}
@@ -199,6 +201,16 @@ func (c *Cluster) StartAgent(node string) error {
 	c.agents[node] = p
 	c.mu.Unlock()
 	return nil
+}
+
+// joinIPs is ips comma-separated, as the agent's address flags take one
+// address per family.
+func joinIPs(ips []netip.Addr) string {
+	s := make([]string, len(ips))
+	for i, ip := range ips {
+		s[i] = ip.String()
+	}
+	return strings.Join(s, ",")
 }
 
 // StartEndpoint starts `agent endpoint` in a node's pod namespace, with

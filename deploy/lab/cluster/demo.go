@@ -139,7 +139,11 @@ func (d *demo) mode(ctx context.Context, mode lab.Mode, last bool, earlier []str
 	if err != nil {
 		return "", fmt.Errorf("lab up: %w", err)
 	}
-	d.say("lab %s: %d nodes, %s (network namespaces only; nothing leaves this machine)", l.Prefix, len(l.Nodes), l.Mode)
+	family := "" // the default, IPv4, reads as before families
+	if l.IPFamily != lab.FamilyIPv4 {
+		family = ", " + string(l.IPFamily)
+	}
+	d.say("lab %s: %d nodes, %s%s (network namespaces only; nothing leaves this machine)", l.Prefix, len(l.Nodes), l.Mode, family)
 	defer func() {
 		d.say("lab %s (%s) down", l.Prefix, l.Mode)
 		if derr := lab.Down(cleanupCtx, labCfg.Prefix, nil); derr != nil {
@@ -249,8 +253,9 @@ func (d *demo) verdict(ctx context.Context, c *Cluster) (runID string, ok, total
 // NewDemoCommand returns `meshlab demo`.
 func NewDemoCommand() *cobra.Command {
 	var (
-		cfg   DemoConfig
-		modes []string
+		cfg    DemoConfig
+		modes  []string
+		family string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -272,6 +277,7 @@ pair-path failed.`,
 			for _, m := range modes {
 				cfg.Modes = append(cfg.Modes, lab.Mode(m))
 			}
+			cfg.Lab.IPFamily = lab.Family(family)
 			cfg.Stdout, cfg.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			return Demo(cmd.Context(), cfg)
 		},
@@ -281,6 +287,7 @@ pair-path failed.`,
 	f.IntVar(&cfg.Lab.Nodes, "nodes", lab.DefaultNodes, fmt.Sprintf("number of nodes, %d..%d", lab.MinNodes, lab.MaxNodes))
 	f.StringSliceVar(&modes, "modes", []string{string(lab.ModeHostGW), string(lab.ModeVXLAN)}, "CNI modes to measure in turn: host-gw, vxlan")
 	f.BoolVar(&cfg.Lab.DropCrossNodePod, "drop-cross-node-pod", false, "break cross-node pod traffic (iptables DROP), as a CNI with missing routes")
+	f.StringVar(&family, "ip-family", string(lab.FamilyIPv4), "IP stack of the lab's hosts, pods and ClusterIPs: ipv4, ipv6 or dual (dual measures every pair-path in both families)")
 	f.StringVar(&cfg.BinDir, "bin", "bin", "directory with the agent and coordinator binaries")
 	f.StringVar(&cfg.UIListen, "ui-listen", "127.0.0.1:0", "loopback address of this machine on which the lab coordinator's web UI is forwarded (port 0: a free one)")
 	f.BoolVar(&cfg.KeepUI, "keep-ui", false, "after the verdict, keep the last mode's lab and the web UI up until Ctrl-C")

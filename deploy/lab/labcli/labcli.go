@@ -70,8 +70,9 @@ func checkLogLevel(cmd *cobra.Command) error {
 
 func newUpCommand() *cobra.Command {
 	var (
-		cfg  lab.Config
-		mode string
+		cfg    lab.Config
+		mode   string
+		family string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -79,6 +80,7 @@ func newUpCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Mode = lab.Mode(mode)
+			cfg.IPFamily = lab.Family(family)
 			cfg.Logger = Logger(cmd)
 			l, err := lab.Up(cmd.Context(), cfg)
 			if err != nil {
@@ -97,6 +99,7 @@ func newUpCommand() *cobra.Command {
 	f.StringVar(&mode, "mode", string(lab.ModeHostGW), "cross-node pod network: "+strings.Join(modes, " or "))
 	f.BoolVar(&cfg.DropCrossNodePod, "drop-cross-node-pod", false,
 		"drop pod traffic to other nodes' pods in every node's FORWARD chain (a broken CNI)")
+	f.StringVar(&family, "ip-family", string(lab.FamilyIPv4), "IP stack of hosts, pods and ClusterIPs: "+FamilyNames())
 	return cmd
 }
 
@@ -133,6 +136,15 @@ func newStatusCommand() *cobra.Command {
 	return cmd
 }
 
+// FamilyNames lists lab.Families as "ipv4, ipv6 or dual", for flag help.
+func FamilyNames() string {
+	names := make([]string, len(lab.Families))
+	for i, f := range lab.Families {
+		names[i] = string(f)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 // PrintLayout writes l as a table, one row per node: node name, host IP, pod
 // IP, pod netns path, service IP, host netns path; then the external host,
 // the mode and how to run a command in a namespace.
@@ -145,6 +157,16 @@ func PrintLayout(w io.Writer, l *lab.Lab) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if l.IPFamily == lab.FamilyDual {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tHOST IPV6\tPOD IPV6\tSERVICE IPV6")
+		for _, n := range l.Nodes {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, n.HostIPv6, n.PodIPv6, n.ServiceIPv6)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	drop := ""
 	if l.DropCrossNodePod {
 		drop = ", cross-node pod traffic DROPPED"
@@ -155,7 +177,11 @@ func PrintLayout(w io.Writer, l *lab.Lab) error {
 		return err
 	}
 	cp := l.ControlPlane()
-	_, err := fmt.Fprintf(w, "\nlab %q: %d nodes, mode %s%s; control plane %s.\nRun a command in a namespace: %s\nRemove it: meshlab down --prefix %s\n",
-		l.Prefix, len(l.Nodes), l.Mode, drop, cp.Name, strings.Join(cp.PodCommand("ping", "-c", "3", l.Nodes[len(l.Nodes)-1].PodIP.String()), " "), l.Prefix)
+	fam := ""
+	if l.IPFamily != lab.FamilyIPv4 {
+		fam = ", " + string(l.IPFamily)
+	}
+	_, err := fmt.Fprintf(w, "\nlab %q: %d nodes, mode %s%s%s; control plane %s.\nRun a command in a namespace: %s\nRemove it: meshlab down --prefix %s\n",
+		l.Prefix, len(l.Nodes), l.Mode, fam, drop, cp.Name, strings.Join(cp.PodCommand("ping", "-c", "3", l.Nodes[len(l.Nodes)-1].PodIP.String()), " "), l.Prefix)
 	return err
 }
