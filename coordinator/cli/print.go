@@ -377,7 +377,7 @@ func newAgentsCommand(o *options) *cobra.Command {
 					tools = append(tools, safetext.Line(v))
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), nodeStateName(a.GetState()), gossipStateName(a.GetGossipState()), a.GetConnected(),
-					dash(ips[measurev1.Network_NETWORK_HOST]), dash(ips[measurev1.Network_NETWORK_POD]), dash(a.GetServiceIp()),
+					dash(ips[measurev1.Network_NETWORK_HOST]), dash(ips[measurev1.Network_NETWORK_POD]), dash(joinNonEmpty(a.GetServiceIp(), a.GetServiceIpv6())),
 					safetext.Line(a.GetAgentVersion()), a.GetLastSeenTime().AsTime().Local().Format(time.DateTime), strings.Join(tools, "; "))
 			}
 			if err := tw.Flush(); err != nil {
@@ -496,4 +496,16 @@ func newMaintenanceCommand(o *options) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&off, "off", false, "uncordon: end the maintenance")
 	return cmd
+}
+
+// joinNonEmpty joins the non-empty strings of ss with ",": a dual-stack
+// node's "IPv4,IPv6".
+func joinNonEmpty(ss ...string) string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ",")
 }

@@ -63,7 +63,7 @@ func (r *Registry) seedProbes() {
 			continue
 		}
 		n, err := validateRegister(&agentv1.Register{NodeName: name, ProtocolVersion: protocol.Version, Addresses: a.GetAddresses(),
-			ServiceIp: a.GetServiceIp(), ProbePort: a.GetProbePort(), HttpPort: a.GetHttpPort()}, r.cfg.Addresses)
+			ServiceIp: a.GetServiceIp(), ServiceIpv6: a.GetServiceIpv6(), ProbePort: a.GetProbePort(), HttpPort: a.GetHttpPort()}, r.cfg.Addresses)
 		if err != nil {
 			r.log.Warn("stored node left out of the probe plans until it registers again", "node", name, "err", err)
 			continue

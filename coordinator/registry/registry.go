@@ -501,6 +501,9 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 	if s.node.ServiceIP.IsValid() { // the agent's, or the ClusterIP Config.ServiceIPs gave
 		a.ServiceIp = s.node.ServiceIP.String()
 	}
+	if s.node.ServiceIPv6.IsValid() {
+		a.ServiceIpv6 = s.node.ServiceIPv6.String()
+	}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()

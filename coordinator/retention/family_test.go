@@ -9,9 +9,10 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// A Rollup has no family: IPv6 results must not fold into (or overwrite)
-// the IPv4 rollup of the same pair-path and hour.
-func TestFoldIPv4Only(t *testing.T) {
+// IPv6 results fold into rollups of their own, never into (or over) the
+// IPv4 rollup of the same pair-path and hour; IPv4 rollups (results of
+// before families included) keep ip_family unset, as before families.
+func TestFoldKeepsFamiliesApart(t *testing.T) {
 	start := timestamppb.New(time.Date(2026, 1, 1, 10, 5, 0, 0, time.UTC))
 	ping := &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}
 	res := func(fam measurev1.IPFamily, rtt float64) *measurev1.Result {
@@ -19,9 +20,31 @@ func TestFoldIPv4Only(t *testing.T) {
 			Status: measurev1.Status_STATUS_OK, Metrics: &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{
 				PacketsTransmitted: 5, PacketsReceived: 5, RttMinSeconds: rtt, RttAvgSeconds: rtt, RttMaxSeconds: rtt}}}
 	}
-	got := Fold([]*measurev1.Result{res(measurev1.IPFamily_IP_FAMILY_UNSPECIFIED, 0.001), res(measurev1.IPFamily_IP_FAMILY_IPV4, 0.001),
-		res(measurev1.IPFamily_IP_FAMILY_IPV6, 0.009)})
-	if len(got) != 1 || got[0].GetSamples() != 2 || got[0].GetMaxValue() > 0.002 {
-		t.Fatalf("Fold = %v, want one rollup of the two IPv4 samples", got)
+	v4, v6 := measurev1.IPFamily_IP_FAMILY_IPV4, measurev1.IPFamily_IP_FAMILY_IPV6
+	tests := []struct {
+		name    string
+		results []*measurev1.Result
+		want    map[measurev1.IPFamily][2]float64 // family -> samples, max
+	}{
+		{"ipv4 only", []*measurev1.Result{res(0, 0.001), res(v4, 0.002)},
+			map[measurev1.IPFamily][2]float64{0: {2, 0.002}}},
+		{"both families", []*measurev1.Result{res(0, 0.001), res(v6, 0.009), res(v4, 0.001), res(v6, 0.008)},
+			map[measurev1.IPFamily][2]float64{0: {2, 0.001}, v6: {2, 0.009}}},
+		{"ipv6 only", []*measurev1.Result{res(v6, 0.009)},
+			map[measurev1.IPFamily][2]float64{v6: {1, 0.009}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Fold(tt.results)
+			if len(got) != len(tt.want) {
+				t.Fatalf("Fold gave %d rollups, want %d: %v", len(got), len(tt.want), got)
+			}
+			for _, ru := range got {
+				w, ok := tt.want[ru.GetIpFamily()]
+				if !ok || float64(ru.GetSamples()) != w[0] || ru.GetMaxValue() != w[1] {
+					t.Errorf("rollup family %v samples %d max %g, want %v", ru.GetIpFamily(), ru.GetSamples(), ru.GetMaxValue(), tt.want)
+				}
+			}
+		})
 	}
 }

@@ -179,10 +179,9 @@ func Pass(ctx context.Context, st Store, cutoff, rollupCutoff time.Time) (Counts
 }
 
 // Fold summarizes results into one rollup per node pair, path, test,
-// parameters and UTC hour of their start time. Only IPv4 results (and
-// those stored before families) are folded: a Rollup has no IP family, so
-// an IPv6 rollup would take the key of the IPv4 one; IPv6 results past
-// retention go without a rollup.
+// parameters, IP family and UTC hour of their start time. An IPv6
+// rollup carries IP_FAMILY_IPV6; an IPv4 one (results stored before
+// families included) leaves ip_family unset, as rollups were before.
 func Fold(results []*measurev1.Result) []*measurev1.Rollup {
 	type key struct {
 		cell report.CellKey
@@ -191,9 +190,6 @@ func Fold(results []*measurev1.Result) []*measurev1.Rollup {
 	groups := map[key][]*measurev1.Result{}
 	var order []key
 	for _, r := range results {
-		if r.GetIpFamily() == measurev1.IPFamily_IP_FAMILY_IPV6 {
-			continue
-		}
 		k := key{report.KeyOf(r), r.GetStartTime().AsTime().UTC().Truncate(time.Hour)}
 		if _, seen := groups[k]; !seen {
 			order = append(order, k)
@@ -204,6 +200,9 @@ func Fold(results []*measurev1.Result) []*measurev1.Rollup {
 	for _, k := range order {
 		rs := groups[k]
 		ru := &measurev1.Rollup{SrcNode: k.cell.Src, DstNode: k.cell.Dst, Path: k.cell.Path, Spec: rs[0].GetSpec(), HourStart: timestamppb.New(k.hour)}
+		if k.cell.Family == measurev1.IPFamily_IP_FAMILY_IPV6 {
+			ru.IpFamily = measurev1.IPFamily_IP_FAMILY_IPV6
+		}
 		failed := map[measurev1.Status]uint32{}
 		var values []float64
 		for _, r := range rs {

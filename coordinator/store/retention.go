@@ -96,7 +96,7 @@ func (s *Store) rollPair(ctx context.Context, prefix []byte, cutoff time.Time, f
 				return fmt.Errorf("encode rollup: %w", err)
 			}
 			k := rollupKey(ru.GetSrcNode(), ru.GetDstNode(), ru.GetHourStart().AsTime(), int32(ru.GetPath()),
-				int32(ru.GetSpec().GetTest()), paramsText(ru.GetSpec()))
+				int32(ru.GetSpec().GetTest()), rollupParams(ru))
 			if err := roll.Put(k, v); err != nil {
 				return err
 			}
@@ -162,4 +162,16 @@ func (s *Store) Size() (int64, error) {
 		return nil
 	})
 	return size, err
+}
+
+// rollupParams is the params part of a rollup's key: the spec's parameter
+// text, and for an IPv6 rollup a 0x00 and "ipv6" after it (parameter
+// texts hold no 0x00), so the IPv4 and IPv6 rollups of one hour keep
+// apart while IPv4 keys stay as they were before families.
+func rollupParams(ru *measurev1.Rollup) string {
+	p := paramsText(ru.GetSpec())
+	if ru.GetIpFamily() == measurev1.IPFamily_IP_FAMILY_IPV6 {
+		p += "\x00ipv6"
+	}
+	return p
 }

@@ -188,7 +188,8 @@ func runResultKey(runID string, rk []byte) []byte {
 //
 //	src 0x00 dst 0x00 hourStartUnixNano(8, big-endian) path(4) test(4) params
 //
-// so that one pair's hourly history is one cursor scan in time order.
+// so that one pair's hourly history is one cursor scan in time order;
+// params is rollupParams'.
 func rollupKey(src, dst string, hour time.Time, path, test int32, params string) []byte {
 	k := pairPrefix(make([]byte, 0, len(src)+len(dst)+len(params)+18), src, dst)
 	k = binary.BigEndian.AppendUint64(k, uint64(hour.UnixNano()))

@@ -49,7 +49,11 @@ type Rollup struct {
 	// max_value is the largest headline figure.
 	MaxValue float64 `protobuf:"fixed64,10,opt,name=max_value,json=maxValue,proto3" json:"max_value,omitempty"`
 	// mean_value is the mean headline figure.
-	MeanValue     float64 `protobuf:"fixed64,11,opt,name=mean_value,json=meanValue,proto3" json:"mean_value,omitempty"`
+	MeanValue float64 `protobuf:"fixed64,11,opt,name=mean_value,json=meanValue,proto3" json:"mean_value,omitempty"`
+	// ip_family is the family of the results folded; unset for IPv4 (and
+	// for rollups written before families), IP_FAMILY_IPV6 for IPv6, whose
+	// hours are rolled up apart.
+	IpFamily      IPFamily `protobuf:"varint,12,opt,name=ip_family,json=ipFamily,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_family,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +165,13 @@ func (x *Rollup) GetMeanValue() float64 {
 	return 0
 }
 
+func (x *Rollup) GetIpFamily() IPFamily {
+	if x != nil {
+		return x.IpFamily
+	}
+	return IPFamily_IP_FAMILY_UNSPECIFIED
+}
+
 // StatusCount is how many results ended with one status.
 type StatusCount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -220,7 +231,7 @@ var File_meshperf_measure_v1_rollup_proto protoreflect.FileDescriptor
 
 const file_meshperf_measure_v1_rollup_proto_rawDesc = "" +
 	"\n" +
-	" meshperf/measure/v1/rollup.proto\x12\x13meshperf.measure.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\xab\x03\n" +
+	" meshperf/measure/v1/rollup.proto\x12\x13meshperf.measure.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\xe7\x03\n" +
 	"\x06Rollup\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x02 \x01(\tR\adstNode\x12-\n" +
@@ -235,7 +246,8 @@ const file_meshperf_measure_v1_rollup_proto_rawDesc = "" +
 	"\tmax_value\x18\n" +
 	" \x01(\x01R\bmaxValue\x12\x1d\n" +
 	"\n" +
-	"mean_value\x18\v \x01(\x01R\tmeanValue\"X\n" +
+	"mean_value\x18\v \x01(\x01R\tmeanValue\x12:\n" +
+	"\tip_family\x18\f \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"X\n" +
 	"\vStatusCount\x123\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1b.meshperf.measure.v1.StatusR\x06status\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05countBBZ@github.com/meshperf/meshperf/proto/meshperf/measure/v1;measurev1b\x06proto3"
@@ -259,19 +271,21 @@ var file_meshperf_measure_v1_rollup_proto_goTypes = []any{
 	(Path)(0),                     // 2: meshperf.measure.v1.Path
 	(*TestSpec)(nil),              // 3: meshperf.measure.v1.TestSpec
 	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
-	(Status)(0),                   // 5: meshperf.measure.v1.Status
+	(IPFamily)(0),                 // 5: meshperf.measure.v1.IPFamily
+	(Status)(0),                   // 6: meshperf.measure.v1.Status
 }
 var file_meshperf_measure_v1_rollup_proto_depIdxs = []int32{
 	2, // 0: meshperf.measure.v1.Rollup.path:type_name -> meshperf.measure.v1.Path
 	3, // 1: meshperf.measure.v1.Rollup.spec:type_name -> meshperf.measure.v1.TestSpec
 	4, // 2: meshperf.measure.v1.Rollup.hour_start:type_name -> google.protobuf.Timestamp
 	1, // 3: meshperf.measure.v1.Rollup.failed:type_name -> meshperf.measure.v1.StatusCount
-	5, // 4: meshperf.measure.v1.StatusCount.status:type_name -> meshperf.measure.v1.Status
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	5, // 4: meshperf.measure.v1.Rollup.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	6, // 5: meshperf.measure.v1.StatusCount.status:type_name -> meshperf.measure.v1.Status
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_measure_v1_rollup_proto_init() }

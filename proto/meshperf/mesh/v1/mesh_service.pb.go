@@ -800,7 +800,9 @@ type Agent struct {
 	ProbePort uint32 `protobuf:"varint,15,opt,name=probe_port,json=probePort,proto3" json:"probe_port,omitempty"`
 	// http_port is the agent's HTTP target port on both networks, as it
 	// last registered (0: unknown).
-	HttpPort      uint32 `protobuf:"varint,16,opt,name=http_port,json=httpPort,proto3" json:"http_port,omitempty"`
+	HttpPort uint32 `protobuf:"varint,16,opt,name=http_port,json=httpPort,proto3" json:"http_port,omitempty"`
+	// service_ipv6 is the IPv6 ClusterIP fronting its pod endpoint, if any.
+	ServiceIpv6   string `protobuf:"bytes,17,opt,name=service_ipv6,json=serviceIpv6,proto3" json:"service_ipv6,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -945,6 +947,13 @@ func (x *Agent) GetHttpPort() uint32 {
 		return x.HttpPort
 	}
 	return 0
+}
+
+func (x *Agent) GetServiceIpv6() string {
+	if x != nil {
+		return x.ServiceIpv6
+	}
+	return ""
 }
 
 // ListRunsRequest asks for one page of runs, newest first.
@@ -1959,7 +1968,7 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x13\n" +
 	"\x11ListAgentsRequest\"E\n" +
 	"\x12ListAgentsResponse\x12/\n" +
-	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xbb\x05\n" +
+	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xde\x05\n" +
 	"\x05Agent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12#\n" +
@@ -1979,7 +1988,8 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\tpartition\x18\x0e \x01(\tR\tpartition\x12\x1d\n" +
 	"\n" +
 	"probe_port\x18\x0f \x01(\rR\tprobePort\x12\x1b\n" +
-	"\thttp_port\x18\x10 \x01(\rR\bhttpPort\"g\n" +
+	"\thttp_port\x18\x10 \x01(\rR\bhttpPort\x12!\n" +
+	"\fservice_ipv6\x18\x11 \x01(\tR\vserviceIpv6\"g\n" +
 	"\x0fListRunsRequest\x12\x18\n" +
 	"\x05limit\x18\x01 \x01(\rB\x02\x18\x01R\x05limit\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
