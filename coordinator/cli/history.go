@@ -80,6 +80,7 @@ Newer results are in coordinator results.`,
 				if l := report.Label(ru.GetSpec()); l != "" {
 					title += " " + l
 				}
+				title += report.FamilySuffix(ru.GetIpFamily()) // "ping ipv6"; IPv4 as before families
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", ru.GetHourStart().AsTime().Local().Format("2006-01-02 15:04"),
 					ru.GetSrcNode(), ru.GetDstNode(), testspec.PathName(ru.GetPath()), title, ru.GetSamples(),
 					f(ru.GetMinValue()), f(ru.GetMedianValue()), f(ru.GetMaxValue()), dash(strings.Join(failed, ", ")))
