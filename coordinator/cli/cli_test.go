@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 func TestTriggerFlagsSpec(t *testing.T) {
@@ -65,7 +66,7 @@ func TestResultsFlagsRequest(t *testing.T) {
 	tests := []struct {
 		name    string
 		flags   resultsFlags
-		check   func(t *testing.T, f resultsFlags)
+		check   func(t *testing.T, req *meshv1.ListResultsRequest)
 		wantErr string
 	}{
 		{"since a duration ago and until a time", resultsFlags{src: "node-1", test: "iperf3_tcp", path: "host-pod", since: "90m", until: "2026-11-30T11:59:00Z"}, nil, ""},
@@ -73,6 +74,14 @@ func TestResultsFlagsRequest(t *testing.T) {
 		{"bad since", resultsFlags{since: "yesterday"}, nil, `--since: "yesterday" is neither a duration`},
 		{"negative duration", resultsFlags{until: "-1h"}, nil, "must not be negative"},
 		{"negative limit", resultsFlags{limit: -1}, nil, "--limit -1"},
+		{"one family", resultsFlags{src: "node-1", test: "iperf3_tcp", path: "host-pod", since: "90m", until: "2026-11-30T11:59:00Z", family: "ipv6"},
+			func(t *testing.T, req *meshv1.ListResultsRequest) {
+				if req.GetIpFamily() != measurev1.IPFamily_IP_FAMILY_IPV6 {
+					t.Errorf("ip_family %v, want IPv6", req.GetIpFamily())
+				}
+			}, ""},
+		{"dual is no filter", resultsFlags{family: "dual"}, nil, "--ip-family"},
+		{"bad family", resultsFlags{family: "ipv5"}, nil, `--ip-family "ipv5"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,6 +103,11 @@ func TestResultsFlagsRequest(t *testing.T) {
 			}
 			if got, want := req.GetEndTime().AsTime(), now.Add(-time.Minute); !got.Equal(want) {
 				t.Errorf("end %v, want %v", got, want)
+			}
+			if tt.check != nil {
+				tt.check(t, req)
+			} else if req.GetIpFamily() != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
+				t.Errorf("ip_family %v without --ip-family", req.GetIpFamily())
 			}
 		})
 	}

@@ -129,6 +129,7 @@ func runTimes(run *measurev1.Run) string {
 
 type resultsFlags struct {
 	src, dst, test, path, run string
+	family                    string // --ip-family: ipv4 or ipv6; empty: both
 	since, until              string
 	limit                     int
 }
@@ -175,6 +176,7 @@ func newResultsCommand(o *options) *cobra.Command {
 	f.StringVar(&rf.test, "test", "", "test: "+strings.Join(testNames(), ", "))
 	f.StringVar(&rf.path, "path", "", "path: "+strings.Join(pathNames(), ", "))
 	f.StringVar(&rf.run, "run", "", "run ID")
+	f.StringVar(&rf.family, "ip-family", "", "results of one IP family: ipv4 or ipv6 (default: both)")
 	f.StringVar(&rf.since, "since", "", "results that started at or after this: a duration ago (1h30m) or RFC 3339 time")
 	f.StringVar(&rf.until, "until", "", "results that started before this: a duration ago or RFC 3339 time")
 	f.IntVar(&rf.limit, "limit", 1000, "most results to print (0: all)")
@@ -196,6 +198,13 @@ func (rf *resultsFlags) request(now time.Time) (*meshv1.ListResultsRequest, erro
 			return nil, fmt.Errorf("--path: %w", err)
 		}
 		req.Path = p
+	}
+	if rf.family != "" {
+		fs, err := protocol.ParseFamilies(rf.family)
+		if err != nil || len(fs) != 1 {
+			return nil, fmt.Errorf("--ip-family %q: want ipv4 or ipv6", rf.family)
+		}
+		req.IpFamily = fs[0]
 	}
 	for _, b := range []struct {
 		flag, v string
