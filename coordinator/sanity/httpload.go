@@ -18,7 +18,7 @@ const MaxRequestsPerSecond = 1e8
 // with each other and with the spec: requests and concurrency the spec's
 // (normalized), completed <= requests, successful <= completed,
 // successful + failed = requests, non-2xx, length failures and keep-alive
-// requests <= completed, no rate without a completed request, no success
+// requests <= completed, no rate or latency without a completed request, no success
 // without a byte transferred, transferred bytes within what
 // MaxThroughputBps carries in t, and the rates what ab prints (see
 // rateFits): completed / duration and 8 * transferred / duration.
@@ -58,6 +58,10 @@ func checkHTTPLoad(m *measurev1.HttpLoadMetrics, t float64, spec *measurev1.Test
 		return inconsistent("failed_requests", u(m.GetFailedRequests()), "is not requests %d - successful_requests %d", req, ok)
 	case done == 0 && m.GetRequestsPerSecond() != 0:
 		return inconsistent("requests_per_second", num(m.GetRequestsPerSecond()), "with no completed request")
+	case done == 0 && m.GetLatencyMeanSeconds() != 0:
+		return inconsistent("latency_mean_seconds", num(m.GetLatencyMeanSeconds()), "with no completed request")
+	case done == 0 && m.GetLatencyMaxSeconds() != 0: // percentiles are ordered up to it
+		return inconsistent("latency_max_seconds", num(m.GetLatencyMaxSeconds()), "with no completed request")
 	case ok > 0 && m.GetTransferredBytes() == 0:
 		return inconsistent("transferred_bytes", "0", "with %d successful requests", ok)
 	case !rateFits(m.GetRequestsPerSecond(), float64(done), m.GetDurationSeconds(), 0.01):

@@ -24,6 +24,10 @@ func TestCheckHTTPLoadRates(t *testing.T) {
 		}, ""},
 		{"rps 7000 times its counts", func(m *measurev1.HttpLoadMetrics) { m.RequestsPerSecond = 1e7 }, "requests_per_second"},
 		{"rps far under its counts", func(m *measurev1.HttpLoadMetrics) { m.RequestsPerSecond = 3 }, "requests_per_second"},
+		{"latency with nothing completed", func(m *measurev1.HttpLoadMetrics) {
+			m.CompletedRequests, m.SuccessfulRequests, m.FailedRequests, m.Non_2XxResponses, m.RequestsPerSecond = 0, 0, 2000, 0, 0
+			m.TransferredBytes, m.TransferRateBps = 0, 0
+		}, "latency_mean_seconds"},
 		{"transfer rate 10 Gbit/s for 288 kB in 1.4 s", func(m *measurev1.HttpLoadMetrics) { m.TransferRateBps = 1e10 }, "transfer_rate_bps"},
 	}
 	for _, tt := range tests {
