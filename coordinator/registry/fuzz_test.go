@@ -34,6 +34,7 @@ func FuzzValidateRegister(f *testing.F) {
 	f.Add(uint8(1), "node-2", "169.254.169.254", "", "", "v1", uint32(99999), uint32(5201), uint32(0), uint32(0), uint32(0), []byte(nil))
 	f.Add(uint8(2), "node-3", "127.0.0.1", "fe80::1", "::1", "v\x1b[2J", uint32(7000), uint32(7000), uint32(7000), uint32(65536), uint32(1), []byte(nil))
 	f.Add(uint8(0), "a", "::ffff:10.0.0.1", "10.0.0.1%eth0", "224.0.0.1", "", uint32(65535), uint32(1), uint32(2), uint32(3), uint32(4), []byte(nil))
+	f.Add(uint8(1), "b", "::127.0.0.1", "64:ff9b::a9fe:a9fe", "::ffff:0:10.96.0.1", "", uint32(0), uint32(0), uint32(0), uint32(0), uint32(0), []byte(nil))
 	seed, err := proto.Marshal(register("10.0.0.1", "10.244.1.2", "10.96.0.1"))
 	if err != nil {
 		f.Fatal(err)

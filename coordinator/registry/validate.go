@@ -23,7 +23,8 @@ const (
 
 // validateRegister checks an agent's Register message and turns it into a
 // Node. Addresses must be usable unicast IPs (not unspecified, multicast,
-// broadcast, IPv4-mapped, zoned or IPv6 link-local), at most one per
+// broadcast, IPv4-mapped, zoned, IPv6 link-local or an IPv6 form that
+// embeds an IPv4 address: IPv4-compatible, IPv4-translated, NAT64), at most one per
 // network and family (a dual-stack node has one of each), and pass policy
 // (nil: permissive); ports must be 0 or 1..65535; texts must be short and
 // printable.

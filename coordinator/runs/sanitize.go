@@ -79,10 +79,16 @@ func sanitize(runID string, pt *measurev1.PlannedTest, results []*measurev1.Resu
 // target address (unspecified when that is no IP address: an external
 // target the agent could not resolve). The agent's own ip_family is
 // never taken. It returns an error when the target address the agent
-// reports is of another family than the planned one.
+// reports is of another family than the planned one, or is neither empty
+// nor an IP address without zone or IPv4 mapping (then it is cleared).
 func checkFamily(pt *measurev1.PlannedTest, r *measurev1.Result) error {
 	var addrFam measurev1.IPFamily
-	if a, err := netip.ParseAddr(r.GetTargetAddress()); err == nil {
+	if s := r.GetTargetAddress(); s != "" {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" || a.Is4In6() {
+			r.TargetAddress = "" // never stored: any text, any length
+			return fmt.Errorf("target_address %.64q is not an IP address without zone or IPv4 mapping", s)
+		}
 		addrFam = protocol.FamilyOf(a)
 	}
 	want := pt.GetIpFamily()

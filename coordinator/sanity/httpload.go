@@ -18,9 +18,10 @@ const MaxRequestsPerSecond = 1e8
 // with each other and with the spec: requests and concurrency the spec's
 // (normalized), completed <= requests, successful <= completed,
 // successful + failed = requests, non-2xx, length failures and keep-alive
-// requests <= completed, no rate without a completed request, no success
+// requests <= completed, no rate or latency without a completed request, no success
 // without a byte transferred, transferred bytes within what
-// MaxThroughputBps carries in t.
+// MaxThroughputBps carries in t, and the rates what ab prints (see
+// rateFits): completed / duration and 8 * transferred / duration.
 func checkHTTPLoad(m *measurev1.HttpLoadMetrics, t float64, spec *measurev1.TestSpec) error {
 	lat := []figure{{"latency_p50_seconds", m.GetLatencyP50Seconds(), t, deadline}, {"latency_p90_seconds", m.GetLatencyP90Seconds(), t, deadline},
 		{"latency_p95_seconds", m.GetLatencyP95Seconds(), t, deadline}, {"latency_p99_seconds", m.GetLatencyP99Seconds(), t, deadline},
@@ -57,8 +58,16 @@ func checkHTTPLoad(m *measurev1.HttpLoadMetrics, t float64, spec *measurev1.Test
 		return inconsistent("failed_requests", u(m.GetFailedRequests()), "is not requests %d - successful_requests %d", req, ok)
 	case done == 0 && m.GetRequestsPerSecond() != 0:
 		return inconsistent("requests_per_second", num(m.GetRequestsPerSecond()), "with no completed request")
+	case done == 0 && m.GetLatencyMeanSeconds() != 0:
+		return inconsistent("latency_mean_seconds", num(m.GetLatencyMeanSeconds()), "with no completed request")
+	case done == 0 && m.GetLatencyMaxSeconds() != 0: // percentiles are ordered up to it
+		return inconsistent("latency_max_seconds", num(m.GetLatencyMaxSeconds()), "with no completed request")
 	case ok > 0 && m.GetTransferredBytes() == 0:
 		return inconsistent("transferred_bytes", "0", "with %d successful requests", ok)
+	case !rateFits(m.GetRequestsPerSecond(), float64(done), m.GetDurationSeconds(), 0.01):
+		return inconsistent("requests_per_second", num(m.GetRequestsPerSecond()), "is not completed_requests %d / duration_seconds %s", done, num(m.GetDurationSeconds()))
+	case !rateFits(m.GetTransferRateBps(), 8*float64(m.GetTransferredBytes()), m.GetDurationSeconds(), 0.01*8192):
+		return inconsistent("transfer_rate_bps", num(m.GetTransferRateBps()), "is not 8 * transferred_bytes %d / duration_seconds %s", m.GetTransferredBytes(), num(m.GetDurationSeconds()))
 	}
 	for _, c := range []struct {
 		field string
@@ -72,4 +81,15 @@ func checkHTTPLoad(m *measurev1.HttpLoadMetrics, t float64, spec *measurev1.Test
 		return err
 	}
 	return nil
+}
+
+// rateFits reports whether rate is count / d as ab (Apache
+// ab 2.3) prints it: d rounded to the millisecond, rate to round (its last printed
+// digit, in rate's unit), within 1%. A d of 0.0005 s or less (ab printed
+// 0.000) fits any rate.
+func rateFits(rate, count, d, round float64) bool {
+	if d <= 0.0005 {
+		return true
+	}
+	return rate >= count/(d+0.0005)*0.99-round && rate <= count/(d-0.0005)*1.01+round
 }

@@ -115,8 +115,9 @@ func ParseExternalAddress(s string) (netip.Addr, error) {
 // ParseEndpointIP accepts, but no link-local address (169.254.0.0/16,
 // fe80::/10: the cloud metadata service 169.254.169.254 is one, and no
 // target outside the node is link-local) and none of the cloud metadata
-// services outside those ranges (fd00:ec2::254, 100.100.100.200).
-// Loopback passes: whether a node may measure itself is the agent's
+// services outside those ranges (fd00:ec2::254, 100.100.100.200), nor an
+// IPv4-compatible, IPv4-translated or NAT64 (64:ff9b::/96) form of one of
+// those or of an IPv4 loopback address. Loopback passes: whether a node may measure itself is the agent's
 // decision (its --allow-target). The error names the address.
 func CheckExternalIP(ip netip.Addr) error {
 	if _, err := ParseEndpointIP(ip.String()); err != nil {
@@ -128,8 +129,33 @@ func CheckExternalIP(ip netip.Addr) error {
 	case metadataIPs[ip.Unmap()] != "":
 		return fmt.Errorf("%s is the cloud metadata service of %s: no external target", ip, metadataIPs[ip.Unmap()])
 	}
+	if v4, ok := embedded4(ip); ok && (v4.IsLoopback() || v4.IsLinkLocalUnicast() || metadataIPs[v4] != "") {
+		if err := CheckExternalIP(v4); err != nil {
+			return fmt.Errorf("%s embeds %s (IPv4-compatible, IPv4-translated or NAT64): %w", ip, v4, err)
+		}
+		return fmt.Errorf("%s embeds the loopback address %s (IPv4-compatible, IPv4-translated or NAT64): no external target", ip, v4)
+	}
 	return nil
 }
+
+// embedded4 returns the IPv4 address that an IPv6 address of ::/96
+// (IPv4-compatible, but :: and ::1), ::ffff:0:0:0/96 (IPv4-translated)
+// or 64:ff9b::/96 (NAT64) carries in its last 32 bits: the kernel (sit0)
+// or a translator sends packets to it.
+func embedded4(ip netip.Addr) (netip.Addr, bool) {
+	if !ip.Is6() || ip.Is4In6() || ip.IsLoopback() || ip.IsUnspecified() {
+		return netip.Addr{}, false
+	}
+	for _, p := range embedding4 {
+		if p.Contains(ip) {
+			b := ip.As16()
+			return netip.AddrFrom4([4]byte(b[12:])), true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+var embedding4 = []netip.Prefix{netip.MustParsePrefix("::/96"), netip.MustParsePrefix("::ffff:0:0:0/96"), netip.MustParsePrefix("64:ff9b::/96")}
 
 func validateLabel(s string) error {
 	if s == "" || len(s) > 63 {

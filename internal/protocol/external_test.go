@@ -139,6 +139,7 @@ func FuzzValidateExternalTarget(f *testing.F) {
 	f.Add("x", "web.example.com", "http://web.example.com:80@evil/")
 	f.Add("x", "web.example.com", "http://web.example.com\\@evil/")
 	f.Add("x", "2001:db8::1", "http://[2001:db8::1%25eth0]/")
+	f.Add("x", "64:ff9b::169.254.169.254", "http://[64:ff9b::a9fe:a9fe]/")
 	f.Fuzz(func(t *testing.T, name, address, rawURL string) {
 		if ValidateExternalTarget(&agentv1.ExternalTarget{Name: name, Address: address, HttpUrl: rawURL}) != nil {
 			return
