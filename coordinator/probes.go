@@ -118,7 +118,7 @@ func (p *probeSink) publishedFaults() []diagnose.Finding {
 // ProbeStatus is the continuous mesh's status for /metrics: the ingest
 // counters, and the coverage of the last report interval (the summaries
 // of the reports that came within 1.5 report intervals, against every
-// ordered pair x path x kind of the plans). It costs O(nodes).
+// ordered pair x path x kind x family of the plans). It costs O(nodes).
 func (p *probeSink) ProbeStatus() metrics.ProbeStatus {
 	st := p.in.Stats()
 	out := metrics.ProbeStatus{Reports: st.Reports, Summaries: st.Summaries, Batches: st.Batches, Refused: st.Refused,
@@ -130,7 +130,10 @@ func (p *probeSink) ProbeStatus() metrics.ProbeStatus {
 		return out
 	}
 	window := p.settings.GetReportInterval().AsDuration() * 3 / 2
-	expected := float64(out.Peers) * float64(out.Peers-1) * float64(len(p.settings.GetPaths())*len(p.settings.GetKinds()))
+	// Each listed family is a series of its own (a node without an IPv6
+	// address makes dual-stack coverage read lower than it is).
+	fams := max(1, len(p.settings.GetIpFamilies()))
+	expected := float64(out.Peers) * float64(out.Peers-1) * float64(len(p.settings.GetPaths())*len(p.settings.GetKinds())*fams)
 	now := time.Now()
 	got := 0
 	p.mu.Lock()
