@@ -9,8 +9,8 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
-	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 // TestListProbeSeriesFamily: ip_family picks the series (unspecified is
