@@ -56,14 +56,14 @@ func interfaceMTU(path string, ip netip.Addr) uint32 {
 func (a *Agent) newProber() (*probe.Prober, error) {
 	cfg := probe.Config{
 		Node:          a.cfg.NodeName,
-		Host:          probe.Network{Net: measurev1.Network_NETWORK_HOST, IP: a.cfg.HostIP, MTU: int(a.hostMTU)},
+		Host:          probe.Network{Net: measurev1.Network_NETWORK_HOST, IP: a.cfg.HostIP, IPv6: a.cfg.HostIPv6, MTU: int(a.hostMTU)},
 		Logger:        a.log.With("component", "probe"),
 		Report:        a.probeReported,
 		NextSeq:       func() uint64 { return 0 }, // the spool numbers reports (PutReport)
 		AllowLoopback: a.cfg.HostIP.IsLoopback(),
 	}
 	if a.cfg.PodIP.IsValid() {
-		cfg.Pod = &probe.Network{Net: measurev1.Network_NETWORK_POD, NetNS: a.cfg.PodNetNS, IP: a.cfg.PodIP, MTU: int(a.podMTU)}
+		cfg.Pod = &probe.Network{Net: measurev1.Network_NETWORK_POD, NetNS: a.cfg.PodNetNS, IP: a.cfg.PodIP, IPv6: a.cfg.PodIPv6, MTU: int(a.podMTU)}
 	}
 	return probe.New(cfg)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/ingest"
 	"github.com/meshperf/meshperf/coordinator/metrics"
@@ -19,6 +21,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/store"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // probeSink checks each agent report where it arrives and queues it for
@@ -59,10 +62,11 @@ var _ registry.ReportSink = (*probeSink)(nil)
 // become failed STATUS_INVALID summaries (counted in invalid, logged at
 // most once a minute per node), the rest is queued.
 func (p *probeSink) Report(node string, r *agentv1.ProbeReport, ack func()) error {
-	l := ingest.Limits{IsPeer: p.reg.IsPeer}
+	l := ingest.Limits{IsPeer: p.reg.IsPeer, HasAddr: p.reg.HasProbeAddr}
 	if p.settings != nil {
 		l.Interval, l.ReportInterval = p.settings.GetInterval().AsDuration(), p.settings.GetReportInterval().AsDuration()
 		l.Timeout = p.settings.GetTimeout().AsDuration()
+		l.Families = p.settings.GetIpFamilies()
 	}
 	dropped, invalid, err := ingest.Check(r, l, time.Now())
 	if err != nil {
@@ -89,7 +93,7 @@ func (p *probeSink) Report(node string, r *agentv1.ProbeReport, ack func()) erro
 			n++
 		}
 	}
-	if _, _, ok := p.judge.AddReport(time.Now(), node, r); !ok {
+	if _, _, ok := p.judge.AddReport(time.Now(), node, ipv4Only(r)); !ok {
 		p.log.Debug("probe report too late to judge", "node", node, "seq", r.GetSeq(),
 			"period_start", r.GetPeriodStart().AsTime().UTC().Format(time.RFC3339Nano))
 	}
@@ -114,7 +118,7 @@ func (p *probeSink) publishedFaults() []diagnose.Finding {
 // ProbeStatus is the continuous mesh's status for /metrics: the ingest
 // counters, and the coverage of the last report interval (the summaries
 // of the reports that came within 1.5 report intervals, against every
-// ordered pair x path x kind of the plans). It costs O(nodes).
+// ordered pair x path x kind x family of the plans). It costs O(nodes).
 func (p *probeSink) ProbeStatus() metrics.ProbeStatus {
 	st := p.in.Stats()
 	out := metrics.ProbeStatus{Reports: st.Reports, Summaries: st.Summaries, Batches: st.Batches, Refused: st.Refused,
@@ -126,7 +130,10 @@ func (p *probeSink) ProbeStatus() metrics.ProbeStatus {
 		return out
 	}
 	window := p.settings.GetReportInterval().AsDuration() * 3 / 2
-	expected := float64(out.Peers) * float64(out.Peers-1) * float64(len(p.settings.GetPaths())*len(p.settings.GetKinds()))
+	// Each listed family is a series of its own (a node without an IPv6
+	// address makes dual-stack coverage read lower than it is).
+	fams := max(1, len(p.settings.GetIpFamilies()))
+	expected := float64(out.Peers) * float64(out.Peers-1) * float64(len(p.settings.GetPaths())*len(p.settings.GetKinds())*fams)
 	now := time.Now()
 	got := 0
 	p.mu.Lock()
@@ -143,6 +150,34 @@ func (p *probeSink) ProbeStatus() metrics.ProbeStatus {
 	return out
 }
 
+// ipv4Only is r without its IPv6 summaries (the fault judge and the mesh
+// view are IPv4's): r itself when it has none, else a shallow copy.
+func ipv4Only(r *agentv1.ProbeReport) *agentv1.ProbeReport {
+	if !slices.ContainsFunc(r.GetSummaries(), isV6) {
+		return r
+	}
+	out := proto.Clone(r).(*agentv1.ProbeReport)
+	out.Summaries = slices.DeleteFunc(out.Summaries, isV6)
+	return out
+}
+
+func isV6(s *agentv1.ProbeSummary) bool {
+	return s.GetIpFamily() == measurev1.IPFamily_IP_FAMILY_IPV6
+}
+
+// ipv4Series drops the IPv6 summaries of reports, in place (remote
+// write exports the IPv4 series only: its labels name no family).
+func ipv4Series(reports []series.Report) []series.Report {
+	for i := range reports {
+		if slices.ContainsFunc(reports[i].Summaries, func(m series.Summary) bool { return m.Family == measurev1.IPFamily_IP_FAMILY_IPV6 }) {
+			r := reports[i]
+			r.Summaries = slices.DeleteFunc(slices.Clone(r.Summaries), func(m series.Summary) bool { return m.Family == measurev1.IPFamily_IP_FAMILY_IPV6 })
+			reports[i] = r
+		}
+	}
+	return reports
+}
+
 // seriesReport is a checked report as the store keeps it.
 func seriesReport(node string, r *agentv1.ProbeReport) series.Report {
 	out := series.Report{Src: node, Seq: r.GetSeq(), Start: r.GetPeriodStart().AsTime(), Period: r.GetPeriod().AsDuration(),
@@ -152,7 +187,7 @@ func seriesReport(node string, r *agentv1.ProbeReport) series.Report {
 			Dst: s.GetNode(), Path: s.GetPath(), Kind: s.GetKind(), Sent: s.GetSent(), Received: s.GetReceived(),
 			RTTMin: seconds(s.GetRttMinSeconds()), RTTMedian: seconds(s.GetRttMedianSeconds()),
 			RTTP90: seconds(s.GetRttP90Seconds()), RTTMax: seconds(s.GetRttMaxSeconds()),
-			Status: s.GetStatus(), Message: s.GetMessage(),
+			Status: s.GetStatus(), Message: s.GetMessage(), Family: ingest.Family(s),
 		})
 	}
 	return out
@@ -190,6 +225,7 @@ func writeReports(st seriesStore, then ...storedReports) ingest.WriteFunc {
 					kept = append(kept, reports[i])
 				}
 			}
+			kept = ipv4Series(kept)
 			for _, t := range then {
 				t.Reports(kept)
 			}

@@ -24,6 +24,9 @@ type Network struct {
 	// IP is the source address of the probes; the zero Addr lets the
 	// kernel pick it.
 	IP netip.Addr
+	// IPv6 is the network's IPv6 source address; the zero Addr means the
+	// network has none, and no IPv6 probe goes out from it.
+	IPv6 netip.Addr
 	// MTU is the MTU in bytes of the network's interface; 0 (unknown)
 	// means no PROBE_KIND_ICMP_MTU probe from this network.
 	MTU int
@@ -127,6 +130,9 @@ func checkNetwork(n Network, want measurev1.Network) error {
 	}
 	if n.IP.IsValid() && (n.IP.IsUnspecified() || n.IP.IsMulticast() || n.IP.Zone() != "" || n.IP.Is4In6()) {
 		return fmt.Errorf("IP %s is not a usable source address", n.IP)
+	}
+	if n.IPv6.IsValid() && (n.IPv6.Is4() || n.IPv6.Is4In6() || n.IPv6.IsUnspecified() || n.IPv6.IsMulticast() || n.IPv6.Zone() != "") {
+		return fmt.Errorf("IPv6 %s is not a usable IPv6 source address", n.IPv6)
 	}
 	if n.MTU != 0 && (n.MTU < minMTU || n.MTU > maxMTU+1) {
 		return fmt.Errorf("MTU %d is neither 0 nor %d..%d", n.MTU, minMTU, maxMTU+1)

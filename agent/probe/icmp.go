@@ -49,6 +49,7 @@ type waiter struct {
 // the reader and expire takes its waiter out of waiting.
 type pinger struct {
 	echo, mtu *net.IPConn
+	v6        bool  // ICMPv6 sockets (ip6:ipv6-icmp): the kernel computes the checksum
 	openErr   error // the sockets could not be opened: every ICMP probe fails with it
 	id        uint16
 	buf       []byte // send's, reused
@@ -58,22 +59,29 @@ type pinger struct {
 	waiting map[uint16]*waiter
 }
 
-// openPinger opens the sockets inside the network's namespace. A failure
+// openPinger opens the sockets inside the network's namespace: ICMPv4
+// ones bound to n.IP, or with v6 ICMPv6 ones bound to n.IPv6. A failure
 // is kept in openErr (the prober still runs its other probes).
-func openPinger(n *Network) *pinger {
+func openPinger(n *Network, v6 bool) *pinger {
 	var id [2]byte
 	_, _ = rand.Read(id[:])
-	pg := &pinger{id: binary.BigEndian.Uint16(id[:]), waiting: map[uint16]*waiter{}}
+	pg := &pinger{id: binary.BigEndian.Uint16(id[:]), waiting: map[uint16]*waiter{}, v6: v6}
 	addr := "0.0.0.0"
 	if n.IP.IsValid() && n.IP.Is4() {
 		addr = n.IP.String()
 	}
+	if v6 {
+		addr = "::"
+		if n.IPv6.IsValid() {
+			addr = n.IPv6.String()
+		}
+	}
 	open := func() error {
 		var err error
-		if pg.echo, err = listenICMP(addr, false); err != nil {
+		if pg.echo, err = listenICMP(addr, false, v6); err != nil {
 			return err
 		}
-		if pg.mtu, err = listenICMP(addr, true); err != nil {
+		if pg.mtu, err = listenICMP(addr, true, v6); err != nil {
 			_ = pg.echo.Close()
 			pg.echo = nil
 			return err
@@ -87,15 +95,23 @@ func openPinger(n *Network) *pinger {
 		err = netns.Do(n.NetNS, open)
 	}
 	if err != nil {
-		pg.openErr = fmt.Errorf("open raw ICMP socket on %v: %w", n.Net, err)
+		what := "ICMP"
+		if v6 {
+			what = "ICMPv6"
+		}
+		pg.openErr = fmt.Errorf("open raw %s socket on %v: %w", what, n.Net, err)
 	}
 	return pg
 }
 
 // listenICMP opens one raw ip4:icmp socket bound to addr. An echo socket
 // reads only echo replies, destination unreachables and time exceeded; a
-// don't-fragment socket reads nothing and sets IP_PMTUDISC_DO.
-func listenICMP(addr string, df bool) (*net.IPConn, error) {
+// don't-fragment socket reads nothing and sets IP_PMTUDISC_DO. With v6
+// it is a raw ip6:ipv6-icmp socket (see listenICMPv6).
+func listenICMP(addr string, df, v6 bool) (*net.IPConn, error) {
+	if v6 {
+		return listenICMPv6(addr, df)
+	}
 	pc, err := net.ListenPacket("ip4:icmp", addr)
 	if err != nil {
 		return nil, err
@@ -178,7 +194,11 @@ func (pg *pinger) read(log *slog.Logger, out *mailbox) {
 		if !src.IsValid() {
 			continue
 		}
-		if r, ok := pg.deliver(src, stripIPv4Header(buf[:n]), at); ok {
+		b := buf[:n]
+		if !pg.v6 {
+			b = stripIPv4Header(b) // a raw ICMPv6 socket reads no IP header
+		}
+		if r, ok := pg.deliver(src, b, at); ok {
 			out.put(r)
 		}
 	}
@@ -248,29 +268,12 @@ func (pg *pinger) deliver(src netip.Addr, b []byte, at time.Time) (result, bool)
 	if len(b) < 8 {
 		return result{}, false
 	}
+	if pg.v6 {
+		return pg.deliver6(src, b, at)
+	}
 	switch ipv4.ICMPType(b[0]) {
 	case ipv4.ICMPTypeEchoReply:
-		// Parsed by hand: the reader's hot path, and an echo reply's
-		// header is fixed (type, code, checksum, ID, sequence).
-		if binary.BigEndian.Uint16(b[4:6]) != pg.id {
-			return result{}, false
-		}
-		seq := binary.BigEndian.Uint16(b[6:8])
-		pg.mu.Lock()
-		defer pg.mu.Unlock()
-		w := pg.waiting[seq]
-		if w == nil {
-			return result{}, false
-		}
-		if w.sent.IsZero() {
-			return result{}, false // not sent yet: a forgery
-		}
-		if src != w.dst {
-			w.stray = src
-			return result{}, false
-		}
-		delete(pg.waiting, seq)
-		return result{key: w.key, due: w.due, rtt: at.Sub(w.sent), status: measurev1.Status_STATUS_OK}, true
+		return pg.reply(src, b, at)
 	case ipv4.ICMPTypeDestinationUnreachable, ipv4.ICMPTypeTimeExceeded:
 		m, err := icmp.ParseMessage(1, b)
 		if err != nil {
@@ -294,16 +297,46 @@ func (pg *pinger) deliver(src netip.Addr, b []byte, at time.Time) (result, bool)
 				msg = fmt.Sprintf("fragmentation needed, next-hop MTU %d, from %s", binary.BigEndian.Uint16(b[6:8]), src)
 			}
 		}
-		pg.mu.Lock()
-		defer pg.mu.Unlock()
-		w := pg.waiting[seq]
-		if w == nil || w.dst != dst {
-			return result{}, false
-		}
-		delete(pg.waiting, seq)
-		return result{key: w.key, due: w.due, status: measurev1.Status_STATUS_UNREACHABLE, msg: msg}, true
+		return pg.refused(dst, seq, msg)
 	}
 	return result{}, false
+}
+
+// reply handles an echo reply b (ICMPv4 or ICMPv6) from src read at at.
+func (pg *pinger) reply(src netip.Addr, b []byte, at time.Time) (result, bool) {
+	// Parsed by hand: the reader's hot path, and an echo reply's
+	// header is fixed (type, code, checksum, ID, sequence).
+	if binary.BigEndian.Uint16(b[4:6]) != pg.id {
+		return result{}, false
+	}
+	seq := binary.BigEndian.Uint16(b[6:8])
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	w := pg.waiting[seq]
+	if w == nil {
+		return result{}, false
+	}
+	if w.sent.IsZero() {
+		return result{}, false // not sent yet: a forgery
+	}
+	if src != w.dst {
+		w.stray = src
+		return result{}, false
+	}
+	delete(pg.waiting, seq)
+	return result{key: w.key, due: w.due, rtt: at.Sub(w.sent), status: measurev1.Status_STATUS_OK}, true
+}
+
+// refused fails the echo seq to dst with msg (an ICMP error quoted it).
+func (pg *pinger) refused(dst netip.Addr, seq uint16, msg string) (result, bool) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	w := pg.waiting[seq]
+	if w == nil || w.dst != dst {
+		return result{}, false
+	}
+	delete(pg.waiting, seq)
+	return result{key: w.key, due: w.due, status: measurev1.Status_STATUS_UNREACHABLE, msg: msg}, true
 }
 
 // quotedEcho parses the IPv4 datagram an ICMP error quotes: its
@@ -351,7 +384,12 @@ func (pg *pinger) send(key seriesKey, due time.Time, dst netip.Addr, size int, d
 		fail.msg = err.Error()
 		return 0, nil, fail, false
 	}
-	b := marshalEcho(pg.buf[:0], pg.id, seq, payload[:size])
+	var b []byte
+	if pg.v6 {
+		b = marshalEcho6(pg.buf[:0], pg.id, seq, payload[:size])
+	} else {
+		b = marshalEcho(pg.buf[:0], pg.id, seq, payload[:size])
+	}
 	pg.buf = b
 	conn := pg.echo
 	if df {
@@ -364,7 +402,7 @@ func (pg *pinger) send(key seriesKey, due time.Time, dst netip.Addr, size int, d
 	pg.mu.Unlock()
 	if err := sendTo(conn, b, dst); err != nil {
 		if _, mine := pg.expire(seq, w); mine {
-			fail.status, fail.msg = sendStatus(err), fmt.Sprintf("send %d-byte echo to %s: %v", len(b)+20, dst, err)
+			fail.status, fail.msg = sendStatus(err), fmt.Sprintf("send %d-byte echo to %s: %v", len(b)+pg.ipHeader(), dst, err)
 			return 0, nil, fail, false
 		}
 		// The reader took it first (an ICMP error quoting it) and hands

@@ -177,7 +177,7 @@ func startReader(t *testing.T, pg *pinger) *mailbox {
 // rawOK skips the test when raw ICMP sockets cannot be opened.
 func rawOK(t testing.TB) {
 	t.Helper()
-	pg := openPinger(&Network{Net: measurev1.Network_NETWORK_HOST, IP: netip.MustParseAddr("127.0.0.1")})
+	pg := openPinger(&Network{Net: measurev1.Network_NETWORK_HOST, IP: netip.MustParseAddr("127.0.0.1")}, false)
 	if pg.openErr != nil {
 		t.Skipf("needs raw ICMP sockets (root or CAP_NET_RAW): %v", pg.openErr)
 	}
@@ -188,7 +188,7 @@ func rawOK(t testing.TB) {
 // kernel; a don't-fragment echo over the interface MTU fails on send.
 func TestPingLoopback(t *testing.T) {
 	rawOK(t)
-	pg := openPinger(&Network{Net: measurev1.Network_NETWORK_HOST, IP: netip.MustParseAddr("127.0.0.1")})
+	pg := openPinger(&Network{Net: measurev1.Network_NETWORK_HOST, IP: netip.MustParseAddr("127.0.0.1")}, false)
 	results := startReader(t, pg)
 	tests := []struct {
 		name string
@@ -232,7 +232,7 @@ func TestPingInNetNS(t *testing.T) {
 			t.Fatalf("%v: %v: %s", args, err, out)
 		}
 	}
-	pg := openPinger(&Network{Net: measurev1.Network_NETWORK_POD, NetNS: ns, IP: netip.MustParseAddr("127.0.0.1")})
+	pg := openPinger(&Network{Net: measurev1.Network_NETWORK_POD, NetNS: ns, IP: netip.MustParseAddr("127.0.0.1")}, false)
 	if pg.openErr != nil {
 		t.Fatal(pg.openErr)
 	}

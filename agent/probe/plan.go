@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -44,16 +45,18 @@ type settings struct {
 	maxPPS                            int
 	subsetSize                        int
 	subsetRotation                    time.Duration
+	families                          []measurev1.IPFamily   // empty: IPv4 only, unlabelled
 	src                               *agentv1.ProbeSettings // as received, for deltas
 }
 
 // peer is a validated ProbePeer.
 type peer struct {
-	name                     string
-	hostIP, podIP, serviceIP netip.Addr // podIP, serviceIP: zero if none
-	probePort, httpPort      uint16     // 0: none
-	hostMTU, podMTU          int        // 0: unknown
-	maintenance              bool       // cordoned: not probed
+	name                        string
+	hostIP, podIP, serviceIP    netip.Addr // podIP, serviceIP: zero if none
+	hostIP6, podIP6, serviceIP6 netip.Addr // zero if none
+	probePort, httpPort         uint16     // 0: none
+	hostMTU, podMTU             int        // 0: unknown
+	maintenance                 bool       // cordoned: not probed
 }
 
 // plan is a held plan; never modified once held.
@@ -248,6 +251,15 @@ func checkSettings(in *agentv1.ProbeSettings) (*settings, error) {
 	} else if in.GetSubsetRotation() != nil {
 		return nil, fmt.Errorf("settings.subset_rotation %v is set without subset_size", in.GetSubsetRotation().AsDuration())
 	}
+	for i, f := range in.GetIpFamilies() {
+		if f != measurev1.IPFamily_IP_FAMILY_IPV4 && f != measurev1.IPFamily_IP_FAMILY_IPV6 {
+			return nil, fmt.Errorf("settings.ip_families[%d] %v is neither IP_FAMILY_IPV4 nor IP_FAMILY_IPV6", i, f)
+		}
+		if slices.Contains(s.families, f) {
+			return nil, fmt.Errorf("settings.ip_families[%d] %v is listed twice", i, f)
+		}
+		s.families = append(s.families, f)
+	}
 	return s, nil
 }
 
@@ -272,6 +284,18 @@ func (p *Prober) checkPeer(in *agentv1.ProbePeer) (peer, error) {
 	}
 	if pe.serviceIP, err = p.checkIP(in.GetServiceIp(), true); err != nil {
 		return peer{}, fmt.Errorf("peer %q: service_ip: %w", pe.name, err)
+	}
+	for _, a := range []struct {
+		field string
+		in    string
+		out   *netip.Addr
+	}{{"host_ipv6", in.GetHostIpv6(), &pe.hostIP6}, {"pod_ipv6", in.GetPodIpv6(), &pe.podIP6}, {"service_ipv6", in.GetServiceIpv6(), &pe.serviceIP6}} {
+		if *a.out, err = p.checkIP(a.in, true); err != nil {
+			return peer{}, fmt.Errorf("peer %q: %s: %w", pe.name, a.field, err)
+		}
+		if a.out.IsValid() && a.out.Is4() {
+			return peer{}, fmt.Errorf("peer %q: %s %q is not an IPv6 address", pe.name, a.field, a.in)
+		}
 	}
 	if pe.probePort, err = checkPort(in.GetProbePort()); err != nil {
 		return peer{}, fmt.Errorf("peer %q: probe_port: %w", pe.name, err)

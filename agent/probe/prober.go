@@ -16,7 +16,8 @@ import (
 
 // Run probes the held plan (and each plan Apply gives it) until ctx ends,
 // calling Config.Report at each period's end. It opens one pair of raw
-// ICMP sockets per network first; if they cannot be opened (no
+// ICMP sockets per network first (and a pair of ICMPv6 ones on each
+// network with an IPv6 address); if they cannot be opened (no
 // CAP_NET_RAW) it logs it once and every ICMP probe fails with those
 // words, the other kinds still run. It returns nil once ctx has ended and
 // every goroutine it started has stopped (the open periods are dropped,
@@ -79,7 +80,7 @@ func (p *Prober) Run(ctx context.Context) error {
 		if n == nil {
 			continue
 		}
-		pg := openPinger(n)
+		pg := openPinger(n, false)
 		if pg.openErr != nil {
 			p.log.Warn("ICMP probes will fail", "network", n.Net, "err", pg.openErr)
 		}
@@ -90,9 +91,19 @@ func (p *Prober) Run(ctx context.Context) error {
 			l.dialers[i].stock = newNSSockets(n.NetNS)
 		}
 		l.clients[i] = httpClient(l.dialers[i])
+		if n.IPv6.IsValid() { // else no IPv6 target from n (targets)
+			pg6 := openPinger(n, true)
+			if pg6.openErr != nil {
+				p.log.Warn("ICMPv6 probes will fail", "network", n.Net, "err", pg6.openErr)
+			}
+			l.pingers6[i] = pg6
+			readers.Go(func() { pg6.read(p.log, l.box) })
+			l.dialers6[i] = dialer{ns: n.NetNS, src: n.IPv6, stock: l.dialers[i].stock}
+			l.clients6[i] = httpClient(l.dialers6[i])
+		}
 	}
 	defer func() { // after the probes have stopped (defers run last first)
-		for _, pg := range l.pingers {
+		for _, pg := range append(l.pingers[:], l.pingers6[:]...) {
 			if pg != nil {
 				pg.close()
 			}
@@ -101,7 +112,7 @@ func (p *Prober) Run(ctx context.Context) error {
 			tp.stop()
 		}
 		readers.Wait()
-		for _, c := range l.clients {
+		for _, c := range append(l.clients[:], l.clients6[:]...) {
 			if c != nil {
 				c.CloseIdleConnections()
 			}
@@ -161,6 +172,11 @@ type loop struct {
 	pingers [2]*pinger
 	dialers [2]dialer
 	clients [2]*http.Client
+	// pingers6, dialers6 and clients6 are the IPv6 counterparts, for the
+	// networks with an IPv6 address (else nil and zero).
+	pingers6 [2]*pinger
+	dialers6 [2]dialer
+	clients6 [2]*http.Client
 
 	ctx    context.Context // the probes'
 	probes sync.WaitGroup  // HTTP probes
@@ -321,6 +337,9 @@ func (l *loop) start(t *target, due time.Time) {
 	switch t.key.kind {
 	case agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU:
 		pg := l.pingers[t.net]
+		if t.key.v6() {
+			pg = l.pingers6[t.net]
+		}
 		seq, w, fail, ok := pg.send(t.key, due, t.dst, t.size, t.key.kind == agentv1.ProbeKind_PROBE_KIND_ICMP_MTU)
 		if !ok {
 			l.finish(fail)
@@ -332,7 +351,11 @@ func (l *loop) start(t *target, due time.Time) {
 			l.finish(result{key: t.key, due: due, status: measurev1.Status_STATUS_TOOL_ERROR, msg: l.tcpErr.Error()})
 			return
 		}
-		id, fail, ok := l.tcp.start(l.dialers[t.net], t.key, due, t.dst, t.port)
+		d := l.dialers[t.net]
+		if t.key.v6() {
+			d = l.dialers6[t.net]
+		}
+		id, fail, ok := l.tcp.start(d, t.key, due, t.dst, t.port)
 		if !ok {
 			l.finish(fail)
 			return
@@ -377,9 +400,13 @@ func (l *loop) expire(now time.Time) {
 // settings' timeout, and hands its result to the loop.
 func (l *loop) launch(t target, due time.Time) {
 	timeout := l.set.timeout
+	c := l.clients[t.net]
+	if t.key.v6() {
+		c = l.clients6[t.net]
+	}
 	l.probes.Go(func() {
 		ctx, cancel := context.WithTimeout(l.ctx, timeout)
-		rtt, status, msg := httpProbe(ctx, l.clients[t.net], t.dst, t.port)
+		rtt, status, msg := httpProbe(ctx, c, t.dst, t.port)
 		cancel()
 		l.box.put(result{key: t.key, due: due, rtt: rtt, status: status, msg: msg})
 	})

@@ -226,7 +226,7 @@ func TestRunTwice(t *testing.T) {
 // TestPhases: phases are within the interval, stable, and spread (no
 // two agents in step: another node's phases differ).
 func TestPhases(t *testing.T) {
-	k := seriesKey{"peer-1", measurev1.Path_PATH_HOST_TO_HOST, agentv1.ProbeKind_PROBE_KIND_ICMP}
+	k := seriesKey{"peer-1", measurev1.Path_PATH_HOST_TO_HOST, agentv1.ProbeKind_PROBE_KIND_ICMP, 0}
 	if phase("a", k, 10*time.Second) != phase("a", k, 10*time.Second) {
 		t.Error("phase not stable")
 	}
@@ -235,7 +235,7 @@ func TestPhases(t *testing.T) {
 	}
 	buckets := make([]int, 10)
 	for i := range 1000 {
-		ph := phase("a", seriesKey{fmt.Sprintf("peer-%d", i), k.path, k.kind}, 10*time.Second)
+		ph := phase("a", seriesKey{fmt.Sprintf("peer-%d", i), k.path, k.kind, 0}, 10*time.Second)
 		if ph < 0 || ph >= 10*time.Second {
 			t.Fatalf("phase %v", ph)
 		}

@@ -77,7 +77,7 @@ func rawConnect(fd int, ap netip.AddrPort) error {
 	return errnoErr(e)
 }
 
-// rawSendto is sendto(2) of b to the IPv4 address dst (a raw socket's).
+// rawSendto is sendto(2) of b to the IPv4 or IPv6 address dst (a raw socket's).
 func rawSendto(fd int, b []byte, dst netip.Addr) error {
 	sa := makeSockaddr(netip.AddrPortFrom(dst, 0))
 	var p unsafe.Pointer
@@ -153,7 +153,7 @@ func rawConnected(fd int) bool {
 }
 
 // rawRecvmsg is recvmsg(2) into p and oob (not empty); from is the
-// sender's IPv4 address (zero for another family).
+// sender's IPv4 or IPv6 address (zero for another family).
 func rawRecvmsg(fd int, p, oob []byte) (n, oobn int, from netip.Addr, err error) {
 	var sa unix.RawSockaddrAny
 	iov := unix.Iovec{Base: &p[0]}
@@ -164,8 +164,11 @@ func rawRecvmsg(fd int, p, oob []byte) (n, oobn int, from netip.Addr, err error)
 	if e != 0 {
 		return 0, 0, netip.Addr{}, e
 	}
-	if sa.Addr.Family == unix.AF_INET {
+	switch sa.Addr.Family {
+	case unix.AF_INET:
 		from = netip.AddrFrom4((*unix.RawSockaddrInet4)(unsafe.Pointer(&sa)).Addr)
+	case unix.AF_INET6:
+		from = netip.AddrFrom16((*unix.RawSockaddrInet6)(unsafe.Pointer(&sa)).Addr)
 	}
 	return int(r), int(msg.Controllen), from, nil
 }

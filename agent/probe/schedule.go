@@ -12,17 +12,23 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// seriesKey names one (destination, path, kind) series.
+// seriesKey names one (destination, path, kind, family) series. fam is
+// IP_FAMILY_UNSPECIFIED for IPv4 when the plan lists no families (the
+// summaries then leave ip_family unset, as before families existed).
 type seriesKey struct {
 	peer string
 	path measurev1.Path
 	kind agentv1.ProbeKind
+	fam  measurev1.IPFamily
 }
+
+// v6 reports whether the series is probed over IPv6.
+func (k seriesKey) v6() bool { return k.fam == measurev1.IPFamily_IP_FAMILY_IPV6 }
 
 // target is one scheduled probe: a series and where it goes.
 type target struct {
 	key   seriesKey
-	net   int // index into the prober's networks: 0 host, 1 pod
+	net   int // index into the prober's networks: 0 host, 1 pod (key.v6: its IPv6 sockets)
 	dst   netip.Addr
 	port  uint16 // TCP and HTTP
 	size  int    // ICMP: payload bytes; ICMP_MTU: payload filling the MTU
@@ -31,7 +37,22 @@ type target struct {
 
 // pathEnds returns the source network index of a path and the peer's
 // address and MTU on it (zero Addr: the peer has none).
-func pathEnds(pa measurev1.Path, pe peer) (src int, dst netip.Addr, peerMTU int) {
+func pathEnds(pa measurev1.Path, pe peer, v6 bool) (src int, dst netip.Addr, peerMTU int) {
+	if v6 {
+		switch pa {
+		case measurev1.Path_PATH_HOST_TO_HOST:
+			return 0, pe.hostIP6, pe.hostMTU
+		case measurev1.Path_PATH_HOST_TO_POD:
+			return 0, pe.podIP6, pe.podMTU
+		case measurev1.Path_PATH_POD_TO_POD:
+			return 1, pe.podIP6, pe.podMTU
+		case measurev1.Path_PATH_POD_TO_SERVICE:
+			return 1, pe.serviceIP6, 0
+		case measurev1.Path_PATH_HOST_TO_SERVICE:
+			return 0, pe.serviceIP6, 0
+		}
+		return -1, netip.Addr{}, 0
+	}
 	switch pa {
 	case measurev1.Path_PATH_HOST_TO_HOST:
 		return 0, pe.hostIP, pe.hostMTU
@@ -47,11 +68,12 @@ func pathEnds(pa measurev1.Path, pe peer) (src int, dst netip.Addr, peerMTU int)
 	return -1, netip.Addr{}, 0
 }
 
-// targets lists the probes of a plan that can apply, sorted by phase: a
-// path from a network the node lacks, to an address the peer lacks, an
-// ICMP kind to a service or an IPv6 address, an MTU probe with an unknown
-// MTU at either end, or a TCP or HTTP probe to a peer without that port
-// are left out.
+// targets lists the probes of a plan that can apply, sorted by phase, in
+// each of the settings' families: a path from a network the node lacks
+// (for IPv6: a network without an IPv6 address), to an address of the
+// family the peer lacks, an ICMP kind to a service, an MTU probe with an
+// unknown MTU at either end, or a TCP or HTTP probe to a peer without
+// that port are left out.
 func targets(node string, nets []*Network, pl *plan) []target {
 	s := pl.settings
 	if s == nil {
@@ -62,32 +84,53 @@ func targets(node string, nets []*Network, pl *plan) []target {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	out := make([]target, 0, len(names)*len(s.paths)*len(s.kinds))
-	for _, n := range names {
-		pe := pl.peers[n]
+	fams := s.families
+	if len(fams) == 0 {
+		fams = []measurev1.IPFamily{measurev1.IPFamily_IP_FAMILY_UNSPECIFIED} // IPv4, unlabelled
+	}
+	out := make([]target, 0, len(names)*len(s.paths)*len(s.kinds)*len(fams))
+	for _, fam := range fams {
+		v6 := fam == measurev1.IPFamily_IP_FAMILY_IPV6
+		for _, n := range names {
+			out = appendTargets(out, node, nets, s, n, pl.peers[n], fam, v6)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b target) int { return int(a.phase - b.phase) })
+	return out
+}
+
+// appendTargets appends the probes to one peer in one family (see targets).
+func appendTargets(out []target, node string, nets []*Network, s *settings, n string, pe peer, fam measurev1.IPFamily, v6 bool) []target {
+	{
 		if pe.maintenance {
-			continue // cordoned: an endpoint, not probed
+			return out // cordoned: an endpoint, not probed
 		}
 		for _, pa := range s.paths {
-			src, dst, peerMTU := pathEnds(pa, pe)
-			if src < 0 || src >= len(nets) || nets[src] == nil || !dst.IsValid() {
+			src, dst, peerMTU := pathEnds(pa, pe, v6)
+			if src < 0 || src >= len(nets) || nets[src] == nil || !dst.IsValid() || (v6 && dst.Is4()) {
+				continue
+			}
+			if v6 && !nets[src].IPv6.IsValid() {
 				continue
 			}
 			service := pa == measurev1.Path_PATH_POD_TO_SERVICE || pa == measurev1.Path_PATH_HOST_TO_SERVICE
 			for _, k := range s.kinds {
-				t := target{key: seriesKey{n, pa, k}, net: src, dst: dst}
+				t := target{key: seriesKey{n, pa, k, fam}, net: src, dst: dst}
 				switch k {
 				case agentv1.ProbeKind_PROBE_KIND_ICMP:
-					if service || !dst.Is4() {
+					if service || (!v6 && !dst.Is4()) {
 						continue
 					}
 					t.size = s.payload
 				case agentv1.ProbeKind_PROBE_KIND_ICMP_MTU:
 					own := nets[src].MTU
-					if service || !dst.Is4() || own == 0 || peerMTU == 0 {
+					if service || (!v6 && !dst.Is4()) || own == 0 || peerMTU == 0 {
 						continue
 					}
 					t.size = min(own, peerMTU, maxMTU) - 28
+					if v6 {
+						t.size = min(own, peerMTU, maxMTU) - 48 // IPv6 header 40, ICMPv6 8
+					}
 				case agentv1.ProbeKind_PROBE_KIND_TCP:
 					if t.port = pe.probePort; t.port == 0 {
 						continue
@@ -102,7 +145,6 @@ func targets(node string, nets []*Network, pl *plan) []target {
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b target) int { return int(a.phase - b.phase) })
 	return out
 }
 
@@ -130,6 +172,9 @@ func phase(node string, k seriesKey, interval time.Duration) time.Duration {
 	var b [8]byte
 	binary.BigEndian.PutUint32(b[:4], uint32(k.path))
 	binary.BigEndian.PutUint32(b[4:], uint32(k.kind))
+	if k.v6() { // IPv4's phases stay as they were before families
+		return time.Duration(hash64([]byte(node), []byte(k.peer), b[:], []byte{6}) % uint64(interval))
+	}
 	return time.Duration(hash64([]byte(node), []byte(k.peer), b[:]) % uint64(interval))
 }
 

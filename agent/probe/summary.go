@@ -82,6 +82,7 @@ func (s *series) summary(k seriesKey) *agentv1.ProbeSummary {
 		Dst:      &agentv1.ProbeSummary_Node{Node: k.peer},
 		Path:     k.path,
 		Kind:     k.kind,
+		IpFamily: k.fam,
 		Sent:     s.sent,
 		Received: s.received,
 		Status:   measurev1.Status_STATUS_OK,
@@ -308,7 +309,10 @@ func (p *period) report(seq, version uint64) *agentv1.ProbeReport {
 		if a.path != b.path {
 			return int(a.path - b.path)
 		}
-		return int(a.kind - b.kind)
+		if a.kind != b.kind {
+			return int(a.kind - b.kind)
+		}
+		return int(a.fam - b.fam)
 	})
 	r := &agentv1.ProbeReport{
 		Seq:         seq,

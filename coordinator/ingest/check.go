@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/sanity"
@@ -39,6 +40,24 @@ type Limits struct {
 	// Timeout is the plan's probe timeout: no round trip is longer (plus
 	// sanity.ProbeSlack); zero means 1 min.
 	Timeout time.Duration
+	// Families are the plan's ProbeSettings.ip_families; empty means IPv4
+	// only. A summary's ip_family (IP_FAMILY_UNSPECIFIED is IPv4) must be
+	// one of them.
+	Families []measurev1.IPFamily
+	// HasAddr reports whether a destination has an address of the family
+	// on the path's network; nil means any. Asked for IPv6 summaries only
+	// (an IPv4 summary's peer is checked by IsPeer, as before families).
+	HasAddr func(name string, path measurev1.Path, f measurev1.IPFamily) bool
+}
+
+// Family is a summary's family as stored: IP_FAMILY_UNSPECIFIED (a
+// summary from before families, or of a plan without ip_families) is
+// IPv4.
+func Family(s *agentv1.ProbeSummary) measurev1.IPFamily {
+	if f := s.GetIpFamily(); f != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
+		return f
+	}
+	return measurev1.IPFamily_IP_FAMILY_IPV4
 }
 
 // maxMessageBytes bounds a summary's message.
@@ -56,9 +75,10 @@ type Invalid struct {
 // Check checks r, from node's session, against l at now. A report whose
 // seq, period or size is unusable is refused whole (ErrBadReport, naming
 // the field). Summaries that name nothing to store (an unknown
-// destination, path, kind or status; a control character in the message,
-// or a message too long; a second summary of the same destination, path
-// and kind) are removed from r and their reasons returned in dropped,
+// destination, path, kind or status; an IP family not in the plan's, or
+// one the destination has no address of on the path; a control character
+// in the message, or a message too long; a second summary of the same
+// destination, path, kind and family) are removed from r and their reasons returned in dropped,
 // each naming the summary's index, field and value. Summaries whose
 // figures are not believable (coordinator/sanity: received over sent;
 // RTTs negative, not finite, out of order or over the probe timeout; an
@@ -110,15 +130,16 @@ func Check(r *agentv1.ProbeReport, l Limits, now time.Time) (dropped []string, i
 		dst  string
 		path measurev1.Path
 		kind agentv1.ProbeKind
+		fam  measurev1.IPFamily
 	}
 	seen := make(map[key]bool, len(r.GetSummaries()))
 	kept := r.GetSummaries()[:0]
 	for i, s := range r.GetSummaries() {
 		why := checkSummary(s, l)
 		if why == "" {
-			k := key{s.GetNode(), s.GetPath(), s.GetKind()}
+			k := key{s.GetNode(), s.GetPath(), s.GetKind(), Family(s)}
 			if seen[k] {
-				why = fmt.Sprintf("a second summary of %s %v %v", s.GetNode(), s.GetPath(), s.GetKind())
+				why = fmt.Sprintf("a second summary of %s %v %v %v", s.GetNode(), s.GetPath(), s.GetKind(), k.fam)
 			}
 			seen[k] = true
 		}
@@ -166,6 +187,9 @@ func checkSummary(s *agentv1.ProbeSummary, l Limits) string {
 	if _, ok := measurev1.Status_name[int32(s.GetStatus())]; !ok || s.GetStatus() == measurev1.Status_STATUS_UNSPECIFIED {
 		return fmt.Sprintf("status %d is not a status", s.GetStatus())
 	}
+	if why := checkFamily(s, node.Node, l); why != "" {
+		return why
+	}
 	if m := s.GetMessage(); len(m) > maxMessageBytes {
 		return fmt.Sprintf("message of %d bytes, at most %d", len(m), maxMessageBytes)
 	}
@@ -175,4 +199,25 @@ func checkSummary(s *agentv1.ProbeSummary, l Limits) string {
 		}
 	}
 	return ""
+}
+
+// checkFamily says what is wrong with s's ip_family, or "".
+func checkFamily(s *agentv1.ProbeSummary, node string, l Limits) string {
+	f := Family(s)
+	switch f {
+	case measurev1.IPFamily_IP_FAMILY_IPV4:
+		if len(l.Families) > 0 && !slices.Contains(l.Families, f) {
+			return fmt.Sprintf("ip_family %v is not one of the plan's ip_families %v", f, l.Families)
+		}
+		return ""
+	case measurev1.IPFamily_IP_FAMILY_IPV6:
+		if !slices.Contains(l.Families, f) {
+			return fmt.Sprintf("ip_family %v is not one of the plan's ip_families %v (empty: IPv4 only)", f, l.Families)
+		}
+		if l.HasAddr != nil && !l.HasAddr(node, s.GetPath(), f) {
+			return fmt.Sprintf("ip_family %v: dst.node %q has no IPv6 address on path %v", f, node, s.GetPath())
+		}
+		return ""
+	}
+	return fmt.Sprintf("ip_family %d is not an IP family", s.GetIpFamily())
 }

@@ -35,6 +35,13 @@ func report(seq uint64, sums ...*agentv1.ProbeSummary) *agentv1.ProbeReport {
 
 var limits = Limits{Interval: 10 * time.Second, ReportInterval: time.Minute}
 
+var (
+	v4, v6 = measurev1.IPFamily_IP_FAMILY_IPV4, measurev1.IPFamily_IP_FAMILY_IPV6
+	// dual is a dual-stack plan's limits: node-4 has no IPv6 address.
+	dual = Limits{Interval: 10 * time.Second, ReportInterval: time.Minute, Families: []measurev1.IPFamily{v4, v6},
+		HasAddr: func(name string, _ measurev1.Path, f measurev1.IPFamily) bool { return f == v4 || name != "node-4" }}
+)
+
 func TestCheck(t *testing.T) {
 	modTo := func(dst string, f func(s *agentv1.ProbeSummary)) *agentv1.ProbeSummary {
 		s := okSummary(dst)
@@ -54,6 +61,15 @@ func TestCheck(t *testing.T) {
 		wantInvalid []string
 	}{
 		{"good", report(1, okSummary("node-2"), okSummary("node-3")), limits, "", nil, 2, nil},
+		{"IPv6 in a plan without families", report(1, okSummary("node-2"), mod(func(s *agentv1.ProbeSummary) { s.IpFamily = v6 })),
+			limits, "", []string{"summaries[1]: ip_family IP_FAMILY_IPV6 is not one of the plan's ip_families"}, 1, nil},
+		{"both families, plan dual", report(1, okSummary("node-2"), mod(func(s *agentv1.ProbeSummary) { s.IpFamily = v4 }), mod(func(s *agentv1.ProbeSummary) { s.IpFamily = v6 })),
+			dual, "", []string{"summaries[1]: a second summary of node-2 PATH_HOST_TO_HOST PROBE_KIND_ICMP IP_FAMILY_IPV4"}, 2, nil},
+		{"IPv4 in an IPv6-only plan", report(1, okSummary("node-2")),
+			Limits{Interval: 10 * time.Second, ReportInterval: time.Minute, Families: []measurev1.IPFamily{v6}}, "", []string{"summaries[0]: ip_family IP_FAMILY_IPV4 is not one of"}, 0, nil},
+		{"IPv6 to a peer without an IPv6 address", report(1, modTo("node-4", func(s *agentv1.ProbeSummary) { s.IpFamily = v6 }), modTo("node-2", func(s *agentv1.ProbeSummary) { s.IpFamily = v6 })),
+			dual, "", []string{`summaries[0]: ip_family IP_FAMILY_IPV6: dst.node "node-4" has no IPv6 address`}, 1, nil},
+		{"unknown family", report(1, mod(func(s *agentv1.ProbeSummary) { s.IpFamily = 7 })), dual, "", []string{"summaries[0]: ip_family 7 is not an IP family"}, 0, nil},
 		{"seq 0", report(0, okSummary("node-2")), limits, "seq is 0", nil, 0, nil},
 		{"period over the report interval", func() *agentv1.ProbeReport {
 			r := report(1)

@@ -21,6 +21,7 @@ import (
 //	  report_interval: 60s     # one report per agent per minute (faults: within one interval)
 //	  kinds: [icmp, icmp_mtu, tcp, http]
 //	  paths: [host-host, pod-pod]
+//	  ip_families: [ipv4, ipv6] # default [ipv4]
 type Probes struct {
 	// Interval is how often each peer, path and kind is probed; "" means
 	// 10s, at least 1s.
@@ -51,6 +52,17 @@ type Probes struct {
 	// SubsetRotation is how long one subset is kept; "" means 10 x
 	// Interval.
 	SubsetRotation string `json:"subset_rotation"`
+	// IPFamilies are the families probed, ipv4 and ipv6; empty means
+	// [ipv4]. Each peer is probed in each listed family it has an address
+	// of (on the path's network), from agents with an address of it.
+	// [ipv4] alone sends no ip_families to the agents (IPv4 only, as
+	// before families existed).
+	IPFamilies []string `json:"ip_families"`
+}
+
+// probeFamilyNames are the config file's names of the probed families.
+var probeFamilyNames = map[string]measurev1.IPFamily{
+	"ipv4": measurev1.IPFamily_IP_FAMILY_IPV4, "ipv6": measurev1.IPFamily_IP_FAMILY_IPV6,
 }
 
 // ProbeKindNames are the config file's names of the probe kinds.
@@ -155,6 +167,19 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 			return nil, fmt.Errorf("paths[%d] %q: listed twice", i, name)
 		}
 		s.Paths = append(s.Paths, path)
+	}
+	for i, name := range p.IPFamilies {
+		f, ok := probeFamilyNames[name]
+		if !ok {
+			return nil, fmt.Errorf("ip_families[%d] %q: not an IP family (ipv4, ipv6)", i, name)
+		}
+		if slices.Contains(s.IpFamilies, f) {
+			return nil, fmt.Errorf("ip_families[%d] %q: listed twice", i, name)
+		}
+		s.IpFamilies = append(s.IpFamilies, f)
+	}
+	if len(s.IpFamilies) == 1 && s.IpFamilies[0] == measurev1.IPFamily_IP_FAMILY_IPV4 {
+		s.IpFamilies = nil // the default: plans as before families existed
 	}
 	if s.PayloadBytes == 0 {
 		s.PayloadBytes = 56

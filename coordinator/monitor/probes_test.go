@@ -23,7 +23,7 @@ func TestParseProbes(t *testing.T) {
 		{"defaults", `probes: {}`, func(t *testing.T, s *agentv1.ProbeSettings) {
 			if s.GetInterval().AsDuration() != 10*time.Second || s.GetReportInterval().AsDuration() != 10*time.Second ||
 				s.GetTimeout().AsDuration() != 2*time.Second || len(s.GetKinds()) != 4 || len(s.GetPaths()) != 2 ||
-				s.GetPayloadBytes() != 56 || s.GetMaxInFlight() != 256 || s.GetMaxPacketsPerSecond() != 2000 || s.GetSubsetRotation() != nil {
+				s.GetPayloadBytes() != 56 || s.GetMaxInFlight() != 256 || s.GetMaxPacketsPerSecond() != 2000 || s.GetSubsetRotation() != nil || s.GetIpFamilies() != nil {
 				t.Errorf("defaults: %v", s)
 			}
 		}, ""},
@@ -41,6 +41,23 @@ func TestParseProbes(t *testing.T) {
 				t.Errorf("timeout %v, want 500ms (half the interval)", s.GetTimeout().AsDuration())
 			}
 		}, ""},
+		{"ipv4 default", `probes: {ip_families: [ipv4]}`, func(t *testing.T, s *agentv1.ProbeSettings) {
+			if s.GetIpFamilies() != nil {
+				t.Errorf("ip_families %v, want none (IPv4 only, as before families)", s.GetIpFamilies())
+			}
+		}, ""},
+		{"dual", `probes: {ip_families: [ipv4, ipv6]}`, func(t *testing.T, s *agentv1.ProbeSettings) {
+			if f := s.GetIpFamilies(); len(f) != 2 || f[0] != measurev1.IPFamily_IP_FAMILY_IPV4 || f[1] != measurev1.IPFamily_IP_FAMILY_IPV6 {
+				t.Errorf("ip_families %v, want [IPV4 IPV6]", f)
+			}
+		}, ""},
+		{"ipv6 only", `probes: {ip_families: [ipv6]}`, func(t *testing.T, s *agentv1.ProbeSettings) {
+			if f := s.GetIpFamilies(); len(f) != 1 || f[0] != measurev1.IPFamily_IP_FAMILY_IPV6 {
+				t.Errorf("ip_families %v, want [IPV6]", f)
+			}
+		}, ""},
+		{"unknown family", `probes: {ip_families: [ipv4, ipx]}`, nil, `probes.ip_families[1] "ipx": not an IP family`},
+		{"family twice", `probes: {ip_families: [ipv6, ipv6]}`, nil, `probes.ip_families[1] "ipv6": listed twice`},
 		{"interval too short", `probes: {interval: 500ms}`, nil, `probes.interval "500ms"`},
 		{"report not a multiple", `probes: {interval: 10s, report_interval: 15s}`, nil, `probes.report_interval "15s"`},
 		{"report under interval", `probes: {interval: 10s, report_interval: 5s}`, nil, `probes.report_interval "5s"`},

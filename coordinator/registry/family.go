@@ -46,3 +46,25 @@ func pick(f measurev1.IPFamily, primary, v6 netip.Addr) netip.Addr {
 	}
 	return netip.Addr{}
 }
+
+// HasProbeAddr reports whether the plan peer name has an address of
+// family f where probes of path go: its host address (host-host), its pod
+// address (host-pod, pod-pod) or its ClusterIP (the service paths). A
+// node that is not a peer now has none.
+func (r *Registry) HasProbeAddr(name string, path measurev1.Path, f measurev1.IPFamily) bool {
+	r.mu.Lock()
+	n, ok := r.peers[name]
+	r.mu.Unlock()
+	if !ok {
+		return false
+	}
+	switch path {
+	case measurev1.Path_PATH_HOST_TO_HOST:
+		return n.Addr(measurev1.Network_NETWORK_HOST, f).IsValid()
+	case measurev1.Path_PATH_HOST_TO_POD, measurev1.Path_PATH_POD_TO_POD:
+		return n.Addr(measurev1.Network_NETWORK_POD, f).IsValid()
+	case measurev1.Path_PATH_HOST_TO_SERVICE, measurev1.Path_PATH_POD_TO_SERVICE:
+		return n.ServiceAddr(f).IsValid()
+	}
+	return false
+}

@@ -49,7 +49,7 @@ var maxTime = time.Unix(0, 1<<63-1)
 
 // Key names one series: the samples of one source node towards one
 // destination (a node or an external target's name) on one path with one
-// probe kind.
+// probe kind in one IP family.
 type Key struct {
 	// Src and Dst are the probing node and the probed one.
 	Src, Dst string
@@ -57,6 +57,22 @@ type Key struct {
 	Path measurev1.Path
 	// Kind is the probe kind.
 	Kind agentv1.ProbeKind
+	// Family is the IP family probed: IP_FAMILY_UNSPECIFIED and
+	// IP_FAMILY_IPV4 both name the IPv4 series (as before families).
+	Family measurev1.IPFamily
+}
+
+// V6 reports whether k names an IPv6 series.
+func (k Key) V6() bool { return k.Family == measurev1.IPFamily_IP_FAMILY_IPV6 }
+
+// ValidFamily checks that f is IP_FAMILY_UNSPECIFIED (IPv4),
+// IP_FAMILY_IPV4 or IP_FAMILY_IPV6.
+func ValidFamily(field string, f measurev1.IPFamily) error {
+	switch f {
+	case measurev1.IPFamily_IP_FAMILY_UNSPECIFIED, measurev1.IPFamily_IP_FAMILY_IPV4, measurev1.IPFamily_IP_FAMILY_IPV6:
+		return nil
+	}
+	return fmt.Errorf("%w: %s %d is not an IP family", ErrInvalid, field, int32(f))
 }
 
 // Sample is one stored interval summary of one series: the period
@@ -93,6 +109,8 @@ type Summary struct {
 	Path measurev1.Path
 	// Kind is the probe kind.
 	Kind agentv1.ProbeKind
+	// Family is as in Key.
+	Family measurev1.IPFamily
 	// Sent and Received are as in Sample.
 	Sent, Received uint32
 	// RTTs as in Sample.
@@ -154,9 +172,10 @@ func ValidPath(field string, p measurev1.Path) error {
 }
 
 // ValidKind checks that k is a known probe kind other than
-// PROBE_KIND_UNSPECIFIED.
+// PROBE_KIND_UNSPECIFIED, under 8 (the store packs it in 3 bits, the
+// fourth marks IPv6).
 func ValidKind(field string, k agentv1.ProbeKind) error {
-	if !known(&knownKinds, int32(k)) {
+	if !known(&knownKinds, int32(k)) || k >= 8 {
 		return fmt.Errorf("%w: %s %d is not a known probe kind", ErrInvalid, field, int32(k))
 	}
 	return nil
@@ -259,6 +278,9 @@ func (m *Summary) validate(dst bool) error {
 		return err
 	}
 	if err := ValidKind("kind", m.Kind); err != nil {
+		return err
+	}
+	if err := ValidFamily("family", m.Family); err != nil {
 		return err
 	}
 	return validStats(m.Sent, m.Received, [4]time.Duration{m.RTTMin, m.RTTMedian, m.RTTP90, m.RTTMax}, m.Status, m.Message)

@@ -48,7 +48,7 @@ func (s *Server) ListProbeSeries(ctx context.Context, req *meshv1.ListProbeSerie
 		}
 		*b.dst = b.ts.AsTime()
 	}
-	key := series.Key{Src: req.GetSrcNode(), Dst: req.GetDstNode(), Path: req.GetPath(), Kind: req.GetKind()}
+	key := series.Key{Src: req.GetSrcNode(), Dst: req.GetDstNode(), Path: req.GetPath(), Kind: req.GetKind(), Family: req.GetIpFamily()}
 	page, next, err := s.cfg.Store.ListSeries(ctx, key, since, until, time.Now(), int(min(req.GetPageSize(), math.MaxInt32)), req.GetPageToken())
 	if err != nil {
 		return nil, grpcError(err)

@@ -243,7 +243,11 @@ func (s *Store) ListSeries(ctx context.Context, k series.Key, since, until, now 
 	if !from.Before(to) || to.Sub(from) > MaxSeriesRange {
 		return page, "", fmt.Errorf("%w: start_time %v to end_time %v: want a range of up to %v", ErrInvalid, from.UTC(), to.UTC(), MaxSeriesRange)
 	}
-	scope := newScope(listingSeries).str(k.Src).str(k.Dst).num(int64(k.Path)).num(int64(k.Kind)).time(since).time(until).sum()
+	sb := newScope(listingSeries).str(k.Src).str(k.Dst).num(int64(k.Path)).num(int64(k.Kind))
+	if k.V6() { // an IPv4 listing's tokens stay as they were
+		sb = sb.num(6)
+	}
+	scope := sb.time(since).time(until).sum()
 	after, err := decodePageToken(pageToken, listingSeries, scope)
 	if err != nil {
 		return page, "", err

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // Buckets. Every bucket the coordinator uses is declared here, once.
@@ -233,11 +236,28 @@ func headKey(src uint32, seq uint64) []byte {
 //	srcID(4, big-endian) dstID(4, big-endian) path(1) kind(1) blockStartUnixNano(8, big-endian)
 //
 // so that one series' chunks are one prefix (seriesPrefix), in time order.
+// The kind byte of an IPv6 series has v6Flag set (kinds are 1..7), so an
+// IPv4 series keeps the bytes it had before families and the two families
+// of a pair, path and kind are two prefixes.
 func chunkKey(src, dst uint32, pk byte, block int64) []byte {
 	return binary.BigEndian.AppendUint64(seriesPrefix(src, dst, pk), uint64(block))
 }
 
-// seriesPrefix is the first 10 bytes of a chunkKey; pk is path<<4 | kind.
+// v6Flag is set in the kind nibble of an IPv6 series' pk (packPK).
+const v6Flag = 0x08
+
+// packPK is a series' path, kind and family as one byte: path<<4 | kind,
+// with v6Flag for IPv6 (IP_FAMILY_UNSPECIFIED and IPV4 are IPv4). Paths
+// are 1..15 and kinds 1..7 (series.ValidPath, series.ValidKind).
+func packPK(path measurev1.Path, kind agentv1.ProbeKind, fam measurev1.IPFamily) byte {
+	pk := byte(path)<<4 | byte(kind)
+	if fam == measurev1.IPFamily_IP_FAMILY_IPV6 {
+		pk |= v6Flag
+	}
+	return pk
+}
+
+// seriesPrefix is the first 10 bytes of a chunkKey; pk is packPK's.
 func seriesPrefix(src, dst uint32, pk byte) []byte {
 	k := make([]byte, 10, 18)
 	binary.BigEndian.PutUint32(k, src)

@@ -198,7 +198,7 @@ func dupEntry(entries []headEntry) int {
 // validKey checks a series key; the error wraps ErrInvalid.
 func validKey(k series.Key) error {
 	for _, err := range []error{series.ValidNode("src", k.Src), series.ValidNode("dst", k.Dst),
-		series.ValidPath("path", k.Path), series.ValidKind("kind", k.Kind)} {
+		series.ValidPath("path", k.Path), series.ValidKind("kind", k.Kind), series.ValidFamily("family", k.Family)} {
 		if err != nil {
 			return fmt.Errorf("%w: series key: %w", ErrInvalid, err)
 		}
@@ -232,7 +232,7 @@ func (s *Store) readSeries(ctx context.Context, k series.Key, from, to time.Time
 	if !to.IsZero() && !from.Before(to) {
 		return nil, nil
 	}
-	pk := byte(k.Path)<<4 | byte(k.Kind)
+	pk := packPK(k.Path, k.Kind, k.Family)
 	var out, fromHead []series.Sample
 	err := s.db.View(func(tx *bolt.Tx) error {
 		in := interner{tx: tx, cache: &s.nodes}

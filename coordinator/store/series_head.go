@@ -19,7 +19,7 @@ import (
 //	n (uvarint)                         summaries
 //	index: ceil(n/headGroup) entries of 9 bytes, one per group of
 //	       headGroup summaries: the group's first dstID(4, big-endian),
-//	       pk(1) = path<<4 | kind, and the offset(4, big-endian) of its
+//	       pk(1) = path<<4 | kind (| v6Flag for IPv6: packPK), and the offset(4, big-endian) of its
 //	       first summary in the body
 //	body:  per summary, in order:
 //	       dst delta (uvarint) and pk(1), except for a group's first
@@ -54,7 +54,7 @@ type headEntry struct {
 // order is e's place in a sorted head: (dst, pk) as one integer.
 func (e headEntry) order() uint64 { return uint64(e.dst)<<8 | uint64(e.pk) }
 
-func pathKind(m *series.Summary) byte { return byte(m.Path)<<4 | byte(m.Kind) }
+func pathKind(m *series.Summary) byte { return packPK(m.Path, m.Kind, m.Family) }
 
 // encodeHead appends the head value of a report whose entries are sorted
 // and distinct.

@@ -45,7 +45,7 @@ func (s *Store) LatestSamples(ctx context.Context, path measurev1.Path, kind age
 	if err != nil {
 		return nil, err
 	}
-	pk := byte(path)<<4 | byte(kind)
+	pk := packPK(path, kind, measurev1.IPFamily_IP_FAMILY_IPV4) // the mesh view is IPv4's
 	var out []LatestSample
 	err = s.db.View(func(tx *bolt.Tx) error {
 		names := tx.Bucket(bucketSeriesNodeIDs)

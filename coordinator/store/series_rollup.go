@@ -338,7 +338,7 @@ func (s *Store) readRollups(ctx context.Context, k series.Key, from, to time.Tim
 	if from.IsZero() {
 		first = 0
 	}
-	pk := byte(k.Path)<<4 | byte(k.Kind)
+	pk := packPK(k.Path, k.Kind, k.Family)
 	var out []series.Rollup
 	err := s.db.View(func(tx *bolt.Tx) error {
 		in := interner{tx: tx, cache: &s.nodes}
