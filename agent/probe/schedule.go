@@ -38,32 +38,21 @@ type target struct {
 // pathEnds returns the source network index of a path and the peer's
 // address and MTU on it (zero Addr: the peer has none).
 func pathEnds(pa measurev1.Path, pe peer, v6 bool) (src int, dst netip.Addr, peerMTU int) {
+	host, pod, service := pe.hostIP, pe.podIP, pe.serviceIP
 	if v6 {
-		switch pa {
-		case measurev1.Path_PATH_HOST_TO_HOST:
-			return 0, pe.hostIP6, pe.hostMTU
-		case measurev1.Path_PATH_HOST_TO_POD:
-			return 0, pe.podIP6, pe.podMTU
-		case measurev1.Path_PATH_POD_TO_POD:
-			return 1, pe.podIP6, pe.podMTU
-		case measurev1.Path_PATH_POD_TO_SERVICE:
-			return 1, pe.serviceIP6, 0
-		case measurev1.Path_PATH_HOST_TO_SERVICE:
-			return 0, pe.serviceIP6, 0
-		}
-		return -1, netip.Addr{}, 0
+		host, pod, service = pe.hostIP6, pe.podIP6, pe.serviceIP6
 	}
 	switch pa {
 	case measurev1.Path_PATH_HOST_TO_HOST:
-		return 0, pe.hostIP, pe.hostMTU
+		return 0, host, pe.hostMTU
 	case measurev1.Path_PATH_HOST_TO_POD:
-		return 0, pe.podIP, pe.podMTU
+		return 0, pod, pe.podMTU
 	case measurev1.Path_PATH_POD_TO_POD:
-		return 1, pe.podIP, pe.podMTU
+		return 1, pod, pe.podMTU
 	case measurev1.Path_PATH_POD_TO_SERVICE:
-		return 1, pe.serviceIP, 0
+		return 1, service, 0
 	case measurev1.Path_PATH_HOST_TO_SERVICE:
-		return 0, pe.serviceIP, 0
+		return 0, service, 0
 	}
 	return -1, netip.Addr{}, 0
 }
