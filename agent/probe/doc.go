@@ -18,10 +18,11 @@
 // flight are bounded by max_in_flight), one raw ICMP socket pair and one
 // reader goroutine per network (and an ICMPv6 pair and reader per network
 // with an IPv6 address), a stock of TCP sockets per namespaced
-// network (nssock.go), and the period accounting. Every probe starts at
-// its own due time (batching starts to save wakeups would change the
-// traffic, and with it the figures: see deploy/lab's TestProbeFidelity);
-// finished probes wait for the loop's next wakeup unless they failed or
+// network (nssock.go), and the period accounting. Every ICMP probe
+// starts at its own due time, first in its wakeup (started in a burst,
+// echoes read less than ping's: see deploy/lab's TestProbeFidelity); the
+// TCP and HTTP probes due within startSlack join the wakeup; finished
+// probes wait for the loop's next wakeup unless they failed or
 // end a period. It does
 // not own the stream to the coordinator, the report spool or the sequence
 // counter: the caller passes Config.Report and Config.NextSeq. The TCP echo

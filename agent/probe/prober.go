@@ -188,7 +188,7 @@ type loop struct {
 	plan     *plan
 	set      *settings // nil: stopped
 	targets  []target
-	wheel    wheel
+	wheels   [2]wheel // [wheelExact] the ICMP probes, [wheelSlack] the TCP and HTTP ones
 	bucket   bucket
 	ledger   *ledger
 	inflight int
@@ -221,10 +221,12 @@ func (l *loop) rebuild(now time.Time) {
 	l.targets = targets(l.p.cfg.Node, l.nets, pl)
 	l.subset, l.epoch = nil, 0
 	if s == nil {
-		l.wheel = wheel{}
+		l.wheels = [2]wheel{}
 		return
 	}
-	l.wheel.reset(l.targets, s.interval, now)
+	exact, slack := splitTargets(l.targets)
+	l.wheels[wheelExact].reset(exact, s.interval, now)
+	l.wheels[wheelSlack].reset(slack, s.interval, now)
 	l.resubset(now)
 	l.p.log.Info("probe plan", "version", pl.version, "peers", len(pl.peers), "probes", len(l.targets),
 		"interval", s.interval, "report_interval", s.reportInterval)
@@ -245,34 +247,15 @@ func (l *loop) resubset(now time.Time) {
 
 // step times out the echoes whose reply is overdue, starts the probes due
 // by now (or counts them skipped) and reports the periods that are over.
+// The ICMP probes go first, each at its own due time, so that an echo
+// leaves a CPU in the state ping's would find it in; the TCP and HTTP
+// probes due within startSlack join the wakeup.
 func (l *loop) step(now time.Time) {
 	l.expire(time.Now())
 	if l.set != nil {
 		l.resubset(now)
-		for {
-			t, due, ok := l.wheel.next()
-			if !ok || due.After(now) {
-				break
-			}
-			if now.Sub(due) > l.set.interval {
-				// The clock jumped, or the loop stalled: resume from now
-				// rather than firing a cycle's worth of probes at once.
-				l.p.log.Warn("probe schedule behind; resuming from now", "behind", now.Sub(due))
-				l.wheel.reset(l.targets, l.set.interval, now)
-				continue
-			}
-			l.wheel.advance()
-			if l.subset != nil && !l.subset[t.key.peer] {
-				continue
-			}
-			if l.inflight >= l.set.maxInFlight || !l.bucket.take(now) {
-				l.ledger.skip(due)
-				continue
-			}
-			l.inflight++
-			l.ledger.started(due)
-			l.start(t, due)
-		}
+		l.startDue(&l.wheels[wheelExact], now, now)
+		l.startDue(&l.wheels[wheelSlack], now, now.Add(startSlack(l.set.interval)))
 	}
 	if l.ledger == nil {
 		return
@@ -283,6 +266,37 @@ func (l *loop) step(now time.Time) {
 	}
 	for _, per := range l.ledger.due(now, grace) {
 		l.p.cfg.Report(per.report(l.p.nextSeq(), l.plan.version))
+	}
+}
+
+// startDue starts w's probes due by horizon (now or later), or counts
+// them skipped.
+func (l *loop) startDue(w *wheel, now, horizon time.Time) {
+	for {
+		t, due, ok := w.next()
+		if !ok || due.After(horizon) {
+			return
+		}
+		if now.Sub(due) > l.set.interval {
+			// The clock jumped, or the loop stalled: resume from now
+			// rather than firing a cycle's worth of probes at once.
+			l.p.log.Warn("probe schedule behind; resuming from now", "behind", now.Sub(due))
+			w.reset(w.targets, l.set.interval, now)
+			continue
+		}
+		w.advance()
+		if l.subset != nil && !l.subset[t.key.peer] {
+			continue
+		}
+		// The budget counts a probe started early at its due time: the
+		// slack bunches starts, not the rate.
+		if l.inflight >= l.set.maxInFlight || !l.bucket.take(later(now, due)) {
+			l.ledger.skip(due)
+			continue
+		}
+		l.inflight++
+		l.ledger.started(due)
+		l.start(t, due)
 	}
 }
 
@@ -305,8 +319,10 @@ func (l *loop) sleep(now time.Time) time.Duration {
 // wake is when step has something to do next.
 func (l *loop) wake(now time.Time) time.Time {
 	next := now.Add(time.Hour)
-	if _, due, ok := l.wheel.next(); ok && l.set != nil && due.Before(next) {
-		next = due
+	for i := range l.wheels {
+		if _, due, ok := l.wheels[i].next(); ok && l.set != nil && due.Before(next) {
+			next = due
+		}
 	}
 	if l.ledger != nil {
 		if d := l.ledger.nextDeadline(); !d.IsZero() {

@@ -272,3 +272,49 @@ func (b *bucket) take(now time.Time) bool {
 	b.tokens--
 	return true
 }
+
+// The prober's two wheels (loop.wheels).
+const (
+	// wheelExact holds the ICMP probes: each starts at its own due time,
+	// first in its wakeup, as ping's echoes do. Started in a burst, an
+	// echo finds a CPU kept awake and a warm cache, and reads less than
+	// ping's on the same path at the same pace.
+	wheelExact = iota
+	// wheelSlack holds the TCP and HTTP probes: they may start up to
+	// startSlack early, in another probe's wakeup. Their figures are
+	// fresh connections' (handshake, accept, teardown), held to the
+	// tools back to back (make fidelity), not at the ICMP pace.
+	wheelSlack
+)
+
+// splitTargets splits phase-sorted targets into the ICMP ones (for
+// wheelExact) and the others (wheelSlack), each still sorted by phase.
+func splitTargets(ts []target) (exact, slack []target) {
+	for _, t := range ts {
+		switch t.key.kind {
+		case agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU:
+			exact = append(exact, t)
+		default:
+			slack = append(slack, t)
+		}
+	}
+	return exact, slack
+}
+
+// startSlack is how early a TCP or HTTP probe may start: a step starts
+// every one due within this much of now, so that they share the loop's
+// wakeups, mostly an ICMP probe's, instead of each waking it alone. A
+// probe's due time, not its start, places it in its period; its round
+// trip is measured from its own send. 25 ms at most, and a 400th of the
+// interval (always under an interval).
+func startSlack(interval time.Duration) time.Duration {
+	return min(interval/400, 25*time.Millisecond)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -234,7 +234,8 @@ func (l *ledger) record(r result, now time.Time) {
 		end := now.Truncate(l.interval).Add(l.interval)
 		if end.Before(p.end) {
 			p.end, p.early = end, true
-			// A later open period cannot exist yet: now < p.end.
+			// A later open period cannot exist yet: now < end <= p.end-interval,
+			// and a probe starts at most startSlack (under an interval) early.
 		}
 	}
 }
