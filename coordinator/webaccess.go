@@ -13,7 +13,6 @@ import (
 	"github.com/meshperf/meshperf/coordinator/web"
 	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/testspec"
-	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // webAccess is what the web UI asks of a browser, from the Web* files of
@@ -108,12 +107,7 @@ func (cfg *Config) webProbes(st *store.Store, sink *probeSink) *web.Probes {
 	if cfg.Probes == nil {
 		return nil
 	}
-	var paths []measurev1.Path
-	for _, p := range cfg.Probes.GetPaths() {
-		if !testspec.IsExternal(p) {
-			paths = append(paths, p)
-		}
-	}
+	paths, _ := testspec.SplitPaths(cfg.Probes.GetPaths()) // the node paths: the matrix has no targets
 	return &web.Probes{Kinds: cfg.Probes.GetKinds(), Paths: paths, ReportInterval: cfg.Probes.GetReportInterval().AsDuration(),
 		Latest: st.LatestSamples, Faults: sink.publishedFaults}
 }

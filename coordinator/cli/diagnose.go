@@ -137,7 +137,7 @@ func diagnoseSummary(findings []diagnose.Finding, results []*measurev1.Result) s
 func externalSources(results []*measurev1.Result) int {
 	srcs := map[string]bool{}
 	for _, r := range results {
-		if testspec.IsExternal(r.GetPath()) && r.GetSrcNode() != "" {
+		if !testspec.DestOf(r).InMesh() && r.GetSrcNode() != "" {
 			srcs[r.GetSrcNode()] = true
 		}
 	}
@@ -148,9 +148,8 @@ func externalSources(results []*measurev1.Result) int {
 func nodesIn(results []*measurev1.Result) int {
 	nodes := map[string]bool{}
 	for _, r := range results {
-		nodes[r.GetSrcNode()] = true
-		if !testspec.IsExternal(r.GetPath()) { // else dst is a target's name
-			nodes[r.GetDstNode()] = true
+		for _, n := range testspec.DestOf(r).Nodes(r.GetSrcNode()) { // a target is no node
+			nodes[n] = true
 		}
 	}
 	delete(nodes, "")

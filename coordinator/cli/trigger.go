@@ -127,9 +127,8 @@ func warnDisconnected(ctx context.Context, o *options, client meshv1.MeshService
 	}
 	inRun := map[string]bool{}
 	for _, pt := range run.GetPlanned() {
-		inRun[pt.GetSrcNode()] = true
-		if !testspec.IsExternal(pt.GetPath()) { // else dst is a target's name
-			inRun[pt.GetDstNode()] = true
+		for _, n := range testspec.DestOf(pt).Nodes(pt.GetSrcNode()) { // a target is no node
+			inRun[n] = true
 		}
 	}
 	for _, a := range resp.GetAgents() {

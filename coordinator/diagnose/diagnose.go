@@ -336,7 +336,7 @@ func observe(results []*measurev1.Result) []observation {
 		}
 		// An external target is no node: its name would be a suspect, and
 		// a target that is down would make every node a suspect.
-		if testspec.IsExternal(r.GetPath()) {
+		if !testspec.DestOf(r).InMesh() {
 			continue
 		}
 		if !unmeasured(r.GetStatus()) {

@@ -131,7 +131,7 @@ func observeExternal(results []*measurev1.Result, aside map[string]bool) []obser
 	var ext []*measurev1.Result
 	for _, r := range results {
 		src, dst := r.GetSrcNode(), r.GetDstNode()
-		if src == "" || dst == "" || !testspec.IsExternal(r.GetPath()) || aside[src] || unmeasured(r.GetStatus()) {
+		if src == "" || dst == "" || testspec.DestOf(r).InMesh() || aside[src] || unmeasured(r.GetStatus()) {
 			continue
 		}
 		ext = append(ext, r)

@@ -42,9 +42,8 @@ func (m *Metrics) recordLosses(losses map[pairKey][]float64) {
 		if m.cfg.PerPair {
 			m.pairLoss.WithLabelValues(k.src, k.dst, testspec.Name(k.test), testspec.PathName(k.path)).Set(v)
 		}
-		setMedian(m.lastLoss, m.nodeLoss, nodeKey{node: k.src, role: RoleSrc, test: k.test, path: k.path}, k.dst, v)
-		if !testspec.IsExternal(k.path) {
-			setMedian(m.lastLoss, m.nodeLoss, nodeKey{node: k.dst, role: RoleDst, test: k.test, path: k.path}, k.src, v)
+		for _, e := range testspec.DestinationOf(k.path, k.dst).Ends(k.src) {
+			setMedian(m.lastLoss, m.nodeLoss, nodeKey{node: e.Node, role: e.Role, test: k.test, path: k.path}, e.Peer, v)
 		}
 	}
 }

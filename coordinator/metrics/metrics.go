@@ -21,9 +21,9 @@ import (
 // Roles of a node in a pair: the value of the role label.
 const (
 	// RoleSrc is the node that ran the client.
-	RoleSrc = "src"
+	RoleSrc = testspec.RoleSrc
 	// RoleDst is the node the client measured against.
-	RoleDst = "dst"
+	RoleDst = testspec.RoleDst
 )
 
 // Config configures New.
@@ -257,9 +257,8 @@ func (m *Metrics) Recorded(results []*measurev1.Result) {
 	for _, r := range results {
 		k := pairKey{src: r.GetSrcNode(), dst: r.GetDstNode(), test: r.GetSpec().GetTest(), path: r.GetPath()}
 		test, path, status := testspec.Name(k.test), testspec.PathName(k.path), report.StatusName(r.GetStatus())
-		m.nodeResults.WithLabelValues(k.src, RoleSrc, test, path, status).Inc()
-		if !testspec.IsExternal(k.path) { // else dst is a target's name, no node
-			m.nodeResults.WithLabelValues(k.dst, RoleDst, test, path, status).Inc()
+		for _, e := range testspec.DestinationOf(k.path, k.dst).Ends(k.src) { // a target is no node: src alone
+			m.nodeResults.WithLabelValues(e.Node, e.Role, test, path, status).Inc()
 		}
 		if r.GetStatus() != measurev1.Status_STATUS_OK || r.GetMetrics() == nil {
 			continue
@@ -281,9 +280,8 @@ func (m *Metrics) Recorded(results []*measurev1.Result) {
 		if m.cfg.PerPair {
 			m.pairGauge(k.test).WithLabelValues(k.src, k.dst, testspec.Name(k.test), testspec.PathName(k.path)).Set(v)
 		}
-		m.setLast(nodeKey{node: k.src, role: RoleSrc, test: k.test, path: k.path}, k.dst, v)
-		if !testspec.IsExternal(k.path) {
-			m.setLast(nodeKey{node: k.dst, role: RoleDst, test: k.test, path: k.path}, k.src, v)
+		for _, e := range testspec.DestinationOf(k.path, k.dst).Ends(k.src) {
+			m.setLast(nodeKey{node: e.Node, role: e.Role, test: k.test, path: k.path}, e.Peer, v)
 		}
 	}
 	m.recordLosses(losses)

@@ -341,7 +341,8 @@ func (s *Schedule) externalTargets(spec *measurev1.RunSpec, ext []*agentv1.Exter
 		}
 	}
 	spec.ExternalTargets = slices.Clone(s.ExternalTargets)
-	hasExt := slices.ContainsFunc(spec.GetPaths(), testspec.IsExternal)
+	_, extPaths := testspec.SplitPaths(spec.GetPaths())
+	hasExt := len(extPaths) > 0
 	switch {
 	case len(s.ExternalTargets) > 0 && len(spec.GetPaths()) > 0 && !hasExt:
 		return fmt.Errorf("external_targets %v: paths has no host-external or pod-external", s.ExternalTargets)

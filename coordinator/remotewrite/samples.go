@@ -15,12 +15,6 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// Roles of the node series' role label, as in coordinator/metrics.
-const (
-	roleSrc = "src"
-	roleDst = "dst"
-)
-
 var _ runs.Observer = (*Writer)(nil)
 
 // nodeKey is one node series: node, role, test and path.
@@ -120,9 +114,8 @@ func (w *Writer) Recorded(results []*measurev1.Result) {
 			a.vs = append(a.vs, p.v)
 			a.ts = max(a.ts, p.ts)
 		}
-		keep(nodeKey{p.r.GetSrcNode(), roleSrc, test, path})
-		if !testspec.IsExternal(path) { // dst is a target's name, no node
-			keep(nodeKey{p.r.GetDstNode(), roleDst, test, path})
+		for _, e := range testspec.DestOf(p.r).Ends(p.r.GetSrcNode()) { // a target is no node: src alone
+			keep(nodeKey{e.Node, e.Role, test, path})
 		}
 	}
 	w.aggs.mu.Unlock()

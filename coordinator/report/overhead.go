@@ -120,12 +120,7 @@ func (o Overhead) Words() string {
 // Baseline is the path another path's overhead is measured against:
 // host->external for the external paths (pod->external against it is the
 // cost of leaving the cluster from a pod), host->host for the others.
-func Baseline(p measurev1.Path) measurev1.Path {
-	if testspec.IsExternal(p) {
-		return measurev1.Path_PATH_HOST_TO_EXTERNAL
-	}
-	return measurev1.Path_PATH_HOST_TO_HOST
-}
+func Baseline(p measurev1.Path) measurev1.Path { return testspec.KindOf(p).Baseline() }
 
 // Overheads computes, for every test and path other than a baseline, the
 // overhead against its Baseline (host->host, or host->external for

@@ -180,9 +180,9 @@ func SummaryLine(rows []*PairPath) string {
 // the node pairs run.
 func Columns(rows []*PairPath) []measurev1.Test {
 	var cols []measurev1.Test
-	for _, external := range []bool{false, true} {
+	for _, kind := range testspec.Kinds() {
 		for _, p := range rows {
-			if testspec.IsExternal(p.Path) != external {
+			if testspec.KindOf(p.Path) != kind {
 				continue
 			}
 			for _, t := range p.Tests {

@@ -182,8 +182,10 @@ func anyBusy(rs []*measurev1.Result) bool {
 	return false
 }
 
-// execOnce runs one attempt of a test; answered reports that the results
-// are the source agent's answer to the client work.
+// execOnce runs one attempt of a test, to a node (execNode) or to an
+// external target (execExternal), as its destination's kind says;
+// answered reports that the results are the source agent's answer to the
+// client work.
 func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.PlannedTest) (results []*measurev1.Result, answered bool) {
 	start := time.Now()
 	fail := func(status measurev1.Status, format string, args ...any) ([]*measurev1.Result, bool) {
@@ -192,9 +194,21 @@ func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.Plan
 			StartTime: timestamppb.New(start), Elapsed: durationpb.New(time.Since(start)),
 		}}, false
 	}
-	if testspec.IsExternal(pt.GetPath()) {
+	switch testspec.DestOf(pt).Kind() {
+	case testspec.KindTarget:
 		return m.execExternal(ctx, runID, pt, fail)
+	default:
+		return m.execNode(ctx, runID, pt, fail)
 	}
+}
+
+// execNode runs one attempt of a test to a node: both agents must be
+// there (gossip and session), every test but ping asks the destination's
+// agent for its server (qperf and iperf3 start one, stopped after the
+// client; the HTTP tests get the always-up HTTP target's port), and the
+// client work names the destination's address on the path.
+func (m *Manager) execNode(ctx context.Context, runID string, pt *measurev1.PlannedTest, fail failFunc) ([]*measurev1.Result, bool) {
+	start := time.Now()
 	for _, n := range []struct{ role, name string }{{"source", pt.GetSrcNode()}, {"destination", pt.GetDstNode()}} {
 		if deadBy, gone := m.cfg.Agents.GossipGone(n.name); gone {
 			return fail(measurev1.Status_STATUS_AGENT_UNAVAILABLE, "%s node %q: gossip declares it dead (the gossip of %s); no work sent to it",

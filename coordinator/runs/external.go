@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -39,14 +38,14 @@ func (m *Manager) execExternal(ctx context.Context, runID string, pt *measurev1.
 			return fail(measurev1.Status_STATUS_INVALID, "node %q registered no pod endpoint", src.Name)
 		}
 	}
-	if pt.GetDstNode() == "" {
+	d := testspec.DestOf(pt)
+	if d.Target() == "" {
 		return fail(measurev1.Status_STATUS_INVALID, "%s names no external target", testspec.PathName(pt.GetPath()))
 	}
-	i := slices.IndexFunc(m.cfg.ExternalTargets, func(t *agentv1.ExternalTarget) bool { return t.GetName() == pt.GetDstNode() })
-	if i < 0 {
-		return fail(measurev1.Status_STATUS_INVALID, "external target %q is not in the coordinator's allowlist", pt.GetDstNode())
+	target, ok := d.Entry(m.cfg.ExternalTargets)
+	if !ok {
+		return fail(measurev1.Status_STATUS_INVALID, "external target %q is not in the coordinator's allowlist", d.Target())
 	}
-	target := m.cfg.ExternalTargets[i]
 	if why := schedule.NotApplying(pt.GetSpec().GetTest(), target); why != "" {
 		return fail(measurev1.Status_STATUS_INVALID, "%s: %s", testspec.Name(pt.GetSpec().GetTest()), why)
 	}
@@ -62,6 +61,6 @@ func (m *Manager) execExternal(ctx context.Context, runID string, pt *measurev1.
 		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
 	}
 	return m.runClient(ctx, runID, pt, start, expected, &agentv1.RunClient{
-		Spec: pt.GetSpec(), Network: network, ExternalTarget: pt.GetDstNode(), Port: port, DataPort: dataPort,
+		Spec: pt.GetSpec(), Network: network, ExternalTarget: d.Target(), Port: port, DataPort: dataPort,
 	})
 }

@@ -39,7 +39,7 @@ type busyPolicy struct {
 // an external server as the constants above say, its first backoff
 // m.extBackoff (externalBusyBackoff but in tests).
 func (m *Manager) busyPolicyOf(pt *measurev1.PlannedTest, within time.Duration) busyPolicy {
-	if testspec.IsExternal(pt.GetPath()) && testspec.IsHeavy(pt.GetSpec().GetTest()) {
+	if testspec.DestOf(pt).Queued(pt.GetSpec().GetTest()) {
 		first := m.extBackoff
 		return busyPolicy{retries: externalBusyRetries, within: within, backoff: func(attempt int) time.Duration {
 			return min(first<<attempt, externalBusyMaxBackoff)

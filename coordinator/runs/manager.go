@@ -498,9 +498,8 @@ func (m *Manager) runLight(ctx context.Context, a *active, rec *recorder, tests 
 	defer wg.Wait()
 	nodes := map[string]bool{}
 	for _, pt := range tests {
-		nodes[pt.GetSrcNode()] = true
-		if !testspec.IsExternal(pt.GetPath()) {
-			nodes[pt.GetDstNode()] = true
+		for _, n := range testspec.DestOf(pt).Nodes(pt.GetSrcNode()) {
+			nodes[n] = true
 		}
 	}
 	window := make(chan struct{}, max(len(nodes)*m.cfg.Gate.MaxLight(), 1))
@@ -511,10 +510,7 @@ func (m *Manager) runLight(ctx context.Context, a *active, rec *recorder, tests 
 		case <-ctx.Done():
 			return
 		}
-		dst := pt.GetDstNode()
-		if testspec.IsExternal(pt.GetPath()) {
-			dst = "" // a target's name: no node to hold
-		}
+		dst := testspec.DestOf(pt).Node() // "" for a target: no node to hold
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -65,34 +65,30 @@ func Arrange(planned []*measurev1.PlannedTest) Arrangement {
 	lightPairs := map[Pair]int{} // node pair -> its wave (its round's index)
 	var nodes []string
 	for _, pt := range planned {
-		ends := []string{pt.GetSrcNode(), pt.GetDstNode()}
-		if testspec.IsExternal(pt.GetPath()) {
-			ends = ends[:1] // the destination is a target's name, not a node
-		}
-		for _, n := range ends {
+		d, test := testspec.DestOf(pt), pt.GetSpec().GetTest()
+		for _, n := range d.Nodes(pt.GetSrcNode()) {
 			if !slices.Contains(nodes, n) {
 				nodes = append(nodes, n)
 			}
 		}
-		p := Pair{Src: pt.GetSrcNode(), Dst: pt.GetDstNode()}
-		if testspec.IsExternal(pt.GetPath()) && testspec.IsHeavy(pt.GetSpec().GetTest()) {
-			q, ok := queues[pt.GetDstNode()]
+		p := Pair{Src: pt.GetSrcNode(), Dst: d.Name()}
+		switch {
+		case d.Queued(test):
+			q, ok := queues[d.Name()]
 			if !ok {
 				q = len(a.External)
-				queues[pt.GetDstNode()] = q
-				a.External = append(a.External, ExternalQueue{Target: pt.GetDstNode()})
+				queues[d.Name()] = q
+				a.External = append(a.External, ExternalQueue{Target: d.Name()})
 			}
 			a.External[q].Tests = append(a.External[q].Tests, pt)
-			continue
-		}
-		if !testspec.IsHeavy(pt.GetSpec().GetTest()) {
+		case !testspec.IsHeavy(test):
 			a.Light = append(a.Light, pt)
-			if !testspec.IsExternal(pt.GetPath()) {
+			if d.InMesh() {
 				lightPairs[p] = 0
 			}
-			continue
+		default:
+			byPair[p] = append(byPair[p], pt)
 		}
-		byPair[p] = append(byPair[p], pt)
 	}
 	slices.Sort(nodes)
 	for r, round := range Rounds(nodes) {
@@ -130,21 +126,21 @@ func inWaves(light []*measurev1.PlannedTest, pairs map[Pair]int) []*measurev1.Pl
 	tests := make([]waved, len(light))
 	for i, pt := range light {
 		w := waved{pt: pt, repeat: pt.GetRepeat()}
-		if testspec.IsExternal(pt.GetPath()) {
+		if d := testspec.DestOf(pt); d.InMesh() {
+			w.wave = pairs[Pair{Src: pt.GetSrcNode(), Dst: d.Node()}]
+		} else {
 			sr := srcRepeat{pt.GetSrcNode(), pt.GetRepeat()}
 			seen := targets[sr]
 			if seen == nil {
 				seen = map[string]int{}
 				targets[sr] = seen
 			}
-			n, ok := seen[pt.GetDstNode()]
+			n, ok := seen[d.Target()]
 			if !ok {
 				n = len(seen)
-				seen[pt.GetDstNode()] = n
+				seen[d.Target()] = n
 			}
 			w.wave = n
-		} else {
-			w.wave = pairs[Pair{Src: pt.GetSrcNode(), Dst: pt.GetDstNode()}]
 		}
 		tests[i] = w
 	}

@@ -73,19 +73,8 @@ func DefaultRepeats(t measurev1.Test) uint32 {
 // ICMP echo to a ClusterIP goes unanswered on a healthy cluster. On the
 // external paths run ping, HTTP, iperf3 and qperf, each only to a target
 // that has what it needs (an http_url, a server's ports: see AppliesTo).
-func Applies(test measurev1.Test, path measurev1.Path) bool {
-	if testspec.IsExternal(path) {
-		switch testspec.Tool(test) {
-		case measurev1.Tool_TOOL_IPERF3, measurev1.Tool_TOOL_QPERF:
-			return true
-		}
-		return test == measurev1.Test_TEST_PING || test == measurev1.Test_TEST_HTTP
-	}
-	if test == measurev1.Test_TEST_PING {
-		return path != measurev1.Path_PATH_POD_TO_SERVICE && path != measurev1.Path_PATH_HOST_TO_SERVICE
-	}
-	return true
-}
+// testspec.Applies has the rule, beside the kinds of destination.
+func Applies(test measurev1.Test, path measurev1.Path) bool { return testspec.Applies(test, path) }
 
 // Nodes are the node names Plan works with, sorted.
 type Nodes struct {
@@ -185,14 +174,7 @@ func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error
 	for _, t := range norm {
 		repeats = max(repeats, repeatsOf(t.GetTest()))
 	}
-	var nodePaths, extPaths []measurev1.Path
-	for _, p := range paths {
-		if testspec.IsExternal(p) {
-			extPaths = append(extPaths, p)
-		} else {
-			nodePaths = append(nodePaths, p)
-		}
-	}
+	nodePaths, extPaths := testspec.SplitPaths(paths)
 	if len(targets) > 0 && len(extPaths) == 0 {
 		return nil, fmt.Errorf("%w: external_targets %s: no external path among paths (add host-external or pod-external)",
 			ErrInvalid, strings.Join(names(targets), ","))

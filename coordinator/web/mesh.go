@@ -333,8 +333,9 @@ func (u *UI) listChoices(v *meshView, runs []*measurev1.Run) {
 				tests = append(tests, t)
 			}
 		}
-		for _, p := range specPaths(run.GetSpec()) {
-			if !slices.Contains(paths, p) && !testspec.IsExternal(p) {
+		nodePaths, _ := testspec.SplitPaths(specPaths(run.GetSpec())) // the matrix has no targets
+		for _, p := range nodePaths {
+			if !slices.Contains(paths, p) {
 				paths = append(paths, p)
 			}
 		}
@@ -421,7 +422,7 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 	nodeSet := map[string]bool{}
 	var values []float64
 	for k, c := range d.cells {
-		if k.Test != test || k.Params != params || (k.Path != path && k.Path != base) || testspec.IsExternal(k.Path) {
+		if k.Test != test || k.Params != params || (k.Path != path && k.Path != base) || !testspec.KindOf(k.Path).InMesh() {
 			continue
 		}
 		nodeSet[k.Src], nodeSet[k.Dst] = true, true

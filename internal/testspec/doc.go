@@ -8,6 +8,12 @@
 // iperf3_udp, http, http_load. Path names are SOURCE-DESTINATION in the enum's words:
 // host-host, host-pod, pod-pod, pod-service, host-service.
 //
+// A test's destination (dst_node on the wire) is a node or an external
+// target, as its path says (KindOf): Destination holds which, read once
+// (DestOf), and answers what callers ask of it (the nodes a test involves,
+// whether node-pair statistics and localisation apply, whether a heavy
+// test queues per target), so that no caller branches on the path.
+//
 // Two limits span several fields (Normalize has them all):
 //   - iperf3 UDP: udp_target_bps is iperf3's -b, which applies PER STREAM,
 //     so the load offered is udp_target_bps x parallel_streams; that
