@@ -128,6 +128,10 @@ lint: tools ## buf lint, go vet and gofmt.
 	go vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+.PHONY: config-docs
+config-docs: ## Regenerate docs/config.md, the config file's reference, from coordinator/config.
+	go run ./coordinator/config/configdocs -dir coordinator/config -out docs/config.md
+
 .PHONY: verify
 verify: proto lint ## Fail if generated code or go.mod/go.sum drift from the sources.
 	go mod tidy -diff

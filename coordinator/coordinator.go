@@ -44,6 +44,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshperf/meshperf/coordinator/alert"
+	"github.com/meshperf/meshperf/coordinator/config"
 	"github.com/meshperf/meshperf/coordinator/ingest"
 	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/coordinator/metrics"
@@ -93,9 +94,10 @@ type Config struct {
 	// MetricsAddress is the TCP address of the Prometheus endpoint
 	// (/metrics and /healthz), e.g. ":9090"; empty means none.
 	MetricsAddress string
-	// Monitor are the continuous schedules (coordinator/monitor.Load of the
-	// config file); none means on-demand runs only.
-	Monitor []monitor.Plan
+	// Monitor are the continuous schedules (coordinator/config.Load of the
+	// config file; coordinator/monitor ticks them); none means on-demand
+	// runs only.
+	Monitor []config.Plan
 	// ExternalTargets is the allowlist of external targets (the config
 	// file's external list): sent to every agent, the only targets a run
 	// may name, listed by MeshService.ListExternalTargets. Nil means none.
@@ -178,7 +180,7 @@ type Config struct {
 	// deleted; zero means one minute.
 	KubePruneInterval time.Duration
 	// Probes are the settings of the agents' continuous in-process probes
-	// (the config file's probes section, coordinator/monitor.Load); nil
+	// (the config file's probes section, coordinator/config.Load); nil
 	// means none. Either way, agents that run probe plans get their peers
 	// in plans (full, then deltas), not in whole Endpoints lists.
 	Probes *agentv1.ProbeSettings

@@ -39,6 +39,8 @@ func TestTriggerFlagsSpec(t *testing.T) {
 		{"unknown path", triggerFlags{paths: []string{"pod-moon"}}, "", `--paths`},
 		{"bad pair", triggerFlags{pairs: []string{"node-1"}}, "", `--pair "node-1": want SRC:DST`},
 		{"bad size", triggerFlags{msgSizes: []string{"64x"}}, "", `--msg-sizes: "64x" is not a positive count`},
+		// Checked where the config file's schedules are (config.BuildRunSpec), not first by the coordinator.
+		{"ping count out of range", triggerFlags{tests: []string{"http,ping"}, pingCount: 1 << 20}, "", `--tests ping: `},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/meshperf/meshperf/coordinator/monitor"
+	"github.com/meshperf/meshperf/coordinator/config"
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/safetext"
@@ -51,9 +51,9 @@ with the last failure's status. They are kept for
 			if err != nil {
 				return fmt.Errorf("--path: %w", err)
 			}
-			k, ok := monitor.ProbeKindNames[kind]
+			k, ok := config.ProbeKindNames[kind]
 			if !ok {
-				return fmt.Errorf("--kind %q: want one of %s", kind, strings.Join(slices.Sorted(maps.Keys(monitor.ProbeKindNames)), ", "))
+				return fmt.Errorf("--kind %q: want one of %s", kind, strings.Join(slices.Sorted(maps.Keys(config.ProbeKindNames)), ", "))
 			}
 			now := time.Now()
 			req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: k}

@@ -7,9 +7,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/config"
 	"github.com/meshperf/meshperf/coordinator/identity"
 	"github.com/meshperf/meshperf/coordinator/kube"
-	"github.com/meshperf/meshperf/coordinator/monitor"
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/remotewrite"
 	"github.com/meshperf/meshperf/coordinator/runs"
@@ -43,7 +43,7 @@ func newServeCommand(o *options) *cobra.Command {
 			if cfg.PartitionGrace == 0 { // the flag's 0 is "at once"; the Config's is the default
 				cfg.PartitionGrace = -1
 			}
-			settings, err := monitor.Load(configPath)
+			settings, err := config.Load(configPath)
 			if err != nil {
 				return err
 			}
@@ -83,7 +83,7 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&cfg.MetricsAddress, "metrics-listen", ":9090", `TCP address of the Prometheus /metrics and /healthz endpoint ("" for none)`)
 	f.StringVar(&pprofAddr, "pprof-listen", "", `TCP address of Go's runtime profiles, /debug/pprof/ ("" for none; keep it on loopback)`)
 	f.BoolVar(&cfg.MetricsPerPair, "metrics-per-pair", false, "also export one series per node pair on /metrics (nodes² series; per-node aggregates otherwise)")
-	f.StringVar(&configPath, "config", "", "config file (YAML) with the continuous schedules and the external targets; see coordinator/monitor (none: on-demand runs only, no external target)")
+	f.StringVar(&configPath, "config", "", "config file (YAML) with the continuous schedules and the external targets; see docs/config.md (none: on-demand runs only, no external target)")
 	f.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "keep raw results, runs and probe series this long, then roll results and series up per pair per hour (0: keep everything)")
 	f.DurationVar(&cfg.SeriesRollupRetention, "series-rollup-retention", 30*24*time.Hour,
 		"keep the probe series' hourly rollups this long (whole days; at least --retention; 0: no series rollups, raw series past --retention are deleted)")

@@ -1,6 +1,7 @@
-// Package monitor owns meshperf's continuous work: the schedules of the
-// coordinator's config file (a frequent light mesh, a rare bandwidth mesh),
-// each ticking at its interval moved by a random jitter so agents do not
+// Package monitor owns meshperf's continuous work: it ticks the schedules
+// of the coordinator's config file (a frequent light mesh, a rare bandwidth
+// mesh; parsed and checked by coordinator/config, which owns the file),
+// each at its interval moved by a random jitter so agents do not
 // fire in step. On-demand runs go first: a tick that finds any run in
 // progress is skipped (and logged), so continuous work never delays an
 // operator's run. Runs cover the default mesh, which leaves nodes in
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/meshperf/meshperf/coordinator/config"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -28,8 +30,8 @@ type Runs interface {
 
 // Config configures Run.
 type Config struct {
-	// Plans are the schedules (Load).
-	Plans []Plan
+	// Plans are the schedules (config.Load's Settings.Plans).
+	Plans []config.Plan
 	// Runs starts runs and tells whether any is in progress; required.
 	Runs Runs
 	// Logger receives a line per tick; nil discards.
@@ -54,14 +56,14 @@ func Run(ctx context.Context, cfg Config) error {
 
 // Next is the delay before a plan's next tick: its interval moved by a
 // uniform random amount in [-jitter, +jitter].
-func Next(p Plan) time.Duration {
+func Next(p config.Plan) time.Duration {
 	if p.Jitter <= 0 {
 		return p.Interval
 	}
 	return p.Interval - p.Jitter + rand.N(2*p.Jitter+1)
 }
 
-func loop(ctx context.Context, p Plan, runs Runs, log *slog.Logger) {
+func loop(ctx context.Context, p config.Plan, runs Runs, log *slog.Logger) {
 	t := time.NewTimer(Next(p))
 	defer t.Stop()
 	for {
@@ -77,7 +79,7 @@ func loop(ctx context.Context, p Plan, runs Runs, log *slog.Logger) {
 
 // Tick triggers one run of p, unless a run is in progress (an on-demand
 // run, or the previous continuous one), and reports whether it started one.
-func Tick(ctx context.Context, p Plan, runs Runs, log *slog.Logger) bool {
+func Tick(ctx context.Context, p config.Plan, runs Runs, log *slog.Logger) bool {
 	active, err := runs.Runs(ctx, measurev1.RunState_RUN_STATE_QUEUED, measurev1.RunState_RUN_STATE_RUNNING)
 	if err != nil {
 		log.Error("continuous run: list runs", "err", err)

@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/meshperf/meshperf/coordinator/monitor"
+	"github.com/meshperf/meshperf/coordinator/config"
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -182,7 +182,7 @@ func (u *UI) apiPair(r *http.Request) (any, error) {
 	if k := r.URL.Query().Get("kind"); k != "" {
 		kindName = k
 	}
-	kind, ok := monitor.ProbeKindNames[kindName]
+	kind, ok := config.ProbeKindNames[kindName]
 	if !ok {
 		return nil, &paramError{name: "kind", value: kindName, want: "want icmp, icmp_mtu, tcp or http"}
 	}

@@ -1,4 +1,4 @@
-package monitor
+package config
 
 import (
 	"fmt"
@@ -12,60 +12,13 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// Probes is the config file's probes section: the continuous mesh that
-// every agent probes on its own clock, in-process, and reports in batches
-// (agent/probe), e.g.
-//
-//	probes:
-//	  interval: 10s            # each peer, path and kind once per interval
-//	  report_interval: 60s     # one report per agent per minute (faults: within one interval)
-//	  kinds: [icmp, icmp_mtu, tcp, http]
-//	  paths: [host-host, pod-pod]
-//	  ip_families: [ipv4, ipv6] # default [ipv4]
-type Probes struct {
-	// Interval is how often each peer, path and kind is probed; "" means
-	// 10s, at least 1s.
-	Interval string `json:"interval"`
-	// ReportInterval is the period of one agent report: a whole multiple
-	// of Interval; "" means Interval.
-	ReportInterval string `json:"report_interval"`
-	// Timeout bounds one probe; "" means the smaller of 2s and half of
-	// Interval. It must be under Interval.
-	Timeout string `json:"timeout"`
-	// Kinds are icmp, icmp_mtu, tcp and http; empty means all four.
-	Kinds []string `json:"kinds"`
-	// Paths are host-host, host-pod, pod-pod, host-service and
-	// pod-service; empty means host-host and pod-pod.
-	Paths []string `json:"paths"`
-	// PayloadBytes is the icmp probe's payload; 0 means 56 (ping's).
-	PayloadBytes uint32 `json:"payload_bytes"`
-	// MaxInFlight bounds each agent's outstanding probes; 0 means 256.
-	MaxInFlight uint32 `json:"max_in_flight"`
-	// MaxPacketsPerSecond bounds the probes each agent starts per second;
-	// 0 means 2000.
-	MaxPacketsPerSecond uint32 `json:"max_packets_per_second"`
-	// SubsetSize, if not 0, makes each agent probe only that many peers
-	// per interval, picked by rendezvous hashing and rotated every
-	// SubsetRotation, so that every pair is covered within
-	// ceil(peers/SubsetSize) rotations; 0 means the full mesh.
-	SubsetSize uint32 `json:"subset_size"`
-	// SubsetRotation is how long one subset is kept; "" means 10 x
-	// Interval.
-	SubsetRotation string `json:"subset_rotation"`
-	// IPFamilies are the families probed, ipv4 and ipv6; empty means
-	// [ipv4]. Each peer is probed in each listed family it has an address
-	// of (on the path's network), from agents with an address of it.
-	// [ipv4] alone sends no ip_families to the agents (IPv4 only, as
-	// before families existed).
-	IPFamilies []string `json:"ip_families"`
-}
-
 // probeFamilyNames are the config file's names of the probed families.
 var probeFamilyNames = map[string]measurev1.IPFamily{
 	"ipv4": measurev1.IPFamily_IP_FAMILY_IPV4, "ipv6": measurev1.IPFamily_IP_FAMILY_IPV6,
 }
 
-// ProbeKindNames are the config file's names of the probe kinds.
+// ProbeKindNames are the config file's names of the probe kinds (the probes
+// section's kinds), which the CLI and the web UI take too.
 var ProbeKindNames = map[string]agentv1.ProbeKind{
 	"icmp": agentv1.ProbeKind_PROBE_KIND_ICMP, "icmp_mtu": agentv1.ProbeKind_PROBE_KIND_ICMP_MTU,
 	"tcp": agentv1.ProbeKind_PROBE_KIND_TCP, "http": agentv1.ProbeKind_PROBE_KIND_HTTP,
