@@ -108,6 +108,10 @@ image: ## Build the container image with docker: IMAGE=... (default ghcr.io/mesh
 image-oci: ## Build the image with no registry or docker (root): an OCI layout in OCI_OUT (default out/oci/meshperf), tag VERSION.
 	@OCI_OUT=$(OCI_OUT) VERSION=$(VERSION) deploy/image/build-oci.sh
 
+.PHONY: docs
+docs: ## Regenerate the generated docs (docs/cli/*.md from the cobra commands); the tests fail when they are stale.
+	MESHPERF_UPDATE_DOCS=1 go test -count=1 -run '^TestCLIReference$$' ./cmd/agent/ ./cmd/coordinator/ ./cmd/meshlab/
+
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Install the pinned code generators.
 

@@ -31,6 +31,18 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cmd := NewCommand(stdout, stderr)
+	cmd.SetArgs(args)
+	return cmd.ExecuteContext(ctx)
+}
+
+// NewCommand returns the agent's command tree (the root `agent`, which
+// runs the agent, and `agent endpoint`), writing its output to stdout and
+// its logs and errors to stderr. The defaults of --node and --host-ip are
+// read from $NODE_NAME and $HOST_IP when it is called. Execute it with a
+// context (ExecuteContext); run adds the signals. The tree also feeds the
+// generated reference docs/cli/agent.md (internal/clidoc).
+func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		cfg                    agent.Config
 		hostIP, podIP, service string
@@ -115,8 +127,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	_ = cmd.MarkFlagRequired("coordinator")
 	cmd.AddCommand(endpointCmd(stderr))
-	cmd.SetArgs(args)
-	return cmd.ExecuteContext(ctx)
+	return cmd
 }
 
 // parseIPs takes the value of an address flag: "" (none), one address,

@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"github.com/meshperf/meshperf/deploy/fleet"
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
 	"github.com/meshperf/meshperf/deploy/lab/labcli"
@@ -39,9 +41,19 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	cmd := labcli.NewCommand(cluster.NewDemoCommand(), cluster.NewFaultsCommand(), cluster.NewBenchCommand(), fleet.NewBenchScaleCommand())
+	cmd := NewCommand(stdout, stderr)
 	cmd.SetArgs(args)
+	return cmd.ExecuteContext(ctx)
+}
+
+// NewCommand returns meshlab's command tree: the lab's commands
+// (deploy/lab/labcli: up, down, status, fault) with demo, demo-faults,
+// bench and bench-scale, writing output to stdout and errors to stderr.
+// The tree also feeds the generated reference docs/cli/meshlab.md
+// (internal/clidoc).
+func NewCommand(stdout, stderr io.Writer) *cobra.Command {
+	cmd := labcli.NewCommand(cluster.NewDemoCommand(), cluster.NewFaultsCommand(), cluster.NewBenchCommand(), fleet.NewBenchScaleCommand())
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
-	return cmd.ExecuteContext(ctx)
+	return cmd
 }
