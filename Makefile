@@ -109,7 +109,7 @@ image-oci: ## Build the image with no registry or docker (root): an OCI layout i
 	@OCI_OUT=$(OCI_OUT) VERSION=$(VERSION) deploy/image/build-oci.sh
 
 .PHONY: docs
-docs: ## Regenerate the generated docs (docs/cli/*.md from the cobra commands); the tests fail when they are stale.
+docs: config-docs ## Regenerate the generated docs (docs/cli/*.md from the cobra commands, docs/config.md); the tests fail when they are stale.
 	MESHPERF_UPDATE_DOCS=1 go test -count=1 -run '^TestCLIReference$$' ./cmd/agent/ ./cmd/coordinator/ ./cmd/meshlab/
 
 .PHONY: tools

@@ -25,7 +25,7 @@ import (
 )
 
 // ContinuousLabelPrefix starts the label of every continuous run
-// (coordinator/monitor labels them "monitor-" + schedule name).
+// (coordinator/config labels them "monitor-" + schedule name).
 const ContinuousLabelPrefix = "monitor-"
 
 // queueSize bounds the ended runs waiting to be diagnosed; beyond it the
