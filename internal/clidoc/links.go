@@ -140,14 +140,22 @@ func prose(md []byte) []string {
 // by "#"s), indented at most three spaces.
 var atxHeading = regexp.MustCompile(`^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$`)
 
+// htmlAnchor matches an explicit HTML anchor, <a id="name"></a>, which
+// GitHub keeps (as user-content-name, reachable as #name).
+var htmlAnchor = regexp.MustCompile(`<a (?:id|name)="([^"]+)"></a>`)
+
 // Anchors returns the fragments GitHub gives the ATX headings of the
 // Markdown text md (Anchor of each heading's text, code spans' backticks
-// dropped; a repeated anchor gets "-1", "-2", ...), as a set. Headings in
-// fenced code blocks are left out.
+// dropped; a repeated anchor gets "-1", "-2", ...) and the explicit
+// <a id="..."></a> anchors, as a set. Headings and anchors in fenced code
+// blocks are left out.
 func Anchors(md []byte) map[string]bool {
 	out := map[string]bool{}
 	seen := map[string]int{}
 	for _, line := range prose(md) {
+		for _, m := range htmlAnchor.FindAllStringSubmatch(line, -1) {
+			out[m[1]] = true
+		}
 		m := atxHeading.FindStringSubmatch(line)
 		if m == nil {
 			continue

@@ -43,14 +43,14 @@ func TestLinks(t *testing.T) {
 }
 
 func TestAnchors(t *testing.T) {
-	md := "# The lab\n\n## Faults: `make demo-faults`\n\n```\n## not a heading\n```\n### The store's series ###\n## Notes\n## Notes\n#nospace\n"
+	md := "# The lab\n\n## Faults: `make demo-faults`\n\n```\n## not a heading\n<a id=\"fenced\"></a>\n```\n### The store's series ###\n## Notes\n## Notes\n#nospace\n<a id=\"schedule\"></a>\n"
 	got := Anchors([]byte(md))
-	for _, want := range []string{"the-lab", "faults-make-demo-faults", "the-stores-series", "notes", "notes-1"} {
+	for _, want := range []string{"the-lab", "faults-make-demo-faults", "the-stores-series", "notes", "notes-1", "schedule"} {
 		if !got[want] {
 			t.Errorf("Anchors: %q missing from %v", want, got)
 		}
 	}
-	for _, not := range []string{"not-a-heading", "nospace", "notes-2"} {
+	for _, not := range []string{"not-a-heading", "nospace", "notes-2", "fenced"} {
 		if got[not] {
 			t.Errorf("Anchors: %q must not be there: %v", not, got)
 		}
