@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/internal/protocol"
@@ -152,6 +153,9 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	// reporting carries GossipReporting from this receive loop to the
 	// sendLoop, the latest one first (capacity 1, replaced when full).
 	reporting := make(chan bool, 1)
+	// retuned carries the heartbeats the coordinator proposed and this
+	// receive loop took to the sendLoop (capacity 1, the latest only).
+	retuned := make(chan heartbeats, 1)
 	var wg sync.WaitGroup
 	defer func() {
 		a.outMu.Lock()
@@ -170,7 +174,7 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	wg.Add(1)
 	go func() { // owner: session; ends with ctx
 		defer wg.Done()
-		a.sendLoop(ctx, stream, backlog, reports, ob.ch, interval, reg.GetGossipDeltas(), !reg.GetGossipQuiet(), reporting, cancel)
+		a.sendLoop(ctx, stream, backlog, reports, ob.ch, interval, reg.GetGossipDeltas(), !reg.GetGossipQuiet(), reporting, retuned, cancel)
 	}()
 	a.targets.setGossipSeeds(reg.GetGossipSeeds())
 	a.updateGossipRegistered()
@@ -260,11 +264,51 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 			}
 			reporting <- msg.GossipReporting.GetReport()
 			a.log.Info("gossip views", "report", msg.GossipReporting.GetReport())
-		case *agentv1.ConnectResponse_Heartbeat, *agentv1.ConnectResponse_Registered:
+		case *agentv1.ConnectResponse_Heartbeat:
+			hb, ok, err := proposedHeartbeats(msg.Heartbeat)
+			if err != nil {
+				a.log.Warn("heartbeat change refused; the session keeps its heartbeats", "interval", interval, "timeout", timeout, "err", err)
+			}
+			if !ok {
+				continue
+			}
+			if hb.interval != interval || hb.timeout != timeout {
+				a.log.Debug("heartbeats changed", "interval", hb.interval, "timeout", hb.timeout)
+			}
+			interval, timeout = hb.interval, hb.timeout
+			watchdog.Reset(timeout)
+			select { // only the latest matters
+			case <-retuned:
+			default:
+			}
+			retuned <- hb
+		case *agentv1.ConnectResponse_Registered:
 		default:
 			a.log.Warn("unknown message from the coordinator", "type", fmt.Sprintf("%T", msg))
 		}
 	}
+}
+
+// heartbeats are a session's heartbeat interval and timeout.
+type heartbeats struct{ interval, timeout time.Duration }
+
+// proposedHeartbeats reads the heartbeats a coordinator's Heartbeat
+// proposes: ok is false when it proposes none (neither field set) or
+// ones the agent cannot honor (err says why: one field without the
+// other, or checkHeartbeat's refusal).
+func proposedHeartbeats(hb *agentv1.Heartbeat) (p heartbeats, ok bool, err error) {
+	iv, to := hb.GetInterval(), hb.GetTimeout()
+	switch {
+	case iv == nil && to == nil:
+		return heartbeats{}, false, nil
+	case iv == nil || to == nil:
+		return heartbeats{}, false, fmt.Errorf("%w: heartbeat.interval %v and heartbeat.timeout %v must be set together", errBadHeartbeat, iv.AsDuration(), to.AsDuration())
+	}
+	p = heartbeats{iv.AsDuration(), to.AsDuration()}
+	if err := checkHeartbeat(p.interval, p.timeout); err != nil {
+		return heartbeats{}, false, err
+	}
+	return p, true, nil
 }
 
 // checkHeartbeat refuses heartbeat parameters the agent cannot honor.
@@ -314,7 +358,7 @@ func (a *Agent) clientDone(r *agentv1.WorkResult) {
 // every client result it sent.
 func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[agentv1.ConnectRequest, agentv1.ConnectResponse],
 	backlog []*agentv1.WorkResult, reports []*agentv1.ProbeReport, out <-chan *agentv1.ConnectRequest, interval time.Duration,
-	deltas, report bool, reporting <-chan bool, cancel context.CancelCauseFunc) {
+	deltas, report bool, reporting <-chan bool, retuned <-chan heartbeats, cancel context.CancelCauseFunc) {
 	if len(backlog) > 0 {
 		a.log.Info("sending again the results the coordinator has not acknowledged", "results", len(backlog))
 	}
@@ -405,6 +449,12 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 			m = views.whole(a.gossip.Members())
 		case <-tick.C:
 			m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}
+		case hb := <-retuned:
+			// Taken at once: the coordinator changes its own heartbeats
+			// once it has this answer.
+			tick.Reset(hb.interval)
+			m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now(),
+				Interval: durationpb.New(hb.interval), Timeout: durationpb.New(hb.timeout)}}}
 		}
 		if err := stream.Send(m); err != nil {
 			cancel(fmt.Errorf("send: %w", err))

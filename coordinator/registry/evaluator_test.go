@@ -86,7 +86,7 @@ func TestGossipEvaluator(t *testing.T) {
 	}
 	// n2's session is live: gossip alone does not take it out.
 	n2 := sessions["n2"]
-	n2.hbInterval = time.Hour
+	n2.hb.Store(&heartbeatParams{interval: time.Hour, timeout: 3 * time.Hour})
 	n2.touch(time.Now())
 	if deadBy, gone := r.GossipGone("n2"); gone {
 		t.Errorf("GossipGone(n2) = %v, %v with a live session; want kept", deadBy, gone)

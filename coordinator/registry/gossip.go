@@ -51,7 +51,7 @@ const recentHeartbeats = 3
 // from its agent within recentHeartbeats intervals before now: gossip
 // alone does not make such a node unavailable.
 func liveSession(s *session, now time.Time) bool {
-	return s != nil && now.Sub(s.lastSeen()) <= recentHeartbeats*s.hbInterval
+	return s != nil && now.Sub(s.lastSeen()) <= recentHeartbeats*s.heartbeat().interval
 }
 
 // gossipGone reports whether a gossip state is dead or left.

@@ -391,15 +391,16 @@ const maxScaledHeartbeat = 15 * time.Second
 // heartbeats returns the heartbeat interval and timeout of a registering
 // session: Config.HeartbeatInterval and HeartbeatTimeout, stretched so
 // that the known nodes' heartbeats stay within Config.MaxHeartbeatRate.
-func (r *Registry) heartbeats() (interval, timeout time.Duration) {
+func (r *Registry) heartbeats() *heartbeatParams {
 	r.mu.Lock()
 	n := len(r.known)
 	r.mu.Unlock()
-	interval = r.cfg.HeartbeatInterval
+	interval := r.cfg.HeartbeatInterval
 	if scaled := time.Duration(n) * time.Second / time.Duration(r.cfg.MaxHeartbeatRate); scaled > interval {
 		interval = max(min(scaled, maxScaledHeartbeat), r.cfg.HeartbeatInterval)
 	}
-	return interval, time.Duration(float64(r.cfg.HeartbeatTimeout) * float64(interval) / float64(r.cfg.HeartbeatInterval))
+	return &heartbeatParams{interval: interval,
+		timeout: time.Duration(float64(r.cfg.HeartbeatTimeout) * float64(interval) / float64(r.cfg.HeartbeatInterval))}
 }
 
 // SetMaintenance cordons (on) or uncordons a known node and persists it.

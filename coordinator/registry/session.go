@@ -16,45 +16,6 @@ import (
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
-// actionKind is the kind of a Work's action, matched with the kind of the
-// WorkResult's outcome.
-type actionKind int
-
-const (
-	actionStartServer actionKind = iota + 1
-	actionRunClient
-	actionStopServer
-)
-
-type pendingKey struct {
-	testID string
-	kind   actionKind
-}
-
-func workKind(w *agentv1.Work) (actionKind, error) {
-	switch w.GetAction().(type) {
-	case *agentv1.Work_StartServer:
-		return actionStartServer, nil
-	case *agentv1.Work_RunClient:
-		return actionRunClient, nil
-	case *agentv1.Work_StopServer:
-		return actionStopServer, nil
-	}
-	return 0, fmt.Errorf("work %q has no action", w.GetTestId())
-}
-
-func resultKind(r *agentv1.WorkResult) (actionKind, bool) {
-	switch r.GetOutcome().(type) {
-	case *agentv1.WorkResult_ServerStarted:
-		return actionStartServer, true
-	case *agentv1.WorkResult_ClientDone:
-		return actionRunClient, true
-	case *agentv1.WorkResult_ServerStopped:
-		return actionStopServer, true
-	}
-	return 0, false
-}
-
 // Bounds of a session's queues of acknowledgements and late results.
 const (
 	// maxAckBatch is the most test IDs one ResultAck carries.
@@ -90,9 +51,10 @@ type session struct {
 	reporter       bool
 	reportDirty    chan struct{}
 	lastReportWarn time.Time // session loop only
-	// hbInterval and hbTimeout are the session's heartbeat parameters
-	// (Registry.heartbeats), set before its loop starts.
-	hbInterval, hbTimeout time.Duration
+	// hb holds the session's heartbeat parameters (Registry.heartbeats):
+	// set before the session is attached, changed by its loop once the
+	// agent took a proposal (heartbeat.go), read by any goroutine.
+	hb atomic.Pointer[heartbeatParams]
 	// attachedAt is when the session was attached; proven is set once it
 	// proved its node (unproven.go).
 	attachedAt time.Time
@@ -277,7 +239,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 				return
 			}
 			lastRecv.Store(time.Now().UnixNano())
-			if !first && m.GetHeartbeat() != nil {
+			if hb := m.GetHeartbeat(); !first && hb != nil && hb.GetInterval() == nil {
 				continue // its arrival is all it says: it never waits for the loop
 			}
 			if gv := m.GetGossipView(); gv != nil {
@@ -331,7 +293,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		defer s.follower.Stop()
 	}
 	// Set before attach: once attached, GossipGone reads them (liveSession).
-	s.hbInterval, s.hbTimeout = r.heartbeats()
+	s.hb.Store(r.heartbeats())
 	// Attach before answering, so that the agent is dispatchable as soon
 	// as it knows it is registered.
 	err = r.attach(ctx, s, reg)
@@ -342,8 +304,8 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	attached.Store(s)
 	err = stream.Send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Registered{Registered: &agentv1.Registered{
 		CoordinatorVersion: r.cfg.Version,
-		HeartbeatInterval:  durationpb.New(s.hbInterval),
-		HeartbeatTimeout:   durationpb.New(s.hbTimeout),
+		HeartbeatInterval:  durationpb.New(s.heartbeat().interval),
+		HeartbeatTimeout:   durationpb.New(s.heartbeat().timeout),
 		GossipSeeds:        r.gossipSeeds(node.Name),
 		GossipDeltas:       true,
 		GossipQuiet:        node.GossipPort != 0 && !r.isReporter(s),
@@ -372,10 +334,11 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 }
 
 func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-chan *agentv1.ConnectRequest, recvErr <-chan error, lastRecv *atomic.Int64) error {
-	heartbeat := time.NewTicker(s.hbInterval)
+	heartbeat := time.NewTicker(s.heartbeat().interval)
 	defer heartbeat.Stop()
-	watchdog := time.NewTimer(s.hbTimeout)
+	watchdog := time.NewTimer(s.heartbeat().timeout)
 	defer watchdog.Stop()
+	var proposed *heartbeatParams // proposed to the agent, not yet taken
 	send := func(m *agentv1.ConnectResponse) error {
 		if err := stream.Send(m); err != nil {
 			return fmt.Errorf("send to agent: %w", err)
@@ -515,16 +478,32 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 			if rep := m.GetProbeReport(); rep != nil {
 				r.probeReport(s, rep)
 			}
+			if hb := m.GetHeartbeat(); hb != nil && proposed.takenBy(hb) {
+				// The agent took the proposal: from now on both sides use it.
+				s.hb.Store(proposed)
+				heartbeat.Reset(proposed.interval)
+				watchdog.Reset(proposed.timeout)
+				r.log.Debug("heartbeats changed", "node", s.node.Name, "interval", proposed.interval, "timeout", proposed.timeout)
+				proposed = nil
+			}
 		case <-watchdog.C:
 			silent := time.Since(time.Unix(0, lastRecv.Load()))
-			if silent >= s.hbTimeout {
-				return fmt.Errorf("%w: nothing from the agent for %v", ErrHeartbeatTimeout, silent.Round(time.Millisecond))
+			if to := s.heartbeat().timeout; silent < to {
+				watchdog.Reset(to - silent)
+				break
 			}
-			watchdog.Reset(s.hbTimeout - silent)
+			return fmt.Errorf("%w: nothing from the agent for %v", ErrHeartbeatTimeout, silent.Round(time.Millisecond))
 		case <-heartbeat.C:
 			s.touch(time.Unix(0, lastRecv.Load())) // the agent's heartbeats stop at the receiver
 			r.heardFrom(s, time.Unix(0, lastRecv.Load()))
-			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}})
+			hb := &agentv1.Heartbeat{SendTime: timestamppb.Now()}
+			if want := r.heartbeats(); s.heartbeat().retune(want) {
+				proposed = want // again at every heartbeat until taken: an old agent ignores it
+				hb.Interval, hb.Timeout = durationpb.New(want.interval), durationpb.New(want.timeout)
+			} else {
+				proposed = nil
+			}
+			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Heartbeat{Heartbeat: hb}})
 		case <-s.endpointsDirty:
 			err = send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: r.endpoints(s)}})
 		case <-planC:

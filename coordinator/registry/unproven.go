@@ -74,7 +74,7 @@ func (r *Registry) prove(s *session, how string) {
 // session's heartbeat timeout after its registration; lastRecv is when it
 // was last heard from. The session loop calls it at every heartbeat.
 func (r *Registry) heardFrom(s *session, lastRecv time.Time) {
-	if !s.proven.Load() && lastRecv.Sub(s.attachedAt) >= s.hbTimeout {
+	if !s.proven.Load() && lastRecv.Sub(s.attachedAt) >= s.heartbeat().timeout {
 		r.prove(s, "heartbeats")
 	}
 }

@@ -357,6 +357,9 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 
 	out := make(chan *agentv1.ConnectRequest, 64)
 	sendErr := make(chan error, 1)
+	// retune carries the coordinator's proposed heartbeats (the latest
+	// only), which the fleet takes, as an agent does.
+	retune := make(chan *agentv1.Heartbeat, 1)
 	go func() { // owner: session; ends with ctx
 		hb := time.NewTicker(r.GetHeartbeatInterval().AsDuration())
 		defer hb.Stop()
@@ -368,6 +371,10 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 			case m = <-out:
 			case <-hb.C:
 				m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}
+			case p := <-retune:
+				hb.Reset(p.GetInterval().AsDuration())
+				m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now(),
+					Interval: p.GetInterval(), Timeout: p.GetTimeout()}}}
 			}
 			if err := stream.Send(m); err != nil {
 				sendErr <- err
@@ -414,6 +421,14 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 				default:
 				}
 				reportingC <- msg.GossipReporting.GetReport()
+			case *agentv1.ConnectResponse_Heartbeat:
+				if p := msg.Heartbeat; p.GetInterval().AsDuration() > 0 && p.GetTimeout().AsDuration() > 0 {
+					select {
+					case <-retune:
+					default:
+					}
+					retune <- p
+				}
 			}
 		}
 	}()

@@ -1080,7 +1080,23 @@ func (x *GossipMember) GetAddress() string {
 type Heartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// send_time is the sender's clock when it sent the heartbeat.
-	SendTime      *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=send_time,json=sendTime,proto3" json:"send_time,omitempty"`
+	SendTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=send_time,json=sendTime,proto3" json:"send_time,omitempty"`
+	// interval and timeout, both set or both unset, change the session's
+	// heartbeat_interval and heartbeat_timeout (Registered's) while it
+	// lasts: the coordinator spreads at most its heartbeat budget (about
+	// 500 a second) over the fleet as it grows or shrinks, so an agent that
+	// registered early in a join wave does not keep the first agents' 1 s.
+	// From the coordinator, they are a proposal: an agent that takes it
+	// sends its heartbeats every interval from then on, waits up to
+	// timeout for the coordinator's messages, and says so at once with a
+	// Heartbeat carrying the same two values; the coordinator keeps the old
+	// interval for its own heartbeats and its watchdog until it has that
+	// answer (an agent that ignores the fields keeps the old ones, and so
+	// does the coordinator). An agent refuses (ignores) values it cannot
+	// honor: interval under 10 ms, or timeout under 2 x interval. Unset: no
+	// change.
+	Interval      *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
+	Timeout       *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1118,6 +1134,20 @@ func (*Heartbeat) Descriptor() ([]byte, []int) {
 func (x *Heartbeat) GetSendTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.SendTime
+	}
+	return nil
+}
+
+func (x *Heartbeat) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *Heartbeat) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
 	}
 	return nil
 }
@@ -2130,9 +2160,11 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\fGossipMember\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x124\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1e.meshperf.agent.v1.GossipStateR\x05state\x12\x18\n" +
-	"\aaddress\x18\x03 \x01(\tR\aaddress\"D\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\"\xb0\x01\n" +
 	"\tHeartbeat\x127\n" +
-	"\tsend_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bsendTime\"\x90\x01\n" +
+	"\tsend_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bsendTime\x125\n" +
+	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x123\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x90\x01\n" +
 	"\tEndpoints\x125\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1f.meshperf.agent.v1.NodeEndpointR\x05nodes\x12L\n" +
 	"\x10external_targets\x18\x02 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets\"\xc1\x01\n" +
@@ -2285,31 +2317,33 @@ var file_meshperf_agent_v1_agent_service_proto_depIdxs = []int32{
 	10, // 20: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
 	0,  // 21: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.agent.v1.GossipState
 	31, // 22: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
-	14, // 23: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
-	13, // 24: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
-	6,  // 25: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	31, // 26: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
-	17, // 27: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
-	19, // 28: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
-	18, // 29: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
-	16, // 30: meshperf.agent.v1.Work.cancel_client:type_name -> meshperf.agent.v1.CancelClient
-	29, // 31: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
-	28, // 32: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
-	32, // 33: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
-	28, // 34: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
-	33, // 35: meshperf.agent.v1.RunClient.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	34, // 36: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
-	21, // 37: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
-	22, // 38: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
-	23, // 39: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
-	35, // 40: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
-	1,  // 41: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
-	2,  // 42: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
-	42, // [42:43] is the sub-list for method output_type
-	41, // [41:42] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	30, // 23: meshperf.agent.v1.Heartbeat.interval:type_name -> google.protobuf.Duration
+	30, // 24: meshperf.agent.v1.Heartbeat.timeout:type_name -> google.protobuf.Duration
+	14, // 25: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
+	13, // 26: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
+	6,  // 27: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
+	31, // 28: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
+	17, // 29: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
+	19, // 30: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
+	18, // 31: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
+	16, // 32: meshperf.agent.v1.Work.cancel_client:type_name -> meshperf.agent.v1.CancelClient
+	29, // 33: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
+	28, // 34: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
+	32, // 35: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
+	28, // 36: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
+	33, // 37: meshperf.agent.v1.RunClient.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	34, // 38: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
+	21, // 39: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
+	22, // 40: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
+	23, // 41: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
+	35, // 42: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
+	1,  // 43: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
+	2,  // 44: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
+	44, // [44:45] is the sub-list for method output_type
+	43, // [43:44] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_agent_v1_agent_service_proto_init() }
