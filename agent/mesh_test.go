@@ -21,6 +21,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -139,7 +140,7 @@ func TestMesh(t *testing.T) {
 		}
 		return n == 2
 	}
-	if !poll(30*time.Second, connected) {
+	if !testutil.Within(30*time.Second, 20*time.Millisecond, connected) {
 		select {
 		case err := <-errA:
 			t.Fatalf("agent node-1 returned: %v", err)

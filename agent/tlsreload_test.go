@@ -16,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -75,7 +76,7 @@ func TestTLSReload(t *testing.T) {
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = live.Cert, live.Key, liveCA
 	agentLog := captureLogs(&cfg)
 	startAgent(t, cfg)
-	if !poll(30*time.Second, func() bool { return connected(t, mesh, "node-1") }) {
+	if !testutil.Within(30*time.Second, 20*time.Millisecond, func() bool { return connected(t, mesh, "node-1") }) {
 		t.Fatalf("the agent never registered; agent log:\n%s", agentLog)
 	}
 
@@ -87,7 +88,7 @@ func TestTLSReload(t *testing.T) {
 	mtlstest.Replace(t, liveCA, ca2.File)
 	stop() // the agent loses its session and reconnects
 	mesh, _ = runTLSCoordinator(t, addr, srv2, ca2.File)
-	if !poll(60*time.Second, func() bool { return connected(t, mesh, "node-1") }) {
+	if !testutil.Within(60*time.Second, 20*time.Millisecond, func() bool { return connected(t, mesh, "node-1") }) {
 		t.Fatalf("the agent never registered after the rotation; agent log:\n%s", agentLog)
 	}
 	if !strings.Contains(agentLog.String(), "TLS certificate reloaded") || !strings.Contains(agentLog.String(), "TLS CA reloaded") {
