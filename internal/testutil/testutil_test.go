@@ -235,16 +235,10 @@ func TestToolGate(t *testing.T) {
 // TestOnlyTestsImport: no production (non-_test.go) file of the module
 // imports this package.
 func TestOnlyTestsImport(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatal(err)
-	}
+	root := ModuleRoot(t)
 	const self = `"github.com/meshperf/meshperf/internal/testutil"`
 	var bad []string
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
