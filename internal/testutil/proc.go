@@ -51,7 +51,7 @@ func parseStat(pid int, b []byte) (ProcStat, bool) {
 		return ProcStat{}, false
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 || len(f[0]) != 1 {
+	if len(f) < 20 || len(f[0]) != 1 || !isLetter(f[0][0]) {
 		return ProcStat{}, false
 	}
 	ppid, err1 := strconv.Atoi(f[1])
@@ -62,6 +62,9 @@ func parseStat(pid int, b []byte) (ProcStat, bool) {
 	}
 	return ProcStat{PID: pid, State: f[0][0], PPID: ppid, PGRP: pgrp, StartTime: start}, true
 }
+
+// isLetter reports whether c is an ASCII letter, as every state is.
+func isLetter(c byte) bool { return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') }
 
 // ProcAlive reports whether pid runs; a zombie or a process that does not
 // exist does not.

@@ -111,6 +111,7 @@ func TestParseStat(t *testing.T) {
 		{"truncated", "42 (sleep) S 1 42", ProcStat{}, false},
 		{"no comm", "42 sleep S 1 42" + rest, ProcStat{}, false},
 		{"bad ppid", "42 (sleep) S x 42" + rest, ProcStat{}, false},
+		{"state not a letter", "42 (sleep) 7 1 42" + rest, ProcStat{}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pid, _ := strconv.Atoi(strings.Fields(tt.text)[0])
@@ -127,7 +128,7 @@ func FuzzParseStat(f *testing.F) {
 	f.Add([]byte("1 ())) R 0 1"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, ok := parseStat(1, b)
-		if ok && (s.PID != 1 || s.State == 0) {
+		if ok && (s.PID != 1 || !isLetter(s.State)) {
 			t.Errorf("parseStat(%q) = %+v, true", b, s)
 		}
 	})
