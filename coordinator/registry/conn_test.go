@@ -56,9 +56,9 @@ func dial(t *testing.T, r *Registry, first *agentv1.ConnectRequest) *fakeAgent {
 	return a
 }
 
-// register is a Register of node with a host address and, if not "", a
+// agentReg is a Register of node with a host address and, if not "", a
 // pod address, in this coordinator's protocol version.
-func register(node, host, pod string) *agentv1.Register {
+func agentReg(node, host, pod string) *agentv1.Register {
 	reg := &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version,
 		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: host}}}
 	if pod != "" {

@@ -26,11 +26,11 @@ import (
 // error that says why, and the node is not ready.
 func TestRegistration(t *testing.T) {
 	heartbeat := &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{}}}
-	oldVersion := register("node-1", "10.0.0.1", "")
+	oldVersion := agentReg("node-1", "10.0.0.1", "")
 	oldVersion.ProtocolVersion = protocol.Version + 1
-	noHost := register("node-1", "10.0.0.1", "")
+	noHost := agentReg("node-1", "10.0.0.1", "")
 	noHost.Addresses[0].Network = measurev1.Network_NETWORK_POD
-	badName := register("Node_1!", "10.0.0.1", "")
+	badName := agentReg("Node_1!", "10.0.0.1", "")
 	tests := []struct {
 		name     string
 		first    *agentv1.ConnectRequest
@@ -38,8 +38,8 @@ func TestRegistration(t *testing.T) {
 		wantText string // in the error
 		wantPod  bool   // the ready node has a pod address
 	}{
-		{"host only", registerMsg(register("node-1", "10.0.0.1", "")), nil, "", false},
-		{"host and pod", registerMsg(register("node-1", "10.0.0.1", "10.1.0.1")), nil, "", true},
+		{"host only", registerMsg(agentReg("node-1", "10.0.0.1", "")), nil, "", false},
+		{"host and pod", registerMsg(agentReg("node-1", "10.0.0.1", "10.1.0.1")), nil, "", true},
 		{"heartbeat first", heartbeat, ErrBadRegistration, "must be a Register", false},
 		{"other protocol version", registerMsg(oldVersion), ErrVersionMismatch, "speaks protocol", false},
 		{"no host address", registerMsg(noHost), ErrBadRegistration, "no host address", false},
@@ -90,18 +90,18 @@ func TestAddressConflicts(t *testing.T) {
 		reg      *agentv1.Register
 		wantText string // "": taken
 	}{
-		{"own addresses", register("node-2", "10.0.0.2", "10.1.0.2"), ""},
-		{"node-1 again", register("node-1", "10.0.0.1", "10.1.0.1"), ""},
-		{"node-1's host address", register("node-2", "10.0.0.1", ""), `connected node "node-1" registered`},
-		{"node-1's pod address as host", register("node-2", "10.1.0.1", ""), `connected node "node-1" registered`},
-		{"node-1's host address as pod", register("node-2", "10.0.0.2", "10.0.0.1"), `connected node "node-1" registered`},
-		{"service IP of node-1's host", withService(register("node-2", "10.0.0.2", "10.1.0.2"), "10.0.0.1"), `is the host IP of connected node "node-1"`},
-		{"service IP of node-1's pod", withService(register("node-2", "10.0.0.2", "10.1.0.2"), "10.1.0.1"), `is the pod IP of connected node "node-1"`},
+		{"own addresses", agentReg("node-2", "10.0.0.2", "10.1.0.2"), ""},
+		{"node-1 again", agentReg("node-1", "10.0.0.1", "10.1.0.1"), ""},
+		{"node-1's host address", agentReg("node-2", "10.0.0.1", ""), `connected node "node-1" registered`},
+		{"node-1's pod address as host", agentReg("node-2", "10.1.0.1", ""), `connected node "node-1" registered`},
+		{"node-1's host address as pod", agentReg("node-2", "10.0.0.2", "10.0.0.1"), `connected node "node-1" registered`},
+		{"service IP of node-1's host", withService(agentReg("node-2", "10.0.0.2", "10.1.0.2"), "10.0.0.1"), `is the host IP of connected node "node-1"`},
+		{"service IP of node-1's pod", withService(agentReg("node-2", "10.0.0.2", "10.1.0.2"), "10.1.0.1"), `is the pod IP of connected node "node-1"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRegistry(t, Config{})
-			connect(t, r, register("node-1", "10.0.0.1", "10.1.0.1"))
+			connect(t, r, agentReg("node-1", "10.0.0.1", "10.1.0.1"))
 			a := dial(t, r, registerMsg(tt.reg))
 			if tt.wantText != "" {
 				if err := a.wait(t); !errors.Is(err, ErrBadRegistration) || !strings.Contains(err.Error(), tt.wantText) {
@@ -136,8 +136,8 @@ func TestSessionReplaced(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRegistry(t, Config{})
-			first, _ := connect(t, r, register("node-1", tt.oldIP, ""))
-			second, _ := connect(t, r, register("node-1", tt.newIP, ""))
+			first, _ := connect(t, r, agentReg("node-1", tt.oldIP, ""))
+			second, _ := connect(t, r, agentReg("node-1", tt.newIP, ""))
 			if err := first.wait(t); !errors.Is(err, ErrReplaced) {
 				t.Fatalf("first session's Serve = %v, want ErrReplaced", err)
 			}
@@ -158,7 +158,7 @@ func TestSessionReplaced(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Errorf("Dispatch to the second session = %v", err)
 			}
-			other := dial(t, r, registerMsg(register("node-2", tt.oldIP, "")))
+			other := dial(t, r, registerMsg(agentReg("node-2", tt.oldIP, "")))
 			if tt.wantOldIPFree {
 				other.next(t, "Registered", func(m *agentv1.ConnectResponse) bool { return m.GetRegistered() != nil })
 			} else if err := other.wait(t); !errors.Is(err, ErrBadRegistration) {
@@ -198,7 +198,7 @@ func TestGossipReporters(t *testing.T) {
 			var agents []*fakeAgent
 			var seeds []string
 			for i, ip := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
-				reg := register("node-"+ip[len(ip)-1:], ip, "")
+				reg := agentReg("node-"+ip[len(ip)-1:], ip, "")
 				reg.GossipPort = 7946
 				a, got := connect(t, r, reg)
 				agents = append(agents, a)
@@ -234,7 +234,7 @@ func TestEndpointAnnouncements(t *testing.T) {
 		return out
 	}
 	r := newRegistry(t, Config{})
-	watcher, _ := connect(t, r, register("node-1", "10.0.0.1", "10.1.0.1"))
+	watcher, _ := connect(t, r, agentReg("node-1", "10.0.0.1", "10.1.0.1"))
 	others := map[string]*fakeAgent{}
 	for _, step := range []struct {
 		name      string
@@ -242,9 +242,9 @@ func TestEndpointAnnouncements(t *testing.T) {
 		wantNodes []string
 	}{
 		{"alone", func(*testing.T) {}, []string{"node-1"}},
-		{"node-2 connects", func(t *testing.T) { others["node-2"], _ = connect(t, r, register("node-2", "10.0.0.2", "10.1.0.2")) },
+		{"node-2 connects", func(t *testing.T) { others["node-2"], _ = connect(t, r, agentReg("node-2", "10.0.0.2", "10.1.0.2")) },
 			[]string{"node-1", "node-2"}},
-		{"node-3 connects", func(t *testing.T) { others["node-3"], _ = connect(t, r, register("node-3", "10.0.0.3", "")) },
+		{"node-3 connects", func(t *testing.T) { others["node-3"], _ = connect(t, r, agentReg("node-3", "10.0.0.3", "")) },
 			[]string{"node-1", "node-2", "node-3"}},
 		{"node-2 leaves", func(t *testing.T) { others["node-2"].leave(t) }, []string{"node-1", "node-3"}},
 	} {
@@ -294,7 +294,7 @@ func TestDispatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRegistry(t, Config{})
-			a, _ := connect(t, r, register("node-1", "10.0.0.1", ""))
+			a, _ := connect(t, r, agentReg("node-1", "10.0.0.1", ""))
 			ctx := context.Background()
 			if tt.timeout > 0 {
 				var cancel context.CancelFunc
@@ -355,8 +355,8 @@ func TestMaintenance(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRegistry(t, Config{})
-			connect(t, r, register("node-1", "10.0.0.1", "10.1.0.1"))
-			connect(t, r, register("node-2", "10.0.0.2", "10.1.0.2"))
+			connect(t, r, agentReg("node-1", "10.0.0.1", "10.1.0.1"))
+			connect(t, r, agentReg("node-2", "10.0.0.2", "10.1.0.2"))
 			a, err := r.SetMaintenance(context.Background(), tt.node, tt.on)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("SetMaintenance = %v, want %v", err, tt.wantErr)
