@@ -99,7 +99,9 @@ func TestWithin(t *testing.T) {
 
 // TestParseStat: the fields after a comm with spaces and parentheses.
 func TestParseStat(t *testing.T) {
-	rest := " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0"
+	// Fields 6 to 21 (tty, flags, faults, times, priority, ...), then
+	// field 22, the start time.
+	rest := strings.Repeat(" 0", 16) + " 12345 0 0"
 	for _, tt := range []struct {
 		name   string
 		text   string
