@@ -306,3 +306,43 @@ func TestEventually(t *testing.T) {
 		})
 	}
 }
+
+// TestRun: Run waits for ready, and its stop cancels run's context and
+// reports run's error once; a run that returns before it is ready fails
+// the test at once.
+func TestRun(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tt := range []struct {
+		name                  string
+		early                 bool  // run returns before it is ready
+		err                   error // what run returns once canceled
+		wantErrors, wantFatal int
+	}{
+		{"clean stop", false, nil, 0, 0},
+		{"error at stop", false, boom, 1, 0},
+		{"returns before ready", true, boom, 0, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &recorder{TB: t}
+			ready := make(chan struct{})
+			canceled := false
+			stop := Run(r, context.Background(), "run", ready, func(ctx context.Context) error {
+				if tt.early {
+					return tt.err
+				}
+				close(ready)
+				<-ctx.Done()
+				canceled = true
+				return tt.err
+			})
+			stop()
+			stop()
+			if !tt.early && !canceled {
+				t.Error("stop returned before run saw its context end")
+			}
+			if r.errors != tt.wantErrors || r.fatals != tt.wantFatal {
+				t.Errorf("errors, fatals = %d, %d; want %d, %d", r.errors, r.fatals, tt.wantErrors, tt.wantFatal)
+			}
+		})
+	}
+}
