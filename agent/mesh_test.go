@@ -41,28 +41,14 @@ func startCoordinatorWith(t *testing.T, edit func(*coordinator.Config)) (string,
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "coordinator.sock")
 	addr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
-	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
 	ready := make(chan struct{})
-	errc := make(chan error, 1)
 	cfg := coordinator.Config{
 		ListenAddress: addr, SocketPath: sock, DBPath: filepath.Join(dir, "meshperf.db"),
 		Ready:          func() { close(ready) },
 		AllowAddresses: []registry.AddressClass{registry.ClassLoopback}, // the agents register 127.0.0.x
 	}
 	edit(&cfg)
-	go func() { errc <- coordinator.Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("coordinator.Run: %v", err)
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-errc:
-		errc <- err
-		t.Fatalf("coordinator.Run: %v", err)
-	}
+	testutil.Run(t, testnet.Ctx(t, 2*time.Minute), "coordinator.Run", ready, func(ctx context.Context) error { return coordinator.Run(ctx, cfg) })
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

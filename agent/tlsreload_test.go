@@ -31,28 +31,9 @@ func runTLSCoordinator(t *testing.T, addr string, server mtlstest.Pair, clientCA
 		Logger: slog.New(slog.DiscardHandler), TLSCertFile: server.Cert, TLSKeyFile: server.Key, TLSClientCAFile: clientCA,
 		AllowAddresses: []registry.AddressClass{registry.ClassLoopback}, // the agent registers 127.0.0.1
 	}
-	ready, errc := make(chan struct{}), make(chan error, 1)
+	ready := make(chan struct{})
 	cfg.Ready = func() { close(ready) }
-	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
-	go func() { errc <- coordinator.Run(ctx, cfg) }() // owner: stop
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("coordinator.Run: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	select {
-	case <-ready:
-	case err := <-errc:
-		errc <- nil
-		t.Fatalf("coordinator.Run: %v", err)
-	}
+	stop = testutil.Run(t, testnet.Ctx(t, 2*time.Minute), "coordinator.Run", ready, func(ctx context.Context) error { return coordinator.Run(ctx, cfg) })
 	conn, err := grpc.NewClient("unix://"+cfg.SocketPath, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

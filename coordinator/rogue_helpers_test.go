@@ -52,25 +52,7 @@ func runAt(t *testing.T, dir string, cfg coordinator.Config, logs *testutil.Sync
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ready := make(chan struct{})
 	cfg.Ready = func() { close(ready) }
-	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
-	errc := make(chan error, 1)
-	go func() { errc <- coordinator.Run(ctx, cfg) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-errc; err != nil {
-				t.Errorf("coordinator.Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	select {
-	case <-ready:
-	case err := <-errc:
-		errc <- nil
-		t.Fatalf("coordinator.Run: %v", err)
-	}
+	stop := testutil.Run(t, testnet.Ctx(t, 2*time.Minute), "coordinator.Run", ready, func(ctx context.Context) error { return coordinator.Run(ctx, cfg) })
 	return &running{addr: cfg.ListenAddress, sock: cfg.SocketPath, logs: logs, stop: stop}
 }
 

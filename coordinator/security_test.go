@@ -48,21 +48,7 @@ func start(t *testing.T, cfg coordinator.Config) (string, string, *testutil.Sync
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ready := make(chan struct{})
 	cfg.Ready = func() { close(ready) }
-	ctx, cancel := context.WithCancel(testnet.Ctx(t, time.Minute))
-	errc := make(chan error, 1)
-	go func() { errc <- coordinator.Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("coordinator.Run: %v", err)
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-errc:
-		errc <- nil
-		t.Fatalf("coordinator.Run: %v", err)
-	}
+	testutil.Run(t, testnet.Ctx(t, time.Minute), "coordinator.Run", ready, func(ctx context.Context) error { return coordinator.Run(ctx, cfg) })
 	return cfg.ListenAddress, cfg.SocketPath, logs
 }
 
