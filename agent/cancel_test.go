@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -51,7 +52,7 @@ func TestCancelClient(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.run != "" {
 				fs.send(t, work(tt.cancelID, 60*time.Second, long(tt.run)))
-				if !poll(30*time.Second, func() bool { return len(pingsTo(tt.run)) > 0 }) {
+				if !testutil.Within(30*time.Second, 20*time.Millisecond, func() bool { return len(pingsTo(tt.run)) > 0 }) {
 					t.Fatal("the client never started")
 				}
 			}
@@ -64,7 +65,7 @@ func TestCancelClient(t *testing.T) {
 					r.GetClientDone().GetResults()[0].GetStatus() != tt.wantStatus || !strings.Contains(r.GetMessage(), "canceled") {
 					t.Errorf("client answered %v %q (%v); want %v with one result", r.GetStatus(), r.GetMessage(), r.GetClientDone(), tt.wantStatus)
 				}
-				if !poll(10*time.Second, func() bool { return len(pingsTo(tt.run)) == 0 }) {
+				if !testutil.Within(10*time.Second, 20*time.Millisecond, func() bool { return len(pingsTo(tt.run)) == 0 }) {
 					t.Errorf("ping processes %v still run after the cancel", pingsTo(tt.run))
 				}
 			}

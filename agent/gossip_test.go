@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -161,24 +162,24 @@ func TestGossipViews(t *testing.T) {
 	cfgA := baseConfig(t, target, "node-a")
 	cfgA.GossipPort = testnet.FreePort(t)
 	runGossipAgent(t, cfgA)
-	waitFor(t, "node-a registered", func() bool { return gc.registration("node-a") != nil })
+	testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a registered", func() bool { return gc.registration("node-a") != nil })
 	cfgB := baseConfig(t, target, "node-b")
 	cfgB.GossipPort = testnet.FreePort(t)
 	stopB := runGossipAgent(t, cfgB)
 
 	for node, cfg := range map[string]agent.Config{"node-a": cfgA, "node-b": cfgB} {
-		waitFor(t, node+" registered", func() bool { return gc.registration(node) != nil })
+		testutil.Eventually(t, time.Minute, 20*time.Millisecond, node+" registered", func() bool { return gc.registration(node) != nil })
 		if got := gc.registration(node).GetGossipPort(); got != cfg.GossipPort {
 			t.Errorf("%s registered gossip port %d, want %d", node, got, cfg.GossipPort)
 		}
-		waitFor(t, node+"'s view: both alive", func() bool {
+		testutil.Eventually(t, time.Minute, 20*time.Millisecond, node+"'s view: both alive", func() bool {
 			v := gc.view(node)
 			return len(v) == 2 && v["node-a"] == alive && v["node-b"] == alive
 		})
 	}
 
 	stopB()
-	waitFor(t, "node-a's view: node-b left", func() bool {
+	testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a's view: node-b left", func() bool {
 		v := gc.view("node-a")
 		return v["node-a"] == alive && v["node-b"] == left
 	})
@@ -192,21 +193,12 @@ func TestGossipViews(t *testing.T) {
 	cfgC := baseConfig(t, target, "node-c")
 	cfgC.GossipPort = uint32(taken.LocalAddr().(*net.UDPAddr).Port)
 	runGossipAgent(t, cfgC)
-	waitFor(t, "node-c registered", func() bool { return gc.registration("node-c") != nil })
+	testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-c registered", func() bool { return gc.registration("node-c") != nil })
 	if got := gc.registration("node-c").GetGossipPort(); got != 0 {
 		t.Errorf("node-c, whose gossip cannot bind, registered gossip port %d; want 0", got)
 	}
 	if v := gc.view("node-c"); v != nil {
 		t.Errorf("node-c sent a gossip view without gossip: %v", v)
-	}
-}
-
-// waitFor fails the test if cond does not hold within a minute; the
-// bound only turns a hang into a failure.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if !poll(time.Minute, cond) {
-		t.Fatalf("gave up waiting for %s", what)
 	}
 }
 
@@ -229,13 +221,13 @@ func TestGossipViewsWholeThenDeltas(t *testing.T) {
 			cfgA := baseConfig(t, target, "node-a")
 			cfgA.GossipPort = testnet.FreePort(t)
 			runGossipAgent(t, cfgA)
-			waitFor(t, "node-a's first view", func() bool { return len(gc.messages("node-a")) > 0 })
+			testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a's first view", func() bool { return len(gc.messages("node-a")) > 0 })
 			cfgB := baseConfig(t, target, "node-b")
 			cfgB.GossipPort = testnet.FreePort(t)
 			stopB := runGossipAgent(t, cfgB)
-			waitFor(t, "node-a sees node-b alive", func() bool { return gc.view("node-a")["node-b"] == alive })
+			testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a sees node-b alive", func() bool { return gc.view("node-a")["node-b"] == alive })
 			stopB()
-			waitFor(t, "node-a sees node-b left", func() bool { return gc.view("node-a")["node-b"] == left })
+			testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a sees node-b left", func() bool { return gc.view("node-a")["node-b"] == left })
 
 			msgs := gc.messages("node-a")
 			if msgs[0].GetDelta() || len(msgs[0].GetMembers()) == 0 {
@@ -275,15 +267,15 @@ func TestGossipQuietUntilReporting(t *testing.T) {
 	cfgA := baseConfig(t, target, "node-a")
 	cfgA.GossipPort = testnet.FreePort(t)
 	runGossipAgent(t, cfgA)
-	waitFor(t, "node-a registered", func() bool { return gc.registration("node-a") != nil })
+	testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a registered", func() bool { return gc.registration("node-a") != nil })
 	cfgB := baseConfig(t, target, "node-b")
 	cfgB.GossipPort = testnet.FreePort(t)
 	runGossipAgent(t, cfgB)
 	// node-b (not quiet) joined through node-a: both know each other.
-	waitFor(t, "node-b sees node-a alive", func() bool { return gc.view("node-b")["node-a"] == alive })
+	testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-b sees node-a alive", func() bool { return gc.view("node-b")["node-a"] == alive })
 	gc.push["node-a"] <- &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_GossipReporting{
 		GossipReporting: &agentv1.GossipReporting{Report: true}}}
-	waitFor(t, "node-a's first view", func() bool { return len(gc.messages("node-a")) > 0 })
+	testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a's first view", func() bool { return len(gc.messages("node-a")) > 0 })
 	first := gc.messages("node-a")[0]
 	names := map[string]agentv1.GossipState{}
 	for _, m := range first.GetMembers() {
@@ -308,7 +300,7 @@ func TestGossipRefusesUnregisteredMember(t *testing.T) {
 	cfgA := baseConfig(t, target, "node-a")
 	cfgA.GossipPort = testnet.FreePort(t)
 	runGossipAgent(t, cfgA)
-	waitFor(t, "node-a registered", func() bool { return gc.registration("node-a") != nil })
+	testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a registered", func() bool { return gc.registration("node-a") != nil })
 	host := func(name string) *agentv1.NodeEndpoint {
 		return &agentv1.NodeEndpoint{NodeName: name, Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.1"}}}
 	}
@@ -318,7 +310,7 @@ func TestGossipRefusesUnregisteredMember(t *testing.T) {
 	// were applied.
 	gc.push["node-a"] <- &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_GossipReporting{
 		GossipReporting: &agentv1.GossipReporting{Report: true}}}
-	waitFor(t, "node-a's first view", func() bool { return len(gc.messages("node-a")) > 0 })
+	testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a's first view", func() bool { return len(gc.messages("node-a")) > 0 })
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name, mc.BindAddr = "ghost", "127.0.0.1"
@@ -337,7 +329,7 @@ func TestGossipRefusesUnregisteredMember(t *testing.T) {
 	cfgB := baseConfig(t, target, "node-b")
 	cfgB.GossipPort = testnet.FreePort(t)
 	runGossipAgent(t, cfgB)
-	waitFor(t, "node-a sees node-b alive", func() bool { return gc.view("node-a")["node-b"] == alive })
+	testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a sees node-b alive", func() bool { return gc.view("node-a")["node-b"] == alive })
 	if v := gc.view("node-a"); v["ghost"] != agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED {
 		t.Errorf("node-a's view %v lists the unregistered ghost", v)
 	}

@@ -1,17 +1,12 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +17,7 @@ import (
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/agent/servers"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -109,55 +105,13 @@ func baseConfig(t *testing.T, coordinator, node string) agent.Config {
 	}
 }
 
-// serverPIDs lists the live iperf3 and qperf processes whose port
-// argument is one of ports: the servers of this test and nobody else's.
-func serverPIDs(ports ...uint32) []int {
-	want := make([]string, len(ports))
-	for i, p := range ports {
-		want[i] = strconv.Itoa(int(p))
-	}
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !alive(pid) {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if tool := filepath.Base(argv[0]); tool != "iperf3" && tool != "qperf" {
-			continue
-		}
-		for i := 1; i+1 < len(argv); i++ {
-			if (argv[i] == "-p" || argv[i] == "-lp") && slices.Contains(want, argv[i+1]) {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
-}
-
-// alive reports whether pid runs; a zombie is dead.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
-}
-
 // noServersLeft fails the test if a server on ports outlives it (after a
 // moment for SIGKILL to land), and kills it.
 func noServersLeft(t *testing.T, ports ...uint32) {
 	t.Helper()
 	var left []int
-	ok := poll(15*time.Second, func() bool {
-		left = serverPIDs(ports...)
+	ok := testutil.Within(15*time.Second, 20*time.Millisecond, func() bool {
+		left = testutil.ToolServers(ports...)
 		return len(left) == 0
 	})
 	if !ok {
@@ -168,40 +122,9 @@ func noServersLeft(t *testing.T, ports ...uint32) {
 	}
 }
 
-// poll checks cond until it holds or the limit passes; the limit only
-// turns a hang into a failure.
-func poll(limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
-}
-
-// logBuffer collects an agent's log lines; safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // captureLogs sends cfg's log, at every level, to the returned buffer.
-func captureLogs(cfg *agent.Config) *logBuffer {
-	b := &logBuffer{}
+func captureLogs(cfg *agent.Config) *testutil.SyncBuffer {
+	b := &testutil.SyncBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return b
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // TestIdentityTokenFile: an agent presents the token in
@@ -49,7 +50,7 @@ func TestIdentityTokenFile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			coordLog := &logBuffer{}
+			coordLog := &testutil.SyncBuffer{}
 			target, mesh, _ := startCoordinatorWith(t, func(c *coordinator.Config) {
 				c.KubeClient, c.AgentIdentity = api, coordinator.IdentityToken
 				c.Logger = slog.New(slog.NewTextHandler(coordLog, nil))
@@ -62,11 +63,11 @@ func TestIdentityTokenFile(t *testing.T) {
 			agentLog := captureLogs(&cfg)
 			startAgent(t, cfg)
 			if tt.wantAgent == "" {
-				if !poll(30*time.Second, func() bool { return connected(t, mesh, "node-1") }) {
+				if !testutil.Within(30*time.Second, 20*time.Millisecond, func() bool { return connected(t, mesh, "node-1") }) {
 					t.Fatalf("the agent never registered; agent log:\n%s\ncoordinator log:\n%s", agentLog, coordLog)
 				}
 			} else {
-				found := poll(30*time.Second, func() bool {
+				found := testutil.Within(30*time.Second, 20*time.Millisecond, func() bool {
 					for _, l := range strings.Split(agentLog.String(), "\n") {
 						if strings.Contains(l, "level=ERROR") && strings.Contains(l, "refused this agent's node identity") && strings.Contains(l, tt.wantAgent) {
 							return true

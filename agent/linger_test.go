@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -87,34 +88,6 @@ func established(port uint32) bool {
 	return false
 }
 
-// pgrp returns pid's process group, or 0 if pid is gone.
-func pgrp(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// pid (comm) state ppid pgrp ...
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 3 {
-		return 0
-	}
-	g, _ := strconv.Atoi(f[2])
-	return g
-}
-
-// groupAlive lists the live processes of process group pgid.
-func groupAlive(pgid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err == nil && pgrp(pid) == pgid && alive(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // TestServerLingersForItsClient: the session ends while a client is in the
 // middle of its test against a server of the agent (here the same agent,
 // on loopback); the server lingers, the client ends its test OK, and its
@@ -140,7 +113,7 @@ func TestServerLingersForItsClient(t *testing.T) {
 			fs.send(t, work("r/t1", 30*time.Second, &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{
 				Spec: tt.spec, Network: hostNet, TargetIp: "127.0.0.1", Port: st.GetPort(), DataPort: st.GetDataPort(),
 			}}))
-			if !poll(15*time.Second, func() bool { return established(st.GetPort()) }) {
+			if !testutil.Within(15*time.Second, 20*time.Millisecond, func() bool { return established(st.GetPort()) }) {
 				t.Fatal("the client did not connect to its server")
 			}
 			endSession(t, fs)
@@ -172,7 +145,7 @@ func TestLingeringServerYields(t *testing.T) {
 	cfg, next, fs, _ := lingerAgent(t, time.Hour, time.Minute)
 	startOK(t, fs, "r1/iperf3", iperf3)
 	startOK(t, fs, "r1/qperf", qperf)
-	oldIperf3, oldQperf := serverPIDs(cfg.Ports.Iperf3), serverPIDs(cfg.Ports.Qperf)
+	oldIperf3, oldQperf := testutil.ToolServers(cfg.Ports.Iperf3), testutil.ToolServers(cfg.Ports.Qperf)
 	if len(oldIperf3) == 0 || len(oldQperf) == 0 {
 		t.Fatalf("server processes: iperf3 %v, qperf %v; want both", oldIperf3, oldQperf)
 	}
@@ -181,22 +154,22 @@ func TestLingeringServerYields(t *testing.T) {
 	fs = next()
 	fs.accept(t, time.Second, 30*time.Second)
 	for _, pid := range append(oldIperf3, oldQperf...) {
-		if !alive(pid) {
+		if !testutil.ProcAlive(pid) {
 			t.Errorf("server process %d did not linger after the session's end", pid)
 		}
 	}
 	startOK(t, fs, "r2/iperf3", iperf3)
-	if !poll(15*time.Second, func() bool { return !alive(oldIperf3[0]) }) {
+	if !testutil.Within(15*time.Second, 20*time.Millisecond, func() bool { return !testutil.ProcAlive(oldIperf3[0]) }) {
 		t.Errorf("the lingering iperf3 server %v still runs after a new start took its port", oldIperf3)
 	}
 	fs.send(t, work("r1/qperf", 5*time.Second, &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}))
 	if r := fs.result(t, "r1/qperf"); r.GetStatus() != measurev1.Status_STATUS_OK {
 		t.Errorf("stop of the lingering qperf server: %v %s", r.GetStatus(), r.GetMessage())
 	}
-	if !poll(15*time.Second, func() bool { return len(serverPIDs(cfg.Ports.Qperf)) == 0 }) {
-		t.Errorf("the lingering qperf server %v still runs after its StopServer", serverPIDs(cfg.Ports.Qperf))
+	if !testutil.Within(15*time.Second, 20*time.Millisecond, func() bool { return len(testutil.ToolServers(cfg.Ports.Qperf)) == 0 }) {
+		t.Errorf("the lingering qperf server %v still runs after its StopServer", testutil.ToolServers(cfg.Ports.Qperf))
 	}
-	if pids := serverPIDs(cfg.Ports.Iperf3); len(pids) != 1 || pids[0] == oldIperf3[0] {
+	if pids := testutil.ToolServers(cfg.Ports.Iperf3); len(pids) != 1 || pids[0] == oldIperf3[0] {
 		t.Errorf("iperf3 server processes %v; want the new one only (the old was %v)", pids, oldIperf3)
 	}
 }
@@ -211,13 +184,13 @@ func TestLingerBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	pids := serverPIDs(cfg.Ports.Qperf)
+	pids := testutil.ToolServers(cfg.Ports.Qperf)
 	endSession(t, fs)
 	if len(pids) == 0 {
 		t.Fatal("no qperf server process")
 	}
-	if !poll(15*time.Second, func() bool { return len(serverPIDs(cfg.Ports.Qperf)) == 0 }) {
-		t.Errorf("the lingering qperf server %v still runs past its bound", serverPIDs(cfg.Ports.Qperf))
+	if !testutil.Within(15*time.Second, 20*time.Millisecond, func() bool { return len(testutil.ToolServers(cfg.Ports.Qperf)) == 0 }) {
+		t.Errorf("the lingering qperf server %v still runs past its bound", testutil.ToolServers(cfg.Ports.Qperf))
 	}
 }
 
@@ -232,7 +205,7 @@ func TestShutdownStopsLingering(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	pids := serverPIDs(cfg.Ports.Iperf3, cfg.Ports.Qperf)
+	pids := testutil.ToolServers(cfg.Ports.Iperf3, cfg.Ports.Qperf)
 	endSession(t, fs)
 	fs = next()
 	fs.accept(t, time.Second, 30*time.Second)
@@ -241,15 +214,16 @@ func TestShutdownStopsLingering(t *testing.T) {
 	}
 	groups := map[int]bool{}
 	for _, pid := range pids {
-		if !alive(pid) {
+		if !testutil.ProcAlive(pid) {
 			t.Fatalf("server process %d did not linger", pid)
 		}
-		groups[pgrp(pid)] = true
+		st, _ := testutil.ReadProcStat(pid)
+		groups[st.PGRP] = true
 	}
 	stop()
 	for g := range groups { // each server leads its own process group
 		var left []int
-		if !poll(15*time.Second, func() bool { left = groupAlive(g); return len(left) == 0 }) {
+		if !testutil.Within(15*time.Second, 20*time.Millisecond, func() bool { left = testutil.ProcGroup(g); return len(left) == 0 }) {
 			t.Errorf("process group %d still has live processes %v after the agent stopped", g, left)
 		}
 	}

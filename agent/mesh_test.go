@@ -21,6 +21,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -40,28 +41,14 @@ func startCoordinatorWith(t *testing.T, edit func(*coordinator.Config)) (string,
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "coordinator.sock")
 	addr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
-	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
 	ready := make(chan struct{})
-	errc := make(chan error, 1)
 	cfg := coordinator.Config{
 		ListenAddress: addr, SocketPath: sock, DBPath: filepath.Join(dir, "meshperf.db"),
 		Ready:          func() { close(ready) },
 		AllowAddresses: []registry.AddressClass{registry.ClassLoopback}, // the agents register 127.0.0.x
 	}
 	edit(&cfg)
-	go func() { errc <- coordinator.Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("coordinator.Run: %v", err)
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-errc:
-		errc <- err
-		t.Fatalf("coordinator.Run: %v", err)
-	}
+	testutil.Run(t, testnet.Ctx(t, 2*time.Minute), "coordinator.Run", ready, func(ctx context.Context) error { return coordinator.Run(ctx, cfg) })
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +126,7 @@ func TestMesh(t *testing.T) {
 		}
 		return n == 2
 	}
-	if !poll(30*time.Second, connected) {
+	if !testutil.Within(30*time.Second, 20*time.Millisecond, connected) {
 		select {
 		case err := <-errA:
 			t.Fatalf("agent node-1 returned: %v", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -72,7 +73,7 @@ func TestContinuousProbes(t *testing.T) {
 	}
 	start := time.Now().Add(-time.Minute)
 	kinds := settings.GetKinds()
-	if !poll(30*time.Second, func() bool {
+	if !testutil.Within(30*time.Second, 20*time.Millisecond, func() bool {
 		for _, pair := range [][2]string{{"node-1", "node-2"}, {"node-2", "node-1"}, {"node-1", "node-3"}, {"node-3", "node-2"}} {
 			for _, k := range kinds {
 				if okSamples(series(pair[0], pair[1], k, start)) < 2 {
@@ -107,7 +108,7 @@ func TestContinuousProbes(t *testing.T) {
 		}
 		return false
 	}
-	if !poll(15*time.Second, func() bool {
+	if !testutil.Within(15*time.Second, 20*time.Millisecond, func() bool {
 		return failed(agentv1.ProbeKind_PROBE_KIND_TCP) && failed(agentv1.ProbeKind_PROBE_KIND_HTTP)
 	}) {
 		t.Fatalf("node-3's agent stopped, yet node-1's TCP and HTTP probes of it did not fail within 15 s: tcp %v, http %v",
@@ -119,7 +120,7 @@ func TestContinuousProbes(t *testing.T) {
 	}
 	want := `meshperf_probe_fault{kind="agent-gone",node="node-3"} 1`
 	var body string
-	if !poll(15*time.Second, func() bool {
+	if !testutil.Within(15*time.Second, 20*time.Millisecond, func() bool {
 		body = scrapeMetrics(t, metricsAddr)
 		return strings.Contains(body, want)
 	}) {

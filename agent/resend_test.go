@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -157,7 +158,7 @@ func TestResultsOutliveTheSession(t *testing.T) {
 			}
 
 			again := next()
-			if tt.waitLog != "" && !poll(30*time.Second, func() bool { return strings.Contains(logs.String(), tt.waitLog) }) {
+			if tt.waitLog != "" && !testutil.Within(30*time.Second, 20*time.Millisecond, func() bool { return strings.Contains(logs.String(), tt.waitLog) }) {
 				t.Fatalf("the agent's log does not say %q:\n%s", tt.waitLog, logs)
 			}
 			again.accept(t, time.Second, 30*time.Second)

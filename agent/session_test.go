@@ -17,6 +17,7 @@ import (
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -295,7 +296,7 @@ func TestSessionEnds(t *testing.T) {
 				if r := fs.result(t, "s1"); r.GetStatus() != measurev1.Status_STATUS_OK {
 					t.Fatalf("start server: %v %s", r.GetStatus(), r.GetMessage())
 				}
-				if len(serverPIDs(cfg.Ports.Qperf)) == 0 {
+				if len(testutil.ToolServers(cfg.Ports.Qperf)) == 0 {
 					t.Fatal("no qperf server runs after StartServer answered OK")
 				}
 			}

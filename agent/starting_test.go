@@ -1,63 +1,16 @@
 package agent_test
 
 import (
-	"fmt"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
-
-// serverGate holds qperf servers in their start: a stand-in first in PATH
-// records its PID and, for a server (-lp), waits until the test opens the
-// gate, then execs the real qperf (same PID, same process group). Other
-// runs (the agent's version probe) go straight through.
-type serverGate struct{ dir, open string }
-
-func newServerGate(t *testing.T) *serverGate {
-	t.Helper()
-	real, err := exec.LookPath("qperf")
-	if err != nil {
-		t.Skip("qperf is not installed")
-	}
-	dir := t.TempDir()
-	g := &serverGate{dir: dir, open: filepath.Join(dir, "open")}
-	script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = -lp ]; then\n  : > '%s/started.'$$\n  while [ ! -e '%s' ]; do sleep 0.01; done\nfi\nexec '%s' \"$@\"\n",
-		dir, g.open, real)
-	if err := os.WriteFile(filepath.Join(dir, "qperf"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
-	t.Cleanup(func() { _ = os.WriteFile(g.open, nil, 0o644) }) // never leave a stand-in waiting
-	return g
-}
-
-// started returns the PIDs of the held servers that began.
-func (g *serverGate) started() []int {
-	files, _ := filepath.Glob(filepath.Join(g.dir, "started.*"))
-	var pids []int
-	for _, f := range files {
-		if pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Ext(f), ".")); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-func (g *serverGate) release(t *testing.T) {
-	t.Helper()
-	if err := os.WriteFile(g.open, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestOrdersWhileStarting: an order for a test whose server is still
 // starting is not lost. A StartServer with the same test ID (on the other
@@ -84,8 +37,8 @@ func TestOrdersWhileStarting(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := testnet.NewNetNS(t, "mp-agent") // deleted after the agent stopped: cleanups run last-in first-out
-			g := newServerGate(t)
+			path := testnet.NewNetNS(t, "mp-agent")      // deleted after the agent stopped: cleanups run last-in first-out
+			g := testutil.NewToolGate(t, "qperf", "-lp") // servers (-lp) wait; the version probe goes through
 			target, next := sessions(t)
 			cfg := baseConfig(t, target, "node-a")
 			cfg.PodIP, cfg.PodNetNS = netip.MustParseAddr("127.0.0.50"), path
@@ -95,15 +48,15 @@ func TestOrdersWhileStarting(t *testing.T) {
 			fs.accept(t, time.Minute, 2*time.Minute) // no heartbeat in the way
 
 			fs.send(t, work("s1", 20*time.Second, startServer(measurev1.Tool_TOOL_QPERF, host)))
-			if !poll(30*time.Second, func() bool { return len(g.started()) == 1 }) {
+			if !testutil.Within(30*time.Second, 20*time.Millisecond, func() bool { return len(g.Started()) == 1 }) {
 				t.Fatal("the first server never began")
 			}
 			fs.send(t, tt.act)
 			// The act answers while the first server is held, or (wrongly)
 			// starts a server of its own, or waits.
-			poll(30*time.Second, func() bool { return len(fs.msgs) > 0 || len(g.started()) > 1 })
+			testutil.Within(30*time.Second, 20*time.Millisecond, func() bool { return len(fs.msgs) > 0 || len(g.Started()) > 1 })
 			answeredFirst := len(fs.msgs) > 0
-			g.release(t)
+			g.Release(t)
 			var started []*agentv1.WorkResult
 			var stopped *agentv1.WorkResult
 			for range 2 {
@@ -135,7 +88,7 @@ func TestOrdersWhileStarting(t *testing.T) {
 				t.Error("the act did not answer while the first server was starting")
 			}
 			if tt.wantStart == measurev1.Status_STATUS_OK {
-				if pids := serverPIDs(cfg.Ports.Qperf); len(pids) != 1 {
+				if pids := testutil.ToolServers(cfg.Ports.Qperf); len(pids) != 1 {
 					t.Errorf("server processes %v, want the first one only", pids)
 				}
 				fs.send(t, work("s1", 20*time.Second, stop))

@@ -17,38 +17,26 @@ import (
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 // startTLSCoordinator runs the real coordinator with mTLS on host (a
 // loopback address) until the test ends; it returns the agents' target,
 // a MeshService client on its socket and its log.
-func startTLSCoordinator(t *testing.T, host string, server mtlstest.Pair, clientCA string) (string, meshv1.MeshServiceClient, *logBuffer) {
+func startTLSCoordinator(t *testing.T, host string, server mtlstest.Pair, clientCA string) (string, meshv1.MeshServiceClient, *testutil.SyncBuffer) {
 	t.Helper()
 	dir := t.TempDir()
-	logs := &logBuffer{}
+	logs := &testutil.SyncBuffer{}
 	cfg := coordinator.Config{
 		ListenAddress: fmt.Sprintf("%s:%d", host, testnet.FreePort(t)), SocketPath: filepath.Join(dir, "c.sock"),
 		DBPath: filepath.Join(dir, "meshperf.db"), Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		TLSCertFile: server.Cert, TLSKeyFile: server.Key, TLSClientCAFile: clientCA,
 		AllowAddresses: []registry.AddressClass{registry.ClassLoopback}, // the agent registers 127.0.0.1
 	}
-	ready, errc := make(chan struct{}), make(chan error, 1)
+	ready := make(chan struct{})
 	cfg.Ready = func() { close(ready) }
-	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
-	go func() { errc <- coordinator.Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("coordinator.Run: %v", err)
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-errc:
-		errc <- nil
-		t.Fatalf("coordinator.Run: %v", err)
-	}
+	testutil.Run(t, testnet.Ctx(t, 2*time.Minute), "coordinator.Run", ready, func(ctx context.Context) error { return coordinator.Run(ctx, cfg) })
 	conn, err := grpc.NewClient("unix://"+cfg.SocketPath, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -111,16 +99,16 @@ func TestMutualTLS(t *testing.T) {
 			agentLog := captureLogs(&cfg)
 			startAgent(t, cfg)
 			if tt.wantCoord == "" {
-				if !poll(30*time.Second, func() bool { return connected(t, mesh, "node-1") }) {
+				if !testutil.Within(30*time.Second, 20*time.Millisecond, func() bool { return connected(t, mesh, "node-1") }) {
 					t.Fatalf("the agent never registered; agent log:\n%s\ncoordinator log:\n%s", agentLog, coordLog)
 				}
 				return
 			}
-			if !poll(30*time.Second, func() bool { return strings.Contains(coordLog.String(), tt.wantCoord) }) {
+			if !testutil.Within(30*time.Second, 20*time.Millisecond, func() bool { return strings.Contains(coordLog.String(), tt.wantCoord) }) {
 				t.Errorf("coordinator log lacks %q:\n%s", tt.wantCoord, coordLog)
 			}
 			if tt.wantAgent != "" {
-				found := poll(30*time.Second, func() bool {
+				found := testutil.Within(30*time.Second, 20*time.Millisecond, func() bool {
 					for _, l := range strings.Split(agentLog.String(), "\n") {
 						if strings.Contains(l, "level=ERROR") && strings.Contains(l, "TLS handshake with the coordinator failed") && strings.Contains(l, tt.wantAgent) {
 							return true

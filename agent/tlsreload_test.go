@@ -16,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -30,28 +31,9 @@ func runTLSCoordinator(t *testing.T, addr string, server mtlstest.Pair, clientCA
 		Logger: slog.New(slog.DiscardHandler), TLSCertFile: server.Cert, TLSKeyFile: server.Key, TLSClientCAFile: clientCA,
 		AllowAddresses: []registry.AddressClass{registry.ClassLoopback}, // the agent registers 127.0.0.1
 	}
-	ready, errc := make(chan struct{}), make(chan error, 1)
+	ready := make(chan struct{})
 	cfg.Ready = func() { close(ready) }
-	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
-	go func() { errc <- coordinator.Run(ctx, cfg) }() // owner: stop
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("coordinator.Run: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	select {
-	case <-ready:
-	case err := <-errc:
-		errc <- nil
-		t.Fatalf("coordinator.Run: %v", err)
-	}
+	stop = testutil.Run(t, testnet.Ctx(t, 2*time.Minute), "coordinator.Run", ready, func(ctx context.Context) error { return coordinator.Run(ctx, cfg) })
 	conn, err := grpc.NewClient("unix://"+cfg.SocketPath, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +57,7 @@ func TestTLSReload(t *testing.T) {
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = live.Cert, live.Key, liveCA
 	agentLog := captureLogs(&cfg)
 	startAgent(t, cfg)
-	if !poll(30*time.Second, func() bool { return connected(t, mesh, "node-1") }) {
+	if !testutil.Within(30*time.Second, 20*time.Millisecond, func() bool { return connected(t, mesh, "node-1") }) {
 		t.Fatalf("the agent never registered; agent log:\n%s", agentLog)
 	}
 
@@ -87,7 +69,7 @@ func TestTLSReload(t *testing.T) {
 	mtlstest.Replace(t, liveCA, ca2.File)
 	stop() // the agent loses its session and reconnects
 	mesh, _ = runTLSCoordinator(t, addr, srv2, ca2.File)
-	if !poll(60*time.Second, func() bool { return connected(t, mesh, "node-1") }) {
+	if !testutil.Within(60*time.Second, 20*time.Millisecond, func() bool { return connected(t, mesh, "node-1") }) {
 		t.Fatalf("the agent never registered after the rotation; agent log:\n%s", agentLog)
 	}
 	if !strings.Contains(agentLog.String(), "TLS certificate reloaded") || !strings.Contains(agentLog.String(), "TLS CA reloaded") {

@@ -17,6 +17,7 @@ import (
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -163,7 +164,7 @@ func TestWork(t *testing.T) {
 			wantStatus: invalid, wantIn: "deadline", wantOutcome: "client_done"},
 		{name: "server without a deadline", work: work("s0", 0, startServer(measurev1.Tool_TOOL_QPERF, host)), testID: "s0",
 			wantStatus: invalid, wantIn: "deadline", wantOutcome: "server_started", check: func(t *testing.T, r *agentv1.WorkResult) {
-				if pids := serverPIDs(cfg.Ports.Qperf); len(pids) != 0 {
+				if pids := testutil.ToolServers(cfg.Ports.Qperf); len(pids) != 0 {
 					t.Errorf("servers %v started for a refused work", pids)
 				}
 			}},
@@ -179,7 +180,7 @@ func TestWork(t *testing.T) {
 			}},
 		{name: "server with a deadline passed", work: work("s5", -time.Second, startServer(measurev1.Tool_TOOL_QPERF, host)), testID: "s5",
 			wantStatus: timeout, wantIn: "already passed", wantOutcome: "server_started", check: func(t *testing.T, r *agentv1.WorkResult) {
-				if pids := serverPIDs(cfg.Ports.Qperf); len(pids) != 0 {
+				if pids := testutil.ToolServers(cfg.Ports.Qperf); len(pids) != 0 {
 					t.Errorf("servers %v started for a work whose deadline passed", pids)
 				}
 			}},
@@ -295,7 +296,7 @@ func TestMaxClients(t *testing.T) {
 		Network: measurev1.Network_NETWORK_HOST, TargetIp: busyTarget,
 	}}
 	fs.send(t, work("long", 30*time.Second, long))
-	if !poll(30*time.Second, func() bool { return len(pingsTo(busyTarget)) > 0 }) {
+	if !testutil.Within(30*time.Second, 20*time.Millisecond, func() bool { return len(pingsTo(busyTarget)) > 0 }) {
 		t.Fatal("the first client never started")
 	}
 	// The slot stays taken for the rest of the first ping's 2 s.

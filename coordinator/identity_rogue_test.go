@@ -28,6 +28,7 @@ import (
 	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -68,14 +69,14 @@ func rogueRegister(t *testing.T, ctx context.Context, conn *grpc.ClientConn, nod
 // checkRefused checks that err is PermissionDenied with want in its message,
 // and that the coordinator logged the refusal with the claimed node, the
 // proven one and the reason.
-func checkRefused(t *testing.T, err error, logs *syncBuffer, claimed, proven, want string) {
+func checkRefused(t *testing.T, err error, logs *testutil.SyncBuffer, claimed, proven, want string) {
 	t.Helper()
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), want) {
 		t.Errorf("rogue registration as %s: %v; want PermissionDenied with %q", claimed, err, want)
 	}
 	want = strconv.Quote(want) // as the log's text handler writes the reason
 	want = want[1 : len(want)-1]
-	logged := poll(waitFor, func() bool {
+	logged := testutil.Within(waitFor, 10*time.Millisecond, func() bool {
 		for _, l := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(l, refusedLog) && strings.Contains(l, "level=WARN") && strings.Contains(l, "claimed_node="+claimed) &&
 				strings.Contains(l, "proven_node="+proven) && strings.Contains(l, "remote=127.0.0.1:") && strings.Contains(l, want) {
@@ -93,7 +94,7 @@ func checkRefused(t *testing.T, err error, logs *syncBuffer, claimed, proven, wa
 // real agent's session lives on with its own address, no registration
 // from rogueIP was logged, and a run sends each real node's tests to the
 // real agents, whose results alone are stored.
-func checkNotHijacked(t *testing.T, ctx context.Context, mesh meshv1.MeshServiceClient, agents map[string]*kubeAgent, hostIPs map[string]string, logs *syncBuffer) {
+func checkNotHijacked(t *testing.T, ctx context.Context, mesh meshv1.MeshServiceClient, agents map[string]*kubeAgent, hostIPs map[string]string, logs *testutil.SyncBuffer) {
 	t.Helper()
 	for node, a := range agents {
 		select {

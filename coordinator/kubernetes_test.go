@@ -28,6 +28,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/kube/kubetest"
 	deploykube "github.com/meshperf/meshperf/deploy/kubernetes"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -174,7 +175,7 @@ func TestKubernetesWiring(t *testing.T) {
 	// node-2's agent leaves; once the node departed, the prune deletes its
 	// objects, and those of the node that left before, but nothing else.
 	agents["node-2"].leave()
-	if !poll(waitFor, func() bool {
+	if !testutil.Within(waitFor, 10*time.Millisecond, func() bool {
 		return !exists(t, api, servicesGVR, kube.Name("node-2")) && !exists(t, api, endpointSlicesGVR, kube.Name("node-2"))
 	}) {
 		t.Fatalf("node-2's Service or EndpointSlice still exists %v after it left; log:\n%s", waitFor, logs)
@@ -304,7 +305,7 @@ func exists(t *testing.T, api *fake.Clientset, gvr schema.GroupVersionResource, 
 func waitRun(t *testing.T, ctx context.Context, mesh meshv1.MeshServiceClient, runID string) *measurev1.Run {
 	t.Helper()
 	var run *measurev1.Run
-	ended := poll(waitFor, func() bool {
+	ended := testutil.Within(waitFor, 10*time.Millisecond, func() bool {
 		resp, err := mesh.GetRun(ctx, &meshv1.GetRunRequest{RunId: runID})
 		if err != nil {
 			t.Fatalf("GetRun: %v", err)
@@ -474,7 +475,7 @@ func (a *kubeAgent) waitEndpoints(t *testing.T, serviceIPs, podIPs map[string]st
 		want[n] = "service " + ip + " pod " + podIPs[n]
 	}
 	var got map[string]string
-	if !poll(waitFor, func() bool {
+	if !testutil.Within(waitFor, 10*time.Millisecond, func() bool {
 		a.mu.Lock()
 		ep := a.endpoints
 		a.mu.Unlock()

@@ -1,12 +1,10 @@
 package coordinator
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,27 +12,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/probeplan"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a logger and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestJudgeProbesPeriod: judgeProbes judges a report period as soon as
 // every node of the plans has reported in it, not at a tick and not at its
@@ -52,7 +33,7 @@ func TestJudgeProbesPeriod(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	p := &probeSink{peers: peers, settings: settings, reported: map[string]reported{}, judge: newProbeJudge(settings),
 		judgeC: make(chan struct{}, 1), log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	done := make(chan error, 1)

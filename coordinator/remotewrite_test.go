@@ -16,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/cli"
 	"github.com/meshperf/meshperf/coordinator/remotewrite"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/internal/vmtest"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -56,7 +57,7 @@ func TestRemoteWriteMesh(t *testing.T) {
 	}
 	mesh := meshv1.NewMeshServiceClient(c.socketConn(t))
 	var known int
-	if !poll(20*time.Second, func() bool {
+	if !testutil.Within(20*time.Second, 10*time.Millisecond, func() bool {
 		resp, err := mesh.ListAgents(ctx, &meshv1.ListAgentsRequest{})
 		known = len(resp.GetAgents())
 		return err == nil && known == 3
@@ -79,7 +80,7 @@ func TestRemoteWriteMesh(t *testing.T) {
 		t.Fatal(err)
 	}
 	var run *measurev1.Run
-	if !poll(30*time.Second, func() bool {
+	if !testutil.Within(30*time.Second, 10*time.Millisecond, func() bool {
 		resp, err := mesh.GetRun(ctx, &meshv1.GetRunRequest{RunId: trig.GetRun().GetRunId()})
 		run = resp.GetRun()
 		return err == nil && run.GetState() == measurev1.RunState_RUN_STATE_SUCCEEDED

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,6 +21,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/kube/kubetest"
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -223,7 +225,7 @@ func TestRogueAddressRegistration(t *testing.T) {
 		if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), r.reason) {
 			t.Errorf("%s: refused with %v %q, want InvalidArgument with %q", r.name, st.Code(), st.Message(), r.reason)
 		}
-		if !poll(waitFor, func() bool { return strings.Contains(logs.String(), r.reason) }) {
+		if !testutil.Within(waitFor, 10*time.Millisecond, func() bool { return strings.Contains(logs.String(), r.reason) }) {
 			t.Errorf("%s: the coordinator's log lacks %q:\n%s", r.name, r.reason, logs)
 		}
 	}
@@ -243,7 +245,7 @@ func TestRogueAddressRegistration(t *testing.T) {
 		t.Errorf("agents %v, want node-1 and node-2 alone", names)
 	}
 	for name, a := range honest {
-		if !poll(waitFor, func() bool { return len(a.lastEndpoints().GetNodes()) == 2 }) {
+		if !testutil.Within(waitFor, 10*time.Millisecond, func() bool { return len(a.lastEndpoints().GetNodes()) == 2 }) {
 			t.Fatalf("%s: endpoints %v, want both honest nodes", name, a.lastEndpoints())
 		}
 		for _, n := range a.lastEndpoints().GetNodes() {
@@ -378,7 +380,7 @@ func TestRogueKubeAddress(t *testing.T) {
 			t.Errorf("%v: refused with %v %q, want InvalidArgument with %q", r.reg.GetAddresses(), st.Code(), st.Message(), r.reason)
 		}
 		logged := strings.ReplaceAll(r.reason, `"`, `\"`) // as slog's text handler quotes it
-		if !poll(waitFor, func() bool { return strings.Contains(logs.String(), logged) }) {
+		if !testutil.Within(waitFor, 10*time.Millisecond, func() bool { return strings.Contains(logs.String(), logged) }) {
 			t.Errorf("the coordinator's log lacks %q", logged)
 		}
 	}
@@ -416,7 +418,7 @@ func TestRogueKubeServiceIP(t *testing.T) {
 	rogue.ServiceIp = "203.0.113.7"
 	newAddrAgent(t, ctx, conn, rogue, honestPorts)
 	var node2 *agentv1.NodeEndpoint
-	if !poll(waitFor, func() bool {
+	if !testutil.Within(waitFor, 10*time.Millisecond, func() bool {
 		for _, n := range honest.lastEndpoints().GetNodes() {
 			if n.GetNodeName() == "node-2" {
 				node2 = n

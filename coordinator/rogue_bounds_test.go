@@ -18,6 +18,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/coordinator/cli"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -292,7 +293,7 @@ func TestRogueMadeUpNodes(t *testing.T) {
 		}
 		return connected, len(resp.GetAgents())
 	}
-	if !poll(waitFor, func() bool { c, _ := agents(); return c == 2 }) {
+	if !testutil.Within(waitFor, 10*time.Millisecond, func() bool { c, _ := agents(); return c == 2 }) {
 		t.Fatal("the made-up nodes' sessions did not end")
 	}
 	// The default mesh (every test, every path) plans over the two real
@@ -310,7 +311,7 @@ func TestRogueMadeUpNodes(t *testing.T) {
 	if run.GetState() != measurev1.RunState_RUN_STATE_SUCCEEDED {
 		t.Errorf("run ended %v: %s", run.GetState(), run.GetMessage())
 	}
-	if !poll(waitFor, func() bool { _, all := agents(); return all == 2 }) {
+	if !testutil.Within(waitFor, 10*time.Millisecond, func() bool { _, all := agents(); return all == 2 }) {
 		_, all := agents()
 		t.Errorf("%d agents known, want the 2 real ones", all)
 	}
@@ -363,7 +364,7 @@ func TestRogueTooManyRunsAndWatchers(t *testing.T) {
 		t.Errorf("third watcher: %v, want ResourceExhausted naming the limit", err)
 	}
 	cancelFirst()
-	if !poll(waitFor, func() bool { _, err := watch(t.Context()); return err == nil }) {
+	if !testutil.Within(waitFor, 10*time.Millisecond, func() bool { _, err := watch(t.Context()); return err == nil }) {
 		t.Error("a watcher that left did not free its place")
 	}
 	for _, want := range []string{"run refused: too many runs in progress", "watch refused: too many watchers"} {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -92,7 +93,7 @@ func TestRogueFigures(t *testing.T) {
 	}
 	runID := trig.GetRun().GetRunId()
 	var results []*measurev1.Result
-	if !poll(30*time.Second, func() bool {
+	if !testutil.Within(30*time.Second, 10*time.Millisecond, func() bool {
 		resp, err := mesh.ListResults(ctx, &meshv1.ListResultsRequest{RunId: runID})
 		results = resp.GetResults()
 		return err == nil && len(results) == 6
@@ -120,7 +121,7 @@ func TestRogueFigures(t *testing.T) {
 	// The probe summaries: failed, invalid, with the reason; no sample.
 	for kind, want := range probeWant {
 		var samples []*meshv1.ProbeSample
-		if !poll(10*time.Second, func() bool {
+		if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool {
 			resp, err := mesh.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: "rogue", DstNode: "node-2",
 				Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: kind, StartTime: timestamppb.New(now.Add(-time.Minute))})
 			samples = resp.GetSamples()

@@ -22,6 +22,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -29,7 +30,7 @@ import (
 // running is a coordinator started by runAt.
 type running struct {
 	addr, sock string
-	logs       *syncBuffer
+	logs       *testutil.SyncBuffer
 	stop       func() // stops it and waits; safe to call twice
 }
 
@@ -37,10 +38,10 @@ type running struct {
 // store dir/meshperf.db (which outlives it: a second runAt on dir is a
 // restart) until stop or the test's end; its log goes to logs (a fresh
 // buffer if nil).
-func runAt(t *testing.T, dir string, cfg coordinator.Config, logs *syncBuffer) *running {
+func runAt(t *testing.T, dir string, cfg coordinator.Config, logs *testutil.SyncBuffer) *running {
 	t.Helper()
 	if logs == nil {
-		logs = &syncBuffer{}
+		logs = &testutil.SyncBuffer{}
 	}
 	if cfg.AllowAddresses == nil { // the fakes register loopback addresses
 		cfg.AllowAddresses = []registry.AddressClass{registry.ClassLoopback}
@@ -51,25 +52,7 @@ func runAt(t *testing.T, dir string, cfg coordinator.Config, logs *syncBuffer) *
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ready := make(chan struct{})
 	cfg.Ready = func() { close(ready) }
-	ctx, cancel := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
-	errc := make(chan error, 1)
-	go func() { errc <- coordinator.Run(ctx, cfg) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-errc; err != nil {
-				t.Errorf("coordinator.Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	select {
-	case <-ready:
-	case err := <-errc:
-		errc <- nil
-		t.Fatalf("coordinator.Run: %v", err)
-	}
+	stop := testutil.Run(t, testnet.Ctx(t, 2*time.Minute), "coordinator.Run", ready, func(ctx context.Context) error { return coordinator.Run(ctx, cfg) })
 	return &running{addr: cfg.ListenAddress, sock: cfg.SocketPath, logs: logs, stop: stop}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -58,7 +59,7 @@ func TestRogueLateResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	runID := trig.GetRun().GetRunId()
-	if !poll(20*time.Second, func() bool { return len(src.clientWork()) == 4 }) {
+	if !testutil.Within(20*time.Second, 10*time.Millisecond, func() bool { return len(src.clientWork()) == 4 }) {
 		t.Fatalf("node-1 got client work %v, want 4\n%s", src.clientWork(), c.logs)
 	}
 	inFlight := src.clientWork()
@@ -110,11 +111,11 @@ func TestRogueLateResults(t *testing.T) {
 		`msg="late client result refused: from a node that is not its test's source; acknowledged, not stored" node=node-3 test_id=` + inFlight[1],
 		`msg="late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored" node=node-1 test_id=` + never,
 	} {
-		if !poll(10*time.Second, func() bool { return strings.Contains(c.logs.String(), w) }) {
+		if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool { return strings.Contains(c.logs.String(), w) }) {
 			t.Errorf("log lacks %s\n%s", w, c.logs)
 		}
 	}
-	if !poll(10*time.Second, func() bool { return rogue.acked(inFlight[0]) && src.acked(never) }) {
+	if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool { return rogue.acked(inFlight[0]) && src.acked(never) }) {
 		t.Errorf("refused answers not acknowledged: the agents would send them forever")
 	}
 	after := storedByTest(t, ctx, mesh, runID)
@@ -140,7 +141,7 @@ func TestRogueLateResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got map[string]*measurev1.Result
-	if !poll(10*time.Second, func() bool {
+	if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool {
 		got = storedByTest(t, ctx, mesh, runID)
 		return got[testOf(inFlight[2])].GetStatus() == measurev1.Status_STATUS_OK && got[testOf(inFlight[3])].GetStatus() == measurev1.Status_STATUS_INVALID
 	}) {
@@ -170,7 +171,7 @@ func TestRogueLateResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := `msg="late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored" node=node-1 test_id=` + inFlight[2]
-	if !poll(10*time.Second, func() bool { return strings.Contains(c.logs.String(), w) }) {
+	if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool { return strings.Contains(c.logs.String(), w) }) {
 		t.Errorf("log lacks %s", w)
 	}
 }

@@ -1,14 +1,12 @@
 package coordinator_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,61 +25,30 @@ import (
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
-// syncBuffer is a log sink that the coordinator's goroutines may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // start runs the coordinator with cfg's security fields on 127.0.0.1 and a
 // socket until the test ends; it returns the TCP address, the socket and
 // the log. A nil cfg.AllowAddresses allows loopback, which the tests'
 // agents register; an empty one allows nothing.
-func start(t *testing.T, cfg coordinator.Config) (string, string, *syncBuffer) {
+func start(t *testing.T, cfg coordinator.Config) (string, string, *testutil.SyncBuffer) {
 	t.Helper()
 	if cfg.AllowAddresses == nil {
 		cfg.AllowAddresses = []registry.AddressClass{registry.ClassLoopback}
 	}
 	dir := t.TempDir()
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	cfg.ListenAddress = fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
 	cfg.SocketPath = filepath.Join(dir, "coordinator.sock")
 	cfg.DBPath = filepath.Join(dir, "meshperf.db")
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ready := make(chan struct{})
 	cfg.Ready = func() { close(ready) }
-	ctx, cancel := context.WithCancel(testnet.Ctx(t, time.Minute))
-	errc := make(chan error, 1)
-	go func() { errc <- coordinator.Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("coordinator.Run: %v", err)
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-errc:
-		errc <- nil
-		t.Fatalf("coordinator.Run: %v", err)
-	}
+	testutil.Run(t, testnet.Ctx(t, time.Minute), "coordinator.Run", ready, func(ctx context.Context) error { return coordinator.Run(ctx, cfg) })
 	return cfg.ListenAddress, cfg.SocketPath, logs
 }
 
@@ -213,7 +180,7 @@ func TestTLSListener(t *testing.T) {
 			if status.Code(err) != codes.Unavailable {
 				t.Errorf("ListAgents: %v, want Unavailable", err)
 			}
-			if !poll(5*time.Second, func() bool { return strings.Contains(logs.String(), tt.wantLog) }) {
+			if !testutil.Within(5*time.Second, 10*time.Millisecond, func() bool { return strings.Contains(logs.String(), tt.wantLog) }) {
 				t.Errorf("coordinator log lacks %q:\n%s", tt.wantLog, logs)
 			}
 		})
@@ -259,17 +226,6 @@ func connect(t *testing.T, ctx context.Context, conn *grpc.ClientConn, reg *agen
 		t.Fatalf("register %s: %v, %v", reg.GetNodeName(), m, err)
 	}
 	return s
-}
-
-func poll(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
 }
 
 // TestSecurityConfig: TLS files go all together, the token needs TLS, and
@@ -348,7 +304,7 @@ func TestTLSReload(t *testing.T) {
 	want := mtlstest.Serial(t, srv2.Cert).String()
 	var got string
 	var err error
-	if !poll(30*time.Second, func() bool {
+	if !testutil.Within(30*time.Second, 10*time.Millisecond, func() bool {
 		got, err = serverSerial(dial(t, addr, clientCreds(t, ca2.File, cli2)))
 		return got == want
 	}) {

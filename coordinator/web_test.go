@@ -19,6 +19,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -83,7 +84,7 @@ func TestWebAPI(t *testing.T) {
 		agents[node] = playAgent(t, ctx, agentConn, node, fmt.Sprintf("127.0.0.%d", i+1), pingAnswer(node == "node-3", "127.0.0.3"))
 	}
 	mesh := meshv1.NewMeshServiceClient(c.socketConn(t))
-	if !poll(20*time.Second, func() bool {
+	if !testutil.Within(20*time.Second, 10*time.Millisecond, func() bool {
 		resp, err := mesh.ListAgents(ctx, &meshv1.ListAgentsRequest{})
 		return err == nil && len(resp.GetAgents()) == 4
 	}) {
@@ -95,7 +96,7 @@ func TestWebAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	runID := trig.GetRun().GetRunId()
-	if !poll(30*time.Second, func() bool {
+	if !testutil.Within(30*time.Second, 10*time.Millisecond, func() bool {
 		resp, err := mesh.GetRun(ctx, &meshv1.GetRunRequest{RunId: runID})
 		s := resp.GetRun().GetState()
 		return err == nil && s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING
@@ -181,7 +182,7 @@ func TestWebAPI(t *testing.T) {
 		State             string
 		Value, Loss       []*float64
 	}
-	if !poll(20*time.Second, func() bool {
+	if !testutil.Within(20*time.Second, 10*time.Millisecond, func() bool {
 		pm.Nodes = nil
 		get("/api/v1/mesh", &pm)
 		return len(pm.Nodes) == 2
@@ -243,7 +244,7 @@ func TestWebAPI(t *testing.T) {
 			Loss []*float64
 		}
 	}
-	if !poll(10*time.Second, func() bool {
+	if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool {
 		get("/api/v1/pair?src=node-1&dst=node-2&range=1h", &pair)
 		return len(pair.Series) == 1 && len(pair.Series[0].Sent) == 2
 	}) {
@@ -393,7 +394,7 @@ func TestWebTLSReload(t *testing.T) {
 	}
 	mtlstest.ReplacePair(t, live, srv2)
 	want, got := mtlstest.Serial(t, srv2.Cert).String(), ""
-	if !poll(30*time.Second, func() bool { got = serial(); return got == want }) {
+	if !testutil.Within(30*time.Second, 10*time.Millisecond, func() bool { got = serial(); return got == want }) {
 		t.Errorf("serial %s after the renewal, want %s", got, want)
 	}
 }

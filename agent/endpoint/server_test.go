@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/endpoint"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // helperEnv, when set, makes the test binary an endpoint process: it
@@ -76,7 +76,7 @@ func startEndpoint(t *testing.T, nsPath, sock, node string) (cmd *exec.Cmd, logs
 	t.Helper()
 	cmd = exec.Command("nsenter", "--net="+nsPath, "--", os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+sock, "NODE_NAME="+node)
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	cmd.Stderr = out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -98,24 +98,6 @@ func startEndpoint(t *testing.T, nsPath, sock, node string) (cmd *exec.Cmd, logs
 		}
 	})
 	return cmd, out.String
-}
-
-// syncBuffer is a strings.Builder safe for a writer and readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // serve starts a server on a socket in a temporary directory.

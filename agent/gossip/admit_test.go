@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/gossip"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // TestAdmit: members at loopback (unless this member's own address is),
@@ -177,5 +178,5 @@ func TestRefusedJoinRetried(t *testing.T) {
 	}
 	a.SetRegistered(map[string]netip.AddrPort{"node-b": b.Addr()})
 	b.SetRegistered(map[string]netip.AddrPort{"node-a": a.Addr()})
-	waitFor(t, ctx, "node-a and node-b alive in each other's views", func() bool { return allAlive(a, 2) && allAlive(b, 2) })
+	testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, "node-a and node-b alive in each other's views", func() bool { return allAlive(a, 2) && allAlive(b, 2) })
 }

@@ -1,14 +1,12 @@
 package gossip_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshperf/meshperf/agent/gossip"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -197,7 +196,7 @@ func TestMembersConvergeAlive(t *testing.T) {
 			defer cancel()
 			p := newPool(t, ctx, n)
 			for _, g := range p.members {
-				waitFor(t, ctx, "every member alive in "+g.Addr().String()+"'s view", func() bool { return allAlive(g, n) })
+				testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, "every member alive in "+g.Addr().String()+"'s view", func() bool { return allAlive(g, n) })
 			}
 			for i, g := range p.members {
 				for _, m := range g.Members() {
@@ -225,7 +224,7 @@ func TestDepartures(t *testing.T) {
 			const n, victim = 4, 2
 			p := newPool(t, ctx, n)
 			for _, g := range p.members {
-				waitFor(t, ctx, "convergence", func() bool { return allAlive(g, n) })
+				testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, "convergence", func() bool { return allAlive(g, n) })
 			}
 			for _, g := range p.members { // drain: a later signal is the departure's
 				select {
@@ -241,7 +240,7 @@ func TestDepartures(t *testing.T) {
 				}
 				// Others may be falsely suspected meanwhile on a loaded
 				// machine; they refute it: wait for the end state.
-				waitFor(t, ctx, name+" "+tt.want.String()+" and the others alive for node-"+fmt.Sprint(i+1), func() bool {
+				testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, name+" "+tt.want.String()+" and the others alive for node-"+fmt.Sprint(i+1), func() bool {
 					s := states(g)
 					for other, st := range s {
 						if other != name && st != gossip.StateAlive {
@@ -271,16 +270,16 @@ func TestHealedPartitionMerges(t *testing.T) {
 	const n, cut = 3, 2
 	p := newPool(t, ctx, n)
 	for _, g := range p.members {
-		waitFor(t, ctx, "convergence", func() bool { return allAlive(g, n) })
+		testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, "convergence", func() bool { return allAlive(g, n) })
 	}
 	p.trs[cut].down.Store(true)
-	waitFor(t, ctx, "node-3 dead for node-1 and node-2, and they for node-3", func() bool {
+	testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, "node-3 dead for node-1 and node-2, and they for node-3", func() bool {
 		return states(p.members[0])["node-3"] == gossip.StateDead && states(p.members[1])["node-3"] == gossip.StateDead &&
 			states(p.members[cut])["node-1"] == gossip.StateDead && states(p.members[cut])["node-2"] == gossip.StateDead
 	})
 	p.trs[cut].down.Store(false)
 	for i, g := range p.members {
-		waitFor(t, ctx, fmt.Sprintf("every member alive again for node-%d", i+1), func() bool { return allAlive(g, n) })
+		testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, fmt.Sprintf("every member alive again for node-%d", i+1), func() bool { return allAlive(g, n) })
 	}
 }
 
@@ -305,7 +304,7 @@ func TestLoopback(t *testing.T) {
 		t.Fatalf("join: %d, %v", n, err)
 	}
 	for _, g := range gs {
-		waitFor(t, ctx, "both alive", func() bool { return allAlive(g, 2) })
+		testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, "both alive", func() bool { return allAlive(g, 2) })
 	}
 }
 
@@ -376,46 +375,14 @@ func TestParseLogLine(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds; the test fails if ctx ends first.
-// The bound only turns a hang into a failure.
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("gave up waiting for %s: %v", what, ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
 // testLogger keeps the logs in memory, safe to write after the test
 // ended (memberlist's goroutines may), and prints them if it failed.
 func testLogger(t *testing.T) *slog.Logger {
-	b := &lockedBuffer{}
+	b := &testutil.SyncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(b.String())
 		}
 	})
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

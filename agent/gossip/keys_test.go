@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/agent/gossip"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // key is a base64 key of n bytes, all b.
@@ -103,7 +104,7 @@ func TestEncryptedLoopback(t *testing.T) {
 					t.Fatalf("join: %d, %v; want joined", n, err)
 				}
 				for _, g := range []*gossip.Gossip{a, b} {
-					waitFor(t, ctx, "both alive", func() bool { return allAlive(g, 2) })
+					testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, "both alive", func() bool { return allAlive(g, 2) })
 				}
 				return
 			}
@@ -140,7 +141,7 @@ func TestKeyRotation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	k1, k2 := key(1, 32), key(2, 32)
-	logs := &lockedBuffer{}
+	logs := &testutil.SyncBuffer{}
 	file := keyFile(t, k1)
 	a, err := gossip.New(gossip.Config{NodeName: "node-a", BindAddr: netip.MustParseAddr("127.0.0.1"), ReconnectInterval: -1,
 		KeyFile: file, KeyCheckInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -153,16 +154,16 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatal("joined without a shared key")
 	}
 	writeKeys(t, file, "not a key")
-	waitFor(t, ctx, "a warning on the bad file", func() bool {
+	testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, "a warning on the bad file", func() bool {
 		return strings.Contains(logs.String(), `msg="gossip key file changed but cannot be used; keeping the keys in use until it changes again"`) &&
 			strings.Contains(logs.String(), "line 1: not base64")
 	})
 	writeKeys(t, file, k2, k1) // k2 primary, k1 still accepted
-	waitFor(t, ctx, "the keys reloaded", func() bool { return strings.Contains(logs.String(), `msg="gossip keys reloaded"`) })
+	testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, "the keys reloaded", func() bool { return strings.Contains(logs.String(), `msg="gossip keys reloaded"`) })
 	if n, err := b.Join(ctx, []string{a.Addr().String()}); err != nil || n != 1 {
 		t.Fatalf("join after the rotation: %d, %v", n, err)
 	}
-	waitFor(t, ctx, "both alive", func() bool { return allAlive(a, 2) && allAlive(b, 2) })
+	testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, "both alive", func() bool { return allAlive(a, 2) && allAlive(b, 2) })
 }
 
 func TestNewRefusesBadKeyFile(t *testing.T) {

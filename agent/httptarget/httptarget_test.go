@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/httptarget"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // TestMain fails the package if a server or connection goroutine outlives
@@ -238,11 +239,11 @@ func TestServeAbortsStuckRequests(t *testing.T) {
 	if _, err := fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the request to reach the handler", func() bool { return inFlight.Load() == 1 })
+	testutil.Eventually(t, 15*time.Second, 10*time.Millisecond, "the request to reach the handler", func() bool { return inFlight.Load() == 1 })
 	if err := stop(); err != nil {
 		t.Errorf("Serve after cancel = %v, want nil", err)
 	}
-	waitFor(t, "the stuck handler to end", func() bool { return inFlight.Load() == 0 })
+	testutil.Eventually(t, 15*time.Second, 10*time.Millisecond, "the stuck handler to end", func() bool { return inFlight.Load() == 0 })
 
 	// The connection was cut: reading it ends before the whole body.
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -258,17 +259,5 @@ func TestServeAbortsStuckRequests(t *testing.T) {
 	}
 	if err == nil {
 		t.Errorf("the body ended cleanly after %d bytes; want the connection cut", n)
-	}
-}
-
-// waitFor polls cond until it holds; after 15 s the test fails.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/proc"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // TestMain fails the package if a process waiter outlives the tests.
@@ -147,76 +148,33 @@ func pidsOf(t *testing.T, b []byte) []int {
 	return pids
 }
 
-// procStat returns a process's state letter and process group, ok false if
-// the process does not exist.
-func procStat(pid int) (state byte, pgrp int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-	rest := b[bytes.LastIndexByte(b, ')')+1:]
-	f := strings.Fields(string(rest))
-	if len(f) < 3 {
-		return 0, 0, false
-	}
-	pgrp, _ = strconv.Atoi(f[2])
-	return f[0][0], pgrp, true
-}
-
-// alive reports whether pid runs: a zombie (killed, not yet reaped by
-// whoever inherited it) is dead.
-func alive(pid int) bool {
-	state, _, ok := procStat(pid)
-	return ok && state != 'Z' && state != 'X'
-}
-
-// groupMembers lists the live processes of process group pgid.
-func groupMembers(pgid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if state, pg, ok := procStat(pid); ok && pg == pgid && state != 'Z' && state != 'X' {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // waitGone waits until none of pids runs and group pgid (if > 0) is
 // empty. SIGKILL is asynchronous, so a killed process may need a moment
 // to go; the bound is generous and only turns a hang into a failure.
 func waitGone(t *testing.T, pgid int, pids []int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var left []int
+	var left []int
+	gone := testutil.Within(10*time.Second, 20*time.Millisecond, func() bool {
+		left = nil
 		for _, pid := range pids {
-			if alive(pid) {
+			if testutil.ProcAlive(pid) {
 				left = append(left, pid)
 			}
 		}
 		if pgid > 0 {
-			for _, pid := range groupMembers(pgid) {
+			for _, pid := range testutil.ProcGroup(pgid) {
 				if !slices.Contains(left, pid) {
 					left = append(left, pid)
 				}
 			}
 		}
-		if len(left) == 0 {
-			return
+		return len(left) == 0
+	})
+	if !gone {
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // leave nothing behind
 		}
-		if time.Now().After(deadline) {
-			for _, pid := range left {
-				_ = syscall.Kill(pid, syscall.SIGKILL) // leave nothing behind
-			}
-			t.Fatalf("processes %v (group %d) still run", left, pgid)
-		}
-		time.Sleep(20 * time.Millisecond)
+		t.Fatalf("processes %v (group %d) still run", left, pgid)
 	}
 }
 
@@ -274,7 +232,7 @@ func TestKillsChildren(t *testing.T) {
 			if got := p.Output().ExitCode; got != -1 {
 				t.Errorf("ExitCode while running = %d, want -1", got)
 			}
-			if !alive(pids[0]) {
+			if !testutil.ProcAlive(pids[0]) {
 				t.Fatalf("the background child %d is not running before the kill", pids[0])
 			}
 			switch how {

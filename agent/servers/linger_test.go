@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/servers"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -62,7 +63,7 @@ func TestLingerIdle(t *testing.T) {
 	if n := f.m.Lingering(); n != 1 {
 		t.Errorf("Lingering() = %d after Linger, want 1", n)
 	}
-	waitFor(t, "the idle lingering server to be stopped", func() bool { return f.m.Running() == 0 })
+	testutil.Expect(t, 15*time.Second, 20*time.Millisecond, "the idle lingering server to be stopped", func() bool { return f.m.Running() == 0 })
 	waitGone(t, pids)
 }
 
@@ -77,7 +78,7 @@ func TestLingerBound(t *testing.T) {
 	}
 	defer c.Close()
 	f.m.Linger()
-	waitFor(t, "the lingering server to be stopped at its bound", func() bool { return f.m.Running() == 0 })
+	testutil.Expect(t, 15*time.Second, 20*time.Millisecond, "the lingering server to be stopped at its bound", func() bool { return f.m.Running() == 0 })
 	waitGone(t, pids)
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadAll(c); errors.Is(err, os.ErrDeadlineExceeded) {
@@ -120,7 +121,7 @@ func TestLingerStop(t *testing.T) {
 		t.Errorf("after Linger: Running() = %d, Lingering() = %d; want 2 and 2", n, l)
 	}
 	for _, pid := range append(q, i...) {
-		if !alive(pid) {
+		if !testutil.ProcAlive(pid) {
 			t.Errorf("server process %d ended at Linger", pid)
 		}
 	}

@@ -1,7 +1,6 @@
 package servers_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/meshperf/meshperf/agent/runner"
 	"github.com/meshperf/meshperf/agent/servers"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -82,14 +81,8 @@ func readStateFile(t *testing.T, dir string) []entry {
 // procStat returns field 22 (start time) and field 5 (process group) of
 // /proc/PID/stat; ok is false if pid does not run.
 func procStat(pid int) (start uint64, pgrp int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	start, _ = strconv.ParseUint(f[19], 10, 64)
-	pgrp, _ = strconv.Atoi(f[2])
-	return start, pgrp, f[0] != "Z" && f[0] != "X"
+	st, found := testutil.ReadProcStat(pid)
+	return st.StartTime, st.PGRP, found && st.Alive()
 }
 
 func netnsOf(t *testing.T, pid int) string {
@@ -169,35 +162,17 @@ func entryFor(t *testing.T, l *leftover, tool string, port uint32, network strin
 	return entry{TestID: "run1/t1", PID: l.pid, StartTime: start, Tool: tool, Port: port, Network: network, NetNS: netnsOf(t, l.pid)}
 }
 
-// syncBuffer is a log sink for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // newStateManager returns a Manager on fresh ports with StateDir dir,
 // serving the host network and ns as the pod network if not "". It is
 // closed when the test ends.
-func newStateManager(t *testing.T, dir, ns string) (*servers.Manager, servers.Ports, *syncBuffer) {
+func newStateManager(t *testing.T, dir, ns string) (*servers.Manager, servers.Ports, *testutil.SyncBuffer) {
 	t.Helper()
 	ports := servers.Ports{Iperf3: testnet.FreePort(t), Qperf: testnet.FreePort(t), QperfData: testnet.FreePort(t)}
 	netNS := map[measurev1.Network]string{host: ""}
 	if ns != "" {
 		netNS[pod] = ns
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	m := servers.New(servers.Config{
 		NetNS: netNS, Ports: ports, StateDir: dir,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -344,7 +319,7 @@ func TestReclaimQperfChild(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = client.Stop() })
 	var child int
-	waitFor(t, "qperf to fork a child for the connection", func() bool {
+	testutil.Expect(t, 15*time.Second, 20*time.Millisecond, "qperf to fork a child for the connection", func() bool {
 		child = groupMember(l.pid)
 		return child != 0
 	})
@@ -380,13 +355,8 @@ func TestReclaimQperfChild(t *testing.T) {
 
 // groupMember returns a process of group pgrp other than its leader, or 0.
 func groupMember(pgrp int) int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == pgrp {
-			continue
-		}
-		if _, g, ok := procStat(pid); ok && g == pgrp {
+	for _, pid := range testutil.ProcGroup(pgrp) {
+		if pid != pgrp {
 			return pid
 		}
 	}
@@ -586,5 +556,5 @@ func TestStateFileReaped(t *testing.T) {
 	if err != nil || out.ExitCode != 0 {
 		t.Fatalf("iperf3 client: %v, exit %d: %s%s", err, out.ExitCode, out.Stdout, out.Stderr)
 	}
-	waitFor(t, "the reaped server to leave the state file", func() bool { return len(readStateFile(t, dir)) == 0 })
+	testutil.Expect(t, 15*time.Second, 20*time.Millisecond, "the reaped server to leave the state file", func() bool { return len(readStateFile(t, dir)) == 0 })
 }

@@ -1,13 +1,11 @@
 package servers_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +21,7 @@ import (
 	"github.com/meshperf/meshperf/agent/runner"
 	"github.com/meshperf/meshperf/agent/servers"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -75,44 +74,14 @@ func (f *fixture) port(tool measurev1.Tool) uint32 {
 
 // serverPIDs lists the live iperf3 and qperf processes on this fixture's
 // ports, in any namespace: the servers this test started, and only those.
-func (f *fixture) serverPIDs() []int {
-	ports := []string{strconv.Itoa(int(f.ports.Iperf3)), strconv.Itoa(int(f.ports.Qperf))}
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !alive(pid) {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if tool := filepath.Base(argv[0]); tool != "iperf3" && tool != "qperf" {
-			continue
-		}
-		for i := 1; i+1 < len(argv); i++ {
-			if (argv[i] == "-p" || argv[i] == "-lp") && slices.Contains(ports, argv[i+1]) {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
-}
+func (f *fixture) serverPIDs() []int { return testutil.ToolServers(f.ports.Iperf3, f.ports.Qperf) }
 
 // leader returns the one of pids that the Manager started (our child);
 // the others are what it forked.
 func (f *fixture) leader(t *testing.T, pids []int) int {
 	t.Helper()
 	for _, pid := range pids {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		if fs := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(fs) > 1 && fs[1] == strconv.Itoa(os.Getpid()) {
+		if st, ok := testutil.ReadProcStat(pid); ok && st.PPID == os.Getpid() {
 			return pid
 		}
 	}
@@ -120,40 +89,17 @@ func (f *fixture) leader(t *testing.T, pids []int) int {
 	return 0
 }
 
-// alive reports whether pid runs; a zombie is dead.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
-}
-
 // waitGone waits until none of pids runs; SIGKILL takes a moment. The
 // bound only turns a leak into a failure.
 func waitGone(t *testing.T, pids []int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("processes %v to end", pids), func() bool {
-		return !slices.ContainsFunc(pids, alive)
+	testutil.Expect(t, 15*time.Second, 20*time.Millisecond, fmt.Sprintf("processes %v to end", pids), func() bool {
+		return !slices.ContainsFunc(pids, testutil.ProcAlive)
 	})
 	for _, pid := range pids {
-		if alive(pid) {
+		if testutil.ProcAlive(pid) {
 			_ = syscall.Kill(pid, syscall.SIGKILL) // leave nothing behind
 		}
-	}
-}
-
-// waitFor polls cond until it holds; after 15 s the test fails.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Errorf("gave up waiting for %s", what)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -216,7 +162,7 @@ func TestStartListensStop(t *testing.T) {
 				if err := f.m.Stop("t1"); err != nil {
 					t.Errorf("Stop: %v", err)
 				}
-				if alive(leader) {
+				if testutil.ProcAlive(leader) {
 					t.Errorf("server %d still runs after Stop returned", leader)
 				}
 				if n := f.m.Running(); n != 0 {
@@ -283,7 +229,7 @@ func TestStartBusyAndDuplicate(t *testing.T) {
 		t.Errorf("server processes %v, want %d", pids, running)
 	}
 	f.m.StopAll()
-	if left := slices.DeleteFunc(slices.Clone(pids), func(pid int) bool { return !alive(pid) }); len(left) > 0 {
+	if left := slices.DeleteFunc(slices.Clone(pids), func(pid int) bool { return !testutil.ProcAlive(pid) }); len(left) > 0 {
 		t.Errorf("servers %v still run after StopAll returned", left)
 	}
 	if n := f.m.Running(); n != 0 {
@@ -412,7 +358,7 @@ func TestIperf3OneShotReaped(t *testing.T) {
 	if err != nil || out.ExitCode != 0 {
 		t.Fatalf("iperf3 client: %v, exit %d: %s%s", err, out.ExitCode, out.Stdout, out.Stderr)
 	}
-	waitFor(t, "the one-shot server to be reaped", func() bool { return f.m.Running() == 0 })
+	testutil.Expect(t, 15*time.Second, 20*time.Millisecond, "the one-shot server to be reaped", func() bool { return f.m.Running() == 0 })
 	if pids := f.serverPIDs(); len(pids) != 0 {
 		t.Errorf("server processes %v left after Running() dropped to 0", pids)
 	}
@@ -434,7 +380,7 @@ func TestLifetime(t *testing.T) {
 	if len(pids) != 1 {
 		t.Fatalf("server processes %v, want one", pids)
 	}
-	waitFor(t, "the server to reach its lifetime", func() bool { return f.m.Running() == 0 })
+	testutil.Expect(t, 15*time.Second, 20*time.Millisecond, "the server to reach its lifetime", func() bool { return f.m.Running() == 0 })
 	waitGone(t, pids)
 	if _, err := f.m.Start(testnet.Ctx(t, time.Minute), "t2", qperf, host); err != nil {
 		t.Errorf("Start after the lifetime ended: %v", err)

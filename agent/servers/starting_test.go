@@ -3,60 +3,16 @@ package servers_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshperf/meshperf/agent/servers"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
-
-// gate holds a server in its start: it puts a stand-in for a tool first
-// in PATH that records its PID, waits until the test opens the gate and
-// then execs the real tool (same PID, same process group).
-type gate struct{ dir, open string }
-
-func newGate(t *testing.T, tool string) *gate {
-	t.Helper()
-	real, err := exec.LookPath(tool)
-	if err != nil {
-		t.Skipf("%s is not installed", tool)
-	}
-	dir := t.TempDir()
-	g := &gate{dir: dir, open: filepath.Join(dir, "open")}
-	script := fmt.Sprintf("#!/bin/sh\n: > '%s/started.'$$\nwhile [ ! -e '%s' ]; do sleep 0.01; done\nexec '%s' \"$@\"\n", dir, g.open, real)
-	if err := os.WriteFile(filepath.Join(dir, tool), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
-	return g
-}
-
-// started returns the PIDs of the stand-ins that began.
-func (g *gate) started() []int {
-	files, _ := filepath.Glob(filepath.Join(g.dir, "started.*"))
-	var pids []int
-	for _, f := range files {
-		if pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Ext(f), ".")); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-func (g *gate) release(t *testing.T) {
-	t.Helper()
-	if err := os.WriteFile(g.open, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestOrdersWhileStarting: what comes for a test whose server is still
 // starting (its process runs, its port does not listen yet) is not lost:
@@ -87,36 +43,36 @@ func TestOrdersWhileStarting(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, true, 0)
-			gq, gi := newGate(t, "qperf"), newGate(t, "iperf3")
+			gq, gi := testutil.NewToolGate(t, "qperf", ""), testutil.NewToolGate(t, "iperf3", "")
 			ctx := testnet.Ctx(t, time.Minute)
 			startErr := make(chan error, 1)
 			go func() {
 				_, err := f.m.Start(ctx, "t1", qperf, host)
 				startErr <- err
 			}()
-			waitFor(t, "the first server to begin", func() bool { return len(gq.started()) == 1 })
+			testutil.Expect(t, 15*time.Second, 20*time.Millisecond, "the first server to begin", func() bool { return len(gq.Started()) == 1 })
 			actErr := make(chan error, 1)
 			go func() { actErr <- tt.act(ctx, f.m) }()
 			// The act either answers while the first Start waits at the
 			// gate, or (wrongly) starts a server of its own.
 			var err error
 			acted := false
-			waitFor(t, "the act to answer or start a server", func() bool {
+			testutil.Expect(t, 15*time.Second, 20*time.Millisecond, "the act to answer or start a server", func() bool {
 				select {
 				case err = <-actErr:
 					acted = true
 					return true
 				default:
-					return len(gq.started())+len(gi.started()) > 1
+					return len(gq.Started())+len(gi.Started()) > 1
 				}
 			})
 			if tt.goneOnAct && acted {
-				if left := slices.DeleteFunc(gq.started(), func(pid int) bool { return !alive(pid) }); len(left) > 0 {
+				if left := slices.DeleteFunc(gq.Started(), func(pid int) bool { return !testutil.ProcAlive(pid) }); len(left) > 0 {
 					t.Errorf("process %v of the first server still runs when the act returned", left)
 				}
 			}
-			gq.release(t)
-			gi.release(t)
+			gq.Release(t)
+			gi.Release(t)
 			if !acted {
 				err = <-actErr
 			}
@@ -147,7 +103,7 @@ func TestOrdersWhileStarting(t *testing.T) {
 			if n := f.m.Running(); n != 0 {
 				t.Errorf("Running() = %d at the end, want 0", n)
 			}
-			waitGone(t, append(append(gq.started(), gi.started()...), f.serverPIDs()...))
+			waitGone(t, append(append(gq.Started(), gi.Started()...), f.serverPIDs()...))
 			for _, network := range []measurev1.Network{host, pod} {
 				for _, port := range []uint32{f.ports.Qperf, f.ports.Iperf3} {
 					l, err := f.listen(t, network, port)

@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/meshperf/meshperf/agent/spool"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -42,27 +42,9 @@ func pending(t *testing.T, s *spool.Spool) []string {
 	return out
 }
 
-// logBuffer collects log lines; safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func open(t *testing.T, cfg spool.Config) (*spool.Spool, *logBuffer) {
+func open(t *testing.T, cfg spool.Config) (*spool.Spool, *testutil.SyncBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testutil.SyncBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	cfg.LockTimeout = 100 * time.Millisecond
 	s, err := spool.Open(cfg)

@@ -1,7 +1,6 @@
 package alert_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -36,24 +36,6 @@ func (p *publisher) calls() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.got)
-}
-
-// syncBuffer is a log buffer safe for the alerter's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // storeRun stores a run of label over 3 nodes (ping on host-host and
@@ -106,7 +88,7 @@ func TestAlerter(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	pub := &publisher{}
 	a := alert.New(alert.Config{Store: st, Publisher: pub, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	runCtx, stop := context.WithCancel(ctx)
@@ -148,7 +130,7 @@ func TestAlerter(t *testing.T) {
 			storeRun(t, ctx, st, runID, s.label, s.broken)
 			before, handled := pub.calls(), a.Handled()
 			a.RunEnded(runID, s.state)
-			if !poll(func() bool { return a.Handled() > handled }) {
+			if !testutil.Within(5*time.Second, 10*time.Millisecond, func() bool { return a.Handled() > handled }) {
 				t.Fatal("the alerter did not deal with the run")
 			}
 			if got := pub.calls() - before; got != b2i(s.diagnosed) {
@@ -174,15 +156,4 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// poll reports whether cond holds within 5 s.
-func poll(cond func() bool) bool {
-	for range 500 {
-		if cond() {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return false
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -72,7 +73,7 @@ func TestAlerterExternal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	pub := &publisher{}
 	a := alert.New(alert.Config{Store: st, Publisher: pub, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	runCtx, stop := context.WithCancel(ctx)
@@ -122,7 +123,7 @@ func TestAlerterExternal(t *testing.T) {
 			storeExternal(t, ctx, st, runID, targets, s.ext)
 			before, handled, logged := pub.calls(), a.Handled(), len(logs.String())
 			a.RunEnded(runID, measurev1.RunState_RUN_STATE_SUCCEEDED)
-			if !poll(func() bool { return a.Handled() > handled }) {
+			if !testutil.Within(5*time.Second, 10*time.Millisecond, func() bool { return a.Handled() > handled }) {
 				t.Fatal("the alerter did not deal with the run")
 			}
 			if pub.calls() != before+1 {

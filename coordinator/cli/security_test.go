@@ -14,6 +14,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // TestClientSecurity runs the real coordinator with mTLS and an API token
@@ -30,27 +31,14 @@ func TestClientSecurity(t *testing.T) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
 	sock := filepath.Join(dir, "c.sock")
-	ctx, cancel := context.WithCancel(testnet.Ctx(t, time.Minute))
-	ready, errc := make(chan struct{}), make(chan error, 1)
-	go func() {
-		errc <- coordinator.Run(ctx, coordinator.Config{
+	ready := make(chan struct{})
+	testutil.Run(t, testnet.Ctx(t, time.Minute), "coordinator.Run", ready, func(ctx context.Context) error {
+		return coordinator.Run(ctx, coordinator.Config{
 			ListenAddress: addr, SocketPath: sock, DBPath: filepath.Join(dir, "db"), Ready: func() { close(ready) },
 			TLSCertFile: pki.Server.Cert, TLSKeyFile: pki.Server.Key, TLSClientCAFile: pki.CA.File, APITokenFile: token,
 			AllowAddresses: []registry.AddressClass{registry.ClassLoopback}, // the test's agents register 127.0.0.x
 		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("coordinator.Run: %v", err)
-		}
 	})
-	select {
-	case <-ready:
-	case err := <-errc:
-		errc <- nil
-		t.Fatal(err)
-	}
 	tlsFlags := []string{"--tls-ca", pki.CA.File, "--tls-cert", pki.Client.Cert, "--tls-key", pki.Client.Key}
 	tcp := func(args ...string) []string { return append([]string{"--coordinator", addr}, args...) }
 	tests := []struct {

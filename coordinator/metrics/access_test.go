@@ -1,7 +1,6 @@
 package metrics_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,31 +17,14 @@ import (
 	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
-
-// lockedLog is a log sink the server's goroutines may share.
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // serveAccess serves a new Metrics with access on loopback and returns its
 // address and log.
-func serveAccess(t *testing.T, access func(*mtlstest.PKI) metrics.Access, pki *mtlstest.PKI) (string, *lockedLog) {
+func serveAccess(t *testing.T, access func(*mtlstest.PKI) metrics.Access, pki *mtlstest.PKI) (string, *testutil.SyncBuffer) {
 	t.Helper()
-	logs := &lockedLog{}
+	logs := &testutil.SyncBuffer{}
 	m, err := metrics.New(metrics.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -1,19 +1,18 @@
 package registry
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/meshperf/meshperf/coordinator/membership"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -24,30 +23,12 @@ type memRecorder struct{}
 func (memRecorder) PutAgent(context.Context, *meshv1.Agent) error   { return nil }
 func (memRecorder) Agents(context.Context) ([]*meshv1.Agent, error) { return nil, nil }
 
-// syncBuffer is a bytes.Buffer safe for the evaluator's logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestGossipEvaluator: a gossip view only reaches the tracker on the
 // session's path; the registry's evaluator goroutine finds (and logs) the
 // partition that Agents then reports, and Shutdown stops it.
 func TestGossipEvaluator(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	r, err := New(context.Background(), Config{Recorder: memRecorder{}, PartitionGrace: -1, GossipSettle: -1,
 		GossipEvaluateInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

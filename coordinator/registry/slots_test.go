@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/probeplan"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -54,12 +55,9 @@ func nextPlan(t *testing.T, st *chanStream, wait bool) *agentv1.ProbePlan {
 // waitSlots waits (10 s at most) until n plan slots are taken.
 func waitSlots(t *testing.T, r *Registry, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(r.planSlots) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d plan slots taken, want %d", len(r.planSlots), n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	taken := func() int { return len(r.planSlots) }
+	if !testutil.Within(10*time.Second, 5*time.Millisecond, func() bool { return taken() == n }) {
+		t.Fatalf("%d plan slots taken, want %d", taken(), n)
 	}
 }
 

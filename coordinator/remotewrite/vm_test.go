@@ -1,7 +1,6 @@
 package remotewrite
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshperf/meshperf/coordinator/series"
+	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/internal/vmtest"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -22,16 +22,8 @@ import (
 // waitStats waits (60 s at most) until ok(w.Stats()).
 func waitStats(t *testing.T, w *Writer, what string, ok func(Stats) bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !ok(w.Stats()) {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("not %s within 60 s: %+v", what, w.Stats())
-		case <-tick.C:
-		}
+	if !testutil.Within(60*time.Second, 5*time.Millisecond, func() bool { return ok(w.Stats()) }) {
+		t.Fatalf("not %s within 60 s: %+v", what, w.Stats())
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/series"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -53,22 +54,7 @@ func fastConfig(url string) Config {
 // runWriter starts w.Run; the returned stop ends it and waits.
 func runWriter(t *testing.T, w *Writer) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testutil.Run(t, context.Background(), "Run", nil, w.Run)
 }
 
 func TestWriterSendsResultsAndProbes(t *testing.T) {

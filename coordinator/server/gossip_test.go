@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -282,13 +283,7 @@ func TestGossip(t *testing.T) {
 // bound only turns a hang into a failure.
 func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool, diff func() string) {
 	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: gave up: %v (-want +got):\n%s", what, ctx.Err(), diff())
-		case <-tick.C:
-		}
+	if err := testutil.PollContext(ctx, 10*time.Millisecond, cond); err != nil {
+		t.Fatalf("%s: gave up: %v (-want +got):\n%s", what, err, diff())
 	}
 }

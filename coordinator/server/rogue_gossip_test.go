@@ -1,10 +1,8 @@
 package server_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,28 +10,11 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
-
-// logSink is a log the coordinator's goroutines may share.
-type logSink struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logSink) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logSink) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestRogueGossipDeadOfConnectedNode: rogue reporters say a connected node
 // (live session, heartbeats every 50 ms) is dead, over real gRPC. Its
@@ -73,7 +54,7 @@ func TestRogueGossipDeadOfConnectedNode(t *testing.T) {
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			logs := &logSink{}
+			logs := &testutil.SyncBuffer{}
 			c := startWith(t, func(rc *registry.Config) {
 				rc.PartitionGrace, rc.GossipSettle, rc.GossipEvaluateInterval = -1, -1, 10*time.Millisecond
 				rc.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

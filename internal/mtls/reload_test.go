@@ -1,7 +1,6 @@
 package mtls_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // clock is a Config.Now that moves only when told.
@@ -46,36 +46,19 @@ func (c *clock) tick() {
 	c.now = c.now.Add(mtls.DefaultCheckInterval)
 }
 
-// logBuffer is a log sink shared by the handshakes' goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// debugLogger logs to logs at debug level.
+func debugLogger(logs *testutil.SyncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-func load(t *testing.T, pair mtlstest.Pair, ca string, clk *clock, logs *logBuffer) *mtls.Files {
+func load(t *testing.T, pair mtlstest.Pair, ca string, clk *clock, logs *testutil.SyncBuffer) *mtls.Files {
 	t.Helper()
 	cfg := mtls.Config{CertFile: pair.Cert, KeyFile: pair.Key, CAFile: ca}
 	if clk != nil {
 		cfg.Now = clk.Now
 	}
 	if logs != nil {
-		cfg.Logger = logs.logger()
+		cfg.Logger = debugLogger(logs)
 	}
 	f, err := mtls.Load(cfg)
 	if err != nil {
@@ -87,13 +70,13 @@ func load(t *testing.T, pair mtlstest.Pair, ca string, clk *clock, logs *logBuff
 // serve runs a gRPC health server with f's TLS on loopback until the test
 // ends. Each answer carries the serial of the client's certificate in the
 // header "client-serial".
-func serve(t *testing.T, f *mtls.Files, logs *logBuffer) string {
+func serve(t *testing.T, f *mtls.Files, logs *testutil.SyncBuffer) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(grpc.Creds(mtls.ServerCredentials(f.ServerConfig(), logs.logger())),
+	g := grpc.NewServer(grpc.Creds(mtls.ServerCredentials(f.ServerConfig(), debugLogger(logs))),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if p, ok := peer.FromContext(ctx); ok {
 				if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
@@ -169,7 +152,7 @@ func wantSerials(t *testing.T, addr string, creds credentials.TransportCredentia
 func TestReloadServerCertificate(t *testing.T) {
 	pki := mtlstest.New(t)
 	live := pki.Server.Copy(t, t.TempDir(), "tls")
-	clk, logs := newClock(), &logBuffer{}
+	clk, logs := newClock(), &testutil.SyncBuffer{}
 	addr := serve(t, load(t, live, pki.CA.File, clk, logs), logs)
 	creds := load(t, pki.Client, pki.CA.File, nil, nil).ClientCredentials()
 
@@ -204,7 +187,7 @@ func TestReloadCA(t *testing.T) {
 	cli, cliCA := pki.Client.Copy(t, dir, "client"), filepath.Join(dir, "client-ca.crt")
 	mtlstest.Replace(t, srvCA, pki.CA.File)
 	mtlstest.Replace(t, cliCA, pki.CA.File)
-	sclk, cclk, logs := newClock(), newClock(), &logBuffer{}
+	sclk, cclk, logs := newClock(), newClock(), &testutil.SyncBuffer{}
 	addr := serve(t, load(t, srv, srvCA, sclk, logs), logs)
 	creds := load(t, cli, cliCA, cclk, logs).ClientCredentials()
 	open := conn(t, addr, creds)
@@ -264,7 +247,7 @@ func TestReloadKeepsLastGood(t *testing.T) {
 	cliCA := filepath.Join(dir, "client-ca.crt")
 	mtlstest.Replace(t, srvCA, pki.CA.File)
 	mtlstest.Replace(t, cliCA, pki.CA.File)
-	sclk, cclk, logs := newClock(), newClock(), &logBuffer{}
+	sclk, cclk, logs := newClock(), newClock(), &testutil.SyncBuffer{}
 	addr := serve(t, load(t, srv, srvCA, sclk, logs), logs)
 	creds := load(t, pki.Client, cliCA, cclk, logs).ClientCredentials()
 	now := time.Now()

@@ -5,29 +5,12 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// moduleRoot walks up from the test's directory to go.mod.
-func moduleRoot(t *testing.T) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
+	"github.com/meshperf/meshperf/internal/testutil"
+)
 
 // goFiles returns the non-test, non-generated Go files per directory.
 func goFiles(t *testing.T, root string) map[string][]string {
@@ -53,7 +36,7 @@ func goFiles(t *testing.T, root string) map[string][]string {
 }
 
 func TestEveryPackageAndExportedIdentifierIsDocumented(t *testing.T) {
-	root := moduleRoot(t)
+	root := testutil.ModuleRoot(t)
 	dirs := goFiles(t, root)
 	if len(dirs) < 10 {
 		t.Fatalf("found only %d package directories under %s", len(dirs), root)

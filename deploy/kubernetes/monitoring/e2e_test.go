@@ -24,6 +24,7 @@ import (
 	"github.com/meshperf/meshperf/deploy/lab"
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
 	"github.com/meshperf/meshperf/deploy/lab/forward"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // forFactor divides every rule's "for:" in the end-to-end test, and only
@@ -368,16 +369,20 @@ func (p *prometheus) labelValues(ctx context.Context, expr, label string) ([]str
 // limit (or when ctx ends) with what cond said last.
 func waitFor(t *testing.T, ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err := testutil.Poll(ctx, 500*time.Millisecond, func() string {
 		ok, why := cond()
 		if ok {
-			return
+			return ""
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("waiting %v for %s: %s", limit, what, why)
+		if why == "" {
+			why = "not yet"
 		}
-		sleep(ctx, 500*time.Millisecond)
+		return why
+	})
+	if err != nil {
+		t.Fatalf("waiting %v for %s: %v", limit, what, err)
 	}
 }
 

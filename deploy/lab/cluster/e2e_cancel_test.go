@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os/exec"
@@ -9,12 +8,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -50,7 +49,7 @@ func TestCancelMidRun(t *testing.T) {
 		{"Ctrl-C on trigger", func(t *testing.T) (string, func(*testing.T)) {
 			cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"),
 				append([]string{"--coordinator", "unix://" + e.c.SocketPath(), "trigger", "--on-interrupt=cancel"}, args...)...)
-			var stdout, stderr syncBuffer
+			var stdout, stderr testutil.SyncBuffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -141,22 +140,4 @@ func iperf3Clients(t *testing.T, e *env) []nodeProc {
 		}
 	}
 	return out
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/servers"
 	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -146,44 +147,16 @@ func (p nodeProc) String() string {
 // Down finds them: by the identity of /proc/PID/ns/net.
 func toolProcsOf(t *testing.T, node lab.Node) []nodeProc {
 	t.Helper()
-	type nsID struct{ dev, ino uint64 }
-	stat := func(path string) (nsID, bool) {
-		var st syscall.Stat_t
-		if err := syscall.Stat(path, &st); err != nil {
-			return nsID{}, false
-		}
-		return nsID{st.Dev, st.Ino}, true
-	}
-	ids := map[nsID]string{}
-	for name, path := range map[string]string{node.HostNetNS: node.HostNetNSPath, node.PodNetNS: node.PodNetNSPath} {
-		id, ok := stat(path)
-		if !ok {
-			t.Fatalf("namespace %s is gone", path)
-		}
-		ids[id] = name
-	}
-	entries, err := os.ReadDir("/proc")
+	names := map[string]string{node.HostNetNSPath: node.HostNetNS, node.PodNetNSPath: node.PodNetNS}
+	procs, err := testutil.ProcsInNetNS(node.HostNetNSPath, node.PodNetNSPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []nodeProc
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		id, ok := stat("/proc/" + e.Name() + "/ns/net")
-		if !ok || ids[id] == "" {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	for _, p := range procs {
 		isTool := func(a string) bool { b := filepath.Base(a); return b == "iperf3" || b == "qperf" }
-		if isTool(argv[0]) || (filepath.Base(argv[0]) == "nsenter" && slices.ContainsFunc(argv, isTool)) {
-			out = append(out, nodeProc{pid: pid, ns: ids[id], argv: argv})
+		if isTool(p.Argv[0]) || (filepath.Base(p.Argv[0]) == "nsenter" && slices.ContainsFunc(p.Argv, isTool)) {
+			out = append(out, nodeProc{pid: p.PID, ns: names[p.NetNS], argv: p.Argv})
 		}
 	}
 	return out

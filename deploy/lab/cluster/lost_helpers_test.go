@@ -10,10 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -219,43 +219,21 @@ func (p labProc) String() string {
 // e's lab; tool probes (--version, -V) and servers are left out.
 func clientProcs(t *testing.T, e *env, tools ...string) []labProc {
 	t.Helper()
-	type nsID struct{ dev, ino uint64 }
-	stat := func(path string) (nsID, bool) {
-		var st syscall.Stat_t
-		if err := syscall.Stat(path, &st); err != nil {
-			return nsID{}, false
-		}
-		return nsID{st.Dev, st.Ino}, true
-	}
-	nodes := map[nsID]string{}
+	nodes := map[string]string{}
+	var paths []string
 	for _, n := range e.lab.Nodes {
 		for _, path := range []string{n.HostNetNSPath, n.PodNetNSPath} {
-			id, ok := stat(path)
-			if !ok {
-				t.Fatalf("namespace %s is gone", path)
-			}
-			nodes[id] = n.Name
+			nodes[path] = n.Name
+			paths = append(paths, path)
 		}
 	}
-	entries, err := os.ReadDir("/proc")
+	procs, err := testutil.ProcsInNetNS(paths...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []labProc
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		id, ok := stat("/proc/" + ent.Name() + "/ns/net")
-		if !ok || nodes[id] == "" {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	for _, p := range procs {
+		argv := p.Argv
 		tool := filepath.Base(argv[0])
 		if !slices.Contains(tools, tool) {
 			continue
@@ -270,7 +248,7 @@ func clientProcs(t *testing.T, e *env, tools ...string) []labProc {
 			client = !slices.Contains(argv, "--version")
 		}
 		if client {
-			out = append(out, labProc{node: nodes[id], pid: pid, argv: argv})
+			out = append(out, labProc{node: nodes[p.NetNS], pid: p.PID, argv: argv})
 		}
 	}
 	return out
@@ -283,17 +261,7 @@ func pollFor(t *testing.T, ctx context.Context, what string, cond func() string)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		why := cond()
-		if why == "" {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("gave up waiting for %s: %s (%v)", what, why, ctx.Err())
-		case <-tick.C:
-		}
+	if err := testutil.Poll(ctx, 50*time.Millisecond, cond); err != nil {
+		t.Fatalf("gave up waiting for %s: %v", what, err)
 	}
 }

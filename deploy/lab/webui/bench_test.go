@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshperf/meshperf/deploy/fleet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -187,16 +188,7 @@ func freeLoopback(tb testing.TB) string {
 func pollUntil(ctx context.Context, bound time.Duration, cond func() bool) error {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
+	return testutil.PollContext(ctx, 100*time.Millisecond, cond)
 }
 
 // pingMesh triggers a ping mesh over host-host (one sample per pair) on

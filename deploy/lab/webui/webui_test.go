@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/internal/testutil"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -303,7 +304,7 @@ func TestWebUILab(t *testing.T) {
 // pair page's to docs/screenshots/{mesh,pair}.png in the module.
 func updateDocs(t *testing.T, meshTab *tab, pairShot string) {
 	t.Helper()
-	dir := filepath.Join(moduleRoot(t), "docs", "screenshots")
+	dir := filepath.Join(testutil.ModuleRoot(t), "docs", "screenshots")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -318,25 +319,6 @@ func updateDocs(t *testing.T, meshTab *tab, pairShot string) {
 		t.Fatal(err)
 	}
 	t.Logf("updated %s/{mesh,pair}.png", dir)
-}
-
-// moduleRoot walks up from the test's directory to go.mod.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
 }
 
 // probeView checks that the mesh on screen is the continuous probes'

@@ -1,0 +1,10 @@
+package identity_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if a goroutine outlives them: a token verification.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

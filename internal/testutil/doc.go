@@ -1,0 +1,15 @@
+// Package testutil holds the small helpers that the tests of several
+// packages share and that have nothing to do with the network (that is
+// internal/testnet): a log sink safe for concurrent writers (SyncBuffer);
+// waiting for a condition (Poll, PollContext, Within, Eventually, Expect,
+// EventuallyCtx); what /proc says of processes (ReadProcStat, ProcAlive,
+// PIDs, ProcGroup, Cmdline, ToolServers, ProcsInNetNS); a server or loop
+// run until the test ends (Run); the module's root (ModuleRoot); and a
+// stand-in that holds a tool in its start until the test releases it
+// (ToolGate).
+//
+// Only _test.go files import this package; its own test checks that no
+// production file does. A helper that needs a test's testing.TB fails or
+// skips through it and registers its own cleanup, so a caller has nothing
+// to undo.
+package testutil

@@ -1,0 +1,192 @@
+package testutil
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// procRoot is the proc file system the helpers read.
+const procRoot = "/proc"
+
+// ProcStat is what /proc/PID/stat says of one process.
+type ProcStat struct {
+	// PID is the process ID.
+	PID int
+	// State is the state letter: R, S, D, T, Z (zombie), X (dead), ...
+	State byte
+	// PPID is the parent's process ID.
+	PPID int
+	// PGRP is the process group ID.
+	PGRP int
+	// StartTime is when the process started, in clock ticks after boot
+	// (field 22); with PID it names one process across PID reuse.
+	StartTime uint64
+}
+
+// Alive reports whether the process runs: a zombie (ended, not yet
+// reaped) or a dead process does not.
+func (s ProcStat) Alive() bool { return s.State != 'Z' && s.State != 'X' }
+
+// ReadProcStat reads /proc/PID/stat; ok is false if pid does not exist or
+// its stat cannot be parsed.
+func ReadProcStat(pid int) (ProcStat, bool) {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ProcStat{}, false
+	}
+	return parseStat(pid, b)
+}
+
+// parseStat parses the text of /proc/PID/stat: "pid (comm) state ppid
+// pgrp ...", where comm may hold spaces and parentheses.
+func parseStat(pid int, b []byte) (ProcStat, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return ProcStat{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 || len(f[0]) != 1 || !isLetter(f[0][0]) {
+		return ProcStat{}, false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	pgrp, err2 := strconv.Atoi(f[2])
+	start, err3 := strconv.ParseUint(f[19], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return ProcStat{}, false
+	}
+	return ProcStat{PID: pid, State: f[0][0], PPID: ppid, PGRP: pgrp, StartTime: start}, true
+}
+
+// isLetter reports whether c is an ASCII letter, as every state is.
+func isLetter(c byte) bool { return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') }
+
+// ProcAlive reports whether pid runs; a zombie or a process that does not
+// exist does not.
+func ProcAlive(pid int) bool {
+	s, ok := ReadProcStat(pid)
+	return ok && s.Alive()
+}
+
+// PIDs lists the process IDs in /proc, in no particular order; nil if
+// /proc cannot be read.
+func PIDs() []int {
+	entries, _ := os.ReadDir(procRoot)
+	var pids []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// ProcGroup lists the live processes of process group pgid, the leader
+// included if it runs.
+func ProcGroup(pgid int) []int {
+	var out []int
+	for _, pid := range PIDs() {
+		if s, ok := ReadProcStat(pid); ok && s.PGRP == pgid && s.Alive() {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// Cmdline returns pid's argument vector from /proc/PID/cmdline; nil if
+// the process is gone or has none (a kernel thread, a zombie).
+func Cmdline(pid int) []string {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "cmdline"))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+// ToolServers lists the live iperf3 and qperf processes whose port
+// argument (-p or -lp) is one of ports: the servers a test started on its
+// own ports, and nobody else's.
+func ToolServers(ports ...uint32) []int {
+	want := make([]string, len(ports))
+	for i, p := range ports {
+		want[i] = strconv.Itoa(int(p))
+	}
+	var pids []int
+	for _, pid := range PIDs() {
+		if !ProcAlive(pid) {
+			continue
+		}
+		argv := Cmdline(pid)
+		if len(argv) == 0 {
+			continue
+		}
+		if tool := filepath.Base(argv[0]); tool != "iperf3" && tool != "qperf" {
+			continue
+		}
+		for i := 1; i+1 < len(argv); i++ {
+			if (argv[i] == "-p" || argv[i] == "-lp") && slices.Contains(want, argv[i+1]) {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
+// NetNSProc is a process found in one of the network namespaces asked of
+// ProcsInNetNS.
+type NetNSProc struct {
+	// PID is the process ID.
+	PID int
+	// NetNS is the namespace file, as given to ProcsInNetNS, of the
+	// namespace the process runs in.
+	NetNS string
+	// Argv is the process's argument vector; never empty.
+	Argv []string
+}
+
+// nsID identifies a namespace by the device and inode of its file.
+type nsID struct{ dev, ino uint64 }
+
+func statNS(path string) (nsID, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return nsID{}, false
+	}
+	return nsID{st.Dev, st.Ino}, true
+}
+
+// ProcsInNetNS lists the processes (with a command line) whose network
+// namespace is one of the namespace files nsPaths, found as deploy/lab's
+// Down finds them: by the identity (device, inode) of /proc/PID/ns/net.
+// It returns an error if a namespace file cannot be stat'ed (the
+// namespace is gone) or /proc cannot be read.
+func ProcsInNetNS(nsPaths ...string) ([]NetNSProc, error) {
+	ids := map[nsID]string{}
+	for _, path := range nsPaths {
+		id, ok := statNS(path)
+		if !ok {
+			return nil, fmt.Errorf("namespace %s is gone", path)
+		}
+		ids[id] = path
+	}
+	if _, err := os.ReadDir(procRoot); err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []NetNSProc
+	for _, pid := range PIDs() {
+		id, ok := statNS(filepath.Join(procRoot, strconv.Itoa(pid), "ns", "net"))
+		if !ok || ids[id] == "" {
+			continue
+		}
+		if argv := Cmdline(pid); len(argv) > 0 {
+			out = append(out, NetNSProc{PID: pid, NetNS: ids[id], Argv: argv})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,348 @@
+package testutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSyncBuffer: concurrent writers lose no byte (run with -race to see
+// a data race if the lock were missing).
+func TestSyncBuffer(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		writers int
+		line    string
+	}{{"one writer", 1, "a\n"}, {"eight writers", 8, "line of a log\n"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			var b SyncBuffer
+			var wg sync.WaitGroup
+			for range tt.writers {
+				wg.Go(func() {
+					for range 100 {
+						if n, err := b.Write([]byte(tt.line)); n != len(tt.line) || err != nil {
+							t.Errorf("Write = %d, %v", n, err)
+						}
+						_ = b.String()
+					}
+				})
+			}
+			wg.Wait()
+			if got, want := b.String(), strings.Repeat(tt.line, 100*tt.writers); got != want {
+				t.Errorf("String() has %d bytes, want %d", len(got), len(want))
+			}
+		})
+	}
+}
+
+// TestPoll: Poll returns once cond holds, or with cond's last reason and
+// the context's error once the context ends.
+func TestPoll(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		holdsAt int // call from which cond holds; 0 = never
+		wantErr bool
+	}{{"at once", 1, false}, {"on the third call", 3, false}, {"never", 0, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			calls := 0
+			err := Poll(ctx, time.Millisecond, func() string {
+				calls++
+				if tt.holdsAt > 0 && calls >= tt.holdsAt {
+					return ""
+				}
+				return "call " + strconv.Itoa(calls)
+			})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Poll = %v, want error %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "call "+strconv.Itoa(calls)) {
+					t.Errorf("Poll = %v, want the last reason (call %d) and DeadlineExceeded", err, calls)
+				}
+				return
+			}
+			if calls != tt.holdsAt {
+				t.Errorf("cond called %d times, want %d", calls, tt.holdsAt)
+			}
+		})
+	}
+}
+
+// TestWithin: Within answers whether cond came to hold in time.
+func TestWithin(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		holds bool
+	}{{"holds", true}, {"never", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Within(20*time.Millisecond, time.Millisecond, func() bool { return tt.holds }); got != tt.holds {
+				t.Errorf("Within = %v, want %v", got, tt.holds)
+			}
+		})
+	}
+}
+
+// TestParseStat: the fields after a comm with spaces and parentheses.
+func TestParseStat(t *testing.T) {
+	// Fields 6 to 21 (tty, flags, faults, times, priority, ...), then
+	// field 22, the start time.
+	rest := strings.Repeat(" 0", 16) + " 12345 0 0"
+	for _, tt := range []struct {
+		name   string
+		text   string
+		want   ProcStat
+		wantOK bool
+	}{
+		{"plain", "42 (sleep) S 1 42" + rest, ProcStat{PID: 42, State: 'S', PPID: 1, PGRP: 42, StartTime: 12345}, true},
+		{"comm with ) and spaces", "7 (a) b (c) Z 3 5" + rest, ProcStat{PID: 7, State: 'Z', PPID: 3, PGRP: 5, StartTime: 12345}, true},
+		{"truncated", "42 (sleep) S 1 42", ProcStat{}, false},
+		{"no comm", "42 sleep S 1 42" + rest, ProcStat{}, false},
+		{"bad ppid", "42 (sleep) S x 42" + rest, ProcStat{}, false},
+		{"state not a letter", "42 (sleep) 7 1 42" + rest, ProcStat{}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pid, _ := strconv.Atoi(strings.Fields(tt.text)[0])
+			got, ok := parseStat(pid, []byte(tt.text))
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("parseStat = %+v, %v; want %+v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("42 (sleep) S 1 42 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 12345"))
+	f.Add([]byte("1 ())) R 0 1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, ok := parseStat(1, b)
+		if ok && (s.PID != 1 || !isLetter(s.State)) {
+			t.Errorf("parseStat(%q) = %+v, true", b, s)
+		}
+	})
+}
+
+// TestProcs: what /proc says of this process and of a child that ran,
+// ended and was reaped, or ended and was not (a zombie).
+func TestProcs(t *testing.T) {
+	self := os.Getpid()
+	if !ProcAlive(self) {
+		t.Fatal("ProcAlive(self) = false")
+	}
+	if argv := Cmdline(self); len(argv) == 0 || filepath.Base(argv[0]) != filepath.Base(os.Args[0]) {
+		t.Errorf("Cmdline(self) = %q, want %q first", argv, os.Args[0])
+	}
+	s, ok := ReadProcStat(self)
+	if !ok || s.PPID != os.Getppid() || s.PGRP != syscall.Getpgrp() {
+		t.Errorf("ReadProcStat(self) = %+v, %v; want ppid %d", s, ok, os.Getppid())
+	}
+	if !slices.Contains(ProcGroup(s.PGRP), self) {
+		t.Errorf("ProcGroup(%d) lacks this process %d", s.PGRP, self)
+	}
+	for _, tt := range []struct {
+		name string
+		reap bool
+	}{{"reaped", true}, {"zombie", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", "exit 0")
+			if err := cmd.Start(); err != nil {
+				t.Skip(err)
+			}
+			pid := cmd.Process.Pid
+			t.Cleanup(func() { _ = cmd.Wait() })
+			if tt.reap {
+				_ = cmd.Wait()
+			}
+			// The child ends at once: reaped, it is gone; not, a zombie.
+			if !Within(10*time.Second, 0, func() bool { return !ProcAlive(pid) }) {
+				t.Errorf("ProcAlive(%d) stays true after the child ended", pid)
+			}
+			if _, ok := ReadProcStat(pid); ok == tt.reap {
+				t.Errorf("ReadProcStat(%d) ok = %v, want %v", pid, ok, !tt.reap)
+			}
+		})
+	}
+}
+
+// TestProcsInNetNS: this process is found in its own namespace; a
+// namespace file that does not exist is an error.
+func TestProcsInNetNS(t *testing.T) {
+	procs, err := ProcsInNetNS("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(procs, func(p NetNSProc) bool { return p.PID == os.Getpid() && p.NetNS == "/proc/self/ns/net" }) {
+		t.Errorf("ProcsInNetNS(own) = %v, lacks pid %d", procs, os.Getpid())
+	}
+	if _, err := ProcsInNetNS(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Error("ProcsInNetNS(missing file) = nil error")
+	}
+}
+
+// TestToolGate: a held run records its PID and does not end before the
+// gate opens; an unheld run (holdArg set, other argument) goes through.
+func TestToolGate(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		holdArg string
+		arg     string
+		held    bool
+	}{{"every run", "", "x", true}, {"holdArg matches", "-lp", "-lp", true}, {"holdArg does not", "-lp", "-V", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewToolGate(t, "true", tt.holdArg)
+			cmd := exec.Command("true", tt.arg)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			if !tt.held {
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				if got := g.Started(); len(got) != 0 {
+					t.Errorf("Started() = %v for an unheld run", got)
+				}
+				return
+			}
+			if !Within(10*time.Second, 0, func() bool { return slices.Contains(g.Started(), cmd.Process.Pid) }) {
+				t.Fatalf("Started() = %v, lacks %d", g.Started(), cmd.Process.Pid)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("held run ended before Release: %v", err)
+			default:
+			}
+			g.Release(t)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestOnlyTestsImport: no production (non-_test.go) file of the module
+// imports this package.
+func TestOnlyTestsImport(t *testing.T) {
+	root := ModuleRoot(t)
+	const self = `"github.com/meshperf/meshperf/internal/testutil"`
+	var bad []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return fmt.Errorf("parse %s: %w", path, err)
+		}
+		for _, imp := range f.Imports {
+			if imp.Path.Value == self {
+				bad = append(bad, path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) > 0 {
+		t.Errorf("production files import internal/testutil: %v", bad)
+	}
+}
+
+// recorder is a testing.TB that records failures instead of failing.
+type recorder struct {
+	testing.TB
+	errors, fatals int
+}
+
+func (r *recorder) Helper()               {}
+func (r *recorder) Errorf(string, ...any) { r.errors++ }
+func (r *recorder) Fatalf(string, ...any) { r.fatals++ }
+func (r *recorder) Skipf(string, ...any)  {}
+func (r *recorder) Cleanup(f func())      { r.TB.Cleanup(f) }
+
+// TestEventually: Eventually and EventuallyCtx fail fatally, Expect
+// marks the failure and answers false, each only when cond never holds.
+func TestEventually(t *testing.T) {
+	for _, tt := range []struct {
+		name                  string
+		holds                 bool
+		wantErrors, wantFatal int
+	}{{"holds", true, 0, 0}, {"never", false, 1, 2}} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &recorder{TB: t}
+			cond := func() bool { return tt.holds }
+			Eventually(r, 20*time.Millisecond, time.Millisecond, "x", cond)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			EventuallyCtx(r, ctx, time.Millisecond, "x", cond)
+			if ok := Expect(r, 20*time.Millisecond, time.Millisecond, "x", cond); ok != tt.holds {
+				t.Errorf("Expect = %v, want %v", ok, tt.holds)
+			}
+			if r.errors != tt.wantErrors || r.fatals != tt.wantFatal {
+				t.Errorf("errors, fatals = %d, %d; want %d, %d", r.errors, r.fatals, tt.wantErrors, tt.wantFatal)
+			}
+		})
+	}
+}
+
+// TestRun: Run waits for ready, and its stop cancels run's context and
+// reports run's error once; a run that returns before it is ready fails
+// the test at once.
+func TestRun(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tt := range []struct {
+		name                  string
+		early                 bool  // run returns before it is ready
+		err                   error // what run returns once canceled
+		wantErrors, wantFatal int
+	}{
+		{"clean stop", false, nil, 0, 0},
+		{"error at stop", false, boom, 1, 0},
+		{"returns before ready", true, boom, 0, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &recorder{TB: t}
+			ready := make(chan struct{})
+			canceled := false
+			stop := Run(r, context.Background(), "run", ready, func(ctx context.Context) error {
+				if tt.early {
+					return tt.err
+				}
+				close(ready)
+				<-ctx.Done()
+				canceled = true
+				return tt.err
+			})
+			stop()
+			stop()
+			if !tt.early && !canceled {
+				t.Error("stop returned before run saw its context end")
+			}
+			if r.errors != tt.wantErrors || r.fatals != tt.wantFatal {
+				t.Errorf("errors, fatals = %d, %d; want %d, %d", r.errors, r.fatals, tt.wantErrors, tt.wantFatal)
+			}
+		})
+	}
+}
