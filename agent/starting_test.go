@@ -26,7 +26,7 @@ func newServerGate(t *testing.T) *serverGate {
 	t.Helper()
 	real, err := exec.LookPath("qperf")
 	if err != nil {
-		t.Skip("qperf is not installed")
+		t.Skip("missing tool: qperf")
 	}
 	dir := t.TempDir()
 	g := &serverGate{dir: dir, open: filepath.Join(dir, "open")}

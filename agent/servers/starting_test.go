@@ -27,7 +27,7 @@ func newGate(t *testing.T, tool string) *gate {
 	t.Helper()
 	real, err := exec.LookPath(tool)
 	if err != nil {
-		t.Skipf("%s is not installed", tool)
+		t.Skipf("missing tool: %s", tool)
 	}
 	dir := t.TempDir()
 	g := &gate{dir: dir, open: filepath.Join(dir, "open")}
