@@ -140,7 +140,8 @@ func TestLateResultsAfterRestartAreStored(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			db := filepath.Join(t.TempDir(), "meshperf.db")
 			c, stop := startAt(t, db, nil)
-			ctx := ctxT(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // beyond the waits below
+			defer cancel()
 			first, leave := context.WithCancel(ctx)
 			defer leave()
 			src := holdAgent(t, first, c, register("node-1"))
