@@ -69,9 +69,13 @@ helm: ## Install the pinned helm into ./bin (go install; the chart's tests run i
 build: ## Build agent, coordinator and meshlab into ./bin.
 	go build -o $(BIN)/ ./cmd/...
 
+# go test's output goes through internal/testlog: the usual ok/FAIL lines
+# and failures, then a "SKIPPED: pkg Test: reason" line per skipped test;
+# with CI=true a skip for a missing tool or root fails the target
+# (internal/testskip's prefixes). pipefail keeps go test's own status.
 .PHONY: test
-test: deps test-deps ## Run every test (as root: lab and end-to-end tests build network namespaces).
-	go test -count=1 -timeout 30m ./...
+test: deps test-deps ## Run every test (as root: lab and end-to-end tests build network namespaces); lists the skipped ones.
+	go test -json -count=1 -timeout 30m ./... | go run ./internal/testlog
 
 .PHONY: demo
 demo: deps build ## Full mesh on a local lab per CNI mode, then compare (root); UI=1 keeps the web UI up until Ctrl-C.

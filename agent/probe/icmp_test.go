@@ -179,7 +179,7 @@ func rawOK(t testing.TB) {
 	t.Helper()
 	pg := openPinger(&Network{Net: measurev1.Network_NETWORK_HOST, IP: netip.MustParseAddr("127.0.0.1")}, false)
 	if pg.openErr != nil {
-		t.Skipf("needs raw ICMP sockets (root or CAP_NET_RAW): %v", pg.openErr)
+		t.Skipf("needs root: raw ICMP sockets (root or CAP_NET_RAW): %v", pg.openErr)
 	}
 	pg.close()
 }

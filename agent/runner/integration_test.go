@@ -161,7 +161,7 @@ func TestIntegration(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.network == measurev1.Network_NETWORK_POD && os.Geteuid() != 0 {
-				t.Skip("nsenter needs root")
+				t.Skip("needs root: nsenter into the pod namespace")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,9 +47,18 @@ func start(t *testing.T) *coordinator {
 // startWith is start with the registry's Config changed by edit, if set.
 func startWith(t *testing.T, edit func(*registry.Config)) *coordinator {
 	t.Helper()
+	c, _ := startAt(t, filepath.Join(t.TempDir(), "db"), edit)
+	return c
+}
+
+// startAt is startWith on the bbolt file at path; stop stops it (as does
+// the test's end) and closes the file, which a second startAt on path
+// opens again: a restart.
+func startAt(t *testing.T, path string, edit func(*registry.Config)) (c *coordinator, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
+	st, err := store.Open(store.Config{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,14 +76,18 @@ func startWith(t *testing.T, edit func(*registry.Config)) *coordinator {
 		t.Fatal(err)
 	}
 	g, conn := serveLoopback(t, server.New(server.Config{Registry: reg, Runs: mgr, Store: st}))
-	t.Cleanup(func() {
-		_ = conn.Close()
-		mgr.Close()
-		reg.Shutdown()
-		g.Stop()
-		_ = st.Close()
-	})
-	return &coordinator{reg: reg, agent: agentv1.NewAgentServiceClient(conn), mesh: meshv1.NewMeshServiceClient(conn)}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = conn.Close()
+			mgr.Close()
+			reg.Shutdown()
+			g.Stop()
+			_ = st.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &coordinator{reg: reg, agent: agentv1.NewAgentServiceClient(conn), mesh: meshv1.NewMeshServiceClient(conn)}, stop
 }
 
 // serveLoopback serves srv's services on a loopback TCP port and dials
@@ -430,13 +444,19 @@ func TestDuplicateAnswersDoNotStallTheSession(t *testing.T) {
 			}
 		}
 	}()
-	for i := 0; i < 3; i++ {
-		w := &agentv1.Work{TestId: "t1", Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}}
+	// Each dispatch has its own test ID and must get its own answer: a
+	// duplicate of an earlier answer arriving while a later dispatch
+	// waits must not pass for that dispatch's answer.
+	for _, id := range []string{"t1", "t2", "t3"} {
+		w := &agentv1.Work{TestId: id, Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}}
 		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := c.reg.Dispatch(callCtx, "node-1", w)
+		wr, err := c.reg.Dispatch(callCtx, "node-1", w)
 		cancel()
 		if err != nil {
-			t.Fatalf("dispatch %d: %v", i, err)
+			t.Fatalf("dispatch %s: %v", id, err)
+		}
+		if wr.GetTestId() != id {
+			t.Errorf("dispatch %s got the answer to %s", id, wr.GetTestId())
 		}
 	}
 	// Only the answering goroutine sends: end the session from the
@@ -486,10 +506,17 @@ func TestNodeStates(t *testing.T) {
 		}, "node-1", meshv1.NodeState_NODE_STATE_MAINTENANCE},
 		{"cordoned and gone stays cordoned", func() error {
 			leave()
-			for i := 0; i < 100 && len(c.reg.Ready()) != 1; i++ {
-				time.Sleep(20 * time.Millisecond)
+			// Wait until node-1's session is gone (only node-2 is left
+			// ready), or the state read next would be of a node still
+			// connected and prove nothing.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if _, connected := c.reg.Node("node-1"); !connected {
+					return nil
+				}
+				if time.Now().After(deadline) {
+					return errors.New("node-1 still connected 5 s after its session ended")
+				}
 			}
-			return nil
 		}, "node-1", meshv1.NodeState_NODE_STATE_MAINTENANCE},
 		{"uncordoned while gone", func() error {
 			_, err := c.mesh.SetMaintenance(ctx, &meshv1.SetMaintenanceRequest{NodeName: "node-1", Maintenance: false})

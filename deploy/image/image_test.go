@@ -40,7 +40,7 @@ func repoRoot(t *testing.T) string {
 func buildImage(t *testing.T) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("the OCI image build needs root (mmdebstrap's root mode, the image's file owners); run the tests as root")
+		t.Skip("needs root: the OCI image build (mmdebstrap's root mode, the image's file owners); run the tests as root")
 	}
 	layout := filepath.Join(t.TempDir(), "oci", "meshperf")
 	ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)

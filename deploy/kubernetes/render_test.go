@@ -84,7 +84,7 @@ func helmBinary(t *testing.T) string {
 	if os.Getenv("CI") != "" || os.Getenv("MESHPERF_REQUIRE_HELM") == "1" {
 		t.Fatal("helm not installed (make helm installs the pinned version into ./bin); CI or MESHPERF_REQUIRE_HELM=1 requires it")
 	}
-	t.Skip("helm not installed: make helm (or make test-deps) installs the pinned version into ./bin")
+	t.Skip("missing tool: helm (make helm or make test-deps installs the pinned version into ./bin)")
 	return ""
 }
 

@@ -1,6 +1,11 @@
 package lab
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -187,11 +192,60 @@ func runProbe(t *testing.T, l *Lab, p probe, port int) {
 	switch {
 	case want && err != nil:
 		t.Errorf("%v: want success, got %v after %v\n%s", fill(p.client), err, elapsed, out)
-	case !want && err == nil:
-		t.Errorf("%v: want failure, it worked\n%s", fill(p.client), out)
+	case !want:
+		if ferr := checkFailure(p.client, err, out); ferr != nil {
+			t.Errorf("%v: want it to fail as the network makes it: %v\n%s", fill(p.client), ferr, out)
+			return
+		}
+		fallthrough
 	default:
 		t.Logf("%v: ok=%v in %v: %s", fill(p.client), err == nil, elapsed.Round(time.Millisecond), summary)
 	}
+}
+
+// failure is how a client fails when the network stops it: its exit
+// status and what it says, so that a client that fails for another
+// reason (a bad flag, a missing server, a timeout of runIn) does not pass
+// for a refusal by the lab.
+type failure struct {
+	exit int
+	says *regexp.Regexp
+}
+
+// failures are the network failures of each client program the probes
+// run: ping's 1 with no reply (2 is any other error: a bad flag, an
+// unknown host), ip route get's 2 with no route (255 is a bad command
+// line), iperf3's and qperf's 1 with their connect error (their 1 is any
+// error, so the message tells).
+var failures = map[string]failure{
+	"ping":   {1, regexp.MustCompile(`(?m)^\d+ packets transmitted, 0 received`)},
+	"ip":     {2, regexp.MustCompile(`Network is unreachable|No route to host`)},
+	"iperf3": {1, regexp.MustCompile(`unable to connect to server`)},
+	"qperf":  {1, regexp.MustCompile(`failed to connect`)},
+}
+
+// checkFailure returns nil if client (a probe's argv), which must fail,
+// ended with err and out (runIn's) as its program does when the network
+// stops it, else an error saying how it ended instead.
+func checkFailure(client []string, err error, out string) error {
+	f, ok := failures[client[0]]
+	if !ok {
+		return fmt.Errorf("no known network failure of %s: add it to failures", client[0])
+	}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return errors.New("it worked")
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("runIn's timeout, not the network, ended it: %w", err)
+	case !errors.As(err, &exit):
+		return fmt.Errorf("it did not run: %w", err)
+	case exit.ExitCode() != f.exit:
+		return fmt.Errorf("exit status %d, want %d", exit.ExitCode(), f.exit)
+	case !f.says.MatchString(out):
+		return fmt.Errorf("exit status %d without %q in its output", f.exit, f.says)
+	}
+	return nil
 }
 
 func lastLines(s string, n int) string {
@@ -200,4 +254,52 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// TestCheckFailure: a client that must fail passes only with its
+// program's network failure, not with any non-zero exit.
+func TestCheckFailure(t *testing.T) {
+	exitErr := func(code int) error {
+		err := exec.Command("sh", "-c", "exit "+strconv.Itoa(code)).Run()
+		if err == nil {
+			t.Fatalf("sh -c 'exit %d' succeeded", code)
+		}
+		return err
+	}
+	const pingLost = "--- 10.244.2.2 ping statistics ---\n2 packets transmitted, 0 received, 100% packet loss, time 1010ms\n"
+	const pingTooBig = "ping: local error: message too long, mtu=1450\n\n--- 10.244.2.2 ping statistics ---\n" +
+		"1 packets transmitted, 0 received, +1 errors, 100% packet loss, time 0ms\n"
+	timedOut := fmt.Errorf("timed out after 15s: %w", errors.Join(context.DeadlineExceeded, exitErr(1)))
+	tests := []struct {
+		name   string
+		client []string
+		err    error
+		out    string
+		wantOK bool
+	}{
+		{"ping: no reply", ping, exitErr(1), pingLost, true},
+		{"ping: DF too big", pingDF(1472), exitErr(1), pingTooBig, true},
+		{"ping: a bad flag", ping, exitErr(2), "ping: invalid argument: '0.2x'\n", false},
+		{"ping: exit 1 from nsenter", ping, exitErr(1), "nsenter: cannot open /run/netns/x: No such file or directory\n", false},
+		{"ping: worked", ping, nil, "2 packets transmitted, 2 received, 0% packet loss\n", false},
+		{"ping: runIn's timeout", ping, timedOut, pingLost, false},
+		{"ip route get: no route", routeGet, exitErr(2), "RTNETLINK answers: Network is unreachable\n", true},
+		{"ip route get: a bad command line", routeGet, exitErr(255), "Error: any valid prefix is expected rather than \"x\".\n", false},
+		{"ip route get: exit 2 for another reason", routeGet, exitErr(2), "RTNETLINK answers: Operation not permitted\n", false},
+		{"iperf3: connect timed out", iperfTCP, exitErr(1),
+			"iperf3: error - unable to connect to server - server may have stopped running or use a different port, firewall issue, etc.: Connection timed out\n", true},
+		{"iperf3: a bad flag", iperfTCP, exitErr(1), "iperf3: parameter error - must either be a client (-c) or server (-s)\n", false},
+		{"qperf: connect failed", qperfLat, exitErr(1), "tcp_lat:\n10.96.0.2: failed to connect\n", true},
+		{"qperf: a bad test name", qperfLat, exitErr(1), "qperf: bad test: tcp_lt\n", false},
+		{"not started", ping, &exec.Error{Name: "nsenter", Err: exec.ErrNotFound}, "", false},
+		{"a program with no known failure", []string{"curl", "IP"}, exitErr(7), "curl: (7) Failed to connect\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkFailure(tt.client, tt.err, tt.out)
+			if (err == nil) != tt.wantOK {
+				t.Errorf("checkFailure = %v, want ok=%t", err, tt.wantOK)
+			}
+		})
+	}
 }

@@ -21,8 +21,13 @@ const (
 	waitDelay    = 2 * time.Second
 )
 
-// tools are the programs Up and Down need, checked before anything is built.
-var tools = []string{"ip", "bridge", "iptables", "iptables-restore", "nsenter", "sysctl"}
+// tools are the programs Up and Down need, checked before anything is
+// built; faultTools those Inject and Clear need. Both come from tools.txt,
+// the list install-deps.sh installs.
+var (
+	tools      = toolsFor("lab")
+	faultTools = toolsFor("fault")
+)
 
 // runner runs commands for one lab operation.
 type runner struct {

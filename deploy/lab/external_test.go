@@ -106,7 +106,7 @@ func nodeSource(l *Lab, i int) netip.Addr {
 func TestPeerAddress(t *testing.T) {
 	requireLab(t)
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("needs curl (deploy/lab/install-deps.sh installs it)")
+		t.Skip("missing tool: curl (deploy/lab/install-deps.sh installs it)")
 	}
 	t.Parallel()
 	for _, mode := range Modes {

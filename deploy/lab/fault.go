@@ -263,7 +263,7 @@ func Inject(ctx context.Context, l *Lab, f Fault) error {
 // faults need that are missing.
 func checkFaultTools() error {
 	var missing []string
-	for _, t := range []string{"tc", "iptables-save", "iptables-restore"} {
+	for _, t := range faultTools {
 		if _, err := exec.LookPath(t); err != nil {
 			missing = append(missing, t)
 		}

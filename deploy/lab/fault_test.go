@@ -114,7 +114,7 @@ type faultProbe struct {
 func TestFaults(t *testing.T) {
 	requireLab(t)
 	if _, err := exec.LookPath("tc"); err != nil {
-		t.Skip("needs tc (iproute2)")
+		t.Skip("missing tool: tc (iproute2)")
 	}
 	t.Parallel()
 	ok := func(Config) bool { return true }

@@ -162,7 +162,7 @@ func TestProbeFidelity(t *testing.T) {
 	requireLab(t)
 	for _, tool := range []string{"curl", "qperf", "ping"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (deploy/lab/install-deps.sh installs it)", tool)
+			t.Skipf("missing tool: %s (deploy/lab/install-deps.sh installs it)", tool)
 		}
 	}
 	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testLogger(t)})

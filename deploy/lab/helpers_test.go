@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testskip"
 )
 
 // testPrefixStart begins every prefix these tests use; runIn and startIn
@@ -23,17 +25,11 @@ import (
 const testPrefixStart = "lt"
 
 // requireLab skips the test unless it runs as root with every tool the lab
-// and the probes need.
+// and the probes need (tools.txt's lab and labtest programs).
 func requireLab(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the lab creates network namespaces")
-	}
-	for _, tool := range append(tools, "ping", "iperf3", "qperf", "ss") {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (deploy/lab/install-deps.sh installs it)", tool)
-		}
-	}
+	testskip.Root(t, "the lab creates network namespaces")
+	testskip.Tools(t, "deploy/lab/install-deps.sh installs it", toolsFor("lab", "labtest")...)
 }
 
 // testPrefix returns a prefix no other test, package or engineer uses.

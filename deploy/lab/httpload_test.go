@@ -75,7 +75,7 @@ func TestHTTPLoadServer(t *testing.T) {
 func TestHTTPLoad(t *testing.T) {
 	requireLab(t)
 	if _, err := exec.LookPath("ab"); err != nil {
-		t.Skip("needs ab (apache2-utils; deploy/lab/install-deps.sh installs it)")
+		t.Skip("missing tool: ab (apache2-utils; deploy/lab/install-deps.sh installs it)")
 	}
 	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testLogger(t)})
 	src, dst := l.Nodes[0], l.Nodes[1]
@@ -116,8 +116,15 @@ func TestHTTPLoad(t *testing.T) {
 				t.Errorf("percentiles out of order: %v", p)
 			}
 		}
-		if !(p[4] > 0) || p[4] > 30 {
-			t.Errorf("latency_max_seconds %v: want in (0, 30]", p[4])
+		// On veth the slowest of thousands of requests takes milliseconds,
+		// seconds only on a machine on its knees: a slip of ms stored as
+		// s (tens of "seconds") lands outside, as does a mean latency
+		// stored in ms.
+		if !(p[4] > 0) || p[4] > 3 {
+			t.Errorf("latency_max_seconds %v: want in (0, 3]", p[4])
+		}
+		if v := m.GetLatencyMeanSeconds(); !(v > 1e-5 && v < 1) {
+			t.Errorf("latency_mean_seconds %v: want in (1e-05, 1)", v)
 		}
 	}
 	tests := []struct {

@@ -80,7 +80,7 @@ func NewNetNS(t testing.TB, prefix string) (path string) {
 	t.Helper()
 	NeedTools(t, "ip", "nsenter")
 	if os.Geteuid() != 0 {
-		t.Skip("creating a network namespace needs root")
+		t.Skip("needs root: creating a network namespace")
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -116,7 +116,7 @@ func NeedTools(t testing.TB, tools ...string) {
 	t.Helper()
 	for _, n := range tools {
 		if _, err := exec.LookPath(n); err != nil {
-			t.Skipf("%s is not installed", n)
+			t.Skipf("missing tool: %s", n)
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/meshperf/meshperf/internal/testskip"
 )
 
 // ToolGate holds runs of a tool in their start: a stand-in first in PATH
@@ -27,7 +29,7 @@ func NewToolGate(t testing.TB, tool, holdArg string) *ToolGate {
 	t.Helper()
 	real, err := exec.LookPath(tool)
 	if err != nil {
-		t.Skipf("%s is not installed", tool)
+		t.Skipf(testskip.ToolPrefix+"%s", tool)
 	}
 	dir := t.TempDir()
 	g := &ToolGate{dir: dir, open: filepath.Join(dir, "open")}

@@ -64,7 +64,7 @@ func TestPrometheusAlertsOnLabFault(t *testing.T) {
 	}
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
-		t.Skip("prometheus not installed (make test-deps)")
+		t.Skip("missing tool: prometheus (make test-deps)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // about 2.5 min here; a bound for a loaded CI
 	defer cancel()

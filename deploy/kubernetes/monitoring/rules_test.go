@@ -61,7 +61,7 @@ func promtool(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Skip("promtool not installed (make test-deps)")
+		t.Skip("missing tool: promtool (make test-deps)")
 	}
 	return p
 }

@@ -19,7 +19,7 @@ import (
 // percentiles and failures.
 func TestHTTPLoadRun(t *testing.T) {
 	if _, err := exec.LookPath("ab"); err != nil {
-		t.Skip("needs ab (apache2-utils; deploy/lab/install-deps.sh installs it)")
+		t.Skip("missing tool: ab (apache2-utils; deploy/lab/install-deps.sh installs it)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -29,7 +29,7 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
-		fmt.Println("skipping end-to-end tests: they build network namespaces and need root")
+		fmt.Println("needs root: the end-to-end tests build network namespaces")
 		os.Exit(0)
 	}
 	dir, err := os.MkdirTemp("", "meshperf-e2e-bin-")
@@ -220,8 +220,12 @@ func results(t *testing.T, ctx context.Context, e *env, runID string) []*measure
 }
 
 // checkPlausible checks that an OK result's figures fit veth in a lab:
-// latencies in microseconds to milliseconds, bandwidth above 100 Mbit/s.
-// These are sanity bounds, not timing assertions.
+// round trips and latencies between 1 us and 20 ms (the slowest of a
+// ping's replies 50 ms), so that a slip of ms stored as s, or the
+// reverse, lands outside; an HTTP exchange between 10 us and 500 ms (a
+// connect on a loaded 2-core machine has taken 220 ms); bandwidth between
+// 100 Mbit/s and 1 Tbit/s (a slip of kbit/s or Gbit/s stored as bit/s
+// lands outside). These are sanity bounds, not timing assertions.
 func checkPlausible(t *testing.T, r *measurev1.Result) {
 	t.Helper()
 	where := fmt.Sprintf("%s->%s %v %v", r.GetSrcNode(), r.GetDstNode(), r.GetPath(), r.GetSpec().GetTest())
@@ -237,21 +241,35 @@ func checkPlausible(t *testing.T, r *measurev1.Result) {
 			t.Errorf("%s: %s = %g, want in (%g, %g)", where, what, v, lo, hi)
 		}
 	}
+	const (
+		minRTT, maxRTT   = 1e-6, 20e-3 // s: veth and loopback
+		maxSlowest       = 50e-3       // s: a ping's slowest reply, its mdev
+		minHTTP, maxHTTP = 1e-5, 0.5   // s: curl's whole exchange
+		minBW, maxBW     = 1e8, 1e12   // bit/s
+	)
 	switch m := r.GetMetrics().(type) {
 	case *measurev1.Result_Ping:
-		between("rtt_avg_seconds", m.Ping.GetRttAvgSeconds(), 0, 0.1)
-		between("rtt_median_seconds", m.Ping.GetRttMedianSeconds(), 0, 0.1)
-		between("loss_ratio+1", m.Ping.GetLossRatio()+1, 0.999, 1.001)
+		p := m.Ping
+		between("rtt_min_seconds", p.GetRttMinSeconds(), minRTT, maxRTT)
+		between("rtt_avg_seconds", p.GetRttAvgSeconds(), minRTT, maxRTT)
+		between("rtt_max_seconds", p.GetRttMaxSeconds(), minRTT, maxSlowest)
+		between("rtt_median_seconds", p.GetRttMedianSeconds(), minRTT, maxRTT)
+		if v := p.GetRttMdevSeconds(); !(v >= 0 && v < maxSlowest) { // 0 when every reply took as long
+			t.Errorf("%s: rtt_mdev_seconds = %g, want in [0, %g)", where, v, maxSlowest)
+		}
+		between("loss_ratio+1", p.GetLossRatio()+1, 0.999, 1.001)
 	case *measurev1.Result_Qperf:
 		if r.GetSpec().GetTest() == measurev1.Test_TEST_QPERF_TCP_LAT {
-			between("latency_seconds", m.Qperf.GetLatencySeconds(), 1e-7, 0.05)
+			between("latency_seconds", m.Qperf.GetLatencySeconds(), minRTT, maxRTT)
 		} else {
-			between("throughput_bps", m.Qperf.GetThroughputBps(), 1e8, 1e12)
+			between("throughput_bps", m.Qperf.GetThroughputBps(), minBW, maxBW)
 		}
 	case *measurev1.Result_Iperf3:
-		between("throughput_bps", m.Iperf3.GetThroughputBps(), 1e8, 1e12)
+		between("throughput_bps", m.Iperf3.GetThroughputBps(), minBW, maxBW)
 	case *measurev1.Result_Http:
-		between("total_seconds", m.Http.GetTotalSeconds(), 0, 1)
+		h := m.Http
+		between("total_seconds", h.GetTotalSeconds(), minHTTP, maxHTTP)
+		between("connect_seconds", h.GetConnectSeconds(), minRTT, maxHTTP)
 		if m.Http.GetHttpCode() != 200 {
 			t.Errorf("%s: HTTP %d", where, m.Http.GetHttpCode())
 		}

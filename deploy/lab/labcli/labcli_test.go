@@ -121,10 +121,10 @@ func TestPrintLayout(t *testing.T) {
 // TestUpStatusDown drives a real lab through the command line (root only).
 func TestUpStatusDown(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		t.Skip("needs root: the lab creates network namespaces")
 	}
 	if _, err := exec.LookPath("iptables-restore"); err != nil {
-		t.Skip("needs iptables")
+		t.Skip("missing tool: iptables-restore")
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)

@@ -33,7 +33,7 @@ const viewportW, viewportH = 1280, 800
 func requireChromium(tb testing.TB) {
 	tb.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		tb.Skipf("needs %s (make test-deps installs it): %v", chromiumPath, err)
+		tb.Skipf("missing tool: %s (make test-deps installs it): %v", chromiumPath, err)
 	}
 }
 

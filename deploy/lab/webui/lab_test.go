@@ -100,7 +100,7 @@ func requireLab(t *testing.T) {
 	}
 	for _, tool := range []string{"ip", "iptables", "ping", "qperf", "nsenter"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (make deps installs it)", tool)
+			t.Skipf("missing tool: %s (make deps installs it)", tool)
 		}
 	}
 	requireChromium(t)
