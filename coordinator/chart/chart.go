@@ -26,6 +26,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -85,7 +86,7 @@ func SizeSeries(cells []*report.Cell, latency bool) []Series {
 		s := Series{Path: path}
 		for size, meds := range bySize {
 			sort.Float64s(meds)
-			s.Points = append(s.Points, Point{SizeBytes: size, Value: medianSorted(meds)})
+			s.Points = append(s.Points, Point{SizeBytes: size, Value: stats.MedianSorted(meds)})
 		}
 		slices.SortFunc(s.Points, func(a, b Point) int { return int(int64(a.SizeBytes) - int64(b.SizeBytes)) })
 		out = append(out, s)
@@ -102,14 +103,6 @@ func cmpUint(a, b uint64) int {
 		return 1
 	}
 	return 0
-}
-
-func medianSorted(s []float64) float64 {
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Render draws the figure into out; the extension chooses the format

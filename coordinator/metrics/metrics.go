@@ -13,7 +13,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/sanity"
-	"github.com/meshperf/meshperf/coordinator/stats"
+	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -277,7 +277,7 @@ func (m *Metrics) Recorded(results []*measurev1.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, vs := range figures {
-		v := median(vs)
+		v := stats.InterpolatedMedian(vs)
 		if m.cfg.PerPair {
 			m.pairGauge(k.test).WithLabelValues(k.src, k.dst, testspec.Name(k.test), testspec.PathName(k.path)).Set(v)
 		}
@@ -308,7 +308,7 @@ func setMedian(last map[nodeKey]map[string]float64, g *prometheus.GaugeVec, nk n
 	for _, x := range peers {
 		vs = append(vs, x)
 	}
-	g.WithLabelValues(nk.node, nk.role, testspec.Name(nk.test), testspec.PathName(nk.path)).Set(median(vs))
+	g.WithLabelValues(nk.node, nk.role, testspec.Name(nk.test), testspec.PathName(nk.path)).Set(stats.InterpolatedMedian(vs))
 }
 
 // nodeGauge is the per-node gauge of test's unit.
@@ -327,8 +327,3 @@ func (m *Metrics) pairGauge(test measurev1.Test) *prometheus.GaugeVec {
 	return m.pairLatency
 }
 
-// median of finite, non-empty vs.
-func median(vs []float64) float64 {
-	v, _ := stats.Quantile(vs, 0.5) // never fails: vs is not empty
-	return v
-}

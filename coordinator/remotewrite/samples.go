@@ -11,6 +11,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/series"
+	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -73,7 +74,7 @@ func (w *Writer) RunEnded(runID string, _ measurev1.RunState) {
 			if a.higherBest {
 				fam = famNodeThroughput
 			}
-			push(sample{ts: a.ts, v: median(a.vs), a: q.intern(k.node), b: q.intern(k.role),
+			push(sample{ts: a.ts, v: stats.Median(a.vs), a: q.intern(k.node), b: q.intern(k.role),
 				test: q.intern16(testspec.Name(k.test)), path: q.intern16(testspec.PathName(k.path)), fam: fam})
 		}
 	})
@@ -171,12 +172,3 @@ func (w *Writer) Reports(reports []series.Report) {
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
-// median is the median of vs (sorted in place); vs is not empty.
-func median(vs []float64) float64 {
-	slices.Sort(vs)
-	n := len(vs)
-	if n%2 == 1 {
-		return vs[n/2]
-	}
-	return (vs[n/2-1] + vs[n/2]) / 2
-}

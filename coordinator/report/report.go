@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/safetext"
+	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -229,7 +229,7 @@ func (p *PairPath) Cell(t measurev1.Test) string {
 	slices.Sort(sizes)
 	parts := make([]string, 0, len(sizes))
 	for _, s := range sizes {
-		v := FormatHeadline(t, median(bySize[s]))
+		v := FormatHeadline(t, stats.Median(bySize[s]))
 		if len(sizes) > 1 {
 			v = FormatBytes(s) + ":" + v
 		}
@@ -287,16 +287,6 @@ func FormatLoss(ratio float64) string {
 		return "loss <0.001%"
 	}
 	return "loss " + strconv.FormatFloat(pct, 'g', 3, 64) + "%"
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Headline is a result's main figure in base units: median RTT (s) for

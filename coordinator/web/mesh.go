@@ -15,7 +15,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/report"
-	"github.com/meshperf/meshperf/coordinator/stats"
+	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -398,16 +398,6 @@ func (u *UI) runMesh(ctx context.Context, v *meshView, runs []*measurev1.Run, te
 	return v, nil
 }
 
-// medianOf is the median of values, NaN when there are none.
-func medianOf(values []float64) float64 {
-	if len(values) > 0 {
-		if s, err := stats.Summarize(values); err == nil {
-			return s.Median
-		}
-	}
-	return math.NaN()
-}
-
 // fillMesh fills v's matrix from d's cells of test and path.
 func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path) {
 	run := d.run
@@ -430,7 +420,7 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 			values = append(values, c.Stats.Median)
 		}
 	}
-	median := medianOf(values)
+	median := stats.InterpolatedMedian(values)
 	v.Median = fig(median)
 	nodes := slices.Sorted(maps.Keys(nodeSet))
 	idx := make(map[string]int, len(nodes))
