@@ -74,7 +74,7 @@ Newer results are in coordinator results.`,
 				}
 				var failed []string
 				for _, fc := range ru.GetFailed() {
-					failed = append(failed, fmt.Sprintf("%d %s", fc.GetCount(), report.StatusName(fc.GetStatus())))
+					failed = append(failed, fmt.Sprintf("%d %s", fc.GetCount(), testspec.StatusName(fc.GetStatus())))
 				}
 				title := testspec.Name(t)
 				if l := report.Label(ru.GetSpec()); l != "" {

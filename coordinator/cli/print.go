@@ -18,7 +18,6 @@ import (
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -53,14 +52,14 @@ func printRun(ctx context.Context, o *options, client meshv1.MeshServiceClient, 
 	fmt.Fprintln(out, line)
 	if ok, total := report.Summary(rows); ok != total || run.GetState() == measurev1.RunState_RUN_STATE_INTERRUPTED ||
 		run.GetState() == measurev1.RunState_RUN_STATE_CANCELED {
-		return &ExitError{Code: 1, Err: fmt.Errorf("run %s: %s (%s)", runID, line, report.StateName(run.GetState()))}
+		return &ExitError{Code: 1, Err: fmt.Errorf("run %s: %s (%s)", runID, line, testspec.RunStateName(run.GetState()))}
 	}
 	return nil
 }
 
 func printPairPaths(o *options, run *measurev1.Run, rows []*report.PairPath) {
 	cols := report.Columns(rows)
-	fmt.Fprintf(o.stdout, "run %s  %s  %s\n\n", run.GetRunId(), report.StateName(run.GetState()), runTimes(run))
+	fmt.Fprintf(o.stdout, "run %s  %s  %s\n\n", run.GetRunId(), testspec.RunStateName(run.GetState()), runTimes(run))
 	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 	head := []string{"SRC", "DST", "PATH"}
 	v6 := report.RowsIPv6(rows) // a dual-stack run: a family per line
@@ -262,7 +261,7 @@ func printResults(o *options, results []*measurev1.Result) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.GetStartTime().AsTime().Local().Format("2006-01-02 15:04:05.000"), r.GetSrcNode(), r.GetDstNode(),
-			testspec.PathName(r.GetPath()), testspec.Name(r.GetSpec().GetTest()), report.StatusName(r.GetStatus()),
+			testspec.PathName(r.GetPath()), testspec.Name(r.GetSpec().GetTest()), testspec.StatusName(r.GetStatus()),
 			value, r.GetRunId(), oneLine(r.GetMessage(), 80))
 	}
 	_ = tw.Flush()
@@ -287,7 +286,7 @@ func printResultsCSV(o *options, results []*measurev1.Result) error {
 		}
 		row := []string{r.GetStartTime().AsTime().UTC().Format(time.RFC3339Nano), r.GetRunId(), r.GetTestId(),
 			strconv.Itoa(int(r.GetIndex())), r.GetSrcNode(), r.GetDstNode(), testspec.PathName(r.GetPath()),
-			testspec.Name(r.GetSpec().GetTest()), report.ParamsKey(r.GetSpec()), report.StatusName(r.GetStatus()), value,
+			testspec.Name(r.GetSpec().GetTest()), report.ParamsKey(r.GetSpec()), testspec.StatusName(r.GetStatus()), value,
 			report.Unit(r.GetSpec().GetTest()), strconv.FormatFloat(r.GetElapsed().AsDuration().Seconds(), 'g', -1, 64),
 			safetext.Escape(r.GetToolVersion()), safetext.Escape(r.GetMessage())}
 		row = append(row, pingColumns(r)...)
@@ -385,7 +384,7 @@ func newAgentsCommand(o *options) *cobra.Command {
 					}
 					tools = append(tools, safetext.Line(v))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), nodeStateName(a.GetState()), gossipStateName(a.GetGossipState()), a.GetConnected(),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), nodeStateName(a.GetState()), testspec.GossipStateOrDash(a.GetGossipState()), a.GetConnected(),
 					dash(ips[measurev1.Network_NETWORK_HOST]), dash(ips[measurev1.Network_NETWORK_POD]), dash(joinNonEmpty(a.GetServiceIp(), a.GetServiceIpv6())),
 					safetext.Line(a.GetAgentVersion()), a.GetLastSeenTime().AsTime().Local().Format(time.DateTime), strings.Join(tools, "; "))
 			}
@@ -400,14 +399,6 @@ func newAgentsCommand(o *options) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// gossipStateName is a gossip state in lower case, "-" for none.
-func gossipStateName(s agentv1.GossipState) string {
-	if s == agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED {
-		return "-"
-	}
-	return strings.ToLower(strings.TrimPrefix(s.String(), "GOSSIP_STATE_"))
 }
 
 func dash(s string) string {
@@ -457,7 +448,7 @@ runs are older, the last line (or next_page_token in JSON) gives the
 				if r.GetEndTime() != nil {
 					took = r.GetEndTime().AsTime().Sub(r.GetCreateTime().AsTime()).Round(100 * time.Millisecond).String()
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n", r.GetRunId(), dash(r.GetSpec().GetLabel()), report.StateName(r.GetState()),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n", r.GetRunId(), dash(r.GetSpec().GetLabel()), testspec.RunStateName(r.GetState()),
 					r.GetTestsDone(), r.GetTestsPlanned(), r.GetTestsFailed(), r.GetRounds(),
 					r.GetCreateTime().AsTime().Local().Format(time.DateTime), took)
 			}

@@ -77,7 +77,7 @@ the cells with their statistics in base units.`,
 }
 
 func printReport(o *options, run *measurev1.Run, cells []*report.Cell, showCells bool) {
-	fmt.Fprintf(o.stdout, "run %s  %s  %s\n", run.GetRunId(), labelOf(run), report.StateName(run.GetState()))
+	fmt.Fprintf(o.stdout, "run %s  %s  %s\n", run.GetRunId(), labelOf(run), testspec.RunStateName(run.GetState()))
 	for _, m := range report.Matrices(cells) {
 		fmt.Fprintf(o.stdout, "\n%s (median of each pair%s)\n", m.Title(), unitNote(m.Test))
 		tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -178,7 +178,7 @@ func printCellsTable(o *options, cells []*report.Cell) {
 func failedText(c *report.Cell) string {
 	var parts []string
 	for st, n := range c.Failed {
-		parts = append(parts, fmt.Sprintf("%d %s", n, report.StatusName(st)))
+		parts = append(parts, fmt.Sprintf("%d %s", n, testspec.StatusName(st)))
 	}
 	if len(parts) == 0 {
 		return "0"
@@ -217,7 +217,7 @@ func toJSON(c *report.Cell) cellJSON {
 		j.Family = protocol.FamilyName(c.Family)
 	}
 	for st, n := range c.Failed {
-		j.Failed[report.StatusName(st)] = n
+		j.Failed[testspec.StatusName(st)] = n
 	}
 	if c.Stats.N > 0 {
 		s := c.Stats

@@ -362,7 +362,7 @@ func observe(results []*measurev1.Result) []observation {
 		}
 		if len(c.Samples) == 0 {
 			o.failed, o.status = true, worstStatus(c.Failed)
-			o.note = report.StatusName(o.status)
+			o.note = testspec.StatusName(o.status)
 		}
 	}
 	// Degradations: per test, parameters and path, a node whose pairs

@@ -153,7 +153,7 @@ func observeExternal(results []*measurev1.Result, aside map[string]bool) []obser
 		}
 		if len(c.Samples) == 0 {
 			o.failed, o.status = true, worstStatus(c.Failed)
-			o.note = report.StatusName(o.status)
+			o.note = testspec.StatusName(o.status)
 		}
 	}
 	out := make([]observation, 0, len(order))

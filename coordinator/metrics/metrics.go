@@ -193,7 +193,7 @@ func New(cfg Config) (*Metrics, error) {
 	// first run of each.
 	for _, s := range []measurev1.RunState{measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED, measurev1.RunState_RUN_STATE_INTERRUPTED,
 		measurev1.RunState_RUN_STATE_CANCELED} {
-		m.runsTotal.WithLabelValues(report.StateName(s))
+		m.runsTotal.WithLabelValues(testspec.RunStateName(s))
 	}
 	return m, nil
 }
@@ -242,7 +242,7 @@ func (m *Metrics) RunStarted(string) { m.runsActive.Inc() }
 // its final state.
 func (m *Metrics) RunEnded(_ string, state measurev1.RunState) {
 	m.runsActive.Dec()
-	m.runsTotal.WithLabelValues(report.StateName(state)).Inc()
+	m.runsTotal.WithLabelValues(testspec.RunStateName(state)).Inc()
 }
 
 // Recorded takes a batch of results: it counts each result for its source
@@ -256,7 +256,7 @@ func (m *Metrics) Recorded(results []*measurev1.Result) {
 	figures, losses := map[pairKey][]float64{}, map[pairKey][]float64{}
 	for _, r := range results {
 		k := pairKey{src: r.GetSrcNode(), dst: r.GetDstNode(), test: r.GetSpec().GetTest(), path: r.GetPath()}
-		test, path, status := testspec.Name(k.test), testspec.PathName(k.path), report.StatusName(r.GetStatus())
+		test, path, status := testspec.Name(k.test), testspec.PathName(k.path), testspec.StatusName(r.GetStatus())
 		m.nodeResults.WithLabelValues(k.src, RoleSrc, test, path, status).Inc()
 		if !testspec.IsExternal(k.path) { // else dst is a target's name, no node
 			m.nodeResults.WithLabelValues(k.dst, RoleDst, test, path, status).Inc()

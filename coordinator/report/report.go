@@ -52,9 +52,9 @@ func (p *PairPath) Problems() []string {
 			tests[r.GetTestId()] = true
 			switch _, ok := Measured(r); {
 			case r.GetStatus() != measurev1.Status_STATUS_OK:
-				out = append(out, fmt.Sprintf("%s: %s: %s", testspec.Name(t), StatusName(r.GetStatus()), safetext.Line(r.GetMessage())))
+				out = append(out, fmt.Sprintf("%s: %s: %s", testspec.Name(t), testspec.StatusName(r.GetStatus()), safetext.Line(r.GetMessage())))
 			case !ok:
-				out = append(out, fmt.Sprintf("%s: %s: an OK result without a finite, non-negative figure", testspec.Name(t), StatusName(StatusOf(r))))
+				out = append(out, fmt.Sprintf("%s: %s: an OK result without a finite, non-negative figure", testspec.Name(t), testspec.StatusName(StatusOf(r))))
 			}
 		}
 		if missing := p.Planned[t] - len(tests); missing > 0 {
@@ -213,7 +213,7 @@ func (p *PairPath) Cell(t measurev1.Test) string {
 	for _, r := range rs {
 		v, ok := Measured(r)
 		if !ok {
-			failed = append(failed, StatusName(StatusOf(r)))
+			failed = append(failed, testspec.StatusName(StatusOf(r)))
 			continue
 		}
 		size := r.GetQperf().GetMsgSizeBytes()
@@ -410,11 +410,6 @@ func ColumnTitle(t measurev1.Test) string {
 	return strings.ToUpper(testspec.Name(t))
 }
 
-// StatusName is the short lower-case name of a status: "ok", "unreachable".
-func StatusName(s measurev1.Status) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "STATUS_"))
-}
-
 // Invalid is how a figure that is not a finite number shows.
 const Invalid = "invalid"
 
@@ -464,9 +459,4 @@ func FormatBytes(n uint64) string {
 // isLatency reports whether a qperf test reports latency (not throughput).
 func isLatency(t measurev1.Test) bool {
 	return t == measurev1.Test_TEST_QPERF_TCP_LAT || t == measurev1.Test_TEST_QPERF_UDP_LAT
-}
-
-// StateName is the short lower-case name of a run state: "succeeded".
-func StateName(s measurev1.RunState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "RUN_STATE_"))
 }

@@ -109,7 +109,7 @@ type runHeader struct {
 }
 
 func headerOf(r *measurev1.Run) runHeader {
-	h := runHeader{ID: r.GetRunId(), Label: r.GetSpec().GetLabel(), State: report.StateName(r.GetState()), Message: r.GetMessage(),
+	h := runHeader{ID: r.GetRunId(), Label: r.GetSpec().GetLabel(), State: testspec.RunStateName(r.GetState()), Message: r.GetMessage(),
 		Created: rfc3339(r.GetCreateTime(), r.GetCreateTime() != nil), Ended: rfc3339(r.GetEndTime(), r.GetEndTime() != nil),
 		Done: r.GetTestsDone(), Failed: r.GetTestsFailed(), Total: r.GetTestsPlanned()}
 	if h.Total == 0 {

@@ -259,7 +259,7 @@ func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time
 			continue
 		}
 		v := onDemandView{RunID: res.GetRunId(), Test: testspec.Name(res.GetSpec().GetTest()), Path: testspec.PathName(res.GetPath()),
-			Unit: report.Unit(res.GetSpec().GetTest()), Status: report.StatusName(report.StatusOf(res)), Value: none}
+			Unit: report.Unit(res.GetSpec().GetTest()), Status: testspec.StatusName(report.StatusOf(res)), Value: none}
 		if t := res.GetStartTime(); t != nil {
 			v.Time = t.AsTime().UTC().Format(time.RFC3339)
 		}
