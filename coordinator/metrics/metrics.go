@@ -326,4 +326,3 @@ func (m *Metrics) pairGauge(test measurev1.Test) *prometheus.GaugeVec {
 	}
 	return m.pairLatency
 }
-

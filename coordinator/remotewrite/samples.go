@@ -171,4 +171,3 @@ func (w *Writer) Reports(reports []series.Report) {
 }
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
-

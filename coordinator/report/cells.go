@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/prototext"
 
-	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )

@@ -24,8 +24,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/report"
-	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/stats"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 

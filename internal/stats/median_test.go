@@ -56,9 +56,9 @@ func TestMedianExcluding(t *testing.T) {
 func TestMedians(t *testing.T) {
 	nan := math.NaN()
 	tests := []struct {
-		name               string
-		xs                 []float64
-		median, interp     float64 // NaN: want NaN
+		name           string
+		xs             []float64
+		median, interp float64 // NaN: want NaN
 	}{
 		{"none", nil, nan, nan},
 		{"one", []float64{3}, 3, 3},
