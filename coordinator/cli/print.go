@@ -17,6 +17,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/safetext"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -88,13 +89,13 @@ func printPairPaths(o *options, run *measurev1.Run, rows []*report.PairPath) {
 	var problems []string
 	for _, p := range rows {
 		for _, pr := range p.Problems() {
-			problems = append(problems, fmt.Sprintf("  %s -> %s %s%s: %s", p.Src, p.Dst, testspec.PathName(p.Path), report.FamilySuffix(p.Family), pr))
+			problems = append(problems, fmt.Sprintf("  %s -> %s %s%s: %s", p.Src, p.Dst, testspec.PathName(p.Path), testcell.FamilySuffix(p.Family), pr))
 		}
 	}
 	var notes []string
 	for _, p := range rows {
 		for _, n := range p.Notes() {
-			notes = append(notes, fmt.Sprintf("  %s -> %s %s%s: %s", p.Src, p.Dst, testspec.PathName(p.Path), report.FamilySuffix(p.Family), n))
+			notes = append(notes, fmt.Sprintf("  %s -> %s %s%s: %s", p.Src, p.Dst, testspec.PathName(p.Path), testcell.FamilySuffix(p.Family), n))
 		}
 	}
 	fmt.Fprintf(o.stdout, "\n%s\n", legend(run))
@@ -247,13 +248,13 @@ func printResults(o *options, results []*measurev1.Result) {
 	fmt.Fprintln(tw, "START\tSRC\tDST\tPATH\tTEST\tSTATUS\tVALUE\tRUN\tMESSAGE")
 	for _, r := range results {
 		value := "-"
-		if v, ok := report.Measured(r); ok {
+		if v, ok := testcell.Measured(r); ok {
 			value = report.FormatHeadline(r.GetSpec().GetTest(), v)
-			if loss := report.PingLoss([]*measurev1.Result{r}); loss > 0 {
+			if loss := testcell.PingLoss([]*measurev1.Result{r}); loss > 0 {
 				value += " " + report.FormatLoss(loss)
 			}
 			if size := r.GetQperf().GetMsgSizeBytes(); size > 0 {
-				value += " @" + report.FormatBytes(size)
+				value += " @" + testcell.FormatBytes(size)
 			}
 			if load := report.LoadSummary(r); load != "" {
 				value = load
@@ -269,7 +270,7 @@ func printResults(o *options, results []*measurev1.Result) {
 }
 
 // printResultsCSV writes one row per result, figures in base units. value
-// is the headline (report.Headline: ping's median RTT). The last columns
+// is the headline (testcell.Headline: ping's median RTT). The last columns
 // summarise a ping run's replies, empty for other tests and failures:
 // rtt_min_seconds, rtt_median_seconds (empty for a result of an agent
 // older than the median), rtt_max_seconds and loss_ratio (0..1).
@@ -281,13 +282,13 @@ func printResultsCSV(o *options, results []*measurev1.Result) error {
 		"requests_per_second", "latency_p50_seconds", "latency_p99_seconds", "failed_requests"})
 	for _, r := range results {
 		value := ""
-		if v, ok := report.Measured(r); ok { // never NaN or Inf
+		if v, ok := testcell.Measured(r); ok { // never NaN or Inf
 			value = strconv.FormatFloat(v, 'g', -1, 64)
 		}
 		row := []string{r.GetStartTime().AsTime().UTC().Format(time.RFC3339Nano), r.GetRunId(), r.GetTestId(),
 			strconv.Itoa(int(r.GetIndex())), r.GetSrcNode(), r.GetDstNode(), testspec.PathName(r.GetPath()),
-			testspec.Name(r.GetSpec().GetTest()), report.ParamsKey(r.GetSpec()), testspec.StatusName(r.GetStatus()), value,
-			report.Unit(r.GetSpec().GetTest()), strconv.FormatFloat(r.GetElapsed().AsDuration().Seconds(), 'g', -1, 64),
+			testspec.Name(r.GetSpec().GetTest()), testcell.ParamsKey(r.GetSpec()), testspec.StatusName(r.GetStatus()), value,
+			testcell.Unit(r.GetSpec().GetTest()), strconv.FormatFloat(r.GetElapsed().AsDuration().Seconds(), 'g', -1, 64),
 			safetext.Escape(r.GetToolVersion()), safetext.Escape(r.GetMessage())}
 		row = append(row, pingColumns(r)...)
 		_ = w.Write(append(row, loadColumns(r)...))

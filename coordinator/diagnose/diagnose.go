@@ -27,6 +27,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -271,7 +272,7 @@ func kindOf(bad, all []observation, node string) Kind {
 			agentGone++
 		case o.failed:
 			failedAll++
-		case o.degraded && report.HigherIsBetter(o.test):
+		case o.degraded && testcell.HigherIsBetter(o.test):
 			slow++
 		case o.degraded:
 			latency++
@@ -300,7 +301,7 @@ func kindOf(bad, all []observation, node string) Kind {
 	onlyPing := len(tests) == 1 && tests[measurev1.Test_TEST_PING]
 	onlyBulk := true
 	for t := range tests {
-		onlyBulk = onlyBulk && report.HigherIsBetter(t)
+		onlyBulk = onlyBulk && testcell.HigherIsBetter(t)
 	}
 	switch {
 	case agentGone > failedAll+slow+latency:
@@ -349,7 +350,7 @@ func observe(results []*measurev1.Result) []observation {
 		path     measurev1.Path
 		test     measurev1.Test
 	}
-	cells := report.Cells(clean)
+	cells := testcell.Cells(clean)
 	byKey := map[key]*observation{}
 	var order []key
 	for _, c := range cells {
@@ -372,9 +373,9 @@ func observe(results []*measurev1.Result) []observation {
 	// Per matrix, the medians of all measured pairs, sorted once, and each
 	// node's pairs: the reference of a node is the median of all but its
 	// own (stats.MedianExcluding), so that 300 nodes cost O(n² log n), not n³.
-	for _, m := range report.Matrices(cells) {
+	for _, m := range testcell.Matrices(cells) {
 		var all []float64
-		mine := map[string][]*report.Cell{}
+		mine := map[string][]*testcell.Cell{}
 		for src, row := range m.Cells {
 			for dst, c := range row {
 				if len(c.Samples) == 0 {
@@ -401,8 +402,8 @@ func observe(results []*measurev1.Result) []observation {
 			ref := stats.MedianExcluding(all, in)
 			for _, c := range cs {
 				v := c.Stats.Median
-				if report.HigherIsBetter(c.Test) && v < SlowRatio*ref ||
-					!report.HigherIsBetter(c.Test) && v > LatencyRatio*ref && v-ref >= MinLatencyIncrease {
+				if testcell.HigherIsBetter(c.Test) && v < SlowRatio*ref ||
+					!testcell.HigherIsBetter(c.Test) && v > LatencyRatio*ref && v-ref >= MinLatencyIncrease {
 					o := byKey[key{c.Src, c.Dst, c.Path, c.Test}]
 					o.degraded = true
 					o.note = fmt.Sprintf("%s against %s on pairs without %s", report.FormatHeadline(c.Test, v), report.FormatHeadline(c.Test, ref), n)

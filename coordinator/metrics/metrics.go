@@ -10,10 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
-	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -264,7 +264,7 @@ func (m *Metrics) Recorded(results []*measurev1.Result) {
 		if r.GetStatus() != measurev1.Status_STATUS_OK || r.GetMetrics() == nil {
 			continue
 		}
-		if v := report.Headline(r); !math.IsNaN(v) && !math.IsInf(v, 0) {
+		if v := testcell.Headline(r); !math.IsNaN(v) && !math.IsInf(v, 0) {
 			figures[k] = append(figures[k], v)
 		}
 		if v, ok := lossRatio(r); ok {
@@ -313,7 +313,7 @@ func setMedian(last map[nodeKey]map[string]float64, g *prometheus.GaugeVec, nk n
 
 // nodeGauge is the per-node gauge of test's unit.
 func (m *Metrics) nodeGauge(test measurev1.Test) *prometheus.GaugeVec {
-	if report.HigherIsBetter(test) {
+	if testcell.HigherIsBetter(test) {
 		return m.nodeThroughput
 	}
 	return m.nodeLatency
@@ -321,7 +321,7 @@ func (m *Metrics) nodeGauge(test measurev1.Test) *prometheus.GaugeVec {
 
 // pairGauge is the per-pair gauge of test's unit; only with PerPair.
 func (m *Metrics) pairGauge(test measurev1.Test) *prometheus.GaugeVec {
-	if report.HigherIsBetter(test) {
+	if testcell.HigherIsBetter(test) {
 		return m.pairThroughput
 	}
 	return m.pairLatency

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
-	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -80,7 +80,7 @@ func (w *Writer) RunEnded(runID string, _ measurev1.RunState) {
 	})
 }
 
-// Recorded queues each measurement's headline (report.Measured: OK,
+// Recorded queues each measurement's headline (testcell.Measured: OK,
 // finite, not negative) as a pair sample at the result's start time (now
 // if it has none), and
 // keeps it for its run's node samples (RunEnded) if the run was started.
@@ -94,7 +94,7 @@ func (w *Writer) Recorded(results []*measurev1.Result) {
 	pairs := make([]pairResult, 0, len(results))
 	now := time.Now().UnixMilli()
 	for _, r := range results {
-		if v, ok := report.Measured(r); ok {
+		if v, ok := testcell.Measured(r); ok {
 			ts := now // no start time: when it was recorded
 			if r.GetStartTime() != nil {
 				ts = r.GetStartTime().AsTime().UnixMilli()
@@ -115,7 +115,7 @@ func (w *Writer) Recorded(results []*measurev1.Result) {
 		keep := func(k nodeKey) {
 			a := nodes[k]
 			if a == nil {
-				a = &nodeAgg{higherBest: report.HigherIsBetter(test)}
+				a = &nodeAgg{higherBest: testcell.HigherIsBetter(test)}
 				nodes[k] = a
 			}
 			a.vs = append(a.vs, p.v)
@@ -130,7 +130,7 @@ func (w *Writer) Recorded(results []*measurev1.Result) {
 	w.add(func(q *queue, push func(sample)) {
 		for _, p := range pairs {
 			fam := famPairLatency
-			if report.HigherIsBetter(p.r.GetSpec().GetTest()) {
+			if testcell.HigherIsBetter(p.r.GetSpec().GetTest()) {
 				fam = famPairThroughput
 			}
 			push(sample{ts: p.ts, v: p.v, a: q.intern(p.r.GetSrcNode()), b: q.intern(p.r.GetDstNode()),

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/monitor"
-	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -259,11 +259,11 @@ func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time
 			continue
 		}
 		v := onDemandView{RunID: res.GetRunId(), Test: testspec.Name(res.GetSpec().GetTest()), Path: testspec.PathName(res.GetPath()),
-			Unit: report.Unit(res.GetSpec().GetTest()), Status: testspec.StatusName(report.StatusOf(res)), Value: none}
+			Unit: testcell.Unit(res.GetSpec().GetTest()), Status: testspec.StatusName(testcell.StatusOf(res)), Value: none}
 		if t := res.GetStartTime(); t != nil {
 			v.Time = t.AsTime().UTC().Format(time.RFC3339)
 		}
-		if f, ok := report.Measured(res); ok {
+		if f, ok := testcell.Measured(res); ok {
 			v.Value = fig(f)
 		}
 		out = append(out, v)

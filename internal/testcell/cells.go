@@ -1,4 +1,4 @@
-package report
+package testcell
 
 import (
 	"cmp"
@@ -164,23 +164,4 @@ func (c *Cell) FailedCount() int {
 		n += k
 	}
 	return n
-}
-
-// Unit is the base unit of a test's headline figure (Headline): "bit/s"
-// for throughput, "s" for latency and time.
-func Unit(test measurev1.Test) string {
-	if HigherIsBetter(test) {
-		return "bit/s"
-	}
-	return "s"
-}
-
-// HigherIsBetter reports whether a larger headline figure of test is an
-// improvement (throughput) rather than a degradation (latency, time).
-func HigherIsBetter(test measurev1.Test) bool {
-	switch test {
-	case measurev1.Test_TEST_QPERF_TCP_BW, measurev1.Test_TEST_QPERF_UDP_BW, measurev1.Test_TEST_IPERF3_TCP, measurev1.Test_TEST_IPERF3_UDP:
-		return true
-	}
-	return false
 }
