@@ -1,7 +1,8 @@
 // Package stats owns meshperf's statistics, for the coordinator and the
 // agent alike: every median of the project (Median, MedianSorted,
 // MedianExcluding, InterpolatedMedian: median.go says which formula is
-// whose), and over repeated samples of one cell (node pair, path, test,
+// whose), the weighted quantile of counted values (WeightedQuantile), and
+// over repeated samples of one cell (node pair, path, test,
 // parameters) order statistics from the raw samples (median, quartiles,
 // IQR, min, max; never an average of percentiles), mean and sample
 // standard deviation, the 95% confidence interval of the mean (Student t),
