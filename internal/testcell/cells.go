@@ -149,6 +149,18 @@ func Label(spec *measurev1.TestSpec) string {
 	return ""
 }
 
+// FormatBytes formats a size with a binary prefix, as a cell's Label
+// shows it: "64B", "4KiB", "1500B".
+func FormatBytes(n uint64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
 // Title is the name of a test with its label: "qperf_tcp_lat 64B".
 func (c *Cell) Title() string {
 	if c.Label == "" {

@@ -1,7 +1,6 @@
 package testcell
 
 import (
-	"fmt"
 	"math"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -105,17 +104,6 @@ func PingRTTSeconds(m *measurev1.PingMetrics) float64 {
 		return m.GetRttMedianSeconds()
 	}
 	return m.GetRttAvgSeconds()
-}
-
-// FormatBytes formats a size with a binary prefix: "64B", "4KiB".
-func FormatBytes(n uint64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
 }
 
 // IsLatency reports whether a qperf test reports latency (not throughput).
