@@ -385,7 +385,7 @@ func newAgentsCommand(o *options) *cobra.Command {
 					}
 					tools = append(tools, safetext.Line(v))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), nodeStateName(a.GetState()), testspec.GossipStateOrDash(a.GetGossipState()), a.GetConnected(),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), testspec.NodeStateName(a.GetState()), testspec.GossipStateOrDash(a.GetGossipState()), a.GetConnected(),
 					dash(ips[measurev1.Network_NETWORK_HOST]), dash(ips[measurev1.Network_NETWORK_POD]), dash(joinNonEmpty(a.GetServiceIp(), a.GetServiceIpv6())),
 					safetext.Line(a.GetAgentVersion()), a.GetLastSeenTime().AsTime().Local().Format(time.DateTime), strings.Join(tools, "; "))
 			}
@@ -467,11 +467,6 @@ runs are older, the last line (or next_page_token in JSON) gives the
 	return cmd
 }
 
-// nodeStateName is the short lower-case name of a node state: "ready".
-func nodeStateName(s meshv1.NodeState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "NODE_STATE_"))
-}
-
 func newMaintenanceCommand(o *options) *cobra.Command {
 	var off bool
 	cmd := &cobra.Command{
@@ -491,7 +486,7 @@ func newMaintenanceCommand(o *options) *cobra.Command {
 			if o.output == "json" {
 				return o.printJSON(resp)
 			}
-			fmt.Fprintf(o.stdout, "node %s: %s\n", args[0], nodeStateName(resp.GetAgent().GetState()))
+			fmt.Fprintf(o.stdout, "node %s: %s\n", args[0], testspec.NodeStateName(resp.GetAgent().GetState()))
 			return nil
 		},
 	}

@@ -75,9 +75,9 @@ func (u *UI) apiAgents(r *http.Request) (any, error) {
 	}
 	out := []agentView{}
 	for _, a := range resp.GetAgents() {
-		v := agentView{Node: a.GetNodeName(), State: agentState(a), NodeState: enumName(a.GetState().String(), "NODE_STATE_"),
+		v := agentView{Node: a.GetNodeName(), State: agentState(a), NodeState: testspec.NodeStateName(a.GetState()),
 			Connected: a.GetConnected(), Maintenance: a.GetMaintenance(), Version: a.GetAgentVersion(),
-			Gossip: enumName(a.GetGossipState().String(), "GOSSIP_STATE_"), AliveBy: a.GetGossipAliveBy(), DeadBy: a.GetGossipDeadBy(),
+			Gossip: testspec.GossipStateName(a.GetGossipState()), AliveBy: a.GetGossipAliveBy(), DeadBy: a.GetGossipDeadBy(),
 			Partition: a.GetPartition(), LastSeen: rfc3339(a.GetLastSeenTime(), a.GetLastSeenTime() != nil), Addresses: []string{}}
 		if v.AliveBy == nil {
 			v.AliveBy = []string{}

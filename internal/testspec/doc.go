@@ -6,8 +6,8 @@
 // It holds the project's one table of each name operators read: tools
 // (ToolProgram is the program, "curl"; ToolName what its tests reach on
 // the destination, "HTTP"), result statuses (StatusName), run states
-// (RunStateName) and gossip states (GossipStateName, GossipStateOrDash
-// for table columns).
+// (RunStateName), node states (NodeStateName) and gossip states
+// (GossipStateName, GossipStateOrDash for table columns).
 //
 // Test names are the enum's words without the prefix, lower case: ping,
 // qperf_tcp_lat, qperf_tcp_bw, qperf_udp_lat, qperf_udp_bw, iperf3_tcp,

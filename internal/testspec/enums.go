@@ -5,6 +5,7 @@ import (
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 // enumName is an enum value's name without its prefix, in lower case:
@@ -22,6 +23,10 @@ func StatusName(s measurev1.Status) string { return enumName(s.String(), "STATUS
 // RunStateName is the short lower-case name of a run state: "running",
 // "succeeded"; "unspecified" for none.
 func RunStateName(s measurev1.RunState) string { return enumName(s.String(), "RUN_STATE_") }
+
+// NodeStateName is the short lower-case name of a node's state in the
+// registry: "ready", "maintenance"; "unspecified" for none.
+func NodeStateName(s meshv1.NodeState) string { return enumName(s.String(), "NODE_STATE_") }
 
 // GossipStateName is the short lower-case name of a gossip state, as the
 // coordinator's logs and partition messages say it: "alive", "dead",

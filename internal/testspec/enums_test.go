@@ -5,6 +5,7 @@ import (
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 // TestEnumNames pins every name table's words, as the tables, messages
@@ -19,6 +20,8 @@ func TestEnumNames(t *testing.T) {
 		{StatusName(measurev1.Status(99)), "99"},
 		{RunStateName(measurev1.RunState_RUN_STATE_SUCCEEDED), "succeeded"},
 		{RunStateName(measurev1.RunState_RUN_STATE_UNSPECIFIED), "unspecified"},
+		{NodeStateName(meshv1.NodeState_NODE_STATE_MAINTENANCE), "maintenance"},
+		{NodeStateName(meshv1.NodeState_NODE_STATE_UNSPECIFIED), "unspecified"},
 		{GossipStateName(agentv1.GossipState_GOSSIP_STATE_DEAD), "dead"},
 		{GossipStateName(agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED), "unspecified"},
 		{GossipStateOrDash(agentv1.GossipState_GOSSIP_STATE_LEFT), "left"},
