@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/internal/stats"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -169,17 +169,6 @@ func abbrevLine(s string) string {
 		return s
 	}
 	return fmt.Sprintf("%s... (%d bytes)", s[:100], len(s))
-}
-
-// medianOf returns the median of xs (not empty), sorting xs: the middle
-// value, or the mean of the two middle values.
-func medianOf(xs []float64) float64 {
-	slices.Sort(xs)
-	n := len(xs)
-	if n%2 == 1 {
-		return xs[n/2]
-	}
-	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
 // ParsePing parses the output of iputils ping 20221126 (`ping -n -c ...`,
@@ -375,7 +364,7 @@ func parsePingFigures(out proc.Output, count uint32) (*measurev1.PingMetrics, []
 	if len(rs.timesMicros) == 0 {
 		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d replies but none with a time (all truncated): %s", m.PacketsReceived, sum[0])
 	}
-	m.RttMedianSeconds = proto.Float64(medianOf(rs.timesMicros) / 1e6)
+	m.RttMedianSeconds = proto.Float64(stats.Median(rs.timesMicros) / 1e6)
 	srcNote, err := applyPingSources(stdout, m, rs)
 	if err != nil {
 		f := asFailure(err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/stats"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -168,7 +169,7 @@ func applyPingSources(stdout string, m *measurev1.PingMetrics, rs pingReplies) (
 	if len(counted) == 0 {
 		return "", fail(measurev1.Status_STATUS_PARSE_ERROR, "%d echo replies from %s but none with a time (all truncated); %s", received, who, note)
 	}
-	if tsum <= 0 || medianOf(slices.Clone(counted)) <= 0 {
+	if tsum <= 0 || stats.Median(counted) <= 0 {
 		return "", fail(measurev1.Status_STATUS_PARSE_ERROR, "the rtt of %s's echo replies is zero; %s", who, note)
 	}
 	m.PacketsReceived = received
@@ -180,6 +181,6 @@ func applyPingSources(stdout string, m *measurev1.PingMetrics, rs pingReplies) (
 	m.RttMinSeconds, m.RttMaxSeconds = tmin/1e6, tmax/1e6
 	m.RttAvgSeconds = min(max(avg, tmin), tmax) / 1e6
 	m.RttMdevSeconds = min(mdev, tmax) / 1e6
-	m.RttMedianSeconds = proto.Float64(medianOf(counted) / 1e6)
+	m.RttMedianSeconds = proto.Float64(stats.Median(counted) / 1e6)
 	return note + "; rtt figures are from the target's replies only", nil
 }

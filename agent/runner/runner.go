@@ -321,7 +321,7 @@ func (r *Runner) runQperf(ctx context.Context, req *agentv1.RunClient, spec *mea
 		switch res.GetStatus() {
 		case measurev1.Status_STATUS_REFUSED, measurev1.Status_STATUS_UNREACHABLE, measurev1.Status_STATUS_TIMEOUT,
 			measurev1.Status_STATUS_CANCELED, measurev1.Status_STATUS_TOOL_MISSING:
-			stop = &Failure{Status: res.GetStatus(), Message: oneLine(fmt.Sprintf("not run: msg_size %d ended %s: %s", size, StatusName(res.GetStatus()), res.GetMessage()))}
+			stop = &Failure{Status: res.GetStatus(), Message: oneLine(fmt.Sprintf("not run: msg_size %d ended %s: %s", size, testspec.StatusName(res.GetStatus()), res.GetMessage()))}
 		}
 	}
 	return results
@@ -370,7 +370,7 @@ func (r *Runner) logRun(cmd proc.Command, out proc.Output, results []*measurev1.
 	}
 	for _, res := range results {
 		r.log.Debug("tool run", "argv", cmd.String(), "exit", out.ExitCode, "elapsed", out.Elapsed,
-			"index", res.GetIndex(), "status", StatusName(res.GetStatus()), "message", res.GetMessage())
+			"index", res.GetIndex(), "status", testspec.StatusName(res.GetStatus()), "message", res.GetMessage())
 	}
 }
 
@@ -451,18 +451,7 @@ func stamp(results []*measurev1.Result, start time.Time, elapsed time.Duration) 
 	}
 }
 
+// toolName is the program of spec's test (testspec.ToolProgram): "curl".
 func toolName(spec *measurev1.TestSpec) string {
-	switch testspec.Tool(spec.GetTest()) {
-	case measurev1.Tool_TOOL_PING:
-		return "ping"
-	case measurev1.Tool_TOOL_QPERF:
-		return "qperf"
-	case measurev1.Tool_TOOL_IPERF3:
-		return "iperf3"
-	case measurev1.Tool_TOOL_CURL:
-		return "curl"
-	case measurev1.Tool_TOOL_AB:
-		return "ab"
-	}
-	return "tool"
+	return testspec.ToolProgram(testspec.Tool(spec.GetTest()))
 }

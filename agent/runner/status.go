@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -30,13 +31,7 @@ type Failure struct {
 // Error returns the status's short name and the message, e.g.
 // "refused: unable to connect to server: Connection refused".
 func (f *Failure) Error() string {
-	return StatusName(f.Status) + ": " + f.Message
-}
-
-// StatusName returns the enum name without its prefix, in lower case:
-// "ok", "refused", "tool_missing".
-func StatusName(s measurev1.Status) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "STATUS_"))
+	return testspec.StatusName(f.Status) + ": " + f.Message
 }
 
 // fail builds a Failure; the message is cleaned with oneLine.
@@ -96,7 +91,7 @@ func failMessage(tool string, status measurev1.Status, msg string) string {
 		return r == ';' || r == ',' || unicode.IsSpace(r)
 	})
 	if msg == "" {
-		return StatusName(status)
+		return testspec.StatusName(status)
 	}
 	if r, _ := utf8.DecodeRuneInString(msg); unicode.IsPunct(r) || unicode.IsSymbol(r) {
 		msg = oneLine(tool + ": " + msg)

@@ -25,7 +25,8 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -65,10 +66,10 @@ type Point struct {
 // SizeSeries returns, for qperf tests of one kind (latency when latency is
 // true, else bandwidth), one Series per path. Tests without a message size
 // (not qperf) are left out.
-func SizeSeries(cells []*report.Cell, latency bool) []Series {
+func SizeSeries(cells []*testcell.Cell, latency bool) []Series {
 	byPath := map[measurev1.Path]map[uint64][]float64{}
 	for _, c := range cells {
-		if testspec.Tool(c.Test) != measurev1.Tool_TOOL_QPERF || report.HigherIsBetter(c.Test) == latency || len(c.Samples) == 0 {
+		if testspec.Tool(c.Test) != measurev1.Tool_TOOL_QPERF || testcell.HigherIsBetter(c.Test) == latency || len(c.Samples) == 0 {
 			continue
 		}
 		size := c.MsgSizeBytes
@@ -85,7 +86,7 @@ func SizeSeries(cells []*report.Cell, latency bool) []Series {
 		s := Series{Path: path}
 		for size, meds := range bySize {
 			sort.Float64s(meds)
-			s.Points = append(s.Points, Point{SizeBytes: size, Value: medianSorted(meds)})
+			s.Points = append(s.Points, Point{SizeBytes: size, Value: stats.MedianSorted(meds)})
 		}
 		slices.SortFunc(s.Points, func(a, b Point) int { return int(int64(a.SizeBytes) - int64(b.SizeBytes)) })
 		out = append(out, s)
@@ -104,18 +105,10 @@ func cmpUint(a, b uint64) int {
 	return 0
 }
 
-func medianSorted(s []float64) float64 {
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // Render draws the figure into out; the extension chooses the format
 // (.png or .svg). Panels without data are left out; ErrNothingToDraw if
 // none has data.
-func Render(cells []*report.Cell, out string, opt Options) error {
+func Render(cells []*testcell.Cell, out string, opt Options) error {
 	var panels []*plot.Plot
 	if p, err := sizePlot(SizeSeries(cells, true), true); err == nil {
 		panels = append(panels, p)
@@ -193,7 +186,7 @@ func (sizeTicks) Ticks(lo, hi float64) []plot.Tick {
 	var ticks []plot.Tick
 	for v := 1.0; v <= hi*1.0001; v *= 2 {
 		if v >= lo/1.0001 {
-			ticks = append(ticks, plot.Tick{Value: v, Label: report.FormatBytes(uint64(v))})
+			ticks = append(ticks, plot.Tick{Value: v, Label: testcell.FormatBytes(uint64(v))})
 		}
 	}
 	return ticks
@@ -225,13 +218,13 @@ func minMax(z [][]float64) (lo, hi float64) {
 
 // heatmap draws the medians of one test on one path, source (rows) by
 // destination (columns).
-func heatmap(cells []*report.Cell, opt Options) (*plot.Plot, error) {
-	m := pickMatrix(report.Matrices(cells), opt)
+func heatmap(cells []*testcell.Cell, opt Options) (*plot.Plot, error) {
+	m := pickMatrix(testcell.Matrices(cells), opt)
 	if m == nil || len(m.Nodes) < 2 {
 		return nil, ErrNothingToDraw
 	}
 	scale, unit := 1e-9, "Gbit/s"
-	if !report.HigherIsBetter(m.Test) {
+	if !testcell.HigherIsBetter(m.Test) {
 		scale, unit = 1e6, "µs"
 	}
 	g := grid{nodes: m.Nodes, z: make([][]float64, len(m.Nodes))}
@@ -300,10 +293,10 @@ func (n nodeTicks) Ticks(lo, hi float64) []plot.Tick {
 // qperf message size of it), or the first bandwidth test on pod-pod, else
 // the first bandwidth test, else the first matrix; iperf3 before qperf,
 // and of qperf the largest message size.
-func pickMatrix(ms []*report.Matrix, opt Options) *report.Matrix {
-	var firstBW, podBW *report.Matrix
+func pickMatrix(ms []*testcell.Matrix, opt Options) *testcell.Matrix {
+	var firstBW, podBW *testcell.Matrix
 	ms = slices.Clone(ms)
-	slices.SortStableFunc(ms, func(a, b *report.Matrix) int {
+	slices.SortStableFunc(ms, func(a, b *testcell.Matrix) int {
 		ai, bi := testspec.Tool(a.Test) == measurev1.Tool_TOOL_IPERF3, testspec.Tool(b.Test) == measurev1.Tool_TOOL_IPERF3
 		switch {
 		case ai != bi && ai:
@@ -320,7 +313,7 @@ func pickMatrix(ms []*report.Matrix, opt Options) *report.Matrix {
 			}
 			continue
 		}
-		if report.HigherIsBetter(m.Test) {
+		if testcell.HigherIsBetter(m.Test) {
 			if firstBW == nil {
 				firstBW = m
 			}

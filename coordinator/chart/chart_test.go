@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testcell"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -37,7 +37,7 @@ func sweep() []*measurev1.Result {
 }
 
 func TestSizeSeries(t *testing.T) {
-	cells := report.Cells(sweep())
+	cells := testcell.Cells(sweep())
 	for _, latency := range []bool{true, false} {
 		series := SizeSeries(cells, latency)
 		if len(series) != 3 {
@@ -53,7 +53,7 @@ func TestSizeSeries(t *testing.T) {
 
 func TestRender(t *testing.T) {
 	dir := t.TempDir()
-	cells := report.Cells(sweep())
+	cells := testcell.Cells(sweep())
 	png1 := filepath.Join(dir, "run.png")
 	if err := Render(cells, png1, Options{Title: "run X"}); err != nil {
 		t.Fatal(err)

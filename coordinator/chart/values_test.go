@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testcell"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -67,7 +67,7 @@ func TestSizeSeriesValues(t *testing.T) {
 			host: {{SizeBytes: 65536, Value: 4e9}},
 		}},
 	}
-	cells := report.Cells(rs)
+	cells := testcell.Cells(rs)
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("latency=%t", tt.latency), func(t *testing.T) {
 			series := SizeSeries(cells, tt.latency)
@@ -120,7 +120,7 @@ func TestHeatmapValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := heatmap(report.Cells(tt.results), tt.opt)
+			p, err := heatmap(testcell.Cells(tt.results), tt.opt)
 			if err != nil {
 				t.Fatal(err)
 			}

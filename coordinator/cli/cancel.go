@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -44,7 +44,7 @@ left as it is.`,
 
 // cancelLine says where a run is after CancelRun.
 func cancelLine(run *measurev1.Run) string {
-	id, state := run.GetRunId(), report.StateName(run.GetState())
+	id, state := run.GetRunId(), testspec.RunStateName(run.GetState())
 	switch run.GetState() {
 	case measurev1.RunState_RUN_STATE_QUEUED, measurev1.RunState_RUN_STATE_RUNNING:
 		return fmt.Sprintf("run %s: canceling (%s, %d/%d tests done; its running tests are stopping)", id, state, run.GetTestsDone(), run.GetTestsPlanned())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -57,11 +58,11 @@ worse (throughput down, latency up) by more than PCT percent: a CI gate.`,
 			if err != nil {
 				return err
 			}
-			cellsA, cellsB := report.Cells(resA), report.Cells(resB)
+			cellsA, cellsB := testcell.Cells(resA), testcell.Cells(resB)
 			if by == "path" {
-				cellsA, cellsB = report.ByPath(cellsA), report.ByPath(cellsB)
+				cellsA, cellsB = testcell.ByPath(cellsA), testcell.ByPath(cellsB)
 			}
-			deltas := report.Compare(cellsA, cellsB)
+			deltas := testcell.Compare(cellsA, cellsB)
 			switch o.output {
 			case "json":
 				err = printDeltasJSON(o, deltas)
@@ -69,14 +70,14 @@ worse (throughput down, latency up) by more than PCT percent: a CI gate.`,
 				err = printDeltasCSV(o, deltas)
 			default:
 				printDeltas(o, runA, runB, deltas)
-				if report.AnyIPv6(cellsA, cellsB) {
+				if testcell.AnyIPv6(cellsA, cellsB) {
 					// Side by side: each run's IPv6 against its IPv4.
 					for _, r := range []struct {
 						name  string
 						run   *measurev1.Run
-						cells []*report.Cell
+						cells []*testcell.Cell
 					}{{"A", runA, cellsA}, {"B", runB, cellsB}} {
-						printFamilyDeltas(o, fmt.Sprintf("IPv6 against IPv4 in run %s %s", r.name, labelOf(r.run)), report.CompareFamilies(r.cells))
+						printFamilyDeltas(o, fmt.Sprintf("IPv6 against IPv4 in run %s %s", r.name, labelOf(r.run)), testcell.CompareFamilies(r.cells))
 					}
 				}
 			}
@@ -103,18 +104,18 @@ worse (throughput down, latency up) by more than PCT percent: a CI gate.`,
 	return cmd
 }
 
-func deltaTitle(d report.Delta) string {
+func deltaTitle(d testcell.Delta) string {
 	t := testspec.Name(d.Key.Test)
 	if d.Label != "" {
 		t += " " + d.Label
 	}
-	return fmt.Sprintf("%s %s%s %s->%s", t, testspec.PathName(d.Key.Path), report.FamilySuffix(d.Key.Family), d.Key.Src, d.Key.Dst)
+	return fmt.Sprintf("%s %s%s %s->%s", t, testspec.PathName(d.Key.Path), testcell.FamilySuffix(d.Key.Family), d.Key.Src, d.Key.Dst)
 }
 
-// printFamilyDeltas prints report.CompareFamilies' deltas under title:
+// printFamilyDeltas prints testcell.CompareFamilies' deltas under title:
 // per test, path and pair, the IPv4 and the IPv6 medians side by side and
 // the IPv6 overhead. Nothing without deltas.
-func printFamilyDeltas(o *options, title string, deltas []report.Delta) {
+func printFamilyDeltas(o *options, title string, deltas []testcell.Delta) {
 	if len(deltas) == 0 {
 		return
 	}
@@ -130,7 +131,7 @@ func printFamilyDeltas(o *options, title string, deltas []report.Delta) {
 }
 
 // deltaTest is the test of d with its parameters' label.
-func deltaTest(d report.Delta) string {
+func deltaTest(d testcell.Delta) string {
 	if d.Label != "" {
 		return testspec.Name(d.Key.Test) + " " + d.Label
 	}
@@ -139,8 +140,8 @@ func deltaTest(d report.Delta) string {
 
 // deltaColumns are the columns of a delta's line: each side's median
 // (with its sample count), the change, the p-value and the verdict.
-func deltaColumns(d report.Delta) (med func(*report.Cell) string, change, p, verdict string) {
-	med = func(c *report.Cell) string {
+func deltaColumns(d testcell.Delta) (med func(*testcell.Cell) string, change, p, verdict string) {
+	med = func(c *testcell.Cell) string {
 		if c == nil || len(c.Samples) == 0 {
 			return "-"
 		}
@@ -165,7 +166,7 @@ func deltaColumns(d report.Delta) (med func(*report.Cell) string, change, p, ver
 	return med, change, p, verdict
 }
 
-func printDeltas(o *options, a, b *measurev1.Run, deltas []report.Delta) {
+func printDeltas(o *options, a, b *measurev1.Run, deltas []testcell.Delta) {
 	fmt.Fprintf(o.stdout, "A: run %s %s\nB: run %s %s\n\n", a.GetRunId(), labelOf(a), b.GetRunId(), labelOf(b))
 	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 	v6 := false
@@ -179,7 +180,7 @@ func printDeltas(o *options, a, b *measurev1.Run, deltas []report.Delta) {
 	}
 	worse, better := 0, 0
 	for _, d := range deltas {
-		med := func(c *report.Cell) string {
+		med := func(c *testcell.Cell) string {
 			if c == nil || len(c.Samples) == 0 {
 				return "-"
 			}
@@ -216,7 +217,7 @@ func printDeltas(o *options, a, b *measurev1.Run, deltas []report.Delta) {
 	fmt.Fprintf(o.stdout, "\n%d cells: %d significantly worse, %d significantly better (Welch's t-test, 95%%)\n", len(deltas), worse, better)
 }
 
-func printDeltasJSON(o *options, deltas []report.Delta) error {
+func printDeltasJSON(o *options, deltas []testcell.Delta) error {
 	type side struct {
 		N      int      `json:"n"`
 		Median *float64 `json:"median,omitempty"`
@@ -238,7 +239,7 @@ func printDeltasJSON(o *options, deltas []report.Delta) error {
 		Worse        bool     `json:"worse"`
 		Better       bool     `json:"better"`
 	}
-	mk := func(c *report.Cell) *side {
+	mk := func(c *testcell.Cell) *side {
 		if c == nil {
 			return nil
 		}
@@ -251,7 +252,7 @@ func printDeltasJSON(o *options, deltas []report.Delta) error {
 	rows := []row{}
 	for _, d := range deltas {
 		r := row{Test: testspec.Name(d.Key.Test), Params: d.Key.Params, Path: testspec.PathName(d.Key.Path), Src: d.Key.Src, Dst: d.Key.Dst,
-			Unit: report.Unit(d.Key.Test), A: mk(d.A), B: mk(d.B), Significant: d.Tested && d.Test.Significant, Worse: d.Worse, Better: d.Better}
+			Unit: testcell.Unit(d.Key.Test), A: mk(d.A), B: mk(d.B), Significant: d.Tested && d.Test.Significant, Worse: d.Worse, Better: d.Better}
 		if !math.IsNaN(d.MedianChange) {
 			r.MedianChange = &d.MedianChange
 		}
@@ -268,7 +269,7 @@ func printDeltasJSON(o *options, deltas []report.Delta) error {
 	return enc.Encode(map[string]any{"cells": rows})
 }
 
-func printDeltasCSV(o *options, deltas []report.Delta) error {
+func printDeltasCSV(o *options, deltas []testcell.Delta) error {
 	w := csv.NewWriter(o.stdout)
 	_ = w.Write([]string{"test", "params", "path", "src_node", "dst_node", "unit", "a_n", "a_median", "b_n", "b_median", "median_change_ratio", "p_value", "significant", "verdict"})
 	f := func(v float64, ok bool) string {
@@ -294,7 +295,7 @@ func printDeltasCSV(o *options, deltas []report.Delta) error {
 		case d.Better:
 			verdict = "better"
 		}
-		_ = w.Write([]string{testspec.Name(d.Key.Test), d.Key.Params, testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst, report.Unit(d.Key.Test),
+		_ = w.Write([]string{testspec.Name(d.Key.Test), d.Key.Params, testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst, testcell.Unit(d.Key.Test),
 			strconv.Itoa(an), am, strconv.Itoa(bn), bm, f(d.MedianChange, true), f(d.Test.P, d.Tested),
 			strconv.FormatBool(d.Tested && d.Test.Significant), verdict})
 	}

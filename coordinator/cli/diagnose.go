@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
-	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -70,7 +69,7 @@ The exit status is 1 when a fault is found.`,
 					return err
 				}
 			} else {
-				head := fmt.Sprintf("run %s (%s, %d/%d tests done)", runID, report.StateName(run.GetState()), run.GetTestsDone(), len(run.GetPlanned()))
+				head := fmt.Sprintf("run %s (%s, %d/%d tests done)", runID, testspec.RunStateName(run.GetState()), run.GetTestsDone(), len(run.GetPlanned()))
 				summary := diagnoseSummary(findings, results)
 				fmt.Fprintf(o.stdout, "%s: %s\n", head, strings.ReplaceAll(summary, "\n", "\n"+strings.Repeat(" ", len(head)+2)))
 			}

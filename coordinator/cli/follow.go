@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -106,7 +106,7 @@ func (f *follower) follow(ctx context.Context) error {
 			return fmt.Errorf("cancel run %s: %w", id, err)
 		}
 		fmt.Fprintf(f.o.stderr, "run %s canceled (%s); waiting for its running tests to stop (Ctrl-C again stops waiting)\n",
-			id, report.StateName(resp.GetRun().GetState()))
+			id, testspec.RunStateName(resp.GetRun().GetState()))
 		return nil
 	}
 	for {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -74,13 +75,13 @@ Newer results are in coordinator results.`,
 				}
 				var failed []string
 				for _, fc := range ru.GetFailed() {
-					failed = append(failed, fmt.Sprintf("%d %s", fc.GetCount(), report.StatusName(fc.GetStatus())))
+					failed = append(failed, fmt.Sprintf("%d %s", fc.GetCount(), testspec.StatusName(fc.GetStatus())))
 				}
 				title := testspec.Name(t)
-				if l := report.Label(ru.GetSpec()); l != "" {
+				if l := testcell.Label(ru.GetSpec()); l != "" {
 					title += " " + l
 				}
-				title += report.FamilySuffix(ru.GetIpFamily()) // "ping ipv6"; IPv4 as before families
+				title += testcell.FamilySuffix(ru.GetIpFamily()) // "ping ipv6"; IPv4 as before families
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", ru.GetHourStart().AsTime().Local().Format("2006-01-02 15:04"),
 					ru.GetSrcNode(), ru.GetDstNode(), testspec.PathName(ru.GetPath()), title, ru.GetSamples(),
 					f(ru.GetMinValue()), f(ru.GetMedianValue()), f(ru.GetMaxValue()), dash(strings.Join(failed, ", ")))

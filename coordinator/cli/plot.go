@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/coordinator/chart"
-	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 )
 
@@ -49,7 +49,7 @@ pod-pod). The file's extension chooses PNG or SVG.`,
 				return err
 			}
 			opt.Title = "run " + run.GetRunId() + " " + labelOf(run)
-			if err := chart.Render(report.Cells(results), out, opt); err != nil {
+			if err := chart.Render(testcell.Cells(results), out, opt); err != nil {
 				return err
 			}
 			fmt.Fprintf(o.stderr, "wrote %s\n", out)

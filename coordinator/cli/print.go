@@ -17,8 +17,8 @@ import (
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/safetext"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -53,14 +53,14 @@ func printRun(ctx context.Context, o *options, client meshv1.MeshServiceClient, 
 	fmt.Fprintln(out, line)
 	if ok, total := report.Summary(rows); ok != total || run.GetState() == measurev1.RunState_RUN_STATE_INTERRUPTED ||
 		run.GetState() == measurev1.RunState_RUN_STATE_CANCELED {
-		return &ExitError{Code: 1, Err: fmt.Errorf("run %s: %s (%s)", runID, line, report.StateName(run.GetState()))}
+		return &ExitError{Code: 1, Err: fmt.Errorf("run %s: %s (%s)", runID, line, testspec.RunStateName(run.GetState()))}
 	}
 	return nil
 }
 
 func printPairPaths(o *options, run *measurev1.Run, rows []*report.PairPath) {
 	cols := report.Columns(rows)
-	fmt.Fprintf(o.stdout, "run %s  %s  %s\n\n", run.GetRunId(), report.StateName(run.GetState()), runTimes(run))
+	fmt.Fprintf(o.stdout, "run %s  %s  %s\n\n", run.GetRunId(), testspec.RunStateName(run.GetState()), runTimes(run))
 	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 	head := []string{"SRC", "DST", "PATH"}
 	v6 := report.RowsIPv6(rows) // a dual-stack run: a family per line
@@ -89,13 +89,13 @@ func printPairPaths(o *options, run *measurev1.Run, rows []*report.PairPath) {
 	var problems []string
 	for _, p := range rows {
 		for _, pr := range p.Problems() {
-			problems = append(problems, fmt.Sprintf("  %s -> %s %s%s: %s", p.Src, p.Dst, testspec.PathName(p.Path), report.FamilySuffix(p.Family), pr))
+			problems = append(problems, fmt.Sprintf("  %s -> %s %s%s: %s", p.Src, p.Dst, testspec.PathName(p.Path), testcell.FamilySuffix(p.Family), pr))
 		}
 	}
 	var notes []string
 	for _, p := range rows {
 		for _, n := range p.Notes() {
-			notes = append(notes, fmt.Sprintf("  %s -> %s %s%s: %s", p.Src, p.Dst, testspec.PathName(p.Path), report.FamilySuffix(p.Family), n))
+			notes = append(notes, fmt.Sprintf("  %s -> %s %s%s: %s", p.Src, p.Dst, testspec.PathName(p.Path), testcell.FamilySuffix(p.Family), n))
 		}
 	}
 	fmt.Fprintf(o.stdout, "\n%s\n", legend(run))
@@ -248,13 +248,13 @@ func printResults(o *options, results []*measurev1.Result) {
 	fmt.Fprintln(tw, "START\tSRC\tDST\tPATH\tTEST\tSTATUS\tVALUE\tRUN\tMESSAGE")
 	for _, r := range results {
 		value := "-"
-		if v, ok := report.Measured(r); ok {
+		if v, ok := testcell.Measured(r); ok {
 			value = report.FormatHeadline(r.GetSpec().GetTest(), v)
-			if loss := report.PingLoss([]*measurev1.Result{r}); loss > 0 {
+			if loss := testcell.PingLoss([]*measurev1.Result{r}); loss > 0 {
 				value += " " + report.FormatLoss(loss)
 			}
 			if size := r.GetQperf().GetMsgSizeBytes(); size > 0 {
-				value += " @" + report.FormatBytes(size)
+				value += " @" + testcell.FormatBytes(size)
 			}
 			if load := report.LoadSummary(r); load != "" {
 				value = load
@@ -262,7 +262,7 @@ func printResults(o *options, results []*measurev1.Result) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.GetStartTime().AsTime().Local().Format("2006-01-02 15:04:05.000"), r.GetSrcNode(), r.GetDstNode(),
-			testspec.PathName(r.GetPath()), testspec.Name(r.GetSpec().GetTest()), report.StatusName(r.GetStatus()),
+			testspec.PathName(r.GetPath()), testspec.Name(r.GetSpec().GetTest()), testspec.StatusName(r.GetStatus()),
 			value, r.GetRunId(), oneLine(r.GetMessage(), 80))
 	}
 	_ = tw.Flush()
@@ -270,7 +270,7 @@ func printResults(o *options, results []*measurev1.Result) {
 }
 
 // printResultsCSV writes one row per result, figures in base units. value
-// is the headline (report.Headline: ping's median RTT). The last columns
+// is the headline (testcell.Headline: ping's median RTT). The last columns
 // summarise a ping run's replies, empty for other tests and failures:
 // rtt_min_seconds, rtt_median_seconds (empty for a result of an agent
 // older than the median), rtt_max_seconds and loss_ratio (0..1).
@@ -282,13 +282,13 @@ func printResultsCSV(o *options, results []*measurev1.Result) error {
 		"requests_per_second", "latency_p50_seconds", "latency_p99_seconds", "failed_requests"})
 	for _, r := range results {
 		value := ""
-		if v, ok := report.Measured(r); ok { // never NaN or Inf
+		if v, ok := testcell.Measured(r); ok { // never NaN or Inf
 			value = strconv.FormatFloat(v, 'g', -1, 64)
 		}
 		row := []string{r.GetStartTime().AsTime().UTC().Format(time.RFC3339Nano), r.GetRunId(), r.GetTestId(),
 			strconv.Itoa(int(r.GetIndex())), r.GetSrcNode(), r.GetDstNode(), testspec.PathName(r.GetPath()),
-			testspec.Name(r.GetSpec().GetTest()), report.ParamsKey(r.GetSpec()), report.StatusName(r.GetStatus()), value,
-			report.Unit(r.GetSpec().GetTest()), strconv.FormatFloat(r.GetElapsed().AsDuration().Seconds(), 'g', -1, 64),
+			testspec.Name(r.GetSpec().GetTest()), testcell.ParamsKey(r.GetSpec()), testspec.StatusName(r.GetStatus()), value,
+			testcell.Unit(r.GetSpec().GetTest()), strconv.FormatFloat(r.GetElapsed().AsDuration().Seconds(), 'g', -1, 64),
 			safetext.Escape(r.GetToolVersion()), safetext.Escape(r.GetMessage())}
 		row = append(row, pingColumns(r)...)
 		_ = w.Write(append(row, loadColumns(r)...))
@@ -385,7 +385,7 @@ func newAgentsCommand(o *options) *cobra.Command {
 					}
 					tools = append(tools, safetext.Line(v))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), nodeStateName(a.GetState()), gossipStateName(a.GetGossipState()), a.GetConnected(),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), testspec.NodeStateName(a.GetState()), testspec.GossipStateOrDash(a.GetGossipState()), a.GetConnected(),
 					dash(ips[measurev1.Network_NETWORK_HOST]), dash(ips[measurev1.Network_NETWORK_POD]), dash(joinNonEmpty(a.GetServiceIp(), a.GetServiceIpv6())),
 					safetext.Line(a.GetAgentVersion()), a.GetLastSeenTime().AsTime().Local().Format(time.DateTime), strings.Join(tools, "; "))
 			}
@@ -400,14 +400,6 @@ func newAgentsCommand(o *options) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// gossipStateName is a gossip state in lower case, "-" for none.
-func gossipStateName(s agentv1.GossipState) string {
-	if s == agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED {
-		return "-"
-	}
-	return strings.ToLower(strings.TrimPrefix(s.String(), "GOSSIP_STATE_"))
 }
 
 func dash(s string) string {
@@ -457,7 +449,7 @@ runs are older, the last line (or next_page_token in JSON) gives the
 				if r.GetEndTime() != nil {
 					took = r.GetEndTime().AsTime().Sub(r.GetCreateTime().AsTime()).Round(100 * time.Millisecond).String()
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n", r.GetRunId(), dash(r.GetSpec().GetLabel()), report.StateName(r.GetState()),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n", r.GetRunId(), dash(r.GetSpec().GetLabel()), testspec.RunStateName(r.GetState()),
 					r.GetTestsDone(), r.GetTestsPlanned(), r.GetTestsFailed(), r.GetRounds(),
 					r.GetCreateTime().AsTime().Local().Format(time.DateTime), took)
 			}
@@ -473,11 +465,6 @@ runs are older, the last line (or next_page_token in JSON) gives the
 	cmd.Flags().IntVar(&limit, "limit", 20, "most runs to list, newest first (0: all)")
 	cmd.Flags().StringVar(&token, "page-token", "", "start after the runs an earlier listing printed (its last line)")
 	return cmd
-}
-
-// nodeStateName is the short lower-case name of a node state: "ready".
-func nodeStateName(s meshv1.NodeState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "NODE_STATE_"))
 }
 
 func newMaintenanceCommand(o *options) *cobra.Command {
@@ -499,7 +486,7 @@ func newMaintenanceCommand(o *options) *cobra.Command {
 			if o.output == "json" {
 				return o.printJSON(resp)
 			}
-			fmt.Fprintf(o.stdout, "node %s: %s\n", args[0], nodeStateName(resp.GetAgent().GetState()))
+			fmt.Fprintf(o.stdout, "node %s: %s\n", args[0], testspec.NodeStateName(resp.GetAgent().GetState()))
 			return nil
 		},
 	}

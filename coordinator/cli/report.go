@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -61,7 +62,7 @@ the cells with their statistics in base units.`,
 			if err != nil {
 				return err
 			}
-			cells := report.Cells(results)
+			cells := testcell.Cells(results)
 			switch o.output {
 			case "json":
 				return printCellsJSON(o, run, cells)
@@ -76,9 +77,9 @@ the cells with their statistics in base units.`,
 	return cmd
 }
 
-func printReport(o *options, run *measurev1.Run, cells []*report.Cell, showCells bool) {
-	fmt.Fprintf(o.stdout, "run %s  %s  %s\n", run.GetRunId(), labelOf(run), report.StateName(run.GetState()))
-	for _, m := range report.Matrices(cells) {
+func printReport(o *options, run *measurev1.Run, cells []*testcell.Cell, showCells bool) {
+	fmt.Fprintf(o.stdout, "run %s  %s  %s\n", run.GetRunId(), labelOf(run), testspec.RunStateName(run.GetState()))
+	for _, m := range testcell.Matrices(cells) {
 		fmt.Fprintf(o.stdout, "\n%s (median of each pair%s)\n", m.Title(), unitNote(m.Test))
 		tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "SRC \\ DST\t%s\t\n", strings.Join(m.Nodes, "\t"))
@@ -91,7 +92,7 @@ func printReport(o *options, run *measurev1.Run, cells []*report.Cell, showCells
 		}
 		_ = tw.Flush()
 	}
-	ovs := report.Overheads(cells)
+	ovs := testcell.Overheads(cells)
 	if len(ovs) > 0 {
 		fmt.Fprintln(o.stdout, "\nagainst host->host on the same node pairs (median over pairs of median(path)/median(host-host)):")
 		tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
@@ -101,15 +102,15 @@ func printReport(o *options, run *measurev1.Run, cells []*report.Cell, showCells
 			if ov.Label != "" {
 				title += " " + ov.Label
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", testspec.PathName(ov.Path)+report.FamilySuffix(ov.Family), title, ov.Words(), ov.Pairs)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", testspec.PathName(ov.Path)+testcell.FamilySuffix(ov.Family), title, ov.Words(), ov.Pairs)
 		}
 		_ = tw.Flush()
-		if lines := report.Sentences(ovs, run.GetSpec().GetLabel()); len(lines) > 0 {
+		if lines := testcell.Sentences(ovs, run.GetSpec().GetLabel()); len(lines) > 0 {
 			fmt.Fprintf(o.stdout, "\nsummary:\n  %s\n", strings.Join(lines, "\n  "))
 		}
 	}
-	if report.AnyIPv6(cells) {
-		printFamilyDeltas(o, "IPv6 against IPv4 on the same paths", report.CompareFamilies(report.ByPath(cells)))
+	if testcell.AnyIPv6(cells) {
+		printFamilyDeltas(o, "IPv6 against IPv4 on the same paths", testcell.CompareFamilies(testcell.ByPath(cells)))
 	}
 	if showCells {
 		fmt.Fprintln(o.stdout)
@@ -139,7 +140,7 @@ func unitNote(t measurev1.Test) string {
 }
 
 // matrixCell is a cell's median, or what went wrong with it.
-func matrixCell(c *report.Cell) string {
+func matrixCell(c *testcell.Cell) string {
 	switch {
 	case c == nil:
 		return "-"
@@ -153,12 +154,12 @@ func matrixCell(c *report.Cell) string {
 	return v
 }
 
-func printCellsTable(o *options, cells []*report.Cell) {
+func printCellsTable(o *options, cells []*testcell.Cell) {
 	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TEST\tPATH\tSRC\tDST\tN\tMEDIAN\tMEAN\tSTDDEV\tMIN\tMAX\tIQR\tCI95 LOW\tCI95 HIGH\tFAILED")
 	for _, c := range cells {
 		f := func(v float64) string { return report.FormatHeadline(c.Test, v) }
-		row := []string{c.Title(), testspec.PathName(c.Path) + report.FamilySuffix(c.Family), c.Src, c.Dst, strconv.Itoa(c.Stats.N)}
+		row := []string{c.Title(), testspec.PathName(c.Path) + testcell.FamilySuffix(c.Family), c.Src, c.Dst, strconv.Itoa(c.Stats.N)}
 		if c.Stats.N > 0 {
 			row = append(row, f(c.Stats.Median), f(c.Stats.Mean), f(c.Stats.StdDev), f(c.Stats.Min), f(c.Stats.Max), f(c.Stats.IQR))
 			if c.Stats.HasCI {
@@ -175,10 +176,10 @@ func printCellsTable(o *options, cells []*report.Cell) {
 	_ = tw.Flush()
 }
 
-func failedText(c *report.Cell) string {
+func failedText(c *testcell.Cell) string {
 	var parts []string
 	for st, n := range c.Failed {
-		parts = append(parts, fmt.Sprintf("%d %s", n, report.StatusName(st)))
+		parts = append(parts, fmt.Sprintf("%d %s", n, testspec.StatusName(st)))
 	}
 	if len(parts) == 0 {
 		return "0"
@@ -210,14 +211,14 @@ type cellJSON struct {
 	SampleSet []float64      `json:"samples"`
 }
 
-func toJSON(c *report.Cell) cellJSON {
+func toJSON(c *testcell.Cell) cellJSON {
 	j := cellJSON{Src: c.Src, Dst: c.Dst, Path: testspec.PathName(c.Path), Test: testspec.Name(c.Test), Params: c.Params,
-		Unit: report.Unit(c.Test), N: c.Stats.N, Failed: map[string]int{}, SampleSet: c.Samples}
+		Unit: testcell.Unit(c.Test), N: c.Stats.N, Failed: map[string]int{}, SampleSet: c.Samples}
 	if c.Family == measurev1.IPFamily_IP_FAMILY_IPV6 {
 		j.Family = protocol.FamilyName(c.Family)
 	}
 	for st, n := range c.Failed {
-		j.Failed[report.StatusName(st)] = n
+		j.Failed[testspec.StatusName(st)] = n
 	}
 	if c.Stats.N > 0 {
 		s := c.Stats
@@ -229,7 +230,7 @@ func toJSON(c *report.Cell) cellJSON {
 	return j
 }
 
-func printCellsJSON(o *options, run *measurev1.Run, cells []*report.Cell) error {
+func printCellsJSON(o *options, run *measurev1.Run, cells []*testcell.Cell) error {
 	out := struct {
 		RunID     string            `json:"run_id"`
 		Label     string            `json:"label"`
@@ -240,19 +241,19 @@ func printCellsJSON(o *options, run *measurev1.Run, cells []*report.Cell) error 
 	for _, c := range cells {
 		out.Cells = append(out.Cells, toJSON(c))
 	}
-	ovs := report.Overheads(cells)
+	ovs := testcell.Overheads(cells)
 	for _, ov := range ovs {
 		b, _ := json.Marshal(map[string]any{"path": testspec.PathName(ov.Path), "test": testspec.Name(ov.Test), "params": ov.Params,
 			"ratio": ov.Ratio, "pairs": ov.Pairs})
 		out.Overheads = append(out.Overheads, b)
 	}
-	out.Summary = report.Sentences(ovs, run.GetSpec().GetLabel())
+	out.Summary = testcell.Sentences(ovs, run.GetSpec().GetLabel())
 	enc := json.NewEncoder(o.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }
 
-func printCellsCSV(o *options, cells []*report.Cell) error {
+func printCellsCSV(o *options, cells []*testcell.Cell) error {
 	w := csv.NewWriter(o.stdout)
 	_ = w.Write([]string{"test", "params", "path", "src_node", "dst_node", "unit", "n", "median", "mean", "stddev", "min", "max", "q1", "q3", "iqr", "ci95_low", "ci95_high", "failed"})
 	num := func(v float64, ok bool) string {
@@ -263,7 +264,7 @@ func printCellsCSV(o *options, cells []*report.Cell) error {
 	}
 	for _, c := range cells {
 		s, has := c.Stats, c.Stats.N > 0
-		_ = w.Write([]string{testspec.Name(c.Test), c.Params, testspec.PathName(c.Path), c.Src, c.Dst, report.Unit(c.Test), strconv.Itoa(s.N),
+		_ = w.Write([]string{testspec.Name(c.Test), c.Params, testspec.PathName(c.Path), c.Src, c.Dst, testcell.Unit(c.Test), strconv.Itoa(s.N),
 			num(s.Median, has), num(s.Mean, has), num(s.StdDev, has), num(s.Min, has), num(s.Max, has), num(s.Q1, has), num(s.Q3, has),
 			num(s.IQR, has), num(s.CILow, s.HasCI), num(s.CIHigh, s.HasCI), strconv.Itoa(c.FailedCount())})
 	}

@@ -107,9 +107,9 @@ with the last failure's status. They are kept for
 				return mark + report.FormatSeconds(v)
 			}
 			for _, r := range rollups {
-				status := report.StatusName(measurev1.Status_STATUS_OK)
+				status := testspec.StatusName(measurev1.Status_STATUS_OK)
 				if r.GetFailedPeriods() > 0 {
-					status = fmt.Sprintf("%d/%d failed, last %s", r.GetFailedPeriods(), r.GetPeriods(), report.StatusName(r.GetLastFailedStatus()))
+					status = fmt.Sprintf("%d/%d failed, last %s", r.GetFailedPeriods(), r.GetPeriods(), testspec.StatusName(r.GetLastFailedStatus()))
 				}
 				n := r.GetReceived()
 				fmt.Fprintf(tw, "%s\t%v x%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetBucketStart().AsTime().Local().Format("2006-01-02 15:04:05"),
@@ -118,7 +118,7 @@ with the last failure's status. They are kept for
 			}
 			for _, s := range samples {
 				n := uint64(s.GetReceived())
-				status := report.StatusName(s.GetStatus())
+				status := testspec.StatusName(s.GetStatus())
 				if m := s.GetMessage(); m != "" {
 					status += ": " + safetext.Line(m)
 				}

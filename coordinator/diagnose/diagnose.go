@@ -26,6 +26,8 @@ import (
 	"strings"
 
 	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -270,7 +272,7 @@ func kindOf(bad, all []observation, node string) Kind {
 			agentGone++
 		case o.failed:
 			failedAll++
-		case o.degraded && report.HigherIsBetter(o.test):
+		case o.degraded && testcell.HigherIsBetter(o.test):
 			slow++
 		case o.degraded:
 			latency++
@@ -299,7 +301,7 @@ func kindOf(bad, all []observation, node string) Kind {
 	onlyPing := len(tests) == 1 && tests[measurev1.Test_TEST_PING]
 	onlyBulk := true
 	for t := range tests {
-		onlyBulk = onlyBulk && report.HigherIsBetter(t)
+		onlyBulk = onlyBulk && testcell.HigherIsBetter(t)
 	}
 	switch {
 	case agentGone > failedAll+slow+latency:
@@ -348,7 +350,7 @@ func observe(results []*measurev1.Result) []observation {
 		path     measurev1.Path
 		test     measurev1.Test
 	}
-	cells := report.Cells(clean)
+	cells := testcell.Cells(clean)
 	byKey := map[key]*observation{}
 	var order []key
 	for _, c := range cells {
@@ -361,7 +363,7 @@ func observe(results []*measurev1.Result) []observation {
 		}
 		if len(c.Samples) == 0 {
 			o.failed, o.status = true, worstStatus(c.Failed)
-			o.note = report.StatusName(o.status)
+			o.note = testspec.StatusName(o.status)
 		}
 	}
 	// Degradations: per test, parameters and path, a node whose pairs
@@ -370,10 +372,10 @@ func observe(results []*measurev1.Result) []observation {
 	// given node.)
 	// Per matrix, the medians of all measured pairs, sorted once, and each
 	// node's pairs: the reference of a node is the median of all but its
-	// own (medianExcluding), so that 300 nodes cost O(n² log n), not n³.
-	for _, m := range report.Matrices(cells) {
+	// own (stats.MedianExcluding), so that 300 nodes cost O(n² log n), not n³.
+	for _, m := range testcell.Matrices(cells) {
 		var all []float64
-		mine := map[string][]*report.Cell{}
+		mine := map[string][]*testcell.Cell{}
 		for src, row := range m.Cells {
 			for dst, c := range row {
 				if len(c.Samples) == 0 {
@@ -397,11 +399,11 @@ func observe(results []*measurev1.Result) []observation {
 				in[i] = c.Stats.Median
 			}
 			slices.Sort(in)
-			ref := medianExcluding(all, in)
+			ref := stats.MedianExcluding(all, in)
 			for _, c := range cs {
 				v := c.Stats.Median
-				if report.HigherIsBetter(c.Test) && v < SlowRatio*ref ||
-					!report.HigherIsBetter(c.Test) && v > LatencyRatio*ref && v-ref >= MinLatencyIncrease {
+				if testcell.HigherIsBetter(c.Test) && v < SlowRatio*ref ||
+					!testcell.HigherIsBetter(c.Test) && v > LatencyRatio*ref && v-ref >= MinLatencyIncrease {
 					o := byKey[key{c.Src, c.Dst, c.Path, c.Test}]
 					o.degraded = true
 					o.note = fmt.Sprintf("%s against %s on pairs without %s", report.FormatHeadline(c.Test, v), report.FormatHeadline(c.Test, ref), n)
@@ -414,53 +416,6 @@ func observe(results []*measurev1.Result) []observation {
 		out = append(out, *byKey[k])
 	}
 	return out
-}
-
-// medianExcluding is the median of the multiset all minus in (both
-// sorted, in a sub-multiset of all, fewer than all), found by order
-// statistics without building the difference.
-func medianExcluding(all, in []float64) float64 {
-	m := len(all) - len(in)
-	// kth is the k-th smallest (0-based) of the difference: the smallest
-	// value of all with more than k values of the difference at or below it.
-	kth := func(k int) float64 {
-		lo, hi := 0, len(all)-1
-		for lo < hi {
-			mid := (lo + hi) / 2
-			x := all[mid]
-			if upper(all, x)-upper(in, x) > k {
-				hi = mid
-			} else {
-				lo = mid + 1
-			}
-		}
-		return all[lo]
-	}
-	if m%2 == 1 {
-		return kth(m / 2)
-	}
-	return (kth(m/2-1) + kth(m/2)) / 2
-}
-
-// upper counts the values of sorted xs at or below x.
-func upper(xs []float64, x float64) int {
-	i, _ := slices.BinarySearchFunc(xs, x, func(e, t float64) int {
-		if e <= t {
-			return -1
-		}
-		return 1
-	})
-	return i
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // worstStatus picks the most frequent failure status (ties by enum order).

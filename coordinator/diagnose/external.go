@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -143,7 +143,7 @@ func observeExternal(results []*measurev1.Result, aside map[string]bool) []obser
 	}
 	byKey := map[key]*observation{}
 	var order []key
-	for _, c := range report.Cells(ext) {
+	for _, c := range testcell.Cells(ext) {
 		k := key{c.Src, c.Dst, c.Path, c.Test}
 		o := byKey[k]
 		if o == nil {
@@ -153,7 +153,7 @@ func observeExternal(results []*measurev1.Result, aside map[string]bool) []obser
 		}
 		if len(c.Samples) == 0 {
 			o.failed, o.status = true, worstStatus(c.Failed)
-			o.note = report.StatusName(o.status)
+			o.note = testspec.StatusName(o.status)
 		}
 	}
 	out := make([]observation, 0, len(order))

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/sanity"
+	"github.com/meshperf/meshperf/internal/testcell"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -51,11 +51,11 @@ func TestRogueFiguresDoNotSkewDiagnose(t *testing.T) {
 		}
 	}
 	// The honest pairs' medians are what they were.
-	want := map[report.CellKey]float64{}
-	for _, c := range report.Cells(honest) {
+	want := map[testcell.CellKey]float64{}
+	for _, c := range testcell.Cells(honest) {
 		want[c.CellKey] = c.Stats.Median
 	}
-	for _, c := range report.Cells(got) {
+	for _, c := range testcell.Cells(got) {
 		if c.Src == rogue {
 			if len(c.Samples) != 0 {
 				t.Errorf("cell %v of the rogue has samples %v", c.CellKey, c.Samples)

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -149,7 +150,7 @@ func Disagreement(node string, connected bool, v Verdict) string {
 	}
 	if connected {
 		return fmt.Sprintf("the coordinator is connected to %s, but the gossip of %s declares it %s",
-			node, names(v.DeadBy, v.MoreDead), stateName(v.State))
+			node, names(v.DeadBy, v.MoreDead), testspec.GossipStateName(v.State))
 	}
 	return fmt.Sprintf("the coordinator lost %s, but the gossip of %s sees it alive",
 		node, names(v.AliveBy, v.MoreAlive))
@@ -168,11 +169,6 @@ func names(by []string, more int) string {
 		s += fmt.Sprintf(" and %d more", more)
 	}
 	return s
-}
-
-// stateName is a state's name in lower case: "dead", "left".
-func stateName(s agentv1.GossipState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "GOSSIP_STATE_"))
 }
 
 // DefaultGrace is how long a disagreement lasts before it is reported as a

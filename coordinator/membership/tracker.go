@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -347,7 +348,7 @@ func (t *Tracker) Evaluate(nodes map[string]bool) map[string]string {
 			if connected {
 				v := t.verdict(name)
 				t.log.Warn("gossip's quorum declares a connected node dead; the node stays in the mesh while its session's heartbeats are recent",
-					"node", name, "gossip_state", stateName(state), "gossip_dead_by", v.DeadBy, "gossip_dead", v.DeadCount(),
+					"node", name, "gossip_state", testspec.GossipStateName(state), "gossip_dead_by", v.DeadBy, "gossip_dead", v.DeadCount(),
 					"gossip_alive", v.AliveCount())
 			}
 		}
@@ -361,10 +362,10 @@ func (t *Tracker) Evaluate(nodes map[string]bool) map[string]string {
 			switch {
 			case partition == "":
 				t.log.Info("partition over: the coordinator and gossip agree", "node", name, "was", prev,
-					"gossip_state", stateName(state), "connected", connected)
+					"gossip_state", testspec.GossipStateName(state), "connected", connected)
 			default:
 				t.log.Warn("partition between the coordinator and gossip", "node", name, "partition", partition,
-					"connected", connected, "gossip_state", stateName(state),
+					"connected", connected, "gossip_state", testspec.GossipStateName(state),
 					"gossip_alive_by", v.AliveBy, "gossip_dead_by", v.DeadBy, "since", t.since[name])
 			}
 		}

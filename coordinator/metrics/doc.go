@@ -20,12 +20,12 @@
 // destination is an external target, not a node: those results count for
 // their source node only (role "src", median over the targets), never
 // under a target's name as a node. A node's figure is the median, over the node's peers in that
-// role, of each pair's last figure: the headline of report.Headline (ping's
+// role, of each pair's last figure: the headline of testcell.Headline (ping's
 // median RTT, qperf's one-way latency, curl's total time, http_load's
 // median time per request under load (ab's 50% figure) in seconds; qperf
 // and iperf3 throughput in bit/s), the median of a test's results when it
 // has several (a qperf sweep's sizes). latency_seconds holds tests where
-// lower is better, throughput_bps those where higher is (report.HigherIsBetter).
+// lower is better, throughput_bps those where higher is (testcell.HigherIsBetter).
 // Only OK results set a figure: a failure counts in results_total under its
 // status ("ok", "refused", "agent_unavailable", ...) and leaves the last
 // figure as it was. loss_ratio is the median, over the node's peers in

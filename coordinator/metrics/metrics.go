@@ -10,10 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
-	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/sanity"
-	"github.com/meshperf/meshperf/coordinator/stats"
+	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -193,7 +193,7 @@ func New(cfg Config) (*Metrics, error) {
 	// first run of each.
 	for _, s := range []measurev1.RunState{measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED, measurev1.RunState_RUN_STATE_INTERRUPTED,
 		measurev1.RunState_RUN_STATE_CANCELED} {
-		m.runsTotal.WithLabelValues(report.StateName(s))
+		m.runsTotal.WithLabelValues(testspec.RunStateName(s))
 	}
 	return m, nil
 }
@@ -242,7 +242,7 @@ func (m *Metrics) RunStarted(string) { m.runsActive.Inc() }
 // its final state.
 func (m *Metrics) RunEnded(_ string, state measurev1.RunState) {
 	m.runsActive.Dec()
-	m.runsTotal.WithLabelValues(report.StateName(state)).Inc()
+	m.runsTotal.WithLabelValues(testspec.RunStateName(state)).Inc()
 }
 
 // Recorded takes a batch of results: it counts each result for its source
@@ -256,14 +256,14 @@ func (m *Metrics) Recorded(results []*measurev1.Result) {
 	figures, losses := map[pairKey][]float64{}, map[pairKey][]float64{}
 	for _, r := range results {
 		k := pairKey{src: r.GetSrcNode(), dst: r.GetDstNode(), test: r.GetSpec().GetTest(), path: r.GetPath()}
-		test, path, status := testspec.Name(k.test), testspec.PathName(k.path), report.StatusName(r.GetStatus())
+		test, path, status := testspec.Name(k.test), testspec.PathName(k.path), testspec.StatusName(r.GetStatus())
 		for _, e := range testspec.DestinationOf(k.path, k.dst).Ends(k.src) { // a target is no node: src alone
 			m.nodeResults.WithLabelValues(e.Node, e.Role, test, path, status).Inc()
 		}
 		if r.GetStatus() != measurev1.Status_STATUS_OK || r.GetMetrics() == nil {
 			continue
 		}
-		if v := report.Headline(r); !math.IsNaN(v) && !math.IsInf(v, 0) {
+		if v := testcell.Headline(r); !math.IsNaN(v) && !math.IsInf(v, 0) {
 			figures[k] = append(figures[k], v)
 		}
 		if v, ok := lossRatio(r); ok {
@@ -276,7 +276,7 @@ func (m *Metrics) Recorded(results []*measurev1.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, vs := range figures {
-		v := median(vs)
+		v := stats.InterpolatedMedian(vs)
 		if m.cfg.PerPair {
 			m.pairGauge(k.test).WithLabelValues(k.src, k.dst, testspec.Name(k.test), testspec.PathName(k.path)).Set(v)
 		}
@@ -306,12 +306,12 @@ func setMedian(last map[nodeKey]map[string]float64, g *prometheus.GaugeVec, nk n
 	for _, x := range peers {
 		vs = append(vs, x)
 	}
-	g.WithLabelValues(nk.node, nk.role, testspec.Name(nk.test), testspec.PathName(nk.path)).Set(median(vs))
+	g.WithLabelValues(nk.node, nk.role, testspec.Name(nk.test), testspec.PathName(nk.path)).Set(stats.InterpolatedMedian(vs))
 }
 
 // nodeGauge is the per-node gauge of test's unit.
 func (m *Metrics) nodeGauge(test measurev1.Test) *prometheus.GaugeVec {
-	if report.HigherIsBetter(test) {
+	if testcell.HigherIsBetter(test) {
 		return m.nodeThroughput
 	}
 	return m.nodeLatency
@@ -319,14 +319,8 @@ func (m *Metrics) nodeGauge(test measurev1.Test) *prometheus.GaugeVec {
 
 // pairGauge is the per-pair gauge of test's unit; only with PerPair.
 func (m *Metrics) pairGauge(test measurev1.Test) *prometheus.GaugeVec {
-	if report.HigherIsBetter(test) {
+	if testcell.HigherIsBetter(test) {
 		return m.pairThroughput
 	}
 	return m.pairLatency
-}
-
-// median of finite, non-empty vs.
-func median(vs []float64) float64 {
-	v, _ := stats.Quantile(vs, 0.5) // never fails: vs is not empty
-	return v
 }

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
-	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/series"
+	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -67,13 +68,13 @@ func (w *Writer) RunEnded(runID string, _ measurev1.RunState) {
 			if a.higherBest {
 				fam = famNodeThroughput
 			}
-			push(sample{ts: a.ts, v: median(a.vs), a: q.intern(k.node), b: q.intern(k.role),
+			push(sample{ts: a.ts, v: stats.Median(a.vs), a: q.intern(k.node), b: q.intern(k.role),
 				test: q.intern16(testspec.Name(k.test)), path: q.intern16(testspec.PathName(k.path)), fam: fam})
 		}
 	})
 }
 
-// Recorded queues each measurement's headline (report.Measured: OK,
+// Recorded queues each measurement's headline (testcell.Measured: OK,
 // finite, not negative) as a pair sample at the result's start time (now
 // if it has none), and
 // keeps it for its run's node samples (RunEnded) if the run was started.
@@ -87,7 +88,7 @@ func (w *Writer) Recorded(results []*measurev1.Result) {
 	pairs := make([]pairResult, 0, len(results))
 	now := time.Now().UnixMilli()
 	for _, r := range results {
-		if v, ok := report.Measured(r); ok {
+		if v, ok := testcell.Measured(r); ok {
 			ts := now // no start time: when it was recorded
 			if r.GetStartTime() != nil {
 				ts = r.GetStartTime().AsTime().UnixMilli()
@@ -108,7 +109,7 @@ func (w *Writer) Recorded(results []*measurev1.Result) {
 		keep := func(k nodeKey) {
 			a := nodes[k]
 			if a == nil {
-				a = &nodeAgg{higherBest: report.HigherIsBetter(test)}
+				a = &nodeAgg{higherBest: testcell.HigherIsBetter(test)}
 				nodes[k] = a
 			}
 			a.vs = append(a.vs, p.v)
@@ -122,7 +123,7 @@ func (w *Writer) Recorded(results []*measurev1.Result) {
 	w.add(func(q *queue, push func(sample)) {
 		for _, p := range pairs {
 			fam := famPairLatency
-			if report.HigherIsBetter(p.r.GetSpec().GetTest()) {
+			if testcell.HigherIsBetter(p.r.GetSpec().GetTest()) {
 				fam = famPairThroughput
 			}
 			push(sample{ts: p.ts, v: p.v, a: q.intern(p.r.GetSrcNode()), b: q.intern(p.r.GetDstNode()),
@@ -163,13 +164,3 @@ func (w *Writer) Reports(reports []series.Report) {
 }
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
-
-// median is the median of vs (sorted in place); vs is not empty.
-func median(vs []float64) float64 {
-	slices.Sort(vs)
-	n := len(vs)
-	if n%2 == 1 {
-		return vs[n/2]
-	}
-	return (vs[n/2-1] + vs[n/2]) / 2
-}

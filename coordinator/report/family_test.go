@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshperf/meshperf/internal/testcell"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -32,11 +33,11 @@ func TestFamiliesSideBySide(t *testing.T) {
 	if ok, total := Summary(rows); ok != 2 || total != 2 {
 		t.Errorf("Summary = %d/%d, want 2/2: each family is its own pair-path", ok, total)
 	}
-	cells := Cells(results)
-	if len(cells) != 2 || !AnyIPv6(cells) {
+	cells := testcell.Cells(results)
+	if len(cells) != 2 || !testcell.AnyIPv6(cells) {
 		t.Fatalf("cells %+v, want one per family", cells)
 	}
-	deltas := CompareFamilies(ByPath(cells))
+	deltas := testcell.CompareFamilies(testcell.ByPath(cells))
 	if len(deltas) != 1 || deltas[0].A.Family != v4 || deltas[0].B.Family != v6 {
 		t.Fatalf("CompareFamilies = %+v, want IPv4 (A) against IPv6 (B)", deltas)
 	}
@@ -52,7 +53,7 @@ func TestFamiliesSideBySide(t *testing.T) {
 	if len(rows) != 1 || rows[0].Family != v6 || !rows[0].OK() {
 		t.Errorf("external rows %+v, want one OK IPv6 row", rows)
 	}
-	for _, m := range Matrices(cells) {
+	for _, m := range testcell.Matrices(cells) {
 		if want := m.Family == v6; strings.HasSuffix(m.Title(), " ipv6") != want {
 			t.Errorf("matrix title %q (family %v)", m.Title(), m.Family)
 		}

@@ -1,7 +1,9 @@
-// Package report turns a run and its results into what an operator reads:
+// Package report formats a run and its results as an operator reads them:
 // one row per node pair and path with a cell per test, the verdict of each
 // pair-path (every planned test OK, or what failed), and the values in
 // human units. Conversions from base units happen here, at the edge, only.
+// The figures it formats (headlines, cells, their statistics) are
+// internal/testcell's; the names (tests, paths, statuses) internal/testspec's.
 package report
 
 import (
@@ -9,12 +11,13 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/safetext"
+	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -50,11 +53,11 @@ func (p *PairPath) Problems() []string {
 		tests := map[string]bool{}
 		for _, r := range p.Results[t] {
 			tests[r.GetTestId()] = true
-			switch _, ok := Measured(r); {
+			switch _, ok := testcell.Measured(r); {
 			case r.GetStatus() != measurev1.Status_STATUS_OK:
-				out = append(out, fmt.Sprintf("%s: %s: %s", testspec.Name(t), StatusName(r.GetStatus()), safetext.Line(r.GetMessage())))
+				out = append(out, fmt.Sprintf("%s: %s: %s", testspec.Name(t), testspec.StatusName(r.GetStatus()), safetext.Line(r.GetMessage())))
 			case !ok:
-				out = append(out, fmt.Sprintf("%s: %s: an OK result without a finite, non-negative figure", testspec.Name(t), StatusName(StatusOf(r))))
+				out = append(out, fmt.Sprintf("%s: %s: an OK result without a finite, non-negative figure", testspec.Name(t), testspec.StatusName(testcell.StatusOf(r))))
 			}
 		}
 		if missing := p.Planned[t] - len(tests); missing > 0 {
@@ -211,9 +214,9 @@ func (p *PairPath) Cell(t measurev1.Test) string {
 	bySize := map[uint64][]float64{}
 	var sizes []uint64
 	for _, r := range rs {
-		v, ok := Measured(r)
+		v, ok := testcell.Measured(r)
 		if !ok {
-			failed = append(failed, StatusName(StatusOf(r)))
+			failed = append(failed, testspec.StatusName(testcell.StatusOf(r)))
 			continue
 		}
 		size := r.GetQperf().GetMsgSizeBytes()
@@ -229,53 +232,16 @@ func (p *PairPath) Cell(t measurev1.Test) string {
 	slices.Sort(sizes)
 	parts := make([]string, 0, len(sizes))
 	for _, s := range sizes {
-		v := FormatHeadline(t, median(bySize[s]))
+		v := FormatHeadline(t, stats.Median(bySize[s]))
 		if len(sizes) > 1 {
-			v = FormatBytes(s) + ":" + v
+			v = testcell.FormatBytes(s) + ":" + v
 		}
 		parts = append(parts, v)
 	}
-	if loss := PingLoss(rs); loss > 0 {
+	if loss := testcell.PingLoss(rs); loss > 0 {
 		parts = append(parts, FormatLoss(loss))
 	}
 	return strings.Join(parts, " ")
-}
-
-// PingLoss is the share of echo requests that got no reply over the OK
-// ping results of rs (other results are skipped): the sum of their
-// packets_transmitted minus packets_received over the sum of
-// packets_transmitted (the runner counts only requests that left the
-// host), or, for results without counts, the mean of their loss_ratio. It
-// is in 0..1; 0 when there is nothing to count. Figures that are not
-// finite or out of range are left out.
-func PingLoss(rs []*measurev1.Result) float64 {
-	var sent, lost uint64
-	var ratios float64
-	var n int
-	for _, r := range rs {
-		p := r.GetPing()
-		if r.GetStatus() != measurev1.Status_STATUS_OK || p == nil {
-			continue
-		}
-		if tx := uint64(p.GetPacketsTransmitted()); tx > 0 {
-			sent += tx
-			lost += tx - min(tx, uint64(p.GetPacketsReceived()))
-			continue
-		}
-		if x := p.GetLossRatio(); x >= 0 && x <= 1 { // false for NaN
-			ratios += x
-			n++
-		}
-	}
-	switch {
-	case sent > 0 && n > 0:
-		return (float64(lost) + ratios) / (float64(sent) + float64(n))
-	case sent > 0:
-		return float64(lost) / float64(sent)
-	case n > 0:
-		return ratios / float64(n)
-	}
-	return 0
 }
 
 // FormatLoss formats a loss ratio (0..1) as "loss 40%", with at most 3
@@ -287,41 +253,6 @@ func FormatLoss(ratio float64) string {
 		return "loss <0.001%"
 	}
 	return "loss " + strconv.FormatFloat(pct, 'g', 3, 64) + "%"
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// Headline is a result's main figure in base units: median RTT (s) for
-// ping (PingRTTSeconds), one-way latency (s) or throughput (bit/s) for
-// qperf, receiver throughput (bit/s) for iperf3, total time (s) for HTTP,
-// the median time per request under load (s, ab's 50% figure) for
-// http_load (its requests per second and failures: LoadSummary); 0 for a
-// failure.
-func Headline(r *measurev1.Result) float64 {
-	switch m := r.GetMetrics().(type) {
-	case *measurev1.Result_Ping:
-		return PingRTTSeconds(m.Ping)
-	case *measurev1.Result_Qperf:
-		if isLatency(r.GetSpec().GetTest()) {
-			return m.Qperf.GetLatencySeconds()
-		}
-		return m.Qperf.GetThroughputBps()
-	case *measurev1.Result_Iperf3:
-		return m.Iperf3.GetThroughputBps()
-	case *measurev1.Result_Http:
-		return m.Http.GetTotalSeconds()
-	case *measurev1.Result_HttpLoad:
-		return m.HttpLoad.GetLatencyP50Seconds()
-	}
-	return 0
 }
 
 // LoadSummary is an http_load result's figures on one line: "1.43k req/s,
@@ -349,47 +280,9 @@ func FormatCount(v float64) string {
 	return fmt.Sprintf("%.3g", v)
 }
 
-// Measured is r's headline figure (Headline) and true if r is a
-// measurement: STATUS_OK, with metrics, and a headline that is finite and
-// not negative. A result stored before the coordinator checked figures
-// may be OK with NaN, an infinity or a negative figure: it is no
-// measurement, and shows as invalid.
-func Measured(r *measurev1.Result) (float64, bool) {
-	if r.GetStatus() != measurev1.Status_STATUS_OK || r.GetMetrics() == nil {
-		return 0, false
-	}
-	v := Headline(r)
-	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		return 0, false
-	}
-	return v, true
-}
-
-// StatusOf is r's status, or STATUS_INVALID for an OK result that is no
-// measurement (Measured).
-func StatusOf(r *measurev1.Result) measurev1.Status {
-	if r.GetStatus() == measurev1.Status_STATUS_OK {
-		if _, ok := Measured(r); !ok {
-			return measurev1.Status_STATUS_INVALID
-		}
-	}
-	return r.GetStatus()
-}
-
-// PingRTTSeconds is ping's figure for a pair, in seconds: the median RTT
-// of the run's replies (rtt_median_seconds), or the average RTT
-// (rtt_avg_seconds) for a result of an agent older than the median, which
-// stored none.
-func PingRTTSeconds(m *measurev1.PingMetrics) float64 {
-	if m.RttMedianSeconds != nil {
-		return m.GetRttMedianSeconds()
-	}
-	return m.GetRttAvgSeconds()
-}
-
 // FormatHeadline formats a Headline value of test t in human units.
 func FormatHeadline(t measurev1.Test, v float64) string {
-	if isLatency(t) || t == measurev1.Test_TEST_PING || t == measurev1.Test_TEST_HTTP || t == measurev1.Test_TEST_HTTP_LOAD {
+	if testcell.IsLatency(t) || t == measurev1.Test_TEST_PING || t == measurev1.Test_TEST_HTTP || t == measurev1.Test_TEST_HTTP_LOAD {
 		return FormatSeconds(v)
 	}
 	return FormatBitsPerSecond(v)
@@ -418,11 +311,6 @@ func ColumnTitle(t measurev1.Test) string {
 		return "HTTP LOAD p50"
 	}
 	return strings.ToUpper(testspec.Name(t))
-}
-
-// StatusName is the short lower-case name of a status: "ok", "unreachable".
-func StatusName(s measurev1.Status) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "STATUS_"))
 }
 
 // Invalid is how a figure that is not a finite number shows.
@@ -458,25 +346,4 @@ func FormatBitsPerSecond(bps float64) string {
 		return fmt.Sprintf("%.3g kbit/s", bps/1e3)
 	}
 	return fmt.Sprintf("%.3g bit/s", bps)
-}
-
-// FormatBytes formats a size with a binary prefix: "64B", "4KiB".
-func FormatBytes(n uint64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
-}
-
-// isLatency reports whether a qperf test reports latency (not throughput).
-func isLatency(t measurev1.Test) bool {
-	return t == measurev1.Test_TEST_QPERF_TCP_LAT || t == measurev1.Test_TEST_QPERF_UDP_LAT
-}
-
-// StateName is the short lower-case name of a run state: "succeeded".
-func StateName(s measurev1.RunState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "RUN_STATE_"))
 }

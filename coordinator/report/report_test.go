@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshperf/meshperf/internal/testcell"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -97,12 +98,6 @@ func TestFormat(t *testing.T) {
 		{FormatBitsPerSecond(771e6), "771 Mbit/s"},
 		{FormatBitsPerSecond(12e3), "12 kbit/s"},
 		{FormatBitsPerSecond(5), "5 bit/s"},
-		{FormatBytes(64), "64B"},
-		{FormatBytes(65536), "64KiB"},
-		{FormatBytes(1 << 20), "1MiB"},
-		{FormatBytes(1500), "1500B"},
-		{StatusName(measurev1.Status_STATUS_PARSE_ERROR), "parse_error"},
-		{StateName(measurev1.RunState_RUN_STATE_SUCCEEDED), "succeeded"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -111,30 +106,15 @@ func TestFormat(t *testing.T) {
 	}
 }
 
-func TestPingHeadlineIsTheMedian(t *testing.T) {
-	ping := func(m *measurev1.PingMetrics) *measurev1.Result {
-		return &measurev1.Result{Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}, Status: measurev1.Status_STATUS_OK,
-			Metrics: &measurev1.Result_Ping{Ping: m}}
-	}
-	tests := []struct {
-		name string
-		m    *measurev1.PingMetrics
-		want float64
-	}{
-		{"median", &measurev1.PingMetrics{RttAvgSeconds: 90e-6, RttMedianSeconds: proto.Float64(40e-6)}, 40e-6},
-		{"a median of 0 is a figure, not absent", &measurev1.PingMetrics{RttAvgSeconds: 1e-6, RttMedianSeconds: proto.Float64(0)}, 0},
-		{"older agent: the average", &measurev1.PingMetrics{RttAvgSeconds: 90e-6}, 90e-6},
-	}
-	for _, tt := range tests {
-		if got := Headline(ping(tt.m)); got != tt.want {
-			t.Errorf("%s: Headline = %v, want %v", tt.name, got, tt.want)
-		}
-	}
-	// A row's cell is the median over repeats of each result's median RTT.
+// TestPingCellIsTheMedianOfRepeats: a row's cell is the median over
+// repeats of each result's median RTT (testcell.Headline), not of their
+// averages.
+func TestPingCellIsTheMedianOfRepeats(t *testing.T) {
 	run := &measurev1.Run{Planned: []*measurev1.PlannedTest{planned("t1", "a", "b", measurev1.Path_PATH_HOST_TO_HOST, measurev1.Test_TEST_PING)}}
 	var results []*measurev1.Result
 	for i, med := range []float64{40e-6, 50e-6, 1e-3} {
-		r := ping(&measurev1.PingMetrics{RttAvgSeconds: 5e-3, RttMedianSeconds: proto.Float64(med)})
+		r := &measurev1.Result{Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}, Status: measurev1.Status_STATUS_OK,
+			Metrics: &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{RttAvgSeconds: 5e-3, RttMedianSeconds: proto.Float64(med)}}}
 		r.TestId, r.SrcNode, r.DstNode, r.Path, r.Index = "t1", "a", "b", measurev1.Path_PATH_HOST_TO_HOST, uint32(i)
 		results = append(results, r)
 	}
@@ -150,7 +130,7 @@ func TestLoadSummary(t *testing.T) {
 	if got, want := LoadSummary(r), "1.43k req/s, p50 7ms, p99 17ms, 10/2000 failed"; got != want {
 		t.Errorf("LoadSummary = %q, want %q", got, want)
 	}
-	if v, ok := Measured(r); !ok || v != 0.007 {
+	if v, ok := testcell.Measured(r); !ok || v != 0.007 {
 		t.Errorf("Measured = %v, %v; want the p50 0.007", v, ok)
 	}
 	if got := FormatHeadline(measurev1.Test_TEST_HTTP_LOAD, 0.007); got != "7ms" {

@@ -23,9 +23,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/meshperf/meshperf/coordinator/report"
-	"github.com/meshperf/meshperf/coordinator/stats"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/testcell"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -184,13 +184,13 @@ func Pass(ctx context.Context, st Store, cutoff, rollupCutoff time.Time) (Counts
 // families included) leaves ip_family unset, as rollups were before.
 func Fold(results []*measurev1.Result) []*measurev1.Rollup {
 	type key struct {
-		cell report.CellKey
+		cell testcell.CellKey
 		hour time.Time
 	}
 	groups := map[key][]*measurev1.Result{}
 	var order []key
 	for _, r := range results {
-		k := key{report.KeyOf(r), r.GetStartTime().AsTime().UTC().Truncate(time.Hour)}
+		k := key{testcell.KeyOf(r), r.GetStartTime().AsTime().UTC().Truncate(time.Hour)}
 		if _, seen := groups[k]; !seen {
 			order = append(order, k)
 		}
@@ -206,10 +206,10 @@ func Fold(results []*measurev1.Result) []*measurev1.Rollup {
 		failed := map[measurev1.Status]uint32{}
 		var values []float64
 		for _, r := range rs {
-			if v, ok := report.Measured(r); ok {
+			if v, ok := testcell.Measured(r); ok {
 				values = append(values, v)
 			} else {
-				failed[report.StatusOf(r)]++
+				failed[testcell.StatusOf(r)]++
 			}
 		}
 		if s, err := stats.Summarize(values); err == nil {

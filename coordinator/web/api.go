@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
-	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -75,9 +75,9 @@ func (u *UI) apiAgents(r *http.Request) (any, error) {
 	}
 	out := []agentView{}
 	for _, a := range resp.GetAgents() {
-		v := agentView{Node: a.GetNodeName(), State: agentState(a), NodeState: enumName(a.GetState().String(), "NODE_STATE_"),
+		v := agentView{Node: a.GetNodeName(), State: agentState(a), NodeState: testspec.NodeStateName(a.GetState()),
 			Connected: a.GetConnected(), Maintenance: a.GetMaintenance(), Version: a.GetAgentVersion(),
-			Gossip: enumName(a.GetGossipState().String(), "GOSSIP_STATE_"), AliveBy: a.GetGossipAliveBy(), DeadBy: a.GetGossipDeadBy(),
+			Gossip: testspec.GossipStateName(a.GetGossipState()), AliveBy: a.GetGossipAliveBy(), DeadBy: a.GetGossipDeadBy(),
 			Partition: a.GetPartition(), LastSeen: rfc3339(a.GetLastSeenTime(), a.GetLastSeenTime() != nil), Addresses: []string{}}
 		if v.AliveBy == nil {
 			v.AliveBy = []string{}
@@ -109,7 +109,7 @@ type runHeader struct {
 }
 
 func headerOf(r *measurev1.Run) runHeader {
-	h := runHeader{ID: r.GetRunId(), Label: r.GetSpec().GetLabel(), State: report.StateName(r.GetState()), Message: r.GetMessage(),
+	h := runHeader{ID: r.GetRunId(), Label: r.GetSpec().GetLabel(), State: testspec.RunStateName(r.GetState()), Message: r.GetMessage(),
 		Created: rfc3339(r.GetCreateTime(), r.GetCreateTime() != nil), Ended: rfc3339(r.GetEndTime(), r.GetEndTime() != nil),
 		Done: r.GetTestsDone(), Failed: r.GetTestsFailed(), Total: r.GetTestsPlanned()}
 	if h.Total == 0 {
@@ -181,9 +181,9 @@ func (u *UI) apiRun(r *http.Request) (any, error) {
 	}
 	cells := d.sorted()
 	mats := []matrixView{}
-	for _, m := range report.Matrices(cells) {
+	for _, m := range testcell.Matrices(cells) {
 		n := len(m.Nodes)
-		mv := matrixView{Title: m.Title(), Test: testspec.Name(m.Test), Path: testspec.PathName(m.Path), Unit: report.Unit(m.Test), Nodes: m.Nodes,
+		mv := matrixView{Title: m.Title(), Test: testspec.Name(m.Test), Path: testspec.PathName(m.Path), Unit: testcell.Unit(m.Test), Nodes: m.Nodes,
 			Value: make([]fig, n*n), Failed: make([]int, n*n)}
 		for i, src := range m.Nodes {
 			for j, dst := range m.Nodes {
@@ -198,7 +198,7 @@ func (u *UI) apiRun(r *http.Request) (any, error) {
 		}
 		mats = append(mats, mv)
 	}
-	ovs := report.Overheads(cells)
+	ovs := testcell.Overheads(cells)
 	ovv := []overheadView{}
 	for _, ov := range ovs {
 		title := testspec.Name(ov.Test)
@@ -207,7 +207,7 @@ func (u *UI) apiRun(r *http.Request) (any, error) {
 		}
 		ovv = append(ovv, overheadView{Path: testspec.PathName(ov.Path), Test: title, Ratio: fig(ov.Ratio), Words: ov.Words(), Pairs: ov.Pairs})
 	}
-	summary := report.Sentences(ovs, run.GetSpec().GetLabel())
+	summary := testcell.Sentences(ovs, run.GetSpec().GetLabel())
 	if summary == nil {
 		summary = []string{}
 	}
@@ -240,7 +240,7 @@ func (u *UI) apiCompare(r *http.Request) (any, error) {
 	if err := require("b", q.b); err != nil {
 		return nil, err
 	}
-	var sides [2][]*report.Cell
+	var sides [2][]*testcell.Cell
 	var heads [2]runHeader
 	for i, id := range []string{q.a, q.b} {
 		resp, err := u.cfg.Source.GetRun(r.Context(), &meshv1.GetRunRequest{RunId: id})
@@ -256,8 +256,8 @@ func (u *UI) apiCompare(r *http.Request) (any, error) {
 	}
 	out := []deltaView{}
 	worse, better := 0, 0
-	for _, d := range report.Compare(sides[0], sides[1]) {
-		med := func(c *report.Cell) fig {
+	for _, d := range testcell.Compare(sides[0], sides[1]) {
+		med := func(c *testcell.Cell) fig {
 			if c == nil || len(c.Samples) == 0 {
 				return none
 			}
@@ -267,7 +267,7 @@ func (u *UI) apiCompare(r *http.Request) (any, error) {
 		if d.Label != "" {
 			title += " " + d.Label
 		}
-		v := deltaView{Test: title, Path: testspec.PathName(d.Key.Path), Src: d.Key.Src, Dst: d.Key.Dst, Unit: report.Unit(d.Key.Test),
+		v := deltaView{Test: title, Path: testspec.PathName(d.Key.Path), Src: d.Key.Src, Dst: d.Key.Dst, Unit: testcell.Unit(d.Key.Test),
 			A: med(d.A), B: med(d.B), Change: fig(d.MedianChange), P: none, Verdict: "not tested"}
 		if d.Tested {
 			v.P = fig(d.Test.P)

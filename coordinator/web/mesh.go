@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
-	"github.com/meshperf/meshperf/coordinator/report"
-	"github.com/meshperf/meshperf/coordinator/stats"
+	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -66,9 +66,9 @@ const maxRunsScanned = 1000
 // ping loss, and diagnose's findings. Ended runs do not change.
 type runData struct {
 	run      *measurev1.Run
-	cells    map[report.CellKey]*report.Cell
-	list     []*report.Cell // the cells in report.Cells order
-	loss     map[report.CellKey]float64
+	cells    map[testcell.CellKey]*testcell.Cell
+	list     []*testcell.Cell // the cells in testcell.Cells order
+	loss     map[testcell.CellKey]float64
 	params   map[measurev1.Test]string // the first parameters of each test
 	findings []diagnose.Finding
 
@@ -76,8 +76,8 @@ type runData struct {
 	views map[[2]int32]*meshView // filled matrices by test and path
 }
 
-// sorted is d's cells in report.Cells order.
-func (d *runData) sorted() []*report.Cell { return d.list }
+// sorted is d's cells in testcell.Cells order.
+func (d *runData) sorted() []*testcell.Cell { return d.list }
 
 // meshCache keeps the runData of the last few ended runs.
 type meshCache struct {
@@ -216,8 +216,8 @@ func (u *UI) runData(ctx context.Context, run *measurev1.Run) (*runData, error) 
 }
 
 func buildRunData(run *measurev1.Run, results []*measurev1.Result) *runData {
-	d := &runData{run: run, cells: map[report.CellKey]*report.Cell{}, loss: map[report.CellKey]float64{}, params: map[measurev1.Test]string{}}
-	cells := report.Cells(results)
+	d := &runData{run: run, cells: map[testcell.CellKey]*testcell.Cell{}, loss: map[testcell.CellKey]float64{}, params: map[measurev1.Test]string{}}
+	cells := testcell.Cells(results)
 	d.list = cells
 	for _, c := range cells {
 		d.cells[c.CellKey] = c
@@ -225,16 +225,16 @@ func buildRunData(run *measurev1.Run, results []*measurev1.Result) *runData {
 			d.params[c.Test] = c.Params
 		}
 	}
-	pings := map[report.CellKey][]*measurev1.Result{}
+	pings := map[testcell.CellKey][]*measurev1.Result{}
 	for _, r := range results {
 		if r.GetSpec().GetTest() == measurev1.Test_TEST_PING {
-			k := report.KeyOf(r)
+			k := testcell.KeyOf(r)
 			pings[k] = append(pings[k], r)
 		}
 	}
 	for k, rs := range pings {
 		if c := d.cells[k]; c != nil && len(c.Samples) > 0 { // a failed cell has no loss ratio, it failed
-			d.loss[k] = report.PingLoss(rs)
+			d.loss[k] = testcell.PingLoss(rs)
 		}
 	}
 	d.findings = diagnose.Diagnose(results)
@@ -371,10 +371,10 @@ func (u *UI) runMesh(ctx context.Context, v *meshView, runs []*measurev1.Run, te
 		}
 	}
 	if test != 0 {
-		v.Test, v.Unit, v.HigherIsBetter = testspec.Name(test), report.Unit(test), report.HigherIsBetter(test)
+		v.Test, v.Unit, v.HigherIsBetter = testspec.Name(test), testcell.Unit(test), testcell.HigherIsBetter(test)
 	}
 	if path != 0 {
-		v.Path, v.Baseline = testspec.PathName(path), testspec.PathName(report.Baseline(path))
+		v.Path, v.Baseline = testspec.PathName(path), testspec.PathName(testcell.Baseline(path))
 	}
 	if chosen == nil {
 		return v, nil
@@ -399,16 +399,6 @@ func (u *UI) runMesh(ctx context.Context, v *meshView, runs []*measurev1.Run, te
 	return v, nil
 }
 
-// medianOf is the median of values, NaN when there are none.
-func medianOf(values []float64) float64 {
-	if len(values) > 0 {
-		if s, err := stats.Summarize(values); err == nil {
-			return s.Median
-		}
-	}
-	return math.NaN()
-}
-
 // fillMesh fills v's matrix from d's cells of test and path.
 func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path) {
 	run := d.run
@@ -418,7 +408,7 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 	}
 	v.Findings = d.findings
 	params := d.params[test]
-	base := report.Baseline(path)
+	base := testcell.Baseline(path)
 	nodeSet := map[string]bool{}
 	var values []float64
 	for k, c := range d.cells {
@@ -431,7 +421,7 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 			values = append(values, c.Stats.Median)
 		}
 	}
-	median := medianOf(values)
+	median := stats.InterpolatedMedian(values)
 	v.Median = fig(median)
 	nodes := slices.Sorted(maps.Keys(nodeSet))
 	idx := make(map[string]int, len(nodes))
@@ -442,7 +432,7 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 	state := make([]byte, n*n)
 	value, baseV, loss := make([]fig, n*n), make([]fig, n*n), make([]fig, n*n)
 	bad := make([]int, n)
-	hib := report.HigherIsBetter(test)
+	hib := testcell.HigherIsBetter(test)
 	for i, src := range nodes {
 		for j, dst := range nodes {
 			at := i*n + j
@@ -452,12 +442,12 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 				continue
 			}
 			v4 := measurev1.IPFamily_IP_FAMILY_IPV4 // the mesh shows IPv4
-			k := report.CellKey{Src: src, Dst: dst, Path: path, Test: test, Params: params, Family: v4}
+			k := testcell.CellKey{Src: src, Dst: dst, Path: path, Test: test, Params: params, Family: v4}
 			c := d.cells[k]
 			ref := median
 			if path != base {
 				ref = math.NaN()
-				if bc := d.cells[report.CellKey{Src: src, Dst: dst, Path: base, Test: test, Params: params, Family: v4}]; bc != nil && len(bc.Samples) > 0 {
+				if bc := d.cells[testcell.CellKey{Src: src, Dst: dst, Path: base, Test: test, Params: params, Family: v4}]; bc != nil && len(bc.Samples) > 0 {
 					ref = bc.Stats.Median
 					baseV[at] = fig(ref)
 				}

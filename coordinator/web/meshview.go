@@ -59,7 +59,7 @@ const (
 // index src*n + dst in Nodes' order.
 type meshView struct {
 	// Test, Params and Path name the matrix (Params the short form of
-	// the test's parameters, report.Cell.Label: "" for the defaults);
+	// the test's parameters, testcell.Cell.Label: "" for the defaults);
 	// Baseline is the path its cells compare with (host-host).
 	Test, Params, Path, Baseline string
 	// RunID, Label and EndTime (RFC 3339) are the run shown; "" when none.

@@ -12,7 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/config"
-	"github.com/meshperf/meshperf/coordinator/report"
+	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -64,42 +65,8 @@ type pointIn struct {
 // bucket folds the points of one bucket.
 type bucket struct {
 	sent, received uint64
-	medians, p90s  []weighted
+	medians, p90s  []stats.Weighted
 	rollup         bool
-}
-
-type weighted struct {
-	v float64
-	w uint64
-}
-
-// weightedQuantile is the q quantile (0..1) of vs weighted by w; NaN when
-// the weights sum to 0.
-func weightedQuantile(vs []weighted, q float64) float64 {
-	var total uint64
-	for _, v := range vs {
-		total += v.w
-	}
-	if total == 0 {
-		return math.NaN()
-	}
-	slices.SortFunc(vs, func(a, b weighted) int {
-		switch {
-		case a.v < b.v:
-			return -1
-		case a.v > b.v:
-			return 1
-		}
-		return 0
-	})
-	target, acc := q*float64(total), 0.0
-	for _, v := range vs {
-		acc += float64(v.w)
-		if acc >= target {
-			return v.v
-		}
-	}
-	return vs[len(vs)-1].v
 }
 
 // mergeSeries folds a series' hourly rollups and raw samples into
@@ -134,8 +101,8 @@ func mergeSeries(path measurev1.Path, rollups []*meshv1.ProbeRollup, samples []*
 		b.received += min(p.received, p.sent)
 		b.rollup = b.rollup || p.rollup
 		if p.received > 0 {
-			b.medians = append(b.medians, weighted{p.median, p.received})
-			b.p90s = append(b.p90s, weighted{p.p90, p.received})
+			b.medians = append(b.medians, stats.Weighted{V: p.median, W: p.received})
+			b.p90s = append(b.p90s, stats.Weighted{V: p.p90, W: p.received})
 		}
 	}
 	slices.Sort(keys)
@@ -147,8 +114,8 @@ func mergeSeries(path measurev1.Path, rollups []*meshv1.ProbeRollup, samples []*
 			loss = fig(1 - float64(b.received)/float64(b.sent))
 		}
 		v.T = append(v.T, start.Add(time.Duration(k)*step).Unix())
-		v.Median = append(v.Median, fig(weightedQuantile(b.medians, 0.5)))
-		v.P90 = append(v.P90, fig(weightedQuantile(b.p90s, 0.5)))
+		v.Median = append(v.Median, fig(stats.WeightedQuantile(b.medians, 0.5)))
+		v.P90 = append(v.P90, fig(stats.WeightedQuantile(b.p90s, 0.5)))
 		v.Loss = append(v.Loss, loss)
 		v.Sent = append(v.Sent, b.sent)
 		v.Rollup = append(v.Rollup, b.rollup)
@@ -259,11 +226,11 @@ func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time
 			continue
 		}
 		v := onDemandView{RunID: res.GetRunId(), Test: testspec.Name(res.GetSpec().GetTest()), Path: testspec.PathName(res.GetPath()),
-			Unit: report.Unit(res.GetSpec().GetTest()), Status: report.StatusName(report.StatusOf(res)), Value: none}
+			Unit: testcell.Unit(res.GetSpec().GetTest()), Status: testspec.StatusName(testcell.StatusOf(res)), Value: none}
 		if t := res.GetStartTime(); t != nil {
 			v.Time = t.AsTime().UTC().Format(time.RFC3339)
 		}
-		if f, ok := report.Measured(res); ok {
+		if f, ok := testcell.Measured(res); ok {
 			v.Value = fig(f)
 		}
 		out = append(out, v)

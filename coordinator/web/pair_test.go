@@ -89,26 +89,6 @@ func TestPairAPIRollupsAndRaw(t *testing.T) {
 	}
 }
 
-// TestWeightedQuantile: the median of weighted values, and NaN without weight.
-func TestWeightedQuantile(t *testing.T) {
-	tests := []struct {
-		in   []weighted
-		want float64
-	}{
-		{[]weighted{{1, 1}, {2, 1}, {3, 1}}, 2},
-		{[]weighted{{1, 10}, {5, 1}}, 1},
-		{[]weighted{{1, 1}, {5, 10}}, 5},
-	}
-	for _, tt := range tests {
-		if got := weightedQuantile(tt.in, 0.5); got != tt.want {
-			t.Errorf("weightedQuantile(%v, 0.5) = %v, want %v", tt.in, got, tt.want)
-		}
-	}
-	if got := weightedQuantile([]weighted{{1, 0}}, 0.5); got == got {
-		t.Errorf("weightedQuantile without weight = %v, want NaN", got)
-	}
-}
-
 // FuzzParseQuery: any query either parses, with every field valid, or is
 // a paramError naming a parameter and its value; never a panic.
 func FuzzParseQuery(f *testing.F) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -198,7 +199,7 @@ func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
 	if !end.IsZero() {
 		v.EndTime = end.UTC().Format("2006-01-02T15:04:05Z")
 	}
-	median := medianOf(values)
+	median := stats.InterpolatedMedian(values)
 	v.Median = fig(median)
 	nodes := slices.Sorted(maps.Keys(nodeSet))
 	n := len(nodes)

@@ -3,6 +3,12 @@
 // is heavy or needs a server, and the short names tests and paths have on
 // the command line (Name/ParseTest, PathName/ParsePath).
 //
+// It holds the project's one table of each name operators read: tools
+// (ToolProgram is the program, "curl"; ToolName what its tests reach on
+// the destination, "HTTP"), result statuses (StatusName), run states
+// (RunStateName), node states (NodeStateName) and gossip states
+// (GossipStateName, GossipStateOrDash for table columns).
+//
 // Test names are the enum's words without the prefix, lower case: ping,
 // qperf_tcp_lat, qperf_tcp_bw, qperf_udp_lat, qperf_udp_bw, iperf3_tcp,
 // iperf3_udp, http, http_load. Path names are SOURCE-DESTINATION in the enum's words:

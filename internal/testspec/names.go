@@ -180,17 +180,41 @@ func ParsePath(s string) (measurev1.Path, error) {
 	return measurev1.Path_PATH_UNSPECIFIED, fmt.Errorf("%w: unknown path %q (want one of %s)", ErrInvalid, s, strings.Join(names, ", "))
 }
 
-// ToolName is a tool's name in messages: "qperf", "iperf3", "HTTP" for
-// curl and ab (the agent's HTTP target is what their tests reach), else
-// the enum's own name.
+// toolInfo is the two names of one Tool. A tool has one name, its
+// program; what its tests reach on the destination has another: curl and
+// ab reach the agent's HTTP target, so messages about that end say
+// "HTTP", while the agent's own messages about the client say "curl".
+type toolInfo struct {
+	program string // the client program: ToolProgram
+	server  string // what its tests reach on the destination: ToolName; "" for none
+}
+
+var tools = map[measurev1.Tool]toolInfo{
+	measurev1.Tool_TOOL_PING:   {program: "ping"},
+	measurev1.Tool_TOOL_QPERF:  {program: "qperf", server: "qperf"},
+	measurev1.Tool_TOOL_IPERF3: {program: "iperf3", server: "iperf3"},
+	measurev1.Tool_TOOL_CURL:   {program: "curl", server: "HTTP"},
+	measurev1.Tool_TOOL_AB:     {program: "ab", server: "HTTP"},
+}
+
+// ToolName is the name of what a tool's tests reach on the destination,
+// as the coordinator's messages about starting and checking servers say
+// it: "qperf", "iperf3", "HTTP" for curl and ab (the agent's HTTP target);
+// else (ping, which reaches no server, and unknown tools) the enum's own
+// name, "TOOL_PING". The program itself is ToolProgram.
 func ToolName(t measurev1.Tool) string {
-	switch t {
-	case measurev1.Tool_TOOL_QPERF:
-		return "qperf"
-	case measurev1.Tool_TOOL_IPERF3:
-		return "iperf3"
-	case measurev1.Tool_TOOL_CURL, measurev1.Tool_TOOL_AB:
-		return "HTTP"
+	if s := tools[t].server; s != "" {
+		return s
 	}
 	return t.String()
+}
+
+// ToolProgram is a tool's program, as the agent's messages and results
+// name it: "ping", "qperf", "iperf3", "curl", "ab"; "tool" for an unknown
+// or unspecified tool.
+func ToolProgram(t measurev1.Tool) string {
+	if p := tools[t].program; p != "" {
+		return p
+	}
+	return "tool"
 }

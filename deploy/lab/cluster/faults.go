@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -512,7 +513,7 @@ func (d *faultsDemo) coordinatorKilled(ctx context.Context) (detected, localised
 	}
 	complete := len(tests) == len(got.GetRun().GetPlanned())
 	fmt.Fprintf(d.cfg.Stdout, "%-20s run %s: %s after the restart, %d/%d tests with results\n", "coordinator-killed",
-		run.GetRunId(), strings.ToLower(strings.TrimPrefix(got.GetRun().GetState().String(), "RUN_STATE_")), len(tests), len(got.GetRun().GetPlanned()))
+		run.GetRunId(), testspec.RunStateName(got.GetRun().GetState()), len(tests), len(got.GetRun().GetPlanned()))
 	// The agents are fine: the next run must say so.
 	next, findings, err := d.nextRun(ctx, time.Now())
 	if err != nil {

@@ -1,9 +1,13 @@
-// Package stats owns meshperf's statistics over repeated samples of one
-// cell (node pair, path, test, parameters): order statistics from the raw
-// samples (median, quartiles, IQR, min, max; never an average of
-// percentiles), mean and sample standard deviation, the 95% confidence
-// interval of the mean (Student t), and Welch's t-test for comparing two
-// cells. Samples are in base units; the package does not care which.
+// Package stats owns meshperf's statistics, for the coordinator and the
+// agent alike: every median of the project (Median, MedianSorted,
+// MedianExcluding, InterpolatedMedian: median.go says which formula is
+// whose), the weighted quantile of counted values (WeightedQuantile), and
+// over repeated samples of one cell (node pair, path, test,
+// parameters) order statistics from the raw samples (median, quartiles,
+// IQR, min, max; never an average of percentiles), mean and sample
+// standard deviation, the 95% confidence interval of the mean (Student t),
+// and Welch's t-test for comparing two cells. Samples are in base units;
+// the package does not care which.
 package stats
 
 import (

@@ -1,4 +1,4 @@
-package report
+package testcell
 
 import (
 	"cmp"
@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/prototext"
 
-	"github.com/meshperf/meshperf/coordinator/stats"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -149,6 +149,18 @@ func Label(spec *measurev1.TestSpec) string {
 	return ""
 }
 
+// FormatBytes formats a size with a binary prefix, as a cell's Label
+// shows it: "64B", "4KiB", "1500B".
+func FormatBytes(n uint64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
 // Title is the name of a test with its label: "qperf_tcp_lat 64B".
 func (c *Cell) Title() string {
 	if c.Label == "" {
@@ -164,23 +176,4 @@ func (c *Cell) FailedCount() int {
 		n += k
 	}
 	return n
-}
-
-// Unit is the base unit of a test's headline figure (Headline): "bit/s"
-// for throughput, "s" for latency and time.
-func Unit(test measurev1.Test) string {
-	if HigherIsBetter(test) {
-		return "bit/s"
-	}
-	return "s"
-}
-
-// HigherIsBetter reports whether a larger headline figure of test is an
-// improvement (throughput) rather than a degradation (latency, time).
-func HigherIsBetter(test measurev1.Test) bool {
-	switch test {
-	case measurev1.Test_TEST_QPERF_TCP_BW, measurev1.Test_TEST_QPERF_UDP_BW, measurev1.Test_TEST_IPERF3_TCP, measurev1.Test_TEST_IPERF3_UDP:
-		return true
-	}
-	return false
 }

@@ -1,4 +1,4 @@
-package report
+package testcell
 
 import (
 	"cmp"
@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/meshperf/meshperf/coordinator/stats"
+	"github.com/meshperf/meshperf/internal/stats"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 

@@ -1,4 +1,4 @@
-package report
+package testcell
 
 import (
 	"cmp"
@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -166,7 +167,7 @@ func Overheads(cells []*Cell) []Overhead {
 	out := make([]Overhead, 0, len(ratios))
 	for k, rs := range ratios {
 		out = append(out, Overhead{Test: k.test, Params: k.params, Label: labels[k], MsgSizeBytes: sizes[k], Path: k.path, Family: k.family,
-			Ratio: median(rs), Pairs: len(rs)})
+			Ratio: stats.Median(rs), Pairs: len(rs)})
 	}
 	slices.SortFunc(out, func(a, b Overhead) int {
 		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Family, b.Family), cmp.Compare(a.Test, b.Test),
@@ -216,7 +217,7 @@ func Sentences(overheads []Overhead, label string) []string {
 		for _, wantBW := range []bool{true, false} {
 			for _, t := range prefer {
 				if rs := ratios[key{pf, t}]; HigherIsBetter(t) == wantBW && len(rs) > 0 {
-					parts = append(parts, Overhead{Test: t, Ratio: median(rs)}.Words())
+					parts = append(parts, Overhead{Test: t, Ratio: stats.Median(rs)}.Words())
 					break
 				}
 			}

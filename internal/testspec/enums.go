@@ -1,0 +1,43 @@
+package testspec
+
+import (
+	"strings"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// enumName is an enum value's name without its prefix, in lower case:
+// enumName("STATUS_PARSE_ERROR", "STATUS_") is "parse_error". A value the
+// enum does not know keeps protobuf's number ("12").
+func enumName(s, prefix string) string {
+	return strings.ToLower(strings.TrimPrefix(s, prefix))
+}
+
+// StatusName is the short lower-case name of a result status, as every
+// table, message and metric label prints it: "ok", "unreachable",
+// "parse_error", "tool_missing"; "unspecified" for none.
+func StatusName(s measurev1.Status) string { return enumName(s.String(), "STATUS_") }
+
+// RunStateName is the short lower-case name of a run state: "running",
+// "succeeded"; "unspecified" for none.
+func RunStateName(s measurev1.RunState) string { return enumName(s.String(), "RUN_STATE_") }
+
+// NodeStateName is the short lower-case name of a node's state in the
+// registry: "ready", "maintenance"; "unspecified" for none.
+func NodeStateName(s meshv1.NodeState) string { return enumName(s.String(), "NODE_STATE_") }
+
+// GossipStateName is the short lower-case name of a gossip state, as the
+// coordinator's logs and partition messages say it: "alive", "dead",
+// "left"; "unspecified" for none. Tables print GossipStateOrDash.
+func GossipStateName(s agentv1.GossipState) string { return enumName(s.String(), "GOSSIP_STATE_") }
+
+// GossipStateOrDash is GossipStateName for a table column: "-" for none
+// (an agent that reported no view), so that an empty cell reads as one.
+func GossipStateOrDash(s agentv1.GossipState) string {
+	if s == agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED {
+		return "-"
+	}
+	return GossipStateName(s)
+}

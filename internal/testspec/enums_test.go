@@ -1,0 +1,48 @@
+package testspec
+
+import (
+	"testing"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// TestEnumNames pins every name table's words, as the tables, messages
+// and goldens print them.
+func TestEnumNames(t *testing.T) {
+	tests := []struct {
+		got, want string
+	}{
+		{StatusName(measurev1.Status_STATUS_PARSE_ERROR), "parse_error"},
+		{StatusName(measurev1.Status_STATUS_OK), "ok"},
+		{StatusName(measurev1.Status_STATUS_UNSPECIFIED), "unspecified"},
+		{StatusName(measurev1.Status(99)), "99"},
+		{RunStateName(measurev1.RunState_RUN_STATE_SUCCEEDED), "succeeded"},
+		{RunStateName(measurev1.RunState_RUN_STATE_UNSPECIFIED), "unspecified"},
+		{NodeStateName(meshv1.NodeState_NODE_STATE_MAINTENANCE), "maintenance"},
+		{NodeStateName(meshv1.NodeState_NODE_STATE_UNSPECIFIED), "unspecified"},
+		{GossipStateName(agentv1.GossipState_GOSSIP_STATE_DEAD), "dead"},
+		{GossipStateName(agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED), "unspecified"},
+		{GossipStateOrDash(agentv1.GossipState_GOSSIP_STATE_LEFT), "left"},
+		{GossipStateOrDash(agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED), "-"},
+		{ToolName(measurev1.Tool_TOOL_QPERF), "qperf"},
+		{ToolName(measurev1.Tool_TOOL_IPERF3), "iperf3"},
+		{ToolName(measurev1.Tool_TOOL_CURL), "HTTP"},
+		{ToolName(measurev1.Tool_TOOL_AB), "HTTP"},
+		{ToolName(measurev1.Tool_TOOL_PING), "TOOL_PING"},
+		{ToolName(measurev1.Tool_TOOL_UNSPECIFIED), "TOOL_UNSPECIFIED"},
+		{ToolProgram(measurev1.Tool_TOOL_PING), "ping"},
+		{ToolProgram(measurev1.Tool_TOOL_QPERF), "qperf"},
+		{ToolProgram(measurev1.Tool_TOOL_IPERF3), "iperf3"},
+		{ToolProgram(measurev1.Tool_TOOL_CURL), "curl"},
+		{ToolProgram(measurev1.Tool_TOOL_AB), "ab"},
+		{ToolProgram(measurev1.Tool_TOOL_UNSPECIFIED), "tool"},
+		{ToolProgram(measurev1.Tool(42)), "tool"},
+	}
+	for i, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%d: got %q, want %q", i, tt.got, tt.want)
+		}
+	}
+}
