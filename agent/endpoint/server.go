@@ -357,7 +357,7 @@ func (s *Server) resolve(pid, pidfd int) (*peer, error) {
 		return nil, fmt.Errorf("%w: pid %d exited while its namespace was opened: %w", ErrVanished, pid, err)
 	}
 	if t, err := unix.IoctlRetInt(int(ns.Fd()), unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWNET {
-		return nil, fmt.Errorf("/proc/%d/ns/net is not a network namespace (type %#x, %v)", pid, t, err)
+		return nil, fmt.Errorf("/proc/%d/ns/net is not a network namespace (type %#x, %v)", pid, t, err) //nolint:errorlint // err is nil when the type is wrong: context, not a cause
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(ns.Fd()), &st); err != nil {

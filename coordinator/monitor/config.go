@@ -283,14 +283,14 @@ func (s *Schedule) plan(name string, ext []*agentv1.ExternalTarget) (Plan, error
 	if s.Duration != "" {
 		d, err := time.ParseDuration(s.Duration)
 		if err != nil {
-			return Plan{}, fmt.Errorf("duration %q: %v", s.Duration, err)
+			return Plan{}, fmt.Errorf("duration %q: %w", s.Duration, err)
 		}
 		dur = durationpb.New(d)
 	}
 	for i, name := range s.Tests {
 		t, err := testspec.ParseTest(name)
 		if err != nil {
-			return Plan{}, fmt.Errorf("tests[%d]: %v", i, err)
+			return Plan{}, fmt.Errorf("tests[%d]: %w", i, err)
 		}
 		ts := &measurev1.TestSpec{Test: t}
 		switch testspec.Tool(t) {
@@ -306,14 +306,14 @@ func (s *Schedule) plan(name string, ext []*agentv1.ExternalTarget) (Plan, error
 			ts.Params = &measurev1.TestSpec_Iperf3{Iperf3: &measurev1.Iperf3Params{Duration: dur}}
 		}
 		if _, err := testspec.Normalize(ts); err != nil {
-			return Plan{}, fmt.Errorf("tests[%d] %s: %v", i, name, err)
+			return Plan{}, fmt.Errorf("tests[%d] %s: %w", i, name, err)
 		}
 		p.Spec.Tests = append(p.Spec.Tests, ts)
 	}
 	for i, name := range s.Paths {
 		path, err := testspec.ParsePath(name)
 		if err != nil {
-			return Plan{}, fmt.Errorf("paths[%d]: %v", i, err)
+			return Plan{}, fmt.Errorf("paths[%d]: %w", i, err)
 		}
 		p.Spec.Paths = append(p.Spec.Paths, path)
 	}

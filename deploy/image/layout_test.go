@@ -117,7 +117,7 @@ func openLayout(layout, tag string) (*image, error) {
 		Version string `json:"imageLayoutVersion"`
 	}
 	if err := json.Unmarshal(b, &ol); err != nil || ol.Version != "1.0.0" {
-		return nil, fmt.Errorf("oci-layout %q: want imageLayoutVersion 1.0.0 (err %v)", b, err)
+		return nil, fmt.Errorf("oci-layout %q: want imageLayoutVersion 1.0.0 (err %w)", b, err)
 	}
 	b, err = os.ReadFile(filepath.Join(layout, "index.json"))
 	if err != nil {

@@ -235,7 +235,7 @@ func (d *demo) verdict(ctx context.Context, c *Cluster) (runID string, ok, total
 	defer conn.Close()
 	runs, err := client.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: 1})
 	if err != nil || len(runs.GetRuns()) == 0 {
-		return "", 0, 0, fmt.Errorf("find the run: %v", err)
+		return "", 0, 0, fmt.Errorf("find the run: %v", err) //nolint:errorlint // err is nil when the list is empty
 	}
 	runID = runs.GetRuns()[0].GetRunId()
 	full, err := client.GetRun(ctx, &meshv1.GetRunRequest{RunId: runID})

@@ -273,7 +273,7 @@ func (tt *tab) waitJS(expr string, wait time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not true within %v (last error: %v)", expr, wait, err)
+			return fmt.Errorf("%s not true within %v (last error: %v)", expr, wait, err) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
 		}
 		if err := chromedp.Do(tt.ctx, chromedp.Sleep(100*time.Millisecond)); err != nil {
 			return err
