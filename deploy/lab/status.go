@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -141,7 +140,7 @@ func Status(ctx context.Context, prefix string) (*LabStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := runner{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	r := runner{log: slog.New(slog.DiscardHandler)}
 	for _, name := range names {
 		ns := NamespaceStatus{Name: name, Path: nsPath(name)}
 		var errs []string
