@@ -32,12 +32,12 @@ const helperEnv = "MESHPERF_TEST_ENDPOINT_SOCKET"
 func TestMain(m *testing.M) {
 	if sock := os.Getenv(helperEnv); sock != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		defer stop()
 		err := endpoint.Dial(ctx, endpoint.ClientConfig{
 			Socket: sock, Hello: endpoint.Hello{Node: os.Getenv("NODE_NAME"), Version: "test"},
 			MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		})
+		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

@@ -107,7 +107,11 @@ func TestParseAbGarbled(t *testing.T) {
 					t.Fatalf("capture has no %q", tt.old)
 				}
 				if tt.name == "no summary, exit 0" {
-					stdout = stdout[:strings.Index(stdout, tt.old)]
+					before, _, ok := strings.Cut(stdout, tt.old)
+					if !ok {
+						t.Fatalf("%s: %q not in the capture", tt.name, tt.old)
+					}
+					stdout = before
 				} else {
 					stdout = strings.Replace(stdout, tt.old, tt.new, 1)
 				}

@@ -84,7 +84,7 @@ func TestIntegration(t *testing.T) {
 		// The test's own namespace, entered through nsenter like a pod's.
 		measurev1.Network_NETWORK_POD: fmt.Sprintf("/proc/%d/ns/net", os.Getpid()),
 	}})
-	secs := func(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
+	secs := durationpb.New
 	qperfSpec := func(test measurev1.Test, sizes ...uint64) *measurev1.TestSpec {
 		return &measurev1.TestSpec{Test: test, Params: &measurev1.TestSpec_Qperf{Qperf: &measurev1.QperfParams{Duration: secs(time.Second), MsgSizeBytes: sizes}}}
 	}
