@@ -402,7 +402,7 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 	if s.node != "" && s.kind != diagnose.KindSlow {
 		detected, localised = v.hit.msg != "", v.localised
 	}
-	verdict := "no fault found"
+	var verdict string
 	switch {
 	case s.node == "" && alarms == 0:
 		verdict = "OK: no alarm"
