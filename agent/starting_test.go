@@ -24,14 +24,14 @@ type serverGate struct{ dir, open string }
 
 func newServerGate(t *testing.T) *serverGate {
 	t.Helper()
-	real, err := exec.LookPath("qperf")
+	toolPath, err := exec.LookPath("qperf")
 	if err != nil {
 		t.Skip("qperf is not installed")
 	}
 	dir := t.TempDir()
 	g := &serverGate{dir: dir, open: filepath.Join(dir, "open")}
 	script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = -lp ]; then\n  : > '%s/started.'$$\n  while [ ! -e '%s' ]; do sleep 0.01; done\nfi\nexec '%s' \"$@\"\n",
-		dir, g.open, real)
+		dir, g.open, toolPath)
 	if err := os.WriteFile(filepath.Join(dir, "qperf"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

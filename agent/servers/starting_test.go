@@ -25,13 +25,13 @@ type gate struct{ dir, open string }
 
 func newGate(t *testing.T, tool string) *gate {
 	t.Helper()
-	real, err := exec.LookPath(tool)
+	toolPath, err := exec.LookPath(tool)
 	if err != nil {
 		t.Skipf("%s is not installed", tool)
 	}
 	dir := t.TempDir()
 	g := &gate{dir: dir, open: filepath.Join(dir, "open")}
-	script := fmt.Sprintf("#!/bin/sh\n: > '%s/started.'$$\nwhile [ ! -e '%s' ]; do sleep 0.01; done\nexec '%s' \"$@\"\n", dir, g.open, real)
+	script := fmt.Sprintf("#!/bin/sh\n: > '%s/started.'$$\nwhile [ ! -e '%s' ]; do sleep 0.01; done\nexec '%s' \"$@\"\n", dir, g.open, toolPath)
 	if err := os.WriteFile(filepath.Join(dir, tool), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

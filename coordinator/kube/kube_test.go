@@ -394,7 +394,7 @@ func TestAPIErrorsAreWrappedAndNameTheObject(t *testing.T) {
 	}
 }
 
-func ensure(s *Services, ctx context.Context) error {
+func ensure(s *Services, ctx context.Context) error { //nolint:revive // context-as-argument: the table's op signature, receiver first like its method expressions
 	_, err := s.Ensure(ctx, "node-1", netip.MustParseAddr("10.244.1.2"))
 	return err
 }

@@ -55,7 +55,7 @@ const (
 	// DefaultNodes is the node count used when Config.Nodes is zero.
 	DefaultNodes = 3
 	// MinNodes and MaxNodes bound Config.Nodes.
-	MinNodes, MaxNodes = 2, 16
+	MinNodes, MaxNodes = 2, 16 //nolint:revive // exported: one bound, documented once
 	// MaxPrefixLen is the longest accepted Config.Prefix, in characters.
 	MaxPrefixLen = 12
 )

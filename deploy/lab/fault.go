@@ -55,10 +55,10 @@ const (
 // Bounds of Fault's parameters.
 const (
 	// MinFaultMTU and MaxFaultMTU bound Fault.MTUBytes, in bytes.
-	MinFaultMTU, MaxFaultMTU = 576, 9000
+	MinFaultMTU, MaxFaultMTU = 576, 9000 //nolint:revive // exported: one bound, documented once
 	// MinFaultRateBPS and MaxFaultRateBPS bound Fault.RateBPS, in bits per
 	// second (1 Mbit/s .. 100 Gbit/s).
-	MinFaultRateBPS, MaxFaultRateBPS = 1_000_000, 100_000_000_000
+	MinFaultRateBPS, MaxFaultRateBPS = 1_000_000, 100_000_000_000 //nolint:revive // exported: one bound, documented once
 )
 
 // Fault is one fault on one node.

@@ -13,7 +13,7 @@ import (
 // LabStatus is what exists of a lab: its namespaces as found in NetNSDir,
 // with their interfaces, routes and processes. It is a snapshot; print it
 // with String.
-type LabStatus struct {
+type LabStatus struct { //nolint:revive // exported: lab.Status is the function that returns it
 	// Prefix is the lab's prefix.
 	Prefix string
 	// Namespaces are the lab's namespaces: the fabric, the external host,

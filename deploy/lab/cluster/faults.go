@@ -296,7 +296,7 @@ func b2i(b bool) int {
 // scenarios are the clean run and the chosen scenarios. Faults go to
 // node-2 and node-3 in turn: node-1 runs the coordinator.
 func (d *faultsDemo) scenarios() []faultScenario {
-	labFault := func(kind lab.FaultKind, node string) (inject, clear func(context.Context) error) {
+	labFault := func(kind lab.FaultKind, node string) (inject, remove func(context.Context) error) {
 		return func(ctx context.Context) error { return lab.Inject(ctx, d.l, lab.Fault{Kind: kind, Node: node}) },
 			func(ctx context.Context) error {
 				_, err := lab.Clear(ctx, d.l, node, kind)
@@ -361,7 +361,7 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 		return false, false, 0, fmt.Errorf("scenario %s: inject: %w", s.name, err)
 	}
 	cleared := false
-	clear := func() error {
+	undo := func() error {
 		if cleared {
 			return nil
 		}
@@ -371,7 +371,7 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 		}
 		return nil
 	}
-	defer func() { err = errors.Join(err, clear()) }()
+	defer func() { err = errors.Join(err, undo()) }()
 	var runFindings []diagnose.Finding
 	var runHead string
 	var runLines []string
@@ -390,7 +390,7 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 	if _, err := d.waitJudged(ctx, t0, deadline); err != nil {
 		return false, false, 0, fmt.Errorf("scenario %s: %w", s.name, err)
 	}
-	if err := clear(); err != nil {
+	if err := undo(); err != nil {
 		return false, false, 0, err
 	}
 	quiet, evs, err := d.waitQuiet(ctx, t0, time.Now())
