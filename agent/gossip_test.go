@@ -188,7 +188,7 @@ func TestGossipViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer taken.Close()
+	defer func() { _ = taken.Close() }()
 	cfgC := baseConfig(t, target, "node-c")
 	cfgC.GossipPort = uint32(taken.LocalAddr().(*net.UDPAddr).Port)
 	runGossipAgent(t, cfgC)

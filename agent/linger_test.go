@@ -210,7 +210,7 @@ func TestLingerBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	pids := serverPIDs(cfg.Ports.Qperf)
 	endSession(t, fs)
 	if len(pids) == 0 {
@@ -231,7 +231,7 @@ func TestShutdownStopsLingering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	pids := serverPIDs(cfg.Ports.Iperf3, cfg.Ports.Qperf)
 	endSession(t, fs)
 	fs = next()

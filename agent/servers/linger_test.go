@@ -75,7 +75,7 @@ func TestLingerBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	f.m.Linger()
 	waitFor(t, "the lingering server to be stopped at its bound", func() bool { return f.m.Running() == 0 })
 	waitGone(t, pids)

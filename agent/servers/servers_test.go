@@ -201,7 +201,7 @@ func TestStartListensStop(t *testing.T) {
 				if err != nil {
 					t.Fatalf("connect right after Start: %v", err)
 				}
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				if n := f.m.Running(); n != 1 {
 					t.Errorf("Running() = %d, want 1", n)
 				}

@@ -166,7 +166,7 @@ func copyFile(t testing.TB, from string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }()
 	dst, err := os.Create(to)
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +270,7 @@ func TestRollUpSeriesCrash(t *testing.T) {
 			}
 			_ = s.Close()
 			s = reopen(t, path)
-			defer s.Close()
+			defer func() { _ = s.Close() }()
 			s.rollupBatch = batch
 			c, err := s.RollUpSeries(ctx, cutoff, 0)
 			if err != nil || !c.Done {

@@ -93,7 +93,7 @@ func TestNoReportLostOnCoordinatorKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	acked := f.Acked()
 	total := 0
 	for i := range nodes {

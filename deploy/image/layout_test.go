@@ -216,7 +216,7 @@ func unpack(img *image, dir string) error {
 	if err != nil {
 		return err
 	}
-	defer root.Close()
+	defer func() { _ = root.Close() }()
 	for i, p := range img.layers {
 		if err := unpackLayer(root, img.manifest.Layers[i].MediaType, p); err != nil {
 			return fmt.Errorf("layer %d: %w", i, err)
@@ -230,7 +230,7 @@ func unpackLayer(root *os.Root, mediaType, blob string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	r, err := layerReader(mediaType, f)
 	if err != nil {
 		return err

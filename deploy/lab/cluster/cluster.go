@@ -300,7 +300,7 @@ func (c *Cluster) WaitAgents(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -331,7 +331,7 @@ func (c *Cluster) waitSocket(ctx context.Context, p *process) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {

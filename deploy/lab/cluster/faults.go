@@ -252,7 +252,7 @@ func (d *faultsDemo) run(ctx context.Context, work string) (res FaultsResult, er
 	if err != nil {
 		return res, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	d.client = client
 	d.say("coordinator serve --config: the agents probe ICMP, full-size ICMP, TCP and HTTP over host-host and pod-pod every %v and report as often; iperf3 mesh every %v (jitter %v)",
 		d.probeInterval(), d.cfg.Interval, d.jitter)

@@ -178,7 +178,7 @@ func freeLoopback(tb testing.TB) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
 
@@ -208,7 +208,7 @@ func pingMesh(ctx context.Context, sock string) (*measurev1.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	mesh := meshv1.NewMeshServiceClient(conn)
 	spec := &measurev1.RunSpec{Label: "bench-web", Repeats: 1, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
 		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}
