@@ -36,11 +36,11 @@ func listening(port uint32) bool {
 		for sc.Scan() {
 			fields := strings.Fields(sc.Text())
 			if len(fields) > 3 && fields[3] == "0A" && strings.HasSuffix(fields[1], fmt.Sprintf(":%04X", port)) {
-				f.Close()
+				_ = f.Close()
 				return true
 			}
 		}
-		f.Close()
+		_ = f.Close()
 	}
 	return false
 }

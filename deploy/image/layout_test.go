@@ -283,7 +283,7 @@ func unpackEntry(root *os.Root, tr *tar.Reader, h *tar.Header) error {
 			return err
 		}
 		if _, err := io.Copy(out, tr); err != nil {
-			out.Close()
+			_ = out.Close()
 			return err
 		}
 		if err := out.Close(); err != nil {

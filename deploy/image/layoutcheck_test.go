@@ -43,7 +43,7 @@ func writeLayout(t *testing.T, entries []fakeEntry, edit func(layout string, m *
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	zw.Write(raw.Bytes())
-	zw.Close()
+	_ = zw.Close()
 	put := func(b []byte) descriptor {
 		d := descriptor{Digest: "sha256:" + hexSum(b), Size: int64(len(b))}
 		p, _ := blobPath(layout, d.Digest)

@@ -368,13 +368,13 @@ func (c *Cluster) spawnEnv(name, nsPath string, env []string, bin string, args .
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
 	}
 	p := &process{name: name, cmd: cmd, log: f, done: make(chan struct{})}
 	go func() { // owner: process; ends when the process exits
 		_ = cmd.Wait()
-		f.Close()
+		_ = f.Close()
 		close(p.done)
 	}()
 	c.log.Info("started", "process", name, "pid", cmd.Process.Pid, "log", c.LogPath(name))

@@ -67,7 +67,7 @@ func TestForwardReachesNamespace(t *testing.T) {
 			t.Fatalf("GET %d: %v", i, err)
 		}
 		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if string(b) != "inside" {
 			t.Fatalf("GET %d = %q, want %q", i, b, "inside")
 		}
