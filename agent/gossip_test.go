@@ -329,7 +329,7 @@ func TestGossipRefusesUnregisteredMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ghost.Shutdown()
+	defer func() { _ = ghost.Shutdown() }()
 	if _, err := ghost.Join([]string{fmt.Sprintf("127.0.0.1:%d", cfgA.GossipPort)}); err != nil {
 		t.Fatalf("ghost joins node-a: %v", err)
 	}

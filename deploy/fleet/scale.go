@@ -198,7 +198,7 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	fctx, stopFleet := context.WithCancel(ctx)
 	fleetDone := make(chan error, 1)
 	go func() { fleetDone <- f.Run(fctx) }()
-	defer func() { stopFleet(); <-fleetDone }()
+	defer func() { stopFleet(); <-fleetDone }() //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 
 	// Every agent holds its full plan.
 	joinBound := cfg.JoinOver + 60*time.Second + time.Duration(cfg.Nodes)*20*time.Millisecond
@@ -260,7 +260,7 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 		return res, err
 	}
 	stopFleet()
-	<-fleetDone
+	<-fleetDone //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 	fleetDone <- nil
 	coord.Stop()
 	if res.BytesPerSample, err = bytesPerSample(ctx, filepath.Join(cfg.WorkDir, "meshperf.db")); err != nil {

@@ -97,7 +97,7 @@ func BenchmarkMeshPaint300(b *testing.B) {
 	fctx, stopFleet := context.WithCancel(ctx)
 	fleetDone := make(chan error, 1)
 	go func() { fleetDone <- f.Run(fctx) }()
-	defer func() { stopFleet(); <-fleetDone }()
+	defer func() { stopFleet(); <-fleetDone }() //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 	t0 := time.Now()
 	if err := pollUntil(ctx, 3*time.Minute, func() bool { return f.Snapshot().Registered == benchNodes }); err != nil {
 		b.Fatalf("%d of %d simulated agents registered: %v", f.Snapshot().Registered, benchNodes, err)
