@@ -188,7 +188,7 @@ func TestAbIntegration(t *testing.T) {
 		t.Fatal(err)
 	}
 	closedPort := uint32(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	_ = l.Close()
 	port := func(s *httptest.Server) uint32 {
 		u, _ := url.Parse(s.URL)
 		p, _ := strconv.Atoi(u.Port())

@@ -319,7 +319,7 @@ func (c *Cluster) WaitAgents(ctx context.Context, n int) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: %d of %d agents connected (last error: %v); see %s: %w",
-				connected, n, err, filepath.Join(c.cfg.WorkDir, "logs"), ctx.Err())
+				connected, n, err, filepath.Join(c.cfg.WorkDir, "logs"), ctx.Err()) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
 		case <-tick.C:
 		}
 	}

@@ -258,7 +258,7 @@ var errNotReady = errors.New(`body[data-ready="1"] never set`)
 func (tt *tab) waitReady(wait time.Duration) error {
 	if err := tt.waitJS(readyJS, wait); err != nil {
 		msg, _ := evalJS[string](tt, `(document.getElementById("error") || {}).textContent || ""`)
-		return fmt.Errorf("%w within %v (#error: %q): %v", errNotReady, wait, strings.TrimSpace(msg), err)
+		return fmt.Errorf("%w within %v (#error: %q): %v", errNotReady, wait, strings.TrimSpace(msg), err) //nolint:errorlint // the sentinel decides errors.Is; the cause is text only
 	}
 	return nil
 }
