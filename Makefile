@@ -11,6 +11,9 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 # helm for the chart's tests (deploy/kubernetes/helm_test.go); `make helm`
 # installs it into ./bin with go install.
 HELM_VERSION               := v3.22.0
+# golangci-lint for `make lint` (.golangci.yml); `make golangci-lint`
+# installs it into ./bin with go install.
+GOLANGCI_LINT_VERSION      := v2.15.0
 
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
@@ -63,6 +66,17 @@ helm: ## Install the pinned helm into ./bin (go install; the chart's tests run i
 	else \
 		echo "helm: go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) (a few minutes)"; \
 		GOBIN=$(BIN) go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
+	fi
+
+# Reinstalled when ./bin/golangci-lint is missing or another version than
+# GOLANGCI_LINT_VERSION (`version --short` prints it without the v).
+.PHONY: golangci-lint
+golangci-lint: ## Install the pinned golangci-lint into ./bin (go install; `make lint` runs it).
+	@if [[ "v$$($(BIN)/golangci-lint version --short 2>/dev/null)" == "$(GOLANGCI_LINT_VERSION)" ]]; then \
+		echo "golangci-lint: $(GOLANGCI_LINT_VERSION) in $(BIN)"; \
+	else \
+		echo "golangci-lint: go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) (a few minutes)"; \
+		GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); \
 	fi
 
 .PHONY: build
@@ -131,10 +145,11 @@ proto: tools ## Regenerate the protobuf code with buf.
 	buf generate
 
 .PHONY: lint
-lint: tools ## buf lint, go vet and gofmt.
+lint: tools golangci-lint ## buf lint, go vet, gofmt and golangci-lint (.golangci.yml).
 	buf lint
 	go vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(BIN)/golangci-lint run ./...
 
 .PHONY: config-docs
 config-docs: ## Regenerate docs/config.md, the config file's reference, from coordinator/config.

@@ -475,7 +475,7 @@ func run(ctx context.Context, cfg Config, files *mtls.Files, fromSocket bool) er
 		}
 		return fmt.Errorf("coordinator address %q: %w", cfg.Coordinator, err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 
 	g, gctx := errgroup.WithContext(ctx)
 	for _, l := range listeners {

@@ -28,7 +28,7 @@ func runEndpoint(ctx context.Context, cfg Config, files *mtls.Files) error {
 	go func() { serveDone <- srv.Serve(ctx) }() // owner: runEndpoint; ends with ctx
 	defer func() {
 		cancel()
-		<-serveDone
+		<-serveDone //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 	}()
 	for {
 		pod, err := srv.Acquire()
@@ -54,7 +54,7 @@ func runEndpoint(ctx context.Context, cfg Config, files *mtls.Files) error {
 			endLife()
 		case err := <-serveDone:
 			endLife()
-			<-done
+			<-done           //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 			serveDone <- err // for the deferred wait
 			if pod != nil {
 				_ = pod.NetNS.Close()

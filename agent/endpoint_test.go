@@ -25,8 +25,8 @@ const endpointHelperEnv = "MESHPERF_TEST_AGENT_ENDPOINT_SOCKET"
 // runEndpointHelper is the test binary as an endpoint process.
 func runEndpointHelper(sock string) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
 	_ = endpoint.Dial(ctx, endpoint.ClientConfig{Socket: sock, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	stop()
 	os.Exit(0)
 }
 

@@ -189,7 +189,7 @@ func TestGossipViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer taken.Close()
+	defer func() { _ = taken.Close() }()
 	cfgC := baseConfig(t, target, "node-c")
 	cfgC.GossipPort = uint32(taken.LocalAddr().(*net.UDPAddr).Port)
 	runGossipAgent(t, cfgC)
@@ -321,7 +321,7 @@ func TestGossipRefusesUnregisteredMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ghost.Shutdown()
+	defer func() { _ = ghost.Shutdown() }()
 	if _, err := ghost.Join([]string{fmt.Sprintf("127.0.0.1:%d", cfgA.GossipPort)}); err != nil {
 		t.Fatalf("ghost joins node-a: %v", err)
 	}

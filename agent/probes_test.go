@@ -51,7 +51,7 @@ func TestContinuousProbes(t *testing.T) {
 	ctxB, stopB := context.WithCancel(testnet.Ctx(t, 2*time.Minute))
 	doneB := make(chan error, 1)
 	go func() { doneB <- agent.Run(ctxB, b) }()
-	t.Cleanup(func() { stopB(); <-doneB })
+	t.Cleanup(func() { stopB(); <-doneB }) //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 
 	ctx := testnet.Ctx(t, 2*time.Minute)
 	series := func(src, dst string, kind agentv1.ProbeKind, since time.Time) []*meshv1.ProbeSample {
@@ -97,7 +97,7 @@ func TestContinuousProbes(t *testing.T) {
 	}
 
 	stopB()
-	<-doneB
+	<-doneB      //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 	doneB <- nil // for the cleanup
 	stopped := time.Now()
 	failed := func(k agentv1.ProbeKind) bool {
@@ -138,7 +138,7 @@ func scrapeMetrics(t *testing.T, addr string) string {
 	if err != nil {
 		return ""
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }

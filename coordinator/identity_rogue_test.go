@@ -111,8 +111,8 @@ func checkNotHijacked(t *testing.T, ctx context.Context, mesh meshv1.MeshService
 		t.Fatal(err)
 	}
 	for _, ag := range resp.GetAgents() {
-		want, real := hostIPs[ag.GetNodeName()]
-		if !real || !ag.GetConnected() || len(ag.GetAddresses()) == 0 || ag.GetAddresses()[0].GetIp() != want {
+		want, known := hostIPs[ag.GetNodeName()]
+		if !known || !ag.GetConnected() || len(ag.GetAddresses()) == 0 || ag.GetAddresses()[0].GetIp() != want {
 			t.Errorf("agent %s (connected %v) at %v; want only the real agents, connected, at %v", ag.GetNodeName(), ag.GetConnected(), ag.GetAddresses(), hostIPs)
 		}
 	}

@@ -395,7 +395,7 @@ func (p *probeSink) logPeriod(per diagnose.ProbePeriod) {
 	}
 	for _, f := range per.Raised {
 		p.log.Warn("probe fault localised", "node", f.Node, "kind", f.Kind, "period_start", start, "period_end", end,
-			"of", f.Of, "e.g.", strings.Join(f.Bad, "; "))
+			"of", f.Of, "e.g.", strings.Join(f.Bad, "; ")) //nolint:sloglint // "e.g." is the key operators read and grep for
 	}
 	for _, f := range per.Cleared {
 		p.log.Info("probe fault cleared", "node", f.Node, "kind", f.Kind, "period_start", start, "period_end", end)

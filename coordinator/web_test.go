@@ -40,7 +40,7 @@ func webGet(t *testing.T, client *http.Client, url, token string) (int, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +383,7 @@ func TestWebTLSReload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		if resp.TLS.Version != tls.VersionTLS13 {
 			t.Errorf("TLS version %x, want 1.3", resp.TLS.Version)
 		}

@@ -88,7 +88,7 @@ func dialOnce(ctx context.Context, cfg ClientConfig, log *slog.Logger) (wait int
 	if err != nil {
 		return waitGrow, err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))

@@ -307,7 +307,7 @@ func (s *Server) admit(c *net.UnixConn) (*peer, error) {
 		return nil, fmt.Errorf("peer credentials (SO_PEERCRED): %w", credErr)
 	}
 	if pidfd >= 0 {
-		defer unix.Close(pidfd)
+		defer func() { _ = unix.Close(pidfd) }()
 	}
 	_ = c.SetDeadline(time.Now().Add(s.cfg.HelloTimeout))
 	var h Hello
@@ -338,7 +338,7 @@ func (s *Server) resolve(pid, pidfd int) (*peer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: pidfd of pid %d: %w", ErrVanished, pid, err)
 		}
-		defer unix.Close(fd)
+		defer func() { _ = unix.Close(fd) }()
 		pidfd = fd
 	}
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
@@ -357,7 +357,7 @@ func (s *Server) resolve(pid, pidfd int) (*peer, error) {
 		return nil, fmt.Errorf("%w: pid %d exited while its namespace was opened: %w", ErrVanished, pid, err)
 	}
 	if t, err := unix.IoctlRetInt(int(ns.Fd()), unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWNET {
-		return nil, fmt.Errorf("/proc/%d/ns/net is not a network namespace (type %#x, %v)", pid, t, err)
+		return nil, fmt.Errorf("/proc/%d/ns/net is not a network namespace (type %#x, %v)", pid, t, err) //nolint:errorlint // err is nil when the type is wrong: context, not a cause
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(ns.Fd()), &st); err != nil {

@@ -32,12 +32,12 @@ const helperEnv = "MESHPERF_TEST_ENDPOINT_SOCKET"
 func TestMain(m *testing.M) {
 	if sock := os.Getenv(helperEnv); sock != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		defer stop()
 		err := endpoint.Dial(ctx, endpoint.ClientConfig{
 			Socket: sock, Hello: endpoint.Hello{Node: os.Getenv("NODE_NAME"), Version: "test"},
 			MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		})
+		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -93,7 +93,7 @@ func startEndpoint(t *testing.T, nsPath, sock, node string) (cmd *exec.Cmd, logs
 			}
 		case <-time.After(10 * time.Second):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+			<-done //nolint:errcheck // waits for it to end: killed here, its error is the kill's
 			t.Errorf("endpoint ignored SIGTERM\n%s", out.String())
 		}
 	})
@@ -171,7 +171,7 @@ func hello(t *testing.T, sock string, h endpoint.Hello) endpoint.Reply {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	b, _ := json.Marshal(h)
 	if _, err := c.Write(append(b, '\n')); err != nil {

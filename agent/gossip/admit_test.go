@@ -116,7 +116,7 @@ func TestGhostMemberNotTaken(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer g.Close()
+			defer func() { _ = g.Close() }()
 			reg := map[string]netip.AddrPort{"relay": addrOf(relay)}
 			g.SetRegistered(reg)
 			if _, err := g.Join(ctx, []string{addrOf(relay).String()}); err != nil {

@@ -294,7 +294,7 @@ func TestLoopback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer g.Close()
+		defer func() { _ = g.Close() }()
 		gs = append(gs, g)
 	}
 	if got := gs[0].Addr(); got.Addr() != lo || got.Port() == 0 {

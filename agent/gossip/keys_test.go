@@ -148,7 +148,7 @@ func TestKeyRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
+	defer func() { _ = a.Close() }()
 	b := loopbackMember(t, "node-b", []string{k2})
 	if _, err := b.Join(ctx, []string{a.Addr().String()}); err == nil {
 		t.Fatal("joined without a shared key")

@@ -175,7 +175,7 @@ func TestServe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer resp.Body.Close()
+			defer func() { _ = resp.Body.Close() }()
 			n, err := io.Copy(io.Discard, resp.Body)
 			if err != nil {
 				t.Fatal(err)
@@ -234,7 +234,7 @@ func TestServeAbortsStuckRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	// Ask, then never read.
 	if _, err := fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestServeAbortsStuckRequests(t *testing.T) {
 	if err != nil {
 		return // cut before the headers were read: fine
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	n, err := io.Copy(io.Discard, resp.Body)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

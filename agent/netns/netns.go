@@ -43,7 +43,7 @@ func Do(path string, fn func() error) error {
 	if err != nil {
 		return fmt.Errorf("open netns %s: %w", path, err)
 	}
-	defer target.Close()
+	defer func() { _ = target.Close() }()
 
 	runtime.LockOSThread()
 	self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
@@ -51,7 +51,7 @@ func Do(path string, fn func() error) error {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("open own netns: %w", err)
 	}
-	defer self.Close()
+	defer func() { _ = self.Close() }()
 	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("enter netns %s: %w", path, err)

@@ -59,7 +59,7 @@ func fetch(addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	b, err := io.ReadAll(c)
 	return string(b), err
@@ -242,7 +242,7 @@ func TestListenErrorInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	l2, err := netns.Listen(path, "tcp", l.Addr().String())
 	if err == nil {
 		_ = l2.Close()

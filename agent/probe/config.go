@@ -126,7 +126,7 @@ func New(cfg Config) (*Prober, error) {
 
 func checkNetwork(n Network, want measurev1.Network) error {
 	if n.Net != want {
-		return fmt.Errorf("Net is %v, want %v", n.Net, want)
+		return fmt.Errorf("Net is %v, want %v", n.Net, want) //nolint:staticcheck // ST1005: Net is the field's name
 	}
 	if n.IP.IsValid() && (n.IP.IsUnspecified() || n.IP.IsMulticast() || n.IP.Zone() != "" || n.IP.Is4In6()) {
 		return fmt.Errorf("IP %s is not a usable source address", n.IP)

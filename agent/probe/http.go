@@ -105,7 +105,7 @@ func (t probeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // is the connection's deadline, which was ctx's end.
 func ctxErr(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("%w (%v)", cerr, err)
+		return fmt.Errorf("%w (%v)", cerr, err) //nolint:errorlint // the sentinel decides errors.Is; the cause is text only
 	}
 	return err
 }

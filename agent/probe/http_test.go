@@ -52,7 +52,7 @@ func rawServeOn(t *testing.T, ln net.Listener, serve func(net.Conn)) uint16 {
 func TestHTTPProbeRequest(t *testing.T) {
 	reqs := make(chan *http.Request, 1)
 	serve := func(c net.Conn) {
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 		r, err := http.ReadRequest(bufio.NewReader(c))
 		if err != nil {
@@ -105,13 +105,13 @@ func TestHTTPProbeRequest(t *testing.T) {
 func TestHTTPProbeFailures(t *testing.T) {
 	hangUp := rawServer(t, func(c net.Conn) { _ = c.Close() })
 	silent := rawServer(t, func(c net.Conn) {
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 		_, _ = c.Read(make([]byte, 4096))
 		time.Sleep(time.Second)
 	})
 	endless := rawServer(t, func(c net.Conn) {
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 		_, _ = c.Read(make([]byte, 4096))
 		_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\n"))

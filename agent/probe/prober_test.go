@@ -227,7 +227,7 @@ func TestRunTwice(t *testing.T) {
 // two agents in step: another node's phases differ).
 func TestPhases(t *testing.T) {
 	k := seriesKey{"peer-1", measurev1.Path_PATH_HOST_TO_HOST, agentv1.ProbeKind_PROBE_KIND_ICMP, 0}
-	if phase("a", k, 10*time.Second) != phase("a", k, 10*time.Second) {
+	if phase("a", k, 10*time.Second) != phase("a", k, 10*time.Second) { //nolint:staticcheck // SA4000: two calls on purpose, to check that phase is stable
 		t.Error("phase not stable")
 	}
 	if phase("a", k, 10*time.Second) == phase("b", k, 10*time.Second) {

@@ -96,7 +96,7 @@ func TestCleanMessage(t *testing.T) {
 // probes in flight, up to the grace.
 func TestLedgerPeriods(t *testing.T) {
 	base := time.Unix(1_700_000_000, 0) // a multiple of 10 s
-	at := func(d time.Duration) time.Time { return base.Add(d) }
+	at := base.Add
 	k := seriesKey{"b", measurev1.Path_PATH_HOST_TO_HOST, agentv1.ProbeKind_PROBE_KIND_ICMP, 0}
 	ok := func(due time.Duration) result {
 		return result{key: k, due: at(due), rtt: ms, status: measurev1.Status_STATUS_OK}

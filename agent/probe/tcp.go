@@ -70,7 +70,7 @@ func ServeEcho(ctx context.Context, ln net.Listener) error {
 
 // echoOnce serves one echo connection.
 func echoOnce(c net.Conn) {
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(EchoDeadline))
 	var b [echoMax]byte
 	n, err := c.Read(b[:])

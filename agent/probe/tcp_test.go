@@ -151,7 +151,7 @@ func TestTCPProbeTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, st, msg := tcpProbeCtx(ctx, dialer{}, netip.MustParseAddr("127.0.0.1"), uint16(ln.Addr().(*net.TCPAddr).Port))
@@ -195,7 +195,7 @@ func TestTCPProberStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
 	lo := netip.MustParseAddr("127.0.0.1")
 	box := newMailbox(time.Now)
@@ -240,7 +240,7 @@ func TestServeEchoStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	time.Sleep(20 * time.Millisecond)
 	cancel()
 	select {

@@ -110,7 +110,7 @@ func (tp *tcpProber) start(d dialer, key seriesKey, due time.Time, dst netip.Add
 		rawClose(fd)
 		return 0, c.result(0, measurev1.Status_STATUS_CANCELED, "the prober stopped"), false
 	}
-	for tp.id++; tp.id == 0 || tp.conns[tp.id] != nil; tp.id++ {
+	for tp.id++; tp.id == 0 || tp.conns[tp.id] != nil; tp.id++ { //nolint:revive // empty-block: the loop's clauses find the next free ID
 	}
 	if err := rawEpollCtl(tp.epfd, unix.EPOLL_CTL_ADD, fd, events, tp.id); err != nil {
 		rawClose(fd)

@@ -73,7 +73,7 @@ func TestCaptureAb(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	_ = l.Close()
 	p := func(requests, concurrency uint32, keepAlive bool, timeout time.Duration) *measurev1.HttpLoadParams {
 		return &measurev1.HttpLoadParams{Requests: requests, Concurrency: concurrency, KeepAlive: keepAlive, Timeout: durationpb.New(timeout)}
 	}

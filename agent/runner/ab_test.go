@@ -107,7 +107,11 @@ func TestParseAbGarbled(t *testing.T) {
 					t.Fatalf("capture has no %q", tt.old)
 				}
 				if tt.name == "no summary, exit 0" {
-					stdout = stdout[:strings.Index(stdout, tt.old)]
+					before, _, ok := strings.Cut(stdout, tt.old)
+					if !ok {
+						t.Fatalf("%s: %q not in the capture", tt.name, tt.old)
+					}
+					stdout = before
 				} else {
 					stdout = strings.Replace(stdout, tt.old, tt.new, 1)
 				}
@@ -184,7 +188,7 @@ func TestAbIntegration(t *testing.T) {
 		t.Fatal(err)
 	}
 	closedPort := uint32(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	_ = l.Close()
 	port := func(s *httptest.Server) uint32 {
 		u, _ := url.Parse(s.URL)
 		p, _ := strconv.Atoi(u.Port())

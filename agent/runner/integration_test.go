@@ -36,11 +36,11 @@ func listening(port uint32) bool {
 		for sc.Scan() {
 			fields := strings.Fields(sc.Text())
 			if len(fields) > 3 && fields[3] == "0A" && strings.HasSuffix(fields[1], fmt.Sprintf(":%04X", port)) {
-				f.Close()
+				_ = f.Close()
 				return true
 			}
 		}
-		f.Close()
+		_ = f.Close()
 	}
 	return false
 }
@@ -84,7 +84,7 @@ func TestIntegration(t *testing.T) {
 		// The test's own namespace, entered through nsenter like a pod's.
 		measurev1.Network_NETWORK_POD: fmt.Sprintf("/proc/%d/ns/net", os.Getpid()),
 	}})
-	secs := func(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
+	secs := durationpb.New
 	qperfSpec := func(test measurev1.Test, sizes ...uint64) *measurev1.TestSpec {
 		return &measurev1.TestSpec{Test: test, Params: &measurev1.TestSpec_Qperf{Qperf: &measurev1.QperfParams{Duration: secs(time.Second), MsgSizeBytes: sizes}}}
 	}

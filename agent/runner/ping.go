@@ -37,12 +37,12 @@ func pingCommand(spec *measurev1.TestSpec, target, netns string) proc.Command {
 }
 
 var (
-	// 5 packets transmitted, 5 received, +1 duplicates, +3 errors, 0% packet loss, time 819ms
+	// The summary: "5 packets transmitted, 5 received, +1 duplicates, +3 errors, 0% packet loss, time 819ms".
 	pingSummaryRE = regexp.MustCompile(`(?m)^(\d+) packets transmitted, (\d+) received((?:, \+\d+ [a-z]+)*)`)
 	pingExtraRE   = regexp.MustCompile(`\+(\d+) ([a-z]+)`)
-	// rtt min/avg/max/mdev = 0.033/0.050/0.085/0.017 ms
+	// The RTT line: "rtt min/avg/max/mdev = 0.033/0.050/0.085/0.017 ms".
 	pingRTTRE = regexp.MustCompile(`(?m)^rtt min/avg/max/mdev = ([^/\s]+)/([^/\s]+)/([^/\s]+)/([^/\s]+) ms`)
-	// From 10.250.0.1 icmp_seq=1 Destination Host Unreachable
+	// An error line: "From 10.250.0.1 icmp_seq=1 Destination Host Unreachable".
 	pingErrorRE = regexp.MustCompile(`(?m)^From \S+ icmp_seq=\d+ (.+)$`)
 	// A line that starts like an echo reply: "64 bytes from ".
 	pingReplyStartRE = regexp.MustCompile(`^\d+ bytes from `)
@@ -52,8 +52,8 @@ var (
 	// flags come in ping's order. Values are checked after the match, so
 	// that a garbled one is named.
 	pingReplyRE = regexp.MustCompile(`^\d+ bytes from (\S+): icmp_seq=(\S*)( ttl=(\S*))?(?:( \(truncated\))|( time=(\S*) ms)?( \(DUP!\))?( \(BAD CHECKSUM!\))?( \(DIFFERENT ADDRESS!\))?)$`)
-	// PING 127.0.0.1 (127.0.0.1) 56(84) bytes of data.
-	// PING ::1(::1) 56 data bytes
+	// The header: "PING 127.0.0.1 (127.0.0.1) 56(84) bytes of data." or
+	// "PING ::1(::1) 56 data bytes".
 	pingHeaderRE = regexp.MustCompile(`(?m)^PING [^\s(]*\s?\(([^)\s]+)\)`)
 )
 

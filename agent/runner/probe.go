@@ -46,14 +46,14 @@ func probeTCP(ctx context.Context, netns, addr string) error {
 			done <- fmt.Errorf("open own network namespace: %w", err)
 			return
 		}
-		defer orig.Close()
+		defer func() { _ = orig.Close() }()
 		target, err := os.Open(netns)
 		if err != nil {
 			runtime.UnlockOSThread()
 			done <- fmt.Errorf("open network namespace: %w", err)
 			return
 		}
-		defer target.Close()
+		defer func() { _ = target.Close() }()
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
 			done <- fmt.Errorf("enter network namespace %s: %w", netns, err)

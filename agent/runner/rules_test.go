@@ -447,7 +447,7 @@ func TestRunQperfBlockAndConnectFailureRealProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := uint32(l.Addr().(*net.TCPAddr).Port)
-	l.Close() // a closed port: the probe is refused
+	_ = l.Close() // a closed port: the probe is refused
 	r := fakeRunner(Config{}, &agentv1.ToolInfo{Tool: measurev1.Tool_TOOL_QPERF, Version: "qperf 0.4.11"})
 	req := &agentv1.RunClient{
 		Spec:    &measurev1.TestSpec{Test: measurev1.Test_TEST_QPERF_TCP_LAT},

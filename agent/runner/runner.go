@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -72,7 +71,7 @@ func New(cfg Config) *Runner {
 	}
 	r.detect = func(ctx context.Context) []*agentv1.ToolInfo { return detectTools(ctx, r.toolPath) }
 	if r.log == nil {
-		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		r.log = slog.New(slog.DiscardHandler)
 	}
 	r.netns[measurev1.Network_NETWORK_HOST] = ""
 	for n, path := range cfg.NetNS {

@@ -76,7 +76,7 @@ func TestLingerBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	f.m.Linger()
 	testutil.Expect(t, 15*time.Second, 20*time.Millisecond, "the lingering server to be stopped at its bound", func() bool { return f.m.Running() == 0 })
 	waitGone(t, pids)

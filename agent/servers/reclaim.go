@@ -179,7 +179,7 @@ func kill(p procInfo) error {
 	if err != nil {
 		return err
 	}
-	defer h.Release()
+	defer func() { _ = h.Release() }()
 	if now, err := readProc(p.pid); err != nil || !now.sameAs(p) {
 		return os.ErrProcessDone
 	}

@@ -147,7 +147,7 @@ func TestStartListensStop(t *testing.T) {
 				if err != nil {
 					t.Fatalf("connect right after Start: %v", err)
 				}
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				if n := f.m.Running(); n != 1 {
 					t.Errorf("Running() = %d, want 1", n)
 				}
@@ -212,9 +212,9 @@ func TestStartBusyAndDuplicate(t *testing.T) {
 			running++
 		case err == nil:
 			t.Fatalf("%s: Start(%s) succeeded, want an error", s.name, s.testID)
-		case s.wantErr != errAny && !errors.Is(err, s.wantErr):
+		case s.wantErr != errAny && !errors.Is(err, s.wantErr): //nolint:errorlint // errAny is the table's marker, compared by identity
 			t.Errorf("%s: Start(%s) = %v, want %v", s.name, s.testID, err, s.wantErr)
-		case s.wantErr == errAny && errors.Is(err, servers.ErrBusy):
+		case s.wantErr == errAny && errors.Is(err, servers.ErrBusy): //nolint:errorlint // errAny is the table's marker, compared by identity
 			t.Errorf("%s: Start(%s) = %v, want a duplicate error, not busy", s.name, s.testID, err)
 		}
 		if err != nil && !strings.Contains(err.Error(), s.wantIn) {

@@ -68,7 +68,7 @@ func TestReports(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close()
+			defer func() { _ = s.Close() }()
 			if got, want := seqsOf(t, s), []uint64{2, 4}; !slices.Equal(got, want) {
 				t.Fatalf("pending after reopening: %v, want %v", got, want)
 			}

@@ -16,12 +16,12 @@ func writeFile(path string, c vg.CanvasWriterTo) error {
 		return fmt.Errorf("chart: %w", err)
 	}
 	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
+		_ = f.Close()
+		_ = os.Remove(tmp)
 		return fmt.Errorf("chart: write %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp)
 		return fmt.Errorf("chart: write %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

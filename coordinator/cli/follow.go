@@ -86,7 +86,7 @@ func (f *follower) follow(ctx context.Context) error {
 	go func() { done <- watch(watchCtx, f.o, f.client, f.run) }() // owner: follow, which waits for it
 	stop := func(why string) error {
 		stopWatch()
-		<-done
+		<-done //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 		fmt.Fprintf(f.o.stderr, "%s; run %s goes on in the coordinator: follow it with `coordinator runs` and `coordinator results --run %s`, stop it with `coordinator cancel %s`\n",
 			why, id, id, id)
 		return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("stopped watching run %s", id)}
@@ -102,7 +102,7 @@ func (f *follower) follow(ctx context.Context) error {
 		resp, err := f.client.CancelRun(callCtx, &meshv1.CancelRunRequest{RunId: id})
 		if err != nil {
 			stopWatch()
-			<-done
+			<-done //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 			return fmt.Errorf("cancel run %s: %w", id, err)
 		}
 		fmt.Fprintf(f.o.stderr, "run %s canceled (%s); waiting for its running tests to stop (Ctrl-C again stops waiting)\n",

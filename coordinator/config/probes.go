@@ -48,7 +48,7 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 		}
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return 0, fmt.Errorf("%s %q: %v", field, s, err)
+			return 0, fmt.Errorf("%s %q: %w", field, s, err)
 		}
 		return d, nil
 	}
@@ -111,7 +111,7 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 	for i, name := range paths {
 		path, err := testspec.ParsePath(name)
 		if err != nil {
-			return nil, fmt.Errorf("paths[%d]: %v", i, err)
+			return nil, fmt.Errorf("paths[%d]: %w", i, err)
 		}
 		if !slices.Contains(probePaths, path) {
 			return nil, fmt.Errorf("paths[%d] %q: the probes take host-host, host-pod, pod-pod, host-service and pod-service", i, name)

@@ -178,7 +178,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 			}
 		}
 		timer.Stop()
-		for in.flush(ctx) && in.full() {
+		for in.flush(ctx) && in.full() { //nolint:revive // empty-block: the condition flushes
 		}
 		in.mu.Lock()
 		more := len(in.queue) > 0

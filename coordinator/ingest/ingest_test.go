@@ -305,7 +305,7 @@ func TestWriteErrorAcksNothing(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	stop()
-	<-done
+	<-done //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 	select {
 	case <-acked:
 		t.Fatal("a report whose write failed was acknowledged")

@@ -138,10 +138,10 @@ func (a *Addresses) NodeIPs(ctx context.Context, node string) ([]netip.Addr, err
 	}
 	obj, ok, err := a.nodes.GetStore().GetByKey(node)
 	if err != nil {
-		return nil, fmt.Errorf("Node %q: %w", node, err)
+		return nil, fmt.Errorf("Node %q: %w", node, err) //nolint:staticcheck // ST1005: Node is the Kubernetes kind
 	}
 	if !ok {
-		return nil, fmt.Errorf("Node %q: %w", node, ErrNotFound)
+		return nil, fmt.Errorf("Node %q: %w", node, ErrNotFound) //nolint:staticcheck // ST1005: Node is the Kubernetes kind
 	}
 	var out []netip.Addr
 	for _, addr := range obj.(*corev1.Node).Status.Addresses {

@@ -394,7 +394,7 @@ func TestAPIErrorsAreWrappedAndNameTheObject(t *testing.T) {
 	}
 }
 
-func ensure(s *Services, ctx context.Context) error {
+func ensure(s *Services, ctx context.Context) error { //nolint:revive // context-as-argument: the table's op signature, receiver first like its method expressions
 	_, err := s.Ensure(ctx, "node-1", netip.MustParseAddr("10.244.1.2"))
 	return err
 }
@@ -441,7 +441,7 @@ func TestName(t *testing.T) {
 	if Name("a.b") == Name("a-b") {
 		t.Errorf("a.b and a-b share a name")
 	}
-	if Name(long) != Name(long) {
+	if Name(long) != Name(long) { //nolint:staticcheck // SA4000: two calls on purpose, to check that Name is stable
 		t.Errorf("Name is not stable")
 	}
 }

@@ -359,8 +359,8 @@ func (t *Tracker) Evaluate(nodes map[string]bool) map[string]string {
 			partition = Disagreement(name, connected, v)
 		}
 		if prev != partition {
-			switch {
-			case partition == "":
+			switch partition {
+			case "":
 				t.log.Info("partition over: the coordinator and gossip agree", "node", name, "was", prev,
 					"gossip_state", testspec.GossipStateName(state), "connected", connected)
 			default:

@@ -49,7 +49,7 @@ func TestTickYieldsToRunsInProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	for _, n := range []string{"a", "b"} {
 		if err := st.PutAgent(ctx, &meshv1.Agent{NodeName: n, LastSeenTime: timestamppb.Now()}); err != nil {
 			t.Fatal(err)

@@ -67,7 +67,7 @@ func BenchmarkJoinWave5000(b *testing.B) {
 func BenchmarkDeltaOneChange5000(b *testing.B) {
 	tb := NewTable(Options{FirstRevision: 1})
 	for i := range 5000 {
-		tb.Upsert(benchPeer(i))
+		put(b, tb, benchPeer(i))
 	}
 	b.ReportAllocs()
 	i := 0
@@ -75,7 +75,7 @@ func BenchmarkDeltaOneChange5000(b *testing.B) {
 		since := tb.Revision()
 		p := benchPeer(i % 5000)
 		p.HTTPPort = uint32(8000 + i%2)
-		tb.Upsert(p)
+		put(b, tb, p)
 		if plan, _ := tb.Delta("other", since); len(plan.GetUpsert()) != 1 {
 			b.Fatalf("delta of %d peers", len(plan.GetUpsert()))
 		}
@@ -87,7 +87,7 @@ func BenchmarkDeltaOneChange5000(b *testing.B) {
 func BenchmarkFullPlan5000(b *testing.B) {
 	tb := NewTable(Options{FirstRevision: 1})
 	for i := range 5000 {
-		tb.Upsert(benchPeer(i))
+		put(b, tb, benchPeer(i))
 	}
 	plan, _ := tb.Delta(benchPeer(0).Name, 0)
 	b.ReportMetric(float64(proto.Size(plan)), "wire_bytes")
@@ -111,12 +111,12 @@ func BenchmarkTableMemory5000(b *testing.B) {
 			for i := range 5000 {
 				p := benchPeer(i)
 				p.HTTPPort = uint32(8000 + round)
-				tb.Upsert(p)
+				put(b, tb, p)
 			}
 		}
 		for i := 0; i < 5000; i += 10 {
 			tb.Remove(benchPeer(i).Name)
-			tb.Upsert(benchPeer(i))
+			put(b, tb, benchPeer(i))
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -133,7 +133,7 @@ func BenchmarkTableMemory5000(b *testing.B) {
 func BenchmarkFullPlanEncoded5000(b *testing.B) {
 	tb := NewTable(Options{FirstRevision: 1})
 	for i := range 5000 {
-		tb.Upsert(benchPeer(i))
+		put(b, tb, benchPeer(i))
 	}
 	node := benchPeer(0).Name
 	wire := func() {

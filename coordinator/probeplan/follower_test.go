@@ -50,13 +50,13 @@ func TestWirePlans(t *testing.T) {
 	tb := NewTable(Options{FirstRevision: 1})
 	tb.SetSettings(&agentv1.ProbeSettings{PayloadBytes: 56})
 	for i := range 5 {
-		tb.Upsert(testPeer(nodeName(i), i))
+		put(t, tb, testPeer(nodeName(i), i))
 	}
 	v1 := tb.Revision()
-	tb.Upsert(testPeer(nodeName(7), 2))
-	tb.Upsert(testPeer(nodeName(1), 4)) // changed
+	put(t, tb, testPeer(nodeName(7), 2))
+	put(t, tb, testPeer(nodeName(1), 4)) // changed
 	tb.Remove(nodeName(2))
-	tb.Upsert(testPeer(nodeName(0), 3)) // the agent itself
+	put(t, tb, testPeer(nodeName(0), 3)) // the agent itself
 	for _, tt := range []struct {
 		name   string
 		since  uint64
@@ -66,9 +66,9 @@ func TestWirePlans(t *testing.T) {
 		{"delta", v1, nil},
 		{"delta of the last change only", tb.Revision() - 1, nil},
 		{"up to date", tb.Revision(), nil},
-		{"full after a change", 0, func() { tb.Upsert(testPeer(nodeName(9), 1)) }},
+		{"full after a change", 0, func() { put(t, tb, testPeer(nodeName(9), 1)) }},
 		{"full after a removal", 0, func() { tb.Remove(nodeName(3)) }},
-		{"full after the agent's own change", 0, func() { tb.Upsert(testPeer(nodeName(0), 1)) }},
+		{"full after the agent's own change", 0, func() { put(t, tb, testPeer(nodeName(0), 1)) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.change != nil {
@@ -105,8 +105,8 @@ func ready(f *Follower) bool {
 
 func TestFollowerChain(t *testing.T) {
 	tb := NewTable(Options{FirstRevision: 1})
-	tb.Upsert(testPeer("a", 1))
-	tb.Upsert(testPeer("self", 1))
+	put(t, tb, testPeer("a", 1))
+	put(t, tb, testPeer("self", 1))
 	f := tb.Follow("self", -1) // no debounce
 	defer f.Stop()
 	held := &replica{}
@@ -118,8 +118,8 @@ func TestFollowerChain(t *testing.T) {
 	if ready(f) {
 		t.Fatal("ready with a plan in flight")
 	}
-	tb.Upsert(testPeer("b", 1)) // while in flight: coalesces into the next
-	tb.Upsert(testPeer("c", 1))
+	put(t, tb, testPeer("b", 1)) // while in flight: coalesces into the next
+	put(t, tb, testPeer("c", 1))
 	if err := Apply(held, plan); err != nil {
 		t.Fatal(err)
 	}
@@ -133,10 +133,12 @@ func TestFollowerChain(t *testing.T) {
 	if err := Apply(held, plan); err != nil {
 		t.Fatal(err)
 	}
-	f.Acked(&agentv1.PlanAck{Version: held.version})
+	if err := f.Acked(&agentv1.PlanAck{Version: held.version}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Its own change: nothing to send, and the version stays.
-	tb.Upsert(testPeer("self", 2))
+	put(t, tb, testPeer("self", 2))
 	if p := await(t, f); p != nil || f.Version() != held.version {
 		t.Fatalf("own change gave %v, version %d; want nil, %d", p, f.Version(), held.version)
 	}
@@ -161,7 +163,7 @@ func TestFollowerChain(t *testing.T) {
 	if ready(f) {
 		t.Fatal("a refused full plan is retried without a change")
 	}
-	tb.Upsert(testPeer("d", 1))
+	put(t, tb, testPeer("d", 1))
 	if plan = await(t, f); plan.GetBaseVersion() != 0 {
 		t.Fatalf("retry: %v; want a full plan", plan)
 	}
@@ -172,7 +174,9 @@ func TestFollowerChain(t *testing.T) {
 	if plan = await(t, f); plan.GetBaseVersion() != 0 {
 		t.Fatalf("after a wrong ack: %v; want a full plan", plan)
 	}
-	f.Acked(&agentv1.PlanAck{Version: plan.GetVersion()})
+	if err := f.Acked(&agentv1.PlanAck{Version: plan.GetVersion()}); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.Acked(&agentv1.PlanAck{Version: plan.GetVersion()}); err == nil {
 		t.Fatal("ack without a plan in flight: no error")
 	}
@@ -186,15 +190,17 @@ func TestFollowerDebounceCoalesces(t *testing.T) {
 	if plan == nil || plan.GetBaseVersion() != 0 {
 		t.Fatalf("first plan %v", plan)
 	}
-	f.Acked(&agentv1.PlanAck{Version: plan.GetVersion()})
+	if err := f.Acked(&agentv1.PlanAck{Version: plan.GetVersion()}); err != nil {
+		t.Fatal(err)
+	}
 
-	tb.Upsert(testPeer("p-0", 0))
+	put(t, tb, testPeer("p-0", 0))
 	start := time.Now()
 	if p := await(t, f); p != nil { // the change starts the debounce
 		t.Fatalf("plan before the debounce: %v", p)
 	}
 	for i := 1; i < 100; i++ { // a fleet joining within the debounce
-		tb.Upsert(testPeer(nodeName(i), i))
+		put(t, tb, testPeer(nodeName(i), i))
 	}
 	plan = await(t, f)
 	if waited := time.Since(start); waited < 40*time.Millisecond {

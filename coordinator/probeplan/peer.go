@@ -90,7 +90,7 @@ func (p Peer) Validate() error {
 		return fmt.Errorf("%w: peer %q: %s %v: %v", ErrInvalid, p.Name, field, v, why)
 	}
 	if err := protocol.ValidateNodeName(p.Name); err != nil {
-		return fmt.Errorf("%w: node_name: %v", ErrInvalid, err)
+		return fmt.Errorf("%w: node_name: %v", ErrInvalid, err) //nolint:errorlint // the sentinel decides errors.Is; the cause is text only
 	}
 	if !p.HostIP.IsValid() {
 		return bad("host_ip", `""`, "missing")

@@ -99,13 +99,13 @@ func names(ps []*agentv1.ProbePeer) []string {
 func TestDelta(t *testing.T) {
 	tb := NewTable(Options{FirstRevision: 100})
 	for _, n := range []string{"a", "b", "c"} {
-		tb.Upsert(testPeer(n, 1))
+		put(t, tb, testPeer(n, 1))
 	}
 	tb.SetSettings(testSettings(1)) // 104
-	tb.Upsert(testPeer("d", 1))     // 105
-	tb.Upsert(testPeer("a", 2))     // 106
+	put(t, tb, testPeer("d", 1))    // 105
+	put(t, tb, testPeer("a", 2))    // 106
 	tb.Remove("b")                  // 107
-	tb.Upsert(testPeer("e", 1))     // 108
+	put(t, tb, testPeer("e", 1))    // 108
 	tb.Remove("e")                  // 109: added and removed after 104
 
 	tests := []struct {
@@ -157,7 +157,7 @@ func TestDelta(t *testing.T) {
 func TestSettingsOffIsFull(t *testing.T) {
 	tb := NewTable(Options{FirstRevision: 1})
 	tb.SetSettings(testSettings(1))
-	tb.Upsert(testPeer("a", 1))
+	put(t, tb, testPeer("a", 1))
 	held := tb.Revision()
 	tb.SetSettings(nil)
 	plan, full := tb.Delta("b", held)
@@ -165,7 +165,7 @@ func TestSettingsOffIsFull(t *testing.T) {
 		t.Fatalf("after probing off: %v, full %v; want a full plan without settings", plan, full)
 	}
 	// Later deltas from the full plan's version need no settings.
-	tb.Upsert(testPeer("c", 1))
+	put(t, tb, testPeer("c", 1))
 	if plan, full := tb.Delta("b", plan.GetVersion()); full || plan.GetSettings() != nil || len(plan.GetUpsert()) != 1 {
 		t.Fatalf("delta after probing off: %v, full %v", plan, full)
 	}
@@ -174,7 +174,7 @@ func TestSettingsOffIsFull(t *testing.T) {
 func TestRemovalAfterCompaction(t *testing.T) {
 	tb := NewTable(Options{FirstRevision: 1})
 	for i := range 200 {
-		tb.Upsert(testPeer(nodeName(i), i))
+		put(t, tb, testPeer(nodeName(i), i))
 	}
 	behind := tb.Revision()
 	tb.Remove(nodeName(7))
@@ -202,7 +202,7 @@ func TestRemovalAfterCompaction(t *testing.T) {
 func TestRemovalBeforeCompactionReachesLaggard(t *testing.T) {
 	tb := NewTable(Options{FirstRevision: 1})
 	for i := range 10 {
-		tb.Upsert(testPeer(nodeName(i), i))
+		put(t, tb, testPeer(nodeName(i), i))
 	}
 	held := &replica{}
 	plan, _ := tb.Delta(nodeName(0), 0)
@@ -211,7 +211,7 @@ func TestRemovalBeforeCompactionReachesLaggard(t *testing.T) {
 	}
 	tb.Remove(nodeName(3))
 	for i := range 30 { // supersede records so compaction has work, tombstone kept
-		tb.Upsert(testPeer(nodeName(1+i%2), 100+i))
+		put(t, tb, testPeer(nodeName(1+i%2), 100+i))
 	}
 	tb.mu.Lock()
 	tb.compact(10)
@@ -244,7 +244,7 @@ func TestSharedMessagesAreNotCopiedOrMutated(t *testing.T) {
 	s := testSettings(1)
 	tb.SetSettings(s)
 	s.PayloadBytes = 9999 // the caller's copy is not the table's
-	tb.Upsert(testPeer("a", 1))
+	put(t, tb, testPeer("a", 1))
 	p1, _ := tb.Delta("b", 0)
 	p2, _ := tb.Delta("c", 0)
 	if p1.GetUpsert()[0] != p2.GetUpsert()[0] {
@@ -272,4 +272,13 @@ func TestWorstCasePeerSize(t *testing.T) {
 		t.Errorf("a maximal peer takes %d bytes in a plan; 5,000 take %d (limit 4 MiB)", one, 5000*one)
 	}
 	t.Logf("maximal peer: %d bytes; 5,000: %d bytes", one, 5000*one)
+}
+
+// put upserts p into tb and fails the test on an error: the tests' peers
+// are valid.
+func put(t testing.TB, tb *Table, p Peer) {
+	t.Helper()
+	if _, _, err := tb.Upsert(p); err != nil {
+		t.Fatalf("Upsert: %v", err)
+	}
 }

@@ -71,7 +71,7 @@ func TestStoredNodeNamedLikeTarget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer st.Close()
+			defer func() { _ = st.Close() }()
 			ctx := context.Background()
 			if err := st.PutAgent(ctx, &meshv1.Agent{NodeName: "node-1"}); err != nil {
 				t.Fatal(err)

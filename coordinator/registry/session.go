@@ -186,7 +186,7 @@ func (s *session) call(ctx context.Context, key pendingKey, w *agentv1.Work) (*a
 }
 
 func (s *session) goneErr() error {
-	return fmt.Errorf("node %q: %w: session ended: %v", s.node.Name, ErrAgentUnavailable, s.endErr)
+	return fmt.Errorf("node %q: %w: session ended: %v", s.node.Name, ErrAgentUnavailable, s.endErr) //nolint:errorlint // the sentinel decides errors.Is; the cause is text only
 }
 
 // deliver hands a WorkResult to its waiting caller without ever blocking;

@@ -67,7 +67,7 @@ func BenchmarkQueue(b *testing.B) {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		cancel()
-		<-done
+		<-done //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 		st := w.Stats()
 		if st.Dropped+st.Failed > 0 {
 			b.Fatalf("stats %+v", st)

@@ -170,10 +170,10 @@ func (q *queue) signal() {
 
 // take moves up to max of the oldest samples into dst and returns it with
 // the names table they index. Caller holds q.mu.
-func (q *queue) take(dst []sample, max int, now time.Time) ([]sample, []string) {
-	for q.n > 0 && len(dst) < max {
+func (q *queue) take(dst []sample, limit int, now time.Time) ([]sample, []string) {
+	for q.n > 0 && len(dst) < limit {
 		c := q.chunks[0][q.head:]
-		k := min(len(c), max-len(dst))
+		k := min(len(c), limit-len(dst))
 		dst = append(dst, c[:k]...)
 		q.head += k
 		q.n -= k

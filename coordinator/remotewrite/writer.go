@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -98,7 +97,7 @@ func New(cfg Config) (*Writer, error) {
 	}
 	w := &Writer{cfg: cfg, log: cfg.Logger, q: newQueue(cfg.QueueSamples)}
 	if w.log == nil {
-		w.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		w.log = slog.New(slog.DiscardHandler)
 	}
 	w.samples = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshperf_remote_write_samples_total",
 		Help: "Samples by outcome: sent (accepted), dropped (queue full or rejected), failed (left at shutdown)."}, []string{"outcome"})

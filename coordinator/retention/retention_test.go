@@ -41,7 +41,7 @@ func TestPass(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer st.Close()
+			defer func() { _ = st.Close() }()
 			old := now.Add(-72 * time.Hour).Truncate(time.Hour) // an hour three days ago
 			results := []*measurev1.Result{
 				rtt("r1", "t1", "a", "b", old.Add(1*time.Minute), 100e-6),
@@ -152,7 +152,7 @@ func TestStoreSizeBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	start := now.Add(-7 * 24 * time.Hour)
 	var sizeAfterDay int64
 	for h := 0; h < 7*24; h++ {

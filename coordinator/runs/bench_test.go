@@ -27,7 +27,7 @@ func BenchmarkLightMesh(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	ended := make(chan measurev1.RunState, 1)
 	m, err := New(ctx, Config{Store: st, Agents: newInstantAgents(100), Observer: endObserver(ended), IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
 	if err != nil {
@@ -69,7 +69,7 @@ func TestLightMeshStoresBeforeAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	agents := newInstantAgents(12)
 	var (
 		mu     sync.Mutex

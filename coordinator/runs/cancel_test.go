@@ -119,7 +119,7 @@ func newCancelFixture(t *testing.T, ctx context.Context, nodes int) *cancelFixtu
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { _ = st.Close() })
 	f := &cancelFixture{st: st, agents: newBlockingAgents(nodes), gate: schedule.NewGate(0), ended: make(chan measurev1.RunState, 4)}
 	f.m, err = New(ctx, Config{Store: st, Agents: f.agents, Gate: f.gate, Observer: endObserver(f.ended),
 		IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})

@@ -136,7 +136,7 @@ func TestExternalServersOneClientAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	allow := []*agentv1.ExternalTarget{
 		{Name: "srv", Address: "192.0.2.21", Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766},
 		{Name: "v3", Address: "192.0.2.22", Iperf3Port: 15201},
@@ -208,7 +208,7 @@ func TestExternalServerAlwaysBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	allow := []*agentv1.ExternalTarget{{Name: "taken", Address: "192.0.2.24", Iperf3Port: 5201}}
 	agents := &serverAgents{nodes: []string{"n1"}, targets: map[string]*agentv1.ExternalTarget{"taken": allow[0]},
 		clients: map[string]int{}, attempts: map[string]int{}, heavy: map[string]bool{}, alwaysBusy: map[string]bool{"taken": true}}

@@ -66,7 +66,7 @@ func TestUnfinishedRunsAreInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	for id, state := range map[string]measurev1.RunState{
 		"run-running":   measurev1.RunState_RUN_STATE_RUNNING,
 		"run-queued":    measurev1.RunState_RUN_STATE_QUEUED,

@@ -239,7 +239,7 @@ const deadline = "the test's deadline"
 func checkPing(m *measurev1.PingMetrics, t float64, count uint32) error {
 	rtts := []figure{{"rtt_min_seconds", m.GetRttMinSeconds(), t, deadline}, {"rtt_avg_seconds", m.GetRttAvgSeconds(), t, deadline},
 		{"rtt_max_seconds", m.GetRttMaxSeconds(), t, deadline}}
-	all := append(rtts, figure{"rtt_mdev_seconds", m.GetRttMdevSeconds(), t, deadline}, figure{"loss_ratio", m.GetLossRatio(), 1, "1"})
+	all := slices.Concat(rtts, []figure{{"rtt_mdev_seconds", m.GetRttMdevSeconds(), t, deadline}, {"loss_ratio", m.GetLossRatio(), 1, "1"}})
 	if m.RttMedianSeconds != nil {
 		all = append(all, figure{"rtt_median_seconds", m.GetRttMedianSeconds(), t, deadline})
 	}

@@ -218,7 +218,7 @@ func (e errValue) Error() string { return string(e) }
 
 func decodeSample(r *bitReader, p state) (Sample, state, error) {
 	var s Sample
-	start := p.start
+	var start int64
 	if p.n == 0 {
 		v, err := r.readBits(64)
 		if err != nil {

@@ -170,7 +170,7 @@ func readFlagVar(r *bitReader, def uint64) (uint64, bool, error) {
 
 func decodeRollup(r *bitReader, p rollupState) (Rollup, rollupState, error) {
 	var pt Rollup
-	hours := p.hours
+	var hours uint64
 	if p.n == 0 {
 		v, err := r.readVar()
 		if err != nil {

@@ -154,9 +154,9 @@ func TestListRunsLimit(t *testing.T) {
 		want int
 	}{
 		{&meshv1.ListRunsRequest{}, store.DefaultRunsPageSize},
-		{&meshv1.ListRunsRequest{Limit: 3}, 3},
-		{&meshv1.ListRunsRequest{Limit: 3, PageSize: 5}, 5},
-		{&meshv1.ListRunsRequest{Limit: 2000, PageSize: 4}, 4},
+		{&meshv1.ListRunsRequest{Limit: 3}, 3},                 //nolint:staticcheck // SA1019: the deprecated limit is what this case checks
+		{&meshv1.ListRunsRequest{Limit: 3, PageSize: 5}, 5},    //nolint:staticcheck // SA1019: the deprecated limit is what this case checks
+		{&meshv1.ListRunsRequest{Limit: 2000, PageSize: 4}, 4}, //nolint:staticcheck // SA1019: the deprecated limit is what this case checks
 	} {
 		resp, err := c.ListRuns(ctx, tt.req)
 		if err != nil || len(resp.GetRuns()) != tt.want || resp.GetNextPageToken() == "" {
@@ -417,7 +417,7 @@ func TestListingsRefuseBadPages(t *testing.T) {
 			_, err := c.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: store.MaxRunsPageSize + 1})
 			return err
 		}, "page_size"},
-		{"runs: limit too large", func() error { _, err := c.ListRuns(ctx, &meshv1.ListRunsRequest{Limit: 1001}); return err }, "limit"},
+		{"runs: limit too large", func() error { _, err := c.ListRuns(ctx, &meshv1.ListRunsRequest{Limit: 1001}); return err }, "limit"}, //nolint:staticcheck // SA1019: the deprecated limit is what this case checks
 		{"results: token of another filter", func() error {
 			_, err := c.ListResults(ctx, &meshv1.ListResultsRequest{SrcNode: "a", Test: measurev1.Test_TEST_PING, PageToken: resultsTok})
 			return err
@@ -430,7 +430,7 @@ func TestListingsRefuseBadPages(t *testing.T) {
 			_, err := c.ListRollups(ctx, &meshv1.ListRollupsRequest{PageToken: runsTok})
 			return err
 		}, "page_token"},
-		{"rollups: limit too large", func() error { _, err := c.ListRollups(ctx, &meshv1.ListRollupsRequest{Limit: 100001}); return err }, "limit"},
+		{"rollups: limit too large", func() error { _, err := c.ListRollups(ctx, &meshv1.ListRollupsRequest{Limit: 100001}); return err }, "limit"}, //nolint:staticcheck // SA1019: the deprecated limit is what this case checks
 		{"rollups: page_size too large", func() error {
 			_, err := c.ListRollups(ctx, &meshv1.ListRollupsRequest{PageSize: store.MaxRollupsPageSize + 1})
 			return err

@@ -56,10 +56,10 @@ func TestDispatched(t *testing.T) {
 	}
 	// A placeholder keeps the record; a real result ends it.
 	placeholder := sample(interrupted, 0, "placeholder", 0)
-	real := sample(ok, 0, "answer", 0)
-	real.TestId = "t00002"
+	result := sample(ok, 0, "answer", 0)
+	result.TestId = "t00002"
 	run := &measurev1.Run{RunId: "r1", State: measurev1.RunState_RUN_STATE_RUNNING}
-	if err := s.RecordResults(ctx, run, []*measurev1.Result{placeholder, real}); err != nil {
+	if err := s.RecordResults(ctx, run, []*measurev1.Result{placeholder, result}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := held(), []string{"r1/t00001@a", "r1/t00003@b", "r10/t00001@c", "r2/t00001@a"}; !slices.Equal(got, want) {

@@ -275,7 +275,7 @@ func TestSampleIndexBuiltAndPruned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	if err := s.AddResults(ctx, []*measurev1.Result{sample(ok, 0, "late", time.Second), sample(ok, 1, "dup", time.Second)}); err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func timeStore(ctx context.Context, dir string, reports []series.Report, batch i
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	start := time.Now()
 	for i := 0; i < len(reports); i += batch {
 		if _, err := s.AppendReports(ctx, reports[i:min(i+batch, len(reports))]); err != nil {
@@ -91,7 +91,7 @@ func timeRaw(dir string, keys, vals [][]byte) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer raw.Close()
+	defer func() { _ = raw.Close() }()
 	start := time.Now()
 	for i := 0; i < len(keys); i += 1000 {
 		err := raw.Update(func(tx *bolt.Tx) error {

@@ -206,7 +206,7 @@ func encodeResults(results []*measurev1.Result) ([]resultRow, error) {
 			}
 		}
 		if err := validStart(r.GetStartTime()); err != nil {
-			return nil, fmt.Errorf("%w: results[%d].start_time (test %s): %v", ErrInvalid, i, r.GetTestId(), err)
+			return nil, fmt.Errorf("%w: results[%d].start_time (test %s): %v", ErrInvalid, i, r.GetTestId(), err) //nolint:errorlint // the sentinel decides errors.Is; the cause is text only
 		}
 		v, err := proto.Marshal(r)
 		if err != nil {

@@ -304,7 +304,7 @@ func (s *Store) readSeries(ctx context.Context, k series.Key, from, to time.Time
 // mergeSamples is a (sorted, distinct) and b merged in Start order, each
 // Start once, a's sample winning.
 func mergeSamples(a, b []series.Sample) []series.Sample {
-	all := append(a, b...)
+	all := slices.Concat(a, b)
 	slices.SortStableFunc(all, func(x, y series.Sample) int { return x.Start.Compare(y.Start) })
 	return slices.CompactFunc(all, func(x, y series.Sample) bool { return x.Start.Equal(y.Start) })
 }

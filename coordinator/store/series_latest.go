@@ -66,7 +66,7 @@ func (s *Store) LatestSamples(ctx context.Context, path measurev1.Path, kind age
 			var k, v []byte
 			if src == 1<<32-1 {
 				k, v = c.Last()
-			} else if k, v = c.Seek(binary.BigEndian.AppendUint32(nil, src+1)); k == nil {
+			} else if k, _ = c.Seek(binary.BigEndian.AppendUint32(nil, src+1)); k == nil {
 				k, v = c.Last()
 			} else {
 				k, v = c.Prev()

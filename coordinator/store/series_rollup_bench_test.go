@@ -56,7 +56,7 @@ func TestSeriesRollupBytesPerPoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dst.Close()
+	defer func() { _ = dst.Close() }()
 	if err := bolt.Compact(dst, s.db, 1<<24); err != nil {
 		t.Fatal(err)
 	}

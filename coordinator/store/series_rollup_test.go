@@ -166,7 +166,7 @@ func copyFile(t testing.TB, from string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }()
 	dst, err := os.Create(to)
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +270,7 @@ func TestRollUpSeriesCrash(t *testing.T) {
 			}
 			_ = s.Close()
 			s = reopen(t, path)
-			defer s.Close()
+			defer func() { _ = s.Close() }()
 			s.rollupBatch = batch
 			c, err := s.RollUpSeries(ctx, cutoff, 0)
 			if err != nil || !c.Done {
@@ -351,14 +351,14 @@ func TestRollUpSeriesCorrupt(t *testing.T) {
 		{"chunk version", bucketSeriesChunks, func(k []byte) []byte { return k }, []byte{7, 0}, rollUp, `("a" -> "b", path 1, kind 1, block`},
 		{"short chunk key", bucketSeriesChunks, func(k []byte) []byte { return k[:5] }, []byte{1, 0}, rollUp, "series_chunks key 0000000100"},
 		{"samples outside the block", bucketSeriesChunks, func(k []byte) []byte { return k }, other, rollUp, "outside the chunk's block"},
-		{"garbage rollup chunk, merging", bucketSeriesRollups, func(k []byte) []byte { return rollupKeyOf(k) }, []byte{1, 9, 1}, rollUp,
+		{"garbage rollup chunk, merging", bucketSeriesRollups, rollupKeyOf, []byte{1, 9, 1}, rollUp,
 			"series_rollups key 00000001000000020101"},
-		{"garbage rollup chunk, reading", bucketSeriesRollups, func(k []byte) []byte { return rollupKeyOf(k) }, []byte{1, 9, 1},
+		{"garbage rollup chunk, reading", bucketSeriesRollups, rollupKeyOf, []byte{1, 9, 1},
 			func(ctx context.Context, s *Store) error {
 				_, err := s.SeriesRollups(ctx, series.Key{Src: "a", Dst: "b", Path: host2h, Kind: icmp}, time.Time{}, time.Time{})
 				return err
 			}, `series_rollups key 0000000100000002`},
-		{"garbage rollup chunk, deleting", bucketSeriesRollups, func(k []byte) []byte { return rollupKeyOf(k) }, []byte{3},
+		{"garbage rollup chunk, deleting", bucketSeriesRollups, rollupKeyOf, []byte{3},
 			func(ctx context.Context, s *Store) error {
 				_, err := s.DeleteSeriesRollupsBefore(ctx, block.Add(30*24*time.Hour))
 				return err

@@ -214,7 +214,7 @@ func TestSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	got, _, err := s.ListResults(ctx, Filter{}, 0, "")
 	if err != nil {
 		t.Fatal(err)

@@ -87,7 +87,7 @@ type meshCache struct {
 	runs  map[string]*runData
 }
 
-func newMeshCache(max int) *meshCache { return &meshCache{max: max, runs: map[string]*runData{}} }
+func newMeshCache(size int) *meshCache { return &meshCache{max: size, runs: map[string]*runData{}} }
 
 func (c *meshCache) get(id string) *runData {
 	c.mu.Lock()

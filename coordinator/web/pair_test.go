@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -100,8 +101,8 @@ func FuzzParseQuery(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, err := parseQuery(raw, allowed...)
 		if err != nil {
-			pe, ok := err.(*paramError)
-			if !ok || pe.name == "" || !strings.Contains(err.Error(), pe.name) {
+			var pe *paramError
+			if !errors.As(err, &pe) || pe.name == "" || !strings.Contains(err.Error(), pe.name) {
 				t.Fatalf("parseQuery(%q): %v, want a *paramError naming the parameter", raw, err)
 			}
 			return

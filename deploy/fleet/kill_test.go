@@ -64,7 +64,7 @@ func TestNoReportLostOnCoordinatorKill(t *testing.T) {
 	fctx, stopFleet := context.WithCancel(ctx)
 	fleetDone := make(chan error, 1)
 	go func() { fleetDone <- f.Run(fctx) }()
-	defer func() { stopFleet(); <-fleetDone }()
+	defer func() { stopFleet(); <-fleetDone }() //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 
 	waitAcked := func(n int64) {
 		t.Helper()
@@ -85,7 +85,7 @@ func TestNoReportLostOnCoordinatorKill(t *testing.T) {
 	}
 	waitAcked(before.Acked + 4*nodes)
 	stopFleet()
-	<-fleetDone
+	<-fleetDone //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 	fleetDone <- nil
 	coord.Stop()
 
@@ -93,7 +93,7 @@ func TestNoReportLostOnCoordinatorKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	acked := f.Acked()
 	total := 0
 	for i := range nodes {

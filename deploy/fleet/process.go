@@ -120,7 +120,7 @@ func procRSS(pid int) (rss, peak float64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	defer fh.Close()
+	defer func() { _ = fh.Close() }()
 	sc := bufio.NewScanner(fh)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
@@ -154,7 +154,7 @@ func scrape(ctx context.Context, addr string) (map[string]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", addr, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
@@ -180,7 +180,7 @@ func freeAddr() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String(), nil
 }
 

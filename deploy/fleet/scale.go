@@ -198,7 +198,7 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	fctx, stopFleet := context.WithCancel(ctx)
 	fleetDone := make(chan error, 1)
 	go func() { fleetDone <- f.Run(fctx) }()
-	defer func() { stopFleet(); <-fleetDone }()
+	defer func() { stopFleet(); <-fleetDone }() //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 
 	// Every agent holds its full plan.
 	joinBound := cfg.JoinOver + 60*time.Second + time.Duration(cfg.Nodes)*20*time.Millisecond
@@ -260,7 +260,7 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 		return res, err
 	}
 	stopFleet()
-	<-fleetDone
+	<-fleetDone //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 	fleetDone <- nil
 	coord.Stop()
 	if res.BytesPerSample, err = bytesPerSample(ctx, filepath.Join(cfg.WorkDir, "meshperf.db")); err != nil {
@@ -286,7 +286,7 @@ func steadyBytesPerSample(ctx context.Context, path string, nodes, paths, kinds 
 	if err != nil {
 		return 0, err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	rng := rand.New(rand.NewPCG(3, 4))
 	start := time.Now().Add(-25 * time.Hour).Truncate(store.SeriesBlock)
 	periods := int(24 * time.Hour / period)
@@ -325,7 +325,7 @@ func queryP99(ctx context.Context, sock string, nodes, n int) (time.Duration, er
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	mesh := meshv1.NewMeshServiceClient(conn)
 	rng := rand.New(rand.NewPCG(1, 2))
 	times := make([]time.Duration, 0, n)
@@ -363,7 +363,7 @@ func onDemandPing(ctx context.Context, sock string) (time.Duration, int, error) 
 	if err != nil {
 		return 0, 0, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	mesh := meshv1.NewMeshServiceClient(conn)
 	spec := &measurev1.RunSpec{Label: "bench-scale", Repeats: 1, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
 		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}
@@ -406,7 +406,7 @@ func bytesPerSample(ctx context.Context, path string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	if _, err := st.CompactSeries(ctx, time.Now().Add(2*store.SeriesBlock)); err != nil {
 		return 0, err
 	}

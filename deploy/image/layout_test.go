@@ -117,7 +117,7 @@ func openLayout(layout, tag string) (*image, error) {
 		Version string `json:"imageLayoutVersion"`
 	}
 	if err := json.Unmarshal(b, &ol); err != nil || ol.Version != "1.0.0" {
-		return nil, fmt.Errorf("oci-layout %q: want imageLayoutVersion 1.0.0 (err %v)", b, err)
+		return nil, fmt.Errorf("oci-layout %q: want imageLayoutVersion 1.0.0 (err %w)", b, err)
 	}
 	b, err = os.ReadFile(filepath.Join(layout, "index.json"))
 	if err != nil {
@@ -216,7 +216,7 @@ func unpack(img *image, dir string) error {
 	if err != nil {
 		return err
 	}
-	defer root.Close()
+	defer func() { _ = root.Close() }()
 	for i, p := range img.layers {
 		if err := unpackLayer(root, img.manifest.Layers[i].MediaType, p); err != nil {
 			return fmt.Errorf("layer %d: %w", i, err)
@@ -230,7 +230,7 @@ func unpackLayer(root *os.Root, mediaType, blob string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	r, err := layerReader(mediaType, f)
 	if err != nil {
 		return err
@@ -283,7 +283,7 @@ func unpackEntry(root *os.Root, tr *tar.Reader, h *tar.Header) error {
 			return err
 		}
 		if _, err := io.Copy(out, tr); err != nil {
-			out.Close()
+			_ = out.Close()
 			return err
 		}
 		if err := out.Close(); err != nil {

@@ -42,8 +42,10 @@ func writeLayout(t *testing.T, entries []fakeEntry, edit func(layout string, m *
 	}
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
-	zw.Write(raw.Bytes())
-	zw.Close()
+	if _, err := zw.Write(raw.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	_ = zw.Close()
 	put := func(b []byte) descriptor {
 		d := descriptor{Digest: "sha256:" + hexSum(b), Size: int64(len(b))}
 		p, _ := blobPath(layout, d.Digest)
@@ -70,8 +72,12 @@ func writeLayout(t *testing.T, entries []fakeEntry, edit func(layout string, m *
 	md.Annotations = map[string]string{refName: "t"}
 	idx.Manifests = append(idx.Manifests, md)
 	ib, _ := json.Marshal(idx)
-	os.WriteFile(filepath.Join(layout, "index.json"), ib, 0o644)
-	os.WriteFile(filepath.Join(layout, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644)
+	if err := os.WriteFile(filepath.Join(layout, "index.json"), ib, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(layout, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return layout
 }
 
@@ -97,7 +103,7 @@ func TestOpenLayoutChecks(t *testing.T) {
 			edit: func(l string, m *ociManifest, _ *ociIndex) {
 				p, _ := blobPath(l, m.Config.Digest)
 				b, _ := os.ReadFile(p)
-				os.WriteFile(p, bytes.Replace(b, []byte("linux"), []byte("linuz"), 1), 0o644)
+				_ = os.WriteFile(p, bytes.Replace(b, []byte("linux"), []byte("linuz"), 1), 0o644) // a failed write leaves the blob intact: the case then fails on wantErr
 			}},
 		{name: "layer size wrong", entries: goodEntries, tag: "t", wantErr: "layer 0: blob",
 			edit: func(_ string, m *ociManifest, _ *ociIndex) { m.Layers[0].Size++ }},

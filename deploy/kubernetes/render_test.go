@@ -105,7 +105,7 @@ func helmRun(bin string, args ...string) (stdout, stderr []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+tmp+"/cache", "HELM_CONFIG_HOME="+tmp+"/config", "HELM_DATA_HOME="+tmp+"/data")
 	if err := cmd.Run(); err != nil {
 		return o.Bytes(), e.Bytes(), fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, e.Bytes(), o.Bytes())
@@ -122,7 +122,7 @@ func helmValuesFile(t *testing.T, values string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	f := filepath.Join(dir, "values.yaml")
 	if err := os.WriteFile(f, []byte(values), 0o600); err != nil {
 		t.Fatal(err)

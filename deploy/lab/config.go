@@ -3,7 +3,6 @@ package lab
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -56,7 +55,7 @@ const (
 	// DefaultNodes is the node count used when Config.Nodes is zero.
 	DefaultNodes = 3
 	// MinNodes and MaxNodes bound Config.Nodes.
-	MinNodes, MaxNodes = 2, 16
+	MinNodes, MaxNodes = 2, 16 //nolint:revive // exported: one bound, documented once
 	// MaxPrefixLen is the longest accepted Config.Prefix, in characters.
 	MaxPrefixLen = 12
 )
@@ -363,7 +362,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("%w: IPFamily %q: want %q, %q or %q", ErrInvalidConfig, cfg.IPFamily, FamilyIPv4, FamilyIPv6, FamilyDual)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return cfg, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -35,7 +34,7 @@ func Down(ctx context.Context, prefix string, logger *slog.Logger) error {
 		return err
 	}
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		logger = slog.New(slog.DiscardHandler)
 	}
 	names, err := labNamespaces(prefix)
 	if err != nil {

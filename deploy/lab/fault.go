@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os/exec"
 	"slices"
@@ -56,10 +55,10 @@ const (
 // Bounds of Fault's parameters.
 const (
 	// MinFaultMTU and MaxFaultMTU bound Fault.MTUBytes, in bytes.
-	MinFaultMTU, MaxFaultMTU = 576, 9000
+	MinFaultMTU, MaxFaultMTU = 576, 9000 //nolint:revive // exported: one bound, documented once
 	// MinFaultRateBPS and MaxFaultRateBPS bound Fault.RateBPS, in bits per
 	// second (1 Mbit/s .. 100 Gbit/s).
-	MinFaultRateBPS, MaxFaultRateBPS = 1_000_000, 100_000_000_000
+	MinFaultRateBPS, MaxFaultRateBPS = 1_000_000, 100_000_000_000 //nolint:revive // exported: one bound, documented once
 )
 
 // Fault is one fault on one node.
@@ -490,7 +489,7 @@ func Find(ctx context.Context, prefix string, logger *slog.Logger) (*Lab, error)
 		return nil, fmt.Errorf("%w %q: no node namespace (meshlab up --prefix %s)", ErrNoLab, prefix, prefix)
 	}
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		logger = slog.New(slog.DiscardHandler)
 	}
 	return Describe(Config{Prefix: prefix, Nodes: nodes, Mode: mode, Logger: logger})
 }
@@ -500,5 +499,5 @@ func loggerOf(l *Lab) *slog.Logger {
 	if l.Logger != nil {
 		return l.Logger
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return slog.New(slog.DiscardHandler)
 }

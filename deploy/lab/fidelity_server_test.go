@@ -118,7 +118,7 @@ func listenBlocking(port int) (int, error) {
 // second). It closes ln.
 func keptEcho(ctx context.Context, ln int) {
 	runtime.LockOSThread()
-	defer unix.Close(ln)
+	defer func() { _ = unix.Close(ln) }()
 	var b [64]byte
 	for ctx.Err() == nil {
 		c, _, err := unix.Accept4(ln, unix.SOCK_CLOEXEC)

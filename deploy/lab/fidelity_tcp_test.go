@@ -128,7 +128,7 @@ func fidRefEcho(nsPath string, src netip.Addr, dst netip.AddrPort) (time.Duratio
 	if err != nil {
 		return 0, err
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	if err := fidRefConnect(fd, dst); err != nil {
 		return 0, err
 	}
@@ -155,7 +155,7 @@ func fidRefKept(nsPath string, src netip.Addr, dst netip.AddrPort) (time.Duratio
 	if err != nil {
 		return 0, 0, err
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	if err := fidRefConnect(fd, dst); err != nil {
 		return 0, 0, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -14,7 +13,7 @@ import (
 // LabStatus is what exists of a lab: its namespaces as found in NetNSDir,
 // with their interfaces, routes and processes. It is a snapshot; print it
 // with String.
-type LabStatus struct {
+type LabStatus struct { //nolint:revive // exported: lab.Status is the function that returns it
 	// Prefix is the lab's prefix.
 	Prefix string
 	// Namespaces are the lab's namespaces: the fabric, the external host,
@@ -141,7 +140,7 @@ func Status(ctx context.Context, prefix string) (*LabStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := runner{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	r := runner{log: slog.New(slog.DiscardHandler)}
 	for _, name := range names {
 		ns := NamespaceStatus{Name: name, Path: nsPath(name)}
 		var errs []string

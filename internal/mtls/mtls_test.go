@@ -104,7 +104,7 @@ func TestHandshake(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer l.Close()
+			defer func() { _ = l.Close() }()
 			serr := make(chan error, 1)
 			go func() {
 				c, err := l.Accept()
@@ -112,7 +112,7 @@ func TestHandshake(t *testing.T) {
 					serr <- err
 					return
 				}
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 				serr <- c.(*tls.Conn).Handshake()
 			}()

@@ -219,7 +219,7 @@ func (c *reloadingClient) ServerHandshake(net.Conn) (net.Conn, credentials.AuthI
 }
 
 func (c *reloadingClient) Info() credentials.ProtocolInfo {
-	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.3", ServerName: c.serverName}
+	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.3", ServerName: c.serverName} //nolint:staticcheck // SA1019: still filled for callers that read it
 }
 
 func (c *reloadingClient) Clone() credentials.TransportCredentials {

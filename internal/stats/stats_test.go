@@ -48,7 +48,7 @@ func TestSummarize(t *testing.T) {
 				{"CILow", got.CILow, tt.want.CILow}, {"CIHigh", got.CIHigh, tt.want.CIHigh},
 			}
 			for _, c := range checks {
-				if !close(c.got, c.want, 1e-6) {
+				if !near(c.got, c.want, 1e-6) {
 					t.Errorf("%s = %.10g, want %.10g", c.field, c.got, c.want)
 				}
 			}
@@ -59,8 +59,8 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-// close compares with a relative tolerance (absolute near zero).
-func close(a, b, rel float64) bool {
+// near compares with a relative tolerance (absolute near zero).
+func near(a, b, rel float64) bool {
 	return math.Abs(a-b) <= rel*math.Max(math.Max(math.Abs(a), math.Abs(b)), 1e-12)
 }
 
@@ -84,7 +84,7 @@ func TestQuantile(t *testing.T) {
 		{0, 15}, {0.25, 20}, {0.4, 29}, {0.5, 35}, {0.9, 46}, {1, 50},
 	} {
 		got, err := Quantile(s, tt.q)
-		if err != nil || !close(got, tt.want, 1e-12) {
+		if err != nil || !near(got, tt.want, 1e-12) {
 			t.Errorf("Quantile(%v) = %v, %v; want %v", tt.q, got, err, tt.want)
 		}
 	}
@@ -114,10 +114,10 @@ func TestWelch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !close(got.T, tt.wantT, 1e-5) || !close(got.DF, tt.wantDF, 1e-5) || math.Abs(got.P-tt.wantP) > 0.001 {
+			if !near(got.T, tt.wantT, 1e-5) || !near(got.DF, tt.wantDF, 1e-5) || math.Abs(got.P-tt.wantP) > 0.001 {
 				t.Errorf("t = %.6f df = %.6f p = %.4f; want %.6f %.6f %.3f", got.T, got.DF, got.P, tt.wantT, tt.wantDF, tt.wantP)
 			}
-			if got.Significant != tt.wantSignificant || !close(got.Change, tt.wantChange, 1e-5) {
+			if got.Significant != tt.wantSignificant || !near(got.Change, tt.wantChange, 1e-5) {
 				t.Errorf("significant %t change %.6f; want %t %.6f", got.Significant, got.Change, tt.wantSignificant, tt.wantChange)
 			}
 		})

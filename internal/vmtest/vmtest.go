@@ -68,7 +68,7 @@ func (v *VM) Restart() {
 	if err != nil {
 		v.t.Fatal(err)
 	}
-	defer logf.Close()
+	defer func() { _ = logf.Close() }()
 	cmd := exec.Command(Binary,
 		"-storageDataPath="+filepath.Join(v.dir, "data"),
 		"-httpListenAddr="+v.Addr,
@@ -151,7 +151,7 @@ func (v *VM) Export(match string) []Series {
 	if err != nil {
 		v.t.Fatalf("export: %v", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		v.t.Fatalf("export %s: %s", match, resp.Status)
 	}

@@ -56,7 +56,7 @@ func BenchRounds(ctx context.Context, labCfg lab.Config, binDir string, duration
 	if err != nil {
 		return RoundsResult{}, err
 	}
-	defer os.RemoveAll(work)
+	defer func() { _ = os.RemoveAll(work) }()
 	c, err := New(Config{Lab: l, BinDir: binDir, WorkDir: work, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return RoundsResult{}, err
@@ -69,7 +69,7 @@ func BenchRounds(ctx context.Context, labCfg lab.Config, binDir string, duration
 	if err != nil {
 		return RoundsResult{}, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	resp, err := client.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{
 		Label: "bench-rounds",
 		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_IPERF3_TCP, Params: &measurev1.TestSpec_Iperf3{

@@ -300,7 +300,7 @@ func (c *Cluster) WaitAgents(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -319,7 +319,7 @@ func (c *Cluster) WaitAgents(ctx context.Context, n int) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: %d of %d agents connected (last error: %v); see %s: %w",
-				connected, n, err, filepath.Join(c.cfg.WorkDir, "logs"), ctx.Err())
+				connected, n, err, filepath.Join(c.cfg.WorkDir, "logs"), ctx.Err()) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
 		case <-tick.C:
 		}
 	}
@@ -331,7 +331,7 @@ func (c *Cluster) waitSocket(ctx context.Context, p *process) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -368,13 +368,13 @@ func (c *Cluster) spawnEnv(name, nsPath string, env []string, bin string, args .
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
 	}
 	p := &process{name: name, cmd: cmd, log: f, done: make(chan struct{})}
 	go func() { // owner: process; ends when the process exits
 		_ = cmd.Wait()
-		f.Close()
+		_ = f.Close()
 		close(p.done)
 	}()
 	c.log.Info("started", "process", name, "pid", cmd.Process.Pid, "log", c.LogPath(name))

@@ -189,7 +189,7 @@ func (d *demo) mode(ctx context.Context, mode lab.Mode, last bool, earlier []str
 	if err != nil {
 		return "", fmt.Errorf("web UI: %w", err)
 	}
-	defer fwd.Close()
+	defer func() { _ = fwd.Close() }()
 	d.say("web UI on http://%s/ while %s runs (the coordinator's %s in node %s, forwarded to this machine's loopback)", fwd.Addr(), mode, web, l.ControlPlane().Name)
 	d.say("coordinator trigger --label %s --external %s (full mesh: every ordered node pair, paths host-host host-pod pod-pod pod-service; and every node to %s from host and pod)",
 		mode, ExternalTargetName, ExternalTargetName)
@@ -232,10 +232,10 @@ func (d *demo) verdict(ctx context.Context, c *Cluster) (runID string, ok, total
 	if err != nil {
 		return "", 0, 0, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	runs, err := client.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: 1})
 	if err != nil || len(runs.GetRuns()) == 0 {
-		return "", 0, 0, fmt.Errorf("find the run: %v", err)
+		return "", 0, 0, fmt.Errorf("find the run: %v", err) //nolint:errorlint // err is nil when the list is empty
 	}
 	runID = runs.GetRuns()[0].GetRunId()
 	full, err := client.GetRun(ctx, &meshv1.GetRunRequest{RunId: runID})

@@ -21,7 +21,7 @@ func (e *env) podIPs(ctx context.Context) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	resp, err := client.ListAgents(ctx, &meshv1.ListAgentsRequest{})
 	if err != nil {
 		return nil, err

@@ -195,7 +195,7 @@ func agentState(t *testing.T, ctx context.Context, e *env, node string) *meshv1.
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	resp, err := client.ListAgents(ctx, &meshv1.ListAgentsRequest{})
 	if err != nil {
 		return nil

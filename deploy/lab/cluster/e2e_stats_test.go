@@ -129,6 +129,6 @@ func TestModesReportCompareAndPlot(t *testing.T) {
 		if _, err := png.Decode(f); err != nil {
 			t.Errorf("plot wrote no PNG: %v", err)
 		}
-		f.Close()
+		_ = f.Close()
 	}
 }

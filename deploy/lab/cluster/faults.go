@@ -253,7 +253,7 @@ func (d *faultsDemo) run(ctx context.Context, work string) (res FaultsResult, er
 	if err != nil {
 		return res, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	d.client = client
 	d.say("coordinator serve --config: the agents probe ICMP, full-size ICMP, TCP and HTTP over host-host and pod-pod every %v and report as often; iperf3 mesh every %v (jitter %v)",
 		d.probeInterval(), d.cfg.Interval, d.jitter)
@@ -297,7 +297,7 @@ func b2i(b bool) int {
 // scenarios are the clean run and the chosen scenarios. Faults go to
 // node-2 and node-3 in turn: node-1 runs the coordinator.
 func (d *faultsDemo) scenarios() []faultScenario {
-	labFault := func(kind lab.FaultKind, node string) (inject, clear func(context.Context) error) {
+	labFault := func(kind lab.FaultKind, node string) (inject, remove func(context.Context) error) {
 		return func(ctx context.Context) error { return lab.Inject(ctx, d.l, lab.Fault{Kind: kind, Node: node}) },
 			func(ctx context.Context) error {
 				_, err := lab.Clear(ctx, d.l, node, kind)
@@ -362,7 +362,7 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 		return false, false, 0, fmt.Errorf("scenario %s: inject: %w", s.name, err)
 	}
 	cleared := false
-	clear := func() error {
+	undo := func() error {
 		if cleared {
 			return nil
 		}
@@ -372,7 +372,7 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 		}
 		return nil
 	}
-	defer func() { err = errors.Join(err, clear()) }()
+	defer func() { err = errors.Join(err, undo()) }()
 	var runFindings []diagnose.Finding
 	var runHead string
 	var runLines []string
@@ -391,7 +391,7 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 	if _, err := d.waitJudged(ctx, t0, deadline); err != nil {
 		return false, false, 0, fmt.Errorf("scenario %s: %w", s.name, err)
 	}
-	if err := clear(); err != nil {
+	if err := undo(); err != nil {
 		return false, false, 0, err
 	}
 	quiet, evs, err := d.waitQuiet(ctx, t0, time.Now())
@@ -403,7 +403,7 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 	if s.node != "" && s.kind != diagnose.KindSlow {
 		detected, localised = v.hit.msg != "", v.localised
 	}
-	verdict := "no fault found"
+	var verdict string
 	switch {
 	case s.node == "" && alarms == 0:
 		verdict = "OK: no alarm"

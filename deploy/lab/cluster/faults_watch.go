@@ -66,7 +66,7 @@ func (d *faultsDemo) waitIdle(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("a run is still in progress after %v (last error %v)", d.runTimeout(), err)
+			return fmt.Errorf("a run is still in progress after %v (last error %v)", d.runTimeout(), err) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
 		}
 		if err := sleep(ctx, pollEvery); err != nil {
 			return err
@@ -112,7 +112,7 @@ func (d *faultsDemo) waitRunning(ctx context.Context, t0 time.Time) (*measurev1.
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no continuous run under way within %v (last error %v)", d.runTimeout(), err)
+			return nil, fmt.Errorf("no continuous run under way within %v (last error %v)", d.runTimeout(), err) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
 		}
 		if err := sleep(ctx, 50*time.Millisecond); err != nil {
 			return nil, err
@@ -134,7 +134,7 @@ func (d *faultsDemo) nextRun(ctx context.Context, t0 time.Time) (*measurev1.Run,
 			return r, diagnose.Diagnose(results), nil
 		}
 		if time.Now().After(deadline) {
-			return nil, nil, fmt.Errorf("no continuous run ended within %v (last error %v)", d.runTimeout(), err)
+			return nil, nil, fmt.Errorf("no continuous run ended within %v (last error %v)", d.runTimeout(), err) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
 		}
 		if err := sleep(ctx, pollEvery); err != nil {
 			return nil, nil, err

@@ -28,7 +28,7 @@ func getRun(t *testing.T, ctx context.Context, e *env, runID string) *measurev1.
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	resp, err := client.GetRun(ctx, &meshv1.GetRunRequest{RunId: runID})
 	if err != nil {
 		t.Fatalf("get run %s: %v", runID, err)
@@ -43,7 +43,7 @@ func runResults(t *testing.T, ctx context.Context, e *env, runID string) []*meas
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	var out []*measurev1.Result
 	token := ""
 	for {
@@ -113,7 +113,7 @@ func agentLines(t *testing.T, e *env, node string, offset int64, runID string) [
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if _, err := f.Seek(offset, 0); err != nil {
 		t.Fatal(err)
 	}

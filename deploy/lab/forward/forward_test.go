@@ -59,7 +59,7 @@ func TestForwardReachesNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for i := range 3 { // several connections, one after the other
 		resp, err := client.Get("http://" + f.Addr() + "/")
@@ -67,7 +67,7 @@ func TestForwardReachesNamespace(t *testing.T) {
 			t.Fatalf("GET %d: %v", i, err)
 		}
 		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if string(b) != "inside" {
 			t.Fatalf("GET %d = %q, want %q", i, b, "inside")
 		}
@@ -77,7 +77,7 @@ func TestForwardReachesNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}

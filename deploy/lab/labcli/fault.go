@@ -29,14 +29,6 @@ A fault lasts until "meshlab fault clear" or "meshlab down".`,
 	return cmd
 }
 
-func kindNames() string {
-	s := make([]string, len(lab.FaultKinds))
-	for i, k := range lab.FaultKinds {
-		s[i] = string(k)
-	}
-	return strings.Join(s, ", ")
-}
-
 func newFaultAddCommand() *cobra.Command {
 	var (
 		prefix, rate string

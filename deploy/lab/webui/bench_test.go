@@ -98,7 +98,7 @@ func BenchmarkMeshPaint300(b *testing.B) {
 	fctx, stopFleet := context.WithCancel(ctx)
 	fleetDone := make(chan error, 1)
 	go func() { fleetDone <- f.Run(fctx) }()
-	defer func() { stopFleet(); <-fleetDone }()
+	defer func() { stopFleet(); <-fleetDone }() //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 	t0 := time.Now()
 	if err := pollUntil(ctx, 3*time.Minute, func() bool { return f.Snapshot().Registered == benchNodes }); err != nil {
 		b.Fatalf("%d of %d simulated agents registered: %v", f.Snapshot().Registered, benchNodes, err)
@@ -179,7 +179,7 @@ func freeLoopback(tb testing.TB) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
 
@@ -200,7 +200,7 @@ func pingMesh(ctx context.Context, sock string) (*measurev1.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	mesh := meshv1.NewMeshServiceClient(conn)
 	spec := &measurev1.RunSpec{Label: "bench-web", Repeats: 1, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
 		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}

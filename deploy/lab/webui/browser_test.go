@@ -258,7 +258,7 @@ var errNotReady = errors.New(`body[data-ready="1"] never set`)
 func (tt *tab) waitReady(wait time.Duration) error {
 	if err := tt.waitJS(readyJS, wait); err != nil {
 		msg, _ := evalJS[string](tt, `(document.getElementById("error") || {}).textContent || ""`)
-		return fmt.Errorf("%w within %v (#error: %q): %v", errNotReady, wait, strings.TrimSpace(msg), err)
+		return fmt.Errorf("%w within %v (#error: %q): %v", errNotReady, wait, strings.TrimSpace(msg), err) //nolint:errorlint // the sentinel decides errors.Is; the cause is text only
 	}
 	return nil
 }
@@ -273,7 +273,7 @@ func (tt *tab) waitJS(expr string, wait time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not true within %v (last error: %v)", expr, wait, err)
+			return fmt.Errorf("%s not true within %v (last error: %v)", expr, wait, err) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
 		}
 		if err := chromedp.Do(tt.ctx, chromedp.Sleep(100*time.Millisecond)); err != nil {
 			return err

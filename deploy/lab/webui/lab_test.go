@@ -225,7 +225,7 @@ func (e *labEnv) waitRun(ctx context.Context, id string, wait time.Duration) (*m
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("run %s not ended within %v (last: %v, %v)", id, wait, got.GetRun().GetState(), err)
+			return nil, fmt.Errorf("run %s not ended within %v (last: %v, %v)", id, wait, got.GetRun().GetState(), err) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
 		case <-tick.C:
 		}
 	}
@@ -249,7 +249,7 @@ func (e *labEnv) monitorRunAfter(ctx context.Context, t0 time.Time, wait time.Du
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("no continuous run started after %s ended within %v (last error %v)", t0.Format(time.TimeOnly), wait, err)
+			return nil, fmt.Errorf("no continuous run started after %s ended within %v (last error %v)", t0.Format(time.TimeOnly), wait, err) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
 		case <-tick.C:
 		}
 	}

@@ -136,7 +136,7 @@ func faultStates(m *meshDOM, victim string) (bad, noise []string) {
 func waitMesh(tt *tab, wait time.Duration, check func(*meshDOM) []string) (*meshDOM, []string) {
 	deadline := time.Now().Add(wait)
 	var m *meshDOM
-	bad := []string{"never read"}
+	var bad []string
 	for {
 		var err error
 		if err = tt.waitReady(5 * time.Second); err == nil {
