@@ -183,7 +183,7 @@ func TestLingerBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	pids := testutil.ToolServers(cfg.Ports.Qperf)
 	endSession(t, fs)
 	if len(pids) == 0 {
@@ -204,7 +204,7 @@ func TestShutdownStopsLingering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	pids := testutil.ToolServers(cfg.Ports.Iperf3, cfg.Ports.Qperf)
 	endSession(t, fs)
 	fs = next()

@@ -75,7 +75,7 @@ func Parse(b []byte) (Settings, error) {
 	var f File
 	j, err := yaml.YAMLToJSONStrict(b)
 	if err != nil {
-		return Settings{}, fmt.Errorf("%w: %v", ErrConfig, err)
+		return Settings{}, fmt.Errorf("%w: %v", ErrConfig, err) //nolint:errorlint // the sentinel decides errors.Is; the YAML cause is text only
 	}
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.DisallowUnknownFields()

@@ -27,7 +27,7 @@ type ToolGate struct{ dir, open string }
 // waiting.
 func NewToolGate(t testing.TB, tool, holdArg string) *ToolGate {
 	t.Helper()
-	real, err := exec.LookPath(tool)
+	path, err := exec.LookPath(tool)
 	if err != nil {
 		t.Skipf(testskip.ToolPrefix+"%s", tool)
 	}
@@ -37,7 +37,7 @@ func NewToolGate(t testing.TB, tool, holdArg string) *ToolGate {
 	if holdArg != "" {
 		hold = fmt.Sprintf("if [ \"$1\" = '%s' ]; then\n%sfi\n", holdArg, hold)
 	}
-	script := fmt.Sprintf("#!/bin/sh\n%sexec '%s' \"$@\"\n", hold, real)
+	script := fmt.Sprintf("#!/bin/sh\n%sexec '%s' \"$@\"\n", hold, path)
 	if err := os.WriteFile(filepath.Join(dir, tool), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
