@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -19,33 +20,58 @@ import (
 // returns them.
 var reservedPorts = []int{5201, 19765, 19766, 8080}
 
-// FreePort asks the kernel for a port that is free for both TCP and UDP on
-// 127.0.0.1 (iperf3 UDP and qperf udp_* use the same number for both) and
-// is none of the tools' default ports 5201, 19765, 19766 and 8080. It
-// holds nothing open once it returns, so there is nothing to clean up.
-// Within one test binary it never returns the same port twice, so ports
-// asked for one after the other (a config with several ports) are
-// distinct even when the kernel hands a just-closed port out again. It
-// fails the test if 20 tries find no such port; it never skips.
+// FreePort returns a port that is free for both TCP and UDP on 127.0.0.1
+// (iperf3 UDP and qperf udp_* use the same number for both), below the
+// kernel's ephemeral range (net.ipv4.ip_local_port_range) and not one of
+// the tools' default ports 5201, 19765, 19766 and 8080. Below the
+// ephemeral range, because a port the kernel handed out for a listener
+// and took back goes on to be some client's local port: with many test
+// binaries connecting at once, a tool that then listened on it failed
+// ("unable to bind to listen port"). It picks at random in
+// [16384, the range's low end), checks both binds and holds nothing open
+// once it returns, so there is nothing to clean up. Within one test
+// binary it never returns the same port twice, so ports asked for one
+// after the other (a config with several ports) are distinct. It fails
+// the test if 200 tries find no such port; it never skips.
 func FreePort(t testing.TB) uint32 {
 	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	lo, hi := freePortRange()
+	for range 200 {
+		port := lo + mrand.IntN(hi-lo)
+		if slices.Contains(reservedPorts, port) {
+			continue
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
 		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		_ = l.Close()
 		if err == nil {
 			_ = u.Close()
-			if !slices.Contains(reservedPorts, port) && claim(port) {
+			if claim(port) {
 				return uint32(port)
 			}
 		}
 	}
 	t.Fatal("no free port")
 	return 0
+}
+
+// freePortRange is FreePort's range, [lo, hi): from 16384 to the low end
+// of the kernel's ephemeral range (32768 if it cannot be read, or if it
+// starts too low to leave a thousand ports).
+func freePortRange() (lo, hi int) {
+	lo, hi = 16384, 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	var first, last int
+	if _, err := fmt.Sscan(string(b), &first, &last); err == nil && first >= lo+1000 {
+		hi = first
+	}
+	return lo, hi
 }
 
 // given holds every port FreePort returned in this process.

@@ -17,6 +17,14 @@ import (
 )
 
 func TestFreePort(t *testing.T) {
+	// The kernel's ephemeral range, which FreePort stays below.
+	ephemeral := uint32(32768)
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var lo, hi uint32
+		if _, err := fmt.Sscan(string(b), &lo, &hi); err == nil && lo > 17384 {
+			ephemeral = lo
+		}
+	}
 	seen := map[uint32]bool{}
 	for range 50 {
 		p := testnet.FreePort(t)
@@ -27,6 +35,9 @@ func TestFreePort(t *testing.T) {
 		switch p {
 		case 0, 5201, 19765, 19766, 8080:
 			t.Fatalf("FreePort = %d", p)
+		}
+		if p < 16384 || p >= ephemeral {
+			t.Fatalf("FreePort = %d, outside [16384, %d): the kernel hands ephemeral ports to clients", p, ephemeral)
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", p)
 		l, err := net.Listen("tcp", addr)
