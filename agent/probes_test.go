@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -56,7 +57,7 @@ func TestContinuousProbes(t *testing.T) {
 	ctx := testnet.Ctx(t, 2*time.Minute)
 	series := func(src, dst string, kind agentv1.ProbeKind, since time.Time) []*meshv1.ProbeSample {
 		resp, err := mesh.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst,
-			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: kind, StartTime: timestamppb.New(since)})
+			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: protoconv.APIProbeKind(kind), StartTime: timestamppb.New(since)})
 		if err != nil {
 			t.Fatalf("ListProbeSeries %s->%s %v: %v", src, dst, kind, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator"
+	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -123,7 +124,7 @@ func TestRogueFigures(t *testing.T) {
 		var samples []*meshv1.ProbeSample
 		if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool {
 			resp, err := mesh.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: "rogue", DstNode: "node-2",
-				Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: kind, StartTime: timestamppb.New(now.Add(-time.Minute))})
+				Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: protoconv.APIProbeKind(kind), StartTime: timestamppb.New(now.Add(-time.Minute))})
 			samples = resp.GetSamples()
 			return err == nil && len(samples) > 0
 		}) {

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -27,8 +26,8 @@ func (s *agentsServer) ListAgents(context.Context, *meshv1.ListAgentsRequest) (*
 func TestAgentsGossipColumnAndPartitions(t *testing.T) {
 	partition := "the coordinator is connected to node-2, but the gossip of node-1, node-3 declares it dead"
 	sock := serveMesh(t, &agentsServer{agents: []*meshv1.Agent{
-		{NodeName: "node-1", Connected: true, State: meshv1.NodeState_NODE_STATE_READY, GossipState: agentv1.GossipState_GOSSIP_STATE_ALIVE},
-		{NodeName: "node-2", Connected: true, State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, GossipState: agentv1.GossipState_GOSSIP_STATE_DEAD,
+		{NodeName: "node-1", Connected: true, State: meshv1.NodeState_NODE_STATE_READY, GossipState: meshv1.GossipState_GOSSIP_STATE_ALIVE},
+		{NodeName: "node-2", Connected: true, State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, GossipState: meshv1.GossipState_GOSSIP_STATE_DEAD,
 			GossipDeadBy: []string{"node-1", "node-3"}, Partition: partition},
 		{NodeName: "node-3", Connected: true, State: meshv1.NodeState_NODE_STATE_READY},
 	}})

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -82,7 +81,7 @@ func TestOneLineCutsRunes(t *testing.T) {
 // escaped in `coordinator agents`.
 func TestAgentsTableEscapes(t *testing.T) {
 	resp := &meshv1.ListAgentsResponse{Agents: []*meshv1.Agent{{NodeName: "node-1", AgentVersion: "v1\x1b[31m",
-		Tools: []*agentv1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: "ping\u202e1"}}, Partition: "split\x1b[2J"}}}
+		Tools: []*meshv1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: "ping\u202e1"}}, Partition: "split\x1b[2J"}}}
 	out := runAgents(t, resp)
 	if c := rawControls(out); c != "" {
 		t.Errorf("agents output holds raw %q:\n%s", c, out)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/config"
+	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/safetext"
@@ -56,7 +57,7 @@ with the last failure's status. They are kept for
 				return fmt.Errorf("--kind %q: want one of %s", kind, strings.Join(slices.Sorted(maps.Keys(config.ProbeKindNames)), ", "))
 			}
 			now := time.Now()
-			req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: k}
+			req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: protoconv.APIProbeKind(k)}
 			for _, b := range []struct {
 				flag, v string
 				dst     **timestamppb.Timestamp

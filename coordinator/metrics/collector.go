@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -63,7 +62,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 				connected++
 			}
 			switch a.GetGossipState() {
-			case agentv1.GossipState_GOSSIP_STATE_DEAD, agentv1.GossipState_GOSSIP_STATE_LEFT:
+			case meshv1.GossipState_GOSSIP_STATE_DEAD, meshv1.GossipState_GOSSIP_STATE_LEFT:
 				dead++
 			}
 			if a.GetPartition() != "" {

@@ -24,7 +24,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/testnet"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
-	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -401,7 +401,7 @@ func TestRunManagerFeedsMetrics(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	for _, n := range []string{"a", "b", "c"} {
-		if err := st.PutAgent(ctx, &meshv1.Agent{NodeName: n, LastSeenTime: timestamppb.Now()}); err != nil {
+		if err := st.PutAgent(ctx, &storev1.Agent{NodeName: n, LastSeenTime: timestamppb.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/store"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
-	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 func TestNextStaysWithinJitter(t *testing.T) {
@@ -51,7 +51,7 @@ func TestTickYieldsToRunsInProgress(t *testing.T) {
 	}
 	defer func() { _ = st.Close() }()
 	for _, n := range []string{"a", "b"} {
-		if err := st.PutAgent(ctx, &meshv1.Agent{NodeName: n, LastSeenTime: timestamppb.Now()}); err != nil {
+		if err := st.PutAgent(ctx, &storev1.Agent{NodeName: n, LastSeenTime: timestamppb.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}

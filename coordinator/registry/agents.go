@@ -8,7 +8,10 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/coordinator/protoconv"
+
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 // This file holds the registry's views of the known agents: the list with
@@ -27,14 +30,14 @@ func (r *Registry) Agents() []*meshv1.Agent {
 	defer r.mu.Unlock()
 	out := make([]*meshv1.Agent, 0, len(r.known))
 	now := time.Now()
-	for name, a := range r.known {
-		a = cloneAgent(a)
+	for name, rec := range r.known {
+		a := protoconv.APIAgent(rec) // the answer is built from the record, never shares it
 		if s, ok := r.sessions[name]; ok {
 			a.LastSeenTime = timestamppb.New(s.lastSeen())
 		}
 		g := gossip[name]
-		a.GossipState, a.GossipAliveBy, a.GossipDeadBy, a.Partition = g.State, g.AliveBy, g.DeadBy, g.Partition
-		a.State = r.state(a, now, g.Gone())
+		a.GossipState, a.GossipAliveBy, a.GossipDeadBy, a.Partition = protoconv.APIGossipState(g.State), g.AliveBy, g.DeadBy, g.Partition
+		a.State = r.state(rec, now, g.Gone())
 		out = append(out, a)
 	}
 	slices.SortFunc(out, func(a, b *meshv1.Agent) int { return cmpString(a.GetNodeName(), b.GetNodeName()) })
@@ -47,7 +50,7 @@ var ErrUnknownNode = errors.New("unknown node")
 // state is where a known node stands; gossipGone says that gossip
 // declares it dead or left, which makes a connected node unavailable only
 // once its session is no longer live (liveSession). Caller holds r.mu.
-func (r *Registry) state(a *meshv1.Agent, now time.Time, gossipGone bool) meshv1.NodeState {
+func (r *Registry) state(a *storev1.Agent, now time.Time, gossipGone bool) meshv1.NodeState {
 	s, connected := r.sessions[a.GetNodeName()]
 	switch {
 	case connected && a.GetMaintenance():

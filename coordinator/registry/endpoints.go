@@ -3,6 +3,7 @@ package registry
 import (
 	"slices"
 
+	"github.com/meshperf/meshperf/coordinator/protoconv"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -32,7 +33,7 @@ func (r *Registry) endpoints(s *session) *agentv1.Endpoints {
 		if a == nil {
 			continue
 		}
-		ep.Nodes = append(ep.Nodes, nodeEndpoint(n, a.GetAddresses(), a.GetServiceIp()))
+		ep.Nodes = append(ep.Nodes, nodeEndpoint(n, protoconv.WireAddresses(a.GetAddresses()), a.GetServiceIp()))
 	}
 	ep.ExternalTargets = r.cfg.ExternalTargets // never modified after New
 	return ep

@@ -14,14 +14,14 @@ import (
 	"github.com/meshperf/meshperf/coordinator/membership"
 	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
-	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 // memRecorder is a Recorder in memory.
 type memRecorder struct{}
 
-func (memRecorder) PutAgent(context.Context, *meshv1.Agent) error   { return nil }
-func (memRecorder) Agents(context.Context) ([]*meshv1.Agent, error) { return nil, nil }
+func (memRecorder) PutAgent(context.Context, *storev1.Agent) error   { return nil }
+func (memRecorder) Agents(context.Context) ([]*storev1.Agent, error) { return nil, nil }
 
 // TestGossipEvaluator: a gossip view only reaches the tracker on the
 // session's path; the registry's evaluator goroutine finds (and logs) the
@@ -39,7 +39,7 @@ func TestGossipEvaluator(t *testing.T) {
 	for _, n := range []string{"n1", "n2", "n3"} {
 		sessions[n] = &session{node: Node{Name: n}, reporter: true} // never heard from: not live
 		r.sessions[n] = sessions[n]
-		r.known[n] = &meshv1.Agent{NodeName: n, Connected: true}
+		r.known[n] = &storev1.Agent{NodeName: n, Connected: true}
 	}
 	running := r.evalDone != nil
 	r.mu.Unlock()

@@ -12,7 +12,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
-	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 func TestCheckExternal(t *testing.T) {
@@ -73,7 +73,7 @@ func TestStoredNodeNamedLikeTarget(t *testing.T) {
 			}
 			defer func() { _ = st.Close() }()
 			ctx := context.Background()
-			if err := st.PutAgent(ctx, &meshv1.Agent{NodeName: "node-1"}); err != nil {
+			if err := st.PutAgent(ctx, &storev1.Agent{NodeName: "node-1"}); err != nil {
 				t.Fatal(err)
 			}
 			var logs bytes.Buffer

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/probeplan"
+	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -62,7 +63,7 @@ func (r *Registry) seedProbes() {
 		if a.GetProbePort() == 0 || r.state(a, now, false) == meshv1.NodeState_NODE_STATE_DEPARTED {
 			continue
 		}
-		n, err := validateRegister(&agentv1.Register{NodeName: name, ProtocolVersion: protocol.Version, Addresses: a.GetAddresses(),
+		n, err := validateRegister(&agentv1.Register{NodeName: name, ProtocolVersion: protocol.Version, Addresses: protoconv.WireAddresses(a.GetAddresses()),
 			ServiceIp: a.GetServiceIp(), ServiceIpv6: a.GetServiceIpv6(), ProbePort: a.GetProbePort(), HttpPort: a.GetHttpPort()}, r.cfg.Addresses)
 		if err != nil {
 			r.log.Warn("stored node left out of the probe plans until it registers again", "node", name, "err", err)

@@ -16,7 +16,7 @@ import (
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
-	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 // chanStream is a Stream whose agent side is a pair of channels.
@@ -134,10 +134,10 @@ func TestWorkAndPlans(t *testing.T) {
 }
 
 // knownRecorder holds agents recorded before a restart.
-type knownRecorder struct{ agents []*meshv1.Agent }
+type knownRecorder struct{ agents []*storev1.Agent }
 
-func (knownRecorder) PutAgent(context.Context, *meshv1.Agent) error { return nil }
-func (k knownRecorder) Agents(context.Context) ([]*meshv1.Agent, error) {
+func (knownRecorder) PutAgent(context.Context, *storev1.Agent) error { return nil }
+func (k knownRecorder) Agents(context.Context) ([]*storev1.Agent, error) {
 	return k.agents, nil
 }
 
@@ -147,7 +147,7 @@ func (k knownRecorder) Agents(context.Context) ([]*meshv1.Agent, error) {
 func TestIsPeerAfterRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := New(ctx, Config{Recorder: knownRecorder{[]*meshv1.Agent{{NodeName: "node-2"}}},
+	r, err := New(ctx, Config{Recorder: knownRecorder{[]*storev1.Agent{{NodeName: "node-2"}}},
 		Probes: probeplan.NewTable(probeplan.Options{})})
 	if err != nil {
 		t.Fatal(err)
@@ -190,10 +190,10 @@ func TestSeedProbesAfterRestart(t *testing.T) {
 	defer cancel()
 	long := timestamppb.New(time.Now().Add(-3 * time.Hour))
 	recent := timestamppb.New(time.Now().Add(-time.Minute))
-	addr := func(ip string) []*agentv1.NetworkAddress {
-		return []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip, MtuBytes: 1500}}
+	addr := func(ip string) []*storev1.NetworkAddress {
+		return []*storev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip, MtuBytes: 1500}}
 	}
-	stored := []*meshv1.Agent{
+	stored := []*storev1.Agent{
 		{NodeName: "connected-at-crash", Connected: true, LastSeenTime: long, Addresses: addr("10.0.0.1"), ProbePort: 7947, HttpPort: 7948},
 		{NodeName: "seen-recently", LastSeenTime: recent, Addresses: addr("10.0.0.2"), ProbePort: 7947},
 		{NodeName: "cordoned", Connected: true, Maintenance: true, LastSeenTime: long, Addresses: addr("10.0.0.3"), ProbePort: 7947},

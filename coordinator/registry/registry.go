@@ -29,8 +29,10 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/membership"
 	"github.com/meshperf/meshperf/coordinator/probeplan"
+	"github.com/meshperf/meshperf/coordinator/protoconv"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 // Errors of the registry. Match them with errors.Is.
@@ -58,11 +60,11 @@ type Stream interface {
 	Recv() (*agentv1.ConnectRequest, error)
 }
 
-// Recorder persists what the registry learns of agents. It is
-// coordinator/store.Store in production.
+// Recorder persists what the registry learns of agents, as
+// meshperf.store.v1 records. It is coordinator/store.Store in production.
 type Recorder interface {
-	PutAgent(ctx context.Context, a *meshv1.Agent) error
-	Agents(ctx context.Context) ([]*meshv1.Agent, error)
+	PutAgent(ctx context.Context, a *storev1.Agent) error
+	Agents(ctx context.Context) ([]*storev1.Agent, error)
 }
 
 // Config configures New.
@@ -284,9 +286,9 @@ type Registry struct {
 	// reporters counts the connected sessions that send gossip views
 	// (session.reporter; Config.GossipReporters bounds it).
 	reporters int
-	known     map[string]*meshv1.Agent // by node name: every agent ever seen
-	proven    map[string]bool          // known nodes a working agent runs (unproven.go)
-	late      LateHandler              // set by HandleLate
+	known     map[string]*storev1.Agent // by node name: every agent ever seen, as recorded
+	proven    map[string]bool           // known nodes a working agent runs (unproven.go)
+	late      LateHandler               // set by HandleLate
 	// registering counts per node the registrations between their
 	// ServiceIPs call and their attach or refusal (registering.go).
 	registering map[string]int
@@ -359,7 +361,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
 	}
-	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, addrs: map[netip.Addr][]*session{}, custom: map[*session]struct{}{}, known: map[string]*meshv1.Agent{}, proven: map[string]bool{}, peers: map[string]Node{},
+	r := &Registry{cfg: cfg, log: log, sessions: map[string]*session{}, addrs: map[netip.Addr][]*session{}, custom: map[*session]struct{}{}, known: map[string]*storev1.Agent{}, proven: map[string]bool{}, peers: map[string]Node{},
 		evalKick: make(chan struct{}, 1), evalStop: make(chan struct{}), planSlots: make(chan struct{}, cfg.PlansInFlight),
 		gossip: membership.New(membership.Config{Grace: cfg.PartitionGrace, Settle: cfg.GossipSettle, Logger: log})}
 	start := timestamppb.Now()
@@ -407,17 +409,19 @@ func (r *Registry) heartbeats() *heartbeatParams {
 // The error wraps ErrUnknownNode.
 func (r *Registry) SetMaintenance(ctx context.Context, name string, on bool) (*meshv1.Agent, error) {
 	r.mu.Lock()
-	a, ok := r.known[name]
+	rec, ok := r.known[name]
+	var a *meshv1.Agent
 	if ok {
-		a.Maintenance = on
-		a = cloneAgent(a)
-		a.State = r.state(a, time.Now(), gossipGone(r.gossip.State(name)))
+		rec.Maintenance = on
+		rec = cloneAgent(rec)
+		a = protoconv.APIAgent(rec)
+		a.State = r.state(rec, time.Now(), gossipGone(r.gossip.State(name)))
 	}
 	r.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("node %q: %w", name, ErrUnknownNode)
 	}
-	r.persist(ctx, a)
+	r.persist(ctx, rec)
 	r.SyncProbes()
 	r.log.Info("node maintenance", "node", name, "maintenance", on)
 	return a, nil
@@ -493,9 +497,9 @@ func (r *Registry) Send(ctx context.Context, node string, w *agentv1.Work) error
 // ErrShutdown after Shutdown.
 func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register) error {
 	now := timestamppb.Now()
-	a := &meshv1.Agent{
+	a := &storev1.Agent{
 		NodeName: reg.GetNodeName(), Connected: true, AgentVersion: reg.GetAgentVersion(),
-		Addresses: reg.GetAddresses(), Tools: reg.GetTools(),
+		Addresses: protoconv.RecordAddresses(reg.GetAddresses()), Tools: protoconv.RecordTools(reg.GetTools()),
 		ConnectTime: now, LastSeenTime: now,
 		ProbePort: uint32(s.node.ProbePort), HttpPort: uint32(s.node.HTTPPort),
 	}
@@ -544,7 +548,7 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 func (r *Registry) detach(ctx context.Context, s *session) {
 	r.mu.Lock()
 	current := r.sessions[s.node.Name] == s
-	var a *meshv1.Agent
+	var a *storev1.Agent
 	if current {
 		delete(r.sessions, s.node.Name)
 		r.unindexLocked(s)
@@ -567,7 +571,7 @@ func (r *Registry) detach(ctx context.Context, s *session) {
 	}
 }
 
-func (r *Registry) persist(ctx context.Context, a *meshv1.Agent) {
+func (r *Registry) persist(ctx context.Context, a *storev1.Agent) {
 	// The session's context may be gone already; the write must still happen.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -576,7 +580,7 @@ func (r *Registry) persist(ctx context.Context, a *meshv1.Agent) {
 	}
 }
 
-func cloneAgent(a *meshv1.Agent) *meshv1.Agent {
+func cloneAgent(a *storev1.Agent) *storev1.Agent {
 	return proto.CloneOf(a)
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
-	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 // This file bounds what sessions that register and go away can leave
@@ -44,7 +44,7 @@ type agentDeleter interface {
 // provenAtLoad says whether a stored agent counts as proven when the
 // coordinator starts: unless its record shows a last session shorter than
 // timeout.
-func provenAtLoad(a *meshv1.Agent, timeout time.Duration) bool {
+func provenAtLoad(a *storev1.Agent, timeout time.Duration) bool {
 	if a.GetConnected() || a.GetConnectTime() == nil || a.GetLastSeenTime() == nil {
 		return true
 	}

@@ -11,9 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/probeplan"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
-	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 // deletingRecorder is a Recorder with DeleteAgent, recording deletions.
@@ -39,28 +38,28 @@ func TestUnprovenAfterRestart(t *testing.T) {
 	defer cancel()
 	now := time.Now()
 	at := func(ago time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(-ago)) }
-	addr := func(ip string) []*agentv1.NetworkAddress {
-		return []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}
+	addr := func(ip string) []*storev1.NetworkAddress {
+		return []*storev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}
 	}
 	tests := []struct {
-		agent              *meshv1.Agent
+		agent              *storev1.Agent
 		inMesh, targetable bool
 		forgotten          bool
 	}{
 		// A session of 90 minutes: proven, in meshes until DepartAfter.
-		{&meshv1.Agent{NodeName: "long-session", ConnectTime: at(2 * time.Hour), LastSeenTime: at(30 * time.Minute), Addresses: addr("10.0.0.1"), ProbePort: 7947},
+		{&storev1.Agent{NodeName: "long-session", ConnectTime: at(2 * time.Hour), LastSeenTime: at(30 * time.Minute), Addresses: addr("10.0.0.1"), ProbePort: 7947},
 			true, true, false},
 		// No connect time (an older record): proven.
-		{&meshv1.Agent{NodeName: "old-record", LastSeenTime: at(time.Minute), Addresses: addr("10.0.0.2"), ProbePort: 7947}, true, true, false},
+		{&storev1.Agent{NodeName: "old-record", LastSeenTime: at(time.Minute), Addresses: addr("10.0.0.2"), ProbePort: 7947}, true, true, false},
 		// A session of 1 s that left a minute ago: unproven, targetable
 		// within the grace, never in meshes.
-		{&meshv1.Agent{NodeName: "brief-recent", ConnectTime: at(time.Minute + time.Second), LastSeenTime: at(time.Minute), Addresses: addr("10.0.0.3"), ProbePort: 7947},
+		{&storev1.Agent{NodeName: "brief-recent", ConnectTime: at(time.Minute + time.Second), LastSeenTime: at(time.Minute), Addresses: addr("10.0.0.3"), ProbePort: 7947},
 			false, true, false},
 		// A session of 1 s that left ten minutes ago: forgotten.
-		{&meshv1.Agent{NodeName: "brief-old", ConnectTime: at(10*time.Minute + time.Second), LastSeenTime: at(10 * time.Minute), Addresses: addr("10.0.0.4"), ProbePort: 7947},
+		{&storev1.Agent{NodeName: "brief-old", ConnectTime: at(10*time.Minute + time.Second), LastSeenTime: at(10 * time.Minute), Addresses: addr("10.0.0.4"), ProbePort: 7947},
 			false, false, true},
 	}
-	var stored []*meshv1.Agent
+	var stored []*storev1.Agent
 	for _, tt := range tests {
 		stored = append(stored, tt.agent)
 	}
@@ -110,10 +109,10 @@ func TestUnprovenKeptBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	now := time.Now()
-	var stored []*meshv1.Agent
+	var stored []*storev1.Agent
 	for i := range maxUnprovenGone + 5 {
 		seen := now.Add(-time.Duration(i) * time.Millisecond) // made-up-0000 was seen last
-		stored = append(stored, &meshv1.Agent{NodeName: fmt.Sprintf("made-up-%04d", i),
+		stored = append(stored, &storev1.Agent{NodeName: fmt.Sprintf("made-up-%04d", i),
 			ConnectTime: timestamppb.New(seen.Add(-time.Millisecond)), LastSeenTime: timestamppb.New(seen)})
 	}
 	rec := &deletingRecorder{knownRecorder: knownRecorder{stored}}

@@ -13,7 +13,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/store"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
-	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -197,7 +197,7 @@ func testManager(t *testing.T) (*Manager, *store.Store, context.Context) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	for _, n := range []string{"a", "b"} {
-		if err := st.PutAgent(ctx, &meshv1.Agent{NodeName: n, LastSeenTime: timestamppb.Now()}); err != nil {
+		if err := st.PutAgent(ctx, &storev1.Agent{NodeName: n, LastSeenTime: timestamppb.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -94,8 +95,8 @@ func TestListExternalTargets(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("targets %v, want %v", got, tt.want)
 			}
-			if len(got) == 2 && !proto.Equal(resp.GetExternalTargets()[0], allowlist[1]) {
-				t.Errorf("alpha = %v, want %v", resp.GetExternalTargets()[0], allowlist[1])
+			if want := protoconv.APIExternalTargets(allowlist)[1]; len(got) == 2 && !proto.Equal(resp.GetExternalTargets()[0], want) {
+				t.Errorf("alpha = %v, want %v", resp.GetExternalTargets()[0], want)
 			}
 		})
 	}

@@ -135,7 +135,7 @@ func agentsGossip(t *testing.T, ctx context.Context, c *coordinator) map[string]
 	}
 	out := map[string]gossipOf{}
 	for _, a := range resp.GetAgents() {
-		out[a.GetNodeName()] = gossipOf{a.GetState(), a.GetGossipState(), a.GetGossipAliveBy(), a.GetGossipDeadBy(), a.GetPartition()}
+		out[a.GetNodeName()] = gossipOf{a.GetState(), agentv1.GossipState(a.GetGossipState()), a.GetGossipAliveBy(), a.GetGossipDeadBy(), a.GetPartition()}
 	}
 	return out
 }

@@ -321,7 +321,7 @@ func TestListProbeSeriesPages(t *testing.T) {
 		}
 	}
 	pair := func() *meshv1.ListProbeSeriesRequest {
-		return &meshv1.ListProbeSeriesRequest{SrcNode: "node-a", DstNode: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP}
+		return &meshv1.ListProbeSeriesRequest{SrcNode: "node-a", DstNode: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: meshv1.ProbeKind_PROBE_KIND_ICMP}
 	}
 	seq := func(from, to int) []string {
 		var out []string
@@ -343,7 +343,7 @@ func TestListProbeSeriesPages(t *testing.T) {
 		{"first, middle and last, across chunks and head", pair(), 10, nil, [][]string{seq(0, 10), seq(10, 20), seq(20, 25)}},
 		{"a range", ranged, 4, nil, [][]string{seq(5, 9), seq(9, 13), seq(13, 15)}},
 		{"an unknown series", &meshv1.ListProbeSeriesRequest{SrcNode: "node-b", DstNode: "node-a", Path: measurev1.Path_PATH_HOST_TO_HOST,
-			Kind: agentv1.ProbeKind_PROBE_KIND_ICMP}, 5, nil, [][]string{nil}},
+			Kind: meshv1.ProbeKind_PROBE_KIND_ICMP}, 5, nil, [][]string{nil}},
 		{"new periods between pages come on later pages", pair(), 12, func(page int) {
 			if page == 0 {
 				add(25, 30)
@@ -366,7 +366,7 @@ func TestListProbeSeriesPages(t *testing.T) {
 		t.Fatalf("ListProbeSeries: %v, %v", resp, err)
 	}
 	other := pair()
-	other.Kind = agentv1.ProbeKind_PROBE_KIND_TCP
+	other.Kind = meshv1.ProbeKind_PROBE_KIND_TCP
 	for _, req := range []*meshv1.ListProbeSeriesRequest{ranged, other} {
 		req.PageToken = resp.GetNextPageToken()
 		if _, err := c.ListProbeSeries(ctx, req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "page_token") {
@@ -397,7 +397,7 @@ func TestListingsRefuseBadPages(t *testing.T) {
 	damaged[len(damaged)-3] ^= 0x04
 	series := func(size uint32, token string) *meshv1.ListProbeSeriesRequest {
 		return &meshv1.ListProbeSeriesRequest{SrcNode: "node-a", DstNode: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST,
-			Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, PageSize: size, PageToken: token}
+			Kind: meshv1.ProbeKind_PROBE_KIND_ICMP, PageSize: size, PageToken: token}
 	}
 	tests := []struct {
 		name  string

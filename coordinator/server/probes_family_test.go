@@ -41,7 +41,7 @@ func TestListProbeSeriesFamily(t *testing.T) {
 	}
 	for _, tt := range tests {
 		resp, err := c.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: "node-a", DstNode: "node-b",
-			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, IpFamily: tt.fam})
+			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: meshv1.ProbeKind_PROBE_KIND_ICMP, IpFamily: tt.fam})
 		if tt.want == 0 {
 			if status.Code(err) != codes.InvalidArgument {
 				t.Errorf("family %v: %v, want InvalidArgument", tt.fam, err)

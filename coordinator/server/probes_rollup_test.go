@@ -39,7 +39,7 @@ func TestListProbeSeriesRollups(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := &meshv1.ListProbeSeriesRequest{SrcNode: "node-a", DstNode: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST,
-		Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, StartTime: timestamppb.New(block.Add(-time.Hour)), EndTime: timestamppb.New(block.Add(4 * time.Hour))}
+		Kind: meshv1.ProbeKind_PROBE_KIND_ICMP, StartTime: timestamppb.New(block.Add(-time.Hour)), EndTime: timestamppb.New(block.Add(4 * time.Hour))}
 	for _, tt := range []struct {
 		name      string
 		size      uint32

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/coordinator/identity"
+	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/schedule"
@@ -250,7 +251,7 @@ func (s *Server) ListRollups(ctx context.Context, req *meshv1.ListRollupsRequest
 // ListExternalTargets returns the allowlist of external targets, sorted
 // by name.
 func (s *Server) ListExternalTargets(context.Context, *meshv1.ListExternalTargetsRequest) (*meshv1.ListExternalTargetsResponse, error) {
-	return &meshv1.ListExternalTargetsResponse{ExternalTargets: s.cfg.Registry.ExternalTargets()}, nil
+	return &meshv1.ListExternalTargetsResponse{ExternalTargets: protoconv.APIExternalTargets(s.cfg.Registry.ExternalTargets())}, nil
 }
 
 // ListRuns returns one page of run headers, newest first.

@@ -25,8 +25,10 @@ var (
 	// bucketRunPlanned maps runID -> measurev1.Run holding only the planned
 	// tests, written once when the run is created.
 	bucketRunPlanned = []byte("run_planned")
-	// bucketAgents maps node name -> meshv1.Agent (protobuf): the last known
-	// registration of every node.
+	// bucketAgents maps node name -> storev1.Agent (protobuf): the last known
+	// registration of every node. Stores written before meshperf.store.v1
+	// hold meshv1.Agent bytes here, which decode as the same record
+	// (testdata/agent_meshv1.golden).
 	bucketAgents = []byte("agents")
 	// bucketRollups maps rollupKey -> measurev1.Rollup (protobuf): the
 	// hourly summaries of results older than the retention.

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
-	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 // ErrNotFound means the requested run does not exist.
@@ -305,7 +305,7 @@ func hasState(states []measurev1.RunState, s measurev1.RunState) bool {
 }
 
 // PutAgent records the last known registration of a node.
-func (s *Store) PutAgent(ctx context.Context, a *meshv1.Agent) error {
+func (s *Store) PutAgent(ctx context.Context, a *storev1.Agent) error {
 	if err := validID("node_name", a.GetNodeName()); err != nil {
 		return err
 	}
@@ -330,14 +330,14 @@ func (s *Store) DeleteAgent(ctx context.Context, node string) error {
 }
 
 // Agents returns every recorded agent, sorted by node name.
-func (s *Store) Agents(ctx context.Context) ([]*meshv1.Agent, error) {
+func (s *Store) Agents(ctx context.Context) ([]*storev1.Agent, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var agents []*meshv1.Agent
+	var agents []*storev1.Agent
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketAgents).ForEach(func(k, v []byte) error {
-			a := &meshv1.Agent{}
+			a := &storev1.Agent{}
 			if err := proto.Unmarshal(v, a); err != nil {
 				return fmt.Errorf("decode agent %s: %w", k, err)
 			}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/testnet"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
-	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -196,7 +196,7 @@ func TestSurvivesReopen(t *testing.T) {
 	if err := s.PutRun(ctx, run); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutAgent(ctx, &meshv1.Agent{NodeName: "node-1", AgentVersion: "v1"}); err != nil {
+	if err := s.PutAgent(ctx, &storev1.Agent{NodeName: "node-1", AgentVersion: "v1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

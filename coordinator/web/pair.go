@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/config"
+	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
@@ -168,7 +169,7 @@ func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kin
 	var got []fetched
 	anyRollup := false
 	for _, p := range pairPaths {
-		req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: kind,
+		req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: protoconv.APIProbeKind(kind),
 			StartTime: timestamppb.New(start), EndTime: timestamppb.New(end), PageSize: 20000}
 		f := fetched{path: p}
 		for {

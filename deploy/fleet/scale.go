@@ -334,7 +334,7 @@ func queryP99(ctx context.Context, sock string, nodes, n int) (time.Duration, er
 		dst := (src + 1 + rng.IntN(nodes-1)) % nodes
 		t := time.Now()
 		req := &meshv1.ListProbeSeriesRequest{SrcNode: NodeName(src), DstNode: NodeName(dst),
-			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, PageSize: store.MaxSeriesPageSize}
+			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: meshv1.ProbeKind_PROBE_KIND_ICMP, PageSize: store.MaxSeriesPageSize}
 		samples := 0
 		for pages := 0; ; pages++ { // a day fits one page from 5 s periods up; follow the rest
 			resp, err := mesh.ListProbeSeries(ctx, req)

@@ -31,12 +31,20 @@ func NodeStateName(s meshv1.NodeState) string { return enumName(s.String(), "NOD
 // GossipStateName is the short lower-case name of a gossip state, as the
 // coordinator's logs and partition messages say it: "alive", "dead",
 // "left"; "unspecified" for none. Tables print GossipStateOrDash.
-func GossipStateName(s agentv1.GossipState) string { return enumName(s.String(), "GOSSIP_STATE_") }
+// It takes the wire's enum (agent.v1) and the API's (mesh.v1), which have
+// the same values.
+func GossipStateName[S gossipState](s S) string { return enumName(s.String(), "GOSSIP_STATE_") }
+
+// gossipState is either protocol's gossip state enum.
+type gossipState interface {
+	agentv1.GossipState | meshv1.GossipState
+	String() string
+}
 
 // GossipStateOrDash is GossipStateName for a table column: "-" for none
 // (an agent that reported no view), so that an empty cell reads as one.
-func GossipStateOrDash(s agentv1.GossipState) string {
-	if s == agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED {
+func GossipStateOrDash[S gossipState](s S) string {
+	if s == 0 { // GOSSIP_STATE_UNSPECIFIED in either enum
 		return "-"
 	}
 	return GossipStateName(s)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/meshperf/meshperf/deploy/lab"
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -30,8 +29,8 @@ func TestGossipLiveness(t *testing.T) {
 	e := startEnvWith(t, ctx, lab.Config{Nodes: 3, Mode: lab.ModeHostGW}, t.TempDir(),
 		func(c *cluster.Config) { c.PartitionGrace = 3 * time.Second })
 	const (
-		alive = agentv1.GossipState_GOSSIP_STATE_ALIVE
-		dead  = agentv1.GossipState_GOSSIP_STATE_DEAD
+		alive = meshv1.GossipState_GOSSIP_STATE_ALIVE
+		dead  = meshv1.GossipState_GOSSIP_STATE_DEAD
 	)
 	allAlive := func() bool {
 		agents := agentsJSON(t, ctx, e)

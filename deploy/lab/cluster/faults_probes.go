@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
+	"github.com/meshperf/meshperf/coordinator/protoconv"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -227,7 +228,7 @@ func (d *faultsDemo) reportsKept(ctx context.Context, from, gapTo, to time.Time)
 				for _, kind := range []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU,
 					agentv1.ProbeKind_PROBE_KIND_TCP, agentv1.ProbeKind_PROBE_KIND_HTTP} {
 					resp, err := d.client.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: src.Name, DstNode: dst.Name,
-						Path: path, Kind: kind, StartTime: timestamppb.New(from), EndTime: timestamppb.New(to)})
+						Path: path, Kind: protoconv.APIProbeKind(kind), StartTime: timestamppb.New(from), EndTime: timestamppb.New(to)})
 					if err != nil {
 						return "", false, fmt.Errorf("list probe series %s->%s: %w", src.Name, dst.Name, err)
 					}

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -115,7 +116,7 @@ func checkPairPoints(ctx context.Context, client meshv1.MeshServiceClient, src, 
 			continue
 		}
 		var starts []int64
-		req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: path, Kind: kind,
+		req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: path, Kind: protoconv.APIProbeKind(kind),
 			StartTime: timestamppb.New(time.Unix(p.API.Start-step, 0)), EndTime: timestamppb.New(time.Unix(p.API.End, 0))}
 		for {
 			resp, err := client.ListProbeSeries(ctx, req)

@@ -5,12 +5,19 @@
 // source: meshperf/mesh/v1/mesh_service.proto
 
 // Package meshperf.mesh.v1 is the user API of the coordinator: trigger runs,
-// follow them, and query results and agents.
+// follow them, and query results and agents. It imports only the shared
+// measurement types (meshperf.measure.v1) and google types: the agent wire
+// protocol (meshperf.agent.v1) and the coordinator's stored records
+// (meshperf.store.v1) change on their own. The messages and enums below that
+// mirror agent.v1 ones (NetworkAddress, ToolInfo, ExternalTarget,
+// GossipState, ProbeKind) keep their field numbers, types and value names,
+// so that the wire and the JSON of this API are those of the releases that
+// used the agent.v1 types; the coordinator converts at its edge
+// (coordinator/protoconv).
 
 package meshv1
 
 import (
-	v11 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	v1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -27,6 +34,75 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// GossipState is a node's state in the agents' gossip pool.
+type GossipState int32
+
+const (
+	// GOSSIP_STATE_UNSPECIFIED: no connected agent reports on the node.
+	GossipState_GOSSIP_STATE_UNSPECIFIED GossipState = 0
+	// GOSSIP_STATE_ALIVE: the node answers gossip probes.
+	GossipState_GOSSIP_STATE_ALIVE GossipState = 1
+	// GOSSIP_STATE_SUSPECT: the node missed probes and is dead unless it
+	// refutes the suspicion in time.
+	GossipState_GOSSIP_STATE_SUSPECT GossipState = 2
+	// GOSSIP_STATE_DEAD: the pool declared the node dead.
+	GossipState_GOSSIP_STATE_DEAD GossipState = 3
+	// GOSSIP_STATE_LEFT: the node left the pool on purpose (its agent
+	// stopped cleanly).
+	GossipState_GOSSIP_STATE_LEFT GossipState = 4
+	// GOSSIP_STATE_FORGOTTEN never appears in an answer: on the agent
+	// protocol it only removes a member from a view. It is kept so that
+	// this enum has every value of the wire protocol's.
+	GossipState_GOSSIP_STATE_FORGOTTEN GossipState = 5
+)
+
+// Enum value maps for GossipState.
+var (
+	GossipState_name = map[int32]string{
+		0: "GOSSIP_STATE_UNSPECIFIED",
+		1: "GOSSIP_STATE_ALIVE",
+		2: "GOSSIP_STATE_SUSPECT",
+		3: "GOSSIP_STATE_DEAD",
+		4: "GOSSIP_STATE_LEFT",
+		5: "GOSSIP_STATE_FORGOTTEN",
+	}
+	GossipState_value = map[string]int32{
+		"GOSSIP_STATE_UNSPECIFIED": 0,
+		"GOSSIP_STATE_ALIVE":       1,
+		"GOSSIP_STATE_SUSPECT":     2,
+		"GOSSIP_STATE_DEAD":        3,
+		"GOSSIP_STATE_LEFT":        4,
+		"GOSSIP_STATE_FORGOTTEN":   5,
+	}
+)
+
+func (x GossipState) Enum() *GossipState {
+	p := new(GossipState)
+	*p = x
+	return p
+}
+
+func (x GossipState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GossipState) Descriptor() protoreflect.EnumDescriptor {
+	return file_meshperf_mesh_v1_mesh_service_proto_enumTypes[0].Descriptor()
+}
+
+func (GossipState) Type() protoreflect.EnumType {
+	return &file_meshperf_mesh_v1_mesh_service_proto_enumTypes[0]
+}
+
+func (x GossipState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GossipState.Descriptor instead.
+func (GossipState) EnumDescriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{0}
+}
 
 // NodeState is where a node stands for scheduling.
 type NodeState int32
@@ -81,11 +157,11 @@ func (x NodeState) String() string {
 }
 
 func (NodeState) Descriptor() protoreflect.EnumDescriptor {
-	return file_meshperf_mesh_v1_mesh_service_proto_enumTypes[0].Descriptor()
+	return file_meshperf_mesh_v1_mesh_service_proto_enumTypes[1].Descriptor()
 }
 
 func (NodeState) Type() protoreflect.EnumType {
-	return &file_meshperf_mesh_v1_mesh_service_proto_enumTypes[0]
+	return &file_meshperf_mesh_v1_mesh_service_proto_enumTypes[1]
 }
 
 func (x NodeState) Number() protoreflect.EnumNumber {
@@ -94,7 +170,74 @@ func (x NodeState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeState.Descriptor instead.
 func (NodeState) EnumDescriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{0}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{1}
+}
+
+// ProbeKind is one in-process probe of the continuous mesh.
+type ProbeKind int32
+
+const (
+	// PROBE_KIND_UNSPECIFIED is invalid in requests.
+	ProbeKind_PROBE_KIND_UNSPECIFIED ProbeKind = 0
+	// PROBE_KIND_ICMP is an ICMP echo with a small payload; its figure is
+	// the echo's round trip.
+	ProbeKind_PROBE_KIND_ICMP ProbeKind = 1
+	// PROBE_KIND_ICMP_MTU is an ICMP echo that fills the path's MTU with the
+	// IPv4 don't-fragment bit set: a black hole for large packets loses it
+	// while PROBE_KIND_ICMP still passes.
+	ProbeKind_PROBE_KIND_ICMP_MTU ProbeKind = 2
+	// PROBE_KIND_TCP connects to the peer's TCP echo responder, sends one
+	// byte and reads it back; its figure is that byte's round trip on the
+	// fresh connection.
+	ProbeKind_PROBE_KIND_TCP ProbeKind = 3
+	// PROBE_KIND_HTTP is a GET of the peer's HTTP target; its figure is the
+	// time to the last byte of the answer (curl's time_total).
+	ProbeKind_PROBE_KIND_HTTP ProbeKind = 4
+)
+
+// Enum value maps for ProbeKind.
+var (
+	ProbeKind_name = map[int32]string{
+		0: "PROBE_KIND_UNSPECIFIED",
+		1: "PROBE_KIND_ICMP",
+		2: "PROBE_KIND_ICMP_MTU",
+		3: "PROBE_KIND_TCP",
+		4: "PROBE_KIND_HTTP",
+	}
+	ProbeKind_value = map[string]int32{
+		"PROBE_KIND_UNSPECIFIED": 0,
+		"PROBE_KIND_ICMP":        1,
+		"PROBE_KIND_ICMP_MTU":    2,
+		"PROBE_KIND_TCP":         3,
+		"PROBE_KIND_HTTP":        4,
+	}
+)
+
+func (x ProbeKind) Enum() *ProbeKind {
+	p := new(ProbeKind)
+	*p = x
+	return p
+}
+
+func (x ProbeKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProbeKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_meshperf_mesh_v1_mesh_service_proto_enumTypes[2].Descriptor()
+}
+
+func (ProbeKind) Type() protoreflect.EnumType {
+	return &file_meshperf_mesh_v1_mesh_service_proto_enumTypes[2]
+}
+
+func (x ProbeKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProbeKind.Descriptor instead.
+func (ProbeKind) EnumDescriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{2}
 }
 
 // CancelRunRequest names the run to cancel.
@@ -761,11 +904,11 @@ type Agent struct {
 	// agent_version is the agent's build version.
 	AgentVersion string `protobuf:"bytes,3,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	// addresses are the node's IPs per network.
-	Addresses []*v11.NetworkAddress `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	Addresses []*NetworkAddress `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	// service_ip is the ClusterIP fronting the node's pod endpoint.
 	ServiceIp string `protobuf:"bytes,5,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
 	// tools are the agent's tools and versions.
-	Tools []*v11.ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
 	// connect_time is when the current (or last) stream started.
 	ConnectTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=connect_time,json=connectTime,proto3" json:"connect_time,omitempty"`
 	// last_seen_time is when the last message arrived.
@@ -781,7 +924,7 @@ type Agent struct {
 	// says so, UNSPECIFIED if none reports on it. A node that gossip declares
 	// dead or left is unavailable: no work goes to it, and its tests fail at
 	// once as agent_unavailable.
-	GossipState v11.GossipState `protobuf:"varint,11,opt,name=gossip_state,json=gossipState,proto3,enum=meshperf.agent.v1.GossipState" json:"gossip_state,omitempty"`
+	GossipState GossipState `protobuf:"varint,11,opt,name=gossip_state,json=gossipState,proto3,enum=meshperf.mesh.v1.GossipState" json:"gossip_state,omitempty"`
 	// gossip_alive_by are the connected agents whose gossip sees the node
 	// alive or suspect, sorted.
 	GossipAliveBy []string `protobuf:"bytes,12,rep,name=gossip_alive_by,json=gossipAliveBy,proto3" json:"gossip_alive_by,omitempty"`
@@ -858,7 +1001,7 @@ func (x *Agent) GetAgentVersion() string {
 	return ""
 }
 
-func (x *Agent) GetAddresses() []*v11.NetworkAddress {
+func (x *Agent) GetAddresses() []*NetworkAddress {
 	if x != nil {
 		return x.Addresses
 	}
@@ -872,7 +1015,7 @@ func (x *Agent) GetServiceIp() string {
 	return ""
 }
 
-func (x *Agent) GetTools() []*v11.ToolInfo {
+func (x *Agent) GetTools() []*ToolInfo {
 	if x != nil {
 		return x.Tools
 	}
@@ -907,11 +1050,11 @@ func (x *Agent) GetMaintenance() bool {
 	return false
 }
 
-func (x *Agent) GetGossipState() v11.GossipState {
+func (x *Agent) GetGossipState() GossipState {
 	if x != nil {
 		return x.GossipState
 	}
-	return v11.GossipState(0)
+	return GossipState_GOSSIP_STATE_UNSPECIFIED
 }
 
 func (x *Agent) GetGossipAliveBy() []string {
@@ -956,6 +1099,135 @@ func (x *Agent) GetServiceIpv6() string {
 	return ""
 }
 
+// NetworkAddress is a node's IP on one network, as its agent registered it.
+type NetworkAddress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// network is host or pod.
+	Network v1.Network `protobuf:"varint,1,opt,name=network,proto3,enum=meshperf.measure.v1.Network" json:"network,omitempty"`
+	// ip is an IPv4 or IPv6 address in text form.
+	Ip string `protobuf:"bytes,2,opt,name=ip,proto3" json:"ip,omitempty"`
+	// mtu_bytes is the MTU of the interface that holds ip (0: unknown).
+	MtuBytes      uint32 `protobuf:"varint,3,opt,name=mtu_bytes,json=mtuBytes,proto3" json:"mtu_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkAddress) Reset() {
+	*x = NetworkAddress{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkAddress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkAddress) ProtoMessage() {}
+
+func (x *NetworkAddress) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkAddress.ProtoReflect.Descriptor instead.
+func (*NetworkAddress) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *NetworkAddress) GetNetwork() v1.Network {
+	if x != nil {
+		return x.Network
+	}
+	return v1.Network(0)
+}
+
+func (x *NetworkAddress) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
+func (x *NetworkAddress) GetMtuBytes() uint32 {
+	if x != nil {
+		return x.MtuBytes
+	}
+	return 0
+}
+
+// ToolInfo says whether one of an agent's tools is present and which
+// version it is.
+type ToolInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tool is the tool.
+	Tool v1.Tool `protobuf:"varint,1,opt,name=tool,proto3,enum=meshperf.measure.v1.Tool" json:"tool,omitempty"`
+	// version is what the tool printed, e.g. "iperf 3.12"; empty if missing.
+	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// error says why the tool is unusable, e.g. "not found in PATH".
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolInfo) Reset() {
+	*x = ToolInfo{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolInfo) ProtoMessage() {}
+
+func (x *ToolInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
+func (*ToolInfo) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ToolInfo) GetTool() v1.Tool {
+	if x != nil {
+		return x.Tool
+	}
+	return v1.Tool(0)
+}
+
+func (x *ToolInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ToolInfo) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // ListRunsRequest asks for one page of runs, newest first.
 type ListRunsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -983,7 +1255,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1267,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1280,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{13}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{15}
 }
 
 // Deprecated: Marked as deprecated in meshperf/mesh/v1/mesh_service.proto.
@@ -1046,7 +1318,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1330,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1343,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{14}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListRunsResponse) GetRuns() []*v1.Run {
@@ -1101,7 +1373,7 @@ type SetMaintenanceRequest struct {
 
 func (x *SetMaintenanceRequest) Reset() {
 	*x = SetMaintenanceRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1385,7 @@ func (x *SetMaintenanceRequest) String() string {
 func (*SetMaintenanceRequest) ProtoMessage() {}
 
 func (x *SetMaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1398,7 @@ func (x *SetMaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*SetMaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{15}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetMaintenanceRequest) GetNodeName() string {
@@ -1154,7 +1426,7 @@ type SetMaintenanceResponse struct {
 
 func (x *SetMaintenanceResponse) Reset() {
 	*x = SetMaintenanceResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1438,7 @@ func (x *SetMaintenanceResponse) String() string {
 func (*SetMaintenanceResponse) ProtoMessage() {}
 
 func (x *SetMaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1451,7 @@ func (x *SetMaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*SetMaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{16}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetMaintenanceResponse) GetAgent() *Agent {
@@ -1227,7 +1499,7 @@ type ListRollupsRequest struct {
 
 func (x *ListRollupsRequest) Reset() {
 	*x = ListRollupsRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1511,7 @@ func (x *ListRollupsRequest) String() string {
 func (*ListRollupsRequest) ProtoMessage() {}
 
 func (x *ListRollupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1524,7 @@ func (x *ListRollupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRollupsRequest.ProtoReflect.Descriptor instead.
 func (*ListRollupsRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{17}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListRollupsRequest) GetSrcNode() string {
@@ -1332,7 +1604,7 @@ type ListRollupsResponse struct {
 
 func (x *ListRollupsResponse) Reset() {
 	*x = ListRollupsResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1616,7 @@ func (x *ListRollupsResponse) String() string {
 func (*ListRollupsResponse) ProtoMessage() {}
 
 func (x *ListRollupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1629,7 @@ func (x *ListRollupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRollupsResponse.ProtoReflect.Descriptor instead.
 func (*ListRollupsResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{18}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListRollupsResponse) GetRollups() []*v1.Rollup {
@@ -1383,7 +1655,7 @@ type ListExternalTargetsRequest struct {
 
 func (x *ListExternalTargetsRequest) Reset() {
 	*x = ListExternalTargetsRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1667,7 @@ func (x *ListExternalTargetsRequest) String() string {
 func (*ListExternalTargetsRequest) ProtoMessage() {}
 
 func (x *ListExternalTargetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,21 +1680,21 @@ func (x *ListExternalTargetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExternalTargetsRequest.ProtoReflect.Descriptor instead.
 func (*ListExternalTargetsRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{19}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{21}
 }
 
 // ListExternalTargetsResponse lists the external targets by name.
 type ListExternalTargetsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// external_targets sorted by name.
-	ExternalTargets []*v11.ExternalTarget `protobuf:"bytes,1,rep,name=external_targets,json=externalTargets,proto3" json:"external_targets,omitempty"`
+	ExternalTargets []*ExternalTarget `protobuf:"bytes,1,rep,name=external_targets,json=externalTargets,proto3" json:"external_targets,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ListExternalTargetsResponse) Reset() {
 	*x = ListExternalTargetsResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1706,7 @@ func (x *ListExternalTargetsResponse) String() string {
 func (*ListExternalTargetsResponse) ProtoMessage() {}
 
 func (x *ListExternalTargetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,14 +1719,113 @@ func (x *ListExternalTargetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExternalTargetsResponse.ProtoReflect.Descriptor instead.
 func (*ListExternalTargetsResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{20}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{22}
 }
 
-func (x *ListExternalTargetsResponse) GetExternalTargets() []*v11.ExternalTarget {
+func (x *ListExternalTargetsResponse) GetExternalTargets() []*ExternalTarget {
 	if x != nil {
 		return x.ExternalTargets
 	}
 	return nil
+}
+
+// ExternalTarget is a target outside the mesh that the coordinator's
+// config allowlists: a LoadBalancer IP, an ingress host, a node of another
+// cluster. Only client-side tests run against it: ping to address, HTTP GET
+// of http_url.
+type ExternalTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is a DNS-1123 label (1..63 lower-case alphanumerics and '-'); the
+	// results carry it as dst_node.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// address is an IP address or a DNS name (up to 253 characters); each
+	// agent resolves a name itself, in its host network.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// http_url is what the HTTP test fetches; empty means no HTTP test for
+	// this target.
+	HttpUrl string `protobuf:"bytes,3,opt,name=http_url,json=httpUrl,proto3" json:"http_url,omitempty"`
+	// iperf3_port is the port of an iperf3 server behind the target; 0
+	// means none, and no iperf3 test runs against the target.
+	Iperf3Port uint32 `protobuf:"varint,4,opt,name=iperf3_port,json=iperf3Port,proto3" json:"iperf3_port,omitempty"`
+	// qperf_port is the listen port of a qperf server behind the target; 0
+	// means none. qperf_data_port is its pinned data port.
+	QperfPort uint32 `protobuf:"varint,5,opt,name=qperf_port,json=qperfPort,proto3" json:"qperf_port,omitempty"`
+	// qperf_data_port: see qperf_port.
+	QperfDataPort uint32 `protobuf:"varint,6,opt,name=qperf_data_port,json=qperfDataPort,proto3" json:"qperf_data_port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExternalTarget) Reset() {
+	*x = ExternalTarget{}
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExternalTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExternalTarget) ProtoMessage() {}
+
+func (x *ExternalTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExternalTarget.ProtoReflect.Descriptor instead.
+func (*ExternalTarget) Descriptor() ([]byte, []int) {
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ExternalTarget) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExternalTarget) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *ExternalTarget) GetHttpUrl() string {
+	if x != nil {
+		return x.HttpUrl
+	}
+	return ""
+}
+
+func (x *ExternalTarget) GetIperf3Port() uint32 {
+	if x != nil {
+		return x.Iperf3Port
+	}
+	return 0
+}
+
+func (x *ExternalTarget) GetQperfPort() uint32 {
+	if x != nil {
+		return x.QperfPort
+	}
+	return 0
+}
+
+func (x *ExternalTarget) GetQperfDataPort() uint32 {
+	if x != nil {
+		return x.QperfDataPort
+	}
+	return 0
 }
 
 // ListProbeSeriesRequest names one series and a time range.
@@ -1468,7 +1839,7 @@ type ListProbeSeriesRequest struct {
 	// host-service or pod-service).
 	Path v1.Path `protobuf:"varint,3,opt,name=path,proto3,enum=meshperf.measure.v1.Path" json:"path,omitempty"`
 	// kind is the probe kind; required.
-	Kind v11.ProbeKind `protobuf:"varint,4,opt,name=kind,proto3,enum=meshperf.agent.v1.ProbeKind" json:"kind,omitempty"`
+	Kind ProbeKind `protobuf:"varint,4,opt,name=kind,proto3,enum=meshperf.mesh.v1.ProbeKind" json:"kind,omitempty"`
 	// start_time keeps periods that end after it; unset means 24 h ago.
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	// end_time keeps periods that start before it; unset means now. The
@@ -1494,7 +1865,7 @@ type ListProbeSeriesRequest struct {
 
 func (x *ListProbeSeriesRequest) Reset() {
 	*x = ListProbeSeriesRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1877,7 @@ func (x *ListProbeSeriesRequest) String() string {
 func (*ListProbeSeriesRequest) ProtoMessage() {}
 
 func (x *ListProbeSeriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1890,7 @@ func (x *ListProbeSeriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProbeSeriesRequest.ProtoReflect.Descriptor instead.
 func (*ListProbeSeriesRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{21}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListProbeSeriesRequest) GetSrcNode() string {
@@ -1543,11 +1914,11 @@ func (x *ListProbeSeriesRequest) GetPath() v1.Path {
 	return v1.Path(0)
 }
 
-func (x *ListProbeSeriesRequest) GetKind() v11.ProbeKind {
+func (x *ListProbeSeriesRequest) GetKind() ProbeKind {
 	if x != nil {
 		return x.Kind
 	}
-	return v11.ProbeKind(0)
+	return ProbeKind_PROBE_KIND_UNSPECIFIED
 }
 
 func (x *ListProbeSeriesRequest) GetStartTime() *timestamppb.Timestamp {
@@ -1603,7 +1974,7 @@ type ListProbeSeriesResponse struct {
 
 func (x *ListProbeSeriesResponse) Reset() {
 	*x = ListProbeSeriesResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1986,7 @@ func (x *ListProbeSeriesResponse) String() string {
 func (*ListProbeSeriesResponse) ProtoMessage() {}
 
 func (x *ListProbeSeriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1999,7 @@ func (x *ListProbeSeriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProbeSeriesResponse.ProtoReflect.Descriptor instead.
 func (*ListProbeSeriesResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{22}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListProbeSeriesResponse) GetSamples() []*ProbeSample {
@@ -1684,7 +2055,7 @@ type ProbeSample struct {
 
 func (x *ProbeSample) Reset() {
 	*x = ProbeSample{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +2067,7 @@ func (x *ProbeSample) String() string {
 func (*ProbeSample) ProtoMessage() {}
 
 func (x *ProbeSample) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +2080,7 @@ func (x *ProbeSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeSample.ProtoReflect.Descriptor instead.
 func (*ProbeSample) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{23}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ProbeSample) GetPeriodStart() *timestamppb.Timestamp {
@@ -1822,7 +2193,7 @@ type ProbeRollup struct {
 
 func (x *ProbeRollup) Reset() {
 	*x = ProbeRollup{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2205,7 @@ func (x *ProbeRollup) String() string {
 func (*ProbeRollup) ProtoMessage() {}
 
 func (x *ProbeRollup) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2218,7 @@ func (x *ProbeRollup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeRollup.ProtoReflect.Descriptor instead.
 func (*ProbeRollup) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{24}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ProbeRollup) GetBucketStart() *timestamppb.Timestamp {
@@ -1931,7 +2302,7 @@ var File_meshperf_mesh_v1_mesh_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\n" +
-	"#meshperf/mesh/v1/mesh_service.proto\x12\x10meshperf.mesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%meshperf/agent/v1/agent_service.proto\x1a\x1dmeshperf/agent/v1/probe.proto\x1a!meshperf/measure/v1/measure.proto\x1a meshperf/measure/v1/rollup.proto\x1a\x1dmeshperf/measure/v1/run.proto\")\n" +
+	"#meshperf/mesh/v1/mesh_service.proto\x12\x10meshperf.mesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\x1a meshperf/measure/v1/rollup.proto\x1a\x1dmeshperf/measure/v1/run.proto\")\n" +
 	"\x10CancelRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"?\n" +
 	"\x11CancelRunResponse\x12*\n" +
@@ -1968,28 +2339,36 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x13\n" +
 	"\x11ListAgentsRequest\"E\n" +
 	"\x12ListAgentsResponse\x12/\n" +
-	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xde\x05\n" +
+	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xdb\x05\n" +
 	"\x05Agent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12#\n" +
-	"\ragent_version\x18\x03 \x01(\tR\fagentVersion\x12?\n" +
-	"\taddresses\x18\x04 \x03(\v2!.meshperf.agent.v1.NetworkAddressR\taddresses\x12\x1d\n" +
+	"\ragent_version\x18\x03 \x01(\tR\fagentVersion\x12>\n" +
+	"\taddresses\x18\x04 \x03(\v2 .meshperf.mesh.v1.NetworkAddressR\taddresses\x12\x1d\n" +
 	"\n" +
-	"service_ip\x18\x05 \x01(\tR\tserviceIp\x121\n" +
-	"\x05tools\x18\x06 \x03(\v2\x1b.meshperf.agent.v1.ToolInfoR\x05tools\x12=\n" +
+	"service_ip\x18\x05 \x01(\tR\tserviceIp\x120\n" +
+	"\x05tools\x18\x06 \x03(\v2\x1a.meshperf.mesh.v1.ToolInfoR\x05tools\x12=\n" +
 	"\fconnect_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vconnectTime\x12@\n" +
 	"\x0elast_seen_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\x121\n" +
 	"\x05state\x18\t \x01(\x0e2\x1b.meshperf.mesh.v1.NodeStateR\x05state\x12 \n" +
 	"\vmaintenance\x18\n" +
-	" \x01(\bR\vmaintenance\x12A\n" +
-	"\fgossip_state\x18\v \x01(\x0e2\x1e.meshperf.agent.v1.GossipStateR\vgossipState\x12&\n" +
+	" \x01(\bR\vmaintenance\x12@\n" +
+	"\fgossip_state\x18\v \x01(\x0e2\x1d.meshperf.mesh.v1.GossipStateR\vgossipState\x12&\n" +
 	"\x0fgossip_alive_by\x18\f \x03(\tR\rgossipAliveBy\x12$\n" +
 	"\x0egossip_dead_by\x18\r \x03(\tR\fgossipDeadBy\x12\x1c\n" +
 	"\tpartition\x18\x0e \x01(\tR\tpartition\x12\x1d\n" +
 	"\n" +
 	"probe_port\x18\x0f \x01(\rR\tprobePort\x12\x1b\n" +
 	"\thttp_port\x18\x10 \x01(\rR\bhttpPort\x12!\n" +
-	"\fservice_ipv6\x18\x11 \x01(\tR\vserviceIpv6\"g\n" +
+	"\fservice_ipv6\x18\x11 \x01(\tR\vserviceIpv6\"u\n" +
+	"\x0eNetworkAddress\x126\n" +
+	"\anetwork\x18\x01 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\x12\x0e\n" +
+	"\x02ip\x18\x02 \x01(\tR\x02ip\x12\x1b\n" +
+	"\tmtu_bytes\x18\x03 \x01(\rR\bmtuBytes\"i\n" +
+	"\bToolInfo\x12-\n" +
+	"\x04tool\x18\x01 \x01(\x0e2\x19.meshperf.measure.v1.ToolR\x04tool\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"g\n" +
 	"\x0fListRunsRequest\x12\x18\n" +
 	"\x05limit\x18\x01 \x01(\rB\x02\x18\x01R\x05limit\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
@@ -2018,14 +2397,23 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x13ListRollupsResponse\x125\n" +
 	"\arollups\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.RollupR\arollups\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1c\n" +
-	"\x1aListExternalTargetsRequest\"k\n" +
-	"\x1bListExternalTargetsResponse\x12L\n" +
-	"\x10external_targets\x18\x01 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets\"\x99\x03\n" +
+	"\x1aListExternalTargetsRequest\"j\n" +
+	"\x1bListExternalTargetsResponse\x12K\n" +
+	"\x10external_targets\x18\x01 \x03(\v2 .meshperf.mesh.v1.ExternalTargetR\x0fexternalTargets\"\xc1\x01\n" +
+	"\x0eExternalTarget\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x19\n" +
+	"\bhttp_url\x18\x03 \x01(\tR\ahttpUrl\x12\x1f\n" +
+	"\viperf3_port\x18\x04 \x01(\rR\n" +
+	"iperf3Port\x12\x1d\n" +
+	"\n" +
+	"qperf_port\x18\x05 \x01(\rR\tqperfPort\x12&\n" +
+	"\x0fqperf_data_port\x18\x06 \x01(\rR\rqperfDataPort\"\x98\x03\n" +
 	"\x16ListProbeSeriesRequest\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x02 \x01(\tR\adstNode\x12-\n" +
-	"\x04path\x18\x03 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x120\n" +
-	"\x04kind\x18\x04 \x01(\x0e2\x1c.meshperf.agent.v1.ProbeKindR\x04kind\x129\n" +
+	"\x04path\x18\x03 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x12/\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x1b.meshperf.mesh.v1.ProbeKindR\x04kind\x129\n" +
 	"\n" +
 	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
@@ -2061,14 +2449,27 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0frtt_max_seconds\x18\t \x01(\x01R\rrttMaxSeconds\x12%\n" +
 	"\x0efailed_periods\x18\n" +
 	" \x01(\x04R\rfailedPeriods\x12I\n" +
-	"\x12last_failed_status\x18\v \x01(\x0e2\x1b.meshperf.measure.v1.StatusR\x10lastFailedStatus*\xa6\x01\n" +
+	"\x12last_failed_status\x18\v \x01(\x0e2\x1b.meshperf.measure.v1.StatusR\x10lastFailedStatus*\xa7\x01\n" +
+	"\vGossipState\x12\x1c\n" +
+	"\x18GOSSIP_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12GOSSIP_STATE_ALIVE\x10\x01\x12\x18\n" +
+	"\x14GOSSIP_STATE_SUSPECT\x10\x02\x12\x15\n" +
+	"\x11GOSSIP_STATE_DEAD\x10\x03\x12\x15\n" +
+	"\x11GOSSIP_STATE_LEFT\x10\x04\x12\x1a\n" +
+	"\x16GOSSIP_STATE_FORGOTTEN\x10\x05*\xa6\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_PENDING\x10\x01\x12\x14\n" +
 	"\x10NODE_STATE_READY\x10\x02\x12\x1a\n" +
 	"\x16NODE_STATE_MAINTENANCE\x10\x03\x12\x1a\n" +
 	"\x16NODE_STATE_UNAVAILABLE\x10\x04\x12\x17\n" +
-	"\x13NODE_STATE_DEPARTED\x10\x052\x83\b\n" +
+	"\x13NODE_STATE_DEPARTED\x10\x05*~\n" +
+	"\tProbeKind\x12\x1a\n" +
+	"\x16PROBE_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fPROBE_KIND_ICMP\x10\x01\x12\x17\n" +
+	"\x13PROBE_KIND_ICMP_MTU\x10\x02\x12\x12\n" +
+	"\x0ePROBE_KIND_TCP\x10\x03\x12\x13\n" +
+	"\x0fPROBE_KIND_HTTP\x10\x042\x83\b\n" +
 	"\vMeshService\x12W\n" +
 	"\n" +
 	"TriggerRun\x12#.meshperf.mesh.v1.TriggerRunRequest\x1a$.meshperf.mesh.v1.TriggerRunResponse\x12K\n" +
@@ -2096,119 +2497,123 @@ func file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP() []byte {
 	return file_meshperf_mesh_v1_mesh_service_proto_rawDescData
 }
 
-var file_meshperf_mesh_v1_mesh_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_meshperf_mesh_v1_mesh_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
-	(NodeState)(0),                      // 0: meshperf.mesh.v1.NodeState
-	(*CancelRunRequest)(nil),            // 1: meshperf.mesh.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),           // 2: meshperf.mesh.v1.CancelRunResponse
-	(*TriggerRunRequest)(nil),           // 3: meshperf.mesh.v1.TriggerRunRequest
-	(*TriggerRunResponse)(nil),          // 4: meshperf.mesh.v1.TriggerRunResponse
-	(*GetRunRequest)(nil),               // 5: meshperf.mesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),              // 6: meshperf.mesh.v1.GetRunResponse
-	(*WatchRunRequest)(nil),             // 7: meshperf.mesh.v1.WatchRunRequest
-	(*WatchRunResponse)(nil),            // 8: meshperf.mesh.v1.WatchRunResponse
-	(*ListResultsRequest)(nil),          // 9: meshperf.mesh.v1.ListResultsRequest
-	(*ListResultsResponse)(nil),         // 10: meshperf.mesh.v1.ListResultsResponse
-	(*ListAgentsRequest)(nil),           // 11: meshperf.mesh.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),          // 12: meshperf.mesh.v1.ListAgentsResponse
-	(*Agent)(nil),                       // 13: meshperf.mesh.v1.Agent
-	(*ListRunsRequest)(nil),             // 14: meshperf.mesh.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),            // 15: meshperf.mesh.v1.ListRunsResponse
-	(*SetMaintenanceRequest)(nil),       // 16: meshperf.mesh.v1.SetMaintenanceRequest
-	(*SetMaintenanceResponse)(nil),      // 17: meshperf.mesh.v1.SetMaintenanceResponse
-	(*ListRollupsRequest)(nil),          // 18: meshperf.mesh.v1.ListRollupsRequest
-	(*ListRollupsResponse)(nil),         // 19: meshperf.mesh.v1.ListRollupsResponse
-	(*ListExternalTargetsRequest)(nil),  // 20: meshperf.mesh.v1.ListExternalTargetsRequest
-	(*ListExternalTargetsResponse)(nil), // 21: meshperf.mesh.v1.ListExternalTargetsResponse
-	(*ListProbeSeriesRequest)(nil),      // 22: meshperf.mesh.v1.ListProbeSeriesRequest
-	(*ListProbeSeriesResponse)(nil),     // 23: meshperf.mesh.v1.ListProbeSeriesResponse
-	(*ProbeSample)(nil),                 // 24: meshperf.mesh.v1.ProbeSample
-	(*ProbeRollup)(nil),                 // 25: meshperf.mesh.v1.ProbeRollup
-	(*v1.Run)(nil),                      // 26: meshperf.measure.v1.Run
-	(*v1.RunSpec)(nil),                  // 27: meshperf.measure.v1.RunSpec
-	(*v1.Result)(nil),                   // 28: meshperf.measure.v1.Result
-	(v1.Path)(0),                        // 29: meshperf.measure.v1.Path
-	(v1.Test)(0),                        // 30: meshperf.measure.v1.Test
-	(*timestamppb.Timestamp)(nil),       // 31: google.protobuf.Timestamp
-	(v1.IPFamily)(0),                    // 32: meshperf.measure.v1.IPFamily
-	(*v11.NetworkAddress)(nil),          // 33: meshperf.agent.v1.NetworkAddress
-	(*v11.ToolInfo)(nil),                // 34: meshperf.agent.v1.ToolInfo
-	(v11.GossipState)(0),                // 35: meshperf.agent.v1.GossipState
-	(*v1.Rollup)(nil),                   // 36: meshperf.measure.v1.Rollup
-	(*v11.ExternalTarget)(nil),          // 37: meshperf.agent.v1.ExternalTarget
-	(v11.ProbeKind)(0),                  // 38: meshperf.agent.v1.ProbeKind
-	(*durationpb.Duration)(nil),         // 39: google.protobuf.Duration
-	(v1.Status)(0),                      // 40: meshperf.measure.v1.Status
+	(GossipState)(0),                    // 0: meshperf.mesh.v1.GossipState
+	(NodeState)(0),                      // 1: meshperf.mesh.v1.NodeState
+	(ProbeKind)(0),                      // 2: meshperf.mesh.v1.ProbeKind
+	(*CancelRunRequest)(nil),            // 3: meshperf.mesh.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),           // 4: meshperf.mesh.v1.CancelRunResponse
+	(*TriggerRunRequest)(nil),           // 5: meshperf.mesh.v1.TriggerRunRequest
+	(*TriggerRunResponse)(nil),          // 6: meshperf.mesh.v1.TriggerRunResponse
+	(*GetRunRequest)(nil),               // 7: meshperf.mesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),              // 8: meshperf.mesh.v1.GetRunResponse
+	(*WatchRunRequest)(nil),             // 9: meshperf.mesh.v1.WatchRunRequest
+	(*WatchRunResponse)(nil),            // 10: meshperf.mesh.v1.WatchRunResponse
+	(*ListResultsRequest)(nil),          // 11: meshperf.mesh.v1.ListResultsRequest
+	(*ListResultsResponse)(nil),         // 12: meshperf.mesh.v1.ListResultsResponse
+	(*ListAgentsRequest)(nil),           // 13: meshperf.mesh.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),          // 14: meshperf.mesh.v1.ListAgentsResponse
+	(*Agent)(nil),                       // 15: meshperf.mesh.v1.Agent
+	(*NetworkAddress)(nil),              // 16: meshperf.mesh.v1.NetworkAddress
+	(*ToolInfo)(nil),                    // 17: meshperf.mesh.v1.ToolInfo
+	(*ListRunsRequest)(nil),             // 18: meshperf.mesh.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),            // 19: meshperf.mesh.v1.ListRunsResponse
+	(*SetMaintenanceRequest)(nil),       // 20: meshperf.mesh.v1.SetMaintenanceRequest
+	(*SetMaintenanceResponse)(nil),      // 21: meshperf.mesh.v1.SetMaintenanceResponse
+	(*ListRollupsRequest)(nil),          // 22: meshperf.mesh.v1.ListRollupsRequest
+	(*ListRollupsResponse)(nil),         // 23: meshperf.mesh.v1.ListRollupsResponse
+	(*ListExternalTargetsRequest)(nil),  // 24: meshperf.mesh.v1.ListExternalTargetsRequest
+	(*ListExternalTargetsResponse)(nil), // 25: meshperf.mesh.v1.ListExternalTargetsResponse
+	(*ExternalTarget)(nil),              // 26: meshperf.mesh.v1.ExternalTarget
+	(*ListProbeSeriesRequest)(nil),      // 27: meshperf.mesh.v1.ListProbeSeriesRequest
+	(*ListProbeSeriesResponse)(nil),     // 28: meshperf.mesh.v1.ListProbeSeriesResponse
+	(*ProbeSample)(nil),                 // 29: meshperf.mesh.v1.ProbeSample
+	(*ProbeRollup)(nil),                 // 30: meshperf.mesh.v1.ProbeRollup
+	(*v1.Run)(nil),                      // 31: meshperf.measure.v1.Run
+	(*v1.RunSpec)(nil),                  // 32: meshperf.measure.v1.RunSpec
+	(*v1.Result)(nil),                   // 33: meshperf.measure.v1.Result
+	(v1.Path)(0),                        // 34: meshperf.measure.v1.Path
+	(v1.Test)(0),                        // 35: meshperf.measure.v1.Test
+	(*timestamppb.Timestamp)(nil),       // 36: google.protobuf.Timestamp
+	(v1.IPFamily)(0),                    // 37: meshperf.measure.v1.IPFamily
+	(v1.Network)(0),                     // 38: meshperf.measure.v1.Network
+	(v1.Tool)(0),                        // 39: meshperf.measure.v1.Tool
+	(*v1.Rollup)(nil),                   // 40: meshperf.measure.v1.Rollup
+	(*durationpb.Duration)(nil),         // 41: google.protobuf.Duration
+	(v1.Status)(0),                      // 42: meshperf.measure.v1.Status
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
-	26, // 0: meshperf.mesh.v1.CancelRunResponse.run:type_name -> meshperf.measure.v1.Run
-	27, // 1: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
-	26, // 2: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
-	26, // 3: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
-	26, // 4: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
-	28, // 5: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
-	29, // 6: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
-	30, // 7: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
-	31, // 8: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
-	31, // 9: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
-	32, // 10: meshperf.mesh.v1.ListResultsRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	28, // 11: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
-	13, // 12: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
-	33, // 13: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	34, // 14: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.agent.v1.ToolInfo
-	31, // 15: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
-	31, // 16: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	0,  // 17: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
-	35, // 18: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.agent.v1.GossipState
-	26, // 19: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
-	13, // 20: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
-	29, // 21: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
-	30, // 22: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
-	31, // 23: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
-	31, // 24: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
-	36, // 25: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
-	37, // 26: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
-	29, // 27: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
-	38, // 28: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.agent.v1.ProbeKind
-	31, // 29: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
-	31, // 30: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
-	32, // 31: meshperf.mesh.v1.ListProbeSeriesRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	24, // 32: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
-	25, // 33: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
-	31, // 34: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
-	39, // 35: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
-	40, // 36: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
-	31, // 37: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
-	39, // 38: meshperf.mesh.v1.ProbeRollup.bucket:type_name -> google.protobuf.Duration
-	40, // 39: meshperf.mesh.v1.ProbeRollup.last_failed_status:type_name -> meshperf.measure.v1.Status
-	3,  // 40: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
-	5,  // 41: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
-	7,  // 42: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
-	9,  // 43: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
-	11, // 44: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
-	14, // 45: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
-	16, // 46: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
-	18, // 47: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
-	20, // 48: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
-	22, // 49: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
-	1,  // 50: meshperf.mesh.v1.MeshService.CancelRun:input_type -> meshperf.mesh.v1.CancelRunRequest
-	4,  // 51: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
-	6,  // 52: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
-	8,  // 53: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
-	10, // 54: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
-	12, // 55: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
-	15, // 56: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
-	17, // 57: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
-	19, // 58: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
-	21, // 59: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
-	23, // 60: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
-	2,  // 61: meshperf.mesh.v1.MeshService.CancelRun:output_type -> meshperf.mesh.v1.CancelRunResponse
-	51, // [51:62] is the sub-list for method output_type
-	40, // [40:51] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	31, // 0: meshperf.mesh.v1.CancelRunResponse.run:type_name -> meshperf.measure.v1.Run
+	32, // 1: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
+	31, // 2: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
+	31, // 3: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
+	31, // 4: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
+	33, // 5: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
+	34, // 6: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
+	35, // 7: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
+	36, // 8: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
+	36, // 9: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
+	37, // 10: meshperf.mesh.v1.ListResultsRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	33, // 11: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
+	15, // 12: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
+	16, // 13: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.mesh.v1.NetworkAddress
+	17, // 14: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.mesh.v1.ToolInfo
+	36, // 15: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
+	36, // 16: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	1,  // 17: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
+	0,  // 18: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.mesh.v1.GossipState
+	38, // 19: meshperf.mesh.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
+	39, // 20: meshperf.mesh.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
+	31, // 21: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	15, // 22: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
+	34, // 23: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
+	35, // 24: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
+	36, // 25: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
+	36, // 26: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
+	40, // 27: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
+	26, // 28: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.mesh.v1.ExternalTarget
+	34, // 29: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
+	2,  // 30: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.mesh.v1.ProbeKind
+	36, // 31: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
+	36, // 32: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
+	37, // 33: meshperf.mesh.v1.ListProbeSeriesRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	29, // 34: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
+	30, // 35: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
+	36, // 36: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
+	41, // 37: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
+	42, // 38: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
+	36, // 39: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
+	41, // 40: meshperf.mesh.v1.ProbeRollup.bucket:type_name -> google.protobuf.Duration
+	42, // 41: meshperf.mesh.v1.ProbeRollup.last_failed_status:type_name -> meshperf.measure.v1.Status
+	5,  // 42: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
+	7,  // 43: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
+	9,  // 44: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
+	11, // 45: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
+	13, // 46: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
+	18, // 47: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
+	20, // 48: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
+	22, // 49: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
+	24, // 50: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
+	27, // 51: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
+	3,  // 52: meshperf.mesh.v1.MeshService.CancelRun:input_type -> meshperf.mesh.v1.CancelRunRequest
+	6,  // 53: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
+	8,  // 54: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
+	10, // 55: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
+	12, // 56: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
+	14, // 57: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
+	19, // 58: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
+	21, // 59: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
+	23, // 60: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
+	25, // 61: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
+	28, // 62: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
+	4,  // 63: meshperf.mesh.v1.MeshService.CancelRun:output_type -> meshperf.mesh.v1.CancelRunResponse
+	53, // [53:64] is the sub-list for method output_type
+	42, // [42:53] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_mesh_v1_mesh_service_proto_init() }
@@ -2221,8 +2626,8 @@ func file_meshperf_mesh_v1_mesh_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_mesh_v1_mesh_service_proto_rawDesc), len(file_meshperf_mesh_v1_mesh_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   25,
+			NumEnums:      3,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

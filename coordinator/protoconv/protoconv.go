@@ -1,0 +1,119 @@
+// Package protoconv converts between the coordinator's three protocol
+// packages, which share no message: the agent wire protocol
+// (meshperf.agent.v1), the stored records (meshperf.store.v1) and the user
+// API (meshperf.mesh.v1). The API's and the records' copies of wire
+// messages keep the wire's field numbers and enum values, so each
+// conversion copies field by field and casts enums by number; the tests
+// check that every wire enum value has its API twin of the same name.
+//
+// The registry converts a registration into a record (Record*) and a
+// record back to wire addresses for the Endpoints and probe plans it sends
+// (WireAddresses); the API answers are built from records and wire values
+// with the API* functions, and API requests reach the domain through the
+// Wire* functions. Every function returns nil for a nil or empty input
+// slice and never shares a message with its input.
+package protoconv
+
+import (
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
+)
+
+// RecordAddresses returns the stored copies of registered addresses.
+func RecordAddresses(in []*agentv1.NetworkAddress) []*storev1.NetworkAddress {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]*storev1.NetworkAddress, len(in))
+	for i, a := range in {
+		out[i] = &storev1.NetworkAddress{Network: a.GetNetwork(), Ip: a.GetIp(), MtuBytes: a.GetMtuBytes()}
+	}
+	return out
+}
+
+// WireAddresses returns the wire copies of stored addresses, for the
+// Endpoints and probe plans sent to agents.
+func WireAddresses(in []*storev1.NetworkAddress) []*agentv1.NetworkAddress {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]*agentv1.NetworkAddress, len(in))
+	for i, a := range in {
+		out[i] = &agentv1.NetworkAddress{Network: a.GetNetwork(), Ip: a.GetIp(), MtuBytes: a.GetMtuBytes()}
+	}
+	return out
+}
+
+// RecordTools returns the stored copies of registered tools.
+func RecordTools(in []*agentv1.ToolInfo) []*storev1.ToolInfo {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]*storev1.ToolInfo, len(in))
+	for i, t := range in {
+		out[i] = &storev1.ToolInfo{Tool: t.GetTool(), Version: t.GetVersion(), Error: t.GetError()}
+	}
+	return out
+}
+
+// APIAgent returns the API view of a stored agent record: every stored
+// field. The fields the coordinator derives when it answers (state,
+// gossip_state, gossip_alive_by, gossip_dead_by, partition) are left for
+// the caller to set. A nil record gives an empty Agent.
+func APIAgent(rec *storev1.Agent) *meshv1.Agent {
+	a := &meshv1.Agent{
+		NodeName: rec.GetNodeName(), Connected: rec.GetConnected(), AgentVersion: rec.GetAgentVersion(),
+		ServiceIp: rec.GetServiceIp(), ServiceIpv6: rec.GetServiceIpv6(), Maintenance: rec.GetMaintenance(),
+		ProbePort: rec.GetProbePort(), HttpPort: rec.GetHttpPort(),
+	}
+	if t := rec.GetConnectTime(); t != nil {
+		a.ConnectTime = &timestamppb.Timestamp{Seconds: t.GetSeconds(), Nanos: t.GetNanos()}
+	}
+	if t := rec.GetLastSeenTime(); t != nil {
+		a.LastSeenTime = &timestamppb.Timestamp{Seconds: t.GetSeconds(), Nanos: t.GetNanos()}
+	}
+	if in := rec.GetAddresses(); len(in) > 0 {
+		a.Addresses = make([]*meshv1.NetworkAddress, len(in))
+		for i, x := range in {
+			a.Addresses[i] = &meshv1.NetworkAddress{Network: x.GetNetwork(), Ip: x.GetIp(), MtuBytes: x.GetMtuBytes()}
+		}
+	}
+	if in := rec.GetTools(); len(in) > 0 {
+		a.Tools = make([]*meshv1.ToolInfo, len(in))
+		for i, x := range in {
+			a.Tools[i] = &meshv1.ToolInfo{Tool: x.GetTool(), Version: x.GetVersion(), Error: x.GetError()}
+		}
+	}
+	return a
+}
+
+// APIExternalTargets returns the API copies of the allowlisted external
+// targets.
+func APIExternalTargets(in []*agentv1.ExternalTarget) []*meshv1.ExternalTarget {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]*meshv1.ExternalTarget, len(in))
+	for i, t := range in {
+		out[i] = &meshv1.ExternalTarget{Name: t.GetName(), Address: t.GetAddress(), HttpUrl: t.GetHttpUrl(),
+			Iperf3Port: t.GetIperf3Port(), QperfPort: t.GetQperfPort(), QperfDataPort: t.GetQperfDataPort()}
+	}
+	return out
+}
+
+// APIGossipState is the API value of a wire gossip state: the value of the
+// same number (and name). A number the API does not know passes through,
+// as an open protobuf enum carries it.
+func APIGossipState(s agentv1.GossipState) meshv1.GossipState { return meshv1.GossipState(s) }
+
+// APIProbeKind is the API value of a wire probe kind: the value of the
+// same number (and name).
+func APIProbeKind(k agentv1.ProbeKind) meshv1.ProbeKind { return meshv1.ProbeKind(k) }
+
+// WireProbeKind is the wire value of an API probe kind, as the store and
+// the probe plans know it: the value of the same number (and name). A
+// number neither knows passes through; callers validate requests first.
+func WireProbeKind(k meshv1.ProbeKind) agentv1.ProbeKind { return agentv1.ProbeKind(k) }

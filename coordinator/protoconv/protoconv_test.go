@@ -1,0 +1,205 @@
+package protoconv
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
+)
+
+// TestEnumTwins: every value of each wire enum has an API value of the
+// same number and name, and the API enum has no value the wire lacks, so
+// a value added to agent.v1 cannot be silently dropped or renamed on its
+// way to the API (add it to mesh.v1 too).
+func TestEnumTwins(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		wire, api  protoreflect.EnumDescriptor
+		conv, back func(protoreflect.EnumNumber) protoreflect.EnumNumber
+	}{
+		{"GossipState", agentv1.GossipState(0).Descriptor(), meshv1.GossipState(0).Descriptor(),
+			func(n protoreflect.EnumNumber) protoreflect.EnumNumber {
+				return protoreflect.EnumNumber(APIGossipState(agentv1.GossipState(n)))
+			}, nil},
+		{"ProbeKind", agentv1.ProbeKind(0).Descriptor(), meshv1.ProbeKind(0).Descriptor(),
+			func(n protoreflect.EnumNumber) protoreflect.EnumNumber {
+				return protoreflect.EnumNumber(APIProbeKind(agentv1.ProbeKind(n)))
+			},
+			func(n protoreflect.EnumNumber) protoreflect.EnumNumber {
+				return protoreflect.EnumNumber(WireProbeKind(meshv1.ProbeKind(n)))
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			wv, av := tt.wire.Values(), tt.api.Values()
+			if wv.Len() != av.Len() {
+				t.Errorf("wire %s has %d values, API %s %d", tt.wire.FullName(), wv.Len(), tt.api.FullName(), av.Len())
+			}
+			for i := range wv.Len() {
+				w := wv.Get(i)
+				got := av.ByNumber(tt.conv(w.Number()))
+				if got == nil || got.Name() != w.Name() || got.Number() != w.Number() {
+					t.Errorf("wire %s = %d converts to %v, want the API value %s", w.Name(), w.Number(), got, w.Name())
+				}
+			}
+			if tt.back == nil {
+				return
+			}
+			for i := range av.Len() {
+				a := av.Get(i)
+				got := wv.ByNumber(tt.back(a.Number()))
+				if got == nil || got.Name() != a.Name() {
+					t.Errorf("API %s = %d converts back to %v, want the wire value %s", a.Name(), a.Number(), got, a.Name())
+				}
+			}
+		})
+	}
+}
+
+// TestMessageTwins: each copy of a wire message (in the API and in the
+// records) has the wire's fields, by number, name and kind, and no other,
+// so that the JSON and the bytes are the same.
+func TestMessageTwins(t *testing.T) {
+	for _, tt := range []struct{ wire, twin proto.Message }{
+		{&agentv1.NetworkAddress{}, &meshv1.NetworkAddress{}},
+		{&agentv1.NetworkAddress{}, &storev1.NetworkAddress{}},
+		{&agentv1.ToolInfo{}, &meshv1.ToolInfo{}},
+		{&agentv1.ToolInfo{}, &storev1.ToolInfo{}},
+		{&agentv1.ExternalTarget{}, &meshv1.ExternalTarget{}},
+	} {
+		w, c := tt.wire.ProtoReflect().Descriptor(), tt.twin.ProtoReflect().Descriptor()
+		t.Run(string(c.FullName()), func(t *testing.T) {
+			if w.Fields().Len() != c.Fields().Len() {
+				t.Errorf("%s has %d fields, %s %d", w.FullName(), w.Fields().Len(), c.FullName(), c.Fields().Len())
+			}
+			for i := range w.Fields().Len() {
+				wf := w.Fields().Get(i)
+				cf := c.Fields().ByNumber(wf.Number())
+				if cf == nil || cf.Name() != wf.Name() || cf.Kind() != wf.Kind() || cf.Cardinality() != wf.Cardinality() ||
+					(wf.Enum() != nil && cf.Enum().FullName() != wf.Enum().FullName()) {
+					t.Errorf("field %d %s %v of %s: twin has %v", wf.Number(), wf.Name(), wf.Kind(), w.FullName(), cf)
+				}
+			}
+		})
+	}
+}
+
+// TestAgentRecordIsAPIAgent: the record's fields are the API Agent's of
+// the same number, name and kind (the stored bytes of older coordinators
+// were API Agents); the API's other fields are the derived ones, reserved
+// in the record.
+func TestAgentRecordIsAPIAgent(t *testing.T) {
+	rec, api := (&storev1.Agent{}).ProtoReflect().Descriptor(), (&meshv1.Agent{}).ProtoReflect().Descriptor()
+	for i := range rec.Fields().Len() {
+		rf := rec.Fields().Get(i)
+		af := api.Fields().ByNumber(rf.Number())
+		if af == nil || af.Name() != rf.Name() || af.Kind() != rf.Kind() || af.Cardinality() != rf.Cardinality() {
+			t.Errorf("record field %d %s: API Agent has %v", rf.Number(), rf.Name(), af)
+		}
+	}
+	for i := range api.Fields().Len() {
+		af := api.Fields().Get(i)
+		if rec.Fields().ByNumber(af.Number()) == nil && !rec.ReservedRanges().Has(af.Number()) {
+			t.Errorf("API Agent field %d %s is neither in the record nor reserved there", af.Number(), af.Name())
+		}
+	}
+}
+
+// TestAddressesAndTools: registrations become records field by field, and
+// the record's addresses go back to the wire unchanged.
+func TestAddressesAndTools(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		addrs []*agentv1.NetworkAddress
+		tools []*agentv1.ToolInfo
+		want  *storev1.Agent
+	}{
+		{"none", nil, nil, &storev1.Agent{}},
+		{"empty slices stay nil", []*agentv1.NetworkAddress{}, []*agentv1.ToolInfo{}, &storev1.Agent{}},
+		{"every field",
+			[]*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1", MtuBytes: 1500},
+				{Network: measurev1.Network_NETWORK_POD, Ip: "fd00::2", MtuBytes: 1450}},
+			[]*agentv1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: "ping 2024"}, {Tool: measurev1.Tool_TOOL_QPERF, Error: "not found in PATH"}},
+			&storev1.Agent{
+				Addresses: []*storev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1", MtuBytes: 1500},
+					{Network: measurev1.Network_NETWORK_POD, Ip: "fd00::2", MtuBytes: 1450}},
+				Tools: []*storev1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: "ping 2024"}, {Tool: measurev1.Tool_TOOL_QPERF, Error: "not found in PATH"}},
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := &storev1.Agent{Addresses: RecordAddresses(tt.addrs), Tools: RecordTools(tt.tools)}
+			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("record (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.addrs, WireAddresses(got.GetAddresses()), protocmp.Transform(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("WireAddresses(RecordAddresses(x)) != x (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAPIAgent: the API answer carries every stored field of the record
+// and shares no message with it.
+func TestAPIAgent(t *testing.T) {
+	at := timestamppb.New(time.Date(2026, 12, 2, 9, 0, 0, 5, time.UTC))
+	for _, tt := range []struct {
+		name string
+		rec  *storev1.Agent
+		want *meshv1.Agent
+	}{
+		{"nil record", nil, &meshv1.Agent{}},
+		{"every stored field",
+			&storev1.Agent{NodeName: "node-1", Connected: true, AgentVersion: "v1",
+				Addresses:   []*storev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1", MtuBytes: 1500}},
+				ServiceIp:   "10.96.0.1",
+				Tools:       []*storev1.ToolInfo{{Tool: measurev1.Tool_TOOL_IPERF3, Version: "iperf 3.16", Error: "x"}},
+				ConnectTime: at, LastSeenTime: at, Maintenance: true, ProbePort: 7947, HttpPort: 7948, ServiceIpv6: "fd00::1"},
+			&meshv1.Agent{NodeName: "node-1", Connected: true, AgentVersion: "v1",
+				Addresses:   []*meshv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1", MtuBytes: 1500}},
+				ServiceIp:   "10.96.0.1",
+				Tools:       []*meshv1.ToolInfo{{Tool: measurev1.Tool_TOOL_IPERF3, Version: "iperf 3.16", Error: "x"}},
+				ConnectTime: at, LastSeenTime: at, Maintenance: true, ProbePort: 7947, HttpPort: 7948, ServiceIpv6: "fd00::1"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := APIAgent(tt.rec)
+			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("APIAgent (-want +got):\n%s", diff)
+			}
+			if tt.rec != nil && got.GetConnectTime() == tt.rec.GetConnectTime() {
+				t.Error("APIAgent shares connect_time with the record")
+			}
+		})
+	}
+}
+
+// TestAPIExternalTargets: the allowlist reaches the API field by field.
+func TestAPIExternalTargets(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		in   []*agentv1.ExternalTarget
+		want []*meshv1.ExternalTarget
+	}{
+		{"none", nil, nil},
+		{"every field", []*agentv1.ExternalTarget{
+			{Name: "lb", Address: "203.0.113.7", HttpUrl: "http://203.0.113.7/", Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766},
+			{Name: "dns", Address: "example.test"}},
+			[]*meshv1.ExternalTarget{
+				{Name: "lb", Address: "203.0.113.7", HttpUrl: "http://203.0.113.7/", Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766},
+				{Name: "dns", Address: "example.test"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, APIExternalTargets(tt.in), protocmp.Transform()); diff != "" {
+				t.Errorf("APIExternalTargets (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
