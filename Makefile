@@ -161,9 +161,22 @@ verify: proto lint ## Fail if generated code or go.mod/go.sum drift from the sou
 	@if [ -n "$$(git status --porcelain -- proto)" ]; then \
 		echo "generated code drifted; run 'make proto' and commit:"; git status --porcelain -- proto; git diff --stat -- proto; exit 1; fi
 
+# BREAKING_AGAINST is the git revision `make breaking` compares the protocol
+# with: the previous commit by default (what .ci/run checks); e.g.
+# BREAKING_AGAINST=main for a whole branch.
+BREAKING_AGAINST ?= HEAD~1
+
+# buf breaking with buf.yaml's category (WIRE_JSON: the wire and the JSON
+# must not break, see buf.yaml). Skipped, saying why, in a clone without
+# that revision (the first commit, or a shallow clone).
 .PHONY: breaking
-breaking: tools ## Check the protocol for breaking changes against main.
-	buf breaking --against '.git#branch=main'
+breaking: tools ## Check the protocol for wire/JSON breaking changes against BREAKING_AGAINST (default HEAD~1).
+	@if ! rev=$$(git rev-parse --verify --quiet '$(BREAKING_AGAINST)^{commit}'); then \
+		echo "buf breaking: skipped: this clone has no commit $(BREAKING_AGAINST) to compare with (first commit or shallow clone)"; exit 0; fi; \
+	echo "buf breaking: the protocol against $(BREAKING_AGAINST) ($${rev:0:12})"; \
+	if ! buf breaking --against ".git#ref=$$rev"; then \
+		echo "buf breaking: the protocol breaks wire or JSON compatibility with $(BREAKING_AGAINST) ($${rev:0:12}); see buf.yaml and docs/architecture.md (Protocol packages)" >&2; exit 1; fi; \
+	echo "buf breaking: no wire or JSON break"
 
 .PHONY: clean
 clean: ## Remove ./bin.
