@@ -35,9 +35,11 @@ const (
 // ended first), their servers are stopped, and once they all answered the
 // run ends RUN_STATE_CANCELED: "canceled by " + by (who asked; empty
 // means "a client"), with every test that had no result yet recorded
-// STATUS_CANCELED. The header returned may still be RUN_STATE_RUNNING;
-// Watch it to see it end. A run that already ended (or is being canceled)
-// is returned unchanged. The error wraps ErrNotFound.
+// STATUS_CANCELED. The header returned may still be RUN_STATE_QUEUED or
+// RUN_STATE_RUNNING; Watch it to see it end. A run that already ended (or
+// is being canceled, or whose end is being stored) is returned unchanged.
+// Cancel never waits for the store while the run is in progress. The
+// error wraps ErrNotFound.
 func (m *Manager) Cancel(ctx context.Context, runID, by string) (*measurev1.Run, error) {
 	if by == "" {
 		by = "a client"
@@ -55,7 +57,7 @@ func (m *Manager) Cancel(ctx context.Context, runID, by string) (*measurev1.Run,
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !ended(a.run.GetState()) && a.canceledBy == "" {
+	if !ended(a.run.GetState()) && a.canceledBy == "" && !a.ending {
 		a.canceledBy = by
 		a.cancel()
 		m.log.Info("run canceled", "run_id", runID, "by", by, "done", a.run.GetTestsDone(), "planned", a.run.GetTestsPlanned())
@@ -77,8 +79,9 @@ func (m *Manager) cancelRest(ctx context.Context, run *measurev1.Run, done map[s
 
 // cancelClient sends cancel_client for the client work workID to node,
 // and again every cancelResend (at most cancelSends in all) until
-// answered is closed: the dispatch of that client returned.
-func (m *Manager) cancelClient(node, workID string, answered <-chan struct{}) {
+// answered is closed: the dispatch of that client returned. The sends
+// have ctx's values, not its end: ctx is the run's, ended by the cancel.
+func (m *Manager) cancelClient(ctx context.Context, node, workID string, answered <-chan struct{}) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for i := 0; i < cancelSends; i++ {
@@ -87,7 +90,7 @@ func (m *Manager) cancelClient(node, workID string, answered <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(m.base), cancelSendTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelSendTimeout)
 		err := m.cfg.Agents.Send(ctx, node, &agentv1.Work{
 			TestId: workID, Deadline: timestamppb.New(time.Now().Add(cancelSendTimeout)),
 			Action: &agentv1.Work_CancelClient{CancelClient: &agentv1.CancelClient{}},

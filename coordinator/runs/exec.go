@@ -234,8 +234,10 @@ func (m *Manager) execNode(ctx context.Context, runID string, pt *measurev1.Plan
 	if tool != measurev1.Tool_TOOL_PING {
 		// Not cut by a cancel of the run (ctx), only by Close: a server
 		// it starts is stopped below, never left behind.
-		wr, err := m.dispatch(m.base, pt.GetDstNode(), workID(runID, pt), serverStartTimeout,
+		startCtx, stopStart := m.untilClose(ctx)
+		wr, err := m.dispatch(startCtx, pt.GetDstNode(), workID(runID, pt), serverStartTimeout,
 			&agentv1.Work{Action: &agentv1.Work_StartServer{StartServer: &agentv1.StartServer{Tool: tool, Network: rt.serverNet}}})
+		stopStart()
 		if err != nil {
 			if ctx.Err() != nil {
 				// The agent may have started the server after all.
@@ -292,19 +294,21 @@ func (m *Manager) runClient(ctx context.Context, runID string, pt *measurev1.Pla
 		m.log.Warn("record client work in flight; a late answer to it will be refused", "node", pt.GetSrcNode(), "test_id", workID(runID, pt), "err", err)
 	}
 	// A cancel of the run (ctx) stops the client on its agent, which
-	// answers it; only Close (m.base) gives up the wait.
+	// answers it; only Close (untilClose) gives up the wait.
 	answeredc, cancelDone := make(chan struct{}), make(chan struct{})
 	stopCancel := context.AfterFunc(ctx, func() { // owner: this call, which waits for it below
 		defer close(cancelDone)
-		m.cancelClient(pt.GetSrcNode(), workID(runID, pt), answeredc)
+		m.cancelClient(ctx, pt.GetSrcNode(), workID(runID, pt), answeredc)
 	})
-	wr, err := m.dispatch(m.base, pt.GetSrcNode(), workID(runID, pt), budget, &agentv1.Work{Action: &agentv1.Work_RunClient{RunClient: rc}})
+	clientCtx, stopClient := m.untilClose(ctx)
+	wr, err := m.dispatch(clientCtx, pt.GetSrcNode(), workID(runID, pt), budget, &agentv1.Work{Action: &agentv1.Work_RunClient{RunClient: rc}})
+	stopClient()
 	close(answeredc)
 	if !stopCancel() {
 		<-cancelDone
 	}
 	if err != nil {
-		if m.base.Err() != nil {
+		if m.closing() {
 			// The coordinator is stopping while the client may still run:
 			// the agent keeps its answer and sends it again to the next
 			// coordinator, whose late handler replaces this placeholder.

@@ -80,6 +80,7 @@ func (m *Manager) runExternalQueues(ctx context.Context, a *active, rec *recorde
 				if err != nil {
 					return
 				}
+				rec.started()
 				results, answered := m.execTest(ctx, a.run.GetRunId(), pt)
 				release()
 				m.store(a, rec, pt, results, answered)

@@ -29,7 +29,7 @@ const lateTimeout = 30 * time.Second
 // failed to take, is left unacknowledged: the agent keeps it and sends it
 // again on its next session.
 func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.WorkResult) {
-	if m.base.Err() != nil {
+	if m.closing() {
 		return // closing: the agents keep these for the next coordinator
 	}
 	ctx, cancel := context.WithTimeout(ctx, lateTimeout)

@@ -154,7 +154,9 @@ type Observer interface {
 }
 
 // Update is one step of a run: its state after a test ended, and that
-// test's results (none in the first update of a watch).
+// test's results; or its state alone, in the first update of a watch and
+// in the one that says the run left RUN_STATE_QUEUED for
+// RUN_STATE_RUNNING (its first test started).
 type Update struct {
 	// Run is a snapshot without its planned tests and spec.
 	Run *measurev1.Run
@@ -165,16 +167,23 @@ type Update struct {
 	Lagged bool
 }
 
-// Manager runs runs. Its goroutines end when Close is called.
+// Manager runs runs. Each run has a goroutine of its own (and those of
+// its tests and its recorder, which it waits for), started by Trigger; a
+// run ends by itself, by Cancel, or by Close, which ends every run and
+// returns once their goroutines have.
 type Manager struct {
 	cfg Config
 	log *slog.Logger
 
-	base   context.Context // parent of every run; canceled by Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// stopc is closed by Close: every run in progress ends interrupted,
+	// and the waits that only Close cuts (untilClose) are given up.
+	stopc chan struct{}
+	// wg counts the runs' goroutines, which Close waits for; a goroutine
+	// is added under mu, and only while closed is false.
+	wg sync.WaitGroup
 
 	mu       sync.Mutex
+	closed   bool // Close was called
 	active   map[string]*active
 	planning int // Triggers past the MaxActiveRuns check, not yet active
 	// watchers counts the watchers of runs in progress (MaxWatchers).
@@ -192,12 +201,18 @@ type active struct {
 	// run's end); the tests in flight then stop on their agents.
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// run is the run's state, replaced (never changed in place) by
+	// finish's final state; while the run goes on, its counters and done
+	// change only in its recorder's goroutine, its state in started.
 	run      *measurev1.Run
 	done     map[string]bool // test IDs that ended
 	watchers map[*watcher]bool
 	// canceledBy, once set, is who canceled the run (Cancel).
 	canceledBy string
+	// ending is set once finish decided how the run ends, before it
+	// stores that: a Cancel from then on changes nothing.
+	ending bool
 }
 
 // watcher is one Watch call's channel. Its room is bounded; a watcher
@@ -262,8 +277,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runs: load unfinished runs: %w", err)
 	}
-	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m := &Manager{cfg: cfg, log: log, base: base, cancel: cancel, active: map[string]*active{}, extBackoff: externalBusyBackoff}
+	m := &Manager{cfg: cfg, log: log, stopc: make(chan struct{}), active: map[string]*active{}, extBackoff: externalBusyBackoff}
 	for _, hdr := range stale {
 		run, err := cfg.Store.GetRun(ctx, hdr.GetRunId())
 		if err == nil {
@@ -282,7 +296,6 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 			}
 		}
 		if err != nil {
-			cancel()
 			return nil, fmt.Errorf("runs: mark run %s interrupted: %w", hdr.GetRunId(), err)
 		}
 		log.Warn("run interrupted by a coordinator restart", "run_id", run.GetRunId(), "done", run.GetTestsDone(), "planned", len(run.GetPlanned()))
@@ -343,13 +356,54 @@ func (m *Manager) endRest(ctx context.Context, run *measurev1.Run, done map[stri
 }
 
 // Close cancels every run in progress, waits until its tests have stopped
-// (servers included), and marks it interrupted.
+// (servers included) and it is marked interrupted, and returns once every
+// goroutine of the manager's runs ended. A run triggered after Close ends
+// interrupted before Trigger returns. Close may be called more than once.
 func (m *Manager) Close() {
-	m.cancel()
+	m.mu.Lock()
+	if !m.closed {
+		m.closed = true
+		close(m.stopc)
+	}
+	m.mu.Unlock()
 	m.wg.Wait()
 }
 
-// Trigger plans spec over every known node, stores the run and starts it.
+// closing reports whether Close was called.
+func (m *Manager) closing() bool {
+	select {
+	case <-m.stopc:
+		return true
+	default:
+		return false
+	}
+}
+
+// untilClose returns a context with ctx's values that ends when Close is
+// called, or when cancel is, but not with ctx: for the work of a run that
+// its cancel must not cut (a server's start, a client's answer) and Close
+// must. Its goroutine ends before cancel returns; the caller must call
+// cancel.
+func (m *Manager) untilClose(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { // owner: the caller, through the cancel returned
+		defer close(done)
+		select {
+		case <-m.stopc:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		cancel()
+		<-done
+	}
+}
+
+// Trigger plans spec over every known node, stores the run and starts it;
+// it returns the run as stored, RUN_STATE_QUEUED (it becomes
+// RUN_STATE_RUNNING once its first test has its nodes, see execute).
 // A node whose agent is not connected, or that gossip declares dead, stays
 // in the plan: its tests end at once with STATUS_AGENT_UNAVAILABLE, so a
 // lost agent shows as a failure rather than vanishing from the mesh. Errors wrap schedule.ErrInvalid or
@@ -373,25 +427,36 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measur
 	}
 	arr := schedule.Arrange(planned)
 	run := &measurev1.Run{
-		RunId: ulid.Make().String(), Spec: spec, State: measurev1.RunState_RUN_STATE_RUNNING,
+		RunId: ulid.Make().String(), Spec: spec, State: measurev1.RunState_RUN_STATE_QUEUED,
 		CreateTime: timestamppb.Now(), Planned: planned, TestsPlanned: uint32(len(planned)), Rounds: uint32(len(arr.Rounds)),
 	}
 	if err := m.cfg.Store.CreateRun(ctx, run); err != nil {
 		return nil, fmt.Errorf("store run: %w", err)
 	}
-	// The run's context: Cancel ends it, and Close through m.base.
-	runCtx, cancelRun := context.WithCancel(m.base)
+	// The run's context: Cancel ends it, and so does Close; the caller's
+	// end does not.
+	runCtx, cancelRun := m.untilClose(ctx)
 	a := &active{run: run, done: make(map[string]bool, len(planned)), cancel: cancelRun}
 	m.mu.Lock()
 	m.active[run.GetRunId()] = a
+	closed := m.closed
+	if !closed {
+		m.wg.Add(1) // under mu: never after Close's Wait began
+	}
 	m.mu.Unlock()
 	m.log.Info("run started", "run_id", run.GetRunId(), "tests", len(planned), "nodes", len(mesh))
 	if m.cfg.Observer != nil {
 		m.cfg.Observer.RunStarted(run.GetRunId())
 	}
 	started := proto.CloneOf(run) // before the run's goroutine changes it
-	m.wg.Add(1)
-	go func() {
+	if closed {
+		// No goroutine Close would not wait for: the run, its context
+		// ended already, ends interrupted here.
+		defer cancelRun()
+		m.execute(runCtx, a, arr)
+		return started, nil
+	}
+	go func() { // owner: the manager; stopped by Cancel or Close (stopc), waited for by Close
 		defer m.wg.Done()
 		defer cancelRun()
 		m.execute(runCtx, a, arr)
@@ -417,17 +482,19 @@ func (m *Manager) Get(ctx context.Context, runID string) (*measurev1.Run, error)
 }
 
 // execute runs a's tests as schedule.Arrange lays them out, until ctx
-// ends (Cancel, or Close through m.base): first the
+// ends (Cancel, or Close): first the
 // light tests (at most the Gate's limit per node, each after a small random
 // delay), so that latency probes see an idle network rather than one a
 // bandwidth test saturates; then the heavy tests round by round, every slot
 // of a round at once (up to the spec's max_concurrent_heavy), a round ending
 // with its last slot; then the heavy tests to external targets' servers,
 // one at a time per target (runExternalQueues). Results are stored in
-// group commits (recorder).
+// group commits (recorder). The run is RUN_STATE_QUEUED until its first
+// test got its nodes in the Gate (recorder.started), RUN_STATE_RUNNING
+// from then on.
 func (m *Manager) execute(ctx context.Context, a *active, arr schedule.Arrangement) {
 	runID := a.run.GetRunId()
-	rec := m.startRecorder(a)
+	rec := m.startRecorder(ctx, a)
 	m.runLight(ctx, a, rec, arr.Light)
 	var limit chan struct{}
 	if c := a.run.GetSpec().GetMaxConcurrentHeavy(); c > 0 {
@@ -450,7 +517,7 @@ func (m *Manager) execute(ctx context.Context, a *active, arr schedule.Arrangeme
 	}
 	m.runExternalQueues(ctx, a, rec, arr.External, limit)
 	rec.stop()
-	m.finish(a, m.base.Err())
+	m.finish(ctx, a, m.closing())
 }
 
 // runSlot runs one pair's heavy tests in turn, holding the pair in the
@@ -469,6 +536,7 @@ func (m *Manager) runSlot(ctx context.Context, a *active, rec *recorder, slot sc
 		return
 	}
 	defer release()
+	rec.started()
 	for _, pt := range slot.Tests {
 		if ctx.Err() != nil {
 			return
@@ -526,6 +594,7 @@ func (m *Manager) runLight(ctx context.Context, a *active, rec *recorder, tests 
 			if err != nil {
 				return
 			}
+			rec.started()
 			results, answered := m.execTest(ctx, runID, pt)
 			release()
 			m.store(a, rec, pt, results, answered)
@@ -534,21 +603,31 @@ func (m *Manager) runLight(ctx context.Context, a *active, rec *recorder, tests 
 }
 
 // finish ends the run: succeeded, failed, interrupted if the coordinator
-// stopped first (ctxErr: then its tests that never ran get
+// stopped first (closed: then its tests that never ran get
 // STATUS_INTERRUPTED results), or canceled if Cancel was called (then
-// they get STATUS_CANCELED results).
-func (m *Manager) finish(a *active, ctxErr error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.base), time.Minute)
+// they get STATUS_CANCELED results). It decides under a.mu and stores
+// without it: Get, Watch and Cancel never wait for the store. The run
+// stays active (in m.active: late answers for it wait) until its final
+// state is stored; its watchers and the Observer learn it after that.
+func (m *Manager) finish(ctx context.Context, a *active, closed bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	a.mu.Lock()
-	run := a.run
+	a.ending = true
+	by := a.canceledBy
+	// A copy that shares the planned tests (never changed): a.run stays
+	// what Get shows until the final state is stored.
+	run := testspec.RunHeader(a.run)
+	run.Planned = a.run.GetPlanned()
+	a.mu.Unlock()
+	// Nothing writes a.done any more: the recorder has stopped.
 	switch {
-	case ctxErr != nil:
+	case closed:
 		if err := m.interrupt(ctx, run, a.done, "the coordinator stopped before the run ended"); err != nil {
 			m.log.Error("store interrupted run", "run_id", run.GetRunId(), "err", err)
 		}
-	case a.canceledBy != "":
-		if err := m.cancelRest(ctx, run, a.done, a.canceledBy); err != nil {
+	case by != "":
+		if err := m.cancelRest(ctx, run, a.done, by); err != nil {
 			m.log.Error("store the canceled run's tests", "run_id", run.GetRunId(), "err", err)
 		}
 	case run.GetTestsFailed() > 0:
@@ -557,7 +636,7 @@ func (m *Manager) finish(a *active, ctxErr error) {
 	default:
 		run.State = measurev1.RunState_RUN_STATE_SUCCEEDED
 	}
-	if ctxErr == nil {
+	if !closed {
 		run.EndTime = timestamppb.Now()
 		if err := m.cfg.Store.PutRun(ctx, run); err != nil {
 			m.log.Error("store finished run", "run_id", run.GetRunId(), "err", err)
@@ -571,6 +650,8 @@ func (m *Manager) finish(a *active, ctxErr error) {
 	if m.cfg.Observer != nil { // before the watchers learn that the run ended
 		m.cfg.Observer.RunEnded(run.GetRunId(), run.GetState())
 	}
+	a.mu.Lock()
+	a.run = run
 	u := Update{Run: summary(run)}
 	for w := range a.watchers {
 		if a.send(w, u) {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -28,14 +29,21 @@ const (
 // not stored. A test is counted, shown to watchers and the Observer, and
 // reported stored to its caller (who then acknowledges the agent) only
 // once its transaction is committed. The recorder's goroutine is the
-// only writer of the run's counters and done set until stop returns.
+// only writer of the run's counters and done set until stop returns, and
+// the only writer of the run's header to the store: the run's start
+// (started) is written by it too, so no header it wrote is overwritten
+// by an older one.
 type recorder struct {
-	m *Manager
-	a *active
+	m   *Manager
+	a   *active
+	ctx context.Context // the run's; its writes take its values, not its end
+
+	once atomic.Bool // started was called
 
 	mu    sync.Mutex
 	queue []*endedTest
-	wake  chan struct{} // 1-buffered: the queue is not empty
+	dirty bool          // the header changed (started) since it was last written
+	wake  chan struct{} // 1-buffered: the queue is not empty, or dirty
 	stopc chan struct{} // closed by stop
 	donec chan struct{} // closed when the goroutine ends
 }
@@ -46,12 +54,36 @@ type endedTest struct {
 	stored  chan bool // 1-buffered: whether the results are stored
 }
 
-// startRecorder starts a's recorder; stop it with stop once no record
-// call is left.
-func (m *Manager) startRecorder(a *active) *recorder {
-	r := &recorder{m: m, a: a, wake: make(chan struct{}, 1), stopc: make(chan struct{}), donec: make(chan struct{})}
-	go r.loop()
+// startRecorder starts a's recorder, whose writes have ctx's values;
+// stop it with stop once no record call is left.
+func (m *Manager) startRecorder(ctx context.Context, a *active) *recorder {
+	r := &recorder{m: m, a: a, ctx: ctx, wake: make(chan struct{}, 1), stopc: make(chan struct{}), donec: make(chan struct{})}
+	go r.loop() // owner: the run's goroutine (execute), which stops it
 	return r
+}
+
+// started marks the run RUN_STATE_RUNNING when its first test got its
+// nodes: its watchers are told at once, and the recorder writes the
+// header soon after (with the next group, or alone), without the test
+// waiting for it. Later calls do nothing.
+func (r *recorder) started() {
+	if r.once.Swap(true) {
+		return
+	}
+	a := r.a
+	a.mu.Lock()
+	if a.run.GetState() == measurev1.RunState_RUN_STATE_QUEUED {
+		a.run.State = measurev1.RunState_RUN_STATE_RUNNING
+		u := Update{Run: summary(a.run)}
+		for w := range a.watchers {
+			a.send(w, u)
+		}
+	}
+	a.mu.Unlock()
+	r.mu.Lock()
+	r.dirty = true
+	r.mu.Unlock()
+	signal(r.wake)
 }
 
 // record stores one test's results (at least one, all of one test) and
@@ -87,8 +119,9 @@ func (r *recorder) loop() {
 	}
 }
 
-// commit writes the next group of queued tests; it reports false when
-// the queue was empty.
+// commit writes the next group of queued tests, or the header alone if
+// it changed and no test is queued; it reports false when there was
+// nothing to write.
 func (r *recorder) commit() bool {
 	r.mu.Lock()
 	n := min(len(r.queue), maxGroup)
@@ -97,12 +130,20 @@ func (r *recorder) commit() bool {
 	if len(r.queue) == 0 {
 		r.queue = nil
 	}
+	dirty := r.dirty
+	r.dirty = false // a group's write carries the header too
 	r.mu.Unlock()
-	if n == 0 {
+	if n == 0 && !dirty {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.m.base), recordTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), recordTimeout)
 	defer cancel()
+	if n == 0 {
+		if err := r.m.cfg.Store.PutRun(ctx, r.header()); err != nil {
+			r.m.log.Error("store the run's start", "run_id", r.a.run.GetRunId(), "err", err)
+		}
+		return true
+	}
 	stored := r.write(ctx, group)
 
 	if obs := r.m.cfg.Observer; obs != nil {
@@ -165,7 +206,7 @@ func (r *recorder) write(ctx context.Context, group []*endedTest) []bool {
 		r.m.log.Warn("store a group of results; writing them one test at a time", "run_id", runID, "tests", len(group), "err", err)
 		hdr = r.header()
 		for i, e := range group {
-			next := r.headerFrom(hdr)
+			next := testspec.RunHeader(hdr)
 			next.TestsDone++
 			if failed(e.results) {
 				next.TestsFailed++
@@ -182,24 +223,14 @@ func (r *recorder) write(ctx context.Context, group []*endedTest) []bool {
 	return stored
 }
 
-// header is a shallow copy of the run's header (no planned tests) with
-// the counters as of now; only the recorder's goroutine changes them
-// while it runs, so it reads them without a.mu.
+// header is a shallow copy of the run's header (testspec.RunHeader) with
+// the counters and state as of now; only the recorder's goroutine changes
+// the counters while it runs, but started changes the state, so it reads
+// under a.mu.
 func (r *recorder) header() *measurev1.Run {
-	return r.headerFrom(r.a.run)
-}
-
-// headerFrom is a shallow copy of run without its planned tests.
-func (r *recorder) headerFrom(run *measurev1.Run) *measurev1.Run {
-	h := &measurev1.Run{}
-	hr := h.ProtoReflect()
-	run.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Name() != "planned" {
-			hr.Set(fd, v)
-		}
-		return true
-	})
-	return h
+	r.a.mu.Lock()
+	defer r.a.mu.Unlock()
+	return testspec.RunHeader(r.a.run)
 }
 
 // failed reports whether one of a test's results is not STATUS_OK.

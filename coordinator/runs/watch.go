@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -15,11 +15,12 @@ import (
 // its watchers and readers get.
 
 // Watch returns a channel that receives the run's current state at once,
-// then one Update per ended test, and is closed when the run has ended (at
-// once for a run that already has) or when ctx ends. A watcher that falls
-// Config.WatchBuffer updates behind gets an Update with Lagged set and its channel
-// is closed: the run never waits for a watcher. The error wraps
-// ErrNotFound.
+// then one Update when the run leaves RUN_STATE_QUEUED (its first test
+// started), one per ended test and one with its final state, and is
+// closed when the run has ended (at once for a run that already has) or
+// when ctx ends. A watcher that falls Config.WatchBuffer updates behind
+// gets an Update with Lagged set and its channel is closed: the run never
+// waits for a watcher. The error wraps ErrNotFound.
 func (m *Manager) Watch(ctx context.Context, runID string) (<-chan Update, error) {
 	m.mu.Lock()
 	a := m.active[runID]
@@ -36,7 +37,8 @@ func (m *Manager) Watch(ctx context.Context, runID string) (<-chan Update, error
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	w := &watcher{ch: make(chan Update, min(int(a.run.GetTestsPlanned())+2, m.cfg.WatchBuffer)), count: &m.watchers}
+	// Room for the first update, the start's, one per test and the last.
+	w := &watcher{ch: make(chan Update, min(int(a.run.GetTestsPlanned())+3, m.cfg.WatchBuffer)), count: &m.watchers}
 	w.ch <- Update{Run: summary(a.run)}
 	if ended(a.run.GetState()) {
 		close(w.ch)
@@ -64,17 +66,11 @@ func ended(s measurev1.RunState) bool {
 	return s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING
 }
 
-// summary is a copy of run's header without its planned tests and spec:
-// small, whatever the run's size.
+// summary is a copy of run's header (testspec.RunHeader) without its
+// spec: small, whatever the run's size.
 func summary(run *measurev1.Run) *measurev1.Run {
-	s := &measurev1.Run{}
-	sr := s.ProtoReflect()
-	run.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if name := fd.Name(); name != "planned" && name != "spec" {
-			sr.Set(fd, v)
-		}
-		return true
-	})
+	s := testspec.RunHeader(run)
+	s.Spec = nil
 	return proto.CloneOf(s) // deep: the run goes on changing
 }
 

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -65,7 +66,7 @@ func (s *Store) RecordResults(ctx context.Context, run *measurev1.Run, results [
 	if err := validID("run_id", run.GetRunId()); err != nil {
 		return err
 	}
-	hdr, err := proto.Marshal(header(run))
+	hdr, err := proto.Marshal(testspec.RunHeader(run))
 	if err != nil {
 		return fmt.Errorf("encode run %s: %w", run.GetRunId(), err)
 	}

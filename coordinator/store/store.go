@@ -21,8 +21,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
@@ -198,7 +198,7 @@ func (s *Store) CreateRun(ctx context.Context, run *measurev1.Run) error {
 	if err := validID("run_id", run.GetRunId()); err != nil {
 		return err
 	}
-	hdr, err := proto.Marshal(header(run))
+	hdr, err := proto.Marshal(testspec.RunHeader(run))
 	if err != nil {
 		return fmt.Errorf("encode run %s: %w", run.GetRunId(), err)
 	}
@@ -221,27 +221,13 @@ func (s *Store) PutRun(ctx context.Context, run *measurev1.Run) error {
 	if err := validID("run_id", run.GetRunId()); err != nil {
 		return err
 	}
-	v, err := proto.Marshal(header(run))
+	v, err := proto.Marshal(testspec.RunHeader(run))
 	if err != nil {
 		return fmt.Errorf("encode run %s: %w", run.GetRunId(), err)
 	}
 	return s.batch(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketRuns).Put([]byte(run.GetRunId()), v)
 	})
-}
-
-// header is run without its planned tests (a shallow copy of every other
-// field, so a field added to Run is never forgotten here).
-func header(run *measurev1.Run) *measurev1.Run {
-	h := &measurev1.Run{}
-	hr := h.ProtoReflect()
-	run.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Name() != "planned" {
-			hr.Set(fd, v)
-		}
-		return true
-	})
-	return h
 }
 
 // GetRun reads a run with its planned tests; the error wraps ErrNotFound

@@ -28,9 +28,14 @@ type RunState int32
 const (
 	// RUN_STATE_UNSPECIFIED never appears in a stored run.
 	RunState_RUN_STATE_UNSPECIFIED RunState = 0
-	// RUN_STATE_QUEUED: accepted, not started.
+	// RUN_STATE_QUEUED: accepted and stored, no test started: its first
+	// tests wait for their nodes (or an external target), which other runs'
+	// tests hold in the coordinator's gate, or for their short start jitter.
+	// A cancel of a queued run sends no work.
 	RunState_RUN_STATE_QUEUED RunState = 1
-	// RUN_STATE_RUNNING: tests are being dispatched.
+	// RUN_STATE_RUNNING: the first test got its nodes and was dispatched;
+	// tests are being dispatched. A run still queued or running when the
+	// coordinator stops is RUN_STATE_INTERRUPTED at its next start.
 	RunState_RUN_STATE_RUNNING RunState = 2
 	// RUN_STATE_SUCCEEDED: every planned test ended with STATUS_OK.
 	RunState_RUN_STATE_SUCCEEDED RunState = 3

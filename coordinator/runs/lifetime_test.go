@@ -1,0 +1,272 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/meshperf/meshperf/coordinator/schedule"
+	"github.com/meshperf/meshperf/coordinator/store"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// gatedStore is a real store that records the run states it is asked to
+// write, in order, and, when holdFinal is set, holds every write of a
+// run's final header (PutRun of an ended state) until release is closed,
+// telling held when the first one waits.
+type gatedStore struct {
+	*store.Store
+	holdFinal bool
+	held      chan struct{} // 1-buffered
+	release   chan struct{}
+
+	mu     sync.Mutex
+	states []measurev1.RunState
+}
+
+func newGatedStore(t *testing.T, holdFinal bool) *gatedStore {
+	t.Helper()
+	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return &gatedStore{Store: st, holdFinal: holdFinal, held: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (s *gatedStore) note(run *measurev1.Run) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.states = append(s.states, run.GetState())
+}
+
+// written returns the states written, each run of equal states once.
+func (s *gatedStore) written() []measurev1.RunState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Compact(slices.Clone(s.states))
+}
+
+func (s *gatedStore) CreateRun(ctx context.Context, run *measurev1.Run) error {
+	s.note(run)
+	return s.Store.CreateRun(ctx, run)
+}
+
+func (s *gatedStore) PutRun(ctx context.Context, run *measurev1.Run) error {
+	s.note(run)
+	if s.holdFinal && ended(run.GetState()) {
+		select {
+		case s.held <- struct{}{}:
+		default:
+		}
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.Store.PutRun(ctx, run)
+}
+
+func (s *gatedStore) RecordResults(ctx context.Context, run *measurev1.Run, results []*measurev1.Result) error {
+	s.note(run)
+	return s.Store.RecordResults(ctx, run, results)
+}
+
+func newGatedManager(t *testing.T, ctx context.Context, st *gatedStore, agents Agents, gate *schedule.Gate) *Manager {
+	t.Helper()
+	m, err := New(ctx, Config{Store: st, Agents: agents, Gate: gate, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+// within returns f's answer, or fails the test if f is still blocked
+// when ctx ends (the test's own deadline, not a timing claim).
+func within[T any](t *testing.T, ctx context.Context, what string, f func() T) T {
+	t.Helper()
+	ch := make(chan T, 1)
+	go func() { ch <- f() }()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("%s is blocked by a store write", what)
+		panic("unreachable")
+	}
+}
+
+// A run is RUN_STATE_QUEUED while its first test waits for its nodes
+// (another run holds them in the Gate), RUN_STATE_RUNNING once that test
+// has them, then ends: its watcher, Get and the store all see the three
+// states in that order.
+func TestRunIsQueuedThenRunning(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := newGatedStore(t, false)
+	agents := newInstantAgents(2)
+	gate := schedule.NewGate(1)
+	// Every light slot of both nodes is taken: no test of the run starts.
+	hold, err := gate.Acquire(ctx, false, agents.nodes[0], agents.nodes[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newGatedManager(t, ctx, st, agents, gate)
+	run, err := m.Trigger(ctx, &measurev1.RunSpec{Repeats: 1, Paths: hostHost, Tests: []*measurev1.TestSpec{pingTest}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.GetState() != measurev1.RunState_RUN_STATE_QUEUED {
+		t.Errorf("Trigger returned state %v, want QUEUED", run.GetState())
+	}
+	ch, err := m.Watch(ctx, run.GetRunId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Get(ctx, run.GetRunId())
+	if err != nil || got.GetState() != measurev1.RunState_RUN_STATE_QUEUED {
+		t.Errorf("Get while the nodes are held: %v, %v; want QUEUED", got.GetState(), err)
+	}
+	stored, err := st.GetRun(ctx, run.GetRunId())
+	if err != nil || stored.GetState() != measurev1.RunState_RUN_STATE_QUEUED {
+		t.Errorf("stored while the nodes are held: %v, %v; want QUEUED", stored.GetState(), err)
+	}
+	hold()
+
+	var states []measurev1.RunState
+	for u := range ch {
+		if len(states) == 0 || states[len(states)-1] != u.Run.GetState() {
+			states = append(states, u.Run.GetState())
+			if u.Run.GetState() == measurev1.RunState_RUN_STATE_RUNNING && len(u.Results) != 0 {
+				t.Errorf("the update that says the run started carries %d results, want none", len(u.Results))
+			}
+		}
+	}
+	want := []measurev1.RunState{measurev1.RunState_RUN_STATE_QUEUED, measurev1.RunState_RUN_STATE_RUNNING, measurev1.RunState_RUN_STATE_SUCCEEDED}
+	if !slices.Equal(states, want) {
+		t.Errorf("watched states %v, want %v", states, want)
+	}
+	if w := st.written(); !slices.Equal(w, want) {
+		t.Errorf("stored states %v, want %v", w, want)
+	}
+	got, err = m.Get(ctx, run.GetRunId())
+	if err != nil || got.GetState() != measurev1.RunState_RUN_STATE_SUCCEEDED || got.GetTestsDone() != 2 {
+		t.Errorf("Get after the end: %v (%d done), %v; want SUCCEEDED, 2 done", got.GetState(), got.GetTestsDone(), err)
+	}
+}
+
+// While the store writes a run's end, Get, Watch and Cancel of that run
+// and a new Trigger answer: the manager holds no lock across a store
+// write. The Cancel, come after the end was decided, changes nothing.
+func TestStoreWriteBlocksNoCaller(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := newGatedStore(t, true)
+	m := newGatedManager(t, ctx, st, newInstantAgents(2), schedule.NewGate(0))
+	spec := &measurev1.RunSpec{Repeats: 1, Paths: hostHost, Tests: []*measurev1.TestSpec{pingTest}}
+	run, err := m.Trigger(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-st.held:
+	case <-ctx.Done():
+		t.Fatal("the run's end was never written")
+	}
+	// The end is being written (and stays so until release).
+	blockCtx, cancelBlock := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelBlock()
+	type answer struct {
+		run *measurev1.Run
+		ch  <-chan Update
+		err error
+	}
+	got := within(t, blockCtx, "Get", func() answer { r, err := m.Get(ctx, run.GetRunId()); return answer{run: r, err: err} })
+	if got.err != nil || ended(got.run.GetState()) || got.run.GetTestsDone() != 2 {
+		t.Errorf("Get during the end's write: %v (%d done), %v; want in progress, 2 done", got.run.GetState(), got.run.GetTestsDone(), got.err)
+	}
+	first := within(t, blockCtx, "Watch", func() answer {
+		ch, err := m.Watch(ctx, run.GetRunId())
+		if err != nil {
+			return answer{err: err}
+		}
+		return answer{run: (<-ch).Run, ch: ch}
+	})
+	if first.err != nil || ended(first.run.GetState()) {
+		t.Errorf("Watch during the end's write: %v, %v; want in progress", first.run.GetState(), first.err)
+	}
+	canceled := within(t, blockCtx, "Cancel", func() answer { r, err := m.Cancel(ctx, run.GetRunId(), "tester"); return answer{run: r, err: err} })
+	if canceled.err != nil {
+		t.Errorf("Cancel during the end's write: %v", canceled.err)
+	}
+	other := within(t, blockCtx, "Trigger", func() answer { r, err := m.Trigger(ctx, spec); return answer{run: r, err: err} })
+	if other.err != nil {
+		t.Fatalf("Trigger during another run's end: %v", other.err)
+	}
+	close(st.release)
+	if first.ch != nil {
+		var last Update
+		for u := range first.ch {
+			last = u
+		}
+		if last.Run.GetState() != measurev1.RunState_RUN_STATE_SUCCEEDED {
+			t.Errorf("watched run ended %v, want SUCCEEDED", last.Run.GetState())
+		}
+	}
+	final, err := m.Get(ctx, run.GetRunId())
+	if err != nil || final.GetState() != measurev1.RunState_RUN_STATE_SUCCEEDED {
+		t.Errorf("run after the end's write: %v, %v; want SUCCEEDED (the late Cancel changes nothing)", final.GetState(), err)
+	}
+}
+
+// Close returns once the runs' goroutines ended: the run in progress is
+// stored interrupted, its server stopped, and no goroutine of it is left.
+// A run triggered after Close ends interrupted before Trigger returns.
+func TestCloseWaitsForRuns(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := newCancelFixture(t, ctx, 2)
+	spec := &measurev1.RunSpec{Repeats: 1, Paths: hostHost, Tests: []*measurev1.TestSpec{iperf3Test}}
+	run, err := f.m.Trigger(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.agents.running:
+	case <-ctx.Done():
+		t.Fatal("no iperf3 client started")
+	}
+	f.m.Close()
+	stored, err := f.st.GetRun(ctx, run.GetRunId())
+	if err != nil || stored.GetState() != measurev1.RunState_RUN_STATE_INTERRUPTED {
+		t.Errorf("run stored %v, %v when Close returned; want INTERRUPTED", stored.GetState(), err)
+	}
+	f.agents.mu.Lock()
+	up := len(f.agents.started)
+	f.agents.mu.Unlock()
+	if up != 0 {
+		t.Errorf("%d servers left up when Close returned", up)
+	}
+	goleak.VerifyNone(t, ignore)
+
+	late, err := f.m.Trigger(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err = f.st.GetRun(ctx, late.GetRunId())
+	if err != nil || stored.GetState() != measurev1.RunState_RUN_STATE_INTERRUPTED || f.m.isActive(late.GetRunId()) {
+		t.Errorf("run triggered after Close: stored %v, %v, active %t when Trigger returned; want INTERRUPTED, ended",
+			stored.GetState(), err, f.m.isActive(late.GetRunId()))
+	}
+	f.m.Close() // again: nothing left
+	goleak.VerifyNone(t, ignore)
+}
