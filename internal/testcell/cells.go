@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/meshperf/meshperf/internal/protocol"
-	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/stats/infer"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -49,7 +49,7 @@ type Cell struct {
 	// a figure that is not finite counts as STATUS_INVALID.
 	Failed map[measurev1.Status]int
 	// Stats summarizes Samples; valid when len(Samples) > 0.
-	Stats stats.Summary
+	Stats infer.Summary
 }
 
 // Cells groups results into cells, sorted by test, parameters, path,
@@ -75,7 +75,7 @@ func Cells(results []*measurev1.Result) []*Cell {
 	out := make([]*Cell, 0, len(byKey))
 	for _, c := range byKey {
 		if len(c.Samples) > 0 {
-			c.Stats, _ = stats.Summarize(c.Samples) // finite: Measured
+			c.Stats, _ = infer.Summarize(c.Samples) // finite: Measured
 		}
 		out = append(out, c)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/stats/infer"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -22,7 +23,7 @@ type Delta struct {
 	// MedianChange is median(B)/median(A) - 1; NaN without both medians.
 	MedianChange float64
 	// Test is Welch's t-test on the samples.
-	Test stats.Comparison
+	Test infer.Comparison
 	// Tested is false when either side has fewer than 2 samples (then
 	// nothing is significant).
 	Tested bool
@@ -54,7 +55,7 @@ func Compare(a, b []*Cell) []Delta {
 			d.MedianChange = d.B.Stats.Median/d.A.Stats.Median - 1
 		}
 		if d.A != nil && d.B != nil {
-			cmpRes, err := stats.Welch(d.A.Samples, d.B.Samples)
+			cmpRes, err := infer.Welch(d.A.Samples, d.B.Samples)
 			if err == nil {
 				d.Test, d.Tested = cmpRes, true
 			} else if !errors.Is(err, stats.ErrNoSamples) {
@@ -129,7 +130,7 @@ func ByPath(cells []*Cell) []*Cell {
 	for _, k := range order {
 		m := byKey[k]
 		if len(m.Samples) > 0 {
-			m.Stats, _ = stats.Summarize(m.Samples)
+			m.Stats, _ = infer.Summarize(m.Samples)
 		}
 		out = append(out, m)
 	}
