@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -431,7 +432,7 @@ func (r *Registry) Ready() []Node {
 	for _, s := range r.sessions {
 		out = append(out, s.node)
 	}
-	slices.SortFunc(out, func(a, b Node) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -578,14 +579,4 @@ func (r *Registry) persist(ctx context.Context, a *meshv1.Agent) {
 
 func cloneAgent(a *meshv1.Agent) *meshv1.Agent {
 	return proto.CloneOf(a)
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
