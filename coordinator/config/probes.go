@@ -17,13 +17,6 @@ var probeFamilyNames = map[string]measurev1.IPFamily{
 	"ipv4": measurev1.IPFamily_IP_FAMILY_IPV4, "ipv6": measurev1.IPFamily_IP_FAMILY_IPV6,
 }
 
-// ProbeKindNames are the config file's names of the probe kinds (the probes
-// section's kinds), which the CLI and the web UI take too.
-var ProbeKindNames = map[string]agentv1.ProbeKind{
-	"icmp": agentv1.ProbeKind_PROBE_KIND_ICMP, "icmp_mtu": agentv1.ProbeKind_PROBE_KIND_ICMP_MTU,
-	"tcp": agentv1.ProbeKind_PROBE_KIND_TCP, "http": agentv1.ProbeKind_PROBE_KIND_HTTP,
-}
-
 // probePaths are the paths the continuous probes can take.
 var probePaths = []measurev1.Path{
 	measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_POD, measurev1.Path_PATH_POD_TO_POD,
@@ -95,7 +88,7 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 		kinds = []string{"icmp", "icmp_mtu", "tcp", "http"}
 	}
 	for i, name := range kinds {
-		k, ok := ProbeKindNames[name]
+		k, ok := testspec.ParseProbeKind(name)
 		if !ok {
 			return nil, fmt.Errorf("kinds[%d] %q: not a probe kind (icmp, icmp_mtu, tcp, http)", i, name)
 		}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -173,7 +172,7 @@ func (w *probeWindow) add(src string, s *agentv1.ProbeSummary) {
 	var example string
 	if bad {
 		w.bad++
-		example = fmt.Sprintf("%s->%s %s %s: %d of %d lost", src, dst, testspec.PathName(pk.path), ProbeKindName(pk.kind),
+		example = fmt.Sprintf("%s->%s %s %s: %d of %d lost", src, dst, testspec.PathName(pk.path), testspec.ProbeKindName(pk.kind),
 			s.GetSent()-s.GetReceived(), s.GetSent())
 		if m := s.GetMessage(); m != "" {
 			example += " (" + safetext.Line(m) + ")"
@@ -204,11 +203,6 @@ func aggOf[K comparable](m map[K]*probeAgg, k K) *probeAgg {
 		m[k] = a
 	}
 	return a
-}
-
-// ProbeKindName is a probe kind's config name: icmp, icmp_mtu, tcp, http.
-func ProbeKindName(k agentv1.ProbeKind) string {
-	return strings.TrimPrefix(strings.ToLower(k.String()), "probe_kind_")
 }
 
 // ProbePeriod is the judgment of one window.
