@@ -155,16 +155,26 @@ func ChunkLen(data []byte) (int, error) {
 }
 
 func chunkHeader(data []byte) (n int, body []byte, err error) {
-	if len(data) < 2 || data[0] != chunkVersion {
-		return 0, nil, fmt.Errorf("%w: chunk version or length", ErrCorrupt)
+	return countedHeader(data, chunkVersion, "chunk", "samples", 64, minSampleBits)
+}
+
+// countedHeader splits a chunk of either codec into its count and body:
+// a version byte, then the count as a uvarint. The first item takes at
+// least firstBits of the body, every other one minBits, so that a count
+// the body cannot hold is refused before any work. The errors wrap
+// ErrCorrupt and name the chunk kind (what) and its items (unit).
+func countedHeader(data []byte, version byte, what, unit string, firstBits, minBits uint64) (n int, body []byte, err error) {
+	if len(data) < 2 || data[0] != version {
+		return 0, nil, fmt.Errorf("%w: %s version or length", ErrCorrupt, what)
 	}
 	count, k := binary.Uvarint(data[1:])
 	if k <= 0 {
-		return 0, nil, fmt.Errorf("%w: chunk count", ErrCorrupt)
+		return 0, nil, fmt.Errorf("%w: %s count", ErrCorrupt, what)
 	}
 	body = data[1+k:]
-	if count > 0 && (len(body) < 8 || count-1 > uint64(len(body)*8-64)/minSampleBits) {
-		return 0, nil, fmt.Errorf("%w: chunk claims %d samples in %d bytes", ErrCorrupt, count, len(body))
+	bits := uint64(len(body)) * 8
+	if count > 0 && (bits < firstBits || count-1 > (bits-firstBits)/minBits) {
+		return 0, nil, fmt.Errorf("%w: %s claims %d %s in %d bytes", ErrCorrupt, what, count, unit, len(body))
 	}
 	return int(count), body, nil
 }
@@ -226,18 +236,11 @@ func decodeSample(r *bitReader, p state) (Sample, state, error) {
 		}
 		start = int64(v)
 	} else {
-		moved, err := r.readBit()
+		u, _, err := readFlagVar(r, 0)
 		if err != nil {
 			return s, p, err
 		}
-		d := int64(0)
-		if moved {
-			u, err := r.readVar()
-			if err != nil {
-				return s, p, err
-			}
-			d = unzigzag(u)
-		}
+		d := unzigzag(u) // 0 when the start did not move
 		var ok bool
 		if start, ok = addInt(p.start, p.period); ok {
 			start, ok = addInt(start, d)
@@ -250,13 +253,9 @@ func decodeSample(r *bitReader, p state) (Sample, state, error) {
 		return s, p, errValue("start out of range")
 	}
 	period := p.period
-	if changed, err := r.readBit(); err != nil {
+	if v, changed, err := readFlagVar(r, 0); err != nil {
 		return s, p, err
 	} else if changed {
-		v, err := r.readVar()
-		if err != nil {
-			return s, p, err
-		}
 		if v == 0 || v > uint64(MaxPeriod) {
 			return s, p, errValue("period out of range")
 		}
@@ -266,39 +265,27 @@ func decodeSample(r *bitReader, p state) (Sample, state, error) {
 		return s, p, errValue("no period")
 	}
 	sent := p.sent
-	if changed, err := r.readBit(); err != nil {
+	if v, changed, err := readFlagVar(r, 0); err != nil {
 		return s, p, err
 	} else if changed {
-		v, err := r.readVar()
-		if err != nil {
-			return s, p, err
-		}
 		if v > math.MaxUint32 {
 			return s, p, errValue("sent out of range")
 		}
 		sent = uint32(v)
 	}
 	received := sent
-	if lossy, err := r.readBit(); err != nil {
+	if v, lossy, err := readFlagVar(r, 0); err != nil {
 		return s, p, err
 	} else if lossy {
-		v, err := r.readVar()
-		if err != nil {
-			return s, p, err
-		}
 		if v > uint64(sent) {
 			return s, p, errValue("lost more than sent")
 		}
 		received = sent - uint32(v)
 	}
 	s.Status = measurev1.Status_STATUS_OK
-	if failed, err := r.readBit(); err != nil {
+	if v, failed, err := readFlagVar(r, 0); err != nil {
 		return s, p, err
 	} else if failed {
-		v, err := r.readVar()
-		if err != nil {
-			return s, p, err
-		}
 		if v > math.MaxInt32 || ValidStatus("status", measurev1.Status(v)) != nil || v == uint64(measurev1.Status_STATUS_OK) {
 			return s, p, errValue("status out of range")
 		}

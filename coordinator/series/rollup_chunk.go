@@ -110,20 +110,9 @@ func RollupsLen(data []byte) (int, error) {
 }
 
 func rollupHeader(data []byte) (n int, body []byte, err error) {
-	if len(data) < 2 || data[0] != rollupChunkVersion {
-		return 0, nil, fmt.Errorf("%w: rollup chunk version or length", ErrCorrupt)
-	}
-	count, k := binary.Uvarint(data[1:])
-	if k <= 0 {
-		return 0, nil, fmt.Errorf("%w: rollup chunk count", ErrCorrupt)
-	}
-	body = data[1+k:]
 	// The first point takes at least 6 bits (its hour), every other one
 	// minRollupBits.
-	if count > 0 && (len(body) == 0 || count-1 > uint64(len(body)*8-6)/minRollupBits) {
-		return 0, nil, fmt.Errorf("%w: rollup chunk claims %d points in %d bytes", ErrCorrupt, count, len(body))
-	}
-	return int(count), body, nil
+	return countedHeader(data, rollupChunkVersion, "rollup chunk", "points", 6, minRollupBits)
 }
 
 // DecodeRollups is the points of a rollup chunk, in Start order, times in
