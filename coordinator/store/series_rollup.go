@@ -327,10 +327,7 @@ func (s *Store) SeriesRollups(ctx context.Context, k series.Key, from, to time.T
 // readRollups is SeriesRollups; a limit above 0 stops it after limit
 // points.
 func (s *Store) readRollups(ctx context.Context, k series.Key, from, to time.Time, limit int) ([]series.Rollup, error) {
-	if err := validKey(k); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := readable(ctx, k); err != nil {
 		return nil, err
 	}
 	// The first hour that ends after from.
