@@ -108,33 +108,25 @@ func ByPath(cells []*Cell) []*Cell {
 		path   measurev1.Path
 		family measurev1.IPFamily
 	}
-	byKey := map[key]*Cell{}
-	var order []key
-	for _, c := range cells {
-		k := key{c.Test, c.Params, c.Path, c.Family}
-		m := byKey[k]
-		if m == nil {
-			m = &Cell{CellKey: CellKey{Src: AllPairs, Dst: AllPairs, Path: c.Path, Test: c.Test, Params: c.Params, Family: c.Family},
+	merged := Group(cells, func(c *Cell) key { return key{c.Test, c.Params, c.Path, c.Family} },
+		func(c *Cell) *Cell {
+			return &Cell{CellKey: CellKey{Src: AllPairs, Dst: AllPairs, Path: c.Path, Test: c.Test, Params: c.Params, Family: c.Family},
 				Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Failed: map[measurev1.Status]int{}}
-			byKey[k] = m
-			order = append(order, k)
-		}
-		if len(c.Samples) > 0 {
-			m.Samples = append(m.Samples, c.Stats.Median)
-		}
-		for st, n := range c.Failed {
-			m.Failed[st] += n
-		}
-	}
-	out := make([]*Cell, 0, len(order))
-	for _, k := range order {
-		m := byKey[k]
+		},
+		func(m, c *Cell) {
+			if len(c.Samples) > 0 {
+				m.Samples = append(m.Samples, c.Stats.Median)
+			}
+			for st, n := range c.Failed {
+				m.Failed[st] += n
+			}
+		}).Groups()
+	for _, m := range merged {
 		if len(m.Samples) > 0 {
 			m.Stats, _ = infer.Summarize(m.Samples)
 		}
-		out = append(out, m)
 	}
-	return out
+	return merged
 }
 
 // CompareFamilies compares, within one run's cells, each IPv6 cell with

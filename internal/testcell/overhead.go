@@ -42,32 +42,24 @@ func Matrices(cells []*Cell) []*Matrix {
 		path   measurev1.Path
 		family measurev1.IPFamily
 	}
-	byKey := map[key]*Matrix{}
-	var order []key
-	for _, c := range cells {
-		k := key{c.Test, c.Params, c.Path, c.Family}
-		m := byKey[k]
-		if m == nil {
-			m = &Matrix{Test: c.Test, Params: c.Params, Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Path: c.Path, Family: c.Family,
+	out := Group(cells, func(c *Cell) key { return key{c.Test, c.Params, c.Path, c.Family} },
+		func(c *Cell) *Matrix {
+			return &Matrix{Test: c.Test, Params: c.Params, Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Path: c.Path, Family: c.Family,
 				Cells: map[string]map[string]*Cell{}}
-			byKey[k] = m
-			order = append(order, k)
-		}
-		for _, n := range []string{c.Src, c.Dst} {
-			if !slices.Contains(m.Nodes, n) {
-				m.Nodes = append(m.Nodes, n)
+		},
+		func(m *Matrix, c *Cell) {
+			for _, n := range []string{c.Src, c.Dst} {
+				if !slices.Contains(m.Nodes, n) {
+					m.Nodes = append(m.Nodes, n)
+				}
 			}
-		}
-		if m.Cells[c.Src] == nil {
-			m.Cells[c.Src] = map[string]*Cell{}
-		}
-		m.Cells[c.Src][c.Dst] = c
-	}
-	out := make([]*Matrix, 0, len(order))
-	for _, k := range order {
-		m := byKey[k]
+			if m.Cells[c.Src] == nil {
+				m.Cells[c.Src] = map[string]*Cell{}
+			}
+			m.Cells[c.Src][c.Dst] = c
+		}).Groups()
+	for _, m := range out {
 		slices.Sort(m.Nodes)
-		out = append(out, m)
 	}
 	return out
 }
