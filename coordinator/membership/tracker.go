@@ -185,14 +185,7 @@ func (t *Tracker) SetMembers(reporter string, members Members) {
 	if !sorted {
 		slices.Sort(odd)
 	}
-	v := &view{set: set, at: now}
-	if len(odd) > 0 {
-		v.odd, v.oddSt = make([]nodeID, len(odd)), make([]uint8, len(odd))
-		for i, p := range odd {
-			v.odd[i], v.oddSt[i] = nodeID(p>>8), uint8(p)
-		}
-	}
-	t.nodes[r].view = v
+	t.nodes[r].view = newView(set, odd, now)
 	if old != nil {
 		t.releaseSet(old.set)
 	} else {
