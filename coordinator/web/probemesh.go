@@ -203,17 +203,14 @@ func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
 	v.Median = fig(median)
 	nodes := slices.Sorted(maps.Keys(nodeSet))
 	n := len(nodes)
-	state := make([]byte, n*n)
-	value, baseV, loss := make([]fig, n*n), make([]fig, n*n), make([]fig, n*n)
-	bad := make([]int, n)
+	g := newGrid(n)
+	state, value, baseV, loss := g.state, g.value, g.base, g.loss
 	for i, src := range nodes {
 		for j, dst := range nodes {
-			at := i*n + j
-			value[at], baseV[at], loss[at] = none, none, none
 			if i == j {
-				state[at] = stateSelf
 				continue
 			}
+			at := i*n + j
 			s, ok := cells[[2]string{src, dst}]
 			if !ok || s.Sample.Sent == 0 {
 				state[at] = stateNone
@@ -240,11 +237,8 @@ func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
 					state[at] = stateDegraded
 				}
 			}
-			if state[at] != stateOK {
-				bad[i]++
-				bad[j]++
-			}
+			g.settle(i, j)
 		}
 	}
-	arrange(v, nodes, state, value, baseV, loss, bad)
+	arrange(v, nodes, g)
 }
