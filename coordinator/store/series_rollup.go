@@ -339,11 +339,7 @@ func (s *Store) readRollups(ctx context.Context, k series.Key, from, to time.Tim
 	var out []series.Rollup
 	err := s.db.View(func(tx *bolt.Tx) error {
 		in := interner{tx: tx, cache: &s.nodes}
-		src, ok, err := in.lookup(k.Src)
-		if err != nil || !ok {
-			return err
-		}
-		dst, ok, err := in.lookup(k.Dst)
+		src, dst, ok, err := in.lookupPair(k)
 		if err != nil || !ok {
 			return err
 		}
