@@ -213,12 +213,7 @@ func AppendChunk(dst []Sample, data []byte, from, to time.Time) ([]Sample, error
 			dst = append(dst, s)
 		}
 	}
-	if pad := uint(len(body))*8 - r.pos; pad >= 8 {
-		return dst, fmt.Errorf("%w: %d bytes after the last sample", ErrCorrupt, pad/8)
-	} else if v, _ := r.readBits(pad); v != 0 {
-		return dst, fmt.Errorf("%w: padding bits are not zero", ErrCorrupt)
-	}
-	return dst, nil
+	return dst, r.checkEnd("sample", "")
 }
 
 // errValue means a decoded value is out of its range.

@@ -139,12 +139,7 @@ func AppendRollups(dst []Rollup, data []byte) ([]Rollup, error) {
 		p = next
 		dst = append(dst, pt)
 	}
-	if pad := uint(len(body))*8 - r.pos; pad >= 8 {
-		return dst, fmt.Errorf("%w: %d bytes after the last rollup", ErrCorrupt, pad/8)
-	} else if v, _ := r.readBits(pad); v != 0 {
-		return dst, fmt.Errorf("%w: rollup padding bits are not zero", ErrCorrupt)
-	}
-	return dst, nil
+	return dst, r.checkEnd("rollup", "rollup ")
 }
 
 // readFlagVar reads a flag bit and, if set, a var; unset gives def.
