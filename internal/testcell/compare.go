@@ -102,13 +102,7 @@ const AllPairs = "*"
 // pairs are the samples ("is pod->pod slower over vxlan than over
 // host-gw, across the cluster?").
 func ByPath(cells []*Cell) []*Cell {
-	type key struct {
-		test   measurev1.Test
-		params string
-		path   measurev1.Path
-		family measurev1.IPFamily
-	}
-	merged := Group(cells, func(c *Cell) key { return key{c.Test, c.Params, c.Path, c.Family} },
+	merged := Group(cells, matrixKeyOf,
 		func(c *Cell) *Cell {
 			return &Cell{CellKey: CellKey{Src: AllPairs, Dst: AllPairs, Path: c.Path, Test: c.Test, Params: c.Params, Family: c.Family},
 				Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Failed: map[measurev1.Status]int{}}

@@ -34,15 +34,20 @@ type Matrix struct {
 	Cells map[string]map[string]*Cell
 }
 
+// matrixKey is what the cells of one matrix share: test, parameters,
+// path and family (every node pair of them).
+type matrixKey struct {
+	test   measurev1.Test
+	params string
+	path   measurev1.Path
+	family measurev1.IPFamily
+}
+
+func matrixKeyOf(c *Cell) matrixKey { return matrixKey{c.Test, c.Params, c.Path, c.Family} }
+
 // Matrices arranges cells by test, parameters and path.
 func Matrices(cells []*Cell) []*Matrix {
-	type key struct {
-		test   measurev1.Test
-		params string
-		path   measurev1.Path
-		family measurev1.IPFamily
-	}
-	out := Group(cells, func(c *Cell) key { return key{c.Test, c.Params, c.Path, c.Family} },
+	out := Group(cells, matrixKeyOf,
 		func(c *Cell) *Matrix {
 			return &Matrix{Test: c.Test, Params: c.Params, Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Path: c.Path, Family: c.Family,
 				Cells: map[string]map[string]*Cell{}}
