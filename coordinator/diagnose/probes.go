@@ -3,6 +3,7 @@ package diagnose
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -263,11 +264,7 @@ func (j *ProbeJudge) NextDeadline() time.Time {
 func (j *ProbeJudge) Due(now time.Time, expected int) []ProbePeriod {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	ends := make([]int64, 0, len(j.windows))
-	for k := range j.windows {
-		ends = append(ends, k)
-	}
-	slices.Sort(ends)
+	ends := slices.Sorted(maps.Keys(j.windows))
 	var out []ProbePeriod
 	for _, k := range ends {
 		w := j.windows[k]
