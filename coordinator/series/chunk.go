@@ -304,26 +304,35 @@ func decodeSample(r *bitReader, p state) (Sample, state, error) {
 	}
 	median := p.median
 	if received > 0 {
-		var v [4]uint64
-		for i := range v {
-			u, err := r.readVar()
-			if err != nil {
-				return s, p, err
-			}
-			v[i] = u
+		var err error
+		if s.RTTMin, s.RTTMedian, s.RTTP90, s.RTTMax, median, err = readRTTs(r, median); err != nil {
+			return s, p, err
 		}
-		maxTicks := Ticks(MaxRTT)
-		md, ok := addInt(int64(median), unzigzag(v[0]))
-		if !ok || md < 0 || uint64(md) > maxTicks || v[1] > uint64(md) ||
-			v[2] > maxTicks || v[3] > maxTicks || uint64(md)+v[2]+v[3] > maxTicks {
-			return s, p, errValue("round trip out of range")
-		}
-		median = uint64(md)
-		s.RTTMin, s.RTTMedian = FromTicks(median-v[1]), FromTicks(median)
-		s.RTTP90, s.RTTMax = FromTicks(median+v[2]), FromTicks(median+v[2]+v[3])
 	}
 	s.Start, s.Period, s.Sent, s.Received = time.Unix(0, start).UTC(), time.Duration(period), sent, received
 	return s, state{start: start, period: period, sent: sent, median: median, n: p.n + 1}, nil
+}
+
+// readRTTs reads the round trips of a sample or rollup point that
+// received something: four varints, the median's change from prev (the
+// previous median, zigzag), min below the median, p90 above it and max
+// above p90, all in ticks. It returns them and the new median in ticks;
+// a value out of range is an errValue.
+func readRTTs(r *bitReader, prev uint64) (rttMin, rttMedian, rttP90, rttMax time.Duration, median uint64, err error) {
+	var v [4]uint64
+	for i := range v {
+		if v[i], err = r.readVar(); err != nil {
+			return 0, 0, 0, 0, prev, err
+		}
+	}
+	maxTicks := Ticks(MaxRTT)
+	md, ok := addInt(int64(prev), unzigzag(v[0]))
+	if !ok || md < 0 || uint64(md) > maxTicks || v[1] > uint64(md) ||
+		v[2] > maxTicks || v[3] > maxTicks || uint64(md)+v[2]+v[3] > maxTicks {
+		return 0, 0, 0, 0, prev, errValue("round trip out of range")
+	}
+	median = uint64(md)
+	return FromTicks(median - v[1]), FromTicks(median), FromTicks(median + v[2]), FromTicks(median + v[2] + v[3]), median, nil
 }
 
 // addInt is a+b and whether it did not overflow.

@@ -216,21 +216,9 @@ func decodeRollup(r *bitReader, p rollupState) (Rollup, rollupState, error) {
 	received := sent - lost
 	median := p.median
 	if received > 0 {
-		var v [4]uint64
-		for i := range v {
-			if v[i], err = r.readVar(); err != nil {
-				return pt, p, err
-			}
+		if pt.RTTMin, pt.RTTMedian, pt.RTTP90, pt.RTTMax, median, err = readRTTs(r, median); err != nil {
+			return pt, p, err
 		}
-		maxTicks := Ticks(MaxRTT)
-		md, ok := addInt(int64(median), unzigzag(v[0]))
-		if !ok || md < 0 || uint64(md) > maxTicks || v[1] > uint64(md) ||
-			v[2] > maxTicks || v[3] > maxTicks || uint64(md)+v[2]+v[3] > maxTicks {
-			return pt, p, errValue("round trip out of range")
-		}
-		median = uint64(md)
-		pt.RTTMin, pt.RTTMedian = FromTicks(median-v[1]), FromTicks(median)
-		pt.RTTP90, pt.RTTMax = FromTicks(median+v[2]), FromTicks(median+v[2]+v[3])
 	}
 	pt.Start = time.Unix(int64(hours)*3600, 0).UTC()
 	pt.Periods, pt.Sent, pt.Received, pt.Failed = periods, sent, received, failed
