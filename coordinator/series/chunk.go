@@ -115,12 +115,7 @@ func (e *Encoder) Append(s Sample) error {
 	}
 	median := p.median
 	if s.Received > 0 {
-		mn, md, p90, mx := Ticks(s.RTTMin), Ticks(s.RTTMedian), Ticks(s.RTTP90), Ticks(s.RTTMax)
-		w.writeVar(zigzag(int64(md) - int64(median)))
-		w.writeVar(md - mn)
-		w.writeVar(p90 - md)
-		w.writeVar(mx - p90)
-		median = md
+		median = writeRTTs(w, median, s.RTTMin, s.RTTMedian, s.RTTP90, s.RTTMax)
 	}
 	e.prev = state{start: start, period: period, sent: s.Sent, median: median, n: p.n + 1}
 	return nil
@@ -311,6 +306,18 @@ func decodeSample(r *bitReader, p state) (Sample, state, error) {
 	}
 	s.Start, s.Period, s.Sent, s.Received = time.Unix(0, start).UTC(), time.Duration(period), sent, received
 	return s, state{start: start, period: period, sent: sent, median: median, n: p.n + 1}, nil
+}
+
+// writeRTTs writes the round trips of a sample or rollup point that
+// received something, as readRTTs reads them, against prev, the previous
+// median in ticks; it returns the new median in ticks.
+func writeRTTs(w *bitWriter, prev uint64, rttMin, rttMedian, rttP90, rttMax time.Duration) (median uint64) {
+	mn, md, p90, mx := Ticks(rttMin), Ticks(rttMedian), Ticks(rttP90), Ticks(rttMax)
+	w.writeVar(zigzag(int64(md) - int64(prev)))
+	w.writeVar(md - mn)
+	w.writeVar(p90 - md)
+	w.writeVar(mx - p90)
+	return md
 }
 
 // readRTTs reads the round trips of a sample or rollup point that

@@ -87,12 +87,7 @@ func EncodeRollups(points []Rollup) ([]byte, error) {
 		}
 		median := p.median
 		if r.Received > 0 {
-			mn, md, p90, mx := Ticks(r.RTTMin), Ticks(r.RTTMedian), Ticks(r.RTTP90), Ticks(r.RTTMax)
-			w.writeVar(zigzag(int64(md) - int64(median)))
-			w.writeVar(md - mn)
-			w.writeVar(p90 - md)
-			w.writeVar(mx - p90)
-			median = md
+			median = writeRTTs(&w, median, r.RTTMin, r.RTTMedian, r.RTTP90, r.RTTMax)
 		}
 		p = rollupState{hours: hours, periods: r.Periods, sent: r.Sent, median: median, n: p.n + 1}
 	}
