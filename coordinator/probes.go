@@ -20,6 +20,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/tick"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -251,16 +252,8 @@ const syncProbesEvery = 5 * time.Second
 // syncProbes keeps the probe plans in line with the nodes' states until
 // ctx ends.
 func syncProbes(ctx context.Context, reg *registry.Registry) error {
-	t := time.NewTicker(syncProbesEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			reg.SyncProbes()
-		}
-	}
+	tick.Every(ctx, syncProbesEvery, reg.SyncProbes)
+	return nil
 }
 
 // compactEvery is how often stored report heads are moved into per-series
@@ -270,21 +263,15 @@ const compactEvery = time.Minute
 // compactSeries moves the report heads of closed blocks into chunks, every
 // compactEvery, until ctx ends.
 func compactSeries(ctx context.Context, st seriesCompactor, log *slog.Logger) error {
-	t := time.NewTicker(compactEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			n, err := st.CompactSeries(ctx, time.Now())
-			if err != nil && ctx.Err() == nil {
-				log.Error("compact probe series", "err", err)
-			} else if n > 0 {
-				log.Debug("probe series compacted", "reports", n)
-			}
+	tick.Every(ctx, compactEvery, func() {
+		n, err := st.CompactSeries(ctx, time.Now())
+		if err != nil && ctx.Err() == nil {
+			log.Error("compact probe series", "err", err)
+		} else if n > 0 {
+			log.Debug("probe series compacted", "reports", n)
 		}
-	}
+	})
+	return nil
 }
 
 // seriesCompactor is what compactSeries needs of the store.

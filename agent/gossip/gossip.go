@@ -240,10 +240,10 @@ func New(cfg Config) (*Gossip, error) {
 	return g, nil
 }
 
-// reconnectLoop tries, every ReconnectInterval, to join one member held
-// dead, chosen at random, until g is closed.
-func (g *Gossip) reconnectLoop() {
-	tick := time.NewTicker(g.cfg.ReconnectInterval)
+// every calls fn every d until g is closed (then returns); fn runs in the
+// caller's goroutine, one call at a time.
+func (g *Gossip) every(d time.Duration, fn func()) {
+	tick := time.NewTicker(d)
 	defer tick.Stop()
 	for {
 		select {
@@ -251,6 +251,14 @@ func (g *Gossip) reconnectLoop() {
 			return
 		case <-tick.C:
 		}
+		fn()
+	}
+}
+
+// reconnectLoop tries, every ReconnectInterval, to join one member held
+// dead, chosen at random, until g is closed.
+func (g *Gossip) reconnectLoop() {
+	g.every(g.cfg.ReconnectInterval, func() {
 		var dead []Member
 		others := false
 		for _, m := range g.events.snapshot() {
@@ -271,15 +279,15 @@ func (g *Gossip) reconnectLoop() {
 					g.log.Info("joined the seeds again", "seeds", seeds)
 				}
 			}
-			continue
+			return
 		}
 		m := dead[rand.IntN(len(dead))]
 		if _, err := g.ml.Join([]string{m.Addr.String()}); err != nil {
 			g.log.Debug("rejoin a dead member", "member", m.Name, "addr", m.Addr, "err", err)
-			continue
+			return
 		}
 		g.log.Info("rejoined a member held dead", "member", m.Name, "addr", m.Addr)
-	}
+	})
 }
 
 // Addr is the address this member advertises to the pool: what other

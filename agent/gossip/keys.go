@@ -101,17 +101,10 @@ func install(kr *memberlist.Keyring, keys [][]byte) error {
 // be read or parsed keeps the keys in use, with a warning (once per
 // content of the file).
 func (g *Gossip) watchKeys(kr *memberlist.Keyring, was []byte) {
-	tick := time.NewTicker(g.cfg.KeyCheckInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-g.closed:
-			return
-		case <-tick.C:
-		}
+	g.every(g.cfg.KeyCheckInterval, func() {
 		b, err := os.ReadFile(g.cfg.KeyFile)
 		if err == nil && bytes.Equal(b, was) {
-			continue
+			return
 		}
 		var keys [][]byte
 		if err != nil {
@@ -124,9 +117,9 @@ func (g *Gossip) watchKeys(kr *memberlist.Keyring, was []byte) {
 				g.log.Warn("gossip key file changed but cannot be used; keeping the keys in use until it changes again", "file", g.cfg.KeyFile, "err", err)
 			}
 			was = nil // warned: once until it reads again
-			continue
+			return
 		}
 		was = b
 		g.log.Info("gossip keys reloaded", "file", g.cfg.KeyFile, "keys", len(keys))
-	}
+	})
 }

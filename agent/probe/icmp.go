@@ -121,23 +121,24 @@ func listenICMP(addr string, df, v6 bool) (*net.IPConn, error) {
 	if df {
 		filter = ^uint32(0)
 	}
+	return configure(c, func(fd int) error {
+		if err := unix.SetsockoptInt(fd, unix.SOL_RAW, unix.ICMP_FILTER, int(int32(filter))); err != nil {
+			return err
+		}
+		if df {
+			return unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
+		}
+		return setEchoReceive(fd)
+	})
+}
+
+// configure applies set to the socket of c, a socket listenICMP or
+// listenICMPv6 opened; if that fails it closes c.
+func configure(c *net.IPConn, set func(fd int) error) (*net.IPConn, error) {
 	rc, err := c.SyscallConn()
 	if err == nil {
 		var serr error
-		err = rc.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_RAW, unix.ICMP_FILTER, int(int32(filter)))
-			if serr == nil && df {
-				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
-			}
-			if serr == nil && !df {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
-			}
-			if serr == nil && !df {
-				// Kernel receive timestamps, as iputils ping uses them:
-				// the reader's wakeup is not part of the round trip.
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
-			}
-		})
+		err = rc.Control(func(fd uintptr) { serr = set(int(fd)) })
 		if err == nil {
 			err = serr
 		}
@@ -147,6 +148,17 @@ func listenICMP(addr string, df, v6 bool) (*net.IPConn, error) {
 		return nil, fmt.Errorf("set socket options: %w", err)
 	}
 	return c, nil
+}
+
+// setEchoReceive sets what an echo socket of either family (not a
+// don't-fragment one) reads with: a 1 MiB receive buffer, and kernel
+// receive timestamps, as iputils ping uses them: the reader's wakeup is
+// not part of the round trip.
+func setEchoReceive(fd int) error {
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20); err != nil {
+		return err
+	}
+	return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
 }
 
 // close closes the sockets; the reader then ends.

@@ -41,33 +41,18 @@ func listenICMPv6(addr string, df bool) (*net.IPConn, error) {
 			filter.Data[t>>5] &^= 1 << uint(t&31)
 		}
 	}
-	rc, err := c.SyscallConn()
-	if err == nil {
-		var serr error
-		err = rc.Control(func(fd uintptr) {
-			serr = unix.SetsockoptICMPv6Filter(int(fd), unix.IPPROTO_ICMPV6, unix.ICMPV6_FILTER, &filter)
-			if serr == nil && df {
-				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO)
-			}
-			if serr == nil && df {
-				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_DONTFRAG, 1)
-			}
-			if serr == nil && !df {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
-			}
-			if serr == nil && !df {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
-			}
-		})
-		if err == nil {
-			err = serr
+	return configure(c, func(fd int) error {
+		if err := unix.SetsockoptICMPv6Filter(fd, unix.IPPROTO_ICMPV6, unix.ICMPV6_FILTER, &filter); err != nil {
+			return err
 		}
-	}
-	if err != nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("set socket options: %w", err)
-	}
-	return c, nil
+		if df {
+			if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO); err != nil {
+				return err
+			}
+			return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_DONTFRAG, 1)
+		}
+		return setEchoReceive(fd)
+	})
 }
 
 // ipHeader is the length in bytes of the IP header the pinger's echoes

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -191,23 +192,13 @@ func subset(node string, peers map[string]peer, subsetSize int, epoch int64) map
 		case a.score < b.score:
 			return 1
 		}
-		return compareStrings(a.name, b.name)
+		return strings.Compare(a.name, b.name)
 	})
 	out := make(map[string]bool, subsetSize)
 	for _, s := range all[:subsetSize] {
 		out[s.name] = true
 	}
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // wheel walks the phase-sorted targets cycle after cycle: the next probe

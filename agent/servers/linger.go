@@ -2,8 +2,6 @@ package servers
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -128,21 +126,14 @@ func serving(pid int, ports ...uint32) bool {
 			want = append(want, fmt.Sprintf(":%04X", p))
 		}
 	}
-	for _, f := range []string{"tcp", "tcp6"} {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/" + f)
-		if err != nil {
+	for fields := range tcpSockets(pid) {
+		// sl local_address rem_address st ...; st 01 is ESTABLISHED
+		if len(fields) < 4 || fields[3] != "01" {
 			continue
 		}
-		for _, line := range strings.Split(string(b), "\n") {
-			// sl local_address rem_address st ...; st 01 is ESTABLISHED
-			fields := strings.Fields(line)
-			if len(fields) < 4 || fields[3] != "01" {
-				continue
-			}
-			for _, w := range want {
-				if strings.HasSuffix(fields[1], w) {
-					return true
-				}
+		for _, w := range want {
+			if strings.HasSuffix(fields[1], w) {
+				return true
 			}
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"os"
 	"strconv"
@@ -407,23 +408,35 @@ func waitListening(ctx context.Context, p *proc.Process, port uint32) error {
 	}
 }
 
+// tcpSockets yields the fields of every line of pid's /proc/PID/net/tcp
+// and /proc/PID/net/tcp6 (their headers too: callers check the columns);
+// a file that cannot be read is passed over.
+func tcpSockets(pid int) iter.Seq[[]string] {
+	return func(yield func([]string) bool) {
+		for _, f := range []string{"tcp", "tcp6"} {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/" + f)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if !yield(strings.Fields(line)) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // listening reports whether pid itself holds a TCP socket in LISTEN state
 // on port: another process listening there (a leftover server) does not
 // count.
 func listening(pid int, port uint32) bool {
 	want := fmt.Sprintf(":%04X", port)
 	inodes := map[string]bool{}
-	for _, f := range []string{"tcp", "tcp6"} {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/" + f)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
-			fields := strings.Fields(line)
-			if len(fields) > 9 && fields[3] == "0A" && strings.HasSuffix(fields[1], want) {
-				inodes["socket:["+fields[9]+"]"] = true
-			}
+	for fields := range tcpSockets(pid) {
+		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+		if len(fields) > 9 && fields[3] == "0A" && strings.HasSuffix(fields[1], want) {
+			inodes["socket:["+fields[9]+"]"] = true
 		}
 	}
 	if len(inodes) == 0 {

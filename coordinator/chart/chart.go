@@ -7,6 +7,7 @@
 package chart
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"image/color"
@@ -93,16 +94,6 @@ func SizeSeries(cells []*testcell.Cell, latency bool) []Series {
 	}
 	slices.SortFunc(out, func(a, b Series) int { return int(a.Path - b.Path) })
 	return out
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Render draws the figure into out; the extension chooses the format
@@ -304,7 +295,7 @@ func pickMatrix(ms []*testcell.Matrix, opt Options) *testcell.Matrix {
 		case ai != bi:
 			return 1
 		}
-		return -cmpUint(a.MsgSizeBytes, b.MsgSizeBytes)
+		return -cmp.Compare(a.MsgSizeBytes, b.MsgSizeBytes)
 	})
 	for _, m := range ms {
 		if opt.HeatmapTest != 0 || opt.HeatmapPath != 0 {

@@ -45,20 +45,12 @@ worse (throughput down, latency up) by more than PCT percent: a CI gate.`,
 			if failIfWorse < 0 || math.IsNaN(failIfWorse) {
 				return fmt.Errorf("--fail-if-worse %v: want a percentage of 0 or more", failIfWorse)
 			}
-			client, closeConn, err := o.dial()
+			runs, results, err := loadRuns(cmd.Context(), o, args[0], args[1])
 			if err != nil {
 				return err
 			}
-			defer closeConn()
-			runA, resA, err := fetchRun(cmd.Context(), o, client, args[0])
-			if err != nil {
-				return err
-			}
-			runB, resB, err := fetchRun(cmd.Context(), o, client, args[1])
-			if err != nil {
-				return err
-			}
-			cellsA, cellsB := testcell.Cells(resA), testcell.Cells(resB)
+			runA, runB := runs[0], runs[1]
+			cellsA, cellsB := testcell.Cells(results[0]), testcell.Cells(results[1])
 			if by == "path" {
 				cellsA, cellsB = testcell.ByPath(cellsA), testcell.ByPath(cellsB)
 			}

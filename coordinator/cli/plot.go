@@ -39,17 +39,12 @@ pod-pod). The file's extension chooses PNG or SVG.`,
 					return fmt.Errorf("--heatmap-path: %w", err)
 				}
 			}
-			client, closeConn, err := o.dial()
+			runs, results, err := loadRuns(cmd.Context(), o, args[0])
 			if err != nil {
 				return err
 			}
-			defer closeConn()
-			run, results, err := fetchRun(cmd.Context(), o, client, args[0])
-			if err != nil {
-				return err
-			}
-			opt.Title = "run " + run.GetRunId() + " " + labelOf(run)
-			if err := chart.Render(testcell.Cells(results), out, opt); err != nil {
+			opt.Title = "run " + runs[0].GetRunId() + " " + labelOf(runs[0])
+			if err := chart.Render(testcell.Cells(results[0]), out, opt); err != nil {
 				return err
 			}
 			fmt.Fprintf(o.stderr, "wrote %s\n", out)

@@ -35,6 +35,24 @@ func fetchRun(ctx context.Context, o *options, client meshv1.MeshServiceClient, 
 	return resp.GetRun(), results, nil
 }
 
+// loadRuns dials the coordinator once and reads each run of runIDs with
+// all its results, in the order of runIDs; the connection is closed
+// when it returns.
+func loadRuns(ctx context.Context, o *options, runIDs ...string) ([]*measurev1.Run, [][]*measurev1.Result, error) {
+	client, closeConn, err := o.dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer closeConn()
+	runs, results := make([]*measurev1.Run, len(runIDs)), make([][]*measurev1.Result, len(runIDs))
+	for i, id := range runIDs {
+		if runs[i], results[i], err = fetchRun(ctx, o, client, id); err != nil {
+			return nil, nil, err
+		}
+	}
+	return runs, results, nil
+}
+
 func newReportCommand(o *options) *cobra.Command {
 	var showCells bool
 	cmd := &cobra.Command{
@@ -53,16 +71,11 @@ the cells with their statistics in base units.`,
 			if err := o.checkOutput("table", "json", "csv"); err != nil {
 				return err
 			}
-			client, closeConn, err := o.dial()
+			runs, results, err := loadRuns(cmd.Context(), o, args[0])
 			if err != nil {
 				return err
 			}
-			defer closeConn()
-			run, results, err := fetchRun(cmd.Context(), o, client, args[0])
-			if err != nil {
-				return err
-			}
-			cells := testcell.Cells(results)
+			run, cells := runs[0], testcell.Cells(results[0])
 			switch o.output {
 			case "json":
 				return printCellsJSON(o, run, cells)

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -12,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/meshperf/meshperf/coordinator/config"
 	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/store"
@@ -52,9 +50,14 @@ with the last failure's status. They are kept for
 			if err != nil {
 				return fmt.Errorf("--path: %w", err)
 			}
-			k, ok := config.ProbeKindNames[kind]
+			k, ok := testspec.ParseProbeKind(kind)
 			if !ok {
-				return fmt.Errorf("--kind %q: want one of %s", kind, strings.Join(slices.Sorted(maps.Keys(config.ProbeKindNames)), ", "))
+				var names []string
+				for _, k := range testspec.ProbeKinds() {
+					names = append(names, testspec.ProbeKindName(k))
+				}
+				slices.Sort(names)
+				return fmt.Errorf("--kind %q: want one of %s", kind, strings.Join(names, ", "))
 			}
 			now := time.Now()
 			req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: protoconv.APIProbeKind(k)}

@@ -17,13 +17,6 @@ var probeFamilyNames = map[string]measurev1.IPFamily{
 	"ipv4": measurev1.IPFamily_IP_FAMILY_IPV4, "ipv6": measurev1.IPFamily_IP_FAMILY_IPV6,
 }
 
-// ProbeKindNames are the config file's names of the probe kinds (the probes
-// section's kinds), which the CLI and the web UI take too.
-var ProbeKindNames = map[string]agentv1.ProbeKind{
-	"icmp": agentv1.ProbeKind_PROBE_KIND_ICMP, "icmp_mtu": agentv1.ProbeKind_PROBE_KIND_ICMP_MTU,
-	"tcp": agentv1.ProbeKind_PROBE_KIND_TCP, "http": agentv1.ProbeKind_PROBE_KIND_HTTP,
-}
-
 // probePaths are the paths the continuous probes can take.
 var probePaths = []measurev1.Path{
 	measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_POD, measurev1.Path_PATH_POD_TO_POD,
@@ -94,42 +87,39 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 	if len(kinds) == 0 {
 		kinds = []string{"icmp", "icmp_mtu", "tcp", "http"}
 	}
-	for i, name := range kinds {
-		k, ok := ProbeKindNames[name]
+	if s.Kinds, err = parseNames("kinds", kinds, func(i int, name string) (agentv1.ProbeKind, error) {
+		k, ok := testspec.ParseProbeKind(name)
 		if !ok {
-			return nil, fmt.Errorf("kinds[%d] %q: not a probe kind (icmp, icmp_mtu, tcp, http)", i, name)
+			return k, fmt.Errorf("kinds[%d] %q: not a probe kind (icmp, icmp_mtu, tcp, http)", i, name)
 		}
-		if slices.Contains(s.Kinds, k) {
-			return nil, fmt.Errorf("kinds[%d] %q: listed twice", i, name)
-		}
-		s.Kinds = append(s.Kinds, k)
+		return k, nil
+	}); err != nil {
+		return nil, err
 	}
 	paths := p.Paths
 	if len(paths) == 0 {
 		paths = []string{"host-host", "pod-pod"}
 	}
-	for i, name := range paths {
+	if s.Paths, err = parseNames("paths", paths, func(i int, name string) (measurev1.Path, error) {
 		path, err := testspec.ParsePath(name)
 		if err != nil {
-			return nil, fmt.Errorf("paths[%d]: %w", i, err)
+			return path, fmt.Errorf("paths[%d]: %w", i, err)
 		}
 		if !slices.Contains(probePaths, path) {
-			return nil, fmt.Errorf("paths[%d] %q: the probes take host-host, host-pod, pod-pod, host-service and pod-service", i, name)
+			return path, fmt.Errorf("paths[%d] %q: the probes take host-host, host-pod, pod-pod, host-service and pod-service", i, name)
 		}
-		if slices.Contains(s.Paths, path) {
-			return nil, fmt.Errorf("paths[%d] %q: listed twice", i, name)
-		}
-		s.Paths = append(s.Paths, path)
+		return path, nil
+	}); err != nil {
+		return nil, err
 	}
-	for i, name := range p.IPFamilies {
+	if s.IpFamilies, err = parseNames("ip_families", p.IPFamilies, func(i int, name string) (measurev1.IPFamily, error) {
 		f, ok := probeFamilyNames[name]
 		if !ok {
-			return nil, fmt.Errorf("ip_families[%d] %q: not an IP family (ipv4, ipv6)", i, name)
+			return f, fmt.Errorf("ip_families[%d] %q: not an IP family (ipv4, ipv6)", i, name)
 		}
-		if slices.Contains(s.IpFamilies, f) {
-			return nil, fmt.Errorf("ip_families[%d] %q: listed twice", i, name)
-		}
-		s.IpFamilies = append(s.IpFamilies, f)
+		return f, nil
+	}); err != nil {
+		return nil, err
 	}
 	if len(s.IpFamilies) == 1 && s.IpFamilies[0] == measurev1.IPFamily_IP_FAMILY_IPV4 {
 		s.IpFamilies = nil // the default: plans as before families existed
@@ -153,4 +143,22 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 		return nil, fmt.Errorf("max_packets_per_second %d: at most %d", s.MaxPacketsPerSecond, maxPPSCap)
 	}
 	return s, nil
+}
+
+// parseNames turns the names of the list field field into values with
+// parse, which names the field, the index and the name in its errors,
+// and refuses a name whose value is listed twice. No names give nil.
+func parseNames[T comparable](field string, names []string, parse func(i int, name string) (T, error)) ([]T, error) {
+	var out []T
+	for i, name := range names {
+		v, err := parse(i, name)
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(out, v) {
+			return nil, fmt.Errorf("%s[%d] %q: listed twice", field, i, name)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }

@@ -345,27 +345,8 @@ func observe(results []*measurev1.Result) []observation {
 			clean = append(clean, r)
 		}
 	}
-	type key struct {
-		src, dst string
-		path     measurev1.Path
-		test     measurev1.Test
-	}
 	cells := testcell.Cells(clean)
-	byKey := map[key]*observation{}
-	var order []key
-	for _, c := range cells {
-		k := key{c.Src, c.Dst, c.Path, c.Test}
-		o := byKey[k]
-		if o == nil {
-			o = &observation{src: c.Src, dst: c.Dst, path: c.Path, test: c.Test}
-			byKey[k] = o
-			order = append(order, k)
-		}
-		if len(c.Samples) == 0 {
-			o.failed, o.status = true, worstStatus(c.Failed)
-			o.note = testspec.StatusName(o.status)
-		}
-	}
+	obs := observeCells(cells)
 	// Degradations: per test, parameters and path, a node whose pairs
 	// measure far worse than the pairs it is not in. (Against all other
 	// pairs it would not show: in a small cluster most pairs involve any
@@ -404,18 +385,43 @@ func observe(results []*measurev1.Result) []observation {
 				v := c.Stats.Median
 				if testcell.HigherIsBetter(c.Test) && v < SlowRatio*ref ||
 					!testcell.HigherIsBetter(c.Test) && v > LatencyRatio*ref && v-ref >= MinLatencyIncrease {
-					o := byKey[key{c.Src, c.Dst, c.Path, c.Test}]
+					o := obs.ByKey[obsKeyOf(c)]
 					o.degraded = true
 					o.note = fmt.Sprintf("%s against %s on pairs without %s", report.FormatHeadline(c.Test, v), report.FormatHeadline(c.Test, ref), n)
 				}
 			}
 		}
 	}
-	out := make([]observation, 0, len(order))
-	for _, k := range order {
-		out = append(out, *byKey[k])
+	out := make([]observation, 0, len(obs.Order))
+	for _, o := range obs.Groups() {
+		out = append(out, *o)
 	}
 	return out
+}
+
+// obsKey is the key of an observation: a pair, path and test.
+type obsKey struct {
+	src, dst string
+	path     measurev1.Path
+	test     measurev1.Test
+}
+
+func obsKeyOf(c *testcell.Cell) obsKey { return obsKey{c.Src, c.Dst, c.Path, c.Test} }
+
+// observeCells makes an observation of every pair, path and test of cells
+// (over their parameters and families), failed with the worst status of
+// a cell that has no samples.
+func observeCells(cells []*testcell.Cell) testcell.Grouped[obsKey, *observation] {
+	return testcell.Group(cells, obsKeyOf,
+		func(c *testcell.Cell) *observation {
+			return &observation{src: c.Src, dst: c.Dst, path: c.Path, test: c.Test}
+		},
+		func(o *observation, c *testcell.Cell) {
+			if len(c.Samples) == 0 {
+				o.failed, o.status = true, worstStatus(c.Failed)
+				o.note = testspec.StatusName(o.status)
+			}
+		})
 }
 
 // worstStatus picks the most frequent failure status (ties by enum order).

@@ -136,29 +136,9 @@ func observeExternal(results []*measurev1.Result, aside map[string]bool) []obser
 		}
 		ext = append(ext, r)
 	}
-	type key struct {
-		src, dst string
-		path     measurev1.Path
-		test     measurev1.Test
-	}
-	byKey := map[key]*observation{}
-	var order []key
-	for _, c := range testcell.Cells(ext) {
-		k := key{c.Src, c.Dst, c.Path, c.Test}
-		o := byKey[k]
-		if o == nil {
-			o = &observation{src: c.Src, dst: c.Dst, path: c.Path, test: c.Test}
-			byKey[k] = o
-			order = append(order, k)
-		}
-		if len(c.Samples) == 0 {
-			o.failed, o.status = true, worstStatus(c.Failed)
-			o.note = testspec.StatusName(o.status)
-		}
-	}
-	out := make([]observation, 0, len(order))
-	for _, k := range order {
-		if o := byKey[k]; o.status != measurev1.Status_STATUS_AGENT_UNAVAILABLE {
+	out := []observation{}
+	for _, o := range observeCells(testcell.Cells(ext)).Groups() {
+		if o.status != measurev1.Status_STATUS_AGENT_UNAVAILABLE {
 			out = append(out, *o)
 		}
 	}

@@ -3,8 +3,8 @@ package diagnose
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -173,7 +173,7 @@ func (w *probeWindow) add(src string, s *agentv1.ProbeSummary) {
 	var example string
 	if bad {
 		w.bad++
-		example = fmt.Sprintf("%s->%s %s %s: %d of %d lost", src, dst, testspec.PathName(pk.path), ProbeKindName(pk.kind),
+		example = fmt.Sprintf("%s->%s %s %s: %d of %d lost", src, dst, testspec.PathName(pk.path), testspec.ProbeKindName(pk.kind),
 			s.GetSent()-s.GetReceived(), s.GetSent())
 		if m := s.GetMessage(); m != "" {
 			example += " (" + safetext.Line(m) + ")"
@@ -204,11 +204,6 @@ func aggOf[K comparable](m map[K]*probeAgg, k K) *probeAgg {
 		m[k] = a
 	}
 	return a
-}
-
-// ProbeKindName is a probe kind's config name: icmp, icmp_mtu, tcp, http.
-func ProbeKindName(k agentv1.ProbeKind) string {
-	return strings.TrimPrefix(strings.ToLower(k.String()), "probe_kind_")
 }
 
 // ProbePeriod is the judgment of one window.
@@ -269,11 +264,7 @@ func (j *ProbeJudge) NextDeadline() time.Time {
 func (j *ProbeJudge) Due(now time.Time, expected int) []ProbePeriod {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	ends := make([]int64, 0, len(j.windows))
-	for k := range j.windows {
-		ends = append(ends, k)
-	}
-	slices.Sort(ends)
+	ends := slices.Sorted(maps.Keys(j.windows))
 	var out []ProbePeriod
 	for _, k := range ends {
 		w := j.windows[k]

@@ -29,6 +29,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/meshperf/meshperf/internal/tick"
 )
 
 // Labels and annotations on the objects the coordinator manages.
@@ -270,18 +272,12 @@ func (s *Services) PruneEvery(ctx context.Context, interval time.Duration, keep 
 	if interval <= 0 {
 		return fmt.Errorf("kube: prune interval %v is not positive", interval)
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	tick.Every(ctx, interval, func() {
 		if err := s.pruneWith(ctx, keep); err != nil && ctx.Err() == nil {
 			s.log.Error("prune node services", "namespace", s.ns, "err", err)
 		}
-	}
+	})
+	return nil
 }
 
 func (s *Services) deleteSlice(ctx context.Context, name string) error {

@@ -105,14 +105,7 @@ func (t *Tracker) UpdateMembers(reporter string, changed Members) error {
 		set = t.acquireSet(mergeIDs(old.set.ids, adds, removes))
 	}
 	slices.Sort(odd)
-	v := &view{set: set, at: now}
-	if len(odd) > 0 {
-		v.odd, v.oddSt = make([]nodeID, len(odd)), make([]uint8, len(odd))
-		for i, p := range odd {
-			v.odd[i], v.oddSt[i] = nodeID(p>>8), uint8(p)
-		}
-	}
-	t.nodes[r].view = v
+	t.nodes[r].view = newView(set, odd, now)
 	t.releaseSet(old.set)
 	for _, x := range buf {
 		t.release(x) // a name interned for this delta and removed by it again

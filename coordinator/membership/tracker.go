@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -184,18 +185,11 @@ func (t *Tracker) SetMembers(reporter string, members Members) {
 	if !sorted {
 		slices.Sort(odd)
 	}
-	v := &view{set: set, at: now}
-	if len(odd) > 0 {
-		v.odd, v.oddSt = make([]nodeID, len(odd)), make([]uint8, len(odd))
-		for i, p := range odd {
-			v.odd[i], v.oddSt[i] = nodeID(p>>8), uint8(p)
-		}
-	}
-	t.nodes[r].view = v
+	t.nodes[r].view = newView(set, odd, now)
 	if old != nil {
 		t.releaseSet(old.set)
 	} else {
-		i, _ := slices.BinarySearchFunc(t.reporters, reporter, func(x nodeID, name string) int { return cmpString(t.nodes[x].name, name) })
+		i, _ := slices.BinarySearchFunc(t.reporters, reporter, func(x nodeID, name string) int { return strings.Compare(t.nodes[x].name, name) })
 		t.reporters = slices.Insert(t.reporters, i, r)
 	}
 	if now.After(t.lastAt) {
@@ -416,14 +410,4 @@ func (t *Tracker) logIgnored(node string, unconfirmed, connected bool) {
 	t.log.Log(context.Background(), level, "gossip's dead ignored: no quorum of the reporters that know the node",
 		"node", node, "connected", connected, "gossip_dead_by", v.DeadBy, "gossip_dead", v.DeadCount(),
 		"gossip_alive", v.AliveCount(), "quorum", fmt.Sprintf("at least %d and more than half of %d", MinQuorum, v.DeadCount()+v.AliveCount()))
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -35,6 +35,20 @@ type view struct {
 	at    time.Time
 }
 
+// newView is the view of set at at whose members not seen alive are
+// odd, sorted, each packed as ID<<8 | state (the scratch of SetView and
+// of a delta); odd is copied, not kept.
+func newView(set *memberSet, odd []uint64, at time.Time) *view {
+	v := &view{set: set, at: at}
+	if len(odd) > 0 {
+		v.odd, v.oddSt = make([]nodeID, len(odd)), make([]uint8, len(odd))
+		for i, p := range odd {
+			v.odd[i], v.oddSt[i] = nodeID(p>>8), uint8(p)
+		}
+	}
+	return v
+}
+
 // state is what v says of x: UNSPECIFIED if v does not know x.
 func (v *view) state(x nodeID) agentv1.GossipState {
 	if len(v.odd) > 0 {

@@ -119,30 +119,25 @@ func New(cfg Config) (*Metrics, error) {
 	pairLabels := []string{"src", "dst", "test", "path"}
 	m := &Metrics{
 		cfg: cfg, log: log, reg: prometheus.NewRegistry(),
-		nodeLatency: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meshperf_node_latency_seconds",
-			Help: "Median over the node's peers (as source or destination) of each pair's last latency or time figure, in seconds: ping median RTT, qperf one-way latency, HTTP total time.",
-		}, nodeLabels),
-		nodeThroughput: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meshperf_node_throughput_bps",
-			Help: "Median over the node's peers (as source or destination) of each pair's last throughput figure, in bits per second: qperf tcp_bw/udp_bw, iperf3 receiver throughput.",
-		}, nodeLabels),
+		nodeLatency: gaugeVec("meshperf_node_latency_seconds",
+			"Median over the node's peers (as source or destination) of each pair's last latency or time figure, in seconds: ping median RTT, qperf one-way latency, HTTP total time.",
+			nodeLabels),
+		nodeThroughput: gaugeVec("meshperf_node_throughput_bps",
+			"Median over the node's peers (as source or destination) of each pair's last throughput figure, in bits per second: qperf tcp_bw/udp_bw, iperf3 receiver throughput.",
+			nodeLabels),
 		nodeResults: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshperf_node_results_total",
 			Help: "Results recorded with the node as source or destination, by status (ok or the failure).",
 		}, append(nodeLabels, "status")),
-		nodeLoss: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meshperf_node_loss_ratio",
-			Help: "Median over the node's peers (as source or destination) of each pair's last packet loss, a ratio 0..1: ping's lost echoes, iperf3 UDP's lost datagrams.",
-		}, nodeLabels),
-		faults: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meshperf_fault",
-			Help: "1 for each fault the newest continuous run localises: the node its bad pairs have in common and the kind (pod-network, mtu-blackhole, icmp-blocked, bandwidth-degraded, latency-degraded, unreachable, agent-gone), or a node that cannot reach the external targets others reach (egress-broken, pod-egress-broken); no series when there is none.",
-		}, []string{"node", "kind"}),
-		externalFaults: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meshperf_external_fault",
-			Help: "1 for each fault of an external target the newest continuous run finds: the target's name and the kind (external-down, external-http-down, external-icmp-blocked, external-partial); no series when there is none.",
-		}, []string{"target", "kind"}),
+		nodeLoss: gaugeVec("meshperf_node_loss_ratio",
+			"Median over the node's peers (as source or destination) of each pair's last packet loss, a ratio 0..1: ping's lost echoes, iperf3 UDP's lost datagrams.",
+			nodeLabels),
+		faults: gaugeVec("meshperf_fault",
+			"1 for each fault the newest continuous run localises: the node its bad pairs have in common and the kind (pod-network, mtu-blackhole, icmp-blocked, bandwidth-degraded, latency-degraded, unreachable, agent-gone), or a node that cannot reach the external targets others reach (egress-broken, pod-egress-broken); no series when there is none.",
+			[]string{"node", "kind"}),
+		externalFaults: gaugeVec("meshperf_external_fault",
+			"1 for each fault of an external target the newest continuous run finds: the target's name and the kind (external-down, external-http-down, external-icmp-blocked, external-partial); no series when there is none.",
+			[]string{"target", "kind"}),
 		runsActive: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshperf_runs_active",
 			Help: "Runs in progress.",
@@ -170,18 +165,15 @@ func New(cfg Config) (*Metrics, error) {
 		cs = append(cs, invalidCollector{cfg.Invalid})
 	}
 	if cfg.PerPair {
-		m.pairLatency = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meshperf_pair_latency_seconds",
-			Help: "The pair's last latency or time figure, in seconds: ping median RTT, qperf one-way latency, HTTP total time.",
-		}, pairLabels)
-		m.pairThroughput = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meshperf_pair_throughput_bps",
-			Help: "The pair's last throughput figure, in bits per second: qperf tcp_bw/udp_bw, iperf3 receiver throughput.",
-		}, pairLabels)
-		m.pairLoss = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meshperf_pair_loss_ratio",
-			Help: "The pair's last packet loss, a ratio 0..1: ping's lost echoes, iperf3 UDP's lost datagrams.",
-		}, pairLabels)
+		m.pairLatency = gaugeVec("meshperf_pair_latency_seconds",
+			"The pair's last latency or time figure, in seconds: ping median RTT, qperf one-way latency, HTTP total time.",
+			pairLabels)
+		m.pairThroughput = gaugeVec("meshperf_pair_throughput_bps",
+			"The pair's last throughput figure, in bits per second: qperf tcp_bw/udp_bw, iperf3 receiver throughput.",
+			pairLabels)
+		m.pairLoss = gaugeVec("meshperf_pair_loss_ratio",
+			"The pair's last packet loss, a ratio 0..1: ping's lost echoes, iperf3 UDP's lost datagrams.",
+			pairLabels)
 		cs = append(cs, m.pairLatency, m.pairThroughput, m.pairLoss)
 	}
 	for _, c := range cs {
@@ -323,4 +315,9 @@ func (m *Metrics) pairGauge(test measurev1.Test) *prometheus.GaugeVec {
 		return m.pairThroughput
 	}
 	return m.pairLatency
+}
+
+// gaugeVec is a gauge family named name, with help and labels.
+func gaugeVec(name, help string, labels []string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -40,7 +41,7 @@ func (r *Registry) Agents() []*meshv1.Agent {
 		a.State = r.state(rec, now, g.Gone())
 		out = append(out, a)
 	}
-	slices.SortFunc(out, func(a, b *meshv1.Agent) int { return cmpString(a.GetNodeName(), b.GetNodeName()) })
+	slices.SortFunc(out, func(a, b *meshv1.Agent) int { return strings.Compare(a.GetNodeName(), b.GetNodeName()) })
 	return out
 }
 

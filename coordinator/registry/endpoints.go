@@ -2,6 +2,7 @@ package registry
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/meshperf/meshperf/coordinator/protoconv"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -22,7 +23,7 @@ func (r *Registry) endpoints(s *session) *agentv1.Endpoints {
 			nodes = append(nodes, c.node)
 		}
 		r.mu.Unlock()
-		slices.SortFunc(nodes, func(a, b Node) int { return cmpString(a.Name, b.Name) })
+		slices.SortFunc(nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	} else {
 		nodes = r.Ready()
 	}

@@ -3,6 +3,7 @@ package registry
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -33,7 +34,7 @@ func checkExternal(targets []*agentv1.ExternalTarget) ([]*agentv1.ExternalTarget
 		}
 		out[i] = proto.CloneOf(t)
 	}
-	slices.SortFunc(out, func(a, b *agentv1.ExternalTarget) int { return cmpString(a.GetName(), b.GetName()) })
+	slices.SortFunc(out, func(a, b *agentv1.ExternalTarget) int { return strings.Compare(a.GetName(), b.GetName()) })
 	for i := 1; i < len(out); i++ {
 		if out[i].GetName() == out[i-1].GetName() {
 			return nil, fmt.Errorf("external target %q is listed twice", out[i].GetName())

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -435,7 +436,7 @@ func (r *Registry) Ready() []Node {
 	for _, s := range r.sessions {
 		out = append(out, s.node)
 	}
-	slices.SortFunc(out, func(a, b Node) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -582,14 +583,4 @@ func (r *Registry) persist(ctx context.Context, a *storev1.Agent) {
 
 func cloneAgent(a *storev1.Agent) *storev1.Agent {
 	return proto.CloneOf(a)
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

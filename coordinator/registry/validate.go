@@ -55,24 +55,23 @@ func validateRegister(reg *agentv1.Register, policy *AddressPolicy) (Node, error
 		if err != nil {
 			return bad("addresses[%d].ip: %v", i, err)
 		}
+		// The network's primary and IPv6 address, and the fields that
+		// name where each came from.
 		var slot, slot6 *netip.Addr
+		var field, field6 *string
+		var network string
 		switch a.GetNetwork() {
 		case measurev1.Network_NETWORK_HOST:
-			slot, slot6 = &n.HostIP, &n.HostIPv6
-			if !slot.IsValid() {
-				hostField = fmt.Sprintf("addresses[%d].ip (host)", i)
-			} else {
-				host6Field = fmt.Sprintf("addresses[%d].ip (host)", i)
-			}
+			slot, slot6, field, field6, network = &n.HostIP, &n.HostIPv6, &hostField, &host6Field, "host"
 		case measurev1.Network_NETWORK_POD:
-			slot, slot6 = &n.PodIP, &n.PodIPv6
-			if !slot.IsValid() {
-				podField = fmt.Sprintf("addresses[%d].ip (pod)", i)
-			} else {
-				pod6Field = fmt.Sprintf("addresses[%d].ip (pod)", i)
-			}
+			slot, slot6, field, field6, network = &n.PodIP, &n.PodIPv6, &podField, &pod6Field, "pod"
 		default:
 			return bad("addresses[%d].network %v is not host or pod", i, a.GetNetwork())
+		}
+		if !slot.IsValid() {
+			*field = fmt.Sprintf("addresses[%d].ip (%s)", i, network)
+		} else {
+			*field6 = fmt.Sprintf("addresses[%d].ip (%s)", i, network)
 		}
 		switch {
 		case !slot.IsValid():
@@ -82,11 +81,7 @@ func validateRegister(reg *agentv1.Register, policy *AddressPolicy) (Node, error
 		case ip.Is4():
 			// IPv4 is the primary address of a dual-stack node.
 			*slot, *slot6 = ip, *slot
-			if a.GetNetwork() == measurev1.Network_NETWORK_HOST {
-				hostField, host6Field = host6Field, hostField
-			} else {
-				podField, pod6Field = pod6Field, podField
-			}
+			*field, *field6 = *field6, *field
 		default:
 			*slot6 = ip
 		}

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/store"
-	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/stats/infer"
 	"github.com/meshperf/meshperf/internal/testcell"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -212,7 +212,7 @@ func Fold(results []*measurev1.Result) []*measurev1.Rollup {
 				failed[testcell.StatusOf(r)]++
 			}
 		}
-		if s, err := stats.Summarize(values); err == nil {
+		if s, err := infer.Summarize(values); err == nil {
 			ru.Samples, ru.MinValue, ru.MedianValue, ru.MaxValue, ru.MeanValue = uint32(s.N), s.Min, s.Median, s.Max, s.Mean
 		}
 		statuses := make([]measurev1.Status, 0, len(failed))

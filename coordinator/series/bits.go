@@ -3,6 +3,7 @@ package series
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 )
 
 // errShort means a chunk ended inside a value.
@@ -91,6 +92,18 @@ func (r *bitReader) readBits(n uint) (uint64, error) {
 	v := (w << (r.pos % 8)) >> (64 - n)
 	r.pos += n
 	return v, nil
+}
+
+// checkEnd refuses, with an error wrapping ErrCorrupt, what follows the
+// last item of a chunk (a sample, a rollup) other than up to 7 zero bits
+// of padding; padPrefix comes before "padding" in the error ("rollup ").
+func (r *bitReader) checkEnd(item, padPrefix string) error {
+	if pad := uint(len(r.data))*8 - r.pos; pad >= 8 {
+		return fmt.Errorf("%w: %d bytes after the last %s", ErrCorrupt, pad/8, item)
+	} else if v, _ := r.readBits(pad); v != 0 {
+		return fmt.Errorf("%w: %spadding bits are not zero", ErrCorrupt, padPrefix)
+	}
+	return nil
 }
 
 func (r *bitReader) readBit() (bool, error) {

@@ -115,12 +115,7 @@ func (e *Encoder) Append(s Sample) error {
 	}
 	median := p.median
 	if s.Received > 0 {
-		mn, md, p90, mx := Ticks(s.RTTMin), Ticks(s.RTTMedian), Ticks(s.RTTP90), Ticks(s.RTTMax)
-		w.writeVar(zigzag(int64(md) - int64(median)))
-		w.writeVar(md - mn)
-		w.writeVar(p90 - md)
-		w.writeVar(mx - p90)
-		median = md
+		median = writeRTTs(w, median, s.RTTMin, s.RTTMedian, s.RTTP90, s.RTTMax)
 	}
 	e.prev = state{start: start, period: period, sent: s.Sent, median: median, n: p.n + 1}
 	return nil
@@ -155,16 +150,26 @@ func ChunkLen(data []byte) (int, error) {
 }
 
 func chunkHeader(data []byte) (n int, body []byte, err error) {
-	if len(data) < 2 || data[0] != chunkVersion {
-		return 0, nil, fmt.Errorf("%w: chunk version or length", ErrCorrupt)
+	return countedHeader(data, chunkVersion, "chunk", "samples", 64, minSampleBits)
+}
+
+// countedHeader splits a chunk of either codec into its count and body:
+// a version byte, then the count as a uvarint. The first item takes at
+// least firstBits of the body, every other one minBits, so that a count
+// the body cannot hold is refused before any work. The errors wrap
+// ErrCorrupt and name the chunk kind (what) and its items (unit).
+func countedHeader(data []byte, version byte, what, unit string, firstBits, minBits uint64) (n int, body []byte, err error) {
+	if len(data) < 2 || data[0] != version {
+		return 0, nil, fmt.Errorf("%w: %s version or length", ErrCorrupt, what)
 	}
 	count, k := binary.Uvarint(data[1:])
 	if k <= 0 {
-		return 0, nil, fmt.Errorf("%w: chunk count", ErrCorrupt)
+		return 0, nil, fmt.Errorf("%w: %s count", ErrCorrupt, what)
 	}
 	body = data[1+k:]
-	if count > 0 && (len(body) < 8 || count-1 > uint64(len(body)*8-64)/minSampleBits) {
-		return 0, nil, fmt.Errorf("%w: chunk claims %d samples in %d bytes", ErrCorrupt, count, len(body))
+	bits := uint64(len(body)) * 8
+	if count > 0 && (bits < firstBits || count-1 > (bits-firstBits)/minBits) {
+		return 0, nil, fmt.Errorf("%w: %s claims %d %s in %d bytes", ErrCorrupt, what, count, unit, len(body))
 	}
 	return int(count), body, nil
 }
@@ -203,12 +208,7 @@ func AppendChunk(dst []Sample, data []byte, from, to time.Time) ([]Sample, error
 			dst = append(dst, s)
 		}
 	}
-	if pad := uint(len(body))*8 - r.pos; pad >= 8 {
-		return dst, fmt.Errorf("%w: %d bytes after the last sample", ErrCorrupt, pad/8)
-	} else if v, _ := r.readBits(pad); v != 0 {
-		return dst, fmt.Errorf("%w: padding bits are not zero", ErrCorrupt)
-	}
-	return dst, nil
+	return dst, r.checkEnd("sample", "")
 }
 
 // errValue means a decoded value is out of its range.
@@ -226,18 +226,11 @@ func decodeSample(r *bitReader, p state) (Sample, state, error) {
 		}
 		start = int64(v)
 	} else {
-		moved, err := r.readBit()
+		u, _, err := readFlagVar(r, 0)
 		if err != nil {
 			return s, p, err
 		}
-		d := int64(0)
-		if moved {
-			u, err := r.readVar()
-			if err != nil {
-				return s, p, err
-			}
-			d = unzigzag(u)
-		}
+		d := unzigzag(u) // 0 when the start did not move
 		var ok bool
 		if start, ok = addInt(p.start, p.period); ok {
 			start, ok = addInt(start, d)
@@ -250,13 +243,9 @@ func decodeSample(r *bitReader, p state) (Sample, state, error) {
 		return s, p, errValue("start out of range")
 	}
 	period := p.period
-	if changed, err := r.readBit(); err != nil {
+	if v, changed, err := readFlagVar(r, 0); err != nil {
 		return s, p, err
 	} else if changed {
-		v, err := r.readVar()
-		if err != nil {
-			return s, p, err
-		}
 		if v == 0 || v > uint64(MaxPeriod) {
 			return s, p, errValue("period out of range")
 		}
@@ -266,39 +255,27 @@ func decodeSample(r *bitReader, p state) (Sample, state, error) {
 		return s, p, errValue("no period")
 	}
 	sent := p.sent
-	if changed, err := r.readBit(); err != nil {
+	if v, changed, err := readFlagVar(r, 0); err != nil {
 		return s, p, err
 	} else if changed {
-		v, err := r.readVar()
-		if err != nil {
-			return s, p, err
-		}
 		if v > math.MaxUint32 {
 			return s, p, errValue("sent out of range")
 		}
 		sent = uint32(v)
 	}
 	received := sent
-	if lossy, err := r.readBit(); err != nil {
+	if v, lossy, err := readFlagVar(r, 0); err != nil {
 		return s, p, err
 	} else if lossy {
-		v, err := r.readVar()
-		if err != nil {
-			return s, p, err
-		}
 		if v > uint64(sent) {
 			return s, p, errValue("lost more than sent")
 		}
 		received = sent - uint32(v)
 	}
 	s.Status = measurev1.Status_STATUS_OK
-	if failed, err := r.readBit(); err != nil {
+	if v, failed, err := readFlagVar(r, 0); err != nil {
 		return s, p, err
 	} else if failed {
-		v, err := r.readVar()
-		if err != nil {
-			return s, p, err
-		}
 		if v > math.MaxInt32 || ValidStatus("status", measurev1.Status(v)) != nil || v == uint64(measurev1.Status_STATUS_OK) {
 			return s, p, errValue("status out of range")
 		}
@@ -322,26 +299,47 @@ func decodeSample(r *bitReader, p state) (Sample, state, error) {
 	}
 	median := p.median
 	if received > 0 {
-		var v [4]uint64
-		for i := range v {
-			u, err := r.readVar()
-			if err != nil {
-				return s, p, err
-			}
-			v[i] = u
+		var err error
+		if s.RTTMin, s.RTTMedian, s.RTTP90, s.RTTMax, median, err = readRTTs(r, median); err != nil {
+			return s, p, err
 		}
-		maxTicks := Ticks(MaxRTT)
-		md, ok := addInt(int64(median), unzigzag(v[0]))
-		if !ok || md < 0 || uint64(md) > maxTicks || v[1] > uint64(md) ||
-			v[2] > maxTicks || v[3] > maxTicks || uint64(md)+v[2]+v[3] > maxTicks {
-			return s, p, errValue("round trip out of range")
-		}
-		median = uint64(md)
-		s.RTTMin, s.RTTMedian = FromTicks(median-v[1]), FromTicks(median)
-		s.RTTP90, s.RTTMax = FromTicks(median+v[2]), FromTicks(median+v[2]+v[3])
 	}
 	s.Start, s.Period, s.Sent, s.Received = time.Unix(0, start).UTC(), time.Duration(period), sent, received
 	return s, state{start: start, period: period, sent: sent, median: median, n: p.n + 1}, nil
+}
+
+// writeRTTs writes the round trips of a sample or rollup point that
+// received something, as readRTTs reads them, against prev, the previous
+// median in ticks; it returns the new median in ticks.
+func writeRTTs(w *bitWriter, prev uint64, rttMin, rttMedian, rttP90, rttMax time.Duration) (median uint64) {
+	mn, md, p90, mx := Ticks(rttMin), Ticks(rttMedian), Ticks(rttP90), Ticks(rttMax)
+	w.writeVar(zigzag(int64(md) - int64(prev)))
+	w.writeVar(md - mn)
+	w.writeVar(p90 - md)
+	w.writeVar(mx - p90)
+	return md
+}
+
+// readRTTs reads the round trips of a sample or rollup point that
+// received something: four varints, the median's change from prev (the
+// previous median, zigzag), min below the median, p90 above it and max
+// above p90, all in ticks. It returns them and the new median in ticks;
+// a value out of range is an errValue.
+func readRTTs(r *bitReader, prev uint64) (rttMin, rttMedian, rttP90, rttMax time.Duration, median uint64, err error) {
+	var v [4]uint64
+	for i := range v {
+		if v[i], err = r.readVar(); err != nil {
+			return 0, 0, 0, 0, prev, err
+		}
+	}
+	maxTicks := Ticks(MaxRTT)
+	md, ok := addInt(int64(prev), unzigzag(v[0]))
+	if !ok || md < 0 || uint64(md) > maxTicks || v[1] > uint64(md) ||
+		v[2] > maxTicks || v[3] > maxTicks || uint64(md)+v[2]+v[3] > maxTicks {
+		return 0, 0, 0, 0, prev, errValue("round trip out of range")
+	}
+	median = uint64(md)
+	return FromTicks(median - v[1]), FromTicks(median), FromTicks(median + v[2]), FromTicks(median + v[2] + v[3]), median, nil
 }
 
 // addInt is a+b and whether it did not overflow.

@@ -87,12 +87,7 @@ func EncodeRollups(points []Rollup) ([]byte, error) {
 		}
 		median := p.median
 		if r.Received > 0 {
-			mn, md, p90, mx := Ticks(r.RTTMin), Ticks(r.RTTMedian), Ticks(r.RTTP90), Ticks(r.RTTMax)
-			w.writeVar(zigzag(int64(md) - int64(median)))
-			w.writeVar(md - mn)
-			w.writeVar(p90 - md)
-			w.writeVar(mx - p90)
-			median = md
+			median = writeRTTs(&w, median, r.RTTMin, r.RTTMedian, r.RTTP90, r.RTTMax)
 		}
 		p = rollupState{hours: hours, periods: r.Periods, sent: r.Sent, median: median, n: p.n + 1}
 	}
@@ -110,20 +105,9 @@ func RollupsLen(data []byte) (int, error) {
 }
 
 func rollupHeader(data []byte) (n int, body []byte, err error) {
-	if len(data) < 2 || data[0] != rollupChunkVersion {
-		return 0, nil, fmt.Errorf("%w: rollup chunk version or length", ErrCorrupt)
-	}
-	count, k := binary.Uvarint(data[1:])
-	if k <= 0 {
-		return 0, nil, fmt.Errorf("%w: rollup chunk count", ErrCorrupt)
-	}
-	body = data[1+k:]
 	// The first point takes at least 6 bits (its hour), every other one
 	// minRollupBits.
-	if count > 0 && (len(body) == 0 || count-1 > uint64(len(body)*8-6)/minRollupBits) {
-		return 0, nil, fmt.Errorf("%w: rollup chunk claims %d points in %d bytes", ErrCorrupt, count, len(body))
-	}
-	return int(count), body, nil
+	return countedHeader(data, rollupChunkVersion, "rollup chunk", "points", 6, minRollupBits)
 }
 
 // DecodeRollups is the points of a rollup chunk, in Start order, times in
@@ -150,12 +134,7 @@ func AppendRollups(dst []Rollup, data []byte) ([]Rollup, error) {
 		p = next
 		dst = append(dst, pt)
 	}
-	if pad := uint(len(body))*8 - r.pos; pad >= 8 {
-		return dst, fmt.Errorf("%w: %d bytes after the last rollup", ErrCorrupt, pad/8)
-	} else if v, _ := r.readBits(pad); v != 0 {
-		return dst, fmt.Errorf("%w: rollup padding bits are not zero", ErrCorrupt)
-	}
-	return dst, nil
+	return dst, r.checkEnd("rollup", "rollup ")
 }
 
 // readFlagVar reads a flag bit and, if set, a var; unset gives def.
@@ -232,21 +211,9 @@ func decodeRollup(r *bitReader, p rollupState) (Rollup, rollupState, error) {
 	received := sent - lost
 	median := p.median
 	if received > 0 {
-		var v [4]uint64
-		for i := range v {
-			if v[i], err = r.readVar(); err != nil {
-				return pt, p, err
-			}
+		if pt.RTTMin, pt.RTTMedian, pt.RTTP90, pt.RTTMax, median, err = readRTTs(r, median); err != nil {
+			return pt, p, err
 		}
-		maxTicks := Ticks(MaxRTT)
-		md, ok := addInt(int64(median), unzigzag(v[0]))
-		if !ok || md < 0 || uint64(md) > maxTicks || v[1] > uint64(md) ||
-			v[2] > maxTicks || v[3] > maxTicks || uint64(md)+v[2]+v[3] > maxTicks {
-			return pt, p, errValue("round trip out of range")
-		}
-		median = uint64(md)
-		pt.RTTMin, pt.RTTMedian = FromTicks(median-v[1]), FromTicks(median)
-		pt.RTTP90, pt.RTTMax = FromTicks(median+v[2]), FromTicks(median+v[2]+v[3])
 	}
 	pt.Start = time.Unix(int64(hours)*3600, 0).UTC()
 	pt.Periods, pt.Sent, pt.Received, pt.Failed = periods, sent, received, failed

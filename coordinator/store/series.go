@@ -206,6 +206,15 @@ func validKey(k series.Key) error {
 	return nil
 }
 
+// readable is the check every read of a series starts with: k is valid
+// (else ErrInvalid) and ctx is not done (else its error).
+func readable(ctx context.Context, k series.Key) error {
+	if err := validKey(k); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
 // Series returns the samples of series k whose Start is in [from, to)
 // (a zero from: since the epoch; a zero to: no end), from its chunks and
 // the head, in Start order, each Start once (a chunk's sample wins over
@@ -220,10 +229,7 @@ func (s *Store) Series(ctx context.Context, k series.Key, from, to time.Time) ([
 // more than limit samples are sure to precede the rest, so the first
 // limit+1 samples it returns are those of Series (a page and one more).
 func (s *Store) readSeries(ctx context.Context, k series.Key, from, to time.Time, limit int) ([]series.Sample, error) {
-	if err := validKey(k); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := readable(ctx, k); err != nil {
 		return nil, err
 	}
 	if from.Before(time.Unix(0, 1)) {
@@ -236,11 +242,7 @@ func (s *Store) readSeries(ctx context.Context, k series.Key, from, to time.Time
 	var out, fromHead []series.Sample
 	err := s.db.View(func(tx *bolt.Tx) error {
 		in := interner{tx: tx, cache: &s.nodes}
-		src, ok, err := in.lookup(k.Src)
-		if err != nil || !ok {
-			return err
-		}
-		dst, ok, err := in.lookup(k.Dst)
+		src, dst, ok, err := in.lookupPair(k)
 		if err != nil || !ok {
 			return err
 		}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/meshperf/meshperf/coordinator/series"
 )
 
 // This file holds how the series store names nodes: each node name gets a
@@ -60,6 +62,16 @@ func (in *interner) cached(name string) (uint32, bool) {
 	}
 	id, ok := in.fresh[name]
 	return id, ok
+}
+
+// lookupPair is lookup of k's source and destination: ok is false if
+// either name was never interned (the series has nothing stored).
+func (in *interner) lookupPair(k series.Key) (src, dst uint32, ok bool, err error) {
+	if src, ok, err = in.lookup(k.Src); err != nil || !ok {
+		return 0, 0, ok, err
+	}
+	dst, ok, err = in.lookup(k.Dst)
+	return src, dst, ok, err
 }
 
 // lookup is name's ID; false if it has none.

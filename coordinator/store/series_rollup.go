@@ -327,10 +327,7 @@ func (s *Store) SeriesRollups(ctx context.Context, k series.Key, from, to time.T
 // readRollups is SeriesRollups; a limit above 0 stops it after limit
 // points.
 func (s *Store) readRollups(ctx context.Context, k series.Key, from, to time.Time, limit int) ([]series.Rollup, error) {
-	if err := validKey(k); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := readable(ctx, k); err != nil {
 		return nil, err
 	}
 	// The first hour that ends after from.
@@ -342,11 +339,7 @@ func (s *Store) readRollups(ctx context.Context, k series.Key, from, to time.Tim
 	var out []series.Rollup
 	err := s.db.View(func(tx *bolt.Tx) error {
 		in := interner{tx: tx, cache: &s.nodes}
-		src, ok, err := in.lookup(k.Src)
-		if err != nil || !ok {
-			return err
-		}
-		dst, ok, err := in.lookup(k.Dst)
+		src, dst, ok, err := in.lookupPair(k)
 		if err != nil || !ok {
 			return err
 		}

@@ -429,18 +429,15 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 		idx[n] = i
 	}
 	n := len(nodes)
-	state := make([]byte, n*n)
-	value, baseV, loss := make([]fig, n*n), make([]fig, n*n), make([]fig, n*n)
-	bad := make([]int, n)
+	g := newGrid(n)
+	state, value, baseV, loss := g.state, g.value, g.base, g.loss
 	hib := testcell.HigherIsBetter(test)
 	for i, src := range nodes {
 		for j, dst := range nodes {
-			at := i*n + j
-			value[at], baseV[at], loss[at] = none, none, none
 			if i == j {
-				state[at] = stateSelf
 				continue
 			}
+			at := i*n + j
 			v4 := measurev1.IPFamily_IP_FAMILY_IPV4 // the mesh shows IPv4
 			k := testcell.CellKey{Src: src, Dst: dst, Path: path, Test: test, Params: params, Family: v4}
 			c := d.cells[k]
@@ -469,20 +466,48 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 					state[at] = stateDegraded
 				}
 			}
-			if state[at] != stateOK {
-				bad[i]++
-				bad[j]++
-			}
+			g.settle(i, j)
 		}
 	}
-	arrange(v, nodes, state, value, baseV, loss, bad)
+	arrange(v, nodes, g)
 }
 
-// arrange puts a matrix over nodes (sorted by name, n*n row-major) into
-// v in display order: nodes with most bad cells first, so that a bad
+// grid is a matrix over n nodes being filled, n*n row-major: each cell's
+// state and figures (value, base reference, loss), and each node's count
+// of cells not OK.
+type grid struct {
+	n                 int
+	state             []byte
+	value, base, loss []fig
+	bad               []int
+}
+
+// newGrid is an n x n grid with no figures, its diagonal stateSelf.
+func newGrid(n int) *grid {
+	g := &grid{n: n, state: make([]byte, n*n), value: make([]fig, n*n), base: make([]fig, n*n), loss: make([]fig, n*n), bad: make([]int, n)}
+	for at := range g.state {
+		g.value[at], g.base[at], g.loss[at] = none, none, none
+	}
+	for i := range n {
+		g.state[i*n+i] = stateSelf
+	}
+	return g
+}
+
+// settle counts the filled cell (i, j) against both its nodes unless it
+// is OK.
+func (g *grid) settle(i, j int) {
+	if g.state[i*g.n+j] != stateOK {
+		g.bad[i]++
+		g.bad[j]++
+	}
+}
+
+// arrange puts a grid over nodes (sorted by name) into v in display order: nodes with most bad cells first, so that a bad
 // node's row and column group at the top left as a cross; then by name.
-func arrange(v *meshView, nodes []string, state []byte, value, baseV, loss []fig, bad []int) {
+func arrange(v *meshView, nodes []string, g *grid) {
 	n := len(nodes)
+	state, value, baseV, loss, bad := g.state, g.value, g.base, g.loss, g.bad
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i

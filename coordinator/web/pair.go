@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/meshperf/meshperf/coordinator/config"
 	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testcell"
@@ -150,7 +149,7 @@ func (u *UI) apiPair(r *http.Request) (any, error) {
 	if k := r.URL.Query().Get("kind"); k != "" {
 		kindName = k
 	}
-	kind, ok := config.ProbeKindNames[kindName]
+	kind, ok := testspec.ParseProbeKind(kindName)
 	if !ok {
 		return nil, &paramError{name: "kind", value: kindName, want: "want icmp, icmp_mtu, tcp or http"}
 	}

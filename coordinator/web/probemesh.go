@@ -50,7 +50,7 @@ func (p *Probes) on() bool {
 }
 
 // probeTestName is the mesh's test name of kind.
-func probeTestName(k agentv1.ProbeKind) string { return probeTestPrefix + diagnose.ProbeKindName(k) }
+func probeTestName(k agentv1.ProbeKind) string { return probeTestPrefix + testspec.ProbeKindName(k) }
 
 // parseProbeTest is the probe kind a mesh test name names; false if it
 // names none.
@@ -60,7 +60,7 @@ func parseProbeTest(name string) (agentv1.ProbeKind, bool) {
 		return 0, false
 	}
 	for _, v := range agentv1.ProbeKind_value {
-		if k := agentv1.ProbeKind(v); k != agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED && diagnose.ProbeKindName(k) == rest {
+		if k := agentv1.ProbeKind(v); k != agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED && testspec.ProbeKindName(k) == rest {
 			return k, true
 		}
 	}
@@ -134,7 +134,7 @@ func (u *UI) buildProbeMesh(ctx context.Context, view meshView, kind agentv1.Pro
 			return nil, fmt.Errorf("%w: the newest probe period has more than %d nodes", errMeshTooLarge, MaxMeshNodes)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("latest probe samples %s %s: %w", testspec.PathName(path), diagnose.ProbeKindName(kind), err)
+			return nil, fmt.Errorf("latest probe samples %s %s: %w", testspec.PathName(path), testspec.ProbeKindName(kind), err)
 		}
 		m := make(map[[2]string]store.LatestSample, len(got))
 		for _, s := range got {
@@ -203,17 +203,14 @@ func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
 	v.Median = fig(median)
 	nodes := slices.Sorted(maps.Keys(nodeSet))
 	n := len(nodes)
-	state := make([]byte, n*n)
-	value, baseV, loss := make([]fig, n*n), make([]fig, n*n), make([]fig, n*n)
-	bad := make([]int, n)
+	g := newGrid(n)
+	state, value, baseV, loss := g.state, g.value, g.base, g.loss
 	for i, src := range nodes {
 		for j, dst := range nodes {
-			at := i*n + j
-			value[at], baseV[at], loss[at] = none, none, none
 			if i == j {
-				state[at] = stateSelf
 				continue
 			}
+			at := i*n + j
 			s, ok := cells[[2]string{src, dst}]
 			if !ok || s.Sample.Sent == 0 {
 				state[at] = stateNone
@@ -240,11 +237,8 @@ func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
 					state[at] = stateDegraded
 				}
 			}
-			if state[at] != stateOK {
-				bad[i]++
-				bad[j]++
-			}
+			g.settle(i, j)
 		}
 	}
-	arrange(v, nodes, state, value, baseV, loss, bad)
+	arrange(v, nodes, g)
 }

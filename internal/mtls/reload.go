@@ -77,6 +77,12 @@ func Load(cfg Config) (*Files, error) {
 	if cfg.CertFile == "" || cfg.KeyFile == "" || cfg.CAFile == "" {
 		return nil, fmt.Errorf("TLS: certificate %q, key %q and CA %q: all three are needed", cfg.CertFile, cfg.KeyFile, cfg.CAFile)
 	}
+	return load(cfg)
+}
+
+// load is Load and LoadServer once the files they need are named: the
+// defaults, the key pair, and the CA pool if CAFile is set.
+func load(cfg Config) (*Files, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -88,13 +94,17 @@ func Load(cfg Config) (*Files, error) {
 		f.log = slog.New(slog.DiscardHandler)
 	}
 	f.pairSeen = [2]stamp{statFile(cfg.CertFile), statFile(cfg.KeyFile)}
-	f.caSeen = statFile(cfg.CAFile)
+	if cfg.CAFile != "" {
+		f.caSeen = statFile(cfg.CAFile)
+	}
 	var err error
 	if f.cert, f.certPEM, err = loadKeyPair(cfg.CertFile, cfg.KeyFile); err != nil {
 		return nil, err
 	}
-	if f.pool, f.caPEM, err = loadPool(cfg.CAFile); err != nil {
-		return nil, err
+	if cfg.CAFile != "" {
+		if f.pool, f.caPEM, err = loadPool(cfg.CAFile); err != nil {
+			return nil, err
+		}
 	}
 	f.checked = cfg.Now()
 	return f, nil

@@ -3,8 +3,6 @@ package mtls
 import (
 	"crypto/tls"
 	"fmt"
-	"log/slog"
-	"time"
 )
 
 // LoadServer is Load for a server whose clients may go without a
@@ -18,23 +16,7 @@ func LoadServer(cfg Config) (*Files, error) {
 	if cfg.CertFile == "" || cfg.KeyFile == "" {
 		return nil, fmt.Errorf("TLS: certificate %q and key %q: both are needed", cfg.CertFile, cfg.KeyFile)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.CheckInterval == 0 {
-		cfg.CheckInterval = DefaultCheckInterval
-	}
-	f := &Files{cfg: cfg, log: cfg.Logger}
-	if f.log == nil {
-		f.log = slog.New(slog.DiscardHandler)
-	}
-	f.pairSeen = [2]stamp{statFile(cfg.CertFile), statFile(cfg.KeyFile)}
-	var err error
-	if f.cert, f.certPEM, err = loadKeyPair(cfg.CertFile, cfg.KeyFile); err != nil {
-		return nil, err
-	}
-	f.checked = cfg.Now()
-	return f, nil
+	return load(cfg)
 }
 
 // HTTPServerConfig is a TLS 1.3 configuration for an HTTP server (HTTP/1.1)

@@ -12,7 +12,7 @@ import (
 //     the sorted samples, or the mean of the two middle values, (a+b)/2:
 //     a ping result's median RTT, a report cell's figure, a chart point,
 //     a diagnosis reference, a remote-write node sample, an overhead.
-//   - InterpolatedMedian (and Summary.Median, Quantile(xs, 0.5)) is the
+//   - InterpolatedMedian (and infer.Summary.Median, Quantile(xs, 0.5)) is the
 //     0.5 quantile by linear interpolation, a+(b-a)/2: the per-node
 //     gauges and the web mesh's reference.
 //
@@ -83,7 +83,7 @@ func upper(xs []float64, x float64) int {
 
 // InterpolatedMedian is the 0.5 quantile of xs (in any order; not
 // modified) by linear interpolation between closest ranks, the formula of
-// Summary.Median and Quantile: for two middle values a <= b, a+(b-a)/2.
+// infer.Summary.Median and Quantile: for two middle values a <= b, a+(b-a)/2.
 // It is NaN for no values and when any value is NaN or infinite.
 func InterpolatedMedian(xs []float64) float64 {
 	for _, x := range xs {

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/meshperf/meshperf/internal/protocol"
-	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/stats/infer"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -49,7 +49,7 @@ type Cell struct {
 	// a figure that is not finite counts as STATUS_INVALID.
 	Failed map[measurev1.Status]int
 	// Stats summarizes Samples; valid when len(Samples) > 0.
-	Stats stats.Summary
+	Stats infer.Summary
 }
 
 // Cells groups results into cells, sorted by test, parameters, path,
@@ -75,7 +75,7 @@ func Cells(results []*measurev1.Result) []*Cell {
 	out := make([]*Cell, 0, len(byKey))
 	for _, c := range byKey {
 		if len(c.Samples) > 0 {
-			c.Stats, _ = stats.Summarize(c.Samples) // finite: Measured
+			c.Stats, _ = infer.Summarize(c.Samples) // finite: Measured
 		}
 		out = append(out, c)
 	}
@@ -176,4 +176,40 @@ func (c *Cell) FailedCount() int {
 		n += k
 	}
 	return n
+}
+
+// Grouped is cells gathered by a key of theirs (Group): ByKey holds each
+// key's group, Order the keys in the order of their first cell.
+type Grouped[K comparable, G any] struct {
+	// ByKey maps a key to its group.
+	ByKey map[K]G
+	// Order is the keys, the key of the first cell first.
+	Order []K
+}
+
+// Group gathers cells by key(c), keeping the order in which each key
+// first appears: open makes the group of a key's first cell, add then
+// adds every cell, that first one included, to its group.
+func Group[K comparable, G any](cells []*Cell, key func(*Cell) K, open func(*Cell) G, add func(G, *Cell)) Grouped[K, G] {
+	g := Grouped[K, G]{ByKey: map[K]G{}}
+	for _, c := range cells {
+		k := key(c)
+		grp, ok := g.ByKey[k]
+		if !ok {
+			grp = open(c)
+			g.ByKey[k] = grp
+			g.Order = append(g.Order, k)
+		}
+		add(grp, c)
+	}
+	return g
+}
+
+// Groups returns the groups in Order.
+func (g Grouped[K, G]) Groups() []G {
+	out := make([]G, 0, len(g.Order))
+	for _, k := range g.Order {
+		out = append(out, g.ByKey[k])
+	}
+	return out
 }

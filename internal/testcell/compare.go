@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/stats/infer"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -22,7 +23,7 @@ type Delta struct {
 	// MedianChange is median(B)/median(A) - 1; NaN without both medians.
 	MedianChange float64
 	// Test is Welch's t-test on the samples.
-	Test stats.Comparison
+	Test infer.Comparison
 	// Tested is false when either side has fewer than 2 samples (then
 	// nothing is significant).
 	Tested bool
@@ -54,7 +55,7 @@ func Compare(a, b []*Cell) []Delta {
 			d.MedianChange = d.B.Stats.Median/d.A.Stats.Median - 1
 		}
 		if d.A != nil && d.B != nil {
-			cmpRes, err := stats.Welch(d.A.Samples, d.B.Samples)
+			cmpRes, err := infer.Welch(d.A.Samples, d.B.Samples)
 			if err == nil {
 				d.Test, d.Tested = cmpRes, true
 			} else if !errors.Is(err, stats.ErrNoSamples) {
@@ -101,39 +102,25 @@ const AllPairs = "*"
 // pairs are the samples ("is pod->pod slower over vxlan than over
 // host-gw, across the cluster?").
 func ByPath(cells []*Cell) []*Cell {
-	type key struct {
-		test   measurev1.Test
-		params string
-		path   measurev1.Path
-		family measurev1.IPFamily
-	}
-	byKey := map[key]*Cell{}
-	var order []key
-	for _, c := range cells {
-		k := key{c.Test, c.Params, c.Path, c.Family}
-		m := byKey[k]
-		if m == nil {
-			m = &Cell{CellKey: CellKey{Src: AllPairs, Dst: AllPairs, Path: c.Path, Test: c.Test, Params: c.Params, Family: c.Family},
+	merged := Group(cells, matrixKeyOf,
+		func(c *Cell) *Cell {
+			return &Cell{CellKey: CellKey{Src: AllPairs, Dst: AllPairs, Path: c.Path, Test: c.Test, Params: c.Params, Family: c.Family},
 				Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Failed: map[measurev1.Status]int{}}
-			byKey[k] = m
-			order = append(order, k)
-		}
-		if len(c.Samples) > 0 {
-			m.Samples = append(m.Samples, c.Stats.Median)
-		}
-		for st, n := range c.Failed {
-			m.Failed[st] += n
-		}
-	}
-	out := make([]*Cell, 0, len(order))
-	for _, k := range order {
-		m := byKey[k]
+		},
+		func(m, c *Cell) {
+			if len(c.Samples) > 0 {
+				m.Samples = append(m.Samples, c.Stats.Median)
+			}
+			for st, n := range c.Failed {
+				m.Failed[st] += n
+			}
+		}).Groups()
+	for _, m := range merged {
 		if len(m.Samples) > 0 {
-			m.Stats, _ = stats.Summarize(m.Samples)
+			m.Stats, _ = infer.Summarize(m.Samples)
 		}
-		out = append(out, m)
 	}
-	return out
+	return merged
 }
 
 // CompareFamilies compares, within one run's cells, each IPv6 cell with

@@ -34,40 +34,37 @@ type Matrix struct {
 	Cells map[string]map[string]*Cell
 }
 
+// matrixKey is what the cells of one matrix share: test, parameters,
+// path and family (every node pair of them).
+type matrixKey struct {
+	test   measurev1.Test
+	params string
+	path   measurev1.Path
+	family measurev1.IPFamily
+}
+
+func matrixKeyOf(c *Cell) matrixKey { return matrixKey{c.Test, c.Params, c.Path, c.Family} }
+
 // Matrices arranges cells by test, parameters and path.
 func Matrices(cells []*Cell) []*Matrix {
-	type key struct {
-		test   measurev1.Test
-		params string
-		path   measurev1.Path
-		family measurev1.IPFamily
-	}
-	byKey := map[key]*Matrix{}
-	var order []key
-	for _, c := range cells {
-		k := key{c.Test, c.Params, c.Path, c.Family}
-		m := byKey[k]
-		if m == nil {
-			m = &Matrix{Test: c.Test, Params: c.Params, Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Path: c.Path, Family: c.Family,
+	out := Group(cells, matrixKeyOf,
+		func(c *Cell) *Matrix {
+			return &Matrix{Test: c.Test, Params: c.Params, Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Path: c.Path, Family: c.Family,
 				Cells: map[string]map[string]*Cell{}}
-			byKey[k] = m
-			order = append(order, k)
-		}
-		for _, n := range []string{c.Src, c.Dst} {
-			if !slices.Contains(m.Nodes, n) {
-				m.Nodes = append(m.Nodes, n)
+		},
+		func(m *Matrix, c *Cell) {
+			for _, n := range []string{c.Src, c.Dst} {
+				if !slices.Contains(m.Nodes, n) {
+					m.Nodes = append(m.Nodes, n)
+				}
 			}
-		}
-		if m.Cells[c.Src] == nil {
-			m.Cells[c.Src] = map[string]*Cell{}
-		}
-		m.Cells[c.Src][c.Dst] = c
-	}
-	out := make([]*Matrix, 0, len(order))
-	for _, k := range order {
-		m := byKey[k]
+			if m.Cells[c.Src] == nil {
+				m.Cells[c.Src] = map[string]*Cell{}
+			}
+			m.Cells[c.Src][c.Dst] = c
+		}).Groups()
+	for _, m := range out {
 		slices.Sort(m.Nodes)
-		out = append(out, m)
 	}
 	return out
 }

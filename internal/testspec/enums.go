@@ -49,3 +49,33 @@ func GossipStateOrDash[S gossipState](s S) string {
 	}
 	return GossipStateName(s)
 }
+
+// ProbeKindName is the short lower-case name of a probe kind, as the
+// config file's probes section, the CLI's --kind, the web UI, the metric
+// labels and the diagnosis say it: "icmp", "icmp_mtu", "tcp", "http";
+// "unspecified" for none. ParseProbeKind is its inverse.
+func ProbeKindName(k agentv1.ProbeKind) string { return enumName(k.String(), "PROBE_KIND_") }
+
+// ProbeKinds returns every probe kind in enum order (unspecified left
+// out): icmp, icmp_mtu, tcp, http.
+func ProbeKinds() []agentv1.ProbeKind {
+	var out []agentv1.ProbeKind
+	for k := agentv1.ProbeKind(1); ; k++ {
+		if _, ok := agentv1.ProbeKind_name[int32(k)]; !ok {
+			return out
+		}
+		out = append(out, k)
+	}
+}
+
+// ParseProbeKind is the inverse of ProbeKindName for the kinds of
+// ProbeKinds: the exact short name ("icmp_mtu"), case included. ok is
+// false for any other string, "unspecified" too.
+func ParseProbeKind(name string) (k agentv1.ProbeKind, ok bool) {
+	for _, k := range ProbeKinds() {
+		if ProbeKindName(k) == name {
+			return k, true
+		}
+	}
+	return agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED, false
+}

@@ -25,6 +25,9 @@ func TestEnumNames(t *testing.T) {
 		{GossipStateName(agentv1.GossipState_GOSSIP_STATE_DEAD), "dead"},
 		{GossipStateName(agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED), "unspecified"},
 		{GossipStateOrDash(agentv1.GossipState_GOSSIP_STATE_LEFT), "left"},
+		{ProbeKindName(agentv1.ProbeKind_PROBE_KIND_ICMP_MTU), "icmp_mtu"},
+		{ProbeKindName(agentv1.ProbeKind_PROBE_KIND_HTTP), "http"},
+		{ProbeKindName(agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED), "unspecified"},
 		{GossipStateOrDash(agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED), "-"},
 		{ToolName(measurev1.Tool_TOOL_QPERF), "qperf"},
 		{ToolName(measurev1.Tool_TOOL_IPERF3), "iperf3"},
@@ -44,5 +47,33 @@ func TestEnumNames(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("%d: got %q, want %q", i, tt.got, tt.want)
 		}
+	}
+}
+
+// TestParseProbeKind pins the config file's probe kind names and what the
+// parser refuses.
+func TestParseProbeKind(t *testing.T) {
+	tests := []struct {
+		name   string
+		want   agentv1.ProbeKind
+		wantOK bool
+	}{
+		{"icmp", agentv1.ProbeKind_PROBE_KIND_ICMP, true},
+		{"icmp_mtu", agentv1.ProbeKind_PROBE_KIND_ICMP_MTU, true},
+		{"tcp", agentv1.ProbeKind_PROBE_KIND_TCP, true},
+		{"http", agentv1.ProbeKind_PROBE_KIND_HTTP, true},
+		{"unspecified", agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED, false},
+		{"ICMP", agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED, false},
+		{"udp", agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED, false},
+		{"", agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED, false},
+	}
+	for _, tt := range tests {
+		got, ok := ParseProbeKind(tt.name)
+		if got != tt.want || ok != tt.wantOK {
+			t.Errorf("ParseProbeKind(%q) = %v, %t; want %v, %t", tt.name, got, ok, tt.want, tt.wantOK)
+		}
+	}
+	if got := len(ProbeKinds()); got != 4 {
+		t.Errorf("ProbeKinds() has %d kinds, want 4", got)
 	}
 }

@@ -49,6 +49,19 @@ type FaultsConfig struct {
 // faults one node (the coordinator for "coordinator-killed").
 var FaultScenarios = []string{"pod-drop", "mtu-blackhole", "rate-limit", "icmp-drop", "agent-killed", "coordinator-killed"}
 
+// labFaultScenarios are the scenarios of FaultScenarios that inject a
+// lab fault (lab.Inject, lab.Clear) into their node: the fault and the
+// finding the diagnosis must come to.
+var labFaultScenarios = map[string]struct {
+	fault   lab.FaultKind
+	finding diagnose.Kind
+}{
+	"pod-drop":      {lab.FaultPodDrop, diagnose.KindPodNetwork},
+	"mtu-blackhole": {lab.FaultMTUBlackhole, diagnose.KindMTU},
+	"rate-limit":    {lab.FaultRateLimit, diagnose.KindSlow},
+	"icmp-drop":     {lab.FaultICMPDrop, diagnose.KindICMP},
+}
+
 // FaultsResult is what DemoFaults found.
 type FaultsResult struct {
 	// Faults is how many faults were injected (F).
@@ -312,19 +325,11 @@ func (d *faultsDemo) scenarios() []faultScenario {
 		}
 		node := fmt.Sprintf("node-%d", 2+i%(len(d.l.Nodes)-1))
 		s := faultScenario{name: name, node: node}
+		if lf, ok := labFaultScenarios[name]; ok {
+			s.kind = lf.finding
+			s.inject, s.clear = labFault(lf.fault, node)
+		}
 		switch name {
-		case "pod-drop":
-			s.kind = diagnose.KindPodNetwork
-			s.inject, s.clear = labFault(lab.FaultPodDrop, node)
-		case "mtu-blackhole":
-			s.kind = diagnose.KindMTU
-			s.inject, s.clear = labFault(lab.FaultMTUBlackhole, node)
-		case "rate-limit":
-			s.kind = diagnose.KindSlow
-			s.inject, s.clear = labFault(lab.FaultRateLimit, node)
-		case "icmp-drop":
-			s.kind = diagnose.KindICMP
-			s.inject, s.clear = labFault(lab.FaultICMPDrop, node)
 		case "agent-killed":
 			s.kind = diagnose.KindAgentGone
 			s.inject = func(context.Context) error { return d.c.StopAgent(node, syscall.SIGKILL) }

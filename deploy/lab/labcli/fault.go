@@ -76,7 +76,7 @@ func newFaultAddCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&prefix, "prefix", DefaultPrefix, "lab name: prefix of its network namespaces")
+	prefixFlag(cmd, &prefix)
 	fl.IntVar(&f.MTUBytes, "mtu", 0, fmt.Sprintf("mtu-blackhole: largest packet that passes, bytes (%d..%d; default %d)",
 		lab.MinFaultMTU, lab.MaxFaultMTU, lab.DefaultFaultMTU))
 	fl.StringVar(&rate, "rate", "", "rate-limit: rate with a unit, e.g. 100Mbit, 1Gbit, 500kbit (default 100Mbit)")
@@ -116,7 +116,7 @@ func newFaultClearCommand() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&prefix, "prefix", DefaultPrefix, "lab name: prefix of its network namespaces")
+	prefixFlag(cmd, &prefix)
 	return cmd
 }
 
@@ -144,7 +144,7 @@ func newFaultListCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&prefix, "prefix", DefaultPrefix, "lab name: prefix of its network namespaces")
+	prefixFlag(cmd, &prefix)
 	return cmd
 }
 

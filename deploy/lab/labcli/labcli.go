@@ -113,7 +113,7 @@ func newDownCommand() *cobra.Command {
 			return lab.Down(cmd.Context(), prefix, Logger(cmd))
 		},
 	}
-	cmd.Flags().StringVar(&prefix, "prefix", DefaultPrefix, "lab name: prefix of its network namespaces")
+	prefixFlag(cmd, &prefix)
 	return cmd
 }
 
@@ -132,8 +132,14 @@ func newStatusCommand() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&prefix, "prefix", DefaultPrefix, "lab name: prefix of its network namespaces")
+	prefixFlag(cmd, &prefix)
 	return cmd
+}
+
+// prefixFlag adds --prefix, the lab to act on, to a command that works
+// on an existing lab.
+func prefixFlag(cmd *cobra.Command, prefix *string) {
+	cmd.Flags().StringVar(prefix, "prefix", DefaultPrefix, "lab name: prefix of its network namespaces")
 }
 
 // FamilyNames lists lab.Families as "ipv4, ipv6 or dual", for flag help.
