@@ -2,9 +2,7 @@ package coordinator_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +27,7 @@ import (
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -48,22 +47,18 @@ func rogueRegister(t *testing.T, ctx context.Context, conn *grpc.ClientConn, nod
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, waitFor)
 	defer cancel()
-	s, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
-	if err != nil {
-		return err
-	}
-	err = s.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: &agentv1.Register{
-		NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "rogue",
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: rogueIP}},
-	}}})
-	if err != nil && !errors.Is(err, io.EOF) { // EOF: the status follows on Recv
-		return err
-	}
-	m, err := s.Recv()
+	_, m, err := fakeagent.Open(ctx, agentv1.NewAgentServiceClient(conn), rogueReg(node))
 	if err == nil {
 		t.Errorf("the rogue session registering as %s got %v, want a refusal", node, m)
 	}
 	return err
+}
+
+// rogueReg is the registration of a rogue claiming to be node from
+// rogueIP.
+func rogueReg(node string) *agentv1.Register {
+	return &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "rogue",
+		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: rogueIP}}}
 }
 
 // checkRefused checks that err is PermissionDenied with want in its message,
@@ -166,16 +161,9 @@ func rogueLoop(t *testing.T, ctx context.Context, conn *grpc.ClientConn, node st
 	go func() { // owner: stop
 		defer close(done)
 		for ctx.Err() == nil {
-			s, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
+			_, m, err := fakeagent.Open(ctx, agentv1.NewAgentServiceClient(conn), rogueReg(node))
 			if err == nil {
-				_ = s.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: &agentv1.Register{
-					NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "rogue",
-					Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: rogueIP}},
-				}}})
-				var m *agentv1.ConnectResponse
-				if m, err = s.Recv(); err == nil {
-					err = fmt.Errorf("got %v", m)
-				}
+				err = fmt.Errorf("got %v", m)
 			}
 			switch {
 			case status.Code(err) == codes.PermissionDenied:

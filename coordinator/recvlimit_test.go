@@ -13,6 +13,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -36,12 +37,12 @@ func TestMaxRecvMsgBytes(t *testing.T) {
 			ctx := testnet.Ctx(t, time.Minute)
 			s := connect(t, ctx, conn, &agentv1.Register{NodeName: "node-" + string(rune('a'+i)), ProtocolVersion: protocol.Version,
 				Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: fmt.Sprintf("127.0.0.%d", i+1)}}}) // an address each: the other session may still be up
-			if err := s.Send(clientDone("run-x/t00001", &measurev1.Result{Status: measurev1.Status_STATUS_OK, Message: strings.Repeat("x", tt.pad)})); err != nil {
+			if err := s.Send(fakeagent.ClientDone("run-x/t00001", &measurev1.Result{Status: measurev1.Status_STATUS_OK, Message: strings.Repeat("x", tt.pad)})); err != nil {
 				t.Fatal(err)
 			}
 			if tt.wantCode == codes.OK {
 				// The stream lives on: a second message is taken too.
-				if err := s.Send(clientDone("run-x/t00002", &measurev1.Result{Status: measurev1.Status_STATUS_OK})); err != nil {
+				if err := s.Send(fakeagent.ClientDone("run-x/t00002", &measurev1.Result{Status: measurev1.Status_STATUS_OK})); err != nil {
 					t.Fatal(err)
 				}
 				return

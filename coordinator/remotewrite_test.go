@@ -17,6 +17,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/remotewrite"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	"github.com/meshperf/meshperf/internal/vmtest"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -41,16 +42,16 @@ func TestRemoteWriteMesh(t *testing.T) {
 	}, nil)
 	ctx := testnet.Ctx(t, time.Minute)
 	conn := dial(t, c.addr, insecureCreds())
-	agents := map[int]*fakeAgent{}
+	agents := map[int]*fakeagent.Agent{}
 	for i := 1; i <= 3; i++ {
 		agents[i] = playAgent(t, ctx, conn, fmt.Sprintf("node-%d", i), fmt.Sprintf("127.0.0.%d", i), func(w *agentv1.Work) *agentv1.WorkResult {
 			rc := w.GetRunClient()
 			if rc == nil {
-				return serverAnswer(w)
+				return fakeagent.ServerAnswer(w)
 			}
 			dst := net.ParseIP(rc.GetTargetIp()).To4()
 			rtt := pingRTT(i, int(dst[3]))
-			return clientDone(w.GetTestId(), &measurev1.Result{Spec: rc.GetSpec(), Status: measurev1.Status_STATUS_OK, StartTime: timestamppb.Now(),
+			return fakeagent.ClientDone(w.GetTestId(), &measurev1.Result{Spec: rc.GetSpec(), Status: measurev1.Status_STATUS_OK, StartTime: timestamppb.Now(),
 				Metrics: &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{PacketsTransmitted: 3, PacketsReceived: 3,
 					RttMinSeconds: rtt, RttAvgSeconds: rtt, RttMaxSeconds: rtt, RttMedianSeconds: &rtt}}}).GetWorkResult()
 		})
@@ -65,7 +66,7 @@ func TestRemoteWriteMesh(t *testing.T) {
 		t.Fatalf("%d agents registered, want 3\n%s", known, c.logs)
 	}
 	start := time.Now()
-	err := agents[1].send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: &agentv1.ProbeReport{
+	err := agents[1].Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: &agentv1.ProbeReport{
 		Seq: 1, PeriodStart: timestamppb.New(start.Add(-10 * time.Second)), Period: durationpb.New(10 * time.Second), PlanVersion: 1,
 		Summaries: []*agentv1.ProbeSummary{{Dst: &agentv1.ProbeSummary_Node{Node: "node-2"}, Path: measurev1.Path_PATH_HOST_TO_HOST,
 			Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 10, Received: 10, RttMinSeconds: 0.001, RttMedianSeconds: 0.0012,

@@ -22,6 +22,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -155,14 +156,7 @@ func refusedRegistration(t *testing.T, ctx context.Context, conn *grpc.ClientCon
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: reg}}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := s.Recv()
+	_, m, err := fakeagent.Open(ctx, agentv1.NewAgentServiceClient(conn), reg)
 	if err == nil {
 		t.Fatalf("rogue registration %v answered %v, want a refusal", reg, m)
 	}

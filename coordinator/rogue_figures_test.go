@@ -19,6 +19,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -50,7 +51,7 @@ func TestRogueFigures(t *testing.T) {
 	rogue := playAgent(t, ctx, agentConn, "rogue", "127.0.0.1", func(w *agentv1.Work) *agentv1.WorkResult {
 		rc := w.GetRunClient()
 		if rc == nil {
-			return serverAnswer(w)
+			return fakeagent.ServerAnswer(w)
 		}
 		var r *measurev1.Result
 		if rc.GetSpec().GetTest() == measurev1.Test_TEST_PING {
@@ -60,9 +61,9 @@ func TestRogueFigures(t *testing.T) {
 				ThroughputBps: 1e300, SenderThroughputBps: 1e300, DurationSeconds: 2}}}
 		}
 		r.Spec = rc.GetSpec()
-		return clientDone(w.GetTestId(), r).GetWorkResult()
+		return fakeagent.ClientDone(w.GetTestId(), r).GetWorkResult()
 	})
-	playAgent(t, ctx, agentConn, "node-2", "127.0.0.2", serverAnswer)
+	playAgent(t, ctx, agentConn, "node-2", "127.0.0.2", fakeagent.ServerAnswer)
 
 	// The probe report: one summary per absurd round trip.
 	now := time.Now()
@@ -74,7 +75,7 @@ func TestRogueFigures(t *testing.T) {
 		agentv1.ProbeKind_PROBE_KIND_ICMP: "rtt_min_seconds -5 is negative", agentv1.ProbeKind_PROBE_KIND_TCP: "rtt_min_seconds NaN is not a finite number",
 		agentv1.ProbeKind_PROBE_KIND_HTTP: "rtt_min_seconds +Inf is not a finite number", agentv1.ProbeKind_PROBE_KIND_ICMP_MTU: "rtt_min_seconds 1e+300 is over the probe timeout",
 	}
-	err := rogue.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: &agentv1.ProbeReport{
+	err := rogue.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: &agentv1.ProbeReport{
 		Seq: 1, PeriodStart: timestamppb.New(now.Add(-10 * time.Second)), Period: durationpb.New(10 * time.Second), PlanVersion: 1,
 		Summaries: []*agentv1.ProbeSummary{sum(agentv1.ProbeKind_PROBE_KIND_ICMP, -5), sum(agentv1.ProbeKind_PROBE_KIND_TCP, math.NaN()),
 			sum(agentv1.ProbeKind_PROBE_KIND_HTTP, math.Inf(1)), sum(agentv1.ProbeKind_PROBE_KIND_ICMP_MTU, 1e300)}}}})

@@ -8,14 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/coordinator/cli"
@@ -23,6 +21,7 @@ import (
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -73,125 +72,13 @@ func (c *running) cli(t *testing.T, args ...string) string {
 	return out.String()
 }
 
-// fakeAgent is an agent session played by the test: it heartbeats, keeps
-// every Work it gets and answers each with answer (nil: no answer, the
-// work stays in flight).
-type fakeAgent struct {
-	node   string
-	stream agentv1.AgentService_ConnectClient
-	answer func(w *agentv1.Work) *agentv1.WorkResult
-
-	sendMu sync.Mutex
-	mu     sync.Mutex
-	works  []*agentv1.Work
-	acks   []string
-}
-
 // playAgent registers node over conn with a host address of ip and plays
-// its session until ctx or the test ends.
-func playAgent(t *testing.T, ctx context.Context, conn *grpc.ClientConn, node, ip string, answer func(*agentv1.Work) *agentv1.WorkResult) *fakeAgent {
+// its session (fakeagent.Play, heartbeats every 200 ms) until ctx or the
+// test ends, answering each Work with answer (nil: none).
+func playAgent(t *testing.T, ctx context.Context, conn *grpc.ClientConn, node, ip string, answer func(*agentv1.Work) *agentv1.WorkResult) *fakeagent.Agent {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	a := &fakeAgent{node: node, answer: answer}
-	a.stream = connect(t, ctx, conn, &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version,
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}})
-	go func() {
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if a.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}) != nil {
-					return
-				}
-			}
-		}
-	}()
-	go func() {
-		for {
-			m, err := a.stream.Recv()
-			if err != nil {
-				return
-			}
-			if ack := m.GetResultAck(); ack != nil {
-				a.mu.Lock()
-				a.acks = append(a.acks, ack.GetTestIds()...)
-				a.mu.Unlock()
-			}
-			w := m.GetWork()
-			if w == nil {
-				continue
-			}
-			a.mu.Lock()
-			a.works = append(a.works, w)
-			a.mu.Unlock()
-			if a.answer == nil {
-				continue
-			}
-			if wr := a.answer(w); wr != nil {
-				if a.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: wr}}) != nil {
-					return
-				}
-			}
-		}
-	}()
-	return a
-}
-
-func (a *fakeAgent) send(m *agentv1.ConnectRequest) error {
-	a.sendMu.Lock()
-	defer a.sendMu.Unlock()
-	return a.stream.Send(m)
-}
-
-// clientWork lists the test IDs of the run_client work the agent got.
-func (a *fakeAgent) clientWork() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []string
-	for _, w := range a.works {
-		if w.GetRunClient() != nil {
-			out = append(out, w.GetTestId())
-		}
-	}
-	return out
-}
-
-// acked reports whether the coordinator acknowledged testID.
-func (a *fakeAgent) acked(testID string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, id := range a.acks {
-		if id == testID {
-			return true
-		}
-	}
-	return false
-}
-
-// serverAnswer answers StartServer and StopServer like an agent whose
-// servers listen on the default ports, and ignores the rest.
-func serverAnswer(w *agentv1.Work) *agentv1.WorkResult {
-	wr := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
-	switch {
-	case w.GetStartServer() != nil:
-		wr.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: 5201}}
-	case w.GetStopServer() != nil:
-		wr.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
-	default:
-		return nil
-	}
-	return wr
-}
-
-// clientDone is a late or in-time answer to client work id with results.
-func clientDone(id string, results ...*measurev1.Result) *agentv1.ConnectRequest {
-	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
-		TestId: id, Status: measurev1.Status_STATUS_OK,
-		Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: results}}}}}
+	return fakeagent.Play(t, ctx, agentv1.NewAgentServiceClient(conn), &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version,
+		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}}, fakeagent.Config{Answer: answer})
 }
 
 // scrapeText fetches url (a /metrics page) as text.

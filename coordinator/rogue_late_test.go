@@ -12,24 +12,11 @@ import (
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
-
-// storedByTest lists a run's results as test ID -> status and message.
-func storedByTest(t *testing.T, ctx context.Context, mesh meshv1.MeshServiceClient, runID string) map[string]*measurev1.Result {
-	t.Helper()
-	resp, err := mesh.ListResults(ctx, &meshv1.ListResultsRequest{RunId: runID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*measurev1.Result{}
-	for _, r := range resp.GetResults() {
-		out[r.GetTestId()] = r
-	}
-	return out
-}
 
 // TestRogueLateResults: after a coordinator restart interrupted a run,
 // late answers are taken only from the node each test's client work went
@@ -59,10 +46,10 @@ func TestRogueLateResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	runID := trig.GetRun().GetRunId()
-	if !testutil.Within(20*time.Second, 10*time.Millisecond, func() bool { return len(src.clientWork()) == 4 }) {
-		t.Fatalf("node-1 got client work %v, want 4\n%s", src.clientWork(), c.logs)
+	if !testutil.Within(20*time.Second, 10*time.Millisecond, func() bool { return len(src.ClientWork()) == 4 }) {
+		t.Fatalf("node-1 got client work %v, want 4\n%s", src.ClientWork(), c.logs)
 	}
-	inFlight := src.clientWork()
+	inFlight := src.ClientWork()
 	slices.Sort(inFlight)
 	var never string
 	for _, pt := range trig.GetRun().GetPlanned() {
@@ -76,7 +63,7 @@ func TestRogueLateResults(t *testing.T) {
 	// The restart: the run is interrupted, every test a placeholder.
 	c = runAt(t, dir, coordinator.Config{}, nil)
 	mesh = meshv1.NewMeshServiceClient(c.socketConn(t))
-	before := storedByTest(t, ctx, mesh, runID)
+	before := fakeagent.ResultsByTest(t, ctx, mesh, runID)
 	if len(before) != 5 {
 		t.Fatalf("after the restart: %d results, want 5 placeholders", len(before))
 	}
@@ -98,12 +85,12 @@ func TestRogueLateResults(t *testing.T) {
 	// one for the test it never got.
 	rogue := playAgent(t, ctx, conn, "node-3", "127.0.0.3", nil)
 	for _, id := range inFlight[:2] {
-		if err := rogue.send(clientDone(id, answer(0.001))); err != nil {
+		if err := rogue.Send(fakeagent.ClientDone(id, answer(0.001))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	src = playAgent(t, ctx, conn, "node-1", "127.0.0.1", nil)
-	if err := src.send(clientDone(never, answer(0.001))); err != nil {
+	if err := src.Send(fakeagent.ClientDone(never, answer(0.001))); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []string{
@@ -115,10 +102,10 @@ func TestRogueLateResults(t *testing.T) {
 			t.Errorf("log lacks %s\n%s", w, c.logs)
 		}
 	}
-	if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool { return rogue.acked(inFlight[0]) && src.acked(never) }) {
+	if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool { return rogue.Acked(inFlight[0]) && src.Acked(never) }) {
 		t.Errorf("refused answers not acknowledged: the agents would send them forever")
 	}
-	after := storedByTest(t, ctx, mesh, runID)
+	after := fakeagent.ResultsByTest(t, ctx, mesh, runID)
 	for id, r := range before {
 		if a := after[id]; a.GetStatus() != r.GetStatus() || a.GetMessage() != r.GetMessage() || a.GetSrcNode() != "node-1" {
 			t.Errorf("%s changed: %v, was %v", id, a, r)
@@ -134,15 +121,15 @@ func TestRogueLateResults(t *testing.T) {
 	junk := append([]byte{0xba, 0x3e, 0x80, 0x80, 0x10}, make([]byte, 256<<10)...) // field 999, 256 KiB
 	padded.ProtoReflect().SetUnknown(junk)
 	padded.GetPing().ProtoReflect().SetUnknown(junk)
-	if err := src.send(clientDone(inFlight[2], padded)); err != nil {
+	if err := src.Send(fakeagent.ClientDone(inFlight[2], padded)); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.send(clientDone(inFlight[3], answer(-5))); err != nil {
+	if err := src.Send(fakeagent.ClientDone(inFlight[3], answer(-5))); err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]*measurev1.Result
 	if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool {
-		got = storedByTest(t, ctx, mesh, runID)
+		got = fakeagent.ResultsByTest(t, ctx, mesh, runID)
 		return got[testOf(inFlight[2])].GetStatus() == measurev1.Status_STATUS_OK && got[testOf(inFlight[3])].GetStatus() == measurev1.Status_STATUS_INVALID
 	}) {
 		t.Fatalf("node-1's late answers: %v and %v, want OK and INVALID\n%s", got[testOf(inFlight[2])], got[testOf(inFlight[3])], c.logs)
@@ -167,7 +154,7 @@ func TestRogueLateResults(t *testing.T) {
 		}
 	}
 	// Answered, its record is gone: the same answer again changes nothing.
-	if err := src.send(clientDone(inFlight[2], answer(0.002))); err != nil {
+	if err := src.Send(fakeagent.ClientDone(inFlight[2], answer(0.002))); err != nil {
 		t.Fatal(err)
 	}
 	w := `msg="late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored" node=node-1 test_id=` + inFlight[2]

@@ -26,6 +26,7 @@ import (
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -208,24 +209,11 @@ func register(t *testing.T, conn *grpc.ClientConn, node, ip string) {
 }
 
 // connect opens an agent session over conn with reg, without a token, and
-// returns its stream once registered; the session ends with ctx or the
-// test.
+// returns its stream once registered (fakeagent.Connect); the session
+// ends with ctx or the test.
 func connect(t *testing.T, ctx context.Context, conn *grpc.ClientConn, reg *agentv1.Register) agentv1.AgentService_ConnectClient {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	s, err := agentv1.NewAgentServiceClient(conn).Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: reg}}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := s.Recv()
-	if err != nil || m.GetRegistered() == nil {
-		t.Fatalf("register %s: %v, %v", reg.GetNodeName(), m, err)
-	}
-	return s
+	return fakeagent.Connect(t, ctx, agentv1.NewAgentServiceClient(conn), reg)
 }
 
 // TestSecurityConfig: TLS files go all together, the token needs TLS, and

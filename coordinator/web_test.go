@@ -20,6 +20,7 @@ import (
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -54,14 +55,14 @@ func pingAnswer(bad bool, badIP string) func(*agentv1.Work) *agentv1.WorkResult 
 	return func(w *agentv1.Work) *agentv1.WorkResult {
 		rc := w.GetRunClient()
 		if rc == nil {
-			return serverAnswer(w)
+			return fakeagent.ServerAnswer(w)
 		}
 		r := absurdPing(100e-6)
 		if bad || rc.GetTargetIp() == badIP {
 			r = &measurev1.Result{Status: measurev1.Status_STATUS_TIMEOUT, Message: "no reply"}
 		}
 		r.Spec = rc.GetSpec()
-		return clientDone(w.GetTestId(), r).GetWorkResult()
+		return fakeagent.ClientDone(w.GetTestId(), r).GetWorkResult()
 	}
 }
 
@@ -79,7 +80,7 @@ func TestWebAPI(t *testing.T) {
 		Kinds: []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}}}, nil)
 	ctx := testnet.Ctx(t, time.Minute)
 	agentConn := dial(t, c.addr, insecureCreds())
-	agents := map[string]*fakeAgent{}
+	agents := map[string]*fakeagent.Agent{}
 	for i, node := range []string{"node-1", "node-2", "node-3", "node-4"} {
 		agents[node] = playAgent(t, ctx, agentConn, node, fmt.Sprintf("127.0.0.%d", i+1), pingAnswer(node == "node-3", "127.0.0.3"))
 	}
@@ -106,7 +107,7 @@ func TestWebAPI(t *testing.T) {
 	// Two report periods of node-1's probes of node-2.
 	now := time.Now().Truncate(10 * time.Second)
 	for i, start := range []time.Time{now.Add(-30 * time.Second), now.Add(-20 * time.Second)} {
-		err := agents["node-1"].send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: &agentv1.ProbeReport{
+		err := agents["node-1"].Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: &agentv1.ProbeReport{
 			Seq: uint64(i + 1), PeriodStart: timestamppb.New(start), Period: durationpb.New(10 * time.Second), PlanVersion: 1,
 			Summaries: []*agentv1.ProbeSummary{{Dst: &agentv1.ProbeSummary_Node{Node: "node-2"}, Path: measurev1.Path_PATH_HOST_TO_HOST,
 				Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 10, Received: 9, RttMinSeconds: 1e-4, RttMedianSeconds: 2e-4, RttP90Seconds: 3e-4,

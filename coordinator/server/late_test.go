@@ -5,112 +5,22 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-
+	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
-// heldAgent is a registered agent session that heartbeats, answers
-// server work, keeps its client work in flight (never answers it) and
-// records the acknowledgements it gets.
-type heldAgent struct {
-	stream agentv1.AgentService_ConnectClient
-	sendMu sync.Mutex
-	mu     sync.Mutex
-	client []string // test IDs of the run_client work received
-	acks   []string
-}
-
-// holdAgent registers reg on c and plays its session until ctx ends.
-func holdAgent(t *testing.T, ctx context.Context, c *coordinator, reg *agentv1.Register) *heldAgent {
+// holdAgent registers reg on c and plays its session until ctx ends: it
+// heartbeats, answers server work, keeps its client work in flight (never
+// answers it) and records the acknowledgements it gets.
+func holdAgent(t *testing.T, ctx context.Context, c *coordinator, reg *agentv1.Register) *fakeagent.Agent {
 	t.Helper()
-	stream, err := fakeAgent(t, ctx, c, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &heldAgent{stream: stream}
-	go func() {
-		tick := time.NewTicker(heartbeat / 2)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if a.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}) != nil {
-					return
-				}
-			}
-		}
-	}()
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			a.mu.Lock()
-			a.acks = append(a.acks, m.GetResultAck().GetTestIds()...)
-			if w := m.GetWork(); w.GetRunClient() != nil {
-				a.client = append(a.client, w.GetTestId())
-			}
-			a.mu.Unlock()
-			wr := &agentv1.WorkResult{TestId: m.GetWork().GetTestId(), Status: measurev1.Status_STATUS_OK}
-			switch {
-			case m.GetWork().GetStartServer() != nil:
-				wr.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: 5201}}
-			case m.GetWork().GetStopServer() != nil:
-				wr.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
-			default:
-				continue
-			}
-			if a.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: wr}}) != nil {
-				return
-			}
-		}
-	}()
-	return a
-}
-
-func (a *heldAgent) send(m *agentv1.ConnectRequest) error {
-	a.sendMu.Lock()
-	defer a.sendMu.Unlock()
-	return a.stream.Send(m)
-}
-
-// clientWork returns the test IDs of the client work received so far.
-func (a *heldAgent) clientWork() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.client)
-}
-
-// acked reports whether every one of ids was acknowledged.
-func (a *heldAgent) acked(ids ...string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, id := range ids {
-		if !slices.Contains(a.acks, id) {
-			return false
-		}
-	}
-	return true
-}
-
-// waitFor polls cond every 10 ms for at most d.
-func waitFor(d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
+	return fakeagent.Play(t, ctx, c.agent, reg, fakeagent.Config{Heartbeat: heartbeat / 2, Answer: fakeagent.ServerAnswer})
 }
 
 // TestLateResultsAfterRestartAreStored: a coordinator stops (a restart)
@@ -156,26 +66,16 @@ func TestLateResultsAfterRestartAreStored(t *testing.T) {
 				t.Fatal(err)
 			}
 			runID := trig.GetRun().GetRunId()
-			if !waitFor(10*time.Second, func() bool { return len(src.clientWork()) == len(tt.answers) }) {
-				t.Fatalf("node-1 got client work %v, want %d", src.clientWork(), len(tt.answers))
+			if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool { return len(src.ClientWork()) == len(tt.answers) }) {
+				t.Fatalf("node-1 got client work %v, want %d", src.ClientWork(), len(tt.answers))
 			}
-			inFlight := src.clientWork()
+			inFlight := src.ClientWork()
 			slices.Sort(inFlight)
 			leave()
 			stop()
 
 			c, _ = startAt(t, db, nil)
-			stored := func() map[string]*measurev1.Result {
-				resp, err := c.mesh.ListResults(ctx, &meshv1.ListResultsRequest{RunId: runID})
-				if err != nil {
-					t.Fatal(err)
-				}
-				out := map[string]*measurev1.Result{}
-				for _, r := range resp.GetResults() {
-					out[r.GetTestId()] = r
-				}
-				return out
-			}
+			stored := func() map[string]*measurev1.Result { return fakeagent.ResultsByTest(t, ctx, c.mesh, runID) }
 			testOf := func(id string) string { return strings.TrimPrefix(id, runID+"/") }
 			before := stored()
 			for _, id := range inFlight {
@@ -186,14 +86,12 @@ func TestLateResultsAfterRestartAreStored(t *testing.T) {
 
 			src = holdAgent(t, ctx, c, register("node-1"))
 			for i, id := range inFlight {
-				if err := src.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
-					TestId: id, Status: measurev1.Status_STATUS_OK,
-					Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{tt.answers[i]}}}}}}); err != nil {
+				if err := src.Send(fakeagent.ClientDone(id, tt.answers[i])); err != nil {
 					t.Fatal(err)
 				}
 			}
 			var got map[string]*measurev1.Result
-			if !waitFor(10*time.Second, func() bool {
+			if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool {
 				got = stored()
 				for _, id := range inFlight {
 					if got[testOf(id)].GetStatus() == measurev1.Status_STATUS_INTERRUPTED {
@@ -219,7 +117,7 @@ func TestLateResultsAfterRestartAreStored(t *testing.T) {
 			if r := run.GetRun(); r.GetTestsDone() != uint32(len(inFlight)) || r.GetTestsFailed() != tt.wantFailed {
 				t.Errorf("run: %d done, %d failed; want %d, %d", r.GetTestsDone(), r.GetTestsFailed(), len(inFlight), tt.wantFailed)
 			}
-			if !waitFor(10*time.Second, func() bool { return src.acked(inFlight...) }) {
+			if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool { return src.Acked(inFlight...) }) {
 				t.Errorf("late answers %v not all acknowledged: the agent would send them forever", inFlight)
 			}
 		})

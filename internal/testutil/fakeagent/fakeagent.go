@@ -1,0 +1,231 @@
+// Package fakeagent plays agent sessions against a coordinator's
+// AgentService over real gRPC, for the tests of the coordinator and of
+// its server: Open and Connect register one session, Play keeps one
+// alive (heartbeats, the Work it gets, the acknowledgements), ServerAnswer
+// and ClientDone build the answers an agent sends, ResultsByTest reads
+// back what the coordinator stored.
+//
+// Only _test.go files import this package, as internal/testutil's own
+// test checks. Every goroutine it starts ends before the test's cleanup
+// returns.
+package fakeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
+)
+
+// Open opens a session on client with ctx and sends reg. It returns the
+// stream and the coordinator's first message (Registered when it took the
+// registration), or the error of Connect, Send or the first Recv (a
+// refused registration ends the stream with its status, which the error
+// wraps; a Send that meets the stream's end, io.EOF, leaves that status
+// to the Recv).
+func Open(ctx context.Context, client agentv1.AgentServiceClient, reg *agentv1.Register) (agentv1.AgentService_ConnectClient, *agentv1.ConnectResponse, error) {
+	s, err := client.Connect(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect %s: %w", reg.GetNodeName(), err)
+	}
+	err = s.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: reg}})
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, nil, fmt.Errorf("send register %s: %w", reg.GetNodeName(), err)
+	}
+	m, err := s.Recv()
+	if err != nil {
+		return s, nil, fmt.Errorf("register %s: %w", reg.GetNodeName(), err)
+	}
+	return s, m, nil
+}
+
+// Connect opens a session that lives until ctx or the test ends and
+// registers reg on it. It fails t (Fatalf) unless the coordinator answers
+// Registered.
+func Connect(t testing.TB, ctx context.Context, client agentv1.AgentServiceClient, reg *agentv1.Register) agentv1.AgentService_ConnectClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	s, m, err := Open(ctx, client, reg)
+	if err != nil || m.GetRegistered() == nil {
+		t.Fatalf("register %s: %v, %v", reg.GetNodeName(), m, err)
+	}
+	return s
+}
+
+// Config is how a played agent behaves.
+type Config struct {
+	// Heartbeat is the interval between heartbeats; 200 ms if not
+	// positive.
+	Heartbeat time.Duration
+	// Answer answers a Work; it returns nil to send nothing (the work
+	// stays in flight). A nil Answer answers nothing.
+	Answer func(*agentv1.Work) *agentv1.WorkResult
+}
+
+// Agent is a session played by the test: it heartbeats, keeps every Work
+// it gets and the test IDs the coordinator acknowledges, and answers each
+// Work with its Config's Answer. Its methods may be called from any
+// goroutine.
+type Agent struct {
+	stream agentv1.AgentService_ConnectClient
+	answer func(*agentv1.Work) *agentv1.WorkResult
+
+	sendMu sync.Mutex // serializes Send
+	mu     sync.Mutex // guards works and acks
+	works  []*agentv1.Work
+	acks   []string
+}
+
+// Play registers reg on client (as Connect, failing t if refused) and
+// plays the session until ctx or the test ends; the test's cleanup waits
+// for its goroutines.
+func Play(t testing.TB, ctx context.Context, client agentv1.AgentServiceClient, reg *agentv1.Register, cfg Config) *Agent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	a := &Agent{stream: Connect(t, ctx, client, reg), answer: cfg.Answer}
+	every := cfg.Heartbeat
+	if every <= 0 {
+		every = 200 * time.Millisecond
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	wg.Add(2)
+	go func() { // owner: the cleanup above; ends with ctx
+		defer wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if a.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	go func() { // owner: the cleanup above; ends with the stream (ctx)
+		defer wg.Done()
+		for {
+			m, err := a.stream.Recv()
+			if err != nil {
+				return
+			}
+			if a.record(m) && a.answer != nil {
+				if wr := a.answer(m.GetWork()); wr != nil {
+					if a.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: wr}}) != nil {
+						return
+					}
+				}
+			}
+		}
+	}()
+	return a
+}
+
+// record keeps m's acknowledgements and Work; it reports whether m is a
+// Work.
+func (a *Agent) record(m *agentv1.ConnectResponse) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.acks = append(a.acks, m.GetResultAck().GetTestIds()...)
+	w := m.GetWork()
+	if w != nil {
+		a.works = append(a.works, w)
+	}
+	return w != nil
+}
+
+// Send sends m on the session; it returns the stream's error.
+func (a *Agent) Send(m *agentv1.ConnectRequest) error {
+	a.sendMu.Lock()
+	defer a.sendMu.Unlock()
+	if err := a.stream.Send(m); err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	return nil
+}
+
+// Works returns the Work received so far, in order.
+func (a *Agent) Works() []*agentv1.Work {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.works)
+}
+
+// ClientWork returns the test IDs of the run_client Work received so
+// far, in order.
+func (a *Agent) ClientWork() []string {
+	var out []string
+	for _, w := range a.Works() {
+		if w.GetRunClient() != nil {
+			out = append(out, w.GetTestId())
+		}
+	}
+	return out
+}
+
+// Acked reports whether the coordinator acknowledged every one of ids.
+func (a *Agent) Acked(ids ...string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, id := range ids {
+		if !slices.Contains(a.acks, id) {
+			return false
+		}
+	}
+	return true
+}
+
+// ServerAnswer answers StartServer (port 5201) and StopServer as an
+// agent whose servers start at once, and nothing else (nil).
+func ServerAnswer(w *agentv1.Work) *agentv1.WorkResult {
+	wr := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
+	switch {
+	case w.GetStartServer() != nil:
+		wr.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: 5201}}
+	case w.GetStopServer() != nil:
+		wr.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
+	default:
+		return nil
+	}
+	return wr
+}
+
+// ClientDone is the answer (in time or late) to the client Work testID
+// with results.
+func ClientDone(testID string, results ...*measurev1.Result) *agentv1.ConnectRequest {
+	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
+		TestId: testID, Status: measurev1.Status_STATUS_OK,
+		Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: results}}}}}
+}
+
+// ResultsByTest lists the stored results of run runID by their test ID
+// (the run-local one). It fails t if ListResults fails.
+func ResultsByTest(t testing.TB, ctx context.Context, mesh meshv1.MeshServiceClient, runID string) map[string]*measurev1.Result {
+	t.Helper()
+	resp, err := mesh.ListResults(ctx, &meshv1.ListResultsRequest{RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*measurev1.Result{}
+	for _, r := range resp.GetResults() {
+		out[r.GetTestId()] = r
+	}
+	return out
+}
