@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // TestMain runs main itself when the test binary is started as the
@@ -15,7 +17,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // TestExitStatus: an error (bad flag, no coordinator) exits ExitTrouble

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/deploy/fleet"
@@ -32,6 +34,13 @@ func TestMain(m *testing.M) {
 	}
 	coordinatorBin = filepath.Join(dir, "coordinator")
 	code := m.Run()
+	if code == 0 {
+		// goleak.VerifyTestMain would exit before the cleanup: Find is its check.
+		if err := goleak.Find(); err != nil {
+			fmt.Println("goleak:", err)
+			code = 1
+		}
+	}
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
