@@ -89,7 +89,8 @@ func (m *Manager) cancelClient(node, workID string, answered <-chan struct{}) {
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(m.base), cancelSendTimeout)
 		err := m.cfg.Agents.Send(ctx, node, &agentv1.Work{
-			TestId: workID, Deadline: timestamppb.New(time.Now().Add(cancelSendTimeout)),
+			WorkId: workID, TestId: workID,
+			Timeout: durationpb.New(cancelSendTimeout), Deadline: timestamppb.New(time.Now().Add(cancelSendTimeout)),
 			Action: &agentv1.Work_CancelClient{CancelClient: &agentv1.CancelClient{}},
 		})
 		cancel()
