@@ -2,19 +2,20 @@ package agent
 
 import (
 	"context"
+	"time"
 
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
-// handle carries out one Work and answers it with its texts bounded
+// handle carries out one Work that arrived at arrived and answers it with its texts bounded
 // (protocol.BoundWorkResult: messages of at most 4 KiB, tool versions of
 // at most 256 bytes, control characters escaped), so that whatever a tool
 // prints, an answer never grows past what the coordinator keeps.
-func (a *Agent) handle(ctx context.Context, w *agentv1.Work) *agentv1.WorkResult {
-	wr := a.handleWork(ctx, w)
+func (a *Agent) handle(ctx context.Context, w *agentv1.Work, arrived time.Time) *agentv1.WorkResult {
+	wr := a.handleWork(ctx, w, arrived)
 	if changed := protocol.BoundWorkResult(wr); len(changed) > 0 {
-		a.log.Warn("answer texts escaped or cut before sending", "test_id", wr.GetTestId(), "fields", changed)
+		a.log.Warn("answer texts escaped or cut before sending", "work_id", wr.GetWorkId(), "fields", changed)
 	}
 	return wr
 }

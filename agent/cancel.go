@@ -8,7 +8,8 @@ import (
 // This file holds the cancel of client runs (Work.cancel_client).
 
 // clientRuns are the cancels of the client runs in progress, by the
-// test_id of their Work. The zero value is ready.
+// work_id of their Work (its test_id from a coordinator of the previous
+// version). The zero value is ready.
 type clientRuns struct {
 	mu sync.Mutex
 	m  map[string]*clientRun
@@ -20,36 +21,36 @@ type clientRun struct {
 	cancel context.CancelFunc
 }
 
-// start returns the context of testID's client run, a child of ctx that
+// start returns the context of workID's client run, a child of ctx that
 // cancel ends, and the function that forgets the run, which the caller
 // calls once the run answered.
-func (c *clientRuns) start(ctx context.Context, testID string) (context.Context, func()) {
+func (c *clientRuns) start(ctx context.Context, workID string) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &clientRun{cancel: cancel}
 	c.mu.Lock()
 	if c.m == nil {
 		c.m = map[string]*clientRun{}
 	}
-	c.m[testID] = r
+	c.m[workID] = r
 	c.mu.Unlock()
 	return ctx, func() {
 		c.mu.Lock()
-		if c.m[testID] == r {
-			delete(c.m, testID)
+		if c.m[workID] == r {
+			delete(c.m, workID)
 		}
 		c.mu.Unlock()
 		cancel()
 	}
 }
 
-// cancel cancels testID's client run: its tool's process group is
+// cancel cancels workID's client run: its tool's process group is
 // killed (agent/proc) and the run answers STATUS_CANCELED, or with its
 // results if it ended first. It reports whether such a run was in
 // progress; a cancel for another test ID, or a second one, does nothing.
-func (c *clientRuns) cancel(testID string) bool {
+func (c *clientRuns) cancel(workID string) bool {
 	c.mu.Lock()
-	r, ok := c.m[testID]
-	delete(c.m, testID)
+	r, ok := c.m[workID]
+	delete(c.m, workID)
 	c.mu.Unlock()
 	if ok {
 		r.cancel()

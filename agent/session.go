@@ -204,32 +204,35 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 		watchdog.Reset(timeout)
 		switch msg := m.GetMsg().(type) {
 		case *agentv1.ConnectResponse_Work:
+			// A Work's timeout counts from here, on this agent's clock.
+			arrived := time.Now()
+			id := workID(msg.Work)
 			switch msg.Work.GetAction().(type) {
 			case *agentv1.Work_RunClient:
 				// With "result put in the spool", this tells a reader of the
 				// log (the lab's e2e tests) which client runs are over.
-				a.log.Debug("client run started", "test_id", msg.Work.GetTestId())
+				a.log.Debug("client run started", "test_id", id)
 				// Registered here, in the order of the stream, so that a
 				// cancel_client sent after it always finds it.
-				runCtx, forget := a.inFlight.start(agentCtx, msg.Work.GetTestId())
+				runCtx, forget := a.inFlight.start(agentCtx, id)
 				a.runs.Add(1)
 				go func() { // owner: the agent (Run waits); bounded by the work's deadline, its cancel and the agent's ctx, not by this session
 					defer a.runs.Done()
-					r := a.handle(runCtx, msg.Work)
+					r := a.handle(runCtx, msg.Work, arrived)
 					forget()
 					a.clientDone(r)
 				}()
 				continue
 			case *agentv1.Work_CancelClient:
 				// No answer: the canceled client's own answer says how it ended.
-				found := a.inFlight.cancel(msg.Work.GetTestId())
-				a.log.Info("cancel_client", "test_id", msg.Work.GetTestId(), "running", found)
+				found := a.inFlight.cancel(id)
+				a.log.Info("cancel_client", "work_id", id, "running", found)
 				continue
 			}
 			wg.Add(1)
 			go func() { // owner: session; bounded by the work's deadline and ctx
 				defer wg.Done()
-				r := a.handle(ctx, msg.Work)
+				r := a.handle(ctx, msg.Work, arrived)
 				select {
 				case ob.ch <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}}:
 				case <-ctx.Done():

@@ -23,10 +23,47 @@ import (
 // maxWorkTime caps any work's deadline, whatever the coordinator asks.
 const maxWorkTime = 15 * time.Minute
 
-// handleWork carries out one Work and always answers it (handle bounds
-// the answer).
-func (a *Agent) handleWork(ctx context.Context, w *agentv1.Work) *agentv1.WorkResult {
-	res := &agentv1.WorkResult{TestId: w.GetTestId()}
+// maxWorkTimeout is the largest Work.timeout an agent takes; a larger one
+// is refused as absurd (maxWorkTime then caps the ones it takes).
+const maxWorkTimeout = 24 * time.Hour
+
+// workID is the Work's work_id, or its test_id for a coordinator of the
+// previous version that sends no work_id.
+func workID(w *agentv1.Work) string {
+	if id := w.GetWorkId(); id != "" {
+		return id
+	}
+	return w.GetTestId()
+}
+
+// workDeadline is when the Work that arrived at arrived must be over: the
+// arrival plus its timeout when set, else its absolute deadline (the
+// deprecated field of coordinators of the previous version, read on the
+// agent's clock). A timeout that is not a valid Duration, zero, negative
+// or over maxWorkTimeout, and a Work with neither field, is an error
+// naming the field and its value.
+func workDeadline(w *agentv1.Work, arrived time.Time) (time.Time, error) {
+	if t := w.GetTimeout(); t != nil {
+		if err := t.CheckValid(); err != nil {
+			return time.Time{}, fmt.Errorf("work %q: timeout %v: %w", workID(w), t, err)
+		}
+		d := t.AsDuration()
+		if d <= 0 || d > maxWorkTimeout {
+			return time.Time{}, fmt.Errorf("work %q: timeout %v: want more than 0 and at most %v", workID(w), d, maxWorkTimeout)
+		}
+		return arrived.Add(d), nil
+	}
+	if w.GetDeadline() == nil {
+		return time.Time{}, fmt.Errorf("work %q has no timeout and no deadline", workID(w))
+	}
+	return w.GetDeadline().AsTime(), nil
+}
+
+// handleWork carries out one Work that arrived at arrived and always
+// answers it (handle bounds the answer).
+func (a *Agent) handleWork(ctx context.Context, w *agentv1.Work, arrived time.Time) *agentv1.WorkResult {
+	id := workID(w)
+	res := &agentv1.WorkResult{TestId: id, WorkId: id}
 	fail := func(st measurev1.Status, format string, args ...any) *agentv1.WorkResult {
 		res.Status, res.Message = st, fmt.Sprintf(format, args...)
 		return res
@@ -41,42 +78,42 @@ func (a *Agent) handleWork(ctx context.Context, w *agentv1.Work) *agentv1.WorkRe
 	case *agentv1.Work_StopServer:
 		res.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
 	default:
-		return fail(measurev1.Status_STATUS_INVALID, "work %q has no action", w.GetTestId())
+		return fail(measurev1.Status_STATUS_INVALID, "work %q has no action", id)
 	}
-	if w.GetTestId() == "" {
-		return fail(measurev1.Status_STATUS_INVALID, "work has no test_id")
+	if id == "" {
+		return fail(measurev1.Status_STATUS_INVALID, "work has no work_id and no test_id")
 	}
-	if w.GetDeadline() == nil {
-		return fail(measurev1.Status_STATUS_INVALID, "work %q has no deadline", w.GetTestId())
+	deadline, err := workDeadline(w, arrived)
+	if err != nil {
+		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
 	}
-	deadline := w.GetDeadline().AsTime()
 	if now := time.Now(); !deadline.After(now) {
 		// Nothing can be done in time. A stop is cleanup that never hurts:
 		// do it anyway, so that a late order does not leave a server up.
 		note := ""
-		if _, ok := w.GetAction().(*agentv1.Work_StopServer); ok && a.servers.Stop(w.GetTestId()) == nil {
+		if _, ok := w.GetAction().(*agentv1.Work_StopServer); ok && a.servers.Stop(id) == nil {
 			note = "; its server was stopped anyway"
 		}
 		return fail(measurev1.Status_STATUS_TIMEOUT, "work %q: deadline %s already passed (%v ago)%s",
-			w.GetTestId(), deadline.Format(time.RFC3339Nano), now.Sub(deadline).Round(time.Millisecond), note)
+			id, deadline.Format(time.RFC3339Nano), now.Sub(deadline).Round(time.Millisecond), note)
 	}
 	if limit := time.Now().Add(maxWorkTime); deadline.After(limit) {
 		deadline = limit
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	log := a.log.With("test_id", w.GetTestId())
+	log := a.log.With("work_id", id)
 
 	switch act := w.GetAction().(type) {
 	case *agentv1.Work_StartServer:
-		st, err := a.startServer(ctx, w.GetTestId(), act.StartServer)
+		st, err := a.startServer(ctx, id, act.StartServer)
 		if err != nil {
 			log.Warn("start server", "tool", act.StartServer.GetTool(), "err", err)
 			return fail(serverStatus(err), "%v", err)
 		}
 		res.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: st}
 	case *agentv1.Work_StopServer:
-		if err := a.servers.Stop(w.GetTestId()); err != nil && !errors.Is(err, servers.ErrUnknown) {
+		if err := a.servers.Stop(id); err != nil && !errors.Is(err, servers.ErrUnknown) {
 			return fail(measurev1.Status_STATUS_SERVER_ERROR, "%v", err)
 		}
 	case *agentv1.Work_RunClient:

@@ -16,9 +16,28 @@ const (
 	actionStopServer
 )
 
+// pendingKey names a Work waiting for its answer: its work ID (workID)
+// and the kind of its action.
 type pendingKey struct {
-	testID string
+	workID string
 	kind   actionKind
+}
+
+// workID is w's work_id, or its test_id for work that has none.
+func workID(w *agentv1.Work) string {
+	if id := w.GetWorkId(); id != "" {
+		return id
+	}
+	return w.GetTestId()
+}
+
+// resultWorkID is the work ID r answers: its work_id, or its test_id from
+// an agent of the previous version, which sends no work_id.
+func resultWorkID(r *agentv1.WorkResult) string {
+	if id := r.GetWorkId(); id != "" {
+		return id
+	}
+	return r.GetTestId()
 }
 
 func workKind(w *agentv1.Work) (actionKind, error) {
@@ -30,7 +49,7 @@ func workKind(w *agentv1.Work) (actionKind, error) {
 	case *agentv1.Work_StopServer:
 		return actionStopServer, nil
 	}
-	return 0, fmt.Errorf("work %q has no action", w.GetTestId())
+	return 0, fmt.Errorf("work %q has no action", workID(w))
 }
 
 func resultKind(r *agentv1.WorkResult) (actionKind, bool) {

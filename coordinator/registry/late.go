@@ -26,36 +26,36 @@ func (r *Registry) HandleLate(h LateHandler) {
 	r.mu.Unlock()
 }
 
-// Ack tells node's agent that the answers to its run_client work testIDs
-// (each a Work's test_id) are stored, or never will be, so that it may
+// Ack tells node's agent that the answers to its run_client work workIDs
+// (each a Work's work_id, sent as ResultAck.test_ids) are stored, or never will be, so that it may
 // forget them. It never blocks. Acks queued before a Dispatch to the same
 // node reach the agent before that Dispatch's work. Without a session for
 // node the ack is dropped: the agent sends those answers again when it
 // reconnects, and they are acknowledged then.
-func (r *Registry) Ack(node string, testIDs ...string) {
-	if len(testIDs) == 0 {
+func (r *Registry) Ack(node string, workIDs ...string) {
+	if len(workIDs) == 0 {
 		return
 	}
 	r.mu.Lock()
 	s := r.sessions[node]
 	r.mu.Unlock()
 	if s == nil {
-		r.log.Debug("ack for a node without session dropped; its agent will send the results again", "node", node, "test_ids", len(testIDs))
+		r.log.Debug("ack for a node without session dropped; its agent will send the results again", "node", node, "test_ids", len(workIDs))
 		return
 	}
-	s.ack(testIDs)
+	s.ack(workIDs)
 }
 
 // unclaimed deals with a WorkResult that no Dispatch waits for: a client
 // answer goes to the late handler, anything else is only logged.
 func (r *Registry) unclaimed(s *session, wr *agentv1.WorkResult) {
 	if kind, _ := resultKind(wr); kind != actionRunClient {
-		r.log.Warn("work result nobody waits for", "node", s.node.Name, "test_id", wr.GetTestId())
+		r.log.Warn("work result nobody waits for", "node", s.node.Name, "work_id", resultWorkID(wr))
 		return
 	}
 	if !s.queueLate(wr) {
 		r.log.Warn("too many late client results queued; this one stays with the agent until its next session",
-			"node", s.node.Name, "test_id", wr.GetTestId(), "queued", maxLateQueue)
+			"node", s.node.Name, "work_id", resultWorkID(wr), "queued", maxLateQueue)
 	}
 }
 
@@ -66,7 +66,7 @@ func (r *Registry) handleLate(ctx context.Context, node string, batch []*agentv1
 	r.mu.Unlock()
 	if h == nil {
 		for _, wr := range batch {
-			r.log.Warn("client result nobody waits for and no late handler; it stays with the agent", "node", node, "test_id", wr.GetTestId())
+			r.log.Warn("client result nobody waits for and no late handler; it stays with the agent", "node", node, "work_id", resultWorkID(wr))
 		}
 		return
 	}

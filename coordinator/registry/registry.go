@@ -466,7 +466,7 @@ func (r *Registry) Dispatch(ctx context.Context, node string, w *agentv1.Work) (
 	if !ok {
 		return nil, fmt.Errorf("node %q: %w: not connected", node, ErrAgentUnavailable)
 	}
-	return s.call(ctx, pendingKey{testID: w.GetTestId(), kind: kind}, w)
+	return s.call(ctx, pendingKey{workID: workID(w), kind: kind}, w)
 }
 
 // Send queues w for node's agent without waiting for an answer: for work
@@ -476,7 +476,7 @@ func (r *Registry) Dispatch(ctx context.Context, node string, w *agentv1.Work) (
 // answered (use Dispatch).
 func (r *Registry) Send(ctx context.Context, node string, w *agentv1.Work) error {
 	if _, ok := w.GetAction().(*agentv1.Work_CancelClient); !ok {
-		return fmt.Errorf("node %q: work %q: only cancel_client is sent without waiting for an answer", node, w.GetTestId())
+		return fmt.Errorf("node %q: work %q: only cancel_client is sent without waiting for an answer", node, workID(w))
 	}
 	r.mu.Lock()
 	s, ok := r.sessions[node]

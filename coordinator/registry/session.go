@@ -158,7 +158,7 @@ func (s *session) call(ctx context.Context, key pendingKey, w *agentv1.Work) (*a
 	s.mu.Lock()
 	if _, dup := s.pending[key]; dup {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("node %q: work %q of kind %d is already in flight", s.node.Name, key.testID, key.kind)
+		return nil, fmt.Errorf("node %q: work %q of kind %d is already in flight", s.node.Name, key.workID, key.kind)
 	}
 	s.pending[key] = ch
 	s.mu.Unlock()
@@ -198,7 +198,7 @@ func (s *session) deliver(r *agentv1.WorkResult) bool {
 		return false
 	}
 	s.mu.Lock()
-	ch, ok := s.pending[pendingKey{testID: r.GetTestId(), kind: kind}]
+	ch, ok := s.pending[pendingKey{workID: resultWorkID(r), kind: kind}]
 	s.mu.Unlock()
 	if !ok {
 		return false

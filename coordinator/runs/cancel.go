@@ -92,7 +92,8 @@ func (m *Manager) cancelClient(ctx context.Context, node, workID string, answere
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelSendTimeout)
 		err := m.cfg.Agents.Send(ctx, node, &agentv1.Work{
-			TestId: workID, Deadline: timestamppb.New(time.Now().Add(cancelSendTimeout)),
+			WorkId: workID, TestId: workID,
+			Timeout: durationpb.New(cancelSendTimeout), Deadline: timestamppb.New(time.Now().Add(cancelSendTimeout)),
 			Action: &agentv1.Work_CancelClient{CancelClient: &agentv1.CancelClient{}},
 		})
 		cancel()

@@ -355,12 +355,15 @@ func workID(runID string, pt *measurev1.PlannedTest) string {
 	return runID + "/" + pt.GetTestId()
 }
 
-// dispatch sends one Work with a deadline of now+timeout and waits a little
-// longer than that for the answer, so the agent's own timeout result wins.
+// dispatch sends one Work with its timeout (and, for agents of the previous
+// version, the deprecated deadline now+timeout and test_id) and waits a
+// little longer than that for the answer, so the agent's own timeout
+// result wins.
 func (m *Manager) dispatch(ctx context.Context, node, testID string, timeout time.Duration, w *agentv1.Work) (*agentv1.WorkResult, error) {
 	deadline := time.Now().Add(timeout)
 	w = proto.CloneOf(w)
-	w.TestId, w.Deadline = testID, timestamppb.New(deadline)
+	w.WorkId, w.TestId = testID, testID
+	w.Timeout, w.Deadline = durationpb.New(timeout), timestamppb.New(deadline)
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(3*time.Second))
 	defer cancel()
 	return m.cfg.Agents.Dispatch(ctx, node, w)

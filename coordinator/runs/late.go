@@ -41,7 +41,10 @@ func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.Work
 	)
 	plans := map[string]*runPlan{} // by run ID; nil: no such run
 	for _, wr := range answers {
-		id := wr.GetTestId()
+		id := wr.GetWorkId()
+		if id == "" { // an agent of the previous version
+			id = wr.GetTestId()
+		}
 		log := m.log.With("node", node, "test_id", id)
 		runID, testID, ok := strings.Cut(id, "/")
 		if !ok || runID == "" || testID == "" {

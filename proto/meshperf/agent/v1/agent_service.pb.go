@@ -1428,10 +1428,21 @@ func (x *NodeEndpoint) GetServiceIpv6() string {
 // Work is one order to an agent.
 type Work struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// test_id names the test the order belongs to; the answer carries it back.
+	// test_id is deprecated: use work_id. It carries the same value as
+	// work_id ("RUN_ID/TEST_ID", not a measure.v1 test_id) and is still sent
+	// for agents of the previous version, which match on it.
 	TestId string `protobuf:"bytes,1,opt,name=test_id,json=testId,proto3" json:"test_id,omitempty"`
-	// deadline is when the agent must give up and answer STATUS_TIMEOUT.
+	// deadline is deprecated: use timeout. It is when the agent must give up
+	// and answer STATUS_TIMEOUT, read on the agent's clock (so clock skew
+	// between nodes moves it); still sent for agents of the previous version,
+	// and used by the agent only when timeout is unset.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// timeout is how long the agent has, counted from the Work's arrival,
+	// before it gives up and answers STATUS_TIMEOUT. When set it must be
+	// positive and at most 24 hours; the agent refuses the Work otherwise.
+	Timeout *durationpb.Duration `protobuf:"bytes,7,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// work_id names the order ("RUN_ID/TEST_ID"); the answer carries it back.
+	WorkId string `protobuf:"bytes,8,opt,name=work_id,json=workId,proto3" json:"work_id,omitempty"`
 	// action is what to do.
 	//
 	// Types that are valid to be assigned to Action:
@@ -1487,6 +1498,20 @@ func (x *Work) GetDeadline() *timestamppb.Timestamp {
 		return x.Deadline
 	}
 	return nil
+}
+
+func (x *Work) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *Work) GetWorkId() string {
+	if x != nil {
+		return x.WorkId
+	}
+	return ""
 }
 
 func (x *Work) GetAction() isWork_Action {
@@ -1806,8 +1831,11 @@ func (x *RunClient) GetIpFamily() v1.IPFamily {
 // WorkResult answers one Work.
 type WorkResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// test_id is the Work's test_id.
+	// test_id is deprecated: use work_id. It is the Work's test_id, still
+	// sent for coordinators of the previous version.
 	TestId string `protobuf:"bytes,1,opt,name=test_id,json=testId,proto3" json:"test_id,omitempty"`
+	// work_id is the Work's work_id (its test_id when the Work had none).
+	WorkId string `protobuf:"bytes,7,opt,name=work_id,json=workId,proto3" json:"work_id,omitempty"`
 	// status is STATUS_OK or why the action failed. For run_client it sums up
 	// the results, which carry their own statuses.
 	Status v1.Status `protobuf:"varint,2,opt,name=status,proto3,enum=meshperf.measure.v1.Status" json:"status,omitempty"`
@@ -1858,6 +1886,13 @@ func (*WorkResult) Descriptor() ([]byte, []int) {
 func (x *WorkResult) GetTestId() string {
 	if x != nil {
 		return x.TestId
+	}
+	return ""
+}
+
+func (x *WorkResult) GetWorkId() string {
+	if x != nil {
+		return x.WorkId
 	}
 	return ""
 }
@@ -2188,10 +2223,12 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"qperf_port\x18\x05 \x01(\rR\tqperfPort\x12&\n" +
 	"\x0fqperf_data_port\x18\x06 \x01(\rR\rqperfDataPort\x12\x1b\n" +
 	"\thttp_port\x18\a \x01(\rR\bhttpPort\x12!\n" +
-	"\fservice_ipv6\x18\b \x01(\tR\vserviceIpv6\"\xef\x02\n" +
+	"\fservice_ipv6\x18\b \x01(\tR\vserviceIpv6\"\xbd\x03\n" +
 	"\x04Work\x12\x17\n" +
 	"\atest_id\x18\x01 \x01(\tR\x06testId\x126\n" +
-	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12C\n" +
+	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x123\n" +
+	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x17\n" +
+	"\awork_id\x18\b \x01(\tR\x06workId\x12C\n" +
 	"\fstart_server\x18\x03 \x01(\v2\x1e.meshperf.agent.v1.StartServerH\x00R\vstartServer\x12=\n" +
 	"\n" +
 	"run_client\x18\x04 \x01(\v2\x1c.meshperf.agent.v1.RunClientH\x00R\trunClient\x12@\n" +
@@ -2212,10 +2249,11 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x04port\x18\x04 \x01(\rR\x04port\x12\x1b\n" +
 	"\tdata_port\x18\x05 \x01(\rR\bdataPort\x12'\n" +
 	"\x0fexternal_target\x18\x06 \x01(\tR\x0eexternalTarget\x12:\n" +
-	"\tip_family\x18\a \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"\xd7\x02\n" +
+	"\tip_family\x18\a \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"\xf0\x02\n" +
 	"\n" +
 	"WorkResult\x12\x17\n" +
-	"\atest_id\x18\x01 \x01(\tR\x06testId\x123\n" +
+	"\atest_id\x18\x01 \x01(\tR\x06testId\x12\x17\n" +
+	"\awork_id\x18\a \x01(\tR\x06workId\x123\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1b.meshperf.measure.v1.StatusR\x06status\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12I\n" +
 	"\x0eserver_started\x18\x04 \x01(\v2 .meshperf.agent.v1.ServerStartedH\x00R\rserverStarted\x12@\n" +
@@ -2323,27 +2361,28 @@ var file_meshperf_agent_v1_agent_service_proto_depIdxs = []int32{
 	13, // 26: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
 	6,  // 27: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
 	31, // 28: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
-	17, // 29: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
-	19, // 30: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
-	18, // 31: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
-	16, // 32: meshperf.agent.v1.Work.cancel_client:type_name -> meshperf.agent.v1.CancelClient
-	29, // 33: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
-	28, // 34: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
-	32, // 35: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
-	28, // 36: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
-	33, // 37: meshperf.agent.v1.RunClient.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	34, // 38: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
-	21, // 39: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
-	22, // 40: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
-	23, // 41: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
-	35, // 42: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
-	1,  // 43: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
-	2,  // 44: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
-	44, // [44:45] is the sub-list for method output_type
-	43, // [43:44] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	30, // 29: meshperf.agent.v1.Work.timeout:type_name -> google.protobuf.Duration
+	17, // 30: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
+	19, // 31: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
+	18, // 32: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
+	16, // 33: meshperf.agent.v1.Work.cancel_client:type_name -> meshperf.agent.v1.CancelClient
+	29, // 34: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
+	28, // 35: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
+	32, // 36: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
+	28, // 37: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
+	33, // 38: meshperf.agent.v1.RunClient.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	34, // 39: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
+	21, // 40: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
+	22, // 41: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
+	23, // 42: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
+	35, // 43: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
+	1,  // 44: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
+	2,  // 45: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
+	45, // [45:46] is the sub-list for method output_type
+	44, // [44:45] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_agent_v1_agent_service_proto_init() }

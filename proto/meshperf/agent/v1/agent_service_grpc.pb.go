@@ -36,7 +36,8 @@ type AgentServiceClient interface {
 	// a Register; the coordinator answers Registered, or ends the stream with
 	// FAILED_PRECONDITION on a protocol version mismatch and INVALID_ARGUMENT on
 	// a bad registration. Then the coordinator sends Work and the agent answers
-	// each with a WorkResult carrying the same test_id and action; both sides
+	// each with a WorkResult carrying the same work_id (and the deprecated
+	// test_id) and action; both sides
 	// send Heartbeats and drop the stream when none arrives for
 	// Registered.heartbeat_timeout.
 	//
@@ -83,7 +84,8 @@ type AgentServiceServer interface {
 	// a Register; the coordinator answers Registered, or ends the stream with
 	// FAILED_PRECONDITION on a protocol version mismatch and INVALID_ARGUMENT on
 	// a bad registration. Then the coordinator sends Work and the agent answers
-	// each with a WorkResult carrying the same test_id and action; both sides
+	// each with a WorkResult carrying the same work_id (and the deprecated
+	// test_id) and action; both sides
 	// send Heartbeats and drop the stream when none arrives for
 	// Registered.heartbeat_timeout.
 	//

@@ -1,0 +1,99 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+)
+
+// TestWorkDeadline: a timeout counts from the arrival and wins over the
+// deadline; without one the deadline is used (a coordinator of the
+// previous version); a bad timeout is refused naming the field and value.
+func TestWorkDeadline(t *testing.T) {
+	arrived := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	// skewed is a deadline written by a coordinator whose clock is an
+	// hour behind this agent's: read as an absolute time it has passed.
+	skewed := timestamppb.New(arrived.Add(-time.Hour + 30*time.Second))
+	tests := []struct {
+		name    string
+		w       *agentv1.Work
+		want    time.Time
+		wantErr string // substring; empty: no error
+	}{
+		{"timeout preferred", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(30 * time.Second), Deadline: timestamppb.New(arrived.Add(time.Hour))}, arrived.Add(30 * time.Second), ""},
+		{"skewed deadline ignored with a timeout", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(30 * time.Second), Deadline: skewed}, arrived.Add(30 * time.Second), ""},
+		{"deadline fallback", &agentv1.Work{TestId: "r/t1", Deadline: timestamppb.New(arrived.Add(time.Minute))}, arrived.Add(time.Minute), ""},
+		{"skewed deadline fallback is the old behaviour", &agentv1.Work{TestId: "r/t1", Deadline: skewed}, skewed.AsTime(), ""},
+		{"at most", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(maxWorkTimeout)}, arrived.Add(maxWorkTimeout), ""},
+		{"zero timeout", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(0), Deadline: timestamppb.New(arrived.Add(time.Minute))}, time.Time{}, `work "r/t1": timeout 0s: want more than 0`},
+		{"negative timeout", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(-time.Second)}, time.Time{}, "timeout -1s: want more than 0"},
+		{"absurd timeout", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(maxWorkTimeout + time.Second)}, time.Time{}, "timeout 24h0m1s: want more than 0 and at most 24h0m0s"},
+		{"invalid duration", &agentv1.Work{WorkId: "r/t1", Timeout: &durationpb.Duration{Seconds: 1, Nanos: -1}}, time.Time{}, "timeout"},
+		{"neither", &agentv1.Work{WorkId: "r/t1"}, time.Time{}, `work "r/t1" has no timeout and no deadline`},
+		{"work_id preferred in the error", &agentv1.Work{WorkId: "r/new", TestId: "r/old"}, time.Time{}, `"r/new"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := workDeadline(tt.w, arrived)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("workDeadline: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("workDeadline = %v, %v; want an error with %q", got, err, tt.wantErr)
+			case tt.wantErr == "" && !got.Equal(tt.want):
+				t.Errorf("workDeadline = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestWorkID: work_id when set, else the test_id of a coordinator of the
+// previous version.
+func TestWorkID(t *testing.T) {
+	tests := []struct {
+		w    *agentv1.Work
+		want string
+	}{
+		{&agentv1.Work{WorkId: "r/a", TestId: "r/a"}, "r/a"},
+		{&agentv1.Work{WorkId: "r/a", TestId: "r/b"}, "r/a"},
+		{&agentv1.Work{TestId: "r/b"}, "r/b"},
+		{&agentv1.Work{}, ""},
+	}
+	for _, tt := range tests {
+		if got := workID(tt.w); got != tt.want {
+			t.Errorf("workID(%v) = %q, want %q", tt.w, got, tt.want)
+		}
+	}
+}
+
+// FuzzWorkDeadline: a taken timeout is always within (0, maxWorkTimeout]
+// of the arrival, and a refused one always names the field.
+func FuzzWorkDeadline(f *testing.F) {
+	f.Add(int64(30), int32(0), true)
+	f.Add(int64(0), int32(0), true)
+	f.Add(int64(-1), int32(0), true)
+	f.Add(int64(86401), int32(0), true)
+	f.Add(int64(1), int32(-1), true)
+	f.Add(int64(0), int32(0), false)
+	arrived := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s int64, n int32, has bool) {
+		w := &agentv1.Work{WorkId: "r/t1", Deadline: timestamppb.New(arrived.Add(time.Minute))}
+		if has {
+			w.Timeout = &durationpb.Duration{Seconds: s, Nanos: n}
+		}
+		got, err := workDeadline(w, arrived)
+		switch {
+		case !has && (err != nil || !got.Equal(arrived.Add(time.Minute))):
+			t.Fatalf("deadline fallback: %v, %v", got, err)
+		case has && err != nil && !strings.Contains(err.Error(), "timeout"):
+			t.Fatalf("refusal without the field: %v", err)
+		case has && err == nil && (!got.After(arrived) || got.Sub(arrived) > maxWorkTimeout):
+			t.Fatalf("took %v/%v: %v after the arrival", s, n, got.Sub(arrived))
+		}
+	})
+}
