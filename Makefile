@@ -11,6 +11,10 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 # helm for the chart's tests (deploy/kubernetes/helm_test.go); `make helm`
 # installs it into ./bin with go install.
 HELM_VERSION               := v3.22.0
+# Build tags of the tests run alone or by hand (TestProbeFidelity,
+# TestCaptureAb): `make lint` vets them too (.golangci.yml lints them).
+HAND_TAGS := fidelity,capture
+
 # golangci-lint for `make lint` (.golangci.yml); `make golangci-lint`
 # installs it into ./bin with go install.
 GOLANGCI_LINT_VERSION      := v2.15.0
@@ -101,7 +105,7 @@ demo-faults: deps build ## Inject each fault into a lab under continuous monitor
 
 .PHONY: fidelity
 fidelity: deps ## The in-process probes against ping, qperf and curl on the same lab paths, alone (root, about 3 minutes).
-	MESHPERF_FIDELITY=1 go test -count=1 -v -run 'TestProbeFidelity' ./deploy/lab/
+	go test -tags fidelity -count=1 -v -run 'TestProbeFidelity' ./deploy/lab/
 
 .PHONY: bench-scale
 bench-scale: ## The coordinator against simulated fleets of 300, 1,000 and 5,000 agents on loopback (about 10 minutes).
@@ -148,6 +152,7 @@ proto: tools ## Regenerate the protobuf code with buf.
 lint: tools golangci-lint ## buf lint, go vet, gofmt and golangci-lint (.golangci.yml).
 	buf lint
 	go vet ./...
+	go vet -tags $(HAND_TAGS) ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(BIN)/golangci-lint run ./...
 

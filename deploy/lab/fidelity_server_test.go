@@ -1,3 +1,5 @@
+//go:build fidelity
+
 package lab
 
 import (
@@ -5,24 +7,23 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/meshperf/meshperf/agent/httptarget"
 	meshprobe "github.com/meshperf/meshperf/agent/probe"
 )
 
-// fidServerEnv names the environment variable that makes the test binary
-// a fidelity server (TestFidelityServer): its value is "NODE NETWORK",
-// the names agent/httptarget's answer carries.
-const fidServerEnv = "MESHPERF_FIDELITY_SERVER"
+// fidServerRole is the fidelity server process (serveFidelity).
+const fidServerRole = "fidelity"
+
+func init() { serverProcs[fidServerRole] = serveFidelity }
 
 // fidServerLife bounds a fidelity server's life, whatever its parent
 // does.
@@ -35,57 +36,51 @@ const fidServerLife = 90 * time.Second
 // may stop it sooner.
 func startFidServer(t *testing.T, p fidPath, node string) *server {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := startIn(t, p.dstNS, "env", fidServerEnv+"="+node+" "+p.name, exe, "-test.run=^TestFidelityServer$", "-test.count=1")
+	s := startServerProc(t, p.dstNS, fidServerRole, node+" "+p.name)
 	for _, port := range []int{fidEchoPort, fidHTTPPort, fidKeptPort} {
 		waitListening(t, p.dstNS, "t", port)
 	}
 	return s
 }
 
-// TestFidelityServer is not a test of its own: TestProbeFidelity runs the
-// test binary again with fidServerEnv set, inside a target namespace of
-// its lab, to serve there for at most fidServerLife, in a process apart
-// from the prober's, as a peer agent does: meshprobe.ServeEcho on
-// fidEchoPort, agent/httptarget on fidHTTPPort, and on fidKeptPort the
-// kept-connection echo that the TCP reference client measures against
-// qperf (keptEcho). Without fidServerEnv it skips.
-func TestFidelityServer(t *testing.T) {
-	spec := os.Getenv(fidServerEnv)
-	if spec == "" {
-		t.Skip("the fidelity test's server process; TestProbeFidelity starts it")
-	}
+// serveFidelity is the fidelity server process: TestProbeFidelity starts
+// the test binary as it (startFidServer) inside a target namespace of its
+// lab, to serve there for at most fidServerLife, in a process apart from
+// the prober's, as a peer agent does: meshprobe.ServeEcho on fidEchoPort,
+// agent/httptarget on fidHTTPPort, and on fidKeptPort the kept-connection
+// echo that the TCP reference client measures against qperf (keptEcho).
+// spec is "NODE NETWORK", the names agent/httptarget's answer carries.
+func serveFidelity(spec string) error {
 	node, network, _ := strings.Cut(spec, " ")
 	ctx, cancel := context.WithTimeout(context.Background(), fidServerLife)
 	defer cancel()
 	echo, err := net.Listen("tcp", ":"+strconv.Itoa(fidEchoPort))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	web, err := net.Listen("tcp", ":"+strconv.Itoa(fidHTTPPort))
 	if err != nil {
-		t.Fatal(err)
+		return errors.Join(err, echo.Close())
 	}
 	kept, err := listenBlocking(fidKeptPort)
 	if err != nil {
-		t.Fatal(err)
+		return errors.Join(err, echo.Close(), web.Close())
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	var g errgroup.Group
+	g.Go(func() error {
 		if err := meshprobe.ServeEcho(ctx, echo); err != nil {
-			t.Errorf("echo responder: %v", err)
+			return fmt.Errorf("echo responder: %w", err)
 		}
+		return nil
 	})
-	wg.Go(func() {
+	g.Go(func() error {
 		if err := httptarget.Serve(ctx, web, httptarget.Handler(node, network)); err != nil {
-			t.Errorf("http target: %v", err)
+			return fmt.Errorf("http target: %w", err)
 		}
+		return nil
 	})
-	wg.Go(func() { keptEcho(ctx, kept) })
-	wg.Wait()
+	g.Go(func() error { keptEcho(ctx, kept); return nil })
+	return g.Wait()
 }
 
 // listenBlocking returns a blocking TCP listening socket on port (all

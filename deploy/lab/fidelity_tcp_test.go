@@ -1,3 +1,5 @@
+//go:build fidelity
+
 package lab
 
 import (

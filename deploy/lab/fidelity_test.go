@@ -1,3 +1,5 @@
+//go:build fidelity
+
 package lab
 
 import (
@@ -7,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -153,12 +154,9 @@ type fidFigures struct {
 //
 // Its figures are latencies, which other work on the machine moves (in
 // `make test` the lab suites run beside it, and ping and the prober then
-// differ by 35 us either way): so it runs only with MESHPERF_FIDELITY=1,
-// alone, as `make fidelity` does.
+// differ by 35 us either way): so it is built only with the fidelity
+// build tag, and runs alone, as `make fidelity` does.
 func TestProbeFidelity(t *testing.T) {
-	if os.Getenv("MESHPERF_FIDELITY") != "1" {
-		t.Skip("a latency comparison: run it alone with `make fidelity` (MESHPERF_FIDELITY=1)")
-	}
 	requireLab(t)
 	for _, tool := range []string{"curl", "qperf", "ping"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -2,13 +2,13 @@ package lab
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +16,7 @@ import (
 	agentrunner "github.com/meshperf/meshperf/agent/runner"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -25,28 +26,24 @@ import (
 const (
 	loadTargetPort = 18480
 	loadErrorPort  = 18481
-	// loadServerEnv makes the test binary the targets' server
-	// (TestHTTPLoadServer); its value is "NODE NETWORK", the names the
-	// HTTP target's answer carries.
-	loadServerEnv = "MESHPERF_HTTPLOAD_SERVER"
+	// loadServerRole is the targets' server process (serveHTTPLoad).
+	loadServerRole = "http-load"
 	// loadServerLife bounds the server's life, whatever its parent does.
 	loadServerLife = 2 * time.Minute
 )
 
-// TestHTTPLoadServer is not a test of its own: TestHTTPLoad runs the test
-// binary again with loadServerEnv set, inside the destination node's
-// namespace, to serve agent/httptarget on loadTargetPort and a 503
-// target on loadErrorPort for at most loadServerLife. Without
-// loadServerEnv it skips.
-func TestHTTPLoadServer(t *testing.T) {
-	spec := os.Getenv(loadServerEnv)
-	if spec == "" {
-		t.Skip("the http_load test's server process; TestHTTPLoad starts it")
-	}
+func init() { serverProcs[loadServerRole] = serveHTTPLoad }
+
+// serveHTTPLoad is the http_load test's server process: TestHTTPLoad
+// starts the test binary as it (startServerProc) inside the destination
+// node's namespace, to serve agent/httptarget on loadTargetPort and a 503
+// target on loadErrorPort for at most loadServerLife. spec is "NODE
+// NETWORK", the names the HTTP target's answer carries.
+func serveHTTPLoad(spec string) error {
 	node, network, _ := strings.Cut(spec, " ")
 	ctx, cancel := context.WithTimeout(context.Background(), loadServerLife)
 	defer cancel()
-	var wg sync.WaitGroup
+	g, ctx := errgroup.WithContext(ctx)
 	for port, h := range map[int]http.Handler{
 		loadTargetPort: httptarget.Handler(node, network),
 		loadErrorPort: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -55,15 +52,17 @@ func TestHTTPLoadServer(t *testing.T) {
 	} {
 		l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
 		if err != nil {
-			t.Fatal(err)
+			cancel()
+			return errors.Join(err, g.Wait())
 		}
-		wg.Go(func() {
+		g.Go(func() error {
 			if err := httptarget.Serve(ctx, l, h); err != nil {
-				t.Errorf("port %d: %v", port, err)
+				return fmt.Errorf("port %d: %w", port, err)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	return g.Wait()
 }
 
 // TestHTTPLoad runs the agent's runner with the real ab between two lab
@@ -79,13 +78,9 @@ func TestHTTPLoad(t *testing.T) {
 	}
 	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testLogger(t)})
 	src, dst := l.Nodes[0], l.Nodes[1]
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, ns := range []struct{ path, network string }{{dst.HostNetNSPath, "host"}, {dst.PodNetNSPath, "pod"}} {
 		checkLabNS(t, ns.path)
-		startIn(t, ns.path, "env", loadServerEnv+"="+dst.Name+" "+ns.network, exe, "-test.run=^TestHTTPLoadServer$", "-test.count=1")
+		startServerProc(t, ns.path, loadServerRole, dst.Name+" "+ns.network)
 		for _, port := range []int{loadTargetPort, loadErrorPort} {
 			waitListening(t, ns.path, "t", port)
 		}

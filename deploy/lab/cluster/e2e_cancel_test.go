@@ -47,7 +47,7 @@ func TestCancelMidRun(t *testing.T) {
 			}
 		}},
 		{"Ctrl-C on trigger", func(t *testing.T) (string, func(*testing.T)) {
-			cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"),
+			cmd := exec.CommandContext(ctx, filepath.Join(bins(t), "coordinator"),
 				append([]string{"--coordinator", "unix://" + e.c.SocketPath(), "trigger", "--on-interrupt=cancel"}, args...)...)
 			var stdout, stderr testutil.SyncBuffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr

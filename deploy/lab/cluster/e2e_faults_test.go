@@ -27,7 +27,7 @@ func TestFaultScenarios(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	res, err := cluster.DemoFaults(ctx, cluster.FaultsConfig{
 		Lab:      lab.Config{Prefix: "e2f" + hex.EncodeToString(b)},
-		BinDir:   binDir,
+		BinDir:   bins(t),
 		Interval: 5 * time.Second,
 		Verbose:  true,
 		Stdout:   &stdout, Stderr: &stderr,

@@ -15,38 +15,55 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshperf/meshperf/deploy/lab"
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
+	"github.com/meshperf/meshperf/internal/testskip"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
-// binDir holds the agent and coordinator binaries built by TestMain.
-var binDir string
+// builtBinDir holds the agent and coordinator binaries built by TestMain
+// (empty when not root: bins skips).
+var builtBinDir string
 
+// bins returns the directory of the agent and coordinator binaries, or
+// skips t when the process is not root: every end-to-end test builds a
+// lab of network namespaces.
+func bins(t *testing.T) string {
+	t.Helper()
+	testskip.Root(t, "the end-to-end tests build network namespaces")
+	return builtBinDir
+}
+
+// TestMain builds the agent and coordinator once (as root: without root
+// every test skips, in bins) and fails the tests if a goroutine outlives
+// them.
 func TestMain(m *testing.M) {
-	if os.Geteuid() != 0 {
-		fmt.Println("needs root: the end-to-end tests build network namespaces")
-		os.Exit(0)
+	if os.Geteuid() == 0 {
+		dir, err := os.MkdirTemp("", "meshperf-e2e-bin-")
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		out, err := exec.Command("go", "build", "-o", dir+"/",
+			"github.com/meshperf/meshperf/cmd/agent", "github.com/meshperf/meshperf/cmd/coordinator").CombinedOutput()
+		if err != nil {
+			fmt.Printf("build binaries: %v\n%s", err, out)
+			_ = os.RemoveAll(dir)
+			os.Exit(1)
+		}
+		builtBinDir = dir
 	}
-	dir, err := os.MkdirTemp("", "meshperf-e2e-bin-")
-	if err != nil {
-		fmt.Println(err)
-		os.Exit(1)
-	}
-	out, err := exec.Command("go", "build", "-o", dir+"/",
-		"github.com/meshperf/meshperf/cmd/agent", "github.com/meshperf/meshperf/cmd/coordinator").CombinedOutput()
-	if err != nil {
-		fmt.Printf("build binaries: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if builtBinDir != "" {
+			_ = os.RemoveAll(builtBinDir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // env is a lab with meshperf running in it.
@@ -85,7 +102,7 @@ func startEnvWith(t *testing.T, ctx context.Context, cfg lab.Config, work string
 			t.Errorf("lab down: %v", err)
 		}
 	})
-	ccfg := cluster.Config{Lab: l, BinDir: binDir, WorkDir: work, HeartbeatInterval: 500 * time.Millisecond}
+	ccfg := cluster.Config{Lab: l, BinDir: bins(t), WorkDir: work, HeartbeatInterval: 500 * time.Millisecond}
 	if edit != nil {
 		edit(&ccfg)
 	}
@@ -123,7 +140,7 @@ func tail(b []byte, lines int) string {
 // coordinator over the unix socket only, never over a lab address.
 func (e *env) cli(ctx context.Context, args ...string) (stdout, stderr string, err error) {
 	args = append([]string{"--coordinator", "unix://" + e.c.SocketPath()}, args...)
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"), args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(builtBinDir, "coordinator"), args...)
 	var o, s bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &s
 	err = cmd.Run()

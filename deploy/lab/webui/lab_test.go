@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/meshperf/meshperf/deploy/lab"
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
 	"github.com/meshperf/meshperf/deploy/lab/forward"
@@ -73,12 +75,15 @@ func binaries(t testing.TB) string {
 	return binDir
 }
 
+// TestMain fails the tests if a goroutine outlives them (a lab watcher,
+// a browser's reader) and removes the binaries built for them.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binDir != "" {
+			_ = os.RemoveAll(binDir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // labEnv is a 3-node lab with meshperf in it and the UI forwarded to the
