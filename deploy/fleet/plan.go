@@ -1,19 +1,18 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
-	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
-	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// This file holds what a simulated agent keeps of its plan, and its
-// instant answers to on-demand work.
+// This file holds what a simulated agent keeps of its plan: the version,
+// the settings and the peers, taken from full plans and deltas.
+
+// errBadPlan is a plan the simulated agent refuses (a delta on another
+// version than it holds).
+var errBadPlan = errors.New("plan refused")
 
 // heldPlan is what a simulated agent holds of its plan: the peers as a
 // bitset of fleet indexes (names outside the fleet are counted apart).
@@ -46,42 +45,6 @@ func (h *heldPlan) apply(p *agentv1.ProbePlan) error {
 	}
 	h.version = p.GetVersion()
 	return nil
-}
-
-// answer is an instant, plausible answer to on-demand work.
-func answer(w *agentv1.Work) *agentv1.WorkResult {
-	r := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
-	switch act := w.GetAction().(type) {
-	case *agentv1.Work_StartServer:
-		// The ports the fleet's agents register (the defaults; HTTP 8080):
-		// the coordinator takes no others.
-		st := &agentv1.ServerStarted{Port: protocol.DefaultIperf3Port, ToolVersion: "fleet"}
-		switch act.StartServer.GetTool() {
-		case measurev1.Tool_TOOL_QPERF:
-			st.Port, st.DataPort = protocol.DefaultQperfPort, protocol.DefaultQperfDataPort
-		case measurev1.Tool_TOOL_CURL, measurev1.Tool_TOOL_AB:
-			st.Port = 8080
-		}
-		r.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: st}
-	case *agentv1.Work_StopServer:
-		r.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
-	case *agentv1.Work_RunClient:
-		res := &measurev1.Result{Spec: act.RunClient.GetSpec(), Status: measurev1.Status_STATUS_OK, ToolVersion: "fleet",
-			StartTime: timestamppb.Now(), Elapsed: durationpb.New(time.Millisecond), TargetAddress: act.RunClient.GetTargetIp()}
-		switch act.RunClient.GetSpec().GetTest() {
-		case measurev1.Test_TEST_PING:
-			med := 100e-6
-			res.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{PacketsTransmitted: 5, PacketsReceived: 5,
-				RttMinSeconds: 80e-6, RttAvgSeconds: med, RttMaxSeconds: 150e-6, RttMdevSeconds: 10e-6, RttMedianSeconds: &med}}
-		case measurev1.Test_TEST_HTTP:
-			res.Metrics = &measurev1.Result_Http{Http: &measurev1.HttpMetrics{HttpCode: 200, ConnectSeconds: 100e-6,
-				FirstByteSeconds: 300e-6, TotalSeconds: 400e-6, SizeDownloadBytes: 100}}
-		default:
-			res.Status, res.Message = measurev1.Status_STATUS_INVALID, "the simulated fleet answers ping and HTTP only"
-		}
-		r.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{res}}}
-	}
-	return r
 }
 
 // bitset is a set of fleet indexes with its count.

@@ -1,0 +1,149 @@
+package fleet
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshperf/meshperf/internal/protocol"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// This file holds a simulated agent's instant answers to on-demand work,
+// under the rules of a current agent (agent/work.go, Agent.handleWork):
+// the answer carries the work ID in work_id and in the deprecated
+// test_id; Work.timeout counts from the Work's arrival, and the
+// deprecated deadline is read only when timeout is unset; a Work with no
+// action, no ID, a bad timeout or neither field is refused
+// (STATUS_INVALID), one already past its deadline answers STATUS_TIMEOUT;
+// cancel_client gets no answer; the texts are bounded as an agent bounds
+// them. package agent keeps workID and workDeadline unexported, hence the
+// copies here.
+
+// maxWorkTimeout is the largest Work.timeout a simulated agent takes, as
+// an agent (agent/work.go's maxWorkTimeout): a larger one is refused.
+const maxWorkTimeout = 24 * time.Hour
+
+// workID is the Work's work_id, or its test_id for a coordinator of the
+// previous version that sends no work_id.
+func workID(w *agentv1.Work) string {
+	if id := w.GetWorkId(); id != "" {
+		return id
+	}
+	return w.GetTestId()
+}
+
+// workDeadline is when w, which arrived at arrived, must be over: the
+// arrival plus its timeout when set, else its absolute deadline (the
+// deprecated field of coordinators of the previous version). A timeout
+// that is not a valid Duration, zero, negative or over maxWorkTimeout,
+// and a Work with neither field, is an error naming the field and its
+// value.
+func workDeadline(w *agentv1.Work, arrived time.Time) (time.Time, error) {
+	if t := w.GetTimeout(); t != nil {
+		if err := t.CheckValid(); err != nil {
+			return time.Time{}, fmt.Errorf("work %q: timeout %v: %w", workID(w), t, err)
+		}
+		d := t.AsDuration()
+		if d <= 0 || d > maxWorkTimeout {
+			return time.Time{}, fmt.Errorf("work %q: timeout %v: want more than 0 and at most %v", workID(w), d, maxWorkTimeout)
+		}
+		return arrived.Add(d), nil
+	}
+	if w.GetDeadline() == nil {
+		return time.Time{}, fmt.Errorf("work %q has no timeout and no deadline", workID(w))
+	}
+	return w.GetDeadline().AsTime(), nil
+}
+
+// answer is the instant answer to w, which arrived at arrived, as of now,
+// with its texts bounded (protocol.BoundWorkResult); nil for
+// cancel_client, which an agent does not answer (the fleet's client runs
+// are over as soon as they arrive, so there is nothing to cancel).
+func answer(w *agentv1.Work, arrived, now time.Time) *agentv1.WorkResult {
+	if _, ok := w.GetAction().(*agentv1.Work_CancelClient); ok {
+		return nil
+	}
+	r := answerWork(w, arrived, now)
+	protocol.BoundWorkResult(r)
+	return r
+}
+
+// answerWork is answer's result before the bounds: a refusal, or a
+// plausible outcome of the action.
+func answerWork(w *agentv1.Work, arrived, now time.Time) *agentv1.WorkResult {
+	id := workID(w)
+	r := &agentv1.WorkResult{TestId: id, WorkId: id}
+	fail := func(st measurev1.Status, format string, args ...any) *agentv1.WorkResult {
+		r.Status, r.Message = st, fmt.Sprintf(format, args...)
+		return r
+	}
+	// The outcome's kind tells the coordinator which action this answers:
+	// set first, also for refusals.
+	switch w.GetAction().(type) {
+	case *agentv1.Work_StartServer:
+		r.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{}}
+	case *agentv1.Work_RunClient:
+		r.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}
+	case *agentv1.Work_StopServer:
+		r.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
+	default:
+		return fail(measurev1.Status_STATUS_INVALID, "work %q has no action", id)
+	}
+	if id == "" {
+		return fail(measurev1.Status_STATUS_INVALID, "work has no work_id and no test_id")
+	}
+	deadline, err := workDeadline(w, arrived)
+	if err != nil {
+		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
+	}
+	if !deadline.After(now) {
+		return fail(measurev1.Status_STATUS_TIMEOUT, "work %q: deadline %s already passed (%v ago)",
+			id, deadline.Format(time.RFC3339Nano), now.Sub(deadline).Round(time.Millisecond))
+	}
+	switch act := w.GetAction().(type) {
+	case *agentv1.Work_StartServer:
+		// The ports the fleet's agents register (the defaults; HTTP 8080):
+		// the coordinator takes no others.
+		st := &agentv1.ServerStarted{Port: protocol.DefaultIperf3Port, ToolVersion: "fleet"}
+		switch act.StartServer.GetTool() {
+		case measurev1.Tool_TOOL_QPERF:
+			st.Port, st.DataPort = protocol.DefaultQperfPort, protocol.DefaultQperfDataPort
+		case measurev1.Tool_TOOL_CURL, measurev1.Tool_TOOL_AB:
+			st.Port = 8080
+		}
+		r.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: st}
+	case *agentv1.Work_RunClient:
+		res := clientResult(act.RunClient)
+		r.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{res}}}
+		if res.GetStatus() != measurev1.Status_STATUS_OK {
+			// As an agent: the answer's status sums up its results.
+			return fail(res.GetStatus(), "%s", res.GetMessage())
+		}
+	}
+	r.Status = measurev1.Status_STATUS_OK
+	return r
+}
+
+// clientResult is a plausible result of rc's client: a quick, clean ping
+// or HTTP test; any other test is refused as one the fleet does not
+// simulate.
+func clientResult(rc *agentv1.RunClient) *measurev1.Result {
+	res := &measurev1.Result{Spec: rc.GetSpec(), Status: measurev1.Status_STATUS_OK, ToolVersion: "fleet",
+		StartTime: timestamppb.Now(), Elapsed: durationpb.New(time.Millisecond), TargetAddress: rc.GetTargetIp()}
+	switch rc.GetSpec().GetTest() {
+	case measurev1.Test_TEST_PING:
+		med := 100e-6
+		res.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{PacketsTransmitted: 5, PacketsReceived: 5,
+			RttMinSeconds: 80e-6, RttAvgSeconds: med, RttMaxSeconds: 150e-6, RttMdevSeconds: 10e-6, RttMedianSeconds: &med}}
+	case measurev1.Test_TEST_HTTP:
+		res.Metrics = &measurev1.Result_Http{Http: &measurev1.HttpMetrics{HttpCode: 200, ConnectSeconds: 100e-6,
+			FirstByteSeconds: 300e-6, TotalSeconds: 400e-6, SizeDownloadBytes: 100}}
+	default:
+		res.Status, res.Message = measurev1.Status_STATUS_INVALID, "the simulated fleet answers ping and HTTP only"
+	}
+	return res
+}
