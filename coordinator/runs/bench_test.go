@@ -2,9 +2,7 @@ package runs
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,13 +21,9 @@ import (
 func BenchmarkLightMesh(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	st, err := store.Open(store.Config{Path: filepath.Join(b.TempDir(), "db")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
+	st := openStore(b)
 	ended := make(chan measurev1.RunState, 1)
-	m, err := New(ctx, Config{Store: st, Agents: newInstantAgents(100), Observer: endObserver(ended), IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+	m, err := New(ctx, Config{Store: st, Agents: newInstantAgents(100), Observer: endObserver(ended), IsNotFound: storeNotFound})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,13 +45,6 @@ func BenchmarkLightMesh(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(tests), "ms/test")
 }
 
-// endObserver sends each run's final state.
-type endObserver chan measurev1.RunState
-
-func (o endObserver) RunStarted(string)                           {}
-func (o endObserver) Recorded([]*measurev1.Result)                {}
-func (o endObserver) RunEnded(_ string, state measurev1.RunState) { o <- state }
-
 // A light mesh acknowledges each client's answer only once its results
 // are in the store, with a stored header that counts them; no node takes
 // part in more light tests at once than the Gate allows; and the run ends
@@ -65,11 +52,7 @@ func (o endObserver) RunEnded(_ string, state measurev1.RunState) { o <- state }
 func TestLightMeshStoresBeforeAck(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
+	st := openStore(t)
 	agents := newInstantAgents(12)
 	var (
 		mu     sync.Mutex
@@ -103,7 +86,7 @@ func TestLightMeshStoresBeforeAck(t *testing.T) {
 	ended := make(chan measurev1.RunState, 1)
 	gate := schedule.NewGate(3)
 	m, err := New(ctx, Config{Store: st, Agents: agents, Gate: gate, Observer: endObserver(ended),
-		IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+		IsNotFound: storeNotFound})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package runs
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -115,14 +114,11 @@ type cancelFixture struct {
 
 func newCancelFixture(t *testing.T, ctx context.Context, nodes int) *cancelFixture {
 	t.Helper()
-	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openStore(t)
 	f := &cancelFixture{st: st, agents: newBlockingAgents(nodes), gate: schedule.NewGate(0), ended: make(chan measurev1.RunState, 4)}
+	var err error
 	f.m, err = New(ctx, Config{Store: st, Agents: f.agents, Gate: f.gate, Observer: endObserver(f.ended),
-		IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+		IsNotFound: storeNotFound})
 	if err != nil {
 		t.Fatal(err)
 	}

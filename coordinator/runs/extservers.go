@@ -64,26 +64,18 @@ func (m *Manager) runExternalQueues(ctx context.Context, a *active, rec *recorde
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if limit != nil {
-				select {
-				case limit <- struct{}{}:
-					defer func() { <-limit }()
-				case <-ctx.Done():
-					return
-				}
+			unlimit, ok := takeLimit(ctx, limit)
+			if !ok {
+				return
 			}
+			defer unlimit()
 			for _, pt := range q.Tests {
 				if ctx.Err() != nil {
 					return
 				}
-				release, err := m.cfg.Gate.Acquire(ctx, true, pt.GetSrcNode(), schedule.GateKey(q.Target))
-				if err != nil {
+				if !m.runGated(ctx, a, rec, pt, true, pt.GetSrcNode(), schedule.GateKey(q.Target)) {
 					return
 				}
-				rec.started()
-				results, answered := m.execTest(ctx, a.run.GetRunId(), pt)
-				release()
-				m.store(a, rec, pt, results, answered)
 			}
 		}()
 	}

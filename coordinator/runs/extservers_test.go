@@ -2,10 +2,8 @@ package runs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -132,11 +130,7 @@ func (a *serverAgents) note(format string, args ...any) {
 func TestExternalServersOneClientAtATime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
+	st := openStore(t)
 	allow := []*agentv1.ExternalTarget{
 		{Name: "srv", Address: "192.0.2.21", Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766},
 		{Name: "v3", Address: "192.0.2.22", Iperf3Port: 15201},
@@ -149,7 +143,7 @@ func TestExternalServersOneClientAtATime(t *testing.T) {
 	}
 	ended := make(chan measurev1.RunState, 2)
 	m, err := New(ctx, Config{Store: st, Agents: agents, Gate: schedule.NewGate(0), Observer: endObserver(ended), ExternalTargets: allow,
-		IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+		IsNotFound: storeNotFound})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,17 +198,13 @@ func TestExternalServersOneClientAtATime(t *testing.T) {
 func TestExternalServerAlwaysBusy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
+	st := openStore(t)
 	allow := []*agentv1.ExternalTarget{{Name: "taken", Address: "192.0.2.24", Iperf3Port: 5201}}
 	agents := &serverAgents{nodes: []string{"n1"}, targets: map[string]*agentv1.ExternalTarget{"taken": allow[0]},
 		clients: map[string]int{}, attempts: map[string]int{}, heavy: map[string]bool{}, alwaysBusy: map[string]bool{"taken": true}}
 	ended := make(chan measurev1.RunState, 1)
 	m, err := New(ctx, Config{Store: st, Agents: agents, Observer: endObserver(ended), ExternalTargets: allow,
-		IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+		IsNotFound: storeNotFound})
 	if err != nil {
 		t.Fatal(err)
 	}

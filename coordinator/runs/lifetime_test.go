@@ -2,8 +2,6 @@ package runs
 
 import (
 	"context"
-	"errors"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/schedule"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -32,11 +31,7 @@ type gatedStore struct {
 
 func newGatedStore(t *testing.T, holdFinal bool) *gatedStore {
 	t.Helper()
-	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openStore(t)
 	return &gatedStore{Store: st, holdFinal: holdFinal, held: make(chan struct{}, 1), release: make(chan struct{})}
 }
 
@@ -81,27 +76,12 @@ func (s *gatedStore) RecordResults(ctx context.Context, run *measurev1.Run, resu
 
 func newGatedManager(t *testing.T, ctx context.Context, st *gatedStore, agents Agents, gate *schedule.Gate) *Manager {
 	t.Helper()
-	m, err := New(ctx, Config{Store: st, Agents: agents, Gate: gate, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+	m, err := New(ctx, Config{Store: st, Agents: agents, Gate: gate, IsNotFound: storeNotFound})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
 	return m
-}
-
-// within returns f's answer, or fails the test if f is still blocked
-// when ctx ends (the test's own deadline, not a timing claim).
-func within[T any](t *testing.T, ctx context.Context, what string, f func() T) T {
-	t.Helper()
-	ch := make(chan T, 1)
-	go func() { ch <- f() }()
-	select {
-	case v := <-ch:
-		return v
-	case <-ctx.Done():
-		t.Fatalf("%s is blocked by a store write", what)
-		panic("unreachable")
-	}
 }
 
 // A run is RUN_STATE_QUEUED while its first test waits for its nodes
@@ -189,11 +169,11 @@ func TestStoreWriteBlocksNoCaller(t *testing.T) {
 		ch  <-chan Update
 		err error
 	}
-	got := within(t, blockCtx, "Get", func() answer { r, err := m.Get(ctx, run.GetRunId()); return answer{run: r, err: err} })
+	got := testutil.Returns(t, blockCtx, "Get while the run's final write is held", func() answer { r, err := m.Get(ctx, run.GetRunId()); return answer{run: r, err: err} })
 	if got.err != nil || ended(got.run.GetState()) || got.run.GetTestsDone() != 2 {
 		t.Errorf("Get during the end's write: %v (%d done), %v; want in progress, 2 done", got.run.GetState(), got.run.GetTestsDone(), got.err)
 	}
-	first := within(t, blockCtx, "Watch", func() answer {
+	first := testutil.Returns(t, blockCtx, "Watch while the run's final write is held", func() answer {
 		ch, err := m.Watch(ctx, run.GetRunId())
 		if err != nil {
 			return answer{err: err}
@@ -203,11 +183,11 @@ func TestStoreWriteBlocksNoCaller(t *testing.T) {
 	if first.err != nil || ended(first.run.GetState()) {
 		t.Errorf("Watch during the end's write: %v, %v; want in progress", first.run.GetState(), first.err)
 	}
-	canceled := within(t, blockCtx, "Cancel", func() answer { r, err := m.Cancel(ctx, run.GetRunId(), "tester"); return answer{run: r, err: err} })
+	canceled := testutil.Returns(t, blockCtx, "Cancel while the run's final write is held", func() answer { r, err := m.Cancel(ctx, run.GetRunId(), "tester"); return answer{run: r, err: err} })
 	if canceled.err != nil {
 		t.Errorf("Cancel during the end's write: %v", canceled.err)
 	}
-	other := within(t, blockCtx, "Trigger", func() answer { r, err := m.Trigger(ctx, spec); return answer{run: r, err: err} })
+	other := testutil.Returns(t, blockCtx, "Trigger while the run's final write is held", func() answer { r, err := m.Trigger(ctx, spec); return answer{run: r, err: err} })
 	if other.err != nil {
 		t.Fatalf("Trigger during another run's end: %v", other.err)
 	}

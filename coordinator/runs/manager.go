@@ -7,25 +7,24 @@ package runs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/coordinator/schedule"
-	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
+
+// This file holds the Manager itself: what it needs (Agents, Store, an
+// Observer, Config), the state it keeps of the runs in progress (active),
+// its construction (New) and its lifetime: Close closes stopc, which ends
+// every run, and waits on wg for the runs' goroutines; untilClose gives
+// the work that only Close may cut a context of its own. A run's states
+// are in lifecycle.go, the execution of its tests in slots.go and exec.go.
 
 // ErrNotFound means the run does not exist.
 var ErrNotFound = errors.New("run not found")
@@ -215,44 +214,11 @@ type active struct {
 	ending bool
 }
 
-// watcher is one Watch call's channel. Its room is bounded; a watcher
-// that falls behind gets a Lagged update and is dropped.
-type watcher struct {
-	ch    chan Update
-	stop  func() bool   // unregisters the context.AfterFunc
-	count *atomic.Int64 // Manager.watchers, given back by drop
-}
-
-// DefaultWatchBuffer bounds the updates a slow watcher may fall behind by.
-const DefaultWatchBuffer = 4096
-
-// send queues u, or ends a watcher that has no room left with a Lagged
-// update; it reports whether the watcher is still there. Caller holds a.mu.
-func (a *active) send(w *watcher, u Update) bool {
-	if len(w.ch) >= cap(w.ch)-1 {
-		w.ch <- Update{Run: u.Run, Lagged: true}
-		a.drop(w)
-		return false
-	}
-	w.ch <- u
-	return true
-}
-
-// drop closes and forgets w. Caller holds a.mu.
-func (a *active) drop(w *watcher) {
-	if a.watchers[w] {
-		delete(a.watchers, w)
-		w.stop()
-		close(w.ch)
-		w.count.Add(-1)
-	}
-}
-
 // New returns a Manager. Runs that a previous coordinator left queued or
-// running are marked interrupted: each of their planned tests without
-// results gets a STATUS_INTERRUPTED placeholder, which the test's real
-// results replace if its agent sends them late (see late). Then New
-// installs the manager as cfg.Agents' late handler.
+// running are marked interrupted (interruptUnfinished): each of their
+// planned tests without results gets a STATUS_INTERRUPTED placeholder,
+// which the test's real results replace if its agent sends them late (see
+// late). Then New installs the manager as cfg.Agents' late handler.
 func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.Store == nil || cfg.Agents == nil || cfg.IsNotFound == nil {
 		return nil, errors.New("runs: Config.Store, IsNotFound and Agents are required")
@@ -273,32 +239,9 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	stale, err := cfg.Store.Runs(ctx, measurev1.RunState_RUN_STATE_QUEUED, measurev1.RunState_RUN_STATE_RUNNING)
-	if err != nil {
-		return nil, fmt.Errorf("runs: load unfinished runs: %w", err)
-	}
 	m := &Manager{cfg: cfg, log: log, stopc: make(chan struct{}), active: map[string]*active{}, extBackoff: externalBusyBackoff}
-	for _, hdr := range stale {
-		run, err := cfg.Store.GetRun(ctx, hdr.GetRunId())
-		if err == nil {
-			var tests map[string]bool
-			if tests, err = cfg.Store.RunTests(ctx, run.GetRunId()); err == nil {
-				// The header may lag the results (a crash between the two
-				// writes): count again from what is stored.
-				run.TestsDone, run.TestsFailed = 0, 0
-				for _, failed := range tests {
-					run.TestsDone++
-					if failed {
-						run.TestsFailed++
-					}
-				}
-				err = m.interrupt(ctx, run, tests, "the coordinator stopped before the run ended")
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("runs: mark run %s interrupted: %w", hdr.GetRunId(), err)
-		}
-		log.Warn("run interrupted by a coordinator restart", "run_id", run.GetRunId(), "done", run.GetTestsDone(), "planned", len(run.GetPlanned()))
+	if err := m.interruptUnfinished(ctx); err != nil {
+		return nil, err
 	}
 	if n, err := cfg.Store.PruneDispatched(ctx, time.Now().Add(-DispatchedMaxAge)); err != nil {
 		log.Warn("prune the records of client work in flight", "err", err)
@@ -307,52 +250,6 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	cfg.Agents.HandleLate(m.late)
 	return m, nil
-}
-
-// interrupt ends run as interrupted: every planned test without a result
-// (not a key of done) gets a STATUS_INTERRUPTED result saying why, so
-// nothing planned is silently missing, and the header is updated.
-func (m *Manager) interrupt(ctx context.Context, run *measurev1.Run, done map[string]bool, why string) error {
-	if err := m.endRest(ctx, run, done, measurev1.Status_STATUS_INTERRUPTED, why); err != nil {
-		return err
-	}
-	run.State, run.Message, run.EndTime = measurev1.RunState_RUN_STATE_INTERRUPTED, why, timestamppb.Now()
-	return m.cfg.Store.PutRun(ctx, run)
-}
-
-// endRest gives every planned test of run without a result (not a key of
-// done) one result of status saying why, in writes of up to 1000 tests,
-// and counts them done and failed in run's header (which it does not
-// write).
-func (m *Manager) endRest(ctx context.Context, run *measurev1.Run, done map[string]bool, status measurev1.Status, why string) error {
-	now := timestamppb.Now()
-	var batch []*measurev1.Result
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := m.cfg.Store.AddResults(ctx, batch)
-		batch = batch[:0]
-		return err
-	}
-	for _, pt := range run.GetPlanned() {
-		if _, ok := done[pt.GetTestId()]; ok {
-			continue
-		}
-		batch = append(batch, &measurev1.Result{
-			TestId: pt.GetTestId(), RunId: run.GetRunId(), SrcNode: pt.GetSrcNode(), DstNode: pt.GetDstNode(),
-			Path: pt.GetPath(), Spec: pt.GetSpec(), Status: status,
-			Message: why, StartTime: now, Elapsed: durationpb.New(0),
-		})
-		run.TestsDone++
-		run.TestsFailed++
-		if len(batch) == 1000 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	return flush()
 }
 
 // Close cancels every run in progress, waits until its tests have stopped
@@ -399,269 +296,4 @@ func (m *Manager) untilClose(ctx context.Context) (context.Context, context.Canc
 		cancel()
 		<-done
 	}
-}
-
-// Trigger plans spec over every known node, stores the run and starts it;
-// it returns the run as stored, RUN_STATE_QUEUED (it becomes
-// RUN_STATE_RUNNING once its first test has its nodes, see execute).
-// A node whose agent is not connected, or that gossip declares dead, stays
-// in the plan: its tests end at once with STATUS_AGENT_UNAVAILABLE, so a
-// lost agent shows as a failure rather than vanishing from the mesh. Errors wrap schedule.ErrInvalid or
-// schedule.ErrNoPairs.
-func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measurev1.Run, error) {
-	release, err := m.reserveRun()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	mesh, targetable := m.cfg.Agents.Known()
-	planned, err := schedule.Plan(spec, schedule.Nodes{Mesh: mesh, Targetable: targetable, External: m.cfg.ExternalTargets,
-		Families: func(node string) []measurev1.IPFamily {
-			if n, ok := m.cfg.Agents.Node(node); ok {
-				return n.Families()
-			}
-			return nil // not connected: IPv4, and its tests fail as unavailable
-		}})
-	if err != nil {
-		return nil, err
-	}
-	arr := schedule.Arrange(planned)
-	run := &measurev1.Run{
-		RunId: ulid.Make().String(), Spec: spec, State: measurev1.RunState_RUN_STATE_QUEUED,
-		CreateTime: timestamppb.Now(), Planned: planned, TestsPlanned: uint32(len(planned)), Rounds: uint32(len(arr.Rounds)),
-	}
-	if err := m.cfg.Store.CreateRun(ctx, run); err != nil {
-		return nil, fmt.Errorf("store run: %w", err)
-	}
-	// The run's context: Cancel ends it, and so does Close; the caller's
-	// end does not.
-	runCtx, cancelRun := m.untilClose(ctx)
-	a := &active{run: run, done: make(map[string]bool, len(planned)), cancel: cancelRun}
-	m.mu.Lock()
-	m.active[run.GetRunId()] = a
-	closed := m.closed
-	if !closed {
-		m.wg.Add(1) // under mu: never after Close's Wait began
-	}
-	m.mu.Unlock()
-	m.log.Info("run started", "run_id", run.GetRunId(), "tests", len(planned), "nodes", len(mesh))
-	if m.cfg.Observer != nil {
-		m.cfg.Observer.RunStarted(run.GetRunId())
-	}
-	started := proto.CloneOf(run) // before the run's goroutine changes it
-	if closed {
-		// No goroutine Close would not wait for: the run, its context
-		// ended already, ends interrupted here.
-		defer cancelRun()
-		m.execute(runCtx, a, arr)
-		return started, nil
-	}
-	go func() { // owner: the manager; stopped by Cancel or Close (stopc), waited for by Close
-		defer m.wg.Done()
-		defer cancelRun()
-		m.execute(runCtx, a, arr)
-	}()
-	return started, nil
-}
-
-// Get returns a run, in progress or stored. The error wraps ErrNotFound.
-func (m *Manager) Get(ctx context.Context, runID string) (*measurev1.Run, error) {
-	m.mu.Lock()
-	a := m.active[runID]
-	m.mu.Unlock()
-	if a != nil {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return proto.CloneOf(a.run), nil
-	}
-	run, err := m.cfg.Store.GetRun(ctx, runID)
-	if m.cfg.IsNotFound(err) {
-		return nil, fmt.Errorf("run %q: %w", runID, ErrNotFound)
-	}
-	return run, err
-}
-
-// execute runs a's tests as schedule.Arrange lays them out, until ctx
-// ends (Cancel, or Close): first the
-// light tests (at most the Gate's limit per node, each after a small random
-// delay), so that latency probes see an idle network rather than one a
-// bandwidth test saturates; then the heavy tests round by round, every slot
-// of a round at once (up to the spec's max_concurrent_heavy), a round ending
-// with its last slot; then the heavy tests to external targets' servers,
-// one at a time per target (runExternalQueues). Results are stored in
-// group commits (recorder). The run is RUN_STATE_QUEUED until its first
-// test got its nodes in the Gate (recorder.started), RUN_STATE_RUNNING
-// from then on.
-func (m *Manager) execute(ctx context.Context, a *active, arr schedule.Arrangement) {
-	runID := a.run.GetRunId()
-	rec := m.startRecorder(ctx, a)
-	m.runLight(ctx, a, rec, arr.Light)
-	var limit chan struct{}
-	if c := a.run.GetSpec().GetMaxConcurrentHeavy(); c > 0 {
-		limit = make(chan struct{}, c)
-	}
-	for r, round := range arr.Rounds {
-		if ctx.Err() != nil {
-			break
-		}
-		m.log.Debug("round", "run_id", runID, "round", r+1, "of", len(arr.Rounds), "slots", len(round))
-		var slots sync.WaitGroup
-		for _, slot := range round {
-			slots.Add(1)
-			go func() {
-				defer slots.Done()
-				m.runSlot(ctx, a, rec, slot, limit)
-			}()
-		}
-		slots.Wait()
-	}
-	m.runExternalQueues(ctx, a, rec, arr.External, limit)
-	rec.stop()
-	m.finish(ctx, a, m.closing())
-}
-
-// runSlot runs one pair's heavy tests in turn, holding the pair in the
-// Gate (which only waits if another run uses one of its nodes).
-func (m *Manager) runSlot(ctx context.Context, a *active, rec *recorder, slot schedule.Slot, limit chan struct{}) {
-	if limit != nil {
-		select {
-		case limit <- struct{}{}:
-			defer func() { <-limit }()
-		case <-ctx.Done():
-			return
-		}
-	}
-	release, err := m.cfg.Gate.Acquire(ctx, true, slot.Pair.Src, slot.Pair.Dst)
-	if err != nil {
-		return
-	}
-	defer release()
-	rec.started()
-	for _, pt := range slot.Tests {
-		if ctx.Err() != nil {
-			return
-		}
-		results, answered := m.execTest(ctx, a.run.GetRunId(), pt)
-		m.store(a, rec, pt, results, answered)
-	}
-}
-
-// store records a test's results and, once they are stored, acknowledges
-// the client's answer to its source agent.
-func (m *Manager) store(a *active, rec *recorder, pt *measurev1.PlannedTest, results []*measurev1.Result, answered bool) {
-	if rec.record(results) && answered {
-		m.cfg.Agents.Ack(pt.GetSrcNode(), workID(a.run.GetRunId(), pt))
-	}
-}
-
-// runLight runs the light tests, as many at once as the Gate lets through,
-// taken in the Arrangement's order (waves over every node). Each waits
-// its jitter, then for its nodes in the Gate, runs, and gives its nodes
-// back as soon as its agent answered, before its results are stored. At
-// most the Gate's light limit times the run's nodes are under way at once
-// (waiting, running or being stored), so a big run's waiting tests stay
-// bounded.
-func (m *Manager) runLight(ctx context.Context, a *active, rec *recorder, tests []*measurev1.PlannedTest) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	nodes := map[string]bool{}
-	for _, pt := range tests {
-		for _, n := range testspec.DestOf(pt).Nodes(pt.GetSrcNode()) {
-			nodes[n] = true
-		}
-	}
-	window := make(chan struct{}, max(len(nodes)*m.cfg.Gate.MaxLight(), 1))
-	runID := a.run.GetRunId()
-	for _, pt := range tests {
-		select {
-		case window <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		dst := testspec.DestOf(pt).Node() // "" for a target: no node to hold
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-window }()
-			jitter := time.NewTimer(rand.N(lightJitter))
-			select {
-			case <-jitter.C:
-			case <-ctx.Done():
-				jitter.Stop()
-				return
-			}
-			release, err := m.cfg.Gate.Acquire(ctx, false, pt.GetSrcNode(), dst)
-			if err != nil {
-				return
-			}
-			rec.started()
-			results, answered := m.execTest(ctx, runID, pt)
-			release()
-			m.store(a, rec, pt, results, answered)
-		}()
-	}
-}
-
-// finish ends the run: succeeded, failed, interrupted if the coordinator
-// stopped first (closed: then its tests that never ran get
-// STATUS_INTERRUPTED results), or canceled if Cancel was called (then
-// they get STATUS_CANCELED results). It decides under a.mu and stores
-// without it: Get, Watch and Cancel never wait for the store. The run
-// stays active (in m.active: late answers for it wait) until its final
-// state is stored; its watchers and the Observer learn it after that.
-func (m *Manager) finish(ctx context.Context, a *active, closed bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	a.mu.Lock()
-	a.ending = true
-	by := a.canceledBy
-	// A copy that shares the planned tests (never changed): a.run stays
-	// what Get shows until the final state is stored.
-	run := testspec.RunHeader(a.run)
-	run.Planned = a.run.GetPlanned()
-	a.mu.Unlock()
-	// Nothing writes a.done any more: the recorder has stopped.
-	switch {
-	case closed:
-		if err := m.interrupt(ctx, run, a.done, "the coordinator stopped before the run ended"); err != nil {
-			m.log.Error("store interrupted run", "run_id", run.GetRunId(), "err", err)
-		}
-	case by != "":
-		if err := m.cancelRest(ctx, run, a.done, by); err != nil {
-			m.log.Error("store the canceled run's tests", "run_id", run.GetRunId(), "err", err)
-		}
-	case run.GetTestsFailed() > 0:
-		run.State = measurev1.RunState_RUN_STATE_FAILED
-		run.Message = fmt.Sprintf("%d of %d tests failed", run.GetTestsFailed(), len(run.GetPlanned()))
-	default:
-		run.State = measurev1.RunState_RUN_STATE_SUCCEEDED
-	}
-	if !closed {
-		run.EndTime = timestamppb.Now()
-		if err := m.cfg.Store.PutRun(ctx, run); err != nil {
-			m.log.Error("store finished run", "run_id", run.GetRunId(), "err", err)
-		}
-		// Every test has a result that no late answer may change; an
-		// interrupted run keeps the records of its tests in flight.
-		if _, err := m.cfg.Store.DeleteRunDispatched(ctx, run.GetRunId()); err != nil {
-			m.log.Warn("forget the run's records of client work in flight", "run_id", run.GetRunId(), "err", err)
-		}
-	}
-	if m.cfg.Observer != nil { // before the watchers learn that the run ended
-		m.cfg.Observer.RunEnded(run.GetRunId(), run.GetState())
-	}
-	a.mu.Lock()
-	a.run = run
-	u := Update{Run: summary(run)}
-	for w := range a.watchers {
-		if a.send(w, u) {
-			a.drop(w)
-		}
-	}
-	a.mu.Unlock()
-
-	m.mu.Lock()
-	delete(m.active, run.GetRunId())
-	m.mu.Unlock()
-	m.log.Info("run ended", "run_id", run.GetRunId(), "state", run.GetState(), "done", run.GetTestsDone(), "failed", run.GetTestsFailed())
 }

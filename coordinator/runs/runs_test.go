@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -62,11 +61,7 @@ func TestRouteFor(t *testing.T) {
 func TestUnfinishedRunsAreInterrupted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
+	st := openStore(t)
 	for id, state := range map[string]measurev1.RunState{
 		"run-running":   measurev1.RunState_RUN_STATE_RUNNING,
 		"run-queued":    measurev1.RunState_RUN_STATE_QUEUED,
@@ -80,7 +75,7 @@ func TestUnfinishedRunsAreInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(ctx, Config{Store: st, Agents: reg, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+	m, err := New(ctx, Config{Store: st, Agents: reg, IsNotFound: storeNotFound})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,11 +186,7 @@ func testManager(t *testing.T) (*Manager, *store.Store, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openStore(t)
 	for _, n := range []string{"a", "b"} {
 		if err := st.PutAgent(ctx, &storev1.Agent{NodeName: n, LastSeenTime: timestamppb.Now()}); err != nil {
 			t.Fatal(err)
@@ -205,7 +196,7 @@ func testManager(t *testing.T) (*Manager, *store.Store, context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(ctx, Config{Store: st, Agents: reg, WatchBuffer: testWatchBuffer, IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }})
+	m, err := New(ctx, Config{Store: st, Agents: reg, WatchBuffer: testWatchBuffer, IsNotFound: storeNotFound})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package runs
 import (
 	"context"
 	"fmt"
-	"time"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 
@@ -11,8 +11,9 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// This file holds the watching of a run in progress and the summaries
-// its watchers and readers get.
+// This file holds the watching of a run in progress (Watch, and the
+// bounded channels of its watchers, which send and drop feed and end) and
+// the summaries its watchers and readers get.
 
 // Watch returns a channel that receives the run's current state at once,
 // then one Update when the run leaves RUN_STATE_QUEUED (its first test
@@ -62,6 +63,39 @@ func (m *Manager) Watch(ctx context.Context, runID string) (<-chan Update, error
 	return w.ch, nil
 }
 
+// watcher is one Watch call's channel. Its room is bounded; a watcher
+// that falls behind gets a Lagged update and is dropped.
+type watcher struct {
+	ch    chan Update
+	stop  func() bool   // unregisters the context.AfterFunc
+	count *atomic.Int64 // Manager.watchers, given back by drop
+}
+
+// DefaultWatchBuffer bounds the updates a slow watcher may fall behind by.
+const DefaultWatchBuffer = 4096
+
+// send queues u, or ends a watcher that has no room left with a Lagged
+// update; it reports whether the watcher is still there. Caller holds a.mu.
+func (a *active) send(w *watcher, u Update) bool {
+	if len(w.ch) >= cap(w.ch)-1 {
+		w.ch <- Update{Run: u.Run, Lagged: true}
+		a.drop(w)
+		return false
+	}
+	w.ch <- u
+	return true
+}
+
+// drop closes and forgets w. Caller holds a.mu.
+func (a *active) drop(w *watcher) {
+	if a.watchers[w] {
+		delete(a.watchers, w)
+		w.stop()
+		close(w.ch)
+		w.count.Add(-1)
+	}
+}
+
 func ended(s measurev1.RunState) bool {
 	return s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING
 }
@@ -73,9 +107,3 @@ func summary(run *measurev1.Run) *measurev1.Run {
 	s.Spec = nil
 	return proto.CloneOf(s) // deep: the run goes on changing
 }
-
-// lightJitter bounds the random delay before each light test asks for its
-// nodes, so that the agents of a mesh do not all probe in step. A test
-// holds no node while it waits: the delay spreads the tests' starts, it
-// does not idle a node's light slots.
-const lightJitter = 100 * time.Millisecond

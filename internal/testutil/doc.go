@@ -2,7 +2,8 @@
 // packages share and that have nothing to do with the network (that is
 // internal/testnet): a log sink safe for concurrent writers (SyncBuffer);
 // waiting for a condition (Poll, PollContext, Within, Eventually, Expect,
-// EventuallyCtx); what /proc says of processes (ReadProcStat, ProcAlive,
+// EventuallyCtx); a call that must return before a context ends
+// (Returns); what /proc says of processes (ReadProcStat, ProcAlive,
 // PIDs, ProcGroup, Cmdline, ToolServers, ProcsInNetNS); a server or loop
 // run until the test ends (Run); the module's root (ModuleRoot); and a
 // stand-in that holds a tool in its start until the test releases it
