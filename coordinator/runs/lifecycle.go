@@ -183,11 +183,18 @@ func (m *Manager) finish(ctx context.Context, a *active, closed bool) {
 			m.log.Warn("forget the run's records of client work in flight", "run_id", run.GetRunId(), "err", err)
 		}
 	}
+	// The final state is what Get, Cancel and a new Watch see from here
+	// on (the store holds it too), before anyone is told the run ended.
+	a.mu.Lock()
+	a.run = run
+	a.mu.Unlock()
+	m.mu.Lock()
+	delete(m.active, run.GetRunId())
+	m.mu.Unlock()
 	if m.cfg.Observer != nil { // before the watchers learn that the run ended
 		m.cfg.Observer.RunEnded(run.GetRunId(), run.GetState())
 	}
 	a.mu.Lock()
-	a.run = run
 	u := Update{Run: summary(run)}
 	for w := range a.watchers {
 		if a.send(w, u) {
@@ -195,10 +202,6 @@ func (m *Manager) finish(ctx context.Context, a *active, closed bool) {
 		}
 	}
 	a.mu.Unlock()
-
-	m.mu.Lock()
-	delete(m.active, run.GetRunId())
-	m.mu.Unlock()
 	m.log.Info("run ended", "run_id", run.GetRunId(), "state", run.GetState(), "done", run.GetTestsDone(), "failed", run.GetTestsFailed())
 }
 
