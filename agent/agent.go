@@ -146,6 +146,23 @@ type Config struct {
 	// ReconnectMin and ReconnectMax bound the reconnect backoff; zero means
 	// 200 ms and 30 s.
 	ReconnectMin, ReconnectMax time.Duration
+	// OnReconnectWait, if set, is called with the backoff (before jitter)
+	// each time the agent is about to wait to reconnect to the
+	// coordinator; nil means none. It is called from the agent's connect
+	// loop, one call at a time, and must not block.
+	OnReconnectWait func(backoff time.Duration)
+	// RegisterTimeout bounds the wait for the coordinator's answer to
+	// each Register: without one in time, the session ends and the agent
+	// reconnects with backoff (the heartbeat timeout only starts with the
+	// answer). Zero means 30 s; negative is an error.
+	RegisterTimeout time.Duration
+	// ServerLingerMax bounds how long a test server that still runs when
+	// a session ends may linger (servers.Config.LingerMax), and
+	// ServerLingerIdle how long it may go without a TCP connection while
+	// it lingers (servers.Config.LingerIdle). Zero means
+	// servers.DefaultLingerMax and servers.DefaultLingerIdle; negative is
+	// an error.
+	ServerLingerMax, ServerLingerIdle time.Duration
 	// TLSCertFile and TLSKeyFile are the agent's client certificate and key
 	// (PEM), presented to the coordinator, and TLSCAFile the CA (PEM) that
 	// must have signed the coordinator's certificate, which must also be
@@ -235,6 +252,21 @@ func (c *Config) validate() error {
 	}
 	if c.ReconnectMin > c.ReconnectMax {
 		return fmt.Errorf("ReconnectMin %v is above ReconnectMax %v", c.ReconnectMin, c.ReconnectMax)
+	}
+	if c.RegisterTimeout < 0 {
+		return fmt.Errorf("RegisterTimeout %v is negative", c.RegisterTimeout)
+	}
+	if c.RegisterTimeout == 0 {
+		c.RegisterTimeout = defaultRegisterTimeout
+	}
+	if c.ServerLingerMax < 0 || c.ServerLingerIdle < 0 {
+		return fmt.Errorf("ServerLingerMax %v and ServerLingerIdle %v may not be negative", c.ServerLingerMax, c.ServerLingerIdle)
+	}
+	if c.ServerLingerMax == 0 {
+		c.ServerLingerMax = servers.DefaultLingerMax
+	}
+	if c.ServerLingerIdle == 0 {
+		c.ServerLingerIdle = servers.DefaultLingerIdle
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -406,7 +438,7 @@ func run(ctx context.Context, cfg Config, files *mtls.Files, fromSocket bool) er
 			"results", n, "path", sp.Path(), "dropped_total", sp.Dropped())
 	}
 	srv := servers.Config{NetNS: cfg.netNS(), Ports: cfg.Ports, StateDir: cfg.StateDir, Logger: cfg.Logger,
-		LingerMax: lingerMax, LingerIdle: lingerIdle}
+		LingerMax: cfg.ServerLingerMax, LingerIdle: cfg.ServerLingerIdle}
 	a := &Agent{
 		cfg:     cfg,
 		log:     log,
@@ -530,14 +562,6 @@ func (a *Agent) listenHTTP() ([]netListener, error) {
 	return ls, nil
 }
 
-// lingerMax and lingerIdle are servers.Config's LingerMax and LingerIdle;
-// zero means their defaults. Variables so that tests can shorten them.
-var lingerMax, lingerIdle time.Duration
-
-// observeBackoff, when set (by tests), is called with the backoff before
-// each wait to reconnect, before jitter.
-var observeBackoff func(backoff time.Duration)
-
 // connectLoop keeps a session with the coordinator until ctx ends. The
 // backoff grows exponentially (with jitter) while the agent fails to
 // connect or register, and starts over at ReconnectMin after any session
@@ -560,8 +584,8 @@ func (a *Agent) connectLoop(ctx context.Context, conn *grpc.ClientConn) error {
 		if registered {
 			backoff = a.cfg.ReconnectMin
 		}
-		if observeBackoff != nil {
-			observeBackoff(backoff)
+		if a.cfg.OnReconnectWait != nil {
+			a.cfg.OnReconnectWait(backoff)
 		}
 		wait := time.Duration(float64(backoff) * (0.5 + rand.Float64())) // jitter: 0.5x..1.5x
 		msg := "no session with the coordinator; retrying"

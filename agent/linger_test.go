@@ -29,15 +29,14 @@ const (
 	qperf   = measurev1.Tool_TOOL_QPERF
 )
 
-// lingerAgent runs an agent with short linger limits (restored when the
-// test ends) that may send to 127.0.0.1, and accepts its first session.
+// lingerAgent runs an agent with short linger limits that may send to
+// 127.0.0.1, and accepts its first session.
 func lingerAgent(t *testing.T, lingerMax, lingerIdle time.Duration) (cfg agent.Config, next func() *fakeSession, first *fakeSession, stop func()) {
 	t.Helper()
 	testnet.Need(t, "iperf3", "qperf")
-	restore := agent.SetServerLinger(lingerMax, lingerIdle)
-	t.Cleanup(restore) // after the agent stopped: cleanups run last-in first-out
 	target, next := sessions(t)
 	cfg = baseConfig(t, target, "node-a")
+	cfg.ServerLingerMax, cfg.ServerLingerIdle = lingerMax, lingerIdle
 	cfg.StateDir = t.TempDir()
 	cfg.AllowTargets = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 	t.Cleanup(func() { noServersLeft(t, cfg.Ports.Iperf3, cfg.Ports.Qperf) })

@@ -25,7 +25,7 @@ import (
 var errCoordinatorSilent = errors.New("no message from the coordinator within the heartbeat timeout")
 
 // errNotRegistered ends a session whose coordinator did not answer the
-// Register within registerTimeout (the heartbeat watchdog only starts with
+// Register within Config.RegisterTimeout (the heartbeat watchdog only starts with
 // the answer).
 var errNotRegistered = errors.New("no answer to the registration")
 
@@ -41,9 +41,8 @@ const (
 // parameters outside those bounds.
 var errBadHeartbeat = errors.New("coordinator asked for unusable heartbeats")
 
-// registerTimeout bounds the wait for the answer to Register; a variable
-// so that tests can shorten it.
-var registerTimeout = 30 * time.Second
+// defaultRegisterTimeout is Config.RegisterTimeout's default.
+const defaultRegisterTimeout = 30 * time.Second
 
 // register builds the Register message.
 func (a *Agent) register(ctx context.Context) *agentv1.Register {
@@ -113,12 +112,12 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: a.register(ctx)}}); err != nil {
 		return false, fmt.Errorf("send register: %w", err)
 	}
-	regTimer := time.AfterFunc(registerTimeout, func() { cancel(errNotRegistered) })
+	regTimer := time.AfterFunc(a.cfg.RegisterTimeout, func() { cancel(errNotRegistered) })
 	first, err := stream.Recv()
 	regTimer.Stop()
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errNotRegistered) {
-			return false, fmt.Errorf("%w within %v", errNotRegistered, registerTimeout)
+			return false, fmt.Errorf("%w within %v", errNotRegistered, a.cfg.RegisterTimeout)
 		}
 		return false, err // keeps the gRPC status: a refusal is final for connectLoop
 	}

@@ -280,8 +280,8 @@ func TestSessionEnds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			target, next := sessions(t)
-			t.Cleanup(agent.SetRegisterTimeout(300 * time.Millisecond)) // runs after the agent's cleanup
 			cfg := baseConfig(t, target, "node-1")
+			cfg.RegisterTimeout = 300 * time.Millisecond
 			logs := captureLogs(&cfg)
 			errc := startAgent(t, cfg)
 			defer noServersLeft(t, cfg.Ports.Iperf3, cfg.Ports.Qperf)
@@ -410,13 +410,14 @@ func TestReconnectBackoff(t *testing.T) {
 				}
 			})
 			backoffs := make(chan time.Duration, 100)
-			t.Cleanup(agent.SetBackoffObserver(func(d time.Duration) { // runs after the agent's cleanup
+			cfg := baseConfig(t, target, "node-1")
+			cfg.OnReconnectWait = func(d time.Duration) {
 				select {
 				case backoffs <- d:
 				default:
 				}
-			}))
-			startAgent(t, baseConfig(t, target, "node-1"))
+			}
+			startAgent(t, cfg)
 			var got []time.Duration
 			timer := time.NewTimer(60 * time.Second) // only turns a hang into a failure
 			defer timer.Stop()

@@ -3,7 +3,6 @@ package gossip
 import (
 	"log/slog"
 	"net/netip"
-	"time"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -13,14 +12,6 @@ func (g *Gossip) Kill() { g.kill() }
 
 // ParseLogLine exposes parseLogLine.
 var ParseLogLine = parseLogLine
-
-// SetGossipToTheDead shortens memberlist's gossip to dead members for the
-// Gossips created until the returned function restores the default.
-func SetGossipToTheDead(d time.Duration) (restore func()) {
-	old := gossipToTheDead
-	gossipToTheDead = d
-	return func() { gossipToTheDead = old }
-}
 
 // Admit runs the admission of a member named self, whose own address is
 // loopback or not, holding registered (nil: none yet), on a member name

@@ -93,6 +93,12 @@ type Config struct {
 	// LeaveTimeout bounds the wait for the leave message to go out in
 	// Close; zero means 2 s.
 	LeaveTimeout time.Duration
+	// GossipToTheDead is how long memberlist goes on gossiping to a
+	// member after declaring it dead, during which a healed partition
+	// merges back without the reconnect loop (ReconnectInterval); zero
+	// means memberlist's default, 30 s. Tests shorten it to leave the
+	// merge to the reconnect loop alone.
+	GossipToTheDead time.Duration
 	// KeyFile, if set, is the gossip key file (ParseKeys): memberlist then
 	// encrypts every message with its first key, and takes only messages
 	// that one of its keys decrypts. The file is read again every
@@ -114,11 +120,6 @@ type Config struct {
 	// means discard.
 	Logger *slog.Logger
 }
-
-// gossipToTheDead, when set (by tests), replaces memberlist's 30 s of
-// gossip to members after they are declared dead, during which a healed
-// partition merges back without the reconnect loop.
-var gossipToTheDead time.Duration
 
 // ErrClosed is returned by Join after Close.
 var ErrClosed = errors.New("gossip closed")
@@ -184,8 +185,8 @@ func New(cfg Config) (*Gossip, error) {
 	if cfg.SuspicionMult > 0 {
 		mc.SuspicionMult = cfg.SuspicionMult
 	}
-	if gossipToTheDead > 0 {
-		mc.GossipToTheDeadTime = gossipToTheDead
+	if cfg.GossipToTheDead > 0 {
+		mc.GossipToTheDeadTime = cfg.GossipToTheDead
 	}
 	var keyring *memberlist.Keyring
 	var keyFile []byte

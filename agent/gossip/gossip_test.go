@@ -133,7 +133,9 @@ type pool struct {
 	trs     []*cutTransport
 }
 
-func newPool(t *testing.T, ctx context.Context, n int) *pool {
+// newPool starts n members with the fast config, each changed by opts,
+// and joins them to the first; they close when the test ends.
+func newPool(t *testing.T, ctx context.Context, n int, opts ...func(*gossip.Config)) *pool {
 	t.Helper()
 	var network memberlist.MockNetwork
 	p := &pool{}
@@ -152,7 +154,11 @@ func newPool(t *testing.T, ctx context.Context, n int) *pool {
 		}
 	})
 	for i, tr := range p.trs {
-		g, err := gossip.New(fast(fmt.Sprintf("node-%d", i+1), tr, testLogger(t)))
+		cfg := fast(fmt.Sprintf("node-%d", i+1), tr, testLogger(t))
+		for _, o := range opts {
+			o(&cfg)
+		}
+		g, err := gossip.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,11 +270,10 @@ func TestDepartures(t *testing.T) {
 // back, every member alive for every other. memberlist stops gossiping to
 // the dead at once here, so only the reconnect loop can merge it.
 func TestHealedPartitionMerges(t *testing.T) {
-	defer gossip.SetGossipToTheDead(time.Millisecond)()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const n, cut = 3, 2
-	p := newPool(t, ctx, n)
+	p := newPool(t, ctx, n, func(c *gossip.Config) { c.GossipToTheDead = time.Millisecond })
 	for _, g := range p.members {
 		testutil.EventuallyCtx(t, ctx, 20*time.Millisecond, "convergence", func() bool { return allAlive(g, n) })
 	}
