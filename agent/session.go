@@ -205,7 +205,7 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 		case *agentv1.ConnectResponse_Work:
 			// A Work's timeout counts from here, on this agent's clock.
 			arrived := time.Now()
-			id := workID(msg.Work)
+			id := protocol.WorkID(msg.Work)
 			switch msg.Work.GetAction().(type) {
 			case *agentv1.Work_RunClient:
 				// With "result put in the spool", this tells a reader of the

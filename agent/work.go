@@ -23,46 +23,10 @@ import (
 // maxWorkTime caps any work's deadline, whatever the coordinator asks.
 const maxWorkTime = 15 * time.Minute
 
-// maxWorkTimeout is the largest Work.timeout an agent takes; a larger one
-// is refused as absurd (maxWorkTime then caps the ones it takes).
-const maxWorkTimeout = 24 * time.Hour
-
-// workID is the Work's work_id, or its test_id for a coordinator of the
-// previous version that sends no work_id.
-func workID(w *agentv1.Work) string {
-	if id := w.GetWorkId(); id != "" {
-		return id
-	}
-	return w.GetTestId()
-}
-
-// workDeadline is when the Work that arrived at arrived must be over: the
-// arrival plus its timeout when set, else its absolute deadline (the
-// deprecated field of coordinators of the previous version, read on the
-// agent's clock). A timeout that is not a valid Duration, zero, negative
-// or over maxWorkTimeout, and a Work with neither field, is an error
-// naming the field and its value.
-func workDeadline(w *agentv1.Work, arrived time.Time) (time.Time, error) {
-	if t := w.GetTimeout(); t != nil {
-		if err := t.CheckValid(); err != nil {
-			return time.Time{}, fmt.Errorf("work %q: timeout %v: %w", workID(w), t, err)
-		}
-		d := t.AsDuration()
-		if d <= 0 || d > maxWorkTimeout {
-			return time.Time{}, fmt.Errorf("work %q: timeout %v: want more than 0 and at most %v", workID(w), d, maxWorkTimeout)
-		}
-		return arrived.Add(d), nil
-	}
-	if w.GetDeadline() == nil {
-		return time.Time{}, fmt.Errorf("work %q has no timeout and no deadline", workID(w))
-	}
-	return w.GetDeadline().AsTime(), nil
-}
-
 // handleWork carries out one Work that arrived at arrived and always
 // answers it (handle bounds the answer).
 func (a *Agent) handleWork(ctx context.Context, w *agentv1.Work, arrived time.Time) *agentv1.WorkResult {
-	id := workID(w)
+	id := protocol.WorkID(w)
 	res := &agentv1.WorkResult{TestId: id, WorkId: id}
 	fail := func(st measurev1.Status, format string, args ...any) *agentv1.WorkResult {
 		res.Status, res.Message = st, fmt.Sprintf(format, args...)
@@ -83,7 +47,7 @@ func (a *Agent) handleWork(ctx context.Context, w *agentv1.Work, arrived time.Ti
 	if id == "" {
 		return fail(measurev1.Status_STATUS_INVALID, "work has no work_id and no test_id")
 	}
-	deadline, err := workDeadline(w, arrived)
+	deadline, err := protocol.WorkDeadline(w, arrived)
 	if err != nil {
 		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
 	}

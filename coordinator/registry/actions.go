@@ -3,6 +3,7 @@ package registry
 import (
 	"fmt"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -23,23 +24,6 @@ type pendingKey struct {
 	kind   actionKind
 }
 
-// workID is w's work_id, or its test_id for work that has none.
-func workID(w *agentv1.Work) string {
-	if id := w.GetWorkId(); id != "" {
-		return id
-	}
-	return w.GetTestId()
-}
-
-// resultWorkID is the work ID r answers: its work_id, or its test_id from
-// an agent of the previous version, which sends no work_id.
-func resultWorkID(r *agentv1.WorkResult) string {
-	if id := r.GetWorkId(); id != "" {
-		return id
-	}
-	return r.GetTestId()
-}
-
 func workKind(w *agentv1.Work) (actionKind, error) {
 	switch w.GetAction().(type) {
 	case *agentv1.Work_StartServer:
@@ -49,7 +33,7 @@ func workKind(w *agentv1.Work) (actionKind, error) {
 	case *agentv1.Work_StopServer:
 		return actionStopServer, nil
 	}
-	return 0, fmt.Errorf("work %q has no action", workID(w))
+	return 0, fmt.Errorf("work %q has no action", protocol.WorkID(w))
 }
 
 func resultKind(r *agentv1.WorkResult) (actionKind, bool) {

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -50,12 +51,12 @@ func (r *Registry) Ack(node string, workIDs ...string) {
 // answer goes to the late handler, anything else is only logged.
 func (r *Registry) unclaimed(s *session, wr *agentv1.WorkResult) {
 	if kind, _ := resultKind(wr); kind != actionRunClient {
-		r.log.Warn("work result nobody waits for", "node", s.node.Name, "work_id", resultWorkID(wr))
+		r.log.Warn("work result nobody waits for", "node", s.node.Name, "work_id", protocol.ResultWorkID(wr))
 		return
 	}
 	if !s.queueLate(wr) {
 		r.log.Warn("too many late client results queued; this one stays with the agent until its next session",
-			"node", s.node.Name, "work_id", resultWorkID(wr), "queued", maxLateQueue)
+			"node", s.node.Name, "work_id", protocol.ResultWorkID(wr), "queued", maxLateQueue)
 	}
 }
 
@@ -66,7 +67,7 @@ func (r *Registry) handleLate(ctx context.Context, node string, batch []*agentv1
 	r.mu.Unlock()
 	if h == nil {
 		for _, wr := range batch {
-			r.log.Warn("client result nobody waits for and no late handler; it stays with the agent", "node", node, "work_id", resultWorkID(wr))
+			r.log.Warn("client result nobody waits for and no late handler; it stays with the agent", "node", node, "work_id", protocol.ResultWorkID(wr))
 		}
 		return
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/membership"
 	"github.com/meshperf/meshperf/coordinator/probeplan"
 	"github.com/meshperf/meshperf/coordinator/protoconv"
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
@@ -466,7 +467,7 @@ func (r *Registry) Dispatch(ctx context.Context, node string, w *agentv1.Work) (
 	if !ok {
 		return nil, fmt.Errorf("node %q: %w: not connected", node, ErrAgentUnavailable)
 	}
-	return s.call(ctx, pendingKey{workID: workID(w), kind: kind}, w)
+	return s.call(ctx, pendingKey{workID: protocol.WorkID(w), kind: kind}, w)
 }
 
 // Send queues w for node's agent without waiting for an answer: for work
@@ -476,7 +477,7 @@ func (r *Registry) Dispatch(ctx context.Context, node string, w *agentv1.Work) (
 // answered (use Dispatch).
 func (r *Registry) Send(ctx context.Context, node string, w *agentv1.Work) error {
 	if _, ok := w.GetAction().(*agentv1.Work_CancelClient); !ok {
-		return fmt.Errorf("node %q: work %q: only cancel_client is sent without waiting for an answer", node, workID(w))
+		return fmt.Errorf("node %q: work %q: only cancel_client is sent without waiting for an answer", node, protocol.WorkID(w))
 	}
 	r.mu.Lock()
 	s, ok := r.sessions[node]

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/probeplan"
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -198,7 +199,7 @@ func (s *session) deliver(r *agentv1.WorkResult) bool {
 		return false
 	}
 	s.mu.Lock()
-	ch, ok := s.pending[pendingKey{workID: resultWorkID(r), kind: kind}]
+	ch, ok := s.pending[pendingKey{workID: protocol.ResultWorkID(r), kind: kind}]
 	s.mu.Unlock()
 	if !ok {
 		return false

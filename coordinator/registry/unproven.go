@@ -86,7 +86,7 @@ func (r *Registry) heardFrom(s *session, lastRecv time.Time) {
 func (r *Registry) received(s *session, wr *agentv1.WorkResult) {
 	if changed := protocol.BoundWorkResult(wr); len(changed) > 0 {
 		r.log.Warn("agent answer texts escaped or cut (messages at most 4096 bytes, tool versions 256)",
-			"node", s.node.Name, "work_id", resultWorkID(wr), "fields", changed)
+			"node", s.node.Name, "work_id", protocol.ResultWorkID(wr), "fields", changed)
 	}
 	if s.deliver(wr) {
 		r.prove(s, "answered work")

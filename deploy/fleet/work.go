@@ -20,44 +20,8 @@ import (
 // action, no ID, a bad timeout or neither field is refused
 // (STATUS_INVALID), one already past its deadline answers STATUS_TIMEOUT;
 // cancel_client gets no answer; the texts are bounded as an agent bounds
-// them. package agent keeps workID and workDeadline unexported, hence the
-// copies here.
-
-// maxWorkTimeout is the largest Work.timeout a simulated agent takes, as
-// an agent (agent/work.go's maxWorkTimeout): a larger one is refused.
-const maxWorkTimeout = 24 * time.Hour
-
-// workID is the Work's work_id, or its test_id for a coordinator of the
-// previous version that sends no work_id.
-func workID(w *agentv1.Work) string {
-	if id := w.GetWorkId(); id != "" {
-		return id
-	}
-	return w.GetTestId()
-}
-
-// workDeadline is when w, which arrived at arrived, must be over: the
-// arrival plus its timeout when set, else its absolute deadline (the
-// deprecated field of coordinators of the previous version). A timeout
-// that is not a valid Duration, zero, negative or over maxWorkTimeout,
-// and a Work with neither field, is an error naming the field and its
-// value.
-func workDeadline(w *agentv1.Work, arrived time.Time) (time.Time, error) {
-	if t := w.GetTimeout(); t != nil {
-		if err := t.CheckValid(); err != nil {
-			return time.Time{}, fmt.Errorf("work %q: timeout %v: %w", workID(w), t, err)
-		}
-		d := t.AsDuration()
-		if d <= 0 || d > maxWorkTimeout {
-			return time.Time{}, fmt.Errorf("work %q: timeout %v: want more than 0 and at most %v", workID(w), d, maxWorkTimeout)
-		}
-		return arrived.Add(d), nil
-	}
-	if w.GetDeadline() == nil {
-		return time.Time{}, fmt.Errorf("work %q has no timeout and no deadline", workID(w))
-	}
-	return w.GetDeadline().AsTime(), nil
-}
+// them. The work's ID and deadline follow internal/protocol (WorkID,
+// WorkDeadline), as an agent's do.
 
 // answer is the instant answer to w, which arrived at arrived, as of now,
 // with its texts bounded (protocol.BoundWorkResult); nil for
@@ -75,7 +39,7 @@ func answer(w *agentv1.Work, arrived, now time.Time) *agentv1.WorkResult {
 // answerWork is answer's result before the bounds: a refusal, or a
 // plausible outcome of the action.
 func answerWork(w *agentv1.Work, arrived, now time.Time) *agentv1.WorkResult {
-	id := workID(w)
+	id := protocol.WorkID(w)
 	r := &agentv1.WorkResult{TestId: id, WorkId: id}
 	fail := func(st measurev1.Status, format string, args ...any) *agentv1.WorkResult {
 		r.Status, r.Message = st, fmt.Sprintf(format, args...)
@@ -96,7 +60,7 @@ func answerWork(w *agentv1.Work, arrived, now time.Time) *agentv1.WorkResult {
 	if id == "" {
 		return fail(measurev1.Status_STATUS_INVALID, "work has no work_id and no test_id")
 	}
-	deadline, err := workDeadline(w, arrived)
+	deadline, err := protocol.WorkDeadline(w, arrived)
 	if err != nil {
 		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
 	}

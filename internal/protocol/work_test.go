@@ -1,4 +1,4 @@
-package agent
+package protocol
 
 import (
 	"strings"
@@ -29,17 +29,17 @@ func TestWorkDeadline(t *testing.T) {
 		{"skewed deadline ignored with a timeout", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(30 * time.Second), Deadline: skewed}, arrived.Add(30 * time.Second), ""},
 		{"deadline fallback", &agentv1.Work{TestId: "r/t1", Deadline: timestamppb.New(arrived.Add(time.Minute))}, arrived.Add(time.Minute), ""},
 		{"skewed deadline fallback is the old behaviour", &agentv1.Work{TestId: "r/t1", Deadline: skewed}, skewed.AsTime(), ""},
-		{"at most", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(maxWorkTimeout)}, arrived.Add(maxWorkTimeout), ""},
+		{"at most", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(MaxWorkTimeout)}, arrived.Add(MaxWorkTimeout), ""},
 		{"zero timeout", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(0), Deadline: timestamppb.New(arrived.Add(time.Minute))}, time.Time{}, `work "r/t1": timeout 0s: want more than 0`},
 		{"negative timeout", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(-time.Second)}, time.Time{}, "timeout -1s: want more than 0"},
-		{"absurd timeout", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(maxWorkTimeout + time.Second)}, time.Time{}, "timeout 24h0m1s: want more than 0 and at most 24h0m0s"},
+		{"absurd timeout", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(MaxWorkTimeout + time.Second)}, time.Time{}, "timeout 24h0m1s: want more than 0 and at most 24h0m0s"},
 		{"invalid duration", &agentv1.Work{WorkId: "r/t1", Timeout: &durationpb.Duration{Seconds: 1, Nanos: -1}}, time.Time{}, "timeout"},
 		{"neither", &agentv1.Work{WorkId: "r/t1"}, time.Time{}, `work "r/t1" has no timeout and no deadline`},
 		{"work_id preferred in the error", &agentv1.Work{WorkId: "r/new", TestId: "r/old"}, time.Time{}, `"r/new"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := workDeadline(tt.w, arrived)
+			got, err := WorkDeadline(tt.w, arrived)
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("workDeadline: %v", err)
@@ -65,13 +65,13 @@ func TestWorkID(t *testing.T) {
 		{&agentv1.Work{}, ""},
 	}
 	for _, tt := range tests {
-		if got := workID(tt.w); got != tt.want {
-			t.Errorf("workID(%v) = %q, want %q", tt.w, got, tt.want)
+		if got := WorkID(tt.w); got != tt.want {
+			t.Errorf("WorkID(%v) = %q, want %q", tt.w, got, tt.want)
 		}
 	}
 }
 
-// FuzzWorkDeadline: a taken timeout is always within (0, maxWorkTimeout]
+// FuzzWorkDeadline: a taken timeout is always within (0, MaxWorkTimeout]
 // of the arrival, and a refused one always names the field.
 func FuzzWorkDeadline(f *testing.F) {
 	f.Add(int64(30), int32(0), true)
@@ -86,13 +86,13 @@ func FuzzWorkDeadline(f *testing.F) {
 		if has {
 			w.Timeout = &durationpb.Duration{Seconds: s, Nanos: n}
 		}
-		got, err := workDeadline(w, arrived)
+		got, err := WorkDeadline(w, arrived)
 		switch {
 		case !has && (err != nil || !got.Equal(arrived.Add(time.Minute))):
 			t.Fatalf("deadline fallback: %v, %v", got, err)
 		case has && err != nil && !strings.Contains(err.Error(), "timeout"):
 			t.Fatalf("refusal without the field: %v", err)
-		case has && err == nil && (!got.After(arrived) || got.Sub(arrived) > maxWorkTimeout):
+		case has && err == nil && (!got.After(arrived) || got.Sub(arrived) > MaxWorkTimeout):
 			t.Fatalf("took %v/%v: %v after the arrival", s, n, got.Sub(arrived))
 		}
 	})
