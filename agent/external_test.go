@@ -70,7 +70,7 @@ func httpServer(t *testing.T, ip string) (port int, hosts func() []string) {
 		mu.Lock()
 		seen = append(seen, r.Host)
 		mu.Unlock()
-		fmt.Fprintln(w, "external")
+		_, _ = fmt.Fprintln(w, "external")
 	}))
 	srv.Listener = l
 	srv.Start()

@@ -36,22 +36,27 @@ const captureAbEnv = "MESHPERF_CAPTURE_AB"
 func abCaptureHandler() http.Handler {
 	var n atomic.Int64
 	mux := http.NewServeMux()
-	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "meshperf agent node-b host\n") })
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprint(w, "meshperf agent node-b host\n") })
 	mux.HandleFunc("/500", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", http.StatusInternalServerError) })
 	mux.HandleFunc("/half", func(w http.ResponseWriter, _ *http.Request) {
 		if n.Add(1)%2 == 0 {
 			http.Error(w, "boom", http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprint(w, "ok\n")
+		_, _ = fmt.Fprint(w, "ok\n")
 	})
-	mux.HandleFunc("/vary", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, strings.Repeat("x", int(n.Add(1)%3))) })
-	mux.HandleFunc("/slow", func(w http.ResponseWriter, _ *http.Request) { time.Sleep(3 * time.Second); fmt.Fprint(w, "late\n") })
+	mux.HandleFunc("/vary", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprint(w, strings.Repeat("x", int(n.Add(1)%3)))
+	})
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(3 * time.Second)
+		_, _ = fmt.Fprint(w, "late\n")
+	})
 	mux.HandleFunc("/someslow", func(w http.ResponseWriter, _ *http.Request) {
 		if n.Add(1)%10 == 0 {
 			time.Sleep(3 * time.Second)
 		}
-		fmt.Fprint(w, "ok\n")
+		_, _ = fmt.Fprint(w, "ok\n")
 	})
 	return mux
 }

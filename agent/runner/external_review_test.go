@@ -88,7 +88,7 @@ func TestCurlExternalReal(t *testing.T) {
 				http.Redirect(w, r, fmt.Sprintf("http://127.0.0.3:%d/elsewhere", port), http.StatusFound)
 				return
 			}
-			fmt.Fprintln(w, "ok")
+			_, _ = fmt.Fprintln(w, "ok")
 		})}
 		go func() { _ = srv.Serve(l) }()
 		t.Cleanup(func() { _ = srv.Close() })

@@ -214,7 +214,7 @@ func TestVictoriaMetrics(t *testing.T) {
 	if got := gathered(t, reg, "meshperf_remote_write_last_success_timestamp_seconds", ""); got < float64(base.Unix()) {
 		t.Errorf("last success %v, before the test", got)
 	}
-	fmt.Fprintf(testWriter{t}, "stats %+v", st)
+	_, _ = fmt.Fprintf(testWriter{t}, "stats %+v", st)
 }
 
 // testWriter logs through t.

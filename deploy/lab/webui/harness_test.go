@@ -37,7 +37,7 @@ func TestHarnessCatchesProblems(t *testing.T) {
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprint(w, body)
+		_, _ = fmt.Fprint(w, body)
 	}))
 	defer srv.Close()
 	b := startBrowser(t, 2*time.Minute)
@@ -94,7 +94,7 @@ func TestHarnessKeyboard(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		if r.URL.Path == "/pair" {
-			fmt.Fprint(w, `<!doctype html><link rel="icon" href="data:,"><body data-ready="1">pair</body>`)
+			_, _ = fmt.Fprint(w, `<!doctype html><link rel="icon" href="data:,"><body data-ready="1">pair</body>`)
 			return
 		}
 		x, ok := extra[r.URL.Query().Get("case")]
@@ -102,7 +102,7 @@ func TestHarnessKeyboard(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		fmt.Fprint(w, strings.Replace(string(fake), "<!--EXTRA-->", x, 1))
+		_, _ = fmt.Fprint(w, strings.Replace(string(fake), "<!--EXTRA-->", x, 1))
 	}))
 	defer srv.Close()
 	b := startBrowser(t, 2*time.Minute)
