@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/meshperf/meshperf/internal/syncio"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -171,8 +172,8 @@ type progress struct {
 func newProgress(w io.Writer, total int) *progress {
 	p := &progress{w: w, total: total, last: -1}
 	tty := w
-	if lw, ok := w.(*lockedWriter); ok { // follow's stderr
-		tty = lw.w
+	if lw, ok := w.(*syncio.Writer); ok { // follow's stderr
+		tty = lw.Unwrap()
 	}
 	if f, ok := tty.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("tests"),
