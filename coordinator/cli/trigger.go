@@ -87,34 +87,32 @@ func runTrigger(ctx context.Context, o *options, spec *measurev1.RunSpec, noWait
 	if err := o.checkOutput(); err != nil {
 		return err
 	}
-	client, closeConn, err := o.dial()
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	callCtx, cancel := o.call(ctx)
-	resp, err := client.TriggerRun(callCtx, &meshv1.TriggerRunRequest{Spec: spec})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("trigger run: %w", err)
-	}
-	run := resp.GetRun()
-	fmt.Fprintf(o.stderr, "run %s: %d test(s) planned\n", run.GetRunId(), len(run.GetPlanned()))
-	warnDisconnected(ctx, o, client, run)
-	if noWait {
-		fmt.Fprintln(o.stdout, run.GetRunId())
-		return nil
-	}
-	interrupts, release := claimInterrupts(ctx)
-	defer release()
-	f := &follower{o: o, client: client, run: run, policy: policy, interrupts: interrupts, answers: o.stdin}
-	if err := f.follow(ctx); err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintf(o.stderr, "stopped watching; run %s goes on in the coordinator: see `coordinator results --run %s`\n", run.GetRunId(), run.GetRunId())
+	return withClient(o, func(client meshv1.MeshServiceClient) error {
+		callCtx, cancel := o.call(ctx)
+		resp, err := client.TriggerRun(callCtx, &meshv1.TriggerRunRequest{Spec: spec})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("trigger run: %w", err)
 		}
-		return err
-	}
-	return printRun(ctx, o, client, run.GetRunId())
+		run := resp.GetRun()
+		fmt.Fprintf(o.stderr, "run %s: %d test(s) planned\n", run.GetRunId(), len(run.GetPlanned()))
+		warnDisconnected(ctx, o, client, run)
+		if noWait {
+			fmt.Fprintln(o.stdout, run.GetRunId())
+			return nil
+		}
+		interrupts, release := claimInterrupts(ctx)
+		defer release()
+		f := &follower{o: o, client: client, run: run, policy: policy, interrupts: interrupts, answers: o.stdin}
+		if err := f.follow(ctx); err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintf(o.stderr, "stopped watching; run %s goes on in the coordinator: see `coordinator results --run %s`\n", run.GetRunId(), run.GetRunId())
+			}
+			return err
+		}
+		return printRun(ctx, o, client, run.GetRunId())
+	})
+
 }
 
 // warnDisconnected tells which nodes of the run have no connected agent:
