@@ -56,12 +56,36 @@ var (
 
 // Ports are the pinned ports of the servers; both networks use the same.
 type Ports struct {
-	// Iperf3 is iperf3's port (-p); zero means 5201.
+	// Iperf3 is iperf3's port (-p); zero means DefaultIperf3Port.
 	Iperf3 uint32
-	// Qperf is qperf's listen port (-lp); zero means 19765.
+	// Qperf is qperf's listen port (-lp); zero means DefaultQperfPort.
 	Qperf uint32
-	// QperfData is qperf's data port (-ip) that clients ask for; zero means 19766.
+	// QperfData is qperf's data port (-ip) that clients ask for; zero
+	// means DefaultQperfDataPort.
 	QperfData uint32
+}
+
+// Default ports of the servers, for Ports' zero fields.
+const (
+	// DefaultIperf3Port is iperf3's own default port.
+	DefaultIperf3Port = 5201
+	// DefaultQperfPort is qperf's own default listen port.
+	DefaultQperfPort = 19765
+	// DefaultQperfDataPort is the qperf data port, the listen port's
+	// neighbour.
+	DefaultQperfDataPort = 19766
+)
+
+// SetDefaults sets each zero port of p to its default.
+func (p *Ports) SetDefaults() {
+	for _, f := range []struct {
+		port *uint32
+		def  uint32
+	}{{&p.Iperf3, DefaultIperf3Port}, {&p.Qperf, DefaultQperfPort}, {&p.QperfData, DefaultQperfDataPort}} {
+		if *f.port == 0 {
+			*f.port = f.def
+		}
+	}
 }
 
 // Config configures New.
@@ -141,15 +165,7 @@ type server struct {
 
 // New returns a Manager with no server running.
 func New(cfg Config) *Manager {
-	if cfg.Ports.Iperf3 == 0 {
-		cfg.Ports.Iperf3 = 5201
-	}
-	if cfg.Ports.Qperf == 0 {
-		cfg.Ports.Qperf = 19765
-	}
-	if cfg.Ports.QperfData == 0 {
-		cfg.Ports.QperfData = 19766
-	}
+	cfg.Ports.SetDefaults()
 	if cfg.MaxLifetime == 0 {
 		cfg.MaxLifetime = 10 * time.Minute
 	}

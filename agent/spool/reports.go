@@ -201,27 +201,8 @@ func (s *Spool) PendingReports() ([]*agentv1.ProbeReport, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
-	var out []*agentv1.ProbeReport
-	decode := func(v []byte) {
-		r := &agentv1.ProbeReport{}
-		if err := proto.Unmarshal(v, r); err != nil {
-			s.log.Error("probe report spool entry does not decode; skipped", "err", err)
-			return
-		}
-		out = append(out, r)
-	}
-	if s.db == nil {
-		for _, e := range s.memReports {
-			decode(e.data)
-		}
-		return out, nil
-	}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketReports).ForEach(func(_, v []byte) error {
-			decode(v)
-			return nil
-		})
-	})
+	out, err := readAll(s, s.memReports, bucketReports, func() *agentv1.ProbeReport { return &agentv1.ProbeReport{} },
+		"probe report spool entry does not decode; skipped")
 	if err != nil {
 		return nil, fmt.Errorf("spool: read reports: %w", err)
 	}

@@ -432,32 +432,42 @@ func (s *Spool) Pending() ([]*agentv1.WorkResult, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
-	var out []*agentv1.WorkResult
+	// Put encoded it and Open checked it: a failed decode means the disk
+	// changed under us.
+	out, err := readAll(s, s.mem, bucketResults, func() *agentv1.WorkResult { return &agentv1.WorkResult{} },
+		"result spool entry does not decode; skipped")
+	if err != nil {
+		return nil, fmt.Errorf("spool: read: %w", err)
+	}
+	return out, nil
+}
+
+// readAll decodes every entry of the spool's store of one kind, oldest
+// first: mem when the spool is in memory, else bucket. An entry that does
+// not decode is logged with msg and skipped. The caller holds s.mu.
+func readAll[M proto.Message](s *Spool, mem []memEntry, bucket []byte, newMsg func() M, msg string) ([]M, error) {
+	var out []M
 	decode := func(v []byte) {
-		r := &agentv1.WorkResult{}
-		if err := proto.Unmarshal(v, r); err != nil {
-			// Put encoded it and Open checked it: the disk changed under us.
-			s.log.Error("result spool entry does not decode; skipped", "err", err)
+		m := newMsg()
+		if err := proto.Unmarshal(v, m); err != nil {
+			s.log.Error(msg, "err", err)
 			return
 		}
-		out = append(out, r)
+		out = append(out, m)
 	}
 	if s.db == nil {
-		for _, e := range s.mem {
+		for _, e := range mem {
 			decode(e.data)
 		}
 		return out, nil
 	}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketResults).ForEach(func(_, v []byte) error {
+		return tx.Bucket(bucket).ForEach(func(_, v []byte) error {
 			decode(v)
 			return nil
 		})
 	})
-	if err != nil {
-		return nil, fmt.Errorf("spool: read: %w", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // Close closes the file; the spool refuses every call after it.

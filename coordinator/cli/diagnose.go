@@ -43,40 +43,38 @@ The exit status is 1 when a fault is found.`,
 			if err := o.checkOutput(); err != nil {
 				return err
 			}
-			client, closeConn, err := o.dial()
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			runID := ""
-			if len(args) == 1 {
-				runID = args[0]
-			} else if runID, err = newestEnded(cmd.Context(), o, client); err != nil {
-				return err
-			}
-			run, results, err := fetchRun(cmd.Context(), o, client, runID)
-			if err != nil {
-				return err
-			}
-			findings := diagnose.Diagnose(results)
-			if o.output == "json" {
-				enc := json.NewEncoder(o.stdout)
-				enc.SetIndent("", "  ")
-				if findings == nil {
-					findings = []diagnose.Finding{}
-				}
-				if err := enc.Encode(map[string]any{"run_id": runID, "findings": findings}); err != nil {
+			return withClient(o, func(client meshv1.MeshServiceClient) error {
+				var runID string
+				var err error
+				if len(args) == 1 {
+					runID = args[0]
+				} else if runID, err = newestEnded(cmd.Context(), o, client); err != nil {
 					return err
 				}
-			} else {
-				head := fmt.Sprintf("run %s (%s, %d/%d tests done)", runID, testspec.RunStateName(run.GetState()), run.GetTestsDone(), len(run.GetPlanned()))
-				summary := diagnoseSummary(findings, results)
-				fmt.Fprintf(o.stdout, "%s: %s\n", head, strings.ReplaceAll(summary, "\n", "\n"+strings.Repeat(" ", len(head)+2)))
-			}
-			if len(findings) > 0 {
-				return &ExitError{Code: 1, Err: fmt.Errorf("%d fault(s) found", len(findings))}
-			}
-			return nil
+				run, results, err := fetchRun(cmd.Context(), o, client, runID)
+				if err != nil {
+					return err
+				}
+				findings := diagnose.Diagnose(results)
+				if o.output == "json" {
+					enc := json.NewEncoder(o.stdout)
+					enc.SetIndent("", "  ")
+					if findings == nil {
+						findings = []diagnose.Finding{}
+					}
+					if err := enc.Encode(map[string]any{"run_id": runID, "findings": findings}); err != nil {
+						return err
+					}
+				} else {
+					head := fmt.Sprintf("run %s (%s, %d/%d tests done)", runID, testspec.RunStateName(run.GetState()), run.GetTestsDone(), len(run.GetPlanned()))
+					summary := diagnoseSummary(findings, results)
+					fmt.Fprintf(o.stdout, "%s: %s\n", head, strings.ReplaceAll(summary, "\n", "\n"+strings.Repeat(" ", len(head)+2)))
+				}
+				if len(findings) > 0 {
+					return &ExitError{Code: 1, Err: fmt.Errorf("%d fault(s) found", len(findings))}
+				}
+				return nil
+			})
 		},
 	}
 }

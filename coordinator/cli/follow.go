@@ -8,10 +8,10 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 
 	"golang.org/x/term"
 
+	"github.com/meshperf/meshperf/internal/syncio"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -78,7 +78,7 @@ func (f *follower) follow(ctx context.Context) error {
 	id := f.run.GetRunId()
 	// The watch draws progress on stderr while follow writes there too.
 	o := *f.o
-	o.stderr = &lockedWriter{w: f.o.stderr}
+	o.stderr = syncio.NewWriter(f.o.stderr)
 	f.o = &o
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -138,18 +138,6 @@ func (f *follower) follow(ctx context.Context) error {
 			}
 		}
 	}
-}
-
-// lockedWriter serializes the writes to w.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // readYes reads one line from r: "y" or "yes" (any case) is a yes;

@@ -91,11 +91,7 @@ Newer results are in coordinator results.`,
 			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&rf.src, "src", "", "source node")
-	f.StringVar(&rf.dst, "dst", "", "destination node")
-	f.StringVar(&rf.test, "test", "", "test")
-	f.StringVar(&rf.path, "path", "", "path")
+	f := rf.pairFlags(cmd)
 	f.StringVar(&rf.since, "since", "", "hours that start at or after this: a duration ago (48h) or RFC 3339 time")
 	f.StringVar(&rf.until, "until", "", "hours that start before this")
 	f.IntVar(&rf.limit, "limit", 10000, "most rollups to print (0: all)")

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/report"
@@ -148,12 +149,14 @@ func newResultsCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := o.dial()
-			if err != nil {
+			var (
+				results []*measurev1.Result
+				more    bool
+			)
+			err = withClient(o, func(c meshv1.MeshServiceClient) (err error) {
+				results, more, err = listAll(cmd.Context(), o, c, req, rf.limit)
 				return err
-			}
-			defer closeConn()
-			results, more, err := listAll(cmd.Context(), o, client, req, rf.limit)
+			})
 			if err != nil {
 				return err
 			}
@@ -170,17 +173,25 @@ func newResultsCommand(o *options) *cobra.Command {
 			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&rf.src, "src", "", "source node")
-	f.StringVar(&rf.dst, "dst", "", "destination node")
-	f.StringVar(&rf.test, "test", "", "test: "+strings.Join(testNames(), ", "))
-	f.StringVar(&rf.path, "path", "", "path: "+strings.Join(pathNames(), ", "))
+	f := rf.pairFlags(cmd)
 	f.StringVar(&rf.run, "run", "", "run ID")
 	f.StringVar(&rf.family, "ip-family", "", "results of one IP family: ipv4 or ipv6 (default: both)")
 	f.StringVar(&rf.since, "since", "", "results that started at or after this: a duration ago (1h30m) or RFC 3339 time")
 	f.StringVar(&rf.until, "until", "", "results that started before this: a duration ago or RFC 3339 time")
 	f.IntVar(&rf.limit, "limit", 1000, "most results to print (0: all)")
 	return cmd
+}
+
+// pairFlags registers the filters the results and history commands share
+// (--src, --dst, --test and --path) and returns cmd's flag set for the
+// command's own.
+func (rf *resultsFlags) pairFlags(cmd *cobra.Command) *pflag.FlagSet {
+	f := cmd.Flags()
+	f.StringVar(&rf.src, "src", "", "source node")
+	f.StringVar(&rf.dst, "dst", "", "destination node")
+	f.StringVar(&rf.test, "test", "", "test: "+strings.Join(testNames(), ", "))
+	f.StringVar(&rf.path, "path", "", "path: "+strings.Join(pathNames(), ", "))
+	return f
 }
 
 func (rf *resultsFlags) request(now time.Time) (*meshv1.ListResultsRequest, error) {

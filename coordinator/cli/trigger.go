@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/meshperf/meshperf/internal/syncio"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -86,34 +87,32 @@ func runTrigger(ctx context.Context, o *options, spec *measurev1.RunSpec, noWait
 	if err := o.checkOutput(); err != nil {
 		return err
 	}
-	client, closeConn, err := o.dial()
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	callCtx, cancel := o.call(ctx)
-	resp, err := client.TriggerRun(callCtx, &meshv1.TriggerRunRequest{Spec: spec})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("trigger run: %w", err)
-	}
-	run := resp.GetRun()
-	fmt.Fprintf(o.stderr, "run %s: %d test(s) planned\n", run.GetRunId(), len(run.GetPlanned()))
-	warnDisconnected(ctx, o, client, run)
-	if noWait {
-		fmt.Fprintln(o.stdout, run.GetRunId())
-		return nil
-	}
-	interrupts, release := claimInterrupts(ctx)
-	defer release()
-	f := &follower{o: o, client: client, run: run, policy: policy, interrupts: interrupts, answers: o.stdin}
-	if err := f.follow(ctx); err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintf(o.stderr, "stopped watching; run %s goes on in the coordinator: see `coordinator results --run %s`\n", run.GetRunId(), run.GetRunId())
+	return withClient(o, func(client meshv1.MeshServiceClient) error {
+		callCtx, cancel := o.call(ctx)
+		resp, err := client.TriggerRun(callCtx, &meshv1.TriggerRunRequest{Spec: spec})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("trigger run: %w", err)
 		}
-		return err
-	}
-	return printRun(ctx, o, client, run.GetRunId())
+		run := resp.GetRun()
+		fmt.Fprintf(o.stderr, "run %s: %d test(s) planned\n", run.GetRunId(), len(run.GetPlanned()))
+		warnDisconnected(ctx, o, client, run)
+		if noWait {
+			fmt.Fprintln(o.stdout, run.GetRunId())
+			return nil
+		}
+		interrupts, release := claimInterrupts(ctx)
+		defer release()
+		f := &follower{o: o, client: client, run: run, policy: policy, interrupts: interrupts, answers: o.stdin}
+		if err := f.follow(ctx); err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintf(o.stderr, "stopped watching; run %s goes on in the coordinator: see `coordinator results --run %s`\n", run.GetRunId(), run.GetRunId())
+			}
+			return err
+		}
+		return printRun(ctx, o, client, run.GetRunId())
+	})
+
 }
 
 // warnDisconnected tells which nodes of the run have no connected agent:
@@ -171,8 +170,8 @@ type progress struct {
 func newProgress(w io.Writer, total int) *progress {
 	p := &progress{w: w, total: total, last: -1}
 	tty := w
-	if lw, ok := w.(*lockedWriter); ok { // follow's stderr
-		tty = lw.w
+	if lw, ok := w.(*syncio.Writer); ok { // follow's stderr
+		tty = lw.Unwrap()
 	}
 	if f, ok := tty.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("tests"),

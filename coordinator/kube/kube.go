@@ -281,25 +281,23 @@ func (s *Services) PruneEvery(ctx context.Context, interval time.Duration, keep 
 }
 
 func (s *Services) deleteSlice(ctx context.Context, name string) error {
-	err := s.client.DiscoveryV1().EndpointSlices(s.ns).Delete(ctx, name, metav1.DeleteOptions{})
-	switch {
-	case err == nil:
-		s.log.Info("deleted node EndpointSlice", "namespace", s.ns, "name", name)
-	case apierrors.IsNotFound(err):
-	default:
-		return fmt.Errorf("kube: delete EndpointSlice %s/%s: %w", s.ns, name, err)
-	}
-	return nil
+	return s.deleted("EndpointSlice", name, s.client.DiscoveryV1().EndpointSlices(s.ns).Delete(ctx, name, metav1.DeleteOptions{}))
 }
 
 func (s *Services) deleteService(ctx context.Context, name string) error {
-	err := s.client.CoreV1().Services(s.ns).Delete(ctx, name, metav1.DeleteOptions{})
+	return s.deleted("Service", name, s.client.CoreV1().Services(s.ns).Delete(ctx, name, metav1.DeleteOptions{}))
+}
+
+// deleted handles err, the answer to deleting the node object of kind
+// ("Service", "EndpointSlice") called name: a deletion is logged, an
+// object already absent is no error, another error is returned wrapped.
+func (s *Services) deleted(kind, name string, err error) error {
 	switch {
 	case err == nil:
-		s.log.Info("deleted node Service", "namespace", s.ns, "name", name)
+		s.log.Info("deleted node "+kind, "namespace", s.ns, "name", name)
 	case apierrors.IsNotFound(err):
 	default:
-		return fmt.Errorf("kube: delete Service %s/%s: %w", s.ns, name, err)
+		return fmt.Errorf("kube: delete %s %s/%s: %w", kind, s.ns, name, err)
 	}
 	return nil
 }

@@ -24,39 +24,24 @@ import (
 
 // RecordAddresses returns the stored copies of registered addresses.
 func RecordAddresses(in []*agentv1.NetworkAddress) []*storev1.NetworkAddress {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]*storev1.NetworkAddress, len(in))
-	for i, a := range in {
-		out[i] = &storev1.NetworkAddress{Network: a.GetNetwork(), Ip: a.GetIp(), MtuBytes: a.GetMtuBytes()}
-	}
-	return out
+	return each(in, func(a *agentv1.NetworkAddress) *storev1.NetworkAddress {
+		return &storev1.NetworkAddress{Network: a.GetNetwork(), Ip: a.GetIp(), MtuBytes: a.GetMtuBytes()}
+	})
 }
 
 // WireAddresses returns the wire copies of stored addresses, for the
 // Endpoints and probe plans sent to agents.
 func WireAddresses(in []*storev1.NetworkAddress) []*agentv1.NetworkAddress {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]*agentv1.NetworkAddress, len(in))
-	for i, a := range in {
-		out[i] = &agentv1.NetworkAddress{Network: a.GetNetwork(), Ip: a.GetIp(), MtuBytes: a.GetMtuBytes()}
-	}
-	return out
+	return each(in, func(a *storev1.NetworkAddress) *agentv1.NetworkAddress {
+		return &agentv1.NetworkAddress{Network: a.GetNetwork(), Ip: a.GetIp(), MtuBytes: a.GetMtuBytes()}
+	})
 }
 
 // RecordTools returns the stored copies of registered tools.
 func RecordTools(in []*agentv1.ToolInfo) []*storev1.ToolInfo {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]*storev1.ToolInfo, len(in))
-	for i, t := range in {
-		out[i] = &storev1.ToolInfo{Tool: t.GetTool(), Version: t.GetVersion(), Error: t.GetError()}
-	}
-	return out
+	return each(in, func(t *agentv1.ToolInfo) *storev1.ToolInfo {
+		return &storev1.ToolInfo{Tool: t.GetTool(), Version: t.GetVersion(), Error: t.GetError()}
+	})
 }
 
 // APIAgent returns the API view of a stored agent record: every stored
@@ -75,31 +60,34 @@ func APIAgent(rec *storev1.Agent) *meshv1.Agent {
 	if t := rec.GetLastSeenTime(); t != nil {
 		a.LastSeenTime = &timestamppb.Timestamp{Seconds: t.GetSeconds(), Nanos: t.GetNanos()}
 	}
-	if in := rec.GetAddresses(); len(in) > 0 {
-		a.Addresses = make([]*meshv1.NetworkAddress, len(in))
-		for i, x := range in {
-			a.Addresses[i] = &meshv1.NetworkAddress{Network: x.GetNetwork(), Ip: x.GetIp(), MtuBytes: x.GetMtuBytes()}
-		}
-	}
-	if in := rec.GetTools(); len(in) > 0 {
-		a.Tools = make([]*meshv1.ToolInfo, len(in))
-		for i, x := range in {
-			a.Tools[i] = &meshv1.ToolInfo{Tool: x.GetTool(), Version: x.GetVersion(), Error: x.GetError()}
-		}
-	}
+	a.Addresses = each(rec.GetAddresses(), func(x *storev1.NetworkAddress) *meshv1.NetworkAddress {
+		return &meshv1.NetworkAddress{Network: x.GetNetwork(), Ip: x.GetIp(), MtuBytes: x.GetMtuBytes()}
+	})
+	a.Tools = each(rec.GetTools(), func(x *storev1.ToolInfo) *meshv1.ToolInfo {
+		return &meshv1.ToolInfo{Tool: x.GetTool(), Version: x.GetVersion(), Error: x.GetError()}
+	})
 	return a
 }
 
 // APIExternalTargets returns the API copies of the allowlisted external
 // targets.
 func APIExternalTargets(in []*agentv1.ExternalTarget) []*meshv1.ExternalTarget {
+	return each(in, func(t *agentv1.ExternalTarget) *meshv1.ExternalTarget {
+		return &meshv1.ExternalTarget{Name: t.GetName(), Address: t.GetAddress(), HttpUrl: t.GetHttpUrl(),
+			Iperf3Port: t.GetIperf3Port(), QperfPort: t.GetQperfPort(), QperfDataPort: t.GetQperfDataPort()}
+	})
+}
+
+// each returns conv of every element of in, in order; nil when in is
+// empty (so an empty repeated field stays nil, as proto.Equal and the
+// stored bytes expect).
+func each[In, Out any](in []In, conv func(In) Out) []Out {
 	if len(in) == 0 {
 		return nil
 	}
-	out := make([]*meshv1.ExternalTarget, len(in))
-	for i, t := range in {
-		out[i] = &meshv1.ExternalTarget{Name: t.GetName(), Address: t.GetAddress(), HttpUrl: t.GetHttpUrl(),
-			Iperf3Port: t.GetIperf3Port(), QperfPort: t.GetQperfPort(), QperfDataPort: t.GetQperfDataPort()}
+	out := make([]Out, len(in))
+	for i, x := range in {
+		out[i] = conv(x)
 	}
 	return out
 }

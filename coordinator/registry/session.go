@@ -89,13 +89,7 @@ func (s *session) ack(testIDs []string) {
 func (s *session) takeAcks() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := min(len(s.acks), maxAckBatch)
-	ids := s.acks[:n:n]
-	s.acks = s.acks[n:]
-	if len(s.acks) == 0 {
-		s.acks = nil
-	}
-	return ids
+	return takeBatch(&s.acks, maxAckBatch)
 }
 
 // queueLate queues a client answer for the late handler; it reports false
@@ -117,13 +111,21 @@ func (s *session) queueLate(r *agentv1.WorkResult) bool {
 func (s *session) takeLate() []*agentv1.WorkResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := min(len(s.late), maxLateBatch)
-	rs := s.late[:n:n]
-	s.late = s.late[n:]
-	if len(s.late) == 0 {
-		s.late = nil
+	return takeBatch(&s.late, maxLateBatch)
+}
+
+// takeBatch removes up to limit elements from the front of *q and returns
+// them, oldest first, in a slice with no room to append into *q; an
+// emptied queue is set to nil, freeing its array. The caller holds the
+// lock that guards *q.
+func takeBatch[T any](q *[]T, limit int) []T {
+	n := min(len(*q), limit)
+	batch := (*q)[:n:n]
+	*q = (*q)[n:]
+	if len(*q) == 0 {
+		*q = nil
 	}
-	return rs
+	return batch
 }
 
 // signal wakes the reader of a 1-buffered channel without blocking.

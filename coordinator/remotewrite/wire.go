@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -119,14 +120,6 @@ func (e *encoder) labelsOf(k seriesKey, names []string) []label {
 	if k.quantile != quantileNone {
 		e.labels = append(e.labels, label{"quantile", quantileNames[k.quantile]})
 	}
-	slices.SortFunc(e.labels, func(x, y label) int {
-		switch {
-		case x.name < y.name:
-			return -1
-		case x.name > y.name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(e.labels, func(x, y label) int { return strings.Compare(x.name, y.name) })
 	return e.labels
 }

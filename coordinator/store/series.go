@@ -238,14 +238,8 @@ func (s *Store) readSeries(ctx context.Context, k series.Key, from, to time.Time
 	if !to.IsZero() && !from.Before(to) {
 		return nil, nil
 	}
-	pk := packPK(k.Path, k.Kind, k.Family)
 	var out, fromHead []series.Sample
-	err := s.db.View(func(tx *bolt.Tx) error {
-		in := interner{tx: tx, cache: &s.nodes}
-		src, dst, ok, err := in.lookupPair(k)
-		if err != nil || !ok {
-			return err
-		}
+	err := s.viewSeries(k, func(tx *bolt.Tx, src, dst uint32, pk byte) (err error) {
 		prefix := seriesPrefix(src, dst, pk)
 		c := tx.Bucket(bucketSeriesChunks).Cursor()
 		var chunks [][]byte // valid for the transaction
@@ -301,6 +295,22 @@ func (s *Store) readSeries(ctx context.Context, k series.Key, from, to time.Time
 		return out, nil
 	}
 	return mergeSamples(out, fromHead), nil
+}
+
+// viewSeries runs fn in a read transaction with k's node IDs (src, dst)
+// and packed path key (pk) resolved; fn is not called for a series whose
+// nodes were never stored, which has nothing to read. It returns fn's
+// error, or the lookup's.
+func (s *Store) viewSeries(k series.Key, fn func(tx *bolt.Tx, src, dst uint32, pk byte) error) error {
+	pk := packPK(k.Path, k.Kind, k.Family)
+	return s.db.View(func(tx *bolt.Tx) error {
+		in := interner{tx: tx, cache: &s.nodes}
+		src, dst, ok, err := in.lookupPair(k)
+		if err != nil || !ok {
+			return err
+		}
+		return fn(tx, src, dst, pk)
+	})
 }
 
 // mergeSamples is a (sorted, distinct) and b merged in Start order, each

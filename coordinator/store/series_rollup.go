@@ -335,14 +335,8 @@ func (s *Store) readRollups(ctx context.Context, k series.Key, from, to time.Tim
 	if from.IsZero() {
 		first = 0
 	}
-	pk := packPK(k.Path, k.Kind, k.Family)
 	var out []series.Rollup
-	err := s.db.View(func(tx *bolt.Tx) error {
-		in := interner{tx: tx, cache: &s.nodes}
-		src, dst, ok, err := in.lookupPair(k)
-		if err != nil || !ok {
-			return err
-		}
+	err := s.viewSeries(k, func(tx *bolt.Tx, src, dst uint32, pk byte) error {
 		prefix := seriesPrefix(src, dst, pk)
 		c := tx.Bucket(bucketSeriesRollups).Cursor()
 		for ck, v := c.Seek(chunkKey(src, dst, pk, rollupBlockOf(first))); ck != nil && bytes.HasPrefix(ck, prefix); ck, v = c.Next() {

@@ -131,21 +131,8 @@ func unsupported(ctx context.Context, feature string, err error) error {
 // VXLAN devices. What a probe adds it removes.
 func (b builder) probe(ctx context.Context) error {
 	l, r := b.lab, b.r
-	ipt := func(args ...string) error {
-		_, err := r.run(ctx, "", NSExec(l.FabricNetNSPath, append([]string{"iptables", "-w", iptablesWait}, args...)...)...)
+	if err := b.probeNAT(ctx, "iptables", "192.0.2.1/32", "192.0.2.2"); err != nil {
 		return err
-	}
-	dnat := []string{"-t", "nat", "OUTPUT", "-d", "192.0.2.1/32", "-p", "tcp", "-j", "DNAT", "--to-destination", "192.0.2.2"}
-	masq := []string{"-t", "nat", "POSTROUTING", "-m", "conntrack", "--ctstate", "DNAT", "-j", "MASQUERADE"}
-	for _, rule := range [][]string{dnat, masq} {
-		add := append([]string{rule[0], rule[1], "-A"}, rule[2:]...)
-		if err := ipt(add...); err != nil {
-			return unsupported(ctx, "iptables nat (iptables "+strings.Join(add, " ")+")", err)
-		}
-		del := append([]string{rule[0], rule[1], "-D"}, rule[2:]...)
-		if err := ipt(del...); err != nil {
-			return err
-		}
 	}
 	if l.IPFamily.HasIPv6() {
 		if err := b.probe6(ctx); err != nil {
@@ -171,17 +158,24 @@ func (b builder) probe6(ctx context.Context) error {
 	if _, err := os.Stat("/proc/sys/net/ipv6"); err != nil {
 		return fmt.Errorf("%w: the kernel has no IPv6 (/proc/sys/net/ipv6 is missing)", ErrUnsupported)
 	}
-	l, r := b.lab, b.r
+	return b.probeNAT(ctx, "ip6tables", "2001:db8::1/128", "2001:db8::2")
+}
+
+// probeNAT adds and removes, with tool (iptables or ip6tables) in the
+// fabric namespace, a nat DNAT rule from the documentation prefix from to
+// the address to and a MASQUERADE rule for DNATed connections. A rule the
+// kernel refuses is ErrUnsupported (through unsupported).
+func (b builder) probeNAT(ctx context.Context, tool, from, to string) error {
 	ipt := func(args ...string) error {
-		_, err := r.run(ctx, "", NSExec(l.FabricNetNSPath, append([]string{"ip6tables", "-w", iptablesWait}, args...)...)...)
+		_, err := b.r.run(ctx, "", NSExec(b.lab.FabricNetNSPath, append([]string{tool, "-w", iptablesWait}, args...)...)...)
 		return err
 	}
-	dnat := []string{"-t", "nat", "OUTPUT", "-d", "2001:db8::1/128", "-p", "tcp", "-j", "DNAT", "--to-destination", "2001:db8::2"}
+	dnat := []string{"-t", "nat", "OUTPUT", "-d", from, "-p", "tcp", "-j", "DNAT", "--to-destination", to}
 	masq := []string{"-t", "nat", "POSTROUTING", "-m", "conntrack", "--ctstate", "DNAT", "-j", "MASQUERADE"}
 	for _, rule := range [][]string{dnat, masq} {
 		add := append([]string{rule[0], rule[1], "-A"}, rule[2:]...)
 		if err := ipt(add...); err != nil {
-			return unsupported(ctx, "ip6tables nat (ip6tables "+strings.Join(add, " ")+")", err)
+			return unsupported(ctx, tool+" nat ("+tool+" "+strings.Join(add, " ")+")", err)
 		}
 		del := append([]string{rule[0], rule[1], "-D"}, rule[2:]...)
 		if err := ipt(del...); err != nil {

@@ -13,9 +13,9 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// Matrix is one test (with its parameters) on one path: the median of
-// every node pair's cell, source by destination.
-type Matrix struct {
+// Subject is what a Matrix or an Overhead is about: one test with its
+// parameters, on one path, in one IP family.
+type Subject struct {
 	// Test is the test.
 	Test measurev1.Test
 	// Params is the canonical text of its parameters, as in CellKey.
@@ -26,8 +26,20 @@ type Matrix struct {
 	MsgSizeBytes uint64
 	// Path is the path.
 	Path measurev1.Path
-	// Family is the IP family of its cells.
+	// Family is the IP family.
 	Family measurev1.IPFamily
+}
+
+// subjectOf is the Subject of c's matrix.
+func subjectOf(c *Cell) Subject {
+	return Subject{Test: c.Test, Params: c.Params, Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Path: c.Path, Family: c.Family}
+}
+
+// Matrix is one test (with its parameters) on one path: the median of
+// every node pair's cell, source by destination.
+type Matrix struct {
+	// Subject is the test, parameters, path and IP family of its cells.
+	Subject
 	// Nodes are the row and column names, sorted.
 	Nodes []string
 	// Cells maps [src][dst] to the cell; a missing pair is absent.
@@ -49,8 +61,7 @@ func matrixKeyOf(c *Cell) matrixKey { return matrixKey{c.Test, c.Params, c.Path,
 func Matrices(cells []*Cell) []*Matrix {
 	out := Group(cells, matrixKeyOf,
 		func(c *Cell) *Matrix {
-			return &Matrix{Test: c.Test, Params: c.Params, Label: c.Label, MsgSizeBytes: c.MsgSizeBytes, Path: c.Path, Family: c.Family,
-				Cells: map[string]map[string]*Cell{}}
+			return &Matrix{Subject: subjectOf(c), Cells: map[string]map[string]*Cell{}}
 		},
 		func(m *Matrix, c *Cell) {
 			for _, n := range []string{c.Src, c.Dst} {
@@ -84,19 +95,10 @@ func (m *Matrix) Title() string {
 // target on the external paths), the ratio of the path's median to the
 // baseline's median on the same pair; then the median of those ratios.
 type Overhead struct {
-	// Test is the test.
-	Test measurev1.Test
-	// Params is the canonical text of its parameters, as in CellKey.
-	Params string
-	// Label is their short form, as in Cell.
-	Label string
-	// MsgSizeBytes is the qperf message size; 0 for other tools.
-	MsgSizeBytes uint64
-	// Path is the path compared with its Baseline (host->host, or
-	// host->external for pod->external).
-	Path measurev1.Path
-	// Family is the IP family of the path and of its baseline.
-	Family measurev1.IPFamily
+	// Subject is the test with its parameters, the path compared with
+	// its Baseline (host->host, or host->external for pod->external), and
+	// the IP family of the path and of its baseline.
+	Subject
 	// Ratio is the median over pairs of median(path)/median(baseline).
 	Ratio float64
 	// Pairs is the number of pairs both paths have samples for.
@@ -146,8 +148,7 @@ func Overheads(cells []*Cell) []Overhead {
 		path measurev1.Path
 	}
 	ratios := map[okey][]float64{}
-	labels := map[okey]string{}
-	sizes := map[okey]uint64{}
+	subjects := map[okey]Subject{}
 	for _, c := range cells {
 		if Baseline(c.Path) == c.Path || len(c.Samples) == 0 {
 			continue
@@ -159,12 +160,11 @@ func Overheads(cells []*Cell) []Overhead {
 		}
 		ok2 := okey{k, c.Path}
 		ratios[ok2] = append(ratios[ok2], c.Stats.Median/b)
-		labels[ok2], sizes[ok2] = c.Label, c.MsgSizeBytes
+		subjects[ok2] = subjectOf(c)
 	}
 	out := make([]Overhead, 0, len(ratios))
 	for k, rs := range ratios {
-		out = append(out, Overhead{Test: k.test, Params: k.params, Label: labels[k], MsgSizeBytes: sizes[k], Path: k.path, Family: k.family,
-			Ratio: stats.Median(rs), Pairs: len(rs)})
+		out = append(out, Overhead{Subject: subjects[k], Ratio: stats.Median(rs), Pairs: len(rs)})
 	}
 	slices.SortFunc(out, func(a, b Overhead) int {
 		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Family, b.Family), cmp.Compare(a.Test, b.Test),
@@ -214,7 +214,7 @@ func Sentences(overheads []Overhead, label string) []string {
 		for _, wantBW := range []bool{true, false} {
 			for _, t := range prefer {
 				if rs := ratios[key{pf, t}]; HigherIsBetter(t) == wantBW && len(rs) > 0 {
-					parts = append(parts, Overhead{Test: t, Ratio: stats.Median(rs)}.Words())
+					parts = append(parts, Overhead{Subject: Subject{Test: t}, Ratio: stats.Median(rs)}.Words())
 					break
 				}
 			}

@@ -126,55 +126,22 @@ func Normalize(spec *measurev1.TestSpec) (*measurev1.TestSpec, error) {
 	var err error
 	switch Tool(test) {
 	case measurev1.Tool_TOOL_PING:
-		err = checkKind(out, "ping")
-		if err == nil {
-			p := out.GetPing()
-			if p == nil {
-				p = &measurev1.PingParams{}
-			}
-			out.Params = &measurev1.TestSpec_Ping{Ping: p}
-			err = normalizePing(p)
-		}
+		err = normalizeParams(out, "ping", out.GetPing,
+			func(p *measurev1.PingParams) { out.Params = &measurev1.TestSpec_Ping{Ping: p} }, normalizePing)
 	case measurev1.Tool_TOOL_QPERF:
-		err = checkKind(out, "qperf")
-		if err == nil {
-			p := out.GetQperf()
-			if p == nil {
-				p = &measurev1.QperfParams{}
-			}
-			out.Params = &measurev1.TestSpec_Qperf{Qperf: p}
-			err = normalizeQperf(test, p)
-		}
+		err = normalizeParams(out, "qperf", out.GetQperf,
+			func(p *measurev1.QperfParams) { out.Params = &measurev1.TestSpec_Qperf{Qperf: p} },
+			func(p *measurev1.QperfParams) error { return normalizeQperf(test, p) })
 	case measurev1.Tool_TOOL_IPERF3:
-		err = checkKind(out, "iperf3")
-		if err == nil {
-			p := out.GetIperf3()
-			if p == nil {
-				p = &measurev1.Iperf3Params{}
-			}
-			out.Params = &measurev1.TestSpec_Iperf3{Iperf3: p}
-			err = normalizeIperf3(test, p)
-		}
+		err = normalizeParams(out, "iperf3", out.GetIperf3,
+			func(p *measurev1.Iperf3Params) { out.Params = &measurev1.TestSpec_Iperf3{Iperf3: p} },
+			func(p *measurev1.Iperf3Params) error { return normalizeIperf3(test, p) })
 	case measurev1.Tool_TOOL_CURL:
-		err = checkKind(out, "http")
-		if err == nil {
-			p := out.GetHttp()
-			if p == nil {
-				p = &measurev1.HttpParams{}
-			}
-			out.Params = &measurev1.TestSpec_Http{Http: p}
-			err = normalizeHTTP(p)
-		}
+		err = normalizeParams(out, "http", out.GetHttp,
+			func(p *measurev1.HttpParams) { out.Params = &measurev1.TestSpec_Http{Http: p} }, normalizeHTTP)
 	case measurev1.Tool_TOOL_AB:
-		err = checkKind(out, "http_load")
-		if err == nil {
-			p := out.GetHttpLoad()
-			if p == nil {
-				p = &measurev1.HttpLoadParams{}
-			}
-			out.Params = &measurev1.TestSpec_HttpLoad{HttpLoad: p}
-			err = normalizeHTTPLoad(p)
-		}
+		err = normalizeParams(out, "http_load", out.GetHttpLoad,
+			func(p *measurev1.HttpLoadParams) { out.Params = &measurev1.TestSpec_HttpLoad{HttpLoad: p} }, normalizeHTTPLoad)
 	}
 	if err != nil {
 		return nil, err
@@ -221,6 +188,22 @@ func durationTerms(n *measurev1.TestSpec) string {
 	default:
 		return seconds(n.GetHttp().GetTimeout().AsDuration())
 	}
+}
+
+// normalizeParams checks that out carries no parameters of a tool other
+// than kind's (checkKind), sets out's parameters to the tool's own (get;
+// an empty message when absent) through set, and normalizes them in
+// place.
+func normalizeParams[P any](out *measurev1.TestSpec, kind string, get func() *P, set func(*P), normalize func(*P) error) error {
+	if err := checkKind(out, kind); err != nil {
+		return err
+	}
+	p := get()
+	if p == nil {
+		p = new(P)
+	}
+	set(p)
+	return normalize(p)
 }
 
 // checkKind checks that spec's params, if set, are of the kind want.

@@ -31,14 +31,11 @@ A fault lasts until "meshlab fault clear" or "meshlab down".`,
 
 func newFaultAddCommand() *cobra.Command {
 	var (
-		prefix, rate string
-		f            lab.Fault
+		rate string
+		f    lab.Fault
 	)
-	cmd := &cobra.Command{
-		Use:   "add KIND NODE",
-		Short: "Inject a fault into a node, e.g. meshlab fault add mtu-blackhole node-2",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	cmd := labCommand("add KIND NODE", "Inject a fault into a node, e.g. meshlab fault add mtu-blackhole node-2",
+		cobra.ExactArgs(2), func(cmd *cobra.Command, args []string, prefix string) error {
 			f.Kind, f.Node = lab.FaultKind(args[0]), args[1]
 			// A parameter of another kind would be silently ignored.
 			for _, p := range []struct {
@@ -73,10 +70,8 @@ func newFaultAddCommand() *cobra.Command {
 				}
 			}
 			return nil
-		},
-	}
+		})
 	fl := cmd.Flags()
-	prefixFlag(cmd, &prefix)
 	fl.IntVar(&f.MTUBytes, "mtu", 0, fmt.Sprintf("mtu-blackhole: largest packet that passes, bytes (%d..%d; default %d)",
 		lab.MinFaultMTU, lab.MaxFaultMTU, lab.DefaultFaultMTU))
 	fl.StringVar(&rate, "rate", "", "rate-limit: rate with a unit, e.g. 100Mbit, 1Gbit, 500kbit (default 100Mbit)")
@@ -84,12 +79,8 @@ func newFaultAddCommand() *cobra.Command {
 }
 
 func newFaultClearCommand() *cobra.Command {
-	var prefix string
-	cmd := &cobra.Command{
-		Use:   "clear [KIND [NODE]]",
-		Short: "Remove faults: all of them, all of one kind, or one kind on one node (idempotent)",
-		Args:  cobra.MaximumNArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	return labCommand("clear [KIND [NODE]]", "Remove faults: all of them, all of one kind, or one kind on one node (idempotent)",
+		cobra.MaximumNArgs(2), func(cmd *cobra.Command, args []string, prefix string) error {
 			var kind lab.FaultKind
 			var node string
 			if len(args) > 0 {
@@ -114,19 +105,12 @@ func newFaultClearCommand() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), "no fault to clear")
 			}
 			return err
-		},
-	}
-	prefixFlag(cmd, &prefix)
-	return cmd
+		})
 }
 
 func newFaultListCommand() *cobra.Command {
-	var prefix string
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List the faults injected into a lab's nodes",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	return labCommand("list", "List the faults injected into a lab's nodes",
+		cobra.NoArgs, func(cmd *cobra.Command, _ []string, prefix string) error {
 			l, err := lab.Find(cmd.Context(), prefix, Logger(cmd))
 			if err != nil {
 				return err
@@ -142,10 +126,7 @@ func newFaultListCommand() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), f)
 			}
 			return nil
-		},
-	}
-	prefixFlag(cmd, &prefix)
-	return cmd
+		})
 }
 
 // ParseRate reads a rate as tc writes it, a number and a unit of bits per

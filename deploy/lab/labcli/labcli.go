@@ -104,42 +104,37 @@ func newUpCommand() *cobra.Command {
 }
 
 func newDownCommand() *cobra.Command {
-	var prefix string
-	cmd := &cobra.Command{
-		Use:   "down",
-		Short: "Remove a lab: kill the processes in its namespaces and delete them (idempotent)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	return labCommand("down", "Remove a lab: kill the processes in its namespaces and delete them (idempotent)",
+		cobra.NoArgs, func(cmd *cobra.Command, _ []string, prefix string) error {
 			return lab.Down(cmd.Context(), prefix, Logger(cmd))
-		},
-	}
-	prefixFlag(cmd, &prefix)
-	return cmd
+		})
 }
 
 func newStatusCommand() *cobra.Command {
-	var prefix string
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Print a lab's namespaces, interfaces, routes and processes",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	return labCommand("status", "Print a lab's namespaces, interfaces, routes and processes",
+		cobra.NoArgs, func(cmd *cobra.Command, _ []string, prefix string) error {
 			st, err := lab.Status(cmd.Context(), prefix)
 			if err != nil {
 				return err
 			}
 			_, err = io.WriteString(cmd.OutOrStdout(), st.String())
 			return err
-		},
-	}
-	prefixFlag(cmd, &prefix)
-	return cmd
+		})
 }
 
-// prefixFlag adds --prefix, the lab to act on, to a command that works
-// on an existing lab.
-func prefixFlag(cmd *cobra.Command, prefix *string) {
-	cmd.Flags().StringVar(prefix, "prefix", DefaultPrefix, "lab name: prefix of its network namespaces")
+// labCommand returns a subcommand that works on an existing lab: it has
+// --prefix, the lab to act on, and run gets the flag's value.
+func labCommand(use, short string, args cobra.PositionalArgs,
+	run func(cmd *cobra.Command, args []string, prefix string) error) *cobra.Command {
+	var prefix string
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  args,
+		RunE:  func(cmd *cobra.Command, args []string) error { return run(cmd, args, prefix) },
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", DefaultPrefix, "lab name: prefix of its network namespaces")
+	return cmd
 }
 
 // FamilyNames lists lab.Families as "ipv4, ipv6 or dual", for flag help.

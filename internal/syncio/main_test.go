@@ -1,0 +1,10 @@
+package syncio
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if a goroutine outlives them: a writer of TestConcurrentWrites.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
