@@ -281,15 +281,7 @@ func (c *Config) validatePorts() error {
 	if c.HTTPPort == 0 {
 		c.HTTPPort = 8080
 	}
-	if c.Ports.Iperf3 == 0 {
-		c.Ports.Iperf3 = 5201
-	}
-	if c.Ports.Qperf == 0 {
-		c.Ports.Qperf = 19765
-	}
-	if c.Ports.QperfData == 0 {
-		c.Ports.QperfData = 19766
-	}
+	c.Ports.SetDefaults()
 	ports := []struct {
 		name string
 		port uint32
