@@ -351,3 +351,16 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+// TestMeshStateFirstBad: self on the diagonal, the first row and column
+// failed, the rest ok.
+func TestMeshStateFirstBad(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want string
+	}{{0, ""}, {1, "s"}, {2, "sffs"}, {3, "sfffsofos"}} {
+		if got := MeshStateFirstBad(tt.n); got != tt.want {
+			t.Errorf("MeshStateFirstBad(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
