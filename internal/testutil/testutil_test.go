@@ -236,12 +236,12 @@ func TestToolGate(t *testing.T) {
 }
 
 // TestOnlyTestsImport: no production (non-_test.go) file of the module
-// imports this package or a package below it (fakeagent), outside
-// internal/testutil itself.
+// imports a test-support package (this one, a package below it such as
+// fakeagent, or deploy/lab/labtest), outside that package itself.
 func TestOnlyTestsImport(t *testing.T) {
 	root := ModuleRoot(t)
-	const self = "github.com/meshperf/meshperf/internal/testutil"
-	own := filepath.Join(root, "internal", "testutil") + string(filepath.Separator)
+	const module = "github.com/meshperf/meshperf/"
+	supports := []string{"internal/testutil", "deploy/lab/labtest"}
 	var bad []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -257,12 +257,13 @@ func TestOnlyTestsImport(t *testing.T) {
 		if err != nil {
 			return fmt.Errorf("parse %s: %w", path, err)
 		}
-		if strings.HasPrefix(path, own) {
-			return nil
-		}
 		for _, imp := range f.Imports {
-			if p := strings.Trim(imp.Path.Value, `"`); p == self || strings.HasPrefix(p, self+"/") {
-				bad = append(bad, path)
+			p := strings.Trim(imp.Path.Value, `"`)
+			for _, sup := range supports {
+				own := filepath.Join(root, filepath.FromSlash(sup)) + string(filepath.Separator)
+				if (p == module+sup || strings.HasPrefix(p, module+sup+"/")) && !strings.HasPrefix(path, own) {
+					bad = append(bad, path+" imports "+p)
+				}
 			}
 		}
 		return nil
@@ -271,7 +272,7 @@ func TestOnlyTestsImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(bad) > 0 {
-		t.Errorf("production files import internal/testutil: %v", bad)
+		t.Errorf("production files import test-support packages: %v", bad)
 	}
 }
 
