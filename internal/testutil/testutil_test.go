@@ -365,3 +365,24 @@ func TestMeshStateFirstBad(t *testing.T) {
 		}
 	}
 }
+
+// TestStartGroup: the process leads a group of its own, and its exit
+// status arrives on the channel.
+func TestStartGroup(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		script  string
+		wantErr bool
+	}{{"exit 0", "exit 0", false}, {"exit 3", "exit 3", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", "sleep 0.01; "+tt.script)
+			done := StartGroup(t, cmd)
+			if pgid, err := syscall.Getpgid(cmd.Process.Pid); err == nil && pgid != cmd.Process.Pid {
+				t.Errorf("process group %d, want its own (%d)", pgid, cmd.Process.Pid)
+			}
+			if err := <-done; (err != nil) != tt.wantErr {
+				t.Errorf("wait = %v, want error %v", err, tt.wantErr)
+			}
+		})
+	}
+}
