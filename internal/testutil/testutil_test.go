@@ -386,3 +386,35 @@ func TestStartGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestNear: a relative tolerance, absolute near zero.
+func TestNear(t *testing.T) {
+	for _, tt := range []struct {
+		a, b, rel float64
+		want      bool
+	}{
+		{1, 1, 0, true},
+		{1e6, 1e6 + 0.5, 1e-6, true},
+		{1e6, 1e6 + 2, 1e-6, false},
+		{0, 1e-19, 1e-6, true},
+		{0, 1e-17, 1e-6, false},
+		{-3, 3, 2, true},
+		{-3, 3, 1.9, false},
+	} {
+		if got := Near(tt.a, tt.b, tt.rel); got != tt.want {
+			t.Errorf("Near(%g, %g, %g) = %v, want %v", tt.a, tt.b, tt.rel, got, tt.want)
+		}
+	}
+}
+
+// TestMicros: fractions of a microsecond are kept to the nanosecond.
+func TestMicros(t *testing.T) {
+	for _, tt := range []struct {
+		n    float64
+		want time.Duration
+	}{{0, 0}, {1, time.Microsecond}, {2.5, 2500 * time.Nanosecond}, {-1, -time.Microsecond}} {
+		if got := Micros(tt.n); got != tt.want {
+			t.Errorf("Micros(%g) = %v, want %v", tt.n, got, tt.want)
+		}
+	}
+}
