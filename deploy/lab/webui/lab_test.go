@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
 	"github.com/meshperf/meshperf/deploy/lab/forward"
 	"github.com/meshperf/meshperf/deploy/lab/labtest"
+	"github.com/meshperf/meshperf/internal/testskip"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -59,17 +59,11 @@ type labEnv struct {
 	bin  string
 }
 
-// requireLab skips unless root with the lab's and the tests' tools.
-func requireLab(t *testing.T) {
+// requireBrowserLab skips unless root with the lab's and the tests'
+// tools and chromium.
+func requireBrowserLab(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the lab creates network namespaces")
-	}
-	for _, tool := range []string{"ip", "iptables", "ping", "qperf", "nsenter"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("missing tool: %s (make deps installs it)", tool)
-		}
-	}
+	testskip.Lab(t, "make deps installs it", "ip", "iptables", "ping", "qperf", "nsenter")
 	requireChromium(t)
 }
 
