@@ -288,18 +288,24 @@ func (r *recorder) Fatalf(string, ...any) { r.fatals++ }
 func (r *recorder) Skipf(string, ...any)  {}
 func (r *recorder) Cleanup(f func())      { r.TB.Cleanup(f) }
 
-// TestEventually: Eventually and EventuallyCtx fail fatally, Expect
+// TestEventually: Eventually, WaitFor and EventuallyCtx fail fatally, Expect
 // marks the failure and answers false, each only when cond never holds.
 func TestEventually(t *testing.T) {
 	for _, tt := range []struct {
 		name                  string
 		holds                 bool
 		wantErrors, wantFatal int
-	}{{"holds", true, 0, 0}, {"never", false, 1, 2}} {
+	}{{"holds", true, 0, 0}, {"never", false, 1, 3}} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &recorder{TB: t}
 			cond := func() bool { return tt.holds }
 			Eventually(r, 20*time.Millisecond, time.Millisecond, "x", cond)
+			WaitFor(r, context.Background(), 20*time.Millisecond, time.Millisecond, "x", func() string {
+				if cond() {
+					return ""
+				}
+				return "not yet"
+			})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel()
 			EventuallyCtx(r, ctx, time.Millisecond, "x", cond)

@@ -328,9 +328,7 @@ func (p *prometheus) labelValues(ctx context.Context, expr, label string) ([]str
 // limit (or when ctx ends) with what cond said last.
 func waitFor(t *testing.T, ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	err := testutil.Poll(ctx, 500*time.Millisecond, func() string {
+	testutil.WaitFor(t, ctx, limit, 500*time.Millisecond, what, func() string {
 		ok, why := cond()
 		if ok {
 			return ""
@@ -340,9 +338,6 @@ func waitFor(t *testing.T, ctx context.Context, limit time.Duration, what string
 		}
 		return why
 	})
-	if err != nil {
-		t.Fatalf("waiting %v for %s: %v", limit, what, err)
-	}
 }
 
 func sleep(ctx context.Context, d time.Duration) {
