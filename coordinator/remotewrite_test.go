@@ -127,7 +127,9 @@ func TestRemoteWriteMesh(t *testing.T) {
 			t.Errorf("VictoriaMetrics lacks %s", k)
 			continue
 		}
-		if len(g) != len(w) || (len(g) == 1 && !near(g[0], w[0])) {
+		// The figures agree to 12 significant digits: the node figures are
+		// medians computed in float64, as VictoriaMetrics stores them.
+		if len(g) != len(w) || (len(g) == 1 && !testutil.Near(g[0], w[0], 1e-12)) {
 			t.Errorf("%s = %v, want %v", k, g, w)
 		}
 	}
@@ -139,17 +141,6 @@ func TestRemoteWriteMesh(t *testing.T) {
 	if t.Failed() {
 		t.Logf("coordinator log:\n%s", c.logs)
 	}
-}
-
-// near reports whether a and b agree to 12 significant digits (the
-// node figures are medians computed in float64, as VictoriaMetrics
-// stores them).
-func near(a, b float64) bool {
-	d := a - b
-	if d < 0 {
-		d = -d
-	}
-	return d <= 1e-12*max(a, b, -a, -b)
 }
 
 // TestServeRemoteWriteFlags: serve refuses bad --remote-write flags before

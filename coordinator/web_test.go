@@ -148,21 +148,12 @@ func TestWebAPI(t *testing.T) {
 	if m.Nodes[0] != "node-3" || strings.Join(m.Nodes[1:], ",") != "node-1,node-2,node-4" {
 		t.Errorf("mesh nodes %v: want node-3 (the bad one) first, then by name", m.Nodes)
 	}
-	for i := range n {
-		for j := range n {
-			at, want := i*n+j, byte('o')
-			switch {
-			case i == j:
-				want = 's'
-			case i == 0 || j == 0:
-				want = 'f'
-			}
-			if m.State[at] != want {
-				t.Errorf("mesh %s -> %s: state %c, want %c", m.Nodes[i], m.Nodes[j], m.State[at], want)
-			}
-			if want == 'o' && (m.Value[at] == nil || *m.Value[at] != 100e-6 || m.Loss[at] == nil || *m.Loss[at] != 0) {
-				t.Errorf("mesh %s -> %s: value %v loss %v, want 0.0001 s and 0", m.Nodes[i], m.Nodes[j], m.Value[at], m.Loss[at])
-			}
+	if want := testutil.MeshStateFirstBad(n); m.State != want {
+		t.Errorf("mesh state %q, want %q (the bad node's row and column failed)", m.State, want)
+	}
+	for at, s := range m.State {
+		if s == 'o' && (m.Value[at] == nil || *m.Value[at] != 100e-6 || m.Loss[at] == nil || *m.Loss[at] != 0) {
+			t.Errorf("mesh %s -> %s: value %v loss %v, want 0.0001 s and 0", m.Nodes[at/n], m.Nodes[at%n], m.Value[at], m.Loss[at])
 		}
 	}
 	found := false

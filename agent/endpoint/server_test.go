@@ -78,12 +78,7 @@ func startEndpoint(t *testing.T, nsPath, sock, node string) (cmd *exec.Cmd, logs
 	cmd.Env = append(os.Environ(), helperEnv+"="+sock, "NODE_NAME="+node)
 	out := &testutil.SyncBuffer{}
 	cmd.Stderr = out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	done := testutil.StartGroup(t, cmd)
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {

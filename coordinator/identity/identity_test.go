@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"net"
-	"os"
 	"strings"
 	"testing"
 
@@ -34,27 +32,13 @@ func peerWith(cert *x509.Certificate, isTLS bool) context.Context {
 	return peer.NewContext(context.Background(), p)
 }
 
-func readCert(t *testing.T, file string) *x509.Certificate {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(b)
-	c, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // TestCertificate: the verified client certificate's node URI SAN proves
 // its node; an API client certificate, several node SANs, a plaintext
 // connection or an unverified certificate prove none.
 func TestCertificate(t *testing.T) {
 	pki := mtlstest.New(t)
 	unverified := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{}, AuthInfo: credentials.TLSInfo{
-		State: tls.ConnectionState{PeerCertificates: []*x509.Certificate{readCert(t, pki.CA.IssueNode(t, "node-u").Cert)}}}})
+		State: tls.ConnectionState{PeerCertificates: []*x509.Certificate{mtlstest.Cert(t, pki.CA.IssueNode(t, "node-u").Cert)}}}})
 	tests := []struct {
 		name     string
 		ctx      context.Context
@@ -62,9 +46,9 @@ func TestCertificate(t *testing.T) {
 		wantErr  error
 		wantIn   string
 	}{
-		{"agent certificate", peerWith(readCert(t, pki.CA.IssueNode(t, "node-a").Cert), true), "node-a", nil, ""},
-		{"API client certificate", peerWith(readCert(t, pki.Client.Cert), true), "", identity.ErrNoProof, "an API client certificate cannot register"},
-		{"two node SANs", peerWith(readCert(t, pki.CA.IssueURIs(t, "two", mtls.NodeURI("node-a"), mtls.NodeURI("node-b")).Cert), true),
+		{"agent certificate", peerWith(mtlstest.Cert(t, pki.CA.IssueNode(t, "node-a").Cert), true), "node-a", nil, ""},
+		{"API client certificate", peerWith(mtlstest.Cert(t, pki.Client.Cert), true), "", identity.ErrNoProof, "an API client certificate cannot register"},
+		{"two node SANs", peerWith(mtlstest.Cert(t, pki.CA.IssueURIs(t, "two", mtls.NodeURI("node-a"), mtls.NodeURI("node-b")).Cert), true),
 			"", identity.ErrRefused, "2 node URI SANs"},
 		{"plaintext", peerWith(nil, false), "", identity.ErrNoProof, "not TLS"},
 		{"no verified chain", unverified, "", identity.ErrNoProof, "no verified client certificate"},

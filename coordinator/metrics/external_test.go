@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/metrics"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -47,7 +48,7 @@ func TestExternalResults(t *testing.T) {
 				t.Errorf("%s%v = %v, want no such series", tt.metric, tt.labels, got)
 			case !tt.absent && !there:
 				t.Errorf("%s%v is missing, want %v", tt.metric, tt.labels, tt.want)
-			case !tt.absent && !near(got, tt.want):
+			case !tt.absent && !testutil.Near(got, tt.want, 1e-9):
 				t.Errorf("%s%v = %v, want %v", tt.metric, tt.labels, got, tt.want)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/metrics"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -77,7 +78,7 @@ func TestLossRatio(t *testing.T) {
 				continue
 			}
 			got, there := value(fams, tt.metric, tt.labels)
-			if there != tt.present || (there && !near(got, tt.want)) {
+			if there != tt.present || (there && !testutil.Near(got, tt.want, 1e-9)) {
 				t.Errorf("PerPair %v: %s: %s%v = %v (present %v), want %v (present %v)", perPair, tt.name, tt.metric, tt.labels, got, there, tt.want, tt.present)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
@@ -169,8 +169,6 @@ func pair(src, dst, test, path string) map[string]string {
 	return map[string]string{"src": src, "dst": dst, "test": test, "path": path}
 }
 
-func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
-
 // feed is a mesh of 3 nodes, batch by batch as the run manager records
 // them (one planned test per batch).
 var feed = [][]*measurev1.Result{
@@ -265,7 +263,7 @@ func TestFigures(t *testing.T) {
 				t.Errorf("%s%v = %v, want no such series", tt.metric, tt.labels, got)
 			case !tt.absent && !there:
 				t.Errorf("%s%v is missing, want %v", tt.metric, tt.labels, tt.want)
-			case !tt.absent && !near(got, tt.want):
+			case !tt.absent && !testutil.Near(got, tt.want, 1e-9):
 				t.Errorf("%s%v = %v, want %v", tt.metric, tt.labels, got, tt.want)
 			}
 		})
@@ -312,7 +310,7 @@ func TestPerPair(t *testing.T) {
 				{"meshperf_pair_throughput_bps", pair("n1", "n3", "iperf3_tcp", "pod-pod"), 10e9},
 			}
 			for _, c := range checks {
-				if got, there := value(fams, c.metric, c.labels); !there || !near(got, c.want) {
+				if got, there := value(fams, c.metric, c.labels); !there || !testutil.Near(got, c.want, 1e-9) {
 					t.Errorf("%s%v = %v (present %v), want %v", c.metric, c.labels, got, there, c.want)
 				}
 			}

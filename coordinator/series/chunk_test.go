@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -20,14 +21,12 @@ const (
 	timeout = measurev1.Status_STATUS_TIMEOUT
 )
 
-func us(n float64) time.Duration { return time.Duration(n * float64(time.Microsecond)) }
-
 // okSample is a loss-free 10 s sample starting i periods after t0.
 func okSample(i int, median float64) Sample {
 	return Sample{
 		Start: t0.Add(time.Duration(i) * 10 * time.Second), Period: 10 * time.Second,
 		Sent: 10, Received: 10,
-		RTTMin: us(median * 0.8), RTTMedian: us(median), RTTP90: us(median * 1.3), RTTMax: us(median * 2),
+		RTTMin: testutil.Micros(median * 0.8), RTTMedian: testutil.Micros(median), RTTP90: testutil.Micros(median * 1.3), RTTMax: testutil.Micros(median * 2),
 		Status: ok,
 	}
 }
@@ -44,10 +43,10 @@ func realistic(rng *rand.Rand, n int) []Sample {
 			s.Received, s.Status, s.Message = 9, timeout, "probe 7 timed out after 2s"
 			s.Period = 4 * time.Second
 		}
-		s.RTTMin = us(med * (0.7 + rng.Float64()*0.2))
-		s.RTTMedian = us(med)
-		s.RTTP90 = us(med * (1.1 + rng.Float64()*0.3))
-		s.RTTMax = s.RTTP90 + us(rng.Float64()*200)
+		s.RTTMin = testutil.Micros(med * (0.7 + rng.Float64()*0.2))
+		s.RTTMedian = testutil.Micros(med)
+		s.RTTP90 = testutil.Micros(med * (1.1 + rng.Float64()*0.3))
+		s.RTTMax = s.RTTP90 + testutil.Micros(rng.Float64()*200)
 		out = append(out, s)
 		start = start.Add(s.Period)
 	}
@@ -212,7 +211,7 @@ func TestDecodeRefuses(t *testing.T) {
 
 func TestReportValidate(t *testing.T) {
 	sum := Summary{Dst: "node-2", Path: measurev1.Path_PATH_POD_TO_POD, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP,
-		Sent: 10, Received: 10, RTTMin: us(90), RTTMedian: us(100), RTTP90: us(120), RTTMax: us(300), Status: ok}
+		Sent: 10, Received: 10, RTTMin: testutil.Micros(90), RTTMedian: testutil.Micros(100), RTTP90: testutil.Micros(120), RTTMax: testutil.Micros(300), Status: ok}
 	mod := func(f func(*Report)) Report {
 		r := Report{Src: "node-1", Seq: 1, Start: t0, Period: 10 * time.Second, Summaries: []Summary{sum, sum}}
 		r.Summaries = append([]Summary(nil), r.Summaries...)
@@ -231,7 +230,7 @@ func TestReportValidate(t *testing.T) {
 		{"long dst", mod(func(r *Report) { r.Summaries[1].Dst = strings.Repeat("d", 254) }), "summary 1"},
 		{"unknown path", mod(func(r *Report) { r.Summaries[1].Path = 42 }), "summary 1 (dst \"node-2\"): " + ErrInvalid.Error() + ": path 42"},
 		{"unspecified kind", mod(func(r *Report) { r.Summaries[0].Kind = 0 }), "kind 0"},
-		{"rtt order", mod(func(r *Report) { r.Summaries[1].RTTMin = us(101) }), "rtt_min 101µs is above rtt_median 100µs"},
+		{"rtt order", mod(func(r *Report) { r.Summaries[1].RTTMin = testutil.Micros(101) }), "rtt_min 101µs is above rtt_median 100µs"},
 		{"period", mod(func(r *Report) { r.Period = 2 * MaxPeriod }), "period 2h0m0s"},
 		{"epoch", mod(func(r *Report) { r.Start = time.Unix(0, 0) }), "start"},
 	}

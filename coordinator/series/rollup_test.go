@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -16,7 +17,7 @@ import (
 func period(i int, sent, received uint32, st measurev1.Status, rtt ...float64) Sample {
 	s := Sample{Start: t0.Add(time.Duration(i) * 10 * time.Second), Period: 10 * time.Second, Sent: sent, Received: received, Status: st}
 	if received > 0 {
-		s.RTTMin, s.RTTMedian, s.RTTP90, s.RTTMax = us(rtt[0]), us(rtt[1]), us(rtt[2]), us(rtt[3])
+		s.RTTMin, s.RTTMedian, s.RTTP90, s.RTTMax = testutil.Micros(rtt[0]), testutil.Micros(rtt[1]), testutil.Micros(rtt[2]), testutil.Micros(rtt[3])
 	}
 	return s
 }
@@ -41,15 +42,15 @@ func TestFold(t *testing.T) {
 		want    Rollup
 	}{
 		{"identical periods keep their figures", []Sample{period(0, 10, 10, ok, 100, 200, 300, 400), period(1, 10, 10, ok, 100, 200, 300, 400)},
-			Rollup{Periods: 2, Sent: 20, Received: 20, RTTMin: us(100), RTTMedian: us(200), RTTP90: us(300), RTTMax: us(400)}},
+			Rollup{Periods: 2, Sent: 20, Received: 20, RTTMin: testutil.Micros(100), RTTMedian: testutil.Micros(200), RTTP90: testutil.Micros(300), RTTMax: testutil.Micros(400)}},
 		// G(300) = (0.9+0)/2 = 0.45, slope 0.3 %/µs up to 400 (0.75):
 		// 0.5 at 316.67 µs; then 0.2 %/µs: 0.9 at 475 µs.
 		{"two overlapping periods", []Sample{period(0, 10, 10, ok, 100, 200, 300, 400), period(1, 10, 10, ok, 300, 400, 500, 600)},
-			Rollup{Periods: 2, Sent: 20, Received: 20, RTTMin: us(100), RTTMedian: us(316.7), RTTP90: us(475), RTTMax: us(600)}},
+			Rollup{Periods: 2, Sent: 20, Received: 20, RTTMin: testutil.Micros(100), RTTMedian: testutil.Micros(316.7), RTTP90: testutil.Micros(475), RTTMax: testutil.Micros(600)}},
 		// One answer at 100 µs against nine at 200 µs: the median of the
 		// medians would say 150 µs.
 		{"weighted by answers", []Sample{period(0, 10, 1, timeout, 100, 100, 100, 100), period(1, 10, 9, timeout, 200, 200, 200, 200)},
-			Rollup{Periods: 2, Sent: 20, Received: 10, RTTMin: us(100), RTTMedian: us(200), RTTP90: us(200), RTTMax: us(200),
+			Rollup{Periods: 2, Sent: 20, Received: 10, RTTMin: testutil.Micros(100), RTTMedian: testutil.Micros(200), RTTP90: testutil.Micros(200), RTTMax: testutil.Micros(200),
 				Failed: 2, LastStatus: timeout}},
 		// 306 periods near 200 µs, 54 near 2 ms: the normal mass is 0.85,
 		// so the median is at 0.588 of a normal period (200 + 20 x
@@ -57,11 +58,11 @@ func TestFold(t *testing.T) {
 		// (1800 + 200 x (1/3)/0.5 = 1933.33 µs). The median of the p90s
 		// would say 220 µs.
 		{"latency rising for the last 15% of the hour", append(repeat(306, 0, period(0, 10, 10, ok, 180, 200, 220, 300)), slow...),
-			Rollup{Periods: 360, Sent: 3600, Received: 3600, RTTMin: us(180), RTTMedian: us(204.4), RTTP90: us(1933.3), RTTMax: us(3000)}},
+			Rollup{Periods: 360, Sent: 3600, Received: 3600, RTTMin: testutil.Micros(180), RTTMedian: testutil.Micros(204.4), RTTP90: testutil.Micros(1933.3), RTTMax: testutil.Micros(3000)}},
 		{"failures, the last one's status, no answers", []Sample{
 			period(0, 10, 9, timeout, 100, 200, 300, 400), period(1, 10, 10, ok, 100, 200, 300, 400),
 			period(2, 10, 0, measurev1.Status_STATUS_UNREACHABLE)},
-			Rollup{Periods: 3, Sent: 30, Received: 19, RTTMin: us(100), RTTMedian: us(200), RTTP90: us(300), RTTMax: us(400),
+			Rollup{Periods: 3, Sent: 30, Received: 19, RTTMin: testutil.Micros(100), RTTMedian: testutil.Micros(200), RTTP90: testutil.Micros(300), RTTMax: testutil.Micros(400),
 				Failed: 2, LastStatus: measurev1.Status_STATUS_UNREACHABLE}},
 		{"nothing answered", []Sample{period(0, 3, 0, timeout), period(1, 0, 0, ok)},
 			Rollup{Periods: 2, Sent: 3, Failed: 1, LastStatus: timeout}},
@@ -113,7 +114,7 @@ func TestFoldChunkAndMerge(t *testing.T) {
 	}
 	m := merged[0]
 	if m.Periods != 361 || m.Sent != 3610 || m.Received != 3605 || m.Failed != 1 || m.LastStatus != timeout ||
-		m.RTTMin != us(100) || m.RTTMax != us(4000) || m.RTTMedian != us(200.2) {
+		m.RTTMin != testutil.Micros(100) || m.RTTMax != testutil.Micros(4000) || m.RTTMedian != testutil.Micros(200.2) {
 		t.Errorf("merged point %+v", m)
 	}
 	if err := m.Validate(); err != nil {

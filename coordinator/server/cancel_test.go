@@ -54,9 +54,7 @@ func TestCancelRunStopsTheClient(t *testing.T) {
 	}
 	runID := trig.GetRun().GetRunId()
 	find := func(match func(*agentv1.Work) bool) *agentv1.Work {
-		src.mu.Lock()
-		defer src.mu.Unlock()
-		for _, w := range src.work {
+		for _, w := range src.Works() {
 			if match(w) {
 				return w
 			}
@@ -79,13 +77,15 @@ func TestCancelRunStopsTheClient(t *testing.T) {
 	waitUntil(t, ctx, "cancel_client reaches node-1", func() bool {
 		return find(func(w *agentv1.Work) bool { return w.GetCancelClient() != nil && w.GetTestId() == client.GetTestId() }) != nil
 	}, func() string { return "no cancel_client for " + client.GetTestId() })
-	src.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
+	if err := src.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
 		TestId: client.GetTestId(), Status: measurev1.Status_STATUS_CANCELED,
 		Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{{
 			Spec: client.GetRunClient().GetSpec(), Status: measurev1.Status_STATUS_CANCELED, Message: "the run was canceled",
 			StartTime: timestamppb.Now(), Elapsed: durationpb.New(0), TargetAddress: client.GetRunClient().GetTargetIp(),
 		}}}},
-	}}})
+	}}}); err != nil {
+		t.Fatal(err)
+	}
 	watch, err := c.mesh.WatchRun(ctx, &meshv1.WatchRunRequest{RunId: runID})
 	if err != nil {
 		t.Fatal(err)

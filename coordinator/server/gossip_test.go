@@ -5,110 +5,36 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
-// liveAgent is a fake agent that keeps its session: it sends heartbeats,
-// records every Work it gets, and sends gossip views on demand.
-type liveAgent struct {
-	registered *agentv1.Registered
-	stream     agentv1.AgentService_ConnectClient
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
-
-	mu   sync.Mutex // serializes Send; guards work
-	work []*agentv1.Work
-	// muted stops the heartbeats, the stream kept open (a hung agent).
-	muted atomic.Bool
-}
-
-func startLiveAgent(t *testing.T, ctx context.Context, c *coordinator, reg *agentv1.Register) *liveAgent {
+// startLiveAgent plays a fake agent that keeps its session: it sends
+// heartbeats (until muted), records every Work it gets, and sends gossip
+// views on demand (sendView).
+func startLiveAgent(t *testing.T, ctx context.Context, c *coordinator, reg *agentv1.Register) *fakeagent.Agent {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	stream, err := c.agent.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: reg}}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := stream.Recv()
-	if err != nil || m.GetRegistered() == nil {
-		t.Fatalf("registration of %s: %v, %v", reg.GetNodeName(), m, err)
-	}
-	a := &liveAgent{registered: m.GetRegistered(), stream: stream, cancel: cancel}
-	a.wg.Add(2)
-	go func() { // owner: the test (stop); ends with the stream
-		defer a.wg.Done()
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			if w := m.GetWork(); w != nil {
-				a.mu.Lock()
-				a.work = append(a.work, w)
-				a.mu.Unlock()
-			}
-		}
-	}()
-	go func() { // owner: the test (stop)
-		defer a.wg.Done()
-		tick := time.NewTicker(heartbeat)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if a.muted.Load() {
-					continue
-				}
-				a.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}})
-			}
-		}
-	}()
-	t.Cleanup(a.stop)
-	return a
+	return fakeagent.Play(t, ctx, c.agent, reg, fakeagent.Config{Heartbeat: heartbeat})
 }
 
-func (a *liveAgent) send(m *agentv1.ConnectRequest) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	_ = a.stream.Send(m)
-}
-
-// view sends a gossip view: member name to state.
-func (a *liveAgent) view(states map[string]agentv1.GossipState) {
+// sendView sends a gossip view of a: member name to state. A failed send
+// shows as the view missing.
+func sendView(a *fakeagent.Agent, states map[string]agentv1.GossipState) {
 	v := &agentv1.GossipView{}
 	for n, s := range states {
 		v.Members = append(v.Members, &agentv1.GossipMember{NodeName: n, State: s, Address: "127.0.0.1:7946"})
 	}
-	a.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_GossipView{GossipView: v}})
-}
-
-func (a *liveAgent) stop() {
-	a.cancel()
-	a.wg.Wait()
-}
-
-func (a *liveAgent) works() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.work)
+	_ = a.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_GossipView{GossipView: v}})
 }
 
 func registerAt(node, hostIP, podIP string, gossipPort uint32) *agentv1.Register {
@@ -161,14 +87,14 @@ func TestGossip(t *testing.T) {
 	n3 := startLiveAgent(t, ctx, c, registerAt("node-3", "127.0.0.5", "127.0.0.6", 0))
 	for _, tt := range []struct {
 		name string
-		a    *liveAgent
+		a    *fakeagent.Agent
 		want []string
 	}{
 		{"first", n1, nil},
 		{"second", n2, []string{"127.0.0.1:7946"}},
 		{"without gossip", n3, []string{"127.0.0.1:7946", "127.0.0.3:7947"}},
 	} {
-		if got := tt.a.registered.GetGossipSeeds(); !slices.Equal(got, tt.want) {
+		if got := tt.a.Registered().GetGossipSeeds(); !slices.Equal(got, tt.want) {
 			t.Errorf("%s agent's seeds = %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -183,15 +109,15 @@ func TestGossip(t *testing.T) {
 		}, func() string { return cmp.Diff(want, got, cmpopts.EquateEmpty()) })
 	}
 
-	n1.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": dead})
-	n2.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
+	sendView(n1, map[string]agentv1.GossipState{"node-1": alive, "node-2": dead})
+	sendView(n2, map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
 	check("node-1 alone declares node-2 dead: no quorum", map[string]gossipOf{
 		"node-1": {State: ready, Gossip: alive, AliveBy: []string{"node-2"}},
 		"node-2": {State: ready, Gossip: agentv1.GossipState_GOSSIP_STATE_SUSPECT, DeadBy: []string{"node-1"}},
 		"node-3": {State: ready},
 		"node-4": {State: ready},
 	})
-	n4.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": dead})
+	sendView(n4, map[string]agentv1.GossipState{"node-1": alive, "node-2": dead})
 	quorum := map[string]gossipOf{
 		"node-1": {State: ready, Gossip: alive, AliveBy: []string{"node-2", "node-4"}},
 		"node-2": {State: ready, Gossip: dead, DeadBy: []string{"node-1", "node-4"},
@@ -205,7 +131,7 @@ func TestGossip(t *testing.T) {
 	}
 
 	// node-2's heartbeats stop, its stream open: now gossip's quorum counts.
-	n2.muted.Store(true)
+	n2.Mute(true)
 	n2Hung := maps.Clone(quorum)
 	n2Hung["node-2"] = gossipOf{State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: dead, DeadBy: []string{"node-1", "node-4"},
 		Partition: quorum["node-2"].Partition}
@@ -241,16 +167,16 @@ func TestGossip(t *testing.T) {
 				r.GetSrcNode(), r.GetDstNode(), r.GetSpec().GetTest(), r.GetStatus(), r.GetMessage())
 		}
 	}
-	for name, a := range map[string]*liveAgent{"node-1": n1, "node-2": n2, "node-3": n3, "node-4": n4} {
-		if n := a.works(); n != 0 {
+	for name, a := range map[string]*fakeagent.Agent{"node-1": n1, "node-2": n2, "node-3": n3, "node-4": n4} {
+		if n := len(a.Works()); n != 0 {
 			t.Errorf("%s got %d works; none should be sent while node-2 is gossip-dead and silent", name, n)
 		}
 	}
 
 	// node-2 speaks again, and comes back in the gossip.
-	n2.muted.Store(false)
-	n1.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
-	n4.view(map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
+	n2.Mute(false)
+	sendView(n1, map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
+	sendView(n4, map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
 	check("node-2 alive again", map[string]gossipOf{
 		"node-1": {State: ready, Gossip: alive, AliveBy: []string{"node-2", "node-4"}},
 		"node-2": {State: ready, Gossip: alive, AliveBy: []string{"node-1", "node-4"}},
@@ -260,7 +186,7 @@ func TestGossip(t *testing.T) {
 
 	// The coordinator loses node-1 while node-2's and node-4's gossip
 	// still see it; node-1's own view goes with its session.
-	n1.stop()
+	n1.Stop()
 	check("node-1 lost", map[string]gossipOf{
 		"node-1": {State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: alive, AliveBy: []string{"node-2", "node-4"},
 			Partition: "the coordinator lost node-1, but the gossip of node-2, node-4 sees it alive"},
@@ -269,8 +195,8 @@ func TestGossip(t *testing.T) {
 		"node-4": {State: ready},
 	})
 	// Then gossip agrees.
-	n2.view(map[string]agentv1.GossipState{"node-1": dead, "node-2": alive})
-	n4.view(map[string]agentv1.GossipState{"node-1": dead, "node-2": alive})
+	sendView(n2, map[string]agentv1.GossipState{"node-1": dead, "node-2": alive})
+	sendView(n4, map[string]agentv1.GossipState{"node-1": dead, "node-2": alive})
 	check("node-1 dead for gossip too", map[string]gossipOf{
 		"node-1": {State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: dead, DeadBy: []string{"node-2", "node-4"}},
 		"node-2": {State: ready, Gossip: alive, AliveBy: []string{"node-4"}},

@@ -63,7 +63,7 @@ func TestRogueGossipDeadOfConnectedNode(t *testing.T) {
 			victim := startLiveAgent(t, ctx, c, registerAt("victim", "127.0.2.1", "127.0.2.2", 0))
 			startLiveAgent(t, ctx, c, registerAt("peer", "127.0.2.3", "127.0.2.4", 0))
 			for _, reg := range tt.rogues {
-				startLiveAgent(t, ctx, c, reg).view(map[string]agentv1.GossipState{reg.GetNodeName(): alive, "victim": dead})
+				sendView(startLiveAgent(t, ctx, c, reg), map[string]agentv1.GossipState{reg.GetNodeName(): alive, "victim": dead})
 			}
 			var got gossipOf
 			waitUntil(t, ctx, "the victim's verdict", func() bool {
@@ -88,7 +88,7 @@ func TestRogueGossipDeadOfConnectedNode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitUntil(t, ctx, "the victim's work", func() bool { return victim.works() > 0 }, func() string {
+			waitUntil(t, ctx, "the victim's work", func() bool { return len(victim.Works()) > 0 }, func() string {
 				r, _ := c.mesh.GetRun(ctx, &meshv1.GetRunRequest{RunId: resp.GetRun().GetRunId()})
 				return "no work reached the victim; run: " + r.String()
 			})

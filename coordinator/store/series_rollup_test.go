@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -27,7 +28,7 @@ import (
 func rep(seq uint64, block time.Time, i int, dst string, sent, received uint32, st measurev1.Status, rtt ...float64) series.Report {
 	m := series.Summary{Dst: dst, Path: host2h, Kind: icmp, Sent: sent, Received: received, Status: st}
 	if received > 0 {
-		m.RTTMin, m.RTTMedian, m.RTTP90, m.RTTMax = us(rtt[0]), us(rtt[1]), us(rtt[2]), us(rtt[3])
+		m.RTTMin, m.RTTMedian, m.RTTP90, m.RTTMax = testutil.Micros(rtt[0]), testutil.Micros(rtt[1]), testutil.Micros(rtt[2]), testutil.Micros(rtt[3])
 	}
 	if st != measurev1.Status_STATUS_OK {
 		m.Message = "probe failed"
@@ -89,14 +90,14 @@ func TestRollUpSeriesFigures(t *testing.T) {
 		want []series.Rollup
 	}{
 		{"b", []series.Rollup{
-			{Start: block, Periods: 360, Sent: 3600, Received: 3589, RTTMin: us(100), RTTMedian: us(200), RTTP90: us(300), RTTMax: us(400),
+			{Start: block, Periods: 360, Sent: 3600, Received: 3589, RTTMin: testutil.Micros(100), RTTMedian: testutil.Micros(200), RTTP90: testutil.Micros(300), RTTMax: testutil.Micros(400),
 				Failed: 2, LastStatus: measurev1.Status_STATUS_UNREACHABLE},
 			// Half and half: 0.5 at 316.67 µs, 0.9 at 475 µs (see series.TestFold).
-			{Start: block.Add(time.Hour), Periods: 360, Sent: 3600, Received: 3600, RTTMin: us(100), RTTMedian: us(316.7), RTTP90: us(475),
-				RTTMax: us(600), LastStatus: okSt},
+			{Start: block.Add(time.Hour), Periods: 360, Sent: 3600, Received: 3600, RTTMin: testutil.Micros(100), RTTMedian: testutil.Micros(316.7), RTTP90: testutil.Micros(475),
+				RTTMax: testutil.Micros(600), LastStatus: okSt},
 		}},
-		{"c", []series.Rollup{{Start: block, Periods: 360, Sent: 1800, Received: 1800, RTTMin: us(50), RTTMedian: us(60), RTTP90: us(70),
-			RTTMax: us(80), LastStatus: okSt}}},
+		{"c", []series.Rollup{{Start: block, Periods: 360, Sent: 1800, Received: 1800, RTTMin: testutil.Micros(50), RTTMedian: testutil.Micros(60), RTTP90: testutil.Micros(70),
+			RTTMax: testutil.Micros(80), LastStatus: okSt}}},
 	} {
 		key := series.Key{Src: "a", Dst: tt.dst, Path: host2h, Kind: icmp}
 		got, err := s.SeriesRollups(ctx, key, time.Time{}, time.Time{})
@@ -321,7 +322,7 @@ func TestRollUpSeriesLate(t *testing.T) {
 			t.Fatalf("pass %d: %d points, %v", pass, len(got), err)
 		}
 		if p := got[0]; p.Periods != 361 || p.Sent != 3610 || p.Received != 3594 || p.Failed != 3 ||
-			p.LastStatus != measurev1.Status_STATUS_TIMEOUT || p.RTTMax != us(4000) || p.RTTMin != us(100) {
+			p.LastStatus != measurev1.Status_STATUS_TIMEOUT || p.RTTMax != testutil.Micros(4000) || p.RTTMin != testutil.Micros(100) {
 			t.Errorf("pass %d: merged point %+v", pass, p)
 		}
 	}
@@ -334,7 +335,7 @@ func TestRollUpSeriesLate(t *testing.T) {
 func TestRollUpSeriesCorrupt(t *testing.T) {
 	block := t0.Truncate(SeriesBlock)
 	other, err := series.EncodeChunk([]series.Sample{{Start: block.Add(-time.Hour), Period: 10 * time.Second, Sent: 1, Received: 1,
-		RTTMin: us(1), RTTMedian: us(2), RTTP90: us(3), RTTMax: us(4), Status: measurev1.Status_STATUS_OK}})
+		RTTMin: testutil.Micros(1), RTTMedian: testutil.Micros(2), RTTP90: testutil.Micros(3), RTTMax: testutil.Micros(4), Status: measurev1.Status_STATUS_OK}})
 	if err != nil {
 		t.Fatal(err)
 	}

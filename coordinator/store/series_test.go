@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -72,15 +73,13 @@ func (m *mesh) reports(i int) []series.Report {
 func (m *mesh) summary(dst string, p measurev1.Path, k agentv1.ProbeKind, base float64) series.Summary {
 	med := base * (0.9 + m.rng.Float64()*0.2)
 	s := series.Summary{Dst: dst, Path: p, Kind: k, Sent: 10, Received: 10, Status: measurev1.Status_STATUS_OK,
-		RTTMin: us(med * (0.8 + m.rng.Float64()*0.1)), RTTMedian: us(med), RTTP90: us(med * (1.1 + m.rng.Float64()*0.2))}
-	s.RTTMax = s.RTTP90 + us(m.rng.Float64()*med)
+		RTTMin: testutil.Micros(med * (0.8 + m.rng.Float64()*0.1)), RTTMedian: testutil.Micros(med), RTTP90: testutil.Micros(med * (1.1 + m.rng.Float64()*0.2))}
+	s.RTTMax = s.RTTP90 + testutil.Micros(m.rng.Float64()*med)
 	if m.rng.IntN(40) == 0 {
 		s.Received, s.Status, s.Message = 9, measurev1.Status_STATUS_TIMEOUT, "probe timed out after 2s"
 	}
 	return s
 }
-
-func us(n float64) time.Duration { return time.Duration(n * float64(time.Microsecond)) }
 
 // want is the samples of key in reports, as the store gives them back.
 func want(key series.Key, reports ...[]series.Report) []series.Sample {

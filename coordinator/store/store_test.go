@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	bolt "go.etcd.io/bbolt"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -211,21 +212,12 @@ func TestMeshAPI(t *testing.T) {
 			if m.Nodes[0] != bad {
 				t.Errorf("nodes %v: want %s (bad) first", m.Nodes, bad)
 			}
-			for i := range n {
-				for j := range n {
-					at, want := i*n+j, byte('o')
-					switch {
-					case i == j:
-						want = 's'
-					case i == 0 || j == 0:
-						want = 'f'
-					}
-					if m.State[at] != want {
-						t.Fatalf("%s -> %s: state %c, want %c", m.Nodes[i], m.Nodes[j], m.State[at], want)
-					}
-					if want == 'o' && (m.Value[at] == nil || *m.Value[at] != 150e-6 || m.Base[at] == nil || *m.Base[at] != 100e-6) {
-						t.Fatalf("%s -> %s: value %v base %v, want 0.00015 and 0.0001", m.Nodes[i], m.Nodes[j], m.Value[at], m.Base[at])
-					}
+			if want := testutil.MeshStateFirstBad(n); m.State != want {
+				t.Fatalf("state %q, want %q (the bad node's row and column failed)", m.State, want)
+			}
+			for at, s := range m.State {
+				if s == 'o' && (m.Value[at] == nil || *m.Value[at] != 150e-6 || m.Base[at] == nil || *m.Base[at] != 100e-6) {
+					t.Fatalf("%s -> %s: value %v base %v, want 0.00015 and 0.0001", m.Nodes[at/n], m.Nodes[at%n], m.Value[at], m.Base[at])
 				}
 			}
 		})

@@ -28,8 +28,7 @@ const testPrefixStart = "lt"
 // and the probes need (tools.txt's lab and labtest programs).
 func requireLab(t *testing.T) {
 	t.Helper()
-	testskip.Root(t, "the lab creates network namespaces")
-	testskip.Tools(t, "deploy/lab/install-deps.sh installs it", toolsFor("lab", "labtest")...)
+	testskip.Lab(t, "deploy/lab/install-deps.sh installs it", toolsFor("lab", "labtest")...)
 }
 
 // testPrefix returns a prefix no other test, package or engineer uses.

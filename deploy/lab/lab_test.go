@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 func TestUpStatusDown(t *testing.T) {
@@ -168,12 +170,7 @@ func startOrphan(t *testing.T, nsPath string) <-chan error {
 	checkLabNS(t, nsPath)
 	argv := NSExec(nsPath, "sleep", "60")
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	done := testutil.StartGroup(t, cmd)
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	})

@@ -1,10 +1,7 @@
 package mtls_test
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/mtls"
@@ -33,24 +30,10 @@ func TestNodeOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			node, err := mtls.NodeOf(parseCert(t, tt.pair.Cert))
+			node, err := mtls.NodeOf(mtlstest.Cert(t, tt.pair.Cert))
 			if node != tt.wantNode || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
 				t.Fatalf("NodeOf = %q, %v; want %q, %v", node, err, tt.wantNode, tt.wantErr)
 			}
 		})
 	}
-}
-
-func parseCert(t *testing.T, file string) *x509.Certificate {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(b)
-	c, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

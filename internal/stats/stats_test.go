@@ -2,14 +2,10 @@ package stats
 
 import (
 	"errors"
-	"math"
 	"testing"
-)
 
-// near compares with a relative tolerance (absolute near zero).
-func near(a, b, rel float64) bool {
-	return math.Abs(a-b) <= rel*math.Max(math.Max(math.Abs(a), math.Abs(b)), 1e-12)
-}
+	"github.com/meshperf/meshperf/internal/testutil"
+)
 
 func TestQuantile(t *testing.T) {
 	s := []float64{15, 20, 35, 40, 50}
@@ -17,7 +13,7 @@ func TestQuantile(t *testing.T) {
 		{0, 15}, {0.25, 20}, {0.4, 29}, {0.5, 35}, {0.9, 46}, {1, 50},
 	} {
 		got, err := Quantile(s, tt.q)
-		if err != nil || !near(got, tt.want, 1e-12) {
+		if err != nil || !testutil.Near(got, tt.want, 1e-12) {
 			t.Errorf("Quantile(%v) = %v, %v; want %v", tt.q, got, err, tt.want)
 		}
 	}

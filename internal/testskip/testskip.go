@@ -6,7 +6,7 @@
 // (Environmental); any other skip (a test that runs alone, -short, a
 // capture run by hand) is by design and only listed.
 //
-// Tools and Root skip with those prefixes; a test that finds out some
+// Tools, Root and Lab (both) skip with those prefixes; a test that finds out some
 // other way (a raw socket that would not open) skips with the prefix
 // itself: t.Skipf(testskip.RootPrefix+"raw ICMP sockets: %v", err). Only
 // test files import this package.
@@ -52,6 +52,15 @@ func Root(tb testing.TB, why string) {
 	if os.Geteuid() != 0 {
 		tb.Skip(RootPrefix + why)
 	}
+}
+
+// Lab skips tb unless the process runs as root (Root: the lab creates
+// network namespaces) and every one of tools is found in PATH (Tools,
+// with hint): what a test that builds a lab (deploy/lab) needs.
+func Lab(tb testing.TB, hint string, tools ...string) {
+	tb.Helper()
+	Root(tb, "the lab creates network namespaces")
+	Tools(tb, hint, tools...)
 }
 
 // Environmental reports whether reason, a skip's message, marks a

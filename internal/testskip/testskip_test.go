@@ -81,6 +81,30 @@ func TestRoot(t *testing.T) {
 	}
 }
 
+// TestLab: root first, then the tools.
+func TestLab(t *testing.T) {
+	root := os.Geteuid() == 0
+	tests := []struct {
+		name  string
+		tools []string
+		want  string
+	}{
+		{"tools present", []string{"sh"}, ""},
+		{"tool missing", []string{"meshperf-no-such-tool"}, "missing tool: meshperf-no-such-tool (hint)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := tt.want
+			if !root {
+				want = "needs root: the lab creates network namespaces"
+			}
+			if got := run(func(tb testing.TB) { testskip.Lab(tb, "hint", tt.tools...) }); got != want {
+				t.Errorf("reason %q, want %q", got, want)
+			}
+		})
+	}
+}
+
 func TestEnvironmental(t *testing.T) {
 	tests := []struct {
 		reason string

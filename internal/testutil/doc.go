@@ -2,12 +2,14 @@
 // packages share and that have nothing to do with the network (that is
 // internal/testnet): a log sink safe for concurrent writers (SyncBuffer);
 // waiting for a condition (Poll, PollContext, Within, Eventually, Expect,
-// EventuallyCtx); a call that must return before a context ends
-// (Returns); what /proc says of processes (ReadProcStat, ProcAlive,
-// PIDs, ProcGroup, Cmdline, ToolServers, ProcsInNetNS); a server or loop
-// run until the test ends (Run); the module's root (ModuleRoot); and a
+// EventuallyCtx, WaitFor); a call that must return before a context
+// ends (Returns); what /proc says of processes (ReadProcStat, ProcAlive,
+// PIDs, ProcGroup, Cmdline, ToolServers, ProcsInNetNS); a process started
+// in a group of its own (StartGroup); a server or loop run until the test
+// ends (Run); the module's root (ModuleRoot); a
 // stand-in that holds a tool in its start until the test releases it
-// (ToolGate).
+// (ToolGate); comparing floats (Near) and microseconds (Micros); and the
+// mesh state of a cut-off first node (MeshStateFirstBad).
 //
 // Only _test.go files import this package; its own test checks that no
 // production file does. A helper that needs a test's testing.TB fails or

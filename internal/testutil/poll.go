@@ -87,3 +87,17 @@ func EventuallyCtx(t testing.TB, ctx context.Context, interval time.Duration, wh
 		t.Fatalf("gave up waiting for %s: %v", what, err)
 	}
 }
+
+// WaitFor fails t (Fatalf, naming what, limit and cond's last answer)
+// unless cond returns "" within limit and before ctx ends; cond is called
+// at once and then every interval (10 ms if interval is not positive)
+// and returns why not yet otherwise. The limit only turns a hang into a
+// failure.
+func WaitFor(t testing.TB, ctx context.Context, limit, interval time.Duration, what string, cond func() string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	if err := Poll(ctx, interval, cond); err != nil {
+		t.Fatalf("gave up waiting %v for %s: %v", limit, what, err)
+	}
+}

@@ -236,12 +236,12 @@ func TestToolGate(t *testing.T) {
 }
 
 // TestOnlyTestsImport: no production (non-_test.go) file of the module
-// imports this package or a package below it (fakeagent), outside
-// internal/testutil itself.
+// imports a test-support package (this one, a package below it such as
+// fakeagent, or deploy/lab/labtest), outside that package itself.
 func TestOnlyTestsImport(t *testing.T) {
 	root := ModuleRoot(t)
-	const self = "github.com/meshperf/meshperf/internal/testutil"
-	own := filepath.Join(root, "internal", "testutil") + string(filepath.Separator)
+	const module = "github.com/meshperf/meshperf/"
+	supports := []string{"internal/testutil", "deploy/lab/labtest"}
 	var bad []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -257,12 +257,13 @@ func TestOnlyTestsImport(t *testing.T) {
 		if err != nil {
 			return fmt.Errorf("parse %s: %w", path, err)
 		}
-		if strings.HasPrefix(path, own) {
-			return nil
-		}
 		for _, imp := range f.Imports {
-			if p := strings.Trim(imp.Path.Value, `"`); p == self || strings.HasPrefix(p, self+"/") {
-				bad = append(bad, path)
+			p := strings.Trim(imp.Path.Value, `"`)
+			for _, sup := range supports {
+				own := filepath.Join(root, filepath.FromSlash(sup)) + string(filepath.Separator)
+				if (p == module+sup || strings.HasPrefix(p, module+sup+"/")) && !strings.HasPrefix(path, own) {
+					bad = append(bad, path+" imports "+p)
+				}
 			}
 		}
 		return nil
@@ -271,7 +272,7 @@ func TestOnlyTestsImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(bad) > 0 {
-		t.Errorf("production files import internal/testutil: %v", bad)
+		t.Errorf("production files import test-support packages: %v", bad)
 	}
 }
 
@@ -287,18 +288,24 @@ func (r *recorder) Fatalf(string, ...any) { r.fatals++ }
 func (r *recorder) Skipf(string, ...any)  {}
 func (r *recorder) Cleanup(f func())      { r.TB.Cleanup(f) }
 
-// TestEventually: Eventually and EventuallyCtx fail fatally, Expect
+// TestEventually: Eventually, WaitFor and EventuallyCtx fail fatally, Expect
 // marks the failure and answers false, each only when cond never holds.
 func TestEventually(t *testing.T) {
 	for _, tt := range []struct {
 		name                  string
 		holds                 bool
 		wantErrors, wantFatal int
-	}{{"holds", true, 0, 0}, {"never", false, 1, 2}} {
+	}{{"holds", true, 0, 0}, {"never", false, 1, 3}} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &recorder{TB: t}
 			cond := func() bool { return tt.holds }
 			Eventually(r, 20*time.Millisecond, time.Millisecond, "x", cond)
+			WaitFor(r, context.Background(), 20*time.Millisecond, time.Millisecond, "x", func() string {
+				if cond() {
+					return ""
+				}
+				return "not yet"
+			})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel()
 			EventuallyCtx(r, ctx, time.Millisecond, "x", cond)
@@ -349,5 +356,71 @@ func TestRun(t *testing.T) {
 				t.Errorf("errors, fatals = %d, %d; want %d, %d", r.errors, r.fatals, tt.wantErrors, tt.wantFatal)
 			}
 		})
+	}
+}
+
+// TestMeshStateFirstBad: self on the diagonal, the first row and column
+// failed, the rest ok.
+func TestMeshStateFirstBad(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want string
+	}{{0, ""}, {1, "s"}, {2, "sffs"}, {3, "sfffsofos"}} {
+		if got := MeshStateFirstBad(tt.n); got != tt.want {
+			t.Errorf("MeshStateFirstBad(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
+
+// TestStartGroup: the process leads a group of its own, and its exit
+// status arrives on the channel.
+func TestStartGroup(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		script  string
+		wantErr bool
+	}{{"exit 0", "exit 0", false}, {"exit 3", "exit 3", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", "sleep 0.01; "+tt.script)
+			done := StartGroup(t, cmd)
+			if pgid, err := syscall.Getpgid(cmd.Process.Pid); err == nil && pgid != cmd.Process.Pid {
+				t.Errorf("process group %d, want its own (%d)", pgid, cmd.Process.Pid)
+			}
+			if err := <-done; (err != nil) != tt.wantErr {
+				t.Errorf("wait = %v, want error %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestNear: a relative tolerance, absolute near zero.
+func TestNear(t *testing.T) {
+	for _, tt := range []struct {
+		a, b, rel float64
+		want      bool
+	}{
+		{1, 1, 0, true},
+		{1e6, 1e6 + 0.5, 1e-6, true},
+		{1e6, 1e6 + 2, 1e-6, false},
+		{0, 1e-19, 1e-6, true},
+		{0, 1e-17, 1e-6, false},
+		{-3, 3, 2, true},
+		{-3, 3, 1.9, false},
+	} {
+		if got := Near(tt.a, tt.b, tt.rel); got != tt.want {
+			t.Errorf("Near(%g, %g, %g) = %v, want %v", tt.a, tt.b, tt.rel, got, tt.want)
+		}
+	}
+}
+
+// TestMicros: fractions of a microsecond are kept to the nanosecond.
+func TestMicros(t *testing.T) {
+	for _, tt := range []struct {
+		n    float64
+		want time.Duration
+	}{{0, 0}, {1, time.Microsecond}, {2.5, 2500 * time.Nanosecond}, {-1, -time.Microsecond}} {
+		if got := Micros(tt.n); got != tt.want {
+			t.Errorf("Micros(%g) = %v, want %v", tt.n, got, tt.want)
+		}
 	}
 }

@@ -2,8 +2,6 @@ package monitoring_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -22,8 +20,8 @@ import (
 
 	"github.com/meshperf/meshperf/deploy/kubernetes/monitoring"
 	"github.com/meshperf/meshperf/deploy/lab"
-	"github.com/meshperf/meshperf/deploy/lab/cluster"
 	"github.com/meshperf/meshperf/deploy/lab/forward"
+	"github.com/meshperf/meshperf/deploy/lab/labtest"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
@@ -69,42 +67,15 @@ func TestPrometheusAlertsOnLabFault(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // about 2.5 min here; a bound for a loaded CI
 	defer cancel()
 
-	bin := buildBinaries(t, ctx)
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	prefix := "mon" + hex.EncodeToString(b)
-	l, err := lab.Up(ctx, lab.Config{Prefix: prefix})
-	if err != nil {
-		t.Fatalf("lab up: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Down(context.Background(), prefix, nil); err != nil {
-			t.Errorf("lab down: %v", err)
-		}
-	})
-	work := t.TempDir()
-	cfgPath := filepath.Join(work, "monitor.yaml")
-	if err := os.WriteFile(cfgPath, []byte(e2eMonitorConfig), 0o600); err != nil {
+	bin := t.TempDir()
+	if err := labtest.Build(ctx, bin); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cluster.New(cluster.Config{
-		Lab: l, BinDir: bin, WorkDir: work, HeartbeatInterval: 500 * time.Millisecond,
-		CoordinatorArgs: []string{"--config", cfgPath, "--metrics-listen", "127.0.0.1:9090", "--metrics-per-pair"},
+	e := labtest.Start(t, ctx, labtest.Options{
+		Name: "mon", BinDir: bin, CoordinatorConfig: e2eMonitorConfig,
+		CoordinatorArgs: []string{"--metrics-listen", "127.0.0.1:9090", "--metrics-per-pair"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop cluster: %v", err)
-		}
-		if t.Failed() {
-			logTail(t, c.LogPath("coordinator"))
-		}
-	})
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l, c := e.Lab, e.Cluster
 	fwd, err := forward.Start(ctx, forward.Config{NetNS: l.ControlPlane().HostNetNSPath, Target: "127.0.0.1:9090"})
 	if err != nil {
 		t.Fatal(err)
@@ -206,18 +177,6 @@ func checkDashboard(t *testing.T, ctx context.Context, prom *prometheus, vars ma
 	t.Logf("%d dashboard queries checked", len(qs))
 }
 
-// buildBinaries builds the agent and the coordinator into a temporary
-// directory.
-func buildBinaries(t *testing.T, ctx context.Context) string {
-	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "github.com/meshperf/meshperf/cmd/agent", "github.com/meshperf/meshperf/cmd/coordinator")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return dir
-}
-
 // prometheus is a running Prometheus's HTTP API on 127.0.0.1.
 type prometheus struct {
 	base   string
@@ -267,7 +226,7 @@ scrape_configs:
 		<-done
 		_ = logf.Close()
 		if t.Failed() {
-			logTail(t, logf.Name())
+			labtest.LogTail(t, logf.Name(), 60)
 		}
 	})
 	p := &prometheus{base: "http://" + addr, client: &http.Client{Timeout: 10 * time.Second}}
@@ -369,9 +328,7 @@ func (p *prometheus) labelValues(ctx context.Context, expr, label string) ([]str
 // limit (or when ctx ends) with what cond said last.
 func waitFor(t *testing.T, ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	err := testutil.Poll(ctx, 500*time.Millisecond, func() string {
+	testutil.WaitFor(t, ctx, limit, 500*time.Millisecond, what, func() string {
 		ok, why := cond()
 		if ok {
 			return ""
@@ -381,9 +338,6 @@ func waitFor(t *testing.T, ctx context.Context, limit time.Duration, what string
 		}
 		return why
 	})
-	if err != nil {
-		t.Fatalf("waiting %v for %s: %v", limit, what, err)
-	}
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -416,14 +370,4 @@ func logRuns(t *testing.T, file string) {
 		}
 	}
 	t.Logf("==> %s (runs, faults)\n%s", file, strings.Join(keep, "\n"))
-}
-
-// logTail logs the last 60 lines of file.
-func logTail(t *testing.T, file string) {
-	b, _ := os.ReadFile(file)
-	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(ls) > 60 {
-		ls = ls[len(ls)-60:]
-	}
-	t.Logf("==> %s\n%s", file, strings.Join(ls, "\n"))
 }

@@ -3,14 +3,13 @@ package cluster_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshperf/meshperf/deploy/lab"
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
+	"github.com/meshperf/meshperf/deploy/lab/labtest"
 )
 
 // TestFaultScenarios runs every fault scenario of make demo-faults under a
@@ -22,11 +21,9 @@ import (
 func TestFaultScenarios(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
 	var stdout, stderr bytes.Buffer
 	res, err := cluster.DemoFaults(ctx, cluster.FaultsConfig{
-		Lab:      lab.Config{Prefix: "e2f" + hex.EncodeToString(b)},
+		Lab:      lab.Config{Prefix: labtest.Prefix("e2f")},
 		BinDir:   bins(t),
 		Interval: 5 * time.Second,
 		Verbose:  true,

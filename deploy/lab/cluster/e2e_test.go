@@ -3,11 +3,8 @@ package cluster_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,61 +12,35 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshperf/meshperf/deploy/lab"
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
+	"github.com/meshperf/meshperf/deploy/lab/labtest"
 	"github.com/meshperf/meshperf/internal/testskip"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
-// builtBinDir holds the agent and coordinator binaries built by TestMain
-// (empty when not root: bins skips).
-var builtBinDir string
-
-// bins returns the directory of the agent and coordinator binaries, or
-// skips t when the process is not root: every end-to-end test builds a
-// lab of network namespaces.
+// bins returns the directory of the agent and coordinator binaries
+// (built once, labtest.Binaries), or skips t when the process is not
+// root: every end-to-end test builds a lab of network namespaces.
 func bins(t *testing.T) string {
 	t.Helper()
 	testskip.Root(t, "the end-to-end tests build network namespaces")
-	return builtBinDir
+	return labtest.Binaries(t)
 }
 
-// TestMain builds the agent and coordinator once (as root: without root
-// every test skips, in bins) and fails the tests if a goroutine outlives
-// them.
-func TestMain(m *testing.M) {
-	if os.Geteuid() == 0 {
-		dir, err := os.MkdirTemp("", "meshperf-e2e-bin-")
-		if err != nil {
-			fmt.Println(err)
-			os.Exit(1)
-		}
-		out, err := exec.Command("go", "build", "-o", dir+"/",
-			"github.com/meshperf/meshperf/cmd/agent", "github.com/meshperf/meshperf/cmd/coordinator").CombinedOutput()
-		if err != nil {
-			fmt.Printf("build binaries: %v\n%s", err, out)
-			_ = os.RemoveAll(dir)
-			os.Exit(1)
-		}
-		builtBinDir = dir
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		if builtBinDir != "" {
-			_ = os.RemoveAll(builtBinDir)
-		}
-		os.Exit(code)
-	}))
-}
+// TestMain fails the tests if a goroutine outlives them and removes the
+// binaries built for them.
+func TestMain(m *testing.M) { labtest.Main(m) }
 
 // env is a lab with meshperf running in it.
 type env struct {
 	lab *lab.Lab
 	c   *cluster.Cluster
+	bin string // the agent and coordinator binaries
 }
 
 // startEnv brings up a lab under a unique prefix and meshperf in it; both
@@ -90,57 +61,16 @@ func startEnvIn(t *testing.T, ctx context.Context, cfg lab.Config, work string) 
 // set.
 func startEnvWith(t *testing.T, ctx context.Context, cfg lab.Config, work string, edit func(*cluster.Config)) *env {
 	t.Helper()
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	cfg.Prefix = "e2e" + hex.EncodeToString(b)
-	l, err := lab.Up(ctx, cfg)
-	if err != nil {
-		t.Fatalf("lab up: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Down(context.Background(), cfg.Prefix, nil); err != nil {
-			t.Errorf("lab down: %v", err)
-		}
-	})
-	ccfg := cluster.Config{Lab: l, BinDir: bins(t), WorkDir: work, HeartbeatInterval: 500 * time.Millisecond}
-	if edit != nil {
-		edit(&ccfg)
-	}
-	c, err := cluster.New(ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop cluster: %v", err)
-		}
-		if t.Failed() {
-			logs, _ := filepath.Glob(filepath.Join(work, "logs", "*.log"))
-			for _, f := range logs {
-				b, _ := os.ReadFile(f)
-				t.Logf("==> %s\n%s", f, tail(b, 60))
-			}
-		}
-	})
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return &env{lab: l, c: c}
-}
-
-func tail(b []byte, lines int) string {
-	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return strings.Join(ls, "\n")
+	bin := bins(t)
+	e := labtest.Start(t, ctx, labtest.Options{Name: "e2e", Lab: cfg, BinDir: bin, WorkDir: work, Edit: edit})
+	return &env{lab: e.Lab, c: e.Cluster, bin: bin}
 }
 
 // cli runs the coordinator CLI from the root namespace: it reaches the
 // coordinator over the unix socket only, never over a lab address.
 func (e *env) cli(ctx context.Context, args ...string) (stdout, stderr string, err error) {
 	args = append([]string{"--coordinator", "unix://" + e.c.SocketPath()}, args...)
-	cmd := exec.CommandContext(ctx, filepath.Join(builtBinDir, "coordinator"), args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(e.bin, "coordinator"), args...)
 	var o, s bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &s
 	err = cmd.Run()

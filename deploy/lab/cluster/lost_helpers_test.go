@@ -259,9 +259,5 @@ func clientProcs(t *testing.T, e *env, tools ...string) []labProc {
 // turns a hang into a failure.
 func pollFor(t *testing.T, ctx context.Context, what string, cond func() string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	if err := testutil.Poll(ctx, 50*time.Millisecond, cond); err != nil {
-		t.Fatalf("gave up waiting for %s: %v", what, err)
-	}
+	testutil.WaitFor(t, ctx, 3*time.Minute, 50*time.Millisecond, what, cond)
 }

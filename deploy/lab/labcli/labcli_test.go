@@ -3,8 +3,6 @@ package labcli
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -16,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/deploy/lab/labtest"
 )
 
 // execute runs the meshlab command line args and returns stdout, stderr and
@@ -126,16 +125,8 @@ func TestUpStatusDown(t *testing.T) {
 	if _, err := exec.LookPath("iptables-restore"); err != nil {
 		t.Skip("missing tool: iptables-restore")
 	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	prefix := "lc" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		if err := lab.Down(ctx, prefix, nil); err != nil {
-			t.Error(err)
-		}
-	})
+	prefix := labtest.Prefix("lc")
+	labtest.DownOnCleanup(t, prefix)
 	steps := []struct {
 		args    []string
 		wantOut []string

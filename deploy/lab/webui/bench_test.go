@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshperf/meshperf/deploy/fleet"
+	"github.com/meshperf/meshperf/deploy/lab/labtest"
 	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -73,7 +74,7 @@ func BenchmarkMeshPaint300(b *testing.B) {
 	requireChromium(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	bin := filepath.Join(binaries(b), "coordinator")
+	bin := filepath.Join(labtest.Binaries(b), "coordinator")
 	work := b.TempDir()
 	conf := filepath.Join(work, "coordinator.yaml")
 	// Probes far apart: the fleet holds plans and reports nothing; the

@@ -3,22 +3,18 @@ package webui
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/meshperf/meshperf/deploy/lab"
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
 	"github.com/meshperf/meshperf/deploy/lab/forward"
+	"github.com/meshperf/meshperf/deploy/lab/labtest"
+	"github.com/meshperf/meshperf/internal/testskip"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -48,43 +44,9 @@ probes:
   paths: [host-host, pod-pod]
 `
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
-
-// binaries builds agent and coordinator once per test binary into a
-// directory removed by TestMain's caller at exit (os.TempDir).
-func binaries(t testing.TB) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "meshperf-webui-bin-")
-		if binErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", binDir+"/",
-			"github.com/meshperf/meshperf/cmd/agent", "github.com/meshperf/meshperf/cmd/coordinator").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("build the binaries: %w\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binDir
-}
-
 // TestMain fails the tests if a goroutine outlives them (a lab watcher,
 // a browser's reader) and removes the binaries built for them.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		if binDir != "" {
-			_ = os.RemoveAll(binDir)
-		}
-		os.Exit(code)
-	}))
-}
+func TestMain(m *testing.M) { labtest.Main(m) }
 
 // labEnv is a 3-node lab with meshperf in it and the UI forwarded to the
 // root namespace's loopback.
@@ -97,17 +59,11 @@ type labEnv struct {
 	bin  string
 }
 
-// requireLab skips unless root with the lab's and the tests' tools.
-func requireLab(t *testing.T) {
+// requireBrowserLab skips unless root with the lab's and the tests'
+// tools and chromium.
+func requireBrowserLab(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the lab creates network namespaces")
-	}
-	for _, tool := range []string{"ip", "iptables", "ping", "qperf", "nsenter"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("missing tool: %s (make deps installs it)", tool)
-		}
-	}
+	testskip.Lab(t, "make deps installs it", "ip", "iptables", "ping", "qperf", "nsenter")
 	requireChromium(t)
 }
 
@@ -117,48 +73,13 @@ func requireLab(t *testing.T) {
 // test's cleanup, the processes' logs printed if it failed.
 func startLab(t *testing.T, ctx context.Context) *labEnv {
 	t.Helper()
-	bin := binaries(t)
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	prefix := "wu" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := lab.Down(dctx, prefix, nil); err != nil {
-			t.Errorf("lab down %s: %v", prefix, err)
-		}
+	bin := labtest.Binaries(t)
+	e := labtest.Start(t, ctx, labtest.Options{
+		Name: "wu", Lab: lab.Config{Nodes: 3}, BinDir: bin, CoordinatorConfig: labConfig,
+		CoordinatorArgs: []string{"--web-listen", fmt.Sprintf("127.0.0.1:%d", webPort)},
+		StartTimeout:    time.Minute, LogLines: 40,
 	})
-	l, err := lab.Up(ctx, lab.Config{Prefix: prefix, Nodes: 3})
-	if err != nil {
-		t.Fatalf("lab up: %v", err)
-	}
-	work := t.TempDir()
-	conf := filepath.Join(work, "coordinator.yaml")
-	if err := os.WriteFile(conf, []byte(labConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.New(cluster.Config{Lab: l, BinDir: bin, WorkDir: work, HeartbeatInterval: 500 * time.Millisecond,
-		CoordinatorArgs: []string{"--config", conf, "--web-listen", fmt.Sprintf("127.0.0.1:%d", webPort)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop cluster: %v", err)
-		}
-		if t.Failed() {
-			logs, _ := filepath.Glob(filepath.Join(work, "logs", "*.log"))
-			for _, f := range logs {
-				b, _ := os.ReadFile(f)
-				t.Logf("==> %s\n%s", f, tail(b, 40))
-			}
-		}
-	})
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := c.Start(sctx); err != nil {
-		t.Fatal(err)
-	}
+	l, c := e.Lab, e.Cluster
 	fwd, err := forward.Start(ctx, forward.Config{NetNS: l.ControlPlane().HostNetNSPath, Target: fmt.Sprintf("127.0.0.1:%d", webPort)})
 	if err != nil {
 		t.Fatal(err)
@@ -170,14 +91,6 @@ func startLab(t *testing.T, ctx context.Context) *labEnv {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return &labEnv{lab: l, c: c, client: client, base: "http://" + fwd.Addr(), bin: bin}
-}
-
-func tail(b []byte, lines int) string {
-	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return strings.Join(ls, "\n")
 }
 
 // nodes are the lab's node names in order.

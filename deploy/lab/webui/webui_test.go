@@ -38,7 +38,7 @@ type page struct {
 // page draws a point per stored sample bucket. Screenshots go to the
 // artifact directory.
 func TestWebUILab(t *testing.T) {
-	requireLab(t)
+	requireBrowserLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	t0 := time.Now()

@@ -240,8 +240,9 @@ func (p Pair) Copy(t testing.TB, dir, name string) Pair {
 	return c
 }
 
-// Serial is the serial number of the (first) certificate in file.
-func Serial(t testing.TB, file string) *big.Int {
+// Cert parses the (first) certificate in the PEM file file. It fails t
+// if the file cannot be read or holds no certificate.
+func Cert(t testing.TB, file string) *x509.Certificate {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -255,5 +256,11 @@ func Serial(t testing.TB, file string) *big.Int {
 	if err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
-	return c.SerialNumber
+	return c
+}
+
+// Serial is the serial number of the (first) certificate in file.
+func Serial(t testing.TB, file string) *big.Int {
+	t.Helper()
+	return Cert(t, file).SerialNumber
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // Expected values below were computed independently (by hand and with
@@ -50,7 +51,7 @@ func TestSummarize(t *testing.T) {
 				{"CILow", got.CILow, tt.want.CILow}, {"CIHigh", got.CIHigh, tt.want.CIHigh},
 			}
 			for _, c := range checks {
-				if !near(c.got, c.want, 1e-6) {
+				if !testutil.Near(c.got, c.want, 1e-6) {
 					t.Errorf("%s = %.10g, want %.10g", c.field, c.got, c.want)
 				}
 			}
@@ -59,11 +60,6 @@ func TestSummarize(t *testing.T) {
 			}
 		})
 	}
-}
-
-// near compares with a relative tolerance (absolute near zero).
-func near(a, b, rel float64) bool {
-	return math.Abs(a-b) <= rel*math.Max(math.Max(math.Abs(a), math.Abs(b)), 1e-12)
 }
 
 func TestSummarizeRefuses(t *testing.T) {
@@ -101,10 +97,10 @@ func TestWelch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !near(got.T, tt.wantT, 1e-5) || !near(got.DF, tt.wantDF, 1e-5) || math.Abs(got.P-tt.wantP) > 0.001 {
+			if !testutil.Near(got.T, tt.wantT, 1e-5) || !testutil.Near(got.DF, tt.wantDF, 1e-5) || math.Abs(got.P-tt.wantP) > 0.001 {
 				t.Errorf("t = %.6f df = %.6f p = %.4f; want %.6f %.6f %.3f", got.T, got.DF, got.P, tt.wantT, tt.wantDF, tt.wantP)
 			}
-			if got.Significant != tt.wantSignificant || !near(got.Change, tt.wantChange, 1e-5) {
+			if got.Significant != tt.wantSignificant || !testutil.Near(got.Change, tt.wantChange, 1e-5) {
 				t.Errorf("significant %t change %.6f; want %t %.6f", got.Significant, got.Change, tt.wantSignificant, tt.wantChange)
 			}
 		})

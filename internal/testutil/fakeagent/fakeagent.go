@@ -1,7 +1,8 @@
 // Package fakeagent plays agent sessions against a coordinator's
 // AgentService over real gRPC, for the tests of the coordinator and of
 // its server: Open and Connect register one session, Play keeps one
-// alive (heartbeats, the Work it gets, the acknowledgements), ServerAnswer
+// alive (heartbeats, the Work it gets, the acknowledgements) until Stop,
+// muted at will (Mute), ServerAnswer
 // and ClientDone build the answers an agent sends, ResultsByTest reads
 // back what the coordinator stored.
 //
@@ -17,6 +18,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,13 +56,20 @@ func Open(ctx context.Context, client agentv1.AgentServiceClient, reg *agentv1.R
 // Registered.
 func Connect(t testing.TB, ctx context.Context, client agentv1.AgentServiceClient, reg *agentv1.Register) agentv1.AgentService_ConnectClient {
 	t.Helper()
+	s, _ := connect(t, ctx, client, reg)
+	return s
+}
+
+// connect is Connect that returns the coordinator's Registered too.
+func connect(t testing.TB, ctx context.Context, client agentv1.AgentServiceClient, reg *agentv1.Register) (agentv1.AgentService_ConnectClient, *agentv1.Registered) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	s, m, err := Open(ctx, client, reg)
 	if err != nil || m.GetRegistered() == nil {
 		t.Fatalf("register %s: %v, %v", reg.GetNodeName(), m, err)
 	}
-	return s
+	return s, m.GetRegistered()
 }
 
 // Config is how a played agent behaves.
@@ -73,13 +82,17 @@ type Config struct {
 	Answer func(*agentv1.Work) *agentv1.WorkResult
 }
 
-// Agent is a session played by the test: it heartbeats, keeps every Work
-// it gets and the test IDs the coordinator acknowledges, and answers each
-// Work with its Config's Answer. Its methods may be called from any
-// goroutine.
+// Agent is a session played by the test: it heartbeats (unless muted),
+// keeps every Work it gets and the test IDs the coordinator acknowledges,
+// and answers each Work with its Config's Answer. Its methods may be
+// called from any goroutine.
 type Agent struct {
-	stream agentv1.AgentService_ConnectClient
-	answer func(*agentv1.Work) *agentv1.WorkResult
+	stream     agentv1.AgentService_ConnectClient
+	registered *agentv1.Registered
+	answer     func(*agentv1.Work) *agentv1.WorkResult
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	muted      atomic.Bool // heartbeats skipped
 
 	sendMu sync.Mutex // serializes Send
 	mu     sync.Mutex // guards works and acks
@@ -88,24 +101,21 @@ type Agent struct {
 }
 
 // Play registers reg on client (as Connect, failing t if refused) and
-// plays the session until ctx or the test ends; the test's cleanup waits
-// for its goroutines.
+// plays the session until ctx or the test ends or Stop; the test's
+// cleanup stops it and waits for its goroutines.
 func Play(t testing.TB, ctx context.Context, client agentv1.AgentServiceClient, reg *agentv1.Register, cfg Config) *Agent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	a := &Agent{stream: Connect(t, ctx, client, reg), answer: cfg.Answer}
+	stream, registered := connect(t, ctx, client, reg)
+	a := &Agent{stream: stream, registered: registered, answer: cfg.Answer, cancel: cancel}
 	every := cfg.Heartbeat
 	if every <= 0 {
 		every = 200 * time.Millisecond
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
-	wg.Add(2)
-	go func() { // owner: the cleanup above; ends with ctx
-		defer wg.Done()
+	t.Cleanup(a.Stop)
+	a.wg.Add(2)
+	go func() { // owner: Stop (the cleanup above); ends with ctx
+		defer a.wg.Done()
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
@@ -113,14 +123,17 @@ func Play(t testing.TB, ctx context.Context, client agentv1.AgentServiceClient, 
 			case <-ctx.Done():
 				return
 			case <-tick.C:
+				if a.muted.Load() {
+					continue
+				}
 				if a.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}) != nil {
 					return
 				}
 			}
 		}
 	}()
-	go func() { // owner: the cleanup above; ends with the stream (ctx)
-		defer wg.Done()
+	go func() { // owner: Stop (the cleanup above); ends with the stream (ctx)
+		defer a.wg.Done()
 		for {
 			m, err := a.stream.Recv()
 			if err != nil {
@@ -137,6 +150,20 @@ func Play(t testing.TB, ctx context.Context, client agentv1.AgentServiceClient, 
 	}()
 	return a
 }
+
+// Stop ends the session (as an agent that went away) and waits for its
+// goroutines; it may be called more than once.
+func (a *Agent) Stop() {
+	a.cancel()
+	a.wg.Wait()
+}
+
+// Mute stops (true) or resumes (false) the heartbeats, the session kept
+// open: a hung agent.
+func (a *Agent) Mute(muted bool) { a.muted.Store(muted) }
+
+// Registered is the coordinator's answer to the registration.
+func (a *Agent) Registered() *agentv1.Registered { return a.registered }
 
 // record keeps m's acknowledgements and Work; it reports whether m is a
 // Work.
