@@ -26,30 +26,14 @@ const maxWorkTime = 15 * time.Minute
 // handleWork carries out one Work that arrived at arrived and always
 // answers it (handle bounds the answer).
 func (a *Agent) handleWork(ctx context.Context, w *agentv1.Work, arrived time.Time) *agentv1.WorkResult {
+	res, deadline, ok := protocol.StartAnswer(w, arrived)
+	if !ok {
+		return res
+	}
 	id := protocol.WorkID(w)
-	res := &agentv1.WorkResult{TestId: id, WorkId: id}
 	fail := func(st measurev1.Status, format string, args ...any) *agentv1.WorkResult {
 		res.Status, res.Message = st, fmt.Sprintf(format, args...)
 		return res
-	}
-	// The outcome kind tells the coordinator which action this answers, so
-	// set it first, also for failures.
-	switch w.GetAction().(type) {
-	case *agentv1.Work_StartServer:
-		res.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{}}
-	case *agentv1.Work_RunClient:
-		res.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}
-	case *agentv1.Work_StopServer:
-		res.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
-	default:
-		return fail(measurev1.Status_STATUS_INVALID, "work %q has no action", id)
-	}
-	if id == "" {
-		return fail(measurev1.Status_STATUS_INVALID, "work has no work_id and no test_id")
-	}
-	deadline, err := protocol.WorkDeadline(w, arrived)
-	if err != nil {
-		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
 	}
 	if now := time.Now(); !deadline.After(now) {
 		// Nothing can be done in time. A stop is cleanup that never hurts:

@@ -39,30 +39,14 @@ func answer(w *agentv1.Work, arrived, now time.Time) *agentv1.WorkResult {
 // answerWork is answer's result before the bounds: a refusal, or a
 // plausible outcome of the action.
 func answerWork(w *agentv1.Work, arrived, now time.Time) *agentv1.WorkResult {
+	r, deadline, ok := protocol.StartAnswer(w, arrived)
+	if !ok {
+		return r
+	}
 	id := protocol.WorkID(w)
-	r := &agentv1.WorkResult{TestId: id, WorkId: id}
 	fail := func(st measurev1.Status, format string, args ...any) *agentv1.WorkResult {
 		r.Status, r.Message = st, fmt.Sprintf(format, args...)
 		return r
-	}
-	// The outcome's kind tells the coordinator which action this answers:
-	// set first, also for refusals.
-	switch w.GetAction().(type) {
-	case *agentv1.Work_StartServer:
-		r.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{}}
-	case *agentv1.Work_RunClient:
-		r.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}
-	case *agentv1.Work_StopServer:
-		r.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
-	default:
-		return fail(measurev1.Status_STATUS_INVALID, "work %q has no action", id)
-	}
-	if id == "" {
-		return fail(measurev1.Status_STATUS_INVALID, "work has no work_id and no test_id")
-	}
-	deadline, err := protocol.WorkDeadline(w, arrived)
-	if err != nil {
-		return fail(measurev1.Status_STATUS_INVALID, "%v", err)
 	}
 	if !deadline.After(now) {
 		return fail(measurev1.Status_STATUS_TIMEOUT, "work %q: deadline %s already passed (%v ago)",

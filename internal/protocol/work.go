@@ -5,6 +5,7 @@ import (
 	"time"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // MaxWorkTimeout is the largest Work.timeout an agent takes; a larger one
@@ -51,4 +52,38 @@ func WorkDeadline(w *agentv1.Work, arrived time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("work %q has no timeout and no deadline", WorkID(w))
 	}
 	return w.GetDeadline().AsTime(), nil
+}
+
+// StartAnswer begins the answer to w, which arrived at arrived on the
+// receiver's clock: a WorkResult with w's work ID (in work_id and, for
+// coordinators of the previous version, test_id) and the outcome of w's
+// action, empty, so the coordinator knows which action it answers; and
+// when w must be over (WorkDeadline). A Work with no action, no ID or a
+// bad timeout is refused: ok is false and the answer has STATUS_INVALID
+// and a message naming the field and value.
+func StartAnswer(w *agentv1.Work, arrived time.Time) (res *agentv1.WorkResult, deadline time.Time, ok bool) {
+	id := WorkID(w)
+	res = &agentv1.WorkResult{TestId: id, WorkId: id}
+	refuse := func(format string, args ...any) (*agentv1.WorkResult, time.Time, bool) {
+		res.Status, res.Message = measurev1.Status_STATUS_INVALID, fmt.Sprintf(format, args...)
+		return res, time.Time{}, false
+	}
+	switch w.GetAction().(type) {
+	case *agentv1.Work_StartServer:
+		res.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{}}
+	case *agentv1.Work_RunClient:
+		res.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}
+	case *agentv1.Work_StopServer:
+		res.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
+	default:
+		return refuse("work %q has no action", id)
+	}
+	if id == "" {
+		return refuse("work has no work_id and no test_id")
+	}
+	deadline, err := WorkDeadline(w, arrived)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	return res, deadline, true
 }

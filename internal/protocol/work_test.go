@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // TestWorkDeadline: a timeout counts from the arrival and wins over the
@@ -96,4 +97,53 @@ func FuzzWorkDeadline(f *testing.F) {
 			t.Fatalf("took %v/%v: %v after the arrival", s, n, got.Sub(arrived))
 		}
 	})
+}
+
+// TestStartAnswer: the answer carries the work ID in both ID fields and
+// the outcome of the Work's action, also when it is refused; a Work with
+// no action, no ID or a bad timeout is refused as invalid naming why.
+func TestStartAnswer(t *testing.T) {
+	arrived := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	ok := durationpb.New(30 * time.Second)
+	tests := []struct {
+		name        string
+		w           *agentv1.Work
+		wantOK      bool
+		wantOutcome string // the outcome's field name; empty: none
+		wantMsg     string // substring of the refusal
+	}{
+		{"start server", &agentv1.Work{WorkId: "r/t1", Timeout: ok, Action: &agentv1.Work_StartServer{StartServer: &agentv1.StartServer{}}}, true, "server_started", ""},
+		{"run client by test_id", &agentv1.Work{TestId: "r/t1", Timeout: ok, Action: &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{}}}, true, "client_done", ""},
+		{"stop server", &agentv1.Work{WorkId: "r/t1", Timeout: ok, Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}}, true, "server_stopped", ""},
+		{"no action", &agentv1.Work{WorkId: "r/t1", Timeout: ok}, false, "", `work "r/t1" has no action`},
+		{"no ID", &agentv1.Work{Timeout: ok, Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}}, false, "server_stopped", "no work_id and no test_id"},
+		{"bad timeout", &agentv1.Work{WorkId: "r/t1", Timeout: durationpb.New(-time.Second), Action: &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{}}}, false, "client_done", "timeout -1s: want more than 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, deadline, gotOK := StartAnswer(tt.w, arrived)
+			if gotOK != tt.wantOK {
+				t.Fatalf("ok = %v, want %v (%v)", gotOK, tt.wantOK, res)
+			}
+			if id := WorkID(tt.w); res.GetWorkId() != id || res.GetTestId() != id {
+				t.Errorf("IDs %q, %q, want %q in both", res.GetWorkId(), res.GetTestId(), id)
+			}
+			outcome := ""
+			if f := res.ProtoReflect().WhichOneof(res.ProtoReflect().Descriptor().Oneofs().ByName("outcome")); f != nil {
+				outcome = string(f.Name())
+			}
+			if outcome != tt.wantOutcome {
+				t.Errorf("outcome %q, want %q", outcome, tt.wantOutcome)
+			}
+			if tt.wantOK {
+				if res.GetStatus() != measurev1.Status_STATUS_UNSPECIFIED || !deadline.Equal(arrived.Add(30*time.Second)) {
+					t.Errorf("status %v, deadline %v, want unset and %v", res.GetStatus(), deadline, arrived.Add(30*time.Second))
+				}
+				return
+			}
+			if res.GetStatus() != measurev1.Status_STATUS_INVALID || !strings.Contains(res.GetMessage(), tt.wantMsg) {
+				t.Errorf("refusal %v %q, want STATUS_INVALID with %q", res.GetStatus(), res.GetMessage(), tt.wantMsg)
+			}
+		})
+	}
 }
