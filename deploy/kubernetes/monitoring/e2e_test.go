@@ -32,22 +32,9 @@ const forFactor = 10
 
 // e2eMonitorConfig is the lab coordinator's config: a light continuous
 // mesh (ping and a 1 s qperf_tcp_lat, one sample each, over host-host and
-// pod-pod) every 10 s, and
-// the in-process probes every 2 s, whose series the dashboard shows too.
-const e2eMonitorConfig = `monitor:
-  light:
-    interval: 10s
-    jitter: 1s
-    tests: [ping, qperf_tcp_lat]
-    paths: [host-host, pod-pod]
-    duration: 1s
-    repeats: 1
-probes:
-  interval: 2s
-  report_interval: 2s
-  kinds: [icmp, tcp]
-  paths: [host-host, pod-pod]
-`
+// pod-pod) every 10 s, and the in-process probes every 2 s, whose series
+// the dashboard shows too.
+var e2eMonitorConfig = labtest.LightMeshConfig(1, 2*time.Second)
 
 // TestPrometheusAlertsOnLabFault runs the real Prometheus, in the root
 // namespace, scraping a 3-node lab's coordinator (through deploy/lab/forward)

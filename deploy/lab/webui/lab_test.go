@@ -28,21 +28,9 @@ const monitorInterval = 10 * time.Second
 
 // labConfig is the coordinator's config in the lab: a light continuous
 // mesh (ping and qperf tcp_lat over host-host and pod-pod every
-// monitorInterval) and the agents' probes (ICMP and TCP every second,
-// reported every 2 s) for the pair page's history.
-const labConfig = `monitor:
-  light:
-    interval: 10s
-    jitter: 1s
-    tests: [ping, qperf_tcp_lat]
-    paths: [host-host, pod-pod]
-    duration: 1s
-probes:
-  interval: 1s
-  report_interval: 2s
-  kinds: [icmp, tcp]
-  paths: [host-host, pod-pod]
-`
+// monitorInterval, the default samples) and the agents' probes (ICMP and
+// TCP every second, reported every 2 s) for the pair page's history.
+var labConfig = labtest.LightMeshConfig(0, time.Second)
 
 // TestMain fails the tests if a goroutine outlives them (a lab watcher,
 // a browser's reader) and removes the binaries built for them.
