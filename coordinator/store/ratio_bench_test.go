@@ -2,50 +2,17 @@ package store
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/testnet"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
-	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// fleetShape is deploy/fleet's shapedReports(nodes, paths, kinds): about
-// a million summaries, each report of nodes-1 peers x paths x kinds,
-// every probe answered, round trips around 100 us with a spread.
+// fleetShape is FleetReports(nodes, paths, kinds) of the fleet's node
+// names (deploy/fleet's NodeName).
 func fleetShape(nodes, paths, kinds int) []series.Report {
-	per := (nodes - 1) * paths * kinds
-	n := min(max(1_000_000/per, 1), 2000)
-	names := make([]string, nodes)
-	for i := range names {
-		names[i] = fmt.Sprintf("sim-%05d", i)
-	}
-	out := make([]series.Report, n)
-	start := time.Now().Add(-time.Hour)
-	rng := rand.New(rand.NewPCG(5, 6))
-	for i := range out {
-		src := i % nodes
-		ms := make([]series.Summary, 0, per)
-		for d := range nodes {
-			if d == src {
-				continue
-			}
-			for p := range paths {
-				for k := range kinds {
-					med := time.Duration(90_000 + rng.IntN(20_000))
-					lo, hi := med-time.Duration(rng.IntN(10_000)), med+time.Duration(rng.IntN(20_000))
-					ms = append(ms, series.Summary{Dst: names[d], Path: measurev1.Path(p + 1), Kind: agentv1.ProbeKind(k + 1),
-						Sent: 1, Received: 1, RTTMin: lo, RTTMedian: med, RTTP90: hi, RTTMax: hi + time.Duration(rng.IntN(20_000)),
-						Status: measurev1.Status_STATUS_OK})
-				}
-			}
-		}
-		out[i] = series.Report{Src: names[src], Seq: uint64(i/nodes + 1), Start: start.Add(time.Duration(i/nodes) * 10 * time.Second),
-			Period: 10 * time.Second, Summaries: ms}
-	}
-	return out
+	return FleetReports(nodes, paths, kinds, func(i int) string { return fmt.Sprintf("sim-%05d", i) })
 }
 
 // BenchmarkRawRatioFleet runs RawRatio's two sides (timeStore, timeRaw)

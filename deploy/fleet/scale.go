@@ -18,7 +18,6 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/store"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -267,7 +266,7 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 		return res, err
 	}
 	paths, kinds := len(cfg.Paths), len(cfg.Kinds)
-	if res.RawRatio, err = store.RawRatio(ctx, cfg.WorkDir, shapedReports(cfg.Nodes, paths, kinds), 1000); err != nil {
+	if res.RawRatio, err = store.RawRatio(ctx, cfg.WorkDir, store.FleetReports(cfg.Nodes, paths, kinds, NodeName), 1000); err != nil {
 		return res, err
 	}
 	if res.SteadyBytesPerSample, err = steadyBytesPerSample(ctx, filepath.Join(cfg.WorkDir, "steady.db"), cfg.Nodes, paths, kinds, cfg.ReportInterval); err != nil {
@@ -294,7 +293,7 @@ func steadyBytesPerSample(ctx context.Context, path string, nodes, paths, kinds 
 	batch := make([]series.Report, 0, 64)
 	for i := range periods {
 		r := series.Report{Src: NodeName(0), Seq: uint64(i + 1), Start: start.Add(time.Duration(i) * period), Period: period,
-			Summaries: fleetSummaries(0, nodes, paths, kinds, rng)}
+			Summaries: store.FleetSummaries(0, nodes, paths, kinds, NodeName, rng)}
 		if batch = append(batch, r); len(batch) == cap(batch) || i == periods-1 {
 			if _, err := st.AppendReports(ctx, batch); err != nil {
 				return 0, err
@@ -418,41 +417,4 @@ func bytesPerSample(ctx context.Context, path string) (float64, error) {
 		return 0, errors.New("the store holds no sample")
 	}
 	return float64(stats.FileBytes) / float64(stats.Samples), nil
-}
-
-// shapedReports are reports like the fleet's for RawRatio: about a
-// million summaries, each report of nodes-1 peers x paths x kinds.
-func shapedReports(nodes, paths, kinds int) []series.Report {
-	per := (nodes - 1) * paths * kinds
-	n := min(max(1_000_000/per, 1), 2000)
-	out := make([]series.Report, n)
-	start := time.Now().Add(-time.Hour)
-	rng := rand.New(rand.NewPCG(5, 6))
-	for i := range out {
-		out[i] = series.Report{Src: NodeName(i % nodes), Seq: uint64(i/nodes + 1), Start: start.Add(time.Duration(i/nodes) * 10 * time.Second),
-			Period: 10 * time.Second, Summaries: fleetSummaries(i%nodes, nodes, paths, kinds, rng)}
-	}
-	return out
-}
-
-// fleetSummaries are node src's summaries of one period to every other
-// node of the fleet x paths x kinds: every probe answered, RTTs around
-// 100 us with a spread.
-func fleetSummaries(src, nodes, paths, kinds int, rng *rand.Rand) []series.Summary {
-	out := make([]series.Summary, 0, (nodes-1)*paths*kinds)
-	for d := range nodes {
-		if d == src {
-			continue
-		}
-		for p := range paths {
-			for k := range kinds {
-				med := time.Duration(90_000 + rng.IntN(20_000))
-				lo, hi := med-time.Duration(rng.IntN(10_000)), med+time.Duration(rng.IntN(20_000))
-				out = append(out, series.Summary{Dst: NodeName(d), Path: measurev1.Path(p + 1), Kind: agentv1.ProbeKind(k + 1),
-					Sent: 1, Received: 1, RTTMin: lo, RTTMedian: med, RTTP90: hi, RTTMax: hi + time.Duration(rng.IntN(20_000)),
-					Status: measurev1.Status_STATUS_OK})
-			}
-		}
-	}
-	return out
 }
