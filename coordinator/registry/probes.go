@@ -8,6 +8,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/probeplan"
 	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/queue"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -183,14 +184,9 @@ func (s *session) reportAck(seq uint64) {
 func sendReportAcks(s *session, send func(*agentv1.ConnectResponse) error) error {
 	for {
 		s.mu.Lock()
-		n := min(len(s.reportAcks), maxReportAckBatch)
-		seqs := s.reportAcks[:n:n]
-		s.reportAcks = s.reportAcks[n:]
-		if len(s.reportAcks) == 0 {
-			s.reportAcks = nil
-		}
+		seqs := queue.TakeFront(&s.reportAcks, maxReportAckBatch)
 		s.mu.Unlock()
-		if n == 0 {
+		if len(seqs) == 0 {
 			return nil
 		}
 		if err := send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ReportAck{ReportAck: &agentv1.ReportAck{Seqs: seqs}}}); err != nil {

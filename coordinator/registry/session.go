@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/probeplan"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/queue"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -89,7 +90,7 @@ func (s *session) ack(testIDs []string) {
 func (s *session) takeAcks() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return takeBatch(&s.acks, maxAckBatch)
+	return queue.TakeFront(&s.acks, maxAckBatch)
 }
 
 // queueLate queues a client answer for the late handler; it reports false
@@ -111,21 +112,7 @@ func (s *session) queueLate(r *agentv1.WorkResult) bool {
 func (s *session) takeLate() []*agentv1.WorkResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return takeBatch(&s.late, maxLateBatch)
-}
-
-// takeBatch removes up to limit elements from the front of *q and returns
-// them, oldest first, in a slice with no room to append into *q; an
-// emptied queue is set to nil, freeing its array. The caller holds the
-// lock that guards *q.
-func takeBatch[T any](q *[]T, limit int) []T {
-	n := min(len(*q), limit)
-	batch := (*q)[:n:n]
-	*q = (*q)[n:]
-	if len(*q) == 0 {
-		*q = nil
-	}
-	return batch
+	return queue.TakeFront(&s.late, maxLateBatch)
 }
 
 // signal wakes the reader of a 1-buffered channel without blocking.

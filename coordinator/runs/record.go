@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshperf/meshperf/internal/queue"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -124,21 +125,16 @@ func (r *recorder) loop() {
 // nothing to write.
 func (r *recorder) commit() bool {
 	r.mu.Lock()
-	n := min(len(r.queue), maxGroup)
-	group := r.queue[:n:n]
-	r.queue = r.queue[n:]
-	if len(r.queue) == 0 {
-		r.queue = nil
-	}
+	group := queue.TakeFront(&r.queue, maxGroup)
 	dirty := r.dirty
 	r.dirty = false // a group's write carries the header too
 	r.mu.Unlock()
-	if n == 0 && !dirty {
+	if len(group) == 0 && !dirty {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), recordTimeout)
 	defer cancel()
-	if n == 0 {
+	if len(group) == 0 {
 		if err := r.m.cfg.Store.PutRun(ctx, r.header()); err != nil {
 			r.m.log.Error("store the run's start", "run_id", r.a.run.GetRunId(), "err", err)
 		}

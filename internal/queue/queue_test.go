@@ -1,0 +1,40 @@
+package queue
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestTakeFront: a batch of at most limit from the front, the rest kept
+// in order, an emptied queue nil, and the batch cannot grow into the
+// queue.
+func TestTakeFront(t *testing.T) {
+	tests := []struct {
+		name      string
+		q         []int
+		limit     int
+		want, put []int // the batch, and what stays queued (nil: emptied)
+	}{
+		{"part", []int{1, 2, 3}, 2, []int{1, 2}, []int{3}},
+		{"all", []int{1, 2, 3}, 3, []int{1, 2, 3}, nil},
+		{"more than queued", []int{1}, 5, []int{1}, nil},
+		{"empty", nil, 4, []int{}, nil},
+		{"zero limit", []int{1}, 0, []int{}, []int{1}},
+		{"negative limit", []int{1}, -1, []int{}, []int{1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := slices.Clone(tt.q)
+			got := TakeFront(&q, tt.limit)
+			if !slices.Equal(got, tt.want) || !slices.Equal(q, tt.put) || (tt.put == nil) != (q == nil) {
+				t.Fatalf("TakeFront(%v, %d) = %v, left %v; want %v, left %v", tt.q, tt.limit, got, q, tt.want, tt.put)
+			}
+			if len(got) > 0 && len(q) > 0 {
+				got = append(got, -1)
+				if q[0] == -1 {
+					t.Fatalf("appending to the batch overwrote the queue: %v", q)
+				}
+			}
+		})
+	}
+}
