@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/metrics"
@@ -23,6 +22,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/testresult"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
@@ -42,29 +42,8 @@ const (
 	failed = measurev1.Status_STATUS_UNREACHABLE
 )
 
-// result is an OK result of test with v as its headline figure, in base
-// units.
-func result(src, dst string, path measurev1.Path, test measurev1.Test, v float64) *measurev1.Result {
-	r := &measurev1.Result{
-		TestId: "t1", RunId: "run", SrcNode: src, DstNode: dst, Path: path,
-		Spec: &measurev1.TestSpec{Test: test}, Status: ok, StartTime: timestamppb.Now(),
-	}
-	switch test {
-	case ping:
-		// The headline is the median RTT; an average far from it shows
-		// if the average were exported instead.
-		r.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{RttAvgSeconds: 10 * v, RttMedianSeconds: proto.Float64(v)}}
-	case lat:
-		r.Metrics = &measurev1.Result_Qperf{Qperf: &measurev1.QperfMetrics{LatencySeconds: v}}
-	case bw:
-		r.Metrics = &measurev1.Result_Qperf{Qperf: &measurev1.QperfMetrics{ThroughputBps: v}}
-	case iperf:
-		r.Metrics = &measurev1.Result_Iperf3{Iperf3: &measurev1.Iperf3Metrics{ThroughputBps: v}}
-	case curl:
-		r.Metrics = &measurev1.Result_Http{Http: &measurev1.HttpMetrics{TotalSeconds: v}}
-	}
-	return r
-}
+// result is an OK result with headline v (testresult.OK).
+var result = testresult.OK
 
 // failure is a failed result with status s: no metrics.
 func failure(src, dst string, path measurev1.Path, test measurev1.Test, s measurev1.Status) *measurev1.Result {

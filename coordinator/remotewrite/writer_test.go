@@ -10,11 +10,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/testresult"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -32,16 +32,11 @@ const (
 // t0 is the tests' timestamps' origin.
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
-// result is an OK result of test started at start with headline v.
+// result is an OK result with headline v (testresult.OK) that started
+// at start.
 func result(src, dst string, path measurev1.Path, test measurev1.Test, v float64, start time.Time) *measurev1.Result {
-	r := &measurev1.Result{RunId: "run", SrcNode: src, DstNode: dst, Path: path, Spec: &measurev1.TestSpec{Test: test},
-		Status: measurev1.Status_STATUS_OK, StartTime: timestamppb.New(start)}
-	switch test {
-	case ping:
-		r.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{RttAvgSeconds: 10 * v, RttMedianSeconds: proto.Float64(v)}}
-	case iperf:
-		r.Metrics = &measurev1.Result_Iperf3{Iperf3: &measurev1.Iperf3Metrics{ThroughputBps: v}}
-	}
+	r := testresult.OK(src, dst, path, test, v)
+	r.StartTime = timestamppb.New(start)
 	return r
 }
 

@@ -5,19 +5,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshperf/meshperf/internal/testutil/testresult"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// sample builds an OK result of test on a pair and path with headline v
-// (seconds for latency tests, bit/s for throughput tests).
+// sample is an OK result with headline v (testresult.OK); a qperf
+// tcp_lat one is of 64-byte messages.
 func sample(src, dst string, path measurev1.Path, test measurev1.Test, v float64) *measurev1.Result {
-	r := &measurev1.Result{SrcNode: src, DstNode: dst, Path: path, Status: measurev1.Status_STATUS_OK, Spec: &measurev1.TestSpec{Test: test}}
-	switch test {
-	case measurev1.Test_TEST_IPERF3_TCP:
-		r.Metrics = &measurev1.Result_Iperf3{Iperf3: &measurev1.Iperf3Metrics{ThroughputBps: v}}
-	case measurev1.Test_TEST_QPERF_TCP_LAT:
+	r := testresult.OK(src, dst, path, test, v)
+	if test == measurev1.Test_TEST_QPERF_TCP_LAT {
 		r.Spec.Params = &measurev1.TestSpec_Qperf{Qperf: &measurev1.QperfParams{MsgSizeBytes: []uint64{64}}}
-		r.Metrics = &measurev1.Result_Qperf{Qperf: &measurev1.QperfMetrics{MsgSizeBytes: 64, LatencySeconds: v}}
+		r.GetQperf().MsgSizeBytes = 64
 	}
 	return r
 }
