@@ -32,11 +32,7 @@ func TestNodeNamedLikeExternalTarget(t *testing.T) {
 		t.Fatalf("registering node zeta: %v, want InvalidArgument naming the clash", err)
 	}
 	// The others still register, and a run of zeta is planned.
-	s, err := fakeAgent(t, ctx, c, register("node-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go (&externalAgent{}).serve(s)
+	playExternal(t, ctx, c, register("node-1"))
 	if _, err := c.mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{Repeats: 1, ExternalTargets: []string{"zeta"}}}); err != nil {
 		t.Errorf("run of zeta: %v", err)
 	}
@@ -47,11 +43,7 @@ func TestNodeNamedLikeExternalTarget(t *testing.T) {
 func TestExternalRunHugeSpec(t *testing.T) {
 	c := startWith(t, withExternal)
 	ctx := ctxT(t)
-	s, err := fakeAgent(t, ctx, c, register("node-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go (&externalAgent{}).serve(s)
+	playExternal(t, ctx, c, register("node-1"))
 	many := make([]string, 100_000)
 	for i := range many {
 		many[i] = "zeta"

@@ -1,9 +1,9 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -12,7 +12,9 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -27,50 +29,31 @@ var allowlist = []*agentv1.ExternalTarget{
 
 func withExternal(rc *registry.Config) { rc.ExternalTargets = allowlist }
 
-// externalAgent answers every Work like an agent that measured an
-// external target, and keeps the work and the endpoints it got.
-type externalAgent struct {
-	mu        sync.Mutex
-	work      []*agentv1.Work
-	endpoints *agentv1.Endpoints
+// externalAnswer answers a Work as an agent that measured an external
+// target does (fakeagent.Config.Answer).
+func externalAnswer(w *agentv1.Work) *agentv1.WorkResult {
+	id := protocol.WorkID(w)
+	wr := &agentv1.WorkResult{TestId: id, WorkId: id, Status: measurev1.Status_STATUS_OK}
+	rc := w.GetRunClient()
+	if rc == nil {
+		wr.Status, wr.Message = measurev1.Status_STATUS_INVALID, "this fake only runs clients"
+		return wr
+	}
+	r := &measurev1.Result{Spec: rc.GetSpec(), Status: measurev1.Status_STATUS_OK, TargetAddress: "192.0.2.1",
+		DstNode: "forged"} // the coordinator's identity wins
+	if rc.GetSpec().GetTest() == measurev1.Test_TEST_HTTP {
+		r.Metrics = &measurev1.Result_Http{Http: &measurev1.HttpMetrics{HttpCode: 200, TotalSeconds: 0.01}}
+	} else {
+		r.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{RttAvgSeconds: 0.001}}
+	}
+	wr.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{r}}}
+	return wr
 }
 
-func (a *externalAgent) serve(stream agentv1.AgentService_ConnectClient) {
-	for {
-		m, err := stream.Recv()
-		if err != nil {
-			return
-		}
-		a.mu.Lock()
-		if ep := m.GetEndpoints(); ep != nil {
-			a.endpoints = ep
-		}
-		w := m.GetWork()
-		if w != nil {
-			a.work = append(a.work, w)
-		}
-		a.mu.Unlock()
-		if w == nil {
-			continue
-		}
-		wr := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
-		rc := w.GetRunClient()
-		if rc == nil {
-			wr.Status, wr.Message = measurev1.Status_STATUS_INVALID, "this fake only runs clients"
-		} else {
-			r := &measurev1.Result{Spec: rc.GetSpec(), Status: measurev1.Status_STATUS_OK, TargetAddress: "192.0.2.1",
-				DstNode: "forged"} // the coordinator's identity wins
-			if rc.GetSpec().GetTest() == measurev1.Test_TEST_HTTP {
-				r.Metrics = &measurev1.Result_Http{Http: &measurev1.HttpMetrics{HttpCode: 200, TotalSeconds: 0.01}}
-			} else {
-				r.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{RttAvgSeconds: 0.001}}
-			}
-			wr.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{r}}}
-		}
-		if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: wr}}); err != nil {
-			return
-		}
-	}
+// playExternal plays reg's agent, answering as externalAnswer.
+func playExternal(t *testing.T, ctx context.Context, c *coordinator, reg *agentv1.Register) *fakeagent.Agent {
+	t.Helper()
+	return fakeagent.Play(t, ctx, c.agent, reg, fakeagent.Config{Answer: externalAnswer})
 }
 
 func TestListExternalTargets(t *testing.T) {
@@ -109,16 +92,12 @@ func TestListExternalTargets(t *testing.T) {
 func TestExternalRun(t *testing.T) {
 	c := startWith(t, withExternal)
 	ctx := ctxT(t)
-	agents := map[string]*externalAgent{"node-1": {}, "node-2": {}}
+	agents := map[string]*fakeagent.Agent{}
 	hostOnly := register("node-2")
 	hostOnly.Addresses = hostOnly.Addresses[:1]
 	hostOnly.Addresses[0].Ip = "127.0.0.3"
 	for _, reg := range []*agentv1.Register{register("node-1"), hostOnly} {
-		stream, err := fakeAgent(t, ctx, c, reg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go agents[reg.GetNodeName()].serve(stream)
+		agents[reg.GetNodeName()] = playExternal(t, ctx, c, reg)
 	}
 	// node-2 has no pod endpoint: it is pending, not in the default mesh,
 	// so the run names both nodes in a pair.
@@ -187,11 +166,11 @@ func TestExternalRun(t *testing.T) {
 		pathOf[run.GetRun().GetRunId()+"/"+pt.GetTestId()] = pt.GetPath()
 	}
 	for name, a := range agents {
-		a.mu.Lock()
-		if ep := a.endpoints; len(ep.GetExternalTargets()) != 2 || ep.GetExternalTargets()[0].GetName() != "alpha" {
+		if ep := a.Endpoints(); len(ep.GetExternalTargets()) != 2 || ep.GetExternalTargets()[0].GetName() != "alpha" {
 			t.Errorf("%s: endpoints %v, want the allowlist", name, ep)
 		}
-		for _, w := range a.work {
+		works := a.Works()
+		for _, w := range works {
 			rc := w.GetRunClient()
 			wantNet := map[measurev1.Path]measurev1.Network{
 				measurev1.Path_PATH_HOST_TO_EXTERNAL: measurev1.Network_NETWORK_HOST,
@@ -209,21 +188,16 @@ func TestExternalRun(t *testing.T) {
 			}
 		}
 		// node-1: 6 tests; node-2: its 3 host-external ones.
-		if want := map[string]int{"node-1": 6, "node-2": 3}[name]; len(a.work) != want {
-			t.Errorf("%s got %d work, want %d", name, len(a.work), want)
+		if want := map[string]int{"node-1": 6, "node-2": 3}[name]; len(works) != want {
+			t.Errorf("%s got %d work, want %d", name, len(works), want)
 		}
-		a.mu.Unlock()
 	}
 }
 
 func TestExternalRunRefused(t *testing.T) {
 	c := startWith(t, withExternal)
 	ctx := ctxT(t)
-	stream, err := fakeAgent(t, ctx, c, register("node-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go (&externalAgent{}).serve(stream)
+	playExternal(t, ctx, c, register("node-1"))
 	for _, tt := range []struct {
 		name     string
 		spec     *measurev1.RunSpec

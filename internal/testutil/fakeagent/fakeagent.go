@@ -94,10 +94,11 @@ type Agent struct {
 	wg         sync.WaitGroup
 	muted      atomic.Bool // heartbeats skipped
 
-	sendMu sync.Mutex // serializes Send
-	mu     sync.Mutex // guards works and acks
-	works  []*agentv1.Work
-	acks   []string
+	sendMu    sync.Mutex // serializes Send
+	mu        sync.Mutex // guards works, acks and endpoints
+	works     []*agentv1.Work
+	acks      []string
+	endpoints *agentv1.Endpoints
 }
 
 // Play registers reg on client (as Connect, failing t if refused) and
@@ -165,12 +166,15 @@ func (a *Agent) Mute(muted bool) { a.muted.Store(muted) }
 // Registered is the coordinator's answer to the registration.
 func (a *Agent) Registered() *agentv1.Registered { return a.registered }
 
-// record keeps m's acknowledgements and Work; it reports whether m is a
-// Work.
+// record keeps m's acknowledgements, Endpoints and Work; it reports
+// whether m is a Work.
 func (a *Agent) record(m *agentv1.ConnectResponse) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.acks = append(a.acks, m.GetResultAck().GetTestIds()...)
+	if ep := m.GetEndpoints(); ep != nil {
+		a.endpoints = ep
+	}
 	w := m.GetWork()
 	if w != nil {
 		a.works = append(a.works, w)
@@ -186,6 +190,14 @@ func (a *Agent) Send(m *agentv1.ConnectRequest) error {
 		return fmt.Errorf("send: %w", err)
 	}
 	return nil
+}
+
+// Endpoints returns the last Endpoints the coordinator sent (nil: none
+// yet).
+func (a *Agent) Endpoints() *agentv1.Endpoints {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.endpoints
 }
 
 // Works returns the Work received so far, in order.
