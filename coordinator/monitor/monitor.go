@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/meshperf/meshperf/coordinator/config"
+	"github.com/meshperf/meshperf/internal/tick"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -47,7 +48,8 @@ func Run(ctx context.Context, cfg Config) error {
 	g, ctx := errgroup.WithContext(ctx)
 	for _, p := range cfg.Plans {
 		g.Go(func() error {
-			loop(ctx, p, cfg.Runs, log.With("schedule", p.Name))
+			plog := log.With("schedule", p.Name)
+			tick.Repeat(ctx, func() time.Duration { return Next(p) }, func() { Tick(ctx, p, cfg.Runs, plog) })
 			return nil
 		})
 	}
@@ -61,20 +63,6 @@ func Next(p config.Plan) time.Duration {
 		return p.Interval
 	}
 	return p.Interval - p.Jitter + rand.N(2*p.Jitter+1)
-}
-
-func loop(ctx context.Context, p config.Plan, runs Runs, log *slog.Logger) {
-	t := time.NewTimer(Next(p))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		Tick(ctx, p, runs, log)
-		t.Reset(Next(p))
-	}
 }
 
 // Tick triggers one run of p, unless a run is in progress (an on-demand

@@ -1,5 +1,5 @@
 // Package tick runs the coordinator's periodic work: a function called
-// every interval, on one ticker, until its context ends.
+// after each delay of a schedule, on one timer, until its context ends.
 package tick
 
 import (
@@ -8,11 +8,24 @@ import (
 )
 
 // Every calls fn every d (the first call after d, not at once) until ctx
-// ends, and then returns. fn runs in the caller's goroutine, one call at
-// a time; a call that takes longer than d delays the next rather than
-// overlapping it. d must be positive (time.NewTicker panics otherwise).
+// ends, and then returns: Repeat with the fixed delay d. d must be
+// positive; Every panics otherwise, as time.NewTicker does.
 func Every(ctx context.Context, d time.Duration, fn func()) {
-	t := time.NewTicker(d)
+	if d <= 0 {
+		panic("tick: non-positive interval for Every")
+	}
+	Repeat(ctx, func() time.Duration { return d }, fn)
+}
+
+// Repeat calls fn after each delay that next returns until ctx ends, and
+// then returns. next is asked before the first call and again after each
+// call returns, so the delay runs from the end of one call to the start of
+// the next: calls never overlap, and a caller can move each one (the
+// monitor's jittered plans). fn runs in the caller's goroutine; a delay of
+// zero or less calls it at once. Once ctx has ended fn is not called
+// again, even when its timer fired at the same moment.
+func Repeat(ctx context.Context, next func() time.Duration, fn func()) {
+	t := time.NewTimer(next())
 	defer t.Stop()
 	for {
 		select {
@@ -20,6 +33,10 @@ func Every(ctx context.Context, d time.Duration, fn func()) {
 			return
 		case <-t.C:
 		}
+		if ctx.Err() != nil {
+			return
+		}
 		fn()
+		t.Reset(next())
 	}
 }

@@ -36,3 +36,54 @@ func TestEvery(t *testing.T) {
 		})
 	}
 }
+
+func TestRepeat(t *testing.T) {
+	tests := []struct {
+		name      string
+		delays    []time.Duration // next's answers in turn; the last repeats
+		cancelAt  int             // the call that cancels
+		wantCalls int
+		wantNexts int // next is asked before the first call and after each
+	}{
+		{"immediate, cancelled by the first call", []time.Duration{0}, 1, 1, 2},
+		{"negative delay is at once", []time.Duration{-time.Second}, 2, 2, 3},
+		{"jittered delays, cancelled by the third call", []time.Duration{time.Millisecond, 3 * time.Millisecond, 0}, 3, 3, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A zero delay leaves the timer ready together with ctx.Done:
+			// many rounds catch a call made after the cancel.
+			for round := range 50 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				calls, nexts := 0, 0
+				Repeat(ctx, func() time.Duration {
+					d := tt.delays[min(nexts, len(tt.delays)-1)]
+					nexts++
+					return d
+				}, func() {
+					calls++
+					if calls == tt.cancelAt {
+						cancel()
+					}
+				})
+				cancel()
+				if calls != tt.wantCalls || nexts != tt.wantNexts {
+					t.Fatalf("round %d: calls = %d, nexts = %d; want %d, %d", round, calls, nexts, tt.wantCalls, tt.wantNexts)
+				}
+			}
+		})
+	}
+}
+
+func TestEveryRefusesNonPositive(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Every(%v) did not panic", d)
+				}
+			}()
+			Every(context.Background(), d, func() {})
+		}()
+	}
+}
