@@ -11,10 +11,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/queue"
 	"github.com/meshperf/meshperf/internal/version"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -28,18 +27,6 @@ var errCoordinatorSilent = errors.New("no message from the coordinator within th
 // Register within Config.RegisterTimeout (the heartbeat watchdog only starts with
 // the answer).
 var errNotRegistered = errors.New("no answer to the registration")
-
-// Bounds on the heartbeat parameters a coordinator may set: a shorter
-// interval floods the stream with heartbeats, and a timeout under two
-// intervals drops the session for one late heartbeat.
-const (
-	minHeartbeatInterval = 10 * time.Millisecond
-	minHeartbeatTimeouts = 2 // timeout >= minHeartbeatTimeouts x interval
-)
-
-// errBadHeartbeat ends a session whose coordinator asked for heartbeat
-// parameters outside those bounds.
-var errBadHeartbeat = errors.New("coordinator asked for unusable heartbeats")
 
 // defaultRegisterTimeout is Config.RegisterTimeout's default.
 const defaultRegisterTimeout = 30 * time.Second
@@ -127,7 +114,7 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	}
 	interval := reg.GetHeartbeatInterval().AsDuration()
 	timeout := reg.GetHeartbeatTimeout().AsDuration()
-	if err := checkHeartbeat(interval, timeout); err != nil {
+	if err := (protocol.Heartbeats{Interval: interval, Timeout: timeout}).Check(); err != nil {
 		return false, err
 	}
 	a.log.Info("registered with the coordinator", "coordinator_version", reg.GetCoordinatorVersion(), "heartbeat_interval", interval)
@@ -154,7 +141,7 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 	reporting := make(chan bool, 1)
 	// retuned carries the heartbeats the coordinator proposed and this
 	// receive loop took to the sendLoop (capacity 1, the latest only).
-	retuned := make(chan heartbeats, 1)
+	retuned := make(chan protocol.Heartbeats, 1)
 	var wg sync.WaitGroup
 	defer func() {
 		a.outMu.Lock()
@@ -260,68 +247,27 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 			}
 			a.log.Debug("results acknowledged", "test_ids", len(ids), "removed", n, "spooled", a.spool.Len())
 		case *agentv1.ConnectResponse_GossipReporting:
-			select { // only the latest matters
-			case <-reporting:
-			default:
-			}
-			reporting <- msg.GossipReporting.GetReport()
+			queue.PutLatest(reporting, msg.GossipReporting.GetReport()) // only the latest matters
 			a.log.Info("gossip views", "report", msg.GossipReporting.GetReport())
 		case *agentv1.ConnectResponse_Heartbeat:
-			hb, ok, err := proposedHeartbeats(msg.Heartbeat)
+			hb, ok, err := protocol.ProposedHeartbeats(msg.Heartbeat)
 			if err != nil {
 				a.log.Warn("heartbeat change refused; the session keeps its heartbeats", "interval", interval, "timeout", timeout, "err", err)
 			}
 			if !ok {
 				continue
 			}
-			if hb.interval != interval || hb.timeout != timeout {
-				a.log.Debug("heartbeats changed", "interval", hb.interval, "timeout", hb.timeout)
+			if hb.Interval != interval || hb.Timeout != timeout {
+				a.log.Debug("heartbeats changed", "interval", hb.Interval, "timeout", hb.Timeout)
 			}
-			interval, timeout = hb.interval, hb.timeout
+			interval, timeout = hb.Interval, hb.Timeout
 			watchdog.Reset(timeout)
-			select { // only the latest matters
-			case <-retuned:
-			default:
-			}
-			retuned <- hb
+			queue.PutLatest(retuned, hb) // only the latest matters
 		case *agentv1.ConnectResponse_Registered:
 		default:
 			a.log.Warn("unknown message from the coordinator", "type", fmt.Sprintf("%T", msg))
 		}
 	}
-}
-
-// heartbeats are a session's heartbeat interval and timeout.
-type heartbeats struct{ interval, timeout time.Duration }
-
-// proposedHeartbeats reads the heartbeats a coordinator's Heartbeat
-// proposes: ok is false when it proposes none (neither field set) or
-// ones the agent cannot honor (err says why: one field without the
-// other, or checkHeartbeat's refusal).
-func proposedHeartbeats(hb *agentv1.Heartbeat) (p heartbeats, ok bool, err error) {
-	iv, to := hb.GetInterval(), hb.GetTimeout()
-	switch {
-	case iv == nil && to == nil:
-		return heartbeats{}, false, nil
-	case iv == nil || to == nil:
-		return heartbeats{}, false, fmt.Errorf("%w: heartbeat.interval %v and heartbeat.timeout %v must be set together", errBadHeartbeat, iv.AsDuration(), to.AsDuration())
-	}
-	p = heartbeats{iv.AsDuration(), to.AsDuration()}
-	if err := checkHeartbeat(p.interval, p.timeout); err != nil {
-		return heartbeats{}, false, err
-	}
-	return p, true, nil
-}
-
-// checkHeartbeat refuses heartbeat parameters the agent cannot honor.
-func checkHeartbeat(interval, timeout time.Duration) error {
-	switch {
-	case interval < minHeartbeatInterval:
-		return fmt.Errorf("%w: heartbeat interval %v is below %v", errBadHeartbeat, interval, minHeartbeatInterval)
-	case timeout/minHeartbeatTimeouts < interval: // timeout < 2 x interval, without overflow
-		return fmt.Errorf("%w: heartbeat timeout %v is below %d x the interval %v", errBadHeartbeat, timeout, minHeartbeatTimeouts, interval)
-	}
-	return nil
 }
 
 // clientDone puts a client's result into the spool, then hands it to the
@@ -360,7 +306,7 @@ func (a *Agent) clientDone(r *agentv1.WorkResult) {
 // every client result it sent.
 func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[agentv1.ConnectRequest, agentv1.ConnectResponse],
 	backlog []*agentv1.WorkResult, reports []*agentv1.ProbeReport, out <-chan *agentv1.ConnectRequest, interval time.Duration,
-	deltas, report bool, reporting <-chan bool, retuned <-chan heartbeats, cancel context.CancelCauseFunc) {
+	deltas, report bool, reporting <-chan bool, retuned <-chan protocol.Heartbeats, cancel context.CancelCauseFunc) {
 	if len(backlog) > 0 {
 		a.log.Info("sending again the results the coordinator has not acknowledged", "results", len(backlog))
 	}
@@ -450,13 +396,10 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 		case <-resync:
 			m = views.whole(a.gossip.Members())
 		case <-tick.C:
-			m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}
-		case hb := <-retuned:
-			// Taken at once: the coordinator changes its own heartbeats
-			// once it has this answer.
-			tick.Reset(hb.interval)
-			m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now(),
-				Interval: durationpb.New(hb.interval), Timeout: durationpb.New(hb.timeout)}}}
+			m = protocol.HeartbeatRequest(nil)
+		case hb := <-retuned: // answered at once (protocol.HeartbeatRequest)
+			tick.Reset(hb.Interval)
+			m = protocol.HeartbeatRequest(&hb)
 		}
 		if err := stream.Send(m); err != nil {
 			cancel(fmt.Errorf("send: %w", err))

@@ -6,8 +6,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/queue"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -15,9 +16,10 @@ import (
 // sender (its queue and the heartbeats), the receive loop that sorts the
 // coordinator's messages (and answers work at once), and the loop that
 // follows the plan and sends reports and gossip views on their timers.
-// The send loop has the shape of the agent's (agent/session.go,
-// Agent.sendLoop) without the spool and the gossip deltas; the two are
-// not shared (see sendLoop).
+// The heartbeats follow the agent's rules (internal/protocol: the bounds,
+// the proposal, the answer); the send loop is the agent's
+// (agent/session.go, Agent.sendLoop) without the spool and the gossip
+// views.
 
 // session runs one stream: connect and register, send again the reports
 // the last coordinator did not acknowledge, then follow the plan until
@@ -28,6 +30,10 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 	defer cancel()
 	stream, r, err := a.connect(ctx, conn)
 	if err != nil {
+		return err
+	}
+	hb := protocol.Heartbeats{Interval: r.GetHeartbeatInterval().AsDuration(), Timeout: r.GetHeartbeatTimeout().AsDuration()}
+	if err := hb.Check(); err != nil {
 		return err
 	}
 	pt := &planTracker{f: a.f, plan: &heldPlan{peers: newBitset(a.f.cfg.Nodes)}, joined: time.Now()}
@@ -44,11 +50,11 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 	in := inbox{
 		plans:     make(chan *agentv1.ProbePlan, 16),
 		reporting: make(chan bool, 1),
-		retune:    make(chan *agentv1.Heartbeat, 1),
+		retune:    make(chan protocol.Heartbeats, 1),
 		err:       make(chan error, 1),
 	}
 	wg.Go(func() { // owner: session; ends with ctx
-		sendLoop(ctx, stream, r.GetHeartbeatInterval().AsDuration(), out, in.retune, sendErr, cancel)
+		sendLoop(ctx, stream, hb.Interval, out, in.retune, sendErr, cancel)
 	})
 	send := func(m *agentv1.ConnectRequest) {
 		select {
@@ -74,32 +80,24 @@ func (a *simAgent) session(ctx context.Context, conn *grpc.ClientConn) error {
 
 // sendLoop is the session's only sender on stream: the messages queued on
 // out, a heartbeat every interval, and at once the answer to each
-// heartbeats proposal on retune (the coordinator's Heartbeat with both
-// fields set, which the fleet takes as an agent does), after which the
-// heartbeats go at the proposed interval. It ends with ctx, or at the
-// first failed send, whose error it puts on errc (capacity 1) before it
-// cancels the session.
-//
-// agent/session.go's Agent.sendLoop has the same core (ticker, queue,
-// retune, one sender); sharing it would need a piece exported from (or
-// moved out of) package agent, whose sendLoop also carries the spool's
-// backlog and the gossip deltas.
+// heartbeats proposal taken on retune, after which the heartbeats go at
+// the proposed interval. It ends with ctx, or at the first failed send,
+// whose error it puts on errc (capacity 1) before it cancels the session.
 func sendLoop(ctx context.Context, stream agentStream, interval time.Duration, out <-chan *agentv1.ConnectRequest,
-	retune <-chan *agentv1.Heartbeat, errc chan<- error, cancel context.CancelFunc) {
-	hb := time.NewTicker(interval)
-	defer hb.Stop()
+	retune <-chan protocol.Heartbeats, errc chan<- error, cancel context.CancelFunc) {
+	beat := time.NewTicker(interval)
+	defer beat.Stop()
 	for {
 		var m *agentv1.ConnectRequest
 		select {
+		case m = <-out:
+		case <-beat.C:
+			m = protocol.HeartbeatRequest(nil)
+		case p := <-retune:
+			beat.Reset(p.Interval)
+			m = protocol.HeartbeatRequest(&p)
 		case <-ctx.Done():
 			return
-		case m = <-out:
-		case <-hb.C:
-			m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}
-		case p := <-retune:
-			hb.Reset(p.GetInterval().AsDuration())
-			m = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now(),
-				Interval: p.GetInterval(), Timeout: p.GetTimeout()}}}
 		}
 		if err := stream.Send(m); err != nil {
 			errc <- err
@@ -116,9 +114,9 @@ type inbox struct {
 	plans chan *agentv1.ProbePlan
 	// reporting is GossipReporting's report, the latest only (capacity 1).
 	reporting chan bool
-	// retune is the coordinator's latest heartbeats proposal, for
-	// sendLoop (capacity 1).
-	retune chan *agentv1.Heartbeat
+	// retune is the latest heartbeats proposal taken
+	// (protocol.ProposedHeartbeats), for sendLoop (capacity 1).
+	retune chan protocol.Heartbeats
 	// err is the receive error that ended the loop (capacity 1).
 	err chan error
 }
@@ -154,23 +152,13 @@ func (a *simAgent) recvLoop(ctx context.Context, stream agentStream, in inbox, s
 				send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}})
 			}
 		case *agentv1.ConnectResponse_GossipReporting:
-			putLatest(in.reporting, msg.GossipReporting.GetReport())
+			queue.PutLatest(in.reporting, msg.GossipReporting.GetReport())
 		case *agentv1.ConnectResponse_Heartbeat:
-			if p := msg.Heartbeat; p.GetInterval().AsDuration() > 0 && p.GetTimeout().AsDuration() > 0 {
-				putLatest(in.retune, p)
+			if p, ok, _ := protocol.ProposedHeartbeats(msg.Heartbeat); ok { // refused: keeps its heartbeats, as an agent does
+				queue.PutLatest(in.retune, p)
 			}
 		}
 	}
-}
-
-// putLatest puts v on c (of capacity 1), replacing what c holds; the
-// caller must be c's only sender.
-func putLatest[T any](c chan T, v T) {
-	select {
-	case <-c:
-	default:
-	}
-	c <- v
 }
 
 // follow is the session's loop once registered (r) until ctx ends: it

@@ -35,3 +35,29 @@ func TestTakeFront(t *testing.T) {
 		})
 	}
 }
+
+// TestPutLatest: the channel holds the value put last, whatever it held.
+func TestPutLatest(t *testing.T) {
+	tests := []struct {
+		name string
+		puts []int
+	}{
+		{"into an empty channel", []int{1}},
+		{"replaces the one held", []int{1, 2}},
+		{"many puts, last kept", []int{1, 2, 3, 4, 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := make(chan int, 1)
+			for _, v := range tt.puts {
+				PutLatest(c, v)
+			}
+			if len(c) != 1 {
+				t.Fatalf("channel holds %d values, want 1", len(c))
+			}
+			if got, want := <-c, tt.puts[len(tt.puts)-1]; got != want {
+				t.Errorf("held %d, want %d", got, want)
+			}
+		})
+	}
+}
