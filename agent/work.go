@@ -26,15 +26,11 @@ const maxWorkTime = 15 * time.Minute
 // handleWork carries out one Work that arrived at arrived and always
 // answers it (handle bounds the answer).
 func (a *Agent) handleWork(ctx context.Context, w *agentv1.Work, arrived time.Time) *agentv1.WorkResult {
-	res, deadline, ok := protocol.StartAnswer(w, arrived)
+	ans, ok := protocol.StartAnswer(w, arrived)
 	if !ok {
-		return res
+		return ans.Result
 	}
-	id := protocol.WorkID(w)
-	fail := func(st measurev1.Status, format string, args ...any) *agentv1.WorkResult {
-		res.Status, res.Message = st, fmt.Sprintf(format, args...)
-		return res
-	}
+	id, deadline, res, fail := ans.ID, ans.Deadline, ans.Result, ans.Fail
 	if now := time.Now(); !deadline.After(now) {
 		// Nothing can be done in time. A stop is cleanup that never hurts:
 		// do it anyway, so that a late order does not leave a server up.
@@ -42,8 +38,8 @@ func (a *Agent) handleWork(ctx context.Context, w *agentv1.Work, arrived time.Ti
 		if _, ok := w.GetAction().(*agentv1.Work_StopServer); ok && a.servers.Stop(id) == nil {
 			note = "; its server was stopped anyway"
 		}
-		return fail(measurev1.Status_STATUS_TIMEOUT, "work %q: deadline %s already passed (%v ago)%s",
-			id, deadline.Format(time.RFC3339Nano), now.Sub(deadline).Round(time.Millisecond), note)
+		late, _ := ans.Late(now, note)
+		return late
 	}
 	if limit := time.Now().Add(maxWorkTime); deadline.After(limit) {
 		deadline = limit

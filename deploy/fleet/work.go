@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -39,19 +38,14 @@ func answer(w *agentv1.Work, arrived, now time.Time) *agentv1.WorkResult {
 // answerWork is answer's result before the bounds: a refusal, or a
 // plausible outcome of the action.
 func answerWork(w *agentv1.Work, arrived, now time.Time) *agentv1.WorkResult {
-	r, deadline, ok := protocol.StartAnswer(w, arrived)
+	ans, ok := protocol.StartAnswer(w, arrived)
 	if !ok {
-		return r
+		return ans.Result
 	}
-	id := protocol.WorkID(w)
-	fail := func(st measurev1.Status, format string, args ...any) *agentv1.WorkResult {
-		r.Status, r.Message = st, fmt.Sprintf(format, args...)
-		return r
+	if late, ok := ans.Late(now, ""); ok {
+		return late
 	}
-	if !deadline.After(now) {
-		return fail(measurev1.Status_STATUS_TIMEOUT, "work %q: deadline %s already passed (%v ago)",
-			id, deadline.Format(time.RFC3339Nano), now.Sub(deadline).Round(time.Millisecond))
-	}
+	r := ans.Result
 	switch act := w.GetAction().(type) {
 	case *agentv1.Work_StartServer:
 		// The ports the fleet's agents register (the defaults; HTTP 8080):
@@ -69,7 +63,7 @@ func answerWork(w *agentv1.Work, arrived, now time.Time) *agentv1.WorkResult {
 		r.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{res}}}
 		if res.GetStatus() != measurev1.Status_STATUS_OK {
 			// As an agent: the answer's status sums up its results.
-			return fail(res.GetStatus(), "%s", res.GetMessage())
+			return ans.Fail(res.GetStatus(), "%s", res.GetMessage())
 		}
 	}
 	r.Status = measurev1.Status_STATUS_OK

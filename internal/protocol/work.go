@@ -54,36 +54,65 @@ func WorkDeadline(w *agentv1.Work, arrived time.Time) (time.Time, error) {
 	return w.GetDeadline().AsTime(), nil
 }
 
+// Answer is the answer to one Work as it is being built: Result, the
+// WorkResult that goes back (IDs and outcome kind set, status not yet);
+// ID, the work's ID (WorkID); Deadline, when the work must be over
+// (WorkDeadline, on the receiver's clock).
+type Answer struct {
+	Result   *agentv1.WorkResult
+	ID       string
+	Deadline time.Time
+}
+
+// Fail sets the answer's status to st and its message (format and args, as
+// fmt.Sprintf), and returns its Result.
+func (a Answer) Fail(st measurev1.Status, format string, args ...any) *agentv1.WorkResult {
+	a.Result.Status, a.Result.Message = st, fmt.Sprintf(format, args...)
+	return a.Result
+}
+
+// Late reports whether the work's deadline is not after now and, if so,
+// returns its STATUS_TIMEOUT answer: the message names the work, its
+// deadline and how long ago it passed, then note (what was done anyway,
+// "" for nothing).
+func (a Answer) Late(now time.Time, note string) (*agentv1.WorkResult, bool) {
+	if a.Deadline.After(now) {
+		return nil, false
+	}
+	return a.Fail(measurev1.Status_STATUS_TIMEOUT, "work %q: deadline %s already passed (%v ago)%s",
+		a.ID, a.Deadline.Format(time.RFC3339Nano), now.Sub(a.Deadline).Round(time.Millisecond), note), true
+}
+
 // StartAnswer begins the answer to w, which arrived at arrived on the
 // receiver's clock: a WorkResult with w's work ID (in work_id and, for
 // coordinators of the previous version, test_id) and the outcome of w's
 // action, empty, so the coordinator knows which action it answers; and
 // when w must be over (WorkDeadline). A Work with no action, no ID or a
-// bad timeout is refused: ok is false and the answer has STATUS_INVALID
-// and a message naming the field and value.
-func StartAnswer(w *agentv1.Work, arrived time.Time) (res *agentv1.WorkResult, deadline time.Time, ok bool) {
-	id := WorkID(w)
-	res = &agentv1.WorkResult{TestId: id, WorkId: id}
-	refuse := func(format string, args ...any) (*agentv1.WorkResult, time.Time, bool) {
-		res.Status, res.Message = measurev1.Status_STATUS_INVALID, fmt.Sprintf(format, args...)
-		return res, time.Time{}, false
-	}
+// bad timeout is refused: ok is false and the answer's Result has
+// STATUS_INVALID and a message naming the field and value.
+func StartAnswer(w *agentv1.Work, arrived time.Time) (a Answer, ok bool) {
+	a.ID = WorkID(w)
+	a.Result = &agentv1.WorkResult{TestId: a.ID, WorkId: a.ID}
 	switch w.GetAction().(type) {
 	case *agentv1.Work_StartServer:
-		res.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{}}
+		a.Result.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{}}
 	case *agentv1.Work_RunClient:
-		res.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}
+		a.Result.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}
 	case *agentv1.Work_StopServer:
-		res.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
+		a.Result.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
 	default:
-		return refuse("work %q has no action", id)
+		a.Fail(measurev1.Status_STATUS_INVALID, "work %q has no action", a.ID)
+		return a, false
 	}
-	if id == "" {
-		return refuse("work has no work_id and no test_id")
+	if a.ID == "" {
+		a.Fail(measurev1.Status_STATUS_INVALID, "work has no work_id and no test_id")
+		return a, false
 	}
 	deadline, err := WorkDeadline(w, arrived)
 	if err != nil {
-		return refuse("%v", err)
+		a.Fail(measurev1.Status_STATUS_INVALID, "%v", err)
+		return a, false
 	}
-	return res, deadline, true
+	a.Deadline = deadline
+	return a, true
 }

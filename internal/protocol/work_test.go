@@ -121,12 +121,13 @@ func TestStartAnswer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, deadline, gotOK := StartAnswer(tt.w, arrived)
+			a, gotOK := StartAnswer(tt.w, arrived)
+			res, deadline := a.Result, a.Deadline
 			if gotOK != tt.wantOK {
 				t.Fatalf("ok = %v, want %v (%v)", gotOK, tt.wantOK, res)
 			}
-			if id := WorkID(tt.w); res.GetWorkId() != id || res.GetTestId() != id {
-				t.Errorf("IDs %q, %q, want %q in both", res.GetWorkId(), res.GetTestId(), id)
+			if id := WorkID(tt.w); res.GetWorkId() != id || res.GetTestId() != id || a.ID != id {
+				t.Errorf("IDs %q, %q, %q, want %q in all", res.GetWorkId(), res.GetTestId(), a.ID, id)
 			}
 			outcome := ""
 			if f := res.ProtoReflect().WhichOneof(res.ProtoReflect().Descriptor().Oneofs().ByName("outcome")); f != nil {
@@ -143,6 +144,42 @@ func TestStartAnswer(t *testing.T) {
 			}
 			if res.GetStatus() != measurev1.Status_STATUS_INVALID || !strings.Contains(res.GetMessage(), tt.wantMsg) {
 				t.Errorf("refusal %v %q, want STATUS_INVALID with %q", res.GetStatus(), res.GetMessage(), tt.wantMsg)
+			}
+		})
+	}
+}
+
+// TestAnswerLate: a work is late when its deadline is not after now; its
+// answer is STATUS_TIMEOUT naming the work, how long ago, and the note.
+func TestAnswerLate(t *testing.T) {
+	deadline := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		now      time.Time
+		note     string
+		wantLate bool
+		wantMsg  string
+	}{
+		{"before the deadline", deadline.Add(-time.Nanosecond), "", false, ""},
+		{"at the deadline", deadline, "", true, `work "r/t1": deadline 2026-12-02T10:00:00Z already passed (0s ago)`},
+		{"1.5 s after, with a note", deadline.Add(1500 * time.Millisecond), "; its server was stopped anyway",
+			true, "already passed (1.5s ago); its server was stopped anyway"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := Answer{Result: &agentv1.WorkResult{WorkId: "r/t1"}, ID: "r/t1", Deadline: deadline}
+			res, late := a.Late(tt.now, tt.note)
+			if late != tt.wantLate {
+				t.Fatalf("late = %v, want %v", late, tt.wantLate)
+			}
+			if !late {
+				if res != nil || a.Result.GetStatus() != measurev1.Status_STATUS_UNSPECIFIED {
+					t.Errorf("not late, but answer %v, status %v", res, a.Result.GetStatus())
+				}
+				return
+			}
+			if res != a.Result || res.GetStatus() != measurev1.Status_STATUS_TIMEOUT || !strings.Contains(res.GetMessage(), tt.wantMsg) {
+				t.Errorf("answer %v %q, want the Result with STATUS_TIMEOUT and %q", res.GetStatus(), res.GetMessage(), tt.wantMsg)
 			}
 		})
 	}
