@@ -31,7 +31,11 @@ var ErrBadHeartbeat = errors.New("coordinator asked for unusable heartbeats")
 // coordinator sets them in Registered and may change them with a Heartbeat
 // that carries both.
 type Heartbeats struct {
-	Interval, Timeout time.Duration
+	// Interval is how often each side sends a Heartbeat.
+	Interval time.Duration
+	// Timeout is how long a side waits for any message before it drops
+	// the session.
+	Timeout time.Duration
 }
 
 // Check refuses heartbeats an agent cannot honor: an interval under

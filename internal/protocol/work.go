@@ -54,13 +54,15 @@ func WorkDeadline(w *agentv1.Work, arrived time.Time) (time.Time, error) {
 	return w.GetDeadline().AsTime(), nil
 }
 
-// Answer is the answer to one Work as it is being built: Result, the
-// WorkResult that goes back (IDs and outcome kind set, status not yet);
-// ID, the work's ID (WorkID); Deadline, when the work must be over
-// (WorkDeadline, on the receiver's clock).
+// Answer is the answer to one Work as it is being built (StartAnswer).
 type Answer struct {
-	Result   *agentv1.WorkResult
-	ID       string
+	// Result is the WorkResult that goes back: its IDs and the kind of
+	// its outcome set, its status not yet (Fail, Late, or the caller).
+	Result *agentv1.WorkResult
+	// ID is the work's ID (WorkID).
+	ID string
+	// Deadline is when the work must be over (WorkDeadline, on the
+	// receiver's clock); zero for a refused work.
 	Deadline time.Time
 }
 
