@@ -9,7 +9,7 @@ package config
 type File struct {
 	// External is the allowlist of external targets: the only ones a run
 	// may name, sent to every agent; at most protocol.MaxExternalTargets
-	// (64), names unique.
+	// (256), names unique.
 	External []External `json:"external" default:"none"`
 	// Monitor holds the continuous schedules that coordinator/monitor
 	// ticks.
