@@ -26,7 +26,7 @@ func TestResolveRefuses(t *testing.T) {
 		allow    []netip.Prefix
 		want     string
 		wantErr  []string
-		refusals bool // the error is errRefusedAddress
+		refusals bool // the error is a refusedAddress (isRefusedAddress)
 	}{
 		{"metadata by name", "md.example.com", []string{"169.254.169.254"}, nil, "",
 			[]string{"no usable address in the answer [169.254.169.254]", "169.254.169.254 is link-local"}, true},

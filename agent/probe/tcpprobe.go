@@ -65,7 +65,8 @@ func newTCPProber(out *mailbox) (*tcpProber, error) {
 		conns: map[uint32]*tcpConn{}}, nil
 }
 
-// tcpResult is a finished probe's result.
+// result is the finished probe's result: its round trip rtt, status st
+// and message msg.
 func (c *tcpConn) result(rtt time.Duration, st measurev1.Status, msg string) result {
 	return result{key: c.key, due: c.due, rtt: rtt, status: st, msg: msg}
 }

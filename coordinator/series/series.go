@@ -216,8 +216,6 @@ func validTimes(start time.Time, period time.Duration) error {
 	return nil
 }
 
-// validStats checks the counters, round trips, status and message shared
-// by Sample and Summary.
 // plainOK is the common summary, valid by a few comparisons: every probe
 // answered, status OK with no message, the round trips in order within
 // MaxRTT, path and kind known. False says nothing (validate decides).
@@ -230,6 +228,8 @@ func plainOK(m *Summary) bool {
 // rttNames are the round trips' field names, in validStats' order.
 var rttNames = [4]string{"rtt_min", "rtt_median", "rtt_p90", "rtt_max"}
 
+// validStats checks the counters, round trips, status and message shared
+// by Sample and Summary.
 func validStats(sent, received uint32, rtt [4]time.Duration, st measurev1.Status, msg string) error {
 	if received > sent {
 		return fmt.Errorf("%w: received %d is above sent %d", ErrInvalid, received, sent)

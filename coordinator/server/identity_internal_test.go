@@ -8,9 +8,6 @@ import (
 	"time"
 )
 
-// TestWarnRefusedRateLimit: past a burst of ten, refusal warnings are
-// logged at most one a second, the next one logged carrying the count of
-// those suppressed, so a flood of made-up tokens cannot flood the log.
 // flood is n refusal times, all at at.
 func flood(n int, at time.Duration) []time.Duration {
 	ts := make([]time.Duration, n)
@@ -29,6 +26,9 @@ func every(n int, d time.Duration) []time.Duration {
 	return ts
 }
 
+// TestWarnRefusedRateLimit: past a burst of ten, refusal warnings are
+// logged at most one a second, the next one logged carrying the count of
+// those suppressed, so a flood of made-up tokens cannot flood the log.
 func TestWarnRefusedRateLimit(t *testing.T) {
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {

@@ -75,7 +75,7 @@ type bucket struct {
 // chunks, which need not end on the hour), so both are folded in as they
 // are: an hour partly rolled up and partly raw is one bucket whose counts
 // are the sum, and nothing counts twice. step must be at least an hour
-// when there are rollups (seriesStep), so that the line has no gap
+// when there are rollups (UI.pair sees to it), so that the line has no gap
 // where the rollups end.
 func mergeSeries(path measurev1.Path, rollups []*meshv1.ProbeRollup, samples []*meshv1.ProbeSample, start time.Time, step time.Duration) seriesView {
 	in := make([]pointIn, 0, len(rollups)+len(samples))

@@ -124,7 +124,7 @@ func fidRefConnect(fd int, dst netip.AddrPort) error {
 // fidRefEcho is the reference client's fresh-connection echo, the
 // prober's TCP probe written as a C program would: a new blocking socket,
 // connect(2), then the round trip timed from before write(2) of one byte
-// to after read(2) of its echo, the window the prober's tcpProbe times.
+// to after read(2) of its echo, the window the prober's tcpProber times.
 func fidRefEcho(nsPath string, src netip.Addr, dst netip.AddrPort) (time.Duration, error) {
 	fd, err := fidRefSocket(nsPath, src)
 	if err != nil {

@@ -94,7 +94,7 @@ type fidFigures struct {
 // phase) as the tool sends probes a second.
 //
 // The TCP echo responder and the HTTP target run in a process of their
-// own in node-2's namespaces (the fidelity server, TestFidelityServer), as
+// own in node-2's namespaces (the fidelity server process, serveFidelity), as
 // a peer agent's do. Served from the prober's own process, they shared its
 // Go runtime, which the prober's activity kept awake while curl's requests
 // reached an idle one: with the probe paced by a plain sleep loop, the
@@ -123,7 +123,7 @@ type fidFigures struct {
 //     (keptEcho), back to back; (2) "TCP": the reference client's
 //     fresh-connection echo (the same timed window: write after connect
 //     to the echo) against the prober's own probe (meshprobe.Single: the
-//     tcpProbe the Prober's workers run), both back to back, to the same
+//     tcpProber the Prober runs), both back to back, to the same
 //     ServeEcho, in alternating blocks, medians. The prober's figure over
 //     2 x qperf tcp_lat is logged: it is the fresh connection's cost, not
 //     the probe's error.

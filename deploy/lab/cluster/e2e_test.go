@@ -82,7 +82,7 @@ func lastLine(s string) string {
 	return ls[len(ls)-1]
 }
 
-// runResults decodes `trigger -o json` / `results -o json` output.
+// decode decodes `trigger -o json` / `results -o json` output into m.
 func decode(t *testing.T, out string, m proto.Message) {
 	t.Helper()
 	if err := protojson.Unmarshal([]byte(out), m); err != nil {

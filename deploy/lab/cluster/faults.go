@@ -351,7 +351,7 @@ func (d *faultsDemo) scenarios() []faultScenario {
 
 // scenario runs one fault: idle mesh, inject, the verdict, clear, quiet.
 // A fault the light probes can see is judged from the coordinator's probe
-// judge (lightScenario); rate-limit, a bandwidth fault no light probe
+// judge (judgeScenario); rate-limit, a bandwidth fault no light probe
 // sees, from the next iperf3 mesh run (bandwidthScenario).
 func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, localised bool, alarms int, err error) {
 	if err := d.waitIdle(ctx); err != nil {
