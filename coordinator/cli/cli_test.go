@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -54,9 +54,7 @@ func TestTriggerFlagsSpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := strings.Join(strings.Fields(prototext.MarshalOptions{}.Format(spec)), " ")
-			got = strings.ReplaceAll(got, ": ", ":")
-			if got != tt.want {
+			if got := testutil.ProtoText(spec); got != tt.want {
 				t.Errorf("spec\n got %s\nwant %s", got, tt.want)
 			}
 		})

@@ -7,16 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/prototext"
-
-	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
-
-// specText is a RunSpec's prototext, spaces collapsed.
-func specText(spec *measurev1.RunSpec) string {
-	got := strings.Join(strings.Fields(prototext.MarshalOptions{}.Format(spec)), " ")
-	return strings.ReplaceAll(got, ": ", ":")
-}
 
 // allNames names every field, indexed.
 var allNames = Names{Indexed: true, Key: map[Field]string{
@@ -71,7 +63,7 @@ func TestBuildRunSpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := specText(spec); got != tt.want {
+			if got := testutil.ProtoText(spec); got != tt.want {
 				t.Errorf("spec\n got %s\nwant %s", got, tt.want)
 			}
 		})
