@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/runner"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/stringers"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -148,24 +149,12 @@ func (a *Agent) externalIP(ip netip.Addr) error {
 	}
 	if ip.IsLoopback() && !within(a.cfg.AllowTargets) {
 		return refusedAddress{fmt.Errorf("%s is loopback: an external target may be one only within an --allow-target CIDR (--allow-target %s)",
-			ip, prefixList(a.cfg.AllowTargets))}
+			ip, stringers.Join(a.cfg.AllowTargets, ", ", "none"))}
 	}
 	if len(a.cfg.ExternalCIDRs) > 0 && !within(a.cfg.ExternalCIDRs) {
-		return refusedAddress{fmt.Errorf("%s is outside this agent's --external-cidr %s", ip, prefixList(a.cfg.ExternalCIDRs))}
+		return refusedAddress{fmt.Errorf("%s is outside this agent's --external-cidr %s", ip, stringers.Join(a.cfg.ExternalCIDRs, ", ", "none"))}
 	}
 	return nil
-}
-
-// prefixList is ps comma-separated, or "none".
-func prefixList(ps []netip.Prefix) string {
-	if len(ps) == 0 {
-		return "none"
-	}
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = p.String()
-	}
-	return strings.Join(s, ", ")
 }
 
 // resolve returns address as an IP: an IP literal as it is, a DNS name

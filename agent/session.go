@@ -307,29 +307,26 @@ func (a *Agent) clientDone(r *agentv1.WorkResult) {
 func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[agentv1.ConnectRequest, agentv1.ConnectResponse],
 	backlog []*agentv1.WorkResult, reports []*agentv1.ProbeReport, out <-chan *agentv1.ConnectRequest, interval time.Duration,
 	deltas, report bool, reporting <-chan bool, retuned <-chan protocol.Heartbeats, cancel context.CancelCauseFunc) {
-	if len(backlog) > 0 {
-		a.log.Info("sending again the results the coordinator has not acknowledged", "results", len(backlog))
+	if len(backlog) > 0 || len(reports) > 0 {
+		a.log.Info("sending again what the coordinator has not acknowledged", "results", len(backlog), "reports", len(reports))
 	}
+	resend := make([]*agentv1.ConnectRequest, 0, len(backlog)+len(reports))
 	for _, r := range backlog {
-		if ctx.Err() != nil {
-			return
-		}
-		if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}}); err != nil {
-			cancel(fmt.Errorf("send: %w", err))
-			return
-		}
-		a.log.Info("result sent", "test_id", r.GetTestId(), "status", r.GetStatus(), "resent", true)
-	}
-	if len(reports) > 0 {
-		a.log.Info("sending again the probe reports the coordinator has not acknowledged", "reports", len(reports))
+		resend = append(resend, &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}})
 	}
 	for _, r := range reports {
+		resend = append(resend, &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: r}})
+	}
+	for _, m := range resend {
 		if ctx.Err() != nil {
 			return
 		}
-		if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: r}}); err != nil {
+		if err := stream.Send(m); err != nil {
 			cancel(fmt.Errorf("send: %w", err))
 			return
+		}
+		if r := m.GetWorkResult(); r != nil {
+			a.log.Info("result sent", "test_id", r.GetTestId(), "status", r.GetStatus(), "resent", true)
 		}
 	}
 	var changes <-chan struct{}                   // nil without gossip views: never ready

@@ -15,6 +15,7 @@ import (
 	"github.com/meshperf/meshperf/agent/proc"
 	"github.com/meshperf/meshperf/agent/servers"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/stringers"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -286,9 +287,9 @@ func (t *targets) String() string {
 	case len(eps) == 0:
 		b.WriteString("none (the coordinator has sent none yet)")
 	case len(eps) > maxListed:
-		fmt.Fprintf(&b, "%s and %d more", joinAddrs(eps[:maxListed]), len(eps)-maxListed)
+		fmt.Fprintf(&b, "%s and %d more", stringers.Join(eps[:maxListed], ", ", ""), len(eps)-maxListed)
 	default:
-		b.WriteString(joinAddrs(eps))
+		b.WriteString(stringers.Join(eps, ", ", ""))
 	}
 	b.WriteString("; --allow-target ")
 	if len(t.allow) == 0 {
@@ -301,14 +302,6 @@ func (t *targets) String() string {
 		b.WriteString(p.String())
 	}
 	return b.String()
-}
-
-func joinAddrs(as []netip.Addr) string {
-	s := make([]string, len(as))
-	for i, a := range as {
-		s[i] = a.String()
-	}
-	return strings.Join(s, ", ")
 }
 
 // probeSafe reports whether a bare TCP connect to the test's server (the

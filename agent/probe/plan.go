@@ -200,33 +200,12 @@ func checkSettings(in *agentv1.ProbeSettings) (*settings, error) {
 	if s.timeout, err = duration("timeout", in.GetTimeout(), time.Millisecond, s.interval-time.Nanosecond); err != nil {
 		return nil, fmt.Errorf("%w (timeout must be under interval)", err)
 	}
-	if len(in.GetKinds()) == 0 {
-		return nil, fmt.Errorf("settings.kinds is empty")
+	if s.kinds, err = enumSet("kinds", in.GetKinds(), agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_HTTP, "a known probe kind"); err != nil {
+		return nil, err
 	}
-	for i, k := range in.GetKinds() {
-		if k < agentv1.ProbeKind_PROBE_KIND_ICMP || k > agentv1.ProbeKind_PROBE_KIND_HTTP {
-			return nil, fmt.Errorf("settings.kinds[%d] %v is not a known probe kind", i, k)
-		}
-		for _, prev := range s.kinds {
-			if prev == k {
-				return nil, fmt.Errorf("settings.kinds[%d] %v is listed twice", i, k)
-			}
-		}
-		s.kinds = append(s.kinds, k)
-	}
-	if len(in.GetPaths()) == 0 {
-		return nil, fmt.Errorf("settings.paths is empty")
-	}
-	for i, pa := range in.GetPaths() {
-		if pa < measurev1.Path_PATH_HOST_TO_HOST || pa > measurev1.Path_PATH_HOST_TO_SERVICE {
-			return nil, fmt.Errorf("settings.paths[%d] %v is not a mesh path (host-host, host-pod, pod-pod, pod-service, host-service)", i, pa)
-		}
-		for _, prev := range s.paths {
-			if prev == pa {
-				return nil, fmt.Errorf("settings.paths[%d] %v is listed twice", i, pa)
-			}
-		}
-		s.paths = append(s.paths, pa)
+	if s.paths, err = enumSet("paths", in.GetPaths(), measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_SERVICE,
+		"a mesh path (host-host, host-pod, pod-pod, pod-service, host-service)"); err != nil {
+		return nil, err
 	}
 	if v := in.GetPayloadBytes(); v > MaxPayload {
 		return nil, fmt.Errorf("settings.payload_bytes %d is over %d", v, MaxPayload)
@@ -349,4 +328,25 @@ func checkMTU(v uint32) (int, error) {
 		return 0, fmt.Errorf("%d is neither 0 nor %d..%d", v, minMTU, maxMTU)
 	}
 	return int(v), nil
+}
+
+// enumSet checks the settings' list field of enum values: not empty,
+// each within lo..hi (what says what that range is), none twice. It
+// returns the values in their order; the error names the field, the
+// index and the value.
+func enumSet[E ~int32](field string, in []E, lo, hi E, what string) ([]E, error) {
+	if len(in) == 0 {
+		return nil, fmt.Errorf("settings.%s is empty", field)
+	}
+	out := make([]E, 0, len(in))
+	for i, v := range in {
+		if v < lo || v > hi {
+			return nil, fmt.Errorf("settings.%s[%d] %v is not %s", field, i, v, what)
+		}
+		if slices.Contains(out, v) {
+			return nil, fmt.Errorf("settings.%s[%d] %v is listed twice", field, i, v)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }

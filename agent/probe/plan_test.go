@@ -95,6 +95,7 @@ func TestApply(t *testing.T) {
 		{name: "duplicate kind", plan: set(func(s *agentv1.ProbeSettings) { s.Kinds = append(s.Kinds, s.Kinds[0]) }), wantErr: "settings.kinds[2] PROBE_KIND_ICMP is listed twice"},
 		{name: "external path", plan: set(func(s *agentv1.ProbeSettings) { s.Paths = []measurev1.Path{measurev1.Path_PATH_HOST_TO_EXTERNAL} }), wantErr: "settings.paths[0] PATH_HOST_TO_EXTERNAL"},
 		{name: "no paths", plan: set(func(s *agentv1.ProbeSettings) { s.Paths = nil }), wantErr: "settings.paths is empty"},
+		{name: "duplicate path", plan: set(func(s *agentv1.ProbeSettings) { s.Paths = append(s.Paths, s.Paths[0]) }), wantErr: "is listed twice"},
 		{name: "payload", plan: set(func(s *agentv1.ProbeSettings) { s.PayloadBytes = 65001 }), wantErr: "settings.payload_bytes 65001"},
 		{name: "in flight 0", plan: set(func(s *agentv1.ProbeSettings) { s.MaxInFlight = 0 }), wantErr: "settings.max_in_flight 0"},
 		{name: "in flight huge", plan: set(func(s *agentv1.ProbeSettings) { s.MaxInFlight = 1 << 20 }), wantErr: "settings.max_in_flight 1048576"},

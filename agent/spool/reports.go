@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
@@ -46,13 +47,27 @@ func (s *Spool) loadReports(tx *bolt.Tx) error {
 	}
 	if len(bad) > 0 {
 		dropped += uint64(len(bad))
-		if err := meta.Put(keyReportsDropped, binary.BigEndian.AppendUint64(nil, dropped)); err != nil {
+		if err := putCount(meta, keyReportsDropped, dropped); err != nil {
 			return err
 		}
 		s.log.Error("probe report spool held entries that do not decode; dropped", "count", len(bad), "dropped_total", dropped)
 	}
-	s.reports, s.reportsDropped = n, dropped
+	s.reports.n, s.reports.dropped = n, dropped
 	return nil
+}
+
+// reportsLane is the probe reports' lane of at most bound entries (0:
+// DefaultMaxReports).
+func reportsLane(bound int) lane {
+	if bound == 0 {
+		bound = DefaultMaxReports
+	}
+	return lane{what: "probe report", bucket: bucketReports, droppedKey: keyReportsDropped, max: bound,
+		describe: func(v []byte) []any {
+			r := &agentv1.ProbeReport{}
+			_ = proto.Unmarshal(v, r) // PutReport encoded it or Open decoded it
+			return []any{"seq", r.GetSeq(), "max_reports", bound}
+		}}
 }
 
 // PutReport numbers r (it sets r.Seq to one more than any report this
@@ -66,10 +81,8 @@ func (s *Spool) PutReport(r *agentv1.ProbeReport) (uint64, error) {
 	if s.closed {
 		return 0, ErrClosed
 	}
-	for s.reports >= s.maxReports {
-		if err := s.dropOldestReport(); err != nil {
-			return 0, err
-		}
+	if err := s.makeRoom(&s.reports); err != nil {
+		return 0, err
 	}
 	if s.db == nil {
 		s.memSeq++
@@ -78,8 +91,8 @@ func (s *Spool) PutReport(r *agentv1.ProbeReport) (uint64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("spool: encode report %d: %w", r.GetSeq(), err)
 		}
-		s.memReports = append(s.memReports, memEntry{data: v})
-		s.reports++
+		s.reports.mem = append(s.reports.mem, memEntry{data: v})
+		s.reports.n++
 		return r.GetSeq(), nil
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -98,43 +111,8 @@ func (s *Spool) PutReport(r *agentv1.ProbeReport) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("spool: put report: %w", err)
 	}
-	s.reports++
+	s.reports.n++
 	return r.GetSeq(), nil
-}
-
-// dropOldestReport drops the oldest report. Caller holds s.mu.
-func (s *Spool) dropOldestReport() error {
-	var seq uint64
-	if s.db == nil {
-		r := &agentv1.ProbeReport{}
-		_ = proto.Unmarshal(s.memReports[0].data, r) // PutReport encoded it
-		seq = r.GetSeq()
-		s.memReports[0] = memEntry{}
-		s.memReports = s.memReports[1:]
-		s.reportsDropped++
-	} else {
-		dropped := s.reportsDropped + 1
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			b := tx.Bucket(bucketReports)
-			k, _ := b.Cursor().First()
-			if k == nil {
-				return fmt.Errorf("no report to drop")
-			}
-			seq = binary.BigEndian.Uint64(k)
-			if err := b.Delete(bytes.Clone(k)); err != nil {
-				return err
-			}
-			return tx.Bucket(bucketMeta).Put(keyReportsDropped, binary.BigEndian.AppendUint64(nil, dropped))
-		})
-		if err != nil {
-			return fmt.Errorf("spool: drop the oldest report: %w", err)
-		}
-		s.reportsDropped = dropped
-	}
-	s.reports--
-	s.log.Warn("probe report spool full: dropped the oldest report the coordinator has not acknowledged",
-		"seq", seq, "max_reports", s.maxReports, "dropped_total", s.reportsDropped)
-	return nil
 }
 
 // AckReports forgets the reports of each seq and returns how many it
@@ -147,19 +125,19 @@ func (s *Spool) AckReports(seqs ...uint64) (int, error) {
 	}
 	if s.db == nil {
 		removed := 0
-		kept := s.memReports[:0]
-		for _, e := range s.memReports {
+		kept := s.reports.mem[:0]
+		for _, e := range s.reports.mem {
 			r := &agentv1.ProbeReport{}
 			_ = proto.Unmarshal(e.data, r)
-			if containsSeq(seqs, r.GetSeq()) {
+			if slices.Contains(seqs, r.GetSeq()) {
 				removed++
 				continue
 			}
 			kept = append(kept, e)
 		}
-		clear(s.memReports[len(kept):])
-		s.memReports = kept
-		s.reports -= removed
+		clear(s.reports.mem[len(kept):])
+		s.reports.mem = kept
+		s.reports.n -= removed
 		return removed, nil
 	}
 	removed := 0
@@ -181,17 +159,8 @@ func (s *Spool) AckReports(seqs ...uint64) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("spool: ack reports: %w", err)
 	}
-	s.reports -= removed
+	s.reports.n -= removed
 	return removed, nil
-}
-
-func containsSeq(seqs []uint64, seq uint64) bool {
-	for _, s := range seqs {
-		if s == seq {
-			return true
-		}
-	}
-	return false
 }
 
 // PendingReports returns every report the spool holds, oldest first.
@@ -201,7 +170,7 @@ func (s *Spool) PendingReports() ([]*agentv1.ProbeReport, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
-	out, err := readAll(s, s.memReports, bucketReports, func() *agentv1.ProbeReport { return &agentv1.ProbeReport{} },
+	out, err := readAll(s, &s.reports, func() *agentv1.ProbeReport { return &agentv1.ProbeReport{} },
 		"probe report spool entry does not decode; skipped")
 	if err != nil {
 		return nil, fmt.Errorf("spool: read reports: %w", err)
@@ -214,5 +183,5 @@ func (s *Spool) PendingReports() ([]*agentv1.ProbeReport, error) {
 func (s *Spool) Reports() (held int, dropped uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.reports, s.reportsDropped
+	return s.reports.n, s.reports.dropped
 }

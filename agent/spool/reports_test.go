@@ -2,6 +2,7 @@ package spool_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/meshperf/meshperf/agent/spool"
@@ -78,6 +79,21 @@ func TestReports(t *testing.T) {
 			}
 			if held, dropped := s.Reports(); held != 3 || dropped != 1 {
 				t.Fatalf("Reports() after reopening = %d held, %d dropped; want 3, 1", held, dropped)
+			}
+			// Reopened with a lower bound, the spool drops its oldest
+			// reports at once, and counts them.
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s, logs := open(t, spool.Config{Dir: dir, MaxReports: 1})
+			if got, want := seqsOf(t, s), []uint64{5}; !slices.Equal(got, want) {
+				t.Fatalf("pending after reopening with MaxReports 1: %v, want %v", got, want)
+			}
+			if held, dropped := s.Reports(); held != 1 || dropped != 3 {
+				t.Fatalf("Reports() after reopening with MaxReports 1 = %d held, %d dropped; want 1, 3", held, dropped)
+			}
+			if !strings.Contains(logs.String(), "probe report spool full") || !strings.Contains(logs.String(), "seq=2") {
+				t.Errorf("the drops at Open were not logged with their seq:\n%s", logs.String())
 			}
 		})
 	}

@@ -84,25 +84,36 @@ type Config struct {
 // Spool holds WorkResults until they are acknowledged. Its methods are
 // safe for concurrent use.
 type Spool struct {
-	max  int
 	log  *slog.Logger
 	path string // "" in memory
 
 	mu      sync.Mutex
-	db      *bolt.DB   // nil in memory
-	mem     []memEntry // in memory, oldest first
-	n       int        // results held
-	dropped uint64
+	db      *bolt.DB // nil in memory
+	results lane     // agentv1.WorkResult, indexed by test ID (bucketByTest)
+	reports lane     // agentv1.ProbeReport
+	memSeq  uint64   // last report seq given, in memory
 	closed  bool
-
-	maxReports     int
-	reports        int        // reports held
-	reportsDropped uint64     // over the file's life
-	memReports     []memEntry // in memory, oldest first; testID unused
-	memSeq         uint64     // last seq given, in memory
 }
 
-// memEntry is one result of an in-memory spool.
+// lane is one bounded FIFO of the spool (the results, the probe reports):
+// where its entries live, its bound and its counts, guarded by Spool.mu.
+type lane struct {
+	what       string     // "result" or "report", in errors and logs
+	bucket     []byte     // its entries in a file spool, by seq
+	droppedKey []byte     // its drop counter in bucketMeta
+	max        int        // bound of n
+	n          int        // entries held
+	dropped    uint64     // entries dropped (full, or not decoding), over the file's life
+	mem        []memEntry // in memory, oldest first
+	// unindex removes, in a file spool, what else refers to a dropped
+	// entry (key k, value v); nil when nothing does.
+	unindex func(tx *bolt.Tx, k, v []byte) error
+	// describe gives the log attributes naming a dropped entry's value.
+	describe func(v []byte) []any
+}
+
+// memEntry is one entry of an in-memory spool: its encoded message and,
+// for a result, its test ID.
 type memEntry struct {
 	testID string
 	data   []byte
@@ -119,13 +130,7 @@ func Open(cfg Config) (*Spool, error) {
 	if cfg.MaxReports < 0 {
 		return nil, fmt.Errorf("spool: MaxReports %d is negative", cfg.MaxReports)
 	}
-	s := &Spool{max: cfg.MaxResults, maxReports: cfg.MaxReports, log: cfg.Logger}
-	if s.max == 0 {
-		s.max = DefaultMaxResults
-	}
-	if s.maxReports == 0 {
-		s.maxReports = DefaultMaxReports
-	}
+	s := &Spool{log: cfg.Logger, results: resultsLane(cfg.MaxResults), reports: reportsLane(cfg.MaxReports)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -241,7 +246,7 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 		}
 		if bad > 0 {
 			dropped += uint64(bad)
-			return meta.Put(keyDropped, binary.BigEndian.AppendUint64(nil, dropped))
+			return putCount(meta, keyDropped, dropped)
 		}
 		return nil
 	})
@@ -252,16 +257,42 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 	if bad > 0 {
 		s.log.Error("result spool held entries that do not decode; dropped", "path", s.path, "count", bad, "dropped_total", dropped)
 	}
-	s.db, s.n, s.dropped = db, n, dropped
+	s.db, s.results.n, s.results.dropped = db, n, dropped
 	// A spool bounded lower than before drops its oldest now.
-	for s.n > s.max {
-		if err := s.dropOldest(); err != nil {
-			closeQuietly(db)
-			s.db = nil
-			return err
+	for _, l := range []*lane{&s.results, &s.reports} {
+		for l.n > l.max {
+			if err := s.dropOldest(l); err != nil {
+				closeQuietly(db)
+				s.db = nil
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// resultsLane is the results' lane of at most bound entries (0:
+// DefaultMaxResults).
+func resultsLane(bound int) lane {
+	if bound == 0 {
+		bound = DefaultMaxResults
+	}
+	return lane{what: "result", bucket: bucketResults, droppedKey: keyDropped, max: bound,
+		unindex: func(tx *bolt.Tx, k, v []byte) error {
+			r := &agentv1.WorkResult{}
+			_ = proto.Unmarshal(v, r) // decoded at Open
+			return tx.Bucket(bucketByTest).Delete(testKey(r.GetTestId(), k))
+		},
+		describe: func(v []byte) []any {
+			r := &agentv1.WorkResult{}
+			_ = proto.Unmarshal(v, r) // Put encoded it or Open decoded it
+			return []any{"test_id", r.GetTestId(), "max_results", bound}
+		}}
+}
+
+// putCount stores a count under key in the meta bucket, uint64 big-endian.
+func putCount(meta *bolt.Bucket, key []byte, n uint64) error {
+	return meta.Put(key, binary.BigEndian.AppendUint64(nil, n))
 }
 
 func closeQuietly(db *bolt.DB) {
@@ -284,7 +315,7 @@ func (s *Spool) Path() string { return s.path }
 func (s *Spool) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.n
+	return s.results.n
 }
 
 // Dropped returns how many results were dropped because the spool was
@@ -292,7 +323,7 @@ func (s *Spool) Len() int {
 func (s *Spool) Dropped() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.dropped
+	return s.results.dropped
 }
 
 // Put adds r, dropping the oldest result first if the spool is full; it
@@ -310,14 +341,12 @@ func (s *Spool) Put(r *agentv1.WorkResult) error {
 	if s.closed {
 		return ErrClosed
 	}
-	for s.n >= s.max {
-		if err := s.dropOldest(); err != nil {
-			return err
-		}
+	if err := s.makeRoom(&s.results); err != nil {
+		return err
 	}
 	if s.db == nil {
-		s.mem = append(s.mem, memEntry{testID: r.GetTestId(), data: v})
-		s.n++
+		s.results.mem = append(s.results.mem, memEntry{testID: r.GetTestId(), data: v})
+		s.results.n++
 		return nil
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
@@ -335,47 +364,55 @@ func (s *Spool) Put(r *agentv1.WorkResult) error {
 	if err != nil {
 		return fmt.Errorf("spool: put %q: %w", r.GetTestId(), err)
 	}
-	s.n++
+	s.results.n++
 	return nil
 }
 
-// dropOldest drops the oldest result, counts it and logs it. Caller holds
-// s.mu.
-func (s *Spool) dropOldest() error {
-	var testID string
+// makeRoom drops the oldest entries of l until it has room for one more.
+// Caller holds s.mu.
+func (s *Spool) makeRoom(l *lane) error {
+	for l.n >= l.max {
+		if err := s.dropOldest(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropOldest drops the oldest entry of l, counts it (in the file too, in
+// the same transaction) and logs it. Caller holds s.mu.
+func (s *Spool) dropOldest(l *lane) error {
+	var v []byte
 	if s.db == nil {
-		testID = s.mem[0].testID
-		s.mem[0] = memEntry{}
-		s.mem = s.mem[1:]
-		s.dropped++
+		v = l.mem[0].data
+		l.mem[0] = memEntry{}
+		l.mem = l.mem[1:]
 	} else {
-		dropped := s.dropped + 1
 		err := s.db.Update(func(tx *bolt.Tx) error {
-			res := tx.Bucket(bucketResults)
-			k, v := res.Cursor().First()
+			b := tx.Bucket(l.bucket)
+			k, val := b.Cursor().First()
 			if k == nil {
-				return errors.New("no result to drop")
+				return fmt.Errorf("no %s to drop", l.what)
 			}
-			k = bytes.Clone(k)
-			r := &agentv1.WorkResult{}
-			_ = proto.Unmarshal(v, r) // decoded at Open
-			testID = r.GetTestId()
-			if err := res.Delete(k); err != nil {
+			k, v = bytes.Clone(k), bytes.Clone(val)
+			if err := b.Delete(k); err != nil {
 				return err
 			}
-			if err := tx.Bucket(bucketByTest).Delete(testKey(testID, k)); err != nil {
-				return err
+			if l.unindex != nil {
+				if err := l.unindex(tx, k, v); err != nil {
+					return err
+				}
 			}
-			return tx.Bucket(bucketMeta).Put(keyDropped, binary.BigEndian.AppendUint64(nil, dropped))
+			return putCount(tx.Bucket(bucketMeta), l.droppedKey, l.dropped+1)
 		})
 		if err != nil {
-			return fmt.Errorf("spool: drop the oldest result: %w", err)
+			return fmt.Errorf("spool: drop the oldest %s: %w", l.what, err)
 		}
-		s.dropped = dropped
 	}
-	s.n--
-	s.log.Warn("result spool full: dropped the oldest result the coordinator has not acknowledged",
-		"test_id", testID, "max_results", s.max, "dropped_total", s.dropped)
+	l.dropped++
+	l.n--
+	s.log.Warn(l.what+" spool full: dropped the oldest "+l.what+" the coordinator has not acknowledged",
+		append(l.describe(v), "dropped_total", l.dropped)...)
 	return nil
 }
 
@@ -388,10 +425,10 @@ func (s *Spool) Ack(testIDs ...string) (int, error) {
 		return 0, ErrClosed
 	}
 	if s.db == nil {
-		before := len(s.mem)
-		s.mem = slices.DeleteFunc(s.mem, func(e memEntry) bool { return slices.Contains(testIDs, e.testID) })
-		s.n = len(s.mem)
-		return before - len(s.mem), nil
+		before := len(s.results.mem)
+		s.results.mem = slices.DeleteFunc(s.results.mem, func(e memEntry) bool { return slices.Contains(testIDs, e.testID) })
+		s.results.n = len(s.results.mem)
+		return before - len(s.results.mem), nil
 	}
 	removed := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -421,7 +458,7 @@ func (s *Spool) Ack(testIDs ...string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("spool: ack: %w", err)
 	}
-	s.n -= removed
+	s.results.n -= removed
 	return removed, nil
 }
 
@@ -434,7 +471,7 @@ func (s *Spool) Pending() ([]*agentv1.WorkResult, error) {
 	}
 	// Put encoded it and Open checked it: a failed decode means the disk
 	// changed under us.
-	out, err := readAll(s, s.mem, bucketResults, func() *agentv1.WorkResult { return &agentv1.WorkResult{} },
+	out, err := readAll(s, &s.results, func() *agentv1.WorkResult { return &agentv1.WorkResult{} },
 		"result spool entry does not decode; skipped")
 	if err != nil {
 		return nil, fmt.Errorf("spool: read: %w", err)
@@ -442,10 +479,10 @@ func (s *Spool) Pending() ([]*agentv1.WorkResult, error) {
 	return out, nil
 }
 
-// readAll decodes every entry of the spool's store of one kind, oldest
-// first: mem when the spool is in memory, else bucket. An entry that does
-// not decode is logged with msg and skipped. The caller holds s.mu.
-func readAll[M proto.Message](s *Spool, mem []memEntry, bucket []byte, newMsg func() M, msg string) ([]M, error) {
+// readAll decodes every entry of the lane l, oldest first: l.mem when the
+// spool is in memory, else l.bucket. An entry that does not decode is
+// logged with msg and skipped. The caller holds s.mu.
+func readAll[M proto.Message](s *Spool, l *lane, newMsg func() M, msg string) ([]M, error) {
 	var out []M
 	decode := func(v []byte) {
 		m := newMsg()
@@ -456,13 +493,13 @@ func readAll[M proto.Message](s *Spool, mem []memEntry, bucket []byte, newMsg fu
 		out = append(out, m)
 	}
 	if s.db == nil {
-		for _, e := range mem {
+		for _, e := range l.mem {
 			decode(e.data)
 		}
 		return out, nil
 	}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucket).ForEach(func(_, v []byte) error {
+		return tx.Bucket(l.bucket).ForEach(func(_, v []byte) error {
 			decode(v)
 			return nil
 		})
@@ -478,7 +515,7 @@ func (s *Spool) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.mem = nil
+	s.results.mem, s.reports.mem = nil, nil
 	if s.db == nil {
 		return nil
 	}

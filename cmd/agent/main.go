@@ -10,30 +10,21 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/internal/safetext"
+	"github.com/meshperf/meshperf/internal/signals"
 	"github.com/meshperf/meshperf/internal/version"
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if err := signals.Execute(context.Background(), NewCommand(os.Stdout, os.Stderr), os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		os.Exit(1)
 	}
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cmd := NewCommand(stdout, stderr)
-	cmd.SetArgs(args)
-	return cmd.ExecuteContext(ctx)
 }
 
 // NewCommand returns the agent's command tree (the root `agent`, which

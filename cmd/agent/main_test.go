@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/signals"
 	"github.com/meshperf/meshperf/internal/testnet"
 )
 
@@ -100,7 +101,7 @@ func TestRunFlags(t *testing.T) {
 			}
 			defer cancel()
 			var stderr bytes.Buffer
-			err := run(ctx, args, &bytes.Buffer{}, &stderr)
+			err := signals.Execute(ctx, NewCommand(&bytes.Buffer{}, &stderr), args)
 			switch {
 			case tt.wantIn == nil && err != nil:
 				t.Errorf("run = %v, want nil", err)
@@ -123,7 +124,7 @@ func TestEndpointCommand(t *testing.T) {
 	defer cancel()
 	var stderr bytes.Buffer
 	sock := filepath.Join(t.TempDir(), "endpoint.sock")
-	if err := run(ctx, []string{"endpoint", "--socket", sock}, &bytes.Buffer{}, &stderr); err != nil {
+	if err := signals.Execute(ctx, NewCommand(&bytes.Buffer{}, &stderr), []string{"endpoint", "--socket", sock}); err != nil {
 		t.Errorf("run endpoint = %v, want nil", err)
 	}
 	if !strings.Contains(stderr.String(), sock) {

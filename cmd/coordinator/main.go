@@ -7,11 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/meshperf/meshperf/coordinator/cli"
 	"github.com/meshperf/meshperf/internal/grpcbuf"
+	"github.com/meshperf/meshperf/internal/signals"
 )
 
 // ExitTrouble is the exit status of an error (a bad flag, no coordinator, a
@@ -24,7 +24,7 @@ const ExitTrouble = 2
 func init() { grpcbuf.Install() }
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if err := signals.Execute(context.Background(), cli.NewCommand(os.Stdout, os.Stderr), os.Args[1:]); err != nil {
 		var exit *cli.ExitError
 		if errors.As(err, &exit) {
 			os.Exit(exit.Code) // the command already said why: its verdict stays the last line
@@ -32,12 +32,4 @@ func main() {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(ExitTrouble)
 	}
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	ctx, stop := cli.WithSignals(ctx) // SIGINT, SIGTERM; `trigger` takes SIGINT while it watches
-	defer stop()
-	cmd := cli.NewCommand(stdout, stderr)
-	cmd.SetArgs(args)
-	return cmd.ExecuteContext(ctx)
 }

@@ -9,8 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
 	"github.com/meshperf/meshperf/deploy/lab/labcli"
 	"github.com/meshperf/meshperf/internal/grpcbuf"
+	"github.com/meshperf/meshperf/internal/signals"
 )
 
 // init sizes gRPC's message buffers to the messages (internal/grpcbuf):
@@ -25,7 +24,7 @@ import (
 func init() { grpcbuf.Install() }
 
 func main() {
-	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	err := signals.Execute(context.Background(), NewCommand(os.Stdout, os.Stderr), os.Args[1:])
 	switch {
 	case err == nil:
 	case errors.Is(err, cluster.ErrDemoFailed), errors.Is(err, cluster.ErrFaultsMissed):
@@ -34,16 +33,6 @@ func main() {
 		slog.New(slog.NewTextHandler(os.Stderr, nil)).Error("meshlab failed", "err", err)
 		os.Exit(1)
 	}
-}
-
-// run executes the meshlab command line args until it finishes or SIGINT or
-// SIGTERM arrives (which cancels the context the commands run with).
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	cmd := NewCommand(stdout, stderr)
-	cmd.SetArgs(args)
-	return cmd.ExecuteContext(ctx)
 }
 
 // NewCommand returns meshlab's command tree: the lab's commands

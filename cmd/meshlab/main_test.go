@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/signals"
 )
 
 func TestRun(t *testing.T) {
@@ -24,9 +26,9 @@ func TestRun(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			var stdout, stderr bytes.Buffer
-			err := run(ctx, tt.args, &stdout, &stderr)
+			err := signals.Execute(ctx, NewCommand(&stdout, &stderr), tt.args)
 			if (err != nil) != tt.wantErr {
-				t.Fatalf("run(%v) = %v, want error %v", tt.args, err, tt.wantErr)
+				t.Fatalf("Execute(%v) = %v, want error %v", tt.args, err, tt.wantErr)
 			}
 			if !strings.Contains(stdout.String(), tt.wantStdout) {
 				t.Errorf("stdout %q lacks %q", stdout.String(), tt.wantStdout)

@@ -264,19 +264,13 @@ func printDeltasJSON(o *options, deltas []testcell.Delta) error {
 func printDeltasCSV(o *options, deltas []testcell.Delta) error {
 	w := csv.NewWriter(o.stdout)
 	_ = w.Write([]string{"test", "params", "path", "src_node", "dst_node", "unit", "a_n", "a_median", "b_n", "b_median", "median_change_ratio", "p_value", "significant", "verdict"})
-	f := func(v float64, ok bool) string {
-		if !ok || math.IsNaN(v) {
-			return ""
-		}
-		return strconv.FormatFloat(v, 'g', -1, 64)
-	}
 	for _, d := range deltas {
 		an, am, bn, bm := 0, "", 0, ""
 		if d.A != nil {
-			an, am = d.A.Stats.N, f(d.A.Stats.Median, d.A.Stats.N > 0)
+			an, am = d.A.Stats.N, csvFloat(d.A.Stats.Median, d.A.Stats.N > 0)
 		}
 		if d.B != nil {
-			bn, bm = d.B.Stats.N, f(d.B.Stats.Median, d.B.Stats.N > 0)
+			bn, bm = d.B.Stats.N, csvFloat(d.B.Stats.Median, d.B.Stats.N > 0)
 		}
 		verdict := "same"
 		switch {
@@ -288,7 +282,7 @@ func printDeltasCSV(o *options, deltas []testcell.Delta) error {
 			verdict = "better"
 		}
 		_ = w.Write([]string{testspec.Name(d.Key.Test), d.Key.Params, testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst, testcell.Unit(d.Key.Test),
-			strconv.Itoa(an), am, strconv.Itoa(bn), bm, f(d.MedianChange, true), f(d.Test.P, d.Tested),
+			strconv.Itoa(an), am, strconv.Itoa(bn), bm, csvFloat(d.MedianChange, true), csvFloat(d.Test.P, d.Tested),
 			strconv.FormatBool(d.Tested && d.Test.Significant), verdict})
 	}
 	w.Flush()

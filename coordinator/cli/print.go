@@ -292,10 +292,7 @@ func printResultsCSV(o *options, results []*measurev1.Result) error {
 		"rtt_min_seconds", "rtt_median_seconds", "rtt_max_seconds", "loss_ratio",
 		"requests_per_second", "latency_p50_seconds", "latency_p99_seconds", "failed_requests"})
 	for _, r := range results {
-		value := ""
-		if v, ok := testcell.Measured(r); ok { // never NaN or Inf
-			value = strconv.FormatFloat(v, 'g', -1, 64)
-		}
+		value := csvFloat(testcell.Measured(r))
 		row := []string{r.GetStartTime().AsTime().UTC().Format(time.RFC3339Nano), r.GetRunId(), r.GetTestId(),
 			strconv.Itoa(int(r.GetIndex())), r.GetSrcNode(), r.GetDstNode(), testspec.PathName(r.GetPath()),
 			testspec.Name(r.GetSpec().GetTest()), testcell.ParamsKey(r.GetSpec()), testspec.StatusName(r.GetStatus()), value,
@@ -316,17 +313,8 @@ func pingColumns(r *measurev1.Result) []string {
 	if r.GetStatus() != measurev1.Status_STATUS_OK || p == nil {
 		return []string{"", "", "", ""}
 	}
-	f := func(v float64) string {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return "" // never a non-finite number
-		}
-		return strconv.FormatFloat(v, 'g', -1, 64)
-	}
-	median := ""
-	if p.RttMedianSeconds != nil {
-		median = f(p.GetRttMedianSeconds())
-	}
-	return []string{f(p.GetRttMinSeconds()), median, f(p.GetRttMaxSeconds()), f(p.GetLossRatio())}
+	return []string{csvFloat(p.GetRttMinSeconds(), true), csvFloat(p.GetRttMedianSeconds(), p.RttMedianSeconds != nil),
+		csvFloat(p.GetRttMaxSeconds(), true), csvFloat(p.GetLossRatio(), true)}
 }
 
 // loadColumns are the requests_per_second, latency_p50_seconds,
@@ -337,13 +325,18 @@ func loadColumns(r *measurev1.Result) []string {
 	if r.GetStatus() != measurev1.Status_STATUS_OK || m == nil {
 		return []string{"", "", "", ""}
 	}
-	f := func(v float64) string {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return "" // never a non-finite number
-		}
-		return strconv.FormatFloat(v, 'g', -1, 64)
+	return []string{csvFloat(m.GetRequestsPerSecond(), true), csvFloat(m.GetLatencyP50Seconds(), true),
+		csvFloat(m.GetLatencyP99Seconds(), true), strconv.FormatUint(m.GetFailedRequests(), 10)}
+}
+
+// csvFloat is a figure as a CSV cell: its shortest form, or "" when !ok
+// or v is NaN or an infinity (never a non-finite number in a column that
+// other tools read as numbers).
+func csvFloat(v float64, ok bool) string {
+	if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+		return ""
 	}
-	return []string{f(m.GetRequestsPerSecond()), f(m.GetLatencyP50Seconds()), f(m.GetLatencyP99Seconds()), strconv.FormatUint(m.GetFailedRequests(), 10)}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 // oneLine is s as a table cell (safetext.Line: on one line, control

@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -269,17 +268,11 @@ func printCellsJSON(o *options, run *measurev1.Run, cells []*testcell.Cell) erro
 func printCellsCSV(o *options, cells []*testcell.Cell) error {
 	w := csv.NewWriter(o.stdout)
 	_ = w.Write([]string{"test", "params", "path", "src_node", "dst_node", "unit", "n", "median", "mean", "stddev", "min", "max", "q1", "q3", "iqr", "ci95_low", "ci95_high", "failed"})
-	num := func(v float64, ok bool) string {
-		if !ok || math.IsNaN(v) {
-			return ""
-		}
-		return strconv.FormatFloat(v, 'g', -1, 64)
-	}
 	for _, c := range cells {
 		s, has := c.Stats, c.Stats.N > 0
 		_ = w.Write([]string{testspec.Name(c.Test), c.Params, testspec.PathName(c.Path), c.Src, c.Dst, testcell.Unit(c.Test), strconv.Itoa(s.N),
-			num(s.Median, has), num(s.Mean, has), num(s.StdDev, has), num(s.Min, has), num(s.Max, has), num(s.Q1, has), num(s.Q3, has),
-			num(s.IQR, has), num(s.CILow, s.HasCI), num(s.CIHigh, s.HasCI), strconv.Itoa(c.FailedCount())})
+			csvFloat(s.Median, has), csvFloat(s.Mean, has), csvFloat(s.StdDev, has), csvFloat(s.Min, has), csvFloat(s.Max, has), csvFloat(s.Q1, has), csvFloat(s.Q3, has),
+			csvFloat(s.IQR, has), csvFloat(s.CILow, s.HasCI), csvFloat(s.CIHigh, s.HasCI), strconv.Itoa(c.FailedCount())})
 	}
 	w.Flush()
 	return w.Error()

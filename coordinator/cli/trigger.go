@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/meshperf/meshperf/internal/signals"
 	"github.com/meshperf/meshperf/internal/syncio"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -101,7 +102,7 @@ func runTrigger(ctx context.Context, o *options, spec *measurev1.RunSpec, noWait
 			fmt.Fprintln(o.stdout, run.GetRunId())
 			return nil
 		}
-		interrupts, release := claimInterrupts(ctx)
+		interrupts, release := signals.Claim(ctx)
 		defer release()
 		f := &follower{o: o, client: client, run: run, policy: policy, interrupts: interrupts, answers: o.stdin}
 		if err := f.follow(ctx); err != nil {

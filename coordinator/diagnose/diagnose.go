@@ -23,10 +23,10 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/internal/stats"
+	"github.com/meshperf/meshperf/internal/stringers"
 	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -435,11 +435,9 @@ func worstStatus(failed map[measurev1.Status]int) measurev1.Status {
 	return best
 }
 
+// strs is obs as text, sorted.
 func strs(obs []observation) []string {
-	out := make([]string, len(obs))
-	for i, o := range obs {
-		out[i] = o.String()
-	}
+	out := stringers.Strings(obs)
 	slices.Sort(out)
 	return out
 }
@@ -447,14 +445,7 @@ func strs(obs []observation) []string {
 // Summary is the findings in words, one per line; "no fault found" when
 // there is none.
 func Summary(fs []Finding) string {
-	if len(fs) == 0 {
-		return "no fault found"
-	}
-	lines := make([]string, len(fs))
-	for i, f := range fs {
-		lines[i] = f.String()
-	}
-	return strings.Join(lines, "\n")
+	return stringers.Join(fs, "\n", "no fault found")
 }
 
 // unmeasured reports whether a result of status says nothing about the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/membership"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/stringers"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -77,10 +78,7 @@ func (r *Registry) gossipSeeds(node string) []string {
 		}
 	}
 	r.mu.Unlock()
-	out := make([]string, len(seeds))
-	for i, a := range seeds {
-		out[i] = a.String()
-	}
+	out := stringers.Strings(seeds)
 	slices.Sort(out)
 	return out
 }

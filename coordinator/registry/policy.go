@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/stringers"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -234,7 +235,7 @@ func (p *AddressPolicy) checkCluster(ctx context.Context, n Node) error {
 	}
 	for _, ip := range []netip.Addr{n.HostIP, n.HostIPv6} {
 		if ip.IsValid() && !slices.Contains(ips, ip) {
-			return fmt.Errorf("host IP %s is not an address of the Node object %q (status.addresses InternalIP and ExternalIP: %s)", ip, n.Name, joinIPs(ips))
+			return fmt.Errorf("host IP %s is not an address of the Node object %q (status.addresses InternalIP and ExternalIP: %s)", ip, n.Name, stringers.Join(ips, ", ", "none"))
 		}
 	}
 	if !n.PodIP.IsValid() {
@@ -246,21 +247,10 @@ func (p *AddressPolicy) checkCluster(ctx context.Context, n Node) error {
 	}
 	for _, ip := range []netip.Addr{n.PodIP, n.PodIPv6} {
 		if ip.IsValid() && !slices.Contains(ips, ip) {
-			return fmt.Errorf("pod IP %s is not an address of node %q's pod endpoint (status.podIPs: %s)", ip, n.Name, joinIPs(ips))
+			return fmt.Errorf("pod IP %s is not an address of node %q's pod endpoint (status.podIPs: %s)", ip, n.Name, stringers.Join(ips, ", ", "none"))
 		}
 	}
 	return nil
-}
-
-func joinIPs(ips []netip.Addr) string {
-	if len(ips) == 0 {
-		return "none"
-	}
-	s := make([]string, len(ips))
-	for i, ip := range ips {
-		s[i] = ip.String()
-	}
-	return strings.Join(s, ", ")
 }
 
 // admit checks a Register (validateRegister, then the cluster's

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -262,32 +263,35 @@ func (s *Store) GetRun(ctx context.Context, runID string) (*measurev1.Run, error
 // Runs returns the headers (no planned tests) of every run whose state is
 // one of states (all runs if none is given), oldest first.
 func (s *Store) Runs(ctx context.Context, states ...measurev1.RunState) ([]*measurev1.Run, error) {
+	return decodeBucket(ctx, s.db, bucketRuns, "run", func(run *measurev1.Run) bool {
+		return len(states) == 0 || slices.Contains(states, run.GetState())
+	})
+}
+
+// decodeBucket returns, in key order, the records of a bucket of
+// protobuf values decoded as M's that keep accepts (nil keeps all); what
+// names a record in the error of one that does not decode.
+func decodeBucket[T any, M interface {
+	*T
+	proto.Message
+}](ctx context.Context, db *bolt.DB, bucket []byte, what string, keep func(M) bool) ([]M, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var runs []*measurev1.Run
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketRuns).ForEach(func(k, v []byte) error {
-			run := &measurev1.Run{}
-			if err := proto.Unmarshal(v, run); err != nil {
-				return fmt.Errorf("decode run %s: %w", k, err)
+	var out []M
+	err := db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			m := M(new(T))
+			if err := proto.Unmarshal(v, m); err != nil {
+				return fmt.Errorf("decode %s %s: %w", what, k, err)
 			}
-			if len(states) == 0 || hasState(states, run.GetState()) {
-				runs = append(runs, run)
+			if keep == nil || keep(m) {
+				out = append(out, m)
 			}
 			return nil
 		})
 	})
-	return runs, err
-}
-
-func hasState(states []measurev1.RunState, s measurev1.RunState) bool {
-	for _, x := range states {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return out, err
 }
 
 // PutAgent records the last known registration of a node.
@@ -317,21 +321,7 @@ func (s *Store) DeleteAgent(ctx context.Context, node string) error {
 
 // Agents returns every recorded agent, sorted by node name.
 func (s *Store) Agents(ctx context.Context) ([]*storev1.Agent, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var agents []*storev1.Agent
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketAgents).ForEach(func(k, v []byte) error {
-			a := &storev1.Agent{}
-			if err := proto.Unmarshal(v, a); err != nil {
-				return fmt.Errorf("decode agent %s: %w", k, err)
-			}
-			agents = append(agents, a)
-			return nil
-		})
-	})
-	return agents, err
+	return decodeBucket[storev1.Agent](ctx, s.db, bucketAgents, "agent", nil)
 }
 
 // batch runs fn in a write transaction that bbolt may share with other

@@ -79,20 +79,6 @@ func (r runner) ip(ctx context.Context, ns string, args ...string) error {
 	return err
 }
 
-// checkTools returns an ErrUnsupported error naming every missing program.
-func checkTools() error {
-	var missing []string
-	for _, t := range tools {
-		if _, err := exec.LookPath(t); err != nil {
-			missing = append(missing, t)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%w: missing programs %s (run deploy/lab/install-deps.sh)", ErrUnsupported, strings.Join(missing, ", "))
-	}
-	return nil
-}
-
 // checkRoot fails unless the process runs as root, which creating network
 // namespaces needs.
 func checkRoot() error {

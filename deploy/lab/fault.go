@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -228,7 +227,7 @@ func Inject(ctx context.Context, l *Lab, f Fault) error {
 	if err := checkRoot(); err != nil {
 		return err
 	}
-	if err := checkFaultTools(); err != nil {
+	if err := checkPrograms(faultTools); err != nil {
 		return err
 	}
 	r := runner{log: loggerOf(l)}
@@ -255,21 +254,6 @@ func Inject(ctx context.Context, l *Lab, f Fault) error {
 		}
 	}
 	loggerOf(l).InfoContext(ctx, "fault injected", "fault", f.String())
-	return nil
-}
-
-// checkFaultTools returns an ErrUnsupported error naming the programs
-// faults need that are missing.
-func checkFaultTools() error {
-	var missing []string
-	for _, t := range faultTools {
-		if _, err := exec.LookPath(t); err != nil {
-			missing = append(missing, t)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%w: missing programs %s (run deploy/lab/install-deps.sh)", ErrUnsupported, strings.Join(missing, ", "))
-	}
 	return nil
 }
 

@@ -12,12 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/meshperf/meshperf/agent/httptarget"
 	agentrunner "github.com/meshperf/meshperf/agent/runner"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
-	"golang.org/x/sync/errgroup"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // The http_load lab test's target ports on the destination node: the

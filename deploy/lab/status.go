@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/meshperf/meshperf/internal/stringers"
 )
 
 // LabStatus is what exists of a lab: its namespaces as found in NetNSDir,
@@ -99,11 +101,7 @@ func (s *LabStatus) String() string {
 		var table strings.Builder
 		tw := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
 		for _, i := range ns.Interfaces {
-			addrs := make([]string, len(i.Addrs))
-			for k, a := range i.Addrs {
-				addrs[k] = a.String()
-			}
-			fmt.Fprintf(tw, "  %s\t%s\tmtu %d\t%s\t%s\n", i.Name, i.State, i.MTU, i.MAC, strings.Join(addrs, " "))
+			fmt.Fprintf(tw, "  %s\t%s\tmtu %d\t%s\t%s\n", i.Name, i.State, i.MTU, i.MAC, stringers.Join(i.Addrs, " ", ""))
 		}
 		_ = tw.Flush()
 		for _, line := range strings.SplitAfter(table.String(), "\n") {

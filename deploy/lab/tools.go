@@ -3,6 +3,7 @@ package lab
 import (
 	_ "embed"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 )
@@ -66,4 +67,19 @@ func toolsFor(users ...string) []string {
 		}
 	}
 	return out
+}
+
+// checkPrograms returns an ErrUnsupported error naming every program of
+// names (tools or faultTools) that is not on $PATH; nil if all are.
+func checkPrograms(names []string) error {
+	var missing []string
+	for _, t := range names {
+		if _, err := exec.LookPath(t); err != nil {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: missing programs %s (run deploy/lab/install-deps.sh)", ErrUnsupported, strings.Join(missing, ", "))
+	}
+	return nil
 }

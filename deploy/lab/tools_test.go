@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -81,8 +82,8 @@ func TestLabChecksListedTools(t *testing.T) {
 		name      string
 		got, want []string
 	}{
-		{"checkTools", tools, toolsFor("lab")},
-		{"checkFaultTools", faultTools, toolsFor("fault")},
+		{"tools", tools, toolsFor("lab")},
+		{"faultTools", faultTools, toolsFor("fault")},
 	} {
 		if len(c.got) == 0 || !slices.Equal(c.got, c.want) {
 			t.Errorf("%s checks %q, want tools.txt's %q", c.name, c.got, c.want)
@@ -97,7 +98,7 @@ func TestLabChecksListedTools(t *testing.T) {
 	}
 	for p, where := range run {
 		if !slices.Contains(checked, p) {
-			t.Errorf("%s runs %s, which neither checkTools nor checkFaultTools checks: add it to tools.txt", where, p)
+			t.Errorf("%s runs %s, which neither Up nor Inject checks: add it to tools.txt", where, p)
 		}
 	}
 }
@@ -213,4 +214,28 @@ func assignedStrings(body *ast.BlockStmt) map[string][]string {
 		return true
 	})
 	return out
+}
+
+// checkPrograms names every missing program, and only those, in an
+// ErrUnsupported error.
+func TestCheckPrograms(t *testing.T) {
+	for _, tt := range []struct {
+		names   []string
+		missing string // "" means no error
+	}{
+		{[]string{"sh"}, ""},
+		{nil, ""},
+		{[]string{"sh", "meshperf-no-such-a", "meshperf-no-such-b"}, "missing programs meshperf-no-such-a, meshperf-no-such-b "},
+	} {
+		err := checkPrograms(tt.names)
+		if tt.missing == "" {
+			if err != nil {
+				t.Errorf("checkPrograms(%q) = %v, want nil", tt.names, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tt.missing) {
+			t.Errorf("checkPrograms(%q) = %v, want ErrUnsupported naming %q", tt.names, err, tt.missing)
+		}
+	}
 }

@@ -36,7 +36,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if err := checkRoot(); err != nil {
 		return nil, err
 	}
-	if err := checkTools(); err != nil {
+	if err := checkPrograms(tools); err != nil {
 		return nil, err
 	}
 	log := l.Logger

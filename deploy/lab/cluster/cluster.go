@@ -15,12 +15,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/internal/stringers"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -183,13 +182,13 @@ func (c *Cluster) StartAgent(node string) error {
 	if !ok {
 		return fmt.Errorf("cluster: no node %q in the lab", node)
 	}
-	args := []string{"--coordinator", c.CoordinatorAddress(), "--node", n.Name, "--host-ip", joinIPs(n.HostIPs())}
+	args := []string{"--coordinator", c.CoordinatorAddress(), "--node", n.Name, "--host-ip", stringers.Join(n.HostIPs(), ",", "")}
 	if c.cfg.EndpointSocket {
 		args = append(args, "--endpoint-socket", c.EndpointSocketPath(n.Name))
 	} else {
-		args = append(args, "--pod-ip", joinIPs(n.PodIPs()), "--pod-netns", n.PodNetNSPath)
+		args = append(args, "--pod-ip", stringers.Join(n.PodIPs(), ",", ""), "--pod-netns", n.PodNetNSPath)
 	}
-	args = append(args, "--service-ip", joinIPs(n.ServiceIPs()), "--state-dir", c.StateDir(n.Name))
+	args = append(args, "--service-ip", stringers.Join(n.ServiceIPs(), ",", ""), "--state-dir", c.StateDir(n.Name))
 	if c.cfg.AgentLogLevel != "" {
 		args = append(args, "--log-level", c.cfg.AgentLogLevel)
 	}
@@ -201,16 +200,6 @@ func (c *Cluster) StartAgent(node string) error {
 	c.agents[node] = p
 	c.mu.Unlock()
 	return nil
-}
-
-// joinIPs is ips comma-separated, as the agent's address flags take one
-// address per family.
-func joinIPs(ips []netip.Addr) string {
-	s := make([]string, len(ips))
-	for i, ip := range ips {
-		s[i] = ip.String()
-	}
-	return strings.Join(s, ",")
 }
 
 // StartEndpoint starts `agent endpoint` in a node's pod namespace, with
