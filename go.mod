@@ -6,6 +6,7 @@ require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/go-cmp v0.7.0
+	github.com/google/renameio/v2 v2.0.2
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/klauspost/compress v1.20.1
 	github.com/oklog/ulid/v2 v2.1.2

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/google/renameio/v2"
 )
 
 // StateFile is the name of the state file in Config.StateDir.
@@ -82,9 +84,8 @@ func readState(path string) ([]record, error) {
 
 // writeState replaces the state file in dir with recs, atomically: a
 // temporary file renamed over it, so a reader (the agent's next life) sees
-// the old content or the new, never a part. No recs removes the file. It
-// does not sync: the file matters while the machine runs (after a reboot
-// no recorded process is left), and a rename survives the agent's crash.
+// the old content or the new, never a part (renameio, which also syncs
+// the file before the rename). No recs removes the file.
 func writeState(dir string, recs []record) error {
 	path := filepath.Join(dir, StateFile)
 	if len(recs) == 0 {
@@ -97,21 +98,7 @@ func writeState(dir string, recs []record) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+StateFile+".*") // mode 0600
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(b, '\n'))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-	}
-	return err
+	return renameio.WriteFile(path, append(b, '\n'), 0o600, renameio.WithTempDir(dir))
 }
 
 // lockDir creates dir (mode 0700) if needed, opens it and takes an

@@ -120,47 +120,17 @@ func (s *Spool) PutReport(r *agentv1.ProbeReport) (uint64, error) {
 func (s *Spool) AckReports(seqs ...uint64) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return 0, ErrClosed
-	}
-	if s.db == nil {
-		removed := 0
-		kept := s.reports.mem[:0]
-		for _, e := range s.reports.mem {
-			r := &agentv1.ProbeReport{}
-			_ = proto.Unmarshal(e.data, r)
-			if slices.Contains(seqs, r.GetSeq()) {
-				removed++
-				continue
-			}
-			kept = append(kept, e)
+	return s.remove(&s.reports, func(e memEntry) bool {
+		r := &agentv1.ProbeReport{}
+		_ = proto.Unmarshal(e.data, r) // PutReport encoded it
+		return slices.Contains(seqs, r.GetSeq())
+	}, func(*bolt.Tx) [][]byte {
+		keys := make([][]byte, len(seqs))
+		for i, seq := range seqs {
+			keys[i] = binary.BigEndian.AppendUint64(nil, seq)
 		}
-		clear(s.reports.mem[len(kept):])
-		s.reports.mem = kept
-		s.reports.n -= removed
-		return removed, nil
-	}
-	removed := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		removed = 0
-		b := tx.Bucket(bucketReports)
-		for _, seq := range seqs {
-			k := binary.BigEndian.AppendUint64(nil, seq)
-			if b.Get(k) == nil {
-				continue
-			}
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-			removed++
-		}
-		return nil
+		return keys
 	})
-	if err != nil {
-		return 0, fmt.Errorf("spool: ack reports: %w", err)
-	}
-	s.reports.n -= removed
-	return removed, nil
 }
 
 // PendingReports returns every report the spool holds, oldest first.

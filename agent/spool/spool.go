@@ -421,44 +421,63 @@ func (s *Spool) dropOldest(l *lane) error {
 func (s *Spool) Ack(testIDs ...string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.remove(&s.results, func(e memEntry) bool { return slices.Contains(testIDs, e.testID) },
+		func(tx *bolt.Tx) [][]byte {
+			byTest := tx.Bucket(bucketByTest)
+			var keys [][]byte
+			for _, id := range testIDs {
+				prefix := testKey(id, nil)
+				c := byTest.Cursor()
+				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+					if len(k) == len(prefix)+8 { // not a longer test ID that starts with id 0x00
+						keys = append(keys, bytes.Clone(k[len(prefix):]))
+					}
+				}
+			}
+			return keys
+		})
+}
+
+// remove removes from l the entries an ack names and returns how many it
+// removed: in memory those gone says, in a file the keys keys lists that
+// exist (with what refers to them: l.unindex), in one transaction.
+// Caller holds s.mu.
+func (s *Spool) remove(l *lane, gone func(memEntry) bool, keys func(tx *bolt.Tx) [][]byte) (int, error) {
 	if s.closed {
 		return 0, ErrClosed
 	}
 	if s.db == nil {
-		before := len(s.results.mem)
-		s.results.mem = slices.DeleteFunc(s.results.mem, func(e memEntry) bool { return slices.Contains(testIDs, e.testID) })
-		s.results.n = len(s.results.mem)
-		return before - len(s.results.mem), nil
+		before := len(l.mem)
+		l.mem = slices.DeleteFunc(l.mem, gone)
+		l.n = len(l.mem)
+		return before - len(l.mem), nil
 	}
 	removed := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		removed = 0
-		res, byTest := tx.Bucket(bucketResults), tx.Bucket(bucketByTest)
-		for _, id := range testIDs {
-			prefix := testKey(id, nil)
-			var keys [][]byte
-			c := byTest.Cursor()
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-				if len(k) == len(prefix)+8 { // not a longer test ID that starts with id 0x00
-					keys = append(keys, bytes.Clone(k))
-				}
+		b := tx.Bucket(l.bucket)
+		for _, k := range keys(tx) {
+			v := b.Get(k)
+			if v == nil {
+				continue
 			}
-			for _, k := range keys {
-				if err := res.Delete(k[len(prefix):]); err != nil {
+			v = bytes.Clone(v)
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+			if l.unindex != nil {
+				if err := l.unindex(tx, k, v); err != nil {
 					return err
 				}
-				if err := byTest.Delete(k); err != nil {
-					return err
-				}
-				removed++
 			}
+			removed++
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("spool: ack: %w", err)
+		return 0, fmt.Errorf("spool: ack %ss: %w", l.what, err)
 	}
-	s.results.n -= removed
+	l.n -= removed
 	return removed, nil
 }
 

@@ -2,30 +2,25 @@ package chart
 
 import (
 	"fmt"
-	"os"
+	"path/filepath"
 
+	"github.com/google/renameio/v2"
 	"gonum.org/v1/plot/vg"
 )
 
-// writeFile writes the canvas to path through a temporary file, so a
-// failed render never leaves half an image.
+// writeFile writes the canvas to path through a temporary file in its
+// directory (renameio), so a failed render never leaves half an image.
 func writeFile(path string, c vg.CanvasWriterTo) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)), renameio.WithPermissions(0o666))
 	if err != nil {
 		return fmt.Errorf("chart: %w", err)
 	}
+	defer func() { _ = f.Cleanup() }() // after the replace: nothing to do
 	if _, err := c.WriteTo(f); err != nil {
-		_ = f.Close()
-		_ = os.Remove(tmp)
 		return fmt.Errorf("chart: write %s: %w", path, err)
 	}
-	if err := f.Close(); err != nil {
-		_ = os.Remove(tmp)
+	if err := f.CloseAtomicallyReplace(); err != nil {
 		return fmt.Errorf("chart: write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("chart: %w", err)
 	}
 	return nil
 }

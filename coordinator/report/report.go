@@ -266,20 +266,6 @@ func LoadSummary(r *measurev1.Result) string {
 		FormatSeconds(m.GetLatencyP50Seconds()), FormatSeconds(m.GetLatencyP99Seconds()), m.GetFailedRequests(), m.GetRequests())
 }
 
-// FormatCount formats a rate or count with 3 significant digits and a k
-// or M suffix: "950", "1.43k", "2.5M"; NaN and infinities are Invalid.
-func FormatCount(v float64) string {
-	switch {
-	case math.IsNaN(v) || math.IsInf(v, 0):
-		return Invalid
-	case v >= 1e6:
-		return fmt.Sprintf("%.3gM", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%.3gk", v/1e3)
-	}
-	return fmt.Sprintf("%.3g", v)
-}
-
 // FormatHeadline formats a Headline value of test t in human units.
 func FormatHeadline(t measurev1.Test, v float64) string {
 	if testcell.IsLatency(t) || t == measurev1.Test_TEST_PING || t == measurev1.Test_TEST_HTTP || t == measurev1.Test_TEST_HTTP_LOAD {
@@ -316,34 +302,47 @@ func ColumnTitle(t measurev1.Test) string {
 // Invalid is how a figure that is not a finite number shows.
 const Invalid = "invalid"
 
+// FormatCount formats a rate or count with 3 significant digits and a k
+// or M suffix: "950", "1.43k", "2.5M"; NaN and infinities are Invalid.
+func FormatCount(v float64) string {
+	return formatScaled(v, []scale{{1e6, "M"}, {1e3, "k"}, {1, ""}})
+}
+
 // FormatSeconds formats seconds as ns, µs, ms or s with 3 significant
 // digits; NaN and infinities are Invalid, never a number.
 func FormatSeconds(s float64) string {
-	switch {
-	case math.IsNaN(s) || math.IsInf(s, 0):
-		return Invalid
-	case s < 1e-6:
-		return fmt.Sprintf("%.3gns", s*1e9)
-	case s < 1e-3:
-		return fmt.Sprintf("%.3gµs", s*1e6)
-	case s < 1:
-		return fmt.Sprintf("%.3gms", s*1e3)
-	}
-	return fmt.Sprintf("%.3gs", s)
+	return formatScaled(s, []scale{{1, "s"}, {1e-3, "ms"}, {1e-6, "µs"}, {1e-9, "ns"}})
 }
 
 // FormatBitsPerSecond formats bit/s with a decimal prefix: "9.41 Gbit/s";
 // NaN and infinities are Invalid, never a number.
 func FormatBitsPerSecond(bps float64) string {
-	switch {
-	case math.IsNaN(bps) || math.IsInf(bps, 0):
+	return formatScaled(bps, []scale{{1e9, " Gbit/s"}, {1e6, " Mbit/s"}, {1e3, " kbit/s"}, {1, " bit/s"}})
+}
+
+// scale is one step of a unit ladder: a figure of at least unit is shown
+// in that unit, with suffix.
+type scale struct {
+	unit   float64
+	suffix string
+}
+
+// formatScaled formats v with 3 significant digits in the first unit of
+// ladder (largest first) that v reaches, else in the last one (zero,
+// negative and tiny figures); NaN and infinities are Invalid.
+func formatScaled(v float64, ladder []scale) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return Invalid
-	case bps >= 1e9:
-		return fmt.Sprintf("%.3g Gbit/s", bps/1e9)
-	case bps >= 1e6:
-		return fmt.Sprintf("%.3g Mbit/s", bps/1e6)
-	case bps >= 1e3:
-		return fmt.Sprintf("%.3g kbit/s", bps/1e3)
 	}
-	return fmt.Sprintf("%.3g bit/s", bps)
+	sc := ladder[len(ladder)-1]
+	for _, step := range ladder {
+		if v >= step.unit {
+			sc = step
+			break
+		}
+	}
+	if sc.unit < 1 {
+		return fmt.Sprintf("%.3g%s", v*math.Round(1/sc.unit), sc.suffix) // v*1e3 for ms: exact where v/1e-3 is not
+	}
+	return fmt.Sprintf("%.3g%s", v/sc.unit, sc.suffix)
 }

@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -267,6 +270,18 @@ func seriesPrefix(src, dst uint32, pk byte) []byte {
 	k[8] = pk >> 4
 	k[9] = pk & 0x0f
 	return k
+}
+
+// nextSeries moves c past the rest of the series of chunk or rollup key
+// k (its seriesPrefix; the keys are 18 bytes) and returns the first key
+// and value of the next series; nil when there is none.
+func nextSeries(c *bolt.Cursor, k []byte) (key, value []byte) {
+	last := binary.BigEndian.AppendUint64(bytes.Clone(k[:10]), math.MaxUint64)
+	key, value = c.Seek(last)
+	if key != nil && bytes.Equal(key, last) {
+		key, value = c.Next()
+	}
+	return key, value
 }
 
 // blockOf is the start of the SeriesBlock that holds t (Unix nanoseconds).

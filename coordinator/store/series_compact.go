@@ -277,10 +277,7 @@ func (s *Store) deleteSource(src uint32, cutoff time.Time) (n int, err error) {
 				continue
 			}
 			// The rest of this series is newer: on to the next series.
-			next := append(bytes.Clone(k[:10]), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
-			if k, v = c.Seek(next); k != nil && bytes.Equal(k, next) {
-				k, v = c.Next()
-			}
+			k, v = nextSeries(c, k)
 		}
 		var seqs []uint64
 		hc := hb.Cursor()

@@ -161,10 +161,7 @@ func (s *Store) rollUpBatch(from []byte, lastBlock int64, batch int) (c SeriesRo
 			block := int64(binary.BigEndian.Uint64(k[10:]))
 			if block > lastBlock {
 				// The rest of this series is newer: on to the next series.
-				next := append(bytes.Clone(k[:10]), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
-				if k, v = cur.Seek(next); k != nil && bytes.Equal(k, next) {
-					k, v = cur.Next()
-				}
+				k, v = nextSeries(cur, k)
 				continue
 			}
 			if len(del) >= limit {
@@ -283,10 +280,7 @@ func (s *Store) DeleteSeriesRollupsBefore(ctx context.Context, cutoff time.Time)
 					return fmt.Errorf("%w: %s: a rollup key has 18 bytes", ErrCorrupt, describeKey(tx, bucketSeriesRollups, k))
 				}
 				if int64(binary.BigEndian.Uint64(k[10:])) > lastBlock {
-					next := append(bytes.Clone(k[:10]), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
-					if k, v = cur.Seek(next); k != nil && bytes.Equal(k, next) {
-						k, v = cur.Next()
-					}
+					k, v = nextSeries(cur, k)
 					continue
 				}
 				if len(del) >= rollupDeleteBatch {

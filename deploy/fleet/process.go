@@ -19,6 +19,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/meshperf/meshperf/internal/tick"
 )
 
 // This file holds the coordinator process of the benchmarks and what
@@ -196,25 +198,17 @@ func waitListening(ctx context.Context, addr string, bound time.Duration) error 
 	})
 }
 
-// errPollTimeout is poll's error when its bound passed.
-var errPollTimeout = errors.New("timed out")
-
-// poll calls cond every 100 ms until it holds, ctx ends or bound passes.
+// poll calls cond every 100 ms until it holds, ctx ends or bound passes;
+// the error of a wait that ended says which.
 func poll(ctx context.Context, bound time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(bound)
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return errPollTimeout
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	return tick.Until(ctx, 100*time.Millisecond, func() string {
+		if cond() {
+			return ""
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
+		return fmt.Sprintf("not within %v", bound)
+	})
 }
 
 // sleep waits d or until ctx ends.

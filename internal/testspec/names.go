@@ -2,6 +2,8 @@ package testspec
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -43,26 +45,10 @@ func IsExternal(p measurev1.Path) bool {
 }
 
 // Tests returns every valid Test in enum order.
-func Tests() []measurev1.Test {
-	out := make([]measurev1.Test, 0, len(tests))
-	for t := measurev1.Test(1); ; t++ {
-		if _, ok := tests[t]; !ok {
-			return out
-		}
-		out = append(out, t)
-	}
-}
+func Tests() []measurev1.Test { return slices.Sorted(maps.Keys(tests)) }
 
 // Paths returns every valid Path in enum order.
-func Paths() []measurev1.Path {
-	out := make([]measurev1.Path, 0, len(paths))
-	for p := measurev1.Path(1); ; p++ {
-		if _, ok := paths[p]; !ok {
-			return out
-		}
-		out = append(out, p)
-	}
-}
+func Paths() []measurev1.Path { return slices.Sorted(maps.Keys(paths)) }
 
 // Tool returns the client tool of test, or TOOL_UNSPECIFIED for an unknown
 // or unspecified test.

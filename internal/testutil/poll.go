@@ -2,33 +2,22 @@ package testutil
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/tick"
 )
 
 // Poll calls cond at once and then every interval until it returns "",
 // and then returns nil. cond returns "" when what the caller waits for
 // holds, otherwise why not. If ctx ends first, Poll returns an error
 // holding cond's last answer and wrapping ctx.Err(). A non-positive
-// interval is taken as 10 ms.
+// interval is taken as 10 ms. It is tick.Until with that default.
 func Poll(ctx context.Context, interval time.Duration, cond func() string) error {
 	if interval <= 0 {
 		interval = 10 * time.Millisecond
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		why := cond()
-		if why == "" {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", why, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	return tick.Until(ctx, interval, cond)
 }
 
 // Within reports whether cond holds within timeout, calling it at once

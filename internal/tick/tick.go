@@ -1,11 +1,36 @@
 // Package tick runs the coordinator's periodic work: a function called
-// after each delay of a schedule, on one timer, until its context ends.
+// after each delay of a schedule, on one timer, until its context ends;
+// and the waits for a condition (Until) of the lab, the simulated fleet
+// and the tests (testutil.Poll).
 package tick
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
+
+// Until calls cond at once and then every interval until it returns "",
+// and then returns nil. cond returns "" when what the caller waits for
+// holds, otherwise why not ("2 of 3 agents connected"). If ctx ends
+// first, Until returns an error holding cond's last answer and wrapping
+// ctx.Err(): the caller bounds the wait with ctx. interval must be
+// positive; Until panics otherwise, as time.NewTicker does.
+func Until(ctx context.Context, interval time.Duration, cond func() string) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		why := cond()
+		if why == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", why, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
 
 // Every calls fn every d (the first call after d, not at once) until ctx
 // ends, and then returns: Repeat with the fixed delay d. d must be

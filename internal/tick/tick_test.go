@@ -2,6 +2,9 @@ package tick
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -85,5 +88,34 @@ func TestEveryRefusesNonPositive(t *testing.T) {
 			}()
 			Every(context.Background(), d, func() {})
 		}()
+	}
+}
+
+// Until returns nil once cond holds, after as many calls as it took; if
+// the context ends first, its error holds cond's last reason and wraps
+// the context's.
+func TestUntil(t *testing.T) {
+	calls := 0
+	err := Until(context.Background(), time.Millisecond, func() string {
+		calls++
+		if calls < 3 {
+			return fmt.Sprintf("call %d", calls)
+		}
+		return ""
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("Until = %v after %d calls, want nil after 3", err, calls)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	calls = 0
+	err = Until(ctx, time.Millisecond, func() string {
+		calls++
+		if calls == 2 {
+			cancel()
+		}
+		return fmt.Sprintf("still waiting (%d)", calls)
+	})
+	if !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "still waiting (") {
+		t.Fatalf("Until after cancel = %v, want the last reason wrapping context.Canceled", err)
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/meshperf/meshperf/deploy/lab"
 	"github.com/meshperf/meshperf/internal/stringers"
+	"github.com/meshperf/meshperf/internal/tick"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -225,11 +226,17 @@ func (c *Cluster) StartEndpoint(node string) error {
 // StopEndpoint stops a node's `agent endpoint` with sig and waits until it
 // is gone.
 func (c *Cluster) StopEndpoint(node string, sig syscall.Signal) error {
+	return c.take(c.endpoints, node).stop(sig)
+}
+
+// take removes node's process from m (c.agents or c.endpoints) and
+// returns it; nil if it has none.
+func (c *Cluster) take(m map[string]*process, node string) *process {
 	c.mu.Lock()
-	p := c.endpoints[node]
-	delete(c.endpoints, node)
-	c.mu.Unlock()
-	return p.stop(sig)
+	defer c.mu.Unlock()
+	p := m[node]
+	delete(m, node)
+	return p
 }
 
 // StopCoordinator stops the coordinator with sig (SIGTERM for a clean stop,
@@ -244,11 +251,7 @@ func (c *Cluster) StopCoordinator(sig syscall.Signal) error {
 
 // StopAgent stops a node's agent with sig and waits until it is gone.
 func (c *Cluster) StopAgent(node string, sig syscall.Signal) error {
-	c.mu.Lock()
-	p := c.agents[node]
-	delete(c.agents, node)
-	c.mu.Unlock()
-	return p.stop(sig)
+	return c.take(c.agents, node).stop(sig)
 }
 
 // Stop stops every process: endpoints, agents, then the coordinator.
@@ -290,28 +293,26 @@ func (c *Cluster) WaitAgents(ctx context.Context, n int) error {
 		return err
 	}
 	defer func() { _ = conn.Close() }()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		connected := 0
+	err = tick.Until(ctx, 100*time.Millisecond, func() string {
 		resp, err := client.ListAgents(ctx, &meshv1.ListAgentsRequest{})
-		if err == nil {
-			for _, a := range resp.GetAgents() {
-				if a.GetConnected() {
-					connected++
-				}
-			}
-			if connected >= n {
-				return nil
+		if err != nil {
+			return fmt.Sprintf("no agent list (%v)", err)
+		}
+		connected := 0
+		for _, a := range resp.GetAgents() {
+			if a.GetConnected() {
+				connected++
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster: %d of %d agents connected (last error: %v); see %s: %w",
-				connected, n, err, filepath.Join(c.cfg.WorkDir, "logs"), ctx.Err()) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
-		case <-tick.C:
+		if connected >= n {
+			return ""
 		}
+		return fmt.Sprintf("%d of %d agents connected", connected, n)
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: %w; see %s", err, filepath.Join(c.cfg.WorkDir, "logs"))
 	}
+	return nil
 }
 
 // waitSocket waits until the coordinator answers on its socket, or exits.
@@ -321,20 +322,26 @@ func (c *Cluster) waitSocket(ctx context.Context, p *process) error {
 		return err
 	}
 	defer func() { _ = conn.Close() }()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, err := client.ListAgents(ctx, &meshv1.ListAgentsRequest{}); err == nil {
-			return nil
-		}
+	exited := false
+	err = tick.Until(ctx, 50*time.Millisecond, func() string {
 		select {
 		case <-p.done:
-			return fmt.Errorf("cluster: coordinator exited at start (%v); see %s", p.cmd.ProcessState, c.LogPath("coordinator"))
-		case <-ctx.Done():
-			return fmt.Errorf("cluster: coordinator not answering on %s: %w", c.SocketPath(), ctx.Err())
-		case <-tick.C:
+			exited = true
+			return ""
+		default:
 		}
+		if _, err := client.ListAgents(ctx, &meshv1.ListAgentsRequest{}); err != nil {
+			return fmt.Sprintf("coordinator not answering on %s (%v)", c.SocketPath(), err)
+		}
+		return ""
+	})
+	switch {
+	case exited:
+		return fmt.Errorf("cluster: coordinator exited at start (%v); see %s", p.cmd.ProcessState, c.LogPath("coordinator"))
+	case err != nil:
+		return fmt.Errorf("cluster: %w", err)
 	}
+	return nil
 }
 
 // spawn starts bin inside the network namespace at nsPath, in a process

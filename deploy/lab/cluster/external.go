@@ -15,6 +15,7 @@ import (
 	"github.com/meshperf/meshperf/agent/httptarget"
 	"github.com/meshperf/meshperf/agent/netns"
 	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/internal/tick"
 )
 
 // The lab's external host as an external target of meshperf.
@@ -92,9 +93,7 @@ func waitListening(ctx context.Context, l *lab.Lab, port int) error {
 	addr := net.JoinHostPort(l.External.IP.String(), strconv.Itoa(port))
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	err := tick.Until(ctx, 100*time.Millisecond, func() string {
 		err := netns.Do(l.External.NetNSPath, func() error {
 			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 			if err == nil {
@@ -102,15 +101,15 @@ func waitListening(ctx context.Context, l *lab.Lab, port int) error {
 			}
 			return err
 		})
-		if err == nil {
-			return nil
+		if err != nil {
+			return err.Error()
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster: no server accepts on %s in the external host: %w", addr, err)
-		case <-tick.C:
-		}
+		return ""
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: no server accepts on %s in the external host: %w", addr, err)
 	}
+	return nil
 }
 
 // ExternalURL is what the HTTP test fetches from the lab's external host:

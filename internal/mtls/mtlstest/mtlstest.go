@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/renameio/v2"
+
 	"github.com/meshperf/meshperf/internal/mtls"
 )
 
@@ -207,19 +209,7 @@ func Replace(t testing.TB, dst, src string) {
 // ReplaceWith is Replace with the new file's content.
 func ReplaceWith(t testing.TB, dst string, content []byte) {
 	t.Helper()
-	f, err := os.CreateTemp(filepath.Dir(dst), ".replace-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = f.Write(content)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), dst)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
+	if err := renameio.WriteFile(dst, content, 0o600, renameio.WithTempDir(filepath.Dir(dst))); err != nil {
 		t.Fatal(err)
 	}
 }
