@@ -7,7 +7,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -112,8 +111,7 @@ func printFamilyDeltas(o *options, title string, deltas []testcell.Delta) {
 		return
 	}
 	fmt.Fprintf(o.stdout, "\n%s (CHANGE is IPv6's median against IPv4's; WORSE: IPv6 significantly worse):\n", title)
-	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TEST\tPATH\tSRC\tDST\tIPV4 MEDIAN\tIPV6 MEDIAN\tCHANGE\tP\tVERDICT")
+	tw := newTable(o.stdout, "TEST\tPATH\tSRC\tDST\tIPV4 MEDIAN\tIPV6 MEDIAN\tCHANGE\tP\tVERDICT")
 	for _, d := range deltas {
 		med, change, p, verdict := deltaColumns(d)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", deltaTest(d), testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst,
@@ -160,7 +158,7 @@ func deltaColumns(d testcell.Delta) (med func(*testcell.Cell) string, change, p,
 
 func printDeltas(o *options, a, b *measurev1.Run, deltas []testcell.Delta) {
 	fmt.Fprintf(o.stdout, "A: run %s %s\nB: run %s %s\n\n", a.GetRunId(), labelOf(a), b.GetRunId(), labelOf(b))
-	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(o.stdout, "")
 	v6 := false
 	for _, d := range deltas {
 		v6 = v6 || d.Key.Family == measurev1.IPFamily_IP_FAMILY_IPV6

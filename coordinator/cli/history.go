@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,8 +62,7 @@ Newer results are in coordinator results.`,
 			if o.output == "json" {
 				return o.printJSON(&meshv1.ListRollupsResponse{Rollups: rollups})
 			}
-			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "HOUR\tSRC\tDST\tPATH\tTEST\tN\tMIN\tMEDIAN\tMAX\tFAILED")
+			tw := newTable(o.stdout, "HOUR\tSRC\tDST\tPATH\tTEST\tN\tMIN\tMEDIAN\tMAX\tFAILED")
 			for _, ru := range rollups {
 				t := ru.GetSpec().GetTest()
 				f := func(v float64) string {

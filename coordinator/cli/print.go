@@ -7,7 +7,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -62,7 +61,7 @@ func printRun(ctx context.Context, o *options, client meshv1.MeshServiceClient, 
 func printPairPaths(o *options, run *measurev1.Run, rows []*report.PairPath) {
 	cols := report.Columns(rows)
 	fmt.Fprintf(o.stdout, "run %s  %s  %s\n\n", run.GetRunId(), testspec.RunStateName(run.GetState()), runTimes(run))
-	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(o.stdout, "")
 	head := []string{"SRC", "DST", "PATH"}
 	v6 := report.RowsIPv6(rows) // a dual-stack run: a family per line
 	if v6 {
@@ -255,8 +254,7 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 }
 
 func printResults(o *options, results []*measurev1.Result) {
-	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "START\tSRC\tDST\tPATH\tTEST\tSTATUS\tVALUE\tRUN\tMESSAGE")
+	tw := newTable(o.stdout, "START\tSRC\tDST\tPATH\tTEST\tSTATUS\tVALUE\tRUN\tMESSAGE")
 	for _, r := range results {
 		value := "-"
 		if v, ok := testcell.Measured(r); ok {
@@ -371,8 +369,7 @@ func newAgentsCommand(o *options) *cobra.Command {
 			if o.output == "json" {
 				return o.printJSON(resp)
 			}
-			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tSTATE\tGOSSIP\tCONNECTED\tHOST IP\tPOD IP\tSERVICE IP\tVERSION\tLAST SEEN\tTOOLS")
+			tw := newTable(o.stdout, "NODE\tSTATE\tGOSSIP\tCONNECTED\tHOST IP\tPOD IP\tSERVICE IP\tVERSION\tLAST SEEN\tTOOLS")
 			for _, a := range resp.GetAgents() {
 				ips := map[measurev1.Network]string{}
 				for _, ad := range a.GetAddresses() { // one per family: "IPv4,IPv6"
@@ -446,8 +443,7 @@ runs are older, the last line (or next_page_token in JSON) gives the
 			if o.output == "json" {
 				return o.printJSON(&meshv1.ListRunsResponse{Runs: runs, NextPageToken: next})
 			}
-			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tLABEL\tSTATE\tTESTS\tFAILED\tROUNDS\tSTARTED\tTOOK")
+			tw := newTable(o.stdout, "RUN\tLABEL\tSTATE\tTESTS\tFAILED\tROUNDS\tSTARTED\tTOOK")
 			for _, r := range runs {
 				took := "-"
 				if r.GetEndTime() != nil {

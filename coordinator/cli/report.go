@@ -107,8 +107,7 @@ func printReport(o *options, run *measurev1.Run, cells []*testcell.Cell, showCel
 	ovs := testcell.Overheads(cells)
 	if len(ovs) > 0 {
 		fmt.Fprintln(o.stdout, "\nagainst host->host on the same node pairs (median over pairs of median(path)/median(host-host)):")
-		tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "PATH\tTEST\tCHANGE\tPAIRS")
+		tw := newTable(o.stdout, "PATH\tTEST\tCHANGE\tPAIRS")
 		for _, ov := range ovs {
 			title := testspec.Name(ov.Test)
 			if ov.Label != "" {
@@ -167,8 +166,7 @@ func matrixCell(c *testcell.Cell) string {
 }
 
 func printCellsTable(o *options, cells []*testcell.Cell) {
-	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TEST\tPATH\tSRC\tDST\tN\tMEDIAN\tMEAN\tSTDDEV\tMIN\tMAX\tIQR\tCI95 LOW\tCI95 HIGH\tFAILED")
+	tw := newTable(o.stdout, "TEST\tPATH\tSRC\tDST\tN\tMEDIAN\tMEAN\tSTDDEV\tMIN\tMAX\tIQR\tCI95 LOW\tCI95 HIGH\tFAILED")
 	for _, c := range cells {
 		f := func(v float64) string { return report.FormatHeadline(c.Test, v) }
 		row := []string{c.Title(), testspec.PathName(c.Path) + testcell.FamilySuffix(c.Family), c.Src, c.Dst, strconv.Itoa(c.Stats.N)}

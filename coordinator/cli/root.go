@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -232,6 +233,17 @@ func (o *options) printJSON(m proto.Message) error {
 	}
 	_, err = fmt.Fprintln(o.stdout, string(b))
 	return err
+}
+
+// newTable returns the writer of a table on w, its columns aligned (two
+// spaces apart) once it is flushed, with the header row (tab-separated
+// column names) written first unless it is "".
+func newTable(w io.Writer, header string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if header != "" {
+		fmt.Fprintln(tw, header)
+	}
+	return tw
 }
 
 // splitList splits comma-separated flag values and drops empty items.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -96,8 +95,7 @@ with the last failure's status. They are kept for
 			if o.output == "json" {
 				return o.printJSON(&meshv1.ListProbeSeriesResponse{Samples: samples, Rollups: rollups})
 			}
-			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PERIOD START\tPERIOD\tSENT\tANSWERED\tLOSS\tMIN\tMEDIAN\tP90\tMAX\tSTATUS")
+			tw := newTable(o.stdout, "PERIOD START\tPERIOD\tSENT\tANSWERED\tLOSS\tMIN\tMEDIAN\tP90\tMAX\tSTATUS")
 			loss := func(sent, received uint64) string {
 				if sent == 0 {
 					return "-"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -35,8 +34,7 @@ QPERF_PORTS (a qperf server's listen and data ports, PORT/DATA_PORT;
 			if o.output == "json" {
 				return o.printJSON(resp)
 			}
-			tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tADDRESS\tHTTP_URL\tIPERF3_PORT\tQPERF_PORTS")
+			tw := newTable(o.stdout, "NAME\tADDRESS\tHTTP_URL\tIPERF3_PORT\tQPERF_PORTS")
 			for _, t := range resp.GetExternalTargets() {
 				iperf3, qperf := "-", "-"
 				if p := t.GetIperf3Port(); p != 0 {
