@@ -112,7 +112,7 @@ func TestGhostMemberNotTaken(t *testing.T) {
 			defer cancel()
 			relay := rawMember(t, "relay")
 			g, err := gossip.New(gossip.Config{NodeName: "victim", BindAddr: netip.MustParseAddr("127.0.0.1"),
-				BindPort: int(testnet.FreePort(t)), ReconnectInterval: -1, LeaveTimeout: time.Second, Logger: testLogger(t)})
+				BindPort: int(testnet.FreePort(t)), ReconnectInterval: -1, LeaveTimeout: time.Second, Logger: testutil.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,11 +152,11 @@ func TestRefusedJoinRetried(t *testing.T) {
 	defer cancel()
 	var network memberlist.MockNetwork
 	trA, trB := newCutTransport(&network, "node-a"), newCutTransport(&network, "node-b")
-	a, err := gossip.New(fast("node-a", trA, testLogger(t)))
+	a, err := gossip.New(fast("node-a", trA, testutil.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := gossip.New(fast("node-b", trB, testLogger(t)))
+	b, err := gossip.New(fast("node-b", trB, testutil.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

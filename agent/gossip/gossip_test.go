@@ -154,7 +154,7 @@ func newPool(t *testing.T, ctx context.Context, n int, opts ...func(*gossip.Conf
 		}
 	})
 	for i, tr := range p.trs {
-		cfg := fast(fmt.Sprintf("node-%d", i+1), tr, testLogger(t))
+		cfg := fast(fmt.Sprintf("node-%d", i+1), tr, testutil.Logger(t))
 		for _, o := range opts {
 			o(&cfg)
 		}
@@ -295,7 +295,7 @@ func TestLoopback(t *testing.T) {
 	lo := netip.MustParseAddr("127.0.0.1")
 	var gs []*gossip.Gossip
 	for _, name := range []string{"node-a", "node-b"} {
-		g, err := gossip.New(gossip.Config{NodeName: name, BindAddr: lo, Logger: testLogger(t)})
+		g, err := gossip.New(gossip.Config{NodeName: name, BindAddr: lo, Logger: testutil.Logger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +317,7 @@ func TestJoinFails(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var network memberlist.MockNetwork
-	g, err := gossip.New(fast("node-1", network.NewTransport("node-1"), testLogger(t)))
+	g, err := gossip.New(fast("node-1", network.NewTransport("node-1"), testutil.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,16 +378,4 @@ func TestParseLogLine(t *testing.T) {
 			t.Errorf("parseLogLine(%q) = %v, %q; want %v, %q", tt.line, gotLevel, gotMsg, tt.wantLevel, tt.wantMsg)
 		}
 	}
-}
-
-// testLogger keeps the logs in memory, safe to write after the test
-// ended (memberlist's goroutines may), and prints them if it failed.
-func testLogger(t *testing.T) *slog.Logger {
-	b := &testutil.SyncBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(b.String())
-		}
-	})
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -122,7 +122,7 @@ func TestEncryptedLoopback(t *testing.T) {
 // (none if nil), closed when the test ends.
 func loopbackMember(t *testing.T, name string, lines []string) *gossip.Gossip {
 	t.Helper()
-	cfg := gossip.Config{NodeName: name, BindAddr: netip.MustParseAddr("127.0.0.1"), Logger: testLogger(t), ReconnectInterval: -1}
+	cfg := gossip.Config{NodeName: name, BindAddr: netip.MustParseAddr("127.0.0.1"), Logger: testutil.Logger(t), ReconnectInterval: -1}
 	if lines != nil {
 		cfg.KeyFile = keyFile(t, lines...)
 	}

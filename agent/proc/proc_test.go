@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -148,36 +147,6 @@ func pidsOf(t *testing.T, b []byte) []int {
 	return pids
 }
 
-// waitGone waits until none of pids runs and group pgid (if > 0) is
-// empty. SIGKILL is asynchronous, so a killed process may need a moment
-// to go; the bound is generous and only turns a hang into a failure.
-func waitGone(t *testing.T, pgid int, pids []int) {
-	t.Helper()
-	var left []int
-	gone := testutil.Within(10*time.Second, 20*time.Millisecond, func() bool {
-		left = nil
-		for _, pid := range pids {
-			if testutil.ProcAlive(pid) {
-				left = append(left, pid)
-			}
-		}
-		if pgid > 0 {
-			for _, pid := range testutil.ProcGroup(pgid) {
-				if !slices.Contains(left, pid) {
-					left = append(left, pid)
-				}
-			}
-		}
-		return len(left) == 0
-	})
-	if !gone {
-		for _, pid := range left {
-			_ = syscall.Kill(pid, syscall.SIGKILL) // leave nothing behind
-		}
-		t.Fatalf("processes %v (group %d) still run", left, pgid)
-	}
-}
-
 // TestKillsChildren checks that every way a run ends takes the tool's
 // children with it: the script prints the PID of a child it forked and its
 // own, then waits.
@@ -201,7 +170,7 @@ func TestKillsChildren(t *testing.T) {
 		if len(pids) != 2 {
 			t.Fatalf("script printed %q, want two PIDs (did it start within the deadline?)", out.Stdout)
 		}
-		waitGone(t, pids[1], pids)
+		testutil.WaitGone(t, pids[1], pids)
 	})
 
 	for _, how := range []string{"ctx canceled", "Stop"} {
@@ -252,7 +221,7 @@ func TestKillsChildren(t *testing.T) {
 			if got := p.Output().ExitCode; got != -1 {
 				t.Errorf("ExitCode = %d, want -1 (killed)", got)
 			}
-			waitGone(t, p.Pid(), pids)
+			testutil.WaitGone(t, p.Pid(), pids)
 			if err := p.Stop(); err != nil {
 				t.Errorf("second Stop: %v", err)
 			}
@@ -278,7 +247,7 @@ func TestKillsChildren(t *testing.T) {
 			if len(pids) != 1 {
 				t.Fatalf("script printed %q, want one PID", out.Stdout)
 			}
-			waitGone(t, 0, pids)
+			testutil.WaitGone(t, 0, pids)
 		})
 	}
 }

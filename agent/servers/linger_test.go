@@ -29,7 +29,7 @@ func newLingerFixture(t *testing.T, lingerMax, lingerIdle time.Duration) *fixtur
 		if n := f.m.Running(); n != 0 {
 			t.Errorf("Running() = %d after StopAll", n)
 		}
-		waitGone(t, f.serverPIDs())
+		testutil.WaitGone(t, 0, f.serverPIDs())
 	})
 	return f
 }
@@ -64,7 +64,7 @@ func TestLingerIdle(t *testing.T) {
 		t.Errorf("Lingering() = %d after Linger, want 1", n)
 	}
 	testutil.Expect(t, 15*time.Second, 20*time.Millisecond, "the idle lingering server to be stopped", func() bool { return f.m.Running() == 0 })
-	waitGone(t, pids)
+	testutil.WaitGone(t, 0, pids)
 }
 
 // TestLingerBound: a lingering server that is serving (a connection to it
@@ -79,7 +79,7 @@ func TestLingerBound(t *testing.T) {
 	defer func() { _ = c.Close() }()
 	f.m.Linger()
 	testutil.Expect(t, 15*time.Second, 20*time.Millisecond, "the lingering server to be stopped at its bound", func() bool { return f.m.Running() == 0 })
-	waitGone(t, pids)
+	testutil.WaitGone(t, 0, pids)
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadAll(c); errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("the client's connection is still open after its server was stopped: %v", err)
@@ -99,7 +99,7 @@ func TestLingerYields(t *testing.T) {
 			}
 			f.m.Linger()
 			f.start(t, "new", tool)
-			waitGone(t, old)
+			testutil.WaitGone(t, 0, old)
 			if err := f.m.Stop("old"); !errors.Is(err, servers.ErrUnknown) {
 				t.Errorf("Stop of the server that yielded = %v, want ErrUnknown", err)
 			}
@@ -128,9 +128,9 @@ func TestLingerStop(t *testing.T) {
 	if err := f.m.Stop("q"); err != nil {
 		t.Errorf("Stop of a lingering server: %v", err)
 	}
-	waitGone(t, q)
+	testutil.WaitGone(t, 0, q)
 	f.m.StopAll()
-	waitGone(t, i)
+	testutil.WaitGone(t, 0, i)
 	if n := f.m.Running(); n != 0 {
 		t.Errorf("Running() = %d after StopAll", n)
 	}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,7 +59,7 @@ func newFixture(t *testing.T, withPod bool, lifetime time.Duration) *fixture {
 		if n := f.m.Running(); n != 0 {
 			t.Errorf("Running() = %d after StopAll", n)
 		}
-		waitGone(t, f.serverPIDs())
+		testutil.WaitGone(t, 0, f.serverPIDs())
 	})
 	return f
 }
@@ -87,20 +86,6 @@ func (f *fixture) leader(t *testing.T, pids []int) int {
 	}
 	t.Fatalf("none of the server processes %v is a child of the test", pids)
 	return 0
-}
-
-// waitGone waits until none of pids runs; SIGKILL takes a moment. The
-// bound only turns a leak into a failure.
-func waitGone(t *testing.T, pids []int) {
-	t.Helper()
-	testutil.Expect(t, 15*time.Second, 20*time.Millisecond, fmt.Sprintf("processes %v to end", pids), func() bool {
-		return !slices.ContainsFunc(pids, testutil.ProcAlive)
-	})
-	for _, pid := range pids {
-		if testutil.ProcAlive(pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL) // leave nothing behind
-		}
-	}
 }
 
 // in runs fn in network's namespace.
@@ -168,7 +153,7 @@ func TestStartListensStop(t *testing.T) {
 				if n := f.m.Running(); n != 0 {
 					t.Errorf("Running() = %d after Stop, want 0", n)
 				}
-				waitGone(t, pids)
+				testutil.WaitGone(t, 0, pids)
 				_ = c.Close()
 				l, err := f.listen(t, network, got.Port)
 				if err != nil {
@@ -235,7 +220,7 @@ func TestStartBusyAndDuplicate(t *testing.T) {
 	if n := f.m.Running(); n != 0 {
 		t.Errorf("Running() = %d after StopAll", n)
 	}
-	waitGone(t, pids)
+	testutil.WaitGone(t, 0, pids)
 	for _, id := range []string{"a", "c", "d"} {
 		if err := f.m.Stop(id); !errors.Is(err, servers.ErrUnknown) {
 			t.Errorf("Stop(%s) after StopAll = %v, want ErrUnknown", id, err)
@@ -338,7 +323,7 @@ func TestStartCanceled(t *testing.T) {
 	if n := f.m.Running(); n != 0 {
 		t.Errorf("Running() = %d, want 0", n)
 	}
-	waitGone(t, f.serverPIDs())
+	testutil.WaitGone(t, 0, f.serverPIDs())
 	if _, err := f.m.Start(testnet.Ctx(t, time.Minute), "t1", qperf, host); err != nil {
 		t.Errorf("Start after a canceled one: %v", err)
 	}
@@ -381,7 +366,7 @@ func TestLifetime(t *testing.T) {
 		t.Fatalf("server processes %v, want one", pids)
 	}
 	testutil.Expect(t, 15*time.Second, 20*time.Millisecond, "the server to reach its lifetime", func() bool { return f.m.Running() == 0 })
-	waitGone(t, pids)
+	testutil.WaitGone(t, 0, pids)
 	if _, err := f.m.Start(testnet.Ctx(t, time.Minute), "t2", qperf, host); err != nil {
 		t.Errorf("Start after the lifetime ended: %v", err)
 	}

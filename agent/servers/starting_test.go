@@ -103,7 +103,7 @@ func TestOrdersWhileStarting(t *testing.T) {
 			if n := f.m.Running(); n != 0 {
 				t.Errorf("Running() = %d at the end, want 0", n)
 			}
-			waitGone(t, append(append(gq.Started(), gi.Started()...), f.serverPIDs()...))
+			testutil.WaitGone(t, 0, append(append(gq.Started(), gi.Started()...), f.serverPIDs()...))
 			for _, network := range []measurev1.Network{host, pod} {
 				for _, port := range []uint32{f.ports.Qperf, f.ports.Iperf3} {
 					l, err := f.listen(t, network, port)

@@ -69,10 +69,13 @@ type Config struct {
 	// coordinator has not acknowledged are lost when the agent exits.
 	Dir string
 	// MaxResults bounds how many results the spool holds; zero means
-	// DefaultMaxResults. When it is full, Put drops the oldest.
+	// DefaultMaxResults. When it is full, Put drops the oldest; a file
+	// that holds more (a lower bound than before) drops its oldest at
+	// Open.
 	MaxResults int
 	// MaxReports bounds how many probe reports the spool holds; zero means
-	// DefaultMaxReports. When it is full, PutReport drops the oldest.
+	// DefaultMaxReports. When it is full, PutReport drops the oldest; a
+	// file that holds more drops its oldest at Open.
 	MaxReports int
 	// LockTimeout is how long Open waits for the lock another process
 	// holds on the file; zero means 1 s.
@@ -98,7 +101,7 @@ type Spool struct {
 // lane is one bounded FIFO of the spool (the results, the probe reports):
 // where its entries live, its bound and its counts, guarded by Spool.mu.
 type lane struct {
-	what       string     // "result" or "report", in errors and logs
+	what       string     // "result" or "probe report", in errors and logs
 	bucket     []byte     // its entries in a file spool, by seq
 	droppedKey []byte     // its drop counter in bucketMeta
 	max        int        // bound of n
@@ -380,7 +383,8 @@ func (s *Spool) makeRoom(l *lane) error {
 }
 
 // dropOldest drops the oldest entry of l, counts it (in the file too, in
-// the same transaction) and logs it. Caller holds s.mu.
+// the same transaction) and logs it. Caller holds s.mu (or, in load,
+// has the spool to itself).
 func (s *Spool) dropOldest(l *lane) error {
 	var v []byte
 	if s.db == nil {

@@ -31,7 +31,8 @@ func main() {
 // runs the agent, and `agent endpoint`), writing its output to stdout and
 // its logs and errors to stderr. The defaults of --node and --host-ip are
 // read from $NODE_NAME and $HOST_IP when it is called. Execute it with a
-// context (ExecuteContext); run adds the signals. The tree also feeds the
+// context (ExecuteContext); main runs it with signals.Execute, which adds
+// SIGINT and SIGTERM. The tree also feeds the
 // generated reference docs/cli/agent.md (internal/clidoc).
 func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -57,7 +58,7 @@ func (m *Manager) Cancel(ctx context.Context, runID, by string) (*measurev1.Run,
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !ended(a.run.GetState()) && a.canceledBy == "" && !a.ending {
+	if !testspec.RunEnded(a.run.GetState()) && a.canceledBy == "" && !a.ending {
 		a.canceledBy = by
 		a.cancel()
 		m.log.Info("run canceled", "run_id", runID, "by", by, "done", a.run.GetTestsDone(), "planned", a.run.GetTestsPlanned())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/schedule"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/testspec"
 	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -55,7 +56,7 @@ func (s *gatedStore) CreateRun(ctx context.Context, run *measurev1.Run) error {
 
 func (s *gatedStore) PutRun(ctx context.Context, run *measurev1.Run) error {
 	s.note(run)
-	if s.holdFinal && ended(run.GetState()) {
+	if s.holdFinal && testspec.RunEnded(run.GetState()) {
 		select {
 		case s.held <- struct{}{}:
 		default:
@@ -170,7 +171,7 @@ func TestStoreWriteBlocksNoCaller(t *testing.T) {
 		err error
 	}
 	got := testutil.Returns(t, blockCtx, "Get while the run's final write is held", func() answer { r, err := m.Get(ctx, run.GetRunId()); return answer{run: r, err: err} })
-	if got.err != nil || ended(got.run.GetState()) || got.run.GetTestsDone() != 2 {
+	if got.err != nil || testspec.RunEnded(got.run.GetState()) || got.run.GetTestsDone() != 2 {
 		t.Errorf("Get during the end's write: %v (%d done), %v; want in progress, 2 done", got.run.GetState(), got.run.GetTestsDone(), got.err)
 	}
 	first := testutil.Returns(t, blockCtx, "Watch while the run's final write is held", func() answer {
@@ -180,7 +181,7 @@ func TestStoreWriteBlocksNoCaller(t *testing.T) {
 		}
 		return answer{run: (<-ch).Run, ch: ch}
 	})
-	if first.err != nil || ended(first.run.GetState()) {
+	if first.err != nil || testspec.RunEnded(first.run.GetState()) {
 		t.Errorf("Watch during the end's write: %v, %v; want in progress", first.run.GetState(), first.err)
 	}
 	canceled := testutil.Returns(t, blockCtx, "Cancel while the run's final write is held", func() answer { r, err := m.Cancel(ctx, run.GetRunId(), "tester"); return answer{run: r, err: err} })

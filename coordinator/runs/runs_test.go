@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func TestRouteFor(t *testing.T) {
@@ -254,7 +256,7 @@ func TestWatchersAreBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ended(r.GetState()) {
+		if testspec.RunEnded(r.GetState()) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -41,7 +41,7 @@ func (m *Manager) Watch(ctx context.Context, runID string) (<-chan Update, error
 	// Room for the first update, the start's, one per test and the last.
 	w := &watcher{ch: make(chan Update, min(int(a.run.GetTestsPlanned())+3, m.cfg.WatchBuffer)), count: &m.watchers}
 	w.ch <- Update{Run: summary(a.run)}
-	if ended(a.run.GetState()) {
+	if testspec.RunEnded(a.run.GetState()) {
 		close(w.ch)
 		return w.ch, nil
 	}
@@ -94,10 +94,6 @@ func (a *active) drop(w *watcher) {
 		close(w.ch)
 		w.count.Add(-1)
 	}
-}
-
-func ended(s measurev1.RunState) bool {
-	return s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING
 }
 
 // summary is a copy of run's header (testspec.RunHeader) without its

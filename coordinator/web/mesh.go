@@ -110,12 +110,6 @@ func (c *meshCache) put(d *runData) {
 	}
 }
 
-// ended reports whether a run is over.
-func ended(r *measurev1.Run) bool {
-	s := r.GetState()
-	return s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING && s != measurev1.RunState_RUN_STATE_UNSPECIFIED
-}
-
 // specPaths are the paths a run measures.
 func specPaths(spec *measurev1.RunSpec) []measurev1.Path {
 	if ps := spec.GetPaths(); len(ps) > 0 {
@@ -162,7 +156,7 @@ func (u *UI) endedRuns(ctx context.Context) ([]*measurev1.Run, error) {
 	var cont, other []*measurev1.Run
 	for _, r := range runs {
 		switch {
-		case !ended(r):
+		case !testspec.RunEnded(r.GetState()):
 		case strings.HasPrefix(r.GetSpec().GetLabel(), continuousPrefix):
 			cont = append(cont, r)
 		default:
@@ -204,7 +198,7 @@ func (u *UI) runData(ctx context.Context, run *measurev1.Run) (*runData, error) 
 			return nil, err
 		}
 		d := buildRunData(run, results)
-		if ended(run) {
+		if testspec.RunEnded(run.GetState()) {
 			u.meshes.put(d)
 		}
 		return d, nil

@@ -199,7 +199,8 @@ func waitListening(ctx context.Context, addr string, bound time.Duration) error 
 }
 
 // poll calls cond every 100 ms until it holds, ctx ends or bound passes;
-// the error of a wait that ended says which.
+// the error of a wait cut short wraps context.DeadlineExceeded when bound
+// passed, ctx's error otherwise.
 func poll(ctx context.Context, bound time.Duration, cond func() bool) error {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
@@ -207,7 +208,7 @@ func poll(ctx context.Context, bound time.Duration, cond func() bool) error {
 		if cond() {
 			return ""
 		}
-		return fmt.Sprintf("not within %v", bound)
+		return "not yet"
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -354,22 +355,37 @@ func queryP99(ctx context.Context, sock string, nodes, n int) (time.Duration, er
 	return times[len(times)*99/100], nil
 }
 
-// onDemandPing triggers a ping mesh over host-host, one sample per pair,
-// waits for it to end (10 minutes at most) and returns its wall time per
-// test and its number of tests.
+// onDemandPing runs PingMesh and returns its wall time per test and its
+// number of tests.
 func onDemandPing(ctx context.Context, sock string) (time.Duration, int, error) {
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	start := time.Now()
+	run, err := PingMesh(ctx, sock, "bench-scale")
 	if err != nil {
 		return 0, 0, err
 	}
+	n := int(run.GetTestsPlanned())
+	return time.Since(start) / time.Duration(n), n, nil
+}
+
+// PingMesh triggers, through the coordinator's MeshService on the unix
+// socket sock, a ping mesh over host-host with one sample per pair and the
+// given label, and waits for it to end (10 minutes at most). It returns
+// the ended run's header; an error if the run planned no test or did not
+// succeed. Replies up to 64 MiB are taken (a full mesh of 300 nodes plans
+// 89,700 tests).
+func PingMesh(ctx context.Context, sock, label string) (*measurev1.Run, error) {
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		return nil, err
+	}
 	defer func() { _ = conn.Close() }()
 	mesh := meshv1.NewMeshServiceClient(conn)
-	spec := &measurev1.RunSpec{Label: "bench-scale", Repeats: 1, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
+	spec := &measurev1.RunSpec{Label: label, Repeats: 1, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
 		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}
-	start := time.Now()
 	trig, err := mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: spec})
 	if err != nil {
-		return 0, 0, fmt.Errorf("trigger the ping mesh: %w", err)
+		return nil, fmt.Errorf("trigger the ping mesh: %w", err)
 	}
 	id := trig.GetRun().GetRunId()
 	var run *measurev1.Run
@@ -379,23 +395,17 @@ func onDemandPing(ctx context.Context, sock string) (time.Duration, int, error) 
 			return false
 		}
 		run = got.GetRun()
-		switch run.GetState() {
-		case measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED, measurev1.RunState_RUN_STATE_INTERRUPTED:
-			return true
-		}
-		return false
+		return testspec.RunEnded(run.GetState())
 	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("ping mesh %s: %w", id, err)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("ping mesh %s: %w", id, err)
+	case run.GetTestsPlanned() == 0:
+		return nil, fmt.Errorf("ping mesh %s planned no test", id)
+	case run.GetState() != measurev1.RunState_RUN_STATE_SUCCEEDED:
+		return nil, fmt.Errorf("ping mesh %s ended %v: %s", id, run.GetState(), run.GetMessage())
 	}
-	n := int(run.GetTestsPlanned())
-	if n == 0 {
-		return 0, 0, fmt.Errorf("ping mesh %s planned no test", id)
-	}
-	if run.GetState() != measurev1.RunState_RUN_STATE_SUCCEEDED {
-		return 0, 0, fmt.Errorf("ping mesh %s ended %v", id, run.GetState())
-	}
-	return time.Since(start) / time.Duration(n), n, nil
+	return run, nil
 }
 
 // bytesPerSample opens the stopped coordinator's store, moves every head

@@ -2,6 +2,8 @@ package lab
 
 import (
 	"testing"
+
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 func hostIPv6(i int) func(*Lab) string {
@@ -62,7 +64,7 @@ func TestConnectivityIPv6(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cfg.Prefix, cfg.Nodes, cfg.Logger = testPrefix(t), 3, testLogger(t)
+			cfg.Prefix, cfg.Nodes, cfg.Logger = testPrefix(t), 3, testutil.Logger(t)
 			l := upLab(t, cfg)
 			port := 16000
 			for _, p := range probes6 {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // probe is one bounded connectivity check, run inside lab namespaces only.
@@ -146,7 +148,7 @@ func TestConnectivity(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cfg.Prefix, cfg.Nodes, cfg.Logger = testPrefix(t), 3, testLogger(t)
+			cfg.Prefix, cfg.Nodes, cfg.Logger = testPrefix(t), 3, testutil.Logger(t)
 			l := upLab(t, cfg)
 			port := 15000
 			for _, p := range probes {

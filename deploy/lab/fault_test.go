@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 func TestFaultCheck(t *testing.T) {
@@ -168,7 +170,7 @@ func TestFaults(t *testing.T) {
 	for _, mode := range Modes {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
-			l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 3, Mode: mode, Logger: testLogger(t)})
+			l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 3, Mode: mode, Logger: testutil.Logger(t)})
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			port := 16000

@@ -22,6 +22,7 @@ import (
 	meshprobe "github.com/meshperf/meshperf/agent/probe"
 	"github.com/meshperf/meshperf/agent/proc"
 	agentrunner "github.com/meshperf/meshperf/agent/runner"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -163,7 +164,7 @@ func TestProbeFidelity(t *testing.T) {
 			t.Skipf("missing tool: %s (deploy/lab/install-deps.sh installs it)", tool)
 		}
 	}
-	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testLogger(t)})
+	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testutil.Logger(t)})
 	n1, n2 := l.Nodes[0], l.Nodes[1]
 	paths := []fidPath{
 		{"host-host", measurev1.Path_PATH_HOST_TO_HOST, n1.HostNetNSPath, n1.HostIP, n2.HostNetNSPath, n2.HostIP},

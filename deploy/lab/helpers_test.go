@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -39,19 +38,6 @@ func testPrefix(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return testPrefixStart + hex.EncodeToString(b)
-}
-
-// testLogger logs through t.Log at debug level.
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(b []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimSuffix(string(b), "\n"))
-	return len(b), nil
 }
 
 // downOnCleanup registers a Down of prefix, with its own timeout, that runs

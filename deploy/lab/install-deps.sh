@@ -9,7 +9,9 @@ set -euo pipefail
 # ip, bridge and iptables live in sbin, which a non-root PATH may lack.
 export PATH="${PATH}:/usr/local/sbin:/usr/sbin:/sbin"
 
-list="$(dirname "$0")/tools.txt"
+# This script's own directory, also when it is run through a symlink.
+here="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")"
+list="$here/tools.txt"
 tools=()
 packages=()
 while read -r tool package _; do
@@ -29,5 +31,5 @@ if [[ "${1:-}" == "--list" ]]; then
 fi
 
 # shellcheck source=deploy/lab/ensure-tools.sh
-source "$(dirname "$0")/ensure-tools.sh"
+source "$here/ensure-tools.sh"
 ensure_tools install-deps tools packages

@@ -9,8 +9,8 @@ set -euo pipefail
 tools=(chromium prometheus promtool victoria-metrics mmdebstrap umoci)
 packages=(chromium prometheus victoria-metrics fonts-liberation mmdebstrap umoci)
 
+# shellcheck source=deploy/lab/ensure-tools.sh
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/ensure-tools.sh"
 # No recommends: prometheus would bring node-exporter, chromium a desktop,
 # mmdebstrap a set of optional helpers.
-# shellcheck source=deploy/lab/ensure-tools.sh
-source "$(dirname "$0")/ensure-tools.sh"
 ensure_tools install-test-deps tools packages --no-install-recommends

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/netns"
 	meshprobe "github.com/meshperf/meshperf/agent/probe"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -61,7 +62,7 @@ func icmp6InEchos(t *testing.T, nsPath string) int64 {
 func TestProbesDualStack(t *testing.T) {
 	requireLab(t)
 	bin := agentBinary(t)
-	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, IPFamily: FamilyDual, Logger: testLogger(t)})
+	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, IPFamily: FamilyDual, Logger: testutil.Logger(t)})
 	n1, n2 := l.Nodes[0], l.Nodes[1]
 	const port = 17947
 

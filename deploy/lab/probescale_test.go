@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/netns"
 	meshprobe "github.com/meshperf/meshperf/agent/probe"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -62,7 +63,7 @@ func scaleAddr(i int) netip.Addr {
 func TestProberScale1000(t *testing.T) {
 	requireLab(t)
 	bin := agentBinary(t)
-	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testLogger(t)})
+	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testutil.Logger(t)})
 	n1 := l.Nodes[0]
 	checkLabNS(t, n1.HostNetNSPath)
 

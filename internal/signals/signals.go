@@ -8,6 +8,7 @@ package signals
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"sync"
@@ -35,10 +36,11 @@ type interrupts struct {
 type interruptsKey struct{}
 
 // Context returns a context for a command tree's ExecuteContext that
-// SIGTERM cancels, and SIGINT too unless a command claimed it (Claim);
-// stop releases the signals and cancels the context.
+// SIGTERM cancels, and SIGINT too unless a command claimed it (Claim),
+// with the signal as its cause (context.Cause: "interrupt signal
+// received"); stop releases the signals and cancels the context.
 func Context(parent context.Context) (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(parent)
+	ctx, cancel := context.WithCancelCause(parent)
 	r := &interrupts{}
 	ctx = context.WithValue(ctx, interruptsKey{}, r)
 	sig := make(chan os.Signal, 4)
@@ -52,7 +54,7 @@ func Context(parent context.Context) (ctx context.Context, stop func()) {
 				if s == os.Interrupt && r.deliver() {
 					continue
 				}
-				cancel()
+				cancel(fmt.Errorf("%v signal received", s))
 			case <-ctx.Done():
 				return
 			}
@@ -60,7 +62,7 @@ func Context(parent context.Context) (ctx context.Context, stop func()) {
 	}()
 	return ctx, func() {
 		signal.Stop(sig)
-		cancel()
+		cancel(nil)
 		<-done
 	}
 }

@@ -42,6 +42,9 @@ func TestClaim(t *testing.T) {
 	case <-bound.Done():
 		t.Fatal("an interrupt nobody claimed did not cancel the context")
 	}
+	if cause := context.Cause(ctx); cause == nil || cause.Error() != "interrupt signal received" {
+		t.Errorf("context.Cause = %v, want the signal named", cause)
+	}
 	if c, _ := Claim(context.Background()); c != nil {
 		t.Error("Claim without Context gave a channel")
 	}

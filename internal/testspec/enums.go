@@ -24,6 +24,17 @@ func StatusName(s measurev1.Status) string { return enumName(s.String(), "STATUS
 // "succeeded"; "unspecified" for none.
 func RunStateName(s measurev1.RunState) string { return enumName(s.String(), "RUN_STATE_") }
 
+// RunEnded reports whether s is a state a run ends in (succeeded,
+// failed, interrupted): none of its tests runs or will run. Queued,
+// running and unspecified are not.
+func RunEnded(s measurev1.RunState) bool {
+	switch s {
+	case measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED, measurev1.RunState_RUN_STATE_INTERRUPTED:
+		return true
+	}
+	return false
+}
+
 // NodeStateName is the short lower-case name of a node's state in the
 // registry: "ready", "maintenance"; "unspecified" for none.
 func NodeStateName(s meshv1.NodeState) string { return enumName(s.String(), "NODE_STATE_") }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
+	"time"
 )
 
 // procRoot is the proc file system the helpers read.
@@ -189,4 +191,36 @@ func ProcsInNetNS(nsPaths ...string) ([]NetNSProc, error) {
 		}
 	}
 	return out, nil
+}
+
+// WaitGone fails t (Fatalf) unless, within 15 s, none of pids runs and
+// group pgid (if > 0) is empty. SIGKILL is asynchronous, so a killed
+// process may need a moment to go; the bound only turns a leak into a
+// failure. What still runs then is killed (SIGKILL) before t fails, so
+// that a failing test leaves nothing behind.
+func WaitGone(t testing.TB, pgid int, pids []int) {
+	t.Helper()
+	var left []int
+	gone := Within(15*time.Second, 20*time.Millisecond, func() bool {
+		left = nil
+		for _, pid := range pids {
+			if ProcAlive(pid) {
+				left = append(left, pid)
+			}
+		}
+		if pgid > 0 {
+			for _, pid := range ProcGroup(pgid) {
+				if !slices.Contains(left, pid) {
+					left = append(left, pid)
+				}
+			}
+		}
+		return len(left) == 0
+	})
+	if !gone {
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		t.Fatalf("processes %v (group %d) still run", left, pgid)
+	}
 }

@@ -424,3 +424,24 @@ func TestMicros(t *testing.T) {
 		}
 	}
 }
+
+// WaitGone returns once a killed process is gone (reaped or a zombie),
+// and Logger's lines reach its buffer without t.Log (a passing test
+// prints nothing).
+func TestWaitGoneAndLogger(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if !ProcAlive(pid) {
+		t.Fatalf("ProcAlive(%d) = false for a running sleep", pid)
+	}
+	_ = cmd.Process.Kill()
+	go func() { _ = cmd.Wait() }()
+	WaitGone(t, 0, []int{pid})
+	if ProcAlive(pid) {
+		t.Fatalf("WaitGone returned while %d runs", pid)
+	}
+	Logger(t).Debug("kept", "k", 1) // must not panic, nor print
+}

@@ -12,14 +12,10 @@ import (
 
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshperf/meshperf/deploy/fleet"
 	"github.com/meshperf/meshperf/deploy/lab/labtest"
 	"github.com/meshperf/meshperf/internal/testutil"
-	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
-	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 // benchNodes is the simulated fleet's size of BenchmarkMeshPaint300.
@@ -101,12 +97,14 @@ func BenchmarkMeshPaint300(b *testing.B) {
 	go func() { fleetDone <- f.Run(fctx) }()
 	defer func() { stopFleet(); <-fleetDone }() //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 	t0 := time.Now()
-	if err := pollUntil(ctx, 3*time.Minute, func() bool { return f.Snapshot().Registered == benchNodes }); err != nil {
+	regCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := testutil.PollContext(regCtx, 100*time.Millisecond, func() bool { return f.Snapshot().Registered == benchNodes }); err != nil {
 		b.Fatalf("%d of %d simulated agents registered: %v", f.Snapshot().Registered, benchNodes, err)
 	}
 	b.Logf("%d simulated agents registered in %.1fs", benchNodes, time.Since(t0).Seconds())
 	t1 := time.Now()
-	run, err := pingMesh(ctx, filepath.Join(work, "coordinator.sock"))
+	run, err := fleet.PingMesh(ctx, filepath.Join(work, "coordinator.sock"), "bench-web")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -182,48 +180,4 @@ func freeLoopback(tb testing.TB) string {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().String()
-}
-
-// pollUntil calls cond every 100 ms until it holds, ctx ends or bound
-// passes.
-func pollUntil(ctx context.Context, bound time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
-	return testutil.PollContext(ctx, 100*time.Millisecond, cond)
-}
-
-// pingMesh triggers a ping mesh over host-host (one sample per pair) on
-// the coordinator's socket and waits (10 min at most) until it ended; it
-// must have succeeded.
-func pingMesh(ctx context.Context, sock string) (*measurev1.Run, error) {
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20))) // a run of 89,700 planned tests
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = conn.Close() }()
-	mesh := meshv1.NewMeshServiceClient(conn)
-	spec := &measurev1.RunSpec{Label: "bench-web", Repeats: 1, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
-		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}
-	trig, err := mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: spec})
-	if err != nil {
-		return nil, fmt.Errorf("trigger the ping mesh: %w", err)
-	}
-	id := trig.GetRun().GetRunId()
-	var run *measurev1.Run
-	err = pollUntil(ctx, 10*time.Minute, func() bool {
-		got, err := mesh.GetRun(ctx, &meshv1.GetRunRequest{RunId: id})
-		if err != nil {
-			return false
-		}
-		run = got.GetRun()
-		return ended(run.GetState())
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ping mesh %s not ended: %w", id, err)
-	}
-	if run.GetState() != measurev1.RunState_RUN_STATE_SUCCEEDED {
-		return nil, fmt.Errorf("ping mesh %s ended %v: %s", id, run.GetState(), run.GetMessage())
-	}
-	return run, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/meshperf/meshperf/deploy/lab/forward"
 	"github.com/meshperf/meshperf/deploy/lab/labtest"
 	"github.com/meshperf/meshperf/internal/testskip"
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -109,15 +110,6 @@ func (e *labEnv) trigger(ctx context.Context, t *testing.T, label string, wait t
 	return id
 }
 
-// ended reports whether a run is over.
-func ended(s measurev1.RunState) bool {
-	switch s {
-	case measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED, measurev1.RunState_RUN_STATE_INTERRUPTED:
-		return true
-	}
-	return false
-}
-
 // waitRun waits until run id ended, at most wait.
 func (e *labEnv) waitRun(ctx context.Context, id string, wait time.Duration) (*measurev1.Run, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
@@ -126,7 +118,7 @@ func (e *labEnv) waitRun(ctx context.Context, id string, wait time.Duration) (*m
 	defer tick.Stop()
 	for {
 		got, err := e.client.GetRun(ctx, &meshv1.GetRunRequest{RunId: id})
-		if err == nil && ended(got.GetRun().GetState()) {
+		if err == nil && testspec.RunEnded(got.GetRun().GetState()) {
 			return got.GetRun(), nil
 		}
 		select {
@@ -148,7 +140,7 @@ func (e *labEnv) monitorRunAfter(ctx context.Context, t0 time.Time, wait time.Du
 		runs, err := e.client.ListRuns(ctx, &meshv1.ListRunsRequest{PageSize: 20})
 		if err == nil {
 			for _, r := range runs.GetRuns() {
-				if strings.HasPrefix(r.GetSpec().GetLabel(), "monitor-") && r.GetCreateTime().AsTime().After(t0) && ended(r.GetState()) {
+				if strings.HasPrefix(r.GetSpec().GetLabel(), "monitor-") && r.GetCreateTime().AsTime().After(t0) && testspec.RunEnded(r.GetState()) {
 					return r, nil
 				}
 			}

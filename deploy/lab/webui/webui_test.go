@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/internal/testspec"
 	"github.com/meshperf/meshperf/internal/testutil"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -128,7 +129,7 @@ func TestWebUILab(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range runs.GetRuns() {
-				if ended(r.GetState()) && r.GetEndTime().AsTime().Before(time.Now().Add(-15*time.Second)) && !slices.Contains(ids, r.GetRunId()) {
+				if testspec.RunEnded(r.GetState()) && r.GetEndTime().AsTime().Before(time.Now().Add(-15*time.Second)) && !slices.Contains(ids, r.GetRunId()) {
 					t.Errorf("run %s (%s) not in table#runs", r.GetRunId(), r.GetSpec().GetLabel())
 				}
 			}
