@@ -77,7 +77,7 @@ type Server struct {
 	cfg    ServerConfig
 	log    *slog.Logger
 	l      *net.UnixListener
-	hostNS nsID
+	hostNS netns.ID
 
 	changes chan struct{} // capacity 1: a pending change
 	wg      sync.WaitGroup
@@ -86,16 +86,13 @@ type Server struct {
 	cur *peer // nil: no pod endpoint
 }
 
-// nsID identifies a namespace by the device and inode of its nsfs file.
-type nsID struct{ dev, ino uint64 }
-
 // peer is an admitted endpoint connection.
 type peer struct {
 	c    *net.UnixConn
 	pid  int
 	ip   netip.Addr
 	ns   *os.File
-	id   nsID
+	id   netns.ID
 	once sync.Once
 }
 
@@ -122,7 +119,7 @@ func Listen(cfg ServerConfig) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	host, err := statNS("/proc/self/ns/net")
+	host, err := netns.IDOf("/proc/self/ns/net")
 	if err != nil {
 		return nil, fmt.Errorf("own network namespace: %w", err)
 	}
@@ -363,7 +360,7 @@ func (s *Server) resolve(pid, pidfd int) (*peer, error) {
 	if err := unix.Fstat(int(ns.Fd()), &st); err != nil {
 		return nil, fmt.Errorf("stat the network namespace of pid %d: %w", pid, err)
 	}
-	id := nsID{st.Dev, st.Ino}
+	id := netns.ID{Dev: st.Dev, Ino: st.Ino}
 	if id == s.hostNS {
 		return nil, fmt.Errorf("%w (pid %d)", ErrHostNamespace, pid)
 	}
@@ -373,15 +370,6 @@ func (s *Server) resolve(pid, pidfd int) (*peer, error) {
 	}
 	ok = true
 	return &peer{pid: pid, ip: ip, ns: ns, id: id}, nil
-}
-
-// statNS identifies the namespace file at path.
-func statNS(path string) (nsID, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return nsID{}, err
-	}
-	return nsID{st.Dev, st.Ino}, nil
 }
 
 // podIP returns the global IPv4 address of the namespace at path: the

@@ -1,7 +1,9 @@
 // Package netns opens sockets inside another network namespace: a pod's
 // (/proc/PID/ns/net in a cluster, /run/netns/NAME in the lab). A socket keeps
 // the namespace it was created in, so the agent can serve in a pod's network
-// from its own process without running anything inside the pod.
+// from its own process without running anything inside the pod. It also
+// tells namespaces apart (ID): the agent's endpoint server, the lab's
+// Down and the tests' process walkers find a process's namespace by it.
 package netns
 
 import (
@@ -64,4 +66,24 @@ func Do(path string, fn func() error) error {
 	}
 	runtime.UnlockOSThread()
 	return fnErr
+}
+
+// ID identifies a namespace: the device and inode of its nsfs file (a
+// /proc/PID/ns/net entry, or a bind mount of one such as
+// /run/netns/NAME). Two files of one namespace have equal IDs.
+type ID struct {
+	// Dev is the file's device number.
+	Dev uint64
+	// Ino is the file's inode number.
+	Ino uint64
+}
+
+// IDOf returns the ID of the namespace file at path; the error is stat's
+// (no such file: the process or the namespace is gone).
+func IDOf(path string) (ID, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return ID{}, err
+	}
+	return ID{Dev: st.Dev, Ino: st.Ino}, nil
 }

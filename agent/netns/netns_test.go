@@ -23,14 +23,14 @@ import (
 // TestMain fails the package if a test's server goroutine outlives it.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// nsID identifies a namespace file by device and inode.
-func nsID(t *testing.T, path string) [2]uint64 {
+// nsID identifies a namespace file, failing t if it cannot.
+func nsID(t *testing.T, path string) netns.ID {
 	t.Helper()
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		t.Fatalf("stat %s: %v", path, err)
+	id, err := netns.IDOf(path)
+	if err != nil {
+		t.Fatalf("IDOf(%s): %v", path, err)
 	}
-	return [2]uint64{st.Dev, st.Ino}
+	return id
 }
 
 // serveBanner accepts on l and writes banner to every connection until l
@@ -146,7 +146,7 @@ func TestDoRestoresThread(t *testing.T) {
 			if before == target {
 				t.Fatal("the test already runs in the throwaway namespace")
 			}
-			var during [2]uint64
+			var during netns.ID
 			err := netns.Do(path, func() error {
 				during = nsID(t, "/proc/thread-self/ns/net")
 				return fnErr
@@ -182,11 +182,11 @@ func TestDoRestoresThread(t *testing.T) {
 	}
 	for _, task := range tasks {
 		p := filepath.Join("/proc/self/task", task.Name(), "ns/net")
-		var st syscall.Stat_t
-		if err := syscall.Stat(p, &st); err != nil {
+		got, err := netns.IDOf(p)
+		if err != nil {
 			continue // the thread exited meanwhile
 		}
-		if got := [2]uint64{st.Dev, st.Ino}; got != want {
+		if got != want {
 			t.Errorf("thread %s is in namespace %v, want %v", task.Name(), got, want)
 		}
 	}

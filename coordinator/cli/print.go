@@ -188,8 +188,8 @@ func (rf *resultsFlags) pairFlags(cmd *cobra.Command) *pflag.FlagSet {
 	f := cmd.Flags()
 	f.StringVar(&rf.src, "src", "", "source node")
 	f.StringVar(&rf.dst, "dst", "", "destination node")
-	f.StringVar(&rf.test, "test", "", "test: "+strings.Join(testNames(), ", "))
-	f.StringVar(&rf.path, "path", "", "path: "+strings.Join(pathNames(), ", "))
+	f.StringVar(&rf.test, "test", "", "test: "+strings.Join(testspec.TestNames(), ", "))
+	f.StringVar(&rf.path, "path", "", "path: "+strings.Join(testspec.PathNames(), ", "))
 	return f
 }
 

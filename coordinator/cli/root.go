@@ -23,7 +23,6 @@ import (
 
 	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/safetext"
-	"github.com/meshperf/meshperf/internal/testspec"
 	"github.com/meshperf/meshperf/internal/version"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -255,24 +254,6 @@ func splitList(vals []string) []string {
 				out = append(out, s)
 			}
 		}
-	}
-	return out
-}
-
-// testNames lists every test's CLI name.
-func testNames() []string {
-	var out []string
-	for _, t := range testspec.Tests() {
-		out = append(out, testspec.Name(t))
-	}
-	return out
-}
-
-// pathNames lists every path's CLI name.
-func pathNames() []string {
-	var out []string
-	for _, p := range testspec.Paths() {
-		out = append(out, testspec.PathName(p))
 	}
 	return out
 }

@@ -59,8 +59,8 @@ Ctrl-C stops watching at once.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&tf.tests, "tests", nil, "tests, comma-separated: "+strings.Join(testNames(), ", ")+" (default ping,qperf_tcp_lat,qperf_tcp_bw,iperf3_tcp,http)")
-	f.StringSliceVar(&tf.paths, "paths", nil, "paths, comma-separated: "+strings.Join(pathNames(), ", ")+
+	f.StringSliceVar(&tf.tests, "tests", nil, "tests, comma-separated: "+strings.Join(testspec.TestNames(), ", ")+" (default ping,qperf_tcp_lat,qperf_tcp_bw,iperf3_tcp,http)")
+	f.StringSliceVar(&tf.paths, "paths", nil, "paths, comma-separated: "+strings.Join(testspec.PathNames(), ", ")+
 		" (default host-host,host-pod,pod-pod,pod-service, and with --external also host-external,pod-external)")
 	f.StringSliceVar(&tf.external, "external", nil,
 		"external targets of the coordinator's allowlist (listed by coordinator targets), comma-separated: measured with ping and HTTP from every node of the run, and iperf3 and qperf to those with server ports")

@@ -16,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
+	"github.com/meshperf/meshperf/internal/tick"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -121,12 +122,7 @@ func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.Plan
 			m.cfg.Agents.Ack(pt.GetSrcNode(), workID(runID, pt))
 		}
 		m.log.Info("server busy, retrying", "run_id", runID, "test_id", pt.GetTestId(), "attempt", attempt+1, "backoff", backoff)
-		wait := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-		case <-wait.C:
-		}
-		wait.Stop()
+		_ = tick.Sleep(ctx, backoff) // canceled: the loop's check ends it
 	}
 	if ctx.Err() != nil && anyBusy(results) {
 		// Canceled between busy attempts: no sample, and no retry either.

@@ -53,11 +53,6 @@ func agentState(a *meshv1.Agent) string {
 	return "disconnected"
 }
 
-// enumName is an enum value's name without its prefix, lower case.
-func enumName(s, prefix string) string {
-	return strings.ToLower(strings.TrimPrefix(s, prefix))
-}
-
 func rfc3339(t interface{ AsTime() time.Time }, set bool) string {
 	if !set {
 		return ""
@@ -86,7 +81,7 @@ func (u *UI) apiAgents(r *http.Request) (any, error) {
 			v.DeadBy = []string{}
 		}
 		for _, ad := range a.GetAddresses() {
-			v.Addresses = append(v.Addresses, enumName(ad.GetNetwork().String(), "NETWORK_")+" "+ad.GetIp())
+			v.Addresses = append(v.Addresses, testspec.NetworkName(ad.GetNetwork())+" "+ad.GetIp())
 		}
 		out = append(out, v)
 	}

@@ -72,14 +72,14 @@ func parseQuery(raw string, allowed ...string) (query, error) {
 				continue
 			}
 			if q.test, err = testspec.ParseTest(v); err != nil || q.test == measurev1.Test_TEST_UNSPECIFIED {
-				return q, bad("want a test name: " + strings.Join(testNames(), ", "))
+				return q, bad("want a test name: " + strings.Join(testspec.TestNames(), ", "))
 			}
 		case "path":
 			if v == "" {
 				continue
 			}
 			if q.path, err = testspec.ParsePath(v); err != nil || q.path == measurev1.Path_PATH_UNSPECIFIED {
-				return q, bad("want a path: host-host, host-pod, pod-pod, host-service, pod-service, ...")
+				return q, bad("want a path: " + strings.Join(testspec.PathNames(), ", "))
 			}
 		case "src", "dst", "a", "b":
 			if err := checkName(v); err != "" {
@@ -127,15 +127,6 @@ func checkName(v string) string {
 		return "holds a control character or invalid UTF-8"
 	}
 	return ""
-}
-
-// testNames lists the test names.
-func testNames() []string {
-	var out []string
-	for _, t := range testspec.Tests() {
-		out = append(out, testspec.Name(t))
-	}
-	return out
 }
 
 // require returns a *paramError if a required parameter is empty.

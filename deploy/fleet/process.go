@@ -211,15 +211,3 @@ func poll(ctx context.Context, bound time.Duration, cond func() bool) error {
 		return "not yet"
 	})
 }
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -19,6 +19,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/testspec"
+	"github.com/meshperf/meshperf/internal/tick"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -209,10 +210,10 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	}
 	log.Info("every agent holds its plan", "nodes", cfg.Nodes, "plan_latency_max", time.Duration(f.Snapshot().PlanLatencyMaxSeconds*float64(time.Second)))
 	if !cfg.PlansOnly {
-		if err := sleep(ctx, 2*cfg.ReportInterval); err != nil {
+		if err := tick.Sleep(ctx, 2*cfg.ReportInterval); err != nil {
 			return res, err
 		}
-	} else if err := sleep(ctx, 5*time.Second); err != nil { // idle: the join is over
+	} else if err := tick.Sleep(ctx, 5*time.Second); err != nil { // idle: the join is over
 		return res, err
 	}
 	cpu0, err := procTicks(cmd.Process.Pid)
@@ -224,7 +225,7 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 		return res, err
 	}
 	t0 := time.Now()
-	if err := sleep(ctx, cfg.Window); err != nil {
+	if err := tick.Sleep(ctx, cfg.Window); err != nil {
 		return res, err
 	}
 	cpu1, err := procTicks(cmd.Process.Pid)

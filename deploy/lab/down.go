@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/meshperf/meshperf/agent/netns"
 )
 
 // killPoll is how often Down checks that killed processes are gone.
@@ -167,31 +169,20 @@ func displayOrder(names []string) []string {
 	return out
 }
 
-// nsID identifies a network namespace: the device and inode of its nsfs file.
-type nsID struct{ dev, ino uint64 }
-
-func statNS(path string) (nsID, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		return nsID{}, err
-	}
-	return nsID{dev: st.Dev, ino: st.Ino}, nil
-}
-
 // nsIDs maps the identity of each named namespace to its name; entries that
 // cannot be read (a half-created name) are skipped, and so is a name bound
 // to the host's own namespace (that of PID 1 or of this process): its
 // processes are the host's, and Down must never kill them.
-func nsIDs(names []string) map[nsID]string {
-	host := map[nsID]bool{}
+func nsIDs(names []string) map[netns.ID]string {
+	host := map[netns.ID]bool{}
 	for _, p := range []string{"/proc/1/ns/net", "/proc/self/ns/net"} {
-		if id, err := statNS(p); err == nil {
+		if id, err := netns.IDOf(p); err == nil {
 			host[id] = true
 		}
 	}
-	ids := make(map[nsID]string, len(names))
+	ids := make(map[netns.ID]string, len(names))
 	for _, name := range names {
-		if id, err := statNS(nsPath(name)); err == nil && !host[id] {
+		if id, err := netns.IDOf(nsPath(name)); err == nil && !host[id] {
 			ids[id] = name
 		}
 	}
@@ -208,7 +199,7 @@ type process struct {
 // processesIn lists the processes (not this one) whose network namespace is
 // in ids. Processes that exit while being read are skipped; zombies have no
 // namespace and are not listed.
-func processesIn(ids map[nsID]string) ([]process, error) {
+func processesIn(ids map[netns.ID]string) ([]process, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -223,7 +214,7 @@ func processesIn(ids map[nsID]string) ([]process, error) {
 		if err != nil || pid == self {
 			continue
 		}
-		id, err := statNS("/proc/" + e.Name() + "/ns/net")
+		id, err := netns.IDOf("/proc/" + e.Name() + "/ns/net")
 		if err != nil {
 			continue
 		}

@@ -61,6 +61,10 @@ func GossipStateOrDash[S gossipState](s S) string {
 	return GossipStateName(s)
 }
 
+// NetworkName is the short lower-case name of an agent's network:
+// "host", "pod"; "unspecified" for none.
+func NetworkName(n measurev1.Network) string { return enumName(n.String(), "NETWORK_") }
+
 // ProbeKindName is the short lower-case name of a probe kind, as the
 // config file's probes section, the CLI's --kind, the web UI, the metric
 // labels and the diagnosis say it: "icmp", "icmp_mtu", "tcp", "http";

@@ -125,11 +125,13 @@ func ParseTest(s string) (measurev1.Test, error) {
 			return t, nil
 		}
 	}
-	return measurev1.Test_TEST_UNSPECIFIED, fmt.Errorf("%w: unknown test %q (want one of %s)", ErrInvalid, s, strings.Join(testNames(), ", "))
+	return measurev1.Test_TEST_UNSPECIFIED, fmt.Errorf("%w: unknown test %q (want one of %s)", ErrInvalid, s, strings.Join(TestNames(), ", "))
 }
 
-func testNames() []string {
-	var names []string
+// TestNames returns every valid Test's name (Name) in enum order: the
+// list a flag's help or an error that refuses a name gives.
+func TestNames() []string {
+	names := make([]string, 0, len(tests))
 	for _, t := range Tests() {
 		names = append(names, Name(t))
 	}
@@ -159,11 +161,16 @@ func ParsePath(s string) (measurev1.Path, error) {
 			return p, nil
 		}
 	}
-	var names []string
+	return measurev1.Path_PATH_UNSPECIFIED, fmt.Errorf("%w: unknown path %q (want one of %s)", ErrInvalid, s, strings.Join(PathNames(), ", "))
+}
+
+// PathNames returns every valid Path's name (PathName) in enum order.
+func PathNames() []string {
+	names := make([]string, 0, len(paths))
 	for _, p := range Paths() {
 		names = append(names, PathName(p))
 	}
-	return measurev1.Path_PATH_UNSPECIFIED, fmt.Errorf("%w: unknown path %q (want one of %s)", ErrInvalid, s, strings.Join(names, ", "))
+	return names
 }
 
 // toolInfo is the two names of one Tool. A tool has one name, its

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/agent/netns"
 )
 
 // procRoot is the proc file system the helpers read.
@@ -152,28 +154,17 @@ type NetNSProc struct {
 	Argv []string
 }
 
-// nsID identifies a namespace by the device and inode of its file.
-type nsID struct{ dev, ino uint64 }
-
-func statNS(path string) (nsID, bool) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		return nsID{}, false
-	}
-	return nsID{st.Dev, st.Ino}, true
-}
-
 // ProcsInNetNS lists the processes (with a command line) whose network
 // namespace is one of the namespace files nsPaths, found as deploy/lab's
 // Down finds them: by the identity (device, inode) of /proc/PID/ns/net.
 // It returns an error if a namespace file cannot be stat'ed (the
 // namespace is gone) or /proc cannot be read.
 func ProcsInNetNS(nsPaths ...string) ([]NetNSProc, error) {
-	ids := map[nsID]string{}
+	ids := map[netns.ID]string{}
 	for _, path := range nsPaths {
-		id, ok := statNS(path)
-		if !ok {
-			return nil, fmt.Errorf("namespace %s is gone", path)
+		id, err := netns.IDOf(path)
+		if err != nil {
+			return nil, fmt.Errorf("namespace %s is gone: %w", path, err)
 		}
 		ids[id] = path
 	}
@@ -182,8 +173,8 @@ func ProcsInNetNS(nsPaths ...string) ([]NetNSProc, error) {
 	}
 	var out []NetNSProc
 	for _, pid := range PIDs() {
-		id, ok := statNS(filepath.Join(procRoot, strconv.Itoa(pid), "ns", "net"))
-		if !ok || ids[id] == "" {
+		id, err := netns.IDOf(filepath.Join(procRoot, strconv.Itoa(pid), "ns", "net"))
+		if err != nil || ids[id] == "" {
 			continue
 		}
 		if argv := Cmdline(pid); len(argv) > 0 {

@@ -1,7 +1,7 @@
 // Package tick runs the coordinator's periodic work: a function called
 // after each delay of a schedule, on one timer, until its context ends;
-// and the waits for a condition (Until) of the lab, the simulated fleet
-// and the tests (testutil.Poll).
+// the waits for a condition (Until) of the lab, the simulated fleet and
+// the tests (testutil.Poll); and a pause that the context cuts (Sleep).
 package tick
 
 import (
@@ -63,5 +63,22 @@ func Repeat(ctx context.Context, next func() time.Duration, fn func()) {
 		}
 		fn()
 		t.Reset(next())
+	}
+}
+
+// Sleep waits d, or until ctx ends; it returns ctx.Err() if ctx ended
+// first, else nil. A d of zero or less returns at once (nil unless ctx
+// has already ended).
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }

@@ -119,3 +119,22 @@ func TestUntil(t *testing.T) {
 		t.Fatalf("Until after cancel = %v, want the last reason wrapping context.Canceled", err)
 	}
 }
+
+// Sleep returns nil after its delay, at once for a non-positive one, and
+// the context's error when the context ends first.
+func TestSleep(t *testing.T) {
+	if err := Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Errorf("Sleep(1ms) = %v, want nil", err)
+	}
+	if err := Sleep(context.Background(), -time.Second); err != nil {
+		t.Errorf("Sleep(-1s) = %v, want nil", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep(1h) on a canceled context = %v, want context.Canceled", err)
+	}
+	if err := Sleep(ctx, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep(0) on a canceled context = %v, want context.Canceled", err)
+	}
+}

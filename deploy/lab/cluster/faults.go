@@ -18,6 +18,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/deploy/lab"
 	"github.com/meshperf/meshperf/internal/testspec"
+	"github.com/meshperf/meshperf/internal/tick"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -472,7 +473,7 @@ func (d *faultsDemo) coordinatorKilled(ctx context.Context) (detected, localised
 	// The report check below looks at the three probe intervals before the
 	// kill: every agent must have reported through them, also one that the
 	// previous scenario (agent-killed) has just restarted.
-	if err := sleep(ctx, 4*d.probeInterval()); err != nil {
+	if err := tick.Sleep(ctx, 4*d.probeInterval()); err != nil {
 		return false, false, 0, err
 	}
 	t0 := time.Now()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/protoconv"
+	"github.com/meshperf/meshperf/internal/tick"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -106,7 +107,7 @@ func (d *faultsDemo) waitJudged(ctx context.Context, from, end time.Time) ([]jud
 		if time.Now().After(limit) {
 			return evs, fmt.Errorf("the probe judge judged no period ending at %s or later by %s", end.Format(time.TimeOnly), limit.Format(time.TimeOnly))
 		}
-		if err := sleep(ctx, pollEvery); err != nil {
+		if err := tick.Sleep(ctx, pollEvery); err != nil {
 			return nil, err
 		}
 	}
@@ -155,7 +156,7 @@ func (d *faultsDemo) waitQuiet(ctx context.Context, from, cleared time.Time) (bo
 		if time.Now().After(limit) {
 			return false, evs, nil
 		}
-		if err := sleep(ctx, pollEvery); err != nil {
+		if err := tick.Sleep(ctx, pollEvery); err != nil {
 			return false, nil, err
 		}
 	}

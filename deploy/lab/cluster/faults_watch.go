@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
+	"github.com/meshperf/meshperf/internal/tick"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -46,7 +47,7 @@ func (d *faultsDemo) coordinatorSaid(ctx context.Context, runID string, findings
 		if maps.Equal(got, want) {
 			return nil
 		}
-		if err := sleep(ctx, pollEvery); err != nil {
+		if err := tick.Sleep(ctx, pollEvery); err != nil {
 			return err
 		}
 	}
@@ -68,7 +69,7 @@ func (d *faultsDemo) waitIdle(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("a run is still in progress after %v (last error %v)", d.runTimeout(), err) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
 		}
-		if err := sleep(ctx, pollEvery); err != nil {
+		if err := tick.Sleep(ctx, pollEvery); err != nil {
 			return err
 		}
 	}
@@ -114,7 +115,7 @@ func (d *faultsDemo) waitRunning(ctx context.Context, t0 time.Time) (*measurev1.
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("no continuous run under way within %v (last error %v)", d.runTimeout(), err) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := tick.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}
@@ -136,7 +137,7 @@ func (d *faultsDemo) nextRun(ctx context.Context, t0 time.Time) (*measurev1.Run,
 		if time.Now().After(deadline) {
 			return nil, nil, fmt.Errorf("no continuous run ended within %v (last error %v)", d.runTimeout(), err) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
 		}
-		if err := sleep(ctx, pollEvery); err != nil {
+		if err := tick.Sleep(ctx, pollEvery); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -144,17 +145,6 @@ func (d *faultsDemo) nextRun(ctx context.Context, t0 time.Time) (*measurev1.Run,
 
 func (d *faultsDemo) results(ctx context.Context, runID string) ([]*measurev1.Result, error) {
 	return RunResults(ctx, d.client, runID)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // bandwidthScenario judges a bandwidth fault from the first continuous
