@@ -95,12 +95,9 @@ worse (throughput down, latency up) by more than PCT percent: a CI gate.`,
 	return cmd
 }
 
+// deltaTitle names d's cell on one line: "iperf3_tcp host-host node-1->node-2".
 func deltaTitle(d testcell.Delta) string {
-	t := testspec.Name(d.Key.Test)
-	if d.Label != "" {
-		t += " " + d.Label
-	}
-	return fmt.Sprintf("%s %s%s %s->%s", t, testspec.PathName(d.Key.Path), testcell.FamilySuffix(d.Key.Family), d.Key.Src, d.Key.Dst)
+	return fmt.Sprintf("%s %s%s %s->%s", deltaTest(d), testspec.PathName(d.Key.Path), testcell.FamilySuffix(d.Key.Family), d.Key.Src, d.Key.Dst)
 }
 
 // printFamilyDeltas prints testcell.CompareFamilies' deltas under title:
@@ -170,37 +167,19 @@ func printDeltas(o *options, a, b *measurev1.Run, deltas []testcell.Delta) {
 	}
 	worse, better := 0, 0
 	for _, d := range deltas {
-		med := func(c *testcell.Cell) string {
-			if c == nil || len(c.Samples) == 0 {
-				return "-"
-			}
-			return report.FormatHeadline(d.Key.Test, c.Stats.Median) + fmt.Sprintf(" (n=%d)", c.Stats.N)
-		}
-		change, p := "-", "-"
-		if !math.IsNaN(d.MedianChange) {
-			change = fmt.Sprintf("%+.1f%%", 100*d.MedianChange)
-		}
-		verdict := "not tested"
-		if d.Tested {
-			p = fmt.Sprintf("%.3g", d.Test.P)
-			switch {
-			case d.Worse:
-				verdict, worse = "WORSE", worse+1
-			case d.Better:
-				verdict, better = "better", better+1
-			default:
-				verdict = "same"
-			}
-		}
-		title := testspec.Name(d.Key.Test)
-		if d.Label != "" {
-			title += " " + d.Label
+		med, change, p, verdict := deltaColumns(d)
+		switch {
+		case !d.Tested:
+		case d.Worse:
+			worse++
+		case d.Better:
+			better++
 		}
 		path := testspec.PathName(d.Key.Path)
 		if v6 {
 			path += "\t" + protocol.FamilyName(d.Key.Family)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", title, path, d.Key.Src, d.Key.Dst,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", deltaTest(d), path, d.Key.Src, d.Key.Dst,
 			med(d.A), med(d.B), change, p, verdict)
 	}
 	_ = tw.Flush()

@@ -33,10 +33,7 @@ func (m *Metrics) Handler() http.Handler {
 		ErrorHandling: promhttp.ContinueOnError,
 		Registry:      m.reg,
 	}))))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", httpserve.Healthz)
 	return mux
 }
 

@@ -128,10 +128,7 @@ func New(cfg Config) (*UI, error) {
 		u.mux.HandleFunc("GET "+p, shell)
 	}
 	u.mux.HandleFunc("GET /assets/{name}", func(w http.ResponseWriter, r *http.Request) { u.serveAsset(w, r, r.PathValue("name")) })
-	u.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	u.mux.HandleFunc("GET /healthz", httpserve.Healthz)
 	api := map[string]func(*http.Request) (any, error){
 		"mesh": u.apiMesh, "pair": u.apiPair, "runs": u.apiRuns, "runs/{id}": u.apiRun,
 		"compare": u.apiCompare, "agents": u.apiAgents, "findings": u.apiFindings,

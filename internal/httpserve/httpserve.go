@@ -1,6 +1,7 @@
 // Package httpserve owns the lifetime of the coordinator's HTTP servers
 // (the metrics endpoint and the web UI): serve on a listener until the
-// context ends, then shut down gracefully within a timeout.
+// context ends, then shut down gracefully within a timeout; and the
+// liveness answer both give (Healthz).
 package httpserve
 
 import (
@@ -43,4 +44,11 @@ func Serve(ctx context.Context, srv *http.Server, l net.Listener, shutdownTimeou
 		return fmt.Errorf("%s: serve %s: %w", what, l.Addr(), err)
 	}
 	return nil
+}
+
+// Healthz answers a liveness probe (GET /healthz of the metrics endpoint
+// and of the web UI): 200 with "ok\n" as text/plain.
+func Healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
 }
