@@ -59,9 +59,10 @@ Ctrl-C stops watching at once.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&tf.tests, "tests", nil, "tests, comma-separated: "+strings.Join(testspec.TestNames(), ", ")+" (default ping,qperf_tcp_lat,qperf_tcp_bw,iperf3_tcp,http)")
+	f.StringSliceVar(&tf.tests, "tests", nil, "tests, comma-separated: "+strings.Join(testspec.TestNames(), ", ")+
+		" (default "+strings.Join(testspec.NamesOf(testspec.DefaultTests()), ",")+")")
 	f.StringSliceVar(&tf.paths, "paths", nil, "paths, comma-separated: "+strings.Join(testspec.PathNames(), ", ")+
-		" (default host-host,host-pod,pod-pod,pod-service, and with --external also host-external,pod-external)")
+		" (default "+strings.Join(testspec.PathNamesOf(testspec.DefaultPaths()), ",")+", and with --external also host-external,pod-external)")
 	f.StringSliceVar(&tf.external, "external", nil,
 		"external targets of the coordinator's allowlist (listed by coordinator targets), comma-separated: measured with ping and HTTP from every node of the run, and iperf3 and qperf to those with server ports")
 	f.StringSliceVar(&tf.pairs, "pair", nil, "node pair SRC:DST, repeatable (default: every ordered pair of known nodes)")

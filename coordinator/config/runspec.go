@@ -123,15 +123,6 @@ var scheduleNames = Names{Indexed: true, Key: map[Field]string{
 	FieldTests: "tests", FieldPaths: "paths", FieldDuration: "duration", FieldSweep: "sweep",
 }}
 
-// DefaultTests are the tests of a run that names none: ping, qperf tcp_lat
-// and tcp_bw, iperf3 TCP and HTTP.
-func DefaultTests() []measurev1.Test {
-	return []measurev1.Test{
-		measurev1.Test_TEST_PING, measurev1.Test_TEST_QPERF_TCP_LAT, measurev1.Test_TEST_QPERF_TCP_BW,
-		measurev1.Test_TEST_IPERF3_TCP, measurev1.Test_TEST_HTTP,
-	}
-}
-
 // sweepSizes is the field's qperf sweep: 64 B to 64 KiB, doubling.
 func sweepSizes() []uint64 {
 	var out []uint64
@@ -156,9 +147,7 @@ func BuildRunSpec(in RunInput, names Names) (*measurev1.RunSpec, error) {
 	spec.IpFamilies = families
 	tests := in.Tests
 	if len(tests) == 0 {
-		for _, t := range DefaultTests() {
-			tests = append(tests, testspec.Name(t))
-		}
+		tests = testspec.NamesOf(testspec.DefaultTests())
 	}
 	if in.Strict {
 		if err := in.checkParamsApply(tests, names); err != nil {

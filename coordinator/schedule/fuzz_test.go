@@ -120,7 +120,7 @@ func checkPlan(t *testing.T, spec *measurev1.RunSpec, nodes Nodes, planned []*me
 		t.Fatalf("%d planned tests; want 1..%d", len(planned), MaxPlannedTests)
 	}
 	tests := max(len(spec.GetTests()), len(DefaultTests()))
-	paths := max(len(spec.GetPaths()), len(DefaultPaths())+2)
+	paths := max(len(spec.GetPaths()), len(testspec.DefaultPaths())+2)
 	routes := max(len(spec.GetPairs()), len(nodes.Mesh)*len(nodes.Mesh)) + len(nodes.Targetable)*len(spec.GetExternalTargets())
 	if bound := max(int(spec.GetRepeats()), 5) * routes * paths * tests; len(planned) > bound {
 		t.Fatalf("%d planned tests, more than repeats x routes x paths x tests = %d", len(planned), bound)

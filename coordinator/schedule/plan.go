@@ -32,26 +32,14 @@ var ErrInvalid = errors.New("invalid run spec")
 // nodes, or no node at all for a run of external targets only.
 var ErrNoPairs = errors.New("no node pair to measure")
 
-// DefaultTests are the tests of a RunSpec that names none: ping, qperf
-// tcp_lat and tcp_bw, iperf3 TCP and HTTP, with default parameters.
+// DefaultTests are the tests of a RunSpec that names none
+// (testspec.DefaultTests), with default parameters.
 func DefaultTests() []*measurev1.TestSpec {
-	return []*measurev1.TestSpec{
-		{Test: measurev1.Test_TEST_PING},
-		{Test: measurev1.Test_TEST_QPERF_TCP_LAT},
-		{Test: measurev1.Test_TEST_QPERF_TCP_BW},
-		{Test: measurev1.Test_TEST_IPERF3_TCP},
-		{Test: measurev1.Test_TEST_HTTP},
+	var out []*measurev1.TestSpec
+	for _, t := range testspec.DefaultTests() {
+		out = append(out, &measurev1.TestSpec{Test: t})
 	}
-}
-
-// DefaultPaths are the paths of a RunSpec that names none.
-func DefaultPaths() []measurev1.Path {
-	return []measurev1.Path{
-		measurev1.Path_PATH_HOST_TO_HOST,
-		measurev1.Path_PATH_HOST_TO_POD,
-		measurev1.Path_PATH_POD_TO_POD,
-		measurev1.Path_PATH_POD_TO_SERVICE,
-	}
+	return out
 }
 
 // DefaultRepeats is the number of samples of a test when the RunSpec asks
@@ -232,7 +220,7 @@ func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error
 func planPaths(spec *measurev1.RunSpec) ([]measurev1.Path, error) {
 	paths := spec.GetPaths()
 	if len(paths) == 0 {
-		paths = DefaultPaths()
+		paths = testspec.DefaultPaths()
 		if len(spec.GetExternalTargets()) > 0 {
 			paths = append(paths, measurev1.Path_PATH_HOST_TO_EXTERNAL, measurev1.Path_PATH_POD_TO_EXTERNAL)
 		}

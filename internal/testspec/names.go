@@ -47,6 +47,28 @@ func IsExternal(p measurev1.Path) bool {
 // Tests returns every valid Test in enum order.
 func Tests() []measurev1.Test { return slices.Sorted(maps.Keys(tests)) }
 
+// DefaultTests are the tests of a run that names none, in this order:
+// ping, qperf tcp_lat and tcp_bw, iperf3 TCP and HTTP. A new slice each
+// call.
+func DefaultTests() []measurev1.Test {
+	return []measurev1.Test{
+		measurev1.Test_TEST_PING, measurev1.Test_TEST_QPERF_TCP_LAT, measurev1.Test_TEST_QPERF_TCP_BW,
+		measurev1.Test_TEST_IPERF3_TCP, measurev1.Test_TEST_HTTP,
+	}
+}
+
+// DefaultPaths are the paths of a run that names none: host-host,
+// host-pod, pod-pod and pod-service (a run with external targets adds
+// host-external and pod-external). A new slice each call.
+func DefaultPaths() []measurev1.Path {
+	return []measurev1.Path{
+		measurev1.Path_PATH_HOST_TO_HOST,
+		measurev1.Path_PATH_HOST_TO_POD,
+		measurev1.Path_PATH_POD_TO_POD,
+		measurev1.Path_PATH_POD_TO_SERVICE,
+	}
+}
+
 // Paths returns every valid Path in enum order.
 func Paths() []measurev1.Path { return slices.Sorted(maps.Keys(paths)) }
 
@@ -130,10 +152,13 @@ func ParseTest(s string) (measurev1.Test, error) {
 
 // TestNames returns every valid Test's name (Name) in enum order: the
 // list a flag's help or an error that refuses a name gives.
-func TestNames() []string {
-	names := make([]string, 0, len(tests))
-	for _, t := range Tests() {
-		names = append(names, Name(t))
+func TestNames() []string { return NamesOf(Tests()) }
+
+// NamesOf returns the name (Name) of each of tests, in their order.
+func NamesOf(tests []measurev1.Test) []string {
+	names := make([]string, len(tests))
+	for i, t := range tests {
+		names[i] = Name(t)
 	}
 	return names
 }
@@ -165,10 +190,14 @@ func ParsePath(s string) (measurev1.Path, error) {
 }
 
 // PathNames returns every valid Path's name (PathName) in enum order.
-func PathNames() []string {
-	names := make([]string, 0, len(paths))
-	for _, p := range Paths() {
-		names = append(names, PathName(p))
+func PathNames() []string { return PathNamesOf(Paths()) }
+
+// PathNamesOf returns the name (PathName) of each of paths, in their
+// order.
+func PathNamesOf(paths []measurev1.Path) []string {
+	names := make([]string, len(paths))
+	for i, p := range paths {
+		names[i] = PathName(p)
 	}
 	return names
 }
