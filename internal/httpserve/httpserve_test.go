@@ -35,8 +35,7 @@ func TestServeHealthz(t *testing.T) {
 	resp, err := client.Get("http://" + l.Addr().String() + "/healthz")
 	if err != nil {
 		cancel()
-		<-done
-		t.Fatal(err)
+		t.Fatal(err, <-done)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
