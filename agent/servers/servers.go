@@ -38,6 +38,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/proc"
 	"github.com/meshperf/meshperf/agent/runner"
+	"github.com/meshperf/meshperf/internal/tick"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -406,22 +407,28 @@ func (m *Manager) Running() int {
 // (/proc/PID/net/tcp and tcp6, which show the process's network namespace)
 // until port is in LISTEN state, the process exits, or ctx ends.
 func waitListening(ctx context.Context, p *proc.Process, port uint32) error {
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	exited := false
+	err := tick.Until(ctx, 10*time.Millisecond, func() string {
 		if listening(p.Pid(), port) {
-			return nil
+			return ""
 		}
 		select {
 		case <-p.Done():
-			out := p.Output()
-			msg := strings.TrimSpace(string(out.Stderr) + " " + string(out.Stdout))
-			return fmt.Errorf("%w: exited with code %d before listening on %d: %s", ErrNotReady, out.ExitCode, port, msg)
-		case <-ctx.Done():
-			return fmt.Errorf("%w: not listening on %d: %w", ErrNotReady, port, ctx.Err())
-		case <-tick.C:
+			exited = true
+			return ""
+		default:
 		}
+		return fmt.Sprintf("not listening on %d", port)
+	})
+	switch {
+	case exited:
+		out := p.Output()
+		msg := strings.TrimSpace(string(out.Stderr) + " " + string(out.Stdout))
+		return fmt.Errorf("%w: exited with code %d before listening on %d: %s", ErrNotReady, out.ExitCode, port, msg)
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrNotReady, err)
 	}
+	return nil
 }
 
 // tcpSockets yields the fields of every line of pid's /proc/PID/net/tcp
