@@ -89,7 +89,7 @@ func newestEnded(ctx context.Context, o *options, client meshv1.MeshServiceClien
 			return "", err
 		}
 		for _, r := range runs { // newest first
-			if s := r.GetState(); s != measurev1.RunState_RUN_STATE_QUEUED && s != measurev1.RunState_RUN_STATE_RUNNING {
+			if testspec.RunEnded(r.GetState()) {
 				return r.GetRunId(), nil
 			}
 		}

@@ -19,10 +19,12 @@ import (
 // list holds one name or count per entry (the CLI splits its
 // comma-separated flags first); zero values mean the defaults.
 type RunInput struct {
-	// Tests are test names (testspec.ParseTest); empty means DefaultTests.
+	// Tests are test names (testspec.ParseTest); empty means
+	// testspec.DefaultTests.
 	Tests []string
 	// Paths are path names (testspec.ParsePath); empty means the
-	// coordinator's default paths.
+	// coordinator's default paths (testspec.DefaultPaths, with the
+	// external paths for a run of external targets).
 	Paths []string
 	// Pairs are node pairs "SRC:DST"; empty means every ordered pair.
 	Pairs []string

@@ -371,8 +371,9 @@ func onDemandPing(ctx context.Context, sock string) (time.Duration, int, error) 
 // PingMesh triggers, through the coordinator's MeshService on the unix
 // socket sock, a ping mesh over host-host with one sample per pair and the
 // given label, and waits for it to end (10 minutes at most). It returns
-// the ended run's header; an error if the run planned no test or did not
-// succeed. Replies up to 64 MiB are taken (a full mesh of 300 nodes plans
+// the ended run (its planned tests too); an error if the run planned no
+// test or did not succeed, or the last state seen if it did not end in
+// time. Replies up to 64 MiB are taken (a full mesh of 300 nodes plans
 // 89,700 tests).
 func PingMesh(ctx context.Context, sock, label string) (*measurev1.Run, error) {
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -390,13 +391,18 @@ func PingMesh(ctx context.Context, sock, label string) (*measurev1.Run, error) {
 	}
 	id := trig.GetRun().GetRunId()
 	var run *measurev1.Run
-	err = poll(ctx, 10*time.Minute, func() bool {
-		got, err := mesh.GetRun(ctx, &meshv1.GetRunRequest{RunId: id})
+	wait, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	err = tick.Until(wait, 100*time.Millisecond, func() string {
+		got, err := mesh.GetRun(wait, &meshv1.GetRunRequest{RunId: id})
 		if err != nil {
-			return false
+			return fmt.Sprintf("no answer to GetRun (%v)", err)
 		}
 		run = got.GetRun()
-		return testspec.RunEnded(run.GetState())
+		if testspec.RunEnded(run.GetState()) {
+			return ""
+		}
+		return fmt.Sprintf("%s after %v, %d of %d tests done", testspec.RunStateName(run.GetState()), 10*time.Minute, run.GetTestsDone(), run.GetTestsPlanned())
 	})
 	switch {
 	case err != nil:

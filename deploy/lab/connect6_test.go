@@ -64,7 +64,7 @@ func TestConnectivityIPv6(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cfg.Prefix, cfg.Nodes, cfg.Logger = testPrefix(t), 3, testutil.Logger(t)
+			cfg.Prefix, cfg.Nodes, cfg.Logger = testPrefix(t), 3, testutil.StreamLogger(t)
 			l := upLab(t, cfg)
 			port := 16000
 			for _, p := range probes6 {

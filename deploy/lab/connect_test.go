@@ -148,7 +148,7 @@ func TestConnectivity(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cfg.Prefix, cfg.Nodes, cfg.Logger = testPrefix(t), 3, testutil.Logger(t)
+			cfg.Prefix, cfg.Nodes, cfg.Logger = testPrefix(t), 3, testutil.StreamLogger(t)
 			l := upLab(t, cfg)
 			port := 15000
 			for _, p := range probes {

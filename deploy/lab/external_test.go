@@ -113,7 +113,7 @@ func TestPeerAddress(t *testing.T) {
 	for _, mode := range Modes {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
-			l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 3, Mode: mode, Logger: testutil.Logger(t)})
+			l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 3, Mode: mode, Logger: testutil.StreamLogger(t)})
 			port := 17000
 			for _, c := range peerCases() {
 				port++
@@ -148,7 +148,7 @@ func TestDownExternal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	name := prefix + "-ext"
-	if err := (runner{log: testutil.Logger(t)}).ip(ctx, "", "netns", "add", name); err != nil {
+	if err := (runner{log: testutil.StreamLogger(t)}).ip(ctx, "", "netns", "add", name); err != nil {
 		t.Fatal(err)
 	}
 	orphan := startOrphan(t, nsPath(name))
@@ -160,7 +160,7 @@ func TestDownExternal(t *testing.T) {
 		t.Fatalf("Status of a lab left as %s with a process: want it with 1 process:\n%s", name, st)
 	}
 	for i := range 2 { // Down twice: the second finds nothing and is fine.
-		if err := Down(ctx, prefix, testutil.Logger(t)); err != nil {
+		if err := Down(ctx, prefix, testutil.StreamLogger(t)); err != nil {
 			t.Fatalf("Down #%d: %v", i+1, err)
 		}
 		if _, err := os.Stat(nsPath(name)); !errors.Is(err, fs.ErrNotExist) {

@@ -170,7 +170,7 @@ func TestFaults(t *testing.T) {
 	for _, mode := range Modes {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
-			l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 3, Mode: mode, Logger: testutil.Logger(t)})
+			l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 3, Mode: mode, Logger: testutil.StreamLogger(t)})
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			port := 16000

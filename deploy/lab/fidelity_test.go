@@ -164,7 +164,7 @@ func TestProbeFidelity(t *testing.T) {
 			t.Skipf("missing tool: %s (deploy/lab/install-deps.sh installs it)", tool)
 		}
 	}
-	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testutil.Logger(t)})
+	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testutil.StreamLogger(t)})
 	n1, n2 := l.Nodes[0], l.Nodes[1]
 	paths := []fidPath{
 		{"host-host", measurev1.Path_PATH_HOST_TO_HOST, n1.HostNetNSPath, n1.HostIP, n2.HostNetNSPath, n2.HostIP},

@@ -78,7 +78,7 @@ func TestHTTPLoad(t *testing.T) {
 	if _, err := exec.LookPath("ab"); err != nil {
 		t.Skip("missing tool: ab (apache2-utils; deploy/lab/install-deps.sh installs it)")
 	}
-	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testutil.Logger(t)})
+	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testutil.StreamLogger(t)})
 	src, dst := l.Nodes[0], l.Nodes[1]
 	for _, ns := range []struct{ path, network string }{{dst.HostNetNSPath, "host"}, {dst.PodNetNSPath, "pod"}} {
 		checkLabNS(t, ns.path)
@@ -89,7 +89,7 @@ func TestHTTPLoad(t *testing.T) {
 	}
 	checkLabNS(t, src.HostNetNSPath)
 	checkLabNS(t, src.PodNetNSPath)
-	r := agentrunner.New(agentrunner.Config{Logger: testutil.Logger(t), NetNS: map[measurev1.Network]string{
+	r := agentrunner.New(agentrunner.Config{Logger: testutil.StreamLogger(t), NetNS: map[measurev1.Network]string{
 		measurev1.Network_NETWORK_HOST: src.HostNetNSPath,
 		measurev1.Network_NETWORK_POD:  src.PodNetNSPath,
 	}})

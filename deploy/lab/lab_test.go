@@ -31,7 +31,7 @@ func TestUpStatusDown(t *testing.T) {
 		t.Run(string(tt.mode), func(t *testing.T) {
 			t.Parallel()
 			prefix := testPrefix(t)
-			l := upLab(t, Config{Prefix: prefix, Nodes: 3, Mode: tt.mode, Logger: testutil.Logger(t)})
+			l := upLab(t, Config{Prefix: prefix, Nodes: 3, Mode: tt.mode, Logger: testutil.StreamLogger(t)})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 
@@ -107,7 +107,7 @@ func TestUpStatusDown(t *testing.T) {
 
 			for i := range 2 { // Down twice: the second finds nothing and is fine.
 				start := time.Now()
-				if err := Down(ctx, prefix, testutil.Logger(t)); err != nil {
+				if err := Down(ctx, prefix, testutil.StreamLogger(t)); err != nil {
 					t.Fatalf("Down #%d: %v", i+1, err)
 				}
 				t.Logf("Down #%d: %v", i+1, time.Since(start))
@@ -208,7 +208,7 @@ func TestUpAfterCrash(t *testing.T) {
 	downOnCleanup(t, prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	r := runner{log: testutil.Logger(t)}
+	r := runner{log: testutil.StreamLogger(t)}
 
 	// A half-built lab: the fabric, node1 with its fabric link, a node7 from
 	// a bigger lab, the external host, a name left by a crash in the middle
@@ -242,7 +242,7 @@ func TestUpAfterCrash(t *testing.T) {
 	}
 	t.Logf("crashed lab:\n%s", st)
 
-	l := upLab(t, Config{Prefix: prefix, Logger: testutil.Logger(t)})
+	l := upLab(t, Config{Prefix: prefix, Logger: testutil.StreamLogger(t)})
 	wantKilled(t, orphan, "the process left in the crashed lab")
 	wantKilled(t, extOrphan, "the process left in the crashed lab's external host")
 	st, err = Status(ctx, prefix)
@@ -264,7 +264,7 @@ func TestUpAfterCrash(t *testing.T) {
 	if st, err := Status(ctx, prefix); err != nil || len(st.Processes()) != 1 {
 		t.Errorf("Status: %v, want 1 process:\n%s", err, st)
 	}
-	if err := Down(ctx, prefix, testutil.Logger(t)); err != nil {
+	if err := Down(ctx, prefix, testutil.StreamLogger(t)); err != nil {
 		t.Fatal(err)
 	}
 	wantKilled(t, orphan, "the process in pod2")
@@ -280,7 +280,7 @@ func TestUpCancelled(t *testing.T) {
 	downOnCleanup(t, prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	l, err := Up(ctx, Config{Prefix: prefix, Nodes: 16, Mode: ModeVXLAN, Logger: testutil.Logger(t)})
+	l, err := Up(ctx, Config{Prefix: prefix, Nodes: 16, Mode: ModeVXLAN, Logger: testutil.StreamLogger(t)})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Up with a 30 ms deadline = %v, %v; want DeadlineExceeded", l, err)
 	}
@@ -339,7 +339,7 @@ func TestDownSparesTheHostNamespace(t *testing.T) {
 	if procs := st.Processes(); len(procs) != 0 {
 		t.Errorf("Status lists %d host processes as the lab's, first %+v", len(procs), procs[0])
 	}
-	if err := Down(ctx, prefix, testutil.Logger(t)); err != nil {
+	if err := Down(ctx, prefix, testutil.StreamLogger(t)); err != nil {
 		t.Fatal(err)
 	}
 	if err := host.Process.Signal(syscall.Signal(0)); err != nil {

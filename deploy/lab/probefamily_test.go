@@ -62,7 +62,7 @@ func icmp6InEchos(t *testing.T, nsPath string) int64 {
 func TestProbesDualStack(t *testing.T) {
 	requireLab(t)
 	bin := agentBinary(t)
-	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, IPFamily: FamilyDual, Logger: testutil.Logger(t)})
+	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, IPFamily: FamilyDual, Logger: testutil.StreamLogger(t)})
 	n1, n2 := l.Nodes[0], l.Nodes[1]
 	const port = 17947
 

@@ -63,7 +63,7 @@ func scaleAddr(i int) netip.Addr {
 func TestProberScale1000(t *testing.T) {
 	requireLab(t)
 	bin := agentBinary(t)
-	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testutil.Logger(t)})
+	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testutil.StreamLogger(t)})
 	n1 := l.Nodes[0]
 	checkLabNS(t, n1.HostNetNSPath)
 

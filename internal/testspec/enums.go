@@ -25,11 +25,12 @@ func StatusName(s measurev1.Status) string { return enumName(s.String(), "STATUS
 func RunStateName(s measurev1.RunState) string { return enumName(s.String(), "RUN_STATE_") }
 
 // RunEnded reports whether s is a state a run ends in (succeeded,
-// failed, interrupted): none of its tests runs or will run. Queued,
-// running and unspecified are not.
+// failed, interrupted, canceled): none of its tests runs or will run.
+// Queued, running and unspecified (never stored) are not.
 func RunEnded(s measurev1.RunState) bool {
 	switch s {
-	case measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED, measurev1.RunState_RUN_STATE_INTERRUPTED:
+	case measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED,
+		measurev1.RunState_RUN_STATE_INTERRUPTED, measurev1.RunState_RUN_STATE_CANCELED:
 		return true
 	}
 	return false

@@ -77,3 +77,28 @@ func TestParseProbeKind(t *testing.T) {
 		t.Errorf("ProbeKinds() has %d kinds, want 4", got)
 	}
 }
+
+// TestRunEnded judges every run state the protocol has: a state added to
+// the enum fails here until it is placed on one side.
+func TestRunEnded(t *testing.T) {
+	want := map[measurev1.RunState]bool{
+		measurev1.RunState_RUN_STATE_UNSPECIFIED: false,
+		measurev1.RunState_RUN_STATE_QUEUED:      false,
+		measurev1.RunState_RUN_STATE_RUNNING:     false,
+		measurev1.RunState_RUN_STATE_SUCCEEDED:   true,
+		measurev1.RunState_RUN_STATE_FAILED:      true,
+		measurev1.RunState_RUN_STATE_INTERRUPTED: true,
+		measurev1.RunState_RUN_STATE_CANCELED:    true,
+	}
+	for v, name := range measurev1.RunState_name {
+		s := measurev1.RunState(v)
+		w, ok := want[s]
+		if !ok {
+			t.Errorf("%s: no verdict in this test; say whether a run in it has ended", name)
+			continue
+		}
+		if got := RunEnded(s); got != w {
+			t.Errorf("RunEnded(%s) = %t, want %t", name, got, w)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/syncio"
@@ -24,4 +25,23 @@ func Logger(t testing.TB) *slog.Logger {
 		}
 	})
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// StreamLogger returns a debug-level text logger for t that writes each
+// line through t.Log as it comes, so that `go test -v` (and -json) shows
+// it in order with the test's own lines, also when the test then hangs
+// until go test's timeout. Only for code that stops logging before the
+// test ends (t.Log after that panics): the lab's commands; use Logger
+// for a library whose goroutines may log later.
+func StreamLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// tWriter writes each Write through t.Log, without its final newline.
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(b []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
 }

@@ -1,6 +1,9 @@
 // Package testutil holds the small helpers that the tests of several
 // packages share and that have nothing to do with the network (that is
-// internal/testnet): a log sink safe for concurrent writers (SyncBuffer);
+// internal/testnet, though it tells namespaces apart with agent/netns): a
+// log sink safe for concurrent writers (SyncBuffer); a test's logger,
+// kept and printed if the test failed (Logger) or streamed through t.Log
+// (StreamLogger); waiting for processes to go (WaitGone);
 // waiting for a condition (Poll, PollContext, Within, Eventually, Expect,
 // EventuallyCtx, WaitFor); a call that must return before a context
 // ends (Returns); what /proc says of processes (ReadProcStat, ProcAlive,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
+	"github.com/meshperf/meshperf/internal/testspec"
 	"github.com/meshperf/meshperf/internal/tick"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -79,9 +80,8 @@ func (d *faultsDemo) waitIdle(ctx context.Context) error {
 // the demo's mesh (about 20 s on 3 nodes).
 func (d *faultsDemo) runTimeout() time.Duration { return d.cfg.Interval + d.jitter + 3*time.Minute }
 
-func inProgress(r *measurev1.Run) bool {
-	return r.GetState() == measurev1.RunState_RUN_STATE_QUEUED || r.GetState() == measurev1.RunState_RUN_STATE_RUNNING
-}
+// inProgress reports whether r has not ended yet (testspec.RunEnded).
+func inProgress(r *measurev1.Run) bool { return !testspec.RunEnded(r.GetState()) }
 
 // firstAfter returns the oldest continuous run created after t0, if any.
 func (d *faultsDemo) firstAfter(ctx context.Context, t0 time.Time) (*measurev1.Run, error) {
