@@ -135,17 +135,7 @@ func (s *Spool) AckReports(seqs ...uint64) (int, error) {
 
 // PendingReports returns every report the spool holds, oldest first.
 func (s *Spool) PendingReports() ([]*agentv1.ProbeReport, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	out, err := readAll(s, &s.reports, func() *agentv1.ProbeReport { return &agentv1.ProbeReport{} },
-		"probe report spool entry does not decode; skipped")
-	if err != nil {
-		return nil, fmt.Errorf("spool: read reports: %w", err)
-	}
-	return out, nil
+	return pending(s, &s.reports, func() *agentv1.ProbeReport { return &agentv1.ProbeReport{} })
 }
 
 // Reports returns how many reports the spool holds and how many it ever

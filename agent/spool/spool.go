@@ -487,30 +487,25 @@ func (s *Spool) remove(l *lane, gone func(memEntry) bool, keys func(tx *bolt.Tx)
 
 // Pending returns every result the spool holds, oldest first.
 func (s *Spool) Pending() ([]*agentv1.WorkResult, error) {
+	return pending(s, &s.results, func() *agentv1.WorkResult { return &agentv1.WorkResult{} })
+}
+
+// pending decodes every entry of the lane l, oldest first: l.mem when the
+// spool is in memory, else l.bucket, under s.mu. Put encoded each and
+// Open checked it, so one that does not decode means the disk changed
+// under the spool: it is logged and skipped. After Close it returns
+// ErrClosed.
+func pending[M proto.Message](s *Spool, l *lane, newMsg func() M) ([]M, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, ErrClosed
 	}
-	// Put encoded it and Open checked it: a failed decode means the disk
-	// changed under us.
-	out, err := readAll(s, &s.results, func() *agentv1.WorkResult { return &agentv1.WorkResult{} },
-		"result spool entry does not decode; skipped")
-	if err != nil {
-		return nil, fmt.Errorf("spool: read: %w", err)
-	}
-	return out, nil
-}
-
-// readAll decodes every entry of the lane l, oldest first: l.mem when the
-// spool is in memory, else l.bucket. An entry that does not decode is
-// logged with msg and skipped. The caller holds s.mu.
-func readAll[M proto.Message](s *Spool, l *lane, newMsg func() M, msg string) ([]M, error) {
 	var out []M
 	decode := func(v []byte) {
 		m := newMsg()
 		if err := proto.Unmarshal(v, m); err != nil {
-			s.log.Error(msg, "err", err)
+			s.log.Error(l.what+" spool entry does not decode; skipped", "err", err)
 			return
 		}
 		out = append(out, m)
@@ -527,7 +522,10 @@ func readAll[M proto.Message](s *Spool, l *lane, newMsg func() M, msg string) ([
 			return nil
 		})
 	})
-	return out, err
+	if err != nil {
+		return nil, fmt.Errorf("spool: read %ss: %w", l.what, err)
+	}
+	return out, nil
 }
 
 // Close closes the file; the spool refuses every call after it.

@@ -37,6 +37,28 @@ func (f Filter) scope(listing byte) pageScope {
 	return b.sum()
 }
 
+// page checks the request of a filtered listing: f's times
+// (checkTimes), the page size (def when 0, at most most: resolvePageSize)
+// and the page token, which must be listing's and f's. It returns the
+// page size, f's scope for the next token and the key the page starts
+// after (nil for the first page); errors wrap ErrInvalid, naming the
+// field.
+func (f Filter) page(listing byte, pageSize, def, most int, pageToken string) (int, pageScope, []byte, error) {
+	if err := f.checkTimes(); err != nil {
+		return 0, pageScope{}, nil, err
+	}
+	pageSize, err := resolvePageSize("page_size", pageSize, def, most)
+	if err != nil {
+		return 0, pageScope{}, nil, err
+	}
+	scope := f.scope(listing)
+	after, err := decodePageToken(pageToken, listing, scope)
+	if err != nil {
+		return 0, pageScope{}, nil, err
+	}
+	return pageSize, scope, after, nil
+}
+
 // checkTimes refuses a time range that is empty or outside what keys hold.
 func (f Filter) checkTimes() error {
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {

@@ -113,16 +113,8 @@ func (s *Store) ListRuns(ctx context.Context, pageSize int, pageToken string) ([
 // from an earlier call with the same filter (pageSize may differ); any
 // other wraps ErrInvalid, naming page_token. f.RunID is not used.
 func (s *Store) ListRollups(ctx context.Context, f Filter, pageSize int, pageToken string) ([]*measurev1.Rollup, string, error) {
-	if err := f.checkTimes(); err != nil {
-		return nil, "", err
-	}
-	pageSize, err := resolvePageSize("page_size", pageSize, DefaultRollupsPageSize, MaxRollupsPageSize)
-	if err != nil {
-		return nil, "", err
-	}
 	f.RunID = ""
-	scope := f.scope(listingRollups)
-	after, err := decodePageToken(pageToken, listingRollups, scope)
+	pageSize, scope, after, err := f.page(listingRollups, pageSize, DefaultRollupsPageSize, MaxRollupsPageSize, pageToken)
 	if err != nil {
 		return nil, "", err
 	}

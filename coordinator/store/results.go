@@ -352,20 +352,13 @@ func validStart(ts *timestamppb.Timestamp) error {
 // RunTestIDs returns the IDs of the tests of a run that have at least one
 // stored result.
 func (s *Store) RunTestIDs(ctx context.Context, runID string) (map[string]bool, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	ids := map[string]bool{}
-	prefix := append([]byte(runID), sep)
-	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketRunResults).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			dk, err := decodeResultKey(k[len(prefix):])
-			if err != nil {
-				return err
-			}
-			ids[dk.testID] = true
+	err := s.eachRunResult(ctx, runID, func(_ *bolt.Tx, key []byte) error {
+		dk, err := decodeResultKey(key)
+		if err != nil {
+			return err
 		}
+		ids[dk.testID] = true
 		return nil
 	})
 	if err != nil {
@@ -377,31 +370,42 @@ func (s *Store) RunTestIDs(ctx context.Context, runID string) (map[string]bool, 
 // RunTests maps each test of a run that has stored results to whether
 // any of them is not STATUS_OK.
 func (s *Store) RunTests(ctx context.Context, runID string) (map[string]bool, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	failed := map[string]bool{}
-	prefix := append([]byte(runID), sep)
-	err := s.db.View(func(tx *bolt.Tx) error {
-		res := tx.Bucket(bucketResults)
-		c := tx.Bucket(bucketRunResults).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			v := res.Get(k[len(prefix):])
-			if v == nil {
-				continue // index entry without its result
-			}
-			r := &measurev1.Result{}
-			if err := proto.Unmarshal(v, r); err != nil {
-				return fmt.Errorf("decode result %q: %w", k[len(prefix):], err)
-			}
-			failed[r.GetTestId()] = failed[r.GetTestId()] || r.GetStatus() != measurev1.Status_STATUS_OK
+	err := s.eachRunResult(ctx, runID, func(tx *bolt.Tx, key []byte) error {
+		v := tx.Bucket(bucketResults).Get(key)
+		if v == nil {
+			return nil // index entry without its result
 		}
+		r := &measurev1.Result{}
+		if err := proto.Unmarshal(v, r); err != nil {
+			return fmt.Errorf("decode result %q: %w", key, err)
+		}
+		failed[r.GetTestId()] = failed[r.GetTestId()] || r.GetStatus() != measurev1.Status_STATUS_OK
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("run %s tests: %w", runID, err)
 	}
 	return failed, nil
+}
+
+// eachRunResult calls fn, in one read transaction, with the resultKey of
+// each result of runID that bucketRunResults indexes, in key order; fn's
+// error stops it and is returned.
+func (s *Store) eachRunResult(ctx context.Context, runID string, fn func(tx *bolt.Tx, key []byte) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	prefix := append([]byte(runID), sep)
+	return s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRunResults).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if err := fn(tx, k[len(prefix):]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Filter selects results; zero fields match everything.
@@ -449,15 +453,7 @@ func (s *Store) RunResults(ctx context.Context, runID string) ([]*measurev1.Resu
 // they sort after the last page's end. A page holds fewer results than
 // pageSize, with a next page token, where more would exceed MaxPageBytes.
 func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageToken string) ([]*measurev1.Result, string, error) {
-	if err := f.checkTimes(); err != nil {
-		return nil, "", err
-	}
-	pageSize, err := resolvePageSize("page_size", pageSize, DefaultPageSize, MaxPageSize)
-	if err != nil {
-		return nil, "", err
-	}
-	scope := f.scope(listingResults)
-	after, err := decodePageToken(pageToken, listingResults, scope)
+	pageSize, scope, after, err := f.page(listingResults, pageSize, DefaultPageSize, MaxPageSize, pageToken)
 	if err != nil {
 		return nil, "", err
 	}

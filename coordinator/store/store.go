@@ -196,12 +196,9 @@ func (s *Store) Path() string { return s.db.Path() }
 // CreateRun writes a new run: its header and, once and for all, its
 // planned tests.
 func (s *Store) CreateRun(ctx context.Context, run *measurev1.Run) error {
-	if err := validID("run_id", run.GetRunId()); err != nil {
-		return err
-	}
-	hdr, err := proto.Marshal(testspec.RunHeader(run))
+	hdr, err := encodeRunHeader(run)
 	if err != nil {
-		return fmt.Errorf("encode run %s: %w", run.GetRunId(), err)
+		return err
 	}
 	planned, err := proto.Marshal(&measurev1.Run{Planned: run.GetPlanned()})
 	if err != nil {
@@ -219,16 +216,26 @@ func (s *Store) CreateRun(ctx context.Context, run *measurev1.Run) error {
 // ignored: the planned tests were written by CreateRun. This keeps each
 // progress update small whatever the size of the run.
 func (s *Store) PutRun(ctx context.Context, run *measurev1.Run) error {
-	if err := validID("run_id", run.GetRunId()); err != nil {
-		return err
-	}
-	v, err := proto.Marshal(testspec.RunHeader(run))
+	v, err := encodeRunHeader(run)
 	if err != nil {
-		return fmt.Errorf("encode run %s: %w", run.GetRunId(), err)
+		return err
 	}
 	return s.batch(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketRuns).Put([]byte(run.GetRunId()), v)
 	})
+}
+
+// encodeRunHeader checks run's ID and encodes its header
+// (testspec.RunHeader: no planned tests), the value of bucketRuns.
+func encodeRunHeader(run *measurev1.Run) ([]byte, error) {
+	if err := validID("run_id", run.GetRunId()); err != nil {
+		return nil, err
+	}
+	v, err := proto.Marshal(testspec.RunHeader(run))
+	if err != nil {
+		return nil, fmt.Errorf("encode run %s: %w", run.GetRunId(), err)
+	}
+	return v, nil
 }
 
 // GetRun reads a run with its planned tests; the error wraps ErrNotFound

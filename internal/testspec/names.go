@@ -155,12 +155,15 @@ func ParseTest(s string) (measurev1.Test, error) {
 func TestNames() []string { return NamesOf(Tests()) }
 
 // NamesOf returns the name (Name) of each of tests, in their order.
-func NamesOf(tests []measurev1.Test) []string {
-	names := make([]string, len(tests))
-	for i, t := range tests {
-		names[i] = Name(t)
+func NamesOf(tests []measurev1.Test) []string { return mapNames(tests, Name) }
+
+// mapNames is name(x) for each of xs, in their order.
+func mapNames[E any](xs []E, name func(E) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = name(x)
 	}
-	return names
+	return out
 }
 
 // PathName returns the short CLI name of p, "SOURCE-DESTINATION" in the
@@ -194,13 +197,7 @@ func PathNames() []string { return PathNamesOf(Paths()) }
 
 // PathNamesOf returns the name (PathName) of each of paths, in their
 // order.
-func PathNamesOf(paths []measurev1.Path) []string {
-	names := make([]string, len(paths))
-	for i, p := range paths {
-		names[i] = PathName(p)
-	}
-	return names
-}
+func PathNamesOf(paths []measurev1.Path) []string { return mapNames(paths, PathName) }
 
 // toolInfo is the two names of one Tool. A tool has one name, its
 // program; what its tests reach on the destination has another: curl and
