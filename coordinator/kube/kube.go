@@ -236,35 +236,26 @@ func (s *Services) pruneWith(ctx context.Context, keepFunc func() map[string]boo
 	}
 	sel := metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy + "," + LabelNode}
 	var errs []error
-	// prune deletes the listed objects of kind that keep lacks, or keeps
-	// the error of their listing.
-	prune := func(kind string, listed []string, listErr error, del func(context.Context, string) error) {
-		if listErr != nil {
-			errs = append(errs, fmt.Errorf("kube: list %ss in %s: %w", kind, s.ns, listErr))
-			return
-		}
-		for _, name := range listed {
-			if !names[name] {
-				errs = append(errs, del(ctx, name))
+	sls, err := s.client.DiscoveryV1().EndpointSlices(s.ns).List(ctx, sel)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("kube: list EndpointSlices in %s: %w", s.ns, err))
+	} else {
+		for _, sl := range sls.Items {
+			if !names[sl.Name] {
+				errs = append(errs, s.deleteSlice(ctx, sl.Name))
 			}
 		}
 	}
-	var listed []string
-	sls, err := s.client.DiscoveryV1().EndpointSlices(s.ns).List(ctx, sel)
-	if err == nil {
-		for _, sl := range sls.Items {
-			listed = append(listed, sl.Name)
-		}
-	}
-	prune("EndpointSlice", listed, err, s.deleteSlice)
-	listed = nil
 	svcs, err := s.client.CoreV1().Services(s.ns).List(ctx, sel)
-	if err == nil {
+	if err != nil {
+		errs = append(errs, fmt.Errorf("kube: list Services in %s: %w", s.ns, err))
+	} else {
 		for _, svc := range svcs.Items {
-			listed = append(listed, svc.Name)
+			if !names[svc.Name] {
+				errs = append(errs, s.deleteService(ctx, svc.Name))
+			}
 		}
 	}
-	prune("Service", listed, err, s.deleteService)
 	return errors.Join(errs...)
 }
 
