@@ -51,12 +51,13 @@ type Config struct {
 	// and ServiceIP). Each must be IPv6 and, when set, its IPv4
 	// counterpart must be set and IPv4. PodIPv6 needs PodNetNS.
 	HostIPv6, PodIPv6, ServiceIPv6 netip.Addr
-	// HTTPPort is the HTTP target's port on both networks; zero means 8080.
+	// HTTPPort is the HTTP target's port on both networks; zero means
+	// protocol.DefaultHTTPPort, 8080.
 	HTTPPort uint32
 	// ProbePort is the TCP echo responder's port on both networks, which
 	// the other agents' continuous probes connect to (the command's
-	// default is DefaultProbePort, 7947); zero means a port the kernel
-	// picks on the host network, then taken on the pod network too.
+	// default is protocol.DefaultProbePort, 7947); zero means a port the
+	// kernel picks on the host network, then taken on the pod network too.
 	ProbePort uint32
 	// Ports are the test servers' pinned ports; a zero field means its
 	// default (iperf3 5201, qperf 19765, qperf data 19766). The four ports
@@ -243,7 +244,7 @@ func (c *Config) validate() error {
 // its ports, and the HTTP target listens for the agent's whole life.
 func (c *Config) validatePorts() error {
 	if c.HTTPPort == 0 {
-		c.HTTPPort = 8080
+		c.HTTPPort = protocol.DefaultHTTPPort
 	}
 	c.Ports.SetDefaults()
 	ports := []struct {

@@ -15,10 +15,6 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// DefaultProbePort is the TCP echo responder's port when Config.ProbePort
-// is zero.
-const DefaultProbePort = 7947
-
 // interfaceMTU returns the MTU of the interface that holds ip in the
 // network namespace at path ("" for the agent's own), at most 65535 (the
 // largest IPv4 datagram), or 0 if unknown.

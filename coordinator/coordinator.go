@@ -33,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -144,6 +145,14 @@ type Config struct {
 	// same token as MeshService, and an address that is not loopback
 	// needs WebTLSCertFile and WebTLSKeyFile.
 	WebAddress string
+	// WebHosts are the host names, besides IP addresses, localhost and
+	// WebAddress's host, a request to a plaintext web UI without
+	// APITokenFile may name in its Host header (an Ingress's name, a
+	// Service's DNS name): any other is refused with 421, so that a page
+	// elsewhere cannot DNS-rebind its own name to the UI and read it.
+	// With APITokenFile or web TLS (whose certificate names the UI) any
+	// Host is answered.
+	WebHosts []string
 	// WebTLSCertFile and WebTLSKeyFile, both or neither, make the web UI
 	// speak TLS 1.3 (re-read when they change); empty means plaintext.
 	WebTLSCertFile, WebTLSKeyFile string
@@ -531,7 +540,13 @@ func listen(cfg Config) (tcp, unix net.Listener, err error) {
 			closeAll()
 			return nil, nil, fmt.Errorf("remove stale socket %s: %w", cfg.SocketPath, err)
 		}
+		// The socket is the CLI's, with every right of MeshService: it is
+		// created 0600 (umask 0177 around bind(2)), so that no other user
+		// can connect before the chmod that follows. The umask is the
+		// process's: a file created meanwhile gets fewer rights, never more.
+		old := syscall.Umask(0o177)
 		l, err := net.Listen("unix", cfg.SocketPath)
+		syscall.Umask(old)
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("listen on %s: %w", cfg.SocketPath, err)

@@ -454,7 +454,7 @@ func (a *kubeAgent) answer(w *agentv1.Work) *agentv1.WorkResult {
 		a.mu.Unlock()
 		wr.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{{
 			Spec: rc.GetSpec(), Status: measurev1.Status_STATUS_OK,
-			Metrics: &measurev1.Result_Http{Http: &measurev1.HttpMetrics{TotalSeconds: 0.001}},
+			Metrics: &measurev1.Result_Http{Http: &measurev1.HttpMetrics{HttpCode: 200, TotalSeconds: 0.001}},
 		}}}}
 	}
 	return wr

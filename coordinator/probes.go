@@ -34,7 +34,7 @@ type probeSink struct {
 	settings *agentv1.ProbeSettings // nil: no probes configured
 	log      *slog.Logger
 	invalid  *sanity.Counter // summaries whose figures failed; nil: not counted
-	warn     sanity.Limiter  // of the invalid figures, per node
+	warn     sanity.Limiter  // of refused reports and summaries, per node
 
 	judge  *diagnose.ProbeJudge // the open report periods' summaries
 	judgeC chan struct{}        // capacity 1: a report came (judgeProbes)
@@ -58,7 +58,8 @@ type reported struct {
 var _ registry.ReportSink = (*probeSink)(nil)
 
 // Report checks r against the plan's settings and peers: a report refused
-// whole is acknowledged and dropped (it will never become good), bad
+// whole is acknowledged and dropped (it will never become good) and
+// registry.ErrReportRefused returned (it proves nothing), bad
 // summaries are dropped from it (logged), summaries whose figures fail
 // become failed STATUS_INVALID summaries (counted in invalid, logged at
 // most once a minute per node), the rest is queued.
@@ -71,12 +72,12 @@ func (p *probeSink) Report(node string, r *agentv1.ProbeReport, ack func()) erro
 	}
 	dropped, invalid, err := ingest.Check(r, l, time.Now())
 	if err != nil {
-		p.log.Warn("probe report refused; dropped", "node", node, "err", err)
+		p.warn.Warn(p.log, node, "probe report refused; dropped", "err", err)
 		ack()
-		return nil
+		return fmt.Errorf("%w: %w", registry.ErrReportRefused, err)
 	}
 	if len(dropped) > 0 {
-		p.log.Warn("probe report: unbelievable summaries dropped", "node", node, "seq", r.GetSeq(), "dropped", len(dropped), "first", dropped[0])
+		p.warn.Warn(p.log, node, "probe report: unbelievable summaries dropped", "seq", r.GetSeq(), "dropped", len(dropped), "first", dropped[0])
 	}
 	if err := p.in.Submit(node, r, ack); err != nil {
 		return err // sent again, and checked again
@@ -95,7 +96,7 @@ func (p *probeSink) Report(node string, r *agentv1.ProbeReport, ack func()) erro
 		}
 	}
 	if _, _, ok := p.judge.AddReport(time.Now(), node, ipv4Only(r)); !ok {
-		p.log.Debug("probe report too late to judge", "node", node, "seq", r.GetSeq(),
+		p.log.Debug("probe report not judged: too late, or a second of the node's in its window", "node", node, "seq", r.GetSeq(),
 			"period_start", r.GetPeriodStart().AsTime().UTC().Format(time.RFC3339Nano))
 	}
 	select {

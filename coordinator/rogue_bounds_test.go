@@ -123,7 +123,7 @@ func okResult(spec *measurev1.TestSpec) *measurev1.Result {
 		r.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{PacketsTransmitted: 5, PacketsReceived: 5, RttMinSeconds: 0.001,
 			RttAvgSeconds: 0.001, RttMaxSeconds: 0.001, RttMedianSeconds: proto.Float64(0.001)}}
 	case measurev1.Test_TEST_HTTP:
-		r.Metrics = &measurev1.Result_Http{Http: &measurev1.HttpMetrics{TotalSeconds: 0.001}}
+		r.Metrics = &measurev1.Result_Http{Http: &measurev1.HttpMetrics{HttpCode: 200, TotalSeconds: 0.001}}
 	case measurev1.Test_TEST_QPERF_TCP_LAT, measurev1.Test_TEST_QPERF_TCP_BW, measurev1.Test_TEST_QPERF_UDP_LAT, measurev1.Test_TEST_QPERF_UDP_BW:
 		r.Metrics = &measurev1.Result_Qperf{Qperf: &measurev1.QperfMetrics{LatencySeconds: 0.0001, ThroughputBps: 1e9}}
 	default:
@@ -266,9 +266,11 @@ func TestRogueEscapeSequences(t *testing.T) {
 }
 
 // TestRogueMadeUpNodes: a rogue registers 60 made-up node names, each
-// leaving at once. The default mesh still plans (over the two real nodes
-// only), the made-up nodes are forgotten after the unproven grace (the
-// reason in the log), and the real nodes' results are as they answered.
+// leaving at once, every third after a probe report the checks refuse
+// whole (taken and acknowledged, but no proof of a working agent). The
+// default mesh still plans (over the two real nodes only), the made-up
+// nodes are forgotten after the unproven grace (the reason in the log),
+// and the real nodes' results are as they answered.
 func TestRogueMadeUpNodes(t *testing.T) {
 	addr, _, logs := start(t, coordinator.Config{UnprovenGrace: 300 * time.Millisecond})
 	conn := dial(t, addr, insecure.NewCredentials())
@@ -277,8 +279,19 @@ func TestRogueMadeUpNodes(t *testing.T) {
 	startBoundsAgent(t, conn, "node-2", "127.0.0.2", nil)
 	for i := range 60 {
 		ctx, cancel := context.WithCancel(t.Context())
-		connect(t, ctx, conn, &agentv1.Register{NodeName: fmt.Sprintf("made-up-%02d", i), ProtocolVersion: protocol.Version,
+		node := fmt.Sprintf("made-up-%02d", i)
+		st := connect(t, ctx, conn, &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version,
 			Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: fmt.Sprintf("127.0.1.%d", i+1)}}})
+		if i%3 == 0 {
+			garbage := &agentv1.ProbeReport{Seq: 0} // refused whole: seq 0
+			if err := st.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: garbage}}); err != nil {
+				t.Fatal(err)
+			}
+			refused := `msg="probe report refused; dropped" node=` + node + " "
+			if !testutil.Within(waitFor, 10*time.Millisecond, func() bool { return strings.Contains(logs.String(), refused) }) {
+				t.Fatalf("%s's garbage report was not refused:\n%.4000s", node, logs.String())
+			}
+		}
 		cancel()
 	}
 	agents := func() (connected, all int) {

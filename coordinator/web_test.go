@@ -322,6 +322,71 @@ func TestWebToken(t *testing.T) {
 	}
 }
 
+// TestWebHosts: plaintext without a token, the web UI on every address
+// (the shipped `--web-listen=:8080`, reached through `kubectl
+// port-forward`) answers requests whose Host is an IP address, localhost
+// or a name of --web-host (any case, a trailing dot), and refuses (421)
+// any other: a page that DNS-rebinds its own name to the UI cannot read
+// it. With a token (and TLS) any Host is answered. Every request goes to
+// 127.0.0.1.
+func TestWebHosts(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		tls, token bool
+		hosts      map[string]int // Host header: status
+	}{
+		{"plaintext, no token", false, false, map[string]int{"127.0.0.1": 200, "localhost": 200, "LocalHost": 200, "[::1]": 200, "10.1.2.3": 200,
+			"ui.example.com": 200, "UI.Example.com.": 200, "localhost.": 200, "rebind.attacker.example": 421, "localhost.attacker.example": 421}},
+		{"TLS, no token", true, false, map[string]int{"127.0.0.1": 200, "rebind.attacker.example": 200}},
+		{"TLS and token", true, true, map[string]int{"127.0.0.1": 200, "rebind.attacker.example": 200}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := testnet.FreePort(t)
+			cfg := coordinator.Config{WebAddress: fmt.Sprintf(":%d", port), WebHosts: []string{"ui.example.com"}}
+			token, client := "", http.DefaultClient
+			scheme := "http"
+			if tc.tls {
+				pki := mtlstest.New(t)
+				scheme = "https"
+				ca, err := os.ReadFile(pki.CA.File)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pool := x509.NewCertPool()
+				pool.AppendCertsFromPEM(ca)
+				// The Host is not the certificate's name: verify against the
+				// address dialled.
+				client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}}}
+				cfg.WebTLSCertFile, cfg.WebTLSKeyFile = pki.Server.Cert, pki.Server.Key
+				if tc.token {
+					token = "t0ken"
+					cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile = pki.Server.Cert, pki.Server.Key, pki.CA.File
+					cfg.APITokenFile = writeToken(t, token)
+				}
+			}
+			_, _, _ = start(t, cfg)
+			for host, want := range tc.hosts {
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, fmt.Sprintf("%s://127.0.0.1:%d/api/v1/agents", scheme, port), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Host = fmt.Sprintf("%s:%d", host, port)
+				if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatalf("Host %s: %v", host, err)
+				}
+				_ = resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+				}
+			}
+		})
+	}
+}
+
 // TestWebConfig: Run refuses, before it opens the store, a token on a web
 // address off loopback without web TLS, half the web TLS files, and web
 // TLS files without --web-listen; each error names the flag.
@@ -339,6 +404,17 @@ func TestWebConfig(t *testing.T) {
 		{"token on all addresses", with(func(c *coordinator.Config) { c.WebAddress = ":0" }), "--web-tls-cert"},
 		{"key missing", with(func(c *coordinator.Config) { c.WebAddress = "127.0.0.1:0"; c.WebTLSCertFile = pki.Server.Cert }), "web-tls-key"},
 		{"TLS without listener", with(func(c *coordinator.Config) { c.WebTLSCertFile, c.WebTLSKeyFile = pki.Server.Cert, pki.Server.Key }), "--web-listen"},
+		{"web host without listener", with(func(c *coordinator.Config) { c.WebHosts = []string{"ui.example.com"} }), "--web-listen"},
+		{"web host with a port", with(func(c *coordinator.Config) {
+			c.WebAddress = "127.0.0.1:0"
+			c.WebHosts = []string{"ui.example.com:8080"}
+		}),
+			`--web-host "ui.example.com:8080"`},
+		{"web host as a URL", with(func(c *coordinator.Config) {
+			c.WebAddress = "127.0.0.1:0"
+			c.WebHosts = []string{"https://ui.example.com"}
+		}),
+			`--web-host "https://ui.example.com"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

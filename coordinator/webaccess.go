@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/store"
@@ -26,10 +27,15 @@ func (cfg *Config) webAccess(log *slog.Logger) (conf *tls.Config, token []byte, 
 		return nil, nil, err
 	}
 	if cfg.WebAddress == "" {
-		if on {
-			return nil, nil, errors.New("--web-tls-cert and --web-tls-key are for the web UI, and --web-listen is empty")
+		if on || len(cfg.WebHosts) > 0 {
+			return nil, nil, errors.New("--web-tls-cert, --web-tls-key and --web-host are for the web UI, and --web-listen is empty")
 		}
 		return nil, nil, nil
+	}
+	for _, h := range cfg.WebHosts {
+		if h == "" || len(h) > 253 || strings.ContainsAny(h, ":/@[] \t") {
+			return nil, nil, fmt.Errorf("--web-host %q: want a host name as a browser sends it in Host, without scheme, port or path (e.g. meshperf.example.com)", h)
+		}
 	}
 	if cfg.APITokenFile != "" {
 		if token, err = readToken(cfg.APITokenFile); err != nil {
@@ -82,18 +88,28 @@ func (cfg *Config) webRefresh() time.Duration {
 // probes (the continuous probes' newest period; nil: none) for l, and
 // logs how it is reached.
 func (cfg *Config) newWeb(src web.Source, probes *web.Probes, l net.Listener, conf *tls.Config, token []byte, log *slog.Logger) (*web.UI, error) {
-	// On loopback without a token, answer only for loopback names: a page
-	// elsewhere that DNS-rebinds its name to 127.0.0.1 is refused.
+	// Plaintext without a token, answer only for IP addresses, localhost,
+	// --web-listen's host and the names of --web-host: a page elsewhere
+	// that DNS-rebinds its name to the UI (its pod IP, or 127.0.0.1 of a
+	// kubectl port-forward) is refused. With a token the page could not
+	// read the API, and with TLS its name is not the certificate's.
 	var hosts []string
-	if token == nil && loopback(cfg.WebAddress) {
-		host, _, _ := net.SplitHostPort(cfg.WebAddress)
-		hosts = []string{"127.0.0.1", "::1", "localhost", host}
+	if token == nil && conf == nil {
+		hosts = []string{"localhost"}
+		if host, _, err := net.SplitHostPort(cfg.WebAddress); err == nil && host != "" {
+			hosts = append(hosts, host)
+		}
+		hosts = append(hosts, cfg.WebHosts...)
 	}
 	ui, err := web.New(web.Config{Source: src, Probes: probes, Token: token, Hosts: hosts, RefreshInterval: cfg.webRefresh(), TLS: conf, Logger: log.With("component", "web")})
 	if err != nil {
 		return nil, err
 	}
-	log.Info("web UI listening", "address", l.Addr().String(), "tls", conf != nil, "api_token", token != nil)
+	answers := "any Host"
+	if len(hosts) > 0 {
+		answers = "IP addresses, " + strings.Join(hosts, ", ")
+	}
+	log.Info("web UI listening", "address", l.Addr().String(), "tls", conf != nil, "api_token", token != nil, "answers_for", answers)
 	if token == nil && !loopback(cfg.WebAddress) {
 		log.Warn("the web UI needs no token: any host that reaches --web-listen can read the results; set --api-token-file and --web-tls-cert, --web-tls-key")
 	}

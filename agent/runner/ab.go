@@ -220,19 +220,24 @@ func abAborted(out proc.Output) *Failure {
 //   - a summary whose answers carried no byte (Total transferred 0: every
 //     request refused, reset or timed out) is UNREACHABLE with the counts,
 //     and connectFailed is set: Run probes the port to tell REFUSED,
-//     UNREACHABLE and TIMEOUT apart.
+//     UNREACHABLE and TIMEOUT apart. One with bytes but no completed
+//     request (ab prints no rates then) is TIMEOUT when nothing failed
+//     (the target answered too slowly for -t), else TOOL_ERROR, both
+//     with the counts.
 //   - PARSE_ERROR naming the field and value: a required line missing
 //     (Concurrency Level, Time taken for tests, Complete requests, Failed
-//     requests, Total transferred, Requests per second, Time per request,
-//     Transfer rate; the percentile table from 2 completed requests on, the
-//     Connection Times "Total:" line for 1), a figure that is not a plain
-//     count or decimal, a Concurrency Level other than -c, more completed
-//     requests than -n, a breakdown (Connect, Receive, Length, Exceptions)
-//     that does not add up to Failed requests, Non-2xx, Keep-Alive or
-//     Length counts above the completed ones, percentiles out of order or
-//     longer than the load may last, a mean time per request above 1
-//     hour, a time taken above testspec.ExpectedDuration (the timeout,
-//     the socket timeout and 2 s) plus 10 s.
+//     requests, Total transferred; Requests per second, Time per request
+//     and Transfer rate from 1 completed request on, the Connection Times
+//     "Total:" line for 1, the percentile table from 2 on), a figure that
+//     is not a plain count or decimal, a Concurrency Level other than -c,
+//     more completed requests than -n, a breakdown (Connect, Receive,
+//     Length, Exceptions) above Failed requests (below it is OK: ab counts
+//     a response header it cannot read in none of the four, and note says
+//     so), Non-2xx, Keep-Alive or Length counts above the completed ones,
+//     percentiles out of order or longer than the load may last, a mean
+//     time per request above 1 hour, a time taken above
+//     testspec.ExpectedDuration (the timeout, the socket timeout and 2 s)
+//     plus 10 s.
 func ParseAb(out proc.Output, spec *measurev1.TestSpec) (m *measurev1.HttpLoadMetrics, note string, connectFailed bool, err error) {
 	defer func() { err = parseFailure("ab", out, err) }()
 	p := spec.GetHttpLoad()
@@ -277,12 +282,18 @@ func ParseAb(out proc.Output, spec *measurev1.TestSpec) (m *measurev1.HttpLoadMe
 		for i, dst := range []*uint64{&m.ConnectFailures, &m.ReceiveFailures, &m.LengthFailures, &m.ExceptionFailures} {
 			*dst, _ = strconv.ParseUint(b[i+1], 10, 64)
 			if *dst > failedAb {
-				return nil, "", false, fail(measurev1.Status_STATUS_PARSE_ERROR, "ab's breakdown %q does not add up to Failed requests %d", b[0], failedAb)
+				return nil, "", false, fail(measurev1.Status_STATUS_PARSE_ERROR, "ab's breakdown %q is more than Failed requests %d", b[0], failedAb)
 			}
 			sum += *dst
 		}
-		if sum != failedAb {
-			return nil, "", false, fail(measurev1.Status_STATUS_PARSE_ERROR, "ab's breakdown %q does not add up to Failed requests %d", b[0], failedAb)
+		switch {
+		case sum > failedAb:
+			return nil, "", false, fail(measurev1.Status_STATUS_PARSE_ERROR, "ab's breakdown %q is more than Failed requests %d", b[0], failedAb)
+		case sum < failedAb:
+			// ab.c counts a response whose header it cannot read (invalid,
+			// or over its 8 KiB buffer) in Failed requests only.
+			note = fmt.Sprintf("%d of ab's Failed requests %d are in none of Connect, Receive, Length and Exceptions: responses whose header ab could not read (invalid, or over 8 KiB)",
+				failedAb-sum, failedAb)
 		}
 	}
 	if m.CompletedRequests > m.Requests {
@@ -295,6 +306,19 @@ func ParseAb(out proc.Output, spec *measurev1.TestSpec) (m *measurev1.HttpLoadMe
 		if c.n > m.CompletedRequests {
 			return nil, "", false, fail(measurev1.Status_STATUS_PARSE_ERROR, "ab's %s %d is above its Complete requests %d", c.what, c.n, m.CompletedRequests)
 		}
+	}
+	if m.CompletedRequests == 0 && m.TransferredBytes > 0 {
+		// ab prints no rates and no times without a completed request.
+		if failedAb == 0 {
+			return nil, "", false, fail(measurev1.Status_STATUS_TIMEOUT, "ab completed none of %d requests within its time limit though %d bytes arrived: the target answers too slowly (Time taken for tests %s s)",
+				m.Requests, m.TransferredBytes, abbrev(s["Time taken for tests"]))
+		}
+		return nil, "", false, fail(measurev1.Status_STATUS_TOOL_ERROR, "ab completed none of %d requests though %d bytes arrived (Failed requests %d: Connect %d, Receive %d, Length %d, Exceptions %d; Time taken for tests %s s)",
+			m.Requests, m.TransferredBytes, failedAb, m.ConnectFailures, m.ReceiveFailures, m.LengthFailures, m.ExceptionFailures, abbrev(s["Time taken for tests"]))
+	}
+	if m.CompletedRequests == 0 {
+		return nil, "", true, fail(measurev1.Status_STATUS_UNREACHABLE, "no answer from the target: ab completed none of %d requests (Failed requests %d: Connect %d, Receive %d, Exceptions %d)",
+			m.Requests, failedAb, m.ConnectFailures, m.ReceiveFailures, m.ExceptionFailures)
 	}
 	if err := abRates(s, m, spec); err != nil {
 		return nil, "", false, err
@@ -313,14 +337,20 @@ func ParseAb(out proc.Output, spec *measurev1.TestSpec) (m *measurev1.HttpLoadMe
 			m.CompletedRequests, m.Requests, failedAb, m.ConnectFailures, m.ReceiveFailures, m.ExceptionFailures)
 	}
 	kinds := 0
-	for _, n := range []uint64{m.ConnectFailures + m.ExceptionFailures, m.ReceiveFailures, m.LengthFailures, m.Non_2XxResponses} {
+	unexplained := failedAb - min(failedAb, m.ConnectFailures+m.ReceiveFailures+m.LengthFailures+m.ExceptionFailures)
+	for _, n := range []uint64{m.ConnectFailures + m.ExceptionFailures, m.ReceiveFailures, m.LengthFailures, m.Non_2XxResponses, unexplained} {
 		if n > 0 {
 			kinds++
 		}
 	}
 	if kinds > 1 {
-		note = fmt.Sprintf("successful_requests %d is a lower bound: ab may count one request in several of Connect %d, Receive %d, Length %d, Exceptions %d and Non-2xx %d",
-			m.SuccessfulRequests, m.ConnectFailures, m.ReceiveFailures, m.LengthFailures, m.ExceptionFailures, m.Non_2XxResponses)
+		of := fmt.Sprintf("Connect %d, Receive %d, Length %d, Exceptions %d and Non-2xx %d",
+			m.ConnectFailures, m.ReceiveFailures, m.LengthFailures, m.ExceptionFailures, m.Non_2XxResponses)
+		if unexplained > 0 {
+			of = fmt.Sprintf("Connect %d, Receive %d, Length %d, Exceptions %d, Non-2xx %d and the %d failures in none of them",
+				m.ConnectFailures, m.ReceiveFailures, m.LengthFailures, m.ExceptionFailures, m.Non_2XxResponses, unexplained)
+		}
+		note = joinWords(note, fmt.Sprintf("successful_requests %d is a lower bound: ab may count one request in several of %s", m.SuccessfulRequests, of))
 	}
 	if out.ExitCode != 0 || len(lines(out.Stderr)) > 0 {
 		note = joinWords(note, exitNote("ab", out.ExitCode, lines(out.Stderr)))

@@ -20,14 +20,17 @@ var (
 	fuzzReplyRE = regexp.MustCompile(`(?m)^\d+ bytes from (\S+): icmp_seq=(\d+) `)
 )
 
-// sendErrorLines counts stderr's lines that are ping's send errors:
-// "ping: sendmsg: WORDS" or "ping: sendto: WORDS", spaces around.
+// sendErrorLines counts stderr's lines that are ping's local send
+// errors: "ping: sendmsg: WORDS" or "ping: sendto: WORDS", spaces
+// around, but for the two that say the route is gone ("Network is
+// unreachable", "No route to host"), which count as loss.
 func sendErrorLines(stderr []byte) int {
 	n := 0
 	for _, l := range strings.Split(string(stderr), "\n") {
 		l = strings.TrimSpace(l)
 		for _, p := range []string{"ping: sendmsg: ", "ping: sendto: "} {
-			if strings.HasPrefix(l, p) && len(l) > len(p) {
+			words, ok := strings.CutPrefix(l, p)
+			if ok && words != "" && words != "Network is unreachable" && words != "No route to host" {
 				n++
 			}
 		}

@@ -80,10 +80,14 @@ type iperf3Sum struct {
 // TCP: throughput_bps is end.sum_received.bits_per_second (the receiver),
 // sender_throughput_bps end.sum_sent's, retransmits end.sum_sent's,
 // tcp_mss_bytes start.tcp_mss (or tcp_mss_default). UDP: iperf3 3.12 puts
-// the receiver's figures in end.sum_received (end.sum is read when it is
-// missing): throughput_bps, jitter_seconds (jitter_ms / 1000),
-// lost_packets, loss_ratio (lost/packets, or lost_percent / 100); packets is
-// end.sum_sent.packets. Both: bytes_sent and bytes_received, duration_seconds
+// the receiver's figures in end.sum_received: throughput_bps,
+// jitter_seconds (jitter_ms / 1000), lost_packets, loss_ratio
+// (lost/packets, or lost_percent / 100); packets is the larger of
+// end.sum_sent's and end.sum_received's, as datagrams the sender sent
+// beyond the receiver's last are lost (udpByPackets). iperf3 before 3.11
+// prints end.sum alone, the sender's figures, which cannot tell a dead
+// path from a clean one: TOOL_ERROR saying so. Both:
+// bytes_sent and bytes_received, duration_seconds
 // (the receiver's), sender_cpu_ratio and receiver_cpu_ratio from
 // cpu_utilization_percent host_total and remote_total (100% = 1.0).
 //
@@ -152,16 +156,21 @@ func parseIperf3(test measurev1.Test, out proc.Output) (_ *measurev1.Iperf3Metri
 		return nil, "", fail(status, "%s", j.Error)
 	}
 	sent, recv := j.End.SumSent, j.End.SumReceived
+	const sentName, recvName = "end.sum_sent", "end.sum_received"
 	udp := test == measurev1.Test_TEST_IPERF3_UDP
-	if udp && recv == nil {
-		recv = j.End.Sum
+	if udp && recv == nil && j.End.Sum != nil {
+		// iperf3 before 3.11 (RHEL 8's 3.5, Ubuntu 22.04's 3.9) prints a
+		// UDP test's end.sum only: the sender's bytes, rate and packets
+		// with the gaps the server saw, never the receiver's bytes nor
+		// its last sequence number. Datagrams lost after the last that
+		// arrived are in no count: a path that died after the first
+		// second would read as no loss at the sender's rate.
+		return nil, "", fail(measurev1.Status_STATUS_TOOL_ERROR,
+			"%s prints a UDP test's end.sum only, the sender's figures: no receiver bytes and no count of the datagrams lost after the last that arrived; iperf3_udp needs iperf3 3.11 or later (end.sum_received)",
+			firstNonEmpty(j.Start.Version, "this iperf3"))
 	}
 	if sent == nil || recv == nil {
 		return nil, "", fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 JSON has no end.sum_sent/sum_received (exit %d)", out.ExitCode)
-	}
-	sentName, recvName := "end.sum_sent", "end.sum_received"
-	if recv == j.End.Sum {
-		recvName = "end.sum"
 	}
 	if err := checkIperf3Sums(sentName, sent, recvName, recv); err != nil {
 		return nil, "", err
@@ -215,27 +224,53 @@ func parseIperf3(test measurev1.Test, out proc.Output) (_ *measurev1.Iperf3Metri
 // (lost_packets of packets), not by its bytes: iperf3 servers have been
 // seen to report bytes 0 (and bits_per_second 0) in a receiver sum whose
 // packets, lost_packets and jitter_ms say most datagrams arrived, and
-// reading the bytes would make that a false outage. Every datagram lost
-// is UNREACHABLE. When the bytes contradict the packets, the result is
-// OK with loss_ratio from the packets; bytes_received and throughput_bps
-// are estimated from the datagrams that arrived at the sender's size per
-// datagram (sum_sent bytes / packets), and the message says so. Without
-// a sender's size to estimate from, PARSE_ERROR names the figures.
+// reading the bytes would make that a false outage.
+//
+// The receiver's packets is the highest sequence number that arrived and
+// its lost_packets the gaps below it (iperf3's iperf_udp.c): datagrams
+// sent after the last one to arrive are in neither. When the sender sent
+// more (a path that died during the test), those are lost too: packets
+// is the sender's count, lost_packets the gaps plus the missing tail, and
+// the message says so. Every datagram lost is UNREACHABLE.
+//
+// When the bytes contradict the packets, the result is OK with loss_ratio
+// from the packets; bytes_received and throughput_bps are estimated from
+// the datagrams that arrived at the sender's size per datagram (sum_sent
+// bytes / packets), and the message says so. Without a sender's size to
+// estimate from, PARSE_ERROR names the figures.
 func udpByPackets(m *measurev1.Iperf3Metrics, sentName string, sent *iperf3Sum, recvName string, recv *iperf3Sum) (*measurev1.Iperf3Metrics, string, error) {
-	m.LossRatio = math.Min(recv.LostPackets/recv.Packets, 1)
-	arrived := recv.Packets - recv.LostPackets
+	packets, lost := recv.Packets, recv.LostPackets
+	var notes []string
+	if sent.Packets > packets {
+		tail := sent.Packets - packets
+		notes = append(notes, fmt.Sprintf("%s.packets = %v, %s.packets = %v: the last %v datagrams sent never arrived and are counted lost with the %v gaps",
+			sentName, sent.Packets, recvName, packets, tail, lost))
+		packets, lost = sent.Packets, lost+tail
+	}
+	m.Packets, m.LostPackets = uint64(packets), uint64(lost)
+	m.LossRatio = math.Min(lost/packets, 1)
+	arrived := packets - lost
 	if arrived <= 0 {
 		msg := fmt.Sprintf("iperf3 UDP: nothing arrived: %s.lost_packets = %v of packets = %v", recvName, recv.LostPackets, recv.Packets)
+		if len(notes) > 0 {
+			msg = "iperf3 UDP: nothing arrived: " + notes[0]
+		}
 		if recv.Bytes > 0 {
 			msg += fmt.Sprintf(" (though its bytes = %v)", recv.Bytes)
 		}
 		return nil, "", fail(measurev1.Status_STATUS_UNREACHABLE, "%s", msg)
 	}
 	if recv.Bytes > 0 && recv.BitsPerSecond > 0 {
-		return m, "", nil
+		if len(notes) == 0 {
+			return m, "", nil
+		}
+		return m, "iperf3 UDP: " + notes[0], nil
 	}
 	said := fmt.Sprintf("%s.bytes = %v and bits_per_second = %v contradict its packets = %v, lost_packets = %v and jitter_ms = %.4g: %v datagrams arrived",
 		recvName, recv.Bytes, recv.BitsPerSecond, recv.Packets, recv.LostPackets, recv.JitterMs, arrived)
+	if len(notes) > 0 {
+		said += "; " + notes[0]
+	}
 	size := 0.0
 	if sent.Packets > 0 {
 		size = sent.Bytes / sent.Packets

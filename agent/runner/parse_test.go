@@ -1,12 +1,14 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -244,17 +246,67 @@ func TestParsePingMedian(t *testing.T) {
 	}
 }
 
-func TestParseIperf3UDPWithoutSumReceived(t *testing.T) {
-	// The shape of end when only end.sum carries the receiver's figures.
-	stdout := `{"start":{"version":"iperf 3.12"},"end":{
-		"sum_sent":{"seconds":1,"bytes":1000,"bits_per_second":8000,"packets":10},
-		"sum":{"seconds":1,"bytes":900,"bits_per_second":7200,"jitter_ms":0.5,"lost_packets":1,"packets":10,"lost_percent":10}}}`
-	m, err := ParseIperf3(measurev1.Test_TEST_IPERF3_UDP, proc.Output{Stdout: []byte(stdout)})
-	if err != nil {
-		t.Fatal(err)
+// TestParseIperf3UDPEnds: UDP end sums of iperf3's versions and of paths
+// that died during a test, each figure computed by hand. 3.12's receiver
+// packets is the last sequence number that arrived and lost_packets the
+// gaps below it, so a tail the sender sent after it is lost too
+// (esnet/iperf#698); iperf3 before 3.11 prints end.sum alone, the
+// sender's figures (esnet/iperf#1174), which cannot show that tail: a
+// TOOL_ERROR that says so, not a result.
+func TestParseIperf3UDPEnds(t *testing.T) {
+	tests := []struct {
+		name, end  string
+		want       string // the metrics in text form
+		wantStatus measurev1.Status
+		wantNote   string
+	}{
+		{"3.12, gaps only",
+			`"sum_sent":{"seconds":1,"bytes":1000,"bits_per_second":8000,"packets":10},
+			 "sum_received":{"seconds":1,"bytes":900,"bits_per_second":7200,"jitter_ms":0.5,"lost_packets":1,"packets":10,"lost_percent":10}`,
+			// 1 of 10 lost; 900 bytes x 8 / 1 s.
+			`throughput_bps:7200 sender_throughput_bps:8000 jitter_seconds:0.0005 lost_packets:1 packets:10 loss_ratio:0.1 bytes_sent:1000 bytes_received:900 duration_seconds:1`,
+			measurev1.Status_STATUS_OK, ""},
+		{"3.12, the path died at 40%",
+			`"sum_sent":{"seconds":10,"bytes":1000000,"bits_per_second":800000,"packets":1000},
+			 "sum_received":{"seconds":10,"bytes":400000,"bits_per_second":320000,"packets":400,"lost_packets":0,"lost_percent":0}`,
+			// 600 sent after the last that arrived: 600 of 1000 lost.
+			`throughput_bps:320000 sender_throughput_bps:800000 lost_packets:600 packets:1000 loss_ratio:0.6 bytes_sent:1000000 bytes_received:400000 duration_seconds:10`,
+			measurev1.Status_STATUS_OK, "the last 600 datagrams sent never arrived"},
+		{"3.12, gaps and a lost tail",
+			`"sum_sent":{"seconds":2,"bytes":100000,"bits_per_second":400000,"packets":100},
+			 "sum_received":{"seconds":2,"bytes":70000,"bits_per_second":280000,"packets":80,"lost_packets":10,"lost_percent":12.5}`,
+			// 10 gaps + 20 tail = 30 of 100.
+			`throughput_bps:280000 sender_throughput_bps:400000 lost_packets:30 packets:100 loss_ratio:0.3 bytes_sent:100000 bytes_received:70000 duration_seconds:2`,
+			measurev1.Status_STATUS_OK, "counted lost with the 10 gaps"},
+		{"3.12, all lost but the tail count",
+			`"sum_sent":{"seconds":1,"bytes":1000,"bits_per_second":8000,"packets":10},
+			 "sum_received":{"seconds":1,"bytes":0,"bits_per_second":0,"packets":3,"lost_packets":3,"lost_percent":100}`,
+			``, measurev1.Status_STATUS_UNREACHABLE, "the last 7 datagrams sent never arrived"},
+		{"3.9: end.sum alone",
+			`"sum":{"start":0,"end":2,"seconds":2,"bytes":200000,"bits_per_second":800000,"jitter_ms":0.25,"lost_packets":50,"packets":200,"lost_percent":25,"sender":true}`,
+			``, measurev1.Status_STATUS_TOOL_ERROR, "iperf 3.x prints a UDP test's end.sum only"},
 	}
-	if m.GetThroughputBps() != 7200 || m.GetJitterSeconds() != 0.0005 || m.GetLossRatio() != 0.1 || m.GetPackets() != 10 || m.GetBytesReceived() != 900 {
-		t.Errorf("ParseIperf3 = %v", m)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdout := `{"start":{"version":"iperf 3.x"},"end":{` + tt.end + `}}`
+			m, note, err := parseIperf3(measurev1.Test_TEST_IPERF3_UDP, proc.Output{Stdout: []byte(stdout)})
+			if tt.wantStatus != measurev1.Status_STATUS_OK {
+				var f *Failure
+				if !errors.As(err, &f) || f.Status != tt.wantStatus || !strings.Contains(f.Message, tt.wantNote) {
+					t.Fatalf("err = %v, want %v saying %q", err, tt.wantStatus, tt.wantNote)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := testutil.ProtoText(m); got != tt.want {
+				t.Errorf("metrics\n got %s\nwant %s", got, tt.want)
+			}
+			if !strings.Contains(note, tt.wantNote) || (tt.wantNote == "") != (note == "") {
+				t.Errorf("note %q, want one saying %q", note, tt.wantNote)
+			}
+		})
 	}
 }
 

@@ -280,13 +280,19 @@ func parsePingFigures(out proc.Output, count uint32) (*measurev1.PingMetrics, []
 		return nil, nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "ping sent no echo request: %s", firstNonEmpty(stderr, sum[0]))
 	}
 	var notes []string
-	local, localWords, otherStderr := pingSendFailures(stderr)
+	sendErrs := pingSendFailures(stderr)
+	local, localWords, otherStderr := sendErrs.local, sendErrs.localWords, sendErrs.other
+	if n := uint64(local) + uint64(sendErrs.route); n > uint64(m.PacketsTransmitted) {
+		return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d send errors on stderr (%s) but %d packets transmitted: %s",
+			n, abbrevLine(firstNonEmpty(localWords, sendErrs.routeWords)), m.PacketsTransmitted, sum[0])
+	}
+	if sendErrs.route > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d echo requests found no route from this host (%s): counted as lost",
+			sendErrs.route, m.PacketsTransmitted, abbrevLine(sendErrs.routeWords)))
+	}
 	if local > 0 {
 		transmitted := m.PacketsTransmitted
 		switch {
-		case local > transmitted:
-			return nil, nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "%d send errors on stderr (%s) but %d packets transmitted: %s",
-				local, abbrevLine(localWords), transmitted, sum[0])
 		case local == transmitted:
 			return nil, nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "all %d echo requests failed to leave this host: %s (a local error such as a firewall rule, not loss on the network)",
 				transmitted, abbrevLine(localWords))

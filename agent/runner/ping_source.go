@@ -38,31 +38,49 @@ import (
 // MaxMessageBytes): when every probe failed that way the result is
 // TOOL_ERROR with ping's words; when some did, packets_transmitted and
 // loss_ratio count only the probes that left the host and the message
-// says how many did not.
+// says how many did not. A send that found no route ("Network is
+// unreachable", ENETUNREACH; "No route to host", EHOSTUNREACH: the route
+// went away during the run, as it does when a CNI withdraws it) is no
+// local policy but the path failing: those probes stay transmitted and
+// count as lost, and the message says how many found no route.
 
-// pingSendErrorRE matches ping's own send errors on stderr.
+// pingSendErrorRE matches ping's own send errors on stderr; group 1 is
+// the error's words.
 var pingSendErrorRE = regexp.MustCompile(`(?m)^ping: (?:sendmsg|sendto): (.+)$`)
 
-// pingSendFailures counts the send errors ping printed on stderr and
-// returns the first one's words ("ping: sendmsg: Operation not
-// permitted") and stderr's other lines, trimmed.
-func pingSendFailures(stderr string) (n uint32, first string, other []string) {
-	for _, line := range strings.Split(stderr, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case line == "":
-		case pingSendErrorRE.MatchString(line):
-			if n == 0 {
-				first = line
-			}
-			if n < math.MaxUint32 {
-				n++
-			}
-		default:
-			other = append(other, line)
+// pingSendErrors are the send errors ping printed on stderr: local ones
+// (a firewall rule's EPERM, EACCES, ENOBUFS) and route ones (ENETUNREACH,
+// EHOSTUNREACH), each with the first one's line ("ping: sendmsg:
+// Operation not permitted"), and stderr's other lines, trimmed.
+type pingSendErrors struct {
+	local, route           uint32
+	localWords, routeWords string
+	other                  []string
+}
+
+// pingSendFailures sorts the lines of ping's stderr into pingSendErrors.
+func pingSendFailures(stderr string) (e pingSendErrors) {
+	count := func(n *uint32, words *string, line string) {
+		if *n == 0 {
+			*words = line
+		}
+		if *n < math.MaxUint32 {
+			*n++
 		}
 	}
-	return n, first, other
+	for _, line := range strings.Split(stderr, "\n") {
+		line = strings.TrimSpace(line)
+		switch m := pingSendErrorRE.FindStringSubmatch(line); {
+		case line == "":
+		case m != nil && (m[1] == "Network is unreachable" || m[1] == "No route to host"):
+			count(&e.route, &e.routeWords, line)
+		case m != nil:
+			count(&e.local, &e.localWords, line)
+		default:
+			e.other = append(e.other, line)
+		}
+	}
+	return e
 }
 
 // pingTarget returns the address ping's header line names ("PING

@@ -114,6 +114,21 @@ func TestToolCasesThroughRunner(t *testing.T) {
 					t.Errorf("metrics %v: want 3 sent, 3 received, no loss", m)
 				}
 			})},
+		// A route that went away during the run is the path failing, not
+		// a local policy: those sends count as lost, printed or not.
+		{"ping route gone, sends named on stderr", "ping/derived_route_gone_printed", measurev1.Status_STATUS_OK,
+			[]string{"2 of 6 echo requests found no route from this host", "Network is unreachable", "counted as lost"},
+			ping(func(t *testing.T, m *measurev1.PingMetrics) {
+				if m.GetPacketsTransmitted() != 6 || m.GetPacketsReceived() != 4 || math.Abs(m.GetLossRatio()-2.0/6) > 1e-12 {
+					t.Errorf("metrics %v: want 6 sent, 4 received, loss 2/6", m)
+				}
+			})},
+		{"ping route gone, silent (iputils 20221126)", "ping/route_gone_all", measurev1.Status_STATUS_OK, nil,
+			ping(func(t *testing.T, m *measurev1.PingMetrics) {
+				if m.GetPacketsTransmitted() != 6 || m.GetPacketsReceived() != 2 || math.Abs(m.GetLossRatio()-4.0/6) > 1e-12 {
+					t.Errorf("metrics %v: want 6 sent, 2 received, loss 4/6", m)
+				}
+			})},
 		{"ping more send errors than unanswered probes", "ping/derived_send_errors_above_sent", measurev1.Status_STATUS_PARSE_ERROR,
 			[]string{"3 replies but only 2 of 6 echo requests left this host"}, nil},
 		// 5. A complete result, then an error and a non-zero exit.

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/agent"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/signals"
 	"github.com/meshperf/meshperf/internal/version"
@@ -101,8 +102,8 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&cfg.PodNetNS, "pod-netns", "", "network namespace of the pod endpoint: /proc/PID/ns/net or /run/netns/NAME")
 	f.StringVar(&cfg.EndpointSocket, "endpoint-socket", "", "unix socket on which the node's pod endpoint (agent endpoint) connects; the agent takes the pod's netns and IP from it (excludes --pod-ip and --pod-netns)")
 	f.StringVar(&service, "service-ip", "", "ClusterIP that fronts this node's pod endpoint, or its IPv4 and IPv6 ClusterIPs comma-separated")
-	f.Uint32Var(&cfg.HTTPPort, "http-port", 8080, "port of the HTTP target on each network")
-	f.Uint32Var(&cfg.ProbePort, "probe-port", agent.DefaultProbePort, "port of the TCP echo responder of the continuous probes on each network")
+	f.Uint32Var(&cfg.HTTPPort, "http-port", protocol.DefaultHTTPPort, "port of the HTTP target on each network")
+	f.Uint32Var(&cfg.ProbePort, "probe-port", protocol.DefaultProbePort, "port of the TCP echo responder of the continuous probes on each network")
 	f.Uint32Var(&cfg.Ports.Iperf3, "iperf3-port", 5201, "iperf3 server port")
 	f.Uint32Var(&cfg.Ports.Qperf, "qperf-port", 19765, "qperf listen port")
 	f.Uint32Var(&cfg.Ports.QperfData, "qperf-data-port", 19766, "qperf data port")

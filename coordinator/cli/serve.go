@@ -78,6 +78,7 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&cfg.SocketPath, "socket", DefaultSocket, `unix socket for the local CLI ("" for none)`)
 	f.StringVar(&cfg.DBPath, "db", "/var/lib/meshperf/meshperf.db", "bbolt file that keeps every result (created with mode 0600)")
 	f.StringVar(&cfg.WebAddress, "web-listen", "", `TCP address of the web UI and its read-only JSON API, e.g. ":8080" ("" for none); with --api-token-file the API needs that token, and an address that is not loopback needs --web-tls-cert`)
+	f.StringSliceVar(&cfg.WebHosts, "web-host", nil, "host name, besides IP addresses and localhost, that requests to a plaintext web UI without --api-token-file may name (repeatable; e.g. an Ingress's name); others are refused (DNS rebinding)")
 	f.StringVar(&cfg.WebTLSCertFile, "web-tls-cert", "", "TLS certificate (PEM) of the web UI; with --web-tls-key it serves HTTPS (TLS 1.3), re-read when it changes")
 	f.StringVar(&cfg.WebTLSKeyFile, "web-tls-key", "", "private key (PEM) of --web-tls-cert")
 	f.StringVar(&cfg.MetricsAddress, "metrics-listen", ":9090", `TCP address of the Prometheus /metrics and /healthz endpoint ("" for none)`)

@@ -100,10 +100,22 @@ type probeAgg struct {
 	examples   []string
 }
 
+// sourcePeriods are the periods of one node's reports counted in a
+// window: how many, and the end of the last.
+type sourcePeriods struct {
+	n   int
+	end time.Time
+}
+
+// maxSourcePeriods is the most reports of one node a window counts: an
+// agent ends one period a window, or two when its settings changed
+// within it (the old period ends then, the new starts).
+const maxSourcePeriods = 2
+
 // probeWindow is one window's counters.
 type probeWindow struct {
 	end                time.Time
-	sources            map[string]bool
+	sources            map[string]*sourcePeriods // the nodes whose reports are counted
 	reports, summaries int
 	bad                int
 	dump               []string
@@ -137,7 +149,13 @@ func (j *ProbeJudge) windowEnd(end time.Time) time.Time {
 // returns that window's end and how many nodes have reported in it so
 // far; ok is false when the report is too late and nothing was counted:
 // its window was judged already, or none is open and its deadline (end
-// plus Grace) is before now (a report sent again after a restart).
+// plus Grace) is before now (a report sent again after a restart), or
+// src's report overlaps one of src's counted in that window, or src has
+// maxSourcePeriods counted there already. An agent ends one period a
+// window (two when its settings changed in it, each a part of the
+// window), so a report over a period counted already is one sent again
+// or a lie: one source's voice counts once however many reports it
+// sends.
 func (j *ProbeJudge) AddReport(now time.Time, src string, r *agentv1.ProbeReport) (end time.Time, sources int, ok bool) {
 	end = j.windowEnd(r.GetPeriodStart().AsTime().Add(r.GetPeriod().AsDuration()))
 	j.mu.Lock()
@@ -150,11 +168,21 @@ func (j *ProbeJudge) AddReport(now time.Time, src string, r *agentv1.ProbeReport
 		return end, 0, false
 	}
 	if w == nil {
-		w = &probeWindow{end: end, sources: map[string]bool{}, nodes: map[probeKey]*probeAgg{}, global: map[pathKind]*probeAgg{}}
+		w = &probeWindow{end: end, sources: map[string]*sourcePeriods{}, nodes: map[probeKey]*probeAgg{}, global: map[pathKind]*probeAgg{}}
 		j.windows[end.UnixNano()] = w
 	}
-	w.sources[src] = true
 	w.reports++
+	start := r.GetPeriodStart().AsTime()
+	seen := w.sources[src]
+	if seen != nil && (seen.n >= maxSourcePeriods || start.Before(seen.end)) {
+		return end, len(w.sources), false
+	}
+	if seen == nil {
+		seen = &sourcePeriods{}
+		w.sources[src] = seen
+	}
+	seen.n++
+	seen.end = start.Add(r.GetPeriod().AsDuration())
 	for _, s := range r.GetSummaries() {
 		w.add(src, s)
 	}
@@ -211,9 +239,11 @@ type ProbePeriod struct {
 	// Start and End bound the window: End is a multiple of the slot, Start
 	// one slot before it.
 	Start, End time.Time
-	// Sources is how many nodes reported in it, Reports how many reports,
-	// Summaries how many summaries with a probe sent, Bad how many of them
-	// lost a probe.
+	// Sources is how many nodes reported in it, Reports how many reports
+	// came for it (more than Sources when a node's settings changed in
+	// it, or a node sent a report again, which is not judged), Summaries
+	// how many summaries with a probe sent were judged, Bad how many of
+	// them lost a probe.
 	Sources, Reports, Summaries, Bad int
 	// Complete tells a window judged when every expected node had
 	// reported from one judged at its deadline.

@@ -217,6 +217,89 @@ func TestProbeJudgeWindows(t *testing.T) {
 	}
 }
 
+// TestProbeJudgeOneVoice: a node's second report in a window is not
+// counted, however many it sends: one rogue agent repeating "every probe
+// to node-2 lost" in a clean 6-node mesh raises no fault on node-2 (with
+// the repeats counted it would: 200 bad voices against 5 good). Sent
+// before its honest report, its first lie is the one counted: the window
+// shows its 6 bad summaries and still blames nobody.
+func TestProbeJudgeOneVoice(t *testing.T) {
+	for _, tc := range []struct {
+		repeats int
+		first   bool // the lies come before the mesh's reports
+	}{{0, false}, {1, false}, {199, false}, {1, true}, {199, true}} {
+		t.Run(fmt.Sprintf("%d repeats, lie first %v", tc.repeats, tc.first), func(t *testing.T) {
+			j := NewProbeJudge(ProbeJudgeConfig{Slot: slot})
+			if !tc.first {
+				feedMesh(j, 6, t0, none, flat)
+			}
+			lie := func() *agentv1.ProbeReport {
+				r := &agentv1.ProbeReport{PeriodStart: timestamppb.New(t0), Period: durationpb.New(slot)}
+				for _, p := range probePaths {
+					for _, k := range probeKinds {
+						r.Summaries = append(r.Summaries, &agentv1.ProbeSummary{Dst: &agentv1.ProbeSummary_Node{Node: "node-2"},
+							Path: p, Kind: k, Sent: 6, Status: measurev1.Status_STATUS_TIMEOUT, Message: "no answer"})
+					}
+				}
+				return r
+			}
+			for i := range tc.repeats {
+				_, n, ok := j.AddReport(t0, "node-6", lie())
+				if counted := tc.first && i == 0; ok != counted {
+					t.Fatalf("report %d of node-6's: counted %v, want %v", i, ok, counted)
+				}
+				if !tc.first && n != 6 {
+					t.Fatalf("report %d of node-6's: %d sources, want 6", i, n)
+				}
+			}
+			wantBad, wantSummaries := 0, 6*5*6
+			if tc.first {
+				feedMesh(j, 6, t0, none, flat)
+				wantBad, wantSummaries = 6, 5*5*6+6
+			}
+			got := j.Due(t0.Add(slot), 6)
+			if len(got) != 1 {
+				t.Fatalf("judged %d periods, want 1", len(got))
+			}
+			p := got[0]
+			if len(p.Verdicts) != 0 || p.Bad != wantBad || p.Sources != 6 || p.Reports != 6+tc.repeats || p.Summaries != wantSummaries {
+				t.Errorf("verdicts %v, bad %d, sources %d, reports %d, summaries %d; want none, %d, 6, %d, %d",
+					p.Verdicts, p.Bad, p.Sources, p.Reports, p.Summaries, wantBad, 6+tc.repeats, wantSummaries)
+			}
+		})
+	}
+}
+
+// TestProbeJudgeSplitPeriods: a node whose settings changed within a
+// window reports two periods that split it, and both count; a period
+// overlapping a counted one, or a third, does not (a rogue sending many
+// short periods is still at most two voices).
+func TestProbeJudgeSplitPeriods(t *testing.T) {
+	j := NewProbeJudge(ProbeJudgeConfig{Slot: slot})
+	report := func(from, to time.Duration) *agentv1.ProbeReport {
+		return &agentv1.ProbeReport{PeriodStart: timestamppb.New(t0.Add(from)), Period: durationpb.New(to - from),
+			Summaries: []*agentv1.ProbeSummary{{Dst: &agentv1.ProbeSummary_Node{Node: "node-2"}, Path: probePaths[0], Kind: probeKinds[0], Sent: 1, Received: 1}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		from, to time.Duration
+		want     bool
+	}{
+		{"old settings' period", 0, 4 * time.Second, true},
+		{"overlapping it", 3 * time.Second, 10 * time.Second, false},
+		{"new settings' period", 4 * time.Second, 10 * time.Second, true},
+		{"a third", 9 * time.Second, 10 * time.Second, false},
+	} {
+		if _, _, ok := j.AddReport(t0, "node-1", report(tc.from, tc.to)); ok != tc.want {
+			t.Errorf("%s (%v-%v): counted %v, want %v", tc.name, tc.from, tc.to, ok, tc.want)
+		}
+	}
+	got := j.Due(t0.Add(slot), 1)
+	if len(got) != 1 || got[0].Sources != 1 || got[0].Reports != 4 || got[0].Summaries != 2 {
+		t.Errorf("judged %+v, want one window of 1 source, 4 reports, 2 summaries", got)
+	}
+}
+
 // BenchmarkProbeJudge1000 judges one window of a 1,000-node mesh (2 paths
 // x 3 kinds: 6 million summaries) and reports the time of judging alone.
 func BenchmarkProbeJudge1000(b *testing.B) {

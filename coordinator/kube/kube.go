@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/tick"
 )
 
@@ -70,27 +71,32 @@ type Port struct {
 	Protocol corev1.Protocol
 }
 
-// DefaultPorts are the agents' default server ports (cmd/agent): iperf3
-// on 5201 (TCP control and data, UDP data for iperf3_udp), qperf's
-// listener on 19765 (TCP) and its data port 19766 (TCP and UDP), and the
-// HTTP target on 8080 (TCP).
+// DefaultPorts are the agents' default server ports (internal/protocol,
+// cmd/agent's flags): iperf3 on 5201 (TCP control and data, UDP data for
+// iperf3_udp), qperf's listener on 19765 (TCP) and its data port 19766
+// (TCP and UDP), the HTTP target on 8080 (TCP) and the continuous
+// probes' TCP echo responder on 7947 (TCP), the target of the tcp probes
+// on the service paths.
 func DefaultPorts() []Port {
 	return []Port{
-		{Name: "iperf3-tcp", Port: 5201, Protocol: corev1.ProtocolTCP},
-		{Name: "iperf3-udp", Port: 5201, Protocol: corev1.ProtocolUDP},
-		{Name: "qperf", Port: 19765, Protocol: corev1.ProtocolTCP},
-		{Name: "qperf-data-tcp", Port: 19766, Protocol: corev1.ProtocolTCP},
-		{Name: "qperf-data-udp", Port: 19766, Protocol: corev1.ProtocolUDP},
-		{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP},
+		{Name: "iperf3-tcp", Port: protocol.DefaultIperf3Port, Protocol: corev1.ProtocolTCP},
+		{Name: "iperf3-udp", Port: protocol.DefaultIperf3Port, Protocol: corev1.ProtocolUDP},
+		{Name: "qperf", Port: protocol.DefaultQperfPort, Protocol: corev1.ProtocolTCP},
+		{Name: "qperf-data-tcp", Port: protocol.DefaultQperfDataPort, Protocol: corev1.ProtocolTCP},
+		{Name: "qperf-data-udp", Port: protocol.DefaultQperfDataPort, Protocol: corev1.ProtocolUDP},
+		{Name: "http", Port: protocol.DefaultHTTPPort, Protocol: corev1.ProtocolTCP},
+		{Name: "probe-echo", Port: protocol.DefaultProbePort, Protocol: corev1.ProtocolTCP},
 	}
 }
 
 // InCluster returns a client for the cluster the coordinator runs in, from
 // its pod's service account (rest.InClusterConfig). The account needs get,
 // list, create, update and delete on services and
-// discovery.k8s.io/endpointslices in the namespace, and, to check the
-// agents' identity tokens (coordinator/identity), get on pods there and
-// create on authentication.k8s.io tokenreviews (cluster-scoped).
+// discovery.k8s.io/endpointslices in the namespace; to check the agents'
+// identity tokens (coordinator/identity) and addresses (Addresses), get,
+// list and watch on pods and get on daemonsets there, and create on
+// authentication.k8s.io tokenreviews and list and watch on nodes
+// (cluster-scoped): deploy/kubernetes/base/coordinator-rbac.yaml.
 func InCluster() (kubernetes.Interface, error) {
 	cfg, err := rest.InClusterConfig()
 	if err != nil {

@@ -51,12 +51,12 @@ func (r *Registry) Ack(node string, workIDs ...string) {
 // answer goes to the late handler, anything else is only logged.
 func (r *Registry) unclaimed(s *session, wr *agentv1.WorkResult) {
 	if kind, _ := resultKind(wr); kind != actionRunClient {
-		r.log.Warn("work result nobody waits for", "node", s.node.Name, "work_id", protocol.ResultWorkID(wr))
+		r.warn.Warn(r.log, s.node.Name, "work result nobody waits for", "work_id", protocol.ResultWorkID(wr))
 		return
 	}
 	if !s.queueLate(wr) {
-		r.log.Warn("too many late client results queued; this one stays with the agent until its next session",
-			"node", s.node.Name, "work_id", protocol.ResultWorkID(wr), "queued", maxLateQueue)
+		r.warn.Warn(r.log, s.node.Name, "too many late client results queued; this one stays with the agent until its next session",
+			"work_id", protocol.ResultWorkID(wr), "queued", maxLateQueue)
 	}
 }
 
@@ -65,10 +65,12 @@ func (r *Registry) handleLate(ctx context.Context, node string, batch []*agentv1
 	r.mu.Lock()
 	h := r.late
 	r.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
 	if h == nil {
-		for _, wr := range batch {
-			r.log.Warn("client result nobody waits for and no late handler; it stays with the agent", "node", node, "work_id", protocol.ResultWorkID(wr))
-		}
+		r.warn.Warn(r.log, node, "client results nobody waits for and no late handler; they stay with the agent",
+			"results", len(batch), "first_work_id", protocol.ResultWorkID(batch[0]))
 		return
 	}
 	h(ctx, node, batch)

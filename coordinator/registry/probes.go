@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -20,9 +21,18 @@ type ReportSink interface {
 	// (never from a field of the report). It must not block: it returns an
 	// error when it does not take the report (the agent keeps it and
 	// sends it again); otherwise it calls ack exactly once, from any
-	// goroutine, once the report is stored or known to be of no use.
+	// goroutine, once the report is stored or known to be of no use. It
+	// returns ErrReportRefused, wrapped, after calling ack for a report
+	// it refused whole: a report that will never be good is acknowledged
+	// (so that the agent drops it) but proves nothing of the node.
 	Report(node string, r *agentv1.ProbeReport, ack func()) error
 }
+
+// ErrReportRefused is wrapped by a ReportSink's error for a report it
+// refused whole and acknowledged: the node's session is not proven by it
+// (a made-up node sending garbage stays unproven and is forgotten after
+// Config.UnprovenGrace).
+var ErrReportRefused = errors.New("probe report refused")
 
 // maxReportAckBatch is the most seqs one ReportAck carries.
 const maxReportAckBatch = 1000
@@ -195,9 +205,11 @@ func sendReportAcks(s *session, send func(*agentv1.ConnectResponse) error) error
 	}
 }
 
-// probeReport hands a report of s's agent to the sink. A refused report
-// is logged (at most one line per session per minute) and not
-// acknowledged: the agent sends it again.
+// probeReport hands a report of s's agent to the sink. A report not
+// taken is logged (at most one line per node a minute) and not
+// acknowledged: the agent
+// sends it again. A report refused for good (ErrReportRefused) was
+// acknowledged by the sink and proves nothing.
 func (r *Registry) probeReport(s *session, rep *agentv1.ProbeReport) {
 	if r.cfg.Reports == nil {
 		return
@@ -208,10 +220,10 @@ func (r *Registry) probeReport(s *session, rep *agentv1.ProbeReport) {
 		r.prove(s, "probe report")
 		return
 	}
-	if now := time.Now(); now.Sub(s.lastReportWarn) > time.Minute {
-		s.lastReportWarn = now
-		r.log.Warn("probe report not taken; the agent sends it again", "node", s.node.Name, "seq", seq, "err", err)
+	if errors.Is(err, ErrReportRefused) {
+		return // acknowledged and logged by the sink
 	}
+	r.warn.Warn(r.log, s.node.Name, "probe report not taken; the agent sends it again", "seq", seq, "err", err)
 }
 
 // checkProbeRegistration checks the probe fields of a Register into n.

@@ -31,6 +31,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/membership"
 	"github.com/meshperf/meshperf/coordinator/probeplan"
 	"github.com/meshperf/meshperf/coordinator/protoconv"
+	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -270,6 +271,11 @@ type Registry struct {
 	cfg    Config
 	log    *slog.Logger
 	gossip *membership.Tracker // views of connected agents only
+	// warn rate-limits, per node and message, the warnings about what an
+	// agent's session sends that is refused or nobody waits for: a rogue
+	// or broken agent repeating itself costs one line a minute, not one a
+	// message.
+	warn sanity.Limiter
 
 	mu       sync.Mutex
 	closed   bool                // set by Shutdown
@@ -515,6 +521,10 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 	if r.closed {
 		r.mu.Unlock()
 		return ErrShutdown
+	}
+	if err := r.conflictsLocked(s.node); err != nil { // another registration took an address since checkConflicts
+		r.mu.Unlock()
+		return err
 	}
 	if prev := r.known[s.node.Name]; prev != nil {
 		a.Maintenance = prev.GetMaintenance() // a cordon outlives reconnects

@@ -15,6 +15,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/probeplan"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/queue"
+	"github.com/meshperf/meshperf/internal/safetext"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
@@ -50,9 +51,8 @@ type session struct {
 	// reporter says the agent sends gossip views (Config.GossipReporters),
 	// under the registry's mu; reportDirty is signalled when it became one
 	// after its Registered, so that the loop sends GossipReporting.
-	reporter       bool
-	reportDirty    chan struct{}
-	lastReportWarn time.Time // session loop only
+	reporter    bool
+	reportDirty chan struct{}
 	// hb holds the session's heartbeat parameters (Registry.heartbeats):
 	// set before the session is attached, changed by its loop once the
 	// agent took a proposal (heartbeat.go), read by any goroutine.
@@ -235,7 +235,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 			if gv := m.GetGossipView(); gv != nil {
 				if s := attached.Load(); s != nil {
 					if err := r.gossipView(s, gv); err != nil {
-						r.log.Warn("gossip view refused", "node", s.node.Name, "err", err)
+						r.warn.Warn(r.log, s.node.Name, "gossip view refused", "err", err)
 					}
 					continue
 				}
@@ -448,14 +448,15 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 			}
 			if gv := m.GetGossipView(); gv != nil {
 				if err := r.gossipView(s, gv); err != nil {
-					r.log.Warn("gossip view refused", "node", s.node.Name, "err", err)
+					r.warn.Warn(r.log, s.node.Name, "gossip view refused", "err", err)
 				}
 			}
 			if ack := m.GetPlanAck(); ack != nil && s.follower != nil {
+				ack.Error, _ = safetext.Bound(ack.GetError(), safetext.MaxMessageBytes) // it goes into the log
 				sent, _ := s.follower.InFlight()
 				full := sent.BaseVersion == 0
 				if err := s.follower.Acked(ack); err != nil {
-					r.log.Warn("probe plan", "node", s.node.Name, "err", err)
+					r.warn.Warn(r.log, s.node.Name, "probe plan", "err", err)
 				}
 				slot.give()
 				planRefused = ack.GetError() != "" && full

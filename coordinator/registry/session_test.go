@@ -3,6 +3,8 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -117,6 +120,37 @@ func TestAddressConflicts(t *testing.T) {
 				t.Errorf("%s is not connected after it registered", tt.reg.GetNodeName())
 			}
 		})
+	}
+}
+
+// TestAddressConflictAtAttach: two registrations of one address that both
+// passed the check before either attached (registering at once) do not
+// both attach: the second is refused where it attaches, under the lock.
+func TestAddressConflictAtAttach(t *testing.T) {
+	r := newRegistry(t, Config{})
+	var sessions []*session
+	for _, name := range []string{"node-1", "node-2"} {
+		reg := agentReg(name, "10.0.0.1", "")
+		n, err := validateRegister(reg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.checkConflicts(n); err != nil {
+			t.Fatalf("%s before any attach: %v", name, err)
+		}
+		sessions = append(sessions, newSession(n))
+	}
+	ctx := context.Background()
+	if err := r.attach(ctx, sessions[0], agentReg("node-1", "10.0.0.1", "")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.detach(ctx, sessions[0]) })
+	err := r.attach(ctx, sessions[1], agentReg("node-2", "10.0.0.1", ""))
+	if !errors.Is(err, ErrBadRegistration) || !strings.Contains(err.Error(), `connected node "node-1" registered`) {
+		t.Fatalf("second attach: %v, want ErrBadRegistration naming node-1", err)
+	}
+	if _, ok := r.Node("node-2"); ok {
+		t.Error("node-2 is connected with node-1's address")
 	}
 }
 
@@ -333,6 +367,40 @@ func TestDispatch(t *testing.T) {
 				t.Errorf("Dispatch = %v, want the client_done of %q", got.wr, tt.work.GetTestId())
 			}
 		})
+	}
+}
+
+// TestSessionWarningsLimited: what an agent sends that is refused or that
+// nobody waits for (here 50 answers of work never sent and 50 gossip
+// views of a node that is not a reporter) is logged once per kind, not
+// once a message: a rogue or broken agent cannot flood the coordinator's
+// log, and one kind does not hide the other. A dispatch answered after
+// them is the sign that all were handled.
+func TestSessionWarningsLimited(t *testing.T) {
+	logs := &testutil.SyncBuffer{}
+	r := newRegistry(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	a, _ := connect(t, r, agentReg("node-1", "10.0.0.1", ""))
+	const n = 50
+	for i := range n {
+		a.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
+			WorkId: fmt.Sprintf("run/never-%d", i), Status: measurev1.Status_STATUS_OK,
+			Outcome: &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}}}})
+		a.send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_GossipView{GossipView: &agentv1.GossipView{}}})
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Dispatch(context.Background(), "node-1", clientWork("run/t1"))
+		done <- err
+	}()
+	w := a.next(t, "work", func(m *agentv1.ConnectResponse) bool { return m.GetWork() != nil }).GetWork()
+	a.send(clientDone(w.GetTestId()))
+	if err := <-done; err != nil {
+		t.Fatalf("Dispatch: %v", err)
+	}
+	unclaimed, refused := strings.Count(logs.String(), "work result nobody waits for"), strings.Count(logs.String(), "gossip view refused")
+	if unclaimed != 1 || refused != 1 {
+		t.Errorf("%d lines of unclaimed results and %d of refused gossip views for %d of each, want one of each:\n%.3000s",
+			unclaimed, refused, n, logs.String())
 	}
 }
 

@@ -158,29 +158,37 @@ func printable(field, s string) error {
 
 // checkConflicts refuses n if its service IP is a connected node's host or
 // pod IP, or if it announces any address a connected node registered; the
-// error wraps ErrBadRegistration.
+// error wraps ErrBadRegistration. attach checks again, under the lock it
+// attaches in, so that two registrations of one address at once cannot
+// both pass.
 func (r *Registry) checkConflicts(n Node) error {
-	if other, network := r.serviceIPConflict(n); other != "" {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conflictsLocked(n)
+}
+
+// conflictsLocked is checkConflicts with r.mu held.
+func (r *Registry) conflictsLocked(n Node) error {
+	if other, network := r.serviceIPConflictLocked(n); other != "" {
 		r.log.Warn("registration refused: its service IP is another node's address", "node", n.Name, "service_ip", n.ServiceIP,
 			"other_node", other, "network", network)
 		return fmt.Errorf("%w: node %q: service_ip %s is the %s IP of connected node %q (its tests would measure that node)",
 			ErrBadRegistration, n.Name, n.ServiceIP, network, other)
 	}
-	if other := r.conflict(n); other != "" {
+	if other := r.conflictLocked(n); other != "" {
 		return fmt.Errorf("%w: node %q announces an address that connected node %q registered", ErrBadRegistration, n.Name, other)
 	}
 	return nil
 }
 
-// serviceIPConflict returns the connected node other than n's whose host
-// or pod IP is n's service IP, and which of its addresses that is ("" if
-// none): n's tests of its Service would measure that node instead.
-func (r *Registry) serviceIPConflict(n Node) (node, network string) {
+// serviceIPConflictLocked returns the connected node other than n's whose
+// host or pod IP is n's service IP, and which of its addresses that is
+// ("" if none): n's tests of its Service would measure that node instead.
+// r.mu is held.
+func (r *Registry) serviceIPConflictLocked(n Node) (node, network string) {
 	if !n.ServiceIP.IsValid() {
 		return "", ""
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, svc := range []netip.Addr{n.ServiceIP, n.ServiceIPv6} {
 		if !svc.IsValid() {
 			continue
@@ -198,11 +206,9 @@ func (r *Registry) serviceIPConflict(n Node) (node, network string) {
 	return "", ""
 }
 
-// conflict returns the connected node other than name that registered one
-// of n's addresses, or "".
-func (r *Registry) conflict(n Node) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// conflictLocked returns the connected node other than n's that
+// registered one of n's addresses, or ""; r.mu is held.
+func (r *Registry) conflictLocked(n Node) string {
 	for _, a := range n.addrs() {
 		for _, s := range r.addrs[a] {
 			if s.node.Name != n.Name {

@@ -59,10 +59,12 @@ func (c *Counter) Get(source Source, reason Reason) uint64 {
 	return c.n[s][r].Load()
 }
 
-// Limiter rate-limits warnings per node (per agent session): at most one
-// per Every, with the count of those it held back. The zero value warns
-// at most once a minute per node. It is safe for concurrent use and
-// holds at most one entry per node that warned in the last Every.
+// Limiter rate-limits warnings per node (per agent session) and message:
+// at most one of each message about a node per Every, with the count of
+// those it held back, so that one kind of warning repeated does not hide
+// another about the same node. The zero value warns at most once a
+// minute per node and message. It is safe for concurrent use and holds
+// one entry per node and message that warned in the last Every.
 type Limiter struct {
 	// Every is the shortest time between two warnings about one node;
 	// zero means one minute.
@@ -77,9 +79,10 @@ type limited struct {
 	held int
 }
 
-// Warn logs msg with args and the node at warning level unless a warning
-// about node was logged less than Every ago; then it only counts it, and
-// the next warning logged says how many were held back ("suppressed").
+// Warn logs msg with args and the node at warning level unless msg about
+// node was logged less than Every ago; then it only counts it, and the
+// next msg logged about node says how many were held back
+// ("suppressed").
 func (l *Limiter) Warn(log *slog.Logger, node, msg string, args ...any) {
 	every := l.Every
 	if every <= 0 {
@@ -90,7 +93,8 @@ func (l *Limiter) Warn(log *slog.Logger, node, msg string, args ...any) {
 	if l.last == nil {
 		l.last = map[string]*limited{}
 	}
-	e := l.last[node]
+	key := node + "\x00" + msg
+	e := l.last[key]
 	if e != nil && now.Sub(e.at) < every {
 		e.held++
 		l.mu.Unlock()
@@ -100,7 +104,7 @@ func (l *Limiter) Warn(log *slog.Logger, node, msg string, args ...any) {
 	if e != nil {
 		held = e.held
 	}
-	l.last[node] = &limited{at: now}
+	l.last[key] = &limited{at: now}
 	if len(l.last) > 1024 { // prune the nodes quiet for a period
 		for n, x := range l.last {
 			if now.Sub(x.at) >= every && x.held == 0 {

@@ -266,10 +266,11 @@ func checkPing(m *measurev1.PingMetrics, t float64, count uint32) error {
 			return inconsistent(c.field, strconv.FormatUint(uint64(c.v), 10), "is over packets_transmitted %d", sent)
 		}
 	}
-	if sent == 0 && got == 0 {
-		return nil // no counts given
-	}
 	switch {
+	case sent == 0:
+		// The runner fails a ping that sent nothing (TOOL_ERROR): an OK
+		// result without counts would carry RTTs and a loss of nothing.
+		return inconsistent("packets_transmitted", "0", "in an OK result: no echo request sent")
 	case count > 0 && sent > count:
 		return &Error{Field: "packets_transmitted", Value: strconv.FormatUint(uint64(sent), 10), Reason: OutOfBounds,
 			Detail: fmt.Sprintf("is over the spec's count %d", count)}
@@ -350,12 +351,18 @@ func checkIperf3(m *measurev1.Iperf3Metrics, t float64) error {
 func checkHTTP(m *measurev1.HttpMetrics, t float64) error {
 	if c := m.GetHttpCode(); c > MaxHTTPCode {
 		return &Error{Field: "http_code", Value: strconv.FormatUint(uint64(c), 10), Reason: OutOfBounds, Detail: "is not an HTTP status code"}
+	} else if c < 200 || c > 299 {
+		// The runner fails any other answer (TOOL_ERROR, with the code).
+		return inconsistent("http_code", strconv.FormatUint(uint64(c), 10), "in an OK result: not a success (2xx)")
 	}
 	times := []figure{{"namelookup_seconds", m.GetNamelookupSeconds(), t, deadline}, {"connect_seconds", m.GetConnectSeconds(), t, deadline},
 		{"tls_seconds", m.GetTlsSeconds(), t, deadline}, {"first_byte_seconds", m.GetFirstByteSeconds(), t, deadline},
 		{"total_seconds", m.GetTotalSeconds(), t, deadline}}
 	if err := checkAll(times...); err != nil {
 		return err
+	}
+	if m.GetTotalSeconds() == 0 {
+		return inconsistent("total_seconds", "0", "in an OK result: a request takes time")
 	}
 	if err := maxCount("size_download_bytes", m.GetSizeDownloadBytes(), t); err != nil {
 		return err

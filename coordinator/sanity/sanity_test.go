@@ -117,6 +117,18 @@ func TestCheckResult(t *testing.T) {
 		{"http connect far beyond max-time", with(okHTTP(), func(r *measurev1.Result) { r.GetHttp().ConnectSeconds = 4e9 }), OutOfBounds, "connect_seconds 4e+09"},
 		{"http out of order", with(okHTTP(), func(r *measurev1.Result) { r.GetHttp().FirstByteSeconds = 1e-4 }), Inconsistent, "first_byte_seconds 0.0001 is under connect_seconds"},
 		{"http code", with(okHTTP(), func(r *measurev1.Result) { r.GetHttp().HttpCode = 5000 }), OutOfBounds, "http_code 5000"},
+		{"http code 0 OK", with(okHTTP(), func(r *measurev1.Result) { r.GetHttp().HttpCode = 0 }), Inconsistent, "http_code 0 in an OK result"},
+		{"http code 500 OK", with(okHTTP(), func(r *measurev1.Result) { r.GetHttp().HttpCode = 500 }), Inconsistent, "http_code 500 in an OK result"},
+		{"http 204", with(okHTTP(), func(r *measurev1.Result) { r.GetHttp().HttpCode = 204 }), "", ""},
+		{"http no time", with(okHTTP(), func(r *measurev1.Result) {
+			m := r.GetHttp()
+			m.NamelookupSeconds, m.ConnectSeconds, m.FirstByteSeconds, m.TotalSeconds = 0, 0, 0, 0
+		}), Inconsistent, "total_seconds 0 in an OK result"},
+		{"http negative time", with(okHTTP(), func(r *measurev1.Result) { r.GetHttp().TotalSeconds = -1 }), Negative, "total_seconds -1 is negative"},
+		{"ping OK without counts", with(okPing(), func(r *measurev1.Result) {
+			m := r.GetPing()
+			m.PacketsTransmitted, m.PacketsReceived, m.LossRatio = 0, 0, 0
+		}), Inconsistent, "packets_transmitted 0 in an OK result"},
 		{"negative elapsed", with(&measurev1.Result{Status: measurev1.Status_STATUS_TIMEOUT}, func(r *measurev1.Result) {
 			r.Elapsed = durationpb.New(-time.Second)
 		}), Negative, "elapsed -1 is negative"},
@@ -202,8 +214,13 @@ func TestCounterAndLimiter(t *testing.T) {
 		l.Warn(log, "rogue", "invalid figures")
 	}
 	l.Warn(log, "other", "invalid figures")
+	l.Warn(log, "rogue", "plan refused") // another message about the node is not held back
+	l.Warn(log, "rogue", "plan refused")
 	if n := strings.Count(buf.String(), "invalid figures"); n != 2 {
 		t.Errorf("%d warnings, want 2 (one per node):\n%s", n, buf.String())
+	}
+	if n := strings.Count(buf.String(), "plan refused"); n != 1 {
+		t.Errorf("%d plan warnings, want 1 (one per node and message):\n%s", n, buf.String())
 	}
 }
 

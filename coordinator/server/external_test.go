@@ -44,7 +44,8 @@ func externalAnswer(w *agentv1.Work) *agentv1.WorkResult {
 	if rc.GetSpec().GetTest() == measurev1.Test_TEST_HTTP {
 		r.Metrics = &measurev1.Result_Http{Http: &measurev1.HttpMetrics{HttpCode: 200, TotalSeconds: 0.01}}
 	} else {
-		r.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{RttAvgSeconds: 0.001}}
+		r.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{PacketsTransmitted: 5, PacketsReceived: 5,
+			RttMinSeconds: 0.001, RttAvgSeconds: 0.001, RttMaxSeconds: 0.001}}
 	}
 	wr.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{r}}}
 	return wr

@@ -50,7 +50,7 @@ func TestRogueGossipDeadOfConnectedNode(t *testing.T) {
 			name:    "a session that is no reporter",
 			rogues:  []*agentv1.Register{registerAt("rogue-1", "127.0.3.1", "127.0.4.1", 0)},
 			want:    gossipOf{State: ready},
-			wantLog: `msg="gossip view refused" node=rogue-1 err="gossip view from a session that is not a reporter: node \"rogue-1\" is not a gossip reporter`,
+			wantLog: `msg="gossip view refused" node=rogue-1 suppressed=0 err="gossip view from a session that is not a reporter: node \"rogue-1\" is not a gossip reporter`,
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

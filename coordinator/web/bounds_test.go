@@ -53,7 +53,8 @@ func TestMeshBounds(t *testing.T) {
 }
 
 // TestHosts: with Config.Hosts, a request naming another host (a DNS
-// rebinding to loopback) is refused 421; the listed ones are served.
+// rebinding to loopback) is refused 421; the listed ones, in any case,
+// and IP addresses are served.
 func TestHosts(t *testing.T) {
 	u, err := New(Config{Source: meshSource([]string{"a", "b"}, ""), Hosts: []string{"127.0.0.1", "::1", "localhost"}})
 	if err != nil {
@@ -66,6 +67,8 @@ func TestHosts(t *testing.T) {
 		{"127.0.0.1:7780", http.StatusOK},
 		{"[::1]:7780", http.StatusOK},
 		{"localhost", http.StatusOK},
+		{"LOCALHOST:7780", http.StatusOK},
+		{"10.9.8.7:7780", http.StatusOK}, // an IP address cannot be rebound
 		{"evil.example:7780", http.StatusMisdirectedRequest},
 		{"127.0.0.1.evil.example", http.StatusMisdirectedRequest},
 	} {

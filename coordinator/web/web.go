@@ -3,7 +3,8 @@
 // embedded in the binary, nothing fetched from elsewhere) and the
 // read-only JSON API under /api/v1/ they fetch. The API reads through the
 // same MeshService methods the CLI calls (Source) and computes its views
-// with the same domain packages (coordinator/report, coordinator/diagnose);
+// with the same domain packages (internal/stats, internal/testcell,
+// coordinator/diagnose);
 // the mesh's default, the continuous probes' newest period, is each
 // node's newest stored report (Probes, store.Store.LatestSamples). With
 // an API token, every /api/v1/ request needs "Authorization: Bearer
@@ -22,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -73,11 +75,14 @@ type Config struct {
 	// TLS, if set, makes Serve speak TLS with it (TLS 1.3, certificates
 	// reloaded as they change: internal/mtls); nil means plaintext.
 	TLS *tls.Config
-	// Hosts, if not empty, are the only host names (without port) a
-	// request's Host may name, e.g. 127.0.0.1, localhost, ::1 for a UI on
-	// loopback without a token: a page from elsewhere that a DNS
-	// rebinding points at 127.0.0.1 names its own host and is refused
-	// (421). Empty means any.
+	// Hosts, if not empty, are the only host names (without port; case
+	// and a trailing dot do not matter) a request's Host may name besides
+	// an IP address, e.g. localhost for a plaintext UI without a token: a
+	// page from elsewhere that a DNS rebinding points at the UI (through
+	// a port-forward on 127.0.0.1, or at its pod IP) names its own host
+	// and is refused (421); a Host that is an IP address cannot be
+	// rebound, as the browser's origin is then that address. Empty means
+	// any.
 	Hosts []string
 	// Probes, if set, is the continuous probes' newest period: the mesh
 	// page's default; nil means the mesh shows runs only.
@@ -115,6 +120,11 @@ func New(cfg Config) (*UI, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	hosts := make([]string, 0, len(cfg.Hosts))
+	for _, h := range cfg.Hosts {
+		hosts = append(hosts, hostKey(h))
+	}
+	cfg.Hosts = hosts
 	u := &UI{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), meshes: newMeshCache(8), runReads: make(chan struct{}, maxRunReads)}
 	if u.log == nil {
 		u.log = slog.New(slog.DiscardHandler)
@@ -161,7 +171,8 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h
 		}
-		if !slices.Contains(u.cfg.Hosts, strings.Trim(host, "[]")) {
+		host = strings.Trim(host, "[]")
+		if _, err := netip.ParseAddr(host); err != nil && !slices.Contains(u.cfg.Hosts, hostKey(host)) {
 			http.Error(w, fmt.Sprintf("Host %q is not one this UI answers for", r.Host), http.StatusMisdirectedRequest)
 			return
 		}
@@ -265,3 +276,7 @@ func (u *UI) Serve(ctx context.Context, l net.Listener, shutdownTimeout time.Dur
 	}
 	return httpserve.Serve(ctx, srv, l, shutdownTimeout, "web", u.log)
 }
+
+// hostKey is host name h as Config.Hosts compares it: lower-case, without
+// a trailing dot ("LocalHost." is "localhost").
+func hostKey(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }

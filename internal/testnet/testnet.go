@@ -13,17 +13,20 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/protocol"
 )
 
-// reservedPorts are the tools' default ports (iperf3, qperf, qperf's data
-// port, the agent's HTTP target) that tests may use; FreePort never
-// returns them.
-var reservedPorts = []int{5201, 19765, 19766, 8080}
+// reservedPorts are the agents' default ports (iperf3, qperf, qperf's
+// data port, the HTTP target, the probes' echo responder) that tests may
+// use; FreePort never returns them.
+var reservedPorts = []int{protocol.DefaultIperf3Port, protocol.DefaultQperfPort, protocol.DefaultQperfDataPort,
+	protocol.DefaultHTTPPort, protocol.DefaultProbePort}
 
 // FreePort returns a port that is free for both TCP and UDP on 127.0.0.1
 // (iperf3 UDP and qperf udp_* use the same number for both), below the
 // kernel's ephemeral range (net.ipv4.ip_local_port_range) and not one of
-// the tools' default ports 5201, 19765, 19766 and 8080. Below the
+// the agents' default ports 5201, 19765, 19766, 8080 and 7947. Below the
 // ephemeral range, because a port the kernel handed out for a listener
 // and took back goes on to be some client's local port: with many test
 // binaries connecting at once, a tool that then listened on it failed
