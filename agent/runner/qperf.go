@@ -319,11 +319,14 @@ func qperfResults(spec *measurev1.TestSpec, out proc.Output) (results []*measure
 
 // qperfMetrics picks a block's figures: latency_seconds is qperf's
 // one-way latency, throughput_bps its bw (tcp_bw) or recv_bw (udp_bw) in
-// bits per second. A *_lat block needs latency > 0
-// (qperf prints "latency = 0 ns" when every send failed) and at most 1
-// hour (PARSE_ERROR above); tcp_bw needs
-// bw > 0; udp_bw needs recv_bw > 0 (UNREACHABLE when it sent but nothing
-// arrived).
+// bits per second. A *_lat block needs latency > 0 and at most 1 hour
+// (PARSE_ERROR above): qperf prints "latency = 0 ns" when no round trip
+// completed, TOOL_ERROR with its error counters when sends failed, and
+// UNREACHABLE for a udp_lat that sent datagrams and got none back and
+// counted no error (qperf 0.4.11's datagram_client_lat waits in read(2)
+// without a timeout: one lost datagram stalls the run to its end).
+// tcp_bw needs bw > 0; udp_bw needs recv_bw > 0 (UNREACHABLE when it sent
+// but nothing arrived).
 func qperfMetrics(test measurev1.Test, size uint64, b *QperfBlock) (*measurev1.QperfMetrics, error) {
 	v := b.Values
 	m := &measurev1.QperfMetrics{MsgSizeBytes: size, MsgRateHz: v["msg_rate"]}
@@ -335,6 +338,10 @@ func qperfMetrics(test measurev1.Test, size uint64, b *QperfBlock) (*measurev1.Q
 			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "no latency in qperf %s block", b.Test)
 		}
 		if lat <= 0 {
+			if test == measurev1.Test_TEST_QPERF_UDP_LAT && errs == "" && v["loc_send_msgs"] > 0 && v["loc_recv_msgs"] == 0 && v["rem_recv_msgs"] == 0 {
+				return nil, fail(measurev1.Status_STATUS_UNREACHABLE, "qperf %s sent %.0f datagrams and no answer came back: a datagram was lost on the path (or UDP to the data port is dropped)",
+					b.Test, v["loc_send_msgs"])
+			}
 			return nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "qperf %s reported a latency of 0%s", b.Test, errs)
 		}
 		if lat > maxTimeSeconds {

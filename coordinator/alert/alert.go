@@ -21,12 +21,9 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
-
-// ContinuousLabelPrefix starts the label of every continuous run
-// (coordinator/config labels them "monitor-" + schedule name).
-const ContinuousLabelPrefix = "monitor-"
 
 // queueSize bounds the ended runs waiting to be diagnosed; beyond it the
 // oldest is skipped (a newer run says more about now).
@@ -207,7 +204,7 @@ func (a *Alerter) handle(ctx context.Context, runID string) {
 		a.log.Error("alert: read the ended run", "run_id", runID, "err", err)
 		return
 	}
-	if !strings.HasPrefix(run.GetSpec().GetLabel(), ContinuousLabelPrefix) {
+	if !testspec.IsContinuous(run.GetSpec().GetLabel()) {
 		return
 	}
 	results, err := a.cfg.Store.RunResults(ctx, runID)

@@ -295,7 +295,7 @@ func printResultsCSV(o *options, results []*measurev1.Result) error {
 			strconv.Itoa(int(r.GetIndex())), r.GetSrcNode(), r.GetDstNode(), testspec.PathName(r.GetPath()),
 			testspec.Name(r.GetSpec().GetTest()), testcell.ParamsKey(r.GetSpec()), testspec.StatusName(r.GetStatus()), value,
 			testcell.Unit(r.GetSpec().GetTest()), strconv.FormatFloat(r.GetElapsed().AsDuration().Seconds(), 'g', -1, 64),
-			safetext.Escape(r.GetToolVersion()), safetext.Escape(r.GetMessage())}
+			safetext.CSVCell(r.GetToolVersion()), safetext.CSVCell(r.GetMessage())}
 		row = append(row, pingColumns(r)...)
 		_ = w.Write(append(row, loadColumns(r)...))
 	}

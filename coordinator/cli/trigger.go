@@ -78,7 +78,7 @@ Ctrl-C stops watching at once.`,
 	f.BoolVar(&tf.keepAlive, "keep-alive", false, "http_load: reuse connections (ab -k, HTTP/1.0 keep-alive)")
 	f.DurationVar(&tf.loadTimeout, "load-timeout", 0, "http_load: time limit of the whole load, whole seconds 1s..300s; requests not done by then are failures (default 30s)")
 	f.Uint32Var(&tf.maxHeavy, "max-heavy", 0, "at most this many qperf/iperf3 tests at once across the fabric (default: one per node pair of a round)")
-	f.StringVar(&tf.label, "label", "", "a name for the run, e.g. the CNI mode or the change tried (shown by report and compare)")
+	f.StringVar(&tf.label, "label", "", "a name for the run, e.g. the CNI mode or the change tried (shown by report and compare; not monitor-..., the continuous monitor's)")
 	f.StringVar(&tf.ipFamily, "ip-family", "", "IP families to measure each node pair and path in: ipv4, ipv6 or dual (default: every family both nodes of a pair have)")
 	f.BoolVar(&tf.noWait, "no-wait", false, "print the run ID and return at once")
 	f.StringVar(&tf.onInterrupt, "on-interrupt", "", "what Ctrl-C while watching does: ask (whether to cancel the run), cancel, or detach (the run goes on) (default: ask when stdin is a terminal, else detach)")

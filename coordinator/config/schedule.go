@@ -32,7 +32,7 @@ func (s *Schedule) plan(name string, ext []*agentv1.ExternalTarget) (Plan, error
 	if len(s.Tests) == 0 {
 		return Plan{}, errors.New("tests: empty; name at least one test")
 	}
-	in := RunInput{Label: "monitor-" + name, Repeats: s.Repeats, Tests: s.Tests, Paths: s.Paths, Sweep: s.Sweep}
+	in := RunInput{Label: testspec.ContinuousLabelPrefix + name, Repeats: s.Repeats, Tests: s.Tests, Paths: s.Paths, Sweep: s.Sweep}
 	if s.Duration != "" {
 		if in.Duration, err = time.ParseDuration(s.Duration); err != nil {
 			return Plan{}, fmt.Errorf("duration %q: %w", s.Duration, err)

@@ -223,3 +223,22 @@ func TestExternalRunRefused(t *testing.T) {
 		t.Errorf("one node with an external target: %v", err)
 	}
 }
+
+// TestTriggerRunMonitorLabel: a client's run cannot carry the continuous
+// monitor's label prefix: the alerter would take its findings for the
+// mesh's standing verdict (a narrow run labelled monitor-light would
+// clear every fault it did not look at).
+func TestTriggerRunMonitorLabel(t *testing.T) {
+	c := startWith(t, withExternal)
+	ctx := ctxT(t)
+	playExternal(t, ctx, c, register("node-1"))
+	for _, label := range []string{"monitor-light", "monitor-made-up"} {
+		_, err := c.mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{Label: label, ExternalTargets: []string{"zeta"}}})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `the prefix "monitor-" is the continuous monitor's`) {
+			t.Errorf("label %q: %v, want InvalidArgument naming the prefix", label, err)
+		}
+	}
+	if _, err := c.mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{Label: "monitored-by-hand", Repeats: 1, ExternalTargets: []string{"zeta"}}}); err != nil {
+		t.Errorf("label monitored-by-hand: %v", err)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/schedule"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -105,6 +106,10 @@ func (s *Server) TriggerRun(ctx context.Context, req *meshv1.TriggerRunRequest) 
 	spec := req.GetSpec()
 	if spec == nil {
 		spec = &measurev1.RunSpec{}
+	}
+	if testspec.IsContinuous(spec.GetLabel()) {
+		return nil, status.Errorf(codes.InvalidArgument, "label %.72q: the prefix %q is the continuous monitor's (its runs are the mesh's standing verdict); choose another label",
+			spec.GetLabel(), testspec.ContinuousLabelPrefix)
 	}
 	run, err := s.cfg.Runs.Trigger(ctx, spec)
 	if err != nil {

@@ -155,7 +155,10 @@ func (s *Store) ListRollups(ctx context.Context, f Filter, pageSize int, pageTok
 		if after != nil && bytes.Equal(k, after) {
 			k, v = c.Next()
 		}
-		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		for n := 0; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if n++; n%scanCheckEvery == 0 && ctx.Err() != nil {
+				return ctx.Err() // the caller gave up: end the read transaction
+			}
 			if pair && !f.Until.IsZero() && len(k) >= len(prefix)+8 &&
 				int64(binary.BigEndian.Uint64(k[len(prefix):])) >= f.Until.UnixNano() {
 				break // one pair's keys are in hour order

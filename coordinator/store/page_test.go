@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"strings"
 	"testing"
@@ -297,4 +298,42 @@ func FuzzPageToken(f *testing.F) {
 			}
 		}
 	})
+}
+
+// givesUpCtx is a context whose Err is nil on its first call and
+// context.Canceled after: a caller that gives up while its scan runs.
+type givesUpCtx struct {
+	context.Context
+	calls int
+}
+
+func (c *givesUpCtx) Err() error {
+	if c.calls++; c.calls > 1 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestListScanHonoursContext: a listing whose filter matches nothing
+// reads every key of its range in one read transaction; it ends that
+// scan once its caller gave up, within scanCheckEvery keys, with the
+// context's error rather than a full scan and an empty page.
+func TestListScanHonoursContext(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := context.Background()
+	var rs []*measurev1.Result
+	for i := range 3 * scanCheckEvery {
+		rs = append(rs, result("run-1", fmt.Sprintf("t%05d", i), "node-1", "node-2", measurev1.Path_PATH_HOST_TO_HOST,
+			measurev1.Test_TEST_PING, t0.Add(time.Duration(i)*time.Second)))
+	}
+	if err := s.AddResults(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	miss := Filter{Test: measurev1.Test_TEST_HTTP} // no index: a scan of every result
+	if got, _, err := s.ListResults(ctx, miss, 1, ""); err != nil || len(got) != 0 {
+		t.Fatalf("ListResults(miss) = %d results, %v; want none, no error", len(got), err)
+	}
+	if _, _, err := s.ListResults(&givesUpCtx{Context: ctx}, miss, 1, ""); !errors.Is(err, context.Canceled) {
+		t.Errorf("ListResults with a caller that gave up: %v, want context.Canceled", err)
+	}
 }

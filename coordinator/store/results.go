@@ -28,6 +28,12 @@ const (
 	MaxPageBytes = 2 << 20
 )
 
+// scanCheckEvery is how many keys a listing's scan reads between two
+// looks at its context: a query whose filter matches little reads many
+// keys for one page, and a caller that gave up (its deadline, or a
+// client gone) ends the read transaction within that many.
+const scanCheckEvery = 1024
+
 // AddResults writes results in one batched transaction. Each needs
 // test_id, run_id, src_node, dst_node and start_time. Each sample of a
 // test (run ID, test ID, index) is stored once: a result for a sample that
@@ -482,7 +488,10 @@ func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageTok
 		if after != nil && bytes.Equal(k, after) {
 			k, _ = c.Next()
 		}
-		for ; k != nil && bytes.HasPrefix(k, sc.prefix); k, _ = c.Next() {
+		for n := 0; k != nil && bytes.HasPrefix(k, sc.prefix); k, _ = c.Next() {
+			if n++; n%scanCheckEvery == 0 && ctx.Err() != nil {
+				return ctx.Err() // the caller gave up: end the read transaction
+			}
 			rk := k[sc.skip:]
 			dk, err := decodeResultKey(rk)
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,10 +15,15 @@ import (
 
 // RollUp replaces the results that started before cutoff (truncated to
 // the hour, so an hour is never split) by the rollups fold makes of them:
-// pair by pair, in one transaction per pair, it reads the pair's old
-// results, writes fold's rollups and deletes the results and their index
-// entries. It stops after a pair once maxResults (0: 10,000) are
-// rolled and returns how many; call it until it returns 0.
+// pair by pair, it reads the pair's old results, writes fold's rollups
+// and deletes the results and their index entries, in transactions of
+// whole hours of at most about maxResults (0: 10,000) results each (one
+// hour that holds more is one transaction), so that a backlog (retention
+// enabled on a full store, a coordinator stopped for weeks) is rolled in
+// bounded memory. A rollup for an hour already rolled (results that
+// came after its pass, or a clock stepped back) is merged into the
+// stored one (mergeRollup), never written over it. It stops once
+// maxResults are rolled and returns how many; call it until it returns 0.
 func (s *Store) RollUp(ctx context.Context, cutoff time.Time, maxResults int, fold func([]*measurev1.Result) []*measurev1.Rollup) (int, error) {
 	if maxResults <= 0 {
 		maxResults = 10000
@@ -31,14 +37,19 @@ func (s *Store) RollUp(ctx context.Context, cutoff time.Time, maxResults int, fo
 	}
 	total := 0
 	for _, prefix := range pairs {
+		for total < maxResults {
+			n, err := s.rollPair(ctx, prefix, cutoff, maxResults-total, fold)
+			if err != nil {
+				return total, err
+			}
+			if n == 0 {
+				break
+			}
+			total += n
+		}
 		if total >= maxResults {
 			break
 		}
-		n, err := s.rollPair(ctx, prefix, cutoff, fold)
-		if err != nil {
-			return total, err
-		}
-		total += n
 	}
 	return total, nil
 }
@@ -68,8 +79,9 @@ func (s *Store) oldPairs(ctx context.Context, cutoff time.Time) ([][]byte, error
 	return pairs, err
 }
 
-// rollPair folds and deletes one pair's results before cutoff.
-func (s *Store) rollPair(ctx context.Context, prefix []byte, cutoff time.Time, fold func([]*measurev1.Result) []*measurev1.Rollup) (int, error) {
+// rollPair folds and deletes one pair's oldest results before cutoff:
+// whole hours, up to the hour in which the limit-th result started.
+func (s *Store) rollPair(ctx context.Context, prefix []byte, cutoff time.Time, limit int, fold func([]*measurev1.Result) []*measurev1.Rollup) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -83,7 +95,17 @@ func (s *Store) rollPair(ctx context.Context, prefix []byte, cutoff time.Time, f
 			results []*measurev1.Result
 		)
 		c := res.Cursor()
+		var hour time.Time // of the last result read
 		for k, v := c.Seek(prefix); k != nil && bytes.Compare(k, end) < 0; k, v = c.Next() {
+			dk, err := decodeResultKey(k)
+			if err != nil {
+				return err
+			}
+			h := dk.start.UTC().Truncate(time.Hour)
+			if len(keys) >= limit && !h.Equal(hour) {
+				break // the rest in another transaction, from this hour on
+			}
+			hour = h
 			r := &measurev1.Result{}
 			if err := proto.Unmarshal(v, r); err != nil {
 				return fmt.Errorf("decode result %q: %w", k, err)
@@ -91,12 +113,19 @@ func (s *Store) rollPair(ctx context.Context, prefix []byte, cutoff time.Time, f
 			keys, results = append(keys, bytes.Clone(k)), append(results, r)
 		}
 		for _, ru := range fold(results) {
+			k := rollupKey(ru.GetSrcNode(), ru.GetDstNode(), ru.GetHourStart().AsTime(), int32(ru.GetPath()),
+				int32(ru.GetSpec().GetTest()), rollupParams(ru))
+			if old := roll.Get(k); old != nil {
+				prev := &measurev1.Rollup{}
+				if err := proto.Unmarshal(old, prev); err != nil {
+					return fmt.Errorf("decode rollup %q: %w", k, err)
+				}
+				ru = mergeRollup(prev, ru)
+			}
 			v, err := proto.Marshal(ru)
 			if err != nil {
 				return fmt.Errorf("encode rollup: %w", err)
 			}
-			k := rollupKey(ru.GetSrcNode(), ru.GetDstNode(), ru.GetHourStart().AsTime(), int32(ru.GetPath()),
-				int32(ru.GetSpec().GetTest()), rollupParams(ru))
 			if err := roll.Put(k, v); err != nil {
 				return err
 			}
@@ -113,6 +142,37 @@ func (s *Store) rollPair(ctx context.Context, prefix []byte, cutoff time.Time, f
 		return 0, fmt.Errorf("roll up results: %w", err)
 	}
 	return n, nil
+}
+
+// mergeRollup folds b, a rollup of the same pair, path, test and hour as
+// a that was rolled later, into a: counts add (samples and each failed
+// status), min and max are the extremes, the mean is weighted by samples
+// and the median is the median of the part with more samples (the
+// results are gone: the exact median of both is not known).
+func mergeRollup(a, b *measurev1.Rollup) *measurev1.Rollup {
+	out := proto.CloneOf(a)
+	na, nb := float64(a.GetSamples()), float64(b.GetSamples())
+	switch {
+	case nb == 0:
+	case na == 0:
+		out.MinValue, out.MedianValue, out.MaxValue, out.MeanValue = b.GetMinValue(), b.GetMedianValue(), b.GetMaxValue(), b.GetMeanValue()
+	default:
+		out.MinValue, out.MaxValue = min(a.GetMinValue(), b.GetMinValue()), max(a.GetMaxValue(), b.GetMaxValue())
+		out.MeanValue = (a.GetMeanValue()*na + b.GetMeanValue()*nb) / (na + nb)
+		if nb > na {
+			out.MedianValue = b.GetMedianValue()
+		}
+	}
+	out.Samples = a.GetSamples() + b.GetSamples()
+	for _, f := range b.GetFailed() {
+		i := slices.IndexFunc(out.Failed, func(c *measurev1.StatusCount) bool { return c.GetStatus() == f.GetStatus() })
+		if i < 0 {
+			out.Failed = append(out.Failed, proto.CloneOf(f))
+			continue
+		}
+		out.Failed[i].Count += f.GetCount()
+	}
+	return out
 }
 
 // paramsText is a stable text of a spec's parameters for keys.

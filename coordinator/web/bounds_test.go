@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/meshperf/meshperf/coordinator/store"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 // TestMeshBounds: a run with more tests than MaxMeshResults and a probe
@@ -79,5 +83,79 @@ func TestHosts(t *testing.T) {
 		if rec.Code != tc.want {
 			t.Errorf("Host %q: %d, want %d", tc.host, rec.Code, tc.want)
 		}
+	}
+}
+
+// timedSource is a fakeSource whose ListResults answers one pair's
+// results in time order: the monitor's every minute and an on-demand
+// run's at onDemandAt, within the request's [start_time, end_time); it
+// counts the results it returned.
+type timedSource struct {
+	*fakeSource
+	onDemandAt []time.Time
+	returned   int
+}
+
+func (s *timedSource) ListResults(_ context.Context, req *meshv1.ListResultsRequest) (*meshv1.ListResultsResponse, error) {
+	from, to := req.GetStartTime().AsTime(), req.GetEndTime().AsTime()
+	var all []*measurev1.Result
+	for t := from.Truncate(time.Minute); t.Before(to); t = t.Add(time.Minute) {
+		if !t.Before(from) {
+			all = append(all, &measurev1.Result{RunId: "run-mon", StartTime: timestamppb.New(t), Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}})
+		}
+		for _, od := range s.onDemandAt {
+			if !od.Before(t) && od.Before(t.Add(time.Minute)) && !od.Before(from) && od.Before(to) {
+				all = append(all, &measurev1.Result{RunId: "run-od", StartTime: timestamppb.New(od), Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}})
+			}
+		}
+	}
+	next := 0
+	if req.GetPageToken() != "" {
+		next, _ = strconv.Atoi(req.GetPageToken())
+	}
+	stop := min(len(all), next+int(req.GetPageSize()))
+	tok := ""
+	if stop < len(all) {
+		tok = strconv.Itoa(stop)
+	}
+	s.returned += stop - next
+	return &meshv1.ListResultsResponse{Results: all[next:stop], NextPageToken: tok}, nil
+}
+
+// TestOnDemandBounded: the pair page's on-demand list over 30 days of a
+// pair the monitor measured every minute (43,200 results) reads from the
+// end of the range, slice by slice, and stops once it found its results
+// or read maxOnDemandRead: the newest on-demand results are found
+// without reading the month.
+func TestOnDemandBounded(t *testing.T) {
+	end := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	start := end.Add(-30 * 24 * time.Hour)
+	runs := []*measurev1.Run{{RunId: "run-mon", Spec: &measurev1.RunSpec{Label: "monitor-light"}}, {RunId: "run-od", Spec: &measurev1.RunSpec{Label: "by-hand"}}}
+	for _, tc := range []struct {
+		name      string
+		at        []time.Time
+		want      int
+		maxReturn int
+	}{
+		{"two on-demand results 2 days back", []time.Time{end.Add(-49 * time.Hour), end.Add(-50 * time.Hour)}, 2, maxOnDemandRead},
+		{"none: reads stop at the bound", nil, 0, maxOnDemandRead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &timedSource{fakeSource: &fakeSource{runs: runs}, onDemandAt: tc.at}
+			u, err := New(Config{Source: src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := u.onDemand(t.Context(), "node-1", "node-2", start, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.want || src.returned > tc.maxReturn {
+				t.Errorf("%d on-demand results after reading %d; want %d, reading at most %d (of 43,200)", len(got), src.returned, tc.want, tc.maxReturn)
+			}
+			if len(got) == 2 && got[0].Time != end.Add(-49*time.Hour).Format(time.RFC3339) {
+				t.Errorf("first %v, want the newest first", got[0])
+			}
+		})
 	}
 }

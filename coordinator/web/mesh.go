@@ -9,7 +9,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -54,9 +53,6 @@ const readTimeout = 2 * time.Minute
 
 // errMeshTooLarge is a view too large to draw: 422.
 var errMeshTooLarge = errors.New("too large to show")
-
-// continuousPrefix starts the label of the monitor's runs.
-const continuousPrefix = "monitor-"
 
 // maxRunsScanned bounds the run headers the mesh reads to find the
 // newest ended run of a test and path.
@@ -157,7 +153,7 @@ func (u *UI) endedRuns(ctx context.Context) ([]*measurev1.Run, error) {
 	for _, r := range runs {
 		switch {
 		case !testspec.RunEnded(r.GetState()):
-		case strings.HasPrefix(r.GetSpec().GetLabel(), continuousPrefix):
+		case testspec.IsContinuous(r.GetSpec().GetLabel()):
 			cont = append(cont, r)
 		default:
 			other = append(other, r)
@@ -238,11 +234,15 @@ func buildRunData(run *measurev1.Run, results []*measurev1.Result) *runData {
 	return d
 }
 
-// results pages through ListResults; limit 0 means all.
+// results pages through ListResults: all of them for limit 0, else at
+// most limit (each page asks for no more than is left).
 func (u *UI) results(ctx context.Context, req *meshv1.ListResultsRequest, limit int) ([]*measurev1.Result, error) {
 	var out []*measurev1.Result
 	for {
 		req.PageSize = 10000
+		if limit > 0 {
+			req.PageSize = uint32(min(10000, limit-len(out)))
+		}
 		resp, err := u.cfg.Source.ListResults(ctx, req)
 		if err != nil {
 			return nil, fmt.Errorf("list results: %w", err)

@@ -6,7 +6,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -35,6 +34,15 @@ var steps = map[string]time.Duration{"1h": 10 * time.Second, "24h": 5 * time.Min
 
 // maxOnDemand bounds the on-demand results listed under the chart.
 const maxOnDemand = 100
+
+// onDemandSlices and maxOnDemandRead bound what onDemand reads: the range
+// in slices read newest first until maxOnDemand are found, and at most
+// that many results in all (a pair the monitor measured every few
+// seconds for 30 days holds hundreds of thousands, nearly all its own).
+const (
+	onDemandSlices  = 30
+	maxOnDemandRead = 20000
+)
 
 // seriesView is one path's points, flat arrays of one entry per bucket
 // that holds data.
@@ -203,7 +211,9 @@ func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kin
 }
 
 // onDemand lists the newest results of the pair in [start, end) from runs
-// that are not the monitor's, newest first.
+// that are not the monitor's, newest first: at most maxOnDemand, read
+// slice by slice from the end of the range and no further once
+// maxOnDemandRead results were read.
 func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time) ([]onDemandView, error) {
 	runs, err := u.runHeaders(ctx)
 	if err != nil {
@@ -211,15 +221,32 @@ func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time
 	}
 	continuous := map[string]bool{}
 	for _, r := range runs {
-		if strings.HasPrefix(r.GetSpec().GetLabel(), continuousPrefix) {
+		if testspec.IsContinuous(r.GetSpec().GetLabel()) {
 			continuous[r.GetRunId()] = true
 		}
 	}
-	results, err := u.results(ctx, &meshv1.ListResultsRequest{SrcNode: src, DstNode: dst, StartTime: timestamppb.New(start), EndTime: timestamppb.New(end)}, 0)
-	if err != nil {
-		return nil, err
-	}
 	out := []onDemandView{}
+	slice := max(end.Sub(start)/onDemandSlices, time.Second)
+	read := 0
+	for to := end; to.After(start) && len(out) < maxOnDemand && read < maxOnDemandRead; to = to.Add(-slice) {
+		from := to.Add(-slice)
+		if from.Before(start) {
+			from = start
+		}
+		results, err := u.results(ctx, &meshv1.ListResultsRequest{SrcNode: src, DstNode: dst, StartTime: timestamppb.New(from), EndTime: timestamppb.New(to)},
+			maxOnDemandRead-read)
+		if err != nil {
+			return nil, err
+		}
+		read += len(results)
+		out = appendOnDemand(out, results, continuous)
+	}
+	return out, nil
+}
+
+// appendOnDemand appends to out the results not of a continuous run,
+// newest first, until out holds maxOnDemand.
+func appendOnDemand(out []onDemandView, results []*measurev1.Result, continuous map[string]bool) []onDemandView {
 	for i := len(results) - 1; i >= 0 && len(out) < maxOnDemand; i-- {
 		res := results[i]
 		if continuous[res.GetRunId()] {
@@ -235,5 +262,5 @@ func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time
 		}
 		out = append(out, v)
 	}
-	return out, nil
+	return out
 }

@@ -3,7 +3,8 @@
 // Unicode bidirectional controls) and invalid UTF-8 into visible Go-style
 // escapes, so that no message or tool version can move an operator's
 // cursor, recolour a terminal or reorder a line; Cut bounds a text's
-// length on a UTF-8 boundary and says how long it was.
+// length on a UTF-8 boundary and says how long it was; CSVCell keeps a
+// text in a CSV export from being read as a spreadsheet formula.
 package safetext
 
 import (
@@ -126,4 +127,18 @@ func Line(s string) string {
 		s = strings.Join(strings.Fields(s), " ")
 	}
 	return Escape(s)
+}
+
+// CSVCell is Escape for a free-text cell of a CSV export (a message, a
+// tool version): a text that starts with '=', '+', '-' or '@' gets a
+// leading "'", so that a spreadsheet opening the export shows it as
+// text instead of running it as a formula (=HYPERLINK(...), @SUM(...)).
+// Tab and carriage return, the other formula starters, are escaped
+// already. Figures are no text: write them as they are.
+func CSVCell(s string) string {
+	s = Escape(s)
+	if s != "" && strings.ContainsRune("=+-@", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }

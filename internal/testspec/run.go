@@ -1,6 +1,20 @@
 package testspec
 
-import measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+import (
+	"strings"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// ContinuousLabelPrefix starts the label of every run of the continuous
+// monitor (coordinator/config labels them "monitor-" + the schedule's
+// name): the alerter judges those runs' findings as the mesh's standing
+// verdict, and the web UI prefers them. MeshService refuses it in a
+// TriggerRun, so that no client's run passes for the monitor's.
+const ContinuousLabelPrefix = "monitor-"
+
+// IsContinuous reports whether label is a continuous monitor run's.
+func IsContinuous(label string) bool { return strings.HasPrefix(label, ContinuousLabelPrefix) }
 
 // RunHeader returns run's header: every field but the planned tests
 // (measurev1.Run.Planned), which are the bulk of a big run. It is what

@@ -107,3 +107,12 @@ func TestRunHeaderKeepsRun(t *testing.T) {
 		t.Errorf("run after RunHeader = %v, want %v", run, want)
 	}
 }
+
+func TestIsContinuous(t *testing.T) {
+	for label, want := range map[string]bool{"monitor-light": true, "monitor-bandwidth": true, "monitor-": true,
+		"monitored": false, "Monitor-light": false, "": false, "vxlan": false} {
+		if got := IsContinuous(label); got != want {
+			t.Errorf("IsContinuous(%q) = %v, want %v", label, got, want)
+		}
+	}
+}

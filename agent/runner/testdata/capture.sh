@@ -183,6 +183,17 @@ ip netns exec "$nsb" iptables -A INPUT -p tcp --dport $QP -j DROP
 cap qperf timeout_drop "$(qspec TEST_QPERF_TCP_BW '"65536"')" "peer drops the listen port (iptables DROP)" "$ns" 30 \
 	qperf -lp $QP -ip $QD -t 1 -vv -oo msg_size:65536 10.250.0.2 tcp_bw
 ip netns exec "$nsb" iptables -F
+# udp_lat_dropped: a qperf server in $nsb whose UDP data port drops
+# everything: the client's first datagram is lost, and qperf 0.4.11's
+# udp_lat waits in read(2) until the run ends, then prints latency 0.
+timeout 60 ip netns exec "$nsb" qperf -lp $QP >/dev/null 2>&1 &
+pids+=($!)
+sleep 0.5
+ip netns exec "$nsb" iptables -A INPUT -p udp --dport $QD -j DROP
+cap qperf udp_lat_dropped "$(qspec TEST_QPERF_UDP_LAT '"1"')" "peer drops UDP to the data port (iptables DROP): the first datagram is lost" "$ns" 30 \
+	qperf -lp $QP -ip $QD -t 1 -vv -oo msg_size:1 10.250.0.2 udp_lat
+ip netns exec "$nsb" iptables -F
+kill "${pids[-1]}"
 
 ########## iperf3
 i3spec() { echo "{\"test\":\"$1\",\"iperf3\":{\"duration\":\"1s\",\"parallelStreams\":$2${3-}}}"; }
