@@ -338,8 +338,8 @@ func qperfMetrics(test measurev1.Test, size uint64, b *QperfBlock) (*measurev1.Q
 			return nil, fail(measurev1.Status_STATUS_PARSE_ERROR, "no latency in qperf %s block", b.Test)
 		}
 		if lat <= 0 {
-			if test == measurev1.Test_TEST_QPERF_UDP_LAT && errs == "" && v["loc_send_msgs"] > 0 && v["loc_recv_msgs"] == 0 && v["rem_recv_msgs"] == 0 {
-				return nil, fail(measurev1.Status_STATUS_UNREACHABLE, "qperf %s sent %.0f datagrams and no answer came back: a datagram was lost on the path (or UDP to the data port is dropped)",
+			if test == measurev1.Test_TEST_QPERF_UDP_LAT && errs == "" && v["loc_send_msgs"] > 0 && v["loc_recv_msgs"] == 0 {
+				return nil, fail(measurev1.Status_STATUS_UNREACHABLE, "qperf %s: no answer came back (loc_send_msgs = %.0f, no loc_recv_msgs): a datagram or its answer was lost on the path, or UDP to the data port is dropped",
 					b.Test, v["loc_send_msgs"])
 			}
 			return nil, fail(measurev1.Status_STATUS_TOOL_ERROR, "qperf %s reported a latency of 0%s", b.Test, errs)

@@ -37,15 +37,12 @@ func (s *Store) RollUp(ctx context.Context, cutoff time.Time, maxResults int, fo
 	}
 	total := 0
 	for _, prefix := range pairs {
-		for total < maxResults {
-			n, err := s.rollPair(ctx, prefix, cutoff, maxResults-total, fold)
+		for more := true; more && total < maxResults; {
+			n, cut, err := s.rollPair(ctx, prefix, cutoff, maxResults-total, fold)
 			if err != nil {
 				return total, err
 			}
-			if n == 0 {
-				break
-			}
-			total += n
+			total, more = total+n, cut
 		}
 		if total >= maxResults {
 			break
@@ -80,13 +77,13 @@ func (s *Store) oldPairs(ctx context.Context, cutoff time.Time) ([][]byte, error
 }
 
 // rollPair folds and deletes one pair's oldest results before cutoff:
-// whole hours, up to the hour in which the limit-th result started.
-func (s *Store) rollPair(ctx context.Context, prefix []byte, cutoff time.Time, limit int, fold func([]*measurev1.Result) []*measurev1.Rollup) (int, error) {
+// whole hours, up to the hour in which the limit-th result started; cut
+// says it stopped there with older results of the pair left.
+func (s *Store) rollPair(ctx context.Context, prefix []byte, cutoff time.Time, limit int, fold func([]*measurev1.Result) []*measurev1.Rollup) (n int, cut bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		res, roll := tx.Bucket(bucketResults), tx.Bucket(bucketRollups)
 		rt := openResultTx(tx)
 		end := append(bytes.Clone(prefix), timeBytes(cutoff)...)
@@ -103,6 +100,7 @@ func (s *Store) rollPair(ctx context.Context, prefix []byte, cutoff time.Time, l
 			}
 			h := dk.start.UTC().Truncate(time.Hour)
 			if len(keys) >= limit && !h.Equal(hour) {
+				cut = true
 				break // the rest in another transaction, from this hour on
 			}
 			hour = h
@@ -139,9 +137,9 @@ func (s *Store) rollPair(ctx context.Context, prefix []byte, cutoff time.Time, l
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("roll up results: %w", err)
+		return 0, false, fmt.Errorf("roll up results: %w", err)
 	}
-	return n, nil
+	return n, cut, nil
 }
 
 // mergeRollup folds b, a rollup of the same pair, path, test and hour as
@@ -172,6 +170,7 @@ func mergeRollup(a, b *measurev1.Rollup) *measurev1.Rollup {
 		}
 		out.Failed[i].Count += f.GetCount()
 	}
+	slices.SortFunc(out.Failed, func(x, y *measurev1.StatusCount) int { return int(x.GetStatus()) - int(y.GetStatus()) })
 	return out
 }
 

@@ -87,24 +87,29 @@ func TestHosts(t *testing.T) {
 }
 
 // timedSource is a fakeSource whose ListResults answers one pair's
-// results in time order: the monitor's every minute and an on-demand
-// run's at onDemandAt, within the request's [start_time, end_time); it
-// counts the results it returned.
+// results in time order: the monitor's every every (a minute if zero)
+// and an on-demand run's at onDemandAt, within the request's
+// [start_time, end_time); it counts the results it returned.
 type timedSource struct {
 	*fakeSource
 	onDemandAt []time.Time
+	every      time.Duration
 	returned   int
 }
 
 func (s *timedSource) ListResults(_ context.Context, req *meshv1.ListResultsRequest) (*meshv1.ListResultsResponse, error) {
 	from, to := req.GetStartTime().AsTime(), req.GetEndTime().AsTime()
+	every := s.every
+	if every == 0 {
+		every = time.Minute
+	}
 	var all []*measurev1.Result
-	for t := from.Truncate(time.Minute); t.Before(to); t = t.Add(time.Minute) {
+	for t := from.Truncate(every); t.Before(to); t = t.Add(every) {
 		if !t.Before(from) {
 			all = append(all, &measurev1.Result{RunId: "run-mon", StartTime: timestamppb.New(t), Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}})
 		}
 		for _, od := range s.onDemandAt {
-			if !od.Before(t) && od.Before(t.Add(time.Minute)) && !od.Before(from) && od.Before(to) {
+			if !od.Before(t) && od.Before(t.Add(every)) && !od.Before(from) && od.Before(to) {
 				all = append(all, &measurev1.Result{RunId: "run-od", StartTime: timestamppb.New(od), Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}})
 			}
 		}
@@ -133,15 +138,19 @@ func TestOnDemandBounded(t *testing.T) {
 	runs := []*measurev1.Run{{RunId: "run-mon", Spec: &measurev1.RunSpec{Label: "monitor-light"}}, {RunId: "run-od", Spec: &measurev1.RunSpec{Label: "by-hand"}}}
 	for _, tc := range []struct {
 		name      string
+		every     time.Duration // the monitor's results
 		at        []time.Time
 		want      int
 		maxReturn int
 	}{
-		{"two on-demand results 2 days back", []time.Time{end.Add(-49 * time.Hour), end.Add(-50 * time.Hour)}, 2, maxOnDemandRead},
-		{"none: reads stop at the bound", nil, 0, maxOnDemandRead},
+		{"two on-demand results 2 days back", time.Minute, []time.Time{end.Add(-49 * time.Hour), end.Add(-50 * time.Hour)}, 2, maxOnDemandRead},
+		{"none: reads stop at the bound", time.Minute, nil, 0, maxOnDemandRead},
+		// 43,200 results in the newest day's slice alone: it is halved
+		// until readable, never read from its oldest end.
+		{"dense: one 30 min back", 2 * time.Second, []time.Time{end.Add(-30 * time.Minute)}, 1, maxOnDemandRead},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := &timedSource{fakeSource: &fakeSource{runs: runs}, onDemandAt: tc.at}
+			src := &timedSource{fakeSource: &fakeSource{runs: runs}, onDemandAt: tc.at, every: tc.every}
 			u, err := New(Config{Source: src})
 			if err != nil {
 				t.Fatal(err)
@@ -153,7 +162,7 @@ func TestOnDemandBounded(t *testing.T) {
 			if len(got) != tc.want || src.returned > tc.maxReturn {
 				t.Errorf("%d on-demand results after reading %d; want %d, reading at most %d (of 43,200)", len(got), src.returned, tc.want, tc.maxReturn)
 			}
-			if len(got) == 2 && got[0].Time != end.Add(-49*time.Hour).Format(time.RFC3339) {
+			if len(got) > 0 && got[0].Time != tc.at[0].Format(time.RFC3339) {
 				t.Errorf("first %v, want the newest first", got[0])
 			}
 		})

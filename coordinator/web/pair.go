@@ -212,8 +212,10 @@ func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kin
 
 // onDemand lists the newest results of the pair in [start, end) from runs
 // that are not the monitor's, newest first: at most maxOnDemand, read
-// slice by slice from the end of the range and no further once
-// maxOnDemandRead results were read.
+// slice by slice from the end of the range (a slice too dense to read in
+// an eighth of maxOnDemandRead is halved and read again, so the newest
+// are never skipped) and no further once maxOnDemandRead results were
+// read.
 func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time) ([]onDemandView, error) {
 	runs, err := u.runHeaders(ctx)
 	if err != nil {
@@ -228,18 +230,25 @@ func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time
 	out := []onDemandView{}
 	slice := max(end.Sub(start)/onDemandSlices, time.Second)
 	read := 0
-	for to := end; to.After(start) && len(out) < maxOnDemand && read < maxOnDemandRead; to = to.Add(-slice) {
+	for to := end; to.After(start) && len(out) < maxOnDemand && read < maxOnDemandRead; {
 		from := to.Add(-slice)
 		if from.Before(start) {
 			from = start
 		}
-		results, err := u.results(ctx, &meshv1.ListResultsRequest{SrcNode: src, DstNode: dst, StartTime: timestamppb.New(from), EndTime: timestamppb.New(to)},
-			maxOnDemandRead-read)
+		limit := min(maxOnDemandRead/8, maxOnDemandRead-read)
+		results, err := u.results(ctx, &meshv1.ListResultsRequest{SrcNode: src, DstNode: dst, StartTime: timestamppb.New(from), EndTime: timestamppb.New(to)}, limit)
 		if err != nil {
 			return nil, err
 		}
 		read += len(results)
+		if len(results) >= limit && slice > time.Second {
+			// Cut: the slice's newest results were not read. Read a
+			// shorter slice ending at the same time.
+			slice /= 2
+			continue
+		}
 		out = appendOnDemand(out, results, continuous)
+		to = from
 	}
 	return out, nil
 }
