@@ -168,3 +168,14 @@ func TestOnDemandBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeFreshness: the probe mesh takes a node's newest period if it
+// ended within three report intervals plus 5 s, and never less than 30 s
+// (the lab's 2 s reports would otherwise drop a node slowed down for 11 s).
+func TestProbeFreshness(t *testing.T) {
+	for ri, want := range map[time.Duration]time.Duration{2 * time.Second: 30 * time.Second, 10 * time.Second: 35 * time.Second, time.Minute: 185 * time.Second} {
+		if got := probeFreshness(ri); got != want {
+			t.Errorf("probeFreshness(%v) = %v, want %v", ri, got, want)
+		}
+	}
+}

@@ -124,10 +124,7 @@ func (u *UI) buildProbeMesh(ctx context.Context, view meshView, kind agentv1.Pro
 	if ri <= 0 {
 		ri = 10 * time.Second
 	}
-	// The newest period each node reported in: one that ended within
-	// three report intervals and the time a report takes to come and be
-	// stored (a node that missed one, or a slow ingest, still shows).
-	since := now.Add(-3*ri - 5*time.Second)
+	since := now.Add(-probeFreshness(ri))
 	read := func(path measurev1.Path) (map[[2]string]store.LatestSample, error) {
 		got, err := p.Latest(ctx, path, kind, since, MaxMeshNodes*(MaxMeshNodes-1))
 		if errors.Is(err, store.ErrLimit) {
@@ -170,6 +167,15 @@ func (u *UI) buildProbeMesh(ctx context.Context, view meshView, kind agentv1.Pro
 	u.probes.views[key] = probeCached{at: now, v: v}
 	u.probes.mu.Unlock()
 	return v, nil
+}
+
+// probeFreshness is how old a node's newest report period may be and
+// still be the probe mesh's: three report intervals and the time a
+// report takes to come and be stored, at least 30 s (a node that missed
+// a report, an agent or ingest slowed down for a few seconds, still
+// shows rather than the mesh falling back to a run).
+func probeFreshness(reportInterval time.Duration) time.Duration {
+	return max(3*reportInterval+5*time.Second, 30*time.Second)
 }
 
 // rtt is a sample's median round trip in seconds, NaN when no probe was
