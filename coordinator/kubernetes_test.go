@@ -229,7 +229,14 @@ func checkNodeObjects(t *testing.T, api *fake.Clientset, node, podIP string) *co
 		bad = append(bad, fmt.Sprintf("Service ClusterIP %q", svc.Spec.ClusterIP))
 	}
 	var svcPorts, slicePorts, wantPorts []string
-	for _, p := range kube.DefaultPorts() {
+	// The fake agents register the default ports and an HTTP target, and
+	// no probe plans: their Services carry those servers' ports alone.
+	registered, err := kube.ServicePorts(protocol.ServerPorts{Iperf3: protocol.DefaultIperf3Port, Qperf: protocol.DefaultQperfPort,
+		QperfData: protocol.DefaultQperfDataPort, HTTP: 8080})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range registered {
 		wantPorts = append(wantPorts, fmt.Sprintf("%s %d/%s", p.Name, p.Port, p.Protocol))
 	}
 	for _, p := range svc.Spec.Ports {

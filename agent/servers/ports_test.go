@@ -1,6 +1,10 @@
 package servers
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/meshperf/meshperf/internal/protocol"
+)
 
 // TestPortsSetDefaults: SetDefaults fills the zero ports and keeps the others.
 func TestPortsSetDefaults(t *testing.T) {
@@ -8,9 +12,9 @@ func TestPortsSetDefaults(t *testing.T) {
 		name     string
 		in, want Ports
 	}{
-		{"all zero", Ports{}, Ports{DefaultIperf3Port, DefaultQperfPort, DefaultQperfDataPort}},
+		{"all zero", Ports{}, Ports{protocol.DefaultIperf3Port, protocol.DefaultQperfPort, protocol.DefaultQperfDataPort}},
 		{"all set", Ports{1, 2, 3}, Ports{1, 2, 3}},
-		{"some set", Ports{Qperf: 7}, Ports{DefaultIperf3Port, 7, DefaultQperfDataPort}},
+		{"some set", Ports{Qperf: 7}, Ports{protocol.DefaultIperf3Port, 7, protocol.DefaultQperfDataPort}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := tt.in

@@ -38,6 +38,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/proc"
 	"github.com/meshperf/meshperf/agent/runner"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/tick"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -57,32 +58,23 @@ var (
 
 // Ports are the pinned ports of the servers; both networks use the same.
 type Ports struct {
-	// Iperf3 is iperf3's port (-p); zero means DefaultIperf3Port.
+	// Iperf3 is iperf3's port (-p); zero means
+	// protocol.DefaultIperf3Port.
 	Iperf3 uint32
-	// Qperf is qperf's listen port (-lp); zero means DefaultQperfPort.
+	// Qperf is qperf's listen port (-lp); zero means
+	// protocol.DefaultQperfPort.
 	Qperf uint32
 	// QperfData is qperf's data port (-ip) that clients ask for; zero
-	// means DefaultQperfDataPort.
+	// means protocol.DefaultQperfDataPort.
 	QperfData uint32
 }
-
-// Default ports of the servers, for Ports' zero fields.
-const (
-	// DefaultIperf3Port is iperf3's own default port.
-	DefaultIperf3Port = 5201
-	// DefaultQperfPort is qperf's own default listen port.
-	DefaultQperfPort = 19765
-	// DefaultQperfDataPort is the qperf data port, the listen port's
-	// neighbour.
-	DefaultQperfDataPort = 19766
-)
 
 // SetDefaults sets each zero port of p to its default.
 func (p *Ports) SetDefaults() {
 	for _, f := range []struct {
 		port *uint32
 		def  uint32
-	}{{&p.Iperf3, DefaultIperf3Port}, {&p.Qperf, DefaultQperfPort}, {&p.QperfData, DefaultQperfDataPort}} {
+	}{{&p.Iperf3, protocol.DefaultIperf3Port}, {&p.Qperf, protocol.DefaultQperfPort}, {&p.QperfData, protocol.DefaultQperfDataPort}} {
 		if *f.port == 0 {
 			*f.port = f.def
 		}

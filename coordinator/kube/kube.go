@@ -7,9 +7,9 @@
 // the only package of the coordinator that imports client-go; the registry
 // sees it as a function from node and pod IP to ClusterIP.
 //
-// The Service carries one named port per test server the agents run (see
-// DefaultPorts); the EndpointSlice carries the same names and numbers, as
-// kube-proxy matches them by name. Every object is labelled
+// The Service carries one named port per test server the node's agent
+// registered (ServicePorts); the EndpointSlice carries the same names and
+// numbers, as kube-proxy matches them by name. Every object is labelled
 // app.kubernetes.io/managed-by=meshperf and meshperf.io/node, and Prune
 // touches nothing else.
 package kube
@@ -71,22 +71,36 @@ type Port struct {
 	Protocol corev1.Protocol
 }
 
-// DefaultPorts are the agents' default server ports (internal/protocol,
-// cmd/agent's flags): iperf3 on 5201 (TCP control and data, UDP data for
-// iperf3_udp), qperf's listener on 19765 (TCP) and its data port 19766
-// (TCP and UDP), the HTTP target on 8080 (TCP) and the continuous
-// probes' TCP echo responder on 7947 (TCP), the target of the tcp probes
-// on the service paths.
-func DefaultPorts() []Port {
-	return []Port{
-		{Name: "iperf3-tcp", Port: protocol.DefaultIperf3Port, Protocol: corev1.ProtocolTCP},
-		{Name: "iperf3-udp", Port: protocol.DefaultIperf3Port, Protocol: corev1.ProtocolUDP},
-		{Name: "qperf", Port: protocol.DefaultQperfPort, Protocol: corev1.ProtocolTCP},
-		{Name: "qperf-data-tcp", Port: protocol.DefaultQperfDataPort, Protocol: corev1.ProtocolTCP},
-		{Name: "qperf-data-udp", Port: protocol.DefaultQperfDataPort, Protocol: corev1.ProtocolUDP},
-		{Name: "http", Port: protocol.DefaultHTTPPort, Protocol: corev1.ProtocolTCP},
-		{Name: "probe-echo", Port: protocol.DefaultProbePort, Protocol: corev1.ProtocolTCP},
+// ServicePorts returns the ports of a node's Service and EndpointSlice for
+// the server ports its agent registered: iperf3 on TCP (control and data)
+// and UDP (iperf3_udp), qperf's listener on TCP, qperf's data port on TCP
+// and UDP, the HTTP target on TCP and the continuous probes' TCP echo
+// responder on TCP, the target of the tcp probes on the service paths. A
+// zero port is a server the agent does not run, and gets no port. Two
+// servers on one port is an error naming both (protocol.ServerPorts.Check).
+func ServicePorts(p protocol.ServerPorts) ([]Port, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
+	var out []Port
+	for _, s := range []struct {
+		name string
+		port uint16
+		udp  bool
+	}{{"iperf3", p.Iperf3, true}, {"qperf", p.Qperf, false}, {"qperf-data", p.QperfData, true}, {"http", p.HTTP, false}, {"probe-echo", p.Probe, false}} {
+		switch {
+		case s.port == 0:
+		case s.udp:
+			out = append(out, Port{Name: s.name + "-tcp", Port: int32(s.port), Protocol: corev1.ProtocolTCP},
+				Port{Name: s.name + "-udp", Port: int32(s.port), Protocol: corev1.ProtocolUDP})
+		default:
+			out = append(out, Port{Name: s.name, Port: int32(s.port), Protocol: corev1.ProtocolTCP})
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the agent registered no server port")
+	}
+	return out, nil
 }
 
 // InCluster returns a client for the cluster the coordinator runs in, from
@@ -117,8 +131,6 @@ type Config struct {
 	// Namespace holds the Services and EndpointSlices; empty means
 	// DefaultNamespace.
 	Namespace string
-	// Ports are the ports of every Service; nil means DefaultPorts.
-	Ports []Port
 	// Logger receives creations, updates and deletions; nil means discard.
 	Logger *slog.Logger
 }
@@ -132,7 +144,6 @@ type Config struct {
 type Services struct {
 	client kubernetes.Interface
 	ns     string
-	ports  []Port
 	log    *slog.Logger
 	// lock is a read-write lock that ctx can interrupt: Ensure takes one
 	// unit, Prune all of them.
@@ -151,38 +162,38 @@ func New(cfg Config) (*Services, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
-	if cfg.Ports == nil {
-		cfg.Ports = DefaultPorts()
-	}
-	if len(cfg.Ports) == 0 {
-		return nil, errors.New("kube: Config.Ports is empty")
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Services{client: cfg.Client, ns: cfg.Namespace, ports: cfg.Ports, log: cfg.Logger, lock: semaphore.NewWeighted(lockUnits)}, nil
+	return &Services{client: cfg.Client, ns: cfg.Namespace, log: cfg.Logger, lock: semaphore.NewWeighted(lockUnits)}, nil
 }
 
-// Ensure makes node's Service and EndpointSlice exist and point at podIP,
-// and returns the Service's ClusterIP. It creates what is missing, updates
-// what differs (a new pod IP changes the slice only: the Service and its
-// ClusterIP stay) and leaves alone what is right, so calling it again is
-// cheap (two reads). An object of that name that meshperf does not manage
+// Ensure makes node's Service and EndpointSlice exist, carry the ports of
+// the servers its agent registered (ServicePorts) and point at podIP, and
+// returns the Service's ClusterIP. It creates what is missing, updates
+// what differs (a new pod IP changes the slice only; new ports change
+// both, and the ClusterIP stays) and leaves alone what is right, so
+// calling it again is cheap (two reads). Ports that ServicePorts refuses
+// are an error naming them. An object of that name that meshperf does not manage
 // is an error wrapping ErrNotManaged; API errors are wrapped and name the
 // object. It waits for a Prune in progress to end.
-func (s *Services) Ensure(ctx context.Context, node string, podIP netip.Addr) (netip.Addr, error) {
+func (s *Services) Ensure(ctx context.Context, node string, podIP netip.Addr, servers protocol.ServerPorts) (netip.Addr, error) {
 	if node == "" {
 		return netip.Addr{}, errors.New("kube: empty node name")
 	}
 	if !podIP.IsValid() || podIP.Zone() != "" || podIP.Is4In6() {
 		return netip.Addr{}, fmt.Errorf("kube: node %q: pod IP %v is not a plain IPv4 or IPv6 address", node, podIP)
 	}
+	ports, err := ServicePorts(servers)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("kube: node %q: %w", node, err)
+	}
 	if err := s.lock.Acquire(ctx, 1); err != nil {
 		return netip.Addr{}, fmt.Errorf("kube: node %q: waiting for a prune to end: %w", node, err)
 	}
 	defer s.lock.Release(1)
 	name := Name(node)
-	svc, err := s.ensureService(ctx, node, name, family(podIP))
+	svc, err := s.ensureService(ctx, node, name, family(podIP), ports)
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -190,7 +201,7 @@ func (s *Services) Ensure(ctx context.Context, node string, podIP netip.Addr) (n
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("kube: Service %s/%s has no ClusterIP (%q)", s.ns, name, svc.Spec.ClusterIP)
 	}
-	if err := s.ensureSlice(ctx, node, name, svc, podIP); err != nil {
+	if err := s.ensureSlice(ctx, node, name, svc, podIP, ports); err != nil {
 		return netip.Addr{}, err
 	}
 	return clusterIP, nil

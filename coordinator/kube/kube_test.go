@@ -19,9 +19,15 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshperf/meshperf/coordinator/kube/kubetest"
+	"github.com/meshperf/meshperf/internal/protocol"
 )
 
 const ns = "mp-test"
+
+// agentPorts are the server ports of an agent that runs every server on
+// its default port.
+var agentPorts = protocol.ServerPorts{Iperf3: protocol.DefaultIperf3Port, Qperf: protocol.DefaultQperfPort,
+	QperfData: protocol.DefaultQperfDataPort, HTTP: protocol.DefaultHTTPPort, Probe: protocol.DefaultProbePort}
 
 // newFake returns a fake clientset that, like the API server, allocates a
 // ClusterIP (10.96.0.1, .2, ...) and a UID to every Service it creates.
@@ -102,7 +108,7 @@ func TestEnsureCreates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newFake(t)
 			s := newServices(t, c)
-			got, err := s.Ensure(testContext(t), tt.node, tt.podIP)
+			got, err := s.Ensure(testContext(t), tt.node, tt.podIP, agentPorts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,6 +179,123 @@ func TestEnsureCreates(t *testing.T) {
 	}
 }
 
+// node1PodIP is node-1's pod IP in ensureNode1.
+var node1PodIP = netip.MustParseAddr("10.244.1.2")
+
+// ensureNode1 creates node-1's Service and EndpointSlice in a new fake
+// clientset, for an agent on agentPorts at node1PodIP, and returns the
+// clientset, the Services and the ClusterIP.
+func ensureNode1(t *testing.T) (*fake.Clientset, *Services, netip.Addr) {
+	t.Helper()
+	c := newFake(t)
+	s := newServices(t, c)
+	ip, err := s.Ensure(testContext(t), "node-1", node1PodIP, agentPorts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s, ip
+}
+
+// portStrings renders ports as "name port/protocol".
+func portStrings(ports []Port) string {
+	var out []string
+	for _, p := range ports {
+		out = append(out, fmt.Sprintf("%s %d/%s", p.Name, p.Port, p.Protocol))
+	}
+	return strings.Join(out, ",")
+}
+
+// TestServicePorts checks the Service ports built from an agent's server
+// ports: each server its port, iperf3's and qperf's data port on UDP too,
+// none for a server the agent does not run, and an error naming both
+// fields for two servers on one port.
+func TestServicePorts(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      protocol.ServerPorts
+		want    string
+		wantErr string
+	}{
+		{"defaults", agentPorts, "iperf3-tcp 5201/TCP,iperf3-udp 5201/UDP,qperf 19765/TCP,qperf-data-tcp 19766/TCP," +
+			"qperf-data-udp 19766/UDP,http 8080/TCP,probe-echo 7947/TCP", ""},
+		{"custom", protocol.ServerPorts{Iperf3: 15201, Qperf: 29765, QperfData: 29766, HTTP: 18080, Probe: 17947},
+			"iperf3-tcp 15201/TCP,iperf3-udp 15201/UDP,qperf 29765/TCP,qperf-data-tcp 29766/TCP," +
+				"qperf-data-udp 29766/UDP,http 18080/TCP,probe-echo 17947/TCP", ""},
+		{"no HTTP target, no probes", protocol.ServerPorts{Iperf3: 5201, Qperf: 19765, QperfData: 19766},
+			"iperf3-tcp 5201/TCP,iperf3-udp 5201/UDP,qperf 19765/TCP,qperf-data-tcp 19766/TCP,qperf-data-udp 19766/UDP", ""},
+		{"HTTP on iperf3's port", protocol.ServerPorts{Iperf3: 5201, Qperf: 19765, QperfData: 19766, HTTP: 5201}, "",
+			"iperf3_port and http_port are both 5201"},
+		{"probe on qperf's data port", protocol.ServerPorts{Iperf3: 5201, Qperf: 19765, QperfData: 7947, Probe: 7947}, "",
+			"qperf_data_port and probe_port are both 7947"},
+		{"none", protocol.ServerPorts{}, "", "registered no server port"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ServicePorts(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one with %q (ports %s)", err, tt.wantErr, portStrings(got))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := portStrings(got); s != tt.want {
+				t.Errorf("ports\n got %s\nwant %s", s, tt.want)
+			}
+		})
+	}
+}
+
+// TestEnsureFollowsAgentPorts checks that a node's Service and
+// EndpointSlice carry the ports its agent registered: an agent restarted
+// with another iperf3 port and no HTTP target gets both objects updated in
+// place (same ClusterIP), and ports that collide are refused before any
+// write.
+func TestEnsureFollowsAgentPorts(t *testing.T) {
+	c, s, first := ensureNode1(t)
+	ctx, ip := testContext(t), node1PodIP
+	moved := protocol.ServerPorts{Iperf3: 15201, Qperf: protocol.DefaultQperfPort, QperfData: protocol.DefaultQperfDataPort, Probe: 17947}
+	writes := countWrites(c)
+	second, err := s.Ensure(ctx, "node-1", ip, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second != first {
+		t.Errorf("ClusterIP changed from %v to %v", first, second)
+	}
+	if got := writes(); got != 2 {
+		t.Errorf("%d writes, want 2 (the Service and the slice updated): %v", got, c.Actions())
+	}
+	want := "iperf3-tcp 15201/TCP,iperf3-udp 15201/UDP,qperf 19765/TCP,qperf-data-tcp 19766/TCP,qperf-data-udp 19766/UDP,probe-echo 17947/TCP"
+	var svcPorts, slicePorts []Port
+	for _, p := range getService(t, c, "meshperf-ep-node-1").Spec.Ports {
+		if p.TargetPort.IntVal != p.Port {
+			t.Errorf("Service port %s targets %s, want %d", p.Name, p.TargetPort.String(), p.Port)
+		}
+		svcPorts = append(svcPorts, Port{Name: p.Name, Port: p.Port, Protocol: p.Protocol})
+	}
+	for _, p := range getSlice(t, c, "meshperf-ep-node-1").Ports {
+		slicePorts = append(slicePorts, Port{Name: *p.Name, Port: *p.Port, Protocol: *p.Protocol})
+	}
+	if got := portStrings(svcPorts); got != want {
+		t.Errorf("Service ports\n got %s\nwant %s", got, want)
+	}
+	if got := portStrings(slicePorts); got != want {
+		t.Errorf("slice ports\n got %s\nwant %s", got, want)
+	}
+
+	writes = countWrites(c)
+	_, err = s.Ensure(ctx, "node-1", ip, protocol.ServerPorts{Iperf3: 8080, Qperf: 19765, QperfData: 19766, HTTP: 8080})
+	if err == nil || !strings.Contains(err.Error(), `kube: node "node-1": iperf3_port and http_port are both 8080`) {
+		t.Errorf("colliding ports: error %v", err)
+	}
+	if got := writes(); got != 0 {
+		t.Errorf("colliding ports: %d writes, want 0: %v", got, c.Actions())
+	}
+}
+
 // countWrites counts create, update and delete calls.
 func countWrites(c *fake.Clientset) func() int {
 	mark := len(c.Actions())
@@ -204,13 +327,13 @@ func TestEnsureIdempotentAndPodIPChange(t *testing.T) {
 			c := newFake(t)
 			s := newServices(t, c)
 			ctx := testContext(t)
-			first, err := s.Ensure(ctx, "node-1", ip1)
+			first, err := s.Ensure(ctx, "node-1", ip1, agentPorts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			uid := getService(t, c, "meshperf-ep-node-1").UID
 			writes := countWrites(c)
-			second, err := s.Ensure(ctx, "node-1", tt.second)
+			second, err := s.Ensure(ctx, "node-1", tt.second, agentPorts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,16 +376,10 @@ func TestEnsureRepairs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newFake(t)
-			s := newServices(t, c)
-			ctx := testContext(t)
-			ip := netip.MustParseAddr("10.244.1.2")
-			first, err := s.Ensure(ctx, "node-1", ip)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, s, first := ensureNode1(t)
+			ctx, ip := testContext(t), node1PodIP
 			tt.spoil(c)
-			second, err := s.Ensure(ctx, "node-1", ip)
+			second, err := s.Ensure(ctx, "node-1", ip, agentPorts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -270,7 +387,7 @@ func TestEnsureRepairs(t *testing.T) {
 				t.Errorf("ClusterIP changed from %v to %v", first, second)
 			}
 			svc := getService(t, c, "meshperf-ep-node-1")
-			if len(svc.Spec.Ports) != len(DefaultPorts()) || len(svc.Spec.Selector) != 0 {
+			if len(svc.Spec.Ports) != 7 || len(svc.Spec.Selector) != 0 { // agentPorts: 5 servers, 2 of them on UDP too
 				t.Errorf("Service not repaired: ports %v selector %v", svc.Spec.Ports, svc.Spec.Selector)
 			}
 			if ep := getSlice(t, c, "meshperf-ep-node-1").Endpoints[0]; !*ep.Conditions.Ready || ep.Addresses[0] != ip.String() {
@@ -285,7 +402,7 @@ func TestRemove(t *testing.T) {
 	s := newServices(t, c)
 	ctx := testContext(t)
 	for i, node := range []string{"node-1", "node-2"} {
-		if _, err := s.Ensure(ctx, node, netip.AddrFrom4([4]byte{10, 244, byte(i), 2})); err != nil {
+		if _, err := s.Ensure(ctx, node, netip.AddrFrom4([4]byte{10, 244, byte(i), 2}), agentPorts); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -327,7 +444,7 @@ func TestPrune(t *testing.T) {
 			s := newServices(t, c)
 			ctx := testContext(t)
 			for i, node := range []string{"node-1", "node-2", "node-3"} {
-				if _, err := s.Ensure(ctx, node, netip.AddrFrom4([4]byte{10, 244, byte(i), 2})); err != nil {
+				if _, err := s.Ensure(ctx, node, netip.AddrFrom4([4]byte{10, 244, byte(i), 2}), agentPorts); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -352,7 +469,7 @@ func TestPrune(t *testing.T) {
 func TestEnsureRefusesForeignObjects(t *testing.T) {
 	c := newFake(t, foreign("meshperf-ep-node-1")...)
 	s := newServices(t, c)
-	_, err := s.Ensure(testContext(t), "node-1", netip.MustParseAddr("10.244.1.2"))
+	_, err := s.Ensure(testContext(t), "node-1", netip.MustParseAddr("10.244.1.2"), agentPorts)
 	if !errors.Is(err, ErrNotManaged) || !strings.Contains(err.Error(), "Service "+ns+"/meshperf-ep-node-1") {
 		t.Errorf("err %v, want ErrNotManaged naming the Service", err)
 	}
@@ -374,7 +491,7 @@ func TestAPIErrorsAreWrappedAndNameTheObject(t *testing.T) {
 		{"create", "services", ensure, "create Service mp-test/meshperf-ep-node-1"},
 		{"create", "endpointslices", ensure, "create EndpointSlice mp-test/meshperf-ep-node-1"},
 		{"delete", "services", func(s *Services, ctx context.Context) error {
-			if _, err := s.Ensure(ctx, "node-1", netip.MustParseAddr("10.244.1.2")); err != nil {
+			if _, err := s.Ensure(ctx, "node-1", netip.MustParseAddr("10.244.1.2"), agentPorts); err != nil {
 				return err
 			}
 			return s.Remove(ctx, "node-1")
@@ -399,7 +516,7 @@ func TestAPIErrorsAreWrappedAndNameTheObject(t *testing.T) {
 }
 
 func ensure(s *Services, ctx context.Context) error { //nolint:revive // context-as-argument: the table's op signature, receiver first like its method expressions
-	_, err := s.Ensure(ctx, "node-1", netip.MustParseAddr("10.244.1.2"))
+	_, err := s.Ensure(ctx, "node-1", netip.MustParseAddr("10.244.1.2"), agentPorts)
 	return err
 }
 
@@ -455,7 +572,7 @@ func TestPruneEvery(t *testing.T) {
 	s := newServices(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.Ensure(ctx, "gone", netip.MustParseAddr("10.244.9.2")); err != nil {
+	if _, err := s.Ensure(ctx, "gone", netip.MustParseAddr("10.244.9.2"), agentPorts); err != nil {
 		t.Fatal(err)
 	}
 	called := make(chan struct{})

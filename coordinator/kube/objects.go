@@ -15,8 +15,9 @@ import (
 )
 
 // service builds node's Service: no selector (its endpoints are the
-// EndpointSlice's), type ClusterIP, single-stack in the pod IP's family.
-func (s *Services) service(node, name string, fam corev1.IPFamily) *corev1.Service {
+// EndpointSlice's), type ClusterIP, single-stack in the pod IP's family,
+// with ports.
+func (s *Services) service(node, name string, fam corev1.IPFamily, ports []Port) *corev1.Service {
 	policy := corev1.IPFamilyPolicySingleStack
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
@@ -29,7 +30,7 @@ func (s *Services) service(node, name string, fam corev1.IPFamily) *corev1.Servi
 			IPFamilyPolicy: &policy,
 		},
 	}
-	for _, p := range s.ports {
+	for _, p := range ports {
 		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
 			Name: p.Name, Port: p.Port, Protocol: p.Protocol, TargetPort: intstr.FromInt32(p.Port),
 		})
@@ -38,8 +39,9 @@ func (s *Services) service(node, name string, fam corev1.IPFamily) *corev1.Servi
 }
 
 // slice builds node's EndpointSlice: one ready endpoint, the pod IP on
-// node, owned by svc (so that deleting the Service collects it too).
-func (s *Services) slice(node, name string, svc *corev1.Service, podIP netip.Addr) *discoveryv1.EndpointSlice {
+// node, owned by svc (so that deleting the Service collects it too), with
+// ports.
+func (s *Services) slice(node, name string, svc *corev1.Service, podIP netip.Addr, ports []Port) *discoveryv1.EndpointSlice {
 	l := labels(node)
 	l[discoveryv1.LabelServiceName] = name
 	l[discoveryv1.LabelManagedBy] = sliceController
@@ -62,7 +64,7 @@ func (s *Services) slice(node, name string, svc *corev1.Service, podIP netip.Add
 	if svc.UID != "" {
 		sl.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID}}
 	}
-	for _, p := range s.ports {
+	for _, p := range ports {
 		sl.Ports = append(sl.Ports, discoveryv1.EndpointPort{Name: ptr.To(p.Name), Port: ptr.To(p.Port), Protocol: ptr.To(p.Protocol)})
 	}
 	return sl
@@ -71,9 +73,9 @@ func (s *Services) slice(node, name string, svc *corev1.Service, podIP netip.Add
 // ensureService returns node's Service, created or brought in line with
 // want. A Service of the wrong IP family is replaced (the family cannot
 // change in place), which changes its ClusterIP.
-func (s *Services) ensureService(ctx context.Context, node, name string, fam corev1.IPFamily) (*corev1.Service, error) {
+func (s *Services) ensureService(ctx context.Context, node, name string, fam corev1.IPFamily, ports []Port) (*corev1.Service, error) {
 	api := s.client.CoreV1().Services(s.ns)
-	want := s.service(node, name, fam)
+	want := s.service(node, name, fam, ports)
 	got, err := api.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -128,9 +130,9 @@ func samePorts(got, want []corev1.ServicePort) bool {
 
 // ensureSlice makes node's EndpointSlice point at podIP. A slice of the
 // wrong address type is replaced (the type cannot change in place).
-func (s *Services) ensureSlice(ctx context.Context, node, name string, svc *corev1.Service, podIP netip.Addr) error {
+func (s *Services) ensureSlice(ctx context.Context, node, name string, svc *corev1.Service, podIP netip.Addr, ports []Port) error {
 	api := s.client.DiscoveryV1().EndpointSlices(s.ns)
-	want := s.slice(node, name, svc, podIP)
+	want := s.slice(node, name, svc, podIP, ports)
 	got, err := api.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

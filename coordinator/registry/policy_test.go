@@ -93,6 +93,12 @@ func TestValidateRegisterPolicy(t *testing.T) {
 		{"probe port of 99999", permissive, withPorts(register("10.0.0.1", "", ""), func(r *agentv1.Register) { r.ProbePort = 99999 }), []string{"probe_port 99999"}},
 		{"qperf ports equal", permissive, withPorts(register("10.0.0.1", "", ""), func(r *agentv1.Register) { r.QperfPort, r.QperfDataPort = 7000, 7000 }),
 			[]string{"qperf_port and qperf_data_port are both 7000"}},
+		// A Service port per server (coordinator/kube): two servers on
+		// one port cannot both be served, the default ports included.
+		{"http port on iperf3's default", permissive, withPorts(register("10.0.0.1", "", ""), func(r *agentv1.Register) { r.HttpPort = 5201 }),
+			[]string{"iperf3_port and http_port are both 5201"}},
+		{"probe port on the http port", permissive, withPorts(register("10.0.0.1", "", ""), func(r *agentv1.Register) { r.HttpPort, r.ProbePort = 8080, 8080 }),
+			[]string{"http_port and probe_port are both 8080"}},
 		{"ports in range", permissive, withPorts(register("10.0.0.1", "", ""), func(r *agentv1.Register) {
 			r.Iperf3Port, r.QperfPort, r.QperfDataPort, r.HttpPort, r.ProbePort, r.GossipPort = 1, 65535, 2, 3, 4, 5
 		}), nil},

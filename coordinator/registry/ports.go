@@ -14,7 +14,8 @@ import (
 // ServerStarted answer against them.
 
 // checkServerPorts checks the iperf3 and qperf ports of a Register into
-// n, with the defaults for 0.
+// n, with the defaults for 0, and that no two of n's server ports
+// (checkProbeRegistration's http_port and probe_port too) are the same.
 func checkServerPorts(reg *agentv1.Register, n *Node) error {
 	for _, p := range []struct {
 		field string
@@ -34,10 +35,12 @@ func checkServerPorts(reg *agentv1.Register, n *Node) error {
 			*p.slot = p.def
 		}
 	}
-	if n.QperfPort == n.QperfDataPort {
-		return fmt.Errorf("qperf_port and qperf_data_port are both %d; qperf needs two ports", n.QperfPort)
-	}
-	return nil
+	return n.serverPorts().Check()
+}
+
+// serverPorts are the ports of n's test servers.
+func (n Node) serverPorts() protocol.ServerPorts {
+	return protocol.ServerPorts{Iperf3: n.Iperf3Port, Qperf: n.QperfPort, QperfData: n.QperfDataPort, HTTP: n.HTTPPort, Probe: n.ProbePort}
 }
 
 // defaultPorts reports whether n's iperf3 and qperf ports are the

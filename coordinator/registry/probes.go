@@ -207,9 +207,8 @@ func sendReportAcks(s *session, send func(*agentv1.ConnectResponse) error) error
 
 // probeReport hands a report of s's agent to the sink. A report not
 // taken is logged (at most one line per node a minute) and not
-// acknowledged: the agent
-// sends it again. A report refused for good (ErrReportRefused) was
-// acknowledged by the sink and proves nothing.
+// acknowledged: the agent sends it again. A report refused for good
+// (ErrReportRefused) was acknowledged by the sink and proves nothing.
 func (r *Registry) probeReport(s *session, rep *agentv1.ProbeReport) {
 	if r.cfg.Reports == nil {
 		return

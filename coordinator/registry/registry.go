@@ -120,13 +120,14 @@ type Config struct {
 	Addresses *AddressPolicy
 	// ServiceIPs, if set, gives a registering node with a pod endpoint its
 	// ClusterIP (coordinator/kube.Services.Ensure in a cluster: a Service
-	// of that node's pod alone), which replaces the service IP the agent
-	// announced. It is called on every registration, so a new pod IP
-	// repoints the Service; it must be idempotent and return once ctx
-	// ends. In a cluster (ServiceIPs or Addresses.Cluster set) the agent's
-	// service IP is never kept: a node without a pod endpoint, or whose
-	// lookup fails or finds no ClusterIP, gets none (logged). Nil, outside
-	// a cluster, means the agents' service IPs are taken as they are.
+	// of that node's pod alone, on the ports of the servers its agent
+	// registered), which replaces the service IP the agent announced. It
+	// is called on every registration, so a new pod IP or port repoints
+	// the Service; it must be idempotent and return once ctx ends. In a
+	// cluster (ServiceIPs or Addresses.Cluster set) the agent's service IP
+	// is never kept: a node without a pod endpoint, or whose lookup fails
+	// or finds no ClusterIP, gets none (logged). Nil, outside a cluster,
+	// means the agents' service IPs are taken as they are.
 	ServiceIPs ServiceIPFunc
 	// ExternalTargets is the allowlist of external targets (the
 	// coordinator's config file) that every Endpoints message carries to
@@ -180,8 +181,9 @@ const DefaultPlansInFlight = 128
 const DefaultPlanSlotHold = 10 * time.Second
 
 // ServiceIPFunc returns the ClusterIP that fronts node's pod endpoint at
-// podIP, creating or updating what it needs to.
-type ServiceIPFunc func(ctx context.Context, node string, podIP netip.Addr) (netip.Addr, error)
+// podIP on the ports of the servers its agent registered, creating or
+// updating what it needs to.
+type ServiceIPFunc func(ctx context.Context, node string, podIP netip.Addr, ports protocol.ServerPorts) (netip.Addr, error)
 
 // serviceIPTimeout bounds a ServiceIPs call, well under the agents' wait
 // for the answer to their Register.
@@ -217,7 +219,7 @@ func (r *Registry) resolveServiceIP(ctx context.Context, n Node) Node {
 	}
 	ctx, cancel := context.WithTimeout(ctx, serviceIPTimeout)
 	defer cancel()
-	ip, err := r.cfg.ServiceIPs(ctx, n.Name, n.PodIP)
+	ip, err := r.cfg.ServiceIPs(ctx, n.Name, n.PodIP, n.serverPorts())
 	switch {
 	case err != nil:
 		return drop(slog.LevelError, "no ClusterIP for the node's pod endpoint", "pod_ip", n.PodIP, "err", err)

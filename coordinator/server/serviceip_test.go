@@ -15,13 +15,16 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/internal/protocol"
 )
 
 // TestServiceIPsOverrideTheAgent checks that registry.Config.ServiceIPs
 // alone decides a node's service IP in a cluster: its ClusterIP replaces
 // what the agent sent, and when it fails or finds none, or the node has no
 // pod endpoint (then it is not asked), the node gets none: a rogue agent's
-// service IP, which every other agent would test, is never kept.
+// service IP, which every other agent would test, is never kept. It is
+// asked with the server ports the agent registered (the defaults for 0),
+// which its Service must carry.
 func TestServiceIPsOverrideTheAgent(t *testing.T) {
 	clusterIP := netip.MustParseAddr("10.96.7.7")
 	tests := []struct {
@@ -45,9 +48,9 @@ func TestServiceIPsOverrideTheAgent(t *testing.T) {
 			var mu sync.Mutex
 			var calls []string
 			c := startWith(t, func(rc *registry.Config) {
-				rc.ServiceIPs = func(ctx context.Context, node string, podIP netip.Addr) (netip.Addr, error) {
+				rc.ServiceIPs = func(ctx context.Context, node string, podIP netip.Addr, ports protocol.ServerPorts) (netip.Addr, error) {
 					mu.Lock()
-					calls = append(calls, node+" "+podIP.String())
+					calls = append(calls, fmt.Sprintf("%s %s %+v", node, podIP, ports))
 					mu.Unlock()
 					if tt.noneFound {
 						return netip.Addr{}, nil
@@ -59,6 +62,7 @@ func TestServiceIPsOverrideTheAgent(t *testing.T) {
 			defer cancel()
 			reg := register("node-1")
 			reg.ServiceIp = tt.agentSent
+			reg.Iperf3Port, reg.HttpPort, reg.ProbePort = 15201, 18080, 17947
 			if tt.noPod {
 				reg.Addresses = reg.Addresses[:1]
 			}
@@ -83,8 +87,9 @@ func TestServiceIPsOverrideTheAgent(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if tt.wantCalled != (len(calls) == 1) || tt.wantCalled && calls[0] != "node-1 127.0.0.2" {
-				t.Errorf("ServiceIPs calls %v, want called: %v (with node-1 127.0.0.2)", calls, tt.wantCalled)
+			const wantCall = "node-1 127.0.0.2 {Iperf3:15201 Qperf:19765 QperfData:19766 HTTP:18080 Probe:17947}"
+			if tt.wantCalled != (len(calls) == 1) || tt.wantCalled && calls[0] != wantCall {
+				t.Errorf("ServiceIPs calls %q, want called: %v (with %q)", calls, tt.wantCalled, wantCall)
 			}
 			// The Endpoints the agents get carry the same service IP.
 			for {
@@ -110,7 +115,7 @@ func TestRegisteringDuringServiceIPs(t *testing.T) {
 	var c *coordinator
 	during := make(chan []string, 1)
 	c = startWith(t, func(rc *registry.Config) {
-		rc.ServiceIPs = func(ctx context.Context, node string, podIP netip.Addr) (netip.Addr, error) {
+		rc.ServiceIPs = func(ctx context.Context, node string, podIP netip.Addr, _ protocol.ServerPorts) (netip.Addr, error) {
 			_, known := c.reg.Known()
 			during <- append(c.reg.Registering(), fmt.Sprintf("known %v", known))
 			return netip.MustParseAddr("10.96.7.7"), nil

@@ -1,5 +1,7 @@
 package protocol
 
+import "fmt"
+
 // The agents' default server ports (cmd/agent's flags): what a
 // Register's iperf3_port, qperf_port and qperf_data_port of 0 mean, and
 // the ports a node's Service (coordinator/kube) carries to its pod, so
@@ -19,3 +21,32 @@ const (
 	// tcp probes of the continuous mesh.
 	DefaultProbePort = 7947
 )
+
+// ServerPorts are the ports of one agent's test servers, the same on its
+// host and pod networks, as the coordinator holds them after a Register:
+// Iperf3, Qperf and QperfData always set (a Register's 0 is the default
+// port), HTTP and Probe zero when the agent registered none (it runs no
+// HTTP target, or no probe plans). A node's Service (coordinator/kube)
+// carries exactly these ports, so that a service path reaches the servers
+// the agent runs.
+type ServerPorts struct {
+	Iperf3, Qperf, QperfData, HTTP, Probe uint16
+}
+
+// Check reports two servers on one port: every server takes its port on
+// TCP, so two non-zero fields of one value cannot both be served. The
+// error names both Register fields and the port.
+func (p ServerPorts) Check() error {
+	fs := []struct {
+		field string
+		port  uint16
+	}{{"iperf3_port", p.Iperf3}, {"qperf_port", p.Qperf}, {"qperf_data_port", p.QperfData}, {"http_port", p.HTTP}, {"probe_port", p.Probe}}
+	for i, f := range fs {
+		for _, g := range fs[:i] {
+			if f.port != 0 && f.port == g.port {
+				return fmt.Errorf("%s and %s are both %d; each server needs its own port", g.field, f.field, f.port)
+			}
+		}
+	}
+	return nil
+}
