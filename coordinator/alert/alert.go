@@ -204,7 +204,7 @@ func (a *Alerter) handle(ctx context.Context, runID string) {
 		a.log.Error("alert: read the ended run", "run_id", runID, "err", err)
 		return
 	}
-	if !testspec.IsContinuous(run.GetSpec().GetLabel()) {
+	if testspec.OriginOf(run) != measurev1.RunOrigin_RUN_ORIGIN_MONITOR {
 		return
 	}
 	results, err := a.cfg.Store.RunResults(ctx, runID)

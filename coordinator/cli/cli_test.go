@@ -82,6 +82,13 @@ func TestResultsFlagsRequest(t *testing.T) {
 			}, ""},
 		{"dual is no filter", resultsFlags{family: "dual"}, nil, "--ip-family"},
 		{"bad family", resultsFlags{family: "ipv5"}, nil, `--ip-family "ipv5"`},
+		{"on-demand runs' results", resultsFlags{src: "node-1", test: "iperf3_tcp", path: "host-pod", since: "90m", until: "2026-11-30T11:59:00Z", origin: "client"},
+			func(t *testing.T, req *meshv1.ListResultsRequest) {
+				if req.GetOrigin() != measurev1.RunOrigin_RUN_ORIGIN_CLIENT {
+					t.Errorf("origin %v, want RUN_ORIGIN_CLIENT", req.GetOrigin())
+				}
+			}, ""},
+		{"bad origin", resultsFlags{origin: "monitor-light"}, nil, `--origin: invalid test spec: unknown run origin "monitor-light"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,8 +113,8 @@ func TestResultsFlagsRequest(t *testing.T) {
 			}
 			if tt.check != nil {
 				tt.check(t, req)
-			} else if req.GetIpFamily() != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
-				t.Errorf("ip_family %v without --ip-family", req.GetIpFamily())
+			} else if req.GetIpFamily() != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED || req.GetOrigin() != measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED {
+				t.Errorf("ip_family %v, origin %v without --ip-family and --origin", req.GetIpFamily(), req.GetOrigin())
 			}
 		})
 	}

@@ -130,6 +130,7 @@ func runTimes(run *measurev1.Run) string {
 type resultsFlags struct {
 	src, dst, test, path, run string
 	family                    string // --ip-family: ipv4 or ipv6; empty: both
+	origin                    string // --origin: client or monitor; empty: both
 	since, until              string
 	limit                     int
 }
@@ -175,6 +176,7 @@ func newResultsCommand(o *options) *cobra.Command {
 	f := rf.pairFlags(cmd)
 	f.StringVar(&rf.run, "run", "", "run ID")
 	f.StringVar(&rf.family, "ip-family", "", "results of one IP family: ipv4 or ipv6 (default: both)")
+	f.StringVar(&rf.origin, "origin", "", "results of the runs of one origin: client (on-demand runs) or monitor (the continuous monitor's) (default: both)")
 	f.StringVar(&rf.since, "since", "", "results that started at or after this: a duration ago (1h30m) or RFC 3339 time")
 	f.StringVar(&rf.until, "until", "", "results that started before this: a duration ago or RFC 3339 time")
 	f.IntVar(&rf.limit, "limit", 1000, "most results to print (0: all)")
@@ -215,6 +217,13 @@ func (rf *resultsFlags) request(now time.Time) (*meshv1.ListResultsRequest, erro
 			return nil, fmt.Errorf("--ip-family %q: want ipv4 or ipv6", rf.family)
 		}
 		req.IpFamily = fs[0]
+	}
+	if rf.origin != "" {
+		o, err := testspec.ParseOrigin(rf.origin)
+		if err != nil {
+			return nil, fmt.Errorf("--origin: %w", err)
+		}
+		req.Origin = o
 	}
 	for _, b := range []struct {
 		flag, v string

@@ -395,7 +395,7 @@ func TestRunManagerFeedsMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(mgr.Close)
-	run, err := mgr.Trigger(ctx, &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{{Test: ping}}, Paths: []measurev1.Path{hh}})
+	run, err := mgr.Trigger(ctx, &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{{Test: ping}}, Paths: []measurev1.Path{hh}}, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 	if err != nil {
 		t.Fatal(err)
 	}

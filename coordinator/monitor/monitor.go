@@ -23,8 +23,9 @@ import (
 
 // Runs is what the monitor needs of the run manager and the store.
 type Runs interface {
-	// Trigger starts a run.
-	Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measurev1.Run, error)
+	// Trigger starts a run of origin (the monitor's:
+	// RUN_ORIGIN_MONITOR).
+	Trigger(ctx context.Context, spec *measurev1.RunSpec, origin measurev1.RunOrigin) (*measurev1.Run, error)
 	// Runs lists run headers by state.
 	Runs(ctx context.Context, states ...measurev1.RunState) ([]*measurev1.Run, error)
 }
@@ -77,7 +78,7 @@ func Tick(ctx context.Context, p config.Plan, runs Runs, log *slog.Logger) bool 
 		log.Info("continuous run skipped: a run is in progress", "run_id", active[0].GetRunId(), "label", active[0].GetSpec().GetLabel())
 		return false
 	}
-	run, err := runs.Trigger(ctx, p.Spec)
+	run, err := runs.Trigger(ctx, p.Spec, measurev1.RunOrigin_RUN_ORIGIN_MONITOR)
 	if err != nil {
 		log.Warn("continuous run not started", "err", err)
 		return false

@@ -86,7 +86,7 @@ func TestTickYieldsToRunsInProgress(t *testing.T) {
 		t.Fatal("a tick started no run on an idle coordinator")
 	}
 	recent, _, err := st.ListRuns(ctx, 1, "")
-	if err != nil || len(recent) != 1 || recent[0].GetSpec().GetLabel() != "monitor-light" {
-		t.Errorf("newest run %v, %v; want a monitor-light run", recent, err)
+	if err != nil || len(recent) != 1 || recent[0].GetSpec().GetLabel() != "monitor-light" || recent[0].GetOrigin() != measurev1.RunOrigin_RUN_ORIGIN_MONITOR {
+		t.Errorf("newest run %v, %v; want a monitor-light run of origin RUN_ORIGIN_MONITOR", recent, err)
 	}
 }

@@ -33,7 +33,7 @@ func BenchmarkLightMesh(b *testing.B) {
 	tests := 0
 	b.ResetTimer()
 	for range b.N {
-		run, err := m.Trigger(ctx, spec)
+		run, err := m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestLightMeshStoresBeforeAck(t *testing.T) {
 	}
 	defer m.Close()
 	run, err := m.Trigger(ctx, &measurev1.RunSpec{Repeats: 2, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
-		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}})
+		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 	if err != nil {
 		t.Fatal(err)
 	}

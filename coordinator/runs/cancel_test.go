@@ -189,7 +189,7 @@ func TestCancelRun(t *testing.T) {
 					defer release()
 				}
 			}
-			run, err := f.m.Trigger(ctx, tt.spec)
+			run, err := f.m.Trigger(ctx, tt.spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,7 +264,7 @@ func TestCancelEndedOrUnknownRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f := newCancelFixture(t, ctx, 2)
-	run, err := f.m.Trigger(ctx, &measurev1.RunSpec{Repeats: 1, Paths: hostHost, Tests: []*measurev1.TestSpec{pingTest}})
+	run, err := f.m.Trigger(ctx, &measurev1.RunSpec{Repeats: 1, Paths: hostHost, Tests: []*measurev1.TestSpec{pingTest}}, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,7 +154,7 @@ func TestExternalServersOneClientAtATime(t *testing.T) {
 			{Test: measurev1.Test_TEST_IPERF3_TCP}, {Test: measurev1.Test_TEST_QPERF_TCP_BW}}}
 	var runs []*measurev1.Run
 	for range 2 {
-		run, err := m.Trigger(ctx, spec)
+		run, err := m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +211,7 @@ func TestExternalServerAlwaysBusy(t *testing.T) {
 	defer m.Close()
 	m.extBackoff = time.Millisecond
 	run, err := m.Trigger(ctx, &measurev1.RunSpec{Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_EXTERNAL},
-		ExternalTargets: []string{"taken"}, Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_IPERF3_TCP}}})
+		ExternalTargets: []string{"taken"}, Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_IPERF3_TCP}}}, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,9 +63,14 @@ func (m *Manager) interruptUnfinished(ctx context.Context) error {
 // RUN_STATE_RUNNING once its first test has its nodes, see execute).
 // A node whose agent is not connected, or that gossip declares dead, stays
 // in the plan: its tests end at once with STATUS_AGENT_UNAVAILABLE, so a
-// lost agent shows as a failure rather than vanishing from the mesh. Errors wrap schedule.ErrInvalid or
-// schedule.ErrNoPairs.
-func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measurev1.Run, error) {
+// lost agent shows as a failure rather than vanishing from the mesh.
+// origin is who asks (RUN_ORIGIN_CLIENT or RUN_ORIGIN_MONITOR), stored
+// with the run. Errors wrap schedule.ErrInvalid (an unspecified origin
+// too) or schedule.ErrNoPairs.
+func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec, origin measurev1.RunOrigin) (*measurev1.Run, error) {
+	if origin != measurev1.RunOrigin_RUN_ORIGIN_CLIENT && origin != measurev1.RunOrigin_RUN_ORIGIN_MONITOR {
+		return nil, fmt.Errorf("%w: run origin %v", schedule.ErrInvalid, origin)
+	}
 	release, err := m.reserveRun()
 	if err != nil {
 		return nil, err
@@ -86,6 +91,7 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec) (*measur
 	run := &measurev1.Run{
 		RunId: ulid.Make().String(), Spec: spec, State: measurev1.RunState_RUN_STATE_QUEUED,
 		CreateTime: timestamppb.Now(), Planned: planned, TestsPlanned: uint32(len(planned)), Rounds: uint32(len(arr.Rounds)),
+		Origin: origin,
 	}
 	if err := m.cfg.Store.CreateRun(ctx, run); err != nil {
 		return nil, fmt.Errorf("store run: %w", err)

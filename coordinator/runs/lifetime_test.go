@@ -101,7 +101,7 @@ func TestRunIsQueuedThenRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newGatedManager(t, ctx, st, agents, gate)
-	run, err := m.Trigger(ctx, &measurev1.RunSpec{Repeats: 1, Paths: hostHost, Tests: []*measurev1.TestSpec{pingTest}})
+	run, err := m.Trigger(ctx, &measurev1.RunSpec{Repeats: 1, Paths: hostHost, Tests: []*measurev1.TestSpec{pingTest}}, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestStoreWriteBlocksNoCaller(t *testing.T) {
 	st := newGatedStore(t, true)
 	m := newGatedManager(t, ctx, st, newInstantAgents(2), schedule.NewGate(0))
 	spec := &measurev1.RunSpec{Repeats: 1, Paths: hostHost, Tests: []*measurev1.TestSpec{pingTest}}
-	run, err := m.Trigger(ctx, spec)
+	run, err := m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestStoreWriteBlocksNoCaller(t *testing.T) {
 	if canceled.err != nil {
 		t.Errorf("Cancel during the end's write: %v", canceled.err)
 	}
-	other := testutil.Returns(t, blockCtx, "Trigger while the run's final write is held", func() answer { r, err := m.Trigger(ctx, spec); return answer{run: r, err: err} })
+	other := testutil.Returns(t, blockCtx, "Trigger while the run's final write is held", func() answer { r, err := m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT); return answer{run: r, err: err} })
 	if other.err != nil {
 		t.Fatalf("Trigger during another run's end: %v", other.err)
 	}
@@ -217,7 +217,7 @@ func TestCloseWaitsForRuns(t *testing.T) {
 	defer cancel()
 	f := newCancelFixture(t, ctx, 2)
 	spec := &measurev1.RunSpec{Repeats: 1, Paths: hostHost, Tests: []*measurev1.TestSpec{iperf3Test}}
-	run, err := f.m.Trigger(ctx, spec)
+	run, err := f.m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestCloseWaitsForRuns(t *testing.T) {
 	}
 	goleak.VerifyNone(t, ignore)
 
-	late, err := f.m.Trigger(ctx, spec)
+	late, err := f.m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/coordinator/schedule"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
@@ -209,7 +210,7 @@ func testManager(t *testing.T) (*Manager, *store.Store, context.Context) {
 func TestLostAgentsFailInTheMesh(t *testing.T) {
 	m, _, ctx := testManager(t)
 	run, err := m.Trigger(ctx, &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}},
-		Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}})
+		Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}}, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,12 +227,48 @@ func TestLostAgentsFailInTheMesh(t *testing.T) {
 	}
 }
 
+// TestTriggerRecordsOrigin: a run's origin is stored with it, and a
+// trigger that names none is refused before anything is stored.
+func TestTriggerRecordsOrigin(t *testing.T) {
+	m, st, ctx := testManager(t)
+	spec := &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}}
+	for _, origin := range []measurev1.RunOrigin{measurev1.RunOrigin_RUN_ORIGIN_CLIENT, measurev1.RunOrigin_RUN_ORIGIN_MONITOR} {
+		run, err := m.Trigger(ctx, spec, origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := st.GetRun(ctx, run.GetRunId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.GetOrigin() != origin || stored.GetOrigin() != origin {
+			t.Errorf("triggered as %v: run's origin %v, stored %v", origin, run.GetOrigin(), stored.GetOrigin())
+		}
+		ch, err := m.Watch(ctx, run.GetRunId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range ch { // until the run ended
+		}
+	}
+	before, err := st.Runs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED); !errors.Is(err, schedule.ErrInvalid) {
+		t.Errorf("no origin: error %v, want schedule.ErrInvalid", err)
+	}
+	if after, err := st.Runs(ctx); err != nil || len(after) != len(before) {
+		t.Errorf("no origin: %d runs stored, were %d (%v)", len(after), len(before), err)
+	}
+}
+
 func TestWatchersAreBounded(t *testing.T) {
 	m, _, ctx := testManager(t)
 	// More tests than a watcher may fall behind by.
 	spec := &measurev1.RunSpec{Repeats: 8, Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_HTTP}, {Test: measurev1.Test_TEST_IPERF3_TCP}},
 		Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD}}
-	run, err := m.Trigger(ctx, spec)
+	run, err := m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -426,6 +426,14 @@ func TestListingsRefuseBadPages(t *testing.T) {
 			_, err := c.ListResults(ctx, &meshv1.ListResultsRequest{SrcNode: "b", PageToken: resultsTok})
 			return err
 		}, "page_token"},
+		{"results: token of another origin", func() error {
+			_, err := c.ListResults(ctx, &meshv1.ListResultsRequest{SrcNode: "a", Origin: measurev1.RunOrigin_RUN_ORIGIN_MONITOR, PageToken: resultsTok})
+			return err
+		}, "page_token"},
+		{"results: no such origin", func() error {
+			_, err := c.ListResults(ctx, &meshv1.ListResultsRequest{SrcNode: "a", Origin: measurev1.RunOrigin(7)})
+			return err
+		}, "origin 7"},
 		{"rollups: a runs token", func() error {
 			_, err := c.ListRollups(ctx, &meshv1.ListRollupsRequest{PageToken: runsTok})
 			return err

@@ -111,7 +111,7 @@ func (s *Server) TriggerRun(ctx context.Context, req *meshv1.TriggerRunRequest) 
 		return nil, status.Errorf(codes.InvalidArgument, "label %.72q: the prefix %q is the continuous monitor's (its runs are the mesh's standing verdict); choose another label",
 			spec.GetLabel(), testspec.ContinuousLabelPrefix)
 	}
-	run, err := s.cfg.Runs.Trigger(ctx, spec)
+	run, err := s.cfg.Runs.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -202,6 +202,12 @@ func (s *Server) ListResults(ctx context.Context, req *meshv1.ListResultsRequest
 		if err := protocol.ValidateFamilies("ip_family", []measurev1.IPFamily{f}); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "%v", err)
 		}
+	}
+	switch o := req.GetOrigin(); o {
+	case measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED, measurev1.RunOrigin_RUN_ORIGIN_CLIENT, measurev1.RunOrigin_RUN_ORIGIN_MONITOR:
+		f.Origin = o
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "origin %d is not a run origin", o)
 	}
 	if ts := req.GetStartTime(); ts != nil {
 		f.Since = ts.AsTime()

@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -34,7 +38,34 @@ func (f Filter) scope(listing byte) pageScope {
 	if f.IPFamily != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
 		b = b.num(int64(f.IPFamily)) // absent: the tokens of before families stay valid
 	}
+	if f.Origin != measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED {
+		b = b.str("origin").num(int64(f.Origin)) // likewise for the tokens of before origins
+	}
 	return b.sum()
+}
+
+// runOrigins holds, for one listing, the origin of each run its results
+// name: testspec.OriginOf of the run's stored header, or
+// RUN_ORIGIN_UNSPECIFIED for a run no longer stored. A listing reads each
+// run's header once, whatever its number of results.
+type runOrigins map[string]measurev1.RunOrigin
+
+// of returns run runID's origin, read in tx on first use; a header that
+// does not decode is an error naming the run.
+func (o runOrigins) of(tx *bolt.Tx, runID string) (measurev1.RunOrigin, error) {
+	if origin, ok := o[runID]; ok {
+		return origin, nil
+	}
+	origin := measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED
+	if v := tx.Bucket(bucketRuns).Get([]byte(runID)); v != nil {
+		run := &measurev1.Run{}
+		if err := proto.Unmarshal(v, run); err != nil {
+			return 0, fmt.Errorf("decode run %s: %w", runID, err)
+		}
+		origin = testspec.OriginOf(run)
+	}
+	o[runID] = origin
+	return origin, nil
 }
 
 // page checks the request of a filtered listing: f's times

@@ -429,6 +429,11 @@ type Filter struct {
 	// IPFamily selects one family (a result without one is IPv4);
 	// unspecified selects all. Only ListResults honours it.
 	IPFamily measurev1.IPFamily
+	// Origin selects the results of runs of one origin
+	// (testspec.OriginOf of the stored run); unspecified selects all, and
+	// is the only value that selects a result whose run is no longer
+	// stored. Only ListResults honours it.
+	Origin measurev1.RunOrigin
 }
 
 // RunResults returns every result of a run, in ListResults' order, page
@@ -481,6 +486,7 @@ func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageTok
 		more bool
 		size int // encoded bytes of out
 	)
+	origins := runOrigins{}
 	err = s.db.View(func(tx *bolt.Tx) error {
 		res := tx.Bucket(bucketResults)
 		c := tx.Bucket(sc.bucket).Cursor()
@@ -513,6 +519,15 @@ func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageTok
 			}
 			if !f.match(r) {
 				continue
+			}
+			if f.Origin != measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED {
+				o, err := origins.of(tx, r.GetRunId())
+				if err != nil {
+					return err
+				}
+				if o != f.Origin {
+					continue
+				}
 			}
 			if len(out) == pageSize || (len(out) > 0 && size+len(v) > MaxPageBytes) {
 				more = true

@@ -87,14 +87,17 @@ func TestHosts(t *testing.T) {
 }
 
 // timedSource is a fakeSource whose ListResults answers one pair's
-// results in time order: the monitor's every every (a minute if zero)
-// and an on-demand run's at onDemandAt, within the request's
-// [start_time, end_time); it counts the results it returned.
+// results in time order: the monitor's every every (a minute if zero;
+// the on-demand run's with busyOnDemand), unless the request asks for the
+// clients' runs alone (origin), and an on-demand run's at onDemandAt,
+// within the request's [start_time, end_time); it counts the results it
+// returned.
 type timedSource struct {
 	*fakeSource
-	onDemandAt []time.Time
-	every      time.Duration
-	returned   int
+	onDemandAt   []time.Time
+	every        time.Duration
+	busyOnDemand bool
+	returned     int
 }
 
 func (s *timedSource) ListResults(_ context.Context, req *meshv1.ListResultsRequest) (*meshv1.ListResultsResponse, error) {
@@ -105,7 +108,11 @@ func (s *timedSource) ListResults(_ context.Context, req *meshv1.ListResultsRequ
 	}
 	var all []*measurev1.Result
 	for t := from.Truncate(every); t.Before(to); t = t.Add(every) {
-		if !t.Before(from) {
+		switch {
+		case t.Before(from):
+		case s.busyOnDemand:
+			all = append(all, &measurev1.Result{RunId: "run-od", StartTime: timestamppb.New(t), Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}})
+		case req.GetOrigin() != measurev1.RunOrigin_RUN_ORIGIN_CLIENT:
 			all = append(all, &measurev1.Result{RunId: "run-mon", StartTime: timestamppb.New(t), Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}})
 		}
 		for _, od := range s.onDemandAt {
@@ -128,10 +135,10 @@ func (s *timedSource) ListResults(_ context.Context, req *meshv1.ListResultsRequ
 }
 
 // TestOnDemandBounded: the pair page's on-demand list over 30 days of a
-// pair the monitor measured every minute (43,200 results) reads from the
-// end of the range, slice by slice, and stops once it found its results
-// or read maxOnDemandRead: the newest on-demand results are found
-// without reading the month.
+// pair the monitor measured every minute (43,200 results) asks for the
+// clients' runs alone, reads from the end of the range, slice by slice,
+// and stops once it found its results or read maxOnDemandRead: the
+// newest on-demand results are found, and none of the monitor's.
 func TestOnDemandBounded(t *testing.T) {
 	end := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	start := end.Add(-30 * 24 * time.Hour)
@@ -139,18 +146,20 @@ func TestOnDemandBounded(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		every     time.Duration // the monitor's results
+		busy      bool          // the periodic results are the on-demand run's
 		at        []time.Time
 		want      int
 		maxReturn int
 	}{
-		{"two on-demand results 2 days back", time.Minute, []time.Time{end.Add(-49 * time.Hour), end.Add(-50 * time.Hour)}, 2, maxOnDemandRead},
-		{"none: reads stop at the bound", time.Minute, nil, 0, maxOnDemandRead},
-		// 43,200 results in the newest day's slice alone: it is halved
-		// until readable, never read from its oldest end.
-		{"dense: one 30 min back", 2 * time.Second, []time.Time{end.Add(-30 * time.Minute)}, 1, maxOnDemandRead},
+		{"two on-demand results 2 days back", time.Minute, false, []time.Time{end.Add(-49 * time.Hour), end.Add(-50 * time.Hour)}, 2, maxOnDemandRead},
+		{"none: reads stop at the bound", time.Minute, false, nil, 0, maxOnDemandRead},
+		{"dense monitor: one 30 min back", 2 * time.Second, false, []time.Time{end.Add(-30 * time.Minute)}, 1, maxOnDemandRead},
+		// 43,200 on-demand results in the newest day's slice alone: it is
+		// halved until readable, never read from its oldest end.
+		{"dense on-demand: the newest", 2 * time.Second, true, []time.Time{end.Add(-time.Second)}, maxOnDemand, maxOnDemandRead},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := &timedSource{fakeSource: &fakeSource{runs: runs}, onDemandAt: tc.at, every: tc.every}
+			src := &timedSource{fakeSource: &fakeSource{runs: runs}, onDemandAt: tc.at, every: tc.every, busyOnDemand: tc.busy}
 			u, err := New(Config{Source: src})
 			if err != nil {
 				t.Fatal(err)

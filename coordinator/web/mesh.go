@@ -153,7 +153,7 @@ func (u *UI) endedRuns(ctx context.Context) ([]*measurev1.Run, error) {
 	for _, r := range runs {
 		switch {
 		case !testspec.RunEnded(r.GetState()):
-		case testspec.IsContinuous(r.GetSpec().GetLabel()):
+		case testspec.OriginOf(r) == measurev1.RunOrigin_RUN_ORIGIN_MONITOR:
 			cont = append(cont, r)
 		default:
 			other = append(other, r)

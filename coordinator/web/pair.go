@@ -210,23 +210,13 @@ func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kin
 		"step_seconds": step.Seconds(), "series": series, "ondemand": od, "refresh_seconds": u.cfg.RefreshInterval.Seconds()}, nil
 }
 
-// onDemand lists the newest results of the pair in [start, end) from runs
-// that are not the monitor's, newest first: at most maxOnDemand, read
-// slice by slice from the end of the range (a slice too dense to read in
-// an eighth of maxOnDemandRead is halved and read again, so the newest
-// are never skipped) and no further once maxOnDemandRead results were
-// read.
+// onDemand lists the newest results of the pair in [start, end) from the
+// clients' runs (RUN_ORIGIN_CLIENT: not the monitor's, however old the
+// run), newest first: at most maxOnDemand, read slice by slice from the
+// end of the range (a slice too dense to read in an eighth of
+// maxOnDemandRead is halved and read again, so the newest are never
+// skipped) and no further once maxOnDemandRead results were read.
 func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time) ([]onDemandView, error) {
-	runs, err := u.runHeaders(ctx)
-	if err != nil {
-		return nil, err
-	}
-	continuous := map[string]bool{}
-	for _, r := range runs {
-		if testspec.IsContinuous(r.GetSpec().GetLabel()) {
-			continuous[r.GetRunId()] = true
-		}
-	}
 	out := []onDemandView{}
 	slice := max(end.Sub(start)/onDemandSlices, time.Second)
 	read := 0
@@ -236,7 +226,8 @@ func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time
 			from = start
 		}
 		limit := min(maxOnDemandRead/8, maxOnDemandRead-read)
-		results, err := u.results(ctx, &meshv1.ListResultsRequest{SrcNode: src, DstNode: dst, StartTime: timestamppb.New(from), EndTime: timestamppb.New(to)}, limit)
+		results, err := u.results(ctx, &meshv1.ListResultsRequest{SrcNode: src, DstNode: dst, StartTime: timestamppb.New(from), EndTime: timestamppb.New(to),
+			Origin: measurev1.RunOrigin_RUN_ORIGIN_CLIENT}, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -247,20 +238,17 @@ func (u *UI) onDemand(ctx context.Context, src, dst string, start, end time.Time
 			slice /= 2
 			continue
 		}
-		out = appendOnDemand(out, results, continuous)
+		out = appendOnDemand(out, results)
 		to = from
 	}
 	return out, nil
 }
 
-// appendOnDemand appends to out the results not of a continuous run,
+// appendOnDemand appends to out the results (of clients' runs),
 // newest first, until out holds maxOnDemand.
-func appendOnDemand(out []onDemandView, results []*measurev1.Result, continuous map[string]bool) []onDemandView {
+func appendOnDemand(out []onDemandView, results []*measurev1.Result) []onDemandView {
 	for i := len(results) - 1; i >= 0 && len(out) < maxOnDemand; i-- {
 		res := results[i]
-		if continuous[res.GetRunId()] {
-			continue
-		}
 		v := onDemandView{RunID: res.GetRunId(), Test: testspec.Name(res.GetSpec().GetTest()), Path: testspec.PathName(res.GetPath()),
 			Unit: testcell.Unit(res.GetSpec().GetTest()), Status: testspec.StatusName(testcell.StatusOf(res)), Value: none}
 		if t := res.GetStartTime(); t != nil {

@@ -1,6 +1,7 @@
 package testspec
 
 import (
+	"fmt"
 	"strings"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -8,13 +9,50 @@ import (
 
 // ContinuousLabelPrefix starts the label of every run of the continuous
 // monitor (coordinator/config labels them "monitor-" + the schedule's
-// name): the alerter judges those runs' findings as the mesh's standing
-// verdict, and the web UI prefers them. MeshService refuses it in a
-// TriggerRun, so that no client's run passes for the monitor's.
+// name). A run's origin (measurev1.Run.Origin) says whose it is; for runs
+// stored before origins were recorded the label tells (OriginOf), so
+// MeshService refuses the prefix in a TriggerRun: no client's run passes
+// for the monitor's, old or new.
 const ContinuousLabelPrefix = "monitor-"
 
 // IsContinuous reports whether label is a continuous monitor run's.
 func IsContinuous(label string) bool { return strings.HasPrefix(label, ContinuousLabelPrefix) }
+
+// OriginOf returns who started run: its origin as the coordinator recorded
+// it, or for a run stored before origins were (RUN_ORIGIN_UNSPECIFIED)
+// RUN_ORIGIN_MONITOR when its label is a continuous one (IsContinuous)
+// and RUN_ORIGIN_CLIENT otherwise. The alerter judges only the monitor's
+// runs as the mesh's standing verdict, and the web UI prefers them.
+func OriginOf(run *measurev1.Run) measurev1.RunOrigin {
+	switch o := run.GetOrigin(); {
+	case o != measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED:
+		return o
+	case IsContinuous(run.GetSpec().GetLabel()):
+		return measurev1.RunOrigin_RUN_ORIGIN_MONITOR
+	default:
+		return measurev1.RunOrigin_RUN_ORIGIN_CLIENT
+	}
+}
+
+// origins names the run origins a user filters by (ParseOrigin).
+var origins = map[string]measurev1.RunOrigin{
+	"client":  measurev1.RunOrigin_RUN_ORIGIN_CLIENT,
+	"monitor": measurev1.RunOrigin_RUN_ORIGIN_MONITOR,
+}
+
+// ParseOrigin parses a run origin as the CLI takes it: "client" (the
+// on-demand runs of coordinator trigger and the API) or "monitor" (the
+// continuous monitor's), or the enum's own name ("RUN_ORIGIN_MONITOR");
+// matching ignores case. The error wraps ErrInvalid and names the value.
+func ParseOrigin(s string) (measurev1.RunOrigin, error) {
+	want := strings.ToLower(strings.TrimSpace(s))
+	for name, o := range origins {
+		if want == name || want == strings.ToLower(o.String()) {
+			return o, nil
+		}
+	}
+	return measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED, fmt.Errorf("%w: unknown run origin %q (want client or monitor)", ErrInvalid, s)
+}
 
 // RunHeader returns run's header: every field but the planned tests
 // (measurev1.Run.Planned), which are the bulk of a big run. It is what
@@ -39,5 +77,6 @@ func RunHeader(run *measurev1.Run) *measurev1.Run {
 		TestsFailed:  run.GetTestsFailed(),
 		TestsPlanned: run.GetTestsPlanned(),
 		Rounds:       run.GetRounds(),
+		Origin:       run.GetOrigin(),
 	}
 }

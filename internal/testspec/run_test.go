@@ -1,6 +1,9 @@
 package testspec
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -16,6 +19,7 @@ func TestRunHeaderFields(t *testing.T) {
 	inHeader := map[protoreflect.Name]bool{
 		"run_id": true, "spec": true, "state": true, "message": true, "create_time": true, "end_time": true,
 		"tests_done": true, "tests_failed": true, "tests_planned": true, "rounds": true,
+		"origin":  true,  // whose run it is: the alerter and the web read it from headers
 		"planned": false, // the bulk of a run: stored apart, left out of progress updates
 	}
 	run := &measurev1.Run{}
@@ -113,6 +117,71 @@ func TestIsContinuous(t *testing.T) {
 		"monitored": false, "Monitor-light": false, "": false, "vxlan": false} {
 		if got := IsContinuous(label); got != want {
 			t.Errorf("IsContinuous(%q) = %v, want %v", label, got, want)
+		}
+	}
+}
+
+// TestOriginOf: a recorded origin wins over the label; a run stored
+// before origins were recorded is the monitor's by its label alone.
+func TestOriginOf(t *testing.T) {
+	const (
+		unspecified = measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED
+		client      = measurev1.RunOrigin_RUN_ORIGIN_CLIENT
+		monitor     = measurev1.RunOrigin_RUN_ORIGIN_MONITOR
+	)
+	for _, tt := range []struct {
+		name   string
+		origin measurev1.RunOrigin
+		label  string
+		want   measurev1.RunOrigin
+	}{
+		{"recorded client", client, "vxlan", client},
+		{"recorded monitor", monitor, "monitor-light", monitor},
+		{"recorded monitor whatever the label", monitor, "light", monitor},
+		{"recorded client whatever the label", client, "monitor-light", client},
+		{"old run, monitor label", unspecified, "monitor-light", monitor},
+		{"old run, other label", unspecified, "after MTU 9000", client},
+		{"old run, no label", unspecified, "", client},
+		{"old run, the prefix inside", unspecified, "x-monitor-light", client},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			run := &measurev1.Run{Origin: tt.origin, Spec: &measurev1.RunSpec{Label: tt.label}}
+			if got := OriginOf(run); got != tt.want {
+				t.Errorf("OriginOf = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if got := OriginOf(nil); got != client {
+		t.Errorf("OriginOf(nil) = %v, want %v", got, client)
+	}
+}
+
+// TestParseOrigin: the CLI's names and the enum's, any case; anything else
+// is refused, naming the value.
+func TestParseOrigin(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		want    measurev1.RunOrigin
+		wantErr bool
+	}{
+		{"client", measurev1.RunOrigin_RUN_ORIGIN_CLIENT, false},
+		{" Monitor ", measurev1.RunOrigin_RUN_ORIGIN_MONITOR, false},
+		{"RUN_ORIGIN_MONITOR", measurev1.RunOrigin_RUN_ORIGIN_MONITOR, false},
+		{"run_origin_client", measurev1.RunOrigin_RUN_ORIGIN_CLIENT, false},
+		{"RUN_ORIGIN_UNSPECIFIED", 0, true},
+		{"unspecified", 0, true},
+		{"", 0, true},
+		{"monitor-light", 0, true},
+	} {
+		got, err := ParseOrigin(tt.in)
+		if tt.wantErr {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tt.in)) {
+				t.Errorf("ParseOrigin(%q): error %v, want ErrInvalid naming the value", tt.in, err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseOrigin(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
 		}
 	}
 }

@@ -97,6 +97,63 @@ func (RunState) EnumDescriptor() ([]byte, []int) {
 	return file_meshperf_measure_v1_run_proto_rawDescGZIP(), []int{0}
 }
 
+// RunOrigin says who started a run.
+type RunOrigin int32
+
+const (
+	// RUN_ORIGIN_UNSPECIFIED: a run stored before the coordinator recorded
+	// origins; its label tells (a "monitor-" label is the continuous
+	// monitor's, any other a client's). In ListResultsRequest: any origin.
+	RunOrigin_RUN_ORIGIN_UNSPECIFIED RunOrigin = 0
+	// RUN_ORIGIN_CLIENT: a client's TriggerRun (coordinator trigger, the
+	// API): an on-demand run.
+	RunOrigin_RUN_ORIGIN_CLIENT RunOrigin = 1
+	// RUN_ORIGIN_MONITOR: a plan of the continuous monitor (the config
+	// file's monitor section); its label is "monitor-" and the plan's name.
+	RunOrigin_RUN_ORIGIN_MONITOR RunOrigin = 2
+)
+
+// Enum value maps for RunOrigin.
+var (
+	RunOrigin_name = map[int32]string{
+		0: "RUN_ORIGIN_UNSPECIFIED",
+		1: "RUN_ORIGIN_CLIENT",
+		2: "RUN_ORIGIN_MONITOR",
+	}
+	RunOrigin_value = map[string]int32{
+		"RUN_ORIGIN_UNSPECIFIED": 0,
+		"RUN_ORIGIN_CLIENT":      1,
+		"RUN_ORIGIN_MONITOR":     2,
+	}
+)
+
+func (x RunOrigin) Enum() *RunOrigin {
+	p := new(RunOrigin)
+	*p = x
+	return p
+}
+
+func (x RunOrigin) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RunOrigin) Descriptor() protoreflect.EnumDescriptor {
+	return file_meshperf_measure_v1_run_proto_enumTypes[1].Descriptor()
+}
+
+func (RunOrigin) Type() protoreflect.EnumType {
+	return &file_meshperf_measure_v1_run_proto_enumTypes[1]
+}
+
+func (x RunOrigin) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RunOrigin.Descriptor instead.
+func (RunOrigin) EnumDescriptor() ([]byte, []int) {
+	return file_meshperf_measure_v1_run_proto_rawDescGZIP(), []int{1}
+}
+
 // RunSpec says what a run measures: every test on every path for every node
 // pair, repeats times.
 type RunSpec struct {
@@ -405,7 +462,10 @@ type Run struct {
 	TestsPlanned uint32 `protobuf:"varint,10,opt,name=tests_planned,json=testsPlanned,proto3" json:"tests_planned,omitempty"`
 	// rounds is how many rounds the heavy tests (qperf, iperf3) are laid out
 	// in: in each round a node takes part in at most one heavy test.
-	Rounds        uint32 `protobuf:"varint,11,opt,name=rounds,proto3" json:"rounds,omitempty"`
+	Rounds uint32 `protobuf:"varint,11,opt,name=rounds,proto3" json:"rounds,omitempty"`
+	// origin is who started the run, set by the coordinator when it
+	// accepts the run (never by the client's request).
+	Origin        RunOrigin `protobuf:"varint,12,opt,name=origin,proto3,enum=meshperf.measure.v1.RunOrigin" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -517,6 +577,13 @@ func (x *Run) GetRounds() uint32 {
 	return 0
 }
 
+func (x *Run) GetOrigin() RunOrigin {
+	if x != nil {
+		return x.Origin
+	}
+	return RunOrigin_RUN_ORIGIN_UNSPECIFIED
+}
+
 var File_meshperf_measure_v1_run_proto protoreflect.FileDescriptor
 
 const file_meshperf_measure_v1_run_proto_rawDesc = "" +
@@ -542,7 +609,7 @@ const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\x04path\x18\x04 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x121\n" +
 	"\x04spec\x18\x05 \x01(\v2\x1d.meshperf.measure.v1.TestSpecR\x04spec\x12\x16\n" +
 	"\x06repeat\x18\x06 \x01(\rR\x06repeat\x12:\n" +
-	"\tip_family\x18\a \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"\xcc\x03\n" +
+	"\tip_family\x18\a \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"\x84\x04\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x120\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1c.meshperf.measure.v1.RunSpecR\x04spec\x123\n" +
@@ -557,7 +624,8 @@ const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\ftests_failed\x18\t \x01(\rR\vtestsFailed\x12#\n" +
 	"\rtests_planned\x18\n" +
 	" \x01(\rR\ftestsPlanned\x12\x16\n" +
-	"\x06rounds\x18\v \x01(\rR\x06rounds*\xb4\x01\n" +
+	"\x06rounds\x18\v \x01(\rR\x06rounds\x126\n" +
+	"\x06origin\x18\f \x01(\x0e2\x1e.meshperf.measure.v1.RunOriginR\x06origin*\xb4\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10RUN_STATE_QUEUED\x10\x01\x12\x15\n" +
@@ -565,7 +633,11 @@ const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\x13RUN_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10RUN_STATE_FAILED\x10\x04\x12\x19\n" +
 	"\x15RUN_STATE_INTERRUPTED\x10\x05\x12\x16\n" +
-	"\x12RUN_STATE_CANCELED\x10\x06BBZ@github.com/meshperf/meshperf/proto/meshperf/measure/v1;measurev1b\x06proto3"
+	"\x12RUN_STATE_CANCELED\x10\x06*V\n" +
+	"\tRunOrigin\x12\x1a\n" +
+	"\x16RUN_ORIGIN_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11RUN_ORIGIN_CLIENT\x10\x01\x12\x16\n" +
+	"\x12RUN_ORIGIN_MONITOR\x10\x02BBZ@github.com/meshperf/meshperf/proto/meshperf/measure/v1;measurev1b\x06proto3"
 
 var (
 	file_meshperf_measure_v1_run_proto_rawDescOnce sync.Once
@@ -579,37 +651,39 @@ func file_meshperf_measure_v1_run_proto_rawDescGZIP() []byte {
 	return file_meshperf_measure_v1_run_proto_rawDescData
 }
 
-var file_meshperf_measure_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_meshperf_measure_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_meshperf_measure_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_meshperf_measure_v1_run_proto_goTypes = []any{
 	(RunState)(0),                 // 0: meshperf.measure.v1.RunState
-	(*RunSpec)(nil),               // 1: meshperf.measure.v1.RunSpec
-	(*NodePair)(nil),              // 2: meshperf.measure.v1.NodePair
-	(*PlannedTest)(nil),           // 3: meshperf.measure.v1.PlannedTest
-	(*Run)(nil),                   // 4: meshperf.measure.v1.Run
-	(*TestSpec)(nil),              // 5: meshperf.measure.v1.TestSpec
-	(Path)(0),                     // 6: meshperf.measure.v1.Path
-	(IPFamily)(0),                 // 7: meshperf.measure.v1.IPFamily
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(RunOrigin)(0),                // 1: meshperf.measure.v1.RunOrigin
+	(*RunSpec)(nil),               // 2: meshperf.measure.v1.RunSpec
+	(*NodePair)(nil),              // 3: meshperf.measure.v1.NodePair
+	(*PlannedTest)(nil),           // 4: meshperf.measure.v1.PlannedTest
+	(*Run)(nil),                   // 5: meshperf.measure.v1.Run
+	(*TestSpec)(nil),              // 6: meshperf.measure.v1.TestSpec
+	(Path)(0),                     // 7: meshperf.measure.v1.Path
+	(IPFamily)(0),                 // 8: meshperf.measure.v1.IPFamily
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_meshperf_measure_v1_run_proto_depIdxs = []int32{
-	5,  // 0: meshperf.measure.v1.RunSpec.tests:type_name -> meshperf.measure.v1.TestSpec
-	6,  // 1: meshperf.measure.v1.RunSpec.paths:type_name -> meshperf.measure.v1.Path
-	2,  // 2: meshperf.measure.v1.RunSpec.pairs:type_name -> meshperf.measure.v1.NodePair
-	7,  // 3: meshperf.measure.v1.RunSpec.ip_families:type_name -> meshperf.measure.v1.IPFamily
-	6,  // 4: meshperf.measure.v1.PlannedTest.path:type_name -> meshperf.measure.v1.Path
-	5,  // 5: meshperf.measure.v1.PlannedTest.spec:type_name -> meshperf.measure.v1.TestSpec
-	7,  // 6: meshperf.measure.v1.PlannedTest.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	1,  // 7: meshperf.measure.v1.Run.spec:type_name -> meshperf.measure.v1.RunSpec
+	6,  // 0: meshperf.measure.v1.RunSpec.tests:type_name -> meshperf.measure.v1.TestSpec
+	7,  // 1: meshperf.measure.v1.RunSpec.paths:type_name -> meshperf.measure.v1.Path
+	3,  // 2: meshperf.measure.v1.RunSpec.pairs:type_name -> meshperf.measure.v1.NodePair
+	8,  // 3: meshperf.measure.v1.RunSpec.ip_families:type_name -> meshperf.measure.v1.IPFamily
+	7,  // 4: meshperf.measure.v1.PlannedTest.path:type_name -> meshperf.measure.v1.Path
+	6,  // 5: meshperf.measure.v1.PlannedTest.spec:type_name -> meshperf.measure.v1.TestSpec
+	8,  // 6: meshperf.measure.v1.PlannedTest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	2,  // 7: meshperf.measure.v1.Run.spec:type_name -> meshperf.measure.v1.RunSpec
 	0,  // 8: meshperf.measure.v1.Run.state:type_name -> meshperf.measure.v1.RunState
-	8,  // 9: meshperf.measure.v1.Run.create_time:type_name -> google.protobuf.Timestamp
-	8,  // 10: meshperf.measure.v1.Run.end_time:type_name -> google.protobuf.Timestamp
-	3,  // 11: meshperf.measure.v1.Run.planned:type_name -> meshperf.measure.v1.PlannedTest
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	9,  // 9: meshperf.measure.v1.Run.create_time:type_name -> google.protobuf.Timestamp
+	9,  // 10: meshperf.measure.v1.Run.end_time:type_name -> google.protobuf.Timestamp
+	4,  // 11: meshperf.measure.v1.Run.planned:type_name -> meshperf.measure.v1.PlannedTest
+	1,  // 12: meshperf.measure.v1.Run.origin:type_name -> meshperf.measure.v1.RunOrigin
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_measure_v1_run_proto_init() }
@@ -623,7 +697,7 @@ func file_meshperf_measure_v1_run_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_measure_v1_run_proto_rawDesc), len(file_meshperf_measure_v1_run_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,

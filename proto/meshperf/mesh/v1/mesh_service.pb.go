@@ -650,7 +650,12 @@ type ListResultsRequest struct {
 	// they sort after the page's last result, and no result is returned twice.
 	PageToken string `protobuf:"bytes,9,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// ip_family keeps results of one family; unspecified keeps all.
-	IpFamily      v1.IPFamily `protobuf:"varint,10,opt,name=ip_family,json=ipFamily,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_family,omitempty"`
+	IpFamily v1.IPFamily `protobuf:"varint,10,opt,name=ip_family,json=ipFamily,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_family,omitempty"`
+	// origin keeps the results of runs of one origin: RUN_ORIGIN_CLIENT the
+	// on-demand runs', RUN_ORIGIN_MONITOR the continuous monitor's;
+	// unspecified keeps all. A result whose run is no longer stored has no
+	// origin and is kept only by unspecified.
+	Origin        v1.RunOrigin `protobuf:"varint,11,opt,name=origin,proto3,enum=meshperf.measure.v1.RunOrigin" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -753,6 +758,13 @@ func (x *ListResultsRequest) GetIpFamily() v1.IPFamily {
 		return x.IpFamily
 	}
 	return v1.IPFamily(0)
+}
+
+func (x *ListResultsRequest) GetOrigin() v1.RunOrigin {
+	if x != nil {
+		return x.Origin
+	}
+	return v1.RunOrigin(0)
 }
 
 // ListResultsResponse is one page of results.
@@ -2319,7 +2331,7 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"u\n" +
 	"\x10WatchRunResponse\x12*\n" +
 	"\x03run\x18\x01 \x01(\v2\x18.meshperf.measure.v1.RunR\x03run\x125\n" +
-	"\aresults\x18\x02 \x03(\v2\x1b.meshperf.measure.v1.ResultR\aresults\"\xa9\x03\n" +
+	"\aresults\x18\x02 \x03(\v2\x1b.meshperf.measure.v1.ResultR\aresults\"\xe1\x03\n" +
 	"\x12ListResultsRequest\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x02 \x01(\tR\adstNode\x12-\n" +
@@ -2333,7 +2345,8 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\n" +
 	"page_token\x18\t \x01(\tR\tpageToken\x12:\n" +
 	"\tip_family\x18\n" +
-	" \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"t\n" +
+	" \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\x126\n" +
+	"\x06origin\x18\v \x01(\x0e2\x1e.meshperf.measure.v1.RunOriginR\x06origin\"t\n" +
 	"\x13ListResultsResponse\x125\n" +
 	"\aresults\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.ResultR\aresults\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x13\n" +
@@ -2538,11 +2551,12 @@ var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(v1.Test)(0),                        // 35: meshperf.measure.v1.Test
 	(*timestamppb.Timestamp)(nil),       // 36: google.protobuf.Timestamp
 	(v1.IPFamily)(0),                    // 37: meshperf.measure.v1.IPFamily
-	(v1.Network)(0),                     // 38: meshperf.measure.v1.Network
-	(v1.Tool)(0),                        // 39: meshperf.measure.v1.Tool
-	(*v1.Rollup)(nil),                   // 40: meshperf.measure.v1.Rollup
-	(*durationpb.Duration)(nil),         // 41: google.protobuf.Duration
-	(v1.Status)(0),                      // 42: meshperf.measure.v1.Status
+	(v1.RunOrigin)(0),                   // 38: meshperf.measure.v1.RunOrigin
+	(v1.Network)(0),                     // 39: meshperf.measure.v1.Network
+	(v1.Tool)(0),                        // 40: meshperf.measure.v1.Tool
+	(*v1.Rollup)(nil),                   // 41: meshperf.measure.v1.Rollup
+	(*durationpb.Duration)(nil),         // 42: google.protobuf.Duration
+	(v1.Status)(0),                      // 43: meshperf.measure.v1.Status
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
 	31, // 0: meshperf.mesh.v1.CancelRunResponse.run:type_name -> meshperf.measure.v1.Run
@@ -2556,64 +2570,65 @@ var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
 	36, // 8: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
 	36, // 9: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
 	37, // 10: meshperf.mesh.v1.ListResultsRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	33, // 11: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
-	15, // 12: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
-	16, // 13: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.mesh.v1.NetworkAddress
-	17, // 14: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.mesh.v1.ToolInfo
-	36, // 15: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
-	36, // 16: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	1,  // 17: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
-	0,  // 18: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.mesh.v1.GossipState
-	38, // 19: meshperf.mesh.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
-	39, // 20: meshperf.mesh.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
-	31, // 21: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
-	15, // 22: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
-	34, // 23: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
-	35, // 24: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
-	36, // 25: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
-	36, // 26: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
-	40, // 27: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
-	26, // 28: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.mesh.v1.ExternalTarget
-	34, // 29: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
-	2,  // 30: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.mesh.v1.ProbeKind
-	36, // 31: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
-	36, // 32: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
-	37, // 33: meshperf.mesh.v1.ListProbeSeriesRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	29, // 34: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
-	30, // 35: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
-	36, // 36: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
-	41, // 37: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
-	42, // 38: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
-	36, // 39: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
-	41, // 40: meshperf.mesh.v1.ProbeRollup.bucket:type_name -> google.protobuf.Duration
-	42, // 41: meshperf.mesh.v1.ProbeRollup.last_failed_status:type_name -> meshperf.measure.v1.Status
-	5,  // 42: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
-	7,  // 43: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
-	9,  // 44: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
-	11, // 45: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
-	13, // 46: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
-	18, // 47: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
-	20, // 48: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
-	22, // 49: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
-	24, // 50: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
-	27, // 51: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
-	3,  // 52: meshperf.mesh.v1.MeshService.CancelRun:input_type -> meshperf.mesh.v1.CancelRunRequest
-	6,  // 53: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
-	8,  // 54: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
-	10, // 55: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
-	12, // 56: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
-	14, // 57: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
-	19, // 58: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
-	21, // 59: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
-	23, // 60: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
-	25, // 61: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
-	28, // 62: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
-	4,  // 63: meshperf.mesh.v1.MeshService.CancelRun:output_type -> meshperf.mesh.v1.CancelRunResponse
-	53, // [53:64] is the sub-list for method output_type
-	42, // [42:53] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	38, // 11: meshperf.mesh.v1.ListResultsRequest.origin:type_name -> meshperf.measure.v1.RunOrigin
+	33, // 12: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
+	15, // 13: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
+	16, // 14: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.mesh.v1.NetworkAddress
+	17, // 15: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.mesh.v1.ToolInfo
+	36, // 16: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
+	36, // 17: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	1,  // 18: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
+	0,  // 19: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.mesh.v1.GossipState
+	39, // 20: meshperf.mesh.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
+	40, // 21: meshperf.mesh.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
+	31, // 22: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	15, // 23: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
+	34, // 24: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
+	35, // 25: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
+	36, // 26: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
+	36, // 27: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
+	41, // 28: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
+	26, // 29: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.mesh.v1.ExternalTarget
+	34, // 30: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
+	2,  // 31: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.mesh.v1.ProbeKind
+	36, // 32: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
+	36, // 33: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
+	37, // 34: meshperf.mesh.v1.ListProbeSeriesRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	29, // 35: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
+	30, // 36: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
+	36, // 37: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
+	42, // 38: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
+	43, // 39: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
+	36, // 40: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
+	42, // 41: meshperf.mesh.v1.ProbeRollup.bucket:type_name -> google.protobuf.Duration
+	43, // 42: meshperf.mesh.v1.ProbeRollup.last_failed_status:type_name -> meshperf.measure.v1.Status
+	5,  // 43: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
+	7,  // 44: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
+	9,  // 45: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
+	11, // 46: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
+	13, // 47: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
+	18, // 48: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
+	20, // 49: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
+	22, // 50: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
+	24, // 51: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
+	27, // 52: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
+	3,  // 53: meshperf.mesh.v1.MeshService.CancelRun:input_type -> meshperf.mesh.v1.CancelRunRequest
+	6,  // 54: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
+	8,  // 55: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
+	10, // 56: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
+	12, // 57: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
+	14, // 58: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
+	19, // 59: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
+	21, // 60: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
+	23, // 61: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
+	25, // 62: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
+	28, // 63: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
+	4,  // 64: meshperf.mesh.v1.MeshService.CancelRun:output_type -> meshperf.mesh.v1.CancelRunResponse
+	54, // [54:65] is the sub-list for method output_type
+	43, // [43:54] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_mesh_v1_mesh_service_proto_init() }

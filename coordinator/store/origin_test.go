@@ -1,0 +1,95 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/testnet"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
+
+// TestListResultsOrigin: the origin filter keeps the results of runs of
+// one origin, read from each run's stored header (its label for a run
+// stored before origins), whatever the number of runs; a result whose run
+// is gone is kept only without the filter. Pages of one result give the
+// same list, and a token of one origin is refused for another.
+func TestListResultsOrigin(t *testing.T) {
+	ctx := testnet.Ctx(t, 30*time.Second)
+	s, _ := openTemp(t)
+	const (
+		unspecified = measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED
+		client      = measurev1.RunOrigin_RUN_ORIGIN_CLIENT
+		monitor     = measurev1.RunOrigin_RUN_ORIGIN_MONITOR
+	)
+	runs := []struct {
+		id     string
+		origin measurev1.RunOrigin
+		label  string
+		stored bool
+	}{
+		{"run-client", client, "vxlan", true},
+		{"run-monitor", monitor, "monitor-light", true},
+		{"run-old-monitor", unspecified, "monitor-bandwidth", true},
+		{"run-old-client", unspecified, "after MTU 9000", true},
+		{"run-gone", unspecified, "", false},
+	}
+	var results []*measurev1.Result
+	for i, r := range runs {
+		if r.stored {
+			run := &measurev1.Run{RunId: r.id, Origin: r.origin, Spec: &measurev1.RunSpec{Label: r.label}, State: measurev1.RunState_RUN_STATE_SUCCEEDED}
+			if err := s.CreateRun(ctx, run); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for j := range 2 {
+			results = append(results, result(r.id, fmt.Sprintf("t%d", j), "node-1", "node-2", measurev1.Path_PATH_HOST_TO_HOST,
+				measurev1.Test_TEST_PING, t0.Add(time.Duration(2*i+j)*time.Minute)))
+		}
+	}
+	if err := s.AddResults(ctx, results); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		origin measurev1.RunOrigin
+		want   []string
+	}{
+		{client, []string{"run-client/t0", "run-client/t1", "run-old-client/t0", "run-old-client/t1"}},
+		{monitor, []string{"run-monitor/t0", "run-monitor/t1", "run-old-monitor/t0", "run-old-monitor/t1"}},
+		{unspecified, []string{"run-client/t0", "run-client/t1", "run-monitor/t0", "run-monitor/t1", "run-old-monitor/t0",
+			"run-old-monitor/t1", "run-old-client/t0", "run-old-client/t1", "run-gone/t0", "run-gone/t1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.origin.String(), func(t *testing.T) {
+			for _, f := range []Filter{{SrcNode: "node-1", DstNode: "node-2", Origin: tt.origin}, {Origin: tt.origin}} {
+				var got []*measurev1.Result
+				token := ""
+				for pages := 0; ; pages++ {
+					if pages > len(results) {
+						t.Fatalf("filter %+v: pagination does not end", f)
+					}
+					page, next, err := s.ListResults(ctx, f, 1, token)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, page...)
+					if next == "" {
+						break
+					}
+					token = next
+				}
+				if fmt.Sprint(ids(got)) != fmt.Sprint(tt.want) {
+					t.Errorf("filter %+v:\n got %v\nwant %v", f, ids(got), tt.want)
+				}
+			}
+		})
+	}
+	_, token, err := s.ListResults(ctx, Filter{Origin: client}, 1, "")
+	if err != nil || token == "" {
+		t.Fatalf("first page of the client's results: token %q, err %v", token, err)
+	}
+	if _, _, err := s.ListResults(ctx, Filter{Origin: monitor}, 1, token); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a client-origin token with the monitor's filter: error %v, want ErrInvalid", err)
+	}
+}
