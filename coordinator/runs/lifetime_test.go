@@ -188,7 +188,10 @@ func TestStoreWriteBlocksNoCaller(t *testing.T) {
 	if canceled.err != nil {
 		t.Errorf("Cancel during the end's write: %v", canceled.err)
 	}
-	other := testutil.Returns(t, blockCtx, "Trigger while the run's final write is held", func() answer { r, err := m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT); return answer{run: r, err: err} })
+	other := testutil.Returns(t, blockCtx, "Trigger while the run's final write is held", func() answer {
+		r, err := m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
+		return answer{run: r, err: err}
+	})
 	if other.err != nil {
 		t.Fatalf("Trigger during another run's end: %v", other.err)
 	}
