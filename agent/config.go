@@ -57,7 +57,8 @@ type Config struct {
 	// ProbePort is the TCP echo responder's port on both networks, which
 	// the other agents' continuous probes connect to (the command's
 	// default is protocol.DefaultProbePort, 7947); zero means a port the
-	// kernel picks on the host network, then taken on the pod network too.
+	// kernel picks on the host network (none of the other servers' ports),
+	// then taken on the pod network too.
 	ProbePort uint32
 	// Ports are the test servers' pinned ports; a zero field means its
 	// default (iperf3 5201, qperf 19765, qperf data 19766). The four ports

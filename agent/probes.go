@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sync/errgroup"
@@ -65,10 +67,9 @@ func (a *Agent) newProber() (*probe.Prober, error) {
 }
 
 // startProbing opens the TCP echo responder on each network (each host IP)
-// and runs the
-// prober, both in g until its context ends.
+// and runs the prober, both in g until its context ends.
 func (a *Agent) startProbing(ctx context.Context, g *errgroup.Group) error {
-	host, err := net.Listen("tcp", net.JoinHostPort(a.cfg.HostIP.String(), strconv.Itoa(int(a.cfg.ProbePort))))
+	host, err := a.listenEcho(net.Listen)
 	if err != nil {
 		return err
 	}
@@ -91,6 +92,30 @@ func (a *Agent) startProbing(ctx context.Context, g *errgroup.Group) error {
 	}
 	g.Go(func() error { return a.prober.Run(ctx) })
 	return nil
+}
+
+// maxEchoPicks bounds the kernel's picks of the echo responder's port
+// (listenEcho).
+const maxEchoPicks = 8
+
+// listenEcho listens for the TCP echo responder on the host IP, on
+// ProbePort or, for 0, on a port the kernel picks that is none of the
+// agent's other server ports: the kernel may hand out a port that an
+// iperf3 or qperf server, which listens only while a test runs, is
+// configured to take, and the coordinator refuses a Register with two
+// servers on one port. It gives up after maxEchoPicks picks. listen is
+// net.Listen (a test's to count the picks).
+func (a *Agent) listenEcho(listen func(network, address string) (net.Listener, error)) (net.Listener, error) {
+	taken := []uint32{a.cfg.HTTPPort, a.cfg.Ports.Iperf3, a.cfg.Ports.Qperf, a.cfg.Ports.QperfData, a.cfg.GossipPort}
+	addr := net.JoinHostPort(a.cfg.HostIP.String(), strconv.Itoa(int(a.cfg.ProbePort)))
+	for range maxEchoPicks {
+		l, err := listen("tcp", addr)
+		if err != nil || a.cfg.ProbePort != 0 || !slices.Contains(taken, uint32(l.Addr().(*net.TCPAddr).Port)) {
+			return l, err
+		}
+		_ = l.Close() // a server's port: pick again
+	}
+	return nil, fmt.Errorf("the kernel picked one of the other servers' ports %v %d times", taken, maxEchoPicks)
 }
 
 // applyPlan hands a plan to the prober and, once taken, its peers'

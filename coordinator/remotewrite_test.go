@@ -74,6 +74,16 @@ func TestRemoteWriteMesh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Stored (and so handed to the remote writer) before the stop below;
+	// the run may end before the ingest's batch is written, and a stop
+	// cancels the write of a report its agent would send again.
+	if !testutil.Within(20*time.Second, 10*time.Millisecond, func() bool {
+		resp, err := mesh.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: "node-1", DstNode: "node-2",
+			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: meshv1.ProbeKind_PROBE_KIND_ICMP, StartTime: timestamppb.New(start.Add(-time.Minute))})
+		return err == nil && len(resp.GetSamples()) > 0
+	}) {
+		t.Fatalf("the probe report was not stored\n%s", c.logs)
+	}
 	trig, err := mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{
 		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}, Repeats: 1,
 	}})

@@ -35,7 +35,11 @@ func checkServerPorts(reg *agentv1.Register, n *Node) error {
 			*p.slot = p.def
 		}
 	}
-	return n.serverPorts().Check()
+	if err := n.serverPorts().Check(); err != nil {
+		return fmt.Errorf("%w (a port of 0 is the default: iperf3_port %d, qperf_port %d, qperf_data_port %d)", err,
+			protocol.DefaultIperf3Port, protocol.DefaultQperfPort, protocol.DefaultQperfDataPort)
+	}
+	return nil
 }
 
 // serverPorts are the ports of n's test servers.

@@ -6,14 +6,17 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshperf/meshperf/internal/testnet"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // TestListResultsOrigin: the origin filter keeps the results of runs of
 // one origin, read from each run's stored header (its label for a run
-// stored before origins), whatever the number of runs; a result whose run
-// is gone is kept only without the filter. Pages of one result give the
+// stored before origins); a result whose run is gone is kept only without
+// the filter. Pages of one result give the
 // same list, and a token of one origin is refused for another.
 func TestListResultsOrigin(t *testing.T) {
 	ctx := testnet.Ctx(t, 30*time.Second)
@@ -92,4 +95,35 @@ func TestListResultsOrigin(t *testing.T) {
 	if _, _, err := s.ListResults(ctx, Filter{Origin: monitor}, 1, token); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a client-origin token with the monitor's filter: error %v, want ErrInvalid", err)
 	}
+}
+
+// FuzzResultRunID: whatever the bytes, resultRunID agrees with
+// proto.Unmarshal: the same run_id where the message decodes (the last
+// occurrence of a repeated field wins in both), an error where the wire
+// format is broken, and never a panic.
+func FuzzResultRunID(f *testing.F) {
+	for _, r := range []*measurev1.Result{
+		{},
+		result("01RUN", "t0", "node-1", "node-2", measurev1.Path_PATH_POD_TO_POD, measurev1.Test_TEST_PING, t0),
+		{RunId: "x", TestId: "y", Message: "run_id inside a string", Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_HTTP}},
+	} {
+		v, err := proto.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(v)
+		f.Add(append(v, protowire.AppendString(protowire.AppendTag(nil, resultRunIDField, protowire.BytesType), "later")...))
+	}
+	f.Add([]byte{0x1a, 0x05, 'a'})                           // run_id longer than the bytes
+	f.Add([]byte{0x18, 0x01})                                // field 3 as a varint
+	f.Add(protowire.AppendTag(nil, 0, protowire.VarintType)) // field number 0
+	f.Fuzz(func(t *testing.T, v []byte) {
+		got, err := resultRunID(v)
+		r := &measurev1.Result{}
+		if uerr := proto.Unmarshal(v, r); uerr == nil {
+			if err != nil || got != r.GetRunId() {
+				t.Fatalf("resultRunID = %q, %v; proto.Unmarshal's run_id %q", got, err, r.GetRunId())
+			}
+		}
+	})
 }

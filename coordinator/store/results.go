@@ -513,21 +513,23 @@ func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageTok
 			if v == nil {
 				continue // index entry without its result: skip, never fail a query
 			}
+			if f.Origin != measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED {
+				// Before the decode: a listing of the clients' runs skips
+				// the monitor's many results at the cost of their run ID.
+				o, err := origins.ofResult(tx, v)
+				if err != nil {
+					return fmt.Errorf("decode result %q: %w", rk, err)
+				}
+				if o != f.Origin {
+					continue
+				}
+			}
 			r := &measurev1.Result{}
 			if err := proto.Unmarshal(v, r); err != nil {
 				return fmt.Errorf("decode result %q: %w", rk, err)
 			}
 			if !f.match(r) {
 				continue
-			}
-			if f.Origin != measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED {
-				o, err := origins.of(tx, r.GetRunId())
-				if err != nil {
-					return err
-				}
-				if o != f.Origin {
-					continue
-				}
 			}
 			if len(out) == pageSize || (len(out) > 0 && size+len(v) > MaxPageBytes) {
 				more = true

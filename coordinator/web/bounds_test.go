@@ -136,9 +136,10 @@ func (s *timedSource) ListResults(_ context.Context, req *meshv1.ListResultsRequ
 
 // TestOnDemandBounded: the pair page's on-demand list over 30 days of a
 // pair the monitor measured every minute (43,200 results) asks for the
-// clients' runs alone, reads from the end of the range, slice by slice,
-// and stops once it found its results or read maxOnDemandRead: the
-// newest on-demand results are found, and none of the monitor's.
+// clients' runs alone (the store skips the monitor's), reads from the end
+// of the range, slice by slice, and stops once it found its results or
+// read maxOnDemandRead: the newest on-demand results are found, and none
+// of the monitor's.
 func TestOnDemandBounded(t *testing.T) {
 	end := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	start := end.Add(-30 * 24 * time.Hour)
@@ -152,8 +153,10 @@ func TestOnDemandBounded(t *testing.T) {
 		maxReturn int
 	}{
 		{"two on-demand results 2 days back", time.Minute, false, []time.Time{end.Add(-49 * time.Hour), end.Add(-50 * time.Hour)}, 2, maxOnDemandRead},
-		{"none: reads stop at the bound", time.Minute, false, nil, 0, maxOnDemandRead},
-		{"dense monitor: one 30 min back", 2 * time.Second, false, []time.Time{end.Add(-30 * time.Minute)}, 1, maxOnDemandRead},
+		// The monitor's results are never listed: the request asks for the
+		// clients' runs (without origin, the source answers them too).
+		{"none: not one of the monitor's", time.Minute, false, nil, 0, maxOnDemandRead},
+		{"dense monitor: the one on-demand 30 min back", 2 * time.Second, false, []time.Time{end.Add(-30 * time.Minute)}, 1, maxOnDemandRead},
 		// 43,200 on-demand results in the newest day's slice alone: it is
 		// halved until readable, never read from its oldest end.
 		{"dense on-demand: the newest", 2 * time.Second, true, []time.Time{end.Add(-time.Second)}, maxOnDemand, maxOnDemandRead},

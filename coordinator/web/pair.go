@@ -37,8 +37,10 @@ const maxOnDemand = 100
 
 // onDemandSlices and maxOnDemandRead bound what onDemand reads: the range
 // in slices read newest first until maxOnDemand are found, and at most
-// that many results in all (a pair the monitor measured every few
-// seconds for 30 days holds hundreds of thousands, nearly all its own).
+// that many results of clients' runs in all. The store skips the
+// monitor's results (a pair it measured every few seconds holds hundreds
+// of thousands) at the cost of reading their run ID and each run's
+// header once (docs/performance.md).
 const (
 	onDemandSlices  = 30
 	maxOnDemandRead = 20000

@@ -3,9 +3,9 @@ package protocol
 import "fmt"
 
 // The agents' default server ports (cmd/agent's flags): what a
-// Register's iperf3_port, qperf_port and qperf_data_port of 0 mean, and
-// the ports a node's Service (coordinator/kube) carries to its pod, so
-// that a service path reaches every server an agent runs by default.
+// Register's iperf3_port, qperf_port and qperf_data_port of 0 mean. A
+// node's Service (coordinator/kube) carries the ports its agent
+// registered (ServerPorts), these for an agent on the defaults.
 const (
 	// DefaultIperf3Port is iperf3's listen port (TCP control and data,
 	// UDP data).
@@ -30,7 +30,18 @@ const (
 // carries exactly these ports, so that a service path reaches the servers
 // the agent runs.
 type ServerPorts struct {
-	Iperf3, Qperf, QperfData, HTTP, Probe uint16
+	// Iperf3 is the iperf3 servers' port (TCP control and data, UDP data):
+	// a Register's iperf3_port.
+	Iperf3 uint16
+	// Qperf is the qperf servers' listen port (TCP): qperf_port.
+	Qperf uint16
+	// QperfData is the qperf servers' pinned data port (TCP and UDP):
+	// qperf_data_port.
+	QperfData uint16
+	// HTTP is the HTTP target's port (TCP): http_port; 0 for none.
+	HTTP uint16
+	// Probe is the TCP echo responder's port: probe_port; 0 for none.
+	Probe uint16
 }
 
 // Check reports two servers on one port: every server takes its port on
