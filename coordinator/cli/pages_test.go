@@ -91,7 +91,11 @@ func TestRunsCommandPages(t *testing.T) {
 	for i := range 8 {
 		id := fmt.Sprintf("01RUN%04d", i)
 		ids = append(ids, id)
-		if err := st.CreateRun(ctx, &measurev1.Run{RunId: id, State: measurev1.RunState_RUN_STATE_SUCCEEDED}); err != nil {
+		origin := measurev1.RunOrigin_RUN_ORIGIN_CLIENT
+		if i%2 == 0 {
+			origin = measurev1.RunOrigin_RUN_ORIGIN_MONITOR
+		}
+		if err := st.CreateRun(ctx, &measurev1.Run{RunId: id, State: measurev1.RunState_RUN_STATE_SUCCEEDED, Origin: origin}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -112,6 +116,12 @@ func TestRunsCommandPages(t *testing.T) {
 	out, hint := run("--limit", "5")
 	if got := listed(out); !slices.Equal(got, ids[:5]) {
 		t.Fatalf("--limit 5 listed %v, want %v", got, ids[:5])
+	}
+	// Each run's origin in its own column.
+	for _, want := range []string{`(?m)^RUN\s+LABEL\s+ORIGIN\s+STATE`, `(?m)^01RUN0007\s+-\s+client\s+succeeded`, `(?m)^01RUN0006\s+-\s+monitor\s+succeeded`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("runs table lacks %s:\n%s", want, out)
+		}
 	}
 	m := regexp.MustCompile(`--page-token (\S+)`).FindStringSubmatch(hint)
 	if m == nil {

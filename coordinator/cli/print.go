@@ -426,7 +426,7 @@ func newRunsCommand(o *options) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "List the newest runs: ID, label, state, progress",
+		Short: "List the newest runs: ID, label, origin, state, progress",
 		Long: `List runs, newest first, --limit of them (page after page). When more
 runs are older, the last line (or next_page_token in JSON) gives the
 --page-token that lists the next ones.`,
@@ -452,13 +452,14 @@ runs are older, the last line (or next_page_token in JSON) gives the
 			if o.output == "json" {
 				return o.printJSON(&meshv1.ListRunsResponse{Runs: runs, NextPageToken: next})
 			}
-			tw := newTable(o.stdout, "RUN\tLABEL\tSTATE\tTESTS\tFAILED\tROUNDS\tSTARTED\tTOOK")
+			tw := newTable(o.stdout, "RUN\tLABEL\tORIGIN\tSTATE\tTESTS\tFAILED\tROUNDS\tSTARTED\tTOOK")
 			for _, r := range runs {
 				took := "-"
 				if r.GetEndTime() != nil {
 					took = r.GetEndTime().AsTime().Sub(r.GetCreateTime().AsTime()).Round(100 * time.Millisecond).String()
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n", r.GetRunId(), dash(r.GetSpec().GetLabel()), testspec.RunStateName(r.GetState()),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n", r.GetRunId(), dash(r.GetSpec().GetLabel()),
+					testspec.OriginName(testspec.OriginOf(r)), testspec.RunStateName(r.GetState()),
 					r.GetTestsDone(), r.GetTestsPlanned(), r.GetTestsFailed(), r.GetRounds(),
 					r.GetCreateTime().AsTime().Local().Format(time.DateTime), took)
 			}

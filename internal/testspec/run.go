@@ -54,6 +54,22 @@ func ParseOrigin(s string) (measurev1.RunOrigin, error) {
 	return measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED, fmt.Errorf("%w: unknown run origin %q (want client or monitor)", ErrInvalid, s)
 }
 
+// OriginName is ParseOrigin's inverse for RUN_ORIGIN_CLIENT and
+// RUN_ORIGIN_MONITOR ("client", "monitor"); "unspecified" for
+// RUN_ORIGIN_UNSPECIFIED (give it OriginOf's answer to name a run's), and
+// "origin(N)" for a value the enum lacks.
+func OriginName(o measurev1.RunOrigin) string {
+	for name, v := range origins {
+		if v == o {
+			return name
+		}
+	}
+	if o == measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED {
+		return "unspecified"
+	}
+	return fmt.Sprintf("origin(%d)", int32(o))
+}
+
 // RunHeader returns run's header: every field but the planned tests
 // (measurev1.Run.Planned), which are the bulk of a big run. It is what
 // the store writes on every progress step, what the store's run list

@@ -185,3 +185,18 @@ func TestParseOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestOriginName names every origin, ParseOrigin's inverse where it has one.
+func TestOriginName(t *testing.T) {
+	for o, want := range map[measurev1.RunOrigin]string{
+		measurev1.RunOrigin_RUN_ORIGIN_CLIENT: "client", measurev1.RunOrigin_RUN_ORIGIN_MONITOR: "monitor",
+		measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED: "unspecified", measurev1.RunOrigin(9): "origin(9)",
+	} {
+		if got := OriginName(o); got != want {
+			t.Errorf("OriginName(%v) = %q, want %q", o, got, want)
+		}
+		if back, err := ParseOrigin(want); err == nil && back != o {
+			t.Errorf("ParseOrigin(OriginName(%v)) = %v", o, back)
+		}
+	}
+}
