@@ -66,22 +66,7 @@ func TestListResultsOrigin(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.origin.String(), func(t *testing.T) {
 			for _, f := range []Filter{{SrcNode: "node-1", DstNode: "node-2", Origin: tt.origin}, {Origin: tt.origin}} {
-				var got []*measurev1.Result
-				token := ""
-				for pages := 0; ; pages++ {
-					if pages > len(results) {
-						t.Fatalf("filter %+v: pagination does not end", f)
-					}
-					page, next, err := s.ListResults(ctx, f, 1, token)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got = append(got, page...)
-					if next == "" {
-						break
-					}
-					token = next
-				}
+				got := listPaged(ctx, t, s, f, 1, len(results))
 				if fmt.Sprint(ids(got)) != fmt.Sprint(tt.want) {
 					t.Errorf("filter %+v:\n got %v\nwant %v", f, ids(got), tt.want)
 				}

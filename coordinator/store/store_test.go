@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -105,6 +106,28 @@ func TestListResultsFilters(t *testing.T) {
 	}
 }
 
+// listPaged lists every result of f, pageSize a page, following the
+// page tokens; more than most pages fails t.
+func listPaged(ctx context.Context, t *testing.T, s *Store, f Filter, pageSize, most int) []*measurev1.Result {
+	t.Helper()
+	var out []*measurev1.Result
+	token := ""
+	for pages := 0; ; pages++ {
+		if pages > most {
+			t.Fatalf("filter %+v: pagination does not end", f)
+		}
+		page, next, err := s.ListResults(ctx, f, pageSize, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out
+		}
+		token = next
+	}
+}
+
 func TestListResultsPages(t *testing.T) {
 	ctx := testnet.Ctx(t, 30*time.Second)
 	s, _ := openTemp(t)
@@ -117,22 +140,7 @@ func TestListResultsPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var paged []*measurev1.Result
-		token := ""
-		for pages := 0; ; pages++ {
-			if pages > len(all) {
-				t.Fatalf("filter %+v: pagination does not end", f)
-			}
-			page, next, err := s.ListResults(ctx, f, 5, token)
-			if err != nil {
-				t.Fatal(err)
-			}
-			paged = append(paged, page...)
-			if next == "" {
-				break
-			}
-			token = next
-		}
+		paged := listPaged(ctx, t, s, f, 5, len(all))
 		if fmt.Sprint(ids(paged)) != fmt.Sprint(ids(whole)) {
 			t.Errorf("filter %+v: pages give %v, one call gives %v", f, ids(paged), ids(whole))
 		}
