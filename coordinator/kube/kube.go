@@ -60,49 +60,6 @@ const DefaultNamespace = "meshperf"
 // coordinator never takes over or deletes such an object.
 var ErrNotManaged = errors.New("object exists and is not managed by meshperf")
 
-// Port is one port of a node's Service and EndpointSlice.
-type Port struct {
-	// Name is the port's name, a DNS-1123 label of at most 15 characters,
-	// unique within the Service.
-	Name string
-	// Port is the port number, the same on the ClusterIP and on the pod.
-	Port int32
-	// Protocol is TCP or UDP.
-	Protocol corev1.Protocol
-}
-
-// ServicePorts returns the ports of a node's Service and EndpointSlice for
-// the server ports its agent registered: iperf3 on TCP (control and data)
-// and UDP (iperf3_udp), qperf's listener on TCP, qperf's data port on TCP
-// and UDP, the HTTP target on TCP and the continuous probes' TCP echo
-// responder on TCP, the target of the tcp probes on the service paths. A
-// zero port is a server the agent does not run, and gets no port. Two
-// servers on one port is an error naming both (protocol.ServerPorts.Check).
-func ServicePorts(p protocol.ServerPorts) ([]Port, error) {
-	if err := p.Check(); err != nil {
-		return nil, err
-	}
-	var out []Port
-	for _, s := range []struct {
-		name string
-		port uint16
-		udp  bool
-	}{{"iperf3", p.Iperf3, true}, {"qperf", p.Qperf, false}, {"qperf-data", p.QperfData, true}, {"http", p.HTTP, false}, {"probe-echo", p.Probe, false}} {
-		switch {
-		case s.port == 0:
-		case s.udp:
-			out = append(out, Port{Name: s.name + "-tcp", Port: int32(s.port), Protocol: corev1.ProtocolTCP},
-				Port{Name: s.name + "-udp", Port: int32(s.port), Protocol: corev1.ProtocolUDP})
-		default:
-			out = append(out, Port{Name: s.name, Port: int32(s.port), Protocol: corev1.ProtocolTCP})
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("the agent registered no server port")
-	}
-	return out, nil
-}
-
 // InCluster returns a client for the cluster the coordinator runs in, from
 // its pod's service account (rest.InClusterConfig). The account needs get,
 // list, create, update and delete on services and
@@ -174,9 +131,9 @@ func New(cfg Config) (*Services, error) {
 // what differs (a new pod IP changes the slice only; new ports change
 // both, and the ClusterIP stays) and leaves alone what is right, so
 // calling it again is cheap (two reads). Ports that ServicePorts refuses
-// are an error naming them. An object of that name that meshperf does not manage
-// is an error wrapping ErrNotManaged; API errors are wrapped and name the
-// object. It waits for a Prune in progress to end.
+// are an error naming them. An object of that name that meshperf does not
+// manage is an error wrapping ErrNotManaged; API errors are wrapped and
+// name the object. It waits for a Prune in progress to end.
 func (s *Services) Ensure(ctx context.Context, node string, podIP netip.Addr, servers protocol.ServerPorts) (netip.Addr, error) {
 	if node == "" {
 		return netip.Addr{}, errors.New("kube: empty node name")

@@ -66,9 +66,8 @@ func (o runOrigins) ofResult(tx *bolt.Tx, v []byte) (measurev1.RunOrigin, error)
 const resultRunIDField = 3
 
 // resultRunID reads the run_id of the encoded measurev1.Result v without
-// decoding the rest (a tenth of proto.Unmarshal's time): the last
-// occurrence wins, as in proto.Unmarshal, and none is "". Bytes that are
-// not a protobuf message are an error.
+// decoding the rest: the last occurrence wins, as in proto.Unmarshal, and
+// none is "". Bytes that are not a protobuf message are an error.
 func resultRunID(v []byte) (string, error) {
 	runID := ""
 	for len(v) > 0 {
