@@ -1,6 +1,7 @@
 package testspec
 
 import (
+	"fmt"
 	"strings"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -23,6 +24,24 @@ func StatusName(s measurev1.Status) string { return enumName(s.String(), "STATUS
 // RunStateName is the short lower-case name of a run state: "running",
 // "succeeded"; "unspecified" for none.
 func RunStateName(s measurev1.RunState) string { return enumName(s.String(), "RUN_STATE_") }
+
+// OriginName is the short lower-case name of a run origin, as the CLI
+// prints and takes it: "client", "monitor"; "unspecified" for none (give
+// it OriginOf's answer to name a run's). ParseOrigin is its inverse.
+func OriginName(o measurev1.RunOrigin) string { return enumName(o.String(), "RUN_ORIGIN_") }
+
+// ParseOrigin is the inverse of OriginName for client and monitor, and
+// also takes the enum's own name ("RUN_ORIGIN_MONITOR"); matching ignores
+// case. The error wraps ErrInvalid and names the value.
+func ParseOrigin(s string) (measurev1.RunOrigin, error) {
+	want := strings.ToLower(strings.TrimSpace(s))
+	for _, o := range []measurev1.RunOrigin{measurev1.RunOrigin_RUN_ORIGIN_CLIENT, measurev1.RunOrigin_RUN_ORIGIN_MONITOR} {
+		if want == OriginName(o) || want == strings.ToLower(o.String()) {
+			return o, nil
+		}
+	}
+	return measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED, fmt.Errorf("%w: unknown run origin %q (want client or monitor)", ErrInvalid, s)
+}
 
 // RunEnded reports whether s is a state a run ends in (succeeded,
 // failed, interrupted, canceled): none of its tests runs or will run.

@@ -1,7 +1,6 @@
 package testspec
 
 import (
-	"fmt"
 	"strings"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -32,42 +31,6 @@ func OriginOf(run *measurev1.Run) measurev1.RunOrigin {
 	default:
 		return measurev1.RunOrigin_RUN_ORIGIN_CLIENT
 	}
-}
-
-// origins names the run origins a user filters by (ParseOrigin).
-var origins = map[string]measurev1.RunOrigin{
-	"client":  measurev1.RunOrigin_RUN_ORIGIN_CLIENT,
-	"monitor": measurev1.RunOrigin_RUN_ORIGIN_MONITOR,
-}
-
-// ParseOrigin parses a run origin as the CLI takes it: "client" (the
-// on-demand runs of coordinator trigger and the API) or "monitor" (the
-// continuous monitor's), or the enum's own name ("RUN_ORIGIN_MONITOR");
-// matching ignores case. The error wraps ErrInvalid and names the value.
-func ParseOrigin(s string) (measurev1.RunOrigin, error) {
-	want := strings.ToLower(strings.TrimSpace(s))
-	for name, o := range origins {
-		if want == name || want == strings.ToLower(o.String()) {
-			return o, nil
-		}
-	}
-	return measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED, fmt.Errorf("%w: unknown run origin %q (want client or monitor)", ErrInvalid, s)
-}
-
-// OriginName is ParseOrigin's inverse for RUN_ORIGIN_CLIENT and
-// RUN_ORIGIN_MONITOR ("client", "monitor"); "unspecified" for
-// RUN_ORIGIN_UNSPECIFIED (give it OriginOf's answer to name a run's), and
-// "origin(N)" for a value the enum lacks.
-func OriginName(o measurev1.RunOrigin) string {
-	for name, v := range origins {
-		if v == o {
-			return name
-		}
-	}
-	if o == measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED {
-		return "unspecified"
-	}
-	return fmt.Sprintf("origin(%d)", int32(o))
 }
 
 // RunHeader returns run's header: every field but the planned tests

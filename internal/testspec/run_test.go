@@ -1,9 +1,6 @@
 package testspec
 
 import (
-	"errors"
-	"fmt"
-	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -153,50 +150,5 @@ func TestOriginOf(t *testing.T) {
 	}
 	if got := OriginOf(nil); got != client {
 		t.Errorf("OriginOf(nil) = %v, want %v", got, client)
-	}
-}
-
-// TestParseOrigin: the CLI's names and the enum's, any case; anything else
-// is refused, naming the value.
-func TestParseOrigin(t *testing.T) {
-	for _, tt := range []struct {
-		in      string
-		want    measurev1.RunOrigin
-		wantErr bool
-	}{
-		{"client", measurev1.RunOrigin_RUN_ORIGIN_CLIENT, false},
-		{" Monitor ", measurev1.RunOrigin_RUN_ORIGIN_MONITOR, false},
-		{"RUN_ORIGIN_MONITOR", measurev1.RunOrigin_RUN_ORIGIN_MONITOR, false},
-		{"run_origin_client", measurev1.RunOrigin_RUN_ORIGIN_CLIENT, false},
-		{"RUN_ORIGIN_UNSPECIFIED", 0, true},
-		{"unspecified", 0, true},
-		{"", 0, true},
-		{"monitor-light", 0, true},
-	} {
-		got, err := ParseOrigin(tt.in)
-		if tt.wantErr {
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tt.in)) {
-				t.Errorf("ParseOrigin(%q): error %v, want ErrInvalid naming the value", tt.in, err)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("ParseOrigin(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
-		}
-	}
-}
-
-// TestOriginName names every origin, ParseOrigin's inverse where it has one.
-func TestOriginName(t *testing.T) {
-	for o, want := range map[measurev1.RunOrigin]string{
-		measurev1.RunOrigin_RUN_ORIGIN_CLIENT: "client", measurev1.RunOrigin_RUN_ORIGIN_MONITOR: "monitor",
-		measurev1.RunOrigin_RUN_ORIGIN_UNSPECIFIED: "unspecified", measurev1.RunOrigin(9): "origin(9)",
-	} {
-		if got := OriginName(o); got != want {
-			t.Errorf("OriginName(%v) = %q, want %q", o, got, want)
-		}
-		if back, err := ParseOrigin(want); err == nil && back != o {
-			t.Errorf("ParseOrigin(OriginName(%v)) = %v", o, back)
-		}
 	}
 }
