@@ -291,6 +291,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if services, err = kube.New(kube.Config{Client: cfg.KubeClient, Namespace: cfg.KubeNamespace, Logger: log}); err != nil {
 			return err
 		}
+		services.Watch(ctx) // a join wave of nodes whose objects are right costs no API call
 		regCfg.ServiceIPs = services.Ensure
 		// A node's host IP must be its Node's, its pod IP its pod
 		// endpoint's: informers, so that a join wave costs no API call

@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -93,16 +94,34 @@ func TestRogueLateResults(t *testing.T) {
 	if err := src.Send(fakeagent.ClientDone(never, answer(0.001))); err != nil {
 		t.Fatal(err)
 	}
+	// Then a flood of answers naming no test, and one of an unknown run:
+	// refusals are logged once a minute per node and kind, the others
+	// counted (suppressed=N on the next line).
+	const flood = 200
+	for i := range flood {
+		if err := rogue.Send(fakeagent.ClientDone(fmt.Sprintf("junk-%d", i), answer(0.001))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rogue.Send(fakeagent.ClientDone("no-such-run/t1", answer(0.001))); err != nil {
+		t.Fatal(err)
+	}
 	for _, w := range []string{
-		`msg="late client result refused: from a node that is not its test's source; acknowledged, not stored" node=node-3 test_id=` + inFlight[0],
-		`msg="late client result refused: from a node that is not its test's source; acknowledged, not stored" node=node-3 test_id=` + inFlight[1],
-		`msg="late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored" node=node-1 test_id=` + never,
+		// The first of a kind per node is logged, in full.
+		`msg="late client result refused: from a node that is not its test's source; acknowledged, not stored" node=node-3 suppressed=0 test_id=` + inFlight[0],
+		`msg="late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored" node=node-1 suppressed=0 test_id=` + never,
+		`msg="late client result of an unknown run; acknowledged, not stored" node=node-3 suppressed=0 test_id=no-such-run/t1`,
 	} {
 		if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool { return strings.Contains(c.logs.String(), w) }) {
 			t.Errorf("log lacks %s\n%s", w, c.logs)
 		}
 	}
-	if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool { return rogue.Acked(inFlight[0]) && src.Acked(never) }) {
+	if n := strings.Count(c.logs.String(), `msg="late client result names no run's test; acknowledged, not stored" node=node-3`); n != 1 {
+		t.Errorf("%d log lines for node-3's %d answers that name no test, want 1", n, flood)
+	}
+	if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool {
+		return rogue.Acked(inFlight[0]) && rogue.Acked(inFlight[1]) && rogue.Acked("junk-0") && rogue.Acked(fmt.Sprintf("junk-%d", flood-1)) && src.Acked(never)
+	}) {
 		t.Errorf("refused answers not acknowledged: the agents would send them forever")
 	}
 	after := fakeagent.ResultsByTest(t, ctx, mesh, runID)
@@ -154,11 +173,20 @@ func TestRogueLateResults(t *testing.T) {
 		}
 	}
 	// Answered, its record is gone: the same answer again changes nothing.
+	// Its refusal is of a kind logged a moment ago, so it is only counted;
+	// an answer of an unknown run sent after it shows it was handled.
 	if err := src.Send(fakeagent.ClientDone(inFlight[2], answer(0.002))); err != nil {
 		t.Fatal(err)
 	}
-	w := `msg="late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored" node=node-1 test_id=` + inFlight[2]
+	if err := src.Send(fakeagent.ClientDone("no-such-run/t2", answer(0.001))); err != nil {
+		t.Fatal(err)
+	}
+	w := `msg="late client result of an unknown run; acknowledged, not stored" node=node-1 suppressed=0 test_id=no-such-run/t2`
 	if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool { return strings.Contains(c.logs.String(), w) }) {
 		t.Errorf("log lacks %s", w)
+	}
+	again := fakeagent.ResultsByTest(t, ctx, mesh, runID)[testOf(inFlight[2])]
+	if !proto.Equal(again, got[testOf(inFlight[2])]) {
+		t.Errorf("the answer sent again changed the stored result: %v, was %v", again, got[testOf(inFlight[2])])
 	}
 }

@@ -20,6 +20,7 @@ func newServeCommand(o *options) *cobra.Command {
 		cfg        coordinator.Config
 		configPath string
 		useKube    bool
+		kubeClient kube.ClientOptions
 		pprofAddr  string
 		allowAddrs string
 	)
@@ -53,7 +54,7 @@ func newServeCommand(o *options) *cobra.Command {
 				return fmt.Errorf("--allow-addresses: %w", err)
 			}
 			if useKube {
-				if cfg.KubeClient, err = kube.InCluster(); err != nil {
+				if cfg.KubeClient, err = kube.InCluster(kubeClient); err != nil {
 					return err
 				}
 				if cfg.AgentIdentity == coordinator.IdentityAuto {
@@ -115,6 +116,9 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&allowAddrs, "allow-addresses", "",
 		"address classes the agents may register as host, pod or service IP besides unicast ones: loopback, link-local, comma-separated (none: both refused; labs on one machine need loopback)")
 	f.StringVar(&cfg.KubeNamespace, "kube-namespace", kube.DefaultNamespace, "namespace of the per-node Services (with --kubernetes)")
+	f.Float32Var(&kubeClient.QPS, "kube-qps", kube.DefaultQPS,
+		"API requests per second the coordinator makes at most, after a burst of --kube-burst (with --kubernetes): a fleet registering again after a restart costs a TokenReview and a pod read per agent")
+	f.IntVar(&kubeClient.Burst, "kube-burst", kube.DefaultBurst, "API requests the coordinator may make at once above --kube-qps (with --kubernetes)")
 	return cmd
 }
 

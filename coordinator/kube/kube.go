@@ -20,7 +20,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net/netip"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -62,22 +65,66 @@ var ErrNotManaged = errors.New("object exists and is not managed by meshperf")
 
 // InCluster returns a client for the cluster the coordinator runs in, from
 // its pod's service account (rest.InClusterConfig). The account needs get,
-// list, create, update and delete on services and
+// list, watch, create, update and delete on services and
 // discovery.k8s.io/endpointslices in the namespace; to check the agents'
 // identity tokens (coordinator/identity) and addresses (Addresses), get,
 // list and watch on pods and get on daemonsets there, and create on
 // authentication.k8s.io tokenreviews and list and watch on nodes
 // (cluster-scoped): deploy/kubernetes/base/coordinator-rbac.yaml.
-func InCluster() (kubernetes.Interface, error) {
+// The client's rate limits are o's.
+func InCluster(o ClientOptions) (kubernetes.Interface, error) {
 	cfg, err := rest.InClusterConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kube: in-cluster config: %w", err)
+	}
+	if err := o.apply(cfg); err != nil {
+		return nil, err
 	}
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kube: client: %w", err)
 	}
 	return c, nil
+}
+
+// The coordinator's default API rate limits (ClientOptions). A fleet of
+// 5,000 agents registering again after a restart costs 10,000 requests
+// (a TokenReview and a pod read per agent; their Services come from
+// Watch's cache): over half an hour at client-go's own limits, 5 requests
+// a second after a burst of 10, under 4 minutes at these.
+const (
+	// DefaultQPS is ClientOptions.QPS's default, in requests per second.
+	DefaultQPS = 50
+	// DefaultBurst is ClientOptions.Burst's default, in requests.
+	DefaultBurst = 100
+)
+
+// ClientOptions are the API client's rate limits.
+type ClientOptions struct {
+	// QPS is the most requests per second, after a burst; zero means
+	// DefaultQPS. Negative is an error.
+	QPS float32
+	// Burst is the most requests at once above QPS; zero means
+	// DefaultBurst. Negative, or under QPS rounded up, is an error.
+	Burst int
+}
+
+// apply sets cfg's rate limits to o's, naming the flag of a bad one.
+func (o ClientOptions) apply(cfg *rest.Config) error {
+	if o.QPS == 0 {
+		o.QPS = DefaultQPS
+	}
+	if o.Burst == 0 {
+		o.Burst = DefaultBurst
+	}
+	switch {
+	case o.QPS < 0 || math.IsNaN(float64(o.QPS)) || math.IsInf(float64(o.QPS), 0):
+		return fmt.Errorf("kube: --kube-qps %v is not a positive number of requests per second", o.QPS)
+	case o.Burst < 0 || float64(o.Burst) < math.Ceil(float64(o.QPS)):
+		return fmt.Errorf("kube: --kube-burst %d must be at least --kube-qps %v (rounded up)", o.Burst, o.QPS)
+	}
+	cfg.QPS, cfg.Burst = o.QPS, o.Burst
+	return nil
 }
 
 // Config configures New.
@@ -93,9 +140,10 @@ type Config struct {
 }
 
 // Services keeps one Service and one EndpointSlice per node. It holds no
-// state of its own beyond its Config: the API server is the truth, so it
-// is safe for concurrent use, and a restarted coordinator finds its
-// objects again by name. Ensure calls run concurrently with each other but
+// state of its own beyond its Config and, once Watch runs, a cache of
+// those objects: the API server is the truth, so it is safe for
+// concurrent use, and a restarted coordinator finds its objects again by
+// name. Ensure calls run concurrently with each other but
 // never with a Prune, so that a prune cannot delete the objects of a node
 // that registers while it runs (see PruneEvery).
 type Services struct {
@@ -105,6 +153,8 @@ type Services struct {
 	// lock is a read-write lock that ctx can interrupt: Ensure takes one
 	// unit, Prune all of them.
 	lock *semaphore.Weighted
+	// cache holds the informers once Watch started them (cache.go).
+	cache atomic.Pointer[objectCache]
 }
 
 // lockUnits is the weight of lock: more than concurrent Ensure calls will
@@ -130,7 +180,7 @@ func New(cfg Config) (*Services, error) {
 // returns the Service's ClusterIP. It creates what is missing, updates
 // what differs (a new pod IP changes the slice only; new ports change
 // both, and the ClusterIP stays) and leaves alone what is right, so
-// calling it again is cheap (two reads). Ports that ServicePorts refuses
+// calling it again is cheap: two reads, from the cache once Watch runs. Ports that ServicePorts refuses
 // are an error naming them. An object of that name that meshperf does not
 // manage is an error wrapping ErrNotManaged; API errors are wrapped and
 // name the object. It waits for a Prune in progress to end.
@@ -150,7 +200,9 @@ func (s *Services) Ensure(ctx context.Context, node string, podIP netip.Addr, se
 	}
 	defer s.lock.Release(1)
 	name := Name(node)
-	svc, err := s.ensureService(ctx, node, name, family(podIP), ports)
+	svc, err := retried(s, func(fresh bool) (*corev1.Service, error) {
+		return s.ensureService(ctx, node, name, family(podIP), ports, fresh)
+	})
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -158,7 +210,9 @@ func (s *Services) Ensure(ctx context.Context, node string, podIP netip.Addr, se
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("kube: Service %s/%s has no ClusterIP (%q)", s.ns, name, svc.Spec.ClusterIP)
 	}
-	if err := s.ensureSlice(ctx, node, name, svc, podIP, ports); err != nil {
+	if _, err := retried(s, func(fresh bool) (struct{}, error) {
+		return struct{}{}, s.ensureSlice(ctx, node, name, svc, podIP, ports, fresh)
+	}); err != nil {
 		return netip.Addr{}, err
 	}
 	return clusterIP, nil
@@ -188,15 +242,75 @@ func (s *Services) Remove(ctx context.Context, node string) error {
 
 // Prune deletes every managed Service and EndpointSlice of a node that is
 // not in keep (nodes that departed, or that a previous coordinator knew).
-// It goes on after an error and returns them all. Ensure calls wait for it
-// to end.
+// It goes on after an error and returns them all. Its deletions go in
+// chunks of pruneChunk; Ensure calls wait for the chunk in progress.
 func (s *Services) Prune(ctx context.Context, keep map[string]bool) error {
 	return s.pruneWith(ctx, func() map[string]bool { return keep })
 }
 
-// pruneWith is Prune with keep read once no Ensure runs, and none starts
-// until it is done.
+// Bounds of a prune. Its deletions go in chunks, each under the lock that
+// keeps Ensure calls out, so that registrations wait for one chunk, not
+// for a whole departed pool: 1,000 nodes are 2,000 deletions, 40 s at the
+// default rate limit.
+const (
+	// pruneChunk is the most objects one chunk deletes.
+	pruneChunk = 16
+	// pruneCallTimeout bounds a prune's listing, and each chunk.
+	pruneCallTimeout = 30 * time.Second
+)
+
+// pruneWith is Prune with keep read at each chunk of deletions, while no
+// Ensure runs and none starts: a node in keep then, or whose Ensure starts
+// after, keeps its objects.
 func (s *Services) pruneWith(ctx context.Context, keepFunc func() map[string]bool) error {
+	type object struct{ kind, name string }
+	var (
+		doomed []object
+		errs   []error
+	)
+	listCtx, cancel := context.WithTimeout(ctx, pruneCallTimeout)
+	sel := metav1.ListOptions{LabelSelector: managedSelector}
+	if sls, err := s.client.DiscoveryV1().EndpointSlices(s.ns).List(listCtx, sel); err != nil {
+		errs = append(errs, fmt.Errorf("kube: list EndpointSlices in %s: %w", s.ns, err))
+	} else {
+		for _, sl := range sls.Items {
+			doomed = append(doomed, object{"EndpointSlice", sl.Name})
+		}
+	}
+	if svcs, err := s.client.CoreV1().Services(s.ns).List(listCtx, sel); err != nil {
+		errs = append(errs, fmt.Errorf("kube: list Services in %s: %w", s.ns, err))
+	} else {
+		for _, svc := range svcs.Items {
+			doomed = append(doomed, object{"Service", svc.Name})
+		}
+	}
+	cancel()
+	for chunk := range slices.Chunk(doomed, pruneChunk) {
+		if err := s.pruneChunk(ctx, keepFunc, func(ctx context.Context, kept map[string]bool) []error {
+			var errs []error
+			for _, o := range chunk {
+				switch {
+				case kept[o.name]:
+				case o.kind == "Service":
+					errs = append(errs, s.deleteService(ctx, o.name))
+				default:
+					errs = append(errs, s.deleteSlice(ctx, o.name))
+				}
+			}
+			return errs
+		}); err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pruneChunk runs del under the whole lock, with the object names of the
+// nodes keepFunc keeps, within pruneCallTimeout.
+func (s *Services) pruneChunk(ctx context.Context, keepFunc func() map[string]bool, del func(context.Context, map[string]bool) []error) error {
 	if err := s.lock.Acquire(ctx, lockUnits); err != nil {
 		return fmt.Errorf("kube: prune: waiting for Ensure calls to end: %w", err)
 	}
@@ -208,29 +322,9 @@ func (s *Services) pruneWith(ctx context.Context, keepFunc func() map[string]boo
 			names[Name(node)] = true
 		}
 	}
-	sel := metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy + "," + LabelNode}
-	var errs []error
-	sls, err := s.client.DiscoveryV1().EndpointSlices(s.ns).List(ctx, sel)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("kube: list EndpointSlices in %s: %w", s.ns, err))
-	} else {
-		for _, sl := range sls.Items {
-			if !names[sl.Name] {
-				errs = append(errs, s.deleteSlice(ctx, sl.Name))
-			}
-		}
-	}
-	svcs, err := s.client.CoreV1().Services(s.ns).List(ctx, sel)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("kube: list Services in %s: %w", s.ns, err))
-	} else {
-		for _, svc := range svcs.Items {
-			if !names[svc.Name] {
-				errs = append(errs, s.deleteService(ctx, svc.Name))
-			}
-		}
-	}
-	return errors.Join(errs...)
+	ctx, cancel := context.WithTimeout(ctx, pruneCallTimeout)
+	defer cancel()
+	return errors.Join(del(ctx, names)...)
 }
 
 // PruneEvery calls Prune with keep() every interval until ctx ends, then
@@ -238,10 +332,11 @@ func (s *Services) pruneWith(ctx context.Context, keepFunc func() map[string]boo
 // reconnecting to a restarted coordinator register before anything is
 // pruned. Errors are logged, and the next tick tries again.
 //
-// keep() is called once no Ensure runs, and none starts until the prune is
-// done: a node whose Ensure ended must be in keep() by then (the registry
-// counts it from before its ServiceIPs call), and one whose Ensure waits
-// creates its objects after the prune.
+// keep() is called before each chunk of deletions, once no Ensure runs,
+// and none starts until the chunk is done: a node whose Ensure ended must
+// be in keep() by then (the registry counts it from before its ServiceIPs
+// call), and one whose Ensure waits creates its objects after the chunk.
+// A prune that finds nothing to delete does not call it.
 func (s *Services) PruneEvery(ctx context.Context, interval time.Duration, keep func() map[string]bool) error {
 	if interval <= 0 {
 		return fmt.Errorf("kube: prune interval %v is not positive", interval)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -16,10 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshperf/meshperf/coordinator/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 const ns = "mp-test"
@@ -475,32 +478,51 @@ func TestPruneEvery(t *testing.T) {
 	if _, err := s.Ensure(ctx, "gone", netip.MustParseAddr("10.244.9.2"), agentPorts); err != nil {
 		t.Fatal(err)
 	}
-	called := make(chan struct{})
 	done := make(chan error, 1)
 	runCtx, stop := context.WithCancel(ctx)
 	go func() {
-		calls := 0
-		done <- s.PruneEvery(runCtx, 10*time.Millisecond, func() map[string]bool {
-			if calls++; calls < 2 { // the second call comes after the first prune
-				return nil
-			}
-			select {
-			case called <- struct{}{}:
-			default:
-			}
-			return nil
-		})
+		done <- s.PruneEvery(runCtx, 10*time.Millisecond, func() map[string]bool { return nil })
 	}()
-	select {
-	case <-called:
-	case <-ctx.Done():
-		t.Fatal("keep never called")
-	}
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, "the prune of a node nobody keeps", func() bool {
+		svcs, sls := objectNames(t, c)
+		return len(svcs) == 0 && len(sls) == 0
+	})
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if svcs, _ := objectNames(t, c); len(svcs) != 0 {
-		t.Errorf("services %v left after a prune that keeps none", svcs)
+}
+
+// TestClientOptions: the rate limits reach the client's config, zero
+// meaning the default, and a bad one is refused naming its flag.
+func TestClientOptions(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		o         ClientOptions
+		qps       float32
+		burst     int
+		errSubstr string
+	}{
+		{"defaults", ClientOptions{}, DefaultQPS, DefaultBurst, ""},
+		{"set", ClientOptions{QPS: 200, Burst: 400}, 200, 400, ""},
+		{"fractional qps", ClientOptions{QPS: 0.5, Burst: 1}, 0.5, 1, ""},
+		{"negative qps", ClientOptions{QPS: -1}, 0, 0, "--kube-qps -1 is not a positive"},
+		{"infinite qps", ClientOptions{QPS: float32(math.Inf(1))}, 0, 0, "--kube-qps +Inf"},
+		{"burst under qps", ClientOptions{QPS: 100, Burst: 10}, 0, 0, "--kube-burst 10 must be at least --kube-qps 100"},
+		{"negative burst", ClientOptions{Burst: -5}, 0, 0, "--kube-burst -5"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &rest.Config{}
+			err := tt.o.apply(cfg)
+			if tt.errSubstr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errSubstr) {
+					t.Fatalf("apply(%+v) = %v, want an error with %q", tt.o, err, tt.errSubstr)
+				}
+				return
+			}
+			if err != nil || cfg.QPS != tt.qps || cfg.Burst != tt.burst {
+				t.Errorf("apply(%+v) = %v, QPS %v, Burst %d; want QPS %v, Burst %d", tt.o, err, cfg.QPS, cfg.Burst, tt.qps, tt.burst)
+			}
+		})
 	}
 }

@@ -73,15 +73,16 @@ func (s *Services) slice(node, name string, svc *corev1.Service, podIP netip.Add
 // ensureService returns node's Service, created or brought in line with
 // want. A Service of the wrong IP family is replaced (the family cannot
 // change in place), which changes its ClusterIP.
-func (s *Services) ensureService(ctx context.Context, node, name string, fam corev1.IPFamily, ports []Port) (*corev1.Service, error) {
+// fresh reads it from the API server, not the cache (cache.go).
+func (s *Services) ensureService(ctx context.Context, node, name string, fam corev1.IPFamily, ports []Port, fresh bool) (*corev1.Service, error) {
 	api := s.client.CoreV1().Services(s.ns)
 	want := s.service(node, name, fam, ports)
-	got, err := api.Get(ctx, name, metav1.GetOptions{})
+	got, err := s.getService(ctx, name, fresh)
 	switch {
 	case apierrors.IsNotFound(err):
 		return s.createService(ctx, want)
 	case err != nil:
-		return nil, fmt.Errorf("kube: get Service %s/%s: %w", s.ns, name, err)
+		return nil, err
 	case !managed(got.Labels):
 		return nil, fmt.Errorf("kube: Service %s/%s: %w", s.ns, name, ErrNotManaged)
 	case len(got.Spec.IPFamilies) > 0 && got.Spec.IPFamilies[0] != fam:
@@ -129,16 +130,17 @@ func samePorts(got, want []corev1.ServicePort) bool {
 }
 
 // ensureSlice makes node's EndpointSlice point at podIP. A slice of the
-// wrong address type is replaced (the type cannot change in place).
-func (s *Services) ensureSlice(ctx context.Context, node, name string, svc *corev1.Service, podIP netip.Addr, ports []Port) error {
+// wrong address type is replaced (the type cannot change in place). fresh
+// reads it from the API server, not the cache (cache.go).
+func (s *Services) ensureSlice(ctx context.Context, node, name string, svc *corev1.Service, podIP netip.Addr, ports []Port, fresh bool) error {
 	api := s.client.DiscoveryV1().EndpointSlices(s.ns)
 	want := s.slice(node, name, svc, podIP, ports)
-	got, err := api.Get(ctx, name, metav1.GetOptions{})
+	got, err := s.getSlice(ctx, name, fresh)
 	switch {
 	case apierrors.IsNotFound(err):
 		return s.createSlice(ctx, want)
 	case err != nil:
-		return fmt.Errorf("kube: get EndpointSlice %s/%s: %w", s.ns, name, err)
+		return err
 	case !managed(got.Labels):
 		return fmt.Errorf("kube: EndpointSlice %s/%s: %w", s.ns, name, ErrNotManaged)
 	case got.AddressType != want.AddressType:

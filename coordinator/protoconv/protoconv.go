@@ -53,6 +53,7 @@ func APIAgent(rec *storev1.Agent) *meshv1.Agent {
 		NodeName: rec.GetNodeName(), Connected: rec.GetConnected(), AgentVersion: rec.GetAgentVersion(),
 		ServiceIp: rec.GetServiceIp(), ServiceIpv6: rec.GetServiceIpv6(), Maintenance: rec.GetMaintenance(),
 		ProbePort: rec.GetProbePort(), HttpPort: rec.GetHttpPort(),
+		Iperf3Port: rec.GetIperf3Port(), QperfPort: rec.GetQperfPort(), QperfDataPort: rec.GetQperfDataPort(),
 	}
 	if t := rec.GetConnectTime(); t != nil {
 		a.ConnectTime = &timestamppb.Timestamp{Seconds: t.GetSeconds(), Nanos: t.GetNanos()}

@@ -162,12 +162,14 @@ func TestAPIAgent(t *testing.T) {
 				Addresses:   []*storev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1", MtuBytes: 1500}},
 				ServiceIp:   "10.96.0.1",
 				Tools:       []*storev1.ToolInfo{{Tool: measurev1.Tool_TOOL_IPERF3, Version: "iperf 3.16", Error: "x"}},
-				ConnectTime: at, LastSeenTime: at, Maintenance: true, ProbePort: 7947, HttpPort: 7948, ServiceIpv6: "fd00::1"},
+				ConnectTime: at, LastSeenTime: at, Maintenance: true, ProbePort: 7947, HttpPort: 7948, ServiceIpv6: "fd00::1",
+				Iperf3Port: 6201, QperfPort: 6202, QperfDataPort: 6203},
 			&meshv1.Agent{NodeName: "node-1", Connected: true, AgentVersion: "v1",
 				Addresses:   []*meshv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1", MtuBytes: 1500}},
 				ServiceIp:   "10.96.0.1",
 				Tools:       []*meshv1.ToolInfo{{Tool: measurev1.Tool_TOOL_IPERF3, Version: "iperf 3.16", Error: "x"}},
-				ConnectTime: at, LastSeenTime: at, Maintenance: true, ProbePort: 7947, HttpPort: 7948, ServiceIpv6: "fd00::1"}},
+				ConnectTime: at, LastSeenTime: at, Maintenance: true, ProbePort: 7947, HttpPort: 7948, ServiceIpv6: "fd00::1",
+				Iperf3Port: 6201, QperfPort: 6202, QperfDataPort: 6203}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := APIAgent(tt.rec)

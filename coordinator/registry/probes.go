@@ -60,7 +60,7 @@ func (r *Registry) planJoin(n Node, maintenance bool) {
 
 // seedProbes puts the stored nodes that ran probe plans back in the peer
 // table at start, as they last registered (checked again as a
-// registration is), so that after a coordinator restart the agents that
+// registration is, with the server ports they registered), so that after a coordinator restart the agents that
 // register first still probe the peers that have not registered again
 // yet, instead of dropping them from their plans for that while. Nodes
 // that departed meanwhile leave with the next SyncProbes, as a node whose
@@ -75,7 +75,8 @@ func (r *Registry) seedProbes() {
 			continue
 		}
 		n, err := validateRegister(&agentv1.Register{NodeName: name, ProtocolVersion: protocol.Version, Addresses: protoconv.WireAddresses(a.GetAddresses()),
-			ServiceIp: a.GetServiceIp(), ServiceIpv6: a.GetServiceIpv6(), ProbePort: a.GetProbePort(), HttpPort: a.GetHttpPort()}, r.cfg.Addresses)
+			ServiceIp: a.GetServiceIp(), ServiceIpv6: a.GetServiceIpv6(), ProbePort: a.GetProbePort(), HttpPort: a.GetHttpPort(),
+			Iperf3Port: a.GetIperf3Port(), QperfPort: a.GetQperfPort(), QperfDataPort: a.GetQperfDataPort()}, r.cfg.Addresses)
 		if err != nil {
 			r.log.Warn("stored node left out of the probe plans until it registers again", "node", name, "err", err)
 			continue

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/probeplan"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
@@ -44,6 +46,28 @@ func (c *chanStream) Recv() (*agentv1.ConnectRequest, error) {
 	}
 }
 
+// probingSession starts a registry with a probe table and plans held back
+// for an hour, and a session on a channel stream in which node-1, with a
+// probe port, has sent its Register; served gets Serve's end. The
+// registry is shut down when the test ends.
+func probingSession(t *testing.T, ctx context.Context) (*Registry, *probeplan.Table, *chanStream, <-chan error) {
+	t.Helper()
+	table := probeplan.NewTable(probeplan.Options{})
+	table.SetSettings(&agentv1.ProbeSettings{Interval: durationpb.New(time.Second)})
+	r, err := New(ctx, Config{Recorder: memRecorder{}, Probes: table, PlanDebounce: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Shutdown)
+	st := &chanStream{in: make(chan *agentv1.ConnectRequest, 64), out: make(chan *agentv1.ConnectResponse, 64), ctx: ctx}
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(ctx, st) }()
+	st.in <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: &agentv1.Register{
+		NodeName: "node-1", ProtocolVersion: protocol.Version, ProbePort: 7947,
+		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1"}}}}}
+	return r, table, st, served
+}
+
 // TestWorkAndPlans checks how work and probe plans are ordered on a
 // session: work waits for the plan that names the peers registered before
 // it, and an agent that refuses its plans still gets its work (it would
@@ -56,19 +80,7 @@ func TestWorkAndPlans(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			table := probeplan.NewTable(probeplan.Options{})
-			table.SetSettings(&agentv1.ProbeSettings{Interval: durationpb.New(time.Second)})
-			r, err := New(ctx, Config{Recorder: memRecorder{}, Probes: table, PlanDebounce: time.Hour})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Shutdown()
-			st := &chanStream{in: make(chan *agentv1.ConnectRequest, 64), out: make(chan *agentv1.ConnectResponse, 64), ctx: ctx}
-			served := make(chan error, 1)
-			go func() { served <- r.Serve(ctx, st) }()
-			st.in <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: &agentv1.Register{
-				NodeName: "node-1", ProtocolVersion: protocol.Version, ProbePort: 7947,
-				Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1"}}}}}
+			r, table, st, served := probingSession(t, ctx)
 			// The agent: answers plans (taking or refusing them), work at once.
 			var plans []*agentv1.ProbePlan
 			workSeen := make(chan *agentv1.Work, 1)
@@ -133,6 +145,87 @@ func TestWorkAndPlans(t *testing.T) {
 	}
 }
 
+// TestHeldWorkNobodyAwaits: work held for a plan the agent has not
+// acknowledged is dropped when its caller gives up, so an agent that
+// leaves its plan unacknowledged neither makes the held work grow with
+// every dispatch nor gets a burst of stale work when it acknowledges at
+// last: it gets only the work whose caller still waits.
+func TestHeldWorkNobodyAwaits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, _, st, served := probingSession(t, ctx)
+	// The agent keeps its plan unacknowledged until ack is closed.
+	ack := make(chan struct{})
+	works := make(chan string, 256)
+	agentDone := make(chan struct{})
+	go func() {
+		defer close(agentDone)
+		var version uint64
+		pending := false
+		for {
+			var ackC chan struct{}
+			if pending {
+				ackC = ack
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-ackC:
+				st.in <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_PlanAck{PlanAck: &agentv1.PlanAck{Version: version}}}
+				pending = false
+			case m := <-st.out:
+				switch msg := m.GetMsg().(type) {
+				case *agentv1.ConnectResponse_ProbePlan:
+					version, pending = msg.ProbePlan.GetVersion(), true
+				case *agentv1.ConnectResponse_Work:
+					works <- msg.Work.GetTestId()
+					st.in <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
+						TestId: msg.Work.GetTestId(), Status: measurev1.Status_STATUS_OK,
+						Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}}}}
+				}
+			}
+		}
+	}()
+	testutil.Eventually(t, 10*time.Second, 5*time.Millisecond, "node-1 registered", func() bool { _, ok := r.Node("node-1"); return ok })
+	const abandoned = 50
+	for i := range abandoned {
+		dctx, dcancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		_, err := r.Dispatch(dctx, "node-1", clientWork(fmt.Sprintf("run/gone-%d", i)))
+		dcancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Dispatch of run/gone-%d while the plan is unacknowledged = %v, want its deadline", i, err)
+		}
+	}
+	answered := make(chan error, 1)
+	go func() {
+		_, err := r.Dispatch(ctx, "node-1", clientWork("run/live"))
+		answered <- err
+	}()
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, "run/live dispatched", func() bool {
+		r.mu.Lock()
+		s := r.sessions["node-1"]
+		r.mu.Unlock()
+		return s != nil && s.awaited(clientWork("run/live"))
+	})
+	close(ack)
+	if err := <-answered; err != nil {
+		t.Fatalf("Dispatch of run/live = %v", err)
+	}
+	cancel()
+	if err := <-served; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("Serve: %v", err)
+	}
+	<-agentDone
+	close(works)
+	var got []string
+	for id := range works {
+		got = append(got, id)
+	}
+	if len(got) != 1 || got[0] != "run/live" {
+		t.Errorf("the agent got work %v after it acknowledged, want only run/live", got)
+	}
+}
+
 // knownRecorder holds agents recorded before a restart.
 type knownRecorder struct{ agents []*storev1.Agent }
 
@@ -183,8 +276,9 @@ func decodePlan(t *testing.T, plan *agentv1.ProbePlan) *agentv1.ProbePlan {
 // TestSeedProbesAfterRestart: a restarted coordinator puts the stored
 // nodes that ran probe plans back in the peer table before any agent
 // registers again (so the first agents to register keep probing the
-// others), checked as registrations are; departed nodes, nodes without
-// a probe port and stored entries that do not validate stay out.
+// others), checked as registrations are, with the server ports they
+// registered; departed nodes, nodes without a probe port and stored
+// entries that do not validate stay out.
 func TestSeedProbesAfterRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -201,6 +295,12 @@ func TestSeedProbesAfterRestart(t *testing.T) {
 		{NodeName: "no-probe-port", Connected: true, LastSeenTime: recent, Addresses: addr("10.0.0.5")},
 		{NodeName: "bad-address", Connected: true, LastSeenTime: recent, Addresses: addr("0.0.0.0"), ProbePort: 7947},
 		{NodeName: "bad-port", Connected: true, LastSeenTime: recent, Addresses: addr("10.0.0.7"), ProbePort: 70000},
+		// Its HTTP target on iperf3's default port is valid beside the
+		// iperf3 port it registered, not beside the default.
+		{NodeName: "off-default-ports", Connected: true, LastSeenTime: recent, Addresses: addr("10.0.0.8"), ProbePort: 7947, HttpPort: 5201,
+			Iperf3Port: 6201, QperfPort: 19765, QperfDataPort: 19766},
+		{NodeName: "port-clash", Connected: true, LastSeenTime: recent, Addresses: addr("10.0.0.9"), ProbePort: 7947, HttpPort: 6201,
+			Iperf3Port: 6201, QperfPort: 19765, QperfDataPort: 19766},
 	}
 	table := probeplan.NewTable(probeplan.Options{})
 	r, err := New(ctx, Config{Recorder: knownRecorder{stored}, Probes: table})
@@ -226,6 +326,8 @@ func TestSeedProbesAfterRestart(t *testing.T) {
 		{"no-probe-port", false, false, 0},
 		{"bad-address", false, false, 0},
 		{"bad-port", false, false, 0},
+		{"off-default-ports", true, false, 5201},
+		{"port-clash", false, false, 0},
 	} {
 		p, in := got[tt.node]
 		if in != tt.in {
@@ -239,7 +341,7 @@ func TestSeedProbesAfterRestart(t *testing.T) {
 	// The sync that follows keeps them: they were connected at the crash,
 	// or seen within DepartAfter.
 	r.SyncProbes()
-	if n := table.Len(); n != 3 {
-		t.Errorf("after SyncProbes the table holds %d peers, want 3", n)
+	if n := table.Len(); n != 4 {
+		t.Errorf("after SyncProbes the table holds %d peers, want 4", n)
 	}
 }

@@ -1,29 +1,68 @@
 package registry
 
-import "slices"
+import (
+	"context"
+	"slices"
+	"sync"
+)
 
-// This file tracks the registrations in progress, for the pruning of the
-// nodes' Services (coordinator/kube): a registration creates its node's
-// Service (Config.ServiceIPs) before its node is known, and a prune must
-// not take it for a departed node's.
+// This file tracks the registrations in progress. A registration creates
+// or updates its node's Service (Config.ServiceIPs) before its node is
+// known: a prune of the nodes' Services (coordinator/kube) must not take
+// it for a departed node's, and two registrations of one node (an agent
+// restarting while its last Register is still in flight) take turns, so
+// that the one attached last is the one whose ports its Service carries
+// and whose record is stored.
 
-// markRegistering counts a registration of node as in progress until the
-// returned function is called.
-func (r *Registry) markRegistering(node string) (done func()) {
+// registration is a node's registrations in progress.
+type registration struct {
+	// n counts them, the one holding turn and those waiting for it;
+	// guarded by Registry.mu.
+	n int
+	// turn holds a token while one of them is between its ServiceIPs call
+	// and its attach or refusal (capacity 1).
+	turn chan struct{}
+}
+
+// markRegistering counts a registration of node as in progress, then
+// waits for its turn: until every registration of node that came before
+// it has attached or been refused. It returns ctx's error if ctx ends
+// first (the registration is then no longer counted); otherwise done ends
+// the turn and the count, and calling it again does nothing.
+func (r *Registry) markRegistering(ctx context.Context, node string) (done func(), err error) {
 	r.mu.Lock()
 	if r.registering == nil {
-		r.registering = map[string]int{}
+		r.registering = map[string]*registration{}
 	}
-	r.registering[node]++
+	reg := r.registering[node]
+	if reg == nil {
+		reg = &registration{turn: make(chan struct{}, 1)}
+		r.registering[node] = reg
+	}
+	reg.n++
 	r.mu.Unlock()
-	return func() {
+	uncount := func() {
 		r.mu.Lock()
-		if r.registering[node]--; r.registering[node] <= 0 {
+		if reg.n--; reg.n == 0 {
 			delete(r.registering, node)
 		}
 		r.mu.Unlock()
 	}
+	select {
+	case reg.turn <- struct{}{}:
+	case <-ctx.Done():
+		uncount()
+		return nil, ctx.Err()
+	}
+	return sync.OnceFunc(func() {
+		<-reg.turn
+		uncount()
+	}), nil
 }
+
+// registeringLocked reports whether a registration of node is in
+// progress. Caller holds r.mu.
+func (r *Registry) registeringLocked(node string) bool { return r.registering[node] != nil }
 
 // Registering returns, sorted, the nodes whose registration is in
 // progress: past its check, before its session is attached or refused.

@@ -299,9 +299,9 @@ type Registry struct {
 	known     map[string]*storev1.Agent // by node name: every agent ever seen, as recorded
 	proven    map[string]bool           // known nodes a working agent runs (unproven.go)
 	late      LateHandler               // set by HandleLate
-	// registering counts per node the registrations between their
+	// registering holds per node the registrations between their
 	// ServiceIPs call and their attach or refusal (registering.go).
-	registering map[string]int
+	registering map[string]*registration
 	// peers are the nodes in (or cordoned out of) the probe plans, by name,
 	// as they last registered (probes.go).
 	peers map[string]Node
@@ -512,6 +512,7 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 		Addresses: protoconv.RecordAddresses(reg.GetAddresses()), Tools: protoconv.RecordTools(reg.GetTools()),
 		ConnectTime: now, LastSeenTime: now,
 		ProbePort: uint32(s.node.ProbePort), HttpPort: uint32(s.node.HTTPPort),
+		Iperf3Port: uint32(s.node.Iperf3Port), QperfPort: uint32(s.node.QperfPort), QperfDataPort: uint32(s.node.QperfDataPort),
 	}
 	if s.node.ServiceIP.IsValid() { // the agent's, or the ClusterIP Config.ServiceIPs gave
 		a.ServiceIp = s.node.ServiceIP.String()

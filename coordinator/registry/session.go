@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -27,8 +29,16 @@ const (
 	// handler; beyond it they are left with the agent, which sends them
 	// again on its next session.
 	maxLateQueue = 20000
+	// maxLateBytes bounds the encoded size of the late results a session
+	// holds, likewise: 20,000 results of the 4 MiB a message may have
+	// would be 80 GiB.
+	maxLateBytes = 32 << 20
 	// maxLateBatch is the most late results one handler call gets.
 	maxLateBatch = 500
+	// maxHeld is the most work, all of it with callers still waiting,
+	// that a session holds while its agent's probe plan is in flight;
+	// beyond it the session ends (far beyond what a run sends one node).
+	maxHeld = 4096
 )
 
 // session is one agent's stream. Only Serve's goroutine sends on the stream.
@@ -68,6 +78,7 @@ type session struct {
 	seen       time.Time
 	acks       []string              // test IDs to acknowledge
 	late       []*agentv1.WorkResult // client answers nobody waited for
+	lateBytes  int                   // the encoded size of late
 }
 
 func newSession(node Node) *session {
@@ -94,12 +105,14 @@ func (s *session) takeAcks() []string {
 }
 
 // queueLate queues a client answer for the late handler; it reports false
-// when the queue is full.
+// when the queue is full (maxLateQueue results or maxLateBytes).
 func (s *session) queueLate(r *agentv1.WorkResult) bool {
+	size := proto.Size(r)
 	s.mu.Lock()
-	full := len(s.late) >= maxLateQueue
+	full := len(s.late) >= maxLateQueue || s.lateBytes+size > maxLateBytes
 	if !full {
 		s.late = append(s.late, r)
+		s.lateBytes += size
 	}
 	s.mu.Unlock()
 	if !full {
@@ -112,7 +125,11 @@ func (s *session) queueLate(r *agentv1.WorkResult) bool {
 func (s *session) takeLate() []*agentv1.WorkResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return queue.TakeFront(&s.late, maxLateBatch)
+	out := queue.TakeFront(&s.late, maxLateBatch)
+	for _, r := range out {
+		s.lateBytes -= proto.Size(r)
+	}
+	return out
 }
 
 // signal wakes the reader of a 1-buffered channel without blocking.
@@ -173,6 +190,21 @@ func (s *session) call(ctx context.Context, key pendingKey, w *agentv1.Work) (*a
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// awaited reports whether w's caller still waits for its answer: false
+// once Dispatch gave up (its context ended), so that held work nobody
+// waits for is never sent. Work that gets no answer (cancel_client) is
+// always awaited.
+func (s *session) awaited(w *agentv1.Work) bool {
+	kind, err := workKind(w)
+	if err != nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.pending[pendingKey{workID: protocol.WorkID(w), kind: kind}]
+	return ok
 }
 
 func (s *session) goneErr() error {
@@ -271,7 +303,12 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		return fmt.Errorf("%w: node name %q is the name of an external target in the coordinator's config (results to the target carry it as dst_node); rename the target",
 			ErrBadRegistration, node.Name)
 	}
-	done := r.markRegistering(node.Name) // until attached or refused: its Service must outlive a prune
+	// Until attached or refused: its Service must outlive a prune, and
+	// another registration of the node waits for its turn.
+	done, err := r.markRegistering(ctx, node.Name)
+	if err != nil {
+		return fmt.Errorf("waiting for the node's previous registration: %w", err)
+	}
 	node = r.resolveServiceIP(ctx, node)
 	if err := r.checkConflicts(node); err != nil {
 		done()
@@ -372,8 +409,19 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 	}
 	// Work waits while a plan is in flight: the agent checks a Work's
 	// target against its plan, which must name every peer registered
-	// before the work was sent.
+	// before the work was sent. Work whose caller gave up meanwhile is
+	// dropped, so held grows with the callers still waiting only, never
+	// with an agent that leaves its plan unacknowledged, and past
+	// maxHeld the session ends.
 	var held []*agentv1.Work
+	hold := func(w *agentv1.Work) error {
+		held = slices.DeleteFunc(held, func(w *agentv1.Work) bool { return !s.awaited(w) })
+		if len(held) >= maxHeld {
+			return fmt.Errorf("%d works wait for the agent to acknowledge its probe plan", len(held))
+		}
+		held = append(held, w)
+		return nil
+	}
 	// planRefused: the agent refused its last full plan; work no longer
 	// waits for plans (it would wait forever) until one is taken.
 	planRefused := false
@@ -413,6 +461,9 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 		for ready && len(held) > 0 {
 			w := held[0]
 			held = held[1:]
+			if !s.awaited(w) {
+				continue
+			}
 			if err := sendWork(w); err != nil {
 				return err
 			}
@@ -518,7 +569,7 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 			case ferr != nil:
 				err = ferr
 			case !ready || len(held) > 0:
-				held = append(held, w)
+				err = hold(w)
 			default:
 				err = sendWork(w)
 			}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -435,6 +437,50 @@ func TestMaintenance(t *testing.T) {
 			mesh, targetable := r.Known()
 			if !slices.Equal(mesh, tt.wantMesh) || !slices.Equal(targetable, []string{"node-1", "node-2"}) {
 				t.Errorf("Known() = %v, %v; want mesh %v, both targetable", mesh, targetable, tt.wantMesh)
+			}
+		})
+	}
+}
+
+// TestLateQueueBounded: a session's queue of late results takes up to
+// maxLateQueue results and maxLateBytes of them, refuses the rest (the
+// agent keeps them for its next session), and takes again what
+// takeLate made room for.
+func TestLateQueueBounded(t *testing.T) {
+	result := func(id string, payload int) *agentv1.WorkResult {
+		return &agentv1.WorkResult{TestId: id, Status: measurev1.Status_STATUS_TIMEOUT, Message: strings.Repeat("x", payload)}
+	}
+	for _, tt := range []struct {
+		name    string
+		payload int
+		want    int
+	}{
+		{"small results: bounded by count", 0, maxLateQueue},
+		{"1 MiB results: bounded by bytes", 1 << 20, maxLateBytes / proto.Size(result("run/t00000", 1<<20))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSession(Node{Name: "node-1"})
+			n := 0
+			for ; n <= maxLateQueue; n++ {
+				if !s.queueLate(result(fmt.Sprintf("run/t%05d", n), tt.payload)) {
+					break
+				}
+			}
+			if n != tt.want {
+				t.Errorf("queued %d late results before a refusal, want %d", n, tt.want)
+			}
+			taken := 0
+			for batch := s.takeLate(); len(batch) > 0; batch = s.takeLate() {
+				taken += len(batch)
+			}
+			if taken != n {
+				t.Errorf("takeLate gave %d results, want the %d queued", taken, n)
+			}
+			if s.lateBytes != 0 {
+				t.Errorf("%d bytes counted after every late result was taken, want 0", s.lateBytes)
+			}
+			if !s.queueLate(result("run/again", tt.payload)) {
+				t.Error("the emptied queue refused a late result")
 			}
 		})
 	}

@@ -131,7 +131,7 @@ func (r *Registry) expireUnproven() {
 	}
 	var kept []left
 	for name, a := range r.known {
-		if !r.unprovenGoneLocked(name) || r.registering[name] != 0 {
+		if !r.unprovenGoneLocked(name) || r.registeringLocked(name) {
 			continue
 		}
 		if seen := a.GetLastSeenTime().AsTime(); now.Sub(seen) <= r.cfg.UnprovenGrace {

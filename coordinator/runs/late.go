@@ -46,9 +46,14 @@ func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.Work
 			id = wr.GetTestId()
 		}
 		log := m.log.With("node", node, "test_id", id)
+		// Refusals are the agent's doing, as many as it sends: at most one
+		// line a minute per node and kind, with a count of the others.
+		refuse := func(msg string, args ...any) {
+			m.warn.Warn(m.log, node, msg, append([]any{"test_id", id}, args...)...)
+		}
 		runID, testID, ok := strings.Cut(id, "/")
 		if !ok || runID == "" || testID == "" {
-			log.Warn("late client result names no run's test; acknowledged, not stored")
+			refuse("late client result names no run's test; acknowledged, not stored")
 			acks = append(acks, id)
 			continue
 		}
@@ -67,11 +72,11 @@ func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.Work
 		}
 		switch {
 		case plan == nil:
-			log.Warn("late client result of an unknown run; acknowledged, not stored")
+			refuse("late client result of an unknown run; acknowledged, not stored")
 		case pt == nil:
-			log.Warn("late client result of a test its run did not plan; acknowledged, not stored")
+			refuse("late client result of a test its run did not plan; acknowledged, not stored")
 		case pt.GetSrcNode() != node:
-			log.Warn("late client result refused: from a node that is not its test's source; acknowledged, not stored", "source", pt.GetSrcNode())
+			refuse("late client result refused: from a node that is not its test's source; acknowledged, not stored", "source", pt.GetSrcNode())
 		default:
 			to, at, inFlight, err := m.cfg.Store.Dispatched(ctx, id)
 			switch {
@@ -79,11 +84,11 @@ func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.Work
 				log.Error("late client result: read its dispatch record; left with the agent", "err", err)
 				continue
 			case !inFlight:
-				log.Warn("late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored")
+				refuse("late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored")
 				acks = append(acks, id)
 				continue
 			case to != node:
-				log.Warn("late client result refused: the test was dispatched to another node; acknowledged, not stored", "dispatched_to", to)
+				refuse("late client result refused: the test was dispatched to another node; acknowledged, not stored", "dispatched_to", to)
 				acks = append(acks, id)
 				continue
 			}

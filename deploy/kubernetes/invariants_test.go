@@ -363,7 +363,7 @@ var invariants = []invariant{
 			func(m *manifests) { find[*rbacv1.Role](m, coordinator).Rules[1].Verbs = append([]string{}, "escalate") },
 			func(m *manifests) {
 				r := &find[*rbacv1.Role](m, coordinator).Rules[0]
-				r.Verbs = append(r.Verbs, "watch")
+				r.Verbs = append(r.Verbs, "patch")
 			},
 			func(m *manifests) {
 				m.objects = append(m.objects, object{file: "x.yaml", obj: &rbacv1.ClusterRole{

@@ -17,7 +17,7 @@ import (
 // ClusterRole (the coordinator's tests check its calls against the roles
 // both ways); nothing to anyone else.
 func checkRBAC(m *manifests) (bad []string) {
-	write := []string{"get", "list", "create", "update", "delete"}
+	write := []string{"get", "list", "watch", "create", "update", "delete"}
 	read := []string{"list", "watch"}
 	nsAllowed := map[string][]string{"/services": write, "discovery.k8s.io/endpointslices": write, "/pods": {"get", "list", "watch"}, "apps/daemonsets": {"get"}}
 	clusterAllowed := map[string][]string{"authentication.k8s.io/tokenreviews": {"create"}, "/nodes": read}

@@ -957,7 +957,16 @@ type Agent struct {
 	// last registered (0: unknown).
 	HttpPort uint32 `protobuf:"varint,16,opt,name=http_port,json=httpPort,proto3" json:"http_port,omitempty"`
 	// service_ipv6 is the IPv6 ClusterIP fronting its pod endpoint, if any.
-	ServiceIpv6   string `protobuf:"bytes,17,opt,name=service_ipv6,json=serviceIpv6,proto3" json:"service_ipv6,omitempty"`
+	ServiceIpv6 string `protobuf:"bytes,17,opt,name=service_ipv6,json=serviceIpv6,proto3" json:"service_ipv6,omitempty"`
+	// iperf3_port is the agent's iperf3 server port on both networks, as it
+	// last registered (the default, 5201, for a registered 0; 0: unknown,
+	// stored by an older coordinator).
+	Iperf3Port uint32 `protobuf:"varint,18,opt,name=iperf3_port,json=iperf3Port,proto3" json:"iperf3_port,omitempty"`
+	// qperf_port is the agent's qperf listen port, likewise (default 19765).
+	QperfPort uint32 `protobuf:"varint,19,opt,name=qperf_port,json=qperfPort,proto3" json:"qperf_port,omitempty"`
+	// qperf_data_port is the agent's qperf data port, likewise (default
+	// 19766).
+	QperfDataPort uint32 `protobuf:"varint,20,opt,name=qperf_data_port,json=qperfDataPort,proto3" json:"qperf_data_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1109,6 +1118,27 @@ func (x *Agent) GetServiceIpv6() string {
 		return x.ServiceIpv6
 	}
 	return ""
+}
+
+func (x *Agent) GetIperf3Port() uint32 {
+	if x != nil {
+		return x.Iperf3Port
+	}
+	return 0
+}
+
+func (x *Agent) GetQperfPort() uint32 {
+	if x != nil {
+		return x.QperfPort
+	}
+	return 0
+}
+
+func (x *Agent) GetQperfDataPort() uint32 {
+	if x != nil {
+		return x.QperfDataPort
+	}
+	return 0
 }
 
 // NetworkAddress is a node's IP on one network, as its agent registered it.
@@ -2352,7 +2382,7 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x13\n" +
 	"\x11ListAgentsRequest\"E\n" +
 	"\x12ListAgentsResponse\x12/\n" +
-	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xdb\x05\n" +
+	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xc3\x06\n" +
 	"\x05Agent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12#\n" +
@@ -2373,7 +2403,12 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\n" +
 	"probe_port\x18\x0f \x01(\rR\tprobePort\x12\x1b\n" +
 	"\thttp_port\x18\x10 \x01(\rR\bhttpPort\x12!\n" +
-	"\fservice_ipv6\x18\x11 \x01(\tR\vserviceIpv6\"u\n" +
+	"\fservice_ipv6\x18\x11 \x01(\tR\vserviceIpv6\x12\x1f\n" +
+	"\viperf3_port\x18\x12 \x01(\rR\n" +
+	"iperf3Port\x12\x1d\n" +
+	"\n" +
+	"qperf_port\x18\x13 \x01(\rR\tqperfPort\x12&\n" +
+	"\x0fqperf_data_port\x18\x14 \x01(\rR\rqperfDataPort\"u\n" +
 	"\x0eNetworkAddress\x126\n" +
 	"\anetwork\x18\x01 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\x12\x0e\n" +
 	"\x02ip\x18\x02 \x01(\tR\x02ip\x12\x1b\n" +

@@ -67,7 +67,16 @@ type Agent struct {
 	// registered.
 	HttpPort uint32 `protobuf:"varint,16,opt,name=http_port,json=httpPort,proto3" json:"http_port,omitempty"`
 	// service_ipv6 is the IPv6 ClusterIP fronting its pod endpoint, if any.
-	ServiceIpv6   string `protobuf:"bytes,17,opt,name=service_ipv6,json=serviceIpv6,proto3" json:"service_ipv6,omitempty"`
+	ServiceIpv6 string `protobuf:"bytes,17,opt,name=service_ipv6,json=serviceIpv6,proto3" json:"service_ipv6,omitempty"`
+	// iperf3_port is the agent's iperf3 server port, as it last registered
+	// (the default, 5201, for a registered 0); 0 in records stored before
+	// the field was.
+	Iperf3Port uint32 `protobuf:"varint,18,opt,name=iperf3_port,json=iperf3Port,proto3" json:"iperf3_port,omitempty"`
+	// qperf_port is the agent's qperf listen port, likewise (default 19765).
+	QperfPort uint32 `protobuf:"varint,19,opt,name=qperf_port,json=qperfPort,proto3" json:"qperf_port,omitempty"`
+	// qperf_data_port is the agent's qperf data port, likewise (default
+	// 19766).
+	QperfDataPort uint32 `protobuf:"varint,20,opt,name=qperf_data_port,json=qperfDataPort,proto3" json:"qperf_data_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -184,6 +193,27 @@ func (x *Agent) GetServiceIpv6() string {
 		return x.ServiceIpv6
 	}
 	return ""
+}
+
+func (x *Agent) GetIperf3Port() uint32 {
+	if x != nil {
+		return x.Iperf3Port
+	}
+	return 0
+}
+
+func (x *Agent) GetQperfPort() uint32 {
+	if x != nil {
+		return x.QperfPort
+	}
+	return 0
+}
+
+func (x *Agent) GetQperfDataPort() uint32 {
+	if x != nil {
+		return x.QperfDataPort
+	}
+	return 0
 }
 
 // NetworkAddress is a node's IP on one network, as registered.
@@ -318,7 +348,7 @@ var File_meshperf_store_v1_records_proto protoreflect.FileDescriptor
 
 const file_meshperf_store_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x1fmeshperf/store/v1/records.proto\x12\x11meshperf.store.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\xdb\x04\n" +
+	"\x1fmeshperf/store/v1/records.proto\x12\x11meshperf.store.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\xc3\x05\n" +
 	"\x05Agent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12#\n" +
@@ -334,7 +364,12 @@ const file_meshperf_store_v1_records_proto_rawDesc = "" +
 	"\n" +
 	"probe_port\x18\x0f \x01(\rR\tprobePort\x12\x1b\n" +
 	"\thttp_port\x18\x10 \x01(\rR\bhttpPort\x12!\n" +
-	"\fservice_ipv6\x18\x11 \x01(\tR\vserviceIpv6J\x04\b\t\x10\n" +
+	"\fservice_ipv6\x18\x11 \x01(\tR\vserviceIpv6\x12\x1f\n" +
+	"\viperf3_port\x18\x12 \x01(\rR\n" +
+	"iperf3Port\x12\x1d\n" +
+	"\n" +
+	"qperf_port\x18\x13 \x01(\rR\tqperfPort\x12&\n" +
+	"\x0fqperf_data_port\x18\x14 \x01(\rR\rqperfDataPortJ\x04\b\t\x10\n" +
 	"J\x04\b\v\x10\fJ\x04\b\f\x10\rJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fR\x05stateR\fgossip_stateR\x0fgossip_alive_byR\x0egossip_dead_byR\tpartition\"u\n" +
 	"\x0eNetworkAddress\x126\n" +
 	"\anetwork\x18\x01 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\x12\x0e\n" +

@@ -1,0 +1,187 @@
+package kube
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/meshperf/meshperf/internal/testutil"
+)
+
+// apiCalls counts the fake's actions by "verb resource", leaving out the
+// informers' list and watch.
+func apiCalls(actions []k8stesting.Action) map[string]int {
+	out := map[string]int{}
+	for _, a := range actions {
+		if v := a.GetVerb(); v != "list" && v != "watch" {
+			out[v+" "+a.GetResource().Resource]++
+		}
+	}
+	return out
+}
+
+// TestEnsureFromCache: a restarted coordinator whose fleet registers again
+// with the pod IPs and ports its objects have makes no API call for them
+// once Watch's informers have listed; a node with a new pod IP costs one
+// update; a write the cache made stale (a conflict, an object deleted
+// since) is done again from a fresh read, and ends right.
+func TestEnsureFromCache(t *testing.T) {
+	const nodes = 100
+	ctx := testContext(t)
+	c := newFake(t)
+	podIP := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 244, byte(i), 2}) }
+	before := newServices(t, c)
+	clusterIPs := map[string]netip.Addr{}
+	for i := range nodes {
+		node := fmt.Sprintf("node-%d", i)
+		ip, err := before.Ensure(ctx, node, podIP(i), agentPorts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clusterIPs[node] = ip
+	}
+
+	s := newServices(t, c)
+	s.Watch(ctx)
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, "the informers' first lists", func() bool {
+		return s.cache.Load().services.HasSynced() && s.cache.Load().slices.HasSynced()
+	})
+	c.ClearActions()
+	for i := range nodes {
+		node := fmt.Sprintf("node-%d", i)
+		ip, err := s.Ensure(ctx, node, podIP(i), agentPorts)
+		if err != nil || ip != clusterIPs[node] {
+			t.Fatalf("Ensure(%s) again = %v, %v; want %v", node, ip, err, clusterIPs[node])
+		}
+	}
+	if calls := apiCalls(c.Actions()); len(calls) != 0 {
+		t.Errorf("%d nodes registering again unchanged made API calls %v, want none", nodes, calls)
+	}
+
+	// A new pod IP: the slice is updated, nothing read from the API.
+	c.ClearActions()
+	moved := netip.MustParseAddr("10.244.200.9")
+	if _, err := s.Ensure(ctx, "node-0", moved, agentPorts); err != nil {
+		t.Fatal(err)
+	}
+	if calls, want := apiCalls(c.Actions()), map[string]int{"update endpointslices": 1}; fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Errorf("a new pod IP made API calls %v, want %v", calls, want)
+	}
+	if got := getSlice(t, c, Name("node-0")).Endpoints[0].Addresses[0]; got != moved.String() {
+		t.Errorf("node-0's slice points at %s, want %s", got, moved)
+	}
+
+	// The Service changed since the cache saw it: the update conflicts,
+	// and is done again from a fresh read.
+	conflicts := 0
+	c.PrependReactor("update", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts > 0 {
+			return false, nil, nil
+		}
+		conflicts++
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "services"}, Name("node-1"), fmt.Errorf("the object has been modified"))
+	})
+	c.ClearActions()
+	ports := agentPorts
+	ports.Iperf3 = 6201
+	if _, err := s.Ensure(ctx, "node-1", podIP(1), ports); err != nil {
+		t.Fatalf("Ensure after a conflict: %v", err)
+	}
+	if calls := apiCalls(c.Actions()); calls["get services"] != 1 || calls["update services"] != 2 {
+		t.Errorf("a conflicting update made API calls %v, want a fresh get and a second update of the Service", calls)
+	}
+	if got := getService(t, c, Name("node-1")).Spec.Ports; !hasPort(got, 6201) {
+		t.Errorf("node-1's Service ports %v lack 6201 after the conflict", got)
+	}
+
+	// Deleted behind the cache's back: Ensure recreates both.
+	if err := c.CoreV1().Services(ns).Delete(ctx, Name("node-2"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DiscoveryV1().EndpointSlices(ns).Delete(ctx, Name("node-2"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ports.Iperf3 = 6202 // so that the cache, if it still holds them, is wrong and written
+	if _, err := s.Ensure(ctx, "node-2", podIP(2), ports); err != nil {
+		t.Fatalf("Ensure of a node whose objects were deleted: %v", err)
+	}
+	if got := getService(t, c, Name("node-2")).Spec.Ports; !hasPort(got, 6202) {
+		t.Errorf("node-2's recreated Service ports %v lack 6202", got)
+	}
+	getSlice(t, c, Name("node-2"))
+}
+
+// hasPort reports whether ports has one numbered port.
+func hasPort(ports []corev1.ServicePort, port int32) bool {
+	return slices.ContainsFunc(ports, func(p corev1.ServicePort) bool { return p.Port == port })
+}
+
+// TestPruneLetsEnsureIn: a prune of a departed pool deletes in chunks, so
+// a registration that comes while it runs waits for one chunk, not for
+// the whole prune; and the objects it creates, listed by no prune, stay.
+func TestPruneLetsEnsureIn(t *testing.T) {
+	const departed = 100 // 200 objects, 13 chunks
+	ctx := testContext(t)
+	c := newFake(t)
+	s := newServices(t, c)
+	for i := range departed {
+		if _, err := s.Ensure(ctx, fmt.Sprintf("gone-%d", i), netip.AddrFrom4([4]byte{10, 244, byte(i), 2}), agentPorts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu      sync.Mutex
+		deleted int
+	)
+	blocked, release := make(chan struct{}), make(chan struct{})
+	c.PrependReactor("delete", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		deleted++
+		first := deleted == 1
+		mu.Unlock()
+		if first {
+			close(blocked)
+			<-release
+		}
+		return false, nil, nil
+	})
+	pruned := make(chan error, 1)
+	go func() { pruned <- s.Prune(ctx, nil) }()
+	<-blocked // the first chunk holds the lock
+	ensured, started := make(chan int, 1), make(chan struct{})
+	go func() {
+		close(started)
+		if _, err := s.Ensure(ctx, "new", netip.MustParseAddr("10.244.250.2"), agentPorts); err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		ensured <- deleted
+		mu.Unlock()
+	}()
+	<-started
+	// Let it queue for the lock behind the first chunk. Should it queue
+	// later, it still gets in before the last of the 13 chunks, unless it
+	// waits through all of them, as it did before deletions went in
+	// chunks.
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	if err := <-pruned; err != nil {
+		t.Fatal(err)
+	}
+	if n := <-ensured; n >= 2*departed {
+		t.Errorf("the registration ended after all %d deletions of the prune, want after a chunk of them", n)
+	}
+	if svcs, sls := objectNames(t, c); !slices.Equal(svcs, []string{Name("new")}) || !slices.Equal(sls, []string{Name("new")}) {
+		t.Errorf("after the prune: services %v, slices %v; want only the new node's", svcs, sls)
+	}
+}

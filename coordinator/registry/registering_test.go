@@ -1,0 +1,142 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testutil"
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+)
+
+// TestRegistrationsOfANodeTakeTurns: a node's second Register, arriving
+// while the first is still in its ServiceIPs call (an agent restarting
+// while its last Register waits for the API server), waits for the first
+// to attach before it calls ServiceIPs. So the calls never overlap, the
+// last one carries the second Register's ports, and the node is connected
+// and recorded with them: its Service, its session and its record agree.
+func TestRegistrationsOfANodeTakeTurns(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		inFlight int
+		overlap  bool
+		calls    []protocol.ServerPorts
+	)
+	entered, release := make(chan struct{}), make(chan struct{})
+	serviceIPs := func(ctx context.Context, _ string, _ netip.Addr, ports protocol.ServerPorts) (netip.Addr, error) {
+		mu.Lock()
+		inFlight++
+		overlap = overlap || inFlight > 1
+		calls = append(calls, ports)
+		first := len(calls) == 1
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+		}()
+		if first {
+			close(entered)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return netip.Addr{}, ctx.Err()
+			}
+		}
+		return netip.MustParseAddr("10.96.0.11"), nil
+	}
+	r := newRegistry(t, Config{ServiceIPs: serviceIPs})
+	older := agentReg("node-1", "10.0.0.1", "10.244.1.2")
+	newer := agentReg("node-1", "10.0.0.1", "10.244.1.2")
+	newer.Iperf3Port = 6201
+
+	a := dial(t, r, registerMsg(older))
+	select {
+	case <-entered:
+	case <-time.After(waitBound):
+		t.Fatal("the first Register never called ServiceIPs")
+	}
+	b := dial(t, r, registerMsg(newer))
+	// The second waits for its turn, or (were it not to) calls ServiceIPs.
+	testutil.Eventually(t, waitBound, time.Millisecond, "the second Register in progress", func() bool {
+		mu.Lock()
+		called := len(calls) == 2
+		mu.Unlock()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return called || r.registering["node-1"] != nil && r.registering["node-1"].n == 2
+	})
+	close(release)
+	b.next(t, "Registered", func(m *agentv1.ConnectResponse) bool { return m.GetRegistered() != nil })
+	mu.Lock()
+	overlapped := overlap
+	mu.Unlock()
+	if overlapped {
+		t.Fatal("the second Register called ServiceIPs while the first's call was in flight")
+	}
+	if err := a.wait(t); !errors.Is(err, ErrReplaced) {
+		t.Errorf("the first session's Serve = %v, want ErrReplaced", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 2 || calls[1].Iperf3 != 6201 {
+		t.Errorf("ServiceIPs calls = %+v, want two, the last with iperf3 port 6201", calls)
+	}
+	if n, ok := r.Node("node-1"); !ok || n.Iperf3Port != 6201 {
+		t.Errorf("Node(node-1) = %+v, %v; want connected with iperf3 port 6201", n, ok)
+	}
+	if got := r.Registering(); len(got) != 0 {
+		t.Errorf("Registering() = %v after both attached, want none", got)
+	}
+	// The record (stored, and what ListAgents shows) has the ports too,
+	// the defaults in place of the 0s.
+	if as := r.Agents(); len(as) != 1 || as[0].GetIperf3Port() != 6201 || as[0].GetQperfPort() != protocol.DefaultQperfPort ||
+		as[0].GetQperfDataPort() != protocol.DefaultQperfDataPort {
+		t.Errorf("Agents() = %v, want node-1 with iperf3_port 6201 and the default qperf ports", as)
+	}
+}
+
+// TestMarkRegistering: a registration of a node whose turn is taken waits,
+// and gives up with its context's error, uncounted; done ends a turn once,
+// however often it is called, and the next registration gets it.
+func TestMarkRegistering(t *testing.T) {
+	r := newRegistry(t, Config{})
+	done, err := r.markRegistering(context.Background(), "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := r.markRegistering(context.Background(), "node-2")
+	if err != nil {
+		t.Fatalf("node-2 waits for node-1's turn: %v", err)
+	}
+	if got, want := r.Registering(), []string{"node-1", "node-2"}; !slices.Equal(got, want) {
+		t.Errorf("Registering() = %v, want %v", got, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.markRegistering(ctx, "node-1"); !errors.Is(err, context.Canceled) {
+		t.Errorf("a second registration of node-1 with a canceled context: %v, want context.Canceled", err)
+	}
+	r.mu.Lock()
+	n := r.registering["node-1"].n
+	r.mu.Unlock()
+	if n != 1 {
+		t.Errorf("node-1 counts %d registrations after one gave up, want 1", n)
+	}
+	done()
+	done()
+	other()
+	if got := r.Registering(); len(got) != 0 {
+		t.Errorf("Registering() = %v after both ended, want none", got)
+	}
+	next, err := r.markRegistering(context.Background(), "node-1")
+	if err != nil {
+		t.Fatalf("node-1's next registration after done: %v", err)
+	}
+	next()
+}
