@@ -2,11 +2,13 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/sync/errgroup"
 
@@ -69,26 +71,13 @@ func (a *Agent) newProber() (*probe.Prober, error) {
 // startProbing opens the TCP echo responder on each network (each host IP)
 // and runs the prober, both in g until its context ends.
 func (a *Agent) startProbing(ctx context.Context, g *errgroup.Group) error {
-	host, err := a.listenEcho(net.Listen)
+	ls, err := a.listenEcho(netns.Listen)
 	if err != nil {
 		return err
 	}
-	a.cfg.ProbePort = uint32(host.Addr().(*net.TCPAddr).Port) // the kernel's pick for 0
-	port := strconv.Itoa(int(a.cfg.ProbePort))
-	g.Go(func() error { return probe.ServeEcho(ctx, host) })
-	if a.cfg.HostIPv6.IsValid() {
-		host6, err := net.Listen("tcp", net.JoinHostPort(a.cfg.HostIPv6.String(), port))
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return probe.ServeEcho(ctx, host6) })
-	}
-	if a.cfg.PodNetNS != "" {
-		pod, err := netns.Listen(a.cfg.PodNetNS, "tcp", net.JoinHostPort("", port))
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return probe.ServeEcho(ctx, pod) })
+	a.cfg.ProbePort = uint32(ls[0].Addr().(*net.TCPAddr).Port) // the kernel's pick for 0
+	for _, l := range ls {
+		g.Go(func() error { return probe.ServeEcho(ctx, l) })
 	}
 	g.Go(func() error { return a.prober.Run(ctx) })
 	return nil
@@ -98,24 +87,75 @@ func (a *Agent) startProbing(ctx context.Context, g *errgroup.Group) error {
 // (listenEcho).
 const maxEchoPicks = 8
 
-// listenEcho listens for the TCP echo responder on the host IP, on
-// ProbePort or, for 0, on a port the kernel picks that is none of the
-// agent's other server ports: the kernel may hand out a port that an
-// iperf3 or qperf server, which listens only while a test runs, is
-// configured to take, and the coordinator refuses a Register with two
-// servers on one port. It gives up after maxEchoPicks picks. listen is
-// net.Listen (a test's to count the picks).
-func (a *Agent) listenEcho(listen func(network, address string) (net.Listener, error)) (net.Listener, error) {
-	taken := []uint32{a.cfg.HTTPPort, a.cfg.Ports.Iperf3, a.cfg.Ports.Qperf, a.cfg.Ports.QperfData, a.cfg.GossipPort}
-	addr := net.JoinHostPort(a.cfg.HostIP.String(), strconv.Itoa(int(a.cfg.ProbePort)))
+// errPickAgain: the kernel picked a port the echo responder cannot keep.
+var errPickAgain = errors.New("pick again")
+
+// listenEcho opens the TCP echo responder's listeners, all on one port:
+// the host IP, the host IPv6 address if any, and the pod network
+// namespace if any. The port is ProbePort or, for 0, one the kernel picks
+// on the host IP that is none of the agent's other server ports (the
+// kernel may hand out a port that an iperf3 or qperf server, which
+// listens only while a test runs, is configured to take, and the
+// coordinator refuses a Register with two servers on one port) and is
+// free on the other listeners too; it gives up after maxEchoPicks picks.
+// listen is netns.Listen (a test's to count the picks); the first
+// listener is the host IP's.
+func (a *Agent) listenEcho(listen func(nsPath, network, address string) (net.Listener, error)) ([]net.Listener, error) {
 	for range maxEchoPicks {
-		l, err := listen("tcp", addr)
-		if err != nil || a.cfg.ProbePort != 0 || !slices.Contains(taken, uint32(l.Addr().(*net.TCPAddr).Port)) {
-			return l, err
+		ls, err := a.listenEchoOnce(listen)
+		switch {
+		case err == nil:
+			return ls, nil
+		case a.cfg.ProbePort != 0 || !errors.Is(err, errPickAgain) && !errors.Is(err, syscall.EADDRINUSE):
+			return nil, err
 		}
-		_ = l.Close() // a server's port: pick again
 	}
-	return nil, fmt.Errorf("the kernel picked one of the other servers' ports %v %d times", taken, maxEchoPicks)
+	return nil, fmt.Errorf("the kernel picked %d times a port that is another server's or taken on another network (other servers: %v)",
+		maxEchoPicks, a.echoTaken())
+}
+
+// echoTaken are the agent's other server ports.
+func (a *Agent) echoTaken() []uint32 {
+	return []uint32{a.cfg.HTTPPort, a.cfg.Ports.Iperf3, a.cfg.Ports.Qperf, a.cfg.Ports.QperfData, a.cfg.GossipPort}
+}
+
+// listenEchoOnce is one try of listenEcho: with ProbePort 0 it fails with
+// errPickAgain if the kernel's pick is another server's port, and with
+// EADDRINUSE (wrapped) if it is taken on another listener.
+func (a *Agent) listenEchoOnce(listen func(nsPath, network, address string) (net.Listener, error)) (ls []net.Listener, err error) {
+	defer func() {
+		if err != nil {
+			for _, l := range ls {
+				_ = l.Close()
+			}
+			ls = nil
+		}
+	}()
+	host, err := listen("", "tcp", net.JoinHostPort(a.cfg.HostIP.String(), strconv.Itoa(int(a.cfg.ProbePort))))
+	if err != nil {
+		return nil, err
+	}
+	ls = append(ls, host)
+	port := host.Addr().(*net.TCPAddr).Port
+	if a.cfg.ProbePort == 0 && slices.Contains(a.echoTaken(), uint32(port)) {
+		return ls, errPickAgain
+	}
+	type on struct{ nsPath, addr string }
+	var others []on
+	if a.cfg.HostIPv6.IsValid() {
+		others = append(others, on{"", net.JoinHostPort(a.cfg.HostIPv6.String(), strconv.Itoa(port))})
+	}
+	if a.cfg.PodNetNS != "" {
+		others = append(others, on{a.cfg.PodNetNS, net.JoinHostPort("", strconv.Itoa(port))})
+	}
+	for _, o := range others {
+		l, err := listen(o.nsPath, "tcp", o.addr)
+		if err != nil {
+			return ls, err
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
 }
 
 // applyPlan hands a plan to the prober and, once taken, its peers'
