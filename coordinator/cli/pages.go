@@ -18,7 +18,10 @@ type lister[T any] func(ctx context.Context, size uint32, token string) (items [
 // (0: until the last page), each call under its own --timeout. It asks
 // for at most maxPage items a page and never for more than are still
 // wanted, so next (the token of the page after the last item returned,
-// "" when the listing ended) resumes exactly there.
+// "" when the listing ended) resumes exactly there. A page may be short,
+// even empty, before the end (the coordinator bounds the keys a page
+// reads); a page that is empty and hands back the token it was asked
+// with is an error, as following it would loop.
 func follow[T any](ctx context.Context, o *options, what, token string, want, maxPage int, list lister[T]) (items []T, next string, err error) {
 	for {
 		size := maxPage
@@ -35,8 +38,8 @@ func follow[T any](ctx context.Context, o *options, what, token string, want, ma
 		switch {
 		case next == "", want > 0 && len(items) >= want:
 			return items, next, nil
-		case len(page) == 0:
-			return nil, "", fmt.Errorf("%s: %w", what, errors.New("the coordinator returned an empty page and a next page token"))
+		case len(page) == 0 && next == token:
+			return nil, "", fmt.Errorf("%s: %w", what, errors.New("the coordinator returned an empty page and the same page token again"))
 		}
 		token = next
 	}

@@ -70,10 +70,25 @@ func TestFollow(t *testing.T) {
 			}
 		})
 	}
-	// A server that returns an empty page and a token would loop forever.
+	// A server that returns an empty page and the same token would loop
+	// forever.
 	stuck := func(context.Context, uint32, string) ([]int, string, error) { return nil, "again", nil }
-	if _, _, err := follow(context.Background(), o, "list", "", 0, 10, stuck); err == nil {
-		t.Error("follow accepted an empty page with a next page token")
+	if _, _, err := follow(context.Background(), o, "list", "again", 0, 10, stuck); err == nil {
+		t.Error("follow accepted an empty page with the token it asked with")
+	}
+	// Empty pages that move on (a scan that read its keys and matched
+	// none) are followed to the end.
+	sparse := func(_ context.Context, _ uint32, token string) ([]int, string, error) {
+		n, _ := strconv.Atoi(token)
+		switch {
+		case n == 5:
+			return []int{42}, "", nil
+		default:
+			return nil, strconv.Itoa(n + 1), nil
+		}
+	}
+	if got, next, err := follow(context.Background(), o, "list", "", 0, 10, sparse); err != nil || len(got) != 1 || got[0] != 42 || next != "" {
+		t.Errorf("follow over empty pages = %v, %q, %v; want [42] at the end", got, next, err)
 	}
 }
 

@@ -155,9 +155,15 @@ func (s *Store) ListRollups(ctx context.Context, f Filter, pageSize int, pageTok
 		if after != nil && bytes.Equal(k, after) {
 			k, v = c.Next()
 		}
-		for n := 0; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var prev []byte // the key read before k: valid for the transaction
+		next := func() { prev = k; k, v = c.Next() }
+		for n := 0; k != nil && bytes.HasPrefix(k, prefix); next() {
 			if n++; n%scanCheckEvery == 0 && ctx.Err() != nil {
 				return ctx.Err() // the caller gave up: end the read transaction
+			}
+			if n > s.maxScan {
+				more, last = true, bytes.Clone(prev) // the next page reads on after prev
+				break
 			}
 			if pair && !f.Until.IsZero() && len(k) >= len(prefix)+8 &&
 				int64(binary.BigEndian.Uint64(k[len(prefix):])) >= f.Until.UnixNano() {

@@ -462,7 +462,10 @@ func (s *Store) RunResults(ctx context.Context, runID string) ([]*measurev1.Resu
 // (pageSize may differ); any other token wraps ErrInvalid, naming
 // page_token. Results stored between two calls show on a later page if
 // they sort after the last page's end. A page holds fewer results than
-// pageSize, with a next page token, where more would exceed MaxPageBytes.
+// pageSize, with a next page token, where more would exceed MaxPageBytes,
+// or where its scan read Config.MaxScanKeys keys: a filter that matches
+// little may give short or empty pages before the end, each a short read
+// transaction.
 func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageToken string) ([]*measurev1.Result, string, error) {
 	pageSize, scope, after, err := f.page(listingResults, pageSize, DefaultPageSize, MaxPageSize, pageToken)
 	if err != nil {
@@ -494,9 +497,15 @@ func (s *Store) ListResults(ctx context.Context, f Filter, pageSize int, pageTok
 		if after != nil && bytes.Equal(k, after) {
 			k, _ = c.Next()
 		}
-		for n := 0; k != nil && bytes.HasPrefix(k, sc.prefix); k, _ = c.Next() {
+		var prev []byte // the key read before k: valid for the transaction
+		next := func() { prev = k; k, _ = c.Next() }
+		for n := 0; k != nil && bytes.HasPrefix(k, sc.prefix); next() {
 			if n++; n%scanCheckEvery == 0 && ctx.Err() != nil {
 				return ctx.Err() // the caller gave up: end the read transaction
+			}
+			if n > s.maxScan {
+				more, last = true, bytes.Clone(prev) // the next page reads on after prev
+				break
 			}
 			rk := k[sc.skip:]
 			dk, err := decodeResultKey(rk)

@@ -54,7 +54,20 @@ type Config struct {
 	LockTimeout time.Duration
 	// Logger receives store events; nil means discard.
 	Logger *slog.Logger
+	// MaxScanKeys bounds the keys one page of ListResults or ListRollups
+	// reads; zero means DefaultMaxScanKeys. A page whose filter matches
+	// little ends there, short or empty, with a next page token that
+	// resumes after the last key read.
+	MaxScanKeys int
 }
+
+// DefaultMaxScanKeys is Config.MaxScanKeys's default: 65,536 keys, some
+// 150 ms of a results listing that decodes every run ID (the origin
+// filter), so that no listing holds a read transaction for long. bbolt's
+// writer waits for the read transactions to end when it grows the file,
+// and every reader after it waits too: a listing that scanned a week of
+// a mesh's results in one transaction would stall the ingest that long.
+const DefaultMaxScanKeys = 1 << 16
 
 // Store is an open bbolt file. Its methods are safe for concurrent use.
 type Store struct {
@@ -62,6 +75,8 @@ type Store struct {
 	log *slog.Logger
 	// nodes caches the interned node names of the series (series.go).
 	nodes nodeCache
+	// maxScan is Config.MaxScanKeys, the default in place of 0.
+	maxScan int
 	// rollupBatch overrides seriesRollupBatch when above 0, and
 	// rollupFault, if set, is called at the end of each RollUpSeries
 	// transaction with the batch's number: an error rolls it back. Both
@@ -122,7 +137,11 @@ func Open(cfg Config) (*Store, error) {
 		log.Info("store: indexed the stored results by run, test and sample", "results", indexed)
 	}
 	log.Info("store opened", "path", cfg.Path)
-	return &Store{db: db, log: log}, nil
+	maxScan := cfg.MaxScanKeys
+	if maxScan <= 0 {
+		maxScan = DefaultMaxScanKeys
+	}
+	return &Store{db: db, log: log, maxScan: maxScan}, nil
 }
 
 // initBolt checks that the file holds every page its meta page counts (a

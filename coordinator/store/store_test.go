@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -144,6 +145,87 @@ func TestListResultsPages(t *testing.T) {
 		if fmt.Sprint(ids(paged)) != fmt.Sprint(ids(whole)) {
 			t.Errorf("filter %+v: pages give %v, one call gives %v", f, ids(paged), ids(whole))
 		}
+	}
+}
+
+// TestListResultsScanBudget: with a budget of 3 keys a page, listings
+// whose filter matches little give short or empty pages with a next page
+// token; followed to the end they give what the filter matches, in order,
+// once each. The same holds for rollups.
+func TestListResultsScanBudget(t *testing.T) {
+	ctx := testnet.Ctx(t, 30*time.Second)
+	s, err := Open(Config{Path: filepath.Join(t.TempDir(), "meshperf.db"), MaxScanKeys: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	all := fixture() // 12 results
+	if err := s.AddResults(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		f     Filter
+		keys  int // the keys its scan reads: every result, or the run's
+		match func(*measurev1.Result) bool
+	}{
+		{Filter{}, 12, func(*measurev1.Result) bool { return true }},
+		{Filter{DstNode: "node-3"}, 12, func(r *measurev1.Result) bool { return r.GetDstNode() == "node-3" }},
+		{Filter{Test: measurev1.Test_TEST_IPERF3_TCP, RunID: "run-1"}, 6, func(r *measurev1.Result) bool {
+			return r.GetRunId() == "run-1" && r.GetSpec().GetTest() == measurev1.Test_TEST_IPERF3_TCP
+		}},
+		{Filter{DstNode: "nobody"}, 12, func(*measurev1.Result) bool { return false }},
+	} {
+		var want []string
+		for _, r := range all {
+			if tt.match(r) {
+				want = append(want, r.GetRunId()+"/"+r.GetTestId())
+			}
+		}
+		var got []string
+		short, pages := false, 0
+		token := ""
+		for ; pages <= len(all); pages++ {
+			page, next, err := s.ListResults(ctx, tt.f, 100, token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ids(page)...)
+			if next == "" {
+				break
+			}
+			short = short || len(page) < 100
+			token = next
+		}
+		slices.Sort(want)
+		sorted := slices.Sorted(slices.Values(got))
+		if !slices.Equal(sorted, want) || len(got) != len(want) {
+			t.Errorf("filter %+v: pages give %v, want %v", tt.f, got, want)
+		}
+		if !short || pages+1 < tt.keys/3 {
+			t.Errorf("filter %+v: %d pages, short ones %v; want at least %d, a page every 3 keys", tt.f, pages+1, short, tt.keys/3)
+		}
+	}
+
+	// The iperf3 results become 6 rollups (a pair and hour each; hourFold
+	// folds no ping), 2 of them to node-3.
+	if _, err := s.RollUp(ctx, t0.Add(24*time.Hour), 0, hourFold); err != nil {
+		t.Fatal(err)
+	}
+	var rollups []*measurev1.Rollup
+	pages, token := 0, ""
+	for ; pages <= 12; pages++ {
+		page, next, err := s.ListRollups(ctx, Filter{DstNode: "node-3"}, 100, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rollups = append(rollups, page...)
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if len(rollups) != 2 || pages+1 < 2 {
+		t.Errorf("rollups to node-3: %d in %d pages, want 2 in at least 2 (a page every 3 keys)", len(rollups), pages+1)
 	}
 }
 

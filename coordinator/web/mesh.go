@@ -248,9 +248,16 @@ func (u *UI) results(ctx context.Context, req *meshv1.ListResultsRequest, limit 
 			return nil, fmt.Errorf("list results: %w", err)
 		}
 		out = append(out, resp.GetResults()...)
-		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" || len(resp.GetResults()) == 0 || (limit > 0 && len(out) >= limit) {
+		// A short or empty page with a token is not the end: a page
+		// reads a bounded number of keys.
+		next := resp.GetNextPageToken()
+		if next == "" || (limit > 0 && len(out) >= limit) {
 			return out, nil
 		}
+		if next == req.PageToken && len(resp.GetResults()) == 0 {
+			return nil, errors.New("list results: an empty page and the same page token again")
+		}
+		req.PageToken = next
 	}
 }
 

@@ -773,7 +773,11 @@ type ListResultsResponse struct {
 	// results in (src_node, dst_node, start_time) order; in (run, src_node,
 	// dst_node, start_time) order when the request names run_id.
 	Results []*v1.Result `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	// next_page_token is empty on the last page.
+	// next_page_token is empty on the last page. A page may hold fewer
+	// results than page_size, even none, before the last: one page reads at
+	// most 65,536 keys of the store, so a filter that matches little (an
+	// origin, a test, a destination without its source) gives short pages;
+	// follow the token until it is empty.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1638,7 +1642,9 @@ type ListRollupsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// rollups in (source, destination, hour) order.
 	Rollups []*v1.Rollup `protobuf:"bytes,1,rep,name=rollups,proto3" json:"rollups,omitempty"`
-	// next_page_token fetches the next page; empty on the last page.
+	// next_page_token fetches the next page; empty on the last page. As with
+	// ListResults, a page may hold fewer rollups than page_size, even none,
+	// before the last.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
