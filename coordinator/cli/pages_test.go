@@ -80,12 +80,10 @@ func TestFollow(t *testing.T) {
 	// none) are followed to the end.
 	sparse := func(_ context.Context, _ uint32, token string) ([]int, string, error) {
 		n, _ := strconv.Atoi(token)
-		switch {
-		case n == 5:
+		if n == 5 {
 			return []int{42}, "", nil
-		default:
-			return nil, strconv.Itoa(n + 1), nil
 		}
+		return nil, strconv.Itoa(n + 1), nil
 	}
 	if got, next, err := follow(context.Background(), o, "list", "", 0, 10, sparse); err != nil || len(got) != 1 || got[0] != 42 || next != "" {
 		t.Errorf("follow over empty pages = %v, %q, %v; want [42] at the end", got, next, err)
