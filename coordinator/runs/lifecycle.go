@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/schedule"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -71,6 +72,11 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec, origin m
 	if origin != measurev1.RunOrigin_RUN_ORIGIN_CLIENT && origin != measurev1.RunOrigin_RUN_ORIGIN_MONITOR {
 		return nil, fmt.Errorf("%w: run origin %v", schedule.ErrInvalid, origin)
 	}
+	// Unknown fields (a client's, up to a message's size) would be copied
+	// into every planned test, stored, and sent to the agents in each
+	// Work: they are dropped from a copy; the caller's spec is left alone.
+	spec = proto.CloneOf(spec)
+	protocol.ClearUnknown(spec)
 	release, err := m.reserveRun()
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
@@ -260,6 +261,41 @@ func TestTriggerRecordsOrigin(t *testing.T) {
 	}
 	if after, err := st.Runs(ctx); err != nil || len(after) != len(before) {
 		t.Errorf("no origin: %d runs stored, were %d (%v)", len(after), len(before), err)
+	}
+}
+
+// TestTriggerDropsUnknownFields: unknown fields of a client's run spec
+// and of its test specs (1 MiB of them here) reach neither the stored
+// run, nor its planned tests, nor the answer; the caller's spec keeps
+// them.
+func TestTriggerDropsUnknownFields(t *testing.T) {
+	m, st, ctx := testManager(t)
+	junk := append([]byte{0xba, 0x3e, 0x80, 0x80, 0x40}, make([]byte, 1<<20)...) // field 999, 1 MiB
+	test := &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}
+	test.ProtoReflect().SetUnknown(junk)
+	spec := &measurev1.RunSpec{Repeats: 1, Tests: []*measurev1.TestSpec{test}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}}
+	spec.ProtoReflect().SetUnknown(junk)
+	run, err := m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := st.GetRun(ctx, run.GetRunId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]*measurev1.Run{"answer": run, "stored": stored} {
+		if size := proto.Size(r); size > 64<<10 || len(r.GetPlanned()) != 2 {
+			t.Errorf("%s run: %d bytes, %d planned tests; want 2 tests, no 1 MiB unknown field in any", name, size, len(r.GetPlanned()))
+		}
+	}
+	if len(spec.ProtoReflect().GetUnknown()) == 0 || len(test.ProtoReflect().GetUnknown()) == 0 {
+		t.Error("Trigger dropped the caller's own unknown fields")
+	}
+	ch, err := m.Watch(ctx, run.GetRunId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range ch { // until the run ended
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/sanity"
@@ -46,7 +45,7 @@ func sanitize(runID string, pt *measurev1.PlannedTest, results []*measurev1.Resu
 	}
 	latest := start.Add(sanity.Timeout(pt.GetSpec()))
 	for i, r := range results {
-		clearUnknown(r.ProtoReflect())
+		protocol.ClearUnknown(r)
 		r.TestId, r.RunId, r.Index = pt.GetTestId(), runID, uint32(i)
 		r.SrcNode, r.DstNode, r.Path = pt.GetSrcNode(), pt.GetDstNode(), pt.GetPath()
 		spec, specErr := resultSpec(pt.GetSpec(), r.GetSpec())
@@ -126,30 +125,3 @@ func resultSpec(planned, got *measurev1.TestSpec) (*measurev1.TestSpec, error) {
 	return one, nil
 }
 
-// clearUnknown drops the unknown fields of m and of every message in it:
-// bytes no field of the schema names are never stored.
-func clearUnknown(m protoreflect.Message) {
-	if len(m.GetUnknown()) > 0 {
-		m.SetUnknown(nil)
-	}
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsMap():
-			if fd.MapValue().Message() != nil {
-				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
-					clearUnknown(mv.Message())
-					return true
-				})
-			}
-		case fd.IsList():
-			if fd.Message() != nil {
-				for l, i := v.List(), 0; i < l.Len(); i++ {
-					clearUnknown(l.Get(i).Message())
-				}
-			}
-		case fd.Message() != nil:
-			clearUnknown(v.Message())
-		}
-		return true
-	})
-}

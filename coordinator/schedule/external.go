@@ -136,7 +136,7 @@ type route struct {
 // asked pairs, both ends, sorted, or every mesh node without pairs. The
 // error wraps ErrNoPairs when neither gives anything to measure.
 func routes(asked []*measurev1.NodePair, nodes Nodes, nodePaths, extPaths []measurev1.Path, targets []*agentv1.ExternalTarget) ([]route, error) {
-	ps, err := pairs(asked, nodes)
+	ps, err := pairs(asked, nodes, len(nodePaths) > 0)
 	if err != nil {
 		return nil, err
 	}

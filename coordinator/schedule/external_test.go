@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -215,5 +216,31 @@ func TestGateExternal(t *testing.T) {
 		t.Error("light a-b refused after a's external test ended")
 	} else {
 		r()
+	}
+}
+
+// TestPlanLargeFleet: on 3,000 nodes, a run that names no pairs on node
+// paths is refused before its 9 million pairs are built (a few MiB
+// allocated, not the GiB they take), and an external-only run builds no
+// node pair at all: it plans one test per node and target.
+func TestPlanLargeFleet(t *testing.T) {
+	nodes := make([]string, 3000)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("node-%04d", i)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Plan(&measurev1.RunSpec{Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}, withExternal(nodes))
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "the full mesh of 3000 nodes is 8997000 pairs") {
+		t.Errorf("a full mesh of 3,000 nodes: %v, want ErrInvalid naming its pairs", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("refusing it allocated %d MiB, want under 64", grew>>20)
+	}
+	planned, err := Plan(&measurev1.RunSpec{Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}},
+		Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_EXTERNAL}, ExternalTargets: []string{"lb"}, Repeats: 1}, withExternal(nodes))
+	if err != nil || len(planned) != len(nodes) {
+		t.Errorf("an external-only run over 3,000 nodes: %d tests, %v; want %d", len(planned), err, len(nodes))
 	}
 }

@@ -234,11 +234,21 @@ func planPaths(spec *measurev1.RunSpec) ([]measurev1.Path, error) {
 }
 
 // pairs returns the requested pairs, checked against the targetable
-// nodes, or every ordered pair of distinct mesh nodes (none for fewer
-// than two).
-func pairs(asked []*measurev1.NodePair, nodes Nodes) ([]*measurev1.NodePair, error) {
+// nodes, or with mesh every ordered pair of distinct mesh nodes (none for
+// fewer than two). More pairs than MaxPlannedTests, each at least one
+// test, are refused before any is built: the full mesh of 5,000 nodes is
+// 25 million.
+func pairs(asked []*measurev1.NodePair, nodes Nodes, mesh bool) ([]*measurev1.NodePair, error) {
 	if len(asked) == 0 {
-		var out []*measurev1.NodePair
+		n := len(nodes.Mesh)
+		if !mesh || n < 2 {
+			return nil, nil
+		}
+		if n*(n-1) > MaxPlannedTests {
+			return nil, fmt.Errorf("%w: the full mesh of %d nodes is %d pairs, more than %d tests; name pairs, or use a monitor plan's subset_size",
+				ErrInvalid, n, n*(n-1), MaxPlannedTests)
+		}
+		out := make([]*measurev1.NodePair, 0, n*(n-1))
 		for _, src := range nodes.Mesh {
 			for _, dst := range nodes.Mesh {
 				if src != dst {
@@ -248,15 +258,22 @@ func pairs(asked []*measurev1.NodePair, nodes Nodes) ([]*measurev1.NodePair, err
 		}
 		return out, nil
 	}
-	seen := map[[2]string]bool{}
+	if len(asked) > MaxPlannedTests {
+		return nil, fmt.Errorf("%w: %d pairs, more than %d tests", ErrInvalid, len(asked), MaxPlannedTests)
+	}
+	targetable := make(map[string]bool, len(nodes.Targetable))
+	for _, n := range nodes.Targetable {
+		targetable[n] = true
+	}
+	seen := make(map[[2]string]bool, len(asked))
 	for i, p := range asked {
 		src, dst := p.GetSrcNode(), p.GetDstNode()
 		switch {
 		case src == dst:
 			return nil, fmt.Errorf("%w: pairs[%d]: source and destination are both %q", ErrInvalid, i, src)
-		case !slices.Contains(nodes.Targetable, src):
+		case !targetable[src]:
 			return nil, fmt.Errorf("%w: pairs[%d].src_node %q is not a known node (or it departed)", ErrInvalid, i, src)
-		case !slices.Contains(nodes.Targetable, dst):
+		case !targetable[dst]:
 			return nil, fmt.Errorf("%w: pairs[%d].dst_node %q is not a known node (or it departed)", ErrInvalid, i, dst)
 		case seen[[2]string{src, dst}]:
 			return nil, fmt.Errorf("%w: pairs[%d]: %s->%s is listed twice", ErrInvalid, i, src, dst)

@@ -18,8 +18,9 @@ import (
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
-// TestMeshBounds: a run with more tests than MaxMeshResults and a probe
-// period of more than MaxMeshNodes nodes are answered 422 naming the
+// TestMeshBounds: a run with more tests than MaxMeshResults, a run of
+// more than MaxMeshNodes nodes (a ring: few tests, a huge matrix) and a
+// probe period of more than MaxMeshNodes nodes are answered 422 naming the
 // bound, and nothing is read past it.
 func TestMeshBounds(t *testing.T) {
 	var asked []int
@@ -30,6 +31,13 @@ func TestMeshBounds(t *testing.T) {
 		}}
 	huge := meshSource([]string{"a", "b"}, "")
 	huge.runs[0].TestsPlanned = MaxMeshResults + 1
+	// A ring of MaxMeshNodes+1 nodes: few results, too many nodes to draw.
+	ring := meshSource([]string{"a", "b"}, "")
+	ring.results["run-1"] = nil
+	for i := range MaxMeshNodes + 1 {
+		src, dst := fmt.Sprintf("node-%04d", i), fmt.Sprintf("node-%04d", (i+1)%(MaxMeshNodes+1))
+		ring.results["run-1"] = append(ring.results["run-1"], pingResult("run-1", src, dst, measurev1.Path_PATH_POD_TO_POD, 150e-6))
+	}
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -37,6 +45,8 @@ func TestMeshBounds(t *testing.T) {
 		want string
 	}{
 		{"run too large", Config{Source: huge}, "/api/v1/mesh?test=ping&path=pod-pod", fmt.Sprintf("more than %d", MaxMeshResults)},
+		{"run of too many nodes: its mesh", Config{Source: ring}, "/api/v1/mesh?test=ping&path=pod-pod", fmt.Sprintf("has %d nodes, more than %d", MaxMeshNodes+1, MaxMeshNodes)},
+		{"run of too many nodes: its report", Config{Source: ring}, "/api/v1/runs/run-1", fmt.Sprintf("has %d nodes, more than %d", MaxMeshNodes+1, MaxMeshNodes)},
 		{"probe period too large", Config{Source: meshSource([]string{"a", "b"}, ""), Probes: probes}, "/api/v1/mesh", fmt.Sprintf("more than %d nodes", MaxMeshNodes)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -67,6 +67,7 @@ type runData struct {
 	loss     map[testcell.CellKey]float64
 	params   map[measurev1.Test]string // the first parameters of each test
 	findings []diagnose.Finding
+	nodes    int // the nodes of the cells on mesh paths: a matrix is nodes x nodes
 
 	mu    sync.Mutex
 	views map[[2]int32]*meshView // filled matrices by test and path
@@ -165,8 +166,23 @@ func (u *UI) endedRuns(ctx context.Context) ([]*measurev1.Run, error) {
 	return other, nil
 }
 
-// runData reads an ended run's results (cached).
+// runData reads an ended run's results (cached). A run of more than
+// MaxMeshNodes nodes is errMeshTooLarge: every view of it is a matrix of
+// nodes x nodes (a ring of 5,000 nodes has only 5,000 pairs, and its
+// matrices 25 million cells each).
 func (u *UI) runData(ctx context.Context, run *measurev1.Run) (*runData, error) {
+	d, err := u.readRunData(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	if d.nodes > MaxMeshNodes {
+		return nil, fmt.Errorf("%w: run %s has %d nodes, more than %d", errMeshTooLarge, run.GetRunId(), d.nodes, MaxMeshNodes)
+	}
+	return d, nil
+}
+
+// readRunData is runData without the node bound.
+func (u *UI) readRunData(ctx context.Context, run *measurev1.Run) (*runData, error) {
 	if d := u.meshes.get(run.GetRunId()); d != nil {
 		return d, nil
 	}
@@ -209,12 +225,17 @@ func buildRunData(run *measurev1.Run, results []*measurev1.Result) *runData {
 	d := &runData{run: run, cells: map[testcell.CellKey]*testcell.Cell{}, loss: map[testcell.CellKey]float64{}, params: map[measurev1.Test]string{}}
 	cells := testcell.Cells(results)
 	d.list = cells
+	nodes := map[string]bool{}
 	for _, c := range cells {
+		if testspec.KindOf(c.Path).InMesh() {
+			nodes[c.Src], nodes[c.Dst] = true, true
+		}
 		d.cells[c.CellKey] = c
 		if _, ok := d.params[c.Test]; !ok {
 			d.params[c.Test] = c.Params
 		}
 	}
+	d.nodes = len(nodes)
 	pings := map[testcell.CellKey][]*measurev1.Result{}
 	for _, r := range results {
 		if r.GetSpec().GetTest() == measurev1.Test_TEST_PING {
