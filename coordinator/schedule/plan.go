@@ -245,7 +245,7 @@ func pairs(asked []*measurev1.NodePair, nodes Nodes, mesh bool) ([]*measurev1.No
 			return nil, nil
 		}
 		if n*(n-1) > MaxPlannedTests {
-			return nil, fmt.Errorf("%w: the full mesh of %d nodes is %d pairs, more than %d tests; name pairs, or use a monitor plan's subset_size",
+			return nil, fmt.Errorf("%w: the full mesh of %d nodes is %d pairs, more than %d tests; name pairs (trigger --pair), or watch a fleet this size with the continuous probes (the config's probes)",
 				ErrInvalid, n, n*(n-1), MaxPlannedTests)
 		}
 		out := make([]*measurev1.NodePair, 0, n*(n-1))
