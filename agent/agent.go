@@ -162,7 +162,7 @@ func run(ctx context.Context, cfg Config, files *mtls.Files, fromSocket bool) er
 		runner:  runner.New(runner.Config{NetNS: cfg.netNS(), Logger: cfg.Logger}),
 		servers: servers.New(srv),
 		clients: make(chan struct{}, cfg.MaxClients),
-		targets: newTargets(cfg.AllowTargets, log),
+		targets: newTargets(cfg.AllowTargets, cfg.HostIP.IsLoopback(), log),
 		spool:   sp,
 		tls:     tw,
 	}

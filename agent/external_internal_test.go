@@ -98,7 +98,7 @@ func TestResolve(t *testing.T) {
 // TestExternalListReplaced: each Endpoints replaces the external targets;
 // invalid and repeated entries are dropped, the rest kept in order.
 func TestExternalListReplaced(t *testing.T) {
-	tg := newTargets(nil, slog.New(slog.DiscardHandler))
+	tg := newTargets(nil, false, slog.New(slog.DiscardHandler))
 	tg.setEndpoints(&agentv1.Endpoints{ExternalTargets: []*agentv1.ExternalTarget{
 		{Name: "lb", Address: "192.0.2.1"},
 		{Name: "Bad_Name", Address: "192.0.2.2"},

@@ -83,7 +83,7 @@ func TestResolveRefuses(t *testing.T) {
 // for its tail, not one per entry (a coordinator could send 100 000).
 func TestExternalListTail(t *testing.T) {
 	var buf bytes.Buffer
-	tg := newTargets(nil, slog.New(slog.NewTextHandler(&buf, nil)))
+	tg := newTargets(nil, false, slog.New(slog.NewTextHandler(&buf, nil)))
 	var list []*agentv1.ExternalTarget
 	for i := range 5000 {
 		list = append(list, &agentv1.ExternalTarget{Name: fmt.Sprintf("t%d", i), Address: "192.0.2.1"})

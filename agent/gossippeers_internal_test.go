@@ -44,7 +44,7 @@ func TestGossipRegistered(t *testing.T) {
 			want: map[string]netip.AddrPort{"node-1": ap("172.18.0.11:7946"), "node-3": ap("172.18.0.13:7946")}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			tg := newTargets(nil, slog.New(slog.DiscardHandler))
+			tg := newTargets(nil, false, slog.New(slog.DiscardHandler))
 			tg.setGossipSeeds(tt.seeds)
 			if tt.ep != nil {
 				tg.setEndpoints(tt.ep)

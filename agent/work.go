@@ -200,7 +200,10 @@ const serviceWait = 5 * time.Second
 // rather than address.
 type targets struct {
 	allow []netip.Prefix
-	log   *slog.Logger
+	// loopback lets Endpoints name loopback addresses: the agent's own
+	// host IP is one (a lab or a simulated fleet on one machine).
+	loopback bool
+	log      *slog.Logger
 
 	mu            sync.RWMutex
 	endpoints     map[netip.Addr]bool
@@ -224,14 +227,17 @@ type targets struct {
 	seedPorts map[netip.Addr]map[uint16]bool
 }
 
-func newTargets(allow []netip.Prefix, log *slog.Logger) *targets {
-	return &targets{allow: allow, log: log, endpoints: map[netip.Addr]bool{}}
+func newTargets(allow []netip.Prefix, loopback bool, log *slog.Logger) *targets {
+	return &targets{allow: allow, loopback: loopback, log: log, endpoints: map[netip.Addr]bool{}}
 }
 
 // setEndpoints replaces the registered endpoints with ep's addresses, and
 // the external targets with ep's (see externalList). An address that is
-// no endpoint (protocol.ParseEndpointIP: unspecified, multicast,
-// broadcast, IPv4-mapped, zoned, or not an IP) is dropped with a warning.
+// no node's (protocol.ParsePeerIP: unspecified, multicast, broadcast,
+// IPv4-mapped, zoned, link-local, a cloud metadata service, loopback but
+// in a lab on loopback, or not an IP) is dropped with a warning: the
+// probe plans' rule, so that a coordinator cannot aim the clients at the
+// node's own services or the metadata service as a peer's address.
 func (t *targets) setEndpoints(ep *agentv1.Endpoints) {
 	m, svc := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	for _, n := range ep.GetNodes() {
@@ -246,7 +252,7 @@ func (t *targets) setEndpoints(ep *agentv1.Endpoints) {
 			addrs = append(addrs, addr{a.GetNetwork().String(), a.GetIp()})
 		}
 		for _, a := range addrs {
-			ip, err := protocol.ParseEndpointIP(a.ip)
+			ip, err := protocol.ParsePeerIP(a.ip, t.loopback)
 			if err != nil {
 				t.log.Warn("coordinator sent an endpoint address that is no target; dropped",
 					"endpoint_node", n.GetNodeName(), "address", a.ip, "kind", a.kind, "err", err)

@@ -291,9 +291,8 @@ func (p *Prober) checkPeer(in *agentv1.ProbePeer) (peer, error) {
 	return pe, nil
 }
 
-// checkIP parses a peer address: ParseEndpointIP's rules, and neither
-// link-local nor (without AllowLoopback) loopback. Empty is the zero Addr
-// if optional.
+// checkIP parses a peer address (protocol.ParsePeerIP, loopback with
+// AllowLoopback). Empty is the zero Addr if optional.
 func (p *Prober) checkIP(s string, optional bool) (netip.Addr, error) {
 	if s == "" {
 		if optional {
@@ -301,16 +300,7 @@ func (p *Prober) checkIP(s string, optional bool) (netip.Addr, error) {
 		}
 		return netip.Addr{}, fmt.Errorf("is empty")
 	}
-	ip, err := protocol.ParseEndpointIP(s)
-	switch {
-	case err != nil:
-		return netip.Addr{}, err
-	case ip.IsLinkLocalUnicast():
-		return netip.Addr{}, fmt.Errorf("%q is a link-local address", s)
-	case ip.IsLoopback() && !p.cfg.AllowLoopback:
-		return netip.Addr{}, fmt.Errorf("%q is a loopback address", s)
-	}
-	return ip, nil
+	return protocol.ParsePeerIP(s, p.cfg.AllowLoopback)
 }
 
 // checkPort accepts 0 (none: the kind is not probed to that peer) or

@@ -110,6 +110,32 @@ func ParseExternalAddress(s string) (netip.Addr, error) {
 	return netip.Addr{}, nil
 }
 
+// ParsePeerIP parses the address of a peer node that a coordinator names
+// to an agent, in a probe plan or in Endpoints: what ParseEndpointIP
+// accepts and CheckExternalIP lets through (no link-local address, no
+// cloud metadata service, none embedded), and no loopback address unless
+// allowLoopback (a lab or a simulated fleet on one machine, whose agents
+// have loopback host IPs). A node's address is none of those: a
+// coordinator that names one would aim the agent's tests at the node's
+// own services. The error names the address.
+func ParsePeerIP(s string, allowLoopback bool) (netip.Addr, error) {
+	ip, err := ParseEndpointIP(s)
+	switch {
+	case err != nil:
+		return netip.Addr{}, err
+	case ip.IsLinkLocalUnicast():
+		return netip.Addr{}, fmt.Errorf("%q is a link-local address", s)
+	case metadataIPs[ip] != "":
+		return netip.Addr{}, fmt.Errorf("%q is the cloud metadata service of %s", s, metadataIPs[ip])
+	case ip.IsLoopback() && !allowLoopback:
+		return netip.Addr{}, fmt.Errorf("%q is a loopback address", s)
+	}
+	if v4, ok := embedded4(ip); ok && (v4.IsLoopback() || v4.IsLinkLocalUnicast() || metadataIPs[v4] != "") {
+		return netip.Addr{}, fmt.Errorf("%q embeds %s (IPv4-compatible, IPv4-translated or NAT64)", s, v4)
+	}
+	return ip, nil
+}
+
 // CheckExternalIP checks an address an external target may be sent to,
 // as written in the allowlist or as its DNS name resolved: what
 // ParseEndpointIP accepts, but no link-local address (169.254.0.0/16,

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"fmt"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -205,6 +206,63 @@ func FuzzValidateExternalPorts(f *testing.F) {
 		}
 		if qperf != 0 && (qperf == data || qperf == iperf3 || data == iperf3) {
 			t.Fatalf("accepted shared ports %d %d %d", iperf3, qperf, data)
+		}
+	})
+}
+
+// TestParsePeerIP: a peer node's address is a routable unicast address:
+// link-local, cloud metadata, loopback (outside a lab on loopback) and
+// IPv4-compatible forms of those are refused, naming the address.
+func TestParsePeerIP(t *testing.T) {
+	for _, tt := range []struct {
+		in       string
+		loopback bool
+		wantErr  string // "" means valid
+	}{
+		{"10.244.1.2", false, ""},
+		{"fd00:10:244::2", false, ""},
+		{"127.0.0.1", true, ""},
+		{"::1", true, ""},
+		{"127.0.0.1", false, `"127.0.0.1" is a loopback address`},
+		{"::1", false, `"::1" is a loopback address`},
+		{"169.254.169.254", true, `"169.254.169.254" is a link-local address`},
+		{"fe80::1", false, `"fe80::1" is a link-local address`},
+		{"fd00:ec2::254", false, `"fd00:ec2::254" is the cloud metadata service of`},
+		{"100.100.100.200", false, `"100.100.100.200" is the cloud metadata service of`},
+		{"::7f00:1", true, `"::7f00:1" embeds 127.0.0.1`},
+		{"64:ff9b::a9fe:a9fe", false, `embeds 169.254.169.254`},
+		{"0.0.0.0", false, "unspecified"},
+		{"::ffff:10.0.0.1", false, "IPv4-mapped"},
+		{"node-1", false, "not an IP address"},
+	} {
+		ip, err := ParsePeerIP(tt.in, tt.loopback)
+		checkErr(t, err, tt.wantErr)
+		if tt.wantErr == "" && ip != netip.MustParseAddr(tt.in) {
+			t.Errorf("ParsePeerIP(%q) = %v", tt.in, ip)
+		}
+	}
+}
+
+// FuzzParsePeerIP: whatever the text, an accepted address is valid and
+// none of the refused kinds.
+func FuzzParsePeerIP(f *testing.F) {
+	for _, s := range []string{"10.0.0.1", "::1", "169.254.169.254", "fe80::1%eth0", "::7f00:1", "64:ff9b::7f00:1", "garbage"} {
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, s string, loopback bool) {
+		ip, err := ParsePeerIP(s, loopback)
+		if err != nil {
+			if !strings.Contains(err.Error(), fmt.Sprintf("%q", s)) {
+				t.Errorf("ParsePeerIP(%q): error %q does not name the address", s, err)
+			}
+			return
+		}
+		if !ip.IsValid() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast() || ip.Is4In6() || ip.Zone() != "" ||
+			(ip.IsLoopback() && !loopback) || metadataIPs[ip] != "" {
+			t.Errorf("ParsePeerIP(%q, %v) = %v, a refused kind", s, loopback, ip)
+		}
+		if v4, ok := embedded4(ip); ok && (v4.IsLoopback() || v4.IsLinkLocalUnicast()) {
+			t.Errorf("ParsePeerIP(%q) = %v, embedding %v", s, ip, v4)
 		}
 	})
 }
