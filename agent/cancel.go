@@ -43,6 +43,13 @@ func (c *clientRuns) start(ctx context.Context, workID string) (context.Context,
 	}
 }
 
+// len is the number of client runs in progress or waiting for a slot.
+func (c *clientRuns) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
+
 // cancel cancels workID's client run: its tool's process group is
 // killed (agent/proc) and the run answers STATUS_CANCELED, or with its
 // results if it ended first. It reports whether such a run was in

@@ -31,6 +31,12 @@ var errNotRegistered = errors.New("no answer to the registration")
 // defaultRegisterTimeout is Config.RegisterTimeout's default.
 const defaultRegisterTimeout = 30 * time.Second
 
+// maxPendingPerSlot bounds the client runs an agent holds, running or
+// waiting for one of its MaxClients slots, at this many per slot: the
+// coordinator sends a node four at a time, and a coordinator that sends
+// more is answered busy.
+const maxPendingPerSlot = 4
+
 // register builds the Register message.
 func (a *Agent) register(ctx context.Context) *agentv1.Register {
 	reg := &agentv1.Register{
@@ -195,6 +201,23 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 			id := protocol.WorkID(msg.Work)
 			switch msg.Work.GetAction().(type) {
 			case *agentv1.Work_RunClient:
+				if n, most := a.inFlight.len(), maxPendingPerSlot*cap(a.clients); n >= most {
+					// A run waits for a slot in a goroutine of its own: a
+					// flood of them would grow without bound. Answered at
+					// once, not spooled (the spool is for measurements).
+					ans, ok := protocol.StartAnswer(msg.Work, arrived)
+					r := ans.Result
+					if ok {
+						r = ans.Fail(measurev1.Status_STATUS_BUSY, "%d client runs are running or waiting for a slot on this agent, the most it takes (%d x %d slots)",
+							n, maxPendingPerSlot, cap(a.clients))
+					}
+					select {
+					case ob.ch <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}}:
+					default:
+						a.log.Warn("client run refused as busy; the answer was dropped, the outbox being full", "test_id", id)
+					}
+					continue
+				}
 				// With "result put in the spool", this tells a reader of the
 				// log (the lab's e2e tests) which client runs are over.
 				a.log.Debug("client run started", "test_id", id)

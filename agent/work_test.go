@@ -277,7 +277,9 @@ func pingsTo(target string) []string {
 }
 
 // TestMaxClients: with every client slot taken, a client waits for one
-// until its deadline and then answers TIMEOUT.
+// until its deadline and then answers TIMEOUT; beyond 4 client runs a
+// slot, running or waiting, one is refused at once as BUSY, and those
+// that waited run once the slot is free.
 func TestMaxClients(t *testing.T) {
 	testnet.Need(t, "ping")
 	target, next := sessions(t)
@@ -305,8 +307,25 @@ func TestMaxClients(t *testing.T) {
 	if r.GetStatus() != measurev1.Status_STATUS_TIMEOUT || !strings.Contains(r.GetMessage(), "no free client slot before the deadline (1 of 1 clients running)") {
 		t.Errorf("second client: %v %q, want TIMEOUT for want of a client slot, with 1 of 1 running", r.GetStatus(), r.GetMessage())
 	}
-	if r := fs.result(t, "long"); r.GetStatus() != measurev1.Status_STATUS_OK {
-		t.Errorf("first client: %v %q, want OK", r.GetStatus(), r.GetMessage())
+	// Three more wait (4 a slot in all, the running one too); the next is
+	// refused at once, busy.
+	for i := range 3 {
+		fs.send(t, work(fmt.Sprintf("queued-%d", i), 30*time.Second, runPing("127.0.0.2")))
+	}
+	fs.send(t, work("refused", 30*time.Second, runPing("127.0.0.2")))
+	r = fs.result(t, "refused")
+	if r.GetStatus() != measurev1.Status_STATUS_BUSY || !strings.Contains(r.GetMessage(), "4 client runs are running or waiting for a slot on this agent, the most it takes (4 x 1 slots)") {
+		t.Errorf("fifth client: %v %q, want BUSY naming 4 of 4 x 1", r.GetStatus(), r.GetMessage())
+	}
+	// The first, then the queued ones in the order they get the slot.
+	done := fs.results(t, 4)
+	for _, r := range done {
+		if r.GetStatus() != measurev1.Status_STATUS_OK {
+			t.Errorf("%s: %v %q, want OK", r.GetTestId(), r.GetStatus(), r.GetMessage())
+		}
+	}
+	if got := slices.Sorted(slices.Values(ids(done))); !slices.Equal(got, []string{"long", "queued-0", "queued-1", "queued-2"}) {
+		t.Errorf("answered %v, want long and the three queued", got)
 	}
 }
 
