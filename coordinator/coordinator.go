@@ -32,6 +32,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -444,7 +445,7 @@ func Run(ctx context.Context, cfg Config) error {
 	rw.start(egCtx, eg)
 	if len(cfg.Monitor) > 0 {
 		eg.Go(func() error {
-			return monitor.Run(egCtx, monitor.Config{Plans: cfg.Monitor, Runs: monitorRuns{mgr, st}, Logger: log})
+			return monitor.Run(egCtx, monitor.Config{Plans: cfg.Monitor, Runs: monitorRuns{mgr}, Logger: log})
 		})
 	}
 	if cfg.Retention > 0 {
@@ -562,11 +563,17 @@ func listen(cfg Config) (tcp, unix net.Listener, err error) {
 	return tcp, unix, nil
 }
 
-// monitorRuns gives the monitor the run manager's Trigger and the store's
-// Runs.
-type monitorRuns struct {
-	*runs.Manager
-	*store.Store
+// monitorRuns gives the monitor the run manager's Trigger, and the runs
+// in progress from its memory (Active): the store would decode every run
+// header of the retention window at every tick.
+type monitorRuns struct{ *runs.Manager }
+
+// Runs returns the runs in progress whose state is one of states (any, if
+// none is given).
+func (r monitorRuns) Runs(_ context.Context, states ...measurev1.RunState) ([]*measurev1.Run, error) {
+	return slices.DeleteFunc(r.Active(), func(run *measurev1.Run) bool {
+		return len(states) > 0 && !slices.Contains(states, run.GetState())
+	}), nil
 }
 
 // observers tells each of several runs.Observers.

@@ -15,6 +15,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/schedule"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -200,6 +201,12 @@ func TestCancelRun(t *testing.T) {
 					t.Fatal("no iperf3 client started")
 				}
 			}
+			// In progress, it is what Active lists (the monitor yields to
+			// it), a header without its planned tests.
+			if act := f.m.Active(); len(act) != 1 || act[0].GetRunId() != run.GetRunId() || len(act[0].GetPlanned()) != 0 ||
+				act[0].GetOrigin() != measurev1.RunOrigin_RUN_ORIGIN_CLIENT || testspec.RunEnded(act[0].GetState()) {
+				t.Errorf("Active() = %v, want the run's header, in progress", act)
+			}
 			got, err := f.m.Cancel(ctx, run.GetRunId(), "tester")
 			if err != nil {
 				t.Fatalf("Cancel: %v", err)
@@ -214,6 +221,9 @@ func TestCancelRun(t *testing.T) {
 				}
 			case <-ctx.Done():
 				t.Fatal("the canceled run did not end")
+			}
+			if act := f.m.Active(); len(act) != 0 {
+				t.Errorf("Active() = %v after the run ended, want none", act)
 			}
 			stored, err := f.m.Get(ctx, run.GetRunId())
 			if err != nil {

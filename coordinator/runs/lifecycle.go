@@ -1,8 +1,12 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -131,6 +135,30 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec, origin m
 		m.execute(runCtx, a, arr)
 	}()
 	return started, nil
+}
+
+// Active returns the headers of the runs in progress (not yet ended),
+// oldest first: ID, spec, state, origin and create time, no planned
+// tests. It reads the manager's memory, never the store (which holds every
+// run of the retention window), so that the monitor can ask at every tick.
+// The specs are shared with the runs: do not change them.
+func (m *Manager) Active() []*measurev1.Run {
+	m.mu.Lock()
+	as := slices.Collect(maps.Values(m.active))
+	m.mu.Unlock()
+	out := make([]*measurev1.Run, 0, len(as))
+	for _, a := range as {
+		a.mu.Lock()
+		r := a.run
+		a.mu.Unlock()
+		if !testspec.RunEnded(r.GetState()) {
+			out = append(out, &measurev1.Run{RunId: r.GetRunId(), Spec: r.GetSpec(), State: r.GetState(), Origin: r.GetOrigin(), CreateTime: r.GetCreateTime()})
+		}
+	}
+	slices.SortFunc(out, func(a, b *measurev1.Run) int {
+		return cmp.Or(a.GetCreateTime().AsTime().Compare(b.GetCreateTime().AsTime()), strings.Compare(a.GetRunId(), b.GetRunId()))
+	})
+	return out
 }
 
 // Get returns a run, in progress or stored. The error wraps ErrNotFound.

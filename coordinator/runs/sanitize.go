@@ -124,4 +124,3 @@ func resultSpec(planned, got *measurev1.TestSpec) (*measurev1.TestSpec, error) {
 	one.GetQperf().MsgSizeBytes = []uint64{gotSizes[0]}
 	return one, nil
 }
-
