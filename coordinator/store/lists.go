@@ -49,7 +49,10 @@ const (
 // the next, older page ("" on the last page). pageToken is "" for the
 // first page or a token an earlier ListRuns returned; any other wraps
 // ErrInvalid, naming page_token. A page starts after the previous page's
-// last run ID, so runs created between two calls never shift a page.
+// last run ID, so runs created between two calls never shift a page. A
+// page holds fewer runs than pageSize, with a next page token, where more
+// would exceed MaxPageBytes (a header keeps its run's spec, whose pairs
+// may run to megabytes).
 func (s *Store) ListRuns(ctx context.Context, pageSize int, pageToken string) ([]*measurev1.Run, string, error) {
 	pageSize, err := resolvePageSize("page_size", pageSize, DefaultRunsPageSize, MaxRunsPageSize)
 	if err != nil {
@@ -83,8 +86,9 @@ func (s *Store) ListRuns(ctx context.Context, pageSize int, pageToken string) ([
 				k, v = c.Prev()
 			}
 		}
+		size := 0 // encoded bytes of runs
 		for ; k != nil; k, v = c.Prev() {
-			if len(runs) == pageSize {
+			if len(runs) == pageSize || (len(runs) > 0 && size+len(v) > MaxPageBytes) {
 				more = true
 				break
 			}
@@ -92,7 +96,7 @@ func (s *Store) ListRuns(ctx context.Context, pageSize int, pageToken string) ([
 			if err := proto.Unmarshal(v, run); err != nil {
 				return fmt.Errorf("decode run %s: %w", k, err)
 			}
-			runs = append(runs, run)
+			runs, size = append(runs, run), size+len(v)
 		}
 		return nil
 	})

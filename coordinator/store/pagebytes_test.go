@@ -3,9 +3,12 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -69,5 +72,48 @@ func TestListResultsPageBytes(t *testing.T) {
 				t.Errorf("%d results listed, want %d", len(seen), tt.n)
 			}
 		})
+	}
+}
+
+// TestListRunsPageBytes: run headers whose specs name 40,000 pairs (about
+// 1 MiB each) come a few per page, each page under MaxPageBytes, until
+// every run is listed once, newest first.
+func TestListRunsPageBytes(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := context.Background()
+	pairs := make([]*measurev1.NodePair, 40000)
+	for i := range pairs {
+		pairs[i] = &measurev1.NodePair{SrcNode: fmt.Sprintf("node-%05d", i), DstNode: "node-b"}
+	}
+	const n = 6
+	for i := range n {
+		run := &measurev1.Run{RunId: fmt.Sprintf("01RUN%04d", i), State: measurev1.RunState_RUN_STATE_SUCCEEDED,
+			Spec: &measurev1.RunSpec{Pairs: pairs}}
+		if err := s.CreateRun(ctx, run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	token := ""
+	for pages := 0; pages <= n; pages++ {
+		runs, next, err := s.ListRuns(ctx, 1000, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := 0
+		for _, r := range runs {
+			size += proto.Size(r)
+			ids = append(ids, r.GetRunId())
+		}
+		if len(runs) > 1 && size > MaxPageBytes {
+			t.Errorf("page %d: %d runs of %d bytes, over %d", pages, len(runs), size, MaxPageBytes)
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if want := []string{"01RUN0005", "01RUN0004", "01RUN0003", "01RUN0002", "01RUN0001", "01RUN0000"}; !slices.Equal(ids, want) {
+		t.Errorf("listed %v, want %v", ids, want)
 	}
 }
