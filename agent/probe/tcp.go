@@ -23,6 +23,12 @@ const (
 	// EchoConcurrency is how many connections ServeEcho serves at once;
 	// further ones wait in the listener's backlog.
 	EchoConcurrency = 256
+	// EchoPerSource is how many of them one source IP may hold: a peer's
+	// probe holds one for a round trip, so a client that keeps more open
+	// (idle connections, a port scanner) is cut off at once rather than
+	// taking the slots the peers' probes need, which would make the node
+	// look unreachable over TCP.
+	EchoPerSource = 8
 	// echoMax is the most bytes ServeEcho echoes per connection.
 	echoMax = 64
 )
@@ -30,12 +36,14 @@ const (
 // ServeEcho is the TCP echo responder peers' PROBE_KIND_TCP probes reach:
 // for each connection accepted on ln it reads once (up to 64 bytes),
 // writes what it read back and closes, all within EchoDeadline, serving
-// at most EchoConcurrency connections at once. It closes ln when ctx ends
-// and returns nil once every connection goroutine has ended; it returns
-// the accept error (wrapped) if ln fails otherwise.
+// at most EchoConcurrency connections at once and EchoPerSource of one
+// source IP (a connection beyond is closed unanswered). It closes ln when
+// ctx ends and returns nil once every connection goroutine has ended; it
+// returns the accept error (wrapped) if ln fails otherwise.
 func ServeEcho(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var sources sourceCounts
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
 	sem := make(chan struct{}, EchoConcurrency)
@@ -59,13 +67,62 @@ func ServeEcho(ctx context.Context, ln net.Listener) error {
 			_ = ln.Close()
 			return fmt.Errorf("echo responder on %s: %w", ln.Addr(), err)
 		}
+		src := remoteIP(c)
+		if !sources.take(src) {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // a reset: no TIME_WAIT for each connection cut off
+			}
+			_ = c.Close()
+			<-sem
+			continue
+		}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			defer sources.give(src)
 			stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 			defer stop()
 			echoOnce(c)
 		})
 	}
+}
+
+// sourceCounts counts ServeEcho's connections by source IP. The zero
+// value is ready.
+type sourceCounts struct {
+	mu sync.Mutex
+	n  map[netip.Addr]int
+}
+
+// take counts a connection from ip, unless ip holds EchoPerSource.
+func (s *sourceCounts) take(ip netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[netip.Addr]int{}
+	}
+	if s.n[ip] >= EchoPerSource {
+		return false
+	}
+	s.n[ip]++
+	return true
+}
+
+// give ends a connection take counted.
+func (s *sourceCounts) give(ip netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n[ip]--; s.n[ip] <= 0 {
+		delete(s.n, ip)
+	}
+}
+
+// remoteIP is c's peer address; the zero Addr (one count for all) if it
+// has none.
+func remoteIP(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
 }
 
 // echoOnce serves one echo connection.

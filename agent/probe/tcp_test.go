@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -266,6 +268,10 @@ func TestTCPProbeLeavesNoTimeWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	ap := serveEcho(t, ln)
+	// Sockets of other processes may sit in TIME_WAIT on the port the
+	// kernel just gave the listener (SO_REUSEADDR allows it): count them
+	// first, and look for new ones only.
+	before := timeWaits(t, ap.Port())
 	for range 5 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, st, msg := tcpProbeCtx(ctx, dialer{}, ap.Addr(), ap.Port())
@@ -274,20 +280,76 @@ func TestTCPProbeLeavesNoTimeWait(t *testing.T) {
 			t.Fatalf("probe: %v %s", st, msg)
 		}
 	}
+	if after := timeWaits(t, ap.Port()); after > before {
+		t.Errorf("%d TIME_WAIT sockets on port %d after 5 probes, %d before; want no new one", after, ap.Port(), before)
+	}
+}
+
+// timeWaits counts the TIME_WAIT sockets whose local or remote port is
+// port, from /proc/net/tcp (the test skips without it).
+func timeWaits(t *testing.T, port uint16) int {
+	t.Helper()
 	b, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		t.Skipf("no /proc/net/tcp: %v", err)
 	}
-	port := fmt.Sprintf(":%04X ", ap.Port())
-	var tw int
+	suffix := fmt.Sprintf(":%04X ", port)
+	n := 0
 	for _, line := range strings.Split(string(b), "\n")[1:] {
 		f := strings.Fields(line)
 		// local, remote, state: 06 is TCP_TIME_WAIT.
-		if len(f) > 3 && f[3] == "06" && (strings.HasSuffix(f[1]+" ", port) || strings.HasSuffix(f[2]+" ", port)) {
-			tw++
+		if len(f) > 3 && f[3] == "06" && (strings.HasSuffix(f[1]+" ", suffix) || strings.HasSuffix(f[2]+" ", suffix)) {
+			n++
 		}
 	}
-	if tw != 0 {
-		t.Errorf("%d TIME_WAIT sockets on port %d after 5 probes, want 0", tw, ap.Port())
+	return n
+}
+
+// TestServeEchoPerSource: a client that holds EchoConcurrency idle
+// connections from one address keeps EchoPerSource slots at most: the
+// others are closed unanswered, and a peer's probe from another address
+// is echoed at once, not after the idle ones' EchoDeadline.
+func TestServeEchoPerSource(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := serveEcho(t, ln)
+	hog := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.9")}}
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			_ = c.(*net.TCPConn).SetLinger(0) // no TIME_WAIT to mislead TestTCPProbeLeavesNoTimeWait
+			_ = c.Close()
+		}
+	}()
+	closed := 0 // the hog's connections cut off: a reset at its connect or its read
+	for range EchoConcurrency {
+		c, err := hog.Dial("tcp", echo.String())
+		switch {
+		case errors.Is(err, syscall.ECONNRESET) && len(idle) >= EchoPerSource:
+			closed++
+			continue
+		case err != nil:
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), EchoDeadline/2)
+	defer cancel()
+	if _, st, msg := tcpProbeCtx(ctx, dialer{src: netip.MustParseAddr("127.0.0.1")}, echo.Addr(), echo.Port()); st != measurev1.Status_STATUS_OK {
+		t.Errorf("a peer's probe while the hog holds its connections: %v %q, want OK", st, msg)
+	}
+	// The ones past EchoPerSource were cut off unanswered (a reset, well
+	// before EchoDeadline); the first EchoPerSource wait for a payload.
+	deadline := time.Now().Add(EchoDeadline / 5)
+	for _, c := range idle[EchoPerSource:] {
+		_ = c.SetReadDeadline(deadline)
+		if _, err := c.Read(make([]byte, 1)); err != nil && !os.IsTimeout(err) {
+			closed++
+		}
+	}
+	if want := EchoConcurrency - EchoPerSource; closed != want {
+		t.Errorf("%d of the hog's connections past its %d were closed at once, want %d", closed, EchoPerSource, want)
 	}
 }
