@@ -36,7 +36,10 @@ const (
 
 	defaultQperfDuration = 2 * time.Second
 	maxQperfSizes        = 32
-	maxQperfMsgSize      = 1 << 30
+	// maxQperfMsgSize: qperf allocates a message's buffer on both nodes,
+	// inside the agent's memory limit (the DaemonSet's 256 MiB); a 1 GiB
+	// message would have the kernel kill the tool, or the agent.
+	maxQperfMsgSize = 64 << 20
 	// maxUDPPayload is the largest UDP payload over IPv4; qperf udp_* with a
 	// larger message gets send errors and reports a latency of 0 ns.
 	maxUDPPayload = 65507
@@ -45,10 +48,15 @@ const (
 	maxIperf3Streams      = 128
 	// iperf3 3.12 refuses -l above 1 MiB for TCP ("block size too large")
 	// and outside 16..65507 for UDP ("block size invalid").
-	maxIperf3TCPBlock   = 1 << 20
-	minIperf3UDPBlock   = 16
-	maxIperf3UDPBlock   = 65507
-	defaultIperf3UDPBps = 1_000_000_000
+	maxIperf3TCPBlock = 1 << 20
+	// iperf3 allocates a block per stream: parallel_streams x
+	// block_size_bytes is bounded as qperf's message is, and an unset TCP
+	// block is iperf3's default, 128 KiB.
+	maxIperf3Buffer       = 64 << 20
+	defaultIperf3TCPBlock = 128 << 10
+	minIperf3UDPBlock     = 16
+	maxIperf3UDPBlock     = 65507
+	defaultIperf3UDPBps   = 1_000_000_000
 	// maxIperf3UDPLoad bounds udp_target_bps x parallel_streams: iperf3
 	// applies -b to each stream, so that product is the load offered.
 	maxIperf3UDPLoad    = 100_000_000_000
@@ -314,6 +322,14 @@ func normalizeIperf3(test measurev1.Test, p *measurev1.Iperf3Params) error {
 		}
 	}
 	if !udp {
+		block := uint64(p.BlockSizeBytes)
+		if block == 0 {
+			block = defaultIperf3TCPBlock
+		}
+		if buf := block * uint64(p.ParallelStreams); buf > maxIperf3Buffer {
+			return invalid("iperf3.parallel_streams x iperf3.block_size_bytes",
+				"%d x %d = %d bytes of buffers is above %d (64 MiB, within the agent's memory)", p.ParallelStreams, block, buf, maxIperf3Buffer)
+		}
 		if p.UdpTargetBps != 0 {
 			return invalid("iperf3.udp_target_bps", "%d is set for %s, a TCP test", p.UdpTargetBps, Name(test))
 		}

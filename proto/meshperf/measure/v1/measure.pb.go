@@ -690,8 +690,9 @@ type QperfParams struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// duration of each measurement, whole seconds 1..300; zero means 2 s.
 	Duration *durationpb.Duration `protobuf:"bytes,1,opt,name=duration,proto3" json:"duration,omitempty"`
-	// msg_size_bytes lists up to 32 distinct message sizes, each 1..1 GiB
-	// (UDP: ..65507); each size is one qperf run and one result, and the
+	// msg_size_bytes lists up to 32 distinct message sizes, each 1..64 MiB
+	// (qperf buffers one on each node, within the agent's memory; UDP:
+	// ..65507); each size is one qperf run and one result, and the
 	// sizes x (duration + 1 s) must be at most 600 s. Empty means qperf's
 	// default: 1 byte for *_lat, 64 KiB for tcp_bw, 32 KiB for udp_bw.
 	MsgSizeBytes  []uint64 `protobuf:"varint,2,rep,packed,name=msg_size_bytes,json=msgSizeBytes,proto3" json:"msg_size_bytes,omitempty"`
@@ -748,7 +749,9 @@ type Iperf3Params struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// duration of the measurement, whole seconds 1..300; zero means 2 s.
 	Duration *durationpb.Duration `protobuf:"bytes,1,opt,name=duration,proto3" json:"duration,omitempty"`
-	// parallel_streams is -P, 1..128; 0 means 1.
+	// parallel_streams is -P, 1..128; 0 means 1. For TCP, parallel_streams
+	// x block_size_bytes (128 KiB when 0) must be at most 64 MiB: iperf3
+	// buffers a block per stream, within the agent's memory.
 	ParallelStreams uint32 `protobuf:"varint,2,opt,name=parallel_streams,json=parallelStreams,proto3" json:"parallel_streams,omitempty"`
 	// block_size_bytes is -l: 1..1 MiB for TCP, 16..65507 for UDP; 0 means
 	// iperf3's default.
