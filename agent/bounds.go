@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // handle carries out one Work that arrived at arrived and answers it with its texts bounded
@@ -22,7 +23,7 @@ func (a *Agent) handle(ctx context.Context, w *agentv1.Work, arrived time.Time) 
 
 // boundTools bounds each tool's version and error (protocol.BoundToolInfo)
 // so that a tool's odd version line cannot get the registration refused.
-func boundTools(tools []*agentv1.ToolInfo) []*agentv1.ToolInfo {
+func boundTools(tools []*measurev1.ToolInfo) []*measurev1.ToolInfo {
 	for _, t := range tools {
 		protocol.BoundToolInfo(t)
 	}

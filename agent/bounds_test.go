@@ -39,13 +39,13 @@ func TestHandleBoundsAnswer(t *testing.T) {
 // TestBoundTools: a tool version with an ESC sequence or of 1 KiB no
 // longer gets the registration refused: it is escaped and cut.
 func TestBoundTools(t *testing.T) {
-	tools := boundTools([]*agentv1.ToolInfo{{Version: "ping \x1b[31mred"}, {Version: strings.Repeat("9", 1024)}, {Error: "not\nfound"}})
-	want := []func(*agentv1.ToolInfo) bool{
-		func(ti *agentv1.ToolInfo) bool { return ti.GetVersion() == `ping \x1b[31mred` },
-		func(ti *agentv1.ToolInfo) bool {
+	tools := boundTools([]*measurev1.ToolInfo{{Version: "ping \x1b[31mred"}, {Version: strings.Repeat("9", 1024)}, {Error: "not\nfound"}})
+	want := []func(*measurev1.ToolInfo) bool{
+		func(ti *measurev1.ToolInfo) bool { return ti.GetVersion() == `ping \x1b[31mred` },
+		func(ti *measurev1.ToolInfo) bool {
 			return len(ti.GetVersion()) <= safetext.MaxToolVersionBytes && strings.HasSuffix(ti.GetVersion(), "[cut: 1024 bytes]")
 		},
-		func(ti *agentv1.ToolInfo) bool { return ti.GetError() == `not\nfound` },
+		func(ti *measurev1.ToolInfo) bool { return ti.GetError() == `not\nfound` },
 	}
 	for i, ok := range want {
 		if !ok(tools[i]) {

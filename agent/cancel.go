@@ -13,6 +13,7 @@ import (
 type clientRuns struct {
 	mu sync.Mutex
 	m  map[string]*clientRun
+	n  int // runs started and not yet forgotten (two of one ID count twice)
 }
 
 // clientRun is one client run's cancel; its pointer tells runs of the
@@ -32,22 +33,25 @@ func (c *clientRuns) start(ctx context.Context, workID string) (context.Context,
 		c.m = map[string]*clientRun{}
 	}
 	c.m[workID] = r
+	c.n++
 	c.mu.Unlock()
-	return ctx, func() {
+	return ctx, sync.OnceFunc(func() {
 		c.mu.Lock()
 		if c.m[workID] == r {
 			delete(c.m, workID)
 		}
+		c.n--
 		c.mu.Unlock()
 		cancel()
-	}
+	})
 }
 
-// len is the number of client runs in progress or waiting for a slot.
+// len is the number of client runs in progress or waiting for a slot,
+// however many share a work ID.
 func (c *clientRuns) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.m)
+	return c.n
 }
 
 // cancel cancels workID's client run: its tool's process group is

@@ -302,7 +302,7 @@ func TestGossipRefusesUnregisteredMember(t *testing.T) {
 	runGossipAgent(t, cfgA)
 	testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a registered", func() bool { return gc.registration("node-a") != nil })
 	host := func(name string) *agentv1.NodeEndpoint {
-		return &agentv1.NodeEndpoint{NodeName: name, Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.1"}}}
+		return &agentv1.NodeEndpoint{NodeName: name, Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.1"}}}
 	}
 	gc.push["node-a"] <- &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: &agentv1.Endpoints{
 		Nodes: []*agentv1.NodeEndpoint{host("node-a"), host("node-b")}}}}

@@ -11,7 +11,7 @@ import (
 )
 
 func hostEndpoint(name, hostIP string) *agentv1.NodeEndpoint {
-	return &agentv1.NodeEndpoint{NodeName: name, Addresses: []*agentv1.NetworkAddress{
+	return &agentv1.NodeEndpoint{NodeName: name, Addresses: []*measurev1.NetworkAddress{
 		{Network: measurev1.Network_NETWORK_POD, Ip: "10.244.9.9"},
 		{Network: measurev1.Network_NETWORK_HOST, Ip: hostIP},
 	}}

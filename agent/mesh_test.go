@@ -61,7 +61,7 @@ func startCoordinatorWith(t *testing.T, edit func(*coordinator.Config)) (string,
 // codes that make an agent give up (what TestRunRefused's fake answers).
 func TestRefusedByCoordinator(t *testing.T) {
 	_, _, conn := startCoordinator(t)
-	host := []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.1"}}
+	host := []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.1"}}
 	tests := []struct {
 		name     string
 		reg      *agentv1.Register

@@ -72,7 +72,7 @@ func TestPodNetwork(t *testing.T) {
 		t.Errorf("Register addresses %v lack the pod address %s", fs.reg.GetAddresses(), podIP)
 	}
 	fs.accept(t, time.Second, 30*time.Second)
-	fs.send(t, endpoints(withPorts(&agentv1.NodeEndpoint{NodeName: "node-a", Addresses: []*agentv1.NetworkAddress{
+	fs.send(t, endpoints(withPorts(&agentv1.NodeEndpoint{NodeName: "node-a", Addresses: []*measurev1.NetworkAddress{
 		{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.1"}, {Network: measurev1.Network_NETWORK_POD, Ip: podIP},
 	}}, cfg)))
 
@@ -155,10 +155,10 @@ func TestBadEndpoints(t *testing.T) {
 	fs.accept(t, time.Second, 30*time.Second)
 	host, pod := measurev1.Network_NETWORK_HOST, measurev1.Network_NETWORK_POD
 	fs.send(t, endpoints(
-		&agentv1.NodeEndpoint{NodeName: "node-a", Addresses: []*agentv1.NetworkAddress{{Network: host, Ip: "127.0.0.1"}, {Network: pod, Ip: podIP}}},
-		&agentv1.NodeEndpoint{NodeName: "node-b", ServiceIp: "255.255.255.255", Addresses: []*agentv1.NetworkAddress{
+		&agentv1.NodeEndpoint{NodeName: "node-a", Addresses: []*measurev1.NetworkAddress{{Network: host, Ip: "127.0.0.1"}, {Network: pod, Ip: podIP}}},
+		&agentv1.NodeEndpoint{NodeName: "node-b", ServiceIp: "255.255.255.255", Addresses: []*measurev1.NetworkAddress{
 			{Network: host, Ip: "0.0.0.0"}, {Network: pod, Ip: "::ffff:127.0.0.2"}}},
-		&agentv1.NodeEndpoint{NodeName: "node-c", ServiceIp: "::", Addresses: []*agentv1.NetworkAddress{
+		&agentv1.NodeEndpoint{NodeName: "node-c", ServiceIp: "::", Addresses: []*measurev1.NetworkAddress{
 			{Network: host, Ip: "224.0.0.1"}, {Network: pod, Ip: goodIP}}},
 	))
 

@@ -41,20 +41,20 @@ const maxPendingPerSlot = 4
 func (a *Agent) register(ctx context.Context) *agentv1.Register {
 	reg := &agentv1.Register{
 		NodeName: a.cfg.NodeName, AgentVersion: version.Version, ProtocolVersion: protocol.Version,
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: a.cfg.HostIP.String(), MtuBytes: a.hostMTU}},
+		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: a.cfg.HostIP.String(), MtuBytes: a.hostMTU}},
 		Tools:     boundTools(a.runner.Tools(ctx)),
 	}
 	if a.cfg.PodIP.IsValid() {
-		reg.Addresses = append(reg.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: a.cfg.PodIP.String(), MtuBytes: a.podMTU})
+		reg.Addresses = append(reg.Addresses, &measurev1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: a.cfg.PodIP.String(), MtuBytes: a.podMTU})
 	}
 	// One entry per family and network: the IPv6 ones after the first
 	// family's, so an older coordinator reading the first entries finds
 	// what it did before.
 	if a.cfg.HostIPv6.IsValid() {
-		reg.Addresses = append(reg.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_HOST, Ip: a.cfg.HostIPv6.String(), MtuBytes: a.hostMTU})
+		reg.Addresses = append(reg.Addresses, &measurev1.NetworkAddress{Network: measurev1.Network_NETWORK_HOST, Ip: a.cfg.HostIPv6.String(), MtuBytes: a.hostMTU})
 	}
 	if a.cfg.PodIPv6.IsValid() {
-		reg.Addresses = append(reg.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: a.cfg.PodIPv6.String(), MtuBytes: a.podMTU})
+		reg.Addresses = append(reg.Addresses, &measurev1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: a.cfg.PodIPv6.String(), MtuBytes: a.podMTU})
 	}
 	// service_ip is the IPv4 ClusterIP, service_ipv6 the IPv6 one: an
 	// IPv6-only node's ServiceIP goes to service_ipv6.

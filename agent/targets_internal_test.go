@@ -16,7 +16,7 @@ func TestTargetsKnowServiceIPs(t *testing.T) {
 	tg := newTargets(nil, false, slog.New(slog.DiscardHandler))
 	tg.setEndpoints(&agentv1.Endpoints{Nodes: []*agentv1.NodeEndpoint{{
 		NodeName: "node-1", ServiceIp: "10.96.0.11",
-		Addresses: []*agentv1.NetworkAddress{
+		Addresses: []*measurev1.NetworkAddress{
 			{Network: measurev1.Network_NETWORK_HOST, Ip: "172.18.0.11"},
 			{Network: measurev1.Network_NETWORK_POD, Ip: "10.244.1.2"},
 		},
@@ -51,13 +51,13 @@ func TestTargetsKnowServiceIPs(t *testing.T) {
 func TestEndpointsNameNodesOnly(t *testing.T) {
 	ep := &agentv1.Endpoints{Nodes: []*agentv1.NodeEndpoint{{
 		NodeName: "node-1", ServiceIp: "169.254.169.254", ServiceIpv6: "fd00:ec2::254", HttpPort: 80,
-		Addresses: []*agentv1.NetworkAddress{
+		Addresses: []*measurev1.NetworkAddress{
 			{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.1"},
 			{Network: measurev1.Network_NETWORK_POD, Ip: "fe80::1"},
 		},
 	}, {
 		NodeName: "node-2", ServiceIp: "::7f00:1",
-		Addresses: []*agentv1.NetworkAddress{
+		Addresses: []*measurev1.NetworkAddress{
 			{Network: measurev1.Network_NETWORK_HOST, Ip: "100.100.100.200"},
 			{Network: measurev1.Network_NETWORK_POD, Ip: "10.244.2.2"},
 		},

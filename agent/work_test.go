@@ -57,7 +57,7 @@ func withPorts(ep *agentv1.NodeEndpoint, cfg agent.Config) *agentv1.NodeEndpoint
 }
 
 func hostEndpoint(node, ip, serviceIP string) *agentv1.NodeEndpoint {
-	return &agentv1.NodeEndpoint{NodeName: node, ServiceIp: serviceIP, Addresses: []*agentv1.NetworkAddress{
+	return &agentv1.NodeEndpoint{NodeName: node, ServiceIp: serviceIP, Addresses: []*measurev1.NetworkAddress{
 		{Network: measurev1.Network_NETWORK_HOST, Ip: ip},
 	}}
 }
@@ -307,10 +307,10 @@ func TestMaxClients(t *testing.T) {
 	if r.GetStatus() != measurev1.Status_STATUS_TIMEOUT || !strings.Contains(r.GetMessage(), "no free client slot before the deadline (1 of 1 clients running)") {
 		t.Errorf("second client: %v %q, want TIMEOUT for want of a client slot, with 1 of 1 running", r.GetStatus(), r.GetMessage())
 	}
-	// Three more wait (4 a slot in all, the running one too); the next is
-	// refused at once, busy.
-	for i := range 3 {
-		fs.send(t, work(fmt.Sprintf("queued-%d", i), 30*time.Second, runPing("127.0.0.2")))
+	// Three more wait (4 a slot in all, the running one too), two of them
+	// with one work ID (each counts); the next is refused at once, busy.
+	for _, id := range []string{"queued-0", "queued-0", "queued-1"} {
+		fs.send(t, work(id, 30*time.Second, runPing("127.0.0.2")))
 	}
 	fs.send(t, work("refused", 30*time.Second, runPing("127.0.0.2")))
 	r = fs.result(t, "refused")
@@ -324,7 +324,7 @@ func TestMaxClients(t *testing.T) {
 			t.Errorf("%s: %v %q, want OK", r.GetTestId(), r.GetStatus(), r.GetMessage())
 		}
 	}
-	if got := slices.Sorted(slices.Values(ids(done))); !slices.Equal(got, []string{"long", "queued-0", "queued-1", "queued-2"}) {
+	if got := slices.Sorted(slices.Values(ids(done))); !slices.Equal(got, []string{"long", "queued-0", "queued-0", "queued-1"}) {
 		t.Errorf("answered %v, want long and the three queued", got)
 	}
 }

@@ -58,7 +58,7 @@ func rogueRegister(t *testing.T, ctx context.Context, conn *grpc.ClientConn, nod
 // rogueIP.
 func rogueReg(node string) *agentv1.Register {
 	return &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "rogue",
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: rogueIP}}}
+		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: rogueIP}}}
 }
 
 // checkRefused checks that err is PermissionDenied with want in its message,

@@ -412,7 +412,7 @@ func newKubeAgent(t *testing.T, ctx context.Context, conn *grpc.ClientConn, node
 		<-a.done
 	}
 	stream := connect(t, ctx, conn, &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "test",
-		Addresses: []*agentv1.NetworkAddress{
+		Addresses: []*measurev1.NetworkAddress{
 			{Network: measurev1.Network_NETWORK_HOST, Ip: hostIP},
 			{Network: measurev1.Network_NETWORK_POD, Ip: podIP},
 		}, HttpPort: 8080})

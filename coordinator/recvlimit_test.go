@@ -36,7 +36,7 @@ func TestMaxRecvMsgBytes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testnet.Ctx(t, time.Minute)
 			s := connect(t, ctx, conn, &agentv1.Register{NodeName: "node-" + string(rune('a'+i)), ProtocolVersion: protocol.Version,
-				Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: fmt.Sprintf("127.0.0.%d", i+1)}}}) // an address each: the other session may still be up
+				Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: fmt.Sprintf("127.0.0.%d", i+1)}}}) // an address each: the other session may still be up
 			if err := s.Send(fakeagent.ClientDone("run-x/t00001", &measurev1.Result{Status: measurev1.Status_STATUS_OK, Message: strings.Repeat("x", tt.pad)})); err != nil {
 				t.Fatal(err)
 			}

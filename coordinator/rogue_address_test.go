@@ -72,7 +72,7 @@ func honestPorts(tool measurev1.Tool) (uint32, uint32) {
 // default server ports and HTTP on 8080.
 func addrRegister(node, host, pod string) *agentv1.Register {
 	return &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "test", HttpPort: 8080,
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: host}, {Network: measurev1.Network_NETWORK_POD, Ip: pod}}}
+		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: host}, {Network: measurev1.Network_NETWORK_POD, Ip: pod}}}
 }
 
 func newAddrAgent(t *testing.T, ctx context.Context, conn *grpc.ClientConn, reg *agentv1.Register,

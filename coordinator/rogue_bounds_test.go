@@ -43,7 +43,7 @@ func startBoundsAgent(t *testing.T, conn *grpc.ClientConn, node, hostIP string, 
 	// agents are fakes, nothing is sent there) for every path.
 	i := hostIP[strings.LastIndexByte(hostIP, '.')+1:]
 	stream := connect(t, t.Context(), conn, &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "test",
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: hostIP}, {Network: measurev1.Network_NETWORK_POD, Ip: "198.51.100." + i}},
+		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: hostIP}, {Network: measurev1.Network_NETWORK_POD, Ip: "198.51.100." + i}},
 		ServiceIp: "203.0.113." + i, HttpPort: 8080})
 	done := make(chan struct{})
 	go func() { // the stream's only sender; ends with the stream
@@ -281,7 +281,7 @@ func TestRogueMadeUpNodes(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		node := fmt.Sprintf("made-up-%02d", i)
 		st := connect(t, ctx, conn, &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version,
-			Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: fmt.Sprintf("127.0.1.%d", i+1)}}})
+			Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: fmt.Sprintf("127.0.1.%d", i+1)}}})
 		if i%3 == 0 {
 			garbage := &agentv1.ProbeReport{Seq: 0} // refused whole: seq 0
 			if err := st.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: garbage}}); err != nil {

@@ -78,7 +78,7 @@ func (c *running) cli(t *testing.T, args ...string) string {
 func playAgent(t *testing.T, ctx context.Context, conn *grpc.ClientConn, node, ip string, answer func(*agentv1.Work) *agentv1.WorkResult) *fakeagent.Agent {
 	t.Helper()
 	return fakeagent.Play(t, ctx, agentv1.NewAgentServiceClient(conn), &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version,
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}}, fakeagent.Config{Answer: answer})
+		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}}, fakeagent.Config{Answer: answer})
 }
 
 // scrapeText fetches url (a /metrics page) as text.

@@ -205,7 +205,7 @@ func noClientCert(t *testing.T, ca string) credentials.TransportCredentials {
 func register(t *testing.T, conn *grpc.ClientConn, node, ip string) {
 	t.Helper()
 	connect(t, t.Context(), conn, &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version,
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}})
+		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}})
 }
 
 // connect opens an agent session over conn with reg, without a token, and

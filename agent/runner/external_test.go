@@ -77,8 +77,8 @@ func TestCurlExternalCommand(t *testing.T) {
 // commands it is given and answers with out.
 func recordingRunner(t *testing.T, out proc.Output) (*Runner, *[]proc.Command) {
 	t.Helper()
-	r := fakeRunner(Config{}, &agentv1.ToolInfo{Tool: measurev1.Tool_TOOL_CURL, Version: "curl 7.88.1"},
-		&agentv1.ToolInfo{Tool: measurev1.Tool_TOOL_PING, Version: "ping from iputils 20221126"})
+	r := fakeRunner(Config{}, &measurev1.ToolInfo{Tool: measurev1.Tool_TOOL_CURL, Version: "curl 7.88.1"},
+		&measurev1.ToolInfo{Tool: measurev1.Tool_TOOL_PING, Version: "ping from iputils 20221126"})
 	var cmds []proc.Command
 	r.exec = func(_ context.Context, c proc.Command) (proc.Output, error) {
 		cmds = append(cmds, c)

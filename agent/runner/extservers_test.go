@@ -34,8 +34,8 @@ func TestRunExternalServers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.capture, func(t *testing.T) {
 			c := readCapture(t, filepath.Join("testdata", tt.capture))
-			r := fakeRunner(Config{}, &agentv1.ToolInfo{Tool: measurev1.Tool_TOOL_IPERF3, Version: "iperf 3.12"},
-				&agentv1.ToolInfo{Tool: measurev1.Tool_TOOL_QPERF, Version: "qperf 0.4.11"})
+			r := fakeRunner(Config{}, &measurev1.ToolInfo{Tool: measurev1.Tool_TOOL_IPERF3, Version: "iperf 3.12"},
+				&measurev1.ToolInfo{Tool: measurev1.Tool_TOOL_QPERF, Version: "qperf 0.4.11"})
 			var cmds []proc.Command
 			r.exec = func(_ context.Context, cmd proc.Command) (proc.Output, error) {
 				cmds = append(cmds, cmd)

@@ -61,7 +61,7 @@ func TestRunQperfConnectFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := fakeRunner(Config{}, &agentv1.ToolInfo{Tool: measurev1.Tool_TOOL_QPERF, Version: "qperf 0.4.11"})
+			r := fakeRunner(Config{}, &measurev1.ToolInfo{Tool: measurev1.Tool_TOOL_QPERF, Version: "qperf 0.4.11"})
 			r.exec = func(context.Context, proc.Command) (proc.Output, error) {
 				return proc.Output{Stdout: []byte(tt.stdout), Stderr: []byte(tt.stderr), ExitCode: tt.exit}, nil
 			}
@@ -448,7 +448,7 @@ func TestRunQperfBlockAndConnectFailureRealProbe(t *testing.T) {
 	}
 	port := uint32(l.Addr().(*net.TCPAddr).Port)
 	_ = l.Close() // a closed port: the probe is refused
-	r := fakeRunner(Config{}, &agentv1.ToolInfo{Tool: measurev1.Tool_TOOL_QPERF, Version: "qperf 0.4.11"})
+	r := fakeRunner(Config{}, &measurev1.ToolInfo{Tool: measurev1.Tool_TOOL_QPERF, Version: "qperf 0.4.11"})
 	req := &agentv1.RunClient{
 		Spec:    &measurev1.TestSpec{Test: measurev1.Test_TEST_QPERF_TCP_LAT},
 		Network: measurev1.Network_NETWORK_HOST, TargetIp: "127.0.0.1", Port: port, DataPort: port%65535 + 1,

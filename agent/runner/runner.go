@@ -51,8 +51,8 @@ type Runner struct {
 	toolDir string
 
 	mu     sync.Mutex
-	tools  map[measurev1.Tool]*agentv1.ToolInfo // nil until detected
-	detect func(context.Context) []*agentv1.ToolInfo
+	tools  map[measurev1.Tool]*measurev1.ToolInfo // nil until detected
+	detect func(context.Context) []*measurev1.ToolInfo
 	// exec runs a tool (proc.Run) and probe opens one TCP connection
 	// (probeTCP); tests replace them.
 	exec  func(context.Context, proc.Command) (proc.Output, error)
@@ -69,7 +69,7 @@ func New(cfg Config) *Runner {
 		exec:    proc.Run,
 		probe:   probeTCP,
 	}
-	r.detect = func(ctx context.Context) []*agentv1.ToolInfo { return detectTools(ctx, r.toolPath) }
+	r.detect = func(ctx context.Context) []*measurev1.ToolInfo { return detectTools(ctx, r.toolPath) }
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -83,7 +83,7 @@ func New(cfg Config) *Runner {
 // Tools returns what DetectTools found, one ToolInfo per tool. The first
 // call (of Tools or Run) detects, and the answer is kept for the Runner's
 // life; a detection cut short by ctx is not kept. Callers get copies.
-func (r *Runner) Tools(ctx context.Context) []*agentv1.ToolInfo {
+func (r *Runner) Tools(ctx context.Context) []*measurev1.ToolInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.tools == nil {
@@ -91,28 +91,28 @@ func (r *Runner) Tools(ctx context.Context) []*agentv1.ToolInfo {
 		if ctx.Err() != nil {
 			return infos
 		}
-		r.tools = make(map[measurev1.Tool]*agentv1.ToolInfo, len(infos))
+		r.tools = make(map[measurev1.Tool]*measurev1.ToolInfo, len(infos))
 		for _, info := range infos {
 			r.tools[info.GetTool()] = info
 		}
 	}
-	out := make([]*agentv1.ToolInfo, 0, len(r.tools))
+	out := make([]*measurev1.ToolInfo, 0, len(r.tools))
 	for _, vc := range versionCommands {
 		if info, ok := r.tools[vc.tool]; ok {
-			out = append(out, proto.Clone(info).(*agentv1.ToolInfo))
+			out = append(out, proto.Clone(info).(*measurev1.ToolInfo))
 		}
 	}
 	return out
 }
 
 // toolInfo returns the ToolInfo of tool, detecting the tools if needed.
-func (r *Runner) toolInfo(ctx context.Context, tool measurev1.Tool) *agentv1.ToolInfo {
+func (r *Runner) toolInfo(ctx context.Context, tool measurev1.Tool) *measurev1.ToolInfo {
 	for _, info := range r.Tools(ctx) {
 		if info.GetTool() == tool {
 			return info
 		}
 	}
-	return &agentv1.ToolInfo{Tool: tool}
+	return &measurev1.ToolInfo{Tool: tool}
 }
 
 // Run runs req's client and returns its results: one per qperf message

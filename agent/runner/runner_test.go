@@ -108,14 +108,14 @@ func TestServerCommand(t *testing.T) {
 }
 
 // fakeRunner is a Runner whose tool detection is canned.
-func fakeRunner(cfg Config, infos ...*agentv1.ToolInfo) *Runner {
+func fakeRunner(cfg Config, infos ...*measurev1.ToolInfo) *Runner {
 	r := New(cfg)
-	r.detect = func(context.Context) []*agentv1.ToolInfo { return infos }
+	r.detect = func(context.Context) []*measurev1.ToolInfo { return infos }
 	return r
 }
 
 func TestRunRefusesBeforeRunning(t *testing.T) {
-	missing := &agentv1.ToolInfo{Tool: measurev1.Tool_TOOL_QPERF, Error: "not found in PATH"}
+	missing := &measurev1.ToolInfo{Tool: measurev1.Tool_TOOL_QPERF, Error: "not found in PATH"}
 	qperf2 := &measurev1.TestSpec{Test: measurev1.Test_TEST_QPERF_TCP_BW, Params: &measurev1.TestSpec_Qperf{Qperf: &measurev1.QperfParams{MsgSizeBytes: []uint64{64, 128}}}}
 	tests := []struct {
 		name        string
@@ -204,9 +204,9 @@ func TestRunEndedContext(t *testing.T) {
 func TestToolsDetectedOnce(t *testing.T) {
 	calls := 0
 	r := New(Config{})
-	r.detect = func(context.Context) []*agentv1.ToolInfo {
+	r.detect = func(context.Context) []*measurev1.ToolInfo {
 		calls++
-		return []*agentv1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: "ping from iputils 20221126"}}
+		return []*measurev1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: "ping from iputils 20221126"}}
 	}
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/agent/proc"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -39,14 +38,14 @@ var versionCommands = []struct {
 // "ApacheBench 2.3" (from "This is ApacheBench, Version 2.3 <$Revision$>"). A tool that is not installed has
 // Error "not found in PATH"; one whose version command fails has the
 // failure in Error and an empty Version.
-func DetectTools(ctx context.Context) []*agentv1.ToolInfo {
+func DetectTools(ctx context.Context) []*measurev1.ToolInfo {
 	return detectTools(ctx, func(name string) string { return name })
 }
 
 // detectTools is DetectTools with each program's name mapped by path
 // (Runner.toolPath).
-func detectTools(ctx context.Context, path func(string) string) []*agentv1.ToolInfo {
-	infos := make([]*agentv1.ToolInfo, 0, len(versionCommands))
+func detectTools(ctx context.Context, path func(string) string) []*measurev1.ToolInfo {
+	infos := make([]*measurev1.ToolInfo, 0, len(versionCommands))
 	for _, vc := range versionCommands {
 		cmd := vc.cmd
 		cmd.Name = path(cmd.Name)
@@ -69,8 +68,8 @@ func (r *Runner) toolPath(name string) string {
 	return name
 }
 
-func detect(ctx context.Context, tool measurev1.Tool, cmd proc.Command) *agentv1.ToolInfo {
-	info := &agentv1.ToolInfo{Tool: tool}
+func detect(ctx context.Context, tool measurev1.Tool, cmd proc.Command) *measurev1.ToolInfo {
+	info := &measurev1.ToolInfo{Tool: tool}
 	ctx, cancel := context.WithTimeout(ctx, VersionTimeout)
 	defer cancel()
 	out, err := proc.Run(ctx, cmd)

@@ -81,7 +81,7 @@ func TestOneLineCutsRunes(t *testing.T) {
 // escaped in `coordinator agents`.
 func TestAgentsTableEscapes(t *testing.T) {
 	resp := &meshv1.ListAgentsResponse{Agents: []*meshv1.Agent{{NodeName: "node-1", AgentVersion: "v1\x1b[31m",
-		Tools: []*meshv1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: "ping\u202e1"}}, Partition: "split\x1b[2J"}}}
+		Tools: []*measurev1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: "ping\u202e1"}}, Partition: "split\x1b[2J"}}}
 	out := runAgents(t, resp)
 	if c := rawControls(out); c != "" {
 		t.Errorf("agents output holds raw %q:\n%s", c, out)

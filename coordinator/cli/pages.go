@@ -10,6 +10,11 @@ import (
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
+// maxEmptyPages bounds the empty pages in a row that follow takes: a page
+// reads at most 65,536 keys of the store, so 10,000 are 655 million keys,
+// more than a store holds.
+const maxEmptyPages = 10_000
+
 // lister fetches one page of a listing: at most size items after token
 // ("" for the first page); next is "" on the last page.
 type lister[T any] func(ctx context.Context, size uint32, token string) (items []T, next string, err error)
@@ -21,9 +26,10 @@ type lister[T any] func(ctx context.Context, size uint32, token string) (items [
 // "" when the listing ended) resumes exactly there. A page may be short,
 // even empty, before the end (the coordinator bounds the keys a page
 // reads); a page that is empty and hands back the token it was asked
-// with is an error, as following it would loop.
+// with is an error, as following it would loop, and so are more than
+// maxEmptyPages empty pages in a row.
 func follow[T any](ctx context.Context, o *options, what, token string, want, maxPage int, list lister[T]) (items []T, next string, err error) {
-	for {
+	for empty := 0; ; {
 		size := maxPage
 		if want > 0 {
 			size = min(size, want-len(items))
@@ -40,6 +46,11 @@ func follow[T any](ctx context.Context, o *options, what, token string, want, ma
 			return items, next, nil
 		case len(page) == 0 && next == token:
 			return nil, "", fmt.Errorf("%s: %w", what, errors.New("the coordinator returned an empty page and the same page token again"))
+		}
+		if empty++; len(page) > 0 {
+			empty = 0
+		} else if empty > maxEmptyPages {
+			return nil, "", fmt.Errorf("%s: %d empty pages in a row, each with a next page token", what, empty)
 		}
 		token = next
 	}

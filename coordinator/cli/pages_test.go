@@ -76,6 +76,16 @@ func TestFollow(t *testing.T) {
 	if _, _, err := follow(context.Background(), o, "list", "again", 0, 10, stuck); err == nil {
 		t.Error("follow accepted an empty page with the token it asked with")
 	}
+	// Empty pages that move on forever (A, B, A, ...) end in an error.
+	cycling := func(_ context.Context, _ uint32, token string) ([]int, string, error) {
+		if token == "A" {
+			return nil, "B", nil
+		}
+		return nil, "A", nil
+	}
+	if _, _, err := follow(context.Background(), o, "list", "", 0, 10, cycling); err == nil || !strings.Contains(err.Error(), "empty pages in a row") {
+		t.Errorf("follow over cycling empty pages: %v, want an error", err)
+	}
 	// Empty pages that move on (a scan that read its keys and matched
 	// none) are followed to the end.
 	sparse := func(_ context.Context, _ uint32, token string) ([]int, string, error) {

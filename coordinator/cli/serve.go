@@ -118,7 +118,7 @@ func newServeCommand(o *options) *cobra.Command {
 	f.StringVar(&cfg.KubeNamespace, "kube-namespace", kube.DefaultNamespace, "namespace of the per-node Services (with --kubernetes)")
 	f.Float32Var(&kubeClient.QPS, "kube-qps", kube.DefaultQPS,
 		"API requests per second the coordinator makes at most, after a burst of --kube-burst (with --kubernetes): a fleet registering again after a restart costs a TokenReview and a pod read per agent")
-	f.IntVar(&kubeClient.Burst, "kube-burst", kube.DefaultBurst, "API requests the coordinator may make at once above --kube-qps (with --kubernetes)")
+	f.IntVar(&kubeClient.Burst, "kube-burst", 0, fmt.Sprintf("API requests the coordinator may make at once above --kube-qps (with --kubernetes; 0: %d, or --kube-qps if more)", kube.DefaultBurst))
 	return cmd
 }
 

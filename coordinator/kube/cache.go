@@ -3,6 +3,8 @@ package kube
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -37,19 +39,82 @@ func (s *Services) Watch(ctx context.Context) {
 // managedSelector selects the objects Services manages.
 const managedSelector = LabelManagedBy + "=" + ManagedBy + "," + LabelNode
 
-// objectCache holds the informers Watch started.
+// objectCache holds the informers Watch started, and the objects this
+// process wrote that they may not have seen yet.
 type objectCache struct {
 	services, slices cache.SharedIndexInformer
+
+	mu sync.Mutex
+	// unseen are the objects written (or deleted) here whose new version
+	// the informer had not shown at the last look, by kind and name: read
+	// from the API server until it does, or for writtenTTL.
+	unseen map[string]written
+}
+
+// written is a write of this process to one object.
+type written struct {
+	version string // the resourceVersion written; "" for a deletion
+	at      time.Time
+}
+
+// writtenTTL bounds how long a write is waited for in the informer's
+// cache: a watch that broke relists within it.
+const writtenTTL = time.Minute
+
+// wrote records that this process wrote obj (of kind, called name), or
+// deleted it when obj is nil, so that Ensure reads it from the API server
+// until the informer shows the change. Without Watch it does nothing.
+func (s *Services) wrote(kind, name string, obj metav1.Object) {
+	c := s.cache.Load()
+	if c == nil {
+		return
+	}
+	w := written{at: time.Now()}
+	if obj != nil {
+		w.version = obj.GetResourceVersion()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.unseen == nil {
+		c.unseen = map[string]written{}
+	}
+	c.unseen[kind+"/"+name] = w
+}
+
+// seen reports whether inf's cache shows this process's last write to the
+// object of kind called name (or there was none, or it is older than
+// writtenTTL), and the cached object if it holds one.
+func (c *objectCache) seen(inf cache.SharedIndexInformer, kind, ns, name string) (obj any, ok bool) {
+	obj, exists, err := inf.GetStore().GetByKey(ns + "/" + name)
+	if err != nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, pending := c.unseen[kind+"/"+name]
+	if pending {
+		var version string
+		if m, ok := obj.(metav1.Object); exists && ok {
+			version = m.GetResourceVersion()
+		}
+		switch {
+		case time.Since(w.at) > writtenTTL, w.version == "" && !exists, w.version != "" && version == w.version:
+			delete(c.unseen, kind+"/"+name)
+		default:
+			return nil, false
+		}
+	}
+	return obj, exists
 }
 
 // get reads the object of kind named name: from inf's cache unless fresh,
-// else (or if the cache has not listed once, or does not hold it) with
-// api, the API server's Get. An object from the cache is shared with it:
+// else (or if the cache has not listed once, does not hold it, or has not
+// shown this process's last write to it) with api, the API server's Get. An object from the cache is shared with it:
 // copy it before changing it. API errors are wrapped, naming the object.
 func get[T any](ctx context.Context, s *Services, inf func(*objectCache) cache.SharedIndexInformer, kind, name string, fresh bool,
 	api func(context.Context, string, metav1.GetOptions) (*T, error)) (*T, error) {
 	if c := s.cache.Load(); !fresh && c != nil && inf(c).HasSynced() {
-		if obj, ok, err := inf(c).GetStore().GetByKey(s.ns + "/" + name); err == nil && ok {
+		if obj, ok := c.seen(inf(c), kind, s.ns, name); ok {
 			if v, ok := obj.(*T); ok {
 				return v, nil
 			}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	goruntime "runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,9 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshperf/meshperf/coordinator/kube/kubetest"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
@@ -171,11 +175,10 @@ func TestPruneLetsEnsureIn(t *testing.T) {
 		mu.Unlock()
 	}()
 	<-started
-	// Let it queue for the lock behind the first chunk. Should it queue
-	// later, it still gets in before the last of the 13 chunks, unless it
-	// waits through all of them, as it did before deletions went in
-	// chunks.
-	time.Sleep(20 * time.Millisecond)
+	// Once it waits for the lock behind the first chunk, that chunk goes on.
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, "the registration waiting for the prune's lock", func() bool {
+		return waitingIn("kube.(*Services).Ensure", "semaphore.(*Weighted).Acquire")
+	})
 	close(release)
 	if err := <-pruned; err != nil {
 		t.Fatal(err)
@@ -249,4 +252,66 @@ func BenchmarkEnsureRestartWave(b *testing.B) {
 	b.ReportMetric(float64(callsU)/float64(b.N*nodes), "api_calls/node_uncached")
 	b.ReportMetric(float64(callsC)/float64(b.N*nodes), "api_calls/node_cached")
 	b.ReportMetric(timeU.Seconds()/timeC.Seconds(), "uncached/cached_time")
+}
+
+// TestEnsureAfterItsOwnWrites: with a cache that sees no event after its
+// first list (a lagging or broken watch), Ensure does not take the cache's
+// word for objects it wrote or deleted itself: a node whose objects a
+// prune just deleted gets them back, and a registration that undoes
+// another's new ports writes them, where the stale cache would have shown
+// both as right and nothing would be written.
+func TestEnsureAfterItsOwnWrites(t *testing.T) {
+	ctx := testContext(t)
+	c := newFake(t)
+	pod := netip.MustParseAddr("10.244.1.2")
+	if _, err := newServices(t, c).Ensure(ctx, "node-1", pod, agentPorts); err != nil {
+		t.Fatal(err)
+	}
+	c.PrependWatchReactor("*", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewFake(), nil // no event, ever
+	})
+	s := newServices(t, c)
+	s.Watch(ctx)
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, "the informers' first lists", func() bool {
+		return s.cache.Load().services.HasSynced() && s.cache.Load().slices.HasSynced()
+	})
+
+	// Ports changed, then changed back: the second write must happen.
+	other := agentPorts
+	other.Iperf3 = 6201
+	for _, ports := range []protocol.ServerPorts{other, agentPorts} {
+		if _, err := s.Ensure(ctx, "node-1", pod, ports); err != nil {
+			t.Fatal(err)
+		}
+		if got := getService(t, c, Name("node-1")).Spec.Ports; !hasPort(got, int32(ports.Iperf3)) {
+			t.Errorf("after Ensure with iperf3 port %d the Service has ports %v", ports.Iperf3, got)
+		}
+	}
+
+	// Pruned, then registering again as it was: both objects come back.
+	if err := s.Prune(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if svcs, sls := objectNames(t, c); len(svcs)+len(sls) != 0 {
+		t.Fatalf("after the prune: services %v, slices %v", svcs, sls)
+	}
+	if _, err := s.Ensure(ctx, "node-1", pod, agentPorts); err != nil {
+		t.Fatal(err)
+	}
+	if svcs, sls := objectNames(t, c); !slices.Equal(svcs, []string{Name("node-1")}) || !slices.Equal(sls, []string{Name("node-1")}) {
+		t.Errorf("after registering again: services %v, slices %v; want node-1's back", svcs, sls)
+	}
+}
+
+// waitingIn reports whether a goroutine's stack has both fn, its caller,
+// and in, what it waits in (function names as runtime.Stack prints them).
+func waitingIn(fn, in string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:goruntime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) && strings.Contains(g, in) {
+			return true
+		}
+	}
+	return false
 }

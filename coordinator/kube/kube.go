@@ -105,7 +105,8 @@ type ClientOptions struct {
 	// DefaultQPS. Negative is an error.
 	QPS float32
 	// Burst is the most requests at once above QPS; zero means
-	// DefaultBurst. Negative, or under QPS rounded up, is an error.
+	// DefaultBurst, or QPS rounded up if that is more. Negative, or under
+	// QPS rounded up, is an error.
 	Burst int
 }
 
@@ -115,7 +116,7 @@ func (o ClientOptions) apply(cfg *rest.Config) error {
 		o.QPS = DefaultQPS
 	}
 	if o.Burst == 0 {
-		o.Burst = DefaultBurst
+		o.Burst = max(DefaultBurst, int(math.Ceil(float64(o.QPS))))
 	}
 	switch {
 	case o.QPS < 0 || math.IsNaN(float64(o.QPS)) || math.IsInf(float64(o.QPS), 0):
@@ -259,9 +260,9 @@ const (
 	pruneCallTimeout = 30 * time.Second
 )
 
-// pruneWith is Prune with keep read at each chunk of deletions, while no
-// Ensure runs and none starts: a node in keep then, or whose Ensure starts
-// after, keeps its objects.
+// pruneWith is Prune with keep read after the listing, and again at each
+// chunk of deletions while no Ensure runs and none starts: a node in keep
+// then, or whose Ensure starts after, keeps its objects.
 func (s *Services) pruneWith(ctx context.Context, keepFunc func() map[string]bool) error {
 	type object struct{ kind, name string }
 	var (
@@ -285,6 +286,11 @@ func (s *Services) pruneWith(ctx context.Context, keepFunc func() map[string]boo
 		}
 	}
 	cancel()
+	// A first look at keep, without the lock: what it keeps now is not
+	// deleted, and the rest is looked at again under the lock, chunk by
+	// chunk. A prune of a fleet that lost nobody takes the lock no time.
+	kept := nodeNames(keepFunc())
+	doomed = slices.DeleteFunc(doomed, func(o object) bool { return kept[o.name] })
 	for chunk := range slices.Chunk(doomed, pruneChunk) {
 		if err := s.pruneChunk(ctx, keepFunc, func(ctx context.Context, kept map[string]bool) []error {
 			var errs []error
@@ -315,16 +321,20 @@ func (s *Services) pruneChunk(ctx context.Context, keepFunc func() map[string]bo
 		return fmt.Errorf("kube: prune: waiting for Ensure calls to end: %w", err)
 	}
 	defer s.lock.Release(lockUnits)
-	keep := keepFunc()
+	ctx, cancel := context.WithTimeout(ctx, pruneCallTimeout)
+	defer cancel()
+	return errors.Join(del(ctx, nodeNames(keepFunc()))...)
+}
+
+// nodeNames are the object names (Name) of the nodes keep keeps.
+func nodeNames(keep map[string]bool) map[string]bool {
 	names := make(map[string]bool, len(keep))
 	for node, ok := range keep {
 		if ok {
 			names[Name(node)] = true
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, pruneCallTimeout)
-	defer cancel()
-	return errors.Join(del(ctx, names)...)
+	return names
 }
 
 // PruneEvery calls Prune with keep() every interval until ctx ends, then
@@ -332,11 +342,11 @@ func (s *Services) pruneChunk(ctx context.Context, keepFunc func() map[string]bo
 // reconnecting to a restarted coordinator register before anything is
 // pruned. Errors are logged, and the next tick tries again.
 //
-// keep() is called before each chunk of deletions, once no Ensure runs,
-// and none starts until the chunk is done: a node whose Ensure ended must
-// be in keep() by then (the registry counts it from before its ServiceIPs
-// call), and one whose Ensure waits creates its objects after the chunk.
-// A prune that finds nothing to delete does not call it.
+// keep() is called once after the listing, and again before each chunk
+// of deletions, once no Ensure runs, and none starts until the chunk is
+// done: a node whose Ensure ended must be in keep() by then (the registry
+// counts it from before its ServiceIPs call), and one whose Ensure waits
+// creates its objects after the chunk.
 func (s *Services) PruneEvery(ctx context.Context, interval time.Duration, keep func() map[string]bool) error {
 	if interval <= 0 {
 		return fmt.Errorf("kube: prune interval %v is not positive", interval)
@@ -363,6 +373,7 @@ func (s *Services) deleteService(ctx context.Context, name string) error {
 func (s *Services) deleted(kind, name string, err error) error {
 	switch {
 	case err == nil:
+		s.wrote(kind, name, nil)
 		s.log.Info("deleted node "+kind, "namespace", s.ns, "name", name)
 	case apierrors.IsNotFound(err):
 	default:

@@ -506,6 +506,7 @@ func TestClientOptions(t *testing.T) {
 		{"defaults", ClientOptions{}, DefaultQPS, DefaultBurst, ""},
 		{"set", ClientOptions{QPS: 200, Burst: 400}, 200, 400, ""},
 		{"fractional qps", ClientOptions{QPS: 0.5, Burst: 1}, 0.5, 1, ""},
+		{"qps above the default burst, no burst", ClientOptions{QPS: 250.5}, 250.5, 251, ""},
 		{"negative qps", ClientOptions{QPS: -1}, 0, 0, "--kube-qps -1 is not a positive"},
 		{"infinite qps", ClientOptions{QPS: float32(math.Inf(1))}, 0, 0, "--kube-qps +Inf"},
 		{"burst under qps", ClientOptions{QPS: 100, Burst: 10}, 0, 0, "--kube-burst 10 must be at least --kube-qps 100"},

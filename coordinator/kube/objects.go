@@ -107,6 +107,7 @@ func (s *Services) ensureService(ctx context.Context, node, name string, fam cor
 	if err != nil {
 		return nil, fmt.Errorf("kube: update Service %s/%s: %w", s.ns, name, err)
 	}
+	s.wrote("Service", name, out)
 	s.log.Info("updated node Service", "namespace", s.ns, "name", name, "node", node)
 	return out, nil
 }
@@ -116,6 +117,7 @@ func (s *Services) createService(ctx context.Context, want *corev1.Service) (*co
 	if err != nil {
 		return nil, fmt.Errorf("kube: create Service %s/%s: %w", s.ns, want.Name, err)
 	}
+	s.wrote("Service", want.Name, out)
 	s.log.Info("created node Service", "namespace", s.ns, "name", want.Name, "node", want.Annotations[AnnotationNodeName],
 		"cluster_ip", out.Spec.ClusterIP)
 	return out, nil
@@ -161,17 +163,21 @@ func (s *Services) ensureSlice(ctx context.Context, node, name string, svc *core
 	up.Labels = merged(got.Labels, want.Labels)
 	up.Annotations = merged(got.Annotations, want.Annotations)
 	up.Endpoints, up.Ports, up.OwnerReferences = want.Endpoints, want.Ports, want.OwnerReferences
-	if _, err := api.Update(ctx, up, metav1.UpdateOptions{}); err != nil {
+	out, err := api.Update(ctx, up, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("kube: update EndpointSlice %s/%s: %w", s.ns, name, err)
 	}
+	s.wrote("EndpointSlice", name, out)
 	s.log.Info("updated node EndpointSlice", "namespace", s.ns, "name", name, "node", node, "old_pod_ip", old, "pod_ip", podIP)
 	return nil
 }
 
 func (s *Services) createSlice(ctx context.Context, want *discoveryv1.EndpointSlice) error {
-	if _, err := s.client.DiscoveryV1().EndpointSlices(s.ns).Create(ctx, want, metav1.CreateOptions{}); err != nil {
+	out, err := s.client.DiscoveryV1().EndpointSlices(s.ns).Create(ctx, want, metav1.CreateOptions{})
+	if err != nil {
 		return fmt.Errorf("kube: create EndpointSlice %s/%s: %w", s.ns, want.Name, err)
 	}
+	s.wrote("EndpointSlice", want.Name, out)
 	s.log.Info("created node EndpointSlice", "namespace", s.ns, "name", want.Name, "node", want.Annotations[AnnotationNodeName],
 		"pod_ip", want.Endpoints[0].Addresses[0])
 	return nil

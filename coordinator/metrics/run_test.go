@@ -89,7 +89,7 @@ func TestCoordinatorServesMetrics(t *testing.T) {
 		}
 		reg := &agentv1.Register{
 			NodeName: fmt.Sprintf("node-%d", i+1), ProtocolVersion: protocol.Version, AgentVersion: "test",
-			Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}},
+			Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}},
 		}
 		if err := stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: reg}}); err != nil {
 			t.Fatal(err)

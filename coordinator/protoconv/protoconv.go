@@ -6,15 +6,17 @@
 // conversion copies field by field and casts enums by number; the tests
 // check that every wire enum value has its API twin of the same name.
 //
-// The registry converts a registration into a record (Record*) and a
-// record back to wire addresses for the Endpoints and probe plans it sends
-// (WireAddresses); the API answers are built from records and wire values
-// with the API* functions, and API requests reach the domain through the
-// Wire* functions. Every function returns nil for a nil or empty input
-// slice and never shares a message with its input.
+// A node's addresses and tools are measure.v1's in all three: the
+// registry copies them (Clones) from a registration into a record and
+// from a record into the Endpoints and probe plans it sends; the API
+// answers are built from records and wire values with the API* functions,
+// and API requests reach the domain through the Wire* functions. Every
+// function returns nil for a nil or empty input slice and never shares a
+// message with its input.
 package protoconv
 
 import (
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -22,26 +24,12 @@ import (
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
-// RecordAddresses returns the stored copies of registered addresses.
-func RecordAddresses(in []*agentv1.NetworkAddress) []*storev1.NetworkAddress {
-	return each(in, func(a *agentv1.NetworkAddress) *storev1.NetworkAddress {
-		return &storev1.NetworkAddress{Network: a.GetNetwork(), Ip: a.GetIp(), MtuBytes: a.GetMtuBytes()}
-	})
-}
-
-// WireAddresses returns the wire copies of stored addresses, for the
-// Endpoints and probe plans sent to agents.
-func WireAddresses(in []*storev1.NetworkAddress) []*agentv1.NetworkAddress {
-	return each(in, func(a *storev1.NetworkAddress) *agentv1.NetworkAddress {
-		return &agentv1.NetworkAddress{Network: a.GetNetwork(), Ip: a.GetIp(), MtuBytes: a.GetMtuBytes()}
-	})
-}
-
-// RecordTools returns the stored copies of registered tools.
-func RecordTools(in []*agentv1.ToolInfo) []*storev1.ToolInfo {
-	return each(in, func(t *agentv1.ToolInfo) *storev1.ToolInfo {
-		return &storev1.ToolInfo{Tool: t.GetTool(), Version: t.GetVersion(), Error: t.GetError()}
-	})
+// Clones returns a deep copy of each message of in: a node's addresses
+// and tools (measure.v1's, shared by the wire, the records and the API)
+// as the registry stores them from a registration and sends them on in
+// Endpoints and probe plans, so that no message is shared between them.
+func Clones[M proto.Message](in []M) []M {
+	return each(in, proto.CloneOf[M])
 }
 
 // APIAgent returns the API view of a stored agent record: every stored
@@ -61,12 +49,7 @@ func APIAgent(rec *storev1.Agent) *meshv1.Agent {
 	if t := rec.GetLastSeenTime(); t != nil {
 		a.LastSeenTime = &timestamppb.Timestamp{Seconds: t.GetSeconds(), Nanos: t.GetNanos()}
 	}
-	a.Addresses = each(rec.GetAddresses(), func(x *storev1.NetworkAddress) *meshv1.NetworkAddress {
-		return &meshv1.NetworkAddress{Network: x.GetNetwork(), Ip: x.GetIp(), MtuBytes: x.GetMtuBytes()}
-	})
-	a.Tools = each(rec.GetTools(), func(x *storev1.ToolInfo) *meshv1.ToolInfo {
-		return &meshv1.ToolInfo{Tool: x.GetTool(), Version: x.GetVersion(), Error: x.GetError()}
-	})
+	a.Addresses, a.Tools = Clones(rec.GetAddresses()), Clones(rec.GetTools())
 	return a
 }
 

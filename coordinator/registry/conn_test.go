@@ -60,9 +60,9 @@ func dial(t *testing.T, r *Registry, first *agentv1.ConnectRequest) *fakeAgent {
 // pod address, in this coordinator's protocol version.
 func agentReg(node, host, pod string) *agentv1.Register {
 	reg := &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version,
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: host}}}
+		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: host}}}
 	if pod != "" {
-		reg.Addresses = append(reg.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: pod})
+		reg.Addresses = append(reg.Addresses, &measurev1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: pod})
 	}
 	return reg
 }

@@ -20,9 +20,9 @@ func TestValidateRegisterEmbeddedIPv4(t *testing.T) {
 	host, pod := measurev1.Network_NETWORK_HOST, measurev1.Network_NETWORK_POD
 	reg := func(network measurev1.Network, ip, service6 string) *agentv1.Register {
 		r := &agentv1.Register{NodeName: "rogue", ProtocolVersion: protocol.Version, ServiceIpv6: service6,
-			Addresses: []*agentv1.NetworkAddress{{Network: host, Ip: "172.18.0.11"}}}
+			Addresses: []*measurev1.NetworkAddress{{Network: host, Ip: "172.18.0.11"}}}
 		if ip != "" {
-			r.Addresses = append(r.Addresses, &agentv1.NetworkAddress{Network: network, Ip: ip})
+			r.Addresses = append(r.Addresses, &measurev1.NetworkAddress{Network: network, Ip: ip})
 		}
 		return r
 	}

@@ -34,7 +34,7 @@ func (r *Registry) endpoints(s *session) *agentv1.Endpoints {
 		if a == nil {
 			continue
 		}
-		ep.Nodes = append(ep.Nodes, nodeEndpoint(n, protoconv.WireAddresses(a.GetAddresses()), a.GetServiceIp()))
+		ep.Nodes = append(ep.Nodes, nodeEndpoint(n, protoconv.Clones(a.GetAddresses()), a.GetServiceIp()))
 	}
 	ep.ExternalTargets = r.cfg.ExternalTargets // never modified after New
 	return ep

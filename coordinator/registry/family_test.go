@@ -16,7 +16,7 @@ func TestValidateRegisterFamilies(t *testing.T) {
 	reg := func(service, service6 string, addrs ...any) *agentv1.Register {
 		r := &agentv1.Register{NodeName: "node-1", ProtocolVersion: protocol.Version, ServiceIp: service, ServiceIpv6: service6}
 		for i := 0; i < len(addrs); i += 2 {
-			r.Addresses = append(r.Addresses, &agentv1.NetworkAddress{Network: addrs[i].(measurev1.Network), Ip: addrs[i+1].(string)})
+			r.Addresses = append(r.Addresses, &measurev1.NetworkAddress{Network: addrs[i].(measurev1.Network), Ip: addrs[i+1].(string)})
 		}
 		return r
 	}

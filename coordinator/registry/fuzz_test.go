@@ -42,8 +42,8 @@ func FuzzValidateRegister(f *testing.F) {
 	f.Add(uint8(2), "", "", "", "", "", uint32(0), uint32(0), uint32(0), uint32(0), uint32(0), seed)
 	dual := register("10.0.0.1", "10.244.1.2", "10.96.0.1")
 	dual.ServiceIpv6 = "fd00:10:96::1"
-	dual.Addresses = append(dual.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_HOST, Ip: "fd00:18::11"},
-		&agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: "fd00:10:244:1::2"})
+	dual.Addresses = append(dual.Addresses, &measurev1.NetworkAddress{Network: measurev1.Network_NETWORK_HOST, Ip: "fd00:18::11"},
+		&measurev1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: "fd00:10:244:1::2"})
 	if seed, err = proto.Marshal(dual); err != nil {
 		f.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func FuzzValidateRegister(f *testing.F) {
 		reg := register(host, pod, service)
 		reg.NodeName, reg.AgentVersion = name, version
 		reg.Iperf3Port, reg.QperfPort, reg.QperfDataPort, reg.HttpPort, reg.ProbePort, reg.GossipPort = iperf3, qperf, qperfData, httpPort, probe, probe^iperf3
-		reg.Tools = []*agentv1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: version}}
+		reg.Tools = []*measurev1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: version}}
 		checkAccepted(t, policy, reg)
 		decoded := &agentv1.Register{}
 		if proto.Unmarshal(raw, decoded) == nil {

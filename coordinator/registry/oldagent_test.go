@@ -92,7 +92,7 @@ func startStack(t *testing.T) *stack {
 // version apart is only how it answers.
 func oldRegister(node, host, pod string) *agentv1.Register {
 	return &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "old",
-		Addresses: []*agentv1.NetworkAddress{
+		Addresses: []*measurev1.NetworkAddress{
 			{Network: measurev1.Network_NETWORK_HOST, Ip: host},
 			{Network: measurev1.Network_NETWORK_POD, Ip: pod},
 		}}

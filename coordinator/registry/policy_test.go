@@ -18,10 +18,10 @@ import (
 func register(host, pod, service string) *agentv1.Register {
 	reg := &agentv1.Register{NodeName: "node-1", ProtocolVersion: protocol.Version, ServiceIp: service}
 	if host != "" {
-		reg.Addresses = append(reg.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_HOST, Ip: host})
+		reg.Addresses = append(reg.Addresses, &measurev1.NetworkAddress{Network: measurev1.Network_NETWORK_HOST, Ip: host})
 	}
 	if pod != "" {
-		reg.Addresses = append(reg.Addresses, &agentv1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: pod})
+		reg.Addresses = append(reg.Addresses, &measurev1.NetworkAddress{Network: measurev1.Network_NETWORK_POD, Ip: pod})
 	}
 	return reg
 }
@@ -234,7 +234,7 @@ func TestParseAddressClasses(t *testing.T) {
 // registered for the tool, and qperf's data port.
 func TestCheckServerStarted(t *testing.T) {
 	n, err := validateRegister(&agentv1.Register{NodeName: "node-1", ProtocolVersion: protocol.Version, HttpPort: 8080, QperfPort: 7001,
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1"}}}, nil)
+		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

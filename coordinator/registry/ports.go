@@ -56,7 +56,7 @@ func (n Node) defaultPorts() bool {
 
 // nodeEndpoint is n as Endpoints carry it, with its addresses as a
 // registered them and its ports in force.
-func nodeEndpoint(n Node, addrs []*agentv1.NetworkAddress, serviceIP string) *agentv1.NodeEndpoint {
+func nodeEndpoint(n Node, addrs []*measurev1.NetworkAddress, serviceIP string) *agentv1.NodeEndpoint {
 	var serviceIPv6 string
 	if ip := n.ServiceAddr(measurev1.IPFamily_IP_FAMILY_IPV6); ip.IsValid() {
 		serviceIPv6 = ip.String()

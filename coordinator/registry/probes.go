@@ -74,7 +74,7 @@ func (r *Registry) seedProbes() {
 		if a.GetProbePort() == 0 || r.state(a, now, false) == meshv1.NodeState_NODE_STATE_DEPARTED {
 			continue
 		}
-		n, err := validateRegister(&agentv1.Register{NodeName: name, ProtocolVersion: protocol.Version, Addresses: protoconv.WireAddresses(a.GetAddresses()),
+		n, err := validateRegister(&agentv1.Register{NodeName: name, ProtocolVersion: protocol.Version, Addresses: protoconv.Clones(a.GetAddresses()),
 			ServiceIp: a.GetServiceIp(), ServiceIpv6: a.GetServiceIpv6(), ProbePort: a.GetProbePort(), HttpPort: a.GetHttpPort(),
 			Iperf3Port: a.GetIperf3Port(), QperfPort: a.GetQperfPort(), QperfDataPort: a.GetQperfDataPort()}, r.cfg.Addresses)
 		if err != nil {

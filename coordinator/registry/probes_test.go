@@ -64,7 +64,7 @@ func probingSession(t *testing.T, ctx context.Context) (*Registry, *probeplan.Ta
 	go func() { served <- r.Serve(ctx, st) }()
 	st.in <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: &agentv1.Register{
 		NodeName: "node-1", ProtocolVersion: protocol.Version, ProbePort: 7947,
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1"}}}}}
+		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "10.0.0.1"}}}}}
 	return r, table, st, served
 }
 
@@ -284,8 +284,8 @@ func TestSeedProbesAfterRestart(t *testing.T) {
 	defer cancel()
 	long := timestamppb.New(time.Now().Add(-3 * time.Hour))
 	recent := timestamppb.New(time.Now().Add(-time.Minute))
-	addr := func(ip string) []*storev1.NetworkAddress {
-		return []*storev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip, MtuBytes: 1500}}
+	addr := func(ip string) []*measurev1.NetworkAddress {
+		return []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip, MtuBytes: 1500}}
 	}
 	stored := []*storev1.Agent{
 		{NodeName: "connected-at-crash", Connected: true, LastSeenTime: long, Addresses: addr("10.0.0.1"), ProbePort: 7947, HttpPort: 7948},

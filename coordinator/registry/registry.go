@@ -509,7 +509,7 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 	now := timestamppb.Now()
 	a := &storev1.Agent{
 		NodeName: reg.GetNodeName(), Connected: true, AgentVersion: reg.GetAgentVersion(),
-		Addresses: protoconv.RecordAddresses(reg.GetAddresses()), Tools: protoconv.RecordTools(reg.GetTools()),
+		Addresses: protoconv.Clones(reg.GetAddresses()), Tools: protoconv.Clones(reg.GetTools()),
 		ConnectTime: now, LastSeenTime: now,
 		ProbePort: uint32(s.node.ProbePort), HttpPort: uint32(s.node.HTTPPort),
 		Iperf3Port: uint32(s.node.Iperf3Port), QperfPort: uint32(s.node.QperfPort), QperfDataPort: uint32(s.node.QperfDataPort),

@@ -22,7 +22,7 @@ func planAgent(t *testing.T, ctx context.Context, r *Registry, node, ip string) 
 	go func() { _ = r.Serve(ctx, st) }()
 	st.in <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Register{Register: &agentv1.Register{
 		NodeName: node, ProtocolVersion: protocol.Version, ProbePort: 7947,
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}}}}
+		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}}}}
 	return st
 }
 

@@ -38,8 +38,8 @@ func TestUnprovenAfterRestart(t *testing.T) {
 	defer cancel()
 	now := time.Now()
 	at := func(ago time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(-ago)) }
-	addr := func(ip string) []*storev1.NetworkAddress {
-		return []*storev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}
+	addr := func(ip string) []*measurev1.NetworkAddress {
+		return []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: ip}}
 	}
 	tests := []struct {
 		agent              *storev1.Agent

@@ -148,12 +148,11 @@ func (m *Manager) Active() []*measurev1.Run {
 	m.mu.Unlock()
 	out := make([]*measurev1.Run, 0, len(as))
 	for _, a := range as {
-		a.mu.Lock()
-		r := a.run
-		a.mu.Unlock()
-		if !testspec.RunEnded(r.GetState()) {
+		a.mu.Lock() // the run's state changes under it
+		if r := a.run; !testspec.RunEnded(r.GetState()) {
 			out = append(out, &measurev1.Run{RunId: r.GetRunId(), Spec: r.GetSpec(), State: r.GetState(), Origin: r.GetOrigin(), CreateTime: r.GetCreateTime()})
 		}
+		a.mu.Unlock()
 	}
 	slices.SortFunc(out, func(a, b *measurev1.Run) int {
 		return cmp.Or(a.GetCreateTime().AsTime().Compare(b.GetCreateTime().AsTime()), strings.Compare(a.GetRunId(), b.GetRunId()))

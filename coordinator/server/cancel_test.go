@@ -43,7 +43,7 @@ func TestCancelRunStopsTheClient(t *testing.T) {
 	ctx := ctxT(t)
 	src := startLiveAgent(t, ctx, c, register("node-1"))
 	dst := register("node-2")
-	dst.Addresses = []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.3"}, {Network: measurev1.Network_NETWORK_POD, Ip: "127.0.0.4"}}
+	dst.Addresses = []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.3"}, {Network: measurev1.Network_NETWORK_POD, Ip: "127.0.0.4"}}
 	startLiveAgent(t, ctx, c, dst)
 	trig, err := c.mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{
 		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}, Repeats: 1,

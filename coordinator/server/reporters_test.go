@@ -42,7 +42,7 @@ func TestGossipReporters(t *testing.T) {
 		sctx, end := context.WithCancel(ctx)
 		t.Cleanup(end)
 		reg := &agentv1.Register{NodeName: tt.node, ProtocolVersion: protocol.Version, AgentVersion: "test",
-			Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: fmt.Sprintf("127.0.1.%d", i+1)}}}
+			Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: fmt.Sprintf("127.0.1.%d", i+1)}}}
 		if tt.gossip {
 			reg.GossipPort = 7946
 		}
@@ -96,7 +96,7 @@ func TestGossipReporters(t *testing.T) {
 	// g2, a reporter, reconnects without gossip: its slot goes to the
 	// other quiet agent.
 	reg := &agentv1.Register{NodeName: "g2", ProtocolVersion: protocol.Version, AgentVersion: "test",
-		Addresses: []*agentv1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.1.2"}}}
+		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.1.2"}}}
 	stream, err := c.agent.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)

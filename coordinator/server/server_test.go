@@ -118,7 +118,7 @@ func ctxT(t *testing.T) context.Context {
 func register(node string) *agentv1.Register {
 	return &agentv1.Register{
 		NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "test",
-		Addresses: []*agentv1.NetworkAddress{
+		Addresses: []*measurev1.NetworkAddress{
 			{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.1"},
 			{Network: measurev1.Network_NETWORK_POD, Ip: "127.0.0.2"},
 		},
@@ -166,11 +166,11 @@ func TestRegistrationRefused(t *testing.T) {
 		{"control characters", func(r *agentv1.Register) { r.AgentVersion = "v1\x1b[2J" }, codes.InvalidArgument, "agent_version"},
 		{"huge tool list", func(r *agentv1.Register) {
 			for i := 0; i < 17; i++ {
-				r.Tools = append(r.Tools, &agentv1.ToolInfo{Tool: measurev1.Tool_TOOL_PING, Version: "x"})
+				r.Tools = append(r.Tools, &measurev1.ToolInfo{Tool: measurev1.Tool_TOOL_PING, Version: "x"})
 			}
 		}, codes.InvalidArgument, "17 tools, at most 16"},
 		{"long tool version", func(r *agentv1.Register) {
-			r.Tools = []*agentv1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: strings.Repeat("v", 300)}}
+			r.Tools = []*measurev1.ToolInfo{{Tool: measurev1.Tool_TOOL_PING, Version: strings.Repeat("v", 300)}}
 		}, codes.InvalidArgument, "tools[0].version is 300 bytes long"},
 		{"network", func(r *agentv1.Register) { r.Addresses[1].Network = 0 }, codes.InvalidArgument, "addresses[1].network"},
 		{"no host address", func(r *agentv1.Register) { r.Addresses = r.Addresses[1:] }, codes.InvalidArgument, "no host address"},

@@ -32,12 +32,12 @@ const goldenAgentFile = "testdata/agent_meshv1.golden"
 func goldenRecord() *storev1.Agent {
 	return &storev1.Agent{
 		NodeName: "node-1", Connected: true, AgentVersion: "v0.14.2",
-		Addresses: []*storev1.NetworkAddress{
+		Addresses: []*measurev1.NetworkAddress{
 			{Network: measurev1.Network_NETWORK_HOST, Ip: "172.18.0.11", MtuBytes: 1500},
 			{Network: measurev1.Network_NETWORK_POD, Ip: "fd00:10:244:1::2", MtuBytes: 1450},
 		},
 		ServiceIp: "10.96.0.21",
-		Tools: []*storev1.ToolInfo{
+		Tools: []*measurev1.ToolInfo{
 			{Tool: measurev1.Tool_TOOL_PING, Version: "ping from iputils 20240117"},
 			{Tool: measurev1.Tool_TOOL_QPERF, Error: "not found in PATH"},
 		},

@@ -2,12 +2,14 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,12 +177,22 @@ func TestListResultsScanBudget(t *testing.T) {
 		}},
 		{Filter{DstNode: "nobody"}, 12, func(*measurev1.Result) bool { return false }},
 	} {
-		var want []string
+		// The listing's order: (src, dst, start), by run first for a run.
+		var matched []*measurev1.Result
 		for _, r := range all {
 			if tt.match(r) {
-				want = append(want, r.GetRunId()+"/"+r.GetTestId())
+				matched = append(matched, r)
 			}
 		}
+		slices.SortFunc(matched, func(a, b *measurev1.Result) int {
+			run := 0
+			if tt.f.RunID != "" {
+				run = strings.Compare(a.GetRunId(), b.GetRunId())
+			}
+			return cmp.Or(run, strings.Compare(a.GetSrcNode(), b.GetSrcNode()), strings.Compare(a.GetDstNode(), b.GetDstNode()),
+				a.GetStartTime().AsTime().Compare(b.GetStartTime().AsTime()))
+		})
+		want := ids(matched)
 		var got []string
 		short, pages := false, 0
 		token := ""
@@ -196,10 +208,8 @@ func TestListResultsScanBudget(t *testing.T) {
 			short = short || len(page) < 100
 			token = next
 		}
-		slices.Sort(want)
-		sorted := slices.Sorted(slices.Values(got))
-		if !slices.Equal(sorted, want) || len(got) != len(want) {
-			t.Errorf("filter %+v: pages give %v, want %v", tt.f, got, want)
+		if !slices.Equal(got, want) {
+			t.Errorf("filter %+v: pages give %v, want %v in this order", tt.f, got, want)
 		}
 		if !short || pages+1 < tt.keys/3 {
 			t.Errorf("filter %+v: %d pages, short ones %v; want at least %d, a page every 3 keys", tt.f, pages+1, short, tt.keys/3)

@@ -54,6 +54,11 @@ const readTimeout = 2 * time.Minute
 // errMeshTooLarge is a view too large to draw: 422.
 var errMeshTooLarge = errors.New("too large to show")
 
+// maxEmptyPages bounds the empty result pages in a row that a read
+// follows: a page reads at most 65,536 keys of the store, so 10,000 are
+// more keys than a store holds.
+const maxEmptyPages = 10_000
+
 // maxRunsScanned bounds the run headers the mesh reads to find the
 // newest ended run of a test and path.
 const maxRunsScanned = 1000
@@ -259,7 +264,7 @@ func buildRunData(run *measurev1.Run, results []*measurev1.Result) *runData {
 // most limit (each page asks for no more than is left).
 func (u *UI) results(ctx context.Context, req *meshv1.ListResultsRequest, limit int) ([]*measurev1.Result, error) {
 	var out []*measurev1.Result
-	for {
+	for empty := 0; ; {
 		req.PageSize = 10000
 		if limit > 0 {
 			req.PageSize = uint32(min(10000, limit-len(out)))
@@ -277,6 +282,11 @@ func (u *UI) results(ctx context.Context, req *meshv1.ListResultsRequest, limit 
 		}
 		if next == req.PageToken && len(resp.GetResults()) == 0 {
 			return nil, errors.New("list results: an empty page and the same page token again")
+		}
+		if empty++; len(resp.GetResults()) > 0 {
+			empty = 0
+		} else if empty > maxEmptyPages {
+			return nil, fmt.Errorf("list results: %d empty pages in a row, each with a next page token", empty)
 		}
 		req.PageToken = next
 	}

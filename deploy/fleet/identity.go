@@ -44,7 +44,7 @@ func podIP(i int) string  { return fmt.Sprintf("127.2.%d.%d", i/250, i%250+1) }
 func (a *simAgent) register() *agentv1.Register {
 	reg := &agentv1.Register{
 		NodeName: a.name, AgentVersion: "fleet", ProtocolVersion: protocol.Version,
-		Addresses: []*agentv1.NetworkAddress{
+		Addresses: []*measurev1.NetworkAddress{
 			{Network: measurev1.Network_NETWORK_HOST, Ip: hostIP(a.i), MtuBytes: 1500},
 			{Network: measurev1.Network_NETWORK_POD, Ip: podIP(a.i), MtuBytes: 1450},
 		},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/safetext"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // BoundWorkResult escapes (safetext.Escape) and cuts (safetext.Cut, with
@@ -43,7 +44,7 @@ func BoundWorkResult(wr *agentv1.WorkResult) (changed []string) {
 // BoundToolInfo escapes and cuts a tool's version and error to
 // safetext.MaxToolVersionBytes, in place, so that a tool printing a long
 // or garbled version line cannot keep its agent from registering.
-func BoundToolInfo(t *agentv1.ToolInfo) {
+func BoundToolInfo(t *measurev1.ToolInfo) {
 	if t == nil {
 		return
 	}

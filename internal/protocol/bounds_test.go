@@ -69,7 +69,7 @@ func TestBoundWorkResult(t *testing.T) {
 }
 
 func TestBoundToolInfo(t *testing.T) {
-	ti := &agentv1.ToolInfo{Version: "qperf \x1b[1m" + strings.Repeat("9", 500), Error: "bad\nthing"}
+	ti := &measurev1.ToolInfo{Version: "qperf \x1b[1m" + strings.Repeat("9", 500), Error: "bad\nthing"}
 	BoundToolInfo(ti)
 	if len(ti.GetVersion()) > safetext.MaxToolVersionBytes || !strings.HasPrefix(ti.GetVersion(), `qperf \x1b[1m`) || ti.GetError() != `bad\nthing` {
 		t.Errorf("BoundToolInfo: %v", ti)

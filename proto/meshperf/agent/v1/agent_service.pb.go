@@ -555,12 +555,12 @@ type Register struct {
 	// protocol_version must equal the coordinator's; this file is version 1.
 	ProtocolVersion uint32 `protobuf:"varint,3,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// addresses are the node's IPs per network.
-	Addresses []*NetworkAddress `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	Addresses []*v1.NetworkAddress `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	// service_ip is the IPv4 ClusterIP that fronts this node's pod endpoint,
 	// if any.
 	ServiceIp string `protobuf:"bytes,5,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
 	// tools are the tools the agent found, with their versions.
-	Tools []*ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*v1.ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
 	// gossip_port is the UDP and TCP port of the agent's memberlist on its
 	// host IP; 0 means the agent does not gossip.
 	GossipPort uint32 `protobuf:"varint,7,opt,name=gossip_port,json=gossipPort,proto3" json:"gossip_port,omitempty"`
@@ -639,7 +639,7 @@ func (x *Register) GetProtocolVersion() uint32 {
 	return 0
 }
 
-func (x *Register) GetAddresses() []*NetworkAddress {
+func (x *Register) GetAddresses() []*v1.NetworkAddress {
 	if x != nil {
 		return x.Addresses
 	}
@@ -653,7 +653,7 @@ func (x *Register) GetServiceIp() string {
 	return ""
 }
 
-func (x *Register) GetTools() []*ToolInfo {
+func (x *Register) GetTools() []*v1.ToolInfo {
 	if x != nil {
 		return x.Tools
 	}
@@ -709,134 +709,6 @@ func (x *Register) GetServiceIpv6() string {
 	return ""
 }
 
-// NetworkAddress is a node's IP on one network.
-type NetworkAddress struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// network is host or pod.
-	Network v1.Network `protobuf:"varint,1,opt,name=network,proto3,enum=meshperf.measure.v1.Network" json:"network,omitempty"`
-	// ip is an IPv4 or IPv6 address in text form.
-	Ip string `protobuf:"bytes,2,opt,name=ip,proto3" json:"ip,omitempty"`
-	// mtu_bytes is the MTU of the interface that holds ip (0: unknown).
-	MtuBytes      uint32 `protobuf:"varint,3,opt,name=mtu_bytes,json=mtuBytes,proto3" json:"mtu_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *NetworkAddress) Reset() {
-	*x = NetworkAddress{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NetworkAddress) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NetworkAddress) ProtoMessage() {}
-
-func (x *NetworkAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NetworkAddress.ProtoReflect.Descriptor instead.
-func (*NetworkAddress) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *NetworkAddress) GetNetwork() v1.Network {
-	if x != nil {
-		return x.Network
-	}
-	return v1.Network(0)
-}
-
-func (x *NetworkAddress) GetIp() string {
-	if x != nil {
-		return x.Ip
-	}
-	return ""
-}
-
-func (x *NetworkAddress) GetMtuBytes() uint32 {
-	if x != nil {
-		return x.MtuBytes
-	}
-	return 0
-}
-
-// ToolInfo says whether a tool is present and which version it is.
-type ToolInfo struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// tool is the tool.
-	Tool v1.Tool `protobuf:"varint,1,opt,name=tool,proto3,enum=meshperf.measure.v1.Tool" json:"tool,omitempty"`
-	// version is what the tool printed, e.g. "iperf 3.12"; empty if missing.
-	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	// error says why the tool is unusable, e.g. "not found in PATH".
-	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ToolInfo) Reset() {
-	*x = ToolInfo{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ToolInfo) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ToolInfo) ProtoMessage() {}
-
-func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
-func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *ToolInfo) GetTool() v1.Tool {
-	if x != nil {
-		return x.Tool
-	}
-	return v1.Tool(0)
-}
-
-func (x *ToolInfo) GetVersion() string {
-	if x != nil {
-		return x.Version
-	}
-	return ""
-}
-
-func (x *ToolInfo) GetError() string {
-	if x != nil {
-		return x.Error
-	}
-	return ""
-}
-
 // Registered accepts an agent.
 type Registered struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -871,7 +743,7 @@ type Registered struct {
 
 func (x *Registered) Reset() {
 	*x = Registered{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +755,7 @@ func (x *Registered) String() string {
 func (*Registered) ProtoMessage() {}
 
 func (x *Registered) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +768,7 @@ func (x *Registered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Registered.ProtoReflect.Descriptor instead.
 func (*Registered) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{7}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Registered) GetCoordinatorVersion() string {
@@ -970,7 +842,7 @@ type GossipView struct {
 
 func (x *GossipView) Reset() {
 	*x = GossipView{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +854,7 @@ func (x *GossipView) String() string {
 func (*GossipView) ProtoMessage() {}
 
 func (x *GossipView) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +867,7 @@ func (x *GossipView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GossipView.ProtoReflect.Descriptor instead.
 func (*GossipView) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{8}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GossipView) GetMembers() []*GossipMember {
@@ -1027,7 +899,7 @@ type GossipMember struct {
 
 func (x *GossipMember) Reset() {
 	*x = GossipMember{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +911,7 @@ func (x *GossipMember) String() string {
 func (*GossipMember) ProtoMessage() {}
 
 func (x *GossipMember) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +924,7 @@ func (x *GossipMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GossipMember.ProtoReflect.Descriptor instead.
 func (*GossipMember) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{9}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GossipMember) GetNodeName() string {
@@ -1103,7 +975,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +987,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1000,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Heartbeat) GetSendTime() *timestamppb.Timestamp {
@@ -1167,7 +1039,7 @@ type Endpoints struct {
 
 func (x *Endpoints) Reset() {
 	*x = Endpoints{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1051,7 @@ func (x *Endpoints) String() string {
 func (*Endpoints) ProtoMessage() {}
 
 func (x *Endpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1064,7 @@ func (x *Endpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoints.ProtoReflect.Descriptor instead.
 func (*Endpoints) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Endpoints) GetNodes() []*NodeEndpoint {
@@ -1242,7 +1114,7 @@ type ExternalTarget struct {
 
 func (x *ExternalTarget) Reset() {
 	*x = ExternalTarget{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1126,7 @@ func (x *ExternalTarget) String() string {
 func (*ExternalTarget) ProtoMessage() {}
 
 func (x *ExternalTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1139,7 @@ func (x *ExternalTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalTarget.ProtoReflect.Descriptor instead.
 func (*ExternalTarget) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExternalTarget) GetName() string {
@@ -1318,7 +1190,7 @@ type NodeEndpoint struct {
 	// node_name is the node.
 	NodeName string `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	// addresses are its IPs per network.
-	Addresses []*NetworkAddress `protobuf:"bytes,2,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	Addresses []*v1.NetworkAddress `protobuf:"bytes,2,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	// service_ip is the IPv4 ClusterIP fronting its pod endpoint, if any.
 	ServiceIp string `protobuf:"bytes,3,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
 	// iperf3_port, qperf_port, qperf_data_port and http_port are the server
@@ -1341,7 +1213,7 @@ type NodeEndpoint struct {
 
 func (x *NodeEndpoint) Reset() {
 	*x = NodeEndpoint{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1225,7 @@ func (x *NodeEndpoint) String() string {
 func (*NodeEndpoint) ProtoMessage() {}
 
 func (x *NodeEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1238,7 @@ func (x *NodeEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEndpoint.ProtoReflect.Descriptor instead.
 func (*NodeEndpoint) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NodeEndpoint) GetNodeName() string {
@@ -1376,7 +1248,7 @@ func (x *NodeEndpoint) GetNodeName() string {
 	return ""
 }
 
-func (x *NodeEndpoint) GetAddresses() []*NetworkAddress {
+func (x *NodeEndpoint) GetAddresses() []*v1.NetworkAddress {
 	if x != nil {
 		return x.Addresses
 	}
@@ -1458,7 +1330,7 @@ type Work struct {
 
 func (x *Work) Reset() {
 	*x = Work{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1342,7 @@ func (x *Work) String() string {
 func (*Work) ProtoMessage() {}
 
 func (x *Work) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1355,7 @@ func (x *Work) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Work.ProtoReflect.Descriptor instead.
 func (*Work) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Work) GetTestId() string {
@@ -1602,7 +1474,7 @@ type CancelClient struct {
 
 func (x *CancelClient) Reset() {
 	*x = CancelClient{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1486,7 @@ func (x *CancelClient) String() string {
 func (*CancelClient) ProtoMessage() {}
 
 func (x *CancelClient) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1499,7 @@ func (x *CancelClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelClient.ProtoReflect.Descriptor instead.
 func (*CancelClient) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
 }
 
 // StartServer starts a tool's server in one network of the agent's node.
@@ -1644,7 +1516,7 @@ type StartServer struct {
 
 func (x *StartServer) Reset() {
 	*x = StartServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1528,7 @@ func (x *StartServer) String() string {
 func (*StartServer) ProtoMessage() {}
 
 func (x *StartServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1541,7 @@ func (x *StartServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServer.ProtoReflect.Descriptor instead.
 func (*StartServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StartServer) GetTool() v1.Tool {
@@ -1695,7 +1567,7 @@ type StopServer struct {
 
 func (x *StopServer) Reset() {
 	*x = StopServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1579,7 @@ func (x *StopServer) String() string {
 func (*StopServer) ProtoMessage() {}
 
 func (x *StopServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1592,7 @@ func (x *StopServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServer.ProtoReflect.Descriptor instead.
 func (*StopServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
 }
 
 // RunClient runs a test's client in one network of the agent's node.
@@ -1751,7 +1623,7 @@ type RunClient struct {
 
 func (x *RunClient) Reset() {
 	*x = RunClient{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1635,7 @@ func (x *RunClient) String() string {
 func (*RunClient) ProtoMessage() {}
 
 func (x *RunClient) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1648,7 @@ func (x *RunClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunClient.ProtoReflect.Descriptor instead.
 func (*RunClient) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{18}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RunClient) GetSpec() *v1.TestSpec {
@@ -1855,7 +1727,7 @@ type WorkResult struct {
 
 func (x *WorkResult) Reset() {
 	*x = WorkResult{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +1739,7 @@ func (x *WorkResult) String() string {
 func (*WorkResult) ProtoMessage() {}
 
 func (x *WorkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +1752,7 @@ func (x *WorkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResult.ProtoReflect.Descriptor instead.
 func (*WorkResult) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{19}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WorkResult) GetTestId() string {
@@ -1985,7 +1857,7 @@ type ServerStarted struct {
 
 func (x *ServerStarted) Reset() {
 	*x = ServerStarted{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +1869,7 @@ func (x *ServerStarted) String() string {
 func (*ServerStarted) ProtoMessage() {}
 
 func (x *ServerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +1882,7 @@ func (x *ServerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStarted.ProtoReflect.Descriptor instead.
 func (*ServerStarted) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{20}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ServerStarted) GetPort() uint32 {
@@ -2046,7 +1918,7 @@ type ClientDone struct {
 
 func (x *ClientDone) Reset() {
 	*x = ClientDone{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[21]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +1930,7 @@ func (x *ClientDone) String() string {
 func (*ClientDone) ProtoMessage() {}
 
 func (x *ClientDone) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[21]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +1943,7 @@ func (x *ClientDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientDone.ProtoReflect.Descriptor instead.
 func (*ClientDone) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{21}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ClientDone) GetResults() []*v1.Result {
@@ -2090,7 +1962,7 @@ type ServerStopped struct {
 
 func (x *ServerStopped) Reset() {
 	*x = ServerStopped{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[22]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +1974,7 @@ func (x *ServerStopped) String() string {
 func (*ServerStopped) ProtoMessage() {}
 
 func (x *ServerStopped) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[22]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,14 +1987,14 @@ func (x *ServerStopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStopped.ProtoReflect.Descriptor instead.
 func (*ServerStopped) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{22}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{20}
 }
 
 var File_meshperf_agent_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"%meshperf/agent/v1/agent_service.proto\x12\x11meshperf.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dmeshperf/agent/v1/probe.proto\x1a!meshperf/measure/v1/measure.proto\"\x92\x03\n" +
+	"%meshperf/agent/v1/agent_service.proto\x12\x11meshperf.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dmeshperf/agent/v1/probe.proto\x1a!meshperf/measure/v1/measure.proto\x1a\x1emeshperf/measure/v1/node.proto\"\x92\x03\n" +
 	"\x0eConnectRequest\x129\n" +
 	"\bregister\x18\x01 \x01(\v2\x1b.meshperf.agent.v1.RegisterH\x00R\bregister\x12<\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1c.meshperf.agent.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
@@ -2151,15 +2023,15 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x0fGossipReporting\x12\x16\n" +
 	"\x06report\x18\x01 \x01(\bR\x06report\"&\n" +
 	"\tResultAck\x12\x19\n" +
-	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\xf2\x03\n" +
+	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\xf6\x03\n" +
 	"\bRegister\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x12)\n" +
-	"\x10protocol_version\x18\x03 \x01(\rR\x0fprotocolVersion\x12?\n" +
-	"\taddresses\x18\x04 \x03(\v2!.meshperf.agent.v1.NetworkAddressR\taddresses\x12\x1d\n" +
+	"\x10protocol_version\x18\x03 \x01(\rR\x0fprotocolVersion\x12A\n" +
+	"\taddresses\x18\x04 \x03(\v2#.meshperf.measure.v1.NetworkAddressR\taddresses\x12\x1d\n" +
 	"\n" +
-	"service_ip\x18\x05 \x01(\tR\tserviceIp\x121\n" +
-	"\x05tools\x18\x06 \x03(\v2\x1b.meshperf.agent.v1.ToolInfoR\x05tools\x12\x1f\n" +
+	"service_ip\x18\x05 \x01(\tR\tserviceIp\x123\n" +
+	"\x05tools\x18\x06 \x03(\v2\x1d.meshperf.measure.v1.ToolInfoR\x05tools\x12\x1f\n" +
 	"\vgossip_port\x18\a \x01(\rR\n" +
 	"gossipPort\x12\x1d\n" +
 	"\n" +
@@ -2171,15 +2043,7 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"qperf_port\x18\v \x01(\rR\tqperfPort\x12&\n" +
 	"\x0fqperf_data_port\x18\f \x01(\rR\rqperfDataPort\x12!\n" +
-	"\fservice_ipv6\x18\r \x01(\tR\vserviceIpv6\"u\n" +
-	"\x0eNetworkAddress\x126\n" +
-	"\anetwork\x18\x01 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\x12\x0e\n" +
-	"\x02ip\x18\x02 \x01(\tR\x02ip\x12\x1b\n" +
-	"\tmtu_bytes\x18\x03 \x01(\rR\bmtuBytes\"i\n" +
-	"\bToolInfo\x12-\n" +
-	"\x04tool\x18\x01 \x01(\x0e2\x19.meshperf.measure.v1.ToolR\x04tool\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xba\x02\n" +
+	"\fservice_ipv6\x18\r \x01(\tR\vserviceIpv6\"\xba\x02\n" +
 	"\n" +
 	"Registered\x12/\n" +
 	"\x13coordinator_version\x18\x01 \x01(\tR\x12coordinatorVersion\x12H\n" +
@@ -2211,10 +2075,10 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"iperf3Port\x12\x1d\n" +
 	"\n" +
 	"qperf_port\x18\x05 \x01(\rR\tqperfPort\x12&\n" +
-	"\x0fqperf_data_port\x18\x06 \x01(\rR\rqperfDataPort\"\xb3\x02\n" +
+	"\x0fqperf_data_port\x18\x06 \x01(\rR\rqperfDataPort\"\xb5\x02\n" +
 	"\fNodeEndpoint\x12\x1b\n" +
-	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12?\n" +
-	"\taddresses\x18\x02 \x03(\v2!.meshperf.agent.v1.NetworkAddressR\taddresses\x12\x1d\n" +
+	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12A\n" +
+	"\taddresses\x18\x02 \x03(\v2#.meshperf.measure.v1.NetworkAddressR\taddresses\x12\x1d\n" +
 	"\n" +
 	"service_ip\x18\x03 \x01(\tR\tserviceIp\x12\x1f\n" +
 	"\viperf3_port\x18\x04 \x01(\rR\n" +
@@ -2292,7 +2156,7 @@ func file_meshperf_agent_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_meshperf_agent_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 	(GossipState)(0),              // 0: meshperf.agent.v1.GossipState
 	(*ConnectRequest)(nil),        // 1: meshperf.agent.v1.ConnectRequest
@@ -2300,32 +2164,32 @@ var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 	(*GossipReporting)(nil),       // 3: meshperf.agent.v1.GossipReporting
 	(*ResultAck)(nil),             // 4: meshperf.agent.v1.ResultAck
 	(*Register)(nil),              // 5: meshperf.agent.v1.Register
-	(*NetworkAddress)(nil),        // 6: meshperf.agent.v1.NetworkAddress
-	(*ToolInfo)(nil),              // 7: meshperf.agent.v1.ToolInfo
-	(*Registered)(nil),            // 8: meshperf.agent.v1.Registered
-	(*GossipView)(nil),            // 9: meshperf.agent.v1.GossipView
-	(*GossipMember)(nil),          // 10: meshperf.agent.v1.GossipMember
-	(*Heartbeat)(nil),             // 11: meshperf.agent.v1.Heartbeat
-	(*Endpoints)(nil),             // 12: meshperf.agent.v1.Endpoints
-	(*ExternalTarget)(nil),        // 13: meshperf.agent.v1.ExternalTarget
-	(*NodeEndpoint)(nil),          // 14: meshperf.agent.v1.NodeEndpoint
-	(*Work)(nil),                  // 15: meshperf.agent.v1.Work
-	(*CancelClient)(nil),          // 16: meshperf.agent.v1.CancelClient
-	(*StartServer)(nil),           // 17: meshperf.agent.v1.StartServer
-	(*StopServer)(nil),            // 18: meshperf.agent.v1.StopServer
-	(*RunClient)(nil),             // 19: meshperf.agent.v1.RunClient
-	(*WorkResult)(nil),            // 20: meshperf.agent.v1.WorkResult
-	(*ServerStarted)(nil),         // 21: meshperf.agent.v1.ServerStarted
-	(*ClientDone)(nil),            // 22: meshperf.agent.v1.ClientDone
-	(*ServerStopped)(nil),         // 23: meshperf.agent.v1.ServerStopped
-	(*PlanAck)(nil),               // 24: meshperf.agent.v1.PlanAck
-	(*ProbeReport)(nil),           // 25: meshperf.agent.v1.ProbeReport
-	(*ProbePlan)(nil),             // 26: meshperf.agent.v1.ProbePlan
-	(*ReportAck)(nil),             // 27: meshperf.agent.v1.ReportAck
-	(v1.Network)(0),               // 28: meshperf.measure.v1.Network
-	(v1.Tool)(0),                  // 29: meshperf.measure.v1.Tool
-	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*Registered)(nil),            // 6: meshperf.agent.v1.Registered
+	(*GossipView)(nil),            // 7: meshperf.agent.v1.GossipView
+	(*GossipMember)(nil),          // 8: meshperf.agent.v1.GossipMember
+	(*Heartbeat)(nil),             // 9: meshperf.agent.v1.Heartbeat
+	(*Endpoints)(nil),             // 10: meshperf.agent.v1.Endpoints
+	(*ExternalTarget)(nil),        // 11: meshperf.agent.v1.ExternalTarget
+	(*NodeEndpoint)(nil),          // 12: meshperf.agent.v1.NodeEndpoint
+	(*Work)(nil),                  // 13: meshperf.agent.v1.Work
+	(*CancelClient)(nil),          // 14: meshperf.agent.v1.CancelClient
+	(*StartServer)(nil),           // 15: meshperf.agent.v1.StartServer
+	(*StopServer)(nil),            // 16: meshperf.agent.v1.StopServer
+	(*RunClient)(nil),             // 17: meshperf.agent.v1.RunClient
+	(*WorkResult)(nil),            // 18: meshperf.agent.v1.WorkResult
+	(*ServerStarted)(nil),         // 19: meshperf.agent.v1.ServerStarted
+	(*ClientDone)(nil),            // 20: meshperf.agent.v1.ClientDone
+	(*ServerStopped)(nil),         // 21: meshperf.agent.v1.ServerStopped
+	(*PlanAck)(nil),               // 22: meshperf.agent.v1.PlanAck
+	(*ProbeReport)(nil),           // 23: meshperf.agent.v1.ProbeReport
+	(*ProbePlan)(nil),             // 24: meshperf.agent.v1.ProbePlan
+	(*ReportAck)(nil),             // 25: meshperf.agent.v1.ReportAck
+	(*v1.NetworkAddress)(nil),     // 26: meshperf.measure.v1.NetworkAddress
+	(*v1.ToolInfo)(nil),           // 27: meshperf.measure.v1.ToolInfo
+	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(v1.Tool)(0),                  // 30: meshperf.measure.v1.Tool
+	(v1.Network)(0),               // 31: meshperf.measure.v1.Network
 	(*v1.TestSpec)(nil),           // 32: meshperf.measure.v1.TestSpec
 	(v1.IPFamily)(0),              // 33: meshperf.measure.v1.IPFamily
 	(v1.Status)(0),                // 34: meshperf.measure.v1.Status
@@ -2333,56 +2197,54 @@ var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 }
 var file_meshperf_agent_v1_agent_service_proto_depIdxs = []int32{
 	5,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
-	11, // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	20, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
-	9,  // 3: meshperf.agent.v1.ConnectRequest.gossip_view:type_name -> meshperf.agent.v1.GossipView
-	24, // 4: meshperf.agent.v1.ConnectRequest.plan_ack:type_name -> meshperf.agent.v1.PlanAck
-	25, // 5: meshperf.agent.v1.ConnectRequest.probe_report:type_name -> meshperf.agent.v1.ProbeReport
-	8,  // 6: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
-	11, // 7: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	15, // 8: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
-	12, // 9: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
+	9,  // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
+	18, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
+	7,  // 3: meshperf.agent.v1.ConnectRequest.gossip_view:type_name -> meshperf.agent.v1.GossipView
+	22, // 4: meshperf.agent.v1.ConnectRequest.plan_ack:type_name -> meshperf.agent.v1.PlanAck
+	23, // 5: meshperf.agent.v1.ConnectRequest.probe_report:type_name -> meshperf.agent.v1.ProbeReport
+	6,  // 6: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
+	9,  // 7: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
+	13, // 8: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
+	10, // 9: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
 	4,  // 10: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
-	26, // 11: meshperf.agent.v1.ConnectResponse.probe_plan:type_name -> meshperf.agent.v1.ProbePlan
-	27, // 12: meshperf.agent.v1.ConnectResponse.report_ack:type_name -> meshperf.agent.v1.ReportAck
+	24, // 11: meshperf.agent.v1.ConnectResponse.probe_plan:type_name -> meshperf.agent.v1.ProbePlan
+	25, // 12: meshperf.agent.v1.ConnectResponse.report_ack:type_name -> meshperf.agent.v1.ReportAck
 	3,  // 13: meshperf.agent.v1.ConnectResponse.gossip_reporting:type_name -> meshperf.agent.v1.GossipReporting
-	6,  // 14: meshperf.agent.v1.Register.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	7,  // 15: meshperf.agent.v1.Register.tools:type_name -> meshperf.agent.v1.ToolInfo
-	28, // 16: meshperf.agent.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
-	29, // 17: meshperf.agent.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
-	30, // 18: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
-	30, // 19: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
-	10, // 20: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
-	0,  // 21: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.agent.v1.GossipState
-	31, // 22: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
-	30, // 23: meshperf.agent.v1.Heartbeat.interval:type_name -> google.protobuf.Duration
-	30, // 24: meshperf.agent.v1.Heartbeat.timeout:type_name -> google.protobuf.Duration
-	14, // 25: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
-	13, // 26: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
-	6,  // 27: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.agent.v1.NetworkAddress
-	31, // 28: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
-	30, // 29: meshperf.agent.v1.Work.timeout:type_name -> google.protobuf.Duration
-	17, // 30: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
-	19, // 31: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
-	18, // 32: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
-	16, // 33: meshperf.agent.v1.Work.cancel_client:type_name -> meshperf.agent.v1.CancelClient
-	29, // 34: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
-	28, // 35: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
-	32, // 36: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
-	28, // 37: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
-	33, // 38: meshperf.agent.v1.RunClient.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	34, // 39: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
-	21, // 40: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
-	22, // 41: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
-	23, // 42: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
-	35, // 43: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
-	1,  // 44: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
-	2,  // 45: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
-	45, // [45:46] is the sub-list for method output_type
-	44, // [44:45] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	26, // 14: meshperf.agent.v1.Register.addresses:type_name -> meshperf.measure.v1.NetworkAddress
+	27, // 15: meshperf.agent.v1.Register.tools:type_name -> meshperf.measure.v1.ToolInfo
+	28, // 16: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
+	28, // 17: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
+	8,  // 18: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
+	0,  // 19: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.agent.v1.GossipState
+	29, // 20: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
+	28, // 21: meshperf.agent.v1.Heartbeat.interval:type_name -> google.protobuf.Duration
+	28, // 22: meshperf.agent.v1.Heartbeat.timeout:type_name -> google.protobuf.Duration
+	12, // 23: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
+	11, // 24: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
+	26, // 25: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.measure.v1.NetworkAddress
+	29, // 26: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
+	28, // 27: meshperf.agent.v1.Work.timeout:type_name -> google.protobuf.Duration
+	15, // 28: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
+	17, // 29: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
+	16, // 30: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
+	14, // 31: meshperf.agent.v1.Work.cancel_client:type_name -> meshperf.agent.v1.CancelClient
+	30, // 32: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
+	31, // 33: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
+	32, // 34: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
+	31, // 35: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
+	33, // 36: meshperf.agent.v1.RunClient.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	34, // 37: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
+	19, // 38: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
+	20, // 39: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
+	21, // 40: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
+	35, // 41: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
+	1,  // 42: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
+	2,  // 43: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
+	43, // [43:44] is the sub-list for method output_type
+	42, // [42:43] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_agent_v1_agent_service_proto_init() }
@@ -2409,13 +2271,13 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 		(*ConnectResponse_ReportAck)(nil),
 		(*ConnectResponse_GossipReporting)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[14].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[12].OneofWrappers = []any{
 		(*Work_StartServer)(nil),
 		(*Work_RunClient)(nil),
 		(*Work_StopServer)(nil),
 		(*Work_CancelClient)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[19].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[17].OneofWrappers = []any{
 		(*WorkResult_ServerStarted)(nil),
 		(*WorkResult_ClientDone)(nil),
 		(*WorkResult_ServerStopped)(nil),
@@ -2426,7 +2288,7 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_agent_v1_agent_service_proto_rawDesc), len(file_meshperf_agent_v1_agent_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -8,12 +8,12 @@
 // follow them, and query results and agents. It imports only the shared
 // measurement types (meshperf.measure.v1) and google types: the agent wire
 // protocol (meshperf.agent.v1) and the coordinator's stored records
-// (meshperf.store.v1) change on their own. The messages and enums below that
-// mirror agent.v1 ones (NetworkAddress, ToolInfo, ExternalTarget,
-// GossipState, ProbeKind) keep their field numbers, types and value names,
-// so that the wire and the JSON of this API are those of the releases that
-// used the agent.v1 types; the coordinator converts at its edge
-// (coordinator/protoconv).
+// (meshperf.store.v1) change on their own. A node's addresses and tools
+// are measure.v1's, shared by all three. The messages and enums below that
+// mirror agent.v1 ones (ExternalTarget, GossipState, ProbeKind) keep their
+// field numbers, types and value names, so that the wire and the JSON of
+// this API are those of the releases that used the agent.v1 types; the
+// coordinator converts at its edge (coordinator/protoconv).
 
 package meshv1
 
@@ -920,11 +920,11 @@ type Agent struct {
 	// agent_version is the agent's build version.
 	AgentVersion string `protobuf:"bytes,3,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	// addresses are the node's IPs per network.
-	Addresses []*NetworkAddress `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	Addresses []*v1.NetworkAddress `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	// service_ip is the ClusterIP fronting the node's pod endpoint.
 	ServiceIp string `protobuf:"bytes,5,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
 	// tools are the agent's tools and versions.
-	Tools []*ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*v1.ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
 	// connect_time is when the current (or last) stream started.
 	ConnectTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=connect_time,json=connectTime,proto3" json:"connect_time,omitempty"`
 	// last_seen_time is when the last message arrived.
@@ -1026,7 +1026,7 @@ func (x *Agent) GetAgentVersion() string {
 	return ""
 }
 
-func (x *Agent) GetAddresses() []*NetworkAddress {
+func (x *Agent) GetAddresses() []*v1.NetworkAddress {
 	if x != nil {
 		return x.Addresses
 	}
@@ -1040,7 +1040,7 @@ func (x *Agent) GetServiceIp() string {
 	return ""
 }
 
-func (x *Agent) GetTools() []*ToolInfo {
+func (x *Agent) GetTools() []*v1.ToolInfo {
 	if x != nil {
 		return x.Tools
 	}
@@ -1145,135 +1145,6 @@ func (x *Agent) GetQperfDataPort() uint32 {
 	return 0
 }
 
-// NetworkAddress is a node's IP on one network, as its agent registered it.
-type NetworkAddress struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// network is host or pod.
-	Network v1.Network `protobuf:"varint,1,opt,name=network,proto3,enum=meshperf.measure.v1.Network" json:"network,omitempty"`
-	// ip is an IPv4 or IPv6 address in text form.
-	Ip string `protobuf:"bytes,2,opt,name=ip,proto3" json:"ip,omitempty"`
-	// mtu_bytes is the MTU of the interface that holds ip (0: unknown).
-	MtuBytes      uint32 `protobuf:"varint,3,opt,name=mtu_bytes,json=mtuBytes,proto3" json:"mtu_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *NetworkAddress) Reset() {
-	*x = NetworkAddress{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NetworkAddress) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NetworkAddress) ProtoMessage() {}
-
-func (x *NetworkAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NetworkAddress.ProtoReflect.Descriptor instead.
-func (*NetworkAddress) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{13}
-}
-
-func (x *NetworkAddress) GetNetwork() v1.Network {
-	if x != nil {
-		return x.Network
-	}
-	return v1.Network(0)
-}
-
-func (x *NetworkAddress) GetIp() string {
-	if x != nil {
-		return x.Ip
-	}
-	return ""
-}
-
-func (x *NetworkAddress) GetMtuBytes() uint32 {
-	if x != nil {
-		return x.MtuBytes
-	}
-	return 0
-}
-
-// ToolInfo says whether one of an agent's tools is present and which
-// version it is.
-type ToolInfo struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// tool is the tool.
-	Tool v1.Tool `protobuf:"varint,1,opt,name=tool,proto3,enum=meshperf.measure.v1.Tool" json:"tool,omitempty"`
-	// version is what the tool printed, e.g. "iperf 3.12"; empty if missing.
-	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	// error says why the tool is unusable, e.g. "not found in PATH".
-	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ToolInfo) Reset() {
-	*x = ToolInfo{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ToolInfo) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ToolInfo) ProtoMessage() {}
-
-func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
-func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{14}
-}
-
-func (x *ToolInfo) GetTool() v1.Tool {
-	if x != nil {
-		return x.Tool
-	}
-	return v1.Tool(0)
-}
-
-func (x *ToolInfo) GetVersion() string {
-	if x != nil {
-		return x.Version
-	}
-	return ""
-}
-
-func (x *ToolInfo) GetError() string {
-	if x != nil {
-		return x.Error
-	}
-	return ""
-}
-
 // ListRunsRequest asks for one page of runs, newest first.
 type ListRunsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1301,7 +1172,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1184,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1197,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{15}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{13}
 }
 
 // Deprecated: Marked as deprecated in meshperf/mesh/v1/mesh_service.proto.
@@ -1364,7 +1235,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1247,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1260,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{16}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListRunsResponse) GetRuns() []*v1.Run {
@@ -1419,7 +1290,7 @@ type SetMaintenanceRequest struct {
 
 func (x *SetMaintenanceRequest) Reset() {
 	*x = SetMaintenanceRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1431,7 +1302,7 @@ func (x *SetMaintenanceRequest) String() string {
 func (*SetMaintenanceRequest) ProtoMessage() {}
 
 func (x *SetMaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1444,7 +1315,7 @@ func (x *SetMaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*SetMaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{17}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetMaintenanceRequest) GetNodeName() string {
@@ -1472,7 +1343,7 @@ type SetMaintenanceResponse struct {
 
 func (x *SetMaintenanceResponse) Reset() {
 	*x = SetMaintenanceResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1355,7 @@ func (x *SetMaintenanceResponse) String() string {
 func (*SetMaintenanceResponse) ProtoMessage() {}
 
 func (x *SetMaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1368,7 @@ func (x *SetMaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*SetMaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{18}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetMaintenanceResponse) GetAgent() *Agent {
@@ -1545,7 +1416,7 @@ type ListRollupsRequest struct {
 
 func (x *ListRollupsRequest) Reset() {
 	*x = ListRollupsRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1428,7 @@ func (x *ListRollupsRequest) String() string {
 func (*ListRollupsRequest) ProtoMessage() {}
 
 func (x *ListRollupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1441,7 @@ func (x *ListRollupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRollupsRequest.ProtoReflect.Descriptor instead.
 func (*ListRollupsRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{19}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListRollupsRequest) GetSrcNode() string {
@@ -1652,7 +1523,7 @@ type ListRollupsResponse struct {
 
 func (x *ListRollupsResponse) Reset() {
 	*x = ListRollupsResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1535,7 @@ func (x *ListRollupsResponse) String() string {
 func (*ListRollupsResponse) ProtoMessage() {}
 
 func (x *ListRollupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1548,7 @@ func (x *ListRollupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRollupsResponse.ProtoReflect.Descriptor instead.
 func (*ListRollupsResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{20}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListRollupsResponse) GetRollups() []*v1.Rollup {
@@ -1703,7 +1574,7 @@ type ListExternalTargetsRequest struct {
 
 func (x *ListExternalTargetsRequest) Reset() {
 	*x = ListExternalTargetsRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1586,7 @@ func (x *ListExternalTargetsRequest) String() string {
 func (*ListExternalTargetsRequest) ProtoMessage() {}
 
 func (x *ListExternalTargetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1599,7 @@ func (x *ListExternalTargetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExternalTargetsRequest.ProtoReflect.Descriptor instead.
 func (*ListExternalTargetsRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{21}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{19}
 }
 
 // ListExternalTargetsResponse lists the external targets by name.
@@ -1742,7 +1613,7 @@ type ListExternalTargetsResponse struct {
 
 func (x *ListExternalTargetsResponse) Reset() {
 	*x = ListExternalTargetsResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1625,7 @@ func (x *ListExternalTargetsResponse) String() string {
 func (*ListExternalTargetsResponse) ProtoMessage() {}
 
 func (x *ListExternalTargetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1638,7 @@ func (x *ListExternalTargetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExternalTargetsResponse.ProtoReflect.Descriptor instead.
 func (*ListExternalTargetsResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{22}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListExternalTargetsResponse) GetExternalTargets() []*ExternalTarget {
@@ -1806,7 +1677,7 @@ type ExternalTarget struct {
 
 func (x *ExternalTarget) Reset() {
 	*x = ExternalTarget{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1689,7 @@ func (x *ExternalTarget) String() string {
 func (*ExternalTarget) ProtoMessage() {}
 
 func (x *ExternalTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1702,7 @@ func (x *ExternalTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalTarget.ProtoReflect.Descriptor instead.
 func (*ExternalTarget) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{23}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExternalTarget) GetName() string {
@@ -1913,7 +1784,7 @@ type ListProbeSeriesRequest struct {
 
 func (x *ListProbeSeriesRequest) Reset() {
 	*x = ListProbeSeriesRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +1796,7 @@ func (x *ListProbeSeriesRequest) String() string {
 func (*ListProbeSeriesRequest) ProtoMessage() {}
 
 func (x *ListProbeSeriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +1809,7 @@ func (x *ListProbeSeriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProbeSeriesRequest.ProtoReflect.Descriptor instead.
 func (*ListProbeSeriesRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{24}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListProbeSeriesRequest) GetSrcNode() string {
@@ -2022,7 +1893,7 @@ type ListProbeSeriesResponse struct {
 
 func (x *ListProbeSeriesResponse) Reset() {
 	*x = ListProbeSeriesResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[25]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +1905,7 @@ func (x *ListProbeSeriesResponse) String() string {
 func (*ListProbeSeriesResponse) ProtoMessage() {}
 
 func (x *ListProbeSeriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[25]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +1918,7 @@ func (x *ListProbeSeriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProbeSeriesResponse.ProtoReflect.Descriptor instead.
 func (*ListProbeSeriesResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{25}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListProbeSeriesResponse) GetSamples() []*ProbeSample {
@@ -2103,7 +1974,7 @@ type ProbeSample struct {
 
 func (x *ProbeSample) Reset() {
 	*x = ProbeSample{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[26]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +1986,7 @@ func (x *ProbeSample) String() string {
 func (*ProbeSample) ProtoMessage() {}
 
 func (x *ProbeSample) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[26]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +1999,7 @@ func (x *ProbeSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeSample.ProtoReflect.Descriptor instead.
 func (*ProbeSample) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{26}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ProbeSample) GetPeriodStart() *timestamppb.Timestamp {
@@ -2241,7 +2112,7 @@ type ProbeRollup struct {
 
 func (x *ProbeRollup) Reset() {
 	*x = ProbeRollup{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[27]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2124,7 @@ func (x *ProbeRollup) String() string {
 func (*ProbeRollup) ProtoMessage() {}
 
 func (x *ProbeRollup) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[27]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2137,7 @@ func (x *ProbeRollup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeRollup.ProtoReflect.Descriptor instead.
 func (*ProbeRollup) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{27}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ProbeRollup) GetBucketStart() *timestamppb.Timestamp {
@@ -2350,7 +2221,7 @@ var File_meshperf_mesh_v1_mesh_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\n" +
-	"#meshperf/mesh/v1/mesh_service.proto\x12\x10meshperf.mesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\x1a meshperf/measure/v1/rollup.proto\x1a\x1dmeshperf/measure/v1/run.proto\")\n" +
+	"#meshperf/mesh/v1/mesh_service.proto\x12\x10meshperf.mesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\x1a\x1emeshperf/measure/v1/node.proto\x1a meshperf/measure/v1/rollup.proto\x1a\x1dmeshperf/measure/v1/run.proto\")\n" +
 	"\x10CancelRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"?\n" +
 	"\x11CancelRunResponse\x12*\n" +
@@ -2388,15 +2259,15 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x13\n" +
 	"\x11ListAgentsRequest\"E\n" +
 	"\x12ListAgentsResponse\x12/\n" +
-	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xc3\x06\n" +
+	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xc9\x06\n" +
 	"\x05Agent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12#\n" +
-	"\ragent_version\x18\x03 \x01(\tR\fagentVersion\x12>\n" +
-	"\taddresses\x18\x04 \x03(\v2 .meshperf.mesh.v1.NetworkAddressR\taddresses\x12\x1d\n" +
+	"\ragent_version\x18\x03 \x01(\tR\fagentVersion\x12A\n" +
+	"\taddresses\x18\x04 \x03(\v2#.meshperf.measure.v1.NetworkAddressR\taddresses\x12\x1d\n" +
 	"\n" +
-	"service_ip\x18\x05 \x01(\tR\tserviceIp\x120\n" +
-	"\x05tools\x18\x06 \x03(\v2\x1a.meshperf.mesh.v1.ToolInfoR\x05tools\x12=\n" +
+	"service_ip\x18\x05 \x01(\tR\tserviceIp\x123\n" +
+	"\x05tools\x18\x06 \x03(\v2\x1d.meshperf.measure.v1.ToolInfoR\x05tools\x12=\n" +
 	"\fconnect_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vconnectTime\x12@\n" +
 	"\x0elast_seen_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\x121\n" +
 	"\x05state\x18\t \x01(\x0e2\x1b.meshperf.mesh.v1.NodeStateR\x05state\x12 \n" +
@@ -2414,15 +2285,7 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"iperf3Port\x12\x1d\n" +
 	"\n" +
 	"qperf_port\x18\x13 \x01(\rR\tqperfPort\x12&\n" +
-	"\x0fqperf_data_port\x18\x14 \x01(\rR\rqperfDataPort\"u\n" +
-	"\x0eNetworkAddress\x126\n" +
-	"\anetwork\x18\x01 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\x12\x0e\n" +
-	"\x02ip\x18\x02 \x01(\tR\x02ip\x12\x1b\n" +
-	"\tmtu_bytes\x18\x03 \x01(\rR\bmtuBytes\"i\n" +
-	"\bToolInfo\x12-\n" +
-	"\x04tool\x18\x01 \x01(\x0e2\x19.meshperf.measure.v1.ToolR\x04tool\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"g\n" +
+	"\x0fqperf_data_port\x18\x14 \x01(\rR\rqperfDataPort\"g\n" +
 	"\x0fListRunsRequest\x12\x18\n" +
 	"\x05limit\x18\x01 \x01(\rB\x02\x18\x01R\x05limit\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
@@ -2552,7 +2415,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP() []byte {
 }
 
 var file_meshperf_mesh_v1_mesh_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(GossipState)(0),                    // 0: meshperf.mesh.v1.GossipState
 	(NodeState)(0),                      // 1: meshperf.mesh.v1.NodeState
@@ -2570,106 +2433,102 @@ var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(*ListAgentsRequest)(nil),           // 13: meshperf.mesh.v1.ListAgentsRequest
 	(*ListAgentsResponse)(nil),          // 14: meshperf.mesh.v1.ListAgentsResponse
 	(*Agent)(nil),                       // 15: meshperf.mesh.v1.Agent
-	(*NetworkAddress)(nil),              // 16: meshperf.mesh.v1.NetworkAddress
-	(*ToolInfo)(nil),                    // 17: meshperf.mesh.v1.ToolInfo
-	(*ListRunsRequest)(nil),             // 18: meshperf.mesh.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),            // 19: meshperf.mesh.v1.ListRunsResponse
-	(*SetMaintenanceRequest)(nil),       // 20: meshperf.mesh.v1.SetMaintenanceRequest
-	(*SetMaintenanceResponse)(nil),      // 21: meshperf.mesh.v1.SetMaintenanceResponse
-	(*ListRollupsRequest)(nil),          // 22: meshperf.mesh.v1.ListRollupsRequest
-	(*ListRollupsResponse)(nil),         // 23: meshperf.mesh.v1.ListRollupsResponse
-	(*ListExternalTargetsRequest)(nil),  // 24: meshperf.mesh.v1.ListExternalTargetsRequest
-	(*ListExternalTargetsResponse)(nil), // 25: meshperf.mesh.v1.ListExternalTargetsResponse
-	(*ExternalTarget)(nil),              // 26: meshperf.mesh.v1.ExternalTarget
-	(*ListProbeSeriesRequest)(nil),      // 27: meshperf.mesh.v1.ListProbeSeriesRequest
-	(*ListProbeSeriesResponse)(nil),     // 28: meshperf.mesh.v1.ListProbeSeriesResponse
-	(*ProbeSample)(nil),                 // 29: meshperf.mesh.v1.ProbeSample
-	(*ProbeRollup)(nil),                 // 30: meshperf.mesh.v1.ProbeRollup
-	(*v1.Run)(nil),                      // 31: meshperf.measure.v1.Run
-	(*v1.RunSpec)(nil),                  // 32: meshperf.measure.v1.RunSpec
-	(*v1.Result)(nil),                   // 33: meshperf.measure.v1.Result
-	(v1.Path)(0),                        // 34: meshperf.measure.v1.Path
-	(v1.Test)(0),                        // 35: meshperf.measure.v1.Test
-	(*timestamppb.Timestamp)(nil),       // 36: google.protobuf.Timestamp
-	(v1.IPFamily)(0),                    // 37: meshperf.measure.v1.IPFamily
-	(v1.RunOrigin)(0),                   // 38: meshperf.measure.v1.RunOrigin
-	(v1.Network)(0),                     // 39: meshperf.measure.v1.Network
-	(v1.Tool)(0),                        // 40: meshperf.measure.v1.Tool
-	(*v1.Rollup)(nil),                   // 41: meshperf.measure.v1.Rollup
-	(*durationpb.Duration)(nil),         // 42: google.protobuf.Duration
-	(v1.Status)(0),                      // 43: meshperf.measure.v1.Status
+	(*ListRunsRequest)(nil),             // 16: meshperf.mesh.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),            // 17: meshperf.mesh.v1.ListRunsResponse
+	(*SetMaintenanceRequest)(nil),       // 18: meshperf.mesh.v1.SetMaintenanceRequest
+	(*SetMaintenanceResponse)(nil),      // 19: meshperf.mesh.v1.SetMaintenanceResponse
+	(*ListRollupsRequest)(nil),          // 20: meshperf.mesh.v1.ListRollupsRequest
+	(*ListRollupsResponse)(nil),         // 21: meshperf.mesh.v1.ListRollupsResponse
+	(*ListExternalTargetsRequest)(nil),  // 22: meshperf.mesh.v1.ListExternalTargetsRequest
+	(*ListExternalTargetsResponse)(nil), // 23: meshperf.mesh.v1.ListExternalTargetsResponse
+	(*ExternalTarget)(nil),              // 24: meshperf.mesh.v1.ExternalTarget
+	(*ListProbeSeriesRequest)(nil),      // 25: meshperf.mesh.v1.ListProbeSeriesRequest
+	(*ListProbeSeriesResponse)(nil),     // 26: meshperf.mesh.v1.ListProbeSeriesResponse
+	(*ProbeSample)(nil),                 // 27: meshperf.mesh.v1.ProbeSample
+	(*ProbeRollup)(nil),                 // 28: meshperf.mesh.v1.ProbeRollup
+	(*v1.Run)(nil),                      // 29: meshperf.measure.v1.Run
+	(*v1.RunSpec)(nil),                  // 30: meshperf.measure.v1.RunSpec
+	(*v1.Result)(nil),                   // 31: meshperf.measure.v1.Result
+	(v1.Path)(0),                        // 32: meshperf.measure.v1.Path
+	(v1.Test)(0),                        // 33: meshperf.measure.v1.Test
+	(*timestamppb.Timestamp)(nil),       // 34: google.protobuf.Timestamp
+	(v1.IPFamily)(0),                    // 35: meshperf.measure.v1.IPFamily
+	(v1.RunOrigin)(0),                   // 36: meshperf.measure.v1.RunOrigin
+	(*v1.NetworkAddress)(nil),           // 37: meshperf.measure.v1.NetworkAddress
+	(*v1.ToolInfo)(nil),                 // 38: meshperf.measure.v1.ToolInfo
+	(*v1.Rollup)(nil),                   // 39: meshperf.measure.v1.Rollup
+	(*durationpb.Duration)(nil),         // 40: google.protobuf.Duration
+	(v1.Status)(0),                      // 41: meshperf.measure.v1.Status
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
-	31, // 0: meshperf.mesh.v1.CancelRunResponse.run:type_name -> meshperf.measure.v1.Run
-	32, // 1: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
-	31, // 2: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
-	31, // 3: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
-	31, // 4: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
-	33, // 5: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
-	34, // 6: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
-	35, // 7: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
-	36, // 8: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
-	36, // 9: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
-	37, // 10: meshperf.mesh.v1.ListResultsRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	38, // 11: meshperf.mesh.v1.ListResultsRequest.origin:type_name -> meshperf.measure.v1.RunOrigin
-	33, // 12: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
+	29, // 0: meshperf.mesh.v1.CancelRunResponse.run:type_name -> meshperf.measure.v1.Run
+	30, // 1: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
+	29, // 2: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
+	29, // 3: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
+	29, // 4: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
+	31, // 5: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
+	32, // 6: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
+	33, // 7: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
+	34, // 8: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
+	34, // 9: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
+	35, // 10: meshperf.mesh.v1.ListResultsRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	36, // 11: meshperf.mesh.v1.ListResultsRequest.origin:type_name -> meshperf.measure.v1.RunOrigin
+	31, // 12: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
 	15, // 13: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
-	16, // 14: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.mesh.v1.NetworkAddress
-	17, // 15: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.mesh.v1.ToolInfo
-	36, // 16: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
-	36, // 17: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	37, // 14: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.measure.v1.NetworkAddress
+	38, // 15: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.measure.v1.ToolInfo
+	34, // 16: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
+	34, // 17: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
 	1,  // 18: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
 	0,  // 19: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.mesh.v1.GossipState
-	39, // 20: meshperf.mesh.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
-	40, // 21: meshperf.mesh.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
-	31, // 22: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
-	15, // 23: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
-	34, // 24: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
-	35, // 25: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
-	36, // 26: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
-	36, // 27: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
-	41, // 28: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
-	26, // 29: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.mesh.v1.ExternalTarget
-	34, // 30: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
-	2,  // 31: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.mesh.v1.ProbeKind
-	36, // 32: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
-	36, // 33: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
-	37, // 34: meshperf.mesh.v1.ListProbeSeriesRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	29, // 35: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
-	30, // 36: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
-	36, // 37: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
-	42, // 38: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
-	43, // 39: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
-	36, // 40: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
-	42, // 41: meshperf.mesh.v1.ProbeRollup.bucket:type_name -> google.protobuf.Duration
-	43, // 42: meshperf.mesh.v1.ProbeRollup.last_failed_status:type_name -> meshperf.measure.v1.Status
-	5,  // 43: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
-	7,  // 44: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
-	9,  // 45: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
-	11, // 46: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
-	13, // 47: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
-	18, // 48: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
-	20, // 49: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
-	22, // 50: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
-	24, // 51: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
-	27, // 52: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
-	3,  // 53: meshperf.mesh.v1.MeshService.CancelRun:input_type -> meshperf.mesh.v1.CancelRunRequest
-	6,  // 54: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
-	8,  // 55: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
-	10, // 56: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
-	12, // 57: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
-	14, // 58: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
-	19, // 59: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
-	21, // 60: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
-	23, // 61: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
-	25, // 62: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
-	28, // 63: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
-	4,  // 64: meshperf.mesh.v1.MeshService.CancelRun:output_type -> meshperf.mesh.v1.CancelRunResponse
-	54, // [54:65] is the sub-list for method output_type
-	43, // [43:54] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	29, // 20: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	15, // 21: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
+	32, // 22: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
+	33, // 23: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
+	34, // 24: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
+	34, // 25: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
+	39, // 26: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
+	24, // 27: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.mesh.v1.ExternalTarget
+	32, // 28: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
+	2,  // 29: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.mesh.v1.ProbeKind
+	34, // 30: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
+	34, // 31: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
+	35, // 32: meshperf.mesh.v1.ListProbeSeriesRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	27, // 33: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
+	28, // 34: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
+	34, // 35: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
+	40, // 36: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
+	41, // 37: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
+	34, // 38: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
+	40, // 39: meshperf.mesh.v1.ProbeRollup.bucket:type_name -> google.protobuf.Duration
+	41, // 40: meshperf.mesh.v1.ProbeRollup.last_failed_status:type_name -> meshperf.measure.v1.Status
+	5,  // 41: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
+	7,  // 42: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
+	9,  // 43: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
+	11, // 44: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
+	13, // 45: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
+	16, // 46: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
+	18, // 47: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
+	20, // 48: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
+	22, // 49: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
+	25, // 50: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
+	3,  // 51: meshperf.mesh.v1.MeshService.CancelRun:input_type -> meshperf.mesh.v1.CancelRunRequest
+	6,  // 52: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
+	8,  // 53: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
+	10, // 54: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
+	12, // 55: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
+	14, // 56: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
+	17, // 57: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
+	19, // 58: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
+	21, // 59: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
+	23, // 60: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
+	26, // 61: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
+	4,  // 62: meshperf.mesh.v1.MeshService.CancelRun:output_type -> meshperf.mesh.v1.CancelRunResponse
+	52, // [52:63] is the sub-list for method output_type
+	41, // [41:52] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_mesh_v1_mesh_service_proto_init() }
@@ -2683,7 +2542,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_mesh_v1_mesh_service_proto_rawDesc), len(file_meshperf_mesh_v1_mesh_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   28,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,11 +48,11 @@ type Agent struct {
 	// agent_version is the agent's build version.
 	AgentVersion string `protobuf:"bytes,3,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	// addresses are the node's IPs per network, as registered.
-	Addresses []*NetworkAddress `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	Addresses []*v1.NetworkAddress `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	// service_ip is the IPv4 ClusterIP fronting the node's pod endpoint.
 	ServiceIp string `protobuf:"bytes,5,opt,name=service_ip,json=serviceIp,proto3" json:"service_ip,omitempty"`
 	// tools are the agent's tools and versions, as registered.
-	Tools []*ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*v1.ToolInfo `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
 	// connect_time is when the current (or last) stream started.
 	ConnectTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=connect_time,json=connectTime,proto3" json:"connect_time,omitempty"`
 	// last_seen_time is when the last message arrived, as of the last write.
@@ -132,7 +132,7 @@ func (x *Agent) GetAgentVersion() string {
 	return ""
 }
 
-func (x *Agent) GetAddresses() []*NetworkAddress {
+func (x *Agent) GetAddresses() []*v1.NetworkAddress {
 	if x != nil {
 		return x.Addresses
 	}
@@ -146,7 +146,7 @@ func (x *Agent) GetServiceIp() string {
 	return ""
 }
 
-func (x *Agent) GetTools() []*ToolInfo {
+func (x *Agent) GetTools() []*v1.ToolInfo {
 	if x != nil {
 		return x.Tools
 	}
@@ -216,147 +216,19 @@ func (x *Agent) GetQperfDataPort() uint32 {
 	return 0
 }
 
-// NetworkAddress is a node's IP on one network, as registered.
-type NetworkAddress struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// network is host or pod.
-	Network v1.Network `protobuf:"varint,1,opt,name=network,proto3,enum=meshperf.measure.v1.Network" json:"network,omitempty"`
-	// ip is an IPv4 or IPv6 address in text form.
-	Ip string `protobuf:"bytes,2,opt,name=ip,proto3" json:"ip,omitempty"`
-	// mtu_bytes is the MTU of the interface that holds ip (0: unknown).
-	MtuBytes      uint32 `protobuf:"varint,3,opt,name=mtu_bytes,json=mtuBytes,proto3" json:"mtu_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *NetworkAddress) Reset() {
-	*x = NetworkAddress{}
-	mi := &file_meshperf_store_v1_records_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *NetworkAddress) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*NetworkAddress) ProtoMessage() {}
-
-func (x *NetworkAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_store_v1_records_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use NetworkAddress.ProtoReflect.Descriptor instead.
-func (*NetworkAddress) Descriptor() ([]byte, []int) {
-	return file_meshperf_store_v1_records_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *NetworkAddress) GetNetwork() v1.Network {
-	if x != nil {
-		return x.Network
-	}
-	return v1.Network(0)
-}
-
-func (x *NetworkAddress) GetIp() string {
-	if x != nil {
-		return x.Ip
-	}
-	return ""
-}
-
-func (x *NetworkAddress) GetMtuBytes() uint32 {
-	if x != nil {
-		return x.MtuBytes
-	}
-	return 0
-}
-
-// ToolInfo is one of an agent's tools, as registered.
-type ToolInfo struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// tool is the tool.
-	Tool v1.Tool `protobuf:"varint,1,opt,name=tool,proto3,enum=meshperf.measure.v1.Tool" json:"tool,omitempty"`
-	// version is what the tool printed; empty if missing.
-	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	// error says why the tool is unusable; empty if usable.
-	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ToolInfo) Reset() {
-	*x = ToolInfo{}
-	mi := &file_meshperf_store_v1_records_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ToolInfo) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ToolInfo) ProtoMessage() {}
-
-func (x *ToolInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_store_v1_records_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
-func (*ToolInfo) Descriptor() ([]byte, []int) {
-	return file_meshperf_store_v1_records_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *ToolInfo) GetTool() v1.Tool {
-	if x != nil {
-		return x.Tool
-	}
-	return v1.Tool(0)
-}
-
-func (x *ToolInfo) GetVersion() string {
-	if x != nil {
-		return x.Version
-	}
-	return ""
-}
-
-func (x *ToolInfo) GetError() string {
-	if x != nil {
-		return x.Error
-	}
-	return ""
-}
-
 var File_meshperf_store_v1_records_proto protoreflect.FileDescriptor
 
 const file_meshperf_store_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x1fmeshperf/store/v1/records.proto\x12\x11meshperf.store.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\xc3\x05\n" +
+	"\x1fmeshperf/store/v1/records.proto\x12\x11meshperf.store.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1emeshperf/measure/v1/node.proto\"\xc7\x05\n" +
 	"\x05Agent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12#\n" +
-	"\ragent_version\x18\x03 \x01(\tR\fagentVersion\x12?\n" +
-	"\taddresses\x18\x04 \x03(\v2!.meshperf.store.v1.NetworkAddressR\taddresses\x12\x1d\n" +
+	"\ragent_version\x18\x03 \x01(\tR\fagentVersion\x12A\n" +
+	"\taddresses\x18\x04 \x03(\v2#.meshperf.measure.v1.NetworkAddressR\taddresses\x12\x1d\n" +
 	"\n" +
-	"service_ip\x18\x05 \x01(\tR\tserviceIp\x121\n" +
-	"\x05tools\x18\x06 \x03(\v2\x1b.meshperf.store.v1.ToolInfoR\x05tools\x12=\n" +
+	"service_ip\x18\x05 \x01(\tR\tserviceIp\x123\n" +
+	"\x05tools\x18\x06 \x03(\v2\x1d.meshperf.measure.v1.ToolInfoR\x05tools\x12=\n" +
 	"\fconnect_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vconnectTime\x12@\n" +
 	"\x0elast_seen_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\x12 \n" +
 	"\vmaintenance\x18\n" +
@@ -370,15 +242,7 @@ const file_meshperf_store_v1_records_proto_rawDesc = "" +
 	"\n" +
 	"qperf_port\x18\x13 \x01(\rR\tqperfPort\x12&\n" +
 	"\x0fqperf_data_port\x18\x14 \x01(\rR\rqperfDataPortJ\x04\b\t\x10\n" +
-	"J\x04\b\v\x10\fJ\x04\b\f\x10\rJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fR\x05stateR\fgossip_stateR\x0fgossip_alive_byR\x0egossip_dead_byR\tpartition\"u\n" +
-	"\x0eNetworkAddress\x126\n" +
-	"\anetwork\x18\x01 \x01(\x0e2\x1c.meshperf.measure.v1.NetworkR\anetwork\x12\x0e\n" +
-	"\x02ip\x18\x02 \x01(\tR\x02ip\x12\x1b\n" +
-	"\tmtu_bytes\x18\x03 \x01(\rR\bmtuBytes\"i\n" +
-	"\bToolInfo\x12-\n" +
-	"\x04tool\x18\x01 \x01(\x0e2\x19.meshperf.measure.v1.ToolR\x04tool\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05errorB>Z<github.com/meshperf/meshperf/proto/meshperf/store/v1;storev1b\x06proto3"
+	"J\x04\b\v\x10\fJ\x04\b\f\x10\rJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fR\x05stateR\fgossip_stateR\x0fgossip_alive_byR\x0egossip_dead_byR\tpartitionB>Z<github.com/meshperf/meshperf/proto/meshperf/store/v1;storev1b\x06proto3"
 
 var (
 	file_meshperf_store_v1_records_proto_rawDescOnce sync.Once
@@ -392,27 +256,23 @@ func file_meshperf_store_v1_records_proto_rawDescGZIP() []byte {
 	return file_meshperf_store_v1_records_proto_rawDescData
 }
 
-var file_meshperf_store_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_meshperf_store_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_meshperf_store_v1_records_proto_goTypes = []any{
 	(*Agent)(nil),                 // 0: meshperf.store.v1.Agent
-	(*NetworkAddress)(nil),        // 1: meshperf.store.v1.NetworkAddress
-	(*ToolInfo)(nil),              // 2: meshperf.store.v1.ToolInfo
+	(*v1.NetworkAddress)(nil),     // 1: meshperf.measure.v1.NetworkAddress
+	(*v1.ToolInfo)(nil),           // 2: meshperf.measure.v1.ToolInfo
 	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
-	(v1.Network)(0),               // 4: meshperf.measure.v1.Network
-	(v1.Tool)(0),                  // 5: meshperf.measure.v1.Tool
 }
 var file_meshperf_store_v1_records_proto_depIdxs = []int32{
-	1, // 0: meshperf.store.v1.Agent.addresses:type_name -> meshperf.store.v1.NetworkAddress
-	2, // 1: meshperf.store.v1.Agent.tools:type_name -> meshperf.store.v1.ToolInfo
+	1, // 0: meshperf.store.v1.Agent.addresses:type_name -> meshperf.measure.v1.NetworkAddress
+	2, // 1: meshperf.store.v1.Agent.tools:type_name -> meshperf.measure.v1.ToolInfo
 	3, // 2: meshperf.store.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
 	3, // 3: meshperf.store.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	4, // 4: meshperf.store.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
-	5, // 5: meshperf.store.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_meshperf_store_v1_records_proto_init() }
@@ -426,7 +286,7 @@ func file_meshperf_store_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_store_v1_records_proto_rawDesc), len(file_meshperf_store_v1_records_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
