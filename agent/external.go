@@ -32,7 +32,7 @@ type LookupNetIPFunc func(ctx context.Context, network, host string) ([]netip.Ad
 // entry's name is dropped with a warning naming it and the reason; the
 // entries after the first protocol.MaxExternalTargets are dropped with one
 // warning naming the first of them and how many.
-func (t *targets) externalList(list []*agentv1.ExternalTarget) (map[string]*agentv1.ExternalTarget, []string) {
+func (t *targets) externalList(list []*measurev1.ExternalTarget) (map[string]*measurev1.ExternalTarget, []string) {
 	if n := len(list); n > protocol.MaxExternalTargets {
 		first := list[protocol.MaxExternalTargets]
 		t.log.Warn("coordinator sent more external targets than an agent keeps; the tail is dropped",
@@ -41,7 +41,7 @@ func (t *targets) externalList(list []*agentv1.ExternalTarget) (map[string]*agen
 				n, protocol.MaxExternalTargets, n-protocol.MaxExternalTargets, first.GetName()))
 		list = list[:protocol.MaxExternalTargets]
 	}
-	m := make(map[string]*agentv1.ExternalTarget, len(list))
+	m := make(map[string]*measurev1.ExternalTarget, len(list))
 	names := make([]string, 0, len(list))
 	for _, e := range list {
 		var err error
@@ -64,7 +64,7 @@ func (t *targets) externalList(list []*agentv1.ExternalTarget) (map[string]*agen
 
 // externalTarget returns the entry named name of the last external list,
 // or nil.
-func (t *targets) externalTarget(name string) *agentv1.ExternalTarget {
+func (t *targets) externalTarget(name string) *measurev1.ExternalTarget {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.external[name]

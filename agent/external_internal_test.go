@@ -10,6 +10,7 @@ import (
 	"time"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 func TestPickAddr(t *testing.T) {
@@ -99,7 +100,7 @@ func TestResolve(t *testing.T) {
 // invalid and repeated entries are dropped, the rest kept in order.
 func TestExternalListReplaced(t *testing.T) {
 	tg := newTargets(nil, false, slog.New(slog.DiscardHandler))
-	tg.setEndpoints(&agentv1.Endpoints{ExternalTargets: []*agentv1.ExternalTarget{
+	tg.setEndpoints(&agentv1.Endpoints{ExternalTargets: []*measurev1.ExternalTarget{
 		{Name: "lb", Address: "192.0.2.1"},
 		{Name: "Bad_Name", Address: "192.0.2.2"},
 		{Name: "web", Address: "web.example.com", HttpUrl: "https://web.example.com/health"},
@@ -112,7 +113,7 @@ func TestExternalListReplaced(t *testing.T) {
 	if e := tg.externalTarget("lb"); e.GetAddress() != "192.0.2.1" {
 		t.Errorf("lb is %v, want the first entry of that name", e)
 	}
-	tg.setEndpoints(&agentv1.Endpoints{ExternalTargets: []*agentv1.ExternalTarget{{Name: "db", Address: "192.0.2.9"}}})
+	tg.setEndpoints(&agentv1.Endpoints{ExternalTargets: []*measurev1.ExternalTarget{{Name: "db", Address: "192.0.2.9"}}})
 	if got := tg.externalString(); got != "db" {
 		t.Errorf("after a second Endpoints, known external targets %q, want \"db\"", got)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // TestResolveRefuses: an external target's address, written or resolved,
@@ -84,9 +85,9 @@ func TestResolveRefuses(t *testing.T) {
 func TestExternalListTail(t *testing.T) {
 	var buf bytes.Buffer
 	tg := newTargets(nil, false, slog.New(slog.NewTextHandler(&buf, nil)))
-	var list []*agentv1.ExternalTarget
+	var list []*measurev1.ExternalTarget
 	for i := range 5000 {
-		list = append(list, &agentv1.ExternalTarget{Name: fmt.Sprintf("t%d", i), Address: "192.0.2.1"})
+		list = append(list, &measurev1.ExternalTarget{Name: fmt.Sprintf("t%d", i), Address: "192.0.2.1"})
 	}
 	tg.setEndpoints(&agentv1.Endpoints{ExternalTargets: list})
 	if n := strings.Count(buf.String(), "\n"); n != 1 {

@@ -82,7 +82,7 @@ func httpServer(t *testing.T, ip string) (port int, hosts func() []string) {
 	}
 }
 
-func externalEndpoints(targets ...*agentv1.ExternalTarget) *agentv1.ConnectResponse {
+func externalEndpoints(targets ...*measurev1.ExternalTarget) *agentv1.ConnectResponse {
 	return &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_Endpoints{Endpoints: &agentv1.Endpoints{
 		Nodes:           []*agentv1.NodeEndpoint{hostEndpoint("node-a", "127.0.0.1", "")},
 		ExternalTargets: targets,
@@ -124,15 +124,15 @@ func TestExternalTargets(t *testing.T) {
 	url1 := fmt.Sprintf("http://localhost:%d/path", port1)
 	url2 := fmt.Sprintf("http://localhost:%d/path", port2)
 	fs.send(t, externalEndpoints(
-		&agentv1.ExternalTarget{Name: "web", Address: "localhost", HttpUrl: url1},
-		&agentv1.ExternalTarget{Name: "Bad_Name", Address: "127.0.0.1"},
-		&agentv1.ExternalTarget{Name: "pinned", Address: "localhost", HttpUrl: url2},
-		&agentv1.ExternalTarget{Name: "loop", Address: "127.0.0.1"},
-		&agentv1.ExternalTarget{Name: "loop", Address: "127.0.0.5"},
-		&agentv1.ExternalTarget{Name: "wrong-host", Address: "localhost", HttpUrl: "http://127.0.0.1/path"},
-		&agentv1.ExternalTarget{Name: "zero", Address: "0.0.0.0"},
-		&agentv1.ExternalTarget{Name: "gone", Address: "gone.example.com"},
-		&agentv1.ExternalTarget{Name: "metadata", Address: "md.example.com", HttpUrl: "http://md.example.com/latest/meta-data/"},
+		&measurev1.ExternalTarget{Name: "web", Address: "localhost", HttpUrl: url1},
+		&measurev1.ExternalTarget{Name: "Bad_Name", Address: "127.0.0.1"},
+		&measurev1.ExternalTarget{Name: "pinned", Address: "localhost", HttpUrl: url2},
+		&measurev1.ExternalTarget{Name: "loop", Address: "127.0.0.1"},
+		&measurev1.ExternalTarget{Name: "loop", Address: "127.0.0.5"},
+		&measurev1.ExternalTarget{Name: "wrong-host", Address: "localhost", HttpUrl: "http://127.0.0.1/path"},
+		&measurev1.ExternalTarget{Name: "zero", Address: "0.0.0.0"},
+		&measurev1.ExternalTarget{Name: "gone", Address: "gone.example.com"},
+		&measurev1.ExternalTarget{Name: "metadata", Address: "md.example.com", HttpUrl: "http://md.example.com/latest/meta-data/"},
 	))
 	res.set("md.example.com", "169.254.169.254")
 
@@ -193,7 +193,7 @@ func TestExternalTargets(t *testing.T) {
 		{name: "name resolving to the cloud metadata service", work: runExternal(measurev1.Test_TEST_HTTP, "metadata"), wantStatus: invalid,
 			wantIn: []string{`external_target "metadata" refused: address md.example.com: no usable address in the answer [169.254.169.254]: 169.254.169.254 is link-local`}},
 		{name: "the next list replaces this one", before: func() {
-			fs.send(t, externalEndpoints(&agentv1.ExternalTarget{Name: "loop", Address: "127.0.0.1"}))
+			fs.send(t, externalEndpoints(&measurev1.ExternalTarget{Name: "loop", Address: "127.0.0.1"}))
 		}, work: runExternal(measurev1.Test_TEST_HTTP, "web"), wantStatus: invalid, wantIn: []string{`external_target "web" refused`, "known: loop"}},
 	}
 	for i, s := range steps {

@@ -62,9 +62,9 @@ func TestExternalServers(t *testing.T) {
 	fs := next()
 	fs.accept(t, time.Second, 30*time.Second)
 	fs.send(t, externalEndpoints(
-		&agentv1.ExternalTarget{Name: "srv", Address: "127.0.0.1", Iperf3Port: iperf3Port, QperfPort: qperfPort, QperfDataPort: qperfData},
-		&agentv1.ExternalTarget{Name: "bare", Address: "127.0.0.1"},
-		&agentv1.ExternalTarget{Name: "half", Address: "127.0.0.1", QperfPort: qperfPort},
+		&measurev1.ExternalTarget{Name: "srv", Address: "127.0.0.1", Iperf3Port: iperf3Port, QperfPort: qperfPort, QperfDataPort: qperfData},
+		&measurev1.ExternalTarget{Name: "bare", Address: "127.0.0.1"},
+		&measurev1.ExternalTarget{Name: "half", Address: "127.0.0.1", QperfPort: qperfPort},
 	))
 	second := durationpb.New(time.Second)
 	iperf3 := &measurev1.TestSpec{Test: measurev1.Test_TEST_IPERF3_TCP, Params: &measurev1.TestSpec_Iperf3{Iperf3: &measurev1.Iperf3Params{Duration: second}}}

@@ -208,7 +208,7 @@ type targets struct {
 	mu            sync.RWMutex
 	endpoints     map[netip.Addr]bool
 	services      map[netip.Addr]bool // the endpoints that are service IPs
-	external      map[string]*agentv1.ExternalTarget
+	external      map[string]*measurev1.ExternalTarget
 	externalNames []string // external's keys, in the coordinator's order
 	// planPeers are the peers of the probe plan, by node name, and
 	// planAddrs and planServices their addresses (probes.go): endpoints

@@ -103,7 +103,7 @@ type Config struct {
 	// ExternalTargets is the allowlist of external targets (the config
 	// file's external list): sent to every agent, the only targets a run
 	// may name, listed by MeshService.ListExternalTargets. Nil means none.
-	ExternalTargets []*agentv1.ExternalTarget
+	ExternalTargets []*measurev1.ExternalTarget
 	// Retention is how long raw results and runs are kept before they are
 	// rolled up per pair per hour (coordinator/retention); zero keeps
 	// everything.

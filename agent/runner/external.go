@@ -39,8 +39,8 @@ type External struct {
 }
 
 // entry is ext as the allowlist entry CheckExternal reads.
-func (ext *External) entry() *agentv1.ExternalTarget {
-	return &agentv1.ExternalTarget{Name: ext.Name, HttpUrl: ext.HTTPURL, Iperf3Port: ext.Iperf3Port,
+func (ext *External) entry() *measurev1.ExternalTarget {
+	return &measurev1.ExternalTarget{Name: ext.Name, HttpUrl: ext.HTTPURL, Iperf3Port: ext.Iperf3Port,
 		QperfPort: ext.QperfPort, QperfDataPort: ext.QperfDataPort}
 }
 
@@ -84,7 +84,7 @@ func (r *Runner) RunExternal(ctx context.Context, req *agentv1.RunClient, ext Ex
 // an agent sends to an external target on the allowlisted ports only.
 // The error is a *Failure with STATUS_INVALID and a message naming the
 // field and its value.
-func CheckExternal(req *agentv1.RunClient, e *agentv1.ExternalTarget) error {
+func CheckExternal(req *agentv1.RunClient, e *measurev1.ExternalTarget) error {
 	invalid := func(format string, args ...any) error {
 		return fail(measurev1.Status_STATUS_INVALID, format, args...)
 	}

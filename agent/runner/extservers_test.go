@@ -73,7 +73,7 @@ func FuzzCheckExternal(f *testing.F) {
 	f.Add(uint8(6), uint32(22), uint32(0), uint32(5201), uint32(0), uint32(0))
 	f.Add(uint8(1), uint32(0), uint32(0), uint32(0), uint32(0), uint32(0))
 	f.Fuzz(func(t *testing.T, test uint8, port, dataPort, iperf3Port, qperfPort, qperfData uint32) {
-		e := &agentv1.ExternalTarget{Name: "srv", HttpUrl: "http://srv.example/", Iperf3Port: iperf3Port, QperfPort: qperfPort, QperfDataPort: qperfData}
+		e := &measurev1.ExternalTarget{Name: "srv", HttpUrl: "http://srv.example/", Iperf3Port: iperf3Port, QperfPort: qperfPort, QperfDataPort: qperfData}
 		tt := measurev1.Test(test % 12)
 		req := &agentv1.RunClient{Spec: &measurev1.TestSpec{Test: tt}, ExternalTarget: "srv", Port: port, DataPort: dataPort}
 		err := CheckExternal(req, e)

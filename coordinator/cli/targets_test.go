@@ -6,13 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
 // targetsServer answers ListExternalTargets with fixed targets.
 type targetsServer struct {
 	meshv1.UnimplementedMeshServiceServer
-	targets []*meshv1.ExternalTarget
+	targets []*measurev1.ExternalTarget
 }
 
 func (s *targetsServer) ListExternalTargets(context.Context, *meshv1.ListExternalTargetsRequest) (*meshv1.ListExternalTargetsResponse, error) {
@@ -20,7 +21,7 @@ func (s *targetsServer) ListExternalTargets(context.Context, *meshv1.ListExterna
 }
 
 func TestTargetsCommand(t *testing.T) {
-	sock := serveMesh(t, &targetsServer{targets: []*meshv1.ExternalTarget{
+	sock := serveMesh(t, &targetsServer{targets: []*measurev1.ExternalTarget{
 		{Name: "ingress", Address: "lb.example.com", HttpUrl: "https://lb.example.com/healthz"},
 		{Name: "peer", Address: "192.0.2.7"},
 		{Name: "srv", Address: "192.0.2.8", Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766},

@@ -43,7 +43,7 @@ type Settings struct {
 	Plans []Plan
 	// External is the allowlist of external targets in file order; nil
 	// means none.
-	External []*agentv1.ExternalTarget
+	External []*measurev1.ExternalTarget
 	// Probes are the settings of the agents' continuous probes (the probes
 	// section); nil means none.
 	Probes *agentv1.ProbeSettings
@@ -120,13 +120,13 @@ func Parse(b []byte) (Settings, error) {
 
 // external checks the external list: each entry valid, names unique, at
 // most protocol.MaxExternalTargets.
-func external(list []External) ([]*agentv1.ExternalTarget, error) {
+func external(list []External) ([]*measurev1.ExternalTarget, error) {
 	if len(list) > protocol.MaxExternalTargets {
 		return nil, fmt.Errorf("external: %d targets, at most %d", len(list), protocol.MaxExternalTargets)
 	}
-	var out []*agentv1.ExternalTarget
+	var out []*measurev1.ExternalTarget
 	for i, e := range list {
-		t := &agentv1.ExternalTarget{Name: e.Name, Address: e.Address, HttpUrl: e.HTTPURL,
+		t := &measurev1.ExternalTarget{Name: e.Name, Address: e.Address, HttpUrl: e.HTTPURL,
 			Iperf3Port: e.Iperf3Port, QperfPort: e.QperfPort, QperfDataPort: e.QperfDataPort}
 		if err := protocol.ValidateExternalTarget(t); err != nil {
 			return nil, fmt.Errorf("external[%d].%s: %w", i, externalField(err), err)

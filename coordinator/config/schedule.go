@@ -8,7 +8,6 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/schedule"
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -17,7 +16,7 @@ const minInterval = 5 * time.Second
 
 // plan checks the schedule called name against the external list ext and
 // builds its Plan; errors name the key (under "monitor.NAME.") and value.
-func (s *Schedule) plan(name string, ext []*agentv1.ExternalTarget) (Plan, error) {
+func (s *Schedule) plan(name string, ext []*measurev1.ExternalTarget) (Plan, error) {
 	p := Plan{Name: name}
 	var err error
 	if p.Interval, err = time.ParseDuration(s.Interval); err != nil || p.Interval < minInterval {
@@ -55,10 +54,10 @@ func (s *Schedule) plan(name string, ext []*agentv1.ExternalTarget) (Plan, error
 
 // externalTargets checks the schedule's external_targets against the
 // external list and the paths, and puts them in spec.
-func (s *Schedule) externalTargets(spec *measurev1.RunSpec, ext []*agentv1.ExternalTarget) error {
+func (s *Schedule) externalTargets(spec *measurev1.RunSpec, ext []*measurev1.ExternalTarget) error {
 	for i, name := range s.ExternalTargets {
 		switch {
-		case !slices.ContainsFunc(ext, func(t *agentv1.ExternalTarget) bool { return t.GetName() == name }):
+		case !slices.ContainsFunc(ext, func(t *measurev1.ExternalTarget) bool { return t.GetName() == name }):
 			return fmt.Errorf("external_targets[%d] %q: not in the external list", i, name)
 		case slices.Index(s.ExternalTargets, name) < i:
 			return fmt.Errorf("external_targets[%d] %q: listed twice", i, name)

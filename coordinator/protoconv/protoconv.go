@@ -1,18 +1,16 @@
 // Package protoconv converts between the coordinator's three protocol
-// packages, which share no message: the agent wire protocol
-// (meshperf.agent.v1), the stored records (meshperf.store.v1) and the user
-// API (meshperf.mesh.v1). The API's and the records' copies of wire
-// messages keep the wire's field numbers and enum values, so each
-// conversion copies field by field and casts enums by number; the tests
-// check that every wire enum value has its API twin of the same name.
-//
-// A node's addresses and tools are measure.v1's in all three: the
-// registry copies them (Clones) from a registration into a record and
-// from a record into the Endpoints and probe plans it sends; the API
-// answers are built from records and wire values with the API* functions,
-// and API requests reach the domain through the Wire* functions. Every
-// function returns nil for a nil or empty input slice and never shares a
-// message with its input.
+// packages: the agent wire protocol (meshperf.agent.v1), the stored
+// records (meshperf.store.v1) and the user API (meshperf.mesh.v1). Their
+// shared messages are measure.v1's (a node's addresses and tools, the
+// external targets): the registry copies them (Clones) from a
+// registration into a record and from a record into the Endpoints and
+// probe plans it sends, and the server into its answers. The API's
+// agent, and its gossip states and probe kinds, are its own: the API*
+// functions build them from records and wire values, field by field and
+// casting enums by number (the tests check that every wire enum value has
+// its API twin of the same name), and API requests reach the domain
+// through the Wire* functions. Every function returns nil for a nil or
+// empty input slice and never shares a message with its input.
 package protoconv
 
 import (
@@ -25,9 +23,11 @@ import (
 )
 
 // Clones returns a deep copy of each message of in: a node's addresses
-// and tools (measure.v1's, shared by the wire, the records and the API)
-// as the registry stores them from a registration and sends them on in
-// Endpoints and probe plans, so that no message is shared between them.
+// and tools and the external targets (measure.v1's, shared by the wire,
+// the records and the API) as the registry stores them from a
+// registration and sends them on in Endpoints and probe plans, and as the
+// server answers ListAgents and ListExternalTargets, so that no message
+// is shared between them.
 func Clones[M proto.Message](in []M) []M {
 	return each(in, proto.CloneOf[M])
 }
@@ -51,15 +51,6 @@ func APIAgent(rec *storev1.Agent) *meshv1.Agent {
 	}
 	a.Addresses, a.Tools = Clones(rec.GetAddresses()), Clones(rec.GetTools())
 	return a
-}
-
-// APIExternalTargets returns the API copies of the allowlisted external
-// targets.
-func APIExternalTargets(in []*agentv1.ExternalTarget) []*meshv1.ExternalTarget {
-	return each(in, func(t *agentv1.ExternalTarget) *meshv1.ExternalTarget {
-		return &meshv1.ExternalTarget{Name: t.GetName(), Address: t.GetAddress(), HttpUrl: t.GetHttpUrl(),
-			Iperf3Port: t.GetIperf3Port(), QperfPort: t.GetQperfPort(), QperfDataPort: t.GetQperfDataPort()}
-	})
 }
 
 // each returns conv of every element of in, in order; nil when in is

@@ -65,36 +65,13 @@ func TestEnumTwins(t *testing.T) {
 	}
 }
 
-// TestMessageTwins: each copy of a wire message (in the API and in the
-// records) has the wire's fields, by number, name and kind, and no other,
-// so that the JSON and the bytes are the same.
-func TestMessageTwins(t *testing.T) {
-	for _, tt := range []struct{ wire, twin proto.Message }{
-		{&agentv1.ExternalTarget{}, &meshv1.ExternalTarget{}},
-	} {
-		w, c := tt.wire.ProtoReflect().Descriptor(), tt.twin.ProtoReflect().Descriptor()
-		t.Run(string(c.FullName()), func(t *testing.T) {
-			if w.Fields().Len() != c.Fields().Len() {
-				t.Errorf("%s has %d fields, %s %d", w.FullName(), w.Fields().Len(), c.FullName(), c.Fields().Len())
-			}
-			for i := range w.Fields().Len() {
-				wf := w.Fields().Get(i)
-				cf := c.Fields().ByNumber(wf.Number())
-				if cf == nil || cf.Name() != wf.Name() || cf.Kind() != wf.Kind() || cf.Cardinality() != wf.Cardinality() ||
-					(wf.Enum() != nil && cf.Enum().FullName() != wf.Enum().FullName()) {
-					t.Errorf("field %d %s %v of %s: twin has %v", wf.Number(), wf.Name(), wf.Kind(), w.FullName(), cf)
-				}
-			}
-		})
-	}
-}
-
-// TestSharedNodeMessages: measure.v1's NetworkAddress and ToolInfo, which
-// replaced a copy of each in agent.v1, mesh.v1 and store.v1, have those
-// copies' fields (number, name, kind, enum), so the bytes and the JSON of
-// registrations, records and ListAgents answers are what they were; and
-// the messages that hold them hold them under the same numbers.
-func TestSharedNodeMessages(t *testing.T) {
+// TestSharedMessages: measure.v1's NetworkAddress, ToolInfo and
+// ExternalTarget, which replaced a copy of each in agent.v1, mesh.v1 and
+// store.v1, have those copies' fields (number, name, kind, enum), so the
+// bytes and the JSON of registrations, records, Endpoints and the API's
+// answers are what they were; and the messages that hold them hold them
+// under the same numbers.
+func TestSharedMessages(t *testing.T) {
 	type field struct {
 		number protoreflect.FieldNumber
 		name   protoreflect.Name
@@ -109,6 +86,9 @@ func TestSharedNodeMessages(t *testing.T) {
 			{2, "ip", protoreflect.StringKind, ""}, {3, "mtu_bytes", protoreflect.Uint32Kind, ""}}},
 		{&measurev1.ToolInfo{}, []field{{1, "tool", protoreflect.EnumKind, "meshperf.measure.v1.Tool"},
 			{2, "version", protoreflect.StringKind, ""}, {3, "error", protoreflect.StringKind, ""}}},
+		{&measurev1.ExternalTarget{}, []field{{1, "name", protoreflect.StringKind, ""}, {2, "address", protoreflect.StringKind, ""},
+			{3, "http_url", protoreflect.StringKind, ""}, {4, "iperf3_port", protoreflect.Uint32Kind, ""},
+			{5, "qperf_port", protoreflect.Uint32Kind, ""}, {6, "qperf_data_port", protoreflect.Uint32Kind, ""}}},
 	} {
 		d := tt.msg.ProtoReflect().Descriptor()
 		var got []field
@@ -136,6 +116,8 @@ func TestSharedNodeMessages(t *testing.T) {
 		{&storev1.Agent{}, 6, "meshperf.measure.v1.ToolInfo"},
 		{&meshv1.Agent{}, 4, "meshperf.measure.v1.NetworkAddress"},
 		{&meshv1.Agent{}, 6, "meshperf.measure.v1.ToolInfo"},
+		{&agentv1.Endpoints{}, 2, "meshperf.measure.v1.ExternalTarget"},
+		{&meshv1.ListExternalTargetsResponse{}, 1, "meshperf.measure.v1.ExternalTarget"},
 	} {
 		f := tt.msg.ProtoReflect().Descriptor().Fields().ByNumber(tt.number)
 		if f == nil || f.Message() == nil || f.Message().FullName() != tt.want || !f.IsList() {
@@ -236,24 +218,31 @@ func TestAPIAgent(t *testing.T) {
 	}
 }
 
-// TestAPIExternalTargets: the allowlist reaches the API field by field.
-func TestAPIExternalTargets(t *testing.T) {
+// TestClonesExternalTargets: the allowlist reaches the API whole, in
+// copies of its own.
+func TestClonesExternalTargets(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		in   []*agentv1.ExternalTarget
-		want []*meshv1.ExternalTarget
+		in   []*measurev1.ExternalTarget
+		want []*measurev1.ExternalTarget
 	}{
 		{"none", nil, nil},
-		{"every field", []*agentv1.ExternalTarget{
+		{"every field", []*measurev1.ExternalTarget{
 			{Name: "lb", Address: "203.0.113.7", HttpUrl: "http://203.0.113.7/", Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766},
 			{Name: "dns", Address: "example.test"}},
-			[]*meshv1.ExternalTarget{
+			[]*measurev1.ExternalTarget{
 				{Name: "lb", Address: "203.0.113.7", HttpUrl: "http://203.0.113.7/", Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766},
 				{Name: "dns", Address: "example.test"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, APIExternalTargets(tt.in), protocmp.Transform()); diff != "" {
-				t.Errorf("APIExternalTargets (-want +got):\n%s", diff)
+			got := Clones(tt.in)
+			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("Clones (-want +got):\n%s", diff)
+			}
+			for i := range got {
+				if got[i] == tt.in[i] {
+					t.Errorf("target %d shared with the allowlist", i)
+				}
 			}
 		})
 	}

@@ -11,25 +11,25 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/protocol"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 func TestCheckExternal(t *testing.T) {
-	many := make([]*agentv1.ExternalTarget, protocol.MaxExternalTargets+1)
+	many := make([]*measurev1.ExternalTarget, protocol.MaxExternalTargets+1)
 	for i := range many {
-		many[i] = &agentv1.ExternalTarget{Name: fmt.Sprintf("t%d", i), Address: "192.0.2.1"}
+		many[i] = &measurev1.ExternalTarget{Name: fmt.Sprintf("t%d", i), Address: "192.0.2.1"}
 	}
 	tests := []struct {
 		name    string
-		in      []*agentv1.ExternalTarget
+		in      []*measurev1.ExternalTarget
 		want    string // names in order
 		wantErr string
 	}{
-		{"sorted", []*agentv1.ExternalTarget{{Name: "b", Address: "192.0.2.2"}, {Name: "a", Address: "a.example.com"}}, "[a b]", ""},
+		{"sorted", []*measurev1.ExternalTarget{{Name: "b", Address: "192.0.2.2"}, {Name: "a", Address: "a.example.com"}}, "[a b]", ""},
 		{"none", nil, "[]", ""},
-		{"invalid", []*agentv1.ExternalTarget{{Name: "a", Address: "192.0.2.1", HttpUrl: "http://192.0.2.9/"}}, "", `external target 0: external target "a": http_url`},
-		{"duplicate", []*agentv1.ExternalTarget{{Name: "a", Address: "192.0.2.1"}, {Name: "a", Address: "192.0.2.2"}}, "", `"a" is listed twice`},
+		{"invalid", []*measurev1.ExternalTarget{{Name: "a", Address: "192.0.2.1", HttpUrl: "http://192.0.2.9/"}}, "", `external target 0: external target "a": http_url`},
+		{"duplicate", []*measurev1.ExternalTarget{{Name: "a", Address: "192.0.2.1"}, {Name: "a", Address: "192.0.2.2"}}, "", `"a" is listed twice`},
 		{"too many", many, "", "at most 256"},
 	}
 	for _, tt := range tests {
@@ -78,7 +78,7 @@ func TestStoredNodeNamedLikeTarget(t *testing.T) {
 			}
 			var logs bytes.Buffer
 			r, err := New(ctx, Config{Recorder: st, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-				ExternalTargets: []*agentv1.ExternalTarget{{Name: tt.target, Address: "192.0.2.1"}}})
+				ExternalTargets: []*measurev1.ExternalTarget{{Name: tt.target, Address: "192.0.2.1"}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -34,6 +34,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
@@ -133,7 +134,7 @@ type Config struct {
 	// coordinator's config file) that every Endpoints message carries to
 	// the agents; each must pass protocol.ValidateExternalTarget, names
 	// unique, at most protocol.MaxExternalTargets. Nil means none.
-	ExternalTargets []*agentv1.ExternalTarget
+	ExternalTargets []*measurev1.ExternalTarget
 	// Probes, if set, is the peer table of the continuous probe plans: a
 	// registering agent that has a probe_port joins it and its session
 	// follows it, sending the agent its plan in full and then in deltas;

@@ -25,7 +25,7 @@ import (
 // (another client, outside meshperf, was there).
 type serverAgents struct {
 	nodes   []string
-	targets map[string]*agentv1.ExternalTarget
+	targets map[string]*measurev1.ExternalTarget
 
 	mu       sync.Mutex
 	clients  map[string]int  // clients at each target now
@@ -131,12 +131,12 @@ func TestExternalServersOneClientAtATime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st := openStore(t)
-	allow := []*agentv1.ExternalTarget{
+	allow := []*measurev1.ExternalTarget{
 		{Name: "srv", Address: "192.0.2.21", Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766},
 		{Name: "v3", Address: "192.0.2.22", Iperf3Port: 15201},
 		{Name: "bare", Address: "192.0.2.23"},
 	}
-	agents := &serverAgents{nodes: []string{"n1", "n2", "n3"}, targets: map[string]*agentv1.ExternalTarget{},
+	agents := &serverAgents{nodes: []string{"n1", "n2", "n3"}, targets: map[string]*measurev1.ExternalTarget{},
 		clients: map[string]int{}, attempts: map[string]int{}, heavy: map[string]bool{}}
 	for _, e := range allow {
 		agents.targets[e.GetName()] = e
@@ -199,8 +199,8 @@ func TestExternalServerAlwaysBusy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st := openStore(t)
-	allow := []*agentv1.ExternalTarget{{Name: "taken", Address: "192.0.2.24", Iperf3Port: 5201}}
-	agents := &serverAgents{nodes: []string{"n1"}, targets: map[string]*agentv1.ExternalTarget{"taken": allow[0]},
+	allow := []*measurev1.ExternalTarget{{Name: "taken", Address: "192.0.2.24", Iperf3Port: 5201}}
+	agents := &serverAgents{nodes: []string{"n1"}, targets: map[string]*measurev1.ExternalTarget{"taken": allow[0]},
 		clients: map[string]int{}, attempts: map[string]int{}, heavy: map[string]bool{}, alwaysBusy: map[string]bool{"taken": true}}
 	ended := make(chan measurev1.RunState, 1)
 	m, err := New(ctx, Config{Store: st, Agents: agents, Observer: endObserver(ended), ExternalTargets: allow,

@@ -132,7 +132,7 @@ type Config struct {
 	// ExternalTargets is the allowlist of external targets runs may name
 	// (the coordinator's config file; the registry sends the same list to
 	// the agents); nil means none.
-	ExternalTargets []*agentv1.ExternalTarget
+	ExternalTargets []*measurev1.ExternalTarget
 	// Invalid counts the results whose figures failed the checks
 	// (coordinator/sanity); nil means they are not counted (they are
 	// still stored as STATUS_INVALID).

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -15,13 +14,13 @@ import (
 // only when it has an iperf3_port and qperf tests only when it has a
 // qperf_port (and so a qperf_data_port): a server behind the target that
 // the coordinator's config names. Nothing else.
-func AppliesTo(test measurev1.Test, target *agentv1.ExternalTarget) bool {
+func AppliesTo(test measurev1.Test, target *measurev1.ExternalTarget) bool {
 	return NotApplying(test, target) == ""
 }
 
 // NotApplying says why test cannot run against target, naming the
 // target and the field it lacks, or returns "" when it can (AppliesTo).
-func NotApplying(test measurev1.Test, target *agentv1.ExternalTarget) string {
+func NotApplying(test measurev1.Test, target *measurev1.ExternalTarget) string {
 	switch testspec.Tool(test) {
 	case measurev1.Tool_TOOL_PING:
 		if test == measurev1.Test_TEST_PING {
@@ -62,7 +61,7 @@ func GateKey(target string) string { return "external/" + target }
 // node path where it would run): the user asked for it explicitly, so it
 // must not vanish silently. Tests of a spec that names none (the
 // defaults) are skipped where they do not apply.
-func checkServerTests(spec *measurev1.RunSpec, norm []*measurev1.TestSpec, planned []*measurev1.PlannedTest, targets []*agentv1.ExternalTarget) error {
+func checkServerTests(spec *measurev1.RunSpec, norm []*measurev1.TestSpec, planned []*measurev1.PlannedTest, targets []*measurev1.ExternalTarget) error {
 	if len(spec.GetTests()) == 0 || len(targets) == 0 {
 		return nil
 	}
@@ -87,14 +86,14 @@ func checkServerTests(spec *measurev1.RunSpec, norm []*measurev1.TestSpec, plann
 // externalTargets resolves the spec's external_targets against the
 // allowlist: each must be in it, once, and must not be a node's name
 // (results carry it as dst_node, where it would pass for that node).
-func externalTargets(spec *measurev1.RunSpec, nodes Nodes) ([]*agentv1.ExternalTarget, error) {
+func externalTargets(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.ExternalTarget, error) {
 	asked := spec.GetExternalTargets()
 	if len(asked) == 0 {
 		return nil, nil
 	}
-	out := make([]*agentv1.ExternalTarget, 0, len(asked))
+	out := make([]*measurev1.ExternalTarget, 0, len(asked))
 	for i, name := range asked {
-		j := slices.IndexFunc(nodes.External, func(t *agentv1.ExternalTarget) bool { return t.GetName() == name })
+		j := slices.IndexFunc(nodes.External, func(t *measurev1.ExternalTarget) bool { return t.GetName() == name })
 		switch {
 		case j < 0 && len(nodes.External) == 0:
 			return nil, fmt.Errorf("%w: external_targets[%d] %.70q: the coordinator allows no external target (see its config file's external list)",
@@ -114,7 +113,7 @@ func externalTargets(spec *measurev1.RunSpec, nodes Nodes) ([]*agentv1.ExternalT
 }
 
 // names are the targets' names, in order.
-func names(targets []*agentv1.ExternalTarget) []string {
+func names(targets []*measurev1.ExternalTarget) []string {
 	out := make([]string, len(targets))
 	for i, t := range targets {
 		out[i] = t.GetName()
@@ -126,7 +125,7 @@ func names(targets []*agentv1.ExternalTarget) []string {
 // between them; target is set for an external target (dst is its name).
 type route struct {
 	src, dst string
-	target   *agentv1.ExternalTarget
+	target   *measurev1.ExternalTarget
 	paths    []measurev1.Path
 }
 
@@ -135,7 +134,7 @@ type route struct {
 // target on the external paths. The external sources are the nodes of the
 // asked pairs, both ends, sorted, or every mesh node without pairs. The
 // error wraps ErrNoPairs when neither gives anything to measure.
-func routes(asked []*measurev1.NodePair, nodes Nodes, nodePaths, extPaths []measurev1.Path, targets []*agentv1.ExternalTarget) ([]route, error) {
+func routes(asked []*measurev1.NodePair, nodes Nodes, nodePaths, extPaths []measurev1.Path, targets []*measurev1.ExternalTarget) ([]route, error) {
 	ps, err := pairs(asked, nodes, len(nodePaths) > 0)
 	if err != nil {
 		return nil, err

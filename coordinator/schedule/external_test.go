@@ -9,12 +9,11 @@ import (
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // allowlist: lb has an HTTP URL, peer does not (ping only).
-var allowlist = []*agentv1.ExternalTarget{
+var allowlist = []*measurev1.ExternalTarget{
 	{Name: "lb", Address: "192.0.2.10", HttpUrl: "http://192.0.2.10/"},
 	{Name: "peer", Address: "peer.example.com"},
 }
@@ -98,7 +97,7 @@ func TestPlanExternal(t *testing.T) {
 				}
 				ext, lastExt = ext+1, i
 				srcs, paths = append(srcs, pt.GetSrcNode()), append(paths, pt.GetPath())
-				target := allowlist[slices.IndexFunc(allowlist, func(x *agentv1.ExternalTarget) bool { return x.GetName() == pt.GetDstNode() })]
+				target := allowlist[slices.IndexFunc(allowlist, func(x *measurev1.ExternalTarget) bool { return x.GetName() == pt.GetDstNode() })]
 				if !slices.Contains(tt.spec.GetExternalTargets(), target.GetName()) {
 					t.Errorf("%s: target %s not asked for", pt.GetTestId(), target.GetName())
 				}

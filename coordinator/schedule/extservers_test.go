@@ -7,13 +7,12 @@ import (
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // servers: srv has an iperf3 and a qperf server behind it, v3 an iperf3
 // one only, bare none.
-var servers = []*agentv1.ExternalTarget{
+var servers = []*measurev1.ExternalTarget{
 	{Name: "bare", Address: "192.0.2.20"},
 	{Name: "srv", Address: "192.0.2.21", Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766},
 	{Name: "v3", Address: "192.0.2.22", Iperf3Port: 15201},

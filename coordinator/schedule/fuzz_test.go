@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -156,7 +155,7 @@ func checkPlan(t *testing.T, spec *measurev1.RunSpec, nodes Nodes, planned []*me
 			if !slices.Contains(spec.GetExternalTargets(), pt.GetDstNode()) {
 				t.Fatalf("%s: external destination %q was not asked for", pt.GetTestId(), pt.GetDstNode())
 			}
-			target := nodes.External[slices.IndexFunc(nodes.External, func(e *agentv1.ExternalTarget) bool { return e.GetName() == pt.GetDstNode() })]
+			target := nodes.External[slices.IndexFunc(nodes.External, func(e *measurev1.ExternalTarget) bool { return e.GetName() == pt.GetDstNode() })]
 			if why := NotApplying(test, target); why != "" {
 				t.Fatalf("%s: %v planned to %s: %s", pt.GetTestId(), test, target.GetName(), why)
 			}

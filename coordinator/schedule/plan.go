@@ -12,7 +12,6 @@ import (
 
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -73,7 +72,7 @@ type Nodes struct {
 	Targetable []string
 	// External is the allowlist of external targets a spec may name in
 	// its external_targets (the coordinator's config file); nil means none.
-	External []*agentv1.ExternalTarget
+	External []*measurev1.ExternalTarget
 	// Families returns the IP families a node has addresses of, IPv4
 	// first; nil (or nil for a node, unknown) means IPv4 only. Nil
 	// Families plans as before families existed: planned tests without

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
@@ -22,7 +21,7 @@ import (
 
 // The allowlist in config order (not sorted). The addresses are
 // documentation ranges that no test ever sends to: the agents are fakes.
-var allowlist = []*agentv1.ExternalTarget{
+var allowlist = []*measurev1.ExternalTarget{
 	{Name: "zeta", Address: "192.0.2.1"},
 	{Name: "alpha", Address: "lb.example.com", HttpUrl: "https://lb.example.com/healthz", Iperf3Port: 5201, QperfPort: 19765, QperfDataPort: 19766},
 }
@@ -79,7 +78,7 @@ func TestListExternalTargets(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("targets %v, want %v", got, tt.want)
 			}
-			if want := protoconv.APIExternalTargets(allowlist)[1]; len(got) == 2 && !proto.Equal(resp.GetExternalTargets()[0], want) {
+			if want := allowlist[1]; len(got) == 2 && !proto.Equal(resp.GetExternalTargets()[0], want) {
 				t.Errorf("alpha = %v, want %v", resp.GetExternalTargets()[0], want)
 			}
 		})

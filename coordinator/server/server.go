@@ -262,7 +262,7 @@ func (s *Server) ListRollups(ctx context.Context, req *meshv1.ListRollupsRequest
 // ListExternalTargets returns the allowlist of external targets, sorted
 // by name.
 func (s *Server) ListExternalTargets(context.Context, *meshv1.ListExternalTargetsRequest) (*meshv1.ListExternalTargetsResponse, error) {
-	return &meshv1.ListExternalTargetsResponse{ExternalTargets: protoconv.APIExternalTargets(s.cfg.Registry.ExternalTargets())}, nil
+	return &meshv1.ListExternalTargetsResponse{ExternalTargets: protoconv.Clones(s.cfg.Registry.ExternalTargets())}, nil
 }
 
 // ListRuns returns one page of run headers, newest first.

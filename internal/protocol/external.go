@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // MaxExternalTargets bounds the coordinator's allowlist of external
@@ -40,7 +40,7 @@ var metadataIPs = map[netip.Addr]string{
 // information, fragment or whitespace; the server ports as
 // ValidateExternalPorts checks them. The error names the field and its
 // value.
-func ValidateExternalTarget(t *agentv1.ExternalTarget) error {
+func ValidateExternalTarget(t *measurev1.ExternalTarget) error {
 	name := t.GetName()
 	if err := validateLabel(name); err != nil {
 		return fmt.Errorf("external target name %q: %w", name, err)
@@ -66,7 +66,7 @@ func ValidateExternalTarget(t *agentv1.ExternalTarget) error {
 // and the ports that are set distinct from each other (one server per
 // port). The error starts with the field's name and value, e.g.
 // "qperf_data_port 0: ...".
-func ValidateExternalPorts(t *agentv1.ExternalTarget) error {
+func ValidateExternalPorts(t *measurev1.ExternalTarget) error {
 	ports := []struct {
 		field string
 		port  uint32

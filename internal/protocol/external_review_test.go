@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // TestValidateExternalTargetReview holds the entries a review found
@@ -48,7 +48,7 @@ func TestValidateExternalTargetReview(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := ValidateExternalTarget(&agentv1.ExternalTarget{Name: "x", Address: tt.address, HttpUrl: tt.url})
+			err := ValidateExternalTarget(&measurev1.ExternalTarget{Name: "x", Address: tt.address, HttpUrl: tt.url})
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("got %v, want valid", err)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 func TestValidateExternalTarget(t *testing.T) {
@@ -46,7 +46,7 @@ func TestValidateExternalTarget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := ValidateExternalTarget(&agentv1.ExternalTarget{Name: tt.tname, Address: tt.address, HttpUrl: tt.url})
+			err := ValidateExternalTarget(&measurev1.ExternalTarget{Name: tt.tname, Address: tt.address, HttpUrl: tt.url})
 			checkErr(t, err, tt.wantErr)
 		})
 	}
@@ -74,7 +74,7 @@ func TestValidateExternalPorts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := &agentv1.ExternalTarget{Name: "lb", Address: "203.0.113.10", Iperf3Port: tt.iperf3, QperfPort: tt.qperf, QperfDataPort: tt.qpData}
+			e := &measurev1.ExternalTarget{Name: "lb", Address: "203.0.113.10", Iperf3Port: tt.iperf3, QperfPort: tt.qperf, QperfDataPort: tt.qpData}
 			checkErr(t, ValidateExternalPorts(e), tt.wantErr)
 			err := ValidateExternalTarget(e)
 			if tt.wantErr != "" {
@@ -142,7 +142,7 @@ func FuzzValidateExternalTarget(f *testing.F) {
 	f.Add("x", "2001:db8::1", "http://[2001:db8::1%25eth0]/")
 	f.Add("x", "64:ff9b::169.254.169.254", "http://[64:ff9b::a9fe:a9fe]/")
 	f.Fuzz(func(t *testing.T, name, address, rawURL string) {
-		if ValidateExternalTarget(&agentv1.ExternalTarget{Name: name, Address: address, HttpUrl: rawURL}) != nil {
+		if ValidateExternalTarget(&measurev1.ExternalTarget{Name: name, Address: address, HttpUrl: rawURL}) != nil {
 			return
 		}
 		if strings.HasPrefix(address, "-") || strings.HasPrefix(rawURL, "-") || strings.ContainsAny(address+rawURL, " \t\r\n\x00") {
@@ -193,7 +193,7 @@ func FuzzValidateExternalPorts(f *testing.F) {
 	f.Add(uint32(65536), uint32(0), uint32(0))
 	f.Add(uint32(0), uint32(0), uint32(0))
 	f.Fuzz(func(t *testing.T, iperf3, qperf, data uint32) {
-		err := ValidateExternalPorts(&agentv1.ExternalTarget{Iperf3Port: iperf3, QperfPort: qperf, QperfDataPort: data})
+		err := ValidateExternalPorts(&measurev1.ExternalTarget{Iperf3Port: iperf3, QperfPort: qperf, QperfDataPort: data})
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "iperf3_port ") && !strings.HasPrefix(err.Error(), "qperf_port ") &&
 				!strings.HasPrefix(err.Error(), "qperf_data_port ") {

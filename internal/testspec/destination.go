@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -196,11 +195,11 @@ func (d Destination) Nodes(src string) []string {
 // Entry returns the allowlist entry of a target destination: the entry
 // of allowlist (the coordinator's external targets) with d's name. ok is
 // false for a node, and for a target without a name or not in allowlist.
-func (d Destination) Entry(allowlist []*agentv1.ExternalTarget) (entry *agentv1.ExternalTarget, ok bool) {
+func (d Destination) Entry(allowlist []*measurev1.ExternalTarget) (entry *measurev1.ExternalTarget, ok bool) {
 	if d.kind != KindTarget || d.name == "" {
 		return nil, false
 	}
-	i := slices.IndexFunc(allowlist, func(t *agentv1.ExternalTarget) bool { return t.GetName() == d.name })
+	i := slices.IndexFunc(allowlist, func(t *measurev1.ExternalTarget) bool { return t.GetName() == d.name })
 	if i < 0 {
 		return nil, false
 	}

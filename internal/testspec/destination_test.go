@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -175,13 +174,13 @@ func FuzzDestination(f *testing.F) {
 }
 
 func TestDestinationEntry(t *testing.T) {
-	lb, peer := &agentv1.ExternalTarget{Name: "lb"}, &agentv1.ExternalTarget{Name: "peer"}
-	allowlist := []*agentv1.ExternalTarget{lb, peer}
+	lb, peer := &measurev1.ExternalTarget{Name: "lb"}, &measurev1.ExternalTarget{Name: "peer"}
+	allowlist := []*measurev1.ExternalTarget{lb, peer}
 	tests := []struct {
 		name string
 		path measurev1.Path
 		dst  string
-		want *agentv1.ExternalTarget
+		want *measurev1.ExternalTarget
 	}{
 		{"allowed", measurev1.Path_PATH_HOST_TO_EXTERNAL, "peer", peer},
 		{"allowed from a pod", measurev1.Path_PATH_POD_TO_EXTERNAL, "lb", lb},

@@ -1032,7 +1032,7 @@ type Endpoints struct {
 	// external_targets are the targets outside the mesh that the
 	// coordinator's config allowlists; a RunClient may name one of them
 	// instead of a target_ip. Every Endpoints message carries the whole list.
-	ExternalTargets []*ExternalTarget `protobuf:"bytes,2,rep,name=external_targets,json=externalTargets,proto3" json:"external_targets,omitempty"`
+	ExternalTargets []*v1.ExternalTarget `protobuf:"bytes,2,rep,name=external_targets,json=externalTargets,proto3" json:"external_targets,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1074,114 +1074,11 @@ func (x *Endpoints) GetNodes() []*NodeEndpoint {
 	return nil
 }
 
-func (x *Endpoints) GetExternalTargets() []*ExternalTarget {
+func (x *Endpoints) GetExternalTargets() []*v1.ExternalTarget {
 	if x != nil {
 		return x.ExternalTargets
 	}
 	return nil
-}
-
-// ExternalTarget is a target outside the mesh: a LoadBalancer IP, an
-// ingress host, a node of another cluster. Only client-side tests run
-// against it: ping to address, HTTP GET of http_url.
-type ExternalTarget struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// name is a DNS-1123 label (1..63 lower-case alphanumerics and '-'); the
-	// results carry it as dst_node.
-	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// address is an IP address or a DNS name (up to 253 characters); the
-	// agent resolves a name itself, in its host network, and sends to the
-	// first IPv4 address (else the first IPv6 one) it gets.
-	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	// http_url is what the HTTP test fetches: an http or https URL whose host
-	// is address, without user information or fragment. Empty means no HTTP
-	// test for this target.
-	HttpUrl string `protobuf:"bytes,3,opt,name=http_url,json=httpUrl,proto3" json:"http_url,omitempty"`
-	// iperf3_port is the port of an iperf3 server behind the target (an
-	// iperf3 server DaemonSet behind a LoadBalancer); 0 means none, and no
-	// iperf3 test runs against the target.
-	Iperf3Port uint32 `protobuf:"varint,4,opt,name=iperf3_port,json=iperf3Port,proto3" json:"iperf3_port,omitempty"`
-	// qperf_port is the listen port of a qperf server behind the target; 0
-	// means none. qperf_data_port is its pinned data port (qperf -lp/-ip),
-	// needed with qperf_port: a LoadBalancer forwards only the ports it
-	// names.
-	QperfPort uint32 `protobuf:"varint,5,opt,name=qperf_port,json=qperfPort,proto3" json:"qperf_port,omitempty"`
-	// qperf_data_port: see qperf_port.
-	QperfDataPort uint32 `protobuf:"varint,6,opt,name=qperf_data_port,json=qperfDataPort,proto3" json:"qperf_data_port,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ExternalTarget) Reset() {
-	*x = ExternalTarget{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ExternalTarget) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ExternalTarget) ProtoMessage() {}
-
-func (x *ExternalTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ExternalTarget.ProtoReflect.Descriptor instead.
-func (*ExternalTarget) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
-}
-
-func (x *ExternalTarget) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *ExternalTarget) GetAddress() string {
-	if x != nil {
-		return x.Address
-	}
-	return ""
-}
-
-func (x *ExternalTarget) GetHttpUrl() string {
-	if x != nil {
-		return x.HttpUrl
-	}
-	return ""
-}
-
-func (x *ExternalTarget) GetIperf3Port() uint32 {
-	if x != nil {
-		return x.Iperf3Port
-	}
-	return 0
-}
-
-func (x *ExternalTarget) GetQperfPort() uint32 {
-	if x != nil {
-		return x.QperfPort
-	}
-	return 0
-}
-
-func (x *ExternalTarget) GetQperfDataPort() uint32 {
-	if x != nil {
-		return x.QperfDataPort
-	}
-	return 0
 }
 
 // NodeEndpoint is one node's addresses.
@@ -1213,7 +1110,7 @@ type NodeEndpoint struct {
 
 func (x *NodeEndpoint) Reset() {
 	*x = NodeEndpoint{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1122,7 @@ func (x *NodeEndpoint) String() string {
 func (*NodeEndpoint) ProtoMessage() {}
 
 func (x *NodeEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1135,7 @@ func (x *NodeEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEndpoint.ProtoReflect.Descriptor instead.
 func (*NodeEndpoint) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NodeEndpoint) GetNodeName() string {
@@ -1330,7 +1227,7 @@ type Work struct {
 
 func (x *Work) Reset() {
 	*x = Work{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1239,7 @@ func (x *Work) String() string {
 func (*Work) ProtoMessage() {}
 
 func (x *Work) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1252,7 @@ func (x *Work) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Work.ProtoReflect.Descriptor instead.
 func (*Work) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Work) GetTestId() string {
@@ -1474,7 +1371,7 @@ type CancelClient struct {
 
 func (x *CancelClient) Reset() {
 	*x = CancelClient{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1383,7 @@ func (x *CancelClient) String() string {
 func (*CancelClient) ProtoMessage() {}
 
 func (x *CancelClient) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1396,7 @@ func (x *CancelClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelClient.ProtoReflect.Descriptor instead.
 func (*CancelClient) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
 }
 
 // StartServer starts a tool's server in one network of the agent's node.
@@ -1516,7 +1413,7 @@ type StartServer struct {
 
 func (x *StartServer) Reset() {
 	*x = StartServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1425,7 @@ func (x *StartServer) String() string {
 func (*StartServer) ProtoMessage() {}
 
 func (x *StartServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1438,7 @@ func (x *StartServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartServer.ProtoReflect.Descriptor instead.
 func (*StartServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StartServer) GetTool() v1.Tool {
@@ -1567,7 +1464,7 @@ type StopServer struct {
 
 func (x *StopServer) Reset() {
 	*x = StopServer{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1476,7 @@ func (x *StopServer) String() string {
 func (*StopServer) ProtoMessage() {}
 
 func (x *StopServer) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1489,7 @@ func (x *StopServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopServer.ProtoReflect.Descriptor instead.
 func (*StopServer) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
 }
 
 // RunClient runs a test's client in one network of the agent's node.
@@ -1623,7 +1520,7 @@ type RunClient struct {
 
 func (x *RunClient) Reset() {
 	*x = RunClient{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1532,7 @@ func (x *RunClient) String() string {
 func (*RunClient) ProtoMessage() {}
 
 func (x *RunClient) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1545,7 @@ func (x *RunClient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunClient.ProtoReflect.Descriptor instead.
 func (*RunClient) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunClient) GetSpec() *v1.TestSpec {
@@ -1727,7 +1624,7 @@ type WorkResult struct {
 
 func (x *WorkResult) Reset() {
 	*x = WorkResult{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1636,7 @@ func (x *WorkResult) String() string {
 func (*WorkResult) ProtoMessage() {}
 
 func (x *WorkResult) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1649,7 @@ func (x *WorkResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResult.ProtoReflect.Descriptor instead.
 func (*WorkResult) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WorkResult) GetTestId() string {
@@ -1857,7 +1754,7 @@ type ServerStarted struct {
 
 func (x *ServerStarted) Reset() {
 	*x = ServerStarted{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +1766,7 @@ func (x *ServerStarted) String() string {
 func (*ServerStarted) ProtoMessage() {}
 
 func (x *ServerStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +1779,7 @@ func (x *ServerStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStarted.ProtoReflect.Descriptor instead.
 func (*ServerStarted) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{18}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ServerStarted) GetPort() uint32 {
@@ -1918,7 +1815,7 @@ type ClientDone struct {
 
 func (x *ClientDone) Reset() {
 	*x = ClientDone{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +1827,7 @@ func (x *ClientDone) String() string {
 func (*ClientDone) ProtoMessage() {}
 
 func (x *ClientDone) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +1840,7 @@ func (x *ClientDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientDone.ProtoReflect.Descriptor instead.
 func (*ClientDone) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{19}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ClientDone) GetResults() []*v1.Result {
@@ -1962,7 +1859,7 @@ type ServerStopped struct {
 
 func (x *ServerStopped) Reset() {
 	*x = ServerStopped{}
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +1871,7 @@ func (x *ServerStopped) String() string {
 func (*ServerStopped) ProtoMessage() {}
 
 func (x *ServerStopped) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[20]
+	mi := &file_meshperf_agent_v1_agent_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,14 +1884,14 @@ func (x *ServerStopped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStopped.ProtoReflect.Descriptor instead.
 func (*ServerStopped) Descriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{20}
+	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{19}
 }
 
 var File_meshperf_agent_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"%meshperf/agent/v1/agent_service.proto\x12\x11meshperf.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dmeshperf/agent/v1/probe.proto\x1a!meshperf/measure/v1/measure.proto\x1a\x1emeshperf/measure/v1/node.proto\"\x92\x03\n" +
+	"%meshperf/agent/v1/agent_service.proto\x12\x11meshperf.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dmeshperf/agent/v1/probe.proto\x1a!meshperf/measure/v1/measure.proto\x1a\x1emeshperf/measure/v1/node.proto\x1a meshperf/measure/v1/target.proto\"\x92\x03\n" +
 	"\x0eConnectRequest\x129\n" +
 	"\bregister\x18\x01 \x01(\v2\x1b.meshperf.agent.v1.RegisterH\x00R\bregister\x12<\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1c.meshperf.agent.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
@@ -2063,19 +1960,10 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\tHeartbeat\x127\n" +
 	"\tsend_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bsendTime\x125\n" +
 	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x123\n" +
-	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x90\x01\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x92\x01\n" +
 	"\tEndpoints\x125\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x1f.meshperf.agent.v1.NodeEndpointR\x05nodes\x12L\n" +
-	"\x10external_targets\x18\x02 \x03(\v2!.meshperf.agent.v1.ExternalTargetR\x0fexternalTargets\"\xc1\x01\n" +
-	"\x0eExternalTarget\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x19\n" +
-	"\bhttp_url\x18\x03 \x01(\tR\ahttpUrl\x12\x1f\n" +
-	"\viperf3_port\x18\x04 \x01(\rR\n" +
-	"iperf3Port\x12\x1d\n" +
-	"\n" +
-	"qperf_port\x18\x05 \x01(\rR\tqperfPort\x12&\n" +
-	"\x0fqperf_data_port\x18\x06 \x01(\rR\rqperfDataPort\"\xb5\x02\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1f.meshperf.agent.v1.NodeEndpointR\x05nodes\x12N\n" +
+	"\x10external_targets\x18\x02 \x03(\v2#.meshperf.measure.v1.ExternalTargetR\x0fexternalTargets\"\xb5\x02\n" +
 	"\fNodeEndpoint\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12A\n" +
 	"\taddresses\x18\x02 \x03(\v2#.meshperf.measure.v1.NetworkAddressR\taddresses\x12\x1d\n" +
@@ -2156,7 +2044,7 @@ func file_meshperf_agent_v1_agent_service_proto_rawDescGZIP() []byte {
 }
 
 var file_meshperf_agent_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 	(GossipState)(0),              // 0: meshperf.agent.v1.GossipState
 	(*ConnectRequest)(nil),        // 1: meshperf.agent.v1.ConnectRequest
@@ -2169,25 +2057,25 @@ var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 	(*GossipMember)(nil),          // 8: meshperf.agent.v1.GossipMember
 	(*Heartbeat)(nil),             // 9: meshperf.agent.v1.Heartbeat
 	(*Endpoints)(nil),             // 10: meshperf.agent.v1.Endpoints
-	(*ExternalTarget)(nil),        // 11: meshperf.agent.v1.ExternalTarget
-	(*NodeEndpoint)(nil),          // 12: meshperf.agent.v1.NodeEndpoint
-	(*Work)(nil),                  // 13: meshperf.agent.v1.Work
-	(*CancelClient)(nil),          // 14: meshperf.agent.v1.CancelClient
-	(*StartServer)(nil),           // 15: meshperf.agent.v1.StartServer
-	(*StopServer)(nil),            // 16: meshperf.agent.v1.StopServer
-	(*RunClient)(nil),             // 17: meshperf.agent.v1.RunClient
-	(*WorkResult)(nil),            // 18: meshperf.agent.v1.WorkResult
-	(*ServerStarted)(nil),         // 19: meshperf.agent.v1.ServerStarted
-	(*ClientDone)(nil),            // 20: meshperf.agent.v1.ClientDone
-	(*ServerStopped)(nil),         // 21: meshperf.agent.v1.ServerStopped
-	(*PlanAck)(nil),               // 22: meshperf.agent.v1.PlanAck
-	(*ProbeReport)(nil),           // 23: meshperf.agent.v1.ProbeReport
-	(*ProbePlan)(nil),             // 24: meshperf.agent.v1.ProbePlan
-	(*ReportAck)(nil),             // 25: meshperf.agent.v1.ReportAck
-	(*v1.NetworkAddress)(nil),     // 26: meshperf.measure.v1.NetworkAddress
-	(*v1.ToolInfo)(nil),           // 27: meshperf.measure.v1.ToolInfo
-	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*NodeEndpoint)(nil),          // 11: meshperf.agent.v1.NodeEndpoint
+	(*Work)(nil),                  // 12: meshperf.agent.v1.Work
+	(*CancelClient)(nil),          // 13: meshperf.agent.v1.CancelClient
+	(*StartServer)(nil),           // 14: meshperf.agent.v1.StartServer
+	(*StopServer)(nil),            // 15: meshperf.agent.v1.StopServer
+	(*RunClient)(nil),             // 16: meshperf.agent.v1.RunClient
+	(*WorkResult)(nil),            // 17: meshperf.agent.v1.WorkResult
+	(*ServerStarted)(nil),         // 18: meshperf.agent.v1.ServerStarted
+	(*ClientDone)(nil),            // 19: meshperf.agent.v1.ClientDone
+	(*ServerStopped)(nil),         // 20: meshperf.agent.v1.ServerStopped
+	(*PlanAck)(nil),               // 21: meshperf.agent.v1.PlanAck
+	(*ProbeReport)(nil),           // 22: meshperf.agent.v1.ProbeReport
+	(*ProbePlan)(nil),             // 23: meshperf.agent.v1.ProbePlan
+	(*ReportAck)(nil),             // 24: meshperf.agent.v1.ReportAck
+	(*v1.NetworkAddress)(nil),     // 25: meshperf.measure.v1.NetworkAddress
+	(*v1.ToolInfo)(nil),           // 26: meshperf.measure.v1.ToolInfo
+	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
+	(*v1.ExternalTarget)(nil),     // 29: meshperf.measure.v1.ExternalTarget
 	(v1.Tool)(0),                  // 30: meshperf.measure.v1.Tool
 	(v1.Network)(0),               // 31: meshperf.measure.v1.Network
 	(*v1.TestSpec)(nil),           // 32: meshperf.measure.v1.TestSpec
@@ -2198,45 +2086,45 @@ var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 var file_meshperf_agent_v1_agent_service_proto_depIdxs = []int32{
 	5,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
 	9,  // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	18, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
+	17, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
 	7,  // 3: meshperf.agent.v1.ConnectRequest.gossip_view:type_name -> meshperf.agent.v1.GossipView
-	22, // 4: meshperf.agent.v1.ConnectRequest.plan_ack:type_name -> meshperf.agent.v1.PlanAck
-	23, // 5: meshperf.agent.v1.ConnectRequest.probe_report:type_name -> meshperf.agent.v1.ProbeReport
+	21, // 4: meshperf.agent.v1.ConnectRequest.plan_ack:type_name -> meshperf.agent.v1.PlanAck
+	22, // 5: meshperf.agent.v1.ConnectRequest.probe_report:type_name -> meshperf.agent.v1.ProbeReport
 	6,  // 6: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
 	9,  // 7: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	13, // 8: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
+	12, // 8: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
 	10, // 9: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
 	4,  // 10: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
-	24, // 11: meshperf.agent.v1.ConnectResponse.probe_plan:type_name -> meshperf.agent.v1.ProbePlan
-	25, // 12: meshperf.agent.v1.ConnectResponse.report_ack:type_name -> meshperf.agent.v1.ReportAck
+	23, // 11: meshperf.agent.v1.ConnectResponse.probe_plan:type_name -> meshperf.agent.v1.ProbePlan
+	24, // 12: meshperf.agent.v1.ConnectResponse.report_ack:type_name -> meshperf.agent.v1.ReportAck
 	3,  // 13: meshperf.agent.v1.ConnectResponse.gossip_reporting:type_name -> meshperf.agent.v1.GossipReporting
-	26, // 14: meshperf.agent.v1.Register.addresses:type_name -> meshperf.measure.v1.NetworkAddress
-	27, // 15: meshperf.agent.v1.Register.tools:type_name -> meshperf.measure.v1.ToolInfo
-	28, // 16: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
-	28, // 17: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
+	25, // 14: meshperf.agent.v1.Register.addresses:type_name -> meshperf.measure.v1.NetworkAddress
+	26, // 15: meshperf.agent.v1.Register.tools:type_name -> meshperf.measure.v1.ToolInfo
+	27, // 16: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
+	27, // 17: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
 	8,  // 18: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
 	0,  // 19: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.agent.v1.GossipState
-	29, // 20: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
-	28, // 21: meshperf.agent.v1.Heartbeat.interval:type_name -> google.protobuf.Duration
-	28, // 22: meshperf.agent.v1.Heartbeat.timeout:type_name -> google.protobuf.Duration
-	12, // 23: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
-	11, // 24: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.agent.v1.ExternalTarget
-	26, // 25: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.measure.v1.NetworkAddress
-	29, // 26: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
-	28, // 27: meshperf.agent.v1.Work.timeout:type_name -> google.protobuf.Duration
-	15, // 28: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
-	17, // 29: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
-	16, // 30: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
-	14, // 31: meshperf.agent.v1.Work.cancel_client:type_name -> meshperf.agent.v1.CancelClient
+	28, // 20: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
+	27, // 21: meshperf.agent.v1.Heartbeat.interval:type_name -> google.protobuf.Duration
+	27, // 22: meshperf.agent.v1.Heartbeat.timeout:type_name -> google.protobuf.Duration
+	11, // 23: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
+	29, // 24: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.measure.v1.ExternalTarget
+	25, // 25: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.measure.v1.NetworkAddress
+	28, // 26: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
+	27, // 27: meshperf.agent.v1.Work.timeout:type_name -> google.protobuf.Duration
+	14, // 28: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
+	16, // 29: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
+	15, // 30: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
+	13, // 31: meshperf.agent.v1.Work.cancel_client:type_name -> meshperf.agent.v1.CancelClient
 	30, // 32: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
 	31, // 33: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
 	32, // 34: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
 	31, // 35: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
 	33, // 36: meshperf.agent.v1.RunClient.ip_family:type_name -> meshperf.measure.v1.IPFamily
 	34, // 37: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
-	19, // 38: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
-	20, // 39: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
-	21, // 40: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
+	18, // 38: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
+	19, // 39: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
+	20, // 40: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
 	35, // 41: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
 	1,  // 42: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
 	2,  // 43: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
@@ -2271,13 +2159,13 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 		(*ConnectResponse_ReportAck)(nil),
 		(*ConnectResponse_GossipReporting)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[12].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[11].OneofWrappers = []any{
 		(*Work_StartServer)(nil),
 		(*Work_RunClient)(nil),
 		(*Work_StopServer)(nil),
 		(*Work_CancelClient)(nil),
 	}
-	file_meshperf_agent_v1_agent_service_proto_msgTypes[17].OneofWrappers = []any{
+	file_meshperf_agent_v1_agent_service_proto_msgTypes[16].OneofWrappers = []any{
 		(*WorkResult_ServerStarted)(nil),
 		(*WorkResult_ClientDone)(nil),
 		(*WorkResult_ServerStopped)(nil),
@@ -2288,7 +2176,7 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_agent_v1_agent_service_proto_rawDesc), len(file_meshperf_agent_v1_agent_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -9,10 +9,10 @@
 // measurement types (meshperf.measure.v1) and google types: the agent wire
 // protocol (meshperf.agent.v1) and the coordinator's stored records
 // (meshperf.store.v1) change on their own. A node's addresses and tools
-// are measure.v1's, shared by all three. The messages and enums below that
-// mirror agent.v1 ones (ExternalTarget, GossipState, ProbeKind) keep their
-// field numbers, types and value names, so that the wire and the JSON of
-// this API are those of the releases that used the agent.v1 types; the
+// and the external targets are measure.v1's, shared by all three. The
+// enums below that mirror agent.v1 ones (GossipState, ProbeKind) keep
+// their numbers and value names, so that the wire and the JSON of this
+// API are those of the releases that used the agent.v1 types; the
 // coordinator converts at its edge (coordinator/protoconv).
 
 package meshv1
@@ -1606,7 +1606,7 @@ func (*ListExternalTargetsRequest) Descriptor() ([]byte, []int) {
 type ListExternalTargetsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// external_targets sorted by name.
-	ExternalTargets []*ExternalTarget `protobuf:"bytes,1,rep,name=external_targets,json=externalTargets,proto3" json:"external_targets,omitempty"`
+	ExternalTargets []*v1.ExternalTarget `protobuf:"bytes,1,rep,name=external_targets,json=externalTargets,proto3" json:"external_targets,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1641,110 +1641,11 @@ func (*ListExternalTargetsResponse) Descriptor() ([]byte, []int) {
 	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{20}
 }
 
-func (x *ListExternalTargetsResponse) GetExternalTargets() []*ExternalTarget {
+func (x *ListExternalTargetsResponse) GetExternalTargets() []*v1.ExternalTarget {
 	if x != nil {
 		return x.ExternalTargets
 	}
 	return nil
-}
-
-// ExternalTarget is a target outside the mesh that the coordinator's
-// config allowlists: a LoadBalancer IP, an ingress host, a node of another
-// cluster. Only client-side tests run against it: ping to address, HTTP GET
-// of http_url.
-type ExternalTarget struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// name is a DNS-1123 label (1..63 lower-case alphanumerics and '-'); the
-	// results carry it as dst_node.
-	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// address is an IP address or a DNS name (up to 253 characters); each
-	// agent resolves a name itself, in its host network.
-	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	// http_url is what the HTTP test fetches; empty means no HTTP test for
-	// this target.
-	HttpUrl string `protobuf:"bytes,3,opt,name=http_url,json=httpUrl,proto3" json:"http_url,omitempty"`
-	// iperf3_port is the port of an iperf3 server behind the target; 0
-	// means none, and no iperf3 test runs against the target.
-	Iperf3Port uint32 `protobuf:"varint,4,opt,name=iperf3_port,json=iperf3Port,proto3" json:"iperf3_port,omitempty"`
-	// qperf_port is the listen port of a qperf server behind the target; 0
-	// means none. qperf_data_port is its pinned data port.
-	QperfPort uint32 `protobuf:"varint,5,opt,name=qperf_port,json=qperfPort,proto3" json:"qperf_port,omitempty"`
-	// qperf_data_port: see qperf_port.
-	QperfDataPort uint32 `protobuf:"varint,6,opt,name=qperf_data_port,json=qperfDataPort,proto3" json:"qperf_data_port,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ExternalTarget) Reset() {
-	*x = ExternalTarget{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ExternalTarget) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ExternalTarget) ProtoMessage() {}
-
-func (x *ExternalTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ExternalTarget.ProtoReflect.Descriptor instead.
-func (*ExternalTarget) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{21}
-}
-
-func (x *ExternalTarget) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *ExternalTarget) GetAddress() string {
-	if x != nil {
-		return x.Address
-	}
-	return ""
-}
-
-func (x *ExternalTarget) GetHttpUrl() string {
-	if x != nil {
-		return x.HttpUrl
-	}
-	return ""
-}
-
-func (x *ExternalTarget) GetIperf3Port() uint32 {
-	if x != nil {
-		return x.Iperf3Port
-	}
-	return 0
-}
-
-func (x *ExternalTarget) GetQperfPort() uint32 {
-	if x != nil {
-		return x.QperfPort
-	}
-	return 0
-}
-
-func (x *ExternalTarget) GetQperfDataPort() uint32 {
-	if x != nil {
-		return x.QperfDataPort
-	}
-	return 0
 }
 
 // ListProbeSeriesRequest names one series and a time range.
@@ -1784,7 +1685,7 @@ type ListProbeSeriesRequest struct {
 
 func (x *ListProbeSeriesRequest) Reset() {
 	*x = ListProbeSeriesRequest{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1697,7 @@ func (x *ListProbeSeriesRequest) String() string {
 func (*ListProbeSeriesRequest) ProtoMessage() {}
 
 func (x *ListProbeSeriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +1710,7 @@ func (x *ListProbeSeriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProbeSeriesRequest.ProtoReflect.Descriptor instead.
 func (*ListProbeSeriesRequest) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{22}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListProbeSeriesRequest) GetSrcNode() string {
@@ -1893,7 +1794,7 @@ type ListProbeSeriesResponse struct {
 
 func (x *ListProbeSeriesResponse) Reset() {
 	*x = ListProbeSeriesResponse{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +1806,7 @@ func (x *ListProbeSeriesResponse) String() string {
 func (*ListProbeSeriesResponse) ProtoMessage() {}
 
 func (x *ListProbeSeriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +1819,7 @@ func (x *ListProbeSeriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProbeSeriesResponse.ProtoReflect.Descriptor instead.
 func (*ListProbeSeriesResponse) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{23}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListProbeSeriesResponse) GetSamples() []*ProbeSample {
@@ -1974,7 +1875,7 @@ type ProbeSample struct {
 
 func (x *ProbeSample) Reset() {
 	*x = ProbeSample{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +1887,7 @@ func (x *ProbeSample) String() string {
 func (*ProbeSample) ProtoMessage() {}
 
 func (x *ProbeSample) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +1900,7 @@ func (x *ProbeSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeSample.ProtoReflect.Descriptor instead.
 func (*ProbeSample) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{24}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ProbeSample) GetPeriodStart() *timestamppb.Timestamp {
@@ -2112,7 +2013,7 @@ type ProbeRollup struct {
 
 func (x *ProbeRollup) Reset() {
 	*x = ProbeRollup{}
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[25]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2025,7 @@ func (x *ProbeRollup) String() string {
 func (*ProbeRollup) ProtoMessage() {}
 
 func (x *ProbeRollup) ProtoReflect() protoreflect.Message {
-	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[25]
+	mi := &file_meshperf_mesh_v1_mesh_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2038,7 @@ func (x *ProbeRollup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeRollup.ProtoReflect.Descriptor instead.
 func (*ProbeRollup) Descriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{25}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ProbeRollup) GetBucketStart() *timestamppb.Timestamp {
@@ -2221,7 +2122,7 @@ var File_meshperf_mesh_v1_mesh_service_proto protoreflect.FileDescriptor
 
 const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\n" +
-	"#meshperf/mesh/v1/mesh_service.proto\x12\x10meshperf.mesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\x1a\x1emeshperf/measure/v1/node.proto\x1a meshperf/measure/v1/rollup.proto\x1a\x1dmeshperf/measure/v1/run.proto\")\n" +
+	"#meshperf/mesh/v1/mesh_service.proto\x12\x10meshperf.mesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\x1a\x1emeshperf/measure/v1/node.proto\x1a meshperf/measure/v1/rollup.proto\x1a\x1dmeshperf/measure/v1/run.proto\x1a meshperf/measure/v1/target.proto\")\n" +
 	"\x10CancelRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"?\n" +
 	"\x11CancelRunResponse\x12*\n" +
@@ -2314,18 +2215,9 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x13ListRollupsResponse\x125\n" +
 	"\arollups\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.RollupR\arollups\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1c\n" +
-	"\x1aListExternalTargetsRequest\"j\n" +
-	"\x1bListExternalTargetsResponse\x12K\n" +
-	"\x10external_targets\x18\x01 \x03(\v2 .meshperf.mesh.v1.ExternalTargetR\x0fexternalTargets\"\xc1\x01\n" +
-	"\x0eExternalTarget\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x19\n" +
-	"\bhttp_url\x18\x03 \x01(\tR\ahttpUrl\x12\x1f\n" +
-	"\viperf3_port\x18\x04 \x01(\rR\n" +
-	"iperf3Port\x12\x1d\n" +
-	"\n" +
-	"qperf_port\x18\x05 \x01(\rR\tqperfPort\x12&\n" +
-	"\x0fqperf_data_port\x18\x06 \x01(\rR\rqperfDataPort\"\x98\x03\n" +
+	"\x1aListExternalTargetsRequest\"m\n" +
+	"\x1bListExternalTargetsResponse\x12N\n" +
+	"\x10external_targets\x18\x01 \x03(\v2#.meshperf.measure.v1.ExternalTargetR\x0fexternalTargets\"\x98\x03\n" +
 	"\x16ListProbeSeriesRequest\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x02 \x01(\tR\adstNode\x12-\n" +
@@ -2415,7 +2307,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP() []byte {
 }
 
 var file_meshperf_mesh_v1_mesh_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(GossipState)(0),                    // 0: meshperf.mesh.v1.GossipState
 	(NodeState)(0),                      // 1: meshperf.mesh.v1.NodeState
@@ -2441,65 +2333,65 @@ var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
 	(*ListRollupsResponse)(nil),         // 21: meshperf.mesh.v1.ListRollupsResponse
 	(*ListExternalTargetsRequest)(nil),  // 22: meshperf.mesh.v1.ListExternalTargetsRequest
 	(*ListExternalTargetsResponse)(nil), // 23: meshperf.mesh.v1.ListExternalTargetsResponse
-	(*ExternalTarget)(nil),              // 24: meshperf.mesh.v1.ExternalTarget
-	(*ListProbeSeriesRequest)(nil),      // 25: meshperf.mesh.v1.ListProbeSeriesRequest
-	(*ListProbeSeriesResponse)(nil),     // 26: meshperf.mesh.v1.ListProbeSeriesResponse
-	(*ProbeSample)(nil),                 // 27: meshperf.mesh.v1.ProbeSample
-	(*ProbeRollup)(nil),                 // 28: meshperf.mesh.v1.ProbeRollup
-	(*v1.Run)(nil),                      // 29: meshperf.measure.v1.Run
-	(*v1.RunSpec)(nil),                  // 30: meshperf.measure.v1.RunSpec
-	(*v1.Result)(nil),                   // 31: meshperf.measure.v1.Result
-	(v1.Path)(0),                        // 32: meshperf.measure.v1.Path
-	(v1.Test)(0),                        // 33: meshperf.measure.v1.Test
-	(*timestamppb.Timestamp)(nil),       // 34: google.protobuf.Timestamp
-	(v1.IPFamily)(0),                    // 35: meshperf.measure.v1.IPFamily
-	(v1.RunOrigin)(0),                   // 36: meshperf.measure.v1.RunOrigin
-	(*v1.NetworkAddress)(nil),           // 37: meshperf.measure.v1.NetworkAddress
-	(*v1.ToolInfo)(nil),                 // 38: meshperf.measure.v1.ToolInfo
-	(*v1.Rollup)(nil),                   // 39: meshperf.measure.v1.Rollup
+	(*ListProbeSeriesRequest)(nil),      // 24: meshperf.mesh.v1.ListProbeSeriesRequest
+	(*ListProbeSeriesResponse)(nil),     // 25: meshperf.mesh.v1.ListProbeSeriesResponse
+	(*ProbeSample)(nil),                 // 26: meshperf.mesh.v1.ProbeSample
+	(*ProbeRollup)(nil),                 // 27: meshperf.mesh.v1.ProbeRollup
+	(*v1.Run)(nil),                      // 28: meshperf.measure.v1.Run
+	(*v1.RunSpec)(nil),                  // 29: meshperf.measure.v1.RunSpec
+	(*v1.Result)(nil),                   // 30: meshperf.measure.v1.Result
+	(v1.Path)(0),                        // 31: meshperf.measure.v1.Path
+	(v1.Test)(0),                        // 32: meshperf.measure.v1.Test
+	(*timestamppb.Timestamp)(nil),       // 33: google.protobuf.Timestamp
+	(v1.IPFamily)(0),                    // 34: meshperf.measure.v1.IPFamily
+	(v1.RunOrigin)(0),                   // 35: meshperf.measure.v1.RunOrigin
+	(*v1.NetworkAddress)(nil),           // 36: meshperf.measure.v1.NetworkAddress
+	(*v1.ToolInfo)(nil),                 // 37: meshperf.measure.v1.ToolInfo
+	(*v1.Rollup)(nil),                   // 38: meshperf.measure.v1.Rollup
+	(*v1.ExternalTarget)(nil),           // 39: meshperf.measure.v1.ExternalTarget
 	(*durationpb.Duration)(nil),         // 40: google.protobuf.Duration
 	(v1.Status)(0),                      // 41: meshperf.measure.v1.Status
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
-	29, // 0: meshperf.mesh.v1.CancelRunResponse.run:type_name -> meshperf.measure.v1.Run
-	30, // 1: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
-	29, // 2: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
-	29, // 3: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
-	29, // 4: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
-	31, // 5: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
-	32, // 6: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
-	33, // 7: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
-	34, // 8: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
-	34, // 9: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
-	35, // 10: meshperf.mesh.v1.ListResultsRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	36, // 11: meshperf.mesh.v1.ListResultsRequest.origin:type_name -> meshperf.measure.v1.RunOrigin
-	31, // 12: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
+	28, // 0: meshperf.mesh.v1.CancelRunResponse.run:type_name -> meshperf.measure.v1.Run
+	29, // 1: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
+	28, // 2: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
+	28, // 3: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
+	28, // 4: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
+	30, // 5: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
+	31, // 6: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
+	32, // 7: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
+	33, // 8: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
+	33, // 9: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
+	34, // 10: meshperf.mesh.v1.ListResultsRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	35, // 11: meshperf.mesh.v1.ListResultsRequest.origin:type_name -> meshperf.measure.v1.RunOrigin
+	30, // 12: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
 	15, // 13: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
-	37, // 14: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.measure.v1.NetworkAddress
-	38, // 15: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.measure.v1.ToolInfo
-	34, // 16: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
-	34, // 17: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	36, // 14: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.measure.v1.NetworkAddress
+	37, // 15: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.measure.v1.ToolInfo
+	33, // 16: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
+	33, // 17: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
 	1,  // 18: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
 	0,  // 19: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.mesh.v1.GossipState
-	29, // 20: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	28, // 20: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
 	15, // 21: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
-	32, // 22: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
-	33, // 23: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
-	34, // 24: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
-	34, // 25: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
-	39, // 26: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
-	24, // 27: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.mesh.v1.ExternalTarget
-	32, // 28: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
+	31, // 22: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
+	32, // 23: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
+	33, // 24: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
+	33, // 25: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
+	38, // 26: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
+	39, // 27: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.measure.v1.ExternalTarget
+	31, // 28: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
 	2,  // 29: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.mesh.v1.ProbeKind
-	34, // 30: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
-	34, // 31: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
-	35, // 32: meshperf.mesh.v1.ListProbeSeriesRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	27, // 33: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
-	28, // 34: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
-	34, // 35: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
+	33, // 30: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
+	33, // 31: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
+	34, // 32: meshperf.mesh.v1.ListProbeSeriesRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	26, // 33: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
+	27, // 34: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
+	33, // 35: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
 	40, // 36: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
 	41, // 37: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
-	34, // 38: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
+	33, // 38: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
 	40, // 39: meshperf.mesh.v1.ProbeRollup.bucket:type_name -> google.protobuf.Duration
 	41, // 40: meshperf.mesh.v1.ProbeRollup.last_failed_status:type_name -> meshperf.measure.v1.Status
 	5,  // 41: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
@@ -2511,7 +2403,7 @@ var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
 	18, // 47: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
 	20, // 48: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
 	22, // 49: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
-	25, // 50: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
+	24, // 50: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
 	3,  // 51: meshperf.mesh.v1.MeshService.CancelRun:input_type -> meshperf.mesh.v1.CancelRunRequest
 	6,  // 52: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
 	8,  // 53: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
@@ -2522,7 +2414,7 @@ var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
 	19, // 58: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
 	21, // 59: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
 	23, // 60: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
-	26, // 61: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
+	25, // 61: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
 	4,  // 62: meshperf.mesh.v1.MeshService.CancelRun:output_type -> meshperf.mesh.v1.CancelRunResponse
 	52, // [52:63] is the sub-list for method output_type
 	41, // [41:52] is the sub-list for method input_type
@@ -2542,7 +2434,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_mesh_v1_mesh_service_proto_rawDesc), len(file_meshperf_mesh_v1_mesh_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   26,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -9,10 +9,10 @@
 // measurement types (meshperf.measure.v1) and google types: the agent wire
 // protocol (meshperf.agent.v1) and the coordinator's stored records
 // (meshperf.store.v1) change on their own. A node's addresses and tools
-// are measure.v1's, shared by all three. The messages and enums below that
-// mirror agent.v1 ones (ExternalTarget, GossipState, ProbeKind) keep their
-// field numbers, types and value names, so that the wire and the JSON of
-// this API are those of the releases that used the agent.v1 types; the
+// and the external targets are measure.v1's, shared by all three. The
+// enums below that mirror agent.v1 ones (GossipState, ProbeKind) keep
+// their numbers and value names, so that the wire and the JSON of this
+// API are those of the releases that used the agent.v1 types; the
 // coordinator converts at its edge (coordinator/protoconv).
 
 package meshv1
