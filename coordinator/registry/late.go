@@ -3,12 +3,57 @@ package registry
 import (
 	"context"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/queue"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
 // This file holds the acknowledgement of client results and the late
 // answers that no Dispatch waits for.
+
+// Bounds of a session's queue of late results.
+const (
+	// maxLateQueue is how many late results a session holds for the late
+	// handler; beyond it they are left with the agent, which sends them
+	// again on its next session.
+	maxLateQueue = 20000
+	// maxLateBytes bounds the encoded size of the late results a session
+	// holds, likewise: 20,000 results of the 4 MiB a message may have
+	// would be 80 GiB.
+	maxLateBytes = 32 << 20
+	// maxLateBatch is the most late results one handler call gets.
+	maxLateBatch = 500
+)
+
+// queueLate queues a client answer for the late handler; it reports false
+// when the queue is full (maxLateQueue results or maxLateBytes).
+func (s *session) queueLate(r *agentv1.WorkResult) bool {
+	size := proto.Size(r)
+	s.mu.Lock()
+	full := len(s.late) >= maxLateQueue || s.lateBytes+size > maxLateBytes
+	if !full {
+		s.late = append(s.late, r)
+		s.lateBytes += size
+	}
+	s.mu.Unlock()
+	if !full {
+		signal(s.lateReady)
+	}
+	return !full
+}
+
+// takeLate returns up to maxLateBatch queued late results, oldest first.
+func (s *session) takeLate() []*agentv1.WorkResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := queue.TakeFront(&s.late, maxLateBatch)
+	for _, r := range out {
+		s.lateBytes -= proto.Size(r)
+	}
+	return out
+}
 
 // LateHandler takes answers to run_client work that no Dispatch waits for:
 // the caller gave up, or the agent sends again what a coordinator (maybe a

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -21,20 +20,11 @@ import (
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
-// Bounds of a session's queues of acknowledgements and late results.
+// Bounds of a session's queues of acknowledgements and held work (the
+// late results' are in late.go).
 const (
 	// maxAckBatch is the most test IDs one ResultAck carries.
 	maxAckBatch = 1000
-	// maxLateQueue is how many late results a session holds for the late
-	// handler; beyond it they are left with the agent, which sends them
-	// again on its next session.
-	maxLateQueue = 20000
-	// maxLateBytes bounds the encoded size of the late results a session
-	// holds, likewise: 20,000 results of the 4 MiB a message may have
-	// would be 80 GiB.
-	maxLateBytes = 32 << 20
-	// maxLateBatch is the most late results one handler call gets.
-	maxLateBatch = 500
 	// maxHeld is the most work, all of it with callers still waiting,
 	// that a session holds while its agent's probe plan is in flight;
 	// beyond it the session ends (far beyond what a run sends one node).
@@ -102,34 +92,6 @@ func (s *session) takeAcks() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return queue.TakeFront(&s.acks, maxAckBatch)
-}
-
-// queueLate queues a client answer for the late handler; it reports false
-// when the queue is full (maxLateQueue results or maxLateBytes).
-func (s *session) queueLate(r *agentv1.WorkResult) bool {
-	size := proto.Size(r)
-	s.mu.Lock()
-	full := len(s.late) >= maxLateQueue || s.lateBytes+size > maxLateBytes
-	if !full {
-		s.late = append(s.late, r)
-		s.lateBytes += size
-	}
-	s.mu.Unlock()
-	if !full {
-		signal(s.lateReady)
-	}
-	return !full
-}
-
-// takeLate returns up to maxLateBatch queued late results, oldest first.
-func (s *session) takeLate() []*agentv1.WorkResult {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := queue.TakeFront(&s.late, maxLateBatch)
-	for _, r := range out {
-		s.lateBytes -= proto.Size(r)
-	}
-	return out
 }
 
 // signal wakes the reader of a 1-buffered channel without blocking.
