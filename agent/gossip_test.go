@@ -37,13 +37,13 @@ type gossipCoordinator struct {
 
 	mu    sync.Mutex
 	regs  map[string]*agentv1.Register
-	views map[string]map[string]agentv1.GossipState
+	views map[string]map[string]measurev1.GossipState
 	sent  map[string][]*agentv1.GossipView
 }
 
 func newGossipCoordinator(deltas bool) *gossipCoordinator {
 	return &gossipCoordinator{deltas: deltas, regs: map[string]*agentv1.Register{},
-		views: map[string]map[string]agentv1.GossipState{}, sent: map[string][]*agentv1.GossipView{}}
+		views: map[string]map[string]measurev1.GossipState{}, sent: map[string][]*agentv1.GossipView{}}
 }
 
 func (gc *gossipCoordinator) connect(s grpc.BidiStreamingServer[agentv1.ConnectRequest, agentv1.ConnectResponse]) error {
@@ -92,10 +92,10 @@ func (gc *gossipCoordinator) connect(s grpc.BidiStreamingServer[agentv1.ConnectR
 			gc.sent[node] = append(gc.sent[node], v)
 			states := gc.views[node]
 			if !v.GetDelta() || states == nil {
-				states = map[string]agentv1.GossipState{}
+				states = map[string]measurev1.GossipState{}
 			}
 			for _, mb := range v.GetMembers() {
-				if mb.GetState() == agentv1.GossipState_GOSSIP_STATE_FORGOTTEN {
+				if mb.GetState() == measurev1.GossipState_GOSSIP_STATE_FORGOTTEN {
 					delete(states, mb.GetNodeName())
 				} else {
 					states[mb.GetNodeName()] = mb.GetState()
@@ -113,7 +113,7 @@ func (gc *gossipCoordinator) registration(node string) *agentv1.Register {
 	return gc.regs[node]
 }
 
-func (gc *gossipCoordinator) view(node string) map[string]agentv1.GossipState {
+func (gc *gossipCoordinator) view(node string) map[string]measurev1.GossipState {
 	gc.mu.Lock()
 	defer gc.mu.Unlock()
 	return maps.Clone(gc.views[node])
@@ -157,7 +157,7 @@ func runGossipAgent(t *testing.T, cfg agent.Config) (stop func()) {
 func TestGossipViews(t *testing.T) {
 	gc := newGossipCoordinator(true)
 	target := startFake(t, gc.connect)
-	const alive, left = agentv1.GossipState_GOSSIP_STATE_ALIVE, agentv1.GossipState_GOSSIP_STATE_LEFT
+	const alive, left = measurev1.GossipState_GOSSIP_STATE_ALIVE, measurev1.GossipState_GOSSIP_STATE_LEFT
 
 	cfgA := baseConfig(t, target, "node-a")
 	cfgA.GossipPort = testnet.FreePort(t)
@@ -215,7 +215,7 @@ func TestGossipViewsWholeThenDeltas(t *testing.T) {
 		{"coordinator predates deltas", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			const alive, left = agentv1.GossipState_GOSSIP_STATE_ALIVE, agentv1.GossipState_GOSSIP_STATE_LEFT
+			const alive, left = measurev1.GossipState_GOSSIP_STATE_ALIVE, measurev1.GossipState_GOSSIP_STATE_LEFT
 			gc := newGossipCoordinator(tt.deltas)
 			target := startFake(t, gc.connect)
 			cfgA := baseConfig(t, target, "node-a")
@@ -259,7 +259,7 @@ func TestGossipViewsWholeThenDeltas(t *testing.T) {
 // is. Were it not quiet, its first view would be the one of its session's
 // start, which lists only itself.
 func TestGossipQuietUntilReporting(t *testing.T) {
-	const alive = agentv1.GossipState_GOSSIP_STATE_ALIVE
+	const alive = measurev1.GossipState_GOSSIP_STATE_ALIVE
 	gc := newGossipCoordinator(true)
 	gc.quiet = map[string]bool{"node-a": true}
 	gc.push = map[string]chan *agentv1.ConnectResponse{"node-a": make(chan *agentv1.ConnectResponse, 1)}
@@ -277,7 +277,7 @@ func TestGossipQuietUntilReporting(t *testing.T) {
 		GossipReporting: &agentv1.GossipReporting{Report: true}}}
 	testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a's first view", func() bool { return len(gc.messages("node-a")) > 0 })
 	first := gc.messages("node-a")[0]
-	names := map[string]agentv1.GossipState{}
+	names := map[string]measurev1.GossipState{}
 	for _, m := range first.GetMembers() {
 		names[m.GetNodeName()] = m.GetState()
 	}
@@ -292,7 +292,7 @@ func TestGossipQuietUntilReporting(t *testing.T) {
 // that joins it directly is not in its view when a registered agent
 // joined after it is.
 func TestGossipRefusesUnregisteredMember(t *testing.T) {
-	const alive = agentv1.GossipState_GOSSIP_STATE_ALIVE
+	const alive = measurev1.GossipState_GOSSIP_STATE_ALIVE
 	gc := newGossipCoordinator(true)
 	gc.quiet = map[string]bool{"node-a": true}
 	gc.push = map[string]chan *agentv1.ConnectResponse{"node-a": make(chan *agentv1.ConnectResponse, 2)}
@@ -330,7 +330,7 @@ func TestGossipRefusesUnregisteredMember(t *testing.T) {
 	cfgB.GossipPort = testnet.FreePort(t)
 	runGossipAgent(t, cfgB)
 	testutil.Eventually(t, time.Minute, 20*time.Millisecond, "node-a sees node-b alive", func() bool { return gc.view("node-a")["node-b"] == alive })
-	if v := gc.view("node-a"); v["ghost"] != agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED {
+	if v := gc.view("node-a"); v["ghost"] != measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED {
 		t.Errorf("node-a's view %v lists the unregistered ghost", v)
 	}
 }

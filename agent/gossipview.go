@@ -5,6 +5,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/gossip"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // The pacing of a session's gossip views (variables so that tests can
@@ -29,7 +30,7 @@ var (
 
 // sentMember is what a session last sent of a member.
 type sentMember struct {
-	state agentv1.GossipState
+	state measurev1.GossipState
 	addr  string
 }
 
@@ -81,7 +82,7 @@ func (g *gossipViews) next(members []gossip.Member) *agentv1.ConnectRequest {
 	for name := range g.sent {
 		if !listed[name] {
 			delete(g.sent, name)
-			v.Members = append(v.Members, &agentv1.GossipMember{NodeName: name, State: agentv1.GossipState_GOSSIP_STATE_FORGOTTEN})
+			v.Members = append(v.Members, &agentv1.GossipMember{NodeName: name, State: measurev1.GossipState_GOSSIP_STATE_FORGOTTEN})
 		}
 	}
 	if len(v.Members) == 0 {
@@ -91,16 +92,16 @@ func (g *gossipViews) next(members []gossip.Member) *agentv1.ConnectRequest {
 }
 
 // gossipState maps a member's state to the protocol's.
-func gossipState(s gossip.State) agentv1.GossipState {
+func gossipState(s gossip.State) measurev1.GossipState {
 	switch s {
 	case gossip.StateAlive:
-		return agentv1.GossipState_GOSSIP_STATE_ALIVE
+		return measurev1.GossipState_GOSSIP_STATE_ALIVE
 	case gossip.StateSuspect:
-		return agentv1.GossipState_GOSSIP_STATE_SUSPECT
+		return measurev1.GossipState_GOSSIP_STATE_SUSPECT
 	case gossip.StateDead:
-		return agentv1.GossipState_GOSSIP_STATE_DEAD
+		return measurev1.GossipState_GOSSIP_STATE_DEAD
 	case gossip.StateLeft:
-		return agentv1.GossipState_GOSSIP_STATE_LEFT
+		return measurev1.GossipState_GOSSIP_STATE_LEFT
 	}
-	return agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
+	return measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/coordinator"
-	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -33,7 +32,7 @@ import (
 func TestContinuousProbes(t *testing.T) {
 	settings := &agentv1.ProbeSettings{
 		Interval: durationpb.New(time.Second), ReportInterval: durationpb.New(time.Second), Timeout: durationpb.New(500 * time.Millisecond),
-		Kinds:        []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_TCP, agentv1.ProbeKind_PROBE_KIND_HTTP},
+		Kinds:        []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_TCP, measurev1.ProbeKind_PROBE_KIND_HTTP},
 		Paths:        []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
 		PayloadBytes: 56, MaxInFlight: 64, MaxPacketsPerSecond: 1000,
 	}
@@ -55,9 +54,9 @@ func TestContinuousProbes(t *testing.T) {
 	t.Cleanup(func() { stopB(); <-doneB }) //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 
 	ctx := testnet.Ctx(t, 2*time.Minute)
-	series := func(src, dst string, kind agentv1.ProbeKind, since time.Time) []*meshv1.ProbeSample {
+	series := func(src, dst string, kind measurev1.ProbeKind, since time.Time) []*meshv1.ProbeSample {
 		resp, err := mesh.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst,
-			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: protoconv.APIProbeKind(kind), StartTime: timestamppb.New(since)})
+			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: kind, StartTime: timestamppb.New(since)})
 		if err != nil {
 			t.Fatalf("ListProbeSeries %s->%s %v: %v", src, dst, kind, err)
 		}
@@ -101,7 +100,7 @@ func TestContinuousProbes(t *testing.T) {
 	<-doneB      //nolint:errcheck // waits for it to end: stopped here, its error is the stop's
 	doneB <- nil // for the cleanup
 	stopped := time.Now()
-	failed := func(k agentv1.ProbeKind) bool {
+	failed := func(k measurev1.ProbeKind) bool {
 		for _, s := range series("node-1", "node-3", k, stopped) {
 			if s.GetStatus() != measurev1.Status_STATUS_OK && s.GetReceived() < s.GetSent() {
 				return true
@@ -110,14 +109,14 @@ func TestContinuousProbes(t *testing.T) {
 		return false
 	}
 	if !testutil.Within(15*time.Second, 20*time.Millisecond, func() bool {
-		return failed(agentv1.ProbeKind_PROBE_KIND_TCP) && failed(agentv1.ProbeKind_PROBE_KIND_HTTP)
+		return failed(measurev1.ProbeKind_PROBE_KIND_TCP) && failed(measurev1.ProbeKind_PROBE_KIND_HTTP)
 	}) {
 		t.Fatalf("node-3's agent stopped, yet node-1's TCP and HTTP probes of it did not fail within 15 s: tcp %v, http %v",
-			series("node-1", "node-3", agentv1.ProbeKind_PROBE_KIND_TCP, stopped), series("node-1", "node-3", agentv1.ProbeKind_PROBE_KIND_HTTP, stopped))
+			series("node-1", "node-3", measurev1.ProbeKind_PROBE_KIND_TCP, stopped), series("node-1", "node-3", measurev1.ProbeKind_PROBE_KIND_HTTP, stopped))
 	}
-	if failed(agentv1.ProbeKind_PROBE_KIND_ICMP) {
+	if failed(measurev1.ProbeKind_PROBE_KIND_ICMP) {
 		t.Errorf("node-1's ICMP probes of 127.0.0.3 failed, but the kernel answers them: %v",
-			series("node-1", "node-3", agentv1.ProbeKind_PROBE_KIND_ICMP, stopped))
+			series("node-1", "node-3", measurev1.ProbeKind_PROBE_KIND_ICMP, stopped))
 	}
 	want := `meshperf_probe_fault{kind="agent-gone",node="node-3"} 1`
 	var body string

@@ -55,7 +55,7 @@ func TestJudgeProbesPeriod(t *testing.T) {
 				continue
 			}
 			for _, path := range []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD} {
-				s := &agentv1.ProbeSummary{Dst: &agentv1.ProbeSummary_Node{Node: dst}, Path: path, Kind: agentv1.ProbeKind_PROBE_KIND_TCP,
+				s := &agentv1.ProbeSummary{Dst: &agentv1.ProbeSummary_Node{Node: dst}, Path: path, Kind: measurev1.ProbeKind_PROBE_KIND_TCP,
 					Sent: 1, Received: 1, RttMedianSeconds: 1e-4}
 				if path == measurev1.Path_PATH_POD_TO_POD && (src == "node-2" || dst == "node-2") {
 					s.Received, s.Status, s.Message = 0, measurev1.Status_STATUS_TIMEOUT, "i/o timeout"

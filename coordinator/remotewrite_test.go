@@ -37,7 +37,7 @@ func TestRemoteWriteMesh(t *testing.T) {
 	c := runAt(t, t.TempDir(), coordinator.Config{
 		RemoteWrite: &remotewrite.Config{URL: vm.WriteURL(), BatchWait: 20 * time.Millisecond, FlushTimeout: 10 * time.Second},
 		Probes: &agentv1.ProbeSettings{Interval: durationpb.New(time.Second), ReportInterval: durationpb.New(10 * time.Second),
-			Timeout: durationpb.New(500 * time.Millisecond), Kinds: []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP},
+			Timeout: durationpb.New(500 * time.Millisecond), Kinds: []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP},
 			Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}},
 	}, nil)
 	ctx := testnet.Ctx(t, time.Minute)
@@ -69,7 +69,7 @@ func TestRemoteWriteMesh(t *testing.T) {
 	err := agents[1].Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: &agentv1.ProbeReport{
 		Seq: 1, PeriodStart: timestamppb.New(start.Add(-10 * time.Second)), Period: durationpb.New(10 * time.Second), PlanVersion: 1,
 		Summaries: []*agentv1.ProbeSummary{{Dst: &agentv1.ProbeSummary_Node{Node: "node-2"}, Path: measurev1.Path_PATH_HOST_TO_HOST,
-			Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 10, Received: 10, RttMinSeconds: 0.001, RttMedianSeconds: 0.0012,
+			Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, Sent: 10, Received: 10, RttMinSeconds: 0.001, RttMedianSeconds: 0.0012,
 			RttP90Seconds: 0.002, RttMaxSeconds: 0.003, Status: measurev1.Status_STATUS_OK}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestRemoteWriteMesh(t *testing.T) {
 	// cancels the write of a report its agent would send again.
 	if !testutil.Within(20*time.Second, 10*time.Millisecond, func() bool {
 		resp, err := mesh.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: "node-1", DstNode: "node-2",
-			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: meshv1.ProbeKind_PROBE_KIND_ICMP, StartTime: timestamppb.New(start.Add(-time.Minute))})
+			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, StartTime: timestamppb.New(start.Add(-time.Minute))})
 		return err == nil && len(resp.GetSamples()) > 0
 	}) {
 		t.Fatalf("the probe report was not stored\n%s", c.logs)

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator"
-	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
@@ -41,8 +40,8 @@ func TestRogueFigures(t *testing.T) {
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
 	c := runAt(t, t.TempDir(), coordinator.Config{MetricsAddress: metricsAddr, Probes: &agentv1.ProbeSettings{
 		Interval: durationpb.New(time.Second), ReportInterval: durationpb.New(10 * time.Second), Timeout: durationpb.New(500 * time.Millisecond),
-		Kinds: []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_TCP, agentv1.ProbeKind_PROBE_KIND_HTTP,
-			agentv1.ProbeKind_PROBE_KIND_ICMP_MTU},
+		Kinds: []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_TCP, measurev1.ProbeKind_PROBE_KIND_HTTP,
+			measurev1.ProbeKind_PROBE_KIND_ICMP_MTU},
 		Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}}}, nil)
 	ctx := testnet.Ctx(t, time.Minute)
 	agentConn := dial(t, c.addr, insecureCreds())
@@ -67,18 +66,18 @@ func TestRogueFigures(t *testing.T) {
 
 	// The probe report: one summary per absurd round trip.
 	now := time.Now()
-	sum := func(kind agentv1.ProbeKind, v float64) *agentv1.ProbeSummary {
+	sum := func(kind measurev1.ProbeKind, v float64) *agentv1.ProbeSummary {
 		return &agentv1.ProbeSummary{Dst: &agentv1.ProbeSummary_Node{Node: "node-2"}, Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: kind,
 			Sent: 5, Received: 5, RttMinSeconds: v, RttMedianSeconds: v, RttP90Seconds: v, RttMaxSeconds: v, Status: measurev1.Status_STATUS_OK}
 	}
-	probeWant := map[agentv1.ProbeKind]string{
-		agentv1.ProbeKind_PROBE_KIND_ICMP: "rtt_min_seconds -5 is negative", agentv1.ProbeKind_PROBE_KIND_TCP: "rtt_min_seconds NaN is not a finite number",
-		agentv1.ProbeKind_PROBE_KIND_HTTP: "rtt_min_seconds +Inf is not a finite number", agentv1.ProbeKind_PROBE_KIND_ICMP_MTU: "rtt_min_seconds 1e+300 is over the probe timeout",
+	probeWant := map[measurev1.ProbeKind]string{
+		measurev1.ProbeKind_PROBE_KIND_ICMP: "rtt_min_seconds -5 is negative", measurev1.ProbeKind_PROBE_KIND_TCP: "rtt_min_seconds NaN is not a finite number",
+		measurev1.ProbeKind_PROBE_KIND_HTTP: "rtt_min_seconds +Inf is not a finite number", measurev1.ProbeKind_PROBE_KIND_ICMP_MTU: "rtt_min_seconds 1e+300 is over the probe timeout",
 	}
 	err := rogue.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: &agentv1.ProbeReport{
 		Seq: 1, PeriodStart: timestamppb.New(now.Add(-10 * time.Second)), Period: durationpb.New(10 * time.Second), PlanVersion: 1,
-		Summaries: []*agentv1.ProbeSummary{sum(agentv1.ProbeKind_PROBE_KIND_ICMP, -5), sum(agentv1.ProbeKind_PROBE_KIND_TCP, math.NaN()),
-			sum(agentv1.ProbeKind_PROBE_KIND_HTTP, math.Inf(1)), sum(agentv1.ProbeKind_PROBE_KIND_ICMP_MTU, 1e300)}}}})
+		Summaries: []*agentv1.ProbeSummary{sum(measurev1.ProbeKind_PROBE_KIND_ICMP, -5), sum(measurev1.ProbeKind_PROBE_KIND_TCP, math.NaN()),
+			sum(measurev1.ProbeKind_PROBE_KIND_HTTP, math.Inf(1)), sum(measurev1.ProbeKind_PROBE_KIND_ICMP_MTU, 1e300)}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +124,7 @@ func TestRogueFigures(t *testing.T) {
 		var samples []*meshv1.ProbeSample
 		if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool {
 			resp, err := mesh.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: "rogue", DstNode: "node-2",
-				Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: protoconv.APIProbeKind(kind), StartTime: timestamppb.New(now.Add(-time.Minute))})
+				Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: kind, StartTime: timestamppb.New(now.Add(-time.Minute))})
 			samples = resp.GetSamples()
 			return err == nil && len(samples) > 0
 		}) {

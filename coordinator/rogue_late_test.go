@@ -58,8 +58,12 @@ func TestRogueLateResults(t *testing.T) {
 			never = id
 		}
 	}
-	cancelFirst()
+	// The coordinator stops first, its agents still connected: were the
+	// agents gone first, the fifth ping could be dispatched to node-1's
+	// freed slot after it left and end as AGENT_UNAVAILABLE before the
+	// stop.
 	c.stop()
+	cancelFirst()
 
 	// The restart: the run is interrupted, every test a placeholder.
 	c = runAt(t, dir, coordinator.Config{}, nil)

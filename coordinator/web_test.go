@@ -77,7 +77,7 @@ func TestWebAPI(t *testing.T) {
 	webAddr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
 	c := runAt(t, t.TempDir(), coordinator.Config{WebAddress: webAddr, Probes: &agentv1.ProbeSettings{
 		Interval: durationpb.New(time.Second), ReportInterval: durationpb.New(10 * time.Second), Timeout: durationpb.New(500 * time.Millisecond),
-		Kinds: []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}}}, nil)
+		Kinds: []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}}}, nil)
 	ctx := testnet.Ctx(t, time.Minute)
 	agentConn := dial(t, c.addr, insecureCreds())
 	agents := map[string]*fakeagent.Agent{}
@@ -110,7 +110,7 @@ func TestWebAPI(t *testing.T) {
 		err := agents["node-1"].Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_ProbeReport{ProbeReport: &agentv1.ProbeReport{
 			Seq: uint64(i + 1), PeriodStart: timestamppb.New(start), Period: durationpb.New(10 * time.Second), PlanVersion: 1,
 			Summaries: []*agentv1.ProbeSummary{{Dst: &agentv1.ProbeSummary_Node{Node: "node-2"}, Path: measurev1.Path_PATH_HOST_TO_HOST,
-				Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 10, Received: 9, RttMinSeconds: 1e-4, RttMedianSeconds: 2e-4, RttP90Seconds: 3e-4,
+				Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, Sent: 10, Received: 9, RttMinSeconds: 1e-4, RttMedianSeconds: 2e-4, RttP90Seconds: 3e-4,
 				RttMaxSeconds: 4e-4, Status: measurev1.Status_STATUS_TIMEOUT}}}}})
 		if err != nil {
 			t.Fatal(err)

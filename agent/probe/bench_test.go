@@ -38,7 +38,7 @@ func BenchmarkProberLoopback(b *testing.B) {
 	peers := loopbackPeers(b, n, true) // TCP on host-host is refused, on host-service echoed
 	s := testSettings()
 	s.ReportInterval = durationpb.New(time.Second)
-	s.Kinds = []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU, agentv1.ProbeKind_PROBE_KIND_TCP}
+	s.Kinds = []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_ICMP_MTU, measurev1.ProbeKind_PROBE_KIND_TCP}
 	s.Paths = []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_SERVICE}
 	s.MaxInFlight = MaxInFlight
 	s.MaxPacketsPerSecond = MaxPacketsPerSecond

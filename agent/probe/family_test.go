@@ -48,7 +48,7 @@ func TestTargetsFamilies(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := testSettings()
-			s.Kinds = []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU, agentv1.ProbeKind_PROBE_KIND_TCP}
+			s.Kinds = []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_ICMP_MTU, measurev1.ProbeKind_PROBE_KIND_TCP}
 			s.IpFamilies = tt.fams
 			_, err = p.Apply(&agentv1.ProbePlan{Version: 1, Settings: s, Upsert: []*agentv1.ProbePeer{tt.peer}})
 			if tt.wantErr != "" {

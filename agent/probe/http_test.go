@@ -14,7 +14,6 @@ import (
 
 	"github.com/meshperf/meshperf/agent/netns"
 	"github.com/meshperf/meshperf/internal/testnet"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -168,15 +167,15 @@ func TestSingle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, tt := range []struct {
-		kind agentv1.ProbeKind
+		kind measurev1.ProbeKind
 		ctx  context.Context
 		dst  netip.AddrPort
 		want measurev1.Status
 	}{
-		{agentv1.ProbeKind_PROBE_KIND_TCP, ctx, echo, measurev1.Status_STATUS_OK},
-		{agentv1.ProbeKind_PROBE_KIND_HTTP, ctx, web, measurev1.Status_STATUS_OK},
-		{agentv1.ProbeKind_PROBE_KIND_TCP, context.Background(), echo, measurev1.Status_STATUS_TOOL_ERROR}, // no deadline
-		{agentv1.ProbeKind_PROBE_KIND_ICMP, ctx, echo, measurev1.Status_STATUS_TOOL_ERROR},
+		{measurev1.ProbeKind_PROBE_KIND_TCP, ctx, echo, measurev1.Status_STATUS_OK},
+		{measurev1.ProbeKind_PROBE_KIND_HTTP, ctx, web, measurev1.Status_STATUS_OK},
+		{measurev1.ProbeKind_PROBE_KIND_TCP, context.Background(), echo, measurev1.Status_STATUS_TOOL_ERROR}, // no deadline
+		{measurev1.ProbeKind_PROBE_KIND_ICMP, ctx, echo, measurev1.Status_STATUS_TOOL_ERROR},
 	} {
 		rtt, st, msg := s.Probe(tt.ctx, tt.kind, tt.dst)
 		if st != tt.want || (st == measurev1.Status_STATUS_OK) != (rtt > 0) {

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -42,9 +41,9 @@ func NewSingle(n Network) *Single {
 // from connect(2) to the answer's last byte), its status and, unless OK,
 // a message. Other kinds are STATUS_TOOL_ERROR: ICMP probes share the
 // Prober's raw sockets and reader and have no single-probe form.
-func (s *Single) Probe(ctx context.Context, kind agentv1.ProbeKind, dst netip.AddrPort) (time.Duration, measurev1.Status, string) {
+func (s *Single) Probe(ctx context.Context, kind measurev1.ProbeKind, dst netip.AddrPort) (time.Duration, measurev1.Status, string) {
 	switch kind {
-	case agentv1.ProbeKind_PROBE_KIND_TCP:
+	case measurev1.ProbeKind_PROBE_KIND_TCP:
 		dl, ok := ctx.Deadline()
 		if !ok {
 			return 0, measurev1.Status_STATUS_TOOL_ERROR, "a TCP probe needs a context with a deadline"
@@ -53,7 +52,7 @@ func (s *Single) Probe(ctx context.Context, kind agentv1.ProbeKind, dst netip.Ad
 			return 0, netStatus(err), err.Error()
 		}
 		return s.tcp(dl, dst)
-	case agentv1.ProbeKind_PROBE_KIND_HTTP:
+	case measurev1.ProbeKind_PROBE_KIND_HTTP:
 		return httpProbe(ctx, s.c, dst.Addr(), dst.Port())
 	}
 	return 0, measurev1.Status_STATUS_TOOL_ERROR, fmt.Sprintf("no single probe of kind %v", kind)

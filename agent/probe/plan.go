@@ -38,7 +38,7 @@ const (
 // settings are validated ProbeSettings.
 type settings struct {
 	interval, reportInterval, timeout time.Duration
-	kinds                             []agentv1.ProbeKind
+	kinds                             []measurev1.ProbeKind
 	paths                             []measurev1.Path
 	payload                           int
 	maxInFlight                       int
@@ -200,7 +200,7 @@ func checkSettings(in *agentv1.ProbeSettings) (*settings, error) {
 	if s.timeout, err = duration("timeout", in.GetTimeout(), time.Millisecond, s.interval-time.Nanosecond); err != nil {
 		return nil, fmt.Errorf("%w (timeout must be under interval)", err)
 	}
-	if s.kinds, err = enumSet("kinds", in.GetKinds(), agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_HTTP, "a known probe kind"); err != nil {
+	if s.kinds, err = enumSet("kinds", in.GetKinds(), measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_HTTP, "a known probe kind"); err != nil {
 		return nil, err
 	}
 	if s.paths, err = enumSet("paths", in.GetPaths(), measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_SERVICE,

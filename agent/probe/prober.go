@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -351,18 +350,18 @@ func (l *loop) wake(now time.Time) time.Time {
 // result), an HTTP probe in a goroutine of its own.
 func (l *loop) start(t *target, due time.Time) {
 	switch t.key.kind {
-	case agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU:
+	case measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_ICMP_MTU:
 		pg := l.pingers[t.net]
 		if t.key.v6() {
 			pg = l.pingers6[t.net]
 		}
-		seq, w, fail, ok := pg.send(t.key, due, t.dst, t.size, t.key.kind == agentv1.ProbeKind_PROBE_KIND_ICMP_MTU)
+		seq, w, fail, ok := pg.send(t.key, due, t.dst, t.size, t.key.kind == measurev1.ProbeKind_PROBE_KIND_ICMP_MTU)
 		if !ok {
 			l.finish(fail)
 			return
 		}
 		l.echoes.push(expiry{at: time.Now().Add(l.set.timeout), pg: pg, seq: seq, w: w})
-	case agentv1.ProbeKind_PROBE_KIND_TCP:
+	case measurev1.ProbeKind_PROBE_KIND_TCP:
 		if l.tcp == nil {
 			l.finish(result{key: t.key, due: due, status: measurev1.Status_STATUS_TOOL_ERROR, msg: l.tcpErr.Error()})
 			return

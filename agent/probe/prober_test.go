@@ -94,7 +94,7 @@ func TestRunLoopback(t *testing.T) {
 	refused := &agentv1.ProbePeer{NodeName: "refuser", HostIp: "127.0.0.1", ServiceIp: "127.0.0.1", ProbePort: uint32(closedPort(t))}
 	s := testSettings()
 	s.ReportInterval = durationpb.New(time.Second)
-	s.Kinds = []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU, agentv1.ProbeKind_PROBE_KIND_TCP}
+	s.Kinds = []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_ICMP_MTU, measurev1.ProbeKind_PROBE_KIND_TCP}
 	s.Paths = []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_SERVICE, measurev1.Path_PATH_POD_TO_POD}
 	if _, err := p.Apply(&agentv1.ProbePlan{Version: 1, Settings: s, Upsert: append(peers, refused)}); err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestRunLoopback(t *testing.T) {
 	type k struct {
 		node string
 		path measurev1.Path
-		kind agentv1.ProbeKind
+		kind measurev1.ProbeKind
 	}
 	seen := map[k]*agentv1.ProbeSummary{}
 	for i, rep := range got {
@@ -120,17 +120,17 @@ func TestRunLoopback(t *testing.T) {
 	}
 	for _, pe := range peers {
 		for _, want := range []k{
-			{pe.NodeName, measurev1.Path_PATH_HOST_TO_HOST, agentv1.ProbeKind_PROBE_KIND_ICMP},
-			{pe.NodeName, measurev1.Path_PATH_HOST_TO_HOST, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU},
-			{pe.NodeName, measurev1.Path_PATH_HOST_TO_HOST, agentv1.ProbeKind_PROBE_KIND_TCP},
-			{pe.NodeName, measurev1.Path_PATH_HOST_TO_SERVICE, agentv1.ProbeKind_PROBE_KIND_TCP},
+			{pe.NodeName, measurev1.Path_PATH_HOST_TO_HOST, measurev1.ProbeKind_PROBE_KIND_ICMP},
+			{pe.NodeName, measurev1.Path_PATH_HOST_TO_HOST, measurev1.ProbeKind_PROBE_KIND_ICMP_MTU},
+			{pe.NodeName, measurev1.Path_PATH_HOST_TO_HOST, measurev1.ProbeKind_PROBE_KIND_TCP},
+			{pe.NodeName, measurev1.Path_PATH_HOST_TO_SERVICE, measurev1.ProbeKind_PROBE_KIND_TCP},
 		} {
 			sm := seen[want]
 			if sm == nil {
 				t.Errorf("no summary of %v", want)
 				continue
 			}
-			if want.kind == agentv1.ProbeKind_PROBE_KIND_TCP && want.path == measurev1.Path_PATH_HOST_TO_HOST {
+			if want.kind == measurev1.ProbeKind_PROBE_KIND_TCP && want.path == measurev1.Path_PATH_HOST_TO_HOST {
 				// host_ip 127.0.x.y has no listener on the echo port.
 				if sm.Status != measurev1.Status_STATUS_REFUSED {
 					t.Errorf("%v: %v, want refused", want, sm)
@@ -143,11 +143,11 @@ func TestRunLoopback(t *testing.T) {
 		}
 	}
 	for key := range seen {
-		if key.path == measurev1.Path_PATH_POD_TO_POD || key.path == measurev1.Path_PATH_HOST_TO_SERVICE && key.kind != agentv1.ProbeKind_PROBE_KIND_TCP {
+		if key.path == measurev1.Path_PATH_POD_TO_POD || key.path == measurev1.Path_PATH_HOST_TO_SERVICE && key.kind != measurev1.ProbeKind_PROBE_KIND_TCP {
 			t.Errorf("probed %v: no pod network / ICMP to a service", key)
 		}
 	}
-	if sm := seen[k{"refuser", measurev1.Path_PATH_HOST_TO_SERVICE, agentv1.ProbeKind_PROBE_KIND_TCP}]; sm == nil || sm.Status != measurev1.Status_STATUS_REFUSED || sm.Received != 0 {
+	if sm := seen[k{"refuser", measurev1.Path_PATH_HOST_TO_SERVICE, measurev1.ProbeKind_PROBE_KIND_TCP}]; sm == nil || sm.Status != measurev1.Status_STATUS_REFUSED || sm.Received != 0 {
 		t.Errorf("refused port: %v", sm)
 	}
 }
@@ -160,7 +160,7 @@ func TestRunBudget(t *testing.T) {
 	p := loopbackProber(t, &r)
 	s := testSettings()
 	s.ReportInterval = durationpb.New(time.Second)
-	s.Kinds = []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP}
+	s.Kinds = []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP}
 	s.MaxPacketsPerSecond = 1
 	s.MaxInFlight = 1
 	if _, err := p.Apply(&agentv1.ProbePlan{Version: 3, Settings: s, Upsert: loopbackPeers(t, 40, false)}); err != nil {
@@ -187,7 +187,7 @@ func TestRunSubset(t *testing.T) {
 	p := loopbackProber(t, &r)
 	s := testSettings()
 	s.ReportInterval = durationpb.New(time.Second)
-	s.Kinds = []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP}
+	s.Kinds = []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP}
 	s.SubsetSize = 2
 	s.SubsetRotation = durationpb.New(time.Hour)
 	if _, err := p.Apply(&agentv1.ProbePlan{Version: 1, Settings: s, Upsert: loopbackPeers(t, 10, false)}); err != nil {
@@ -226,7 +226,7 @@ func TestRunTwice(t *testing.T) {
 // TestPhases: phases are within the interval, stable, and spread (no
 // two agents in step: another node's phases differ).
 func TestPhases(t *testing.T) {
-	k := seriesKey{"peer-1", measurev1.Path_PATH_HOST_TO_HOST, agentv1.ProbeKind_PROBE_KIND_ICMP, 0}
+	k := seriesKey{"peer-1", measurev1.Path_PATH_HOST_TO_HOST, measurev1.ProbeKind_PROBE_KIND_ICMP, 0}
 	if phase("a", k, 10*time.Second) != phase("a", k, 10*time.Second) { //nolint:staticcheck // SA4000: two calls on purpose, to check that phase is stable
 		t.Error("phase not stable")
 	}
@@ -255,7 +255,7 @@ func TestRunEarlyEnd(t *testing.T) {
 	p := loopbackProber(t, &r)
 	s := testSettings()
 	s.ReportInterval = durationpb.New(10 * time.Second)
-	s.Kinds = []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_TCP}
+	s.Kinds = []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_TCP}
 	s.Paths = []measurev1.Path{measurev1.Path_PATH_HOST_TO_SERVICE}
 	refused := &agentv1.ProbePeer{NodeName: "refuser", HostIp: "127.0.0.1", ServiceIp: "127.0.0.1", ProbePort: uint32(closedPort(t))}
 	if _, err := p.Apply(&agentv1.ProbePlan{Version: 1, Settings: s, Upsert: []*agentv1.ProbePeer{refused}}); err != nil {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -19,7 +18,7 @@ import (
 type seriesKey struct {
 	peer string
 	path measurev1.Path
-	kind agentv1.ProbeKind
+	kind measurev1.ProbeKind
 	fam  measurev1.IPFamily
 }
 
@@ -107,12 +106,12 @@ func appendTargets(out []target, node string, nets []*Network, s *settings, n st
 			for _, k := range s.kinds {
 				t := target{key: seriesKey{n, pa, k, fam}, net: src, dst: dst}
 				switch k {
-				case agentv1.ProbeKind_PROBE_KIND_ICMP:
+				case measurev1.ProbeKind_PROBE_KIND_ICMP:
 					if service || (!v6 && !dst.Is4()) {
 						continue
 					}
 					t.size = s.payload
-				case agentv1.ProbeKind_PROBE_KIND_ICMP_MTU:
+				case measurev1.ProbeKind_PROBE_KIND_ICMP_MTU:
 					own := nets[src].MTU
 					if service || (!v6 && !dst.Is4()) || own == 0 || peerMTU == 0 {
 						continue
@@ -121,11 +120,11 @@ func appendTargets(out []target, node string, nets []*Network, s *settings, n st
 					if v6 {
 						t.size = min(own, peerMTU, maxMTU) - 48 // IPv6 header 40, ICMPv6 8
 					}
-				case agentv1.ProbeKind_PROBE_KIND_TCP:
+				case measurev1.ProbeKind_PROBE_KIND_TCP:
 					if t.port = pe.probePort; t.port == 0 {
 						continue
 					}
-				case agentv1.ProbeKind_PROBE_KIND_HTTP:
+				case measurev1.ProbeKind_PROBE_KIND_HTTP:
 					if t.port = pe.httpPort; t.port == 0 {
 						continue
 					}
@@ -283,7 +282,7 @@ const (
 func splitTargets(ts []target) (exact, slack []target) {
 	for _, t := range ts {
 		switch t.key.kind {
-		case agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU:
+		case measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_ICMP_MTU:
 			exact = append(exact, t)
 		default:
 			slack = append(slack, t)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -55,10 +54,10 @@ func started(l *loop) map[string]bool {
 // the later ones for the next wake, which is the first of them.
 func TestStartSlack(t *testing.T) {
 	ms := time.Millisecond
-	icmp, tcp := agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_TCP
+	icmp, tcp := measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_TCP
 	type probe struct {
 		peer  string
-		kind  agentv1.ProbeKind
+		kind  measurev1.ProbeKind
 		phase time.Duration
 	}
 	cases := []struct {
@@ -129,8 +128,8 @@ func TestStartSlackBounds(t *testing.T) {
 // rate look like a burst above it.
 func TestStartSlackBudget(t *testing.T) {
 	ts := []target{
-		{key: seriesKey{peer: "a", kind: agentv1.ProbeKind_PROBE_KIND_TCP}, phase: 0},
-		{key: seriesKey{peer: "b", kind: agentv1.ProbeKind_PROBE_KIND_TCP}, phase: 25 * time.Millisecond},
+		{key: seriesKey{peer: "a", kind: measurev1.ProbeKind_PROBE_KIND_TCP}, phase: 0},
+		{key: seriesKey{peer: "b", kind: measurev1.ProbeKind_PROBE_KIND_TCP}, phase: 25 * time.Millisecond},
 	}
 	l := slackLoop(t, ts, 40)
 	l.bucket.tokens = 1 // one probe's worth now; the next 25 ms (at 40/s) earn another

@@ -38,7 +38,7 @@ func TestSummary(t *testing.T) {
 			for _, r := range tt.in {
 				s.add(r)
 			}
-			k := seriesKey{"b", measurev1.Path_PATH_HOST_TO_POD, agentv1.ProbeKind_PROBE_KIND_TCP, 0}
+			k := seriesKey{"b", measurev1.Path_PATH_HOST_TO_POD, measurev1.ProbeKind_PROBE_KIND_TCP, 0}
 			got := s.summary(k)
 			if got.GetNode() != "b" || got.Path != k.path || got.Kind != k.kind {
 				t.Errorf("dst %v %v %v", got.GetNode(), got.Path, got.Kind)
@@ -97,7 +97,7 @@ func TestCleanMessage(t *testing.T) {
 func TestLedgerPeriods(t *testing.T) {
 	base := time.Unix(1_700_000_000, 0) // a multiple of 10 s
 	at := base.Add
-	k := seriesKey{"b", measurev1.Path_PATH_HOST_TO_HOST, agentv1.ProbeKind_PROBE_KIND_ICMP, 0}
+	k := seriesKey{"b", measurev1.Path_PATH_HOST_TO_HOST, measurev1.ProbeKind_PROBE_KIND_ICMP, 0}
 	ok := func(due time.Duration) result {
 		return result{key: k, due: at(due), rtt: ms, status: measurev1.Status_STATUS_OK}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -26,8 +27,8 @@ func (s *agentsServer) ListAgents(context.Context, *meshv1.ListAgentsRequest) (*
 func TestAgentsGossipColumnAndPartitions(t *testing.T) {
 	partition := "the coordinator is connected to node-2, but the gossip of node-1, node-3 declares it dead"
 	sock := serveMesh(t, &agentsServer{agents: []*meshv1.Agent{
-		{NodeName: "node-1", Connected: true, State: meshv1.NodeState_NODE_STATE_READY, GossipState: meshv1.GossipState_GOSSIP_STATE_ALIVE},
-		{NodeName: "node-2", Connected: true, State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, GossipState: meshv1.GossipState_GOSSIP_STATE_DEAD,
+		{NodeName: "node-1", Connected: true, State: meshv1.NodeState_NODE_STATE_READY, GossipState: measurev1.GossipState_GOSSIP_STATE_ALIVE},
+		{NodeName: "node-2", Connected: true, State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, GossipState: measurev1.GossipState_GOSSIP_STATE_DEAD,
 			GossipDeadBy: []string{"node-1", "node-3"}, Partition: partition},
 		{NodeName: "node-3", Connected: true, State: meshv1.NodeState_NODE_STATE_READY},
 	}})

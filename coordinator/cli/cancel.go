@@ -33,11 +33,7 @@ left as it is.`,
 			if err != nil {
 				return err
 			}
-			if o.output == "json" {
-				return o.printJSON(resp)
-			}
-			fmt.Fprintln(o.stdout, cancelLine(resp.GetRun()))
-			return nil
+			return o.printLine(resp, cancelLine(resp.GetRun()))
 		},
 	}
 }

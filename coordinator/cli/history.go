@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -59,32 +60,32 @@ Newer results are in coordinator results.`,
 			if next != "" {
 				fmt.Fprintf(o.stderr, "showing the first %d rollups in (source, destination, hour) order; more match: narrow with --since/--src/--dst or raise --limit (0: all)\n", rf.limit)
 			}
-			if o.output == "json" {
-				return o.printJSON(&meshv1.ListRollupsResponse{Rollups: rollups})
-			}
-			tw := newTable(o.stdout, "HOUR\tSRC\tDST\tPATH\tTEST\tN\tMIN\tMEDIAN\tMAX\tFAILED")
-			for _, ru := range rollups {
-				t := ru.GetSpec().GetTest()
-				f := func(v float64) string {
-					if ru.GetSamples() == 0 {
-						return "-"
+			err = o.printTable(&meshv1.ListRollupsResponse{Rollups: rollups}, "HOUR\tSRC\tDST\tPATH\tTEST\tN\tMIN\tMEDIAN\tMAX\tFAILED", func(tw io.Writer) {
+				for _, ru := range rollups {
+					t := ru.GetSpec().GetTest()
+					f := func(v float64) string {
+						if ru.GetSamples() == 0 {
+							return "-"
+						}
+						return report.FormatHeadline(t, v)
 					}
-					return report.FormatHeadline(t, v)
+					var failed []string
+					for _, fc := range ru.GetFailed() {
+						failed = append(failed, fmt.Sprintf("%d %s", fc.GetCount(), testspec.StatusName(fc.GetStatus())))
+					}
+					title := testspec.Name(t)
+					if l := testcell.Label(ru.GetSpec()); l != "" {
+						title += " " + l
+					}
+					title += testcell.FamilySuffix(ru.GetIpFamily()) // "ping ipv6"; IPv4 as before families
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", ru.GetHourStart().AsTime().Local().Format("2006-01-02 15:04"),
+						ru.GetSrcNode(), ru.GetDstNode(), testspec.PathName(ru.GetPath()), title, ru.GetSamples(),
+						f(ru.GetMinValue()), f(ru.GetMedianValue()), f(ru.GetMaxValue()), dash(strings.Join(failed, ", ")))
 				}
-				var failed []string
-				for _, fc := range ru.GetFailed() {
-					failed = append(failed, fmt.Sprintf("%d %s", fc.GetCount(), testspec.StatusName(fc.GetStatus())))
-				}
-				title := testspec.Name(t)
-				if l := testcell.Label(ru.GetSpec()); l != "" {
-					title += " " + l
-				}
-				title += testcell.FamilySuffix(ru.GetIpFamily()) // "ping ipv6"; IPv4 as before families
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", ru.GetHourStart().AsTime().Local().Format("2006-01-02 15:04"),
-					ru.GetSrcNode(), ru.GetDstNode(), testspec.PathName(ru.GetPath()), title, ru.GetSamples(),
-					f(ru.GetMinValue()), f(ru.GetMedianValue()), f(ru.GetMaxValue()), dash(strings.Join(failed, ", ")))
+			})
+			if err != nil || o.output == "json" {
+				return err
 			}
-			_ = tw.Flush()
 			fmt.Fprintf(o.stdout, "%d hourly rollups\n", len(rollups))
 			return nil
 		},

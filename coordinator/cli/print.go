@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -26,14 +27,7 @@ import (
 // printRun prints a finished run: a row per pair and path, failures, and the
 // verdict line last. It returns an *ExitError if a pair-path failed.
 func printRun(ctx context.Context, o *options, client meshv1.MeshServiceClient, runID string) error {
-	callCtx, cancel := o.call(ctx)
-	resp, err := client.GetRun(callCtx, &meshv1.GetRunRequest{RunId: runID})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("get run: %w", err)
-	}
-	run := resp.GetRun()
-	results, _, err := listAll(ctx, o, client, &meshv1.ListResultsRequest{RunId: runID}, 0)
+	run, results, err := fetchRun(ctx, o, client, runID)
 	if err != nil {
 		return err
 	}
@@ -375,31 +369,29 @@ func newAgentsCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.output == "json" {
-				return o.printJSON(resp)
-			}
-			tw := newTable(o.stdout, "NODE\tSTATE\tGOSSIP\tCONNECTED\tHOST IP\tPOD IP\tSERVICE IP\tVERSION\tLAST SEEN\tTOOLS")
-			for _, a := range resp.GetAgents() {
-				ips := map[measurev1.Network]string{}
-				for _, ad := range a.GetAddresses() { // one per family: "IPv4,IPv6"
-					if ips[ad.GetNetwork()] != "" {
-						ips[ad.GetNetwork()] += ","
+			err = o.printTable(resp, "NODE\tSTATE\tGOSSIP\tCONNECTED\tHOST IP\tPOD IP\tSERVICE IP\tVERSION\tLAST SEEN\tTOOLS", func(tw io.Writer) {
+				for _, a := range resp.GetAgents() {
+					ips := map[measurev1.Network]string{}
+					for _, ad := range a.GetAddresses() { // one per family: "IPv4,IPv6"
+						if ips[ad.GetNetwork()] != "" {
+							ips[ad.GetNetwork()] += ","
+						}
+						ips[ad.GetNetwork()] += ad.GetIp()
 					}
-					ips[ad.GetNetwork()] += ad.GetIp()
-				}
-				var tools []string
-				for _, t := range a.GetTools() {
-					v := t.GetVersion()
-					if v == "" {
-						v = "missing"
+					var tools []string
+					for _, t := range a.GetTools() {
+						v := t.GetVersion()
+						if v == "" {
+							v = "missing"
+						}
+						tools = append(tools, safetext.Line(v))
 					}
-					tools = append(tools, safetext.Line(v))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), testspec.NodeStateName(a.GetState()), testspec.GossipStateOrDash(a.GetGossipState()), a.GetConnected(),
+						dash(ips[measurev1.Network_NETWORK_HOST]), dash(ips[measurev1.Network_NETWORK_POD]), dash(joinNonEmpty(a.GetServiceIp(), a.GetServiceIpv6())),
+						safetext.Line(a.GetAgentVersion()), a.GetLastSeenTime().AsTime().Local().Format(time.DateTime), strings.Join(tools, "; "))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetNodeName(), testspec.NodeStateName(a.GetState()), testspec.GossipStateOrDash(a.GetGossipState()), a.GetConnected(),
-					dash(ips[measurev1.Network_NETWORK_HOST]), dash(ips[measurev1.Network_NETWORK_POD]), dash(joinNonEmpty(a.GetServiceIp(), a.GetServiceIpv6())),
-					safetext.Line(a.GetAgentVersion()), a.GetLastSeenTime().AsTime().Local().Format(time.DateTime), strings.Join(tools, "; "))
-			}
-			if err := tw.Flush(); err != nil {
+			})
+			if err != nil || o.output == "json" {
 				return err
 			}
 			for _, a := range resp.GetAgents() {
@@ -449,21 +441,19 @@ runs are older, the last line (or next_page_token in JSON) gives the
 			if err != nil {
 				return err
 			}
-			if o.output == "json" {
-				return o.printJSON(&meshv1.ListRunsResponse{Runs: runs, NextPageToken: next})
-			}
-			tw := newTable(o.stdout, "RUN\tLABEL\tORIGIN\tSTATE\tTESTS\tFAILED\tROUNDS\tSTARTED\tTOOK")
-			for _, r := range runs {
-				took := "-"
-				if r.GetEndTime() != nil {
-					took = r.GetEndTime().AsTime().Sub(r.GetCreateTime().AsTime()).Round(100 * time.Millisecond).String()
+			err = o.printTable(&meshv1.ListRunsResponse{Runs: runs, NextPageToken: next}, "RUN\tLABEL\tORIGIN\tSTATE\tTESTS\tFAILED\tROUNDS\tSTARTED\tTOOK", func(tw io.Writer) {
+				for _, r := range runs {
+					took := "-"
+					if r.GetEndTime() != nil {
+						took = r.GetEndTime().AsTime().Sub(r.GetCreateTime().AsTime()).Round(100 * time.Millisecond).String()
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n", r.GetRunId(), dash(r.GetSpec().GetLabel()),
+						testspec.OriginName(testspec.OriginOf(r)), testspec.RunStateName(r.GetState()),
+						r.GetTestsDone(), r.GetTestsPlanned(), r.GetTestsFailed(), r.GetRounds(),
+						r.GetCreateTime().AsTime().Local().Format(time.DateTime), took)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n", r.GetRunId(), dash(r.GetSpec().GetLabel()),
-					testspec.OriginName(testspec.OriginOf(r)), testspec.RunStateName(r.GetState()),
-					r.GetTestsDone(), r.GetTestsPlanned(), r.GetTestsFailed(), r.GetRounds(),
-					r.GetCreateTime().AsTime().Local().Format(time.DateTime), took)
-			}
-			if err := tw.Flush(); err != nil {
+			})
+			if err != nil || o.output == "json" {
 				return err
 			}
 			if next != "" {
@@ -493,11 +483,7 @@ func newMaintenanceCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.output == "json" {
-				return o.printJSON(resp)
-			}
-			fmt.Fprintf(o.stdout, "node %s: %s\n", args[0], testspec.NodeStateName(resp.GetAgent().GetState()))
-			return nil
+			return o.printLine(resp, fmt.Sprintf("node %s: %s", args[0], testspec.NodeStateName(resp.GetAgent().GetState())))
 		},
 	}
 	cmd.Flags().BoolVar(&off, "off", false, "uncordon: end the maintenance")

@@ -21,11 +21,11 @@ import (
 
 // fetchRun reads a run and all its results.
 func fetchRun(ctx context.Context, o *options, client meshv1.MeshServiceClient, runID string) (*measurev1.Run, []*measurev1.Result, error) {
-	callCtx, cancel := o.call(ctx)
-	resp, err := client.GetRun(callCtx, &meshv1.GetRunRequest{RunId: runID})
-	cancel()
+	resp, err := bounded(ctx, o, "get run "+runID, func(ctx context.Context) (*meshv1.GetRunResponse, error) {
+		return client.GetRun(ctx, &meshv1.GetRunRequest{RunId: runID})
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("get run %s: %w", runID, err)
+		return nil, nil, err
 	}
 	results, _, err := listAll(ctx, o, client, &meshv1.ListResultsRequest{RunId: runID}, 0)
 	if err != nil {

@@ -211,10 +211,17 @@ func unary[Resp any](ctx context.Context, o *options, what string, call func(con
 		return zero, err
 	}
 	defer closeConn()
+	return bounded(ctx, o, what, func(ctx context.Context) (Resp, error) { return call(ctx, client) })
+}
+
+// bounded makes one call on an open connection, bounded by --timeout;
+// what names the call in its error ("get run r1: ...").
+func bounded[Resp any](ctx context.Context, o *options, what string, call func(context.Context) (Resp, error)) (Resp, error) {
 	ctx, cancel := o.call(ctx)
 	defer cancel()
-	resp, err := call(ctx, client)
+	resp, err := call(ctx)
 	if err != nil {
+		var zero Resp
 		return zero, fmt.Errorf("%s: %w", what, err)
 	}
 	return resp, nil
@@ -231,6 +238,27 @@ func (o *options) printJSON(m proto.Message) error {
 		return fmt.Errorf("encode json: %w", err)
 	}
 	_, err = fmt.Fprintln(o.stdout, string(b))
+	return err
+}
+
+// printTable prints m as JSON under -o json; else a table: the header
+// (tab-separated column names), then the rows that rows writes to tw, a
+// line each, aligned when the table is flushed.
+func (o *options) printTable(m proto.Message, header string, rows func(tw io.Writer)) error {
+	if o.output == "json" {
+		return o.printJSON(m)
+	}
+	tw := newTable(o.stdout, header)
+	rows(tw)
+	return tw.Flush()
+}
+
+// printLine prints m as JSON under -o json, else line.
+func (o *options) printLine(m proto.Message, line string) error {
+	if o.output == "json" {
+		return o.printJSON(m)
+	}
+	_, err := fmt.Fprintln(o.stdout, line)
 	return err
 }
 

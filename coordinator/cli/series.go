@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/safetext"
@@ -59,7 +59,7 @@ with the last failure's status. They are kept for
 				return fmt.Errorf("--kind %q: want one of %s", kind, strings.Join(names, ", "))
 			}
 			now := time.Now()
-			req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: protoconv.APIProbeKind(k)}
+			req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: k}
 			for _, b := range []struct {
 				flag, v string
 				dst     **timestamppb.Timestamp
@@ -92,43 +92,43 @@ with the last failure's status. They are kept for
 			if err != nil {
 				return err
 			}
-			if o.output == "json" {
-				return o.printJSON(&meshv1.ListProbeSeriesResponse{Samples: samples, Rollups: rollups})
-			}
-			tw := newTable(o.stdout, "PERIOD START\tPERIOD\tSENT\tANSWERED\tLOSS\tMIN\tMEDIAN\tP90\tMAX\tSTATUS")
-			loss := func(sent, received uint64) string {
-				if sent == 0 {
-					return "-"
+			err = o.printTable(&meshv1.ListProbeSeriesResponse{Samples: samples, Rollups: rollups}, "PERIOD START\tPERIOD\tSENT\tANSWERED\tLOSS\tMIN\tMEDIAN\tP90\tMAX\tSTATUS", func(tw io.Writer) {
+				loss := func(sent, received uint64) string {
+					if sent == 0 {
+						return "-"
+					}
+					return fmt.Sprintf("%.1f%%", 100*float64(sent-received)/float64(sent))
 				}
-				return fmt.Sprintf("%.1f%%", 100*float64(sent-received)/float64(sent))
-			}
-			rtt := func(received uint64, mark string, v float64) string {
-				if received == 0 {
-					return "-"
+				rtt := func(received uint64, mark string, v float64) string {
+					if received == 0 {
+						return "-"
+					}
+					return mark + report.FormatSeconds(v)
 				}
-				return mark + report.FormatSeconds(v)
-			}
-			for _, r := range rollups {
-				status := testspec.StatusName(measurev1.Status_STATUS_OK)
-				if r.GetFailedPeriods() > 0 {
-					status = fmt.Sprintf("%d/%d failed, last %s", r.GetFailedPeriods(), r.GetPeriods(), testspec.StatusName(r.GetLastFailedStatus()))
+				for _, r := range rollups {
+					status := testspec.StatusName(measurev1.Status_STATUS_OK)
+					if r.GetFailedPeriods() > 0 {
+						status = fmt.Sprintf("%d/%d failed, last %s", r.GetFailedPeriods(), r.GetPeriods(), testspec.StatusName(r.GetLastFailedStatus()))
+					}
+					n := r.GetReceived()
+					fmt.Fprintf(tw, "%s\t%v x%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetBucketStart().AsTime().Local().Format("2006-01-02 15:04:05"),
+						r.GetBucket().AsDuration(), r.GetPeriods(), r.GetSent(), n, loss(r.GetSent(), n),
+						rtt(n, "", r.GetRttMinSeconds()), rtt(n, "~", r.GetRttMedianSeconds()), rtt(n, "~", r.GetRttP90Seconds()), rtt(n, "", r.GetRttMaxSeconds()), status)
 				}
-				n := r.GetReceived()
-				fmt.Fprintf(tw, "%s\t%v x%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.GetBucketStart().AsTime().Local().Format("2006-01-02 15:04:05"),
-					r.GetBucket().AsDuration(), r.GetPeriods(), r.GetSent(), n, loss(r.GetSent(), n),
-					rtt(n, "", r.GetRttMinSeconds()), rtt(n, "~", r.GetRttMedianSeconds()), rtt(n, "~", r.GetRttP90Seconds()), rtt(n, "", r.GetRttMaxSeconds()), status)
-			}
-			for _, s := range samples {
-				n := uint64(s.GetReceived())
-				status := testspec.StatusName(s.GetStatus())
-				if m := s.GetMessage(); m != "" {
-					status += ": " + safetext.Line(m)
+				for _, s := range samples {
+					n := uint64(s.GetReceived())
+					status := testspec.StatusName(s.GetStatus())
+					if m := s.GetMessage(); m != "" {
+						status += ": " + safetext.Line(m)
+					}
+					fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetPeriodStart().AsTime().Local().Format("2006-01-02 15:04:05"),
+						s.GetPeriod().AsDuration(), s.GetSent(), s.GetReceived(), loss(uint64(s.GetSent()), n),
+						rtt(n, "", s.GetRttMinSeconds()), rtt(n, "", s.GetRttMedianSeconds()), rtt(n, "", s.GetRttP90Seconds()), rtt(n, "", s.GetRttMaxSeconds()), status)
 				}
-				fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetPeriodStart().AsTime().Local().Format("2006-01-02 15:04:05"),
-					s.GetPeriod().AsDuration(), s.GetSent(), s.GetReceived(), loss(uint64(s.GetSent()), n),
-					rtt(n, "", s.GetRttMinSeconds()), rtt(n, "", s.GetRttMedianSeconds()), rtt(n, "", s.GetRttP90Seconds()), rtt(n, "", s.GetRttMaxSeconds()), status)
+			})
+			if err != nil || o.output == "json" {
+				return err
 			}
-			_ = tw.Flush()
 			if len(rollups) > 0 {
 				fmt.Fprintf(o.stdout, "%d hourly rollups and ", len(rollups))
 			}

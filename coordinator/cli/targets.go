@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -31,21 +32,18 @@ QPERF_PORTS (a qperf server's listen and data ports, PORT/DATA_PORT;
 			if err != nil {
 				return err
 			}
-			if o.output == "json" {
-				return o.printJSON(resp)
-			}
-			tw := newTable(o.stdout, "NAME\tADDRESS\tHTTP_URL\tIPERF3_PORT\tQPERF_PORTS")
-			for _, t := range resp.GetExternalTargets() {
-				iperf3, qperf := "-", "-"
-				if p := t.GetIperf3Port(); p != 0 {
-					iperf3 = strconv.FormatUint(uint64(p), 10)
+			return o.printTable(resp, "NAME\tADDRESS\tHTTP_URL\tIPERF3_PORT\tQPERF_PORTS", func(tw io.Writer) {
+				for _, t := range resp.GetExternalTargets() {
+					iperf3, qperf := "-", "-"
+					if p := t.GetIperf3Port(); p != 0 {
+						iperf3 = strconv.FormatUint(uint64(p), 10)
+					}
+					if p, d := t.GetQperfPort(), t.GetQperfDataPort(); p != 0 || d != 0 {
+						qperf = fmt.Sprintf("%d/%d", p, d)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.GetName(), t.GetAddress(), dash(t.GetHttpUrl()), iperf3, qperf)
 				}
-				if p, d := t.GetQperfPort(), t.GetQperfDataPort(); p != 0 || d != 0 {
-					qperf = fmt.Sprintf("%d/%d", p, d)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.GetName(), t.GetAddress(), dash(t.GetHttpUrl()), iperf3, qperf)
-			}
-			return tw.Flush()
+			})
 		},
 	}
 }

@@ -90,11 +90,11 @@ func runTrigger(ctx context.Context, o *options, spec *measurev1.RunSpec, noWait
 		return err
 	}
 	return withClient(o, func(client meshv1.MeshServiceClient) error {
-		callCtx, cancel := o.call(ctx)
-		resp, err := client.TriggerRun(callCtx, &meshv1.TriggerRunRequest{Spec: spec})
-		cancel()
+		resp, err := bounded(ctx, o, "trigger run", func(ctx context.Context) (*meshv1.TriggerRunResponse, error) {
+			return client.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: spec})
+		})
 		if err != nil {
-			return fmt.Errorf("trigger run: %w", err)
+			return err
 		}
 		run := resp.GetRun()
 		fmt.Fprintf(o.stderr, "run %s: %d test(s) planned\n", run.GetRunId(), len(run.GetPlanned()))

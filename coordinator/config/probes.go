@@ -87,7 +87,7 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 	if len(kinds) == 0 {
 		kinds = []string{"icmp", "icmp_mtu", "tcp", "http"}
 	}
-	if s.Kinds, err = parseNames("kinds", kinds, func(i int, name string) (agentv1.ProbeKind, error) {
+	if s.Kinds, err = parseNames("kinds", kinds, func(i int, name string) (measurev1.ProbeKind, error) {
 		k, ok := testspec.ParseProbeKind(name)
 		if !ok {
 			return k, fmt.Errorf("kinds[%d] %q: not a probe kind (icmp, icmp_mtu, tcp, http)", i, name)

@@ -30,7 +30,7 @@ func TestParseProbes(t *testing.T) {
 		{"chosen", `probes: {interval: 10s, report_interval: 60s, timeout: 1s, kinds: [icmp, tcp], paths: [pod-service], subset_size: 50}`,
 			func(t *testing.T, s *agentv1.ProbeSettings) {
 				if s.GetReportInterval().AsDuration() != time.Minute || s.GetTimeout().AsDuration() != time.Second ||
-					len(s.GetKinds()) != 2 || s.GetKinds()[1] != agentv1.ProbeKind_PROBE_KIND_TCP ||
+					len(s.GetKinds()) != 2 || s.GetKinds()[1] != measurev1.ProbeKind_PROBE_KIND_TCP ||
 					s.GetPaths()[0] != measurev1.Path_PATH_POD_TO_SERVICE || s.GetSubsetSize() != 50 ||
 					s.GetSubsetRotation().AsDuration() != 100*time.Second {
 					t.Errorf("chosen: %v", s)

@@ -85,7 +85,7 @@ type ProbeJudge struct {
 
 type pathKind struct {
 	path measurev1.Path
-	kind agentv1.ProbeKind
+	kind measurev1.ProbeKind
 }
 
 type probeKey struct {

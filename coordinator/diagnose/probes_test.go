@@ -15,7 +15,7 @@ import (
 
 var (
 	probePaths = []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD}
-	probeKinds = []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU, agentv1.ProbeKind_PROBE_KIND_TCP}
+	probeKinds = []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_ICMP_MTU, measurev1.ProbeKind_PROBE_KIND_TCP}
 )
 
 // slot is the probe interval of the tests; t0 a period's start.
@@ -23,7 +23,7 @@ const slot = 10 * time.Second
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
 
-type lostFunc func(src, dst string, p measurev1.Path, k agentv1.ProbeKind) bool
+type lostFunc func(src, dst string, p measurev1.Path, k measurev1.ProbeKind) bool
 
 // feedMesh adds one report per node of a full mesh of n nodes for the
 // period starting at start; lost says whether a summary lost its probes,
@@ -57,7 +57,7 @@ func feedMesh(j *ProbeJudge, n int, start time.Time, lost lostFunc, rtt func(src
 
 func involves(node, src, dst string) bool { return src == node || dst == node }
 func flat(string, string) float64         { return 100e-6 }
-func none(string, string, measurev1.Path, agentv1.ProbeKind) bool {
+func none(string, string, measurev1.Path, measurev1.ProbeKind) bool {
 	return false
 }
 
@@ -83,23 +83,23 @@ func TestProbeJudge(t *testing.T) {
 		wantSettled bool
 	}{
 		{"clean", none, flat, "", "", false},
-		{"noise is no fault", func(string, string, measurev1.Path, agentv1.ProbeKind) bool { return rng.Float64() < 0.1 }, flat, "", "", false},
-		{"pod network", func(src, dst string, p measurev1.Path, _ agentv1.ProbeKind) bool {
+		{"noise is no fault", func(string, string, measurev1.Path, measurev1.ProbeKind) bool { return rng.Float64() < 0.1 }, flat, "", "", false},
+		{"pod network", func(src, dst string, p measurev1.Path, _ measurev1.ProbeKind) bool {
 			return involves("node-3", src, dst) && p == measurev1.Path_PATH_POD_TO_POD
 		}, flat, "node-3", KindPodNetwork, true},
-		{"icmp dropped", func(src, dst string, _ measurev1.Path, k agentv1.ProbeKind) bool {
-			return involves("node-2", src, dst) && k != agentv1.ProbeKind_PROBE_KIND_TCP
+		{"icmp dropped", func(src, dst string, _ measurev1.Path, k measurev1.ProbeKind) bool {
+			return involves("node-2", src, dst) && k != measurev1.ProbeKind_PROBE_KIND_TCP
 		}, flat, "node-2", KindICMP, true},
-		{"mtu black hole", func(src, dst string, p measurev1.Path, k agentv1.ProbeKind) bool {
-			return involves("node-4", src, dst) && k == agentv1.ProbeKind_PROBE_KIND_ICMP_MTU && p == measurev1.Path_PATH_HOST_TO_HOST
+		{"mtu black hole", func(src, dst string, p measurev1.Path, k measurev1.ProbeKind) bool {
+			return involves("node-4", src, dst) && k == measurev1.ProbeKind_PROBE_KIND_ICMP_MTU && p == measurev1.Path_PATH_HOST_TO_HOST
 		}, flat, "node-4", KindMTU, true},
-		{"mtu black hole on the pod network", func(src, dst string, p measurev1.Path, k agentv1.ProbeKind) bool {
-			return involves("node-3", src, dst) && k == agentv1.ProbeKind_PROBE_KIND_ICMP_MTU && p == measurev1.Path_PATH_POD_TO_POD
+		{"mtu black hole on the pod network", func(src, dst string, p measurev1.Path, k measurev1.ProbeKind) bool {
+			return involves("node-3", src, dst) && k == measurev1.ProbeKind_PROBE_KIND_ICMP_MTU && p == measurev1.Path_PATH_POD_TO_POD
 		}, flat, "node-3", KindMTU, true},
-		{"agent gone", func(src, dst string, p measurev1.Path, k agentv1.ProbeKind) bool {
-			return involves("node-1", src, dst) && k == agentv1.ProbeKind_PROBE_KIND_TCP
+		{"agent gone", func(src, dst string, p measurev1.Path, k measurev1.ProbeKind) bool {
+			return involves("node-1", src, dst) && k == measurev1.ProbeKind_PROBE_KIND_TCP
 		}, flat, "node-1", KindAgentGone, true},
-		{"unreachable", func(src, dst string, _ measurev1.Path, _ agentv1.ProbeKind) bool {
+		{"unreachable", func(src, dst string, _ measurev1.Path, _ measurev1.ProbeKind) bool {
 			return involves("node-5", src, dst)
 		}, flat, "node-5", KindUnreachable, true},
 		{"slow", none, func(src, dst string) float64 {
@@ -151,9 +151,9 @@ func TestProbeJudge(t *testing.T) {
 // next, whole window.
 func TestProbeJudgeOnset(t *testing.T) {
 	j := NewProbeJudge(ProbeJudgeConfig{Slot: slot})
-	onset := func(src, dst string, p measurev1.Path, k agentv1.ProbeKind) bool {
+	onset := func(src, dst string, p measurev1.Path, k measurev1.ProbeKind) bool {
 		// Half of node-2's full-size echo series were probed after the drop.
-		return involves("node-2", src, dst) && k == agentv1.ProbeKind_PROBE_KIND_ICMP_MTU && (src + dst)[len(src+dst)-1]%2 == 0
+		return involves("node-2", src, dst) && k == measurev1.ProbeKind_PROBE_KIND_ICMP_MTU && (src + dst)[len(src+dst)-1]%2 == 0
 	}
 	first := judgeOne(t, j, 6, t0, onset, flat)
 	if len(first.Verdicts) != 1 || first.Verdicts[0].Kind != KindMTU || first.Settled[0] {
@@ -162,8 +162,8 @@ func TestProbeJudgeOnset(t *testing.T) {
 	if len(first.Raised) != 0 {
 		t.Fatalf("onset window raised %v, want nothing", first.Raised)
 	}
-	whole := judgeOne(t, j, 6, t0.Add(slot), func(src, dst string, _ measurev1.Path, k agentv1.ProbeKind) bool {
-		return involves("node-2", src, dst) && k != agentv1.ProbeKind_PROBE_KIND_TCP
+	whole := judgeOne(t, j, 6, t0.Add(slot), func(src, dst string, _ measurev1.Path, k measurev1.ProbeKind) bool {
+		return involves("node-2", src, dst) && k != measurev1.ProbeKind_PROBE_KIND_TCP
 	}, flat)
 	if len(whole.Raised) != 1 || whole.Raised[0].Node != "node-2" || whole.Raised[0].Kind != KindICMP {
 		t.Fatalf("whole window raised %v, want icmp-blocked on node-2", whole.Raised)
@@ -306,7 +306,7 @@ func BenchmarkProbeJudge1000(b *testing.B) {
 	var judge time.Duration
 	for range b.N {
 		j := NewProbeJudge(ProbeJudgeConfig{Slot: slot})
-		feedMesh(j, 1000, t0, func(src, dst string, _ measurev1.Path, _ agentv1.ProbeKind) bool {
+		feedMesh(j, 1000, t0, func(src, dst string, _ measurev1.Path, _ measurev1.ProbeKind) bool {
 			return src == "node-7" || dst == "node-7"
 		}, flat)
 		t := time.Now()

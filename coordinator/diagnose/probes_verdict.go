@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -29,7 +28,7 @@ type nodeProbes struct {
 	full bool
 }
 
-func (n *nodeProbes) is(path measurev1.Path, kind agentv1.ProbeKind, s probeState) bool {
+func (n *nodeProbes) is(path measurev1.Path, kind measurev1.ProbeKind, s probeState) bool {
 	return n.state[pathKind{path, kind}] == s
 }
 
@@ -132,7 +131,7 @@ func (n *nodeProbes) kind(global map[pathKind]*probeAgg) Kind {
 	if anyHost && allHost {
 		return KindUnreachable
 	}
-	icmp, mtu, tcp := agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU, agentv1.ProbeKind_PROBE_KIND_TCP
+	icmp, mtu, tcp := measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_ICMP_MTU, measurev1.ProbeKind_PROBE_KIND_TCP
 	bad := make([]pathKind, 0, len(n.bad))
 	for pk := range n.bad {
 		bad = append(bad, pk)

@@ -129,7 +129,7 @@ func Check(r *agentv1.ProbeReport, l Limits, now time.Time) (dropped []string, i
 	type key struct {
 		dst  string
 		path measurev1.Path
-		kind agentv1.ProbeKind
+		kind measurev1.ProbeKind
 		fam  measurev1.IPFamily
 	}
 	seen := make(map[key]bool, len(r.GetSummaries()))
@@ -181,7 +181,7 @@ func checkSummary(s *agentv1.ProbeSummary, l Limits) string {
 	default:
 		return fmt.Sprintf("path %v is not a probe path", s.GetPath())
 	}
-	if _, ok := agentv1.ProbeKind_name[int32(s.GetKind())]; !ok || s.GetKind() == agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED {
+	if _, ok := measurev1.ProbeKind_name[int32(s.GetKind())]; !ok || s.GetKind() == measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED {
 		return fmt.Sprintf("kind %d is not a probe kind", s.GetKind())
 	}
 	if _, ok := measurev1.Status_name[int32(s.GetStatus())]; !ok || s.GetStatus() == measurev1.Status_STATUS_UNSPECIFIED {

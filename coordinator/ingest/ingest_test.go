@@ -24,7 +24,7 @@ var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 func okSummary(dst string) *agentv1.ProbeSummary {
 	return &agentv1.ProbeSummary{Dst: &agentv1.ProbeSummary_Node{Node: dst}, Path: measurev1.Path_PATH_HOST_TO_HOST,
-		Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 6, Received: 6, RttMinSeconds: 80e-6, RttMedianSeconds: 100e-6,
+		Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, Sent: 6, Received: 6, RttMinSeconds: 80e-6, RttMedianSeconds: 100e-6,
 		RttP90Seconds: 150e-6, RttMaxSeconds: 200e-6, Status: measurev1.Status_STATUS_OK}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/membership"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // pool returns n node names and a full alive view of them.
@@ -121,7 +122,7 @@ func BenchmarkEvaluate(b *testing.B) {
 	b.Run("JudgeOneNode", func(b *testing.B) { // the old cost per node, for comparison
 		views := membership.Views{}
 		for _, r := range names {
-			v := make(map[string]agentv1.GossipState, len(names))
+			v := make(map[string]measurev1.GossipState, len(names))
 			for _, n := range names {
 				v[n] = alive
 			}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // ErrNoView is UpdateView's error for a reporter the Tracker holds no view
@@ -68,7 +69,7 @@ func (t *Tracker) UpdateMembers(reporter string, changed Members) error {
 		if t.mark[x] != 0 {
 			continue // changed: below
 		}
-		st := agentv1.GossipState(old.oddSt[i])
+		st := measurev1.GossipState(old.oddSt[i])
 		odd = append(odd, uint64(x)<<8|uint64(st))
 		if x != r && gone(st) {
 			t.count(x, st, old.at, -1)
@@ -77,9 +78,9 @@ func (t *Tracker) UpdateMembers(reporter string, changed Members) error {
 	}
 	var adds, removes []nodeID
 	for _, x := range buf {
-		is := agentv1.GossipState(t.mark[x])
+		is := measurev1.GossipState(t.mark[x])
 		if t.mark[x] == markRemove {
-			is = agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
+			is = measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED
 		}
 		t.mark[x] = 0
 		was := old.state(x)
@@ -87,13 +88,13 @@ func (t *Tracker) UpdateMembers(reporter string, changed Members) error {
 			t.count(x, was, old.at, -1)
 			t.count(x, is, now, +1)
 		}
-		if is != agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED && is != agentv1.GossipState_GOSSIP_STATE_ALIVE {
+		if is != measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED && is != measurev1.GossipState_GOSSIP_STATE_ALIVE {
 			odd = append(odd, uint64(x)<<8|uint64(is))
 		}
 		switch {
-		case was == agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED && is != agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED:
+		case was == measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED && is != measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED:
 			adds = append(adds, x)
-		case was != agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED && is == agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED:
+		case was != measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED && is == measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED:
 			removes = append(removes, x)
 		}
 	}

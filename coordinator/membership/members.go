@@ -1,6 +1,9 @@
 package membership
 
-import agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+import (
+	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+)
 
 // Members is a gossip view's members in compact form: the node names
 // packed into one buffer and a state per member, some 15 bytes per member
@@ -12,7 +15,7 @@ import agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 type Members struct {
 	names  []byte
 	ends   []uint32 // ends[i] is where member i's name ends in names
-	states []agentv1.GossipState
+	states []measurev1.GossipState
 }
 
 // Compact packs members' names and states into Members.
@@ -21,7 +24,7 @@ func Compact(members []*agentv1.GossipMember) Members {
 	for _, m := range members {
 		size += len(m.GetNodeName())
 	}
-	c := Members{names: make([]byte, 0, size), ends: make([]uint32, len(members)), states: make([]agentv1.GossipState, len(members))}
+	c := Members{names: make([]byte, 0, size), ends: make([]uint32, len(members)), states: make([]measurev1.GossipState, len(members))}
 	for i, m := range members {
 		c.names = append(c.names, m.GetNodeName()...)
 		c.ends[i] = uint32(len(c.names))

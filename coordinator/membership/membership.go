@@ -24,13 +24,14 @@ import (
 	"strings"
 	"time"
 
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
+
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
 // Views maps each reporting node to what its gossip says of every member
 // it knows: member name to state.
-type Views map[string]map[string]agentv1.GossipState
+type Views map[string]map[string]measurev1.GossipState
 
 // Verdict is what the reporters' gossip says of one node.
 //
@@ -45,7 +46,7 @@ type Verdict struct {
 	// Quorum), else ALIVE if a reporter sees it alive, else SUSPECT if one
 	// suspects it or declares it dead or left without a quorum
 	// (Unconfirmed), else UNSPECIFIED: no reporter knows the node.
-	State agentv1.GossipState
+	State measurev1.GossipState
 	// AliveBy are reporters that see the node alive or suspect, sorted.
 	AliveBy []string
 	// DeadBy are reporters that declare it dead or left, sorted.
@@ -87,8 +88,8 @@ const MinQuorum = 2
 func Quorum(gone, known int) bool { return gone >= MinQuorum && 2*gone > known }
 
 // gone reports whether s is dead or left.
-func gone(s agentv1.GossipState) bool {
-	return s == agentv1.GossipState_GOSSIP_STATE_DEAD || s == agentv1.GossipState_GOSSIP_STATE_LEFT
+func gone(s measurev1.GossipState) bool {
+	return s == measurev1.GossipState_GOSSIP_STATE_DEAD || s == measurev1.GossipState_GOSSIP_STATE_LEFT
 }
 
 // Judge derives the verdict on node from views. The node's own view is
@@ -101,15 +102,15 @@ func Judge(views Views, node string) Verdict {
 			continue
 		}
 		switch members[node] {
-		case agentv1.GossipState_GOSSIP_STATE_ALIVE:
+		case measurev1.GossipState_GOSSIP_STATE_ALIVE:
 			alive = true
 			v.AliveBy = append(v.AliveBy, reporter)
-		case agentv1.GossipState_GOSSIP_STATE_SUSPECT:
+		case measurev1.GossipState_GOSSIP_STATE_SUSPECT:
 			suspect = true
 			v.AliveBy = append(v.AliveBy, reporter)
-		case agentv1.GossipState_GOSSIP_STATE_DEAD:
+		case measurev1.GossipState_GOSSIP_STATE_DEAD:
 			v.DeadBy = append(v.DeadBy, reporter)
-		case agentv1.GossipState_GOSSIP_STATE_LEFT:
+		case measurev1.GossipState_GOSSIP_STATE_LEFT:
 			left = true
 			v.DeadBy = append(v.DeadBy, reporter)
 		}
@@ -119,20 +120,20 @@ func Judge(views Views, node string) Verdict {
 	quorum := Quorum(len(v.DeadBy), len(v.DeadBy)+len(v.AliveBy))
 	switch {
 	case quorum && left && allLeft(views, node, v.DeadBy):
-		v.State = agentv1.GossipState_GOSSIP_STATE_LEFT
+		v.State = measurev1.GossipState_GOSSIP_STATE_LEFT
 	case quorum:
-		v.State = agentv1.GossipState_GOSSIP_STATE_DEAD
+		v.State = measurev1.GossipState_GOSSIP_STATE_DEAD
 	case alive:
-		v.State = agentv1.GossipState_GOSSIP_STATE_ALIVE
+		v.State = measurev1.GossipState_GOSSIP_STATE_ALIVE
 	case suspect || len(v.DeadBy) > 0:
-		v.State = agentv1.GossipState_GOSSIP_STATE_SUSPECT
+		v.State = measurev1.GossipState_GOSSIP_STATE_SUSPECT
 	}
 	return v
 }
 
 func allLeft(views Views, node string, reporters []string) bool {
 	for _, r := range reporters {
-		if views[r][node] != agentv1.GossipState_GOSSIP_STATE_LEFT {
+		if views[r][node] != measurev1.GossipState_GOSSIP_STATE_LEFT {
 			return false
 		}
 	}
@@ -158,8 +159,8 @@ func Disagreement(node string, connected bool, v Verdict) string {
 
 // disagrees is whether a node the coordinator is connected to or not and
 // gossip's verdict state s disagree (see Disagreement).
-func disagrees(connected bool, s agentv1.GossipState) bool {
-	return connected && gone(s) || !connected && s == agentv1.GossipState_GOSSIP_STATE_ALIVE
+func disagrees(connected bool, s measurev1.GossipState) bool {
+	return connected && gone(s) || !connected && s == measurev1.GossipState_GOSSIP_STATE_ALIVE
 }
 
 // names lists reporters: "n1, n2" or "n1, n2 and 3 more".

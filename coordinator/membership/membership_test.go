@@ -14,19 +14,20 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/membership"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 const (
-	unspec  = agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
-	alive   = agentv1.GossipState_GOSSIP_STATE_ALIVE
-	suspect = agentv1.GossipState_GOSSIP_STATE_SUSPECT
-	dead    = agentv1.GossipState_GOSSIP_STATE_DEAD
-	left    = agentv1.GossipState_GOSSIP_STATE_LEFT
+	unspec  = measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED
+	alive   = measurev1.GossipState_GOSSIP_STATE_ALIVE
+	suspect = measurev1.GossipState_GOSSIP_STATE_SUSPECT
+	dead    = measurev1.GossipState_GOSSIP_STATE_DEAD
+	left    = measurev1.GossipState_GOSSIP_STATE_LEFT
 	// forgotten appears only in deltas (UpdateView).
-	forgotten = agentv1.GossipState_GOSSIP_STATE_FORGOTTEN
+	forgotten = measurev1.GossipState_GOSSIP_STATE_FORGOTTEN
 )
 
-type view = map[string]agentv1.GossipState
+type view = map[string]measurev1.GossipState
 
 // evaluate runs tr.Evaluate over nodes and returns their statuses; it
 // checks that Evaluate's partitions are those of the statuses.
@@ -139,7 +140,7 @@ func TestTracker(t *testing.T) {
 		Grace: 30 * time.Second, Now: func() time.Time { return now },
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
-	members := func(states map[string]agentv1.GossipState) []*agentv1.GossipMember {
+	members := func(states map[string]measurev1.GossipState) []*agentv1.GossipMember {
 		var ms []*agentv1.GossipMember
 		for n, s := range states {
 			ms = append(ms, &agentv1.GossipMember{NodeName: n, State: s})
@@ -308,7 +309,7 @@ func TestGraceNegativeReportsAtOnce(t *testing.T) {
 func TestJoinedIgnoresOlderGossip(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	tr := membership.New(membership.Config{Grace: -1, Settle: 5 * time.Second, Now: func() time.Time { return now }})
-	set := func(reporter string, st agentv1.GossipState) {
+	set := func(reporter string, st measurev1.GossipState) {
 		tr.SetView(reporter, []*agentv1.GossipMember{{NodeName: reporter, State: alive}, {NodeName: "n2", State: st}})
 	}
 	steps := []struct {

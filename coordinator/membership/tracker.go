@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // Tracker keeps the latest gossip view of every reporting node and the
@@ -91,18 +92,18 @@ func (t *Tracker) counts(n *node, at time.Time) bool {
 
 // count adds d (+1 or -1) to x's counter of st, for a statement from a
 // view received at at. t.mu is held.
-func (t *Tracker) count(x nodeID, st agentv1.GossipState, at time.Time, d int32) {
+func (t *Tracker) count(x nodeID, st measurev1.GossipState, at time.Time, d int32) {
 	n := &t.nodes[x]
 	switch st {
-	case agentv1.GossipState_GOSSIP_STATE_ALIVE:
+	case measurev1.GossipState_GOSSIP_STATE_ALIVE:
 		n.alive += d
-	case agentv1.GossipState_GOSSIP_STATE_SUSPECT:
+	case measurev1.GossipState_GOSSIP_STATE_SUSPECT:
 		n.suspect += d
-	case agentv1.GossipState_GOSSIP_STATE_DEAD:
+	case measurev1.GossipState_GOSSIP_STATE_DEAD:
 		if t.counts(n, at) {
 			n.dead += d
 		}
-	case agentv1.GossipState_GOSSIP_STATE_LEFT:
+	case measurev1.GossipState_GOSSIP_STATE_LEFT:
 		if t.counts(n, at) {
 			n.left += d
 		}
@@ -110,8 +111,8 @@ func (t *Tracker) count(x nodeID, st agentv1.GossipState, at time.Time, d int32)
 }
 
 // known reports whether st is a state SetView keeps.
-func known(st agentv1.GossipState) bool {
-	return st >= agentv1.GossipState_GOSSIP_STATE_ALIVE && st <= agentv1.GossipState_GOSSIP_STATE_LEFT
+func known(st measurev1.GossipState) bool {
+	return st >= measurev1.GossipState_GOSSIP_STATE_ALIVE && st <= measurev1.GossipState_GOSSIP_STATE_LEFT
 }
 
 // SetView replaces reporter's view with members. Members with an
@@ -143,11 +144,11 @@ func (t *Tracker) SetMembers(reporter string, members Members) {
 	odd := t.odd[:0]
 	kept := 0
 	if old != nil {
-		old.each(func(x nodeID, was agentv1.GossipState) {
-			is := agentv1.GossipState(t.mark[x])
+		old.each(func(x nodeID, was measurev1.GossipState) {
+			is := measurev1.GossipState(t.mark[x])
 			if is != 0 {
 				kept++
-				if is != agentv1.GossipState_GOSSIP_STATE_ALIVE {
+				if is != measurev1.GossipState_GOSSIP_STATE_ALIVE {
 					odd = append(odd, uint64(x)<<8|uint64(is))
 				}
 				t.mark[x] = 0 // done
@@ -160,12 +161,12 @@ func (t *Tracker) SetMembers(reporter string, members Members) {
 	}
 	sorted := true
 	for _, x := range buf {
-		is := agentv1.GossipState(t.mark[x])
+		is := measurev1.GossipState(t.mark[x])
 		if is == 0 {
 			continue // in the old view: done
 		}
 		t.mark[x] = 0
-		if is != agentv1.GossipState_GOSSIP_STATE_ALIVE {
+		if is != measurev1.GossipState_GOSSIP_STATE_ALIVE {
 			odd = append(odd, uint64(x)<<8|uint64(is))
 			sorted = false
 		}
@@ -207,7 +208,7 @@ func (t *Tracker) Drop(reporter string) {
 		return
 	}
 	v := t.nodes[r].view
-	v.each(func(x nodeID, st agentv1.GossipState) {
+	v.each(func(x nodeID, st measurev1.GossipState) {
 		if x != r {
 			t.count(x, st, v.at, -1)
 		}
@@ -247,13 +248,13 @@ func (t *Tracker) Joined(node string) {
 }
 
 // State is the verdict state on node, in O(1): Verdict without the lists.
-func (t *Tracker) State(node string) agentv1.GossipState {
+func (t *Tracker) State(node string) measurev1.GossipState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if x, ok := t.ids[node]; ok {
 		return t.nodes[x].state()
 	}
-	return agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
+	return measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED
 }
 
 // Verdict is Judge over the views held now, without the dead or left
@@ -284,11 +285,11 @@ func (t *Tracker) verdict(name string) Verdict {
 			continue
 		}
 		switch st := rv.state(x); st {
-		case agentv1.GossipState_GOSSIP_STATE_ALIVE, agentv1.GossipState_GOSSIP_STATE_SUSPECT:
+		case measurev1.GossipState_GOSSIP_STATE_ALIVE, measurev1.GossipState_GOSSIP_STATE_SUSPECT:
 			if len(v.AliveBy) < wa {
 				v.AliveBy = append(v.AliveBy, t.nodes[r].name)
 			}
-		case agentv1.GossipState_GOSSIP_STATE_DEAD, agentv1.GossipState_GOSSIP_STATE_LEFT:
+		case measurev1.GossipState_GOSSIP_STATE_DEAD, measurev1.GossipState_GOSSIP_STATE_LEFT:
 			if len(v.DeadBy) < wd && t.counts(n, rv.at) {
 				v.DeadBy = append(v.DeadBy, t.nodes[r].name)
 			}
@@ -327,7 +328,7 @@ func (t *Tracker) Evaluate(nodes map[string]bool) map[string]string {
 	defer t.mu.Unlock()
 	now := t.now()
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
-		state := agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
+		state := measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED
 		unconfirmed := false
 		if x, ok := t.ids[name]; ok {
 			state, unconfirmed = t.nodes[x].state(), t.nodes[x].unconfirmed()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/membership"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // model is the brute-force reference of a Tracker: the views as
@@ -31,7 +32,7 @@ func newModel(settle time.Duration) *model {
 }
 
 func (m *model) setView(now time.Time, reporter string, members []*agentv1.GossipMember) {
-	v := map[string]agentv1.GossipState{}
+	v := map[string]measurev1.GossipState{}
 	for _, mb := range members {
 		if s := mb.GetState(); s >= alive && s <= left {
 			v[mb.GetNodeName()] = s
@@ -157,7 +158,7 @@ func sameVerdict(a, b membership.Verdict) bool {
 
 // op applies one operation decoded from b (5 bytes) and names it.
 func (p *pair) op(t *testing.T, b []byte) string {
-	states := []agentv1.GossipState{alive, alive, suspect, dead, left, unspec, 9}
+	states := []measurev1.GossipState{alive, alive, suspect, dead, left, unspec, 9}
 	r := p.nodes[int(b[1])%len(p.nodes)]
 	switch b[0] % 10 {
 	case 8, 9: // a delta: which members (bits of b[2]), states from b[3], b[4]
@@ -301,7 +302,7 @@ func TestTrackerForgetsNames(t *testing.T) {
 // TestUpdateView: deltas change only what they list, forget members, and
 // are refused before a whole view and after Drop.
 func TestUpdateView(t *testing.T) {
-	m := func(name string, st agentv1.GossipState) *agentv1.GossipMember {
+	m := func(name string, st measurev1.GossipState) *agentv1.GossipMember {
 		return &agentv1.GossipMember{NodeName: name, State: st}
 	}
 	for _, tt := range []struct {
@@ -310,17 +311,17 @@ func TestUpdateView(t *testing.T) {
 		drop    bool
 		delta   []*agentv1.GossipMember
 		wantErr bool
-		want    map[string]agentv1.GossipState // State of each node
+		want    map[string]measurev1.GossipState // State of each node
 	}{
-		{"no whole view", nil, false, []*agentv1.GossipMember{m("n2", dead)}, true, map[string]agentv1.GossipState{"n2": unspec}},
-		{"after drop", []*agentv1.GossipMember{m("n2", alive)}, true, []*agentv1.GossipMember{m("n2", dead)}, true, map[string]agentv1.GossipState{"n2": unspec}},
+		{"no whole view", nil, false, []*agentv1.GossipMember{m("n2", dead)}, true, map[string]measurev1.GossipState{"n2": unspec}},
+		{"after drop", []*agentv1.GossipMember{m("n2", alive)}, true, []*agentv1.GossipMember{m("n2", dead)}, true, map[string]measurev1.GossipState{"n2": unspec}},
 		{"state change", []*agentv1.GossipMember{m("n1", alive), m("n2", alive), m("n3", alive)}, false,
-			[]*agentv1.GossipMember{m("n2", dead)}, false, map[string]agentv1.GossipState{"n2": suspect, "n3": alive}}, // one reporter: no quorum
+			[]*agentv1.GossipMember{m("n2", dead)}, false, map[string]measurev1.GossipState{"n2": suspect, "n3": alive}}, // one reporter: no quorum
 		{"forgotten", []*agentv1.GossipMember{m("n2", dead), m("n3", alive)}, false,
-			[]*agentv1.GossipMember{m("n2", forgotten)}, false, map[string]agentv1.GossipState{"n2": unspec, "n3": alive}},
+			[]*agentv1.GossipMember{m("n2", forgotten)}, false, map[string]measurev1.GossipState{"n2": unspec, "n3": alive}},
 		{"new member, last listing counts", []*agentv1.GossipMember{m("n3", alive)}, false,
-			[]*agentv1.GossipMember{m("n4", dead), m("n4", suspect)}, false, map[string]agentv1.GossipState{"n3": alive, "n4": suspect}},
-		{"empty delta", []*agentv1.GossipMember{m("n3", left)}, false, nil, false, map[string]agentv1.GossipState{"n3": suspect}}, // one reporter's left: no quorum
+			[]*agentv1.GossipMember{m("n4", dead), m("n4", suspect)}, false, map[string]measurev1.GossipState{"n3": alive, "n4": suspect}},
+		{"empty delta", []*agentv1.GossipMember{m("n3", left)}, false, nil, false, map[string]measurev1.GossipState{"n3": suspect}}, // one reporter's left: no quorum
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := membership.New(membership.Config{Grace: -1, Settle: -1})

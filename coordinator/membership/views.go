@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // The Tracker's storage. Node names are interned to dense IDs (nodeID);
@@ -50,25 +50,25 @@ func newView(set *memberSet, odd []uint64, at time.Time) *view {
 }
 
 // state is what v says of x: UNSPECIFIED if v does not know x.
-func (v *view) state(x nodeID) agentv1.GossipState {
+func (v *view) state(x nodeID) measurev1.GossipState {
 	if len(v.odd) > 0 {
 		if i, ok := slices.BinarySearch(v.odd, x); ok {
-			return agentv1.GossipState(v.oddSt[i])
+			return measurev1.GossipState(v.oddSt[i])
 		}
 	}
 	if _, ok := slices.BinarySearch(v.set.ids, x); ok {
-		return agentv1.GossipState_GOSSIP_STATE_ALIVE
+		return measurev1.GossipState_GOSSIP_STATE_ALIVE
 	}
-	return agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
+	return measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED
 }
 
 // each calls f with every member of v and its state, in ID order.
-func (v *view) each(f func(x nodeID, st agentv1.GossipState)) {
+func (v *view) each(f func(x nodeID, st measurev1.GossipState)) {
 	j := 0
 	for _, x := range v.set.ids {
-		st := agentv1.GossipState_GOSSIP_STATE_ALIVE
+		st := measurev1.GossipState_GOSSIP_STATE_ALIVE
 		if j < len(v.odd) && v.odd[j] == x {
-			st = agentv1.GossipState(v.oddSt[j])
+			st = measurev1.GossipState(v.oddSt[j])
 			j++
 		}
 		f(x, st)
@@ -92,20 +92,20 @@ type node struct {
 
 // state is the verdict state from the counters (Judge's rule: a quorum of
 // the reporters that know the node for dead or left).
-func (n *node) state() agentv1.GossipState {
+func (n *node) state() measurev1.GossipState {
 	g := int(n.dead + n.left)
 	quorum := Quorum(g, g+int(n.alive+n.suspect))
 	switch {
 	case quorum && n.dead == 0:
-		return agentv1.GossipState_GOSSIP_STATE_LEFT
+		return measurev1.GossipState_GOSSIP_STATE_LEFT
 	case quorum:
-		return agentv1.GossipState_GOSSIP_STATE_DEAD
+		return measurev1.GossipState_GOSSIP_STATE_DEAD
 	case n.alive > 0:
-		return agentv1.GossipState_GOSSIP_STATE_ALIVE
+		return measurev1.GossipState_GOSSIP_STATE_ALIVE
 	case n.suspect > 0 || g > 0:
-		return agentv1.GossipState_GOSSIP_STATE_SUSPECT
+		return measurev1.GossipState_GOSSIP_STATE_SUSPECT
 	}
-	return agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED
+	return measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED
 }
 
 // unconfirmed reports whether some reporters declare the node dead or

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -62,7 +63,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 				connected++
 			}
 			switch a.GetGossipState() {
-			case meshv1.GossipState_GOSSIP_STATE_DEAD, meshv1.GossipState_GOSSIP_STATE_LEFT:
+			case measurev1.GossipState_GOSSIP_STATE_DEAD, measurev1.GossipState_GOSSIP_STATE_LEFT:
 				dead++
 			}
 			if a.GetPartition() != "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/metrics"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/testnet"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -46,7 +47,7 @@ func TestGossipGauges(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := serve(t, m)
-	alive, dead, left := meshv1.GossipState_GOSSIP_STATE_ALIVE, meshv1.GossipState_GOSSIP_STATE_DEAD, meshv1.GossipState_GOSSIP_STATE_LEFT
+	alive, dead, left := measurev1.GossipState_GOSSIP_STATE_ALIVE, measurev1.GossipState_GOSSIP_STATE_DEAD, measurev1.GossipState_GOSSIP_STATE_LEFT
 	for _, tt := range []struct {
 		name                     string
 		agents                   []*meshv1.Agent

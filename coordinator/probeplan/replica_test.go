@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -97,7 +98,7 @@ func testPeer(name string, v int) Peer {
 }
 
 func testSettings(v int) *agentv1.ProbeSettings {
-	return &agentv1.ProbeSettings{PayloadBytes: uint32(56 + v), Kinds: []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP}}
+	return &agentv1.ProbeSettings{PayloadBytes: uint32(56 + v), Kinds: []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP}}
 }
 
 // chain drives a table and replicas from a stream of operation bytes and

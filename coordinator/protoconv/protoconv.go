@@ -1,23 +1,19 @@
 // Package protoconv converts between the coordinator's three protocol
 // packages: the agent wire protocol (meshperf.agent.v1), the stored
 // records (meshperf.store.v1) and the user API (meshperf.mesh.v1). Their
-// shared messages are measure.v1's (a node's addresses and tools, the
-// external targets): the registry copies them (Clones) from a
-// registration into a record and from a record into the Endpoints and
-// probe plans it sends, and the server into its answers. The API's
-// agent, and its gossip states and probe kinds, are its own: the API*
-// functions build them from records and wire values, field by field and
-// casting enums by number (the tests check that every wire enum value has
-// its API twin of the same name), and API requests reach the domain
-// through the Wire* functions. Every function returns nil for a nil or
-// empty input slice and never shares a message with its input.
+// shared messages and enums are measure.v1's (a node's addresses and
+// tools, the external targets, gossip states, probe kinds): the registry
+// copies the messages (Clones) from a registration into a record and from
+// a record into the Endpoints and probe plans it sends, and the server
+// into its answers. The API's agent is its own: APIAgent builds it from a
+// record, field by field. Every function returns nil for a nil or empty
+// input slice and never shares a message with its input.
 package protoconv
 
 import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
@@ -66,17 +62,3 @@ func each[In, Out any](in []In, conv func(In) Out) []Out {
 	}
 	return out
 }
-
-// APIGossipState is the API value of a wire gossip state: the value of the
-// same number (and name). A number the API does not know passes through,
-// as an open protobuf enum carries it.
-func APIGossipState(s agentv1.GossipState) meshv1.GossipState { return meshv1.GossipState(s) }
-
-// APIProbeKind is the API value of a wire probe kind: the value of the
-// same number (and name).
-func APIProbeKind(k agentv1.ProbeKind) meshv1.ProbeKind { return meshv1.ProbeKind(k) }
-
-// WireProbeKind is the wire value of an API probe kind, as the store and
-// the probe plans know it: the value of the same number (and name). A
-// number neither knows passes through; callers validate requests first.
-func WireProbeKind(k meshv1.ProbeKind) agentv1.ProbeKind { return agentv1.ProbeKind(k) }

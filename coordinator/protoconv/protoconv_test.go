@@ -17,54 +17,6 @@ import (
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
-// TestEnumTwins: every value of each wire enum has an API value of the
-// same number and name, and the API enum has no value the wire lacks, so
-// a value added to agent.v1 cannot be silently dropped or renamed on its
-// way to the API (add it to mesh.v1 too).
-func TestEnumTwins(t *testing.T) {
-	for _, tt := range []struct {
-		name       string
-		wire, api  protoreflect.EnumDescriptor
-		conv, back func(protoreflect.EnumNumber) protoreflect.EnumNumber
-	}{
-		{"GossipState", agentv1.GossipState(0).Descriptor(), meshv1.GossipState(0).Descriptor(),
-			func(n protoreflect.EnumNumber) protoreflect.EnumNumber {
-				return protoreflect.EnumNumber(APIGossipState(agentv1.GossipState(n)))
-			}, nil},
-		{"ProbeKind", agentv1.ProbeKind(0).Descriptor(), meshv1.ProbeKind(0).Descriptor(),
-			func(n protoreflect.EnumNumber) protoreflect.EnumNumber {
-				return protoreflect.EnumNumber(APIProbeKind(agentv1.ProbeKind(n)))
-			},
-			func(n protoreflect.EnumNumber) protoreflect.EnumNumber {
-				return protoreflect.EnumNumber(WireProbeKind(meshv1.ProbeKind(n)))
-			}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			wv, av := tt.wire.Values(), tt.api.Values()
-			if wv.Len() != av.Len() {
-				t.Errorf("wire %s has %d values, API %s %d", tt.wire.FullName(), wv.Len(), tt.api.FullName(), av.Len())
-			}
-			for i := range wv.Len() {
-				w := wv.Get(i)
-				got := av.ByNumber(tt.conv(w.Number()))
-				if got == nil || got.Name() != w.Name() || got.Number() != w.Number() {
-					t.Errorf("wire %s = %d converts to %v, want the API value %s", w.Name(), w.Number(), got, w.Name())
-				}
-			}
-			if tt.back == nil {
-				return
-			}
-			for i := range av.Len() {
-				a := av.Get(i)
-				got := wv.ByNumber(tt.back(a.Number()))
-				if got == nil || got.Name() != a.Name() {
-					t.Errorf("API %s = %d converts back to %v, want the wire value %s", a.Name(), a.Number(), got, a.Name())
-				}
-			}
-		})
-	}
-}
-
 // TestSharedMessages: measure.v1's NetworkAddress, ToolInfo and
 // ExternalTarget, which replaced a copy of each in agent.v1, mesh.v1 and
 // store.v1, have those copies' fields (number, name, kind, enum), so the
@@ -104,26 +56,72 @@ func TestSharedMessages(t *testing.T) {
 			t.Errorf("%s fields %v, want %v", d.FullName(), got, tt.want)
 		}
 	}
+	// The holders: each field's type is the shared one, repeated or not.
 	for _, tt := range []struct {
-		msg    proto.Message
-		number protoreflect.FieldNumber
-		want   protoreflect.FullName
+		msg      proto.Message
+		number   protoreflect.FieldNumber
+		want     protoreflect.FullName
+		repeated bool
 	}{
-		{&agentv1.Register{}, 4, "meshperf.measure.v1.NetworkAddress"},
-		{&agentv1.Register{}, 6, "meshperf.measure.v1.ToolInfo"},
-		{&agentv1.NodeEndpoint{}, 2, "meshperf.measure.v1.NetworkAddress"},
-		{&storev1.Agent{}, 4, "meshperf.measure.v1.NetworkAddress"},
-		{&storev1.Agent{}, 6, "meshperf.measure.v1.ToolInfo"},
-		{&meshv1.Agent{}, 4, "meshperf.measure.v1.NetworkAddress"},
-		{&meshv1.Agent{}, 6, "meshperf.measure.v1.ToolInfo"},
-		{&agentv1.Endpoints{}, 2, "meshperf.measure.v1.ExternalTarget"},
-		{&meshv1.ListExternalTargetsResponse{}, 1, "meshperf.measure.v1.ExternalTarget"},
+		{&agentv1.Register{}, 4, "meshperf.measure.v1.NetworkAddress", true},
+		{&agentv1.Register{}, 6, "meshperf.measure.v1.ToolInfo", true},
+		{&agentv1.NodeEndpoint{}, 2, "meshperf.measure.v1.NetworkAddress", true},
+		{&storev1.Agent{}, 4, "meshperf.measure.v1.NetworkAddress", true},
+		{&storev1.Agent{}, 6, "meshperf.measure.v1.ToolInfo", true},
+		{&meshv1.Agent{}, 4, "meshperf.measure.v1.NetworkAddress", true},
+		{&meshv1.Agent{}, 6, "meshperf.measure.v1.ToolInfo", true},
+		{&agentv1.Endpoints{}, 2, "meshperf.measure.v1.ExternalTarget", true},
+		{&meshv1.ListExternalTargetsResponse{}, 1, "meshperf.measure.v1.ExternalTarget", true},
+		{&agentv1.ProbeSettings{}, 4, "meshperf.measure.v1.ProbeKind", true},
+		{&agentv1.ProbeSummary{}, 4, "meshperf.measure.v1.ProbeKind", false},
+		{&meshv1.ListProbeSeriesRequest{}, 4, "meshperf.measure.v1.ProbeKind", false},
+		{&agentv1.GossipMember{}, 2, "meshperf.measure.v1.GossipState", false},
+		{&meshv1.Agent{}, 11, "meshperf.measure.v1.GossipState", false},
 	} {
 		f := tt.msg.ProtoReflect().Descriptor().Fields().ByNumber(tt.number)
-		if f == nil || f.Message() == nil || f.Message().FullName() != tt.want || !f.IsList() {
-			t.Errorf("%s field %d is %v, want repeated %s", tt.msg.ProtoReflect().Descriptor().FullName(), tt.number, f, tt.want)
+		if f == nil || typeName(f) != tt.want || f.IsList() != tt.repeated {
+			t.Errorf("%s field %d is %v, want %s (repeated: %t)", tt.msg.ProtoReflect().Descriptor().FullName(), tt.number, f, tt.want, tt.repeated)
 		}
 	}
+}
+
+// TestSharedEnums pins the values of the enums that the wire protocol,
+// the API and the store share (measure.v1): their numbers are on the wire
+// and in stored series keys, their names in the API's JSON.
+func TestSharedEnums(t *testing.T) {
+	for _, tt := range []struct {
+		enum protoreflect.EnumDescriptor
+		want []string
+	}{
+		{measurev1.GossipState(0).Descriptor(), []string{"GOSSIP_STATE_UNSPECIFIED", "GOSSIP_STATE_ALIVE", "GOSSIP_STATE_SUSPECT",
+			"GOSSIP_STATE_DEAD", "GOSSIP_STATE_LEFT", "GOSSIP_STATE_FORGOTTEN"}},
+		{measurev1.ProbeKind(0).Descriptor(), []string{"PROBE_KIND_UNSPECIFIED", "PROBE_KIND_ICMP", "PROBE_KIND_ICMP_MTU",
+			"PROBE_KIND_TCP", "PROBE_KIND_HTTP"}},
+	} {
+		var got []string
+		for i := range tt.enum.Values().Len() {
+			v := tt.enum.Values().Get(i)
+			if int(v.Number()) != i {
+				t.Errorf("%s: %s has number %d, want %d", tt.enum.FullName(), v.Name(), v.Number(), i)
+			}
+			got = append(got, string(v.Name()))
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s values %v, want %v", tt.enum.FullName(), got, tt.want)
+		}
+	}
+}
+
+// typeName is the full name of a field's message or enum type; empty for
+// a scalar.
+func typeName(f protoreflect.FieldDescriptor) protoreflect.FullName {
+	switch {
+	case f.Message() != nil:
+		return f.Message().FullName()
+	case f.Enum() != nil:
+		return f.Enum().FullName()
+	}
+	return ""
 }
 
 // TestAgentRecordIsAPIAgent: the record's fields are the API Agent's of

@@ -37,7 +37,7 @@ func (r *Registry) Agents() []*meshv1.Agent {
 			a.LastSeenTime = timestamppb.New(s.lastSeen())
 		}
 		g := gossip[name]
-		a.GossipState, a.GossipAliveBy, a.GossipDeadBy, a.Partition = protoconv.APIGossipState(g.State), g.AliveBy, g.DeadBy, g.Partition
+		a.GossipState, a.GossipAliveBy, a.GossipDeadBy, a.Partition = g.State, g.AliveBy, g.DeadBy, g.Partition
 		a.State = r.state(rec, now, g.Gone())
 		out = append(out, a)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/membership"
 	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
@@ -46,12 +47,12 @@ func TestGossipEvaluator(t *testing.T) {
 	if running {
 		t.Fatal("the evaluator runs before any gossip")
 	}
-	n2Alive := &agentv1.GossipView{Delta: true, Members: []*agentv1.GossipMember{{NodeName: "n2", State: agentv1.GossipState_GOSSIP_STATE_ALIVE}}}
+	n2Alive := &agentv1.GossipView{Delta: true, Members: []*agentv1.GossipMember{{NodeName: "n2", State: measurev1.GossipState_GOSSIP_STATE_ALIVE}}}
 	if err := r.gossipView(sessions["n1"], n2Alive); !errors.Is(err, membership.ErrNoView) {
 		t.Errorf("a delta before any whole view: error %v, want membership.ErrNoView", err)
 	}
 	n2Dead := &agentv1.GossipView{Members: []*agentv1.GossipMember{
-		{NodeName: "n1", State: agentv1.GossipState_GOSSIP_STATE_ALIVE}, {NodeName: "n2", State: agentv1.GossipState_GOSSIP_STATE_DEAD},
+		{NodeName: "n1", State: measurev1.GossipState_GOSSIP_STATE_ALIVE}, {NodeName: "n2", State: measurev1.GossipState_GOSSIP_STATE_DEAD},
 	}}
 	if err := r.gossipView(sessions["n1"], n2Dead); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/stringers"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // ErrNotReporter is gossipView's error for a view from a session that is
@@ -56,8 +57,8 @@ func liveSession(s *session, now time.Time) bool {
 }
 
 // gossipGone reports whether a gossip state is dead or left.
-func gossipGone(s agentv1.GossipState) bool {
-	return s == agentv1.GossipState_GOSSIP_STATE_DEAD || s == agentv1.GossipState_GOSSIP_STATE_LEFT
+func gossipGone(s measurev1.GossipState) bool {
+	return s == measurev1.GossipState_GOSSIP_STATE_DEAD || s == measurev1.GossipState_GOSSIP_STATE_LEFT
 }
 
 // gossipSeeds returns the gossip addresses of up to maxGossipSeeds of the
@@ -209,10 +210,10 @@ func validateGossipView(v *agentv1.GossipView) error {
 			return fmt.Errorf("%s: members[%d]: %w", kind, i, err)
 		}
 		st := m.GetState()
-		if _, ok := agentv1.GossipState_name[int32(st)]; !ok || st == agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED {
+		if _, ok := measurev1.GossipState_name[int32(st)]; !ok || st == measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED {
 			return fmt.Errorf("%s: members[%d] (%s): state %d is not a gossip state", kind, i, m.GetNodeName(), st)
 		}
-		if st == agentv1.GossipState_GOSSIP_STATE_FORGOTTEN && !v.GetDelta() {
+		if st == measurev1.GossipState_GOSSIP_STATE_FORGOTTEN && !v.GetDelta() {
 			return fmt.Errorf("%s: members[%d] (%s): state %v only in a delta", kind, i, m.GetNodeName(), st)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/series"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -83,7 +82,7 @@ func BenchmarkQueue(b *testing.B) {
 			r := series.Report{Src: fmt.Sprintf("node-%04d", i), Start: t0, Period: 10 * time.Second}
 			for j := range 333 { // 3 samples each: loss, median, p90
 				r.Summaries = append(r.Summaries, series.Summary{Dst: fmt.Sprintf("node-%04d", j), Path: hh,
-					Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 10, Received: 10, RTTMedian: time.Millisecond, RTTP90: time.Millisecond})
+					Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, Sent: 10, Received: 10, RTTMedian: time.Millisecond, RTTP90: time.Millisecond})
 			}
 			reports[i] = r
 		}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/series"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -22,7 +21,7 @@ func lossReports(src, dst string, n int, start time.Time) []series.Report {
 	out := make([]series.Report, n)
 	for i := range out {
 		out[i] = series.Report{Src: src, Start: start.Add(time.Duration(i) * time.Second), Period: time.Second,
-			Summaries: []series.Summary{{Dst: dst, Path: hh, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 10,
+			Summaries: []series.Summary{{Dst: dst, Path: hh, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, Sent: 10,
 				Status: measurev1.Status_STATUS_TIMEOUT}}}
 	}
 	return out

@@ -15,7 +15,6 @@ import (
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/internal/vmtest"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -103,7 +102,7 @@ func TestVictoriaMetrics(t *testing.T) {
 	w.Recorded([]*measurev1.Result{result("node-a", "node-b", pp, iperf, 9.41e9, base)})
 	w.RunEnded("run", measurev1.RunState_RUN_STATE_SUCCEEDED)
 	w.Reports([]series.Report{{Src: "node-a", Start: t1, Period: 10 * time.Second, Summaries: []series.Summary{
-		{Dst: "node-b", Path: pp, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 20, Received: 19,
+		{Dst: "node-b", Path: pp, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, Sent: 20, Received: 19,
 			RTTMedian: 250 * time.Microsecond, RTTP90: 400 * time.Microsecond, Status: measurev1.Status_STATUS_TIMEOUT},
 	}}})
 	const phaseA = 2 + 4 + 1 + 2 + 3 // ping's pairs and nodes, iperf3's, the probe's 3

@@ -15,7 +15,6 @@ import (
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/internal/testutil/testresult"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -80,11 +79,11 @@ func TestWriterSendsResultsAndProbes(t *testing.T) {
 	late.RunId = "ended" // a late result: its pair sample only
 	w.Recorded([]*measurev1.Result{late})
 	w.Reports([]series.Report{{Src: "a", Start: t2, Period: 10 * time.Second, Summaries: []series.Summary{
-		{Dst: "b", Path: hh, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 10, Received: 8,
+		{Dst: "b", Path: hh, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, Sent: 10, Received: 8,
 			RTTMedian: time.Millisecond, RTTP90: 3 * time.Millisecond, Status: measurev1.Status_STATUS_TIMEOUT},
-		{Dst: "c", Path: pp, Kind: agentv1.ProbeKind_PROBE_KIND_TCP, Sent: 4, Received: 0, Status: measurev1.Status_STATUS_UNREACHABLE},
-		{Dst: "d", Path: hh, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 0},
-		{Dst: "e", Path: hh, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 5, Received: 5, Status: measurev1.Status_STATUS_INVALID},
+		{Dst: "c", Path: pp, Kind: measurev1.ProbeKind_PROBE_KIND_TCP, Sent: 4, Received: 0, Status: measurev1.Status_STATUS_UNREACHABLE},
+		{Dst: "d", Path: hh, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, Sent: 0},
+		{Dst: "e", Path: hh, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, Sent: 5, Received: 5, Status: measurev1.Status_STATUS_INVALID},
 	}}})
 	stop()
 	rcv.check(t)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/store"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -73,7 +72,7 @@ func TestPass(t *testing.T) {
 				for j := range 360 {
 					reports = append(reports, series.Report{Src: "a", Seq: uint64(i*360 + j + 1), Start: start.Add(time.Duration(j) * 10 * time.Second),
 						Period: 10 * time.Second, Summaries: []series.Summary{{Dst: "b", Path: measurev1.Path_PATH_HOST_TO_HOST,
-							Kind: agentv1.ProbeKind_PROBE_KIND_ICMP, Sent: 1, Received: 1, RTTMin: 90 * time.Microsecond,
+							Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, Sent: 1, Received: 1, RTTMin: 90 * time.Microsecond,
 							RTTMedian: 100 * time.Microsecond, RTTP90: 110 * time.Microsecond, RTTMax: 120 * time.Microsecond, Status: measurev1.Status_STATUS_OK}}})
 				}
 			}
@@ -91,7 +90,7 @@ func TestPass(t *testing.T) {
 			if want := (Counts{Rolled: 5, Runs: 1, SeriesSamples: 360, SeriesRollupPoints: tt.points}); c != want {
 				t.Errorf("pass %+v, want %+v", c, want)
 			}
-			key := series.Key{Src: "a", Dst: "b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP}
+			key := series.Key{Src: "a", Dst: "b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP}
 			samples, err := st.Series(ctx, key, time.Time{}, time.Time{})
 			if err != nil || len(samples) != 360 || samples[0].Start.Before(now.Add(-24*time.Hour)) {
 				t.Errorf("series left: %d samples from %v, %v; want the last hour's 360", len(samples), samples[0].Start, err)

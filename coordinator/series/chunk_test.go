@@ -10,7 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/meshperf/meshperf/internal/testutil"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -210,7 +209,7 @@ func TestDecodeRefuses(t *testing.T) {
 }
 
 func TestReportValidate(t *testing.T) {
-	sum := Summary{Dst: "node-2", Path: measurev1.Path_PATH_POD_TO_POD, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP,
+	sum := Summary{Dst: "node-2", Path: measurev1.Path_PATH_POD_TO_POD, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP,
 		Sent: 10, Received: 10, RTTMin: testutil.Micros(90), RTTMedian: testutil.Micros(100), RTTP90: testutil.Micros(120), RTTMax: testutil.Micros(300), Status: ok}
 	mod := func(f func(*Report)) Report {
 		r := Report{Src: "node-1", Seq: 1, Start: t0, Period: 10 * time.Second, Summaries: []Summary{sum, sum}}

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"time"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -56,7 +55,7 @@ type Key struct {
 	// Path is the path probed.
 	Path measurev1.Path
 	// Kind is the probe kind.
-	Kind agentv1.ProbeKind
+	Kind measurev1.ProbeKind
 	// Family is the IP family probed: IP_FAMILY_UNSPECIFIED and
 	// IP_FAMILY_IPV4 both name the IPv4 series (as before families).
 	Family measurev1.IPFamily
@@ -108,7 +107,7 @@ type Summary struct {
 	// Path is the path probed.
 	Path measurev1.Path
 	// Kind is the probe kind.
-	Kind agentv1.ProbeKind
+	Kind measurev1.ProbeKind
 	// Family is as in Key.
 	Family measurev1.IPFamily
 	// Sent and Received are as in Sample.
@@ -174,7 +173,7 @@ func ValidPath(field string, p measurev1.Path) error {
 // ValidKind checks that k is a known probe kind other than
 // PROBE_KIND_UNSPECIFIED, under 8 (the store packs it in 3 bits, the
 // fourth marks IPv6).
-func ValidKind(field string, k agentv1.ProbeKind) error {
+func ValidKind(field string, k measurev1.ProbeKind) error {
 	if !known(&knownKinds, int32(k)) || k >= 8 {
 		return fmt.Errorf("%w: %s %d is not a known probe kind", ErrInvalid, field, int32(k))
 	}
@@ -192,7 +191,7 @@ func ValidStatus(field string, st measurev1.Status) error {
 
 // Known enum values other than 0 (UNSPECIFIED), as tables: the maps of
 // the generated code are slow for one lookup per summary.
-var knownPaths, knownKinds, knownStatuses = enumTable(measurev1.Path_name), enumTable(agentv1.ProbeKind_name), enumTable(measurev1.Status_name)
+var knownPaths, knownKinds, knownStatuses = enumTable(measurev1.Path_name), enumTable(measurev1.ProbeKind_name), enumTable(measurev1.Status_name)
 
 func enumTable(names map[int32]string) (t [64]bool) {
 	for v := range names {

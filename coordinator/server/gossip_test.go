@@ -29,7 +29,7 @@ func startLiveAgent(t *testing.T, ctx context.Context, c *coordinator, reg *agen
 
 // sendView sends a gossip view of a: member name to state. A failed send
 // shows as the view missing.
-func sendView(a *fakeagent.Agent, states map[string]agentv1.GossipState) {
+func sendView(a *fakeagent.Agent, states map[string]measurev1.GossipState) {
 	v := &agentv1.GossipView{}
 	for n, s := range states {
 		v.Members = append(v.Members, &agentv1.GossipMember{NodeName: n, State: s, Address: "127.0.0.1:7946"})
@@ -47,7 +47,7 @@ func registerAt(node, hostIP, podIP string, gossipPort uint32) *agentv1.Register
 // gossipOf is the coordinator's gossip report on a node.
 type gossipOf struct {
 	State     meshv1.NodeState
-	Gossip    agentv1.GossipState
+	Gossip    measurev1.GossipState
 	AliveBy   []string
 	DeadBy    []string
 	Partition string
@@ -61,7 +61,7 @@ func agentsGossip(t *testing.T, ctx context.Context, c *coordinator) map[string]
 	}
 	out := map[string]gossipOf{}
 	for _, a := range resp.GetAgents() {
-		out[a.GetNodeName()] = gossipOf{a.GetState(), agentv1.GossipState(a.GetGossipState()), a.GetGossipAliveBy(), a.GetGossipDeadBy(), a.GetPartition()}
+		out[a.GetNodeName()] = gossipOf{a.GetState(), a.GetGossipState(), a.GetGossipAliveBy(), a.GetGossipDeadBy(), a.GetPartition()}
 	}
 	return out
 }
@@ -74,8 +74,8 @@ func agentsGossip(t *testing.T, ctx context.Context, c *coordinator) map[string]
 // coordinator lost while gossip sees it alive.
 func TestGossip(t *testing.T) {
 	const (
-		alive = agentv1.GossipState_GOSSIP_STATE_ALIVE
-		dead  = agentv1.GossipState_GOSSIP_STATE_DEAD
+		alive = measurev1.GossipState_GOSSIP_STATE_ALIVE
+		dead  = measurev1.GossipState_GOSSIP_STATE_DEAD
 	)
 	c := startWith(t, func(rc *registry.Config) {
 		rc.PartitionGrace, rc.GossipSettle = -1, -1 // partitions at once; views count at once
@@ -109,15 +109,15 @@ func TestGossip(t *testing.T) {
 		}, func() string { return cmp.Diff(want, got, cmpopts.EquateEmpty()) })
 	}
 
-	sendView(n1, map[string]agentv1.GossipState{"node-1": alive, "node-2": dead})
-	sendView(n2, map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
+	sendView(n1, map[string]measurev1.GossipState{"node-1": alive, "node-2": dead})
+	sendView(n2, map[string]measurev1.GossipState{"node-1": alive, "node-2": alive})
 	check("node-1 alone declares node-2 dead: no quorum", map[string]gossipOf{
 		"node-1": {State: ready, Gossip: alive, AliveBy: []string{"node-2"}},
-		"node-2": {State: ready, Gossip: agentv1.GossipState_GOSSIP_STATE_SUSPECT, DeadBy: []string{"node-1"}},
+		"node-2": {State: ready, Gossip: measurev1.GossipState_GOSSIP_STATE_SUSPECT, DeadBy: []string{"node-1"}},
 		"node-3": {State: ready},
 		"node-4": {State: ready},
 	})
-	sendView(n4, map[string]agentv1.GossipState{"node-1": alive, "node-2": dead})
+	sendView(n4, map[string]measurev1.GossipState{"node-1": alive, "node-2": dead})
 	quorum := map[string]gossipOf{
 		"node-1": {State: ready, Gossip: alive, AliveBy: []string{"node-2", "node-4"}},
 		"node-2": {State: ready, Gossip: dead, DeadBy: []string{"node-1", "node-4"},
@@ -175,8 +175,8 @@ func TestGossip(t *testing.T) {
 
 	// node-2 speaks again, and comes back in the gossip.
 	n2.Mute(false)
-	sendView(n1, map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
-	sendView(n4, map[string]agentv1.GossipState{"node-1": alive, "node-2": alive})
+	sendView(n1, map[string]measurev1.GossipState{"node-1": alive, "node-2": alive})
+	sendView(n4, map[string]measurev1.GossipState{"node-1": alive, "node-2": alive})
 	check("node-2 alive again", map[string]gossipOf{
 		"node-1": {State: ready, Gossip: alive, AliveBy: []string{"node-2", "node-4"}},
 		"node-2": {State: ready, Gossip: alive, AliveBy: []string{"node-1", "node-4"}},
@@ -195,8 +195,8 @@ func TestGossip(t *testing.T) {
 		"node-4": {State: ready},
 	})
 	// Then gossip agrees.
-	sendView(n2, map[string]agentv1.GossipState{"node-1": dead, "node-2": alive})
-	sendView(n4, map[string]agentv1.GossipState{"node-1": dead, "node-2": alive})
+	sendView(n2, map[string]measurev1.GossipState{"node-1": dead, "node-2": alive})
+	sendView(n4, map[string]measurev1.GossipState{"node-1": dead, "node-2": alive})
 	check("node-1 dead for gossip too", map[string]gossipOf{
 		"node-1": {State: meshv1.NodeState_NODE_STATE_UNAVAILABLE, Gossip: dead, DeadBy: []string{"node-2", "node-4"}},
 		"node-2": {State: ready, Gossip: alive, AliveBy: []string{"node-4"}},

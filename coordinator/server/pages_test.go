@@ -16,7 +16,6 @@ import (
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/server"
 	"github.com/meshperf/meshperf/coordinator/store"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -291,7 +290,7 @@ func TestListProbeSeriesPages(t *testing.T) {
 	const period = 10 * time.Second
 	report := func(i int) series.Report {
 		return series.Report{Src: "node-a", Seq: uint64(i + 1), Start: start.Add(time.Duration(i) * period), Period: period,
-			Summaries: []series.Summary{{Dst: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP,
+			Summaries: []series.Summary{{Dst: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP,
 				Sent: 10, Received: uint32(1 + i%10), RTTMin: time.Millisecond, RTTMedian: time.Millisecond, RTTP90: time.Millisecond,
 				RTTMax: time.Millisecond, Status: measurev1.Status_STATUS_OK}}}
 	}
@@ -321,7 +320,7 @@ func TestListProbeSeriesPages(t *testing.T) {
 		}
 	}
 	pair := func() *meshv1.ListProbeSeriesRequest {
-		return &meshv1.ListProbeSeriesRequest{SrcNode: "node-a", DstNode: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: meshv1.ProbeKind_PROBE_KIND_ICMP}
+		return &meshv1.ListProbeSeriesRequest{SrcNode: "node-a", DstNode: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP}
 	}
 	seq := func(from, to int) []string {
 		var out []string
@@ -343,7 +342,7 @@ func TestListProbeSeriesPages(t *testing.T) {
 		{"first, middle and last, across chunks and head", pair(), 10, nil, [][]string{seq(0, 10), seq(10, 20), seq(20, 25)}},
 		{"a range", ranged, 4, nil, [][]string{seq(5, 9), seq(9, 13), seq(13, 15)}},
 		{"an unknown series", &meshv1.ListProbeSeriesRequest{SrcNode: "node-b", DstNode: "node-a", Path: measurev1.Path_PATH_HOST_TO_HOST,
-			Kind: meshv1.ProbeKind_PROBE_KIND_ICMP}, 5, nil, [][]string{nil}},
+			Kind: measurev1.ProbeKind_PROBE_KIND_ICMP}, 5, nil, [][]string{nil}},
 		{"new periods between pages come on later pages", pair(), 12, func(page int) {
 			if page == 0 {
 				add(25, 30)
@@ -366,7 +365,7 @@ func TestListProbeSeriesPages(t *testing.T) {
 		t.Fatalf("ListProbeSeries: %v, %v", resp, err)
 	}
 	other := pair()
-	other.Kind = meshv1.ProbeKind_PROBE_KIND_TCP
+	other.Kind = measurev1.ProbeKind_PROBE_KIND_TCP
 	for _, req := range []*meshv1.ListProbeSeriesRequest{ranged, other} {
 		req.PageToken = resp.GetNextPageToken()
 		if _, err := c.ListProbeSeries(ctx, req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "page_token") {
@@ -397,7 +396,7 @@ func TestListingsRefuseBadPages(t *testing.T) {
 	damaged[len(damaged)-3] ^= 0x04
 	series := func(size uint32, token string) *meshv1.ListProbeSeriesRequest {
 		return &meshv1.ListProbeSeriesRequest{SrcNode: "node-a", DstNode: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST,
-			Kind: meshv1.ProbeKind_PROBE_KIND_ICMP, PageSize: size, PageToken: token}
+			Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, PageSize: size, PageToken: token}
 	}
 	tests := []struct {
 		name  string

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/protocol"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -31,7 +30,7 @@ func (s *Server) ListProbeSeries(ctx context.Context, req *meshv1.ListProbeSerie
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "path %v: want a probe path (host-host, host-pod, pod-pod, host-service, pod-service)", req.GetPath())
 	}
-	if _, ok := meshv1.ProbeKind_name[int32(req.GetKind())]; !ok || req.GetKind() == meshv1.ProbeKind_PROBE_KIND_UNSPECIFIED {
+	if _, ok := measurev1.ProbeKind_name[int32(req.GetKind())]; !ok || req.GetKind() == measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED {
 		return nil, status.Errorf(codes.InvalidArgument, "kind %d: want a probe kind", req.GetKind())
 	}
 	var since, until time.Time
@@ -48,7 +47,7 @@ func (s *Server) ListProbeSeries(ctx context.Context, req *meshv1.ListProbeSerie
 		}
 		*b.dst = b.ts.AsTime()
 	}
-	key := series.Key{Src: req.GetSrcNode(), Dst: req.GetDstNode(), Path: req.GetPath(), Kind: protoconv.WireProbeKind(req.GetKind()), Family: req.GetIpFamily()}
+	key := series.Key{Src: req.GetSrcNode(), Dst: req.GetDstNode(), Path: req.GetPath(), Kind: req.GetKind(), Family: req.GetIpFamily()}
 	page, next, err := s.cfg.Store.ListSeries(ctx, key, since, until, time.Now(), int(min(req.GetPageSize(), math.MaxInt32)), req.GetPageToken())
 	if err != nil {
 		return nil, grpcError(err)

@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/coordinator/series"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -24,7 +23,7 @@ func TestListProbeSeriesFamily(t *testing.T) {
 		fam measurev1.IPFamily
 		rtt time.Duration
 	}{{measurev1.IPFamily_IP_FAMILY_UNSPECIFIED, time.Millisecond}, {measurev1.IPFamily_IP_FAMILY_IPV6, 3 * time.Millisecond}} {
-		r.Summaries = append(r.Summaries, series.Summary{Dst: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP,
+		r.Summaries = append(r.Summaries, series.Summary{Dst: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP,
 			Family: f.fam, Sent: 1, Received: 1, RTTMin: f.rtt, RTTMedian: f.rtt, RTTP90: f.rtt, RTTMax: f.rtt, Status: measurev1.Status_STATUS_OK})
 	}
 	if stored, err := st.AppendReports(ctx, []series.Report{r}); err != nil || !stored[0] {
@@ -41,7 +40,7 @@ func TestListProbeSeriesFamily(t *testing.T) {
 	}
 	for _, tt := range tests {
 		resp, err := c.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: "node-a", DstNode: "node-b",
-			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: meshv1.ProbeKind_PROBE_KIND_ICMP, IpFamily: tt.fam})
+			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, IpFamily: tt.fam})
 		if tt.want == 0 {
 			if status.Code(err) != codes.InvalidArgument {
 				t.Errorf("family %v: %v, want InvalidArgument", tt.fam, err)

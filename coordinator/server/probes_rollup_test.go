@@ -9,7 +9,6 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/store"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -23,7 +22,7 @@ func TestListProbeSeriesRollups(t *testing.T) {
 	const period = 10 * time.Second
 	var rs []series.Report
 	for i := 0; i < 3*360; i++ { // three hours: two rolled up, one raw
-		m := series.Summary{Dst: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_ICMP,
+		m := series.Summary{Dst: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP,
 			Sent: 10, Received: 10, RTTMin: time.Millisecond, RTTMedian: 2 * time.Millisecond, RTTP90: 3 * time.Millisecond,
 			RTTMax: 4 * time.Millisecond, Status: measurev1.Status_STATUS_OK}
 		if i == 5 {
@@ -39,7 +38,7 @@ func TestListProbeSeriesRollups(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := &meshv1.ListProbeSeriesRequest{SrcNode: "node-a", DstNode: "node-b", Path: measurev1.Path_PATH_HOST_TO_HOST,
-		Kind: meshv1.ProbeKind_PROBE_KIND_ICMP, StartTime: timestamppb.New(block.Add(-time.Hour)), EndTime: timestamppb.New(block.Add(4 * time.Hour))}
+		Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, StartTime: timestamppb.New(block.Add(-time.Hour)), EndTime: timestamppb.New(block.Add(4 * time.Hour))}
 	for _, tt := range []struct {
 		name      string
 		size      uint32

@@ -22,8 +22,8 @@ import (
 // ready and given work, with the reason in the coordinator's log.
 func TestRogueGossipDeadOfConnectedNode(t *testing.T) {
 	const (
-		alive = agentv1.GossipState_GOSSIP_STATE_ALIVE
-		dead  = agentv1.GossipState_GOSSIP_STATE_DEAD
+		alive = measurev1.GossipState_GOSSIP_STATE_ALIVE
+		dead  = measurev1.GossipState_GOSSIP_STATE_DEAD
 	)
 	ready := meshv1.NodeState_NODE_STATE_READY
 	for _, tt := range []struct {
@@ -35,7 +35,7 @@ func TestRogueGossipDeadOfConnectedNode(t *testing.T) {
 		{
 			name:    "the victim's only source",
 			rogues:  []*agentv1.Register{registerAt("rogue-1", "127.0.3.1", "127.0.4.1", 7946)},
-			want:    gossipOf{State: ready, Gossip: agentv1.GossipState_GOSSIP_STATE_SUSPECT, DeadBy: []string{"rogue-1"}},
+			want:    gossipOf{State: ready, Gossip: measurev1.GossipState_GOSSIP_STATE_SUSPECT, DeadBy: []string{"rogue-1"}},
 			wantLog: `msg="gossip's dead ignored: no quorum of the reporters that know the node" node=victim connected=true gossip_dead_by=[rogue-1]`,
 		},
 		{
@@ -63,7 +63,7 @@ func TestRogueGossipDeadOfConnectedNode(t *testing.T) {
 			victim := startLiveAgent(t, ctx, c, registerAt("victim", "127.0.2.1", "127.0.2.2", 0))
 			startLiveAgent(t, ctx, c, registerAt("peer", "127.0.2.3", "127.0.2.4", 0))
 			for _, reg := range tt.rogues {
-				sendView(startLiveAgent(t, ctx, c, reg), map[string]agentv1.GossipState{reg.GetNodeName(): alive, "victim": dead})
+				sendView(startLiveAgent(t, ctx, c, reg), map[string]measurev1.GossipState{reg.GetNodeName(): alive, "victim": dead})
 			}
 			var got gossipOf
 			waitUntil(t, ctx, "the victim's verdict", func() bool {

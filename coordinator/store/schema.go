@@ -10,7 +10,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -254,7 +253,7 @@ const v6Flag = 0x08
 // packPK is a series' path, kind and family as one byte: path<<4 | kind,
 // with v6Flag for IPv6 (IP_FAMILY_UNSPECIFIED and IPV4 are IPv4). Paths
 // are 1..15 and kinds 1..7 (series.ValidPath, series.ValidKind).
-func packPK(path measurev1.Path, kind agentv1.ProbeKind, fam measurev1.IPFamily) byte {
+func packPK(path measurev1.Path, kind measurev1.ProbeKind, fam measurev1.IPFamily) byte {
 	pk := byte(path)<<4 | byte(kind)
 	if fam == measurev1.IPFamily_IP_FAMILY_IPV6 {
 		pk |= v6Flag

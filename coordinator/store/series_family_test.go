@@ -7,7 +7,6 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/testnet"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -22,7 +21,7 @@ var (
 // series' chunk prefix is a prefix of the other's.
 func TestPackPKFamilies(t *testing.T) {
 	for path := measurev1.Path_PATH_HOST_TO_HOST; path <= measurev1.Path_PATH_HOST_TO_SERVICE; path++ {
-		for kind := agentv1.ProbeKind_PROBE_KIND_ICMP; kind <= agentv1.ProbeKind_PROBE_KIND_HTTP; kind++ {
+		for kind := measurev1.ProbeKind_PROBE_KIND_ICMP; kind <= measurev1.ProbeKind_PROBE_KIND_HTTP; kind++ {
 			legacy := byte(path)<<4 | byte(kind)
 			tests := []struct {
 				fam  measurev1.IPFamily

@@ -10,7 +10,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/meshperf/meshperf/coordinator/series"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -35,7 +34,7 @@ type LatestSample struct {
 // unspecified, Kind not unspecified), else ErrInvalid. A limit above 0
 // bounds the samples returned: one more is ErrLimit, and nothing is
 // returned (a mesh too large to show whole).
-func (s *Store) LatestSamples(ctx context.Context, path measurev1.Path, kind agentv1.ProbeKind, since time.Time, limit int) ([]LatestSample, error) {
+func (s *Store) LatestSamples(ctx context.Context, path measurev1.Path, kind measurev1.ProbeKind, since time.Time, limit int) ([]LatestSample, error) {
 	for _, err := range []error{series.ValidPath("path", path), series.ValidKind("kind", kind)} {
 		if err != nil {
 			return nil, fmt.Errorf("%w: latest samples: %w", ErrInvalid, err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/testnet"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -34,7 +33,7 @@ func TestLatestSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	newest := []series.Report{fourth[0], last[1], last[2]}
-	expect := func(srcs []series.Report, path measurev1.Path, kind agentv1.ProbeKind) []LatestSample {
+	expect := func(srcs []series.Report, path measurev1.Path, kind measurev1.ProbeKind) []LatestSample {
 		var out []LatestSample
 		for _, r := range srcs {
 			for _, sm := range r.Summaries {
@@ -49,7 +48,7 @@ func TestLatestSamples(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		path  measurev1.Path
-		kind  agentv1.ProbeKind
+		kind  measurev1.ProbeKind
 		since time.Time
 		want  []LatestSample
 	}{
@@ -77,8 +76,8 @@ func TestLatestSamples(t *testing.T) {
 	}
 	for _, bad := range []struct {
 		path measurev1.Path
-		kind agentv1.ProbeKind
-	}{{measurev1.Path_PATH_UNSPECIFIED, tcp}, {pod2pod, agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED}, {measurev1.Path(99), tcp}, {pod2pod, agentv1.ProbeKind(99)}} {
+		kind measurev1.ProbeKind
+	}{{measurev1.Path_PATH_UNSPECIFIED, tcp}, {pod2pod, measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED}, {measurev1.Path(99), tcp}, {pod2pod, measurev1.ProbeKind(99)}} {
 		if _, err := s.LatestSamples(ctx, bad.path, bad.kind, time.Time{}, 0); !errors.Is(err, ErrInvalid) {
 			t.Errorf("LatestSamples(%v, %v) = %v, want ErrInvalid", bad.path, bad.kind, err)
 		}

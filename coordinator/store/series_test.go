@@ -13,19 +13,18 @@ import (
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 const (
-	icmp    = agentv1.ProbeKind_PROBE_KIND_ICMP
-	tcp     = agentv1.ProbeKind_PROBE_KIND_TCP
+	icmp    = measurev1.ProbeKind_PROBE_KIND_ICMP
+	tcp     = measurev1.ProbeKind_PROBE_KIND_TCP
 	pod2pod = measurev1.Path_PATH_POD_TO_POD
 	host2h  = measurev1.Path_PATH_HOST_TO_HOST
 )
 
 var paths = []measurev1.Path{host2h, pod2pod}
-var kinds = []agentv1.ProbeKind{icmp, tcp}
+var kinds = []measurev1.ProbeKind{icmp, tcp}
 
 // mesh makes reports like agents send: every src probes every dst on
 // every path and kind, one report per src every period, starting at
@@ -70,7 +69,7 @@ func (m *mesh) reports(i int) []series.Report {
 	return out
 }
 
-func (m *mesh) summary(dst string, p measurev1.Path, k agentv1.ProbeKind, base float64) series.Summary {
+func (m *mesh) summary(dst string, p measurev1.Path, k measurev1.ProbeKind, base float64) series.Summary {
 	med := base * (0.9 + m.rng.Float64()*0.2)
 	s := series.Summary{Dst: dst, Path: p, Kind: k, Sent: 10, Received: 10, Status: measurev1.Status_STATUS_OK,
 		RTTMin: testutil.Micros(med * (0.8 + m.rng.Float64()*0.1)), RTTMedian: testutil.Micros(med), RTTP90: testutil.Micros(med * (1.1 + m.rng.Float64()*0.2))}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/series"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -42,7 +41,7 @@ func FleetSummaries(src, nodes, paths, kinds int, name func(i int) string, rng *
 			for k := range kinds {
 				med := time.Duration(90_000 + rng.IntN(20_000))
 				lo, hi := med-time.Duration(rng.IntN(10_000)), med+time.Duration(rng.IntN(20_000))
-				out = append(out, series.Summary{Dst: name(d), Path: measurev1.Path(p + 1), Kind: agentv1.ProbeKind(k + 1),
+				out = append(out, series.Summary{Dst: name(d), Path: measurev1.Path(p + 1), Kind: measurev1.ProbeKind(k + 1),
 					Sent: 1, Received: 1, RTTMin: lo, RTTMedian: med, RTTP90: hi, RTTMax: hi + time.Duration(rng.IntN(20_000)),
 					Status: measurev1.Status_STATUS_OK})
 			}

@@ -229,10 +229,7 @@ func (u *UI) apiCompare(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := require("a", q.a); err != nil {
-		return nil, err
-	}
-	if err := require("b", q.b); err != nil {
+	if err := q.require("a", "b"); err != nil {
 		return nil, err
 	}
 	var sides [2][]*testcell.Cell

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/store"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -24,8 +23,8 @@ import (
 // bound, and nothing is read past it.
 func TestMeshBounds(t *testing.T) {
 	var asked []int
-	probes := &Probes{Kinds: []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
-		Latest: func(_ context.Context, _ measurev1.Path, _ agentv1.ProbeKind, _ time.Time, limit int) ([]store.LatestSample, error) {
+	probes := &Probes{Kinds: []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
+		Latest: func(_ context.Context, _ measurev1.Path, _ measurev1.ProbeKind, _ time.Time, limit int) ([]store.LatestSample, error) {
 			asked = append(asked, limit)
 			return nil, fmt.Errorf("%w: more than %d samples", store.ErrLimit, limit)
 		}}

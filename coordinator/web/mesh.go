@@ -16,7 +16,6 @@ import (
 	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -305,7 +304,7 @@ func (u *UI) apiMesh(r *http.Request) (any, error) {
 // probes' newest period when probes are configured and have reported
 // (icmp, pod-pod if probed), else the newest ended run's first test; a
 // zero path is pod-pod if measured, else the first.
-func (u *UI) mesh(ctx context.Context, test measurev1.Test, kind agentv1.ProbeKind, path measurev1.Path) (*meshView, error) {
+func (u *UI) mesh(ctx context.Context, test measurev1.Test, kind measurev1.ProbeKind, path measurev1.Path) (*meshView, error) {
 	v := &meshView{Nodes: []string{}, Tests: []string{}, Paths: []string{}, Value: figs{}, Base: figs{}, Loss: figs{},
 		Findings: []diagnose.Finding{}, DegradedRatio: DegradedRatio, DegradedFloor: DegradedFloorSeconds, RefreshSeconds: u.cfg.RefreshInterval.Seconds(), Median: none}
 	runs, err := u.endedRuns(ctx)
@@ -325,8 +324,8 @@ func (u *UI) mesh(ctx context.Context, test measurev1.Test, kind agentv1.ProbeKi
 		k := kind
 		if k == 0 {
 			k = probes.Kinds[0]
-			if slices.Contains(probes.Kinds, agentv1.ProbeKind_PROBE_KIND_ICMP) {
-				k = agentv1.ProbeKind_PROBE_KIND_ICMP
+			if slices.Contains(probes.Kinds, measurev1.ProbeKind_PROBE_KIND_ICMP) {
+				k = measurev1.ProbeKind_PROBE_KIND_ICMP
 			}
 		}
 		pp := path

@@ -10,11 +10,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -149,10 +147,7 @@ func (u *UI) apiPair(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := require("src", q.src); err != nil {
-		return nil, err
-	}
-	if err := require("dst", q.dst); err != nil {
+	if err := q.require("src", "dst"); err != nil {
 		return nil, err
 	}
 	kindName := "icmp"
@@ -166,7 +161,7 @@ func (u *UI) apiPair(r *http.Request) (any, error) {
 	return u.pair(r.Context(), q.src, q.dst, q.rangeName, kindName, kind)
 }
 
-func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kind agentv1.ProbeKind) (any, error) {
+func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kind measurev1.ProbeKind) (any, error) {
 	span, step := ranges[rangeName], steps[rangeName]
 	end := u.cfg.Now().UTC()
 	start := end.Add(-span).Truncate(step)
@@ -178,7 +173,7 @@ func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kin
 	var got []fetched
 	anyRollup := false
 	for _, p := range pairPaths {
-		req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: protoconv.APIProbeKind(kind),
+		req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: p, Kind: kind,
 			StartTime: timestamppb.New(start), EndTime: timestamppb.New(end), PageSize: 20000}
 		f := fetched{path: p}
 		for {

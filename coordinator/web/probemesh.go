@@ -15,7 +15,6 @@ import (
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -29,7 +28,7 @@ const probeTestPrefix = "probe_"
 type Probes struct {
 	// Kinds and Paths are the configured probe kinds and paths (the config
 	// file's probes section); none means no continuous probes.
-	Kinds []agentv1.ProbeKind
+	Kinds []measurev1.ProbeKind
 	// Paths are the paths probed.
 	Paths []measurev1.Path
 	// ReportInterval is the agents' report period; zero means 10 s.
@@ -38,7 +37,7 @@ type Probes struct {
 	// of path and kind whose period ended at or after since
 	// (store.Store.LatestSamples), at most limit (above that,
 	// store.ErrLimit).
-	Latest func(ctx context.Context, path measurev1.Path, kind agentv1.ProbeKind, since time.Time, limit int) ([]store.LatestSample, error)
+	Latest func(ctx context.Context, path measurev1.Path, kind measurev1.ProbeKind, since time.Time, limit int) ([]store.LatestSample, error)
 	// Faults returns the faults the probes' judge published after the
 	// last judged period (nil: none); nil means none.
 	Faults func() []diagnose.Finding
@@ -50,17 +49,17 @@ func (p *Probes) on() bool {
 }
 
 // probeTestName is the mesh's test name of kind.
-func probeTestName(k agentv1.ProbeKind) string { return probeTestPrefix + testspec.ProbeKindName(k) }
+func probeTestName(k measurev1.ProbeKind) string { return probeTestPrefix + testspec.ProbeKindName(k) }
 
 // parseProbeTest is the probe kind a mesh test name names; false if it
 // names none.
-func parseProbeTest(name string) (agentv1.ProbeKind, bool) {
+func parseProbeTest(name string) (measurev1.ProbeKind, bool) {
 	rest, ok := strings.CutPrefix(name, probeTestPrefix)
 	if !ok {
 		return 0, false
 	}
-	for _, v := range agentv1.ProbeKind_value {
-		if k := agentv1.ProbeKind(v); k != agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED && testspec.ProbeKindName(k) == rest {
+	for _, v := range measurev1.ProbeKind_value {
+		if k := measurev1.ProbeKind(v); k != measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED && testspec.ProbeKindName(k) == rest {
 			return k, true
 		}
 	}
@@ -84,7 +83,7 @@ type probeCached struct {
 // period of kind on path: per pair the median RTT of the probes, their
 // loss, and the state against the host-host figure of the same pair and
 // kind (for host-host, the matrix's median).
-func (u *UI) probeMesh(ctx context.Context, v *meshView, kind agentv1.ProbeKind, path measurev1.Path) (*meshView, error) {
+func (u *UI) probeMesh(ctx context.Context, v *meshView, kind measurev1.ProbeKind, path measurev1.Path) (*meshView, error) {
 	p := u.cfg.Probes
 	ri := p.ReportInterval
 	if ri <= 0 {
@@ -117,7 +116,7 @@ func (u *UI) probeMesh(ctx context.Context, v *meshView, kind agentv1.ProbeKind,
 
 // buildProbeMesh reads and fills the probe mesh of kind and path and
 // caches it under key.
-func (u *UI) buildProbeMesh(ctx context.Context, view meshView, kind agentv1.ProbeKind, path measurev1.Path, now time.Time, key [2]int32) (*meshView, error) {
+func (u *UI) buildProbeMesh(ctx context.Context, view meshView, kind measurev1.ProbeKind, path measurev1.Path, now time.Time, key [2]int32) (*meshView, error) {
 	v := &view
 	p := u.cfg.Probes
 	ri := p.ReportInterval

@@ -8,7 +8,6 @@ import (
 	"unicode"
 
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -26,7 +25,7 @@ const maxNameBytes = 253
 // query is the API's query parameters, parsed; zero fields were absent.
 type query struct {
 	test      measurev1.Test
-	kind      agentv1.ProbeKind // a continuous probe kind (test "probe_icmp", ...)
+	kind      measurev1.ProbeKind // a continuous probe kind (test "probe_icmp", ...)
 	path      measurev1.Path
 	src, dst  string
 	rangeName string
@@ -85,16 +84,7 @@ func parseQuery(raw string, allowed ...string) (query, error) {
 			if err := checkName(v); err != "" {
 				return q, bad(err)
 			}
-			switch name {
-			case "src":
-				q.src = v
-			case "dst":
-				q.dst = v
-			case "a":
-				q.a = v
-			case "b":
-				q.b = v
-			}
+			*q.name(name) = v
 		case "range":
 			d, ok := ranges[v]
 			if !ok {
@@ -129,10 +119,29 @@ func checkName(v string) string {
 	return ""
 }
 
-// require returns a *paramError if a required parameter is empty.
-func require(name, v string) error {
-	if v == "" {
-		return &paramError{name: name, value: v, want: "required"}
+// name is the field of a name parameter: src, dst, a or b; nil for
+// another.
+func (q *query) name(param string) *string {
+	switch param {
+	case "src":
+		return &q.src
+	case "dst":
+		return &q.dst
+	case "a":
+		return &q.a
+	case "b":
+		return &q.b
+	}
+	return nil
+}
+
+// require returns a *paramError naming the first of the name parameters
+// (src, dst, a, b) that is absent.
+func (q *query) require(params ...string) error {
+	for _, p := range params {
+		if *q.name(p) == "" {
+			return &paramError{name: p, want: "required"}
+		}
 	}
 	return nil
 }

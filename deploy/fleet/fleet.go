@@ -30,6 +30,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/grpcbuf"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // This file holds the fleet itself: its config and counters, and Run,
@@ -165,7 +166,7 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	members := make([][]byte, cfg.Nodes)
 	for i := range members {
-		m, err := proto.Marshal(&agentv1.GossipMember{NodeName: NodeName(i), State: agentv1.GossipState_GOSSIP_STATE_ALIVE, Address: hostIP(i) + ":7946"})
+		m, err := proto.Marshal(&agentv1.GossipMember{NodeName: NodeName(i), State: measurev1.GossipState_GOSSIP_STATE_ALIVE, Address: hostIP(i) + ":7946"})
 		if err != nil {
 			return nil, fmt.Errorf("fleet: gossip member %d: %w", i, err)
 		}

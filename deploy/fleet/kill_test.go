@@ -15,7 +15,6 @@ import (
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/deploy/fleet"
 	"github.com/meshperf/meshperf/internal/testnet"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -108,7 +107,7 @@ func TestNoReportLostOnCoordinatorKill(t *testing.T) {
 	for i := range nodes {
 		src := fleet.NodeName(i)
 		dst := fleet.NodeName((i + 1) % nodes)
-		samples, err := st.Series(ctx, series.Key{Src: src, Dst: dst, Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: agentv1.ProbeKind_PROBE_KIND_TCP},
+		samples, err := st.Series(ctx, series.Key{Src: src, Dst: dst, Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: measurev1.ProbeKind_PROBE_KIND_TCP},
 			time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 		if err != nil {
 			t.Fatal(err)

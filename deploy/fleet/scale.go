@@ -216,11 +216,15 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	} else if err := tick.Sleep(ctx, 5*time.Second); err != nil { // idle: the join is over
 		return res, err
 	}
-	cpu0, err := procTicks(cmd.Process.Pid)
-	if err != nil {
-		return res, err
+	// sample reads the coordinator's CPU ticks and metrics at once.
+	sample := func() (ticks uint64, metrics map[string]float64, err error) {
+		if ticks, err = procTicks(cmd.Process.Pid); err != nil {
+			return 0, nil, err
+		}
+		metrics, err = scrape(ctx, metricsAddr)
+		return ticks, metrics, err
 	}
-	m0, err := scrape(ctx, metricsAddr)
+	cpu0, m0, err := sample()
 	if err != nil {
 		return res, err
 	}
@@ -228,11 +232,7 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	if err := tick.Sleep(ctx, cfg.Window); err != nil {
 		return res, err
 	}
-	cpu1, err := procTicks(cmd.Process.Pid)
-	if err != nil {
-		return res, err
-	}
-	m1, err := scrape(ctx, metricsAddr)
+	cpu1, m1, err := sample()
 	if err != nil {
 		return res, err
 	}
@@ -335,7 +335,7 @@ func queryP99(ctx context.Context, sock string, nodes, n int) (time.Duration, er
 		dst := (src + 1 + rng.IntN(nodes-1)) % nodes
 		t := time.Now()
 		req := &meshv1.ListProbeSeriesRequest{SrcNode: NodeName(src), DstNode: NodeName(dst),
-			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: meshv1.ProbeKind_PROBE_KIND_ICMP, PageSize: store.MaxSeriesPageSize}
+			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: measurev1.ProbeKind_PROBE_KIND_ICMP, PageSize: store.MaxSeriesPageSize}
 		samples := 0
 		for pages := 0; ; pages++ { // a day fits one page from 5 s periods up; follow the rest
 			resp, err := mesh.ListProbeSeries(ctx, req)

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	meshprobe "github.com/meshperf/meshperf/agent/probe"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -131,7 +130,7 @@ func fidHTTP(t *testing.T, p fidPath, n int) [][4]float64 {
 			PutIdleConn:          func(error) { stamp(&closed) },
 		}
 		ctx, cancel := context.WithTimeout(httptrace.WithClientTrace(context.Background(), trace), time.Second)
-		rtt, st, msg := single.Probe(ctx, agentv1.ProbeKind_PROBE_KIND_HTTP, dst)
+		rtt, st, msg := single.Probe(ctx, measurev1.ProbeKind_PROBE_KIND_HTTP, dst)
 		cancel()
 		if st != measurev1.Status_STATUS_OK {
 			t.Fatalf("%s: prober HTTP probe of %s: %v %s", p.name, dst, st, msg)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/meshperf/meshperf/agent/netns"
 	meshprobe "github.com/meshperf/meshperf/agent/probe"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -65,7 +64,7 @@ func fidTCP(t *testing.T, p fidPath, f *fidFigures) {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			rtt, st, msg := single.Probe(ctx, agentv1.ProbeKind_PROBE_KIND_TCP, echo)
+			rtt, st, msg := single.Probe(ctx, measurev1.ProbeKind_PROBE_KIND_TCP, echo)
 			cancel()
 			if st != measurev1.Status_STATUS_OK {
 				t.Fatalf("%s: prober TCP probe of %s: %v %s", p.name, echo, st, msg)

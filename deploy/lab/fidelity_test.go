@@ -189,15 +189,15 @@ func TestProbeFidelity(t *testing.T) {
 			f.curl, f.http = phases(curl), phases(http)
 			f.curlPaced = phases(fidCurl(t, p, fidCurlPerRound, fidCurlRate))
 			// One path at a time, as curl runs.
-			paced := fidProber(t, n1, n2, paths[i:i+1], fidConnPeers, fidConnRun, agentv1.ProbeKind_PROBE_KIND_HTTP)
-			f.httpPaced, f.httpPacedN = paced[0][agentv1.ProbeKind_PROBE_KIND_HTTP].median()
+			paced := fidProber(t, n1, n2, paths[i:i+1], fidConnPeers, fidConnRun, measurev1.ProbeKind_PROBE_KIND_HTTP)
+			f.httpPaced, f.httpPacedN = paced[0][measurev1.ProbeKind_PROBE_KIND_HTTP].median()
 			srv.stop()
 			rounds[i] = append(rounds[i], f)
 		}
-		icmp := fidProber(t, n1, n2, paths, fidICMPPeers, fidICMPRun, agentv1.ProbeKind_PROBE_KIND_ICMP)
+		icmp := fidProber(t, n1, n2, paths, fidICMPPeers, fidICMPRun, measurev1.ProbeKind_PROBE_KIND_ICMP)
 		for i, p := range paths {
 			f := &rounds[i][round]
-			f.icmp, f.icmpN = icmp[i][agentv1.ProbeKind_PROBE_KIND_ICMP].median()
+			f.icmp, f.icmpN = icmp[i][measurev1.ProbeKind_PROBE_KIND_ICMP].median()
 			t.Logf("round %d %s: ICMP: ping %s (n=%d), prober %s (n=%d) | TCP: 2 x qperf tcp_lat %s, reference kept %s (n=%d), reference fresh %s (n=%d), prober %s (n=%d)",
 				round+1, p.name, us(f.ping), f.pingN, us(f.icmp), f.icmpN,
 				us(2*f.qperfLat), us(f.refKept), f.refKeptN, us(f.refFresh), f.refFreshN, us(f.tcp), f.tcpN)
@@ -313,7 +313,7 @@ func (s fidSamples) median() (float64, int) { return median(s), len(s) }
 // same addresses, each peer at its own phase), and returns, per path (in
 // paths' order) and kind, every peer's periods' medians. A failed probe
 // fails the test.
-func fidProber(t *testing.T, n1, n2 Node, paths []fidPath, npeers int, run time.Duration, kinds ...agentv1.ProbeKind) []map[agentv1.ProbeKind]fidSamples {
+func fidProber(t *testing.T, n1, n2 Node, paths []fidPath, npeers int, run time.Duration, kinds ...measurev1.ProbeKind) []map[measurev1.ProbeKind]fidSamples {
 	t.Helper()
 	var mu sync.Mutex
 	var reps []*agentv1.ProbeReport
@@ -366,9 +366,9 @@ func fidProber(t *testing.T, n1, n2 Node, paths []fidPath, npeers int, run time.
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	got := make([]map[agentv1.ProbeKind]fidSamples, len(paths))
+	got := make([]map[measurev1.ProbeKind]fidSamples, len(paths))
 	for i := range got {
-		got[i] = map[agentv1.ProbeKind]fidSamples{}
+		got[i] = map[measurev1.ProbeKind]fidSamples{}
 	}
 	for _, r := range reps {
 		for _, s := range r.Summaries {

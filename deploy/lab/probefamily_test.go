@@ -96,7 +96,7 @@ func TestProbesDualStack(t *testing.T) {
 			Interval:            durationpb.New(time.Second),
 			ReportInterval:      durationpb.New(2 * time.Second),
 			Timeout:             durationpb.New(500 * time.Millisecond),
-			Kinds:               []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_TCP},
+			Kinds:               []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_TCP},
 			Paths:               []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD},
 			PayloadBytes:        56,
 			MaxInFlight:         64,
@@ -142,7 +142,7 @@ func TestProbesDualStack(t *testing.T) {
 	next() // the partial first period
 	type key struct {
 		path measurev1.Path
-		kind agentv1.ProbeKind
+		kind measurev1.ProbeKind
 		fam  measurev1.IPFamily
 	}
 	const periods = 3
@@ -162,7 +162,7 @@ func TestProbesDualStack(t *testing.T) {
 		}
 		for _, fam := range []measurev1.IPFamily{measurev1.IPFamily_IP_FAMILY_IPV4, measurev1.IPFamily_IP_FAMILY_IPV6} {
 			for _, pa := range []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD} {
-				for _, kind := range []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_TCP} {
+				for _, kind := range []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_TCP} {
 					if !seen[key{pa, kind, fam}] {
 						t.Errorf("report %d: no summary of %v %v %v (got %v)", r.GetSeq(), pa, kind, fam, seen)
 					}

@@ -103,7 +103,7 @@ func TestProberScale1000(t *testing.T) {
 			Interval:            durationpb.New(scaleInterval),
 			ReportInterval:      durationpb.New(scaleInterval),
 			Timeout:             durationpb.New(2 * time.Second),
-			Kinds:               []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_TCP},
+			Kinds:               []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_TCP},
 			Paths:               []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
 			PayloadBytes:        56,
 			MaxInFlight:         256,
@@ -156,7 +156,7 @@ func TestProberScale1000(t *testing.T) {
 	cpu := float64(ticks1-ticks0) / clockTicks
 
 	var sent, received, skipped uint64
-	lost := map[agentv1.ProbeKind]int{}
+	lost := map[measurev1.ProbeKind]int{}
 	for _, r := range reps {
 		skipped += r.GetSkipped()
 		for _, s := range r.GetSummaries() {

@@ -123,45 +123,54 @@ func ParsePeerIP(s string, allowLoopback bool) (netip.Addr, error) {
 	switch {
 	case err != nil:
 		return netip.Addr{}, err
-	case ip.IsLinkLocalUnicast():
-		return netip.Addr{}, fmt.Errorf("%q is a link-local address", s)
-	case metadataIPs[ip] != "":
-		return netip.Addr{}, fmt.Errorf("%q is the cloud metadata service of %s", s, metadataIPs[ip])
+	case offLimits(ip) != "":
+		return netip.Addr{}, fmt.Errorf("%q %s", s, offLimits(ip))
 	case ip.IsLoopback() && !allowLoopback:
 		return netip.Addr{}, fmt.Errorf("%q is a loopback address", s)
-	}
-	if v4, ok := embedded4(ip); ok && (v4.IsLoopback() || v4.IsLinkLocalUnicast() || metadataIPs[v4] != "") {
-		return netip.Addr{}, fmt.Errorf("%q embeds %s (IPv4-compatible, IPv4-translated or NAT64)", s, v4)
 	}
 	return ip, nil
 }
 
 // CheckExternalIP checks an address an external target may be sent to,
 // as written in the allowlist or as its DNS name resolved: what
-// ParseEndpointIP accepts, but no link-local address (169.254.0.0/16,
-// fe80::/10: the cloud metadata service 169.254.169.254 is one, and no
-// target outside the node is link-local) and none of the cloud metadata
-// services outside those ranges (fd00:ec2::254, 100.100.100.200), nor an
-// IPv4-compatible, IPv4-translated or NAT64 (64:ff9b::/96) form of one of
-// those or of an IPv4 loopback address. Loopback passes: whether a node may measure itself is the agent's
-// decision (its --allow-target). The error names the address.
+// ParseEndpointIP accepts, and nothing offLimits refuses. Loopback
+// passes: whether a node may measure itself is the agent's decision (its
+// --allow-target). The error names the address.
 func CheckExternalIP(ip netip.Addr) error {
 	if _, err := ParseEndpointIP(ip.String()); err != nil {
 		return err
 	}
-	switch {
-	case ip.Unmap().IsLinkLocalUnicast():
-		return fmt.Errorf("%s is link-local (169.254.0.0/16 or fe80::/10, where the cloud metadata service 169.254.169.254 is): no external target", ip)
-	case metadataIPs[ip.Unmap()] != "":
-		return fmt.Errorf("%s is the cloud metadata service of %s: no external target", ip, metadataIPs[ip.Unmap()])
-	}
-	if v4, ok := embedded4(ip); ok && (v4.IsLoopback() || v4.IsLinkLocalUnicast() || metadataIPs[v4] != "") {
-		if err := CheckExternalIP(v4); err != nil {
-			return fmt.Errorf("%s embeds %s (IPv4-compatible, IPv4-translated or NAT64): %w", ip, v4, err)
-		}
-		return fmt.Errorf("%s embeds the loopback address %s (IPv4-compatible, IPv4-translated or NAT64): no external target", ip, v4)
+	if why := offLimits(ip); why != "" {
+		return fmt.Errorf("%s %s: no external target", ip, why)
 	}
 	return nil
+}
+
+// offLimits says why no test or probe may be sent to ip, whoever names
+// it, or returns "": a link-local address (169.254.0.0/16, fe80::/10: the
+// cloud metadata service 169.254.169.254 is one, and no target outside
+// the node is link-local), one of the cloud metadata services outside
+// those ranges (fd00:ec2::254, 100.100.100.200), or an IPv4-compatible,
+// IPv4-translated or NAT64 (64:ff9b::/96) form of one of those or of an
+// IPv4 loopback address. An IPv4-mapped address is judged as its IPv4
+// address.
+func offLimits(ip netip.Addr) string {
+	ip = ip.Unmap()
+	switch {
+	case ip.IsLinkLocalUnicast():
+		return "is link-local (169.254.0.0/16 or fe80::/10, where the cloud metadata service 169.254.169.254 is)"
+	case metadataIPs[ip] != "":
+		return "is the cloud metadata service of " + metadataIPs[ip]
+	}
+	if v4, ok := embedded4(ip); ok {
+		if why := offLimits(v4); why != "" {
+			return fmt.Sprintf("embeds %s (IPv4-compatible, IPv4-translated or NAT64), which %s", v4, why)
+		}
+		if v4.IsLoopback() {
+			return fmt.Sprintf("embeds the loopback address %s (IPv4-compatible, IPv4-translated or NAT64)", v4)
+		}
+	}
+	return ""
 }
 
 // embedded4 returns the IPv4 address that an IPv6 address of ::/96

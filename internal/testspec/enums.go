@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -62,20 +61,12 @@ func NodeStateName(s meshv1.NodeState) string { return enumName(s.String(), "NOD
 // GossipStateName is the short lower-case name of a gossip state, as the
 // coordinator's logs and partition messages say it: "alive", "dead",
 // "left"; "unspecified" for none. Tables print GossipStateOrDash.
-// It takes the wire's enum (agent.v1) and the API's (mesh.v1), which have
-// the same values.
-func GossipStateName[S gossipState](s S) string { return enumName(s.String(), "GOSSIP_STATE_") }
-
-// gossipState is either protocol's gossip state enum.
-type gossipState interface {
-	agentv1.GossipState | meshv1.GossipState
-	String() string
-}
+func GossipStateName(s measurev1.GossipState) string { return enumName(s.String(), "GOSSIP_STATE_") }
 
 // GossipStateOrDash is GossipStateName for a table column: "-" for none
 // (an agent that reported no view), so that an empty cell reads as one.
-func GossipStateOrDash[S gossipState](s S) string {
-	if s == 0 { // GOSSIP_STATE_UNSPECIFIED in either enum
+func GossipStateOrDash(s measurev1.GossipState) string {
+	if s == measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED {
 		return "-"
 	}
 	return GossipStateName(s)
@@ -89,14 +80,14 @@ func NetworkName(n measurev1.Network) string { return enumName(n.String(), "NETW
 // config file's probes section, the CLI's --kind, the web UI, the metric
 // labels and the diagnosis say it: "icmp", "icmp_mtu", "tcp", "http";
 // "unspecified" for none. ParseProbeKind is its inverse.
-func ProbeKindName(k agentv1.ProbeKind) string { return enumName(k.String(), "PROBE_KIND_") }
+func ProbeKindName(k measurev1.ProbeKind) string { return enumName(k.String(), "PROBE_KIND_") }
 
 // ProbeKinds returns every probe kind in enum order (unspecified left
 // out): icmp, icmp_mtu, tcp, http.
-func ProbeKinds() []agentv1.ProbeKind {
-	var out []agentv1.ProbeKind
-	for k := agentv1.ProbeKind(1); ; k++ {
-		if _, ok := agentv1.ProbeKind_name[int32(k)]; !ok {
+func ProbeKinds() []measurev1.ProbeKind {
+	var out []measurev1.ProbeKind
+	for k := measurev1.ProbeKind(1); ; k++ {
+		if _, ok := measurev1.ProbeKind_name[int32(k)]; !ok {
 			return out
 		}
 		out = append(out, k)
@@ -106,11 +97,11 @@ func ProbeKinds() []agentv1.ProbeKind {
 // ParseProbeKind is the inverse of ProbeKindName for the kinds of
 // ProbeKinds: the exact short name ("icmp_mtu"), case included. ok is
 // false for any other string, "unspecified" too.
-func ParseProbeKind(name string) (k agentv1.ProbeKind, ok bool) {
+func ParseProbeKind(name string) (k measurev1.ProbeKind, ok bool) {
 	for _, k := range ProbeKinds() {
 		if ProbeKindName(k) == name {
 			return k, true
 		}
 	}
-	return agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED, false
+	return measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED, false
 }

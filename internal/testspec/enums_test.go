@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -25,13 +24,13 @@ func TestEnumNames(t *testing.T) {
 		{RunStateName(measurev1.RunState_RUN_STATE_UNSPECIFIED), "unspecified"},
 		{NodeStateName(meshv1.NodeState_NODE_STATE_MAINTENANCE), "maintenance"},
 		{NodeStateName(meshv1.NodeState_NODE_STATE_UNSPECIFIED), "unspecified"},
-		{GossipStateName(agentv1.GossipState_GOSSIP_STATE_DEAD), "dead"},
-		{GossipStateName(agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED), "unspecified"},
-		{GossipStateOrDash(agentv1.GossipState_GOSSIP_STATE_LEFT), "left"},
-		{ProbeKindName(agentv1.ProbeKind_PROBE_KIND_ICMP_MTU), "icmp_mtu"},
-		{ProbeKindName(agentv1.ProbeKind_PROBE_KIND_HTTP), "http"},
-		{ProbeKindName(agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED), "unspecified"},
-		{GossipStateOrDash(agentv1.GossipState_GOSSIP_STATE_UNSPECIFIED), "-"},
+		{GossipStateName(measurev1.GossipState_GOSSIP_STATE_DEAD), "dead"},
+		{GossipStateName(measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED), "unspecified"},
+		{GossipStateOrDash(measurev1.GossipState_GOSSIP_STATE_LEFT), "left"},
+		{ProbeKindName(measurev1.ProbeKind_PROBE_KIND_ICMP_MTU), "icmp_mtu"},
+		{ProbeKindName(measurev1.ProbeKind_PROBE_KIND_HTTP), "http"},
+		{ProbeKindName(measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED), "unspecified"},
+		{GossipStateOrDash(measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED), "-"},
 		{ToolName(measurev1.Tool_TOOL_QPERF), "qperf"},
 		{ToolName(measurev1.Tool_TOOL_IPERF3), "iperf3"},
 		{ToolName(measurev1.Tool_TOOL_CURL), "HTTP"},
@@ -58,17 +57,17 @@ func TestEnumNames(t *testing.T) {
 func TestParseProbeKind(t *testing.T) {
 	tests := []struct {
 		name   string
-		want   agentv1.ProbeKind
+		want   measurev1.ProbeKind
 		wantOK bool
 	}{
-		{"icmp", agentv1.ProbeKind_PROBE_KIND_ICMP, true},
-		{"icmp_mtu", agentv1.ProbeKind_PROBE_KIND_ICMP_MTU, true},
-		{"tcp", agentv1.ProbeKind_PROBE_KIND_TCP, true},
-		{"http", agentv1.ProbeKind_PROBE_KIND_HTTP, true},
-		{"unspecified", agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED, false},
-		{"ICMP", agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED, false},
-		{"udp", agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED, false},
-		{"", agentv1.ProbeKind_PROBE_KIND_UNSPECIFIED, false},
+		{"icmp", measurev1.ProbeKind_PROBE_KIND_ICMP, true},
+		{"icmp_mtu", measurev1.ProbeKind_PROBE_KIND_ICMP_MTU, true},
+		{"tcp", measurev1.ProbeKind_PROBE_KIND_TCP, true},
+		{"http", measurev1.ProbeKind_PROBE_KIND_HTTP, true},
+		{"unspecified", measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED, false},
+		{"ICMP", measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED, false},
+		{"udp", measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED, false},
+		{"", measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED, false},
 	}
 	for _, tt := range tests {
 		got, ok := ParseProbeKind(tt.name)

@@ -29,8 +29,8 @@ func TestGossipLiveness(t *testing.T) {
 	e := startEnvWith(t, ctx, lab.Config{Nodes: 3, Mode: lab.ModeHostGW}, t.TempDir(),
 		func(c *cluster.Config) { c.PartitionGrace = 3 * time.Second })
 	const (
-		alive = meshv1.GossipState_GOSSIP_STATE_ALIVE
-		dead  = meshv1.GossipState_GOSSIP_STATE_DEAD
+		alive = measurev1.GossipState_GOSSIP_STATE_ALIVE
+		dead  = measurev1.GossipState_GOSSIP_STATE_DEAD
 	)
 	allAlive := func() bool {
 		agents := agentsJSON(t, ctx, e)

@@ -10,9 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/diagnose"
-	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/tick"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -226,10 +224,10 @@ func (d *faultsDemo) reportsKept(ctx context.Context, from, gapTo, to time.Time)
 				continue
 			}
 			for _, path := range []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD} {
-				for _, kind := range []agentv1.ProbeKind{agentv1.ProbeKind_PROBE_KIND_ICMP, agentv1.ProbeKind_PROBE_KIND_ICMP_MTU,
-					agentv1.ProbeKind_PROBE_KIND_TCP, agentv1.ProbeKind_PROBE_KIND_HTTP} {
+				for _, kind := range []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_ICMP_MTU,
+					measurev1.ProbeKind_PROBE_KIND_TCP, measurev1.ProbeKind_PROBE_KIND_HTTP} {
 					resp, err := d.client.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: src.Name, DstNode: dst.Name,
-						Path: path, Kind: protoconv.APIProbeKind(kind), StartTime: timestamppb.New(from), EndTime: timestamppb.New(to)})
+						Path: path, Kind: kind, StartTime: timestamppb.New(from), EndTime: timestamppb.New(to)})
 					if err != nil {
 						return "", false, fmt.Errorf("list probe series %s->%s: %w", src.Name, dst.Name, err)
 					}

@@ -10,9 +10,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/meshperf/meshperf/coordinator/protoconv"
 	"github.com/meshperf/meshperf/internal/testspec"
-	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -72,10 +71,10 @@ func readPair(tt *tab) (*pairDOM, error) {
 }
 
 // probeKind is the ProbeKind of a config name (icmp, tcp, ...).
-func probeKind(name string) (agentv1.ProbeKind, error) {
-	for v, n := range agentv1.ProbeKind_name {
+func probeKind(name string) (measurev1.ProbeKind, error) {
+	for v, n := range measurev1.ProbeKind_name {
 		if strings.ToLower(strings.TrimPrefix(n, "PROBE_KIND_")) == name && v != 0 {
-			return agentv1.ProbeKind(v), nil
+			return measurev1.ProbeKind(v), nil
 		}
 	}
 	return 0, fmt.Errorf("probe kind %q unknown", name)
@@ -116,7 +115,7 @@ func checkPairPoints(ctx context.Context, client meshv1.MeshServiceClient, src, 
 			continue
 		}
 		var starts []int64
-		req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: path, Kind: protoconv.APIProbeKind(kind),
+		req := &meshv1.ListProbeSeriesRequest{SrcNode: src, DstNode: dst, Path: path, Kind: kind,
 			StartTime: timestamppb.New(time.Unix(p.API.Start-step, 0)), EndTime: timestamppb.New(time.Unix(p.API.End, 0))}
 		for {
 			resp, err := client.ListProbeSeries(ctx, req)

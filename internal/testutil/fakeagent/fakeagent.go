@@ -24,6 +24,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/internal/tick"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -117,21 +118,13 @@ func Play(t testing.TB, ctx context.Context, client agentv1.AgentServiceClient, 
 	a.wg.Add(2)
 	go func() { // owner: Stop (the cleanup above); ends with ctx
 		defer a.wg.Done()
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if a.muted.Load() {
-					continue
-				}
-				if a.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}) != nil {
-					return
-				}
+		beat, stop := context.WithCancel(ctx) // a failed send ends the beats
+		defer stop()
+		tick.Every(beat, every, func() {
+			if !a.muted.Load() && a.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{SendTime: timestamppb.Now()}}}) != nil {
+				stop()
 			}
-		}
+		})
 	}()
 	go func() { // owner: Stop (the cleanup above); ends with the stream (ctx)
 		defer a.wg.Done()

@@ -27,76 +27,6 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// GossipState is a member's state in the gossip pool.
-type GossipState int32
-
-const (
-	// GOSSIP_STATE_UNSPECIFIED: no gossip view of the member (in an agent's
-	// view, never sent).
-	GossipState_GOSSIP_STATE_UNSPECIFIED GossipState = 0
-	// GOSSIP_STATE_ALIVE: the member answers probes.
-	GossipState_GOSSIP_STATE_ALIVE GossipState = 1
-	// GOSSIP_STATE_SUSPECT: the member missed probes and is dead unless it
-	// refutes the suspicion in time.
-	GossipState_GOSSIP_STATE_SUSPECT GossipState = 2
-	// GOSSIP_STATE_DEAD: the pool declared the member dead.
-	GossipState_GOSSIP_STATE_DEAD GossipState = 3
-	// GOSSIP_STATE_LEFT: the member left the pool on purpose (its agent
-	// stopped cleanly).
-	GossipState_GOSSIP_STATE_LEFT GossipState = 4
-	// GOSSIP_STATE_FORGOTTEN: the agent no longer lists the member at all;
-	// only in a delta (GossipView.delta), where it removes the member from
-	// the agent's view. Not a state of the pool: a whole view never has it.
-	GossipState_GOSSIP_STATE_FORGOTTEN GossipState = 5
-)
-
-// Enum value maps for GossipState.
-var (
-	GossipState_name = map[int32]string{
-		0: "GOSSIP_STATE_UNSPECIFIED",
-		1: "GOSSIP_STATE_ALIVE",
-		2: "GOSSIP_STATE_SUSPECT",
-		3: "GOSSIP_STATE_DEAD",
-		4: "GOSSIP_STATE_LEFT",
-		5: "GOSSIP_STATE_FORGOTTEN",
-	}
-	GossipState_value = map[string]int32{
-		"GOSSIP_STATE_UNSPECIFIED": 0,
-		"GOSSIP_STATE_ALIVE":       1,
-		"GOSSIP_STATE_SUSPECT":     2,
-		"GOSSIP_STATE_DEAD":        3,
-		"GOSSIP_STATE_LEFT":        4,
-		"GOSSIP_STATE_FORGOTTEN":   5,
-	}
-)
-
-func (x GossipState) Enum() *GossipState {
-	p := new(GossipState)
-	*p = x
-	return p
-}
-
-func (x GossipState) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (GossipState) Descriptor() protoreflect.EnumDescriptor {
-	return file_meshperf_agent_v1_agent_service_proto_enumTypes[0].Descriptor()
-}
-
-func (GossipState) Type() protoreflect.EnumType {
-	return &file_meshperf_agent_v1_agent_service_proto_enumTypes[0]
-}
-
-func (x GossipState) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use GossipState.Descriptor instead.
-func (GossipState) EnumDescriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{0}
-}
-
 // ConnectRequest is a message from the agent.
 type ConnectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -890,7 +820,7 @@ type GossipMember struct {
 	// node_name is the member's node name.
 	NodeName string `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	// state is the member's last known state.
-	State GossipState `protobuf:"varint,2,opt,name=state,proto3,enum=meshperf.agent.v1.GossipState" json:"state,omitempty"`
+	State v1.GossipState `protobuf:"varint,2,opt,name=state,proto3,enum=meshperf.measure.v1.GossipState" json:"state,omitempty"`
 	// address is the member's gossip address, "ip:port".
 	Address       string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -934,11 +864,11 @@ func (x *GossipMember) GetNodeName() string {
 	return ""
 }
 
-func (x *GossipMember) GetState() GossipState {
+func (x *GossipMember) GetState() v1.GossipState {
 	if x != nil {
 		return x.State
 	}
-	return GossipState_GOSSIP_STATE_UNSPECIFIED
+	return v1.GossipState(0)
 }
 
 func (x *GossipMember) GetAddress() string {
@@ -1952,10 +1882,10 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"GossipView\x129\n" +
 	"\amembers\x18\x01 \x03(\v2\x1f.meshperf.agent.v1.GossipMemberR\amembers\x12\x14\n" +
-	"\x05delta\x18\x02 \x01(\bR\x05delta\"{\n" +
+	"\x05delta\x18\x02 \x01(\bR\x05delta\"}\n" +
 	"\fGossipMember\x12\x1b\n" +
-	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x124\n" +
-	"\x05state\x18\x02 \x01(\x0e2\x1e.meshperf.agent.v1.GossipStateR\x05state\x12\x18\n" +
+	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x126\n" +
+	"\x05state\x18\x02 \x01(\x0e2 .meshperf.measure.v1.GossipStateR\x05state\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\"\xb0\x01\n" +
 	"\tHeartbeat\x127\n" +
 	"\tsend_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bsendTime\x125\n" +
@@ -2020,14 +1950,7 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
 	"ClientDone\x125\n" +
 	"\aresults\x18\x01 \x03(\v2\x1b.meshperf.measure.v1.ResultR\aresults\"\x0f\n" +
-	"\rServerStopped*\xa7\x01\n" +
-	"\vGossipState\x12\x1c\n" +
-	"\x18GOSSIP_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12GOSSIP_STATE_ALIVE\x10\x01\x12\x18\n" +
-	"\x14GOSSIP_STATE_SUSPECT\x10\x02\x12\x15\n" +
-	"\x11GOSSIP_STATE_DEAD\x10\x03\x12\x15\n" +
-	"\x11GOSSIP_STATE_LEFT\x10\x04\x12\x1a\n" +
-	"\x16GOSSIP_STATE_FORGOTTEN\x10\x052d\n" +
+	"\rServerStopped2d\n" +
 	"\fAgentService\x12T\n" +
 	"\aConnect\x12!.meshperf.agent.v1.ConnectRequest\x1a\".meshperf.agent.v1.ConnectResponse(\x010\x01B>Z<github.com/meshperf/meshperf/proto/meshperf/agent/v1;agentv1b\x06proto3"
 
@@ -2043,37 +1966,36 @@ func file_meshperf_agent_v1_agent_service_proto_rawDescGZIP() []byte {
 	return file_meshperf_agent_v1_agent_service_proto_rawDescData
 }
 
-var file_meshperf_agent_v1_agent_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_meshperf_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
-	(GossipState)(0),              // 0: meshperf.agent.v1.GossipState
-	(*ConnectRequest)(nil),        // 1: meshperf.agent.v1.ConnectRequest
-	(*ConnectResponse)(nil),       // 2: meshperf.agent.v1.ConnectResponse
-	(*GossipReporting)(nil),       // 3: meshperf.agent.v1.GossipReporting
-	(*ResultAck)(nil),             // 4: meshperf.agent.v1.ResultAck
-	(*Register)(nil),              // 5: meshperf.agent.v1.Register
-	(*Registered)(nil),            // 6: meshperf.agent.v1.Registered
-	(*GossipView)(nil),            // 7: meshperf.agent.v1.GossipView
-	(*GossipMember)(nil),          // 8: meshperf.agent.v1.GossipMember
-	(*Heartbeat)(nil),             // 9: meshperf.agent.v1.Heartbeat
-	(*Endpoints)(nil),             // 10: meshperf.agent.v1.Endpoints
-	(*NodeEndpoint)(nil),          // 11: meshperf.agent.v1.NodeEndpoint
-	(*Work)(nil),                  // 12: meshperf.agent.v1.Work
-	(*CancelClient)(nil),          // 13: meshperf.agent.v1.CancelClient
-	(*StartServer)(nil),           // 14: meshperf.agent.v1.StartServer
-	(*StopServer)(nil),            // 15: meshperf.agent.v1.StopServer
-	(*RunClient)(nil),             // 16: meshperf.agent.v1.RunClient
-	(*WorkResult)(nil),            // 17: meshperf.agent.v1.WorkResult
-	(*ServerStarted)(nil),         // 18: meshperf.agent.v1.ServerStarted
-	(*ClientDone)(nil),            // 19: meshperf.agent.v1.ClientDone
-	(*ServerStopped)(nil),         // 20: meshperf.agent.v1.ServerStopped
-	(*PlanAck)(nil),               // 21: meshperf.agent.v1.PlanAck
-	(*ProbeReport)(nil),           // 22: meshperf.agent.v1.ProbeReport
-	(*ProbePlan)(nil),             // 23: meshperf.agent.v1.ProbePlan
-	(*ReportAck)(nil),             // 24: meshperf.agent.v1.ReportAck
-	(*v1.NetworkAddress)(nil),     // 25: meshperf.measure.v1.NetworkAddress
-	(*v1.ToolInfo)(nil),           // 26: meshperf.measure.v1.ToolInfo
-	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
+	(*ConnectRequest)(nil),        // 0: meshperf.agent.v1.ConnectRequest
+	(*ConnectResponse)(nil),       // 1: meshperf.agent.v1.ConnectResponse
+	(*GossipReporting)(nil),       // 2: meshperf.agent.v1.GossipReporting
+	(*ResultAck)(nil),             // 3: meshperf.agent.v1.ResultAck
+	(*Register)(nil),              // 4: meshperf.agent.v1.Register
+	(*Registered)(nil),            // 5: meshperf.agent.v1.Registered
+	(*GossipView)(nil),            // 6: meshperf.agent.v1.GossipView
+	(*GossipMember)(nil),          // 7: meshperf.agent.v1.GossipMember
+	(*Heartbeat)(nil),             // 8: meshperf.agent.v1.Heartbeat
+	(*Endpoints)(nil),             // 9: meshperf.agent.v1.Endpoints
+	(*NodeEndpoint)(nil),          // 10: meshperf.agent.v1.NodeEndpoint
+	(*Work)(nil),                  // 11: meshperf.agent.v1.Work
+	(*CancelClient)(nil),          // 12: meshperf.agent.v1.CancelClient
+	(*StartServer)(nil),           // 13: meshperf.agent.v1.StartServer
+	(*StopServer)(nil),            // 14: meshperf.agent.v1.StopServer
+	(*RunClient)(nil),             // 15: meshperf.agent.v1.RunClient
+	(*WorkResult)(nil),            // 16: meshperf.agent.v1.WorkResult
+	(*ServerStarted)(nil),         // 17: meshperf.agent.v1.ServerStarted
+	(*ClientDone)(nil),            // 18: meshperf.agent.v1.ClientDone
+	(*ServerStopped)(nil),         // 19: meshperf.agent.v1.ServerStopped
+	(*PlanAck)(nil),               // 20: meshperf.agent.v1.PlanAck
+	(*ProbeReport)(nil),           // 21: meshperf.agent.v1.ProbeReport
+	(*ProbePlan)(nil),             // 22: meshperf.agent.v1.ProbePlan
+	(*ReportAck)(nil),             // 23: meshperf.agent.v1.ReportAck
+	(*v1.NetworkAddress)(nil),     // 24: meshperf.measure.v1.NetworkAddress
+	(*v1.ToolInfo)(nil),           // 25: meshperf.measure.v1.ToolInfo
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(v1.GossipState)(0),           // 27: meshperf.measure.v1.GossipState
 	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
 	(*v1.ExternalTarget)(nil),     // 29: meshperf.measure.v1.ExternalTarget
 	(v1.Tool)(0),                  // 30: meshperf.measure.v1.Tool
@@ -2084,50 +2006,50 @@ var file_meshperf_agent_v1_agent_service_proto_goTypes = []any{
 	(*v1.Result)(nil),             // 35: meshperf.measure.v1.Result
 }
 var file_meshperf_agent_v1_agent_service_proto_depIdxs = []int32{
-	5,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
-	9,  // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	17, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
-	7,  // 3: meshperf.agent.v1.ConnectRequest.gossip_view:type_name -> meshperf.agent.v1.GossipView
-	21, // 4: meshperf.agent.v1.ConnectRequest.plan_ack:type_name -> meshperf.agent.v1.PlanAck
-	22, // 5: meshperf.agent.v1.ConnectRequest.probe_report:type_name -> meshperf.agent.v1.ProbeReport
-	6,  // 6: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
-	9,  // 7: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
-	12, // 8: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
-	10, // 9: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
-	4,  // 10: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
-	23, // 11: meshperf.agent.v1.ConnectResponse.probe_plan:type_name -> meshperf.agent.v1.ProbePlan
-	24, // 12: meshperf.agent.v1.ConnectResponse.report_ack:type_name -> meshperf.agent.v1.ReportAck
-	3,  // 13: meshperf.agent.v1.ConnectResponse.gossip_reporting:type_name -> meshperf.agent.v1.GossipReporting
-	25, // 14: meshperf.agent.v1.Register.addresses:type_name -> meshperf.measure.v1.NetworkAddress
-	26, // 15: meshperf.agent.v1.Register.tools:type_name -> meshperf.measure.v1.ToolInfo
-	27, // 16: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
-	27, // 17: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
-	8,  // 18: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
-	0,  // 19: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.agent.v1.GossipState
+	4,  // 0: meshperf.agent.v1.ConnectRequest.register:type_name -> meshperf.agent.v1.Register
+	8,  // 1: meshperf.agent.v1.ConnectRequest.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
+	16, // 2: meshperf.agent.v1.ConnectRequest.work_result:type_name -> meshperf.agent.v1.WorkResult
+	6,  // 3: meshperf.agent.v1.ConnectRequest.gossip_view:type_name -> meshperf.agent.v1.GossipView
+	20, // 4: meshperf.agent.v1.ConnectRequest.plan_ack:type_name -> meshperf.agent.v1.PlanAck
+	21, // 5: meshperf.agent.v1.ConnectRequest.probe_report:type_name -> meshperf.agent.v1.ProbeReport
+	5,  // 6: meshperf.agent.v1.ConnectResponse.registered:type_name -> meshperf.agent.v1.Registered
+	8,  // 7: meshperf.agent.v1.ConnectResponse.heartbeat:type_name -> meshperf.agent.v1.Heartbeat
+	11, // 8: meshperf.agent.v1.ConnectResponse.work:type_name -> meshperf.agent.v1.Work
+	9,  // 9: meshperf.agent.v1.ConnectResponse.endpoints:type_name -> meshperf.agent.v1.Endpoints
+	3,  // 10: meshperf.agent.v1.ConnectResponse.result_ack:type_name -> meshperf.agent.v1.ResultAck
+	22, // 11: meshperf.agent.v1.ConnectResponse.probe_plan:type_name -> meshperf.agent.v1.ProbePlan
+	23, // 12: meshperf.agent.v1.ConnectResponse.report_ack:type_name -> meshperf.agent.v1.ReportAck
+	2,  // 13: meshperf.agent.v1.ConnectResponse.gossip_reporting:type_name -> meshperf.agent.v1.GossipReporting
+	24, // 14: meshperf.agent.v1.Register.addresses:type_name -> meshperf.measure.v1.NetworkAddress
+	25, // 15: meshperf.agent.v1.Register.tools:type_name -> meshperf.measure.v1.ToolInfo
+	26, // 16: meshperf.agent.v1.Registered.heartbeat_interval:type_name -> google.protobuf.Duration
+	26, // 17: meshperf.agent.v1.Registered.heartbeat_timeout:type_name -> google.protobuf.Duration
+	7,  // 18: meshperf.agent.v1.GossipView.members:type_name -> meshperf.agent.v1.GossipMember
+	27, // 19: meshperf.agent.v1.GossipMember.state:type_name -> meshperf.measure.v1.GossipState
 	28, // 20: meshperf.agent.v1.Heartbeat.send_time:type_name -> google.protobuf.Timestamp
-	27, // 21: meshperf.agent.v1.Heartbeat.interval:type_name -> google.protobuf.Duration
-	27, // 22: meshperf.agent.v1.Heartbeat.timeout:type_name -> google.protobuf.Duration
-	11, // 23: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
+	26, // 21: meshperf.agent.v1.Heartbeat.interval:type_name -> google.protobuf.Duration
+	26, // 22: meshperf.agent.v1.Heartbeat.timeout:type_name -> google.protobuf.Duration
+	10, // 23: meshperf.agent.v1.Endpoints.nodes:type_name -> meshperf.agent.v1.NodeEndpoint
 	29, // 24: meshperf.agent.v1.Endpoints.external_targets:type_name -> meshperf.measure.v1.ExternalTarget
-	25, // 25: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.measure.v1.NetworkAddress
+	24, // 25: meshperf.agent.v1.NodeEndpoint.addresses:type_name -> meshperf.measure.v1.NetworkAddress
 	28, // 26: meshperf.agent.v1.Work.deadline:type_name -> google.protobuf.Timestamp
-	27, // 27: meshperf.agent.v1.Work.timeout:type_name -> google.protobuf.Duration
-	14, // 28: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
-	16, // 29: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
-	15, // 30: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
-	13, // 31: meshperf.agent.v1.Work.cancel_client:type_name -> meshperf.agent.v1.CancelClient
+	26, // 27: meshperf.agent.v1.Work.timeout:type_name -> google.protobuf.Duration
+	13, // 28: meshperf.agent.v1.Work.start_server:type_name -> meshperf.agent.v1.StartServer
+	15, // 29: meshperf.agent.v1.Work.run_client:type_name -> meshperf.agent.v1.RunClient
+	14, // 30: meshperf.agent.v1.Work.stop_server:type_name -> meshperf.agent.v1.StopServer
+	12, // 31: meshperf.agent.v1.Work.cancel_client:type_name -> meshperf.agent.v1.CancelClient
 	30, // 32: meshperf.agent.v1.StartServer.tool:type_name -> meshperf.measure.v1.Tool
 	31, // 33: meshperf.agent.v1.StartServer.network:type_name -> meshperf.measure.v1.Network
 	32, // 34: meshperf.agent.v1.RunClient.spec:type_name -> meshperf.measure.v1.TestSpec
 	31, // 35: meshperf.agent.v1.RunClient.network:type_name -> meshperf.measure.v1.Network
 	33, // 36: meshperf.agent.v1.RunClient.ip_family:type_name -> meshperf.measure.v1.IPFamily
 	34, // 37: meshperf.agent.v1.WorkResult.status:type_name -> meshperf.measure.v1.Status
-	18, // 38: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
-	19, // 39: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
-	20, // 40: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
+	17, // 38: meshperf.agent.v1.WorkResult.server_started:type_name -> meshperf.agent.v1.ServerStarted
+	18, // 39: meshperf.agent.v1.WorkResult.client_done:type_name -> meshperf.agent.v1.ClientDone
+	19, // 40: meshperf.agent.v1.WorkResult.server_stopped:type_name -> meshperf.agent.v1.ServerStopped
 	35, // 41: meshperf.agent.v1.ClientDone.results:type_name -> meshperf.measure.v1.Result
-	1,  // 42: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
-	2,  // 43: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
+	0,  // 42: meshperf.agent.v1.AgentService.Connect:input_type -> meshperf.agent.v1.ConnectRequest
+	1,  // 43: meshperf.agent.v1.AgentService.Connect:output_type -> meshperf.agent.v1.ConnectResponse
 	43, // [43:44] is the sub-list for method output_type
 	42, // [42:43] is the sub-list for method input_type
 	42, // [42:42] is the sub-list for extension type_name
@@ -2175,14 +2097,13 @@ func file_meshperf_agent_v1_agent_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_agent_v1_agent_service_proto_rawDesc), len(file_meshperf_agent_v1_agent_service_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      0,
 			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_meshperf_agent_v1_agent_service_proto_goTypes,
 		DependencyIndexes: file_meshperf_agent_v1_agent_service_proto_depIdxs,
-		EnumInfos:         file_meshperf_agent_v1_agent_service_proto_enumTypes,
 		MessageInfos:      file_meshperf_agent_v1_agent_service_proto_msgTypes,
 	}.Build()
 	File_meshperf_agent_v1_agent_service_proto = out.File

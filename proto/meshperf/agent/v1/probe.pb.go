@@ -29,76 +29,6 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ProbeKind is one in-process probe of the continuous mesh.
-type ProbeKind int32
-
-const (
-	// PROBE_KIND_UNSPECIFIED is never sent.
-	ProbeKind_PROBE_KIND_UNSPECIFIED ProbeKind = 0
-	// PROBE_KIND_ICMP is an ICMP echo with a small payload
-	// (ProbeSettings.payload_bytes); its figure is the echo's round trip.
-	ProbeKind_PROBE_KIND_ICMP ProbeKind = 1
-	// PROBE_KIND_ICMP_MTU is an ICMP echo that fills the path's MTU (the
-	// smaller of the two ends' mtu_bytes on the path's networks) with the
-	// IPv4 don't-fragment bit set: a black hole for large packets loses it
-	// while PROBE_KIND_ICMP still passes.
-	ProbeKind_PROBE_KIND_ICMP_MTU ProbeKind = 2
-	// PROBE_KIND_TCP connects to the peer's TCP echo responder
-	// (ProbePeer.probe_port), sends one byte and reads it back; its figure is
-	// that byte's round trip on the fresh connection (qperf tcp_lat's
-	// figure is half of such a round trip on a kept connection).
-	ProbeKind_PROBE_KIND_TCP ProbeKind = 3
-	// PROBE_KIND_HTTP is a GET of the peer's HTTP target
-	// (ProbePeer.http_port); its figure is the time to the last byte of the
-	// answer (curl's time_total).
-	ProbeKind_PROBE_KIND_HTTP ProbeKind = 4
-)
-
-// Enum value maps for ProbeKind.
-var (
-	ProbeKind_name = map[int32]string{
-		0: "PROBE_KIND_UNSPECIFIED",
-		1: "PROBE_KIND_ICMP",
-		2: "PROBE_KIND_ICMP_MTU",
-		3: "PROBE_KIND_TCP",
-		4: "PROBE_KIND_HTTP",
-	}
-	ProbeKind_value = map[string]int32{
-		"PROBE_KIND_UNSPECIFIED": 0,
-		"PROBE_KIND_ICMP":        1,
-		"PROBE_KIND_ICMP_MTU":    2,
-		"PROBE_KIND_TCP":         3,
-		"PROBE_KIND_HTTP":        4,
-	}
-)
-
-func (x ProbeKind) Enum() *ProbeKind {
-	p := new(ProbeKind)
-	*p = x
-	return p
-}
-
-func (x ProbeKind) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (ProbeKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_meshperf_agent_v1_probe_proto_enumTypes[0].Descriptor()
-}
-
-func (ProbeKind) Type() protoreflect.EnumType {
-	return &file_meshperf_agent_v1_probe_proto_enumTypes[0]
-}
-
-func (x ProbeKind) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use ProbeKind.Descriptor instead.
-func (ProbeKind) EnumDescriptor() ([]byte, []int) {
-	return file_meshperf_agent_v1_probe_proto_rawDescGZIP(), []int{0}
-}
-
 // ProbePlan brings the agent to plan version `version`. A full plan
 // (base_version 0) replaces whatever the agent holds; a delta applies to
 // exactly base_version, which the agent must hold, else it refuses it in a
@@ -200,7 +130,7 @@ type ProbeSettings struct {
 	// timeout bounds one probe (under interval).
 	Timeout *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// kinds are the probes to run on every path.
-	Kinds []ProbeKind `protobuf:"varint,4,rep,packed,name=kinds,proto3,enum=meshperf.agent.v1.ProbeKind" json:"kinds,omitempty"`
+	Kinds []v1.ProbeKind `protobuf:"varint,4,rep,packed,name=kinds,proto3,enum=meshperf.measure.v1.ProbeKind" json:"kinds,omitempty"`
 	// paths are the paths to probe: host-host, host-pod, pod-pod,
 	// pod-service and host-service (TCP and HTTP only on the last two).
 	Paths []v1.Path `protobuf:"varint,5,rep,packed,name=paths,proto3,enum=meshperf.measure.v1.Path" json:"paths,omitempty"`
@@ -278,7 +208,7 @@ func (x *ProbeSettings) GetTimeout() *durationpb.Duration {
 	return nil
 }
 
-func (x *ProbeSettings) GetKinds() []ProbeKind {
+func (x *ProbeSettings) GetKinds() []v1.ProbeKind {
 	if x != nil {
 		return x.Kinds
 	}
@@ -648,7 +578,7 @@ type ProbeSummary struct {
 	// path is the path probed.
 	Path v1.Path `protobuf:"varint,3,opt,name=path,proto3,enum=meshperf.measure.v1.Path" json:"path,omitempty"`
 	// kind is the probe.
-	Kind ProbeKind `protobuf:"varint,4,opt,name=kind,proto3,enum=meshperf.agent.v1.ProbeKind" json:"kind,omitempty"`
+	Kind v1.ProbeKind `protobuf:"varint,4,opt,name=kind,proto3,enum=meshperf.measure.v1.ProbeKind" json:"kind,omitempty"`
 	// sent counts the probes sent; received those answered in time.
 	Sent uint32 `protobuf:"varint,5,opt,name=sent,proto3" json:"sent,omitempty"`
 	// received: see sent.
@@ -736,11 +666,11 @@ func (x *ProbeSummary) GetPath() v1.Path {
 	return v1.Path(0)
 }
 
-func (x *ProbeSummary) GetKind() ProbeKind {
+func (x *ProbeSummary) GetKind() v1.ProbeKind {
 	if x != nil {
 		return x.Kind
 	}
-	return ProbeKind_PROBE_KIND_UNSPECIFIED
+	return v1.ProbeKind(0)
 }
 
 func (x *ProbeSummary) GetSent() uint32 {
@@ -881,12 +811,12 @@ const file_meshperf_agent_v1_probe_proto_rawDesc = "" +
 	"\fbase_version\x18\x02 \x01(\x04R\vbaseVersion\x12<\n" +
 	"\bsettings\x18\x03 \x01(\v2 .meshperf.agent.v1.ProbeSettingsR\bsettings\x124\n" +
 	"\x06upsert\x18\x04 \x03(\v2\x1c.meshperf.agent.v1.ProbePeerR\x06upsert\x12\x16\n" +
-	"\x06remove\x18\x05 \x03(\tR\x06remove\"\xc7\x04\n" +
+	"\x06remove\x18\x05 \x03(\tR\x06remove\"\xc9\x04\n" +
 	"\rProbeSettings\x125\n" +
 	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12B\n" +
 	"\x0freport_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0ereportInterval\x123\n" +
-	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x122\n" +
-	"\x05kinds\x18\x04 \x03(\x0e2\x1c.meshperf.agent.v1.ProbeKindR\x05kinds\x12/\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x124\n" +
+	"\x05kinds\x18\x04 \x03(\x0e2\x1e.meshperf.measure.v1.ProbeKindR\x05kinds\x12/\n" +
 	"\x05paths\x18\x05 \x03(\x0e2\x19.meshperf.measure.v1.PathR\x05paths\x12#\n" +
 	"\rpayload_bytes\x18\x06 \x01(\rR\fpayloadBytes\x12\"\n" +
 	"\rmax_in_flight\x18\a \x01(\rR\vmaxInFlight\x123\n" +
@@ -922,12 +852,12 @@ const file_meshperf_agent_v1_probe_proto_rawDesc = "" +
 	"\x06period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12!\n" +
 	"\fplan_version\x18\x04 \x01(\x04R\vplanVersion\x12=\n" +
 	"\tsummaries\x18\x05 \x03(\v2\x1f.meshperf.agent.v1.ProbeSummaryR\tsummaries\x12\x18\n" +
-	"\askipped\x18\x06 \x01(\x04R\askipped\"\x98\x04\n" +
+	"\askipped\x18\x06 \x01(\x04R\askipped\"\x9a\x04\n" +
 	"\fProbeSummary\x12\x14\n" +
 	"\x04node\x18\x01 \x01(\tH\x00R\x04node\x12)\n" +
 	"\x0fexternal_target\x18\x02 \x01(\tH\x00R\x0eexternalTarget\x12-\n" +
-	"\x04path\x18\x03 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x120\n" +
-	"\x04kind\x18\x04 \x01(\x0e2\x1c.meshperf.agent.v1.ProbeKindR\x04kind\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x122\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x1e.meshperf.measure.v1.ProbeKindR\x04kind\x12\x12\n" +
 	"\x04sent\x18\x05 \x01(\rR\x04sent\x12\x1a\n" +
 	"\breceived\x18\x06 \x01(\rR\breceived\x12&\n" +
 	"\x0frtt_min_seconds\x18\a \x01(\x01R\rrttMinSeconds\x12,\n" +
@@ -940,13 +870,7 @@ const file_meshperf_agent_v1_probe_proto_rawDesc = "" +
 	"\tip_family\x18\r \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamilyB\x05\n" +
 	"\x03dst\"\x1f\n" +
 	"\tReportAck\x12\x12\n" +
-	"\x04seqs\x18\x01 \x03(\x04R\x04seqs*~\n" +
-	"\tProbeKind\x12\x1a\n" +
-	"\x16PROBE_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
-	"\x0fPROBE_KIND_ICMP\x10\x01\x12\x17\n" +
-	"\x13PROBE_KIND_ICMP_MTU\x10\x02\x12\x12\n" +
-	"\x0ePROBE_KIND_TCP\x10\x03\x12\x13\n" +
-	"\x0fPROBE_KIND_HTTP\x10\x04B>Z<github.com/meshperf/meshperf/proto/meshperf/agent/v1;agentv1b\x06proto3"
+	"\x04seqs\x18\x01 \x03(\x04R\x04seqsB>Z<github.com/meshperf/meshperf/proto/meshperf/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_meshperf_agent_v1_probe_proto_rawDescOnce sync.Once
@@ -960,38 +884,37 @@ func file_meshperf_agent_v1_probe_proto_rawDescGZIP() []byte {
 	return file_meshperf_agent_v1_probe_proto_rawDescData
 }
 
-var file_meshperf_agent_v1_probe_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_meshperf_agent_v1_probe_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_meshperf_agent_v1_probe_proto_goTypes = []any{
-	(ProbeKind)(0),                // 0: meshperf.agent.v1.ProbeKind
-	(*ProbePlan)(nil),             // 1: meshperf.agent.v1.ProbePlan
-	(*ProbeSettings)(nil),         // 2: meshperf.agent.v1.ProbeSettings
-	(*ProbePeer)(nil),             // 3: meshperf.agent.v1.ProbePeer
-	(*PlanAck)(nil),               // 4: meshperf.agent.v1.PlanAck
-	(*ProbeReport)(nil),           // 5: meshperf.agent.v1.ProbeReport
-	(*ProbeSummary)(nil),          // 6: meshperf.agent.v1.ProbeSummary
-	(*ReportAck)(nil),             // 7: meshperf.agent.v1.ReportAck
-	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
+	(*ProbePlan)(nil),             // 0: meshperf.agent.v1.ProbePlan
+	(*ProbeSettings)(nil),         // 1: meshperf.agent.v1.ProbeSettings
+	(*ProbePeer)(nil),             // 2: meshperf.agent.v1.ProbePeer
+	(*PlanAck)(nil),               // 3: meshperf.agent.v1.PlanAck
+	(*ProbeReport)(nil),           // 4: meshperf.agent.v1.ProbeReport
+	(*ProbeSummary)(nil),          // 5: meshperf.agent.v1.ProbeSummary
+	(*ReportAck)(nil),             // 6: meshperf.agent.v1.ReportAck
+	(*durationpb.Duration)(nil),   // 7: google.protobuf.Duration
+	(v1.ProbeKind)(0),             // 8: meshperf.measure.v1.ProbeKind
 	(v1.Path)(0),                  // 9: meshperf.measure.v1.Path
 	(v1.IPFamily)(0),              // 10: meshperf.measure.v1.IPFamily
 	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 	(v1.Status)(0),                // 12: meshperf.measure.v1.Status
 }
 var file_meshperf_agent_v1_probe_proto_depIdxs = []int32{
-	2,  // 0: meshperf.agent.v1.ProbePlan.settings:type_name -> meshperf.agent.v1.ProbeSettings
-	3,  // 1: meshperf.agent.v1.ProbePlan.upsert:type_name -> meshperf.agent.v1.ProbePeer
-	8,  // 2: meshperf.agent.v1.ProbeSettings.interval:type_name -> google.protobuf.Duration
-	8,  // 3: meshperf.agent.v1.ProbeSettings.report_interval:type_name -> google.protobuf.Duration
-	8,  // 4: meshperf.agent.v1.ProbeSettings.timeout:type_name -> google.protobuf.Duration
-	0,  // 5: meshperf.agent.v1.ProbeSettings.kinds:type_name -> meshperf.agent.v1.ProbeKind
+	1,  // 0: meshperf.agent.v1.ProbePlan.settings:type_name -> meshperf.agent.v1.ProbeSettings
+	2,  // 1: meshperf.agent.v1.ProbePlan.upsert:type_name -> meshperf.agent.v1.ProbePeer
+	7,  // 2: meshperf.agent.v1.ProbeSettings.interval:type_name -> google.protobuf.Duration
+	7,  // 3: meshperf.agent.v1.ProbeSettings.report_interval:type_name -> google.protobuf.Duration
+	7,  // 4: meshperf.agent.v1.ProbeSettings.timeout:type_name -> google.protobuf.Duration
+	8,  // 5: meshperf.agent.v1.ProbeSettings.kinds:type_name -> meshperf.measure.v1.ProbeKind
 	9,  // 6: meshperf.agent.v1.ProbeSettings.paths:type_name -> meshperf.measure.v1.Path
-	8,  // 7: meshperf.agent.v1.ProbeSettings.subset_rotation:type_name -> google.protobuf.Duration
+	7,  // 7: meshperf.agent.v1.ProbeSettings.subset_rotation:type_name -> google.protobuf.Duration
 	10, // 8: meshperf.agent.v1.ProbeSettings.ip_families:type_name -> meshperf.measure.v1.IPFamily
 	11, // 9: meshperf.agent.v1.ProbeReport.period_start:type_name -> google.protobuf.Timestamp
-	8,  // 10: meshperf.agent.v1.ProbeReport.period:type_name -> google.protobuf.Duration
-	6,  // 11: meshperf.agent.v1.ProbeReport.summaries:type_name -> meshperf.agent.v1.ProbeSummary
+	7,  // 10: meshperf.agent.v1.ProbeReport.period:type_name -> google.protobuf.Duration
+	5,  // 11: meshperf.agent.v1.ProbeReport.summaries:type_name -> meshperf.agent.v1.ProbeSummary
 	9,  // 12: meshperf.agent.v1.ProbeSummary.path:type_name -> meshperf.measure.v1.Path
-	0,  // 13: meshperf.agent.v1.ProbeSummary.kind:type_name -> meshperf.agent.v1.ProbeKind
+	8,  // 13: meshperf.agent.v1.ProbeSummary.kind:type_name -> meshperf.measure.v1.ProbeKind
 	12, // 14: meshperf.agent.v1.ProbeSummary.status:type_name -> meshperf.measure.v1.Status
 	10, // 15: meshperf.agent.v1.ProbeSummary.ip_family:type_name -> meshperf.measure.v1.IPFamily
 	16, // [16:16] is the sub-list for method output_type
@@ -1015,14 +938,13 @@ func file_meshperf_agent_v1_probe_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_agent_v1_probe_proto_rawDesc), len(file_meshperf_agent_v1_probe_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      0,
 			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_meshperf_agent_v1_probe_proto_goTypes,
 		DependencyIndexes: file_meshperf_agent_v1_probe_proto_depIdxs,
-		EnumInfos:         file_meshperf_agent_v1_probe_proto_enumTypes,
 		MessageInfos:      file_meshperf_agent_v1_probe_proto_msgTypes,
 	}.Build()
 	File_meshperf_agent_v1_probe_proto = out.File

@@ -370,6 +370,80 @@ func (Test) EnumDescriptor() ([]byte, []int) {
 	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{4}
 }
 
+// ProbeKind is one in-process probe of the continuous mesh: what an agent's
+// probe plan asks for (agent.v1 ProbeSettings.kinds), what its reports
+// carry (agent.v1 ProbeSummary.kind), and what a user asks the series of
+// (mesh.v1 ListProbeSeriesRequest.kind).
+type ProbeKind int32
+
+const (
+	// PROBE_KIND_UNSPECIFIED is never sent, and invalid in requests.
+	ProbeKind_PROBE_KIND_UNSPECIFIED ProbeKind = 0
+	// PROBE_KIND_ICMP is an ICMP echo with a small payload
+	// (agent.v1 ProbeSettings.payload_bytes); its figure is the echo's round
+	// trip.
+	ProbeKind_PROBE_KIND_ICMP ProbeKind = 1
+	// PROBE_KIND_ICMP_MTU is an ICMP echo that fills the path's MTU (the
+	// smaller of the two ends' mtu_bytes on the path's networks) with the
+	// IPv4 don't-fragment bit set: a black hole for large packets loses it
+	// while PROBE_KIND_ICMP still passes.
+	ProbeKind_PROBE_KIND_ICMP_MTU ProbeKind = 2
+	// PROBE_KIND_TCP connects to the peer's TCP echo responder
+	// (agent.v1 ProbePeer.probe_port), sends one byte and reads it back; its
+	// figure is that byte's round trip on the fresh connection (qperf
+	// tcp_lat's figure is half of such a round trip on a kept connection).
+	ProbeKind_PROBE_KIND_TCP ProbeKind = 3
+	// PROBE_KIND_HTTP is a GET of the peer's HTTP target
+	// (agent.v1 ProbePeer.http_port); its figure is the time to the last
+	// byte of the answer (curl's time_total).
+	ProbeKind_PROBE_KIND_HTTP ProbeKind = 4
+)
+
+// Enum value maps for ProbeKind.
+var (
+	ProbeKind_name = map[int32]string{
+		0: "PROBE_KIND_UNSPECIFIED",
+		1: "PROBE_KIND_ICMP",
+		2: "PROBE_KIND_ICMP_MTU",
+		3: "PROBE_KIND_TCP",
+		4: "PROBE_KIND_HTTP",
+	}
+	ProbeKind_value = map[string]int32{
+		"PROBE_KIND_UNSPECIFIED": 0,
+		"PROBE_KIND_ICMP":        1,
+		"PROBE_KIND_ICMP_MTU":    2,
+		"PROBE_KIND_TCP":         3,
+		"PROBE_KIND_HTTP":        4,
+	}
+)
+
+func (x ProbeKind) Enum() *ProbeKind {
+	p := new(ProbeKind)
+	*p = x
+	return p
+}
+
+func (x ProbeKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProbeKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_meshperf_measure_v1_measure_proto_enumTypes[5].Descriptor()
+}
+
+func (ProbeKind) Type() protoreflect.EnumType {
+	return &file_meshperf_measure_v1_measure_proto_enumTypes[5]
+}
+
+func (x ProbeKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProbeKind.Descriptor instead.
+func (ProbeKind) EnumDescriptor() ([]byte, []int) {
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{5}
+}
+
 // Status is how a test ended. Only STATUS_OK results carry metrics.
 type Status int32
 
@@ -455,11 +529,11 @@ func (x Status) String() string {
 }
 
 func (Status) Descriptor() protoreflect.EnumDescriptor {
-	return file_meshperf_measure_v1_measure_proto_enumTypes[5].Descriptor()
+	return file_meshperf_measure_v1_measure_proto_enumTypes[6].Descriptor()
 }
 
 func (Status) Type() protoreflect.EnumType {
-	return &file_meshperf_measure_v1_measure_proto_enumTypes[5]
+	return &file_meshperf_measure_v1_measure_proto_enumTypes[6]
 }
 
 func (x Status) Number() protoreflect.EnumNumber {
@@ -468,7 +542,7 @@ func (x Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Status.Descriptor instead.
 func (Status) EnumDescriptor() ([]byte, []int) {
-	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{5}
+	return file_meshperf_measure_v1_measure_proto_rawDescGZIP(), []int{6}
 }
 
 // TestSpec is a test with its validated parameters. Exactly the params field
@@ -2105,7 +2179,13 @@ const file_meshperf_measure_v1_measure_proto_rawDesc = "" +
 	"\x0fTEST_IPERF3_TCP\x10\x06\x12\x13\n" +
 	"\x0fTEST_IPERF3_UDP\x10\a\x12\r\n" +
 	"\tTEST_HTTP\x10\b\x12\x12\n" +
-	"\x0eTEST_HTTP_LOAD\x10\t*\xc0\x02\n" +
+	"\x0eTEST_HTTP_LOAD\x10\t*~\n" +
+	"\tProbeKind\x12\x1a\n" +
+	"\x16PROBE_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fPROBE_KIND_ICMP\x10\x01\x12\x17\n" +
+	"\x13PROBE_KIND_ICMP_MTU\x10\x02\x12\x12\n" +
+	"\x0ePROBE_KIND_TCP\x10\x03\x12\x13\n" +
+	"\x0fPROBE_KIND_HTTP\x10\x04*\xc0\x02\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tSTATUS_OK\x10\x01\x12\x12\n" +
@@ -2135,7 +2215,7 @@ func file_meshperf_measure_v1_measure_proto_rawDescGZIP() []byte {
 	return file_meshperf_measure_v1_measure_proto_rawDescData
 }
 
-var file_meshperf_measure_v1_measure_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_meshperf_measure_v1_measure_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
 var file_meshperf_measure_v1_measure_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_meshperf_measure_v1_measure_proto_goTypes = []any{
 	(Network)(0),                  // 0: meshperf.measure.v1.Network
@@ -2143,44 +2223,45 @@ var file_meshperf_measure_v1_measure_proto_goTypes = []any{
 	(IPFamily)(0),                 // 2: meshperf.measure.v1.IPFamily
 	(Tool)(0),                     // 3: meshperf.measure.v1.Tool
 	(Test)(0),                     // 4: meshperf.measure.v1.Test
-	(Status)(0),                   // 5: meshperf.measure.v1.Status
-	(*TestSpec)(nil),              // 6: meshperf.measure.v1.TestSpec
-	(*PingParams)(nil),            // 7: meshperf.measure.v1.PingParams
-	(*QperfParams)(nil),           // 8: meshperf.measure.v1.QperfParams
-	(*Iperf3Params)(nil),          // 9: meshperf.measure.v1.Iperf3Params
-	(*HttpParams)(nil),            // 10: meshperf.measure.v1.HttpParams
-	(*HttpLoadParams)(nil),        // 11: meshperf.measure.v1.HttpLoadParams
-	(*Result)(nil),                // 12: meshperf.measure.v1.Result
-	(*PingMetrics)(nil),           // 13: meshperf.measure.v1.PingMetrics
-	(*QperfMetrics)(nil),          // 14: meshperf.measure.v1.QperfMetrics
-	(*Iperf3Metrics)(nil),         // 15: meshperf.measure.v1.Iperf3Metrics
-	(*HttpMetrics)(nil),           // 16: meshperf.measure.v1.HttpMetrics
-	(*HttpLoadMetrics)(nil),       // 17: meshperf.measure.v1.HttpLoadMetrics
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(ProbeKind)(0),                // 5: meshperf.measure.v1.ProbeKind
+	(Status)(0),                   // 6: meshperf.measure.v1.Status
+	(*TestSpec)(nil),              // 7: meshperf.measure.v1.TestSpec
+	(*PingParams)(nil),            // 8: meshperf.measure.v1.PingParams
+	(*QperfParams)(nil),           // 9: meshperf.measure.v1.QperfParams
+	(*Iperf3Params)(nil),          // 10: meshperf.measure.v1.Iperf3Params
+	(*HttpParams)(nil),            // 11: meshperf.measure.v1.HttpParams
+	(*HttpLoadParams)(nil),        // 12: meshperf.measure.v1.HttpLoadParams
+	(*Result)(nil),                // 13: meshperf.measure.v1.Result
+	(*PingMetrics)(nil),           // 14: meshperf.measure.v1.PingMetrics
+	(*QperfMetrics)(nil),          // 15: meshperf.measure.v1.QperfMetrics
+	(*Iperf3Metrics)(nil),         // 16: meshperf.measure.v1.Iperf3Metrics
+	(*HttpMetrics)(nil),           // 17: meshperf.measure.v1.HttpMetrics
+	(*HttpLoadMetrics)(nil),       // 18: meshperf.measure.v1.HttpLoadMetrics
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_meshperf_measure_v1_measure_proto_depIdxs = []int32{
 	4,  // 0: meshperf.measure.v1.TestSpec.test:type_name -> meshperf.measure.v1.Test
-	7,  // 1: meshperf.measure.v1.TestSpec.ping:type_name -> meshperf.measure.v1.PingParams
-	8,  // 2: meshperf.measure.v1.TestSpec.qperf:type_name -> meshperf.measure.v1.QperfParams
-	9,  // 3: meshperf.measure.v1.TestSpec.iperf3:type_name -> meshperf.measure.v1.Iperf3Params
-	10, // 4: meshperf.measure.v1.TestSpec.http:type_name -> meshperf.measure.v1.HttpParams
-	11, // 5: meshperf.measure.v1.TestSpec.http_load:type_name -> meshperf.measure.v1.HttpLoadParams
-	18, // 6: meshperf.measure.v1.PingParams.interval:type_name -> google.protobuf.Duration
-	18, // 7: meshperf.measure.v1.QperfParams.duration:type_name -> google.protobuf.Duration
-	18, // 8: meshperf.measure.v1.Iperf3Params.duration:type_name -> google.protobuf.Duration
-	18, // 9: meshperf.measure.v1.HttpParams.timeout:type_name -> google.protobuf.Duration
-	18, // 10: meshperf.measure.v1.HttpLoadParams.timeout:type_name -> google.protobuf.Duration
+	8,  // 1: meshperf.measure.v1.TestSpec.ping:type_name -> meshperf.measure.v1.PingParams
+	9,  // 2: meshperf.measure.v1.TestSpec.qperf:type_name -> meshperf.measure.v1.QperfParams
+	10, // 3: meshperf.measure.v1.TestSpec.iperf3:type_name -> meshperf.measure.v1.Iperf3Params
+	11, // 4: meshperf.measure.v1.TestSpec.http:type_name -> meshperf.measure.v1.HttpParams
+	12, // 5: meshperf.measure.v1.TestSpec.http_load:type_name -> meshperf.measure.v1.HttpLoadParams
+	19, // 6: meshperf.measure.v1.PingParams.interval:type_name -> google.protobuf.Duration
+	19, // 7: meshperf.measure.v1.QperfParams.duration:type_name -> google.protobuf.Duration
+	19, // 8: meshperf.measure.v1.Iperf3Params.duration:type_name -> google.protobuf.Duration
+	19, // 9: meshperf.measure.v1.HttpParams.timeout:type_name -> google.protobuf.Duration
+	19, // 10: meshperf.measure.v1.HttpLoadParams.timeout:type_name -> google.protobuf.Duration
 	1,  // 11: meshperf.measure.v1.Result.path:type_name -> meshperf.measure.v1.Path
-	6,  // 12: meshperf.measure.v1.Result.spec:type_name -> meshperf.measure.v1.TestSpec
-	5,  // 13: meshperf.measure.v1.Result.status:type_name -> meshperf.measure.v1.Status
-	19, // 14: meshperf.measure.v1.Result.start_time:type_name -> google.protobuf.Timestamp
-	18, // 15: meshperf.measure.v1.Result.elapsed:type_name -> google.protobuf.Duration
-	13, // 16: meshperf.measure.v1.Result.ping:type_name -> meshperf.measure.v1.PingMetrics
-	14, // 17: meshperf.measure.v1.Result.qperf:type_name -> meshperf.measure.v1.QperfMetrics
-	15, // 18: meshperf.measure.v1.Result.iperf3:type_name -> meshperf.measure.v1.Iperf3Metrics
-	16, // 19: meshperf.measure.v1.Result.http:type_name -> meshperf.measure.v1.HttpMetrics
-	17, // 20: meshperf.measure.v1.Result.http_load:type_name -> meshperf.measure.v1.HttpLoadMetrics
+	7,  // 12: meshperf.measure.v1.Result.spec:type_name -> meshperf.measure.v1.TestSpec
+	6,  // 13: meshperf.measure.v1.Result.status:type_name -> meshperf.measure.v1.Status
+	20, // 14: meshperf.measure.v1.Result.start_time:type_name -> google.protobuf.Timestamp
+	19, // 15: meshperf.measure.v1.Result.elapsed:type_name -> google.protobuf.Duration
+	14, // 16: meshperf.measure.v1.Result.ping:type_name -> meshperf.measure.v1.PingMetrics
+	15, // 17: meshperf.measure.v1.Result.qperf:type_name -> meshperf.measure.v1.QperfMetrics
+	16, // 18: meshperf.measure.v1.Result.iperf3:type_name -> meshperf.measure.v1.Iperf3Metrics
+	17, // 19: meshperf.measure.v1.Result.http:type_name -> meshperf.measure.v1.HttpMetrics
+	18, // 20: meshperf.measure.v1.Result.http_load:type_name -> meshperf.measure.v1.HttpLoadMetrics
 	2,  // 21: meshperf.measure.v1.Result.ip_family:type_name -> meshperf.measure.v1.IPFamily
 	22, // [22:22] is the sub-list for method output_type
 	22, // [22:22] is the sub-list for method input_type
@@ -2214,7 +2295,7 @@ func file_meshperf_measure_v1_measure_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_measure_v1_measure_proto_rawDesc), len(file_meshperf_measure_v1_measure_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      7,
 			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,

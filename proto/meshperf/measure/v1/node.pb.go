@@ -21,6 +21,80 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// GossipState is a node's state in the agents' gossip pool
+// (hashicorp/memberlist): one member's state as an agent reports it
+// (agent.v1 GossipMember), and a node's state as the coordinator derives it
+// from every connected agent's report (mesh.v1 Agent.gossip_state).
+type GossipState int32
+
+const (
+	// GOSSIP_STATE_UNSPECIFIED: no gossip view of the node. Never sent in an
+	// agent's view; in an answer, no connected agent reports on the node.
+	GossipState_GOSSIP_STATE_UNSPECIFIED GossipState = 0
+	// GOSSIP_STATE_ALIVE: the node answers gossip probes.
+	GossipState_GOSSIP_STATE_ALIVE GossipState = 1
+	// GOSSIP_STATE_SUSPECT: the node missed probes and is dead unless it
+	// refutes the suspicion in time.
+	GossipState_GOSSIP_STATE_SUSPECT GossipState = 2
+	// GOSSIP_STATE_DEAD: the pool declared the node dead.
+	GossipState_GOSSIP_STATE_DEAD GossipState = 3
+	// GOSSIP_STATE_LEFT: the node left the pool on purpose (its agent
+	// stopped cleanly).
+	GossipState_GOSSIP_STATE_LEFT GossipState = 4
+	// GOSSIP_STATE_FORGOTTEN: the agent no longer lists the member at all.
+	// Only in an agent's delta (agent.v1 GossipView.delta), where it removes
+	// the member from the agent's view. Not a state of the pool: a whole
+	// view never has it, and no answer of the user API does.
+	GossipState_GOSSIP_STATE_FORGOTTEN GossipState = 5
+)
+
+// Enum value maps for GossipState.
+var (
+	GossipState_name = map[int32]string{
+		0: "GOSSIP_STATE_UNSPECIFIED",
+		1: "GOSSIP_STATE_ALIVE",
+		2: "GOSSIP_STATE_SUSPECT",
+		3: "GOSSIP_STATE_DEAD",
+		4: "GOSSIP_STATE_LEFT",
+		5: "GOSSIP_STATE_FORGOTTEN",
+	}
+	GossipState_value = map[string]int32{
+		"GOSSIP_STATE_UNSPECIFIED": 0,
+		"GOSSIP_STATE_ALIVE":       1,
+		"GOSSIP_STATE_SUSPECT":     2,
+		"GOSSIP_STATE_DEAD":        3,
+		"GOSSIP_STATE_LEFT":        4,
+		"GOSSIP_STATE_FORGOTTEN":   5,
+	}
+)
+
+func (x GossipState) Enum() *GossipState {
+	p := new(GossipState)
+	*p = x
+	return p
+}
+
+func (x GossipState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GossipState) Descriptor() protoreflect.EnumDescriptor {
+	return file_meshperf_measure_v1_node_proto_enumTypes[0].Descriptor()
+}
+
+func (GossipState) Type() protoreflect.EnumType {
+	return &file_meshperf_measure_v1_node_proto_enumTypes[0]
+}
+
+func (x GossipState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GossipState.Descriptor instead.
+func (GossipState) EnumDescriptor() ([]byte, []int) {
+	return file_meshperf_measure_v1_node_proto_rawDescGZIP(), []int{0}
+}
+
 // NetworkAddress is a node's IP on one network: what an agent registers
 // (agent.v1), the coordinator stores (store.v1) and shows (mesh.v1).
 type NetworkAddress struct {
@@ -164,7 +238,14 @@ const file_meshperf_measure_v1_node_proto_rawDesc = "" +
 	"\bToolInfo\x12-\n" +
 	"\x04tool\x18\x01 \x01(\x0e2\x19.meshperf.measure.v1.ToolR\x04tool\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05errorBBZ@github.com/meshperf/meshperf/proto/meshperf/measure/v1;measurev1b\x06proto3"
+	"\x05error\x18\x03 \x01(\tR\x05error*\xa7\x01\n" +
+	"\vGossipState\x12\x1c\n" +
+	"\x18GOSSIP_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12GOSSIP_STATE_ALIVE\x10\x01\x12\x18\n" +
+	"\x14GOSSIP_STATE_SUSPECT\x10\x02\x12\x15\n" +
+	"\x11GOSSIP_STATE_DEAD\x10\x03\x12\x15\n" +
+	"\x11GOSSIP_STATE_LEFT\x10\x04\x12\x1a\n" +
+	"\x16GOSSIP_STATE_FORGOTTEN\x10\x05BBZ@github.com/meshperf/meshperf/proto/meshperf/measure/v1;measurev1b\x06proto3"
 
 var (
 	file_meshperf_measure_v1_node_proto_rawDescOnce sync.Once
@@ -178,16 +259,18 @@ func file_meshperf_measure_v1_node_proto_rawDescGZIP() []byte {
 	return file_meshperf_measure_v1_node_proto_rawDescData
 }
 
+var file_meshperf_measure_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_meshperf_measure_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_meshperf_measure_v1_node_proto_goTypes = []any{
-	(*NetworkAddress)(nil), // 0: meshperf.measure.v1.NetworkAddress
-	(*ToolInfo)(nil),       // 1: meshperf.measure.v1.ToolInfo
-	(Network)(0),           // 2: meshperf.measure.v1.Network
-	(Tool)(0),              // 3: meshperf.measure.v1.Tool
+	(GossipState)(0),       // 0: meshperf.measure.v1.GossipState
+	(*NetworkAddress)(nil), // 1: meshperf.measure.v1.NetworkAddress
+	(*ToolInfo)(nil),       // 2: meshperf.measure.v1.ToolInfo
+	(Network)(0),           // 3: meshperf.measure.v1.Network
+	(Tool)(0),              // 4: meshperf.measure.v1.Tool
 }
 var file_meshperf_measure_v1_node_proto_depIdxs = []int32{
-	2, // 0: meshperf.measure.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
-	3, // 1: meshperf.measure.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
+	3, // 0: meshperf.measure.v1.NetworkAddress.network:type_name -> meshperf.measure.v1.Network
+	4, // 1: meshperf.measure.v1.ToolInfo.tool:type_name -> meshperf.measure.v1.Tool
 	2, // [2:2] is the sub-list for method output_type
 	2, // [2:2] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
@@ -206,13 +289,14 @@ func file_meshperf_measure_v1_node_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_measure_v1_node_proto_rawDesc), len(file_meshperf_measure_v1_node_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_meshperf_measure_v1_node_proto_goTypes,
 		DependencyIndexes: file_meshperf_measure_v1_node_proto_depIdxs,
+		EnumInfos:         file_meshperf_measure_v1_node_proto_enumTypes,
 		MessageInfos:      file_meshperf_measure_v1_node_proto_msgTypes,
 	}.Build()
 	File_meshperf_measure_v1_node_proto = out.File

@@ -35,75 +35,6 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// GossipState is a node's state in the agents' gossip pool.
-type GossipState int32
-
-const (
-	// GOSSIP_STATE_UNSPECIFIED: no connected agent reports on the node.
-	GossipState_GOSSIP_STATE_UNSPECIFIED GossipState = 0
-	// GOSSIP_STATE_ALIVE: the node answers gossip probes.
-	GossipState_GOSSIP_STATE_ALIVE GossipState = 1
-	// GOSSIP_STATE_SUSPECT: the node missed probes and is dead unless it
-	// refutes the suspicion in time.
-	GossipState_GOSSIP_STATE_SUSPECT GossipState = 2
-	// GOSSIP_STATE_DEAD: the pool declared the node dead.
-	GossipState_GOSSIP_STATE_DEAD GossipState = 3
-	// GOSSIP_STATE_LEFT: the node left the pool on purpose (its agent
-	// stopped cleanly).
-	GossipState_GOSSIP_STATE_LEFT GossipState = 4
-	// GOSSIP_STATE_FORGOTTEN never appears in an answer: on the agent
-	// protocol it only removes a member from a view. It is kept so that
-	// this enum has every value of the wire protocol's.
-	GossipState_GOSSIP_STATE_FORGOTTEN GossipState = 5
-)
-
-// Enum value maps for GossipState.
-var (
-	GossipState_name = map[int32]string{
-		0: "GOSSIP_STATE_UNSPECIFIED",
-		1: "GOSSIP_STATE_ALIVE",
-		2: "GOSSIP_STATE_SUSPECT",
-		3: "GOSSIP_STATE_DEAD",
-		4: "GOSSIP_STATE_LEFT",
-		5: "GOSSIP_STATE_FORGOTTEN",
-	}
-	GossipState_value = map[string]int32{
-		"GOSSIP_STATE_UNSPECIFIED": 0,
-		"GOSSIP_STATE_ALIVE":       1,
-		"GOSSIP_STATE_SUSPECT":     2,
-		"GOSSIP_STATE_DEAD":        3,
-		"GOSSIP_STATE_LEFT":        4,
-		"GOSSIP_STATE_FORGOTTEN":   5,
-	}
-)
-
-func (x GossipState) Enum() *GossipState {
-	p := new(GossipState)
-	*p = x
-	return p
-}
-
-func (x GossipState) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (GossipState) Descriptor() protoreflect.EnumDescriptor {
-	return file_meshperf_mesh_v1_mesh_service_proto_enumTypes[0].Descriptor()
-}
-
-func (GossipState) Type() protoreflect.EnumType {
-	return &file_meshperf_mesh_v1_mesh_service_proto_enumTypes[0]
-}
-
-func (x GossipState) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use GossipState.Descriptor instead.
-func (GossipState) EnumDescriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{0}
-}
-
 // NodeState is where a node stands for scheduling.
 type NodeState int32
 
@@ -157,11 +88,11 @@ func (x NodeState) String() string {
 }
 
 func (NodeState) Descriptor() protoreflect.EnumDescriptor {
-	return file_meshperf_mesh_v1_mesh_service_proto_enumTypes[1].Descriptor()
+	return file_meshperf_mesh_v1_mesh_service_proto_enumTypes[0].Descriptor()
 }
 
 func (NodeState) Type() protoreflect.EnumType {
-	return &file_meshperf_mesh_v1_mesh_service_proto_enumTypes[1]
+	return &file_meshperf_mesh_v1_mesh_service_proto_enumTypes[0]
 }
 
 func (x NodeState) Number() protoreflect.EnumNumber {
@@ -170,74 +101,7 @@ func (x NodeState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeState.Descriptor instead.
 func (NodeState) EnumDescriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{1}
-}
-
-// ProbeKind is one in-process probe of the continuous mesh.
-type ProbeKind int32
-
-const (
-	// PROBE_KIND_UNSPECIFIED is invalid in requests.
-	ProbeKind_PROBE_KIND_UNSPECIFIED ProbeKind = 0
-	// PROBE_KIND_ICMP is an ICMP echo with a small payload; its figure is
-	// the echo's round trip.
-	ProbeKind_PROBE_KIND_ICMP ProbeKind = 1
-	// PROBE_KIND_ICMP_MTU is an ICMP echo that fills the path's MTU with the
-	// IPv4 don't-fragment bit set: a black hole for large packets loses it
-	// while PROBE_KIND_ICMP still passes.
-	ProbeKind_PROBE_KIND_ICMP_MTU ProbeKind = 2
-	// PROBE_KIND_TCP connects to the peer's TCP echo responder, sends one
-	// byte and reads it back; its figure is that byte's round trip on the
-	// fresh connection.
-	ProbeKind_PROBE_KIND_TCP ProbeKind = 3
-	// PROBE_KIND_HTTP is a GET of the peer's HTTP target; its figure is the
-	// time to the last byte of the answer (curl's time_total).
-	ProbeKind_PROBE_KIND_HTTP ProbeKind = 4
-)
-
-// Enum value maps for ProbeKind.
-var (
-	ProbeKind_name = map[int32]string{
-		0: "PROBE_KIND_UNSPECIFIED",
-		1: "PROBE_KIND_ICMP",
-		2: "PROBE_KIND_ICMP_MTU",
-		3: "PROBE_KIND_TCP",
-		4: "PROBE_KIND_HTTP",
-	}
-	ProbeKind_value = map[string]int32{
-		"PROBE_KIND_UNSPECIFIED": 0,
-		"PROBE_KIND_ICMP":        1,
-		"PROBE_KIND_ICMP_MTU":    2,
-		"PROBE_KIND_TCP":         3,
-		"PROBE_KIND_HTTP":        4,
-	}
-)
-
-func (x ProbeKind) Enum() *ProbeKind {
-	p := new(ProbeKind)
-	*p = x
-	return p
-}
-
-func (x ProbeKind) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (ProbeKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_meshperf_mesh_v1_mesh_service_proto_enumTypes[2].Descriptor()
-}
-
-func (ProbeKind) Type() protoreflect.EnumType {
-	return &file_meshperf_mesh_v1_mesh_service_proto_enumTypes[2]
-}
-
-func (x ProbeKind) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use ProbeKind.Descriptor instead.
-func (ProbeKind) EnumDescriptor() ([]byte, []int) {
-	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{2}
+	return file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP(), []int{0}
 }
 
 // CancelRunRequest names the run to cancel.
@@ -940,7 +804,7 @@ type Agent struct {
 	// says so, UNSPECIFIED if none reports on it. A node that gossip declares
 	// dead or left is unavailable: no work goes to it, and its tests fail at
 	// once as agent_unavailable.
-	GossipState GossipState `protobuf:"varint,11,opt,name=gossip_state,json=gossipState,proto3,enum=meshperf.mesh.v1.GossipState" json:"gossip_state,omitempty"`
+	GossipState v1.GossipState `protobuf:"varint,11,opt,name=gossip_state,json=gossipState,proto3,enum=meshperf.measure.v1.GossipState" json:"gossip_state,omitempty"`
 	// gossip_alive_by are the connected agents whose gossip sees the node
 	// alive or suspect, sorted.
 	GossipAliveBy []string `protobuf:"bytes,12,rep,name=gossip_alive_by,json=gossipAliveBy,proto3" json:"gossip_alive_by,omitempty"`
@@ -1075,11 +939,11 @@ func (x *Agent) GetMaintenance() bool {
 	return false
 }
 
-func (x *Agent) GetGossipState() GossipState {
+func (x *Agent) GetGossipState() v1.GossipState {
 	if x != nil {
 		return x.GossipState
 	}
-	return GossipState_GOSSIP_STATE_UNSPECIFIED
+	return v1.GossipState(0)
 }
 
 func (x *Agent) GetGossipAliveBy() []string {
@@ -1659,7 +1523,7 @@ type ListProbeSeriesRequest struct {
 	// host-service or pod-service).
 	Path v1.Path `protobuf:"varint,3,opt,name=path,proto3,enum=meshperf.measure.v1.Path" json:"path,omitempty"`
 	// kind is the probe kind; required.
-	Kind ProbeKind `protobuf:"varint,4,opt,name=kind,proto3,enum=meshperf.mesh.v1.ProbeKind" json:"kind,omitempty"`
+	Kind v1.ProbeKind `protobuf:"varint,4,opt,name=kind,proto3,enum=meshperf.measure.v1.ProbeKind" json:"kind,omitempty"`
 	// start_time keeps periods that end after it; unset means 24 h ago.
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	// end_time keeps periods that start before it; unset means now. The
@@ -1734,11 +1598,11 @@ func (x *ListProbeSeriesRequest) GetPath() v1.Path {
 	return v1.Path(0)
 }
 
-func (x *ListProbeSeriesRequest) GetKind() ProbeKind {
+func (x *ListProbeSeriesRequest) GetKind() v1.ProbeKind {
 	if x != nil {
 		return x.Kind
 	}
-	return ProbeKind_PROBE_KIND_UNSPECIFIED
+	return v1.ProbeKind(0)
 }
 
 func (x *ListProbeSeriesRequest) GetStartTime() *timestamppb.Timestamp {
@@ -2160,7 +2024,7 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x13\n" +
 	"\x11ListAgentsRequest\"E\n" +
 	"\x12ListAgentsResponse\x12/\n" +
-	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xc9\x06\n" +
+	"\x06agents\x18\x01 \x03(\v2\x17.meshperf.mesh.v1.AgentR\x06agents\"\xcc\x06\n" +
 	"\x05Agent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12#\n" +
@@ -2173,8 +2037,8 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0elast_seen_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\x121\n" +
 	"\x05state\x18\t \x01(\x0e2\x1b.meshperf.mesh.v1.NodeStateR\x05state\x12 \n" +
 	"\vmaintenance\x18\n" +
-	" \x01(\bR\vmaintenance\x12@\n" +
-	"\fgossip_state\x18\v \x01(\x0e2\x1d.meshperf.mesh.v1.GossipStateR\vgossipState\x12&\n" +
+	" \x01(\bR\vmaintenance\x12C\n" +
+	"\fgossip_state\x18\v \x01(\x0e2 .meshperf.measure.v1.GossipStateR\vgossipState\x12&\n" +
 	"\x0fgossip_alive_by\x18\f \x03(\tR\rgossipAliveBy\x12$\n" +
 	"\x0egossip_dead_by\x18\r \x03(\tR\fgossipDeadBy\x12\x1c\n" +
 	"\tpartition\x18\x0e \x01(\tR\tpartition\x12\x1d\n" +
@@ -2217,12 +2081,12 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1c\n" +
 	"\x1aListExternalTargetsRequest\"m\n" +
 	"\x1bListExternalTargetsResponse\x12N\n" +
-	"\x10external_targets\x18\x01 \x03(\v2#.meshperf.measure.v1.ExternalTargetR\x0fexternalTargets\"\x98\x03\n" +
+	"\x10external_targets\x18\x01 \x03(\v2#.meshperf.measure.v1.ExternalTargetR\x0fexternalTargets\"\x9b\x03\n" +
 	"\x16ListProbeSeriesRequest\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x02 \x01(\tR\adstNode\x12-\n" +
-	"\x04path\x18\x03 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x12/\n" +
-	"\x04kind\x18\x04 \x01(\x0e2\x1b.meshperf.mesh.v1.ProbeKindR\x04kind\x129\n" +
+	"\x04path\x18\x03 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x122\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x1e.meshperf.measure.v1.ProbeKindR\x04kind\x129\n" +
 	"\n" +
 	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
@@ -2258,27 +2122,14 @@ const file_meshperf_mesh_v1_mesh_service_proto_rawDesc = "" +
 	"\x0frtt_max_seconds\x18\t \x01(\x01R\rrttMaxSeconds\x12%\n" +
 	"\x0efailed_periods\x18\n" +
 	" \x01(\x04R\rfailedPeriods\x12I\n" +
-	"\x12last_failed_status\x18\v \x01(\x0e2\x1b.meshperf.measure.v1.StatusR\x10lastFailedStatus*\xa7\x01\n" +
-	"\vGossipState\x12\x1c\n" +
-	"\x18GOSSIP_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12GOSSIP_STATE_ALIVE\x10\x01\x12\x18\n" +
-	"\x14GOSSIP_STATE_SUSPECT\x10\x02\x12\x15\n" +
-	"\x11GOSSIP_STATE_DEAD\x10\x03\x12\x15\n" +
-	"\x11GOSSIP_STATE_LEFT\x10\x04\x12\x1a\n" +
-	"\x16GOSSIP_STATE_FORGOTTEN\x10\x05*\xa6\x01\n" +
+	"\x12last_failed_status\x18\v \x01(\x0e2\x1b.meshperf.measure.v1.StatusR\x10lastFailedStatus*\xa6\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12NODE_STATE_PENDING\x10\x01\x12\x14\n" +
 	"\x10NODE_STATE_READY\x10\x02\x12\x1a\n" +
 	"\x16NODE_STATE_MAINTENANCE\x10\x03\x12\x1a\n" +
 	"\x16NODE_STATE_UNAVAILABLE\x10\x04\x12\x17\n" +
-	"\x13NODE_STATE_DEPARTED\x10\x05*~\n" +
-	"\tProbeKind\x12\x1a\n" +
-	"\x16PROBE_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
-	"\x0fPROBE_KIND_ICMP\x10\x01\x12\x17\n" +
-	"\x13PROBE_KIND_ICMP_MTU\x10\x02\x12\x12\n" +
-	"\x0ePROBE_KIND_TCP\x10\x03\x12\x13\n" +
-	"\x0fPROBE_KIND_HTTP\x10\x042\x83\b\n" +
+	"\x13NODE_STATE_DEPARTED\x10\x052\x83\b\n" +
 	"\vMeshService\x12W\n" +
 	"\n" +
 	"TriggerRun\x12#.meshperf.mesh.v1.TriggerRunRequest\x1a$.meshperf.mesh.v1.TriggerRunResponse\x12K\n" +
@@ -2306,116 +2157,116 @@ func file_meshperf_mesh_v1_mesh_service_proto_rawDescGZIP() []byte {
 	return file_meshperf_mesh_v1_mesh_service_proto_rawDescData
 }
 
-var file_meshperf_mesh_v1_mesh_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_meshperf_mesh_v1_mesh_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_meshperf_mesh_v1_mesh_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_meshperf_mesh_v1_mesh_service_proto_goTypes = []any{
-	(GossipState)(0),                    // 0: meshperf.mesh.v1.GossipState
-	(NodeState)(0),                      // 1: meshperf.mesh.v1.NodeState
-	(ProbeKind)(0),                      // 2: meshperf.mesh.v1.ProbeKind
-	(*CancelRunRequest)(nil),            // 3: meshperf.mesh.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),           // 4: meshperf.mesh.v1.CancelRunResponse
-	(*TriggerRunRequest)(nil),           // 5: meshperf.mesh.v1.TriggerRunRequest
-	(*TriggerRunResponse)(nil),          // 6: meshperf.mesh.v1.TriggerRunResponse
-	(*GetRunRequest)(nil),               // 7: meshperf.mesh.v1.GetRunRequest
-	(*GetRunResponse)(nil),              // 8: meshperf.mesh.v1.GetRunResponse
-	(*WatchRunRequest)(nil),             // 9: meshperf.mesh.v1.WatchRunRequest
-	(*WatchRunResponse)(nil),            // 10: meshperf.mesh.v1.WatchRunResponse
-	(*ListResultsRequest)(nil),          // 11: meshperf.mesh.v1.ListResultsRequest
-	(*ListResultsResponse)(nil),         // 12: meshperf.mesh.v1.ListResultsResponse
-	(*ListAgentsRequest)(nil),           // 13: meshperf.mesh.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),          // 14: meshperf.mesh.v1.ListAgentsResponse
-	(*Agent)(nil),                       // 15: meshperf.mesh.v1.Agent
-	(*ListRunsRequest)(nil),             // 16: meshperf.mesh.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),            // 17: meshperf.mesh.v1.ListRunsResponse
-	(*SetMaintenanceRequest)(nil),       // 18: meshperf.mesh.v1.SetMaintenanceRequest
-	(*SetMaintenanceResponse)(nil),      // 19: meshperf.mesh.v1.SetMaintenanceResponse
-	(*ListRollupsRequest)(nil),          // 20: meshperf.mesh.v1.ListRollupsRequest
-	(*ListRollupsResponse)(nil),         // 21: meshperf.mesh.v1.ListRollupsResponse
-	(*ListExternalTargetsRequest)(nil),  // 22: meshperf.mesh.v1.ListExternalTargetsRequest
-	(*ListExternalTargetsResponse)(nil), // 23: meshperf.mesh.v1.ListExternalTargetsResponse
-	(*ListProbeSeriesRequest)(nil),      // 24: meshperf.mesh.v1.ListProbeSeriesRequest
-	(*ListProbeSeriesResponse)(nil),     // 25: meshperf.mesh.v1.ListProbeSeriesResponse
-	(*ProbeSample)(nil),                 // 26: meshperf.mesh.v1.ProbeSample
-	(*ProbeRollup)(nil),                 // 27: meshperf.mesh.v1.ProbeRollup
-	(*v1.Run)(nil),                      // 28: meshperf.measure.v1.Run
-	(*v1.RunSpec)(nil),                  // 29: meshperf.measure.v1.RunSpec
-	(*v1.Result)(nil),                   // 30: meshperf.measure.v1.Result
-	(v1.Path)(0),                        // 31: meshperf.measure.v1.Path
-	(v1.Test)(0),                        // 32: meshperf.measure.v1.Test
-	(*timestamppb.Timestamp)(nil),       // 33: google.protobuf.Timestamp
-	(v1.IPFamily)(0),                    // 34: meshperf.measure.v1.IPFamily
-	(v1.RunOrigin)(0),                   // 35: meshperf.measure.v1.RunOrigin
-	(*v1.NetworkAddress)(nil),           // 36: meshperf.measure.v1.NetworkAddress
-	(*v1.ToolInfo)(nil),                 // 37: meshperf.measure.v1.ToolInfo
-	(*v1.Rollup)(nil),                   // 38: meshperf.measure.v1.Rollup
-	(*v1.ExternalTarget)(nil),           // 39: meshperf.measure.v1.ExternalTarget
+	(NodeState)(0),                      // 0: meshperf.mesh.v1.NodeState
+	(*CancelRunRequest)(nil),            // 1: meshperf.mesh.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),           // 2: meshperf.mesh.v1.CancelRunResponse
+	(*TriggerRunRequest)(nil),           // 3: meshperf.mesh.v1.TriggerRunRequest
+	(*TriggerRunResponse)(nil),          // 4: meshperf.mesh.v1.TriggerRunResponse
+	(*GetRunRequest)(nil),               // 5: meshperf.mesh.v1.GetRunRequest
+	(*GetRunResponse)(nil),              // 6: meshperf.mesh.v1.GetRunResponse
+	(*WatchRunRequest)(nil),             // 7: meshperf.mesh.v1.WatchRunRequest
+	(*WatchRunResponse)(nil),            // 8: meshperf.mesh.v1.WatchRunResponse
+	(*ListResultsRequest)(nil),          // 9: meshperf.mesh.v1.ListResultsRequest
+	(*ListResultsResponse)(nil),         // 10: meshperf.mesh.v1.ListResultsResponse
+	(*ListAgentsRequest)(nil),           // 11: meshperf.mesh.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),          // 12: meshperf.mesh.v1.ListAgentsResponse
+	(*Agent)(nil),                       // 13: meshperf.mesh.v1.Agent
+	(*ListRunsRequest)(nil),             // 14: meshperf.mesh.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),            // 15: meshperf.mesh.v1.ListRunsResponse
+	(*SetMaintenanceRequest)(nil),       // 16: meshperf.mesh.v1.SetMaintenanceRequest
+	(*SetMaintenanceResponse)(nil),      // 17: meshperf.mesh.v1.SetMaintenanceResponse
+	(*ListRollupsRequest)(nil),          // 18: meshperf.mesh.v1.ListRollupsRequest
+	(*ListRollupsResponse)(nil),         // 19: meshperf.mesh.v1.ListRollupsResponse
+	(*ListExternalTargetsRequest)(nil),  // 20: meshperf.mesh.v1.ListExternalTargetsRequest
+	(*ListExternalTargetsResponse)(nil), // 21: meshperf.mesh.v1.ListExternalTargetsResponse
+	(*ListProbeSeriesRequest)(nil),      // 22: meshperf.mesh.v1.ListProbeSeriesRequest
+	(*ListProbeSeriesResponse)(nil),     // 23: meshperf.mesh.v1.ListProbeSeriesResponse
+	(*ProbeSample)(nil),                 // 24: meshperf.mesh.v1.ProbeSample
+	(*ProbeRollup)(nil),                 // 25: meshperf.mesh.v1.ProbeRollup
+	(*v1.Run)(nil),                      // 26: meshperf.measure.v1.Run
+	(*v1.RunSpec)(nil),                  // 27: meshperf.measure.v1.RunSpec
+	(*v1.Result)(nil),                   // 28: meshperf.measure.v1.Result
+	(v1.Path)(0),                        // 29: meshperf.measure.v1.Path
+	(v1.Test)(0),                        // 30: meshperf.measure.v1.Test
+	(*timestamppb.Timestamp)(nil),       // 31: google.protobuf.Timestamp
+	(v1.IPFamily)(0),                    // 32: meshperf.measure.v1.IPFamily
+	(v1.RunOrigin)(0),                   // 33: meshperf.measure.v1.RunOrigin
+	(*v1.NetworkAddress)(nil),           // 34: meshperf.measure.v1.NetworkAddress
+	(*v1.ToolInfo)(nil),                 // 35: meshperf.measure.v1.ToolInfo
+	(v1.GossipState)(0),                 // 36: meshperf.measure.v1.GossipState
+	(*v1.Rollup)(nil),                   // 37: meshperf.measure.v1.Rollup
+	(*v1.ExternalTarget)(nil),           // 38: meshperf.measure.v1.ExternalTarget
+	(v1.ProbeKind)(0),                   // 39: meshperf.measure.v1.ProbeKind
 	(*durationpb.Duration)(nil),         // 40: google.protobuf.Duration
 	(v1.Status)(0),                      // 41: meshperf.measure.v1.Status
 }
 var file_meshperf_mesh_v1_mesh_service_proto_depIdxs = []int32{
-	28, // 0: meshperf.mesh.v1.CancelRunResponse.run:type_name -> meshperf.measure.v1.Run
-	29, // 1: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
-	28, // 2: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
-	28, // 3: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
-	28, // 4: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
-	30, // 5: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
-	31, // 6: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
-	32, // 7: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
-	33, // 8: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
-	33, // 9: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
-	34, // 10: meshperf.mesh.v1.ListResultsRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	35, // 11: meshperf.mesh.v1.ListResultsRequest.origin:type_name -> meshperf.measure.v1.RunOrigin
-	30, // 12: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
-	15, // 13: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
-	36, // 14: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.measure.v1.NetworkAddress
-	37, // 15: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.measure.v1.ToolInfo
-	33, // 16: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
-	33, // 17: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
-	1,  // 18: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
-	0,  // 19: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.mesh.v1.GossipState
-	28, // 20: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
-	15, // 21: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
-	31, // 22: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
-	32, // 23: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
-	33, // 24: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
-	33, // 25: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
-	38, // 26: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
-	39, // 27: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.measure.v1.ExternalTarget
-	31, // 28: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
-	2,  // 29: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.mesh.v1.ProbeKind
-	33, // 30: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
-	33, // 31: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
-	34, // 32: meshperf.mesh.v1.ListProbeSeriesRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
-	26, // 33: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
-	27, // 34: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
-	33, // 35: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
+	26, // 0: meshperf.mesh.v1.CancelRunResponse.run:type_name -> meshperf.measure.v1.Run
+	27, // 1: meshperf.mesh.v1.TriggerRunRequest.spec:type_name -> meshperf.measure.v1.RunSpec
+	26, // 2: meshperf.mesh.v1.TriggerRunResponse.run:type_name -> meshperf.measure.v1.Run
+	26, // 3: meshperf.mesh.v1.GetRunResponse.run:type_name -> meshperf.measure.v1.Run
+	26, // 4: meshperf.mesh.v1.WatchRunResponse.run:type_name -> meshperf.measure.v1.Run
+	28, // 5: meshperf.mesh.v1.WatchRunResponse.results:type_name -> meshperf.measure.v1.Result
+	29, // 6: meshperf.mesh.v1.ListResultsRequest.path:type_name -> meshperf.measure.v1.Path
+	30, // 7: meshperf.mesh.v1.ListResultsRequest.test:type_name -> meshperf.measure.v1.Test
+	31, // 8: meshperf.mesh.v1.ListResultsRequest.start_time:type_name -> google.protobuf.Timestamp
+	31, // 9: meshperf.mesh.v1.ListResultsRequest.end_time:type_name -> google.protobuf.Timestamp
+	32, // 10: meshperf.mesh.v1.ListResultsRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	33, // 11: meshperf.mesh.v1.ListResultsRequest.origin:type_name -> meshperf.measure.v1.RunOrigin
+	28, // 12: meshperf.mesh.v1.ListResultsResponse.results:type_name -> meshperf.measure.v1.Result
+	13, // 13: meshperf.mesh.v1.ListAgentsResponse.agents:type_name -> meshperf.mesh.v1.Agent
+	34, // 14: meshperf.mesh.v1.Agent.addresses:type_name -> meshperf.measure.v1.NetworkAddress
+	35, // 15: meshperf.mesh.v1.Agent.tools:type_name -> meshperf.measure.v1.ToolInfo
+	31, // 16: meshperf.mesh.v1.Agent.connect_time:type_name -> google.protobuf.Timestamp
+	31, // 17: meshperf.mesh.v1.Agent.last_seen_time:type_name -> google.protobuf.Timestamp
+	0,  // 18: meshperf.mesh.v1.Agent.state:type_name -> meshperf.mesh.v1.NodeState
+	36, // 19: meshperf.mesh.v1.Agent.gossip_state:type_name -> meshperf.measure.v1.GossipState
+	26, // 20: meshperf.mesh.v1.ListRunsResponse.runs:type_name -> meshperf.measure.v1.Run
+	13, // 21: meshperf.mesh.v1.SetMaintenanceResponse.agent:type_name -> meshperf.mesh.v1.Agent
+	29, // 22: meshperf.mesh.v1.ListRollupsRequest.path:type_name -> meshperf.measure.v1.Path
+	30, // 23: meshperf.mesh.v1.ListRollupsRequest.test:type_name -> meshperf.measure.v1.Test
+	31, // 24: meshperf.mesh.v1.ListRollupsRequest.start_time:type_name -> google.protobuf.Timestamp
+	31, // 25: meshperf.mesh.v1.ListRollupsRequest.end_time:type_name -> google.protobuf.Timestamp
+	37, // 26: meshperf.mesh.v1.ListRollupsResponse.rollups:type_name -> meshperf.measure.v1.Rollup
+	38, // 27: meshperf.mesh.v1.ListExternalTargetsResponse.external_targets:type_name -> meshperf.measure.v1.ExternalTarget
+	29, // 28: meshperf.mesh.v1.ListProbeSeriesRequest.path:type_name -> meshperf.measure.v1.Path
+	39, // 29: meshperf.mesh.v1.ListProbeSeriesRequest.kind:type_name -> meshperf.measure.v1.ProbeKind
+	31, // 30: meshperf.mesh.v1.ListProbeSeriesRequest.start_time:type_name -> google.protobuf.Timestamp
+	31, // 31: meshperf.mesh.v1.ListProbeSeriesRequest.end_time:type_name -> google.protobuf.Timestamp
+	32, // 32: meshperf.mesh.v1.ListProbeSeriesRequest.ip_family:type_name -> meshperf.measure.v1.IPFamily
+	24, // 33: meshperf.mesh.v1.ListProbeSeriesResponse.samples:type_name -> meshperf.mesh.v1.ProbeSample
+	25, // 34: meshperf.mesh.v1.ListProbeSeriesResponse.rollups:type_name -> meshperf.mesh.v1.ProbeRollup
+	31, // 35: meshperf.mesh.v1.ProbeSample.period_start:type_name -> google.protobuf.Timestamp
 	40, // 36: meshperf.mesh.v1.ProbeSample.period:type_name -> google.protobuf.Duration
 	41, // 37: meshperf.mesh.v1.ProbeSample.status:type_name -> meshperf.measure.v1.Status
-	33, // 38: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
+	31, // 38: meshperf.mesh.v1.ProbeRollup.bucket_start:type_name -> google.protobuf.Timestamp
 	40, // 39: meshperf.mesh.v1.ProbeRollup.bucket:type_name -> google.protobuf.Duration
 	41, // 40: meshperf.mesh.v1.ProbeRollup.last_failed_status:type_name -> meshperf.measure.v1.Status
-	5,  // 41: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
-	7,  // 42: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
-	9,  // 43: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
-	11, // 44: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
-	13, // 45: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
-	16, // 46: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
-	18, // 47: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
-	20, // 48: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
-	22, // 49: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
-	24, // 50: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
-	3,  // 51: meshperf.mesh.v1.MeshService.CancelRun:input_type -> meshperf.mesh.v1.CancelRunRequest
-	6,  // 52: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
-	8,  // 53: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
-	10, // 54: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
-	12, // 55: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
-	14, // 56: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
-	17, // 57: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
-	19, // 58: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
-	21, // 59: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
-	23, // 60: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
-	25, // 61: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
-	4,  // 62: meshperf.mesh.v1.MeshService.CancelRun:output_type -> meshperf.mesh.v1.CancelRunResponse
+	3,  // 41: meshperf.mesh.v1.MeshService.TriggerRun:input_type -> meshperf.mesh.v1.TriggerRunRequest
+	5,  // 42: meshperf.mesh.v1.MeshService.GetRun:input_type -> meshperf.mesh.v1.GetRunRequest
+	7,  // 43: meshperf.mesh.v1.MeshService.WatchRun:input_type -> meshperf.mesh.v1.WatchRunRequest
+	9,  // 44: meshperf.mesh.v1.MeshService.ListResults:input_type -> meshperf.mesh.v1.ListResultsRequest
+	11, // 45: meshperf.mesh.v1.MeshService.ListAgents:input_type -> meshperf.mesh.v1.ListAgentsRequest
+	14, // 46: meshperf.mesh.v1.MeshService.ListRuns:input_type -> meshperf.mesh.v1.ListRunsRequest
+	16, // 47: meshperf.mesh.v1.MeshService.SetMaintenance:input_type -> meshperf.mesh.v1.SetMaintenanceRequest
+	18, // 48: meshperf.mesh.v1.MeshService.ListRollups:input_type -> meshperf.mesh.v1.ListRollupsRequest
+	20, // 49: meshperf.mesh.v1.MeshService.ListExternalTargets:input_type -> meshperf.mesh.v1.ListExternalTargetsRequest
+	22, // 50: meshperf.mesh.v1.MeshService.ListProbeSeries:input_type -> meshperf.mesh.v1.ListProbeSeriesRequest
+	1,  // 51: meshperf.mesh.v1.MeshService.CancelRun:input_type -> meshperf.mesh.v1.CancelRunRequest
+	4,  // 52: meshperf.mesh.v1.MeshService.TriggerRun:output_type -> meshperf.mesh.v1.TriggerRunResponse
+	6,  // 53: meshperf.mesh.v1.MeshService.GetRun:output_type -> meshperf.mesh.v1.GetRunResponse
+	8,  // 54: meshperf.mesh.v1.MeshService.WatchRun:output_type -> meshperf.mesh.v1.WatchRunResponse
+	10, // 55: meshperf.mesh.v1.MeshService.ListResults:output_type -> meshperf.mesh.v1.ListResultsResponse
+	12, // 56: meshperf.mesh.v1.MeshService.ListAgents:output_type -> meshperf.mesh.v1.ListAgentsResponse
+	15, // 57: meshperf.mesh.v1.MeshService.ListRuns:output_type -> meshperf.mesh.v1.ListRunsResponse
+	17, // 58: meshperf.mesh.v1.MeshService.SetMaintenance:output_type -> meshperf.mesh.v1.SetMaintenanceResponse
+	19, // 59: meshperf.mesh.v1.MeshService.ListRollups:output_type -> meshperf.mesh.v1.ListRollupsResponse
+	21, // 60: meshperf.mesh.v1.MeshService.ListExternalTargets:output_type -> meshperf.mesh.v1.ListExternalTargetsResponse
+	23, // 61: meshperf.mesh.v1.MeshService.ListProbeSeries:output_type -> meshperf.mesh.v1.ListProbeSeriesResponse
+	2,  // 62: meshperf.mesh.v1.MeshService.CancelRun:output_type -> meshperf.mesh.v1.CancelRunResponse
 	52, // [52:63] is the sub-list for method output_type
 	41, // [41:52] is the sub-list for method input_type
 	41, // [41:41] is the sub-list for extension type_name
@@ -2433,7 +2284,7 @@ func file_meshperf_mesh_v1_mesh_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshperf_mesh_v1_mesh_service_proto_rawDesc), len(file_meshperf_mesh_v1_mesh_service_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      1,
 			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
