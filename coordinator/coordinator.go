@@ -189,6 +189,11 @@ type Config struct {
 	// KubePruneInterval is how often Services of departed nodes are
 	// deleted; zero means one minute.
 	KubePruneInterval time.Duration
+	// KubeServiceIPRetry is the first wait before a node whose
+	// registration got no ClusterIP (the API server down or slow) is
+	// asked for again (registry.Config.ServiceIPRetry); zero means
+	// registry.DefaultServiceIPRetry.
+	KubeServiceIPRetry time.Duration
 	// Probes are the settings of the agents' continuous in-process probes
 	// (the config file's probes section, coordinator/config.Load); nil
 	// means none. Either way, agents that run probe plans get their peers
@@ -293,7 +298,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		services.Watch(ctx) // a join wave of nodes whose objects are right costs no API call
-		regCfg.ServiceIPs = services.Ensure
+		regCfg.ServiceIPs, regCfg.ServiceIPRetry = services.Ensure, cfg.KubeServiceIPRetry
 		// A node's host IP must be its Node's, its pod IP its pod
 		// endpoint's: informers, so that a join wave costs no API call
 		// per registration.

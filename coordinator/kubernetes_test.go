@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/meshperf/meshperf/coordinator"
@@ -499,5 +501,62 @@ func (a *kubeAgent) waitEndpoints(t *testing.T, serviceIPs, podIPs map[string]st
 		return maps.Equal(got, want)
 	}) {
 		t.Fatalf("%s's agent got endpoints %v, want %v", a.node, got, want)
+	}
+}
+
+// TestKubernetesServiceIPRetry: a node whose registration could not
+// create its Service (the API server refused: down, overloaded) is
+// connected without a service IP, and gets its ClusterIP once a retry
+// creates the Service: the other agents then learn it, as they learn a
+// node's that registered with one.
+func TestKubernetesServiceIPRetry(t *testing.T) {
+	const ns = kube.DefaultNamespace
+	var cluster []runtime.Object
+	nodes := []struct{ name, hostIP, podIP string }{{"node-1", "192.0.2.1", "198.51.100.1"}, {"node-2", "192.0.2.2", "198.51.100.2"}}
+	for _, n := range nodes {
+		cluster = append(cluster, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.hostIP}}}},
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ep-" + n.name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": "meshperf-endpoint"}},
+				Spec: corev1.PodSpec{NodeName: n.name}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: n.podIP, PodIPs: []corev1.PodIP{{IP: n.podIP}}}})
+	}
+	api := kubetest.NewClientset(cluster...)
+	// node-1's first two Service creations fail, as with the API server
+	// overloaded.
+	var refused atomic.Int64
+	api.PrependReactor("create", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		svc, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Service)
+		if ok && svc.Name == kube.Name("node-1") && refused.Add(1) <= 2 {
+			return true, nil, apierrors.NewServiceUnavailable("the API server is overloaded")
+		}
+		return false, nil, nil
+	})
+
+	addr, _, logs := start(t, coordinator.Config{KubeClient: api, KubeServiceIPRetry: 10 * time.Millisecond})
+	conn := dial(t, addr, insecure.NewCredentials())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	node2 := newKubeAgent(t, ctx, conn, "node-2", "192.0.2.2", "198.51.100.2")
+	newKubeAgent(t, ctx, conn, "node-1", "192.0.2.1", "198.51.100.1")
+
+	if !testutil.Within(waitFor, 10*time.Millisecond, func() bool {
+		return strings.Contains(logs.String(), "the node got its ClusterIP on retry")
+	}) {
+		t.Fatalf("node-1 never got its ClusterIP; log:\n%s", logs)
+	}
+	svc := checkNodeObjects(t, api, "node-1", "198.51.100.1")
+	if svc == nil {
+		t.Fatalf("node-1's objects are wrong; log:\n%s", logs)
+	}
+	other := checkNodeObjects(t, api, "node-2", "198.51.100.2")
+	if other == nil {
+		t.Fatalf("no objects for node-2; log:\n%s", logs)
+	}
+	if n := refused.Load(); n < 3 {
+		t.Errorf("%d creations of node-1's Service, want the two refused and the one that took", n)
+	}
+	node2.waitEndpoints(t, map[string]string{"node-1": svc.Spec.ClusterIP, "node-2": other.Spec.ClusterIP},
+		map[string]string{"node-1": "198.51.100.1", "node-2": "198.51.100.2"})
+	if want := "no ClusterIP for the node's pod endpoint, asking again later"; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log lacks %q:\n%s", want, logs)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,4 +140,84 @@ func TestMarkRegistering(t *testing.T) {
 		t.Fatalf("node-1's next registration after done: %v", err)
 	}
 	next()
+}
+
+// TestServiceIPRetry: a node whose registration got no ClusterIP (the
+// ServiceIPs call failed, as with the API server down) gets it once a
+// retry succeeds, while its session lasts: the node, its record and the
+// other agents' Endpoints then carry it. A node whose session ended is
+// not asked for again.
+func TestServiceIPRetry(t *testing.T) {
+	clusterIP := netip.MustParseAddr("10.96.0.11")
+	var (
+		mu    sync.Mutex
+		calls = map[string]int{}
+	)
+	serviceIPs := func(_ context.Context, node string, _ netip.Addr, _ protocol.ServerPorts) (netip.Addr, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[node]++
+		switch {
+		case node == "node-2":
+			return netip.MustParseAddr("10.96.0.12"), nil
+		case calls[node] <= 3: // the registration's call and two retries
+			return netip.Addr{}, errors.New("the API server is down")
+		}
+		return clusterIP, nil
+	}
+	callsOf := func(node string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls[node]
+	}
+	r := newRegistry(t, Config{ServiceIPs: serviceIPs, ServiceIPRetry: time.Millisecond})
+	other, _ := connect(t, r, agentReg("node-2", "10.0.0.2", "10.244.2.2"))
+	connect(t, r, agentReg("node-1", "10.0.0.1", "10.244.1.2"))
+	testutil.Eventually(t, waitBound, time.Millisecond, "node-1's ClusterIP after the retries", func() bool {
+		n, ok := r.Node("node-1")
+		return ok && n.ServiceIP == clusterIP
+	})
+	if got := callsOf("node-1"); got != 4 {
+		t.Errorf("%d ServiceIPs calls for node-1, want 4: the failed one, two failed retries and the one that got it", got)
+	}
+	if got := callsOf("node-2"); got != 1 {
+		t.Errorf("%d ServiceIPs calls for node-2, which got its ClusterIP at once, want 1", got)
+	}
+	for _, a := range r.Agents() {
+		if a.GetNodeName() == "node-1" && a.GetServiceIp() != clusterIP.String() {
+			t.Errorf("node-1's record has service_ip %q, want %s", a.GetServiceIp(), clusterIP)
+		}
+	}
+	other.next(t, "Endpoints with node-1's ClusterIP", func(m *agentv1.ConnectResponse) bool {
+		for _, n := range m.GetEndpoints().GetNodes() {
+			if n.GetNodeName() == "node-1" && n.GetServiceIp() == clusterIP.String() {
+				return true
+			}
+		}
+		return false
+	})
+	// Its address is indexed: a node that registers it as its pod IP
+	// conflicts.
+	if err := r.checkConflicts(Node{Name: "node-3", HostIP: netip.MustParseAddr("10.0.0.3"), PodIP: clusterIP}); !errors.Is(err, ErrBadRegistration) {
+		t.Errorf("a node registering node-1's ClusterIP as its pod IP: %v, want ErrBadRegistration", err)
+	}
+}
+
+// TestServiceIPRetryEndsWithTheSession: the retries of a node whose
+// session ended stop; the session's end waits for them.
+func TestServiceIPRetryEndsWithTheSession(t *testing.T) {
+	var calls atomic.Int64
+	serviceIPs := func(context.Context, string, netip.Addr, protocol.ServerPorts) (netip.Addr, error) {
+		calls.Add(1)
+		return netip.Addr{}, errors.New("the API server is down")
+	}
+	r := newRegistry(t, Config{ServiceIPs: serviceIPs, ServiceIPRetry: time.Millisecond})
+	a, _ := connect(t, r, agentReg("node-1", "10.0.0.1", "10.244.1.2"))
+	testutil.Eventually(t, waitBound, time.Millisecond, "a retry", func() bool { return calls.Load() >= 2 })
+	a.leave(t) // Serve has returned
+	after := calls.Load()
+	time.Sleep(50 * time.Millisecond) // many times the first retry waits: a retry left running would call
+	if got := calls.Load(); got != after {
+		t.Errorf("%d ServiceIPs calls after the session ended, want none", got-after)
+	}
 }

@@ -127,9 +127,16 @@ type Config struct {
 	// the Service; it must be idempotent and return once ctx ends. In a
 	// cluster (ServiceIPs or Addresses.Cluster set) the agent's service IP
 	// is never kept: a node without a pod endpoint, or whose lookup fails
-	// or finds no ClusterIP, gets none (logged). Nil, outside a cluster,
-	// means the agents' service IPs are taken as they are.
+	// or finds no ClusterIP, gets none (logged) until a retry gets one
+	// (ServiceIPRetry). Nil, outside a cluster, means the agents' service
+	// IPs are taken as they are.
 	ServiceIPs ServiceIPFunc
+	// ServiceIPRetry is the first wait before ServiceIPs is asked again
+	// for a connected node whose registration got no ClusterIP because the
+	// call failed or found none (the API server down or slow); the wait
+	// doubles after each failure up to MaxServiceIPRetry, jittered, while
+	// the session lasts. Zero means DefaultServiceIPRetry.
+	ServiceIPRetry time.Duration
 	// ExternalTargets is the allowlist of external targets (the
 	// coordinator's config file) that every Endpoints message carries to
 	// the agents; each must pass protocol.ValidateExternalTarget, names
@@ -180,6 +187,15 @@ const DefaultPlansInFlight = 128
 
 // DefaultPlanSlotHold is Config.PlanSlotHold's default.
 const DefaultPlanSlotHold = 10 * time.Second
+
+// DefaultServiceIPRetry is Config.ServiceIPRetry's default.
+const DefaultServiceIPRetry = 5 * time.Second
+
+// MaxServiceIPRetry bounds the wait between two ServiceIPs retries of a
+// node: 5,000 nodes that registered while the API server was down ask at
+// most about 40 times a second once it is back, under the client's rate
+// limit.
+const MaxServiceIPRetry = 2 * time.Minute
 
 // Node is what the coordinator needs to know to send tests to a node.
 type Node struct {
@@ -293,6 +309,9 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	}
 	if cfg.PlanSlotHold <= 0 {
 		cfg.PlanSlotHold = DefaultPlanSlotHold
+	}
+	if cfg.ServiceIPRetry <= 0 {
+		cfg.ServiceIPRetry = DefaultServiceIPRetry
 	}
 	if cfg.MaxHeartbeatRate == 0 {
 		cfg.MaxHeartbeatRate = 500

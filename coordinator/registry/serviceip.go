@@ -2,11 +2,14 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/tick"
 )
 
 // This file holds a node's service IP in a cluster: the ClusterIP of the
@@ -27,22 +30,24 @@ const serviceIPTimeout = 10 * time.Second
 // Service for the node, never to the agent's, which a rogue agent could
 // point at any address that all the others would then test. Without a pod
 // endpoint, without a ClusterIP lookup, or when the lookup fails or finds
-// none, the node has no service IP (logged with why). Outside a cluster
-// the agent's service IP is kept.
-func (r *Registry) resolveServiceIP(ctx context.Context, n Node) Node {
+// none, the node has no service IP (logged with why); retry is true in the
+// last two cases, where asking again later may get one (retryServiceIP).
+// Outside a cluster the agent's service IP is kept.
+func (r *Registry) resolveServiceIP(ctx context.Context, n Node) (_ Node, retry bool) {
 	if r.cfg.ServiceIPs == nil && r.cfg.Addresses.Cluster == nil {
-		return n
+		return n, false
 	}
 	agentIP := n.ServiceIP
 	// The lookup gives one ClusterIP, of the pod IP's family: an IPv6
 	// ClusterIP beside it is the agent's word, never taken in a cluster.
 	n.ServiceIP, n.ServiceIPv6 = netip.Addr{}, netip.Addr{}
-	drop := func(level slog.Level, why string, args ...any) Node {
-		if agentIP.IsValid() || level > slog.LevelWarn {
+	drop := func(level slog.Level, why string, args ...any) (Node, bool) {
+		retry := level > slog.LevelWarn
+		if agentIP.IsValid() || retry {
 			r.log.Log(ctx, level, why+"; the node gets no service IP (the agent's is never taken in a cluster)",
 				append([]any{"node", n.Name, "agent_service_ip", agentIP}, args...)...)
 		}
-		return n
+		return n, retry
 	}
 	switch {
 	case !n.PodIP.IsValid():
@@ -50,18 +55,96 @@ func (r *Registry) resolveServiceIP(ctx context.Context, n Node) Node {
 	case r.cfg.ServiceIPs == nil:
 		return drop(slog.LevelWarn, "the coordinator looks up no ClusterIPs")
 	}
-	ctx, cancel := context.WithTimeout(ctx, serviceIPTimeout)
-	defer cancel()
-	ip, err := r.cfg.ServiceIPs(ctx, n.Name, n.PodIP, n.serverPorts())
+	ip, err := r.lookUpServiceIP(ctx, n)
 	switch {
 	case err != nil:
-		return drop(slog.LevelError, "no ClusterIP for the node's pod endpoint", "pod_ip", n.PodIP, "err", err)
-	case !ip.IsValid():
-		return drop(slog.LevelError, "the node's Service has no ClusterIP", "pod_ip", n.PodIP)
+		return drop(slog.LevelError, "no ClusterIP for the node's pod endpoint, asking again later", "pod_ip", n.PodIP, "err", err)
 	case agentIP.IsValid() && agentIP != ip:
 		r.log.Warn("the agent's service IP is not its node's ClusterIP; using the ClusterIP", "node", n.Name,
 			"agent_service_ip", agentIP, "cluster_ip", ip)
 	}
 	n.ServiceIP = ip
-	return n
+	return n, false
+}
+
+// lookUpServiceIP is one Config.ServiceIPs call for n, bounded by
+// serviceIPTimeout; a Service without a ClusterIP is an error.
+func (r *Registry) lookUpServiceIP(ctx context.Context, n Node) (netip.Addr, error) {
+	ctx, cancel := context.WithTimeout(ctx, serviceIPTimeout)
+	defer cancel()
+	ip, err := r.cfg.ServiceIPs(ctx, n.Name, n.PodIP, n.serverPorts())
+	if err == nil && !ip.IsValid() {
+		err = errors.New("the node's Service has no ClusterIP")
+	}
+	return ip, err
+}
+
+// retryServiceIP asks Config.ServiceIPs again for the node of s, a
+// session whose registration got no ClusterIP (resolveServiceIP's retry),
+// after Config.ServiceIPRetry and then after twice the last wait, up to
+// MaxServiceIPRetry, each wait jittered by up to a fifth, until it gets
+// one, s is no longer its node's session, or ctx ends. Each call takes the
+// node's registration turn (markRegistering), as a registration does, so
+// that it never repoints the Service with ports an agent has since
+// changed, and a prune keeps the Service. The ClusterIP it gets becomes
+// the node's as if it had registered with it (setServiceIP). The caller
+// ends ctx before it detaches s.
+func (r *Registry) retryServiceIP(ctx context.Context, s *session) {
+	wait := r.cfg.ServiceIPRetry
+	for attempt := 1; ; attempt++ {
+		jittered := wait + time.Duration(rand.Int64N(int64(wait)/5+1))
+		if tick.Sleep(ctx, jittered) != nil {
+			return
+		}
+		done, err := r.markRegistering(ctx, s.node.Name)
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		n, current := s.node, r.sessions[s.node.Name] == s
+		r.mu.Unlock()
+		if !current {
+			done()
+			return
+		}
+		ip, err := r.lookUpServiceIP(ctx, n)
+		if err == nil {
+			r.setServiceIP(ctx, s, ip)
+			done()
+			return
+		}
+		done()
+		wait = min(2*wait, MaxServiceIPRetry)
+		r.warn.Warn(r.log, n.Name, "still no ClusterIP for the node's pod endpoint", "attempt", attempt, "next_in", wait, "err", err)
+	}
+}
+
+// setServiceIP makes ip the service IP of the node of s, its current
+// session, which had none: in the address index, the stored record, the
+// probe plans and the other agents' Endpoints. An ip that is another
+// connected node's host or pod IP is refused, logged, as it is at
+// registration.
+func (r *Registry) setServiceIP(ctx context.Context, s *session, ip netip.Addr) {
+	r.mu.Lock()
+	a := r.known[s.node.Name]
+	if r.sessions[s.node.Name] != s || a == nil {
+		r.mu.Unlock()
+		return
+	}
+	n := s.node
+	n.ServiceIP = ip
+	if err := r.conflictsLocked(n); err != nil {
+		r.mu.Unlock()
+		r.log.Error("the ClusterIP found on retry is refused; the node keeps no service IP", "node", n.Name, "cluster_ip", ip, "err", err)
+		return
+	}
+	s.node.ServiceIP = ip // the only field of a session's node that changes: readers of it hold r.mu
+	r.addrs[ip] = append(r.addrs[ip], s)
+	a.ServiceIp = ip.String()
+	rec, maintenance := cloneAgent(a), a.GetMaintenance()
+	r.mu.Unlock()
+	r.log.Info("the node got its ClusterIP on retry", "node", n.Name, "service_ip", ip)
+	r.persist(ctx, rec)
+	r.planJoin(n, maintenance)
+	r.announceEndpoints(n)
 }

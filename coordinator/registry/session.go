@@ -271,7 +271,7 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 	if err != nil {
 		return fmt.Errorf("waiting for the node's previous registration: %w", err)
 	}
-	node = r.resolveServiceIP(ctx, node)
+	node, retryServiceIP := r.resolveServiceIP(ctx, node)
 	if err := r.checkConflicts(node); err != nil {
 		done()
 		return err
@@ -313,7 +313,17 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		defer close(lateDone)
 		r.lateLoop(ctx, s)
 	}()
+	retryCtx, stopRetry := context.WithCancel(ctx)
+	retryDone := make(chan struct{})
+	go func() { // owner: Serve; ends with stopRetry, before the detach
+		defer close(retryDone)
+		if retryServiceIP {
+			r.retryServiceIP(retryCtx, s)
+		}
+	}()
 	err = r.loop(ctx, stream, s, recvC, recvErr, &lastRecv)
+	stopRetry()
+	<-retryDone
 	r.heardFrom(s, time.Unix(0, lastRecv.Load()))
 	r.detach(ctx, s) // first: whoever sees the session end sees the node gone
 	s.end(err)
