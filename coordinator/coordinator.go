@@ -259,7 +259,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	agentID, idMode, err := cfg.agentIdentity(creds != nil, log)
+	agentID, idMode, err := cfg.agentIdentity(ctx, creds != nil, log)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,8 +32,8 @@ const (
 
 // agentIdentity returns the Verifier of cfg.AgentIdentity (nil for none)
 // and the mode it resolved to. tls says whether the TCP listener has
-// mutual TLS.
-func (cfg *Config) agentIdentity(tls bool, log *slog.Logger) (identity.Verifier, string, error) {
+// mutual TLS. The token verifier's pod cache runs until ctx ends.
+func (cfg *Config) agentIdentity(ctx context.Context, tls bool, log *slog.Logger) (identity.Verifier, string, error) {
 	mode := cfg.AgentIdentity
 	if mode == "" || mode == IdentityAuto {
 		mode = IdentityNone
@@ -51,8 +52,12 @@ func (cfg *Config) agentIdentity(tls bool, log *slog.Logger) (identity.Verifier,
 		if ns == "" {
 			ns = kube.DefaultNamespace
 		}
+		pods, err := kube.NewAgentPods(ctx, kube.AgentPodsConfig{Client: cfg.KubeClient, Namespace: ns, Logger: log})
+		if err != nil {
+			return nil, err
+		}
 		return identity.NewToken(identity.TokenConfig{Client: cfg.KubeClient, Namespace: ns, DaemonSet: cfg.AgentDaemonSet,
-			CacheTTL: cfg.IdentityCacheTTL, Logger: log})
+			CacheTTL: cfg.IdentityCacheTTL, Pods: pods.Get, Logger: log})
 	}
 	switch mode {
 	case IdentityNone:

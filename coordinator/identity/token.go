@@ -73,6 +73,16 @@ type TokenConfig struct {
 	// MaxReviews bounds the reviews in progress at once (a TokenReview
 	// and a pod get each); more wait. Zero means DefaultMaxReviews.
 	MaxReviews int
+	// Pods, if set, is a cache of the agent pods of Namespace
+	// (coordinator/kube.AgentPods.Get) read before the API: a cached pod
+	// with the UID the TokenReview gave, running and not being deleted,
+	// is checked as if read from the API, so that a fleet reconnecting
+	// after a coordinator restart costs a TokenReview per agent and no
+	// pod read. Anything else (a miss, another UID, a pod the cache still
+	// shows pending) is read from the API, so a cache that lags never
+	// refuses an agent. The pod is not modified. Nil means every pod is
+	// read from the API.
+	Pods func(name string) (*corev1.Pod, bool)
 	// Now is the cache's clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives a debug line per review; nil means discard.
@@ -82,7 +92,7 @@ type TokenConfig struct {
 // Token proves a node from the agent's projected service-account token
 // (metadata MetadataKey): the TokenReview API must authenticate it for
 // Audience as a service account of Namespace bound to a pod; that pod,
-// read from the API, must have the reviewed UID, be controlled by the
+// read from the API (or TokenConfig.Pods), must have the reviewed UID, be controlled by the
 // DaemonSet (the controller reference's UID is the live DaemonSet's), run
 // as ServiceAccount, be running and not being deleted, and run on a node
 // (spec.nodeName), which is the node proven. A token that is not a
@@ -255,12 +265,9 @@ func (t *Token) review(ctx context.Context, tok string) (string, error) {
 		return "", fmt.Errorf("%w: token of %q is bound to no pod (user extra %s %q, %s %q): want a projected token",
 			ErrRefused, user, extraPodName, st.User.Extra[extraPodName], extraPodUID, st.User.Extra[extraPodUID])
 	}
-	pod, err := t.cfg.Client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("%w: token's pod %s/%s does not exist", ErrRefused, ns, podName)
-	case err != nil:
-		return "", fmt.Errorf("%w: get pod %s/%s: %w", ErrUnavailable, ns, podName, err)
+	pod, err := t.pod(ctx, ns, podName, podUID)
+	if err != nil {
+		return "", err
 	}
 	if string(pod.UID) != podUID {
 		return "", fmt.Errorf("%w: pod %s/%s has uid %q, the token's is %q (a pod of the same name replaced it)", ErrRefused, ns, podName, pod.UID, podUID)
@@ -290,6 +297,28 @@ func (t *Token) review(ctx context.Context, tok string) (string, error) {
 	}
 	t.log.Debug("identity token reviewed", "service_account", sa, "pod", podName, "node", pod.Spec.NodeName)
 	return pod.Spec.NodeName, nil
+}
+
+// pod returns the token's pod: from TokenConfig.Pods if it holds the pod
+// with uid, running and not being deleted, else from the API. The
+// TokenReview has just shown that the pod exists; its UID, controller,
+// service account and node never change, and what a cache may lag on, a
+// pod that has since finished or is being deleted, is a pod the review
+// would refuse moments later.
+func (t *Token) pod(ctx context.Context, ns, name, uid string) (*corev1.Pod, error) {
+	if t.cfg.Pods != nil && ns == t.cfg.Namespace {
+		if pod, ok := t.cfg.Pods(name); ok && string(pod.UID) == uid && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
+			return pod, nil
+		}
+	}
+	pod, err := t.cfg.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%w: token's pod %s/%s does not exist", ErrRefused, ns, name)
+	case err != nil:
+		return nil, fmt.Errorf("%w: get pod %s/%s: %w", ErrUnavailable, ns, name, err)
+	}
+	return pod, nil
 }
 
 // checkDaemonSet checks that uid, a pod's controller reference, is the

@@ -20,6 +20,8 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/identity"
 	"github.com/meshperf/meshperf/coordinator/identity/identitytest"
+	"github.com/meshperf/meshperf/coordinator/kube"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 const (
@@ -356,5 +358,75 @@ func TestTokenMaxReviews(t *testing.T) {
 	}
 	if node, err := v.Verify(withToken(fast)); err != nil || node != "node-a" {
 		t.Errorf("Verify after the slot is free = %q, %v", node, err)
+	}
+}
+
+// TestTokenPodCache: with a cache of the agent pods (kube.AgentPods on
+// the same API), a token whose pod the cache holds, running, costs a
+// TokenReview and no pod read; a cache that lags (a miss, a pod it still
+// shows pending or being deleted, a pod of the same name it holds with an
+// older UID) falls back to reading the pod, so it never refuses an agent
+// the API would let in, nor lets in one the API would refuse.
+func TestTokenPodCache(t *testing.T) {
+	agent := func(name, uid string) *corev1.Pod {
+		p := identitytest.Pod(ns, name, uid, "node-"+name, "DaemonSet", ds)
+		p.Labels = map[string]string{"app.kubernetes.io/name": "meshperf-agent"}
+		return p
+	}
+	c := fake.NewClientset(identitytest.DaemonSet(ns, ds), agent("a", "uid-a"), agent("b", "uid-b"), agent("c", "uid-c"), agent("d", "uid-d"))
+	cl := identitytest.New(c)
+	pods, err := kube.NewAgentPods(t.Context(), kube.AgentPodsConfig{Client: c, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, "the agent pods in the cache", func() bool {
+		_, ok := pods.Get("d")
+		return ok
+	})
+	pending := agent("b", "uid-b")
+	pending.Status.Phase = corev1.PodPending
+	deleting := agent("c", "uid-c")
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	// What a lagging cache shows: b still pending, c being deleted (the API
+	// has it running again: a cache that lies), d an older pod of the name.
+	lagging := map[string]*corev1.Pod{"b": pending, "c": deleting, "d": agent("d", "uid-d-old")}
+	cache := func(name string) (*corev1.Pod, bool) {
+		if p, ok := lagging[name]; ok {
+			return p, true
+		}
+		return pods.Get(name)
+	}
+	v, err := identity.NewToken(identity.TokenConfig{Client: c, Namespace: ns, CacheTTL: -1, Pods: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		pod, uid, wantNode string
+		wantErr            error
+		wantGets           int
+	}{
+		{"a", "uid-a", "node-a", nil, 0},                  // cached and running
+		{"b", "uid-b", "node-b", nil, 1},                  // cached pending: read
+		{"c", "uid-c", "node-c", nil, 1},                  // cached being deleted: read
+		{"d", "uid-d", "node-d", nil, 1},                  // cached with an older UID: read
+		{"e", "uid-e", "", identity.ErrRefused, 1},        // no such pod: read, refused
+		{"a", "uid-a-forged", "", identity.ErrRefused, 1}, // the cache's pod has another UID: read, refused
+	} {
+		c.ClearActions()
+		tok := cl.Issue(identitytest.Token{Namespace: ns, ServiceAccount: sa, Pod: tt.pod, PodUID: tt.uid,
+			Audiences: []string{identity.Audience}, Expires: time.Now().Add(time.Hour)})
+		node, err := v.Verify(withToken(tok))
+		if node != tt.wantNode || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+			t.Errorf("pod %s uid %s: Verify = %q, %v; want %q, %v", tt.pod, tt.uid, node, err, tt.wantNode, tt.wantErr)
+		}
+		gets := 0
+		for _, a := range c.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "pods" {
+				gets++
+			}
+		}
+		if gets != tt.wantGets {
+			t.Errorf("pod %s uid %s: %d pod reads, want %d", tt.pod, tt.uid, gets, tt.wantGets)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,32 +61,14 @@ const podsByNode = "nodeName"
 // for them). The account needs list and watch on nodes (cluster-wide) and
 // on pods in the namespace.
 func NewAddresses(ctx context.Context, cfg AddressesConfig) (*Addresses, error) {
-	if cfg.Client == nil {
-		return nil, errors.New("kube: AddressesConfig.Client is nil")
-	}
-	if cfg.Namespace == "" {
-		cfg.Namespace = DefaultNamespace
-	}
-	if cfg.EndpointSelector == "" {
-		cfg.EndpointSelector = DefaultEndpointSelector
-	}
-	sel, err := klabels.Parse(cfg.EndpointSelector)
+	pods, err := newPodInformer(cfg.Client, cfg.Namespace, cmp.Or(cfg.EndpointSelector, DefaultEndpointSelector), slimPod)
 	if err != nil {
-		return nil, fmt.Errorf("kube: endpoint selector %q: %w", cfg.EndpointSelector, err)
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		return nil, fmt.Errorf("kube: pod endpoints: %w", err)
 	}
 	nodeFactory := informers.NewSharedInformerFactory(cfg.Client, 0)
-	podFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }))
-	a := &Addresses{nodes: nodeFactory.Core().V1().Nodes().Informer(), pods: podFactory.Core().V1().Pods().Informer(), selector: sel}
+	a := &Addresses{nodes: nodeFactory.Core().V1().Nodes().Informer(), pods: pods.informer, selector: pods.selector}
 	if err := a.nodes.SetTransform(slimNode); err != nil {
 		return nil, fmt.Errorf("kube: node informer: %w", err)
-	}
-	if err := a.pods.SetTransform(slimPod); err != nil {
-		return nil, fmt.Errorf("kube: pod informer: %w", err)
 	}
 	if err := a.pods.AddIndexers(cache.Indexers{podsByNode: func(obj any) ([]string, error) {
 		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
@@ -96,8 +79,8 @@ func NewAddresses(ctx context.Context, cfg AddressesConfig) (*Addresses, error) 
 		return nil, fmt.Errorf("kube: pod informer: %w", err)
 	}
 	nodeFactory.Start(ctx.Done())
-	podFactory.Start(ctx.Done())
-	log.Info("watching Nodes and pod endpoints for the registrations' address checks", "namespace", cfg.Namespace, "endpoint_selector", sel.String())
+	pods.factory.Start(ctx.Done())
+	logger(cfg.Logger).Info("watching Nodes and pod endpoints for the registrations' address checks", "namespace", pods.namespace, "endpoint_selector", pods.selector.String())
 	return a, nil
 }
 

@@ -170,9 +170,7 @@ func New(cfg Config) (*Services, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.Logger = logger(cfg.Logger)
 	return &Services{client: cfg.Client, ns: cfg.Namespace, log: cfg.Logger, lock: semaphore.NewWeighted(lockUnits)}, nil
 }
 

@@ -1,0 +1,121 @@
+package kube
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	klabels "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// DefaultAgentSelector selects the agent DaemonSet's pods (deploy/kubernetes
+// and the Helm chart) when AgentPodsConfig.Selector is empty.
+const DefaultAgentSelector = "app.kubernetes.io/name=meshperf-agent"
+
+// AgentPodsConfig configures NewAgentPods.
+type AgentPodsConfig struct {
+	// Client talks to the API server; required.
+	Client kubernetes.Interface
+	// Namespace is where the agents run; empty means DefaultNamespace.
+	Namespace string
+	// Selector is the label selector of the agent pods; empty means
+	// DefaultAgentSelector.
+	Selector string
+	// Logger receives the informer's start; nil means discard.
+	Logger *slog.Logger
+}
+
+// AgentPods is an informer's cache of the agent pods of one namespace, so
+// that checking an agent's identity (coordinator/identity.Token) after a
+// coordinator restart costs a TokenReview per agent and no pod read. It
+// keeps what that check reads of a pod: name, UID, controller, service
+// account, node, phase and deletion, some 300 bytes a pod. It is safe for
+// concurrent use.
+type AgentPods struct {
+	pods      cache.SharedIndexInformer
+	namespace string
+}
+
+// NewAgentPods starts the informer, which runs until ctx ends; its first
+// list completes in the background (Get misses until then). The account
+// needs list and watch on pods in the namespace.
+func NewAgentPods(ctx context.Context, cfg AgentPodsConfig) (*AgentPods, error) {
+	pods, err := newPodInformer(cfg.Client, cfg.Namespace, cmp.Or(cfg.Selector, DefaultAgentSelector), slimAgentPod)
+	if err != nil {
+		return nil, fmt.Errorf("kube: agent pods: %w", err)
+	}
+	pods.factory.Start(ctx.Done())
+	logger(cfg.Logger).Info("watching the agent pods for the identity checks", "namespace", pods.namespace, "selector", pods.selector.String())
+	return &AgentPods{pods: pods.informer, namespace: pods.namespace}, nil
+}
+
+// slimAgentPod keeps what an identity check reads of an agent pod.
+func slimAgentPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil // a tombstone
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+		OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, ServiceAccountName: p.Spec.ServiceAccountName},
+		Status: corev1.PodStatus{Phase: p.Status.Phase}}, nil
+}
+
+// Get returns the cached agent pod of that name, as the informer last saw
+// it (a watch event behind the API server at most), or false if the cache
+// has none: not listed yet, not an agent pod, or gone. The pod must not be
+// modified.
+func (p *AgentPods) Get(name string) (*corev1.Pod, bool) {
+	obj, ok, err := p.pods.GetStore().GetByKey(p.namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	pod, ok := obj.(*corev1.Pod)
+	return pod, ok
+}
+
+// podInformer is an informer of the pods of one namespace that match a
+// label selector, each kept as its transform slims it.
+type podInformer struct {
+	factory   informers.SharedInformerFactory // Start runs the informer
+	informer  cache.SharedIndexInformer
+	namespace string
+	selector  klabels.Selector
+}
+
+// newPodInformer returns the informer, not started, of the pods of
+// namespace (empty: DefaultNamespace) that match selector, slimmed by
+// transform; the error names a selector that does not parse, or a nil
+// client.
+func newPodInformer(client kubernetes.Interface, namespace, selector string, transform cache.TransformFunc) (*podInformer, error) {
+	if client == nil {
+		return nil, errors.New("no API client (Client is nil)")
+	}
+	sel, err := klabels.Parse(selector)
+	if err != nil {
+		return nil, fmt.Errorf("label selector %q: %w", selector, err)
+	}
+	namespace = cmp.Or(namespace, DefaultNamespace)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }))
+	p := &podInformer{factory: factory, informer: factory.Core().V1().Pods().Informer(), namespace: namespace, selector: sel}
+	if err := p.informer.SetTransform(transform); err != nil {
+		return nil, fmt.Errorf("pod informer: %w", err)
+	}
+	return p, nil
+}
+
+// logger is log, or a logger that discards if it is nil.
+func logger(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
+}
