@@ -77,7 +77,7 @@ func (a *Agent) startProbing(ctx context.Context, g *errgroup.Group) error {
 	}
 	a.cfg.ProbePort = uint32(ls[0].Addr().(*net.TCPAddr).Port) // the kernel's pick for 0
 	for _, l := range ls {
-		g.Go(func() error { return probe.ServeEcho(ctx, l) })
+		g.Go(func() error { return probe.ServeEcho(ctx, l, probe.EchoConfig{}) })
 	}
 	g.Go(func() error { return a.prober.Run(ctx) })
 	return nil

@@ -159,7 +159,7 @@ func TestSingle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	echo := serveEcho(t, ln)
+	echo := serveEcho(t, ln, EchoConfig{})
 	lo := netip.MustParseAddr("127.0.0.1")
 	web := netip.AddrPortFrom(lo, serveHTTP(t, 200))
 	s := NewSingle(Network{IP: lo})

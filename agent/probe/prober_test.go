@@ -27,7 +27,7 @@ func loopbackPeers(t testing.TB, n int, tcp bool) []*agentv1.ProbePeer {
 		if err != nil {
 			t.Fatal(err)
 		}
-		port = uint32(serveEcho(t, ln).Port())
+		port = uint32(serveEcho(t, ln, EchoConfig{}).Port())
 	}
 	peers := make([]*agentv1.ProbePeer, n)
 	for i := range n {

@@ -33,17 +33,29 @@ const (
 	echoMax = 64
 )
 
+// EchoConfig configures ServeEcho.
+type EchoConfig struct {
+	// PerSource is how many connections one source IP may hold at once,
+	// 1..EchoConcurrency; zero means EchoPerSource. Only a responder that
+	// stands for many peers probed from one address (a test's simulated
+	// fleet) needs more.
+	PerSource int
+}
+
 // ServeEcho is the TCP echo responder peers' PROBE_KIND_TCP probes reach:
 // for each connection accepted on ln it reads once (up to 64 bytes),
 // writes what it read back and closes, all within EchoDeadline, serving
-// at most EchoConcurrency connections at once and EchoPerSource of one
-// source IP (a connection beyond is closed unanswered). It closes ln when
+// at most EchoConcurrency connections at once and cfg.PerSource of one
+// source IP (a connection beyond is reset unanswered). It closes ln when
 // ctx ends and returns nil once every connection goroutine has ended; it
 // returns the accept error (wrapped) if ln fails otherwise.
-func ServeEcho(ctx context.Context, ln net.Listener) error {
+func ServeEcho(ctx context.Context, ln net.Listener, cfg EchoConfig) error {
+	if cfg.PerSource <= 0 || cfg.PerSource > EchoConcurrency {
+		cfg.PerSource = EchoPerSource
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	var sources sourceCounts
+	sources := sourceCounts{max: cfg.PerSource}
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
 	sem := make(chan struct{}, EchoConcurrency)
@@ -86,21 +98,21 @@ func ServeEcho(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// sourceCounts counts ServeEcho's connections by source IP. The zero
-// value is ready.
+// sourceCounts counts ServeEcho's connections by source IP.
 type sourceCounts struct {
-	mu sync.Mutex
-	n  map[netip.Addr]int
+	max int // per source IP
+	mu  sync.Mutex
+	n   map[netip.Addr]int
 }
 
-// take counts a connection from ip, unless ip holds EchoPerSource.
+// take counts a connection from ip, unless ip holds max.
 func (s *sourceCounts) take(ip netip.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n == nil {
 		s.n = map[netip.Addr]int{}
 	}
-	if s.n[ip] >= EchoPerSource {
+	if s.n[ip] >= s.max {
 		return false
 	}
 	s.n[ip]++

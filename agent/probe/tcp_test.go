@@ -19,13 +19,13 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// serveEcho runs ServeEcho on ln until the test ends.
-func serveEcho(t testing.TB, ln net.Listener) netip.AddrPort {
+// serveEcho runs ServeEcho on ln with cfg until the test ends.
+func serveEcho(t testing.TB, ln net.Listener, cfg EchoConfig) netip.AddrPort {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := ServeEcho(ctx, ln); err != nil {
+		if err := ServeEcho(ctx, ln, cfg); err != nil {
 			t.Errorf("ServeEcho: %v", err)
 		}
 	})
@@ -69,7 +69,7 @@ func TestTCPAndHTTPProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	echo := serveEcho(t, ln)
+	echo := serveEcho(t, ln, EchoConfig{})
 	ok, notFound := serveHTTP(t, 200), serveHTTP(t, 404)
 	lo := netip.MustParseAddr("127.0.0.1")
 	own := dialer{src: lo}
@@ -79,7 +79,7 @@ func TestTCPAndHTTPProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nsEcho := serveEcho(t, nsLn)
+	nsEcho := serveEcho(t, nsLn, EchoConfig{})
 	inNS := dialer{ns: ns, src: lo}
 	stocked := dialer{ns: ns, src: lo, stock: newNSSockets(ns)}
 	t.Cleanup(stocked.stock.close)
@@ -237,7 +237,7 @@ func TestServeEchoStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- ServeEcho(ctx, ln) }()
+	go func() { errc <- ServeEcho(ctx, ln, EchoConfig{}) }()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +267,7 @@ func TestTCPProbeLeavesNoTimeWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap := serveEcho(t, ln)
+	ap := serveEcho(t, ln, EchoConfig{})
 	// Sockets of other processes may sit in TIME_WAIT on the port the
 	// kernel just gave the listener (SO_REUSEADDR allows it): count them
 	// first, and look for new ones only.
@@ -306,50 +306,57 @@ func timeWaits(t *testing.T, port uint16) int {
 }
 
 // TestServeEchoPerSource: a client that holds EchoConcurrency idle
-// connections from one address keeps EchoPerSource slots at most: the
-// others are closed unanswered, and a peer's probe from another address
-// is echoed at once, not after the idle ones' EchoDeadline.
+// connections from one address keeps its per-source slots at most
+// (EchoPerSource, or EchoConfig.PerSource): the others are reset
+// unanswered, and a peer's probe from another address is echoed at once,
+// not after the idle ones' EchoDeadline.
 func TestServeEchoPerSource(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	echo := serveEcho(t, ln)
-	hog := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.9")}}
-	var idle []net.Conn
-	defer func() {
-		for _, c := range idle {
-			_ = c.(*net.TCPConn).SetLinger(0) // no TIME_WAIT to mislead TestTCPProbeLeavesNoTimeWait
-			_ = c.Close()
-		}
-	}()
-	closed := 0 // the hog's connections cut off: a reset at its connect or its read
-	for range EchoConcurrency {
-		c, err := hog.Dial("tcp", echo.String())
-		switch {
-		case errors.Is(err, syscall.ECONNRESET) && len(idle) >= EchoPerSource:
-			closed++
-			continue
-		case err != nil:
-			t.Fatal(err)
-		}
-		idle = append(idle, c)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), EchoDeadline/2)
-	defer cancel()
-	if _, st, msg := tcpProbeCtx(ctx, dialer{src: netip.MustParseAddr("127.0.0.1")}, echo.Addr(), echo.Port()); st != measurev1.Status_STATUS_OK {
-		t.Errorf("a peer's probe while the hog holds its connections: %v %q, want OK", st, msg)
-	}
-	// The ones past EchoPerSource were cut off unanswered (a reset, well
-	// before EchoDeadline); the first EchoPerSource wait for a payload.
-	deadline := time.Now().Add(EchoDeadline / 5)
-	for _, c := range idle[EchoPerSource:] {
-		_ = c.SetReadDeadline(deadline)
-		if _, err := c.Read(make([]byte, 1)); err != nil && !os.IsTimeout(err) {
-			closed++
-		}
-	}
-	if want := EchoConcurrency - EchoPerSource; closed != want {
-		t.Errorf("%d of the hog's connections past its %d were closed at once, want %d", closed, EchoPerSource, want)
+	for _, tt := range []struct {
+		perSource, want int
+	}{{0, EchoPerSource}, {3, 3}, {EchoConcurrency + 1, EchoPerSource}} {
+		t.Run(fmt.Sprint(tt.perSource), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			echo := serveEcho(t, ln, EchoConfig{PerSource: tt.perSource})
+			hog := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.9")}}
+			var idle []net.Conn
+			defer func() {
+				for _, c := range idle {
+					_ = c.(*net.TCPConn).SetLinger(0) // no TIME_WAIT to mislead TestTCPProbeLeavesNoTimeWait
+					_ = c.Close()
+				}
+			}()
+			closed := 0 // the hog's connections cut off: a reset at its connect or its read
+			for range EchoConcurrency {
+				c, err := hog.Dial("tcp", echo.String())
+				switch {
+				case errors.Is(err, syscall.ECONNRESET) && len(idle) >= tt.want:
+					closed++
+					continue
+				case err != nil:
+					t.Fatal(err)
+				}
+				idle = append(idle, c)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), EchoDeadline/2)
+			defer cancel()
+			if _, st, msg := tcpProbeCtx(ctx, dialer{src: netip.MustParseAddr("127.0.0.1")}, echo.Addr(), echo.Port()); st != measurev1.Status_STATUS_OK {
+				t.Errorf("a peer's probe while the hog holds its connections: %v %q, want OK", st, msg)
+			}
+			// The ones past the bound were cut off unanswered (a reset,
+			// well before EchoDeadline); the first ones wait for a payload.
+			deadline := time.Now().Add(EchoDeadline / 5)
+			for _, c := range idle[tt.want:] {
+				_ = c.SetReadDeadline(deadline)
+				if _, err := c.Read(make([]byte, 1)); err != nil && !os.IsTimeout(err) {
+					closed++
+				}
+			}
+			if want := EchoConcurrency - tt.want; closed != want {
+				t.Errorf("%d of the hog's connections past its %d were closed at once, want %d", closed, tt.want, want)
+			}
+		})
 	}
 }

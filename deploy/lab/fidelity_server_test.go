@@ -68,7 +68,7 @@ func serveFidelity(spec string) error {
 	}
 	var g errgroup.Group
 	g.Go(func() error {
-		if err := meshprobe.ServeEcho(ctx, echo); err != nil {
+		if err := meshprobe.ServeEcho(ctx, echo, meshprobe.EchoConfig{}); err != nil {
 			return fmt.Errorf("echo responder: %w", err)
 		}
 		return nil

@@ -83,7 +83,7 @@ func TestProbesDualStack(t *testing.T) {
 			t.Fatalf("listen %s: %v", ln.addr, err)
 		}
 		wg.Go(func() {
-			if err := meshprobe.ServeEcho(ctx, countingListener{l, ln.n}); err != nil {
+			if err := meshprobe.ServeEcho(ctx, countingListener{l, ln.n}, meshprobe.EchoConfig{}); err != nil {
 				t.Errorf("echo responder %s: %v", ln.addr, err)
 			}
 		})

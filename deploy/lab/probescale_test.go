@@ -88,7 +88,10 @@ func TestProberScale1000(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Go(func() {
-		if err := meshprobe.ServeEcho(ctx, ln); err != nil {
+		// One responder stands for every peer, all probed from node-1's
+		// host IP: the per-source bound of a real node's responder would
+		// reset what a fleet's distinct sources spread.
+		if err := meshprobe.ServeEcho(ctx, ln, meshprobe.EchoConfig{PerSource: meshprobe.EchoConcurrency}); err != nil {
 			t.Errorf("echo responder: %v", err)
 		}
 	})
