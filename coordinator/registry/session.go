@@ -313,17 +313,18 @@ func (r *Registry) Serve(ctx context.Context, stream Stream) error {
 		defer close(lateDone)
 		r.lateLoop(ctx, s)
 	}()
-	retryCtx, stopRetry := context.WithCancel(ctx)
-	retryDone := make(chan struct{})
-	go func() { // owner: Serve; ends with stopRetry, before the detach
-		defer close(retryDone)
-		if retryServiceIP {
+	stopRetry := func() {}
+	if retryServiceIP {
+		retryCtx, cancel := context.WithCancel(ctx)
+		retryDone := make(chan struct{})
+		go func() { // owner: Serve; ends with stopRetry, before the detach
+			defer close(retryDone)
 			r.retryServiceIP(retryCtx, s)
-		}
-	}()
+		}()
+		stopRetry = func() { cancel(); <-retryDone }
+	}
 	err = r.loop(ctx, stream, s, recvC, recvErr, &lastRecv)
 	stopRetry()
-	<-retryDone
 	r.heardFrom(s, time.Unix(0, lastRecv.Load()))
 	r.detach(ctx, s) // first: whoever sees the session end sees the node gone
 	s.end(err)
