@@ -80,7 +80,8 @@ type TokenConfig struct {
 	// after a coordinator restart costs a TokenReview per agent and no
 	// pod read. Anything else (a miss, another UID, a pod the cache still
 	// shows pending) is read from the API, so a cache that lags never
-	// refuses an agent. The pod is not modified. Nil means every pod is
+	// refuses an agent; kube.AgentPods answers nothing while its watch
+	// fails, so it lags a watch event at most. The pod is not modified. Nil means every pod is
 	// read from the API.
 	Pods func(name string) (*corev1.Pod, bool)
 	// Now is the cache's clock; nil means time.Now.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,14 @@ type AgentPodsConfig struct {
 type AgentPods struct {
 	pods      cache.SharedIndexInformer
 	namespace string
+
+	mu sync.Mutex
+	// stale is set when the informer's list or watch failed, with the
+	// resource version it had synced to then (staleAt): its cache may
+	// then fall behind for as long as the API server refuses it, so Get
+	// misses until the informer has synced past staleAt.
+	stale   bool
+	staleAt string
 }
 
 // NewAgentPods starts the informer, which runs until ctx ends; its first
@@ -51,9 +60,18 @@ func NewAgentPods(ctx context.Context, cfg AgentPodsConfig) (*AgentPods, error) 
 	if err != nil {
 		return nil, fmt.Errorf("kube: agent pods: %w", err)
 	}
+	p := &AgentPods{pods: pods.informer, namespace: pods.namespace}
+	if err := p.pods.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		p.mu.Lock()
+		p.stale, p.staleAt = true, p.pods.LastSyncResourceVersion()
+		p.mu.Unlock()
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		return nil, fmt.Errorf("kube: agent pods: %w", err)
+	}
 	pods.factory.Start(ctx.Done())
 	logger(cfg.Logger).Info("watching the agent pods for the identity checks", "namespace", pods.namespace, "selector", pods.selector.String())
-	return &AgentPods{pods: pods.informer, namespace: pods.namespace}, nil
+	return p, nil
 }
 
 // slimAgentPod keeps what an identity check reads of an agent pod.
@@ -69,10 +87,14 @@ func slimAgentPod(obj any) (any, error) {
 }
 
 // Get returns the cached agent pod of that name, as the informer last saw
-// it (a watch event behind the API server at most), or false if the cache
-// has none: not listed yet, not an agent pod, or gone. The pod must not be
-// modified.
+// it (a watch event behind the API server), or false if the cache has
+// none: not listed yet, not an agent pod, gone, or the informer's list or
+// watch failed and it has not synced since (its cache may be behind for
+// as long as that lasts). The pod must not be modified.
 func (p *AgentPods) Get(name string) (*corev1.Pod, bool) {
+	if !p.pods.HasSynced() || !p.fresh() {
+		return nil, false
+	}
 	obj, ok, err := p.pods.GetStore().GetByKey(p.namespace + "/" + name)
 	if err != nil || !ok {
 		return nil, false
@@ -118,4 +140,15 @@ func logger(log *slog.Logger) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return log
+}
+
+// fresh reports whether the informer has synced since its list or watch
+// last failed (or never failed).
+func (p *AgentPods) fresh() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stale && p.pods.LastSyncResourceVersion() != p.staleAt {
+		p.stale = false
+	}
+	return !p.stale
 }

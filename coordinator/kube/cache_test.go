@@ -161,18 +161,30 @@ func TestPruneLetsEnsureIn(t *testing.T) {
 		}
 		return false, nil, nil
 	})
+	// The deletions done when the registration creates its Service, which
+	// it does holding the lock the prune deletes under: counted there, not
+	// after Ensure returns, when the prune may have gone on.
+	ensured := make(chan int, 1)
+	c.PrependReactor("create", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if svc, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Service); ok && svc.Name == Name("new") {
+			mu.Lock()
+			select {
+			case ensured <- deleted:
+			default: // the first create counts
+			}
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
 	pruned := make(chan error, 1)
 	go func() { pruned <- s.Prune(ctx, nil) }()
 	<-blocked // the first chunk holds the lock
-	ensured, started := make(chan int, 1), make(chan struct{})
+	started := make(chan struct{})
 	go func() {
 		close(started)
 		if _, err := s.Ensure(ctx, "new", netip.MustParseAddr("10.244.250.2"), agentPorts); err != nil {
 			t.Error(err)
 		}
-		mu.Lock()
-		ensured <- deleted
-		mu.Unlock()
 	}()
 	<-started
 	// Once it waits for the lock behind the first chunk, that chunk goes on.
@@ -184,7 +196,7 @@ func TestPruneLetsEnsureIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := <-ensured; n >= 2*departed {
-		t.Errorf("the registration ended after all %d deletions of the prune, want after a chunk of them", n)
+		t.Errorf("the registration created its Service after all %d deletions of the prune, want after a chunk of them", n)
 	}
 	if svcs, sls := objectNames(t, c); !slices.Equal(svcs, []string{Name("new")}) || !slices.Equal(sls, []string{Name("new")}) {
 		t.Errorf("after the prune: services %v, slices %v; want only the new node's", svcs, sls)

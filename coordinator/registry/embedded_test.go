@@ -40,6 +40,8 @@ func TestValidateRegisterEmbeddedIPv4(t *testing.T) {
 		{"NAT64 loopback", strict, reg(pod, "64:ff9b::7f00:1", ""), "embeds"},
 		{"local-use NAT64", strict, reg(pod, "64:ff9b:1::a9fe:a9fe", ""), "embeds"},
 		{"NAT64 service_ipv6", strict, reg(host, "", "64:ff9b::10.96.0.1"), "embeds"},
+		{"6to4 loopback", strict, reg(pod, "2002:7f00:1::1", ""), "embeds"},
+		{"6to4 private", nil, reg(host, "2002:a00:1::1", ""), "embeds"},
 		{"plain IPv6 still accepted", strict, reg(pod, "fd00:10:244:1::2", "fd00:10:96::11"), ""},
 		{"loopback ::1 left to the loopback class", nil, reg(pod, "::1", ""), ""},
 	}

@@ -144,24 +144,10 @@ func (p *AddressPolicy) checkClass(field string, ip netip.Addr) error {
 			field, ip)
 	case protocol.MetadataService(ip) != "":
 		return fmt.Errorf("%s %s is the cloud metadata service of %s, refused", field, ip, protocol.MetadataService(ip))
-	case embedsIPv4(ip):
-		return fmt.Errorf("%s %s embeds an IPv4 address (IPv4-compatible ::/96, IPv4-translated ::ffff:0:0:0/96 or NAT64 64:ff9b::/96, 64:ff9b:1::/48): tests would reach that IPv4 address, refused; register the IPv4 address itself", field, ip)
+	case embeds4(ip):
+		return fmt.Errorf("%s %s embeds an IPv4 address (IPv4-compatible ::/96, IPv4-translated ::ffff:0:0:0/96, NAT64 64:ff9b::/96, 64:ff9b:1::/48 or 6to4 2002::/16): tests would reach that IPv4 address, refused; register the IPv4 address itself", field, ip)
 	}
 	return nil
-}
-
-// embeddedIPv4 are the IPv6 prefixes whose addresses carry an IPv4
-// address that the kernel (sit0) or a translator sends packets to.
-var embeddedIPv4 = []netip.Prefix{netip.MustParsePrefix("::/96"), netip.MustParsePrefix("::ffff:0:0:0/96"),
-	netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48")}
-
-// embedsIPv4 reports whether ip is in embeddedIPv4; :: and ::1 are not
-// (the unspecified address and loopback have checks of their own).
-func embedsIPv4(ip netip.Addr) bool {
-	if ip.IsLoopback() || ip.IsUnspecified() {
-		return false
-	}
-	return slices.ContainsFunc(embeddedIPv4, func(p netip.Prefix) bool { return p.Contains(ip) })
 }
 
 // checkCIDRs refuses an address outside cidrs (none: any), which are the
@@ -280,4 +266,11 @@ func (r *Registry) checkCluster(ctx context.Context, n Node) error {
 		return fmt.Errorf("%w: node %q: %w", ErrBadRegistration, n.Name, err)
 	}
 	return nil
+}
+
+// embeds4 reports whether ip is an IPv6 form of an IPv4 address
+// (protocol.EmbeddedIPv4).
+func embeds4(ip netip.Addr) bool {
+	_, ok := protocol.EmbeddedIPv4(ip)
+	return ok
 }

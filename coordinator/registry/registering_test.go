@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 // TestRegistrationsOfANodeTakeTurns: a node's second Register, arriving
@@ -172,11 +175,31 @@ func TestServiceIPRetry(t *testing.T) {
 	}
 	r := newRegistry(t, Config{ServiceIPs: serviceIPs, ServiceIPRetry: time.Millisecond})
 	other, _ := connect(t, r, agentReg("node-2", "10.0.0.2", "10.244.2.2"))
+	// node-2's Endpoints are built over and over while node-1's ClusterIP
+	// arrives, as a session loop does (under -race: no record is edited
+	// while it is read).
+	r.mu.Lock()
+	s2 := r.sessions["node-2"]
+	r.mu.Unlock()
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				r.endpoints(s2)
+			}
+		}
+	})
 	connect(t, r, agentReg("node-1", "10.0.0.1", "10.244.1.2"))
 	testutil.Eventually(t, waitBound, time.Millisecond, "node-1's ClusterIP after the retries", func() bool {
 		n, ok := r.Node("node-1")
 		return ok && n.ServiceIP == clusterIP
 	})
+	close(stop)
+	readers.Wait()
 	if got := callsOf("node-1"); got != 4 {
 		t.Errorf("%d ServiceIPs calls for node-1, want 4: the failed one, two failed retries and the one that got it", got)
 	}
@@ -220,4 +243,73 @@ func TestServiceIPRetryEndsWithTheSession(t *testing.T) {
 	if got := calls.Load(); got != after {
 		t.Errorf("%d ServiceIPs calls after the session ended, want none", got-after)
 	}
+}
+
+// hookRecorder keeps the last record stored per node; before storing one
+// it calls before (if set), until before reports that it ran.
+type hookRecorder struct {
+	before func(*storev1.Agent) bool // reports whether it ran
+	ran    atomic.Bool               // set with the store of the record before ran for
+
+	mu   sync.Mutex
+	last map[string]*storev1.Agent
+	done bool // ran, as of last
+}
+
+func (h *hookRecorder) PutAgent(_ context.Context, a *storev1.Agent) error {
+	ran := h.before != nil && !h.ran.Load() && h.before(a)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.last[a.GetNodeName()] = proto.CloneOf(a)
+	if ran {
+		h.ran.Store(true)
+		h.done = true
+	}
+	return nil
+}
+
+func (h *hookRecorder) Agents(context.Context) ([]*storev1.Agent, error) { return nil, nil }
+
+// stored returns the last record of node and whether before had run by
+// the time it was stored.
+func (h *hookRecorder) stored(node string) (*storev1.Agent, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last[node], h.done
+}
+
+// TestServiceIPRetryKeepsACordon: a node cordoned while the record with
+// its new ClusterIP is being written (SetMaintenance's write lands first)
+// is stored cordoned and with its ClusterIP: the retry's stale write is
+// followed by the current record, not left last.
+func TestServiceIPRetryKeepsACordon(t *testing.T) {
+	clusterIP := netip.MustParseAddr("10.96.0.11")
+	var calls atomic.Int64
+	serviceIPs := func(context.Context, string, netip.Addr, protocol.ServerPorts) (netip.Addr, error) {
+		if calls.Add(1) == 1 {
+			return netip.Addr{}, errors.New("the API server is down")
+		}
+		return clusterIP, nil
+	}
+	rec := &hookRecorder{last: map[string]*storev1.Agent{}}
+	r, err := New(context.Background(), Config{Recorder: rec, ServiceIPs: serviceIPs, ServiceIPRetry: time.Millisecond,
+		HeartbeatInterval: time.Second, HeartbeatTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Shutdown)
+	rec.before = func(a *storev1.Agent) bool {
+		if a.GetServiceIp() == "" || a.GetMaintenance() {
+			return false
+		}
+		if _, err := r.SetMaintenance(context.Background(), "node-1", true); err != nil {
+			t.Error(err)
+		}
+		return true
+	}
+	connect(t, r, agentReg("node-1", "10.0.0.1", "10.244.1.2"))
+	testutil.Eventually(t, waitBound, time.Millisecond, "node-1 stored with its ClusterIP and cordoned", func() bool {
+		a, ran := rec.stored("node-1")
+		return ran && a.GetServiceIp() == clusterIP.String() && a.GetMaintenance()
+	})
 }

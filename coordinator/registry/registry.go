@@ -134,8 +134,9 @@ type Config struct {
 	// ServiceIPRetry is the first wait before ServiceIPs is asked again
 	// for a connected node whose registration got no ClusterIP because the
 	// call failed or found none (the API server down or slow); the wait
-	// doubles after each failure up to MaxServiceIPRetry, jittered, while
-	// the session lasts. Zero means DefaultServiceIPRetry.
+	// doubles after each failure up to MaxServiceIPRetry, each drawn from
+	// half to one and a half times it, while the session lasts. Zero means
+	// DefaultServiceIPRetry.
 	ServiceIPRetry time.Duration
 	// ExternalTargets is the allowlist of external targets (the
 	// coordinator's config file) that every Endpoints message carries to

@@ -8,8 +8,11 @@ import (
 	"net/netip"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/tick"
+	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 // This file holds a node's service IP in a cluster: the ClusterIP of the
@@ -82,7 +85,8 @@ func (r *Registry) lookUpServiceIP(ctx context.Context, n Node) (netip.Addr, err
 // retryServiceIP asks Config.ServiceIPs again for the node of s, a
 // session whose registration got no ClusterIP (resolveServiceIP's retry),
 // after Config.ServiceIPRetry and then after twice the last wait, up to
-// MaxServiceIPRetry, each wait jittered by up to a fifth, until it gets
+// MaxServiceIPRetry, each wait drawn from half to one and a half times
+// it, until it gets
 // one, s is no longer its node's session, or ctx ends. Each call takes the
 // node's registration turn (markRegistering), as a registration does, so
 // that it never repoints the Service with ports an agent has since
@@ -92,7 +96,7 @@ func (r *Registry) lookUpServiceIP(ctx context.Context, n Node) (netip.Addr, err
 func (r *Registry) retryServiceIP(ctx context.Context, s *session) {
 	wait := r.cfg.ServiceIPRetry
 	for attempt := 1; ; attempt++ {
-		jittered := wait + time.Duration(rand.Int64N(int64(wait)/5+1))
+		jittered := wait/2 + time.Duration(rand.Int64N(int64(wait)+1)) // half to one and a half: a fleet's retries spread
 		if tick.Sleep(ctx, jittered) != nil {
 			return
 		}
@@ -140,11 +144,40 @@ func (r *Registry) setServiceIP(ctx context.Context, s *session, ip netip.Addr) 
 	}
 	s.node.ServiceIP = ip // the only field of a session's node that changes: readers of it hold r.mu
 	r.addrs[ip] = append(r.addrs[ip], s)
+	// A new record, not an edit: endpoints reads records outside the lock.
+	a = cloneAgent(a)
 	a.ServiceIp = ip.String()
-	rec, maintenance := cloneAgent(a), a.GetMaintenance()
+	r.known[n.Name] = a
 	r.mu.Unlock()
 	r.log.Info("the node got its ClusterIP on retry", "node", n.Name, "service_ip", ip)
-	r.persist(ctx, rec)
-	r.planJoin(n, maintenance)
+	r.publishRecord(ctx, n)
 	r.announceEndpoints(n)
+}
+
+// publishRecord stores the record of n's node as it is now and puts n in
+// the probe plans with its cordon; if the record changed meanwhile (a
+// SetMaintenance between the copy and the write), it does both again, at
+// most three times, so that a write racing another ends with the later
+// state rather than a stale cordon.
+func (r *Registry) publishRecord(ctx context.Context, n Node) {
+	for range 3 {
+		r.mu.Lock()
+		a := r.known[n.Name]
+		var rec *storev1.Agent
+		if a != nil {
+			rec = cloneAgent(a)
+		}
+		r.mu.Unlock()
+		if rec == nil {
+			return
+		}
+		r.persist(ctx, rec)
+		r.planJoin(n, rec.GetMaintenance())
+		r.mu.Lock()
+		same := proto.Equal(r.known[n.Name], rec)
+		r.mu.Unlock()
+		if same {
+			return
+		}
+	}
 }

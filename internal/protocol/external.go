@@ -150,9 +150,8 @@ func CheckExternalIP(ip netip.Addr) error {
 // it, or returns "": a link-local address (169.254.0.0/16, fe80::/10: the
 // cloud metadata service 169.254.169.254 is one, and no target outside
 // the node is link-local), one of the cloud metadata services outside
-// those ranges (fd00:ec2::254, 100.100.100.200), or an IPv4-compatible,
-// IPv4-translated or NAT64 (64:ff9b::/96) form of one of those or of an
-// IPv4 loopback address. An IPv4-mapped address is judged as its IPv4
+// those ranges (fd00:ec2::254, 100.100.100.200), or an IPv6 form
+// (EmbeddedIPv4) of one of those or of an IPv4 loopback address. An IPv4-mapped address is judged as its IPv4
 // address.
 func offLimits(ip netip.Addr) string {
 	ip = ip.Unmap()
@@ -162,35 +161,49 @@ func offLimits(ip netip.Addr) string {
 	case metadataIPs[ip] != "":
 		return "is the cloud metadata service of " + metadataIPs[ip]
 	}
-	if v4, ok := embedded4(ip); ok {
+	if v4, ok := EmbeddedIPv4(ip); ok {
 		if why := offLimits(v4); why != "" {
-			return fmt.Sprintf("embeds %s (IPv4-compatible, IPv4-translated or NAT64), which %s", v4, why)
+			return fmt.Sprintf("embeds %s (IPv4-compatible, IPv4-translated, NAT64 or 6to4), which %s", v4, why)
 		}
 		if v4.IsLoopback() {
-			return fmt.Sprintf("embeds the loopback address %s (IPv4-compatible, IPv4-translated or NAT64)", v4)
+			return fmt.Sprintf("embeds the loopback address %s (IPv4-compatible, IPv4-translated, NAT64 or 6to4)", v4)
 		}
 	}
 	return ""
 }
 
-// embedded4 returns the IPv4 address that an IPv6 address of ::/96
-// (IPv4-compatible, but :: and ::1), ::ffff:0:0:0/96 (IPv4-translated)
-// or 64:ff9b::/96 (NAT64) carries in its last 32 bits: the kernel (sit0)
-// or a translator sends packets to it.
-func embedded4(ip netip.Addr) (netip.Addr, bool) {
+// EmbeddedIPv4 returns the IPv4 address an IPv6 address carries that the
+// kernel (sit0) or a translator sends packets to, and true; false for any
+// other address (:: and ::1 included, IPv4 addresses and IPv4-mapped
+// ::ffff:a.b.c.d, which are IPv4 to the kernel, too). The forms are
+// IPv4-compatible ::/96 and IPv4-translated ::ffff:0:0:0/96 (the last 32
+// bits), NAT64 64:ff9b::/96 (RFC 6052, the last 32 bits), local-use NAT64
+// 64:ff9b:1::/48 (RFC 8215, RFC 6052's /48 layout: bits 48..63 and
+// 72..87) and 6to4 2002::/16 (RFC 3056, bits 16..47).
+func EmbeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
 	if !ip.Is6() || ip.Is4In6() || ip.IsLoopback() || ip.IsUnspecified() {
 		return netip.Addr{}, false
 	}
-	for _, p := range embedding4 {
-		if p.Contains(ip) {
-			b := ip.As16()
-			return netip.AddrFrom4([4]byte(b[12:])), true
-		}
+	b := ip.As16()
+	switch {
+	case compat4.Contains(ip), translated4.Contains(ip), nat64.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[12:])), true
+	case localNAT64.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[6], b[7], b[9], b[10]}), true
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
 	}
 	return netip.Addr{}, false
 }
 
-var embedding4 = []netip.Prefix{netip.MustParsePrefix("::/96"), netip.MustParsePrefix("::ffff:0:0:0/96"), netip.MustParsePrefix("64:ff9b::/96")}
+// The IPv6 prefixes whose addresses carry an IPv4 address (EmbeddedIPv4).
+var (
+	compat4     = netip.MustParsePrefix("::/96")
+	translated4 = netip.MustParsePrefix("::ffff:0:0:0/96")
+	nat64       = netip.MustParsePrefix("64:ff9b::/96")
+	localNAT64  = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFour   = netip.MustParsePrefix("2002::/16")
+)
 
 func validateLabel(s string) error {
 	if s == "" || len(s) > 63 {

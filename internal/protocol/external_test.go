@@ -212,7 +212,8 @@ func FuzzValidateExternalPorts(f *testing.F) {
 
 // TestParsePeerIP: a peer node's address is a routable unicast address:
 // link-local, cloud metadata, loopback (outside a lab on loopback) and
-// IPv4-compatible forms of those are refused, naming the address.
+// IPv6 forms of those (IPv4-compatible, NAT64, local-use NAT64, 6to4)
+// are refused, naming the address.
 func TestParsePeerIP(t *testing.T) {
 	for _, tt := range []struct {
 		in       string
@@ -231,6 +232,10 @@ func TestParsePeerIP(t *testing.T) {
 		{"100.100.100.200", false, `"100.100.100.200" is the cloud metadata service of`},
 		{"::7f00:1", true, `"::7f00:1" embeds the loopback address 127.0.0.1`},
 		{"64:ff9b::a9fe:a9fe", false, `embeds 169.254.169.254`},
+		{"64:ff9b:1:a9fe:a9:fe00::", false, `embeds 169.254.169.254`},     // local-use NAT64, RFC 6052's /48 layout
+		{"2002:7f00:1::1", true, `embeds the loopback address 127.0.0.1`}, // 6to4
+		{"2002:a9fe:a9fe::1", false, `embeds 169.254.169.254`},
+		{"2002:a00:1::1", false, ""}, // 6to4 of a private address: a routable peer
 		{"0.0.0.0", false, "unspecified"},
 		{"::ffff:10.0.0.1", false, "IPv4-mapped"},
 		{"node-1", false, "not an IP address"},
@@ -246,7 +251,7 @@ func TestParsePeerIP(t *testing.T) {
 // FuzzParsePeerIP: whatever the text, an accepted address is valid and
 // none of the refused kinds.
 func FuzzParsePeerIP(f *testing.F) {
-	for _, s := range []string{"10.0.0.1", "::1", "169.254.169.254", "fe80::1%eth0", "::7f00:1", "64:ff9b::7f00:1", "garbage"} {
+	for _, s := range []string{"10.0.0.1", "::1", "169.254.169.254", "fe80::1%eth0", "::7f00:1", "64:ff9b::7f00:1", "64:ff9b:1:7f00:0:100::", "2002:7f00:1::", "garbage"} {
 		f.Add(s, false)
 	}
 	f.Fuzz(func(t *testing.T, s string, loopback bool) {
@@ -261,7 +266,7 @@ func FuzzParsePeerIP(f *testing.F) {
 			(ip.IsLoopback() && !loopback) || metadataIPs[ip] != "" {
 			t.Errorf("ParsePeerIP(%q, %v) = %v, a refused kind", s, loopback, ip)
 		}
-		if v4, ok := embedded4(ip); ok && (v4.IsLoopback() || v4.IsLinkLocalUnicast()) {
+		if v4, ok := EmbeddedIPv4(ip); ok && (v4.IsLoopback() || v4.IsLinkLocalUnicast()) {
 			t.Errorf("ParsePeerIP(%q) = %v, embedding %v", s, ip, v4)
 		}
 	})
