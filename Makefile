@@ -91,9 +91,25 @@ build: ## Build agent, coordinator and meshlab into ./bin.
 # and failures, then a "SKIPPED: pkg Test: reason" line per skipped test;
 # with CI=true a skip for a missing tool or root fails the target
 # (internal/testskip's prefixes). pipefail keeps go test's own status.
+# RACE_PKGS are the packages whose goroutines share the most state (agent
+# sessions and the registry's indexes, runs, the gossip tracker, probe
+# plans, the Kubernetes caches, the store's batches, the prober, the
+# spool): `make test` runs their tests a second time under the race
+# detector, about 2 minutes. agent/gossip is left out: its tests time
+# hashicorp/memberlist's probes, which the detector's slowdown fails.
+RACE_PKGS = ./coordinator/registry/ ./coordinator/runs/ ./coordinator/membership/ ./coordinator/probeplan/ \
+	./coordinator/kube/ ./coordinator/identity/ ./coordinator/server/ ./coordinator/store/ ./coordinator/ingest/ \
+	./coordinator/monitor/ ./coordinator/remotewrite/ ./internal/queue/ ./internal/tick/ \
+	./agent/probe/ ./agent/spool/
+
 .PHONY: test
-test: deps test-deps ## Run every test (as root: lab and end-to-end tests build network namespaces); lists the skipped ones.
+test: deps test-deps ## Run every test (as root: lab and end-to-end tests build network namespaces), then the concurrent core's under -race; lists the skipped ones.
 	go test -json -count=1 -timeout 30m ./... | go run ./internal/testlog
+	$(MAKE) --no-print-directory test-race
+
+.PHONY: test-race
+test-race: ## Run the tests of RACE_PKGS under the race detector.
+	go test -race -json -count=1 -timeout 15m $(RACE_PKGS) | go run ./internal/testlog
 
 .PHONY: demo
 demo: deps build ## Full mesh on a local lab per CNI mode, then compare (root); UI=1 keeps the web UI up until Ctrl-C.
