@@ -3,15 +3,21 @@
 // a Service without selector named after the node (Name) and an
 // EndpointSlice that points at that node's pod IP alone. Services creates
 // them when an agent registers (Ensure), repoints the slice when the pod
-// IP changes, and deletes those of nodes that left (Remove, Prune). It is
-// the only package of the coordinator that imports client-go; the registry
-// sees it as a function from node and pod IP to ClusterIP.
+// IP changes, and deletes those of nodes that left (Remove, Prune). With
+// coordinator/identity it is the coordinator's only package that talks to
+// the API server; the registry sees it as a function from node and pod IP
+// to ClusterIP.
 //
 // The Service carries one named port per test server the node's agent
 // registered (ServicePorts); the EndpointSlice carries the same names and
 // numbers, as kube-proxy matches them by name. Every object is labelled
 // app.kubernetes.io/managed-by=meshperf and meshperf.io/node, and Prune
 // touches nothing else.
+//
+// It also keeps the informer caches the coordinator's checks read instead
+// of the API: the Nodes' and pod endpoints' addresses a registration must
+// match (Addresses) and the agent pods an identity token is checked
+// against (AgentPods).
 package kube
 
 import (
