@@ -85,24 +85,28 @@ func NewAddresses(ctx context.Context, cfg AddressesConfig) (*Addresses, error) 
 }
 
 // slimNode keeps what NodeIPs needs of a Node: its name and addresses.
-func slimNode(obj any) (any, error) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return obj, nil // a tombstone
-	}
+var slimNode = slim(func(n *corev1.Node) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion},
-		Status: corev1.NodeStatus{Addresses: n.Status.Addresses}}, nil
-}
+		Status: corev1.NodeStatus{Addresses: n.Status.Addresses}}
+})
 
 // slimPod keeps what EndpointPodIPs needs of a pod.
-func slimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
+var slimPod = slim(func(p *corev1.Pod) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, ResourceVersion: p.ResourceVersion,
 		DeletionTimestamp: p.DeletionTimestamp}, Spec: corev1.PodSpec{NodeName: p.Spec.NodeName},
-		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs}}, nil
+		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs}}
+})
+
+// slim is the informer transform that stores what keep makes of each
+// object of type T, and passes anything else (a deleted object's
+// tombstone) through as it is.
+func slim[T any](keep func(*T) *T) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		if o, ok := obj.(*T); ok {
+			return keep(o), nil
+		}
+		return obj, nil
+	}
 }
 
 // wait waits for the informers' first lists, until ctx ends.

@@ -75,16 +75,12 @@ func NewAgentPods(ctx context.Context, cfg AgentPodsConfig) (*AgentPods, error) 
 }
 
 // slimAgentPod keeps what an identity check reads of an agent pod.
-func slimAgentPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil // a tombstone
-	}
+var slimAgentPod = slim(func(p *corev1.Pod) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 		OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp},
 		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, ServiceAccountName: p.Spec.ServiceAccountName},
-		Status: corev1.PodStatus{Phase: p.Status.Phase}}, nil
-}
+		Status: corev1.PodStatus{Phase: p.Status.Phase}}
+})
 
 // Get returns the cached agent pod of that name, as the informer last saw
 // it (a watch event behind the API server), or false if the cache has
