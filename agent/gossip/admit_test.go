@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,6 +131,13 @@ func TestGhostMemberNotTaken(t *testing.T) {
 			if _, err := ghost.Join([]string{addrOf(relay).String()}); err != nil {
 				t.Fatalf("ghost joins the relay: %v", err)
 			}
+			// The relay merges the ghost's state after the ghost's Join
+			// has returned: wait for it, else the victim's push/pull may
+			// not carry the ghost at all (and the cases that refuse it
+			// would pass for that reason).
+			testutil.Eventually(t, 10*time.Second, time.Millisecond, "the relay knowing the ghost", func() bool {
+				return slices.ContainsFunc(relay.Members(), func(n *memberlist.Node) bool { return n.Name == "ghost" })
+			})
 			// A join is a push/pull: the relay's state, ghost included,
 			// is merged before Join returns.
 			_, err = g.Join(ctx, []string{addrOf(relay).String()})
