@@ -31,10 +31,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -512,92 +509,4 @@ func Run(ctx context.Context, cfg Config) error {
 		_ = os.Remove(cfg.SocketPath)
 	}
 	return err
-}
-
-// listen opens the TCP listener and the unix socket; nil for one not
-// configured.
-func listen(cfg Config) (tcp, unix net.Listener, err error) {
-	if cfg.ListenAddress != "" {
-		if tcp, err = net.Listen("tcp", cfg.ListenAddress); err != nil {
-			return nil, nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddress, err)
-		}
-	}
-	closeAll := func() {
-		if tcp != nil {
-			_ = tcp.Close()
-		}
-	}
-	if cfg.SocketPath != "" {
-		if err := os.MkdirAll(filepath.Dir(cfg.SocketPath), 0o755); err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("socket directory: %w", err)
-		}
-		// Only ever replace a stale socket: never a file (it could be the
-		// store), never a socket a live coordinator answers on.
-		if fi, err := os.Lstat(cfg.SocketPath); err == nil && fi.Mode().Type() != os.ModeSocket {
-			closeAll()
-			return nil, nil, fmt.Errorf("socket path %s exists and is not a socket (%v); refusing to replace it", cfg.SocketPath, fi.Mode().Type())
-		}
-		if c, err := net.DialTimeout("unix", cfg.SocketPath, time.Second); err == nil {
-			_ = c.Close()
-			closeAll()
-			return nil, nil, fmt.Errorf("socket %s is in use by a running coordinator", cfg.SocketPath)
-		}
-		if err := os.Remove(cfg.SocketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-			closeAll()
-			return nil, nil, fmt.Errorf("remove stale socket %s: %w", cfg.SocketPath, err)
-		}
-		// The socket is the CLI's, with every right of MeshService: it is
-		// created 0600 (umask 0177 around bind(2)), so that no other user
-		// can connect before the chmod that follows. The umask is the
-		// process's: a file created meanwhile gets fewer rights, never more.
-		old := syscall.Umask(0o177)
-		l, err := net.Listen("unix", cfg.SocketPath)
-		syscall.Umask(old)
-		if err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("listen on %s: %w", cfg.SocketPath, err)
-		}
-		if err := os.Chmod(cfg.SocketPath, 0o600); err != nil {
-			closeAll()
-			_ = l.Close()
-			return nil, nil, fmt.Errorf("chmod %s: %w", cfg.SocketPath, err)
-		}
-		unix = l
-	}
-	return tcp, unix, nil
-}
-
-// monitorRuns gives the monitor the run manager's Trigger, and the runs
-// in progress from its memory (Active): the store would decode every run
-// header of the retention window at every tick.
-type monitorRuns struct{ *runs.Manager }
-
-// Runs returns the runs in progress whose state is one of states (any, if
-// none is given).
-func (r monitorRuns) Runs(_ context.Context, states ...measurev1.RunState) ([]*measurev1.Run, error) {
-	return slices.DeleteFunc(r.Active(), func(run *measurev1.Run) bool {
-		return len(states) > 0 && !slices.Contains(states, run.GetState())
-	}), nil
-}
-
-// observers tells each of several runs.Observers.
-type observers []runs.Observer
-
-func (os observers) RunStarted(runID string) {
-	for _, o := range os {
-		o.RunStarted(runID)
-	}
-}
-
-func (os observers) Recorded(results []*measurev1.Result) {
-	for _, o := range os {
-		o.Recorded(results)
-	}
-}
-
-func (os observers) RunEnded(runID string, state measurev1.RunState) {
-	for _, o := range os {
-		o.RunEnded(runID, state)
-	}
 }
