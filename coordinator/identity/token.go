@@ -81,8 +81,8 @@ type TokenConfig struct {
 	// pod read. Anything else (a miss, another UID, a pod the cache still
 	// shows pending) is read from the API, so a cache that lags never
 	// refuses an agent; kube.AgentPods answers nothing while its watch
-	// fails, so it lags a watch event at most. The pod is not modified. Nil means every pod is
-	// read from the API.
+	// fails, so it lags a watch event at most. The pod is not modified.
+	// Nil means every pod is read from the API.
 	Pods func(name string) (*corev1.Pod, bool)
 	// Now is the cache's clock; nil means time.Now.
 	Now func() time.Time
@@ -93,7 +93,8 @@ type TokenConfig struct {
 // Token proves a node from the agent's projected service-account token
 // (metadata MetadataKey): the TokenReview API must authenticate it for
 // Audience as a service account of Namespace bound to a pod; that pod,
-// read from the API (or TokenConfig.Pods), must have the reviewed UID, be controlled by the
+// read from the API (or TokenConfig.Pods), must have the reviewed UID, be
+// controlled by the
 // DaemonSet (the controller reference's UID is the live DaemonSet's), run
 // as ServiceAccount, be running and not being deleted, and run on a node
 // (spec.nodeName), which is the node proven. A token that is not a

@@ -97,18 +97,6 @@ var slimPod = slim(func(p *corev1.Pod) *corev1.Pod {
 		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs}}
 })
 
-// slim is the informer transform that stores what keep makes of each
-// object of type T, and passes anything else (a deleted object's
-// tombstone) through as it is.
-func slim[T any](keep func(*T) *T) cache.TransformFunc {
-	return func(obj any) (any, error) {
-		if o, ok := obj.(*T); ok {
-			return keep(o), nil
-		}
-		return obj, nil
-	}
-}
-
 // wait waits for the informers' first lists, until ctx ends.
 func (a *Addresses) wait(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), a.nodes.HasSynced, a.pods.HasSynced) {

@@ -86,8 +86,7 @@ func (r *Registry) lookUpServiceIP(ctx context.Context, n Node) (netip.Addr, err
 // session whose registration got no ClusterIP (resolveServiceIP's retry),
 // after Config.ServiceIPRetry and then after twice the last wait, up to
 // MaxServiceIPRetry, each wait drawn from half to one and a half times
-// it, until it gets
-// one, s is no longer its node's session, or ctx ends. Each call takes the
+// it, until it gets one, s is no longer its node's session, or ctx ends. Each call takes the
 // node's registration turn (markRegistering), as a registration does, so
 // that it never repoints the Service with ports an agent has since
 // changed, and a prune keeps the Service. The ClusterIP it gets becomes
