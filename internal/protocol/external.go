@@ -120,11 +120,12 @@ func ParseExternalAddress(s string) (netip.Addr, error) {
 // own services. The error names the address.
 func ParsePeerIP(s string, allowLoopback bool) (netip.Addr, error) {
 	ip, err := ParseEndpointIP(s)
-	switch {
-	case err != nil:
+	if err != nil {
 		return netip.Addr{}, err
-	case offLimits(ip) != "":
-		return netip.Addr{}, fmt.Errorf("%q %s", s, offLimits(ip))
+	}
+	switch why := offLimits(ip); {
+	case why != "":
+		return netip.Addr{}, fmt.Errorf("%q %s", s, why)
 	case ip.IsLoopback() && !allowLoopback:
 		return netip.Addr{}, fmt.Errorf("%q is a loopback address", s)
 	}
@@ -151,8 +152,8 @@ func CheckExternalIP(ip netip.Addr) error {
 // cloud metadata service 169.254.169.254 is one, and no target outside
 // the node is link-local), one of the cloud metadata services outside
 // those ranges (fd00:ec2::254, 100.100.100.200), or an IPv6 form
-// (EmbeddedIPv4) of one of those or of an IPv4 loopback address. An IPv4-mapped address is judged as its IPv4
-// address.
+// (EmbeddedIPv4) of one of those or of an IPv4 loopback address. An
+// IPv4-mapped address is judged as its IPv4 address.
 func offLimits(ip netip.Addr) string {
 	ip = ip.Unmap()
 	switch {
