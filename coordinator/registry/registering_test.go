@@ -256,11 +256,15 @@ type hookRecorder struct {
 	done bool // ran, as of last
 }
 
+// PutAgent takes a as it is at the call, as a store that encodes its
+// argument does, then runs before (once it reported that it ran, no
+// more), then keeps the copy: a write that before made lands first.
 func (h *hookRecorder) PutAgent(_ context.Context, a *storev1.Agent) error {
+	a = proto.CloneOf(a)
 	ran := h.before != nil && !h.ran.Load() && h.before(a)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.last[a.GetNodeName()] = proto.CloneOf(a)
+	h.last[a.GetNodeName()] = a
 	if ran {
 		h.ran.Store(true)
 		h.done = true
@@ -312,4 +316,62 @@ func TestServiceIPRetryKeepsACordon(t *testing.T) {
 		a, ran := rec.stored("node-1")
 		return ran && a.GetServiceIp() == clusterIP.String() && a.GetMaintenance()
 	})
+}
+
+// TestRecordWritesRaceACordon: a node cordoned or uncordoned while
+// another write of its record is under way (a registration, a
+// disconnect; the cordon's write lands first) is stored with the cordon
+// and with what the other write changed: the stale write is followed by
+// the current record, not left last.
+func TestRecordWritesRaceACordon(t *testing.T) {
+	tests := []struct {
+		name string
+		// during says which write of node-1 the cordon races.
+		during func(a *storev1.Agent) bool
+		// act makes that write happen, given the registry.
+		act  func(t *testing.T, r *Registry)
+		want func(a *storev1.Agent) bool
+	}{
+		{
+			name:   "registration",
+			during: func(a *storev1.Agent) bool { return a.GetConnected() },
+			act: func(t *testing.T, r *Registry) {
+				connect(t, r, agentReg("node-1", "10.0.0.1", "10.244.1.2"))
+			},
+			want: func(a *storev1.Agent) bool { return a.GetConnected() && a.GetMaintenance() },
+		},
+		{
+			name:   "disconnect",
+			during: func(a *storev1.Agent) bool { return !a.GetConnected() },
+			act: func(t *testing.T, r *Registry) {
+				a, _ := connect(t, r, agentReg("node-1", "10.0.0.1", "10.244.1.2"))
+				a.leave(t)
+			},
+			want: func(a *storev1.Agent) bool { return !a.GetConnected() && a.GetMaintenance() },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &hookRecorder{last: map[string]*storev1.Agent{}}
+			r, err := New(context.Background(), Config{Recorder: rec, HeartbeatInterval: time.Second, HeartbeatTimeout: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(r.Shutdown)
+			rec.before = func(a *storev1.Agent) bool {
+				if a.GetNodeName() != "node-1" || a.GetMaintenance() || !tt.during(a) {
+					return false
+				}
+				if _, err := r.SetMaintenance(context.Background(), "node-1", true); err != nil {
+					t.Error(err)
+				}
+				return true
+			}
+			tt.act(t, r)
+			testutil.Eventually(t, waitBound, time.Millisecond, "node-1 stored as the write left it, and cordoned", func() bool {
+				a, ran := rec.stored("node-1")
+				return ran && tt.want(a)
+			})
+		})
+	}
 }

@@ -390,8 +390,9 @@ func (r *Registry) SetMaintenance(ctx context.Context, name string, on bool) (*m
 	rec, ok := r.known[name]
 	var a *meshv1.Agent
 	if ok {
-		rec.Maintenance = on
 		rec = cloneAgent(rec)
+		rec.Maintenance = on
+		r.known[name] = rec
 		a = protoconv.APIAgent(rec)
 		a.State = r.state(rec, time.Now(), gossipGone(r.gossip.State(name)))
 	}
@@ -399,7 +400,7 @@ func (r *Registry) SetMaintenance(ctx context.Context, name string, on bool) (*m
 	if !ok {
 		return nil, fmt.Errorf("node %q: %w", name, ErrUnknownNode)
 	}
-	r.persist(ctx, rec)
+	r.storeRecord(ctx, name, nil)
 	r.SyncProbes()
 	r.log.Info("node maintenance", "node", name, "maintenance", on)
 	return a, nil
@@ -514,7 +515,7 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 	r.promoteLocked() // a replaced reporter whose new session does not gossip left a slot
 	r.known[s.node.Name] = a
 	r.mu.Unlock()
-	r.planJoin(s.node, a.GetMaintenance())
+	r.storeRecord(ctx, s.node.Name, func(a *storev1.Agent) { r.planJoin(s.node, a.GetMaintenance()) })
 	// Gossip that predates this session (a restarted agent left the pool
 	// and is rejoining) says nothing about it.
 	r.gossip.Joined(s.node.Name)
@@ -522,7 +523,6 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 	if old != nil {
 		old.end(ErrReplaced)
 	}
-	r.persist(ctx, a)
 	r.announceEndpoints(s.node)
 	return nil
 }
@@ -531,26 +531,54 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 func (r *Registry) detach(ctx context.Context, s *session) {
 	r.mu.Lock()
 	current := r.sessions[s.node.Name] == s
-	var a *storev1.Agent
 	if current {
 		delete(r.sessions, s.node.Name)
 		r.unindexLocked(s)
 		r.promoteLocked()
-		if a = r.known[s.node.Name]; a != nil {
+		if a := r.known[s.node.Name]; a != nil {
+			a = cloneAgent(a)
 			a.Connected = false
 			a.LastSeenTime = timestamppb.New(s.lastSeen())
-			a = cloneAgent(a)
+			r.known[s.node.Name] = a
 		}
 	}
 	r.mu.Unlock()
-	if a != nil {
-		r.persist(ctx, a)
-	}
 	if current {
+		r.storeRecord(ctx, s.node.Name, nil)
 		r.leftUnproven(s.node.Name)
 		r.gossip.Drop(s.node.Name)
 		r.kickGossip()
 		r.announceEndpoints(s.node)
+	}
+}
+
+// storeRecord stores the record of node name as it is now and calls then
+// (if not nil) with it. If the record was replaced meanwhile (another
+// writer between the read and the write), it does both again, at most
+// three times, so that writes that race end with the later state stored
+// rather than a stale one (a cordon lost, a disconnect undone).
+//
+// The records in r.known are never edited once there: a change puts a
+// new record in its place (cloneAgent), so a record read under r.mu can
+// be used, stored and compared by pointer outside it.
+func (r *Registry) storeRecord(ctx context.Context, name string, then func(*storev1.Agent)) {
+	for range 3 {
+		r.mu.Lock()
+		a := r.known[name]
+		r.mu.Unlock()
+		if a == nil {
+			return
+		}
+		r.persist(ctx, a)
+		if then != nil {
+			then(a)
+		}
+		r.mu.Lock()
+		same := r.known[name] == a
+		r.mu.Unlock()
+		if same {
+			return
+		}
 	}
 }
 

@@ -8,8 +8,6 @@ import (
 	"net/netip"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/tick"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
@@ -143,40 +141,11 @@ func (r *Registry) setServiceIP(ctx context.Context, s *session, ip netip.Addr) 
 	}
 	s.node.ServiceIP = ip // the only field of a session's node that changes: readers of it hold r.mu
 	r.addrs[ip] = append(r.addrs[ip], s)
-	// A new record, not an edit: endpoints reads records outside the lock.
-	a = cloneAgent(a)
+	a = cloneAgent(a) // a new record, not an edit (storeRecord)
 	a.ServiceIp = ip.String()
 	r.known[n.Name] = a
 	r.mu.Unlock()
 	r.log.Info("the node got its ClusterIP on retry", "node", n.Name, "service_ip", ip)
-	r.publishRecord(ctx, n)
+	r.storeRecord(ctx, n.Name, func(a *storev1.Agent) { r.planJoin(n, a.GetMaintenance()) })
 	r.announceEndpoints(n)
-}
-
-// publishRecord stores the record of n's node as it is now and puts n in
-// the probe plans with its cordon; if the record changed meanwhile (a
-// SetMaintenance between the copy and the write), it does both again, at
-// most three times, so that a write racing another ends with the later
-// state rather than a stale cordon.
-func (r *Registry) publishRecord(ctx context.Context, n Node) {
-	for range 3 {
-		r.mu.Lock()
-		a := r.known[n.Name]
-		var rec *storev1.Agent
-		if a != nil {
-			rec = cloneAgent(a)
-		}
-		r.mu.Unlock()
-		if rec == nil {
-			return
-		}
-		r.persist(ctx, rec)
-		r.planJoin(n, rec.GetMaintenance())
-		r.mu.Lock()
-		same := proto.Equal(r.known[n.Name], rec)
-		r.mu.Unlock()
-		if same {
-			return
-		}
-	}
 }
