@@ -42,8 +42,14 @@ func (r *Registry) resolveServiceIP(ctx context.Context, n Node) (_ Node, retry 
 	// The lookup gives one ClusterIP, of the pod IP's family: an IPv6
 	// ClusterIP beside it is the agent's word, never taken in a cluster.
 	n.ServiceIP, n.ServiceIPv6 = netip.Addr{}, netip.Addr{}
-	drop := func(level slog.Level, why string, args ...any) (Node, bool) {
-		retry := level > slog.LevelWarn
+	// drop leaves the node without a service IP. A lookup that failed is
+	// retried (an error); a node that cannot have one is only a warning,
+	// and only if its agent claimed one.
+	drop := func(retry bool, why string, args ...any) (Node, bool) {
+		level := slog.LevelWarn
+		if retry {
+			level = slog.LevelError
+		}
 		if agentIP.IsValid() || retry {
 			r.log.Log(ctx, level, why+"; the node gets no service IP (the agent's is never taken in a cluster)",
 				append([]any{"node", n.Name, "agent_service_ip", agentIP}, args...)...)
@@ -52,14 +58,14 @@ func (r *Registry) resolveServiceIP(ctx context.Context, n Node) (_ Node, retry 
 	}
 	switch {
 	case !n.PodIP.IsValid():
-		return drop(slog.LevelWarn, "the node registered no pod address, so no Service fronts it")
+		return drop(false, "the node registered no pod address, so no Service fronts it")
 	case r.cfg.ServiceIPs == nil:
-		return drop(slog.LevelWarn, "the coordinator looks up no ClusterIPs")
+		return drop(false, "the coordinator looks up no ClusterIPs")
 	}
 	ip, err := r.lookUpServiceIP(ctx, n)
 	switch {
 	case err != nil:
-		return drop(slog.LevelError, "no ClusterIP for the node's pod endpoint, asking again later", "pod_ip", n.PodIP, "err", err)
+		return drop(true, "no ClusterIP for the node's pod endpoint, asking again later", "pod_ip", n.PodIP, "err", err)
 	case agentIP.IsValid() && agentIP != ip:
 		r.log.Warn("the agent's service IP is not its node's ClusterIP; using the ClusterIP", "node", n.Name,
 			"agent_service_ip", agentIP, "cluster_ip", ip)
