@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -128,6 +129,61 @@ func TestContinuousProbes(t *testing.T) {
 	}
 	if faults := grepLines(body, "meshperf_probe_fault{"); strings.Contains(faults, `node="node-1"`) || strings.Contains(faults, `node="node-2"`) {
 		t.Errorf("a healthy node is blamed:\n%s", faults)
+	}
+}
+
+// TestReportsAfterASpoolLoss: an agent that restarts without its spool
+// (here in memory only; a spool file lost with /run at a reboot is the
+// same) numbers its reports from 1 again, under a new seq epoch; the
+// coordinator stores them as the new reports they are, not as resends of
+// the seqs it stored before the restart (which it would acknowledge and
+// drop, counted in meshperf_probe_reports_resent_total).
+func TestReportsAfterASpoolLoss(t *testing.T) {
+	settings := &agentv1.ProbeSettings{
+		Interval: durationpb.New(time.Second), ReportInterval: durationpb.New(time.Second),
+		Timeout: durationpb.New(500 * time.Millisecond), Kinds: []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_TCP},
+		Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST}, PayloadBytes: 56, MaxInFlight: 8, MaxPacketsPerSecond: 100,
+	}
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
+	agentAddr, mesh, _ := startCoordinatorWith(t, func(c *coordinator.Config) {
+		c.Probes, c.PlanDebounce, c.MetricsAddress = settings, 20*time.Millisecond, metricsAddr
+	})
+	a := baseConfig(t, agentAddr, "node-1")
+	b := baseConfig(t, agentAddr, "node-2")
+	b.HostIP = netip.MustParseAddr("127.0.0.2")
+	startAgent(t, b)
+	ctx := testnet.Ctx(t, 2*time.Minute)
+	samples := func(since time.Time) int {
+		resp, err := mesh.ListProbeSeries(ctx, &meshv1.ListProbeSeriesRequest{SrcNode: "node-1", DstNode: "node-2",
+			Path: measurev1.Path_PATH_HOST_TO_HOST, Kind: measurev1.ProbeKind_PROBE_KIND_TCP, StartTime: timestamppb.New(since)})
+		if err != nil {
+			t.Fatalf("ListProbeSeries: %v", err)
+		}
+		return len(resp.GetSamples())
+	}
+	since := time.Now().Add(-time.Minute)
+	for life := range 2 {
+		lifeCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- agent.Run(lifeCtx, a) }()
+		// The first life stores more reports than the second needs, so
+		// that every seq of the second was stored once before.
+		want := []int{5, 2}[life]
+		ok := testutil.Within(30*time.Second, 20*time.Millisecond, func() bool { return samples(since) >= want })
+		stop()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("agent life %d: %v", life, err)
+		}
+		if !ok {
+			t.Fatalf("agent life %d: %d samples of node-1 stored within 30 s, want %d", life, samples(since), want)
+		}
+		since = time.Now()
+	}
+	// Neither life resent a report (each had its own spool): none was
+	// found stored already.
+	body := scrapeMetrics(t, metricsAddr)
+	if !strings.Contains(body, "\nmeshperf_probe_reports_resent_total 0\n") {
+		t.Errorf("reports of the second life taken for resends:\n%s", grepLines(body, "meshperf_probe_reports_"))
 	}
 }
 

@@ -123,7 +123,7 @@ func (p *probeSink) publishedFaults() []diagnose.Finding {
 // ordered pair x path x kind x family of the plans). It costs O(nodes).
 func (p *probeSink) ProbeStatus() metrics.ProbeStatus {
 	st := p.in.Stats()
-	out := metrics.ProbeStatus{Reports: st.Reports, Summaries: st.Summaries, Batches: st.Batches, Refused: st.Refused,
+	out := metrics.ProbeStatus{Reports: st.Reports, Summaries: st.Summaries, Resent: st.Resent, Batches: st.Batches, Refused: st.Refused,
 		Busy: st.Busy, WriteErrors: st.WriteErrors, Peers: p.peers.Len(), PlansAcked: p.reg.PlansAcked()}
 	p.mu.Lock()
 	out.Faults, out.JudgeSeconds = p.faults, p.judged.Seconds()
@@ -182,7 +182,7 @@ func ipv4Series(reports []series.Report) []series.Report {
 
 // seriesReport is a checked report as the store keeps it.
 func seriesReport(node string, r *agentv1.ProbeReport) series.Report {
-	out := series.Report{Src: node, Seq: r.GetSeq(), Start: r.GetPeriodStart().AsTime(), Period: r.GetPeriod().AsDuration(),
+	out := series.Report{Src: node, Seq: r.GetSeq(), SeqEpoch: r.GetSeqEpoch(), Start: r.GetPeriodStart().AsTime(), Period: r.GetPeriod().AsDuration(),
 		Summaries: make([]series.Summary, 0, len(r.GetSummaries()))}
 	for _, s := range r.GetSummaries() {
 		out.Summaries = append(out.Summaries, series.Summary{
@@ -233,10 +233,15 @@ func writeReports(st seriesStore, then ...storedReports) ingest.WriteFunc {
 			}
 		}
 		var refused store.ReportErrors
-		if !errors.As(err, &refused) {
+		if err != nil && !errors.As(err, &refused) {
 			return nil, err
 		}
 		out := make([]error, len(batch))
+		for i, ok := range stored {
+			if !ok && i < len(out) {
+				out[i] = ingest.ErrStoredAlready // unless refused, below
+			}
+		}
 		for _, e := range refused {
 			if e.Index >= 0 && e.Index < len(out) {
 				out[e.Index] = e

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -18,13 +19,25 @@ import (
 const DefaultMaxReports = 720
 
 // loadReports creates the reports bucket, drops the reports that do not
-// decode and counts the rest. Caller is load, inside its transaction.
+// decode, counts the rest and reads (or draws, for a new file) the seq
+// epoch. Caller is load, inside its transaction.
 func (s *Spool) loadReports(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	switch v := meta.Get(keyReportsSeqEpoch); {
+	case len(v) == 8:
+		s.seqEpoch = binary.BigEndian.Uint64(v)
+	case tx.Bucket(bucketReports) != nil && tx.Bucket(bucketReports).Sequence() > 0:
+		s.seqEpoch = 0 // a file older than seq epochs: its numbering goes on
+	default:
+		s.seqEpoch = newSeqEpoch()
+	}
+	if err := putUint64(meta, keyReportsSeqEpoch, s.seqEpoch); err != nil {
+		return err
+	}
 	b, err := tx.CreateBucketIfNotExists(bucketReports)
 	if err != nil {
 		return err
 	}
-	meta := tx.Bucket(bucketMeta)
 	var bad [][]byte
 	n := 0
 	c := b.Cursor()
@@ -47,7 +60,7 @@ func (s *Spool) loadReports(tx *bolt.Tx) error {
 	}
 	if len(bad) > 0 {
 		dropped += uint64(len(bad))
-		if err := putCount(meta, keyReportsDropped, dropped); err != nil {
+		if err := putUint64(meta, keyReportsDropped, dropped); err != nil {
 			return err
 		}
 		s.log.Error("probe report spool held entries that do not decode; dropped", "count", len(bad), "dropped_total", dropped)
@@ -70,8 +83,24 @@ func reportsLane(bound int) lane {
 		}}
 }
 
+// newSeqEpoch draws a seq epoch: random, not 0 (the epoch of the spool
+// files older than seq epochs).
+func newSeqEpoch() uint64 {
+	for {
+		if e := rand.Uint64(); e != 0 {
+			return e
+		}
+	}
+}
+
+// SeqEpoch is the epoch of the report seqs this spool gives
+// (agentv1.ProbeReport's seq_epoch): drawn when the spool was created,
+// kept in its file; a spool in memory draws one when opened.
+func (s *Spool) SeqEpoch() uint64 { return s.seqEpoch }
+
 // PutReport numbers r (it sets r.Seq to one more than any report this
-// spool ever numbered, also across restarts of a file spool), keeps a copy
+// spool ever numbered, also across restarts of a file spool, and
+// r.SeqEpoch to SeqEpoch), keeps a copy
 // until AckReports names that seq, and returns the seq. When the spool is
 // full it first drops the oldest report (logged and counted). It returns
 // once r is on disk, for a file spool.
@@ -84,6 +113,7 @@ func (s *Spool) PutReport(r *agentv1.ProbeReport) (uint64, error) {
 	if err := s.makeRoom(&s.reports); err != nil {
 		return 0, err
 	}
+	r.SeqEpoch = s.seqEpoch
 	if s.db == nil {
 		s.memSeq++
 		r.Seq = s.memSeq

@@ -1,9 +1,13 @@
 package spool_test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/meshperf/meshperf/agent/spool"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -96,5 +100,103 @@ func TestReports(t *testing.T) {
 				t.Errorf("the drops at Open were not logged with their seq:\n%s", logs.String())
 			}
 		})
+	}
+}
+
+// TestSeqEpoch: a spool numbers its reports in one seq epoch, not 0: a
+// file spool keeps its epoch across restarts (its seqs go on), a new file
+// or a spool in memory draws a new one (its seqs start again at 1), and
+// a file from before seq epochs keeps its numbering, as epoch 0.
+func TestSeqEpoch(t *testing.T) {
+	put := func(t *testing.T, s *spool.Spool) *agentv1.ProbeReport {
+		t.Helper()
+		r := &agentv1.ProbeReport{SeqEpoch: 12345}
+		if _, err := s.PutReport(r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	reopen := func(t *testing.T, s *spool.Spool, dir string) *spool.Spool {
+		t.Helper()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s2, _ := open(t, spool.Config{Dir: dir})
+		return s2
+	}
+	tests := []struct {
+		name string
+		// old makes dir a spool file from before seq epochs whose reports
+		// bucket numbered 5 reports.
+		old bool
+		// lose deletes the file before the reopen.
+		lose bool
+		// same: the reopened spool has the first one's epoch.
+		same     bool
+		wantSeqs [2]uint64 // of a report put before and after the reopen
+	}{
+		{name: "file kept", same: true, wantSeqs: [2]uint64{1, 2}},
+		{name: "file lost", lose: true, wantSeqs: [2]uint64{1, 1}},
+		{name: "file from before seq epochs", old: true, same: true, wantSeqs: [2]uint64{6, 7}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tt.old {
+				oldSpool(t, dir, 5)
+			}
+			s, _ := open(t, spool.Config{Dir: dir})
+			first := put(t, s)
+			if tt.old != (first.GetSeqEpoch() == 0) || first.GetSeqEpoch() != s.SeqEpoch() {
+				t.Fatalf("seq_epoch %d (spool's %d), old file %v", first.GetSeqEpoch(), s.SeqEpoch(), tt.old)
+			}
+			if tt.lose {
+				if err := os.Remove(filepath.Join(dir, spool.FileName)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s = reopen(t, s, dir)
+			second := put(t, s)
+			if got := [2]uint64{first.GetSeq(), second.GetSeq()}; got != tt.wantSeqs {
+				t.Errorf("seqs %v, want %v", got, tt.wantSeqs)
+			}
+			if same := second.GetSeqEpoch() == first.GetSeqEpoch(); same != tt.same || second.GetSeqEpoch() == 0 && !tt.old {
+				t.Errorf("seq_epoch %d after the reopen, %d before; want the same: %v", second.GetSeqEpoch(), first.GetSeqEpoch(), tt.same)
+			}
+		})
+	}
+	t.Run("memory", func(t *testing.T) {
+		a, _ := open(t, spool.Config{})
+		b, _ := open(t, spool.Config{})
+		if r := put(t, a); r.GetSeqEpoch() == 0 || r.GetSeqEpoch() == b.SeqEpoch() || r.GetSeq() != 1 {
+			t.Errorf("memory spools: seq %d epoch %d, the next's epoch %d; want seq 1 and two epochs, not 0",
+				r.GetSeq(), r.GetSeqEpoch(), b.SeqEpoch())
+		}
+	})
+}
+
+// oldSpool writes in dir a spool file as agents before seq epochs left
+// it: a meta bucket without the epoch, a reports bucket that numbered n.
+func oldSpool(t *testing.T, dir string, n uint64) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, spool.FileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucket([]byte("meta")); err != nil {
+			return err
+		}
+		b, err := tx.CreateBucket([]byte("reports"))
+		if err != nil {
+			return err
+		}
+		return b.SetSequence(n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -49,7 +49,8 @@ var (
 	// bucketByTest maps testID 0x00 seq -> nothing: the entries of a test
 	// ID. Rebuilt from bucketResults at every Open.
 	bucketByTest = []byte("by_test")
-	// bucketMeta holds keyDropped.
+	// bucketMeta holds keyDropped, keyReportsDropped and
+	// keyReportsSeqEpoch.
 	bucketMeta = []byte("meta")
 	// keyDropped is how many results were ever dropped, uint64 big-endian.
 	keyDropped = []byte("dropped")
@@ -60,6 +61,9 @@ var (
 	// keyReportsDropped is how many reports were ever dropped, uint64
 	// big-endian, in bucketMeta.
 	keyReportsDropped = []byte("reports_dropped")
+	// keyReportsSeqEpoch is the spool's seq epoch (Spool.SeqEpoch),
+	// uint64 big-endian, in bucketMeta.
+	keyReportsSeqEpoch = []byte("reports_seq_epoch")
 )
 
 // Config configures Open.
@@ -95,7 +99,9 @@ type Spool struct {
 	results lane     // agentv1.WorkResult, indexed by test ID (bucketByTest)
 	reports lane     // agentv1.ProbeReport
 	memSeq  uint64   // last report seq given, in memory
-	closed  bool
+	// seqEpoch is the epoch of the report seqs (SeqEpoch), set by Open.
+	seqEpoch uint64
+	closed   bool
 }
 
 // lane is one bounded FIFO of the spool (the results, the probe reports):
@@ -138,6 +144,7 @@ func Open(cfg Config) (*Spool, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Dir == "" {
+		s.seqEpoch = newSeqEpoch()
 		return s, nil
 	}
 	timeout := cfg.LockTimeout
@@ -249,7 +256,7 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 		}
 		if bad > 0 {
 			dropped += uint64(bad)
-			return putCount(meta, keyDropped, dropped)
+			return putUint64(meta, keyDropped, dropped)
 		}
 		return nil
 	})
@@ -293,8 +300,9 @@ func resultsLane(bound int) lane {
 		}}
 }
 
-// putCount stores a count under key in the meta bucket, uint64 big-endian.
-func putCount(meta *bolt.Bucket, key []byte, n uint64) error {
+// putUint64 stores n (a count, an epoch) under key in the meta bucket,
+// big-endian.
+func putUint64(meta *bolt.Bucket, key []byte, n uint64) error {
 	return meta.Put(key, binary.BigEndian.AppendUint64(nil, n))
 }
 
@@ -407,7 +415,7 @@ func (s *Spool) dropOldest(l *lane) error {
 					return err
 				}
 			}
-			return putCount(tx.Bucket(bucketMeta), l.droppedKey, l.dropped+1)
+			return putUint64(tx.Bucket(bucketMeta), l.droppedKey, l.dropped+1)
 		})
 		if err != nil {
 			return fmt.Errorf("spool: drop the oldest %s: %w", l.what, err)

@@ -38,9 +38,9 @@ type Report struct {
 
 // WriteFunc stores a batch in one transaction. It returns, per report, an
 // error if that report was refused (it is then dropped and logged, and
-// acknowledged, so that the agent does not send it forever), or the error
-// of the whole write (nothing is acknowledged; the agents send the reports
-// again).
+// acknowledged, so that the agent does not send it forever) or
+// ErrStoredAlready, or the error of the whole write (nothing is
+// acknowledged; the agents send the reports again).
 type WriteFunc func(ctx context.Context, batch []Report) (refused []error, err error)
 
 // Config configures New.
@@ -60,11 +60,19 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// ErrStoredAlready is a WriteFunc's answer for a report that was stored
+// before (an agent's resend after a reconnect): acknowledged, counted in
+// Stats.Resent, not logged.
+var ErrStoredAlready = errors.New("probe report stored already")
+
 // Stats are the ingester's counters since New.
 type Stats struct {
 	// Reports and Summaries count the reports stored (or found stored
 	// already) and their summaries.
 	Reports, Summaries uint64
+	// Resent counts the reports of Reports found stored already
+	// (ErrStoredAlready).
+	Resent uint64
 	// Batches counts the store transactions.
 	Batches uint64
 	// Refused counts reports the store refused; Busy those Submit refused.
@@ -90,7 +98,7 @@ type Ingester struct {
 	closed  bool
 	signalC chan struct{}
 
-	reports, summaries, batches, refused, busy, writeErrors atomic.Uint64
+	reports, summaries, resent, batches, refused, busy, writeErrors atomic.Uint64
 }
 
 // New returns an Ingester; it writes nothing until Run.
@@ -142,7 +150,7 @@ func (in *Ingester) Submit(node string, r *agentv1.ProbeReport, ack func()) erro
 
 // Stats returns the counters.
 func (in *Ingester) Stats() Stats {
-	return Stats{Reports: in.reports.Load(), Summaries: in.summaries.Load(), Batches: in.batches.Load(),
+	return Stats{Reports: in.reports.Load(), Summaries: in.summaries.Load(), Resent: in.resent.Load(), Batches: in.batches.Load(),
 		Refused: in.refused.Load(), Busy: in.busy.Load(), WriteErrors: in.writeErrors.Load()}
 }
 
@@ -229,9 +237,17 @@ func (in *Ingester) flush(ctx context.Context) bool {
 	}
 	in.batches.Add(1)
 	for i, it := range batch {
-		if i < len(refused) && refused[i] != nil {
+		var err error
+		if i < len(refused) {
+			err = refused[i]
+		}
+		if errors.Is(err, ErrStoredAlready) {
+			in.resent.Add(1)
+			err = nil
+		}
+		if err != nil {
 			in.refused.Add(1)
-			in.log.Warn("probe report refused by the store; dropped", "node", it.r.Node, "seq", it.r.Report.GetSeq(), "err", refused[i])
+			in.log.Warn("probe report refused by the store; dropped", "node", it.r.Node, "seq", it.r.Report.GetSeq(), "err", err)
 		} else {
 			in.reports.Add(1)
 			in.summaries.Add(uint64(len(it.r.Report.GetSummaries())))

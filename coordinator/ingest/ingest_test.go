@@ -211,6 +211,7 @@ type recorder struct {
 	batches [][]Report
 	fail    error
 	refuse  map[uint64]bool
+	stored  map[uint64]bool // seqs answered ErrStoredAlready
 }
 
 func (r *recorder) write(_ context.Context, batch []Report) ([]error, error) {
@@ -222,15 +223,18 @@ func (r *recorder) write(_ context.Context, batch []Report) ([]error, error) {
 	r.batches = append(r.batches, batch)
 	refused := make([]error, len(batch))
 	for i, b := range batch {
-		if r.refuse[b.Report.GetSeq()] {
+		switch seq := b.Report.GetSeq(); {
+		case r.refuse[seq]:
 			refused[i] = errors.New("refused")
+		case r.stored[seq]:
+			refused[i] = ErrStoredAlready
 		}
 	}
 	return refused, nil
 }
 
 func TestGroupCommit(t *testing.T) {
-	rec := &recorder{refuse: map[uint64]bool{3: true}}
+	rec := &recorder{refuse: map[uint64]bool{3: true}, stored: map[uint64]bool{5: true}}
 	in, err := New(Config{Write: rec.write, MaxDelay: 50 * time.Millisecond, MaxBatchSummaries: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -282,8 +286,8 @@ func TestGroupCommit(t *testing.T) {
 	if total != 6 || len(rec.batches) >= 6 {
 		t.Errorf("%d reports in %d batches: want 6 in fewer than 6 (grouped)", total, len(rec.batches))
 	}
-	if st := in.Stats(); st.Reports != 5 || st.Refused != 1 || st.Summaries != 10 {
-		t.Errorf("stats %+v, want 5 reports, 10 summaries, 1 refused", st)
+	if st := in.Stats(); st.Reports != 5 || st.Resent != 1 || st.Refused != 1 || st.Summaries != 10 {
+		t.Errorf("stats %+v, want 5 reports (1 resent), 10 summaries, 1 refused", st)
 	}
 	if err := in.Submit("node-1", report(9), nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("Submit after Run: %v, want ErrClosed", err)

@@ -14,6 +14,9 @@ type ProbeStatus struct {
 	// store refused, Busy those not taken for a full queue, WriteErrors
 	// the failed transactions.
 	Reports, Summaries, Batches, Refused, Busy, WriteErrors uint64
+	// Resent counts the reports of Reports that were stored already
+	// (agents' resends after a reconnect).
+	Resent uint64
 	// Peers is the number of nodes in the probe plans, and PlansAcked how
 	// many connected agents acknowledged a plan.
 	Peers, PlansAcked int
@@ -43,6 +46,7 @@ func newProbeCollector(src ProbeSource) *probeCollector {
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
 	return &probeCollector{src: src, descs: map[string]*prometheus.Desc{
 		"reports":      d("meshperf_probe_reports_total", "Agent probe reports stored (or found stored already) since the coordinator started."),
+		"resent":       d("meshperf_probe_reports_resent_total", "Agent probe reports of meshperf_probe_reports_total found stored already: resends after a reconnect."),
 		"summaries":    d("meshperf_probe_summaries_total", "Interval summaries (one destination, path and probe kind) in the stored probe reports."),
 		"batches":      d("meshperf_probe_batches_total", "Store transactions that wrote probe reports (group commit)."),
 		"refused":      d("meshperf_probe_reports_refused_total", "Probe reports refused by the checks or the store, and dropped."),
@@ -73,6 +77,7 @@ func (c *probeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.descs[k], prometheus.GaugeValue, v)
 	}
 	counter("reports", s.Reports)
+	counter("resent", s.Resent)
 	counter("summaries", s.Summaries)
 	counter("batches", s.Batches)
 	counter("refused", s.Refused)

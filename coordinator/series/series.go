@@ -135,8 +135,11 @@ func (m Summary) Sample(start time.Time, period time.Duration) Sample {
 type Report struct {
 	// Src is the reporting node.
 	Src string
-	// Seq is the agent's report number.
+	// Seq is the agent's report number within SeqEpoch.
 	Seq uint64
+	// SeqEpoch names the agent's numbering of Seq (agentv1.ProbeReport's
+	// seq_epoch): a new one means the agent's seqs started again at 1.
+	SeqEpoch uint64
 	// Start is when the period began (agent clock).
 	Start time.Time
 	// Period is the period's length.

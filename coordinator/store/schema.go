@@ -60,9 +60,11 @@ var (
 	// CompactSeries writes them from the head.
 	bucketSeriesChunks = []byte("series_chunks")
 	// bucketSeriesSeqs maps srcID(4, big-endian) -> the seqs of that
-	// source's reports that left the head (compacted or deleted): at most
-	// maxSeqRanges ranges, each lo(8, big-endian) hi(8, big-endian),
-	// sorted and disjoint, so that a resent report is still known.
+	// source's reports that left the head (compacted or deleted), so that
+	// a resent report is still known: at most maxSeqRanges ranges, each
+	// lo(8, big-endian) hi(8, big-endian), sorted and disjoint; once the
+	// source's agent has had a seq epoch other than 0, they follow a
+	// count byte and that many (epoch, offset) numberings (series_seqs.go).
 	bucketSeriesSeqs = []byte("series_seqs")
 
 	// bucketSeriesRollups maps a chunkKey whose block is a

@@ -69,13 +69,17 @@ func (es ReportErrors) Unwrap() []error {
 
 // AppendReports stores agents' reports in one write transaction (not a
 // shared Batch: the caller groups reports itself) and returns which were
-// stored. A report is written whole, as it came, under (Src, Seq), so the
-// cost is one key per report whatever its number of summaries.
+// stored. A report is written whole, as it came, under (Src, the store's
+// seq of its Seq), so the cost is one key per report whatever its number
+// of summaries.
 //
 // A report already stored (resent after a reconnect), also after
 // CompactSeries or DeleteSeriesBefore took it out of the head, or
 // appearing twice in reports, gets stored[i] false and is not stored
-// again: the caller acknowledges it all the same.
+// again: the caller acknowledges it all the same. Seqs count within their
+// SeqEpoch: the reports of a source's new epoch (its agent lost its
+// spool and numbers from 1 again) are new ones, stored after all that
+// the source stored before (series_seqs.go).
 //
 // Every field is validated (series.Report.Validate, and summaries must
 // have distinct destination, path and kind). A refused report is not
@@ -134,30 +138,51 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 				order = append(order, i)
 			}
 		}
-		slices.SortStableFunc(order, func(a, b int) int { return bytes.Compare(items[a].key, items[b].key) })
 		hb, sb := tx.Bucket(bucketSeriesHead), tx.Bucket(bucketSeriesSeqs)
-		seen := map[uint32]seqRanges{}
-		for n, i := range order {
+		// Each key takes the store's seq of its report (series_seqs.go),
+		// in the order the reports came: a new numbering starts after
+		// what was stored before its first report.
+		states := map[uint32]*seqState{}
+		kept := order[:0]
+		for _, i := range order {
 			it := &items[i]
-			if n > 0 && bytes.Equal(items[order[n-1]].key, it.key) || hb.Get(it.key) != nil {
-				continue
-			}
 			src := binary.BigEndian.Uint32(it.key)
-			ranges, ok := seen[src]
-			if !ok {
+			st := states[src]
+			if st == nil {
 				var err error
-				if ranges, err = decodeSeqRanges(sb.Get(it.key[:4])); err != nil {
+				if st, err = decodeSeqState(sb.Get(it.key[:4])); err != nil {
 					return err
 				}
-				seen[src] = ranges
+				states[src] = st
 			}
-			if ranges.contains(reports[i].Seq) {
+			r := &reports[i]
+			seq, ok := st.storedSeq(hb, src, r.SeqEpoch, r.Seq)
+			if !ok {
+				it.err = fmt.Errorf("%w: seq %d of seq_epoch %d is past the seqs the store can number after this source's", series.ErrInvalid, r.Seq, r.SeqEpoch)
+				continue
+			}
+			binary.BigEndian.PutUint64(it.key[4:], seq)
+			kept = append(kept, i)
+		}
+		order = kept
+		slices.SortStableFunc(order, func(a, b int) int { return bytes.Compare(items[a].key, items[b].key) })
+		for n, i := range order {
+			it := &items[i]
+			if n > 0 && bytes.Equal(items[order[n-1]].key, it.key) || hb.Get(it.key) != nil ||
+				states[binary.BigEndian.Uint32(it.key)].ranges.contains(binary.BigEndian.Uint64(it.key[4:])) {
 				continue
 			}
 			if err := hb.Put(it.key, it.val); err != nil {
 				return err
 			}
 			stored[i] = true
+		}
+		for src, st := range states {
+			if st.dirty {
+				if err := sb.Put(binary.BigEndian.AppendUint32(nil, src), st.encode()); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -384,65 +409,4 @@ func (s *Store) SeriesStats(ctx context.Context) (SeriesStats, error) {
 		st.FileBytes = sys.Blocks * 512 // st_blocks counts 512-byte units
 	}
 	return st, nil
-}
-
-// seqRanges are sorted, disjoint, inclusive ranges of seqs (bucketSeriesSeqs).
-type seqRanges [][2]uint64
-
-// maxSeqRanges bounds one source's seqRanges: past it, the two lowest
-// ranges are merged, which counts the seqs between them as seen (a report
-// that old arriving for the first time is then taken for a resend).
-const maxSeqRanges = 32
-
-func decodeSeqRanges(v []byte) (seqRanges, error) {
-	if len(v)%16 != 0 {
-		return nil, fmt.Errorf("%w: series seq ranges of %d bytes", ErrCorrupt, len(v))
-	}
-	r := make(seqRanges, len(v)/16)
-	for i := range r {
-		r[i] = [2]uint64{binary.BigEndian.Uint64(v[i*16:]), binary.BigEndian.Uint64(v[i*16+8:])}
-	}
-	return r, nil
-}
-
-func (r seqRanges) encode() []byte {
-	out := make([]byte, 0, len(r)*16)
-	for _, x := range r {
-		out = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(out, x[0]), x[1])
-	}
-	return out
-}
-
-func (r seqRanges) contains(seq uint64) bool {
-	i, _ := slices.BinarySearchFunc(r, seq, func(x [2]uint64, s uint64) int {
-		switch {
-		case x[1] < s:
-			return -1
-		case x[0] > s:
-			return 1
-		}
-		return 0
-	})
-	return i < len(r) && r[i][0] <= seq && seq <= r[i][1]
-}
-
-// add is r with the seqs of the sorted slice seqs.
-func (r seqRanges) add(seqs []uint64) seqRanges {
-	for _, s := range seqs {
-		r = append(r, [2]uint64{s, s})
-	}
-	slices.SortFunc(r, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
-	out := r[:0]
-	for _, x := range r {
-		if n := len(out); n > 0 && (x[0] <= out[n-1][1] || out[n-1][1] != ^uint64(0) && x[0] == out[n-1][1]+1) {
-			out[n-1][1] = max(out[n-1][1], x[1])
-			continue
-		}
-		out = append(out, x)
-	}
-	for len(out) > maxSeqRanges {
-		out[1][0] = out[0][0]
-		out = out[1:]
-	}
-	return out
 }

@@ -218,16 +218,18 @@ func (s *Store) compactSource(from []byte, before time.Time) (n int, resume []by
 	return n, resume, err
 }
 
-// rememberSeqs adds seqs (sorted) to the source's seqRanges.
+// rememberSeqs adds seqs (sorted, the store's) to the source's
+// seqRanges.
 func rememberSeqs(sb *bolt.Bucket, prefix []byte, seqs []uint64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	ranges, err := decodeSeqRanges(sb.Get(prefix))
+	st, err := decodeSeqState(sb.Get(prefix))
 	if err != nil {
 		return err
 	}
-	return sb.Put(bytes.Clone(prefix), ranges.add(seqs).encode())
+	st.ranges = st.ranges.add(seqs)
+	return sb.Put(bytes.Clone(prefix), st.encode())
 }
 
 // DeleteSeriesBefore deletes the chunks whose block ended at or before

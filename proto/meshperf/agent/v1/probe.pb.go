@@ -474,8 +474,9 @@ func (x *PlanAck) GetError() string {
 // ProbeReport is one report period of the agent's probes.
 type ProbeReport struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// seq numbers the agent's reports; it grows across the agent's
-	// restarts (kept in its spool), so that (node, seq) names one report.
+	// seq numbers the agent's reports within seq_epoch; it grows across
+	// the agent's restarts (kept in its spool file), so that (node,
+	// seq_epoch, seq) names one report.
 	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	// period_start is when the period began (agent clock).
 	PeriodStart *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=period_start,json=periodStart,proto3" json:"period_start,omitempty"`
@@ -488,7 +489,15 @@ type ProbeReport struct {
 	Summaries []*ProbeSummary `protobuf:"bytes,5,rep,name=summaries,proto3" json:"summaries,omitempty"`
 	// skipped counts the probes due in the period that the packet budget
 	// (max_packets_per_second) or max_in_flight left out.
-	Skipped       uint64 `protobuf:"varint,6,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Skipped uint64 `protobuf:"varint,6,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// seq_epoch names the numbering seq belongs to: a random number drawn
+	// when the agent's spool was created, kept in its file (0 for a spool
+	// file older than this field). A new one means that seq started again
+	// at 1 (the spool file lost, e.g. /run wiped by a reboot, or a spool in
+	// memory only), so that the coordinator, which remembers the seqs it
+	// stored, takes the new numbering's reports for new ones and not for
+	// resends.
+	SeqEpoch      uint64 `protobuf:"varint,7,opt,name=seq_epoch,json=seqEpoch,proto3" json:"seq_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -561,6 +570,13 @@ func (x *ProbeReport) GetSummaries() []*ProbeSummary {
 func (x *ProbeReport) GetSkipped() uint64 {
 	if x != nil {
 		return x.Skipped
+	}
+	return 0
+}
+
+func (x *ProbeReport) GetSeqEpoch() uint64 {
+	if x != nil {
+		return x.SeqEpoch
 	}
 	return 0
 }
@@ -845,14 +861,15 @@ const file_meshperf_agent_v1_probe_proto_rawDesc = "" +
 	"\fservice_ipv6\x18\f \x01(\tR\vserviceIpv6\"9\n" +
 	"\aPlanAck\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"\x8d\x02\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\xaa\x02\n" +
 	"\vProbeReport\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12=\n" +
 	"\fperiod_start\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vperiodStart\x121\n" +
 	"\x06period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12!\n" +
 	"\fplan_version\x18\x04 \x01(\x04R\vplanVersion\x12=\n" +
 	"\tsummaries\x18\x05 \x03(\v2\x1f.meshperf.agent.v1.ProbeSummaryR\tsummaries\x12\x18\n" +
-	"\askipped\x18\x06 \x01(\x04R\askipped\"\x9a\x04\n" +
+	"\askipped\x18\x06 \x01(\x04R\askipped\x12\x1b\n" +
+	"\tseq_epoch\x18\a \x01(\x04R\bseqEpoch\"\x9a\x04\n" +
 	"\fProbeSummary\x12\x14\n" +
 	"\x04node\x18\x01 \x01(\tH\x00R\x04node\x12)\n" +
 	"\x0fexternal_target\x18\x02 \x01(\tH\x00R\x0eexternalTarget\x12-\n" +
