@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/store"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -27,6 +28,18 @@ func TestMeshBounds(t *testing.T) {
 		Latest: func(_ context.Context, _ measurev1.Path, _ measurev1.ProbeKind, _ time.Time, limit int) ([]store.LatestSample, error) {
 			asked = append(asked, limit)
 			return nil, fmt.Errorf("%w: more than %d samples", store.ErrLimit, limit)
+		}}
+	// A ring of probes over MaxMeshNodes+1 nodes (each probes one peer,
+	// as with a small subset_size): few pairs, too many nodes to draw.
+	probeRing := &Probes{Kinds: []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
+		Latest: func(_ context.Context, path measurev1.Path, kind measurev1.ProbeKind, _ time.Time, _ int) ([]store.LatestSample, error) {
+			out := make([]store.LatestSample, 0, MaxMeshNodes+1)
+			for i := range MaxMeshNodes + 1 {
+				out = append(out, store.LatestSample{
+					Key:    series.Key{Src: fmt.Sprintf("node-%04d", i), Dst: fmt.Sprintf("node-%04d", (i+1)%(MaxMeshNodes+1)), Path: path, Kind: kind},
+					Sample: series.Sample{Start: time.Now(), Period: time.Second, Sent: 1, Received: 1, RTTMedian: time.Millisecond}})
+			}
+			return out, nil
 		}}
 	huge := meshSource([]string{"a", "b"}, "")
 	huge.runs[0].TestsPlanned = MaxMeshResults + 1
@@ -47,6 +60,7 @@ func TestMeshBounds(t *testing.T) {
 		{"run of too many nodes: its mesh", Config{Source: ring}, "/api/v1/mesh?test=ping&path=pod-pod", fmt.Sprintf("has %d nodes, more than %d", MaxMeshNodes+1, MaxMeshNodes)},
 		{"run of too many nodes: its report", Config{Source: ring}, "/api/v1/runs/run-1", fmt.Sprintf("has %d nodes, more than %d", MaxMeshNodes+1, MaxMeshNodes)},
 		{"probe period too large", Config{Source: meshSource([]string{"a", "b"}, ""), Probes: probes}, "/api/v1/mesh", fmt.Sprintf("more than %d nodes", MaxMeshNodes)},
+		{"probe period of too many nodes", Config{Source: meshSource([]string{"a", "b"}, ""), Probes: probeRing}, "/api/v1/mesh", fmt.Sprintf("more than %d nodes", MaxMeshNodes)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u, err := New(tc.cfg)

@@ -132,9 +132,16 @@ func (u *UI) buildProbeMesh(ctx context.Context, view meshView, kind measurev1.P
 		if err != nil {
 			return nil, fmt.Errorf("latest probe samples %s %s: %w", testspec.PathName(path), testspec.ProbeKindName(kind), err)
 		}
+		// A subset of peers per node (subset_size) keeps the pairs under
+		// the limit while the nodes, the matrix's side, are not.
 		m := make(map[[2]string]store.LatestSample, len(got))
+		nodes := map[string]struct{}{}
 		for _, s := range got {
 			m[[2]string{s.Key.Src, s.Key.Dst}] = s
+			nodes[s.Key.Src], nodes[s.Key.Dst] = struct{}{}, struct{}{}
+			if len(nodes) > MaxMeshNodes {
+				return nil, fmt.Errorf("%w: the newest probe period has more than %d nodes", errMeshTooLarge, MaxMeshNodes)
+			}
 		}
 		return m, nil
 	}
