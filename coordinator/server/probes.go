@@ -33,19 +33,9 @@ func (s *Server) ListProbeSeries(ctx context.Context, req *meshv1.ListProbeSerie
 	if _, ok := measurev1.ProbeKind_name[int32(req.GetKind())]; !ok || req.GetKind() == measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED {
 		return nil, status.Errorf(codes.InvalidArgument, "kind %d: want a probe kind", req.GetKind())
 	}
-	var since, until time.Time
-	for _, b := range []struct {
-		field string
-		ts    *timestamppb.Timestamp
-		dst   *time.Time
-	}{{"start_time", req.GetStartTime(), &since}, {"end_time", req.GetEndTime(), &until}} {
-		if b.ts == nil {
-			continue
-		}
-		if err := b.ts.CheckValid(); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "%s: %v", b.field, err)
-		}
-		*b.dst = b.ts.AsTime()
+	since, until, err := timeRange(req.GetStartTime(), req.GetEndTime())
+	if err != nil {
+		return nil, err
 	}
 	key := series.Key{Src: req.GetSrcNode(), Dst: req.GetDstNode(), Path: req.GetPath(), Kind: req.GetKind(), Family: req.GetIpFamily()}
 	page, next, err := s.cfg.Store.ListSeries(ctx, key, since, until, time.Now(), int(min(req.GetPageSize(), math.MaxInt32)), req.GetPageToken())

@@ -9,13 +9,16 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
+	"unicode"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/identity"
 	"github.com/meshperf/meshperf/coordinator/protoconv"
@@ -120,8 +123,8 @@ func (s *Server) TriggerRun(ctx context.Context, req *meshv1.TriggerRunRequest) 
 
 // GetRun returns a run.
 func (s *Server) GetRun(ctx context.Context, req *meshv1.GetRunRequest) (*meshv1.GetRunResponse, error) {
-	if req.GetRunId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "run_id is empty")
+	if err := checkRunID(req.GetRunId()); err != nil {
+		return nil, err
 	}
 	run, err := s.cfg.Runs.Get(ctx, req.GetRunId())
 	if err != nil {
@@ -132,8 +135,8 @@ func (s *Server) GetRun(ctx context.Context, req *meshv1.GetRunRequest) (*meshv1
 
 // WatchRun streams a run's progress until it ends.
 func (s *Server) WatchRun(req *meshv1.WatchRunRequest, stream grpc.ServerStreamingServer[meshv1.WatchRunResponse]) error {
-	if req.GetRunId() == "" {
-		return status.Error(codes.InvalidArgument, "run_id is empty")
+	if err := checkRunID(req.GetRunId()); err != nil {
+		return err
 	}
 	ctx := stream.Context()
 	updates, err := s.cfg.Runs.Watch(ctx, req.GetRunId())
@@ -162,8 +165,8 @@ func (s *Server) WatchRun(req *meshv1.WatchRunRequest, stream grpc.ServerStreami
 // who asked (caller); an ended run comes back unchanged. InvalidArgument
 // for an empty run_id, NotFound for an unknown run.
 func (s *Server) CancelRun(ctx context.Context, req *meshv1.CancelRunRequest) (*meshv1.CancelRunResponse, error) {
-	if req.GetRunId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "run_id is empty")
+	if err := checkRunID(req.GetRunId()); err != nil {
+		return nil, err
 	}
 	run, err := s.cfg.Runs.Cancel(ctx, req.GetRunId(), caller(ctx))
 	if err != nil {
@@ -194,10 +197,16 @@ func caller(ctx context.Context) string {
 
 // ListResults returns one page of stored results.
 func (s *Server) ListResults(ctx context.Context, req *meshv1.ListResultsRequest) (*meshv1.ListResultsResponse, error) {
-	f := store.Filter{
-		SrcNode: req.GetSrcNode(), DstNode: req.GetDstNode(), Path: req.GetPath(), Test: req.GetTest(), RunID: req.GetRunId(),
-		IPFamily: req.GetIpFamily(),
+	f, err := listFilter(req.GetSrcNode(), req.GetDstNode(), req.GetPath(), req.GetTest(), req.GetStartTime(), req.GetEndTime())
+	if err != nil {
+		return nil, err
 	}
+	if id := req.GetRunId(); id != "" {
+		if err := checkRunID(id); err != nil {
+			return nil, err
+		}
+	}
+	f.RunID, f.IPFamily = req.GetRunId(), req.GetIpFamily()
 	if f := req.GetIpFamily(); f != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED {
 		if err := protocol.ValidateFamilies("ip_family", []measurev1.IPFamily{f}); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "%v", err)
@@ -208,12 +217,6 @@ func (s *Server) ListResults(ctx context.Context, req *meshv1.ListResultsRequest
 		f.Origin = o
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "origin %d is not a run origin", o)
-	}
-	if ts := req.GetStartTime(); ts != nil {
-		f.Since = ts.AsTime()
-	}
-	if ts := req.GetEndTime(); ts != nil {
-		f.Until = ts.AsTime()
 	}
 	results, next, err := s.cfg.Store.ListResults(ctx, f, int(min(req.GetPageSize(), math.MaxInt32)), req.GetPageToken())
 	if err != nil {
@@ -245,12 +248,9 @@ func (s *Server) ListRollups(ctx context.Context, req *meshv1.ListRollupsRequest
 	if err != nil {
 		return nil, err
 	}
-	f := store.Filter{SrcNode: req.GetSrcNode(), DstNode: req.GetDstNode(), Path: req.GetPath(), Test: req.GetTest()}
-	if ts := req.GetStartTime(); ts != nil {
-		f.Since = ts.AsTime()
-	}
-	if ts := req.GetEndTime(); ts != nil {
-		f.Until = ts.AsTime()
+	f, err := listFilter(req.GetSrcNode(), req.GetDstNode(), req.GetPath(), req.GetTest(), req.GetStartTime(), req.GetEndTime())
+	if err != nil {
+		return nil, err
 	}
 	rollups, next, err := s.cfg.Store.ListRollups(ctx, f, size, req.GetPageToken())
 	if err != nil {
@@ -276,6 +276,68 @@ func (s *Server) ListRuns(ctx context.Context, req *meshv1.ListRunsRequest) (*me
 		return nil, grpcError(err)
 	}
 	return &meshv1.ListRunsResponse{Runs: runs, NextPageToken: next}, nil
+}
+
+// checkRunID checks a request's run_id: not empty, at most 253 bytes, no
+// control character. The error is InvalidArgument quoting at most 64
+// bytes of it.
+func checkRunID(id string) error {
+	switch {
+	case id == "":
+		return status.Error(codes.InvalidArgument, "run_id is empty")
+	case len(id) > 253:
+		return status.Errorf(codes.InvalidArgument, "run_id %.64q... is longer than 253 bytes", id)
+	case strings.ContainsFunc(id, unicode.IsControl):
+		return status.Errorf(codes.InvalidArgument, "run_id %.64q contains a control character", id)
+	}
+	return nil
+}
+
+// listFilter checks the filter fields ListResults and ListRollups share
+// and makes a store.Filter of them: src_node and dst_node (empty: any;
+// else a node or external target name, protocol.ValidateNodeName), path
+// and test (unspecified or a known value), start_time and end_time
+// (timeRange). Its errors are InvalidArgument naming the field.
+func listFilter(src, dst string, path measurev1.Path, test measurev1.Test, start, end *timestamppb.Timestamp) (store.Filter, error) {
+	for _, n := range []struct{ field, v string }{{"src_node", src}, {"dst_node", dst}} {
+		if n.v == "" {
+			continue
+		}
+		if err := protocol.ValidateNodeName(n.v); err != nil {
+			return store.Filter{}, status.Errorf(codes.InvalidArgument, "%s: %v", n.field, err)
+		}
+	}
+	if _, ok := measurev1.Path_name[int32(path)]; !ok {
+		return store.Filter{}, status.Errorf(codes.InvalidArgument, "path %d is not a path", path)
+	}
+	if _, ok := measurev1.Test_name[int32(test)]; !ok {
+		return store.Filter{}, status.Errorf(codes.InvalidArgument, "test %d is not a test", test)
+	}
+	since, until, err := timeRange(start, end)
+	if err != nil {
+		return store.Filter{}, err
+	}
+	return store.Filter{SrcNode: src, DstNode: dst, Path: path, Test: test, Since: since, Until: until}, nil
+}
+
+// timeRange checks a request's start_time and end_time (each unset, or a
+// valid timestamp) and returns them as times, zero for unset. The error
+// is InvalidArgument naming the field; the store checks the range.
+func timeRange(start, end *timestamppb.Timestamp) (since, until time.Time, err error) {
+	for _, b := range []struct {
+		field string
+		ts    *timestamppb.Timestamp
+		dst   *time.Time
+	}{{"start_time", start, &since}, {"end_time", end, &until}} {
+		if b.ts == nil {
+			continue
+		}
+		if err := b.ts.CheckValid(); err != nil {
+			return time.Time{}, time.Time{}, status.Errorf(codes.InvalidArgument, "%s: %v", b.field, err)
+		}
+		*b.dst = b.ts.AsTime()
+	}
+	return since, until, nil
 }
 
 // pageSize is a request's page_size, or its deprecated limit when

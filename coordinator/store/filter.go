@@ -121,6 +121,14 @@ func (f Filter) page(listing byte, pageSize, def, most int, pageToken string) (i
 	if err := f.checkTimes(); err != nil {
 		return 0, pageScope{}, nil, err
 	}
+	for _, id := range []struct{ field, v string }{{"src_node", f.SrcNode}, {"dst_node", f.DstNode}, {"run_id", f.RunID}} {
+		if id.v == "" {
+			continue
+		}
+		if err := validID(id.field, id.v); err != nil { // a NUL would reach past the key's field
+			return 0, pageScope{}, nil, err
+		}
+	}
 	pageSize, err := resolvePageSize("page_size", pageSize, def, most)
 	if err != nil {
 		return 0, pageScope{}, nil, err

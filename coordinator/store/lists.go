@@ -179,7 +179,8 @@ func (s *Store) ListRollups(ctx context.Context, f Filter, pageSize int, pageTok
 			}
 			hour := ru.GetHourStart().AsTime()
 			switch {
-			case f.DstNode != "" && ru.GetDstNode() != f.DstNode,
+			case f.SrcNode != "" && ru.GetSrcNode() != f.SrcNode,
+				f.DstNode != "" && ru.GetDstNode() != f.DstNode,
 				f.Path != 0 && ru.GetPath() != f.Path,
 				f.Test != 0 && ru.GetSpec().GetTest() != f.Test,
 				!f.inTime(hour):

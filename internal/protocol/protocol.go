@@ -14,10 +14,11 @@ const Version = 1
 
 // ValidateNodeName checks a Kubernetes node name: a DNS-1123 subdomain of
 // 1..253 characters (lower-case alphanumerics, '-' and '.', starting and
-// ending with an alphanumeric). The error names the value.
+// ending with an alphanumeric). The error names the value (its first 64
+// bytes, quoted).
 func ValidateNodeName(name string) error {
 	if name == "" || len(name) > 253 {
-		return fmt.Errorf("node name %q must be 1..253 characters", name)
+		return fmt.Errorf("node name %.64q must be 1..253 characters", name)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
