@@ -115,7 +115,9 @@ func (s *Store) ListRuns(ctx context.Context, pageSize int, pageToken string) ([
 // and Test filtering too, in (source, destination, hour) order, and the
 // token of the next page ("" on the last page). pageToken is "" or a token
 // from an earlier call with the same filter (pageSize may differ); any
-// other wraps ErrInvalid, naming page_token. f.RunID is not used.
+// other wraps ErrInvalid, naming page_token. A page holds fewer rollups
+// than pageSize, with a next page token, where more would exceed
+// MaxPageBytes. f.RunID is not used.
 func (s *Store) ListRollups(ctx context.Context, f Filter, pageSize int, pageToken string) ([]*measurev1.Rollup, string, error) {
 	f.RunID = ""
 	pageSize, scope, after, err := f.page(listingRollups, pageSize, DefaultRollupsPageSize, MaxRollupsPageSize, pageToken)
@@ -152,6 +154,7 @@ func (s *Store) ListRollups(ctx context.Context, f Filter, pageSize int, pageTok
 		out  []*measurev1.Rollup
 		last []byte
 		more bool
+		size int
 	)
 	err = s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketRollups).Cursor()
@@ -186,11 +189,12 @@ func (s *Store) ListRollups(ctx context.Context, f Filter, pageSize int, pageTok
 				!f.inTime(hour):
 				continue
 			}
-			if len(out) == pageSize {
+			if len(out) == pageSize || (len(out) > 0 && size+len(v) > MaxPageBytes) {
 				more = true
 				break
 			}
 			out, last = append(out, ru), bytes.Clone(k)
+			size += len(v)
 		}
 		return nil
 	})

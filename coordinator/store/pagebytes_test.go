@@ -117,3 +117,60 @@ func TestListRunsPageBytes(t *testing.T) {
 		t.Errorf("listed %v, want %v", ids, want)
 	}
 }
+
+// TestListRollupsPageBytes: rollups of about 600 KiB (a fold that counted
+// 100,000 failure statuses) come a few per page, each page under
+// MaxPageBytes (or one rollup), until every hour is listed once.
+func TestListRollupsPageBytes(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := context.Background()
+	const n = 12
+	var rs []*measurev1.Result
+	for h := range n {
+		r := result("run-1", fmt.Sprintf("t%02d", h), "node-1", "node-2", measurev1.Path_PATH_HOST_TO_HOST, measurev1.Test_TEST_PING,
+			t0.Add(time.Duration(h)*time.Hour))
+		rs = append(rs, r)
+	}
+	if err := s.AddResults(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	bigFold := func(rs []*measurev1.Result) []*measurev1.Rollup {
+		out := hourFold(rs)
+		for _, ru := range out {
+			for i := range 100000 {
+				ru.Failed = append(ru.Failed, &measurev1.StatusCount{Status: measurev1.Status_STATUS_TIMEOUT, Count: uint32(i + 1)})
+			}
+		}
+		return out
+	}
+	if _, err := s.RollUp(ctx, t0.Add(n*time.Hour), 0, bigFold); err != nil {
+		t.Fatal(err)
+	}
+	hours := map[time.Time]bool{}
+	token := ""
+	for page := 0; page <= n; page++ {
+		got, next, err := s.ListRollups(ctx, Filter{}, MaxRollupsPageSize, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := 0
+		for _, ru := range got {
+			size += proto.Size(ru)
+			if h := ru.GetHourStart().AsTime(); hours[h] {
+				t.Errorf("hour %v listed twice", h)
+			} else {
+				hours[h] = true
+			}
+		}
+		if len(got) > 1 && size > MaxPageBytes {
+			t.Errorf("page %d: %d rollups of %d bytes, over %d", page, len(got), size, MaxPageBytes)
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if len(hours) != n {
+		t.Errorf("%d hours listed, want %d", len(hours), n)
+	}
+}
