@@ -99,7 +99,7 @@ build: ## Build agent, coordinator and meshlab into ./bin.
 # hashicorp/memberlist's probes, which the detector's slowdown fails.
 RACE_PKGS = ./coordinator/registry/ ./coordinator/runs/ ./coordinator/membership/ ./coordinator/probeplan/ \
 	./coordinator/kube/ ./coordinator/identity/ ./coordinator/server/ ./coordinator/store/ ./coordinator/ingest/ \
-	./coordinator/monitor/ ./coordinator/remotewrite/ ./internal/queue/ ./internal/tick/ \
+	./coordinator/monitor/ ./coordinator/remotewrite/ ./internal/queue/ ./internal/tick/ ./internal/lograte/ \
 	./agent/probe/ ./agent/spool/
 
 .PHONY: test

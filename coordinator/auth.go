@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -13,7 +14,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/coordinator/apitoken"
+	"github.com/meshperf/meshperf/internal/lograte"
 	"github.com/meshperf/meshperf/internal/mtls"
+	"github.com/meshperf/meshperf/internal/safetext"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -29,8 +32,9 @@ func readToken(file string) ([]byte, error) { return apitoken.Read(file) }
 // AgentService (authenticated by the client certificate) and the health
 // service (open for probes) pass without it.
 type tokenAuth struct {
-	tokens *apitoken.Checker
-	log    *slog.Logger
+	tokens   *apitoken.Checker
+	log      *slog.Logger
+	refusals lograte.Bucket
 }
 
 func newTokenAuth(token []byte, log *slog.Logger) *tokenAuth {
@@ -51,7 +55,7 @@ func (a *tokenAuth) check(ctx context.Context, method string) error {
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		remote = p.Addr.String()
 	}
-	a.log.Warn("API call refused", "method", method, "remote", remote, "reason", err.Error())
+	a.refusals.Warn(a.log, time.Now(), "API call refused", "method", safetext.Cut(method, 128), "remote", remote, "reason", err.Error())
 	return status.Errorf(codes.Unauthenticated, "%v: MeshService on the TCP listener needs the metadata \"authorization: Bearer TOKEN\" with the coordinator's API token (coordinator CLI: --token-file or $MESHPERF_TOKEN)", err)
 }
 

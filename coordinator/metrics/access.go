@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/safetext"
 )
 
 // Access is what GET /metrics asks of a scraper; the zero Access asks
@@ -130,7 +132,7 @@ func (m *Metrics) guard(next http.Handler) http.Handler {
 		a, tok := m.access, m.token
 		m.accessMu.Unlock()
 		refuse := func(code int, why string) {
-			m.log.Warn("metrics scrape refused", "remote", r.RemoteAddr, "path", r.URL.Path, "status", code, "reason", why)
+			m.refusals.Warn(m.log, time.Now(), "metrics scrape refused", "remote", r.RemoteAddr, "path", safetext.Cut(r.URL.Path, 128), "status", code, "reason", why)
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(code)
 			_, _ = fmt.Fprintf(w, "%s\n", why)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/metrics"
+	"github.com/meshperf/meshperf/internal/lograte"
 	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
@@ -245,5 +246,34 @@ func TestSetAccessRefuses(t *testing.T) {
 				t.Errorf("SetAccess = %v, want %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestRefusedScrapesLogBounded: a flood of scrapes without the token is
+// refused each time but logged only for the burst of lograte.Bucket, so
+// that anyone who reaches the port cannot flood the coordinator's log.
+func TestRefusedScrapesLogBounded(t *testing.T) {
+	pki := mtlstest.New(t)
+	addr, logs := serveAccess(t, func(p *mtlstest.PKI) metrics.Access {
+		f, err := mtls.LoadServer(mtls.Config{CertFile: p.Server.Cert, KeyFile: p.Server.Key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return metrics.Access{TLS: f.HTTPServerConfig(), TokenFile: tokenFile(t, "s3cret")}
+	}, pki)
+	client := httpsClient(t, pki, nil)
+	const n = 100
+	for range n {
+		resp, err := client.Get("https://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("status %d, want 401", resp.StatusCode)
+		}
+	}
+	if got := strings.Count(logs.String(), `msg="metrics scrape refused"`); got != lograte.Burst {
+		t.Errorf("%d refusals logged for %d scrapes, want the burst of %d:\n%s", got, n, lograte.Burst, logs)
 	}
 }

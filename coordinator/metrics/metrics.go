@@ -12,6 +12,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/diagnose"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/sanity"
+	"github.com/meshperf/meshperf/internal/lograte"
 	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testcell"
 	"github.com/meshperf/meshperf/internal/testspec"
@@ -56,6 +57,8 @@ type Metrics struct {
 	cfg Config
 	log *slog.Logger
 	reg *prometheus.Registry
+
+	refusals lograte.Bucket // bounds the warnings of refused scrapes
 
 	accessMu sync.Mutex    // guards access and token (SetAccess, access.go)
 	access   Access        // what /metrics asks of a scraper

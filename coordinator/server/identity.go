@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -78,54 +77,10 @@ func (s *Server) checkIdentity(stream grpc.BidiStreamingServer[agentv1.ConnectRe
 	return &provenStream{BidiStreamingServer: stream, first: first}, nil
 }
 
-// refusalInterval is the rate of the refusal warnings past a burst of
-// refusalBurst: a flood of made-up tokens costs a log line a second, not
-// one each.
-const (
-	refusalInterval = time.Second
-	refusalBurst    = 10
-)
-
-// refusalLimit rate-limits the refusal warnings (a token bucket).
-type refusalLimit struct {
-	mu         sync.Mutex
-	started    bool
-	tokens     int       // warnings that may be logged now
-	refilled   time.Time // when tokens was last refilled
-	suppressed int       // refusals not logged since the last warning
-}
-
-// allow reports whether a refusal at now is logged, and if so how many
-// were suppressed before it.
-func (l *refusalLimit) allow(now time.Time) (ok bool, suppressed int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.started {
-		l.started, l.tokens, l.refilled = true, refusalBurst, now
-	}
-	if n := int(now.Sub(l.refilled) / refusalInterval); n > 0 {
-		l.tokens = min(refusalBurst, l.tokens+n)
-		l.refilled = l.refilled.Add(time.Duration(n) * refusalInterval)
-	}
-	if l.tokens == 0 {
-		l.suppressed++
-		return false, 0
-	}
-	l.tokens--
-	suppressed, l.suppressed = l.suppressed, 0
-	return true, suppressed
-}
-
-// warnRefused logs a refused registration: past a burst of refusalBurst,
-// at most one a refusalInterval; the next one logged counts those
-// suppressed.
+// warnRefused logs a refused registration, rate-limited (lograte).
 func (s *Server) warnRefused(claimed, proven, remote, reason string) {
-	ok, suppressed := s.refusals.allow(s.cfg.Now())
-	if !ok {
-		return
-	}
-	s.log.Warn("agent registration refused: the session did not prove the node it claims",
-		"claimed_node", claimed, "proven_node", proven, "remote", remote, "reason", reason, "suppressed", suppressed)
+	s.refusals.Warn(s.log, s.cfg.Now(), "agent registration refused: the session did not prove the node it claims",
+		"claimed_node", claimed, "proven_node", proven, "remote", remote, "reason", reason)
 }
 
 // recvFirst reads the session's first message within RegisterTimeout.

@@ -26,6 +26,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/schedule"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/lograte"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -65,7 +66,7 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	refusals refusalLimit
+	refusals lograte.Bucket
 }
 
 // New returns a Server; Register it on a grpc.Server.

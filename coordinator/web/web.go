@@ -34,6 +34,8 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/apitoken"
 	"github.com/meshperf/meshperf/internal/httpserve"
+	"github.com/meshperf/meshperf/internal/lograte"
+	"github.com/meshperf/meshperf/internal/safetext"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -104,6 +106,8 @@ type UI struct {
 	probes probeCache
 	// runReads holds a token per run read in progress (maxRunReads).
 	runReads chan struct{}
+	// refusals bounds the warnings of calls refused for their token.
+	refusals lograte.Bucket
 }
 
 // New returns the UI, or an error naming a bad Config field.
@@ -218,7 +222,7 @@ func (u *UI) guard(h func(*http.Request) (any, error)) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		if u.tokens != nil {
 			if err := u.tokens.Check(r.Header.Values("Authorization")); err != nil {
-				u.log.Warn("web API call refused", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err.Error())
+				u.refusals.Warn(u.log, time.Now(), "web API call refused", "path", safetext.Cut(r.URL.Path, 128), "remote", r.RemoteAddr, "reason", err.Error())
 				w.Header().Set("WWW-Authenticate", `Bearer realm="meshperf"`)
 				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": err.Error() + ": the API needs \"Authorization: Bearer TOKEN\" with the coordinator's API token"})
 				return
