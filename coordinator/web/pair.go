@@ -77,16 +77,9 @@ type bucket struct {
 	rollup         bool
 }
 
-// mergeSeries folds a series' hourly rollups and raw samples into
-// buckets of step from start. The store keeps every report period either
-// raw or in its hour's rollup, never both (retention rolls up whole
-// chunks, which need not end on the hour), so both are folded in as they
-// are: an hour partly rolled up and partly raw is one bucket whose counts
-// are the sum, and nothing counts twice. step must be at least an hour
-// when there are rollups (UI.pair sees to it), so that the line has no gap
-// where the rollups end.
-func mergeSeries(path measurev1.Path, rollups []*meshv1.ProbeRollup, samples []*meshv1.ProbeSample, start time.Time, step time.Duration) seriesView {
-	in := make([]pointIn, 0, len(rollups)+len(samples))
+// pointsOf appends a page of a series' hourly rollups and raw samples to
+// in, as points: the page's protos are not kept.
+func pointsOf(in []pointIn, rollups []*meshv1.ProbeRollup, samples []*meshv1.ProbeSample) []pointIn {
 	for _, r := range rollups {
 		in = append(in, pointIn{start: r.GetBucketStart().AsTime(), sent: r.GetSent(), received: r.GetReceived(),
 			median: r.GetRttMedianSeconds(), p90: r.GetRttP90Seconds(), rollup: true})
@@ -95,6 +88,18 @@ func mergeSeries(path measurev1.Path, rollups []*meshv1.ProbeRollup, samples []*
 		in = append(in, pointIn{start: s.GetPeriodStart().AsTime(), sent: uint64(s.GetSent()), received: uint64(s.GetReceived()),
 			median: s.GetRttMedianSeconds(), p90: s.GetRttP90Seconds()})
 	}
+	return in
+}
+
+// mergeSeries folds a series' points (pointsOf: hourly rollups and raw
+// samples) into buckets of step from start. The store keeps every report period either
+// raw or in its hour's rollup, never both (retention rolls up whole
+// chunks, which need not end on the hour), so both are folded in as they
+// are: an hour partly rolled up and partly raw is one bucket whose counts
+// are the sum, and nothing counts twice. step must be at least an hour
+// when there are rollups (UI.pair sees to it), so that the line has no gap
+// where the rollups end.
+func mergeSeries(path measurev1.Path, in []pointIn, start time.Time, step time.Duration) seriesView {
 	buckets := map[int64]*bucket{}
 	var keys []int64
 	for _, p := range in {
@@ -158,17 +163,35 @@ func (u *UI) apiPair(r *http.Request) (any, error) {
 	if !ok {
 		return nil, &paramError{name: "kind", value: kindName, want: "want icmp, icmp_mtu, tcp or http"}
 	}
-	return u.pair(r.Context(), q.src, q.dst, q.rangeName, kindName, kind)
+	// One read per pair, range and kind at a time, whoever asks (tabs
+	// polling the same pair share it), and at most maxPairReads of all
+	// pairs: a week of 1 s periods on five paths is millions of points.
+	// Detached from the asking request, which may go away.
+	ctx := r.Context()
+	v, err, _ := u.reads.Do("pair\x00"+q.src+"\x00"+q.dst+"\x00"+q.rangeName+"\x00"+kindName, func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
+		defer cancel()
+		select {
+		case u.pairReads <- struct{}{}:
+			defer func() { <-u.pairReads }()
+		case <-rctx.Done():
+			return nil, rctx.Err()
+		}
+		return u.pair(rctx, q.src, q.dst, q.rangeName, kindName, kind)
+	})
+	return v, err
 }
+
+// maxPairReads bounds the pair charts' reads that run at once.
+const maxPairReads = 2
 
 func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kind measurev1.ProbeKind) (any, error) {
 	span, step := ranges[rangeName], steps[rangeName]
 	end := u.cfg.Now().UTC()
 	start := end.Add(-span).Truncate(step)
 	type fetched struct {
-		path    measurev1.Path
-		samples []*meshv1.ProbeSample
-		rollups []*meshv1.ProbeRollup
+		path   measurev1.Path
+		points []pointIn
 	}
 	var got []fetched
 	anyRollup := false
@@ -181,14 +204,14 @@ func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kin
 			if err != nil {
 				return nil, fmt.Errorf("list probe series %s: %w", testspec.PathName(p), err)
 			}
-			f.samples, f.rollups = append(f.samples, resp.GetSamples()...), append(f.rollups, resp.GetRollups()...)
+			f.points = pointsOf(f.points, resp.GetRollups(), resp.GetSamples())
+			anyRollup = anyRollup || len(resp.GetRollups()) > 0
 			if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" || len(resp.GetSamples())+len(resp.GetRollups()) == 0 {
 				break
 			}
 		}
-		if len(f.samples)+len(f.rollups) > 0 {
+		if len(f.points) > 0 {
 			got = append(got, f)
-			anyRollup = anyRollup || len(f.rollups) > 0
 		}
 	}
 	if anyRollup && step < time.Hour {
@@ -197,7 +220,7 @@ func (u *UI) pair(ctx context.Context, src, dst, rangeName, kindName string, kin
 	}
 	series := []seriesView{}
 	for _, f := range got {
-		series = append(series, mergeSeries(f.path, f.rollups, f.samples, start, step))
+		series = append(series, mergeSeries(f.path, f.points, start, step))
 	}
 	od, err := u.onDemand(ctx, src, dst, start, end)
 	if err != nil {

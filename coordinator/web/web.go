@@ -104,8 +104,9 @@ type UI struct {
 	meshes *meshCache
 	reads  singleflight.Group // runData reads by run ID, probe meshes by kind and path
 	probes probeCache
-	// runReads holds a token per run read in progress (maxRunReads).
-	runReads chan struct{}
+	// runReads holds a token per run read in progress (maxRunReads),
+	// pairReads per pair chart read (maxPairReads).
+	runReads, pairReads chan struct{}
 	// refusals bounds the warnings of calls refused for their token.
 	refusals lograte.Bucket
 }
@@ -129,7 +130,8 @@ func New(cfg Config) (*UI, error) {
 		hosts = append(hosts, hostKey(h))
 	}
 	cfg.Hosts = hosts
-	u := &UI{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), meshes: newMeshCache(8), runReads: make(chan struct{}, maxRunReads)}
+	u := &UI{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), meshes: newMeshCache(8), runReads: make(chan struct{}, maxRunReads),
+		pairReads: make(chan struct{}, maxPairReads)}
 	if u.log == nil {
 		u.log = slog.New(slog.DiscardHandler)
 	}
