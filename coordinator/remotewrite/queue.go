@@ -1,8 +1,12 @@
 package remotewrite
 
 import (
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // family is a metric name with the names of its two node-ish labels.
@@ -85,8 +89,33 @@ type queue struct {
 	ready   chan struct{}
 }
 
+// newQueue returns a queue whose intern table starts with "" (index 0)
+// and every test, probe kind and path name (labelNames), so that those
+// have 16-bit indexes however many node names come after them.
 func newQueue(capacity int) *queue {
-	return &queue{capacity: capacity, index: map[string]uint32{}, ready: make(chan struct{}, 1)}
+	q := &queue{capacity: capacity, index: map[string]uint32{}, ready: make(chan struct{}, 1)}
+	q.intern("")
+	for _, name := range labelNames() {
+		q.intern(name)
+	}
+	return q
+}
+
+// labelNames are the test and path label values: the tests' names, the
+// probe kinds' ("probe_" and the kind's name) and the paths'.
+func labelNames() []string {
+	var out []string
+	for v := range measurev1.Test_name {
+		out = append(out, testspec.Name(measurev1.Test(v)))
+	}
+	for v := range measurev1.ProbeKind_name {
+		out = append(out, "probe_"+testspec.ProbeKindName(measurev1.ProbeKind(v)))
+	}
+	for v := range measurev1.Path_name {
+		out = append(out, testspec.PathName(measurev1.Path(v)))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // intern returns name's index. Caller holds q.mu.
@@ -100,12 +129,12 @@ func (q *queue) intern(name string) uint32 {
 	return i
 }
 
-// intern16 is intern for test and path names, which are few; past 65,535
-// distinct names it returns the index of "".
+// intern16 is intern for test and path names, which newQueue interned
+// first; a name past the 65,536th (none of those) is "" (index 0).
 func (q *queue) intern16(name string) uint16 {
 	i := q.intern(name)
 	if i > 0xffff {
-		return uint16(q.intern(""))
+		return 0
 	}
 	return uint16(i)
 }

@@ -278,3 +278,22 @@ func TestRedirectNotFollowed(t *testing.T) {
 		t.Errorf("stats %+v, want 0 sent and 5 rejected", st)
 	}
 }
+
+// TestInternManyNames: after more than 65,536 node names (a fleet's churn
+// over the coordinator's life), every test, probe kind and path name
+// still has a 16-bit index that names it, and a new name past the bound
+// is "", never another name.
+func TestInternManyNames(t *testing.T) {
+	q := newQueue(10)
+	for i := range 70000 {
+		q.intern(fmt.Sprintf("node-%05d", i))
+	}
+	for _, name := range append(labelNames(), "probe_tcp", "pod-pod", "ping") {
+		if got := q.names[q.intern16(name)]; got != name {
+			t.Errorf("intern16(%q) names %q", name, got)
+		}
+	}
+	if got := q.names[q.intern16("a-test-of-the-future")]; got != "" {
+		t.Errorf("a name past the bound names %q, want \"\"", got)
+	}
+}
