@@ -52,7 +52,7 @@ INTERVAL      ?= 30s
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
 deps: ## Install the measuring tools (apt-get, as root) if any is missing.
@@ -85,7 +85,7 @@ golangci-lint: ## Install the pinned golangci-lint into ./bin (go install; `make
 
 .PHONY: build
 build: ## Build agent, coordinator and meshlab into ./bin.
-	go build -o $(BIN)/ ./cmd/...
+	go build -ldflags "-X github.com/meshperf/meshperf/internal/version.Version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
 # go test's output goes through internal/testlog: the usual ok/FAIL lines
 # and failures, then a "SKIPPED: pkg Test: reason" line per skipped test;
