@@ -25,7 +25,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/coordinator/membership"
@@ -515,7 +514,7 @@ func (r *Registry) attach(ctx context.Context, s *session, reg *agentv1.Register
 	r.promoteLocked() // a replaced reporter whose new session does not gossip left a slot
 	r.known[s.node.Name] = a
 	r.mu.Unlock()
-	r.storeRecord(ctx, s.node.Name, func(a *storev1.Agent) { r.planJoin(s.node, a.GetMaintenance()) })
+	r.storeRecord(ctx, s.node.Name, r.joinIfConnected(s.node))
 	// Gossip that predates this session (a restarted agent left the pool
 	// and is rejoining) says nothing about it.
 	r.gossip.Joined(s.node.Name)
@@ -550,47 +549,4 @@ func (r *Registry) detach(ctx context.Context, s *session) {
 		r.kickGossip()
 		r.announceEndpoints(s.node)
 	}
-}
-
-// storeRecord stores the record of node name as it is now and calls then
-// (if not nil) with it. If the record was replaced meanwhile (another
-// writer between the read and the write), it does both again, at most
-// three times, so that writes that race end with the later state stored
-// rather than a stale one (a cordon lost, a disconnect undone).
-//
-// The records in r.known are never edited once there: a change puts a
-// new record in its place (cloneAgent), so a record read under r.mu can
-// be used, stored and compared by pointer outside it.
-func (r *Registry) storeRecord(ctx context.Context, name string, then func(*storev1.Agent)) {
-	for range 3 {
-		r.mu.Lock()
-		a := r.known[name]
-		r.mu.Unlock()
-		if a == nil {
-			return
-		}
-		r.persist(ctx, a)
-		if then != nil {
-			then(a)
-		}
-		r.mu.Lock()
-		same := r.known[name] == a
-		r.mu.Unlock()
-		if same {
-			return
-		}
-	}
-}
-
-func (r *Registry) persist(ctx context.Context, a *storev1.Agent) {
-	// The session's context may be gone already; the write must still happen.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := r.cfg.Recorder.PutAgent(ctx, a); err != nil {
-		r.log.Error("persist agent", "node", a.GetNodeName(), "err", err)
-	}
-}
-
-func cloneAgent(a *storev1.Agent) *storev1.Agent {
-	return proto.CloneOf(a)
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/tick"
-	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
 
 // This file holds a node's service IP in a cluster: the ClusterIP of the
@@ -152,6 +151,6 @@ func (r *Registry) setServiceIP(ctx context.Context, s *session, ip netip.Addr) 
 	r.known[n.Name] = a
 	r.mu.Unlock()
 	r.log.Info("the node got its ClusterIP on retry", "node", n.Name, "service_ip", ip)
-	r.storeRecord(ctx, n.Name, func(a *storev1.Agent) { r.planJoin(n, a.GetMaintenance()) })
+	r.storeRecord(ctx, n.Name, r.joinIfConnected(n))
 	r.announceEndpoints(n)
 }
