@@ -50,6 +50,28 @@ const maxRunReads = 2
 // which runs detached from the request that started it.
 const readTimeout = 2 * time.Minute
 
+// sharedRead runs read once for all the requests that ask for key while
+// it runs (u.reads), detached from the request that started it (its tab
+// may close; the others wait on the same read) and bounded by
+// readTimeout; with slots, it first waits for one of them (a bound on
+// such reads at once).
+func (u *UI) sharedRead(ctx context.Context, key string, slots chan struct{}, read func(context.Context) (any, error)) (any, error) {
+	v, err, _ := u.reads.Do(key, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
+		defer cancel()
+		if slots != nil {
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return read(ctx)
+	})
+	return v, err
+}
+
 // errMeshTooLarge is a view too large to draw: 422.
 var errMeshTooLarge = errors.New("too large to show")
 
@@ -195,19 +217,9 @@ func (u *UI) readRunData(ctx context.Context, run *measurev1.Run) (*runData, err
 	if n := run.GetTestsPlanned(); n > MaxMeshResults {
 		return nil, fmt.Errorf("%w: run %s has %d tests, more than %d", errMeshTooLarge, run.GetRunId(), n, MaxMeshResults)
 	}
-	v, err, _ := u.reads.Do(run.GetRunId(), func() (any, error) {
+	v, err := u.sharedRead(ctx, run.GetRunId(), u.runReads, func(ctx context.Context) (any, error) {
 		if d := u.meshes.get(run.GetRunId()); d != nil {
 			return d, nil
-		}
-		// Detached from the request that asked first: others wait on
-		// the same read, and its tab may close.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
-		defer cancel()
-		select {
-		case u.runReads <- struct{}{}:
-			defer func() { <-u.runReads }()
-		case <-ctx.Done():
-			return nil, ctx.Err()
 		}
 		results, err := u.results(ctx, &meshv1.ListResultsRequest{RunId: run.GetRunId()}, MaxMeshResults)
 		if err != nil {

@@ -163,23 +163,11 @@ func (u *UI) apiPair(r *http.Request) (any, error) {
 	if !ok {
 		return nil, &paramError{name: "kind", value: kindName, want: "want icmp, icmp_mtu, tcp or http"}
 	}
-	// One read per pair, range and kind at a time, whoever asks (tabs
-	// polling the same pair share it), and at most maxPairReads of all
-	// pairs: a week of 1 s periods on five paths is millions of points.
-	// Detached from the asking request, which may go away.
-	ctx := r.Context()
-	v, err, _ := u.reads.Do("pair\x00"+q.src+"\x00"+q.dst+"\x00"+q.rangeName+"\x00"+kindName, func() (any, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
-		defer cancel()
-		select {
-		case u.pairReads <- struct{}{}:
-			defer func() { <-u.pairReads }()
-		case <-rctx.Done():
-			return nil, rctx.Err()
-		}
-		return u.pair(rctx, q.src, q.dst, q.rangeName, kindName, kind)
-	})
-	return v, err
+	// Tabs polling the same pair share a read, and at most maxPairReads
+	// pairs are read at once: a week of 1 s periods on five paths is
+	// millions of points.
+	return u.sharedRead(r.Context(), "pair\x00"+q.src+"\x00"+q.dst+"\x00"+q.rangeName+"\x00"+kindName, u.pairReads,
+		func(ctx context.Context) (any, error) { return u.pair(ctx, q.src, q.dst, q.rangeName, kindName, kind) })
 }
 
 // maxPairReads bounds the pair charts' reads that run at once.

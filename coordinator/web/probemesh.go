@@ -99,12 +99,9 @@ func (u *UI) probeMesh(ctx context.Context, v *meshView, kind measurev1.ProbeKin
 		return &out, nil
 	}
 	u.probes.mu.Unlock()
-	// One rebuild at a time per kind and path, whoever asks; detached
-	// from the asking request, which may go away.
-	built, err, _ := u.reads.Do(fmt.Sprintf("probes/%d/%d", kind, path), func() (any, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
-		defer cancel()
-		return u.buildProbeMesh(rctx, *v, kind, path, now, key)
+	// One rebuild at a time per kind and path, whoever asks.
+	built, err := u.sharedRead(ctx, fmt.Sprintf("probes/%d/%d", kind, path), nil, func(ctx context.Context) (any, error) {
+		return u.buildProbeMesh(ctx, *v, kind, path, now, key)
 	})
 	if err != nil {
 		return nil, err
