@@ -73,6 +73,9 @@ type meshView struct {
 	// Nodes are in display order: nodes with most bad cells first, then
 	// by name.
 	Nodes []string
+	// TotalNodes is how many nodes the probe period has: more than Nodes
+	// when it has more than MaxMeshNodes (worstNodes); 0 for a run.
+	TotalNodes int
 	// State is n*n bytes: o ok, d degraded, f fail, n none, s self.
 	State string
 	// Value, Base and Loss are n*n: the pair's median, its baseline's
@@ -103,6 +106,7 @@ func (m *meshView) MarshalJSON() ([]byte, error) {
 		Tests          []string           `json:"tests"`
 		Paths          []string           `json:"paths"`
 		Nodes          []string           `json:"nodes"`
+		TotalNodes     int                `json:"total_nodes,omitempty"`
 		State          string             `json:"state"`
 		Value          figs               `json:"value"`
 		Base           figs               `json:"base"`

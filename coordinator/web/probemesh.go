@@ -124,21 +124,15 @@ func (u *UI) buildProbeMesh(ctx context.Context, view meshView, kind measurev1.P
 	read := func(path measurev1.Path) (map[[2]string]store.LatestSample, error) {
 		got, err := p.Latest(ctx, path, kind, since, MaxMeshNodes*(MaxMeshNodes-1))
 		if errors.Is(err, store.ErrLimit) {
-			return nil, fmt.Errorf("%w: the newest probe period has more than %d nodes", errMeshTooLarge, MaxMeshNodes)
+			return nil, fmt.Errorf("%w: the newest probe period has more than %d pairs (a full mesh of %d nodes): probe a subset of peers per node (subset_size)",
+				errMeshTooLarge, MaxMeshNodes*(MaxMeshNodes-1), MaxMeshNodes)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("latest probe samples %s %s: %w", testspec.PathName(path), testspec.ProbeKindName(kind), err)
 		}
-		// A subset of peers per node (subset_size) keeps the pairs under
-		// the limit while the nodes, the matrix's side, are not.
 		m := make(map[[2]string]store.LatestSample, len(got))
-		nodes := map[string]struct{}{}
 		for _, s := range got {
 			m[[2]string{s.Key.Src, s.Key.Dst}] = s
-			nodes[s.Key.Src], nodes[s.Key.Dst] = struct{}{}, struct{}{}
-			if len(nodes) > MaxMeshNodes {
-				return nil, fmt.Errorf("%w: the newest probe period has more than %d nodes", errMeshTooLarge, MaxMeshNodes)
-			}
 		}
 		return m, nil
 	}
@@ -210,7 +204,22 @@ func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
 	}
 	median := stats.InterpolatedMedian(values)
 	v.Median = fig(median)
+	// ref is a pair's reference: its host-host median, or the matrix's.
+	ref := func(pair [2]string) (float64, bool) {
+		if base == nil {
+			return median, false
+		}
+		b, ok := base[pair]
+		if !ok {
+			return math.NaN(), false
+		}
+		return rtt(b), true
+	}
 	nodes := slices.Sorted(maps.Keys(nodeSet))
+	v.TotalNodes = len(nodes)
+	if len(nodes) > MaxMeshNodes {
+		nodes = worstNodes(nodes, cells, ref)
+	}
 	n := len(nodes)
 	g := newGrid(n)
 	state, value, baseV, loss := g.state, g.value, g.base, g.loss
@@ -225,29 +234,60 @@ func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
 				state[at] = stateNone
 				continue
 			}
-			ref := median
-			if base != nil {
-				ref = math.NaN()
-				if b, ok := base[[2]string{src, dst}]; ok {
-					ref = rtt(b)
-					baseV[at] = fig(ref)
-				}
+			r, hasBase := ref([2]string{src, dst})
+			if hasBase {
+				baseV[at] = fig(r)
 			}
-			l := 1 - float64(s.Sample.Received)/float64(s.Sample.Sent)
+			var x, l float64
+			state[at], x, l = probeCell(s, r)
 			loss[at] = fig(l)
-			x := rtt(s)
-			switch {
-			case math.IsNaN(x):
-				state[at] = stateFail
-			default:
+			if !math.IsNaN(x) {
 				value[at] = fig(x)
-				state[at] = stateOK
-				if l > 0 || s.Sample.Status != measurev1.Status_STATUS_OK || worse(x, ref, false) {
-					state[at] = stateDegraded
-				}
 			}
 			g.settle(i, j)
 		}
 	}
 	arrange(v, nodes, g)
+}
+
+// probeCell classifies a pair's sample s (Sent > 0) against its
+// reference RTT r (seconds; NaN: none): its state, its RTT median x
+// (seconds; NaN when no probe was answered) and its loss l (0..1).
+func probeCell(s store.LatestSample, r float64) (state byte, x, l float64) {
+	l = 1 - float64(s.Sample.Received)/float64(s.Sample.Sent)
+	x = rtt(s)
+	switch {
+	case math.IsNaN(x):
+		return stateFail, x, l
+	case l > 0 || s.Sample.Status != measurev1.Status_STATUS_OK || worse(x, r, false):
+		return stateDegraded, x, l
+	}
+	return stateOK, x, l
+}
+
+// worstShown is how many nodes the matrix of a probe period of more than
+// MaxMeshNodes shows (worstNodes): as many as stay readable.
+const worstShown = 300
+
+// worstNodes are the worstShown of nodes (sorted) with the most failed or
+// degraded pairs, as source or destination, in cells, then by name: a
+// probe period of more nodes than a matrix can show shows those, so that
+// the faulty ones are still the cross in its corner.
+func worstNodes(nodes []string, cells map[[2]string]store.LatestSample, ref func([2]string) (float64, bool)) []string {
+	bad := make(map[string]int, len(nodes))
+	for pair, s := range cells {
+		if s.Sample.Sent == 0 {
+			continue
+		}
+		r, _ := ref(pair)
+		if st, _, _ := probeCell(s, r); st != stateOK {
+			bad[pair[0]]++
+			bad[pair[1]]++
+		}
+	}
+	out := slices.Clone(nodes)
+	slices.SortStableFunc(out, func(a, b string) int { return bad[b] - bad[a] })
+	out = out[:min(len(out), worstShown)]
+	slices.Sort(out)
+	return out
 }

@@ -155,7 +155,8 @@ export async function renderMesh(params) {
       select("path", "Path", m.paths.length ? m.paths : [m.path || ""], m.path, (v) => go(m.test, v)));
     const about = !m.run_id && m.label === "continuous probes"
       ? el("p", { class: "about" }, "Continuous probes" + (m.end_time ? ", newest period ended " + m.end_time : ", no report yet") +
-        "; " + m.nodes.length + " nodes; updated every " + m.refresh_seconds + " s")
+        "; " + (m.total_nodes > m.nodes.length ? "the " + m.nodes.length + " of " + m.total_nodes + " nodes with the most bad pairs"
+          : m.nodes.length + " nodes") + "; updated every " + m.refresh_seconds + " s")
       : m.run_id
       ? el("p", { class: "about" }, "Run ", el("a", { href: "/runs/" + encodeURIComponent(m.run_id) }, m.run_id),
         " " + (m.label || "") + (m.end_time ? ", ended " + m.end_time : "") + (m.params ? ", " + m.params : "") + "; " + m.nodes.length + " nodes; updated every " + m.refresh_seconds + " s")
