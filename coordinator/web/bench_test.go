@@ -41,3 +41,31 @@ func BenchmarkMeshAPI300(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProbeMesh5000 is GET /api/v1/mesh, rebuilt, for the continuous
+// probes of 5,000 nodes that each probe 50 peers (subset_size 50: 250,000
+// pairs), drawn as the worstShown nodes with the most bad pairs. It
+// reports the answer's size in bytes.
+func BenchmarkProbeMesh5000(b *testing.B) {
+	peers := make([]int, 50)
+	for i := range peers {
+		peers[i] = 1 + i*97
+	}
+	u, err := New(Config{Source: meshSource([]string{"a", "b"}, ""), Probes: subsetProbes(5000, peers, "node-2500")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	size := 0
+	for b.Loop() {
+		u.probes.mu.Lock()
+		u.probes.views = nil
+		u.probes.mu.Unlock()
+		rec := httptest.NewRecorder()
+		u.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/mesh", nil))
+		if rec.Code != http.StatusOK {
+			b.Fatalf("%d %s", rec.Code, rec.Body.String())
+		}
+		size = rec.Body.Len()
+	}
+	b.ReportMetric(float64(size), "bytes/answer")
+}

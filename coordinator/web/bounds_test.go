@@ -203,17 +203,15 @@ func TestProbeFreshness(t *testing.T) {
 	}
 }
 
-// TestProbeMeshOfManyNodes: a probe period of more than MaxMeshNodes
-// nodes (each probing a few peers, as with subset_size) is drawn as the
-// matrix of the worstShown nodes with the most bad pairs, the faulty one
-// first, and says how many nodes the period has.
-func TestProbeMeshOfManyNodes(t *testing.T) {
-	const n, bad = 2000, "node-1234"
-	probes := &Probes{Kinds: []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
+// subsetProbes are continuous probes (ICMP, host-host) of n nodes, each
+// probing peers others (i+1, i+7, i+31, ... as with subset_size), every
+// pair OK but those to and from bad, which lose every probe.
+func subsetProbes(n int, peers []int, bad string) *Probes {
+	return &Probes{Kinds: []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
 		Latest: func(_ context.Context, path measurev1.Path, kind measurev1.ProbeKind, _ time.Time, _ int) ([]store.LatestSample, error) {
-			var out []store.LatestSample
+			out := make([]store.LatestSample, 0, n*len(peers))
 			for i := range n {
-				for _, d := range []int{1, 7, 31} {
+				for _, d := range peers {
 					src, dst := fmt.Sprintf("node-%04d", i), fmt.Sprintf("node-%04d", (i+d)%n)
 					s := series.Sample{Start: time.Now(), Period: time.Second, Sent: 10, Received: 10, RTTMedian: time.Millisecond, Status: measurev1.Status_STATUS_OK}
 					if src == bad || dst == bad {
@@ -224,7 +222,15 @@ func TestProbeMeshOfManyNodes(t *testing.T) {
 			}
 			return out, nil
 		}}
-	u, err := New(Config{Source: meshSource([]string{"a", "b"}, ""), Probes: probes})
+}
+
+// TestProbeMeshOfManyNodes: a probe period of more than MaxMeshNodes
+// nodes (each probing a few peers, as with subset_size) is drawn as the
+// matrix of the worstShown nodes with the most bad pairs, the faulty one
+// first, and says how many nodes the period has.
+func TestProbeMeshOfManyNodes(t *testing.T) {
+	const n, bad = 2000, "node-1234"
+	u, err := New(Config{Source: meshSource([]string{"a", "b"}, ""), Probes: subsetProbes(n, []int{1, 7, 31}, bad)})
 	if err != nil {
 		t.Fatal(err)
 	}
