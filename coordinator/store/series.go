@@ -161,6 +161,9 @@ func (s *Store) AppendReports(ctx context.Context, reports []series.Report) (sto
 				it.err = fmt.Errorf("%w: seq %d of seq_epoch %d is past the seqs the store can number after this source's", series.ErrInvalid, r.Seq, r.SeqEpoch)
 				continue
 			}
+			if seq == 0 {
+				continue // older than the numberings kept: a resend (stored[i] false)
+			}
 			binary.BigEndian.PutUint64(it.key[4:], seq)
 			kept = append(kept, i)
 		}

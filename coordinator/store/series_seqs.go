@@ -24,7 +24,8 @@ import (
 // resends of another's. An older numbering that goes on past where a
 // newer one began (an agent run with and without its spool file in
 // turn, two agents under one name) goes on in a numbering of its own
-// after that too: its resends still map where they were stored.
+// after that too: its resends still map where they were stored, and a
+// seq below its numberings kept (maxNumberings) is taken for a resend.
 
 // seqState is a source's entry in bucketSeriesSeqs.
 type seqState struct {
@@ -92,14 +93,20 @@ func (st *seqState) encode() []byte {
 // storedSeq is the store's seq of the report numbered seq (> 0) in epoch
 // of the source src, whose head reports are in hb: by the newest of the
 // source's numberings of epoch that holds seq, or else by a new one
-// after the highest seq stored. ok is false if that overflows a uint64
-// (a seq no agent reaches).
+// after the highest seq stored. It is 0 for a seq below every numbering
+// the source keeps of a known epoch: one whose numbering maxNumberings
+// let go, older than what the store tracks of it, taken for a resend (a
+// new numbering from it would cover, and store again, the epoch's later
+// resends). ok is false if the store's seq overflows a uint64 (a seq no
+// agent reaches).
 func (st *seqState) storedSeq(hb *bolt.Bucket, src uint32, epoch, seq uint64) (stored uint64, ok bool) {
 	if len(st.numberings) == 0 {
 		st.numberings = []numbering{implicitSeqs}
 	}
+	known, split := false, false
 	from := uint64(1) // of a new numbering: an epoch not (or no longer) known
 	for i, n := range st.numberings {
+		known = known || n.epoch == epoch
 		if n.epoch != epoch || seq < n.from {
 			continue
 		}
@@ -111,8 +118,11 @@ func (st *seqState) storedSeq(hb *bolt.Bucket, src uint32, epoch, seq uint64) (s
 			st.top = max(st.top, stored)
 			return stored, true
 		}
-		from = seq // a new seq of a numbering that a newer one came after
+		from, split = seq, true // a new seq of a numbering that a newer one came after
 		break
+	}
+	if known && !split {
+		return 0, true // below the epoch's numberings kept
 	}
 	if !st.scanned {
 		st.top, st.scanned = max(st.top, st.ranges.top(), headTop(hb, src)), true

@@ -96,7 +96,8 @@ func TestAppendReportsSeqEpochs(t *testing.T) {
 }
 
 // TestAppendReportsSeqEpochLimits: a source keeps its last maxNumberings
-// epochs (an older one is a new numbering again), and a seq past what
+// numberings (an epoch older than those is a new numbering again, a seq
+// below the ones kept of a known epoch a resend), and a seq past what
 // the store can number after the source's is refused, naming seq and
 // seq_epoch, while the batch's other reports are stored.
 func TestAppendReportsSeqEpochLimits(t *testing.T) {
@@ -119,6 +120,23 @@ func TestAppendReportsSeqEpochLimits(t *testing.T) {
 	}
 	if ok, err := send(0, 1, 20); !ok || err != nil {
 		t.Errorf("epoch 0, older than the last %d: stored %v, %v; want a new numbering", maxNumberings, ok, err)
+	}
+	// Epoch 100 goes on past where epoch 101 began (two agents under one
+	// name): its numbering splits at seq 3. Once its first numbering is
+	// let go, its seq 2 is taken for a resend, not a new numbering that
+	// would store its later resends again.
+	for i, r := range []struct{ epoch, seq uint64 }{{100, 1}, {100, 2}, {101, 1}, {100, 3}, {102, 1}, {103, 1}} {
+		if ok, err := send(r.epoch, r.seq, 40+i); !ok || err != nil {
+			t.Fatalf("epoch %d seq %d: stored %v, %v", r.epoch, r.seq, ok, err)
+		}
+	}
+	for _, r := range []struct {
+		seq  uint64
+		want bool
+	}{{2, false}, {3, false}, {2, false}, {4, true}} {
+		if ok, err := send(100, r.seq, 50+int(r.seq)); ok != r.want || err != nil {
+			t.Errorf("epoch 100 seq %d after its first numbering was let go: stored %v, %v; want %v", r.seq, ok, err, r.want)
+		}
 	}
 	ok, err := send(99, math.MaxUint64, 21)
 	var refused ReportErrors

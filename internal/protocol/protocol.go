@@ -24,7 +24,7 @@ func ValidateNodeName(name string) error {
 		c := name[i]
 		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
 		if !alnum && c != '-' && c != '.' || (i == 0 || i == len(name)-1) && !alnum {
-			return fmt.Errorf("node name %q is not a DNS-1123 subdomain (lower-case alphanumerics, '-', '.')", name)
+			return fmt.Errorf("node name %.64q is not a DNS-1123 subdomain (lower-case alphanumerics, '-', '.')", name)
 		}
 	}
 	return nil
