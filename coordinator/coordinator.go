@@ -443,7 +443,9 @@ func Run(ctx context.Context, cfg Config) error {
 	eg.Go(func() error { return sink.in.Run(egCtx) })
 	eg.Go(func() error { return sink.judgeProbes(egCtx) })
 	eg.Go(func() error { return syncProbes(egCtx, reg) })
-	eg.Go(func() error { return compactSeries(egCtx, st, log) })
+	eg.Go(func() error {
+		return compactSeries(egCtx, st, compactEvery, web.ProbeFreshness(cfg.Probes.GetReportInterval().AsDuration()), log)
+	})
 	rw.start(egCtx, eg)
 	if len(cfg.Monitor) > 0 {
 		eg.Go(func() error {

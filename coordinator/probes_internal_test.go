@@ -90,3 +90,40 @@ func TestJudgeProbesPeriod(t *testing.T) {
 		}
 	}
 }
+
+// beforeRecorder is a seriesCompactor that keeps the before of each call.
+type beforeRecorder struct{ befores chan time.Time }
+
+func (b beforeRecorder) CompactSeries(_ context.Context, before time.Time) (int, error) {
+	select {
+	case b.befores <- before:
+	default: // one is enough
+	}
+	return 0, nil
+}
+
+// TestCompactSeriesKeepsTheFreshReports: the periodic compaction leaves
+// the reports of the probe mesh's freshness window in the head, where
+// the mesh reads each node's newest: compacting up to now would empty
+// the mesh for a report period each time (and the page fall back to a
+// run).
+func TestCompactSeriesKeepsTheFreshReports(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const keep = 35 * time.Second
+	rec := beforeRecorder{befores: make(chan time.Time, 1)}
+	done := make(chan error, 1)
+	go func() { done <- compactSeries(ctx, rec, time.Millisecond, keep, slog.New(slog.DiscardHandler)) }()
+	select {
+	case before := <-rec.befores:
+		if age := time.Since(before); age < keep {
+			t.Errorf("compacted the reports that ended before %v ago, want %v or more", age, keep)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no compaction within 10 s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -23,13 +23,13 @@ type LatestSample struct {
 }
 
 // LatestSamples returns, for every source node whose newest report in
-// the head (the reports not yet compacted into chunks, SeriesBlock's
-// open block) ends at or after since, that report's summaries of path
-// and kind: the continuous mesh's last period as each node saw it, in
-// (Src, Dst) ID order, one sample per pair at most. A source whose newest
-// report ended before since (its agent gone quiet) has none; so has one
-// whose reports were all compacted, for at most a report period after a
-// block closes. It costs one cursor seek per source and the decoding of
+// the head (the reports not yet compacted into chunks) ends at or after
+// since, that report's summaries of path and kind: the continuous mesh's
+// last period as each node saw it, in (Src, Dst) ID order, one sample per
+// pair at most. A source whose newest report ended before since (its
+// agent gone quiet) has none; so has one whose reports were all
+// compacted: the caller compacts only reports older than since
+// (CompactSeries' before). It costs one cursor seek per source and the decoding of
 // the newest report's summaries; path and kind must be valid (Path not
 // unspecified, Kind not unspecified), else ErrInvalid. A limit above 0
 // bounds the samples returned: one more is ErrLimit, and nothing is

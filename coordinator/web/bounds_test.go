@@ -197,8 +197,8 @@ func TestOnDemandBounded(t *testing.T) {
 // (the lab's 2 s reports would otherwise drop a node slowed down for 11 s).
 func TestProbeFreshness(t *testing.T) {
 	for ri, want := range map[time.Duration]time.Duration{2 * time.Second: 30 * time.Second, 10 * time.Second: 35 * time.Second, time.Minute: 185 * time.Second} {
-		if got := probeFreshness(ri); got != want {
-			t.Errorf("probeFreshness(%v) = %v, want %v", ri, got, want)
+		if got := ProbeFreshness(ri); got != want {
+			t.Errorf("ProbeFreshness(%v) = %v, want %v", ri, got, want)
 		}
 	}
 }

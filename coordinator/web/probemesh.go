@@ -120,7 +120,7 @@ func (u *UI) buildProbeMesh(ctx context.Context, view meshView, kind measurev1.P
 	if ri <= 0 {
 		ri = 10 * time.Second
 	}
-	since := now.Add(-probeFreshness(ri))
+	since := now.Add(-ProbeFreshness(ri))
 	read := func(path measurev1.Path) (map[[2]string]store.LatestSample, error) {
 		got, err := p.Latest(ctx, path, kind, since, MaxMeshNodes*(MaxMeshNodes-1))
 		if errors.Is(err, store.ErrLimit) {
@@ -166,12 +166,14 @@ func (u *UI) buildProbeMesh(ctx context.Context, view meshView, kind measurev1.P
 	return v, nil
 }
 
-// probeFreshness is how old a node's newest report period may be and
+// ProbeFreshness is how old a node's newest report period may be and
 // still be the probe mesh's: three report intervals and the time a
 // report takes to come and be stored, at least 30 s (a node that missed
 // a report, an agent or ingest slowed down for a few seconds, still
-// shows rather than the mesh falling back to a run).
-func probeFreshness(reportInterval time.Duration) time.Duration {
+// shows rather than the mesh falling back to a run). The coordinator
+// leaves the reports that recent in the store's head (CompactSeries),
+// where the mesh reads them.
+func ProbeFreshness(reportInterval time.Duration) time.Duration {
 	return max(3*reportInterval+5*time.Second, 30*time.Second)
 }
 

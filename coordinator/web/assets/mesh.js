@@ -130,7 +130,10 @@ function table(m) {
 }
 
 export async function renderMesh(params) {
-  let test = params.get("test") || "", path = params.get("path") || "";
+  // The test and path chosen (the URL's): none means the default view,
+  // asked for again at every poll (the probes' newest period, or the
+  // newest run while there is none), never pinned to the first answer.
+  const test = params.get("test") || "", path = params.get("path") || "";
   const go = (t, p) => {
     const q = new URLSearchParams();
     if (t) q.set("test", t);
@@ -163,7 +166,6 @@ export async function renderMesh(params) {
       : el("p", { class: "about" }, "No ended run yet.");
     replace(el("h1", {}, "Mesh"), el("section", {}, el("h2", {}, "Findings"), findings(m.findings)), controls, about, legend(m),
       el("div", { class: "scroll" }, table(m)));
-    test = m.test; path = m.path;
     if (hadFocus) {
       const f = document.querySelector('#mesh td.cell[tabindex="0"]');
       if (f) f.focus();
