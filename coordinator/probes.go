@@ -267,10 +267,11 @@ func syncProbes(ctx context.Context, reg *registry.Registry) error {
 const compactEvery = time.Minute
 
 // compactSeries moves the report heads whose period ended more than keep
-// ago into chunks, every every (compactEvery), until ctx ends. keep is the probe
-// mesh's freshness (web.ProbeFreshness): the store's newest reports per
-// node, which the mesh reads from the head, stay there, so that the mesh
-// does not go empty for a report period after each compaction.
+// ago into chunks, once each interval of every (compactEvery), until ctx
+// ends. keep is the probe mesh's freshness (web.ProbeFreshness): each
+// node's newest reports, which the mesh reads from the head, stay there,
+// so that the mesh does not go empty for a report period after each
+// compaction.
 func compactSeries(ctx context.Context, st seriesCompactor, every, keep time.Duration, log *slog.Logger) error {
 	tick.Every(ctx, every, func() {
 		n, err := st.CompactSeries(ctx, time.Now().Add(-keep))
