@@ -91,16 +91,19 @@ build: ## Build agent, coordinator and meshlab into ./bin.
 # and failures, then a "SKIPPED: pkg Test: reason" line per skipped test;
 # with CI=true a skip for a missing tool or root fails the target
 # (internal/testskip's prefixes). pipefail keeps go test's own status.
-# RACE_PKGS are the packages whose goroutines share the most state (agent
-# sessions and the registry's indexes, runs, the gossip tracker, probe
-# plans, the Kubernetes caches, the store's batches, the prober, the
-# spool): `make test` runs their tests a second time under the race
-# detector, about 2 minutes. agent/gossip is left out: its tests time
-# hashicorp/memberlist's probes, which the detector's slowdown fails.
-RACE_PKGS = ./coordinator/registry/ ./coordinator/runs/ ./coordinator/membership/ ./coordinator/probeplan/ \
+# RACE_PKGS are the packages whose goroutines share state (the agent's
+# sessions, servers, endpoint and runners; the coordinator's wiring, the
+# registry's indexes, runs, the gossip tracker, probe plans, the
+# Kubernetes caches, the store's batches, the web UI's shared reads, the
+# metrics and alerts; the prober and the spool): `make test` runs their
+# tests a second time under the race detector, about 6 minutes.
+# agent/gossip is left out: its tests time hashicorp/memberlist's probes,
+# which the detector's slowdown fails.
+RACE_PKGS = ./agent/ ./agent/servers/ ./agent/endpoint/ ./agent/runner/ ./agent/httptarget/ ./agent/probe/ ./agent/spool/ \
+	./coordinator/ ./coordinator/registry/ ./coordinator/runs/ ./coordinator/membership/ ./coordinator/probeplan/ \
 	./coordinator/kube/ ./coordinator/identity/ ./coordinator/server/ ./coordinator/store/ ./coordinator/ingest/ \
-	./coordinator/monitor/ ./coordinator/remotewrite/ ./internal/queue/ ./internal/tick/ ./internal/lograte/ \
-	./agent/probe/ ./agent/spool/
+	./coordinator/monitor/ ./coordinator/remotewrite/ ./coordinator/web/ ./coordinator/metrics/ ./coordinator/alert/ \
+	./coordinator/retention/ ./internal/queue/ ./internal/tick/ ./internal/lograte/
 
 .PHONY: test
 test: deps test-deps ## Run every test (as root: lab and end-to-end tests build network namespaces), then the concurrent core's under -race; lists the skipped ones.

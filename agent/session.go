@@ -164,9 +164,12 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 		}
 	}()
 	wg.Add(1)
+	// The sendLoop starts with the registered interval; the coordinator's
+	// later proposals reach it through retuned (this loop changes interval).
+	firstInterval := interval
 	go func() { // owner: session; ends with ctx
 		defer wg.Done()
-		a.sendLoop(ctx, stream, backlog, reports, ob.ch, interval, reg.GetGossipDeltas(), !reg.GetGossipQuiet(), reporting, retuned, cancel)
+		a.sendLoop(ctx, stream, backlog, reports, ob.ch, firstInterval, reg.GetGossipDeltas(), !reg.GetGossipQuiet(), reporting, retuned, cancel)
 	}()
 	a.targets.setGossipSeeds(reg.GetGossipSeeds())
 	a.updateGossipRegistered()

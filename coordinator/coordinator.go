@@ -449,7 +449,7 @@ func Run(ctx context.Context, cfg Config) error {
 	rw.start(egCtx, eg)
 	if len(cfg.Monitor) > 0 {
 		eg.Go(func() error {
-			return monitor.Run(egCtx, monitor.Config{Plans: cfg.Monitor, Runs: monitorRuns{mgr}, Logger: log})
+			return monitor.Run(egCtx, monitor.Config{Plans: cfg.Monitor, Runs: monitorRuns{Manager: mgr, Store: st}, Logger: log})
 		})
 	}
 	if cfg.Retention > 0 {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/meshperf/meshperf/coordinator/runs"
+	"github.com/meshperf/meshperf/coordinator/store"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -12,10 +13,14 @@ import (
 // monitor's view of the runs in progress, and the fan-out of a run's
 // events to several observers.
 
-// monitorRuns gives the monitor the run manager's Trigger, and the runs
+// monitorRuns gives the monitor the run manager's Trigger, the newest run
+// of a label from the store (NewestRun), and the runs
 // in progress from its memory (Active): the store would decode every run
 // header of the retention window at every tick.
-type monitorRuns struct{ *runs.Manager }
+type monitorRuns struct {
+	*runs.Manager
+	*store.Store
+}
 
 // Runs returns the runs in progress whose state is one of states (any, if
 // none is given).

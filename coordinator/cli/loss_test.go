@@ -62,3 +62,21 @@ func TestTablesShowPingLoss(t *testing.T) {
 		})
 	}
 }
+
+func TestMeshWindow(t *testing.T) {
+	tests := []struct {
+		run  *measurev1.Run
+		want string
+	}{
+		{&measurev1.Run{}, "-"},
+		{&measurev1.Run{MeshRounds: 10, MeshRoundCount: 10}, "full"},
+		{&measurev1.Run{MeshRounds: 40, MeshRoundCount: 198, Spec: &measurev1.RunSpec{MeshRounds: 40, FirstMeshRound: 120}}, "40/198 from 120"},
+		// A first round from a larger mesh than the run's: counted modulo.
+		{&measurev1.Run{MeshRounds: 4, MeshRoundCount: 10, Spec: &measurev1.RunSpec{MeshRounds: 4, FirstMeshRound: 13}}, "4/10 from 3"},
+	}
+	for _, tt := range tests {
+		if got := meshWindow(tt.run); got != tt.want {
+			t.Errorf("meshWindow(%v) = %q, want %q", tt.run, got, tt.want)
+		}
+	}
+}

@@ -441,15 +441,15 @@ runs are older, the last line (or next_page_token in JSON) gives the
 			if err != nil {
 				return err
 			}
-			err = o.printTable(&meshv1.ListRunsResponse{Runs: runs, NextPageToken: next}, "RUN\tLABEL\tORIGIN\tSTATE\tTESTS\tFAILED\tROUNDS\tSTARTED\tTOOK", func(tw io.Writer) {
+			err = o.printTable(&meshv1.ListRunsResponse{Runs: runs, NextPageToken: next}, "RUN\tLABEL\tORIGIN\tSTATE\tTESTS\tFAILED\tROUNDS\tMESH\tSTARTED\tTOOK", func(tw io.Writer) {
 				for _, r := range runs {
 					took := "-"
 					if r.GetEndTime() != nil {
 						took = r.GetEndTime().AsTime().Sub(r.GetCreateTime().AsTime()).Round(100 * time.Millisecond).String()
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n", r.GetRunId(), dash(r.GetSpec().GetLabel()),
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\n", r.GetRunId(), dash(r.GetSpec().GetLabel()),
 						testspec.OriginName(testspec.OriginOf(r)), testspec.RunStateName(r.GetState()),
-						r.GetTestsDone(), r.GetTestsPlanned(), r.GetTestsFailed(), r.GetRounds(),
+						r.GetTestsDone(), r.GetTestsPlanned(), r.GetTestsFailed(), r.GetRounds(), meshWindow(r),
 						r.GetCreateTime().AsTime().Local().Format(time.DateTime), took)
 				}
 			})
@@ -465,6 +465,19 @@ runs are older, the last line (or next_page_token in JSON) gives the
 	cmd.Flags().IntVar(&limit, "limit", 20, "most runs to list, newest first (0: all)")
 	cmd.Flags().StringVar(&token, "page-token", "", "start after the runs an earlier listing printed (its last line)")
 	return cmd
+}
+
+// meshWindow says which rounds of the full mesh a run measured: "full",
+// "K/N from F" (RunSpec.mesh_rounds), or "-" for a run of named pairs.
+func meshWindow(r *measurev1.Run) string {
+	switch k, n := r.GetMeshRounds(), r.GetMeshRoundCount(); {
+	case n == 0:
+		return "-"
+	case k == n:
+		return "full"
+	default:
+		return fmt.Sprintf("%d/%d from %d", k, n, r.GetSpec().GetFirstMeshRound()%n)
+	}
 }
 
 func newMaintenanceCommand(o *options) *cobra.Command {

@@ -12,6 +12,8 @@ type triggerFlags struct {
 	tests, paths, pairs []string
 	external            []string
 	repeats             uint32
+	meshRounds          uint32
+	firstMeshRound      uint32
 	duration            time.Duration
 	pingCount           uint32
 	msgSizes            []string
@@ -34,7 +36,7 @@ var triggerFlagNames = config.Names{Key: map[config.Field]string{
 	config.FieldIPFamily: "--ip-family", config.FieldDuration: "--duration", config.FieldPingCount: "--ping-count",
 	config.FieldMsgSizes: "--msg-sizes", config.FieldSweep: "--sweep", config.FieldStreams: "--streams",
 	config.FieldBlockSizes: "--block-sizes", config.FieldRequests: "--requests", config.FieldConcurrency: "--concurrency",
-	config.FieldKeepAlive: "--keep-alive", config.FieldLoadTimeout: "--load-timeout",
+	config.FieldKeepAlive: "--keep-alive", config.FieldLoadTimeout: "--load-timeout", config.FieldFirstMeshRound: "--first-mesh-round",
 }}
 
 // spec turns the flags into a RunSpec with the builder the config file's
@@ -44,7 +46,7 @@ var triggerFlagNames = config.Names{Key: map[config.Field]string{
 func (tf *triggerFlags) spec() (*measurev1.RunSpec, error) {
 	return config.BuildRunSpec(config.RunInput{
 		Tests: splitList(tf.tests), Paths: splitList(tf.paths), Pairs: tf.pairs, ExternalTargets: splitList(tf.external),
-		Repeats: tf.repeats, MaxConcurrentHeavy: tf.maxHeavy, Label: tf.label, IPFamily: tf.ipFamily,
+		Repeats: tf.repeats, MeshRounds: tf.meshRounds, FirstMeshRound: tf.firstMeshRound, MaxConcurrentHeavy: tf.maxHeavy, Label: tf.label, IPFamily: tf.ipFamily,
 		Duration: tf.duration, PingCount: tf.pingCount, MsgSizes: splitList(tf.msgSizes), Sweep: tf.sweep,
 		Streams: splitList(tf.streams), BlockSizes: splitList(tf.blockSizes),
 		LoadRequests: tf.loadRequests, LoadConcurrency: tf.loadConcurrency, KeepAlive: tf.keepAlive, LoadTimeout: tf.loadTimeout,

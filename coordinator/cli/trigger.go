@@ -67,6 +67,8 @@ Ctrl-C stops watching at once.`,
 		"external targets of the coordinator's allowlist (listed by coordinator targets), comma-separated: measured with ping and HTTP from every node of the run, and iperf3 and qperf to those with server ports")
 	f.StringSliceVar(&tf.pairs, "pair", nil, "node pair SRC:DST, repeatable (default: every ordered pair of known nodes)")
 	f.Uint32Var(&tf.repeats, "repeats", 0, "samples per test, 2 or more give spread and confidence intervals (default: 3 for ping, 5 for http, 1 for qperf and iperf3)")
+	f.Uint32Var(&tf.meshRounds, "mesh-rounds", 0, "without --pair: measure this many rounds of the full mesh, not all of its 2(n-1): in a round every node is in one pair, so a run of k rounds measures every node k times and takes k rounds of heavy tests, whatever the number of nodes (default: the full mesh)")
+	f.Uint32Var(&tf.firstMeshRound, "first-mesh-round", 0, "with --mesh-rounds: the first round measured, 0-based (modulo the mesh's rounds)")
 	f.DurationVar(&tf.duration, "duration", 0, "qperf and iperf3 measuring time, whole seconds (default 2s)")
 	f.Uint32Var(&tf.pingCount, "ping-count", 0, "echo requests per ping test (default 5)")
 	f.StringSliceVar(&tf.msgSizes, "msg-sizes", nil, "qperf message sizes, comma-separated: bytes or with K/M (1024-based), e.g. 64,1K,64K")

@@ -87,6 +87,17 @@ type Schedule struct {
 	// Repeats is the number of samples per test; 0 means the defaults (3
 	// for ping, 5 for http, 1 for qperf and iperf3).
 	Repeats uint32 `json:"repeats" unit:"samples" default:"0 (per test)"`
+	// MeshRounds, if not 0, makes each run measure that many rounds of
+	// the full mesh, the next run the next ones, so that the runs cover
+	// every ordered pair in turn, within ceil(2(n-1)/MeshRounds) runs of
+	// n nodes. In a round every node is in one pair, so a run measures
+	// every node MeshRounds times and takes MeshRounds rounds of heavy
+	// tests whatever the number of nodes; a run takes fewer rounds where
+	// they hold more than 100,000 tests. 0 means the full mesh, n(n-1)
+	// pairs, which a run holds only while they are at most 100,000 tests
+	// (112 nodes for 2 tests on 4 paths). At least 4 (fault localisation
+	// compares each node's pairs), at most 10000.
+	MeshRounds uint32 `json:"mesh_rounds" unit:"rounds" default:"0 (full mesh)"`
 	// ExternalTargets names targets of the external list to measure from
 	// every node; with Paths, those must include host-external or
 	// pod-external; without, both external paths run besides the default

@@ -34,6 +34,12 @@ type RunInput struct {
 	ExternalTargets []string
 	// Repeats is the number of samples per test; 0 means the defaults.
 	Repeats uint32
+	// MeshRounds is how many rounds of the full mesh a run without Pairs
+	// measures (RunSpec.mesh_rounds); 0 means all of them.
+	MeshRounds uint32
+	// FirstMeshRound is the first of the MeshRounds
+	// (RunSpec.first_mesh_round); only with MeshRounds.
+	FirstMeshRound uint32
 	// MaxConcurrentHeavy bounds the qperf and iperf3 tests at once; 0
 	// means one per node pair of a round.
 	MaxConcurrentHeavy uint32
@@ -91,6 +97,7 @@ const (
 	FieldConcurrency
 	FieldKeepAlive
 	FieldLoadTimeout
+	FieldFirstMeshRound
 )
 
 // Names says how BuildRunSpec's errors name the input's fields: Key maps
@@ -141,7 +148,11 @@ func sweepSizes() []uint64 {
 // Errors name the field (as names says) and the value; the coordinator
 // checks what needs the mesh (nodes, external targets).
 func BuildRunSpec(in RunInput, names Names) (*measurev1.RunSpec, error) {
-	spec := &measurev1.RunSpec{Repeats: in.Repeats, MaxConcurrentHeavy: in.MaxConcurrentHeavy, Label: in.Label}
+	if in.FirstMeshRound != 0 && in.MeshRounds == 0 {
+		return nil, fmt.Errorf("%s %d: counts rounds of mesh_rounds, and there are none", names.key(FieldFirstMeshRound), in.FirstMeshRound)
+	}
+	spec := &measurev1.RunSpec{Repeats: in.Repeats, MaxConcurrentHeavy: in.MaxConcurrentHeavy, Label: in.Label,
+		MeshRounds: in.MeshRounds, FirstMeshRound: in.FirstMeshRound}
 	families, err := protocol.ParseFamilies(in.IPFamily)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", names.key(FieldIPFamily), err)

@@ -14,6 +14,15 @@ import (
 // minInterval is the shortest interval of a schedule.
 const minInterval = 5 * time.Second
 
+// Bounds of a schedule's mesh_rounds: fault localisation (diagnose) names
+// a node whose pairs are nearly all bad while its peers' other pairs are
+// fine, which needs every node in a few pairs; 10,000 rounds are the full
+// mesh of 5,000 nodes.
+const (
+	minMeshRounds = 4
+	maxMeshRounds = 10_000
+)
+
 // plan checks the schedule called name against the external list ext and
 // builds its Plan; errors name the key (under "monitor.NAME.") and value.
 func (s *Schedule) plan(name string, ext []*measurev1.ExternalTarget) (Plan, error) {
@@ -31,7 +40,10 @@ func (s *Schedule) plan(name string, ext []*measurev1.ExternalTarget) (Plan, err
 	if len(s.Tests) == 0 {
 		return Plan{}, errors.New("tests: empty; name at least one test")
 	}
-	in := RunInput{Label: testspec.ContinuousLabelPrefix + name, Repeats: s.Repeats, Tests: s.Tests, Paths: s.Paths, Sweep: s.Sweep}
+	if s.MeshRounds != 0 && (s.MeshRounds < minMeshRounds || s.MeshRounds > maxMeshRounds) {
+		return Plan{}, fmt.Errorf("mesh_rounds %d: want 0 (the full mesh) or %d to %d", s.MeshRounds, minMeshRounds, maxMeshRounds)
+	}
+	in := RunInput{Label: testspec.ContinuousLabelPrefix + name, Repeats: s.Repeats, Tests: s.Tests, Paths: s.Paths, Sweep: s.Sweep, MeshRounds: s.MeshRounds}
 	if s.Duration != "" {
 		if in.Duration, err = time.ParseDuration(s.Duration); err != nil {
 			return Plan{}, fmt.Errorf("duration %q: %w", s.Duration, err)

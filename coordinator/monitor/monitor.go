@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshperf/meshperf/coordinator/config"
 	"github.com/meshperf/meshperf/internal/tick"
@@ -26,8 +27,12 @@ type Runs interface {
 	// Trigger starts a run of origin (the monitor's:
 	// RUN_ORIGIN_MONITOR).
 	Trigger(ctx context.Context, spec *measurev1.RunSpec, origin measurev1.RunOrigin) (*measurev1.Run, error)
-	// Runs lists run headers by state.
+	// Runs lists run headers (no planned tests) by state, all runs
+	// without states, oldest first.
 	Runs(ctx context.Context, states ...measurev1.RunState) ([]*measurev1.Run, error)
+	// NewestRun returns the header of the newest run labelled label, or
+	// nil if there is none (or none among the newest runs it reads).
+	NewestRun(ctx context.Context, label string) (*measurev1.Run, error)
 }
 
 // Config configures Run.
@@ -68,6 +73,9 @@ func Next(p config.Plan) time.Duration {
 
 // Tick triggers one run of p, unless a run is in progress (an on-demand
 // run, or the previous continuous one), and reports whether it started one.
+// A plan of mesh rounds (RunSpec.mesh_rounds) starts where its newest run
+// (the newest of its label) ended: its runs measure the mesh's rounds in
+// turn, and so every pair, across coordinator restarts too.
 func Tick(ctx context.Context, p config.Plan, runs Runs, log *slog.Logger) bool {
 	active, err := runs.Runs(ctx, measurev1.RunState_RUN_STATE_QUEUED, measurev1.RunState_RUN_STATE_RUNNING)
 	if err != nil {
@@ -78,11 +86,24 @@ func Tick(ctx context.Context, p config.Plan, runs Runs, log *slog.Logger) bool 
 		log.Info("continuous run skipped: a run is in progress", "run_id", active[0].GetRunId(), "label", active[0].GetSpec().GetLabel())
 		return false
 	}
-	run, err := runs.Trigger(ctx, p.Spec, measurev1.RunOrigin_RUN_ORIGIN_MONITOR)
+	spec := p.Spec
+	if spec.GetMeshRounds() > 0 {
+		last, err := runs.NewestRun(ctx, spec.GetLabel())
+		if err != nil {
+			log.Error("continuous run: find the plan's newest run", "err", err)
+			return false
+		}
+		if n := last.GetMeshRoundCount(); n > 0 {
+			spec = proto.CloneOf(spec)
+			spec.FirstMeshRound = (last.GetSpec().GetFirstMeshRound() + last.GetMeshRounds()) % n
+		}
+	}
+	run, err := runs.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_MONITOR)
 	if err != nil {
 		log.Warn("continuous run not started", "err", err)
 		return false
 	}
-	log.Info("continuous run started", "run_id", run.GetRunId(), "tests", run.GetTestsPlanned())
+	log.Info("continuous run started", "run_id", run.GetRunId(), "tests", run.GetTestsPlanned(),
+		"mesh_rounds", run.GetMeshRounds(), "first_mesh_round", spec.GetFirstMeshRound(), "of", run.GetMeshRoundCount())
 	return true
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/runs"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
 )
@@ -42,15 +43,17 @@ type runsOf struct {
 	*store.Store
 }
 
-func TestTickYieldsToRunsInProgress(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// newRuns opens a store in a temporary directory with nodes known (their
+// agents never connect: a run's tests end agent_unavailable at once) and
+// a run manager on it, both closed with the test.
+func newRuns(ctx context.Context, t *testing.T, nodes ...string) runsOf {
+	t.Helper()
 	st, err := store.Open(store.Config{Path: filepath.Join(t.TempDir(), "db")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = st.Close() }()
-	for _, n := range []string{"a", "b"} {
+	t.Cleanup(func() { _ = st.Close() })
+	for _, n := range nodes {
 		if err := st.PutAgent(ctx, &storev1.Agent{NodeName: n, LastSeenTime: timestamppb.Now()}); err != nil {
 			t.Fatal(err)
 		}
@@ -63,14 +66,21 @@ func TestTickYieldsToRunsInProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mgr.Close()
+	t.Cleanup(mgr.Close)
+	return runsOf{mgr, st}
+}
+
+func TestTickYieldsToRunsInProgress(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := newRuns(ctx, t, "a", "b")
+	st := r.Store
 	settings, err := config.Parse([]byte(`monitor: {light: {interval: 30s, tests: [ping], paths: [host-host], repeats: 1}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	plans := settings.Plans
 	log := slog.New(slog.DiscardHandler)
-	r := runsOf{mgr, st}
 
 	// An operator's run in progress: the tick yields.
 	if err := st.CreateRun(ctx, &measurev1.Run{RunId: "00ONDEMAND", State: measurev1.RunState_RUN_STATE_RUNNING}); err != nil {
@@ -88,5 +98,37 @@ func TestTickYieldsToRunsInProgress(t *testing.T) {
 	recent, _, err := st.ListRuns(ctx, 1, "")
 	if err != nil || len(recent) != 1 || recent[0].GetSpec().GetLabel() != "monitor-light" || recent[0].GetOrigin() != measurev1.RunOrigin_RUN_ORIGIN_MONITOR {
 		t.Errorf("newest run %v, %v; want a monitor-light run of origin RUN_ORIGIN_MONITOR", recent, err)
+	}
+}
+
+// TestTickTurnsTheMeshRounds: a plan of mesh rounds starts each run where
+// the newest run of its label ended, so its runs take the mesh's rounds
+// in turn (6 nodes: 10 rounds), found in the store (a restarted
+// coordinator goes on where the last one was).
+func TestTickTurnsTheMeshRounds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := newRuns(ctx, t, "a", "b", "c", "d", "e", "f")
+	st, mgr := r.Store, r.Manager
+	settings, err := config.Parse([]byte(`monitor: {bandwidth: {interval: 1h, tests: [iperf3_tcp], paths: [host-host], mesh_rounds: 4}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := settings.Plans[0]
+	for i, want := range []uint32{0, 4, 8, 2} {
+		// The runs' agents are not connected: each ends at once, its
+		// tests agent_unavailable.
+		testutil.Eventually(t, 20*time.Second, 10*time.Millisecond, "the previous run ends", func() bool { return len(mgr.Active()) == 0 })
+		if !Tick(ctx, plan, r, slog.New(slog.DiscardHandler)) {
+			t.Fatalf("tick %d started no run", i)
+		}
+		run, err := st.NewestRun(ctx, "monitor-bandwidth")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := run.GetSpec().GetFirstMeshRound(); got != want || run.GetMeshRounds() != 4 || run.GetMeshRoundCount() != 10 || run.GetTestsPlanned() != 12 {
+			t.Errorf("run %d: rounds %d from %d of %d, %d tests; want 4 from %d of 10, 12 tests",
+				i, run.GetMeshRounds(), got, run.GetMeshRoundCount(), run.GetTestsPlanned(), want)
+		}
 	}
 }

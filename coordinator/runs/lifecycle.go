@@ -87,7 +87,7 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec, origin m
 	}
 	defer release()
 	mesh, targetable := m.cfg.Agents.Known()
-	planned, err := schedule.Plan(spec, schedule.Nodes{Mesh: mesh, Targetable: targetable, External: m.cfg.ExternalTargets,
+	plan, err := schedule.PlanRun(spec, schedule.Nodes{Mesh: mesh, Targetable: targetable, External: m.cfg.ExternalTargets,
 		Families: func(node string) []measurev1.IPFamily {
 			if n, ok := m.cfg.Agents.Node(node); ok {
 				return n.Families()
@@ -97,11 +97,12 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec, origin m
 	if err != nil {
 		return nil, err
 	}
-	arr := schedule.Arrange(planned)
+	planned := plan.Tests
+	arr := schedule.Arrange(planned, plan.Mesh.Nodes)
 	run := &measurev1.Run{
 		RunId: ulid.Make().String(), Spec: spec, State: measurev1.RunState_RUN_STATE_QUEUED,
 		CreateTime: timestamppb.Now(), Planned: planned, TestsPlanned: uint32(len(planned)), Rounds: uint32(len(arr.Rounds)),
-		Origin: origin,
+		Origin: origin, MeshRounds: uint32(plan.Mesh.Rounds), MeshRoundCount: uint32(plan.Mesh.Count),
 	}
 	if err := m.cfg.Store.CreateRun(ctx, run); err != nil {
 		return nil, fmt.Errorf("store run: %w", err)
@@ -117,7 +118,8 @@ func (m *Manager) Trigger(ctx context.Context, spec *measurev1.RunSpec, origin m
 		m.wg.Add(1) // under mu: never after Close's Wait began
 	}
 	m.mu.Unlock()
-	m.log.Info("run started", "run_id", run.GetRunId(), "tests", len(planned), "nodes", len(mesh))
+	m.log.Info("run started", "run_id", run.GetRunId(), "tests", len(planned), "nodes", len(mesh),
+		"mesh_rounds", plan.Mesh.Rounds, "of", plan.Mesh.Count)
 	if m.cfg.Observer != nil {
 		m.cfg.Observer.RunStarted(run.GetRunId())
 	}

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 
 	"github.com/meshperf/meshperf/internal/testspec"
@@ -51,25 +52,30 @@ type ExternalQueue struct {
 
 // Arrange lays planned tests out: light ones apart, in waves (see
 // Arrangement.Light), heavy ones in the rounds of a round-robin tournament
-// over the run's nodes (Rounds), so a full mesh needs the fewest rounds
-// possible and no two heavy tests ever share a node. Plan order is kept
-// within a slot and among the light tests of one wave (a pair's paths and
-// tests). The destination of a test on an external path, a target's
-// name, is no node of the rounds: a light one (ping, HTTP) is among
-// Light, a heavy one (iperf3, qperf to a server behind the target) in its
-// target's queue in External.
-func Arrange(planned []*measurev1.PlannedTest) Arrangement {
+// (Rounds) over circle and the tests' nodes (sorted), so a full mesh needs
+// the fewest rounds possible, a run of mesh rounds (Planned.Mesh, whose
+// Nodes are the circle) the rounds it measures, and no two heavy tests
+// ever share a node. Each pair's round is computed, not searched for:
+// O(tests), whatever the number of nodes. Plan order is kept within a
+// slot and among the light tests of one wave (a pair's paths and tests).
+// The destination of a test on an external path, a target's name, is no
+// node of the rounds: a light one (ping, HTTP) is among Light, a heavy one
+// (iperf3, qperf to a server behind the target) in its target's queue in
+// External.
+func Arrange(planned []*measurev1.PlannedTest, circle []string) Arrangement {
 	var a Arrangement
 	queues := map[string]int{} // target -> index in a.External
 	byPair := map[Pair][]*measurev1.PlannedTest{}
+	var heavy []Pair             // byPair's keys in plan order
 	lightPairs := map[Pair]int{} // node pair -> its wave (its round's index)
-	var nodes []string
+	index := map[string]int{}
+	for _, n := range circle {
+		index[n] = 0
+	}
 	for _, pt := range planned {
 		d, test := testspec.DestOf(pt), pt.GetSpec().GetTest()
 		for _, n := range d.Nodes(pt.GetSrcNode()) {
-			if !slices.Contains(nodes, n) {
-				nodes = append(nodes, n)
-			}
+			index[n] = 0
 		}
 		p := Pair{Src: pt.GetSrcNode(), Dst: d.Name()}
 		switch {
@@ -87,23 +93,36 @@ func Arrange(planned []*measurev1.PlannedTest) Arrangement {
 				lightPairs[p] = 0
 			}
 		default:
+			if _, ok := byPair[p]; !ok {
+				heavy = append(heavy, p)
+			}
 			byPair[p] = append(byPair[p], pt)
 		}
 	}
-	slices.Sort(nodes)
-	for r, round := range Rounds(nodes) {
-		var slots []Slot
-		for _, p := range round {
-			if _, ok := lightPairs[p]; ok {
-				lightPairs[p] = r
-			}
-			if tests := byPair[p]; len(tests) > 0 {
-				slots = append(slots, Slot{Pair: p, Tests: tests})
-			}
+	nodes := slices.Sorted(maps.Keys(index))
+	for i, n := range nodes {
+		index[n] = i
+	}
+	c := newCircle(len(nodes))
+	at := func(p Pair) (round, slot int) { return c.roundOf(indexPair{index[p.Src], index[p.Dst]}) }
+	for p := range lightPairs {
+		lightPairs[p], _ = at(p)
+	}
+	type placed struct {
+		round, slot int
+		pair        Pair
+	}
+	slots := make([]placed, len(heavy))
+	for i, p := range heavy {
+		r, s := at(p)
+		slots[i] = placed{r, s, p}
+	}
+	slices.SortFunc(slots, func(x, y placed) int { return cmp.Or(cmp.Compare(x.round, y.round), cmp.Compare(x.slot, y.slot)) })
+	for i, s := range slots {
+		if i == 0 || s.round != slots[i-1].round {
+			a.Rounds = append(a.Rounds, nil)
 		}
-		if len(slots) > 0 {
-			a.Rounds = append(a.Rounds, slots)
-		}
+		a.Rounds[len(a.Rounds)-1] = append(a.Rounds[len(a.Rounds)-1], Slot{Pair: s.pair, Tests: byPair[s.pair]})
 	}
 	a.Light = inWaves(a.Light, lightPairs)
 	return a

@@ -129,16 +129,13 @@ type route struct {
 	paths    []measurev1.Path
 }
 
-// routes lays out what a run measures: the node pairs on the node paths
-// (none without node paths), then every source node with every external
-// target on the external paths. The external sources are the nodes of the
-// asked pairs, both ends, sorted, or every mesh node without pairs. The
-// error wraps ErrNoPairs when neither gives anything to measure.
-func routes(asked []*measurev1.NodePair, nodes Nodes, nodePaths, extPaths []measurev1.Path, targets []*measurev1.ExternalTarget) ([]route, error) {
-	ps, err := pairs(asked, nodes, len(nodePaths) > 0)
-	if err != nil {
-		return nil, err
-	}
+// routes lays out what a run measures: the node pairs ps on the node
+// paths (none without node paths), then every source node with every
+// external target on the external paths. The external sources are the
+// nodes of the asked pairs, both ends, sorted, or every mesh node without
+// pairs. The error wraps ErrNoPairs when neither gives anything to
+// measure.
+func routes(ps, asked []*measurev1.NodePair, nodes Nodes, nodePaths, extPaths []measurev1.Path, targets []*measurev1.ExternalTarget) ([]route, error) {
 	var out []route
 	if len(nodePaths) > 0 {
 		for _, p := range ps {

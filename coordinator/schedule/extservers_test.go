@@ -97,7 +97,7 @@ func TestArrangeServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := Arrange(planned)
+	a := Arrange(planned, nil)
 	if got, want := len(a.Rounds), OptimalRounds(len(nodes)); got != want {
 		t.Errorf("%d rounds, want %d", got, want)
 	}

@@ -181,7 +181,7 @@ func checkPlan(t *testing.T, spec *measurev1.RunSpec, nodes Nodes, planned []*me
 			}
 		}
 	}
-	a := Arrange(planned)
+	a := Arrange(planned, nil)
 	seen := len(a.Light)
 	for r, round := range a.Rounds {
 		busy := map[string]bool{}

@@ -125,6 +125,16 @@ func (nodes Nodes) pairFamilies(asked []measurev1.IPFamily, src, dst string) []m
 // measure: no node pair for the node paths and no node for the external
 // ones).
 func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error) {
+	p, err := PlanRun(spec, nodes)
+	return p.Tests, err
+}
+
+// PlanRun is Plan with the window of the full mesh that the tests
+// measure: a spec without pairs plans the rounds of the mesh it asks for
+// (RunSpec.mesh_rounds, all of them by default; see meshPairs), in fewer
+// rounds (at least one) where those would be more than MaxPlannedTests
+// tests. mesh_rounds with pairs is refused (ErrInvalid).
+func PlanRun(spec *measurev1.RunSpec, nodes Nodes) (Planned, error) {
 	tests := spec.GetTests()
 	if len(tests) == 0 {
 		tests = DefaultTests()
@@ -133,23 +143,23 @@ func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error
 	for i, t := range tests {
 		n, err := testspec.Normalize(t)
 		if err != nil {
-			return nil, fmt.Errorf("%w: tests[%d]: %w", ErrInvalid, i, err)
+			return Planned{}, fmt.Errorf("%w: tests[%d]: %w", ErrInvalid, i, err)
 		}
 		norm[i] = n
 	}
 	if l := spec.GetLabel(); len(l) > 64 || strings.IndexFunc(l, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return nil, fmt.Errorf("%w: label %.70q: want at most 64 printable characters", ErrInvalid, l)
+		return Planned{}, fmt.Errorf("%w: label %.70q: want at most 64 printable characters", ErrInvalid, l)
 	}
 	paths, err := planPaths(spec)
 	if err != nil {
-		return nil, err
+		return Planned{}, err
 	}
 	targets, err := externalTargets(spec, nodes)
 	if err != nil {
-		return nil, err
+		return Planned{}, err
 	}
 	if r := spec.GetRepeats(); r > MaxRepeats {
-		return nil, fmt.Errorf("%w: repeats %d is above %d", ErrInvalid, r, MaxRepeats)
+		return Planned{}, fmt.Errorf("%w: repeats %d is above %d", ErrInvalid, r, MaxRepeats)
 	}
 	repeatsOf := func(t measurev1.Test) uint32 {
 		if r := spec.GetRepeats(); r > 0 {
@@ -163,18 +173,59 @@ func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error
 	}
 	nodePaths, extPaths := testspec.SplitPaths(paths)
 	if len(targets) > 0 && len(extPaths) == 0 {
-		return nil, fmt.Errorf("%w: external_targets %s: no external path among paths (add host-external or pod-external)",
+		return Planned{}, fmt.Errorf("%w: external_targets %s: no external path among paths (add host-external or pod-external)",
 			ErrInvalid, strings.Join(names(targets), ","))
 	}
 	if len(targets) == 0 && len(extPaths) > 0 {
-		return nil, fmt.Errorf("%w: paths: %s needs external_targets", ErrInvalid, testspec.PathName(extPaths[0]))
+		return Planned{}, fmt.Errorf("%w: paths: %s needs external_targets", ErrInvalid, testspec.PathName(extPaths[0]))
 	}
-	routes, err := routes(spec.GetPairs(), nodes, nodePaths, extPaths, targets)
+	// A pair's tests (how many, in one family), and the external ones:
+	// what a run of mesh rounds may hold.
+	perFamily := 0
+	extTests := 0
+	for r := range repeats {
+		for _, t := range norm {
+			if r >= repeatsOf(t.GetTest()) {
+				continue
+			}
+			for _, path := range nodePaths {
+				if Applies(t.GetTest(), path) {
+					perFamily++
+				}
+			}
+			for _, path := range extPaths {
+				for _, tg := range targets {
+					if Applies(t.GetTest(), path) && AppliesTo(t.GetTest(), tg) {
+						extTests++
+					}
+				}
+			}
+		}
+	}
+	var ps []*measurev1.NodePair
+	var win MeshWindow
+	switch asked := spec.GetPairs(); {
+	case len(asked) > 0 && spec.GetMeshRounds() > 0:
+		return Planned{}, fmt.Errorf("%w: mesh_rounds %d: rounds of the full mesh are for a run without pairs", ErrInvalid, spec.GetMeshRounds())
+	case len(asked) > 0:
+		if ps, err = checkPairs(asked, nodes); err != nil {
+			return Planned{}, err
+		}
+	case len(nodePaths) > 0:
+		cost := func(src, dst string) int {
+			return max(1, len(nodes.pairFamilies(spec.GetIpFamilies(), src, dst))) * perFamily
+		}
+		budget := MaxPlannedTests - extTests*max(1, len(nodes.Mesh))
+		if ps, win, err = meshPairs(spec, nodes.Mesh, cost, budget); err != nil {
+			return Planned{}, err
+		}
+	}
+	routes, err := routes(ps, spec.GetPairs(), nodes, nodePaths, extPaths, targets)
 	if err != nil {
-		return nil, err
+		return Planned{}, err
 	}
 	if err := protocol.ValidateFamilies("ip_families", spec.GetIpFamilies()); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return Planned{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 
 	var planned []*measurev1.PlannedTest
@@ -193,7 +244,7 @@ func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error
 							continue
 						}
 						if len(planned) == MaxPlannedTests {
-							return nil, fmt.Errorf("%w: more than %d tests; ask for fewer pairs, paths, targets, families, tests or repeats", ErrInvalid, MaxPlannedTests)
+							return Planned{}, fmt.Errorf("%w: more than %d tests; ask for fewer pairs, paths, targets, families, tests or repeats", ErrInvalid, MaxPlannedTests)
 						}
 						planned = append(planned, &measurev1.PlannedTest{
 							TestId:  fmt.Sprintf("t%05d", len(planned)+1),
@@ -206,12 +257,12 @@ func Plan(spec *measurev1.RunSpec, nodes Nodes) ([]*measurev1.PlannedTest, error
 		}
 	}
 	if err := checkServerTests(spec, norm, planned, targets); err != nil {
-		return nil, err
+		return Planned{}, err
 	}
 	if len(planned) == 0 {
-		return nil, fmt.Errorf("%w: no test applies to the paths (and external targets) asked for", ErrInvalid)
+		return Planned{}, fmt.Errorf("%w: no test applies to the paths (and external targets) asked for", ErrInvalid)
 	}
-	return planned, nil
+	return Planned{Tests: planned, Mesh: win}, nil
 }
 
 // planPaths returns the spec's paths, checked, or the default ones (with
@@ -232,31 +283,10 @@ func planPaths(spec *measurev1.RunSpec) ([]measurev1.Path, error) {
 	return paths, nil
 }
 
-// pairs returns the requested pairs, checked against the targetable
-// nodes, or with mesh every ordered pair of distinct mesh nodes (none for
-// fewer than two). More pairs than MaxPlannedTests, each at least one
-// test, are refused before any is built: the full mesh of 5,000 nodes is
-// 25 million.
-func pairs(asked []*measurev1.NodePair, nodes Nodes, mesh bool) ([]*measurev1.NodePair, error) {
-	if len(asked) == 0 {
-		n := len(nodes.Mesh)
-		if !mesh || n < 2 {
-			return nil, nil
-		}
-		if n*(n-1) > MaxPlannedTests {
-			return nil, fmt.Errorf("%w: the full mesh of %d nodes is %d pairs, more than %d tests; name pairs (trigger --pair), or watch a fleet this size with the continuous probes (the config's probes)",
-				ErrInvalid, n, n*(n-1), MaxPlannedTests)
-		}
-		out := make([]*measurev1.NodePair, 0, n*(n-1))
-		for _, src := range nodes.Mesh {
-			for _, dst := range nodes.Mesh {
-				if src != dst {
-					out = append(out, &measurev1.NodePair{SrcNode: src, DstNode: dst})
-				}
-			}
-		}
-		return out, nil
-	}
+// checkPairs returns the requested pairs, checked against the
+// targetable nodes: known, distinct ends, each pair once, at most
+// MaxPlannedTests of them.
+func checkPairs(asked []*measurev1.NodePair, nodes Nodes) ([]*measurev1.NodePair, error) {
 	if len(asked) > MaxPlannedTests {
 		return nil, fmt.Errorf("%w: %d pairs, more than %d tests", ErrInvalid, len(asked), MaxPlannedTests)
 	}

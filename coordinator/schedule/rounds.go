@@ -13,49 +13,18 @@ type Pair struct {
 // round-robin tournament by the circle method, played once per direction.
 // One direction takes n-1 rounds for even n and n for odd n (one node sits
 // out each round), the fewest possible; both take twice that. Node order is
-// kept; fewer than two nodes give no rounds.
+// kept; fewer than two nodes give no rounds. Round r is circle.round(r):
+// a sample of the mesh's rounds needs no others.
 func Rounds(nodes []string) [][]Pair {
-	n := len(nodes)
-	if n < 2 {
+	c := newCircle(len(nodes))
+	if c.count() == 0 {
 		return nil
 	}
-	// The circle: slot 0 stays, the others rotate. An odd count gets an
-	// empty slot (a bye).
-	slots := make([]int, 0, n+1)
-	for i := range nodes {
-		slots = append(slots, i)
-	}
-	if n%2 == 1 {
-		slots = append(slots, -1)
-	}
-	m := len(slots)
-	forward := make([][]Pair, 0, m-1)
-	for r := 0; r < m-1; r++ {
-		var round []Pair
-		for i := 0; i < m/2; i++ {
-			a, b := slots[i], slots[m-1-i]
-			if a < 0 || b < 0 {
-				continue
-			}
-			// Alternate who serves so that each direction pass is balanced.
-			if (r+i)%2 == 1 {
-				a, b = b, a
-			}
-			round = append(round, Pair{Src: nodes[a], Dst: nodes[b]})
+	rounds := make([][]Pair, c.count())
+	for r := range rounds {
+		for _, p := range c.round(r) {
+			rounds[r] = append(rounds[r], Pair{Src: nodes[p.src], Dst: nodes[p.dst]})
 		}
-		forward = append(forward, round)
-		// Rotate every slot but the first one step.
-		last := slots[m-1]
-		copy(slots[2:], slots[1:m-1])
-		slots[1] = last
-	}
-	rounds := forward
-	for _, round := range forward {
-		back := make([]Pair, len(round))
-		for i, p := range round {
-			back[i] = Pair{Src: p.Dst, Dst: p.Src}
-		}
-		rounds = append(rounds, back)
 	}
 	return rounds
 }
@@ -63,12 +32,102 @@ func Rounds(nodes []string) [][]Pair {
 // OptimalRounds is the fewest rounds a full mesh of n nodes needs in both
 // directions when no node may be in two pairs of a round: 2(n-1) for even
 // n, 2n for odd n.
-func OptimalRounds(n int) int {
-	switch {
-	case n < 2:
+func OptimalRounds(n int) int { return newCircle(n).count() }
+
+// circle is the circle method's layout of n nodes (indices 0..n-1 in the
+// nodes' order) in m slots: n, or n+1 with an empty slot (a bye) for odd
+// n. Slot 0 keeps node 0; in forward round f the others have turned f
+// steps, so slot s (1..m-1) holds node ((s-1-f) mod (m-1)) + 1, and slots
+// s and m-1-s play each other. Rounds m-1 .. 2(m-1)-1 play the forward
+// rounds again with client and server swapped. Every round is computed on
+// its own, in O(n), and every pair's round in O(1) (roundOf), so a sample
+// of rounds of 5,000 nodes costs what it holds, not the 25 million pairs
+// of the mesh.
+type circle struct{ n, m int }
+
+// newCircle lays out n nodes.
+func newCircle(n int) circle { return circle{n: n, m: n + n%2} }
+
+// count is how many rounds the full mesh takes in both directions: 0 for
+// fewer than two nodes.
+func (c circle) count() int {
+	if c.n < 2 {
 		return 0
-	case n%2 == 0:
-		return 2 * (n - 1)
 	}
-	return 2 * n
+	return 2 * (c.m - 1)
+}
+
+// indexPair is an ordered pair of node indices.
+type indexPair struct{ src, dst int }
+
+// at is the node in slot s of forward round f (c.n for the bye).
+func (c circle) at(s, f int) int {
+	if s == 0 {
+		return 0
+	}
+	k := c.m - 1
+	return ((s-1-f)%k+k)%k + 1
+}
+
+// slotOf is node v's slot in forward round f.
+func (c circle) slotOf(v, f int) int {
+	if v == 0 {
+		return 0
+	}
+	k := c.m - 1
+	return (v-1+f)%k + 1
+}
+
+// oriented is the pair of slots s and m-1-s (s < m/2) in forward round f,
+// client first: the client alternates with the round and the slot, so that
+// each direction's rounds are balanced.
+func (c circle) oriented(s, f int) indexPair {
+	a, b := c.at(s, f), c.at(c.m-1-s, f)
+	if (f+s)%2 == 1 {
+		a, b = b, a
+	}
+	return indexPair{a, b}
+}
+
+// round returns round r's pairs (0 <= r < count), in slot order; a pair
+// with the bye is left out.
+func (c circle) round(r int) []indexPair {
+	k := c.m - 1
+	f, back := r%k, r >= k
+	out := make([]indexPair, 0, c.m/2)
+	for s := range c.m / 2 {
+		p := c.oriented(s, f)
+		if p.src >= c.n || p.dst >= c.n {
+			continue
+		}
+		if back {
+			p.src, p.dst = p.dst, p.src
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// roundOf returns the round in which the ordered pair of distinct node
+// indices p plays (0 <= round < count) and its slot there (the order of
+// pairs within a round).
+func (c circle) roundOf(p indexPair) (round, slot int) {
+	k := c.m - 1
+	a, b := p.src, p.dst
+	var f int
+	switch {
+	case a == 0 || b == 0:
+		// Node 0 plays slot m-1's node: v sits there in round k-v.
+		f = (k - max(a, b)) % k
+	default:
+		// Slots of a and b add up to m-1: (a-1+f) + (b-1+f) = k-2 (mod
+		// k), so 2f = k-a-b (mod k); k is odd, so 2 has the inverse
+		// (k+1)/2.
+		f = (((k-a-b)%k + k) % k) * ((k + 1) / 2) % k
+	}
+	slot = min(c.slotOf(a, f), c.slotOf(b, f))
+	if c.oriented(slot, f).src == a {
+		return f, slot
+	}
+	return f + k, slot
 }

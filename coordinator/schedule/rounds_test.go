@@ -72,7 +72,7 @@ func TestArrange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := Arrange(planned)
+	a := Arrange(planned, nil)
 	if got, want := len(a.Light), 12*2; got != want {
 		t.Errorf("%d light tests, want %d", got, want)
 	}
@@ -111,7 +111,7 @@ func TestArrange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := Arrange(one); len(got.Rounds) != 1 || len(got.Rounds[0]) != 1 {
+	if got := Arrange(one, nil); len(got.Rounds) != 1 || len(got.Rounds[0]) != 1 {
 		t.Errorf("one pair: rounds %v, want one round with one slot", got.Rounds)
 	}
 }
@@ -133,7 +133,7 @@ func TestArrangeLightWaves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		light := Arrange(planned).Light
+		light := Arrange(planned, nil).Light
 		if len(light) != len(planned) {
 			t.Fatalf("n=%d: %d light tests, planned %d", n, len(light), len(planned))
 		}
@@ -167,6 +167,34 @@ func TestArrangeLightWaves(t *testing.T) {
 		}
 		if len(seen) != n/2 {
 			t.Errorf("n=%d: first wave has %d pairs, want %d", n, len(seen), n/2)
+		}
+	}
+}
+
+// TestRoundOf checks that circle.roundOf finds every pair where Rounds
+// puts it, at its place in the round, for n = 2..41.
+func TestRoundOf(t *testing.T) {
+	for n := 2; n <= 41; n++ {
+		nodes := make([]string, n)
+		index := map[string]int{}
+		for i := range nodes {
+			nodes[i] = fmt.Sprintf("n%02d", i)
+			index[nodes[i]] = i
+		}
+		c := newCircle(n)
+		rounds := Rounds(nodes)
+		for r, round := range rounds {
+			lastSlot := -1
+			for _, p := range round {
+				gotR, slot := c.roundOf(indexPair{index[p.Src], index[p.Dst]})
+				if gotR != r {
+					t.Fatalf("n=%d: roundOf(%v) = %d, Rounds has it in %d", n, p, gotR, r)
+				}
+				if slot <= lastSlot {
+					t.Fatalf("n=%d round %d: %v in slot %d after slot %d", n, r, p, slot, lastSlot)
+				}
+				lastSlot = slot
+			}
 		}
 	}
 }

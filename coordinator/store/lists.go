@@ -44,6 +44,40 @@ const (
 	MaxSeriesRange = 31 * 24 * time.Hour
 )
 
+// NewestRunScan bounds the run headers NewestRun reads, newest first:
+// 10,000 (a light schedule every 30 s makes 720 runs between two of a
+// bandwidth schedule every 6 h).
+const NewestRunScan = 10_000
+
+// NewestRun returns the header (no planned tests) of the newest run
+// labelled label, or nil if none is among the newest NewestRunScan runs.
+func (s *Store) NewestRun(ctx context.Context, label string) (*measurev1.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var found *measurev1.Run
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRuns).Cursor()
+		n := 0
+		for k, v := c.Last(); k != nil && n < NewestRunScan; k, v = c.Prev() {
+			n++
+			run := &measurev1.Run{}
+			if err := proto.Unmarshal(v, run); err != nil {
+				return fmt.Errorf("decode run %s: %w", k, err)
+			}
+			if run.GetSpec().GetLabel() == label {
+				found = run
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("newest run of %.64q: %w", label, err)
+	}
+	return found, nil
+}
+
 // ListRuns returns up to pageSize run headers (no planned tests), newest
 // first (run IDs are ULIDs: key order is creation order), and the token of
 // the next, older page ("" on the last page). pageToken is "" for the

@@ -57,5 +57,9 @@ func RunHeader(run *measurev1.Run) *measurev1.Run {
 		TestsPlanned: run.GetTestsPlanned(),
 		Rounds:       run.GetRounds(),
 		Origin:       run.GetOrigin(),
+		// Which rounds of the mesh: the monitor's next run starts after
+		// them (from the store's header).
+		MeshRounds:     run.GetMeshRounds(),
+		MeshRoundCount: run.GetMeshRoundCount(),
 	}
 }

@@ -18,6 +18,8 @@ func TestRunHeaderFields(t *testing.T) {
 		"tests_done": true, "tests_failed": true, "tests_planned": true, "rounds": true,
 		"origin":  true,  // whose run it is: the alerter and the web read it from headers
 		"planned": false, // the bulk of a run: stored apart, left out of progress updates
+		// which rounds of the mesh: the monitor's next run starts after them
+		"mesh_rounds": true, "mesh_round_count": true,
 	}
 	run := &measurev1.Run{}
 	fields := run.ProtoReflect().Descriptor().Fields()

@@ -189,9 +189,23 @@ type RunSpec struct {
 	// ip_families to measure; empty means every family the nodes of each
 	// pair have in common (both, on a dual-stack cluster). Each pair and path
 	// is planned once per family.
-	IpFamilies    []IPFamily `protobuf:"varint,8,rep,packed,name=ip_families,json=ipFamilies,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_families,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	IpFamilies []IPFamily `protobuf:"varint,8,rep,packed,name=ip_families,json=ipFamilies,proto3,enum=meshperf.measure.v1.IPFamily" json:"ip_families,omitempty"`
+	// mesh_rounds, in a run without pairs, measures that many rounds of the
+	// full mesh instead of every one: the mesh's ordered pairs fall into
+	// 2(n-1) rounds of n nodes (2n for odd n) in each of which every node is
+	// in one pair (the circle method of coordinator/schedule), so a run of k
+	// rounds measures every node in k pairs and takes k rounds of heavy
+	// tests, whatever n. 0 means every round (the full mesh); more than the
+	// mesh has means every round too. Where k rounds hold more tests than a
+	// run may (100,000), the run takes as many as fit, at least one
+	// (Run.mesh_rounds says how many). Refused with pairs.
+	MeshRounds uint32 `protobuf:"varint,9,opt,name=mesh_rounds,json=meshRounds,proto3" json:"mesh_rounds,omitempty"`
+	// first_mesh_round is the first of the mesh_rounds, 0-based, counted
+	// modulo the mesh's rounds: the continuous monitor moves it on by each
+	// run's rounds, so that its runs measure every pair in turn.
+	FirstMeshRound uint32 `protobuf:"varint,10,opt,name=first_mesh_round,json=firstMeshRound,proto3" json:"first_mesh_round,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RunSpec) Reset() {
@@ -278,6 +292,20 @@ func (x *RunSpec) GetIpFamilies() []IPFamily {
 		return x.IpFamilies
 	}
 	return nil
+}
+
+func (x *RunSpec) GetMeshRounds() uint32 {
+	if x != nil {
+		return x.MeshRounds
+	}
+	return 0
+}
+
+func (x *RunSpec) GetFirstMeshRound() uint32 {
+	if x != nil {
+		return x.FirstMeshRound
+	}
+	return 0
 }
 
 // NodePair is an ordered pair of nodes: the client runs on src_node.
@@ -465,9 +493,18 @@ type Run struct {
 	Rounds uint32 `protobuf:"varint,11,opt,name=rounds,proto3" json:"rounds,omitempty"`
 	// origin is who started the run, set by the coordinator when it
 	// accepts the run (never by the client's request).
-	Origin        RunOrigin `protobuf:"varint,12,opt,name=origin,proto3,enum=meshperf.measure.v1.RunOrigin" json:"origin,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Origin RunOrigin `protobuf:"varint,12,opt,name=origin,proto3,enum=meshperf.measure.v1.RunOrigin" json:"origin,omitempty"`
+	// mesh_rounds is how many rounds of the full mesh the run measures
+	// (RunSpec.mesh_rounds, or fewer where they held more tests than a run
+	// may), from spec.first_mesh_round on; 0 for a run of named pairs or of
+	// external targets alone.
+	MeshRounds uint32 `protobuf:"varint,13,opt,name=mesh_rounds,json=meshRounds,proto3" json:"mesh_rounds,omitempty"`
+	// mesh_round_count is how many rounds the full mesh of the run's nodes
+	// has: 2(n-1) for n nodes, 2n for odd n; mesh_rounds equals it for a
+	// full-mesh run.
+	MeshRoundCount uint32 `protobuf:"varint,14,opt,name=mesh_round_count,json=meshRoundCount,proto3" json:"mesh_round_count,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Run) Reset() {
@@ -584,11 +621,25 @@ func (x *Run) GetOrigin() RunOrigin {
 	return RunOrigin_RUN_ORIGIN_UNSPECIFIED
 }
 
+func (x *Run) GetMeshRounds() uint32 {
+	if x != nil {
+		return x.MeshRounds
+	}
+	return 0
+}
+
+func (x *Run) GetMeshRoundCount() uint32 {
+	if x != nil {
+		return x.MeshRoundCount
+	}
+	return 0
+}
+
 var File_meshperf_measure_v1_run_proto protoreflect.FileDescriptor
 
 const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x1dmeshperf/measure/v1/run.proto\x12\x13meshperf.measure.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\xf1\x02\n" +
+	"\x1dmeshperf/measure/v1/run.proto\x12\x13meshperf.measure.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!meshperf/measure/v1/measure.proto\"\xbc\x03\n" +
 	"\aRunSpec\x123\n" +
 	"\x05tests\x18\x01 \x03(\v2\x1d.meshperf.measure.v1.TestSpecR\x05tests\x12/\n" +
 	"\x05paths\x18\x02 \x03(\x0e2\x19.meshperf.measure.v1.PathR\x05paths\x123\n" +
@@ -598,7 +649,11 @@ const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\x05label\x18\x06 \x01(\tR\x05label\x12)\n" +
 	"\x10external_targets\x18\a \x03(\tR\x0fexternalTargets\x12>\n" +
 	"\vip_families\x18\b \x03(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\n" +
-	"ipFamilies\"@\n" +
+	"ipFamilies\x12\x1f\n" +
+	"\vmesh_rounds\x18\t \x01(\rR\n" +
+	"meshRounds\x12(\n" +
+	"\x10first_mesh_round\x18\n" +
+	" \x01(\rR\x0efirstMeshRound\"@\n" +
 	"\bNodePair\x12\x19\n" +
 	"\bsrc_node\x18\x01 \x01(\tR\asrcNode\x12\x19\n" +
 	"\bdst_node\x18\x02 \x01(\tR\adstNode\"\x92\x02\n" +
@@ -609,7 +664,7 @@ const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\x04path\x18\x04 \x01(\x0e2\x19.meshperf.measure.v1.PathR\x04path\x121\n" +
 	"\x04spec\x18\x05 \x01(\v2\x1d.meshperf.measure.v1.TestSpecR\x04spec\x12\x16\n" +
 	"\x06repeat\x18\x06 \x01(\rR\x06repeat\x12:\n" +
-	"\tip_family\x18\a \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"\x84\x04\n" +
+	"\tip_family\x18\a \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"\xcf\x04\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x120\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1c.meshperf.measure.v1.RunSpecR\x04spec\x123\n" +
@@ -625,7 +680,10 @@ const file_meshperf_measure_v1_run_proto_rawDesc = "" +
 	"\rtests_planned\x18\n" +
 	" \x01(\rR\ftestsPlanned\x12\x16\n" +
 	"\x06rounds\x18\v \x01(\rR\x06rounds\x126\n" +
-	"\x06origin\x18\f \x01(\x0e2\x1e.meshperf.measure.v1.RunOriginR\x06origin*\xb4\x01\n" +
+	"\x06origin\x18\f \x01(\x0e2\x1e.meshperf.measure.v1.RunOriginR\x06origin\x12\x1f\n" +
+	"\vmesh_rounds\x18\r \x01(\rR\n" +
+	"meshRounds\x12(\n" +
+	"\x10mesh_round_count\x18\x0e \x01(\rR\x0emeshRoundCount*\xb4\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10RUN_STATE_QUEUED\x10\x01\x12\x15\n" +
