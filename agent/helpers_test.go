@@ -68,15 +68,16 @@ func (f *fakeCoordinator) Connect(s grpc.BidiStreamingServer[agentv1.ConnectRequ
 	return f.connect(s)
 }
 
-// startFake starts a fake coordinator and returns the agents' target.
-func startFake(t *testing.T, connect func(grpc.BidiStreamingServer[agentv1.ConnectRequest, agentv1.ConnectResponse]) error) string {
+// startFake starts a fake coordinator (a gRPC server with opts) and
+// returns the agents' target.
+func startFake(t *testing.T, connect func(grpc.BidiStreamingServer[agentv1.ConnectRequest, agentv1.ConnectResponse]) error, opts ...grpc.ServerOption) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "fake.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(opts...)
 	agentv1.RegisterAgentServiceServer(g, &fakeCoordinator{connect: connect})
 	done := make(chan struct{})
 	go func() {

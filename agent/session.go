@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/queue"
+	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/version"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -36,6 +38,17 @@ const defaultRegisterTimeout = 30 * time.Second
 // coordinator sends a node four at a time, and a coordinator that sends
 // more is answered busy.
 const maxPendingPerSlot = 4
+
+// maxPendingWork bounds the other works (servers to start or stop) a
+// session answers at once: a coordinator keeps a node in one heavy test
+// at a time, so a few; a coordinator that sends more is answered busy.
+const maxPendingWork = 64
+
+// maxWorkBytes bounds one Work, unknown fields dropped: a client run's
+// spec and target are a few hundred bytes. A larger one is refused, so a
+// coordinator cannot make the agent hold (or spool, in its results) what
+// it pleases.
+const maxWorkBytes = 64 << 10
 
 // register builds the Register message.
 func (a *Agent) register(ctx context.Context) *agentv1.Register {
@@ -185,6 +198,9 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 			a.log.Info("joined the gossip pool", "seeds", seeds, "answered", n)
 		}()
 	}
+	// pendingWork holds a place per work (not a client run) being answered:
+	// at most maxPendingWork.
+	pendingWork := make(chan struct{}, maxPendingWork)
 	watchdog := time.AfterFunc(timeout, func() { cancel(errCoordinatorSilent) })
 	defer watchdog.Stop()
 
@@ -201,24 +217,22 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 		case *agentv1.ConnectResponse_Work:
 			// A Work's timeout counts from here, on this agent's clock.
 			arrived := time.Now()
+			// What this agent does not know it does not keep (nor copy
+			// into its answers).
+			protocol.ClearUnknown(msg.Work)
+			if n := proto.Size(msg.Work); n > maxWorkBytes {
+				a.refuseNow(ob, msg.Work, arrived, measurev1.Status_STATUS_INVALID, "work of %d bytes, more than %d", n, maxWorkBytes)
+				continue
+			}
 			id := protocol.WorkID(msg.Work)
 			switch msg.Work.GetAction().(type) {
 			case *agentv1.Work_RunClient:
 				if n, most := a.inFlight.len(), maxPendingPerSlot*cap(a.clients); n >= most {
-					// A run waits for a slot in a goroutine of its own: a
-					// flood of them would grow without bound. Answered at
-					// once, not spooled (the spool is for measurements).
-					ans, ok := protocol.StartAnswer(msg.Work, arrived)
-					r := ans.Result
-					if ok {
-						r = ans.Fail(measurev1.Status_STATUS_BUSY, "%d client runs are running or waiting for a slot on this agent, the most it takes (%d x %d slots)",
-							n, maxPendingPerSlot, cap(a.clients))
-					}
-					select {
-					case ob.ch <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}}:
-					default:
-						a.log.Warn("client run refused as busy; the answer was dropped, the outbox being full", "test_id", id)
-					}
+					// A run waits for a slot, and then for the session to
+					// take its result, in a goroutine of its own: a flood
+					// of them would grow without bound.
+					a.refuseNow(ob, msg.Work, arrived, measurev1.Status_STATUS_BUSY, "%d client runs are running, waiting for a slot or for their result to be sent on this agent, the most it takes (%d x %d slots)",
+						n, maxPendingPerSlot, cap(a.clients))
 					continue
 				}
 				// With "result put in the spool", this tells a reader of the
@@ -231,7 +245,9 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 				go func() { // owner: the agent (Run waits); bounded by the work's deadline, its cancel and the agent's ctx, not by this session
 					defer a.runs.Done()
 					r := a.handle(runCtx, msg.Work, arrived)
-					forget()
+					// Counted until the result is handed over: a
+					// coordinator that stops reading holds it here.
+					defer forget()
 					a.clientDone(r)
 				}()
 				continue
@@ -241,9 +257,16 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 				a.log.Info("cancel_client", "work_id", id, "running", found)
 				continue
 			}
+			select {
+			case pendingWork <- struct{}{}:
+			default:
+				a.refuseNow(ob, msg.Work, arrived, measurev1.Status_STATUS_BUSY, "%d works are being answered on this session, the most it takes", maxPendingWork)
+				continue
+			}
 			wg.Add(1)
 			go func() { // owner: session; bounded by the work's deadline and ctx
 				defer wg.Done()
+				defer func() { <-pendingWork }()
 				r := a.handle(ctx, msg.Work, arrived)
 				select {
 				case ob.ch <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}}:
@@ -293,6 +316,24 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 		default:
 			a.log.Warn("unknown message from the coordinator", "type", fmt.Sprintf("%T", msg))
 		}
+	}
+}
+
+// refuseNow answers w at once with status st and a message (format and
+// args), unless w is refused anyway (no action, no ID, a bad timeout:
+// that answer goes), without waiting: with the outbox full (a coordinator
+// that does not read) the answer is dropped and logged. Nothing refused
+// here is spooled: the spool is for measurements.
+func (a *Agent) refuseNow(ob *outbox, w *agentv1.Work, arrived time.Time, st measurev1.Status, format string, args ...any) {
+	ans, ok := protocol.StartAnswer(w, arrived)
+	r := ans.Result
+	if ok {
+		r = ans.Fail(st, format, args...)
+	}
+	select {
+	case ob.ch <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: r}}:
+	default:
+		a.log.Warn("work refused; the answer was dropped, the outbox being full", "work_id", safetext.Cut(ans.ID, 128), "status", st, "why", r.GetMessage())
 	}
 }
 

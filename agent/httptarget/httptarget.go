@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // MaxBodyBytes bounds the body size a client may ask for with ?bytes=N:
@@ -52,15 +54,35 @@ func Handler(node, network string) http.Handler {
 	})
 }
 
+// Limits of Serve's server, against whoever reaches the node.
+const (
+	// WriteTimeout bounds writing one answer: a client that stops reading
+	// (a slow reader holding a handler and a socket per request) is cut
+	// off; 30 s carries MaxBodyBytes at 35 kB/s.
+	WriteTimeout = 30 * time.Second
+	// MaxConns bounds the connections served at once; further ones wait
+	// in the listener's backlog. http_load (ab) keeps up to 1,000 open.
+	MaxConns = 2048
+)
+
 // Serve serves h on l until ctx ends, then shuts down (waiting at most 2 s
-// for requests in flight). It returns nil after ctx ends, or the serve error.
+// for requests in flight). It returns nil after ctx ends, or the serve
+// error. At most MaxConns connections are served at once, and each
+// answer is written within WriteTimeout.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second}
+	return serve(ctx, l, h, WriteTimeout, MaxConns)
+}
+
+// serve is Serve with its limits.
+func serve(ctx context.Context, l net.Listener, h http.Handler, writeTimeout time.Duration, maxConns int) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: writeTimeout, IdleTimeout: 30 * time.Second}
+	addr := l.Addr()
+	l = netutil.LimitListener(l, maxConns)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {
 	case err := <-errc:
-		return fmt.Errorf("http target %s: %w", l.Addr(), err)
+		return fmt.Errorf("http target %s: %w", addr, err)
 	case <-ctx.Done():
 	}
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -71,7 +93,7 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
 		_ = srv.Close()
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http target %s: %w", l.Addr(), err)
+		return fmt.Errorf("http target %s: %w", addr, err)
 	}
 	return nil
 }

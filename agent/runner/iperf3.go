@@ -210,6 +210,12 @@ func parseIperf3(test measurev1.Test, out proc.Output) (_ *measurev1.Iperf3Metri
 		}
 		return m, "", nil
 	}
+	if recv.Bytes > sent.Bytes {
+		// TCP delivers what was sent, once. The receiver's sum is the
+		// server's, another node's word: one that claims more is refused.
+		return nil, "", fail(measurev1.Status_STATUS_PARSE_ERROR, "iperf3 TCP: %s.bytes %v is over %s.bytes %v: a receiver cannot get more than was sent",
+			recvName, recv.Bytes, sentName, sent.Bytes)
+	}
 	m.Retransmits = uint64(sent.Retransmits)
 	if mss := firstPositive(j.Start.TCPMSS, j.Start.TCPMSSDefault); finiteNonNeg(mss) && mss <= math.MaxUint32 {
 		m.TcpMssBytes = uint32(mss)

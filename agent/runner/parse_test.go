@@ -310,6 +310,34 @@ func TestParseIperf3UDPEnds(t *testing.T) {
 	}
 }
 
+// TestParseIperf3TCPReceivedOverSent: the receiver's sum comes from the
+// server, another node: a TCP receiver that claims more bytes than the
+// client sent is refused, whatever its rate.
+func TestParseIperf3TCPReceivedOverSent(t *testing.T) {
+	tests := []struct {
+		name, end  string
+		wantStatus measurev1.Status
+	}{
+		{"received all", `"sum_sent":{"seconds":1,"bytes":1000000,"bits_per_second":8e6},
+			"sum_received":{"seconds":1,"bytes":1000000,"bits_per_second":8e6}`, measurev1.Status_STATUS_OK},
+		{"received 10,000 times more", `"sum_sent":{"seconds":1,"bytes":100000,"bits_per_second":8e5},
+			"sum_received":{"seconds":1,"bytes":1000000000,"bits_per_second":8e9}`, measurev1.Status_STATUS_PARSE_ERROR},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdout := `{"start":{"version":"iperf 3.x"},"end":{` + tt.end + `}}`
+			_, _, err := parseIperf3(measurev1.Test_TEST_IPERF3_TCP, proc.Output{Stdout: []byte(stdout)})
+			var f *Failure
+			switch {
+			case tt.wantStatus == measurev1.Status_STATUS_OK && err != nil:
+				t.Fatalf("err = %v, want none", err)
+			case tt.wantStatus != measurev1.Status_STATUS_OK && (!errors.As(err, &f) || f.Status != tt.wantStatus || !strings.Contains(f.Message, "cannot get more than was sent")):
+				t.Fatalf("err = %v, want %v", err, tt.wantStatus)
+			}
+		})
+	}
+}
+
 func TestClassifyText(t *testing.T) {
 	tests := []struct {
 		in   string

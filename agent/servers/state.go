@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/google/renameio/v2"
+
+	"github.com/meshperf/meshperf/internal/statedir"
 )
 
 // StateFile is the name of the state file in Config.StateDir.
@@ -65,12 +68,30 @@ func (r record) check() error {
 	return nil
 }
 
+// maxStateBytes bounds the state file: a record is about 200 bytes, and
+// an agent runs a few servers at once.
+const maxStateBytes = 1 << 20
+
 // readState reads the state file at path. The error wraps fs.ErrNotExist
-// when there is none.
+// when there is none. Only a regular file is read (a link, a FIFO or a
+// device is refused without blocking), and at most maxStateBytes of it.
 func readState(path string) ([]record, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%v)", fi.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxStateBytes {
+		return nil, fmt.Errorf("more than %d bytes", maxStateBytes)
 	}
 	var st state
 	if err := json.Unmarshal(b, &st); err != nil {
@@ -106,7 +127,7 @@ func writeState(dir string, recs []record) error {
 // directory, and the kernel releases the lock when that agent dies, however
 // it dies. errLocked means another process (or another Manager) holds it.
 func lockDir(dir string) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := statedir.Ensure(dir); err != nil {
 		return nil, err
 	}
 	f, err := os.Open(dir)

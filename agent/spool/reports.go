@@ -110,7 +110,7 @@ func (s *Spool) PutReport(r *agentv1.ProbeReport) (uint64, error) {
 	if s.closed {
 		return 0, ErrClosed
 	}
-	if err := s.makeRoom(&s.reports); err != nil {
+	if err := s.makeRoom(&s.reports, 0); err != nil { // reports: bounded by count alone
 		return 0, err
 	}
 	r.SeqEpoch = s.seqEpoch

@@ -15,6 +15,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/meshperf/meshperf/internal/statedir"
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -25,6 +27,13 @@ const FileName = "spool.db"
 
 // DefaultMaxResults is the bound of a spool whose Config.MaxResults is zero.
 const DefaultMaxResults = 10000
+
+// DefaultMaxResultBytes bounds the encoded results a spool holds,
+// whatever their count, when Config.MaxResultBytes is zero: 64 MiB, many
+// times what 10,000 results of the real tools take. When full, Put drops
+// the oldest; a result larger than the bound alone is refused. The spool
+// lives in /var/run, memory on most nodes.
+const DefaultMaxResultBytes = 64 << 20
 
 // maxTestIDLength bounds the test IDs the spool indexes (bbolt keys are at
 // most 32 KiB); the coordinator's are a few dozen bytes.
@@ -77,6 +86,10 @@ type Config struct {
 	// that holds more (a lower bound than before) drops its oldest at
 	// Open.
 	MaxResults int
+	// MaxResultBytes bounds the encoded bytes of the results the spool
+	// holds; zero means DefaultMaxResultBytes. When it is full, Put drops
+	// the oldest; a file that holds more drops its oldest at Open.
+	MaxResultBytes int
 	// MaxReports bounds how many probe reports the spool holds; zero means
 	// DefaultMaxReports. When it is full, PutReport drops the oldest; a
 	// file that holds more drops its oldest at Open.
@@ -112,6 +125,8 @@ type lane struct {
 	droppedKey []byte     // its drop counter in bucketMeta
 	max        int        // bound of n
 	n          int        // entries held
+	maxBytes   int        // bound of bytes; 0: none
+	bytes      int        // encoded bytes of the entries held
 	dropped    uint64     // entries dropped (full, or not decoding), over the file's life
 	mem        []memEntry // in memory, oldest first
 	// unindex removes, in a file spool, what else refers to a dropped
@@ -133,13 +148,16 @@ type memEntry struct {
 // moved aside and replaced by an empty one. The error wraps ErrLocked when
 // another process holds the file.
 func Open(cfg Config) (*Spool, error) {
+	if cfg.MaxResultBytes < 0 {
+		return nil, fmt.Errorf("spool: MaxResultBytes %d is negative", cfg.MaxResultBytes)
+	}
 	if cfg.MaxResults < 0 {
 		return nil, fmt.Errorf("spool: MaxResults %d is negative", cfg.MaxResults)
 	}
 	if cfg.MaxReports < 0 {
 		return nil, fmt.Errorf("spool: MaxReports %d is negative", cfg.MaxReports)
 	}
-	s := &Spool{log: cfg.Logger, results: resultsLane(cfg.MaxResults), reports: reportsLane(cfg.MaxReports)}
+	s := &Spool{log: cfg.Logger, results: resultsLane(cfg.MaxResults, cfg.MaxResultBytes), reports: reportsLane(cfg.MaxReports)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -151,10 +169,13 @@ func Open(cfg Config) (*Spool, error) {
 	if timeout == 0 {
 		timeout = time.Second
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("spool directory: %w", err)
+	if err := statedir.Ensure(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
 	}
 	s.path = filepath.Join(cfg.Dir, FileName)
+	if err := statedir.CheckFile(s.path); err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
 	err := s.load(timeout)
 	if errors.Is(err, errCorrupt) {
 		aside := s.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000")
@@ -196,7 +217,7 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 	case err != nil:
 		return fmt.Errorf("open %s: %w", s.path, err)
 	}
-	var n, bad int
+	var n, bad, size int
 	var dropped uint64
 	if fi, serr := os.Stat(s.path); serr == nil {
 		err = db.View(func(tx *bolt.Tx) error {
@@ -211,7 +232,7 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 		}
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		n, bad, dropped = 0, 0, 0
+		n, bad, dropped, size = 0, 0, 0, 0
 		res, err := tx.CreateBucketIfNotExists(bucketResults)
 		if err != nil {
 			return err
@@ -244,6 +265,7 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 				return err
 			}
 			n++
+			size += len(v)
 		}
 		for _, k := range badKeys {
 			if err := res.Delete(k); err != nil {
@@ -267,10 +289,10 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 	if bad > 0 {
 		s.log.Error("result spool held entries that do not decode; dropped", "path", s.path, "count", bad, "dropped_total", dropped)
 	}
-	s.db, s.results.n, s.results.dropped = db, n, dropped
+	s.db, s.results.n, s.results.dropped, s.results.bytes = db, n, dropped, size
 	// A spool bounded lower than before drops its oldest now.
 	for _, l := range []*lane{&s.results, &s.reports} {
-		for l.n > l.max {
+		for l.n > l.max || l.maxBytes > 0 && l.bytes > l.maxBytes {
 			if err := s.dropOldest(l); err != nil {
 				closeQuietly(db)
 				s.db = nil
@@ -282,12 +304,15 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 }
 
 // resultsLane is the results' lane of at most bound entries (0:
-// DefaultMaxResults).
-func resultsLane(bound int) lane {
+// DefaultMaxResults) and maxBytes bytes (0: DefaultMaxResultBytes).
+func resultsLane(bound, maxBytes int) lane {
 	if bound == 0 {
 		bound = DefaultMaxResults
 	}
-	return lane{what: "result", bucket: bucketResults, droppedKey: keyDropped, max: bound,
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxResultBytes
+	}
+	return lane{what: "result", bucket: bucketResults, droppedKey: keyDropped, max: bound, maxBytes: maxBytes,
 		unindex: func(tx *bolt.Tx, k, v []byte) error {
 			r := &agentv1.WorkResult{}
 			_ = proto.Unmarshal(v, r) // decoded at Open
@@ -352,12 +377,13 @@ func (s *Spool) Put(r *agentv1.WorkResult) error {
 	if s.closed {
 		return ErrClosed
 	}
-	if err := s.makeRoom(&s.results); err != nil {
+	if err := s.makeRoom(&s.results, len(v)); err != nil {
 		return err
 	}
 	if s.db == nil {
 		s.results.mem = append(s.results.mem, memEntry{testID: r.GetTestId(), data: v})
 		s.results.n++
+		s.results.bytes += len(v)
 		return nil
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
@@ -376,13 +402,18 @@ func (s *Spool) Put(r *agentv1.WorkResult) error {
 		return fmt.Errorf("spool: put %q: %w", r.GetTestId(), err)
 	}
 	s.results.n++
+	s.results.bytes += len(v)
 	return nil
 }
 
-// makeRoom drops the oldest entries of l until it has room for one more.
-// Caller holds s.mu.
-func (s *Spool) makeRoom(l *lane) error {
-	for l.n >= l.max {
+// makeRoom drops the oldest entries of l until it has room for one more
+// of size bytes; one larger than l.maxBytes alone is refused. Caller
+// holds s.mu.
+func (s *Spool) makeRoom(l *lane, size int) error {
+	if l.maxBytes > 0 && size > l.maxBytes {
+		return fmt.Errorf("spool: a %s of %d bytes, more than the spool holds (%d)", l.what, size, l.maxBytes)
+	}
+	for l.n >= l.max || l.maxBytes > 0 && l.n > 0 && l.bytes+size > l.maxBytes {
 		if err := s.dropOldest(l); err != nil {
 			return err
 		}
@@ -423,6 +454,7 @@ func (s *Spool) dropOldest(l *lane) error {
 	}
 	l.dropped++
 	l.n--
+	l.bytes -= len(v)
 	s.log.Warn(l.what+" spool full: dropped the oldest "+l.what+" the coordinator has not acknowledged",
 		append(l.describe(v), "dropped_total", l.dropped)...)
 	return nil
@@ -461,12 +493,15 @@ func (s *Spool) remove(l *lane, gone func(memEntry) bool, keys func(tx *bolt.Tx)
 	if s.db == nil {
 		before := len(l.mem)
 		l.mem = slices.DeleteFunc(l.mem, gone)
-		l.n = len(l.mem)
+		l.n, l.bytes = len(l.mem), 0
+		for _, e := range l.mem {
+			l.bytes += len(e.data)
+		}
 		return before - len(l.mem), nil
 	}
-	removed := 0
+	removed, size := 0, 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		removed = 0
+		removed, size = 0, 0
 		b := tx.Bucket(l.bucket)
 		for _, k := range keys(tx) {
 			v := b.Get(k)
@@ -483,6 +518,7 @@ func (s *Spool) remove(l *lane, gone func(memEntry) bool, keys func(tx *bolt.Tx)
 				}
 			}
 			removed++
+			size += len(v)
 		}
 		return nil
 	})
@@ -490,6 +526,7 @@ func (s *Spool) remove(l *lane, gone func(memEntry) bool, keys func(tx *bolt.Tx)
 		return 0, fmt.Errorf("spool: ack %ss: %w", l.what, err)
 	}
 	l.n -= removed
+	l.bytes -= size
 	return removed, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -339,4 +340,131 @@ func TestDamagedFile(t *testing.T) {
 			t.Errorf("Ack of the dropped entry = %d, %v; want 0", n, err)
 		}
 	})
+}
+
+// TestOpenRefusesLinks: a state directory or a spool file that is a
+// symbolic link (or a spool file that is a FIFO) is refused, so whoever
+// could write the directory's parent cannot point the agent's writes
+// elsewhere; nothing is created behind the link.
+func TestOpenRefusesLinks(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, root string) (dir, victim string)
+		wantErr string
+	}{
+		{"directory is a link", func(t *testing.T, root string) (string, string) {
+			outside := filepath.Join(root, "outside")
+			if err := os.Mkdir(outside, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, filepath.Join(root, "state")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(root, "state"), filepath.Join(outside, spool.FileName)
+		}, "a symbolic link, not a directory"},
+		{"file is a link", func(t *testing.T, root string) (string, string) {
+			victim := filepath.Join(root, "victim")
+			if err := os.WriteFile(victim, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(root, "state")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(victim, filepath.Join(dir, spool.FileName)); err != nil {
+				t.Fatal(err)
+			}
+			return dir, victim
+		}, "a symbolic link, not a regular file"},
+		{"file is a FIFO", func(t *testing.T, root string) (string, string) {
+			dir := filepath.Join(root, "state")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(filepath.Join(dir, spool.FileName), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return dir, ""
+		}, "a FIFO, not a regular file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, victim := tt.prepare(t, t.TempDir())
+			sp, err := spool.Open(spool.Config{Dir: dir})
+			if err == nil {
+				_ = sp.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Open: %v, want an error with %q", err, tt.wantErr)
+			}
+			if victim != "" {
+				if fi, err := os.Stat(victim); err == nil && fi.Size() > 0 {
+					t.Errorf("%s written behind the link: %d bytes", victim, fi.Size())
+				}
+			}
+		})
+	}
+}
+
+// TestResultBytesBound: the results a spool holds are bounded in bytes
+// too: Put drops the oldest to make room, a result larger than the bound
+// alone is refused, and a file reopened with a lower bound drops its
+// oldest; in memory and in a file alike.
+func TestResultBytesBound(t *testing.T) {
+	big := func(id string) *agentv1.WorkResult {
+		return &agentv1.WorkResult{TestId: id, Message: strings.Repeat("x", 10_000)}
+	}
+	for _, dir := range []string{"", t.TempDir()} {
+		name := "memory"
+		if dir != "" {
+			name = "file"
+		}
+		t.Run(name, func(t *testing.T) {
+			sp, err := spool.Open(spool.Config{Dir: dir, MaxResultBytes: 50_000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 10 {
+				if err := sp.Put(big(fmt.Sprintf("t%d", i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Each is a little over 10,000 bytes: 4 fit in 50,000.
+			if sp.Len() != 4 || sp.Dropped() != 6 {
+				t.Errorf("%d results held, %d dropped; want 4 and 6", sp.Len(), sp.Dropped())
+			}
+			pending, err := sp.Pending()
+			if err != nil || len(pending) != 4 || pending[0].GetTestId() != "t6" {
+				t.Errorf("pending %d, first %q, %v; want the newest 4 from t6", len(pending), pending[0].GetTestId(), err)
+			}
+			if err := sp.Put(&agentv1.WorkResult{TestId: "huge", Message: strings.Repeat("x", 60_000)}); err == nil || !strings.Contains(err.Error(), "more than the spool holds") {
+				t.Errorf("a result over the bound: %v, want refused", err)
+			}
+			if n, err := sp.Ack("t6", "t7"); err != nil || n != 2 {
+				t.Fatalf("ack: %d, %v", n, err)
+			}
+			for i := 10; i < 12; i++ { // room for two after the ack: nothing dropped
+				if err := sp.Put(big(fmt.Sprintf("t%d", i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if sp.Len() != 4 || sp.Dropped() != 6 {
+				t.Errorf("after an ack of 2 and 2 more: %d held, %d dropped; want 4 and 6", sp.Len(), sp.Dropped())
+			}
+			if err := sp.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if dir == "" {
+				return
+			}
+			sp, err = spool.Open(spool.Config{Dir: dir, MaxResultBytes: 25_000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = sp.Close() }()
+			if sp.Len() != 2 || sp.Dropped() != 8 {
+				t.Errorf("reopened with room for 2: %d held, %d dropped; want 2 and 8", sp.Len(), sp.Dropped())
+			}
+		})
+	}
 }

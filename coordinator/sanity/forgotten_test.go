@@ -67,6 +67,9 @@ func TestCheckResultForgottenFigures(t *testing.T) {
 		{"iperf3 MSS", tcpIperf(func(m *measurev1.Iperf3Metrics) { m.TcpMssBytes = 1448 }), "", ""},
 		{"iperf3 MSS over 65535", tcpIperf(func(m *measurev1.Iperf3Metrics) { m.TcpMssBytes = 1 << 31 }), OutOfBounds, "tcp_mss_bytes 2147483648"},
 		{"iperf3 retransmits without bytes_sent", tcpIperf(func(m *measurev1.Iperf3Metrics) { m.Retransmits = 1 << 62 }), OutOfBounds, "retransmits"},
+		{"iperf3 TCP received what was sent", tcpIperf(func(m *measurev1.Iperf3Metrics) { m.BytesSent, m.BytesReceived = 1_000_000, 1_000_000 }), "", ""},
+		{"iperf3 TCP received more than sent", tcpIperf(func(m *measurev1.Iperf3Metrics) { m.BytesSent, m.BytesReceived = 1_000_000, 10_000_000_000 }),
+			Inconsistent, "bytes_received 10000000000 is over bytes_sent 1000000 (TCP)"},
 		{"iperf3 packets", iperf(func(m *measurev1.Iperf3Metrics) { m.Packets = 1 << 62 }), OutOfBounds, "packets 4611686018427387904"},
 		{"http size", func() *measurev1.Result { r := okHTTP(); r.GetHttp().SizeDownloadBytes = 1 << 62; return r }(), OutOfBounds, "size_download_bytes"},
 	}

@@ -202,7 +202,7 @@ func CheckResult(r *measurev1.Result, timeout time.Duration) error {
 	case *measurev1.Result_Qperf:
 		return checkQperf(m.Qperf, t, r.GetSpec())
 	case *measurev1.Result_Iperf3:
-		return checkIperf3(m.Iperf3, t)
+		return checkIperf3(m.Iperf3, t, r.GetSpec().GetTest() == measurev1.Test_TEST_IPERF3_TCP)
 	case *measurev1.Result_Http:
 		return checkHTTP(m.Http, t)
 	case *measurev1.Result_HttpLoad:
@@ -305,7 +305,7 @@ func checkQperf(m *measurev1.QperfMetrics, t float64, spec *measurev1.TestSpec) 
 	)
 }
 
-func checkIperf3(m *measurev1.Iperf3Metrics, t float64) error {
+func checkIperf3(m *measurev1.Iperf3Metrics, t float64, tcp bool) error {
 	err := checkAll(
 		figure{"throughput_bps", m.GetThroughputBps(), MaxThroughputBps, "the bound"},
 		figure{"sender_throughput_bps", m.GetSenderThroughputBps(), MaxThroughputBps, "the bound"},
@@ -341,6 +341,10 @@ func checkIperf3(m *measurev1.Iperf3Metrics, t float64) error {
 		return inconsistent("retransmits", strconv.FormatUint(m.GetRetransmits(), 10), "is over packets %d", packets)
 	case m.GetBytesSent() > 0 && m.GetRetransmits() > m.GetBytesSent():
 		return inconsistent("retransmits", strconv.FormatUint(m.GetRetransmits(), 10), "is over bytes_sent %d", m.GetBytesSent())
+	case tcp && m.GetBytesSent() > 0 && m.GetBytesReceived() > m.GetBytesSent():
+		// TCP delivers what was sent, once: the receiver's count (which
+		// the server reports, another node) cannot be higher.
+		return inconsistent("bytes_received", strconv.FormatUint(m.GetBytesReceived(), 10), "is over bytes_sent %d (TCP)", m.GetBytesSent())
 	}
 	// loss_ratio is not checked against lost_packets/packets: the runner
 	// takes packets from the sender's sum when it has one and the ratio

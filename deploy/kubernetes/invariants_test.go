@@ -22,6 +22,7 @@ const (
 	endpointName   = "meshperf-endpoint"
 	coordinator    = "meshperf-coordinator"
 	sharedDir      = "/var/run/meshperf"
+	endpointDir    = sharedDir + "/endpoint"
 	dataDir        = "/var/lib/meshperf"
 	image          = "ghcr.io/meshperf/meshperf"
 	monitorConfig  = "../config/coordinator.yaml"
@@ -147,12 +148,29 @@ var invariants = []invariant{
 		},
 	},
 	{
-		name: "agent and endpoint share the hostPath " + sharedDir,
+		name: "agent and endpoint share the hostPath " + endpointDir + ", the endpoint nothing else of the host",
 		check: func(m *manifests) (bad []string) {
-			for _, ps := range []*corev1.PodSpec{agentPod(m), endpointPod(m)} {
-				if !mountsHostPath(ps, sharedDir, sharedDir) {
-					bad = append(bad, fmt.Sprintf("%s: no hostPath %s mounted at %s", ps.Containers[0].Name, sharedDir, sharedDir))
+			if !mountsHostPath(agentPod(m), sharedDir, sharedDir) {
+				bad = append(bad, fmt.Sprintf("agent: no hostPath %s mounted at %s", sharedDir, sharedDir))
+			}
+			ep := endpointPod(m)
+			if !mountsHostPath(ep, endpointDir, sharedDir) {
+				bad = append(bad, fmt.Sprintf("endpoint: no hostPath %s mounted at %s", endpointDir, sharedDir))
+			}
+			for _, v := range ep.Volumes {
+				if v.HostPath != nil && path.Clean(v.HostPath.Path) != endpointDir {
+					// The agent's state (spool, servers' records) is below
+					// sharedDir: a pod on the pod network that could write
+					// there could hang or steer the privileged agent.
+					bad = append(bad, fmt.Sprintf("endpoint mounts the hostPath %s, more than %s", v.HostPath.Path, endpointDir))
 				}
+			}
+			args := strings.Join(agentPod(m).Containers[0].Args, " ")
+			if !strings.Contains(args, "--endpoint-socket="+endpointDir+"/endpoint.sock") {
+				bad = append(bad, "agent's --endpoint-socket is not "+endpointDir+"/endpoint.sock")
+			}
+			if !strings.Contains(args, "--state-dir="+sharedDir+"/state") {
+				bad = append(bad, "agent's --state-dir is not "+sharedDir+"/state")
 			}
 			return bad
 		},
@@ -161,6 +179,15 @@ var invariants = []invariant{
 			func(m *manifests) { endpointPod(m).Containers[0].VolumeMounts[0].MountPath = "/run/x" },
 			func(m *manifests) {
 				endpointPod(m).Volumes[0].VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+			},
+			func(m *manifests) { endpointPod(m).Volumes[0].HostPath.Path = sharedDir },
+			func(m *manifests) {
+				ps := endpointPod(m)
+				ps.Volumes = append(ps.Volumes, corev1.Volume{Name: "all", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+			},
+			func(m *manifests) {
+				c := &agentPod(m).Containers[0]
+				c.Args = slices.DeleteFunc(slices.Clone(c.Args), func(a string) bool { return strings.HasPrefix(a, "--endpoint-socket") })
 			},
 		},
 	},
