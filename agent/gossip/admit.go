@@ -93,24 +93,28 @@ func (a *admission) NotifyMerge(nodes []*memberlist.Node) error {
 // memberlist keeps its own address whatever others announce.
 func (a *admission) admit(n *memberlist.Node) error {
 	ip, _ := netip.AddrFromSlice(n.Addr)
-	addr := netip.AddrPortFrom(ip.Unmap(), n.Port)
-	if n.Name == a.self {
+	return a.admitAt(n.Name, netip.AddrPortFrom(ip.Unmap(), n.Port))
+}
+
+// admitAt is admit of the member name at addr.
+func (a *admission) admitAt(name string, addr netip.AddrPort) error {
+	if name == a.self {
 		return nil
 	}
-	if err := checkAddrClass(ip, a.loopback, a.linkLocal); err != nil {
-		return fmt.Errorf("%w %q: address %s %w", ErrRefusedMember, n.Name, addr, err)
+	if err := checkAddrClass(addr.Addr(), a.loopback, a.linkLocal); err != nil {
+		return fmt.Errorf("%w %q: address %s %w", ErrRefusedMember, name, addr, err)
 	}
 	a.mu.Lock()
 	reg, known := a.registered, a.registered != nil
-	want, ok := reg[n.Name]
+	want, ok := reg[name]
 	a.mu.Unlock()
 	switch {
 	case !known:
 		return nil
 	case !ok:
-		return fmt.Errorf("%w %q at %s: no registered node has that name", ErrRefusedMember, n.Name, addr)
+		return fmt.Errorf("%w %q at %s: no registered node has that name", ErrRefusedMember, name, addr)
 	case want.Addr() != addr.Addr() || (want.Port() != 0 && want.Port() != addr.Port()):
-		return fmt.Errorf("%w %q: address %s is not its registered gossip address %s", ErrRefusedMember, n.Name, addr, want)
+		return fmt.Errorf("%w %q: address %s is not its registered gossip address %s", ErrRefusedMember, name, addr, want)
 	}
 	return nil
 }

@@ -263,7 +263,9 @@ func (g *Gossip) reconnectLoop() {
 		var dead []Member
 		others := false
 		for _, m := range g.events.snapshot() {
-			if m.State == StateDead && m.Name != g.cfg.NodeName && m.Addr.IsValid() {
+			// A member admitted before the registered nodes were known
+			// (or since departed) is not dialled again.
+			if m.State == StateDead && m.Name != g.cfg.NodeName && m.Addr.IsValid() && g.admit.admitAt(m.Name, m.Addr) == nil {
 				dead = append(dead, m)
 			}
 			others = others || (m.Name != g.cfg.NodeName && m.State == StateAlive)
