@@ -222,8 +222,10 @@ func TestWork(t *testing.T) {
 		{name: "client against the server", work: work("s1", 30*time.Second, qperfLat), testID: "s1",
 			wantStatus: ok, wantOutcome: "client_done", check: func(t *testing.T, r *agentv1.WorkResult) {
 				res := r.GetClientDone().GetResults()
-				if len(res) != 1 || !(res[0].GetQperf().GetLatencySeconds() > 0 && res[0].GetQperf().GetLatencySeconds() < 0.1) {
-					t.Errorf("results %v, want one qperf latency in (0, 0.1) s", res)
+				// Loopback: 1 µs to 20 ms (milliseconds stored as seconds
+				// would be far above).
+				if len(res) != 1 || !(res[0].GetQperf().GetLatencySeconds() > 1e-6 && res[0].GetQperf().GetLatencySeconds() < 20e-3) {
+					t.Errorf("results %v, want one qperf latency in (1 µs, 20 ms)", res)
 				}
 			}},
 		// Too late to answer OK, but a stop is done anyway: it is cleanup.

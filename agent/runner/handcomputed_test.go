@@ -51,6 +51,17 @@ func TestParsersHandComputed(t *testing.T) {
 			PacketsTransmitted: 5, PacketsReceived: 5, Duplicates: 4,
 			RttMinSeconds: 0.075 * ms, RttAvgSeconds: 0.082 * ms, RttMaxSeconds: 0.085 * ms, RttMdevSeconds: 0.003 * ms,
 			RttMedianSeconds: proto.Float64(0.082 * ms)}}},
+		// Every second echo reply's source rewritten to 127.0.0.9: only
+		// the target's three count (seq 2, 4, 6: 0.071 0.078 0.070 ms),
+		// loss 3/6; the figures are recomputed from them, not ping's
+		// summary of all six: min 0.070, max 0.078, avg 0.219 / 3 = 0.073,
+		// median 0.071 ms, mdev ping's way sqrt(mean(x^2) - avg^2).
+		{"ping/foreign_some", "3 echo replies came from other addresses than 127.0.0.1 and are not counted (127.0.0.9 x3); rtt figures are from the target's replies only",
+			[]proto.Message{&measurev1.PingMetrics{
+				PacketsTransmitted: 6, PacketsReceived: 3, LossRatio: 0.5,
+				RttMinSeconds: 0.070 * ms, RttAvgSeconds: 0.073 * ms, RttMaxSeconds: 0.078 * ms,
+				RttMdevSeconds:   math.Sqrt((0.071*0.071+0.078*0.078+0.070*0.070)/3-0.073*0.073) * ms,
+				RttMedianSeconds: proto.Float64(0.071 * ms)}}},
 		// latency = 12.5 us; msg_rate = 80 K/sec; msg_size = 1 bytes;
 		// time = 1 sec.
 		{"qperf/tcp_lat_ok", "", []proto.Message{&measurev1.QperfMetrics{

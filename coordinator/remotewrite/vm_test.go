@@ -1,8 +1,6 @@
 package remotewrite
 
 import (
-	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -82,7 +80,7 @@ func TestVictoriaMetrics(t *testing.T) {
 	const capacity, batch = 50, 10
 	cfg := fastConfig(vm.WriteURL())
 	cfg.QueueSamples, cfg.BatchSamples, cfg.MaxBackoff = capacity, batch, 50*time.Millisecond
-	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	cfg.Logger = testutil.Logger(t) // the writer's goroutines may log after the test
 	w, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -213,10 +211,5 @@ func TestVictoriaMetrics(t *testing.T) {
 	if got := gathered(t, reg, "meshperf_remote_write_last_success_timestamp_seconds", ""); got < float64(base.Unix()) {
 		t.Errorf("last success %v, before the test", got)
 	}
-	_, _ = fmt.Fprintf(testWriter{t}, "stats %+v", st)
+	t.Logf("stats %+v", st)
 }
-
-// testWriter logs through t.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }

@@ -92,8 +92,10 @@ func (c *Coordinator) end(sig syscall.Signal) {
 // Linux).
 const clockTicks = 100
 
-// procTicks is a process's user + system CPU time, in clock ticks.
-func procTicks(pid int) (uint64, error) {
+// CPUSeconds is a process's user + system CPU time (every thread), in
+// seconds, from /proc/PID/stat (utime and stime, fields 14 and 15, in
+// clock ticks). The error names the file.
+func CPUSeconds(pid int) (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -113,11 +115,12 @@ func procTicks(pid int) (uint64, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	return utime + stime, nil
+	return float64(utime+stime) / clockTicks, nil
 }
 
-// procRSS is a process's resident memory now and at its peak, in MB.
-func procRSS(pid int) (rss, peak float64, err error) {
+// RSS is a process's resident memory now and at its peak (VmRSS and
+// VmHWM of /proc/PID/status), in MB (2^20 bytes).
+func RSS(pid int) (rss, peak float64, err error) {
 	fh, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, 0, err

@@ -217,12 +217,12 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 		return res, err
 	}
 	// sample reads the coordinator's CPU ticks and metrics at once.
-	sample := func() (ticks uint64, metrics map[string]float64, err error) {
-		if ticks, err = procTicks(cmd.Process.Pid); err != nil {
+	sample := func() (cpu float64, metrics map[string]float64, err error) {
+		if cpu, err = CPUSeconds(cmd.Process.Pid); err != nil {
 			return 0, nil, err
 		}
 		metrics, err = scrape(ctx, metricsAddr)
-		return ticks, metrics, err
+		return cpu, metrics, err
 	}
 	cpu0, m0, err := sample()
 	if err != nil {
@@ -237,11 +237,11 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 		return res, err
 	}
 	wall := time.Since(t0).Seconds()
-	res.CPUPercent = 100 * float64(cpu1-cpu0) / clockTicks / wall
+	res.CPUPercent = 100 * (cpu1 - cpu0) / wall
 	res.IngestPerS = (m1["meshperf_probe_summaries_total"] - m0["meshperf_probe_summaries_total"]) / wall
 	res.Coverage = m1["meshperf_probe_coverage_ratio"]
 	res.Diagnose = time.Duration(m1["meshperf_probe_judge_seconds"] * float64(time.Second))
-	res.RSSMB, res.PeakRSSMB, err = procRSS(cmd.Process.Pid)
+	res.RSSMB, res.PeakRSSMB, err = RSS(cmd.Process.Pid)
 	if err != nil {
 		return res, err
 	}

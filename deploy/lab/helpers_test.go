@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/testskip"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // testPrefixStart begins every prefix these tests use; runIn and startIn
@@ -143,16 +144,21 @@ func (s *server) stop() {
 	<-s.done
 }
 
-// waitListening waits (at most 5 s) until something listens on port
-// (proto "t" for TCP, "u" for UDP) in the lab namespace nsPath.
+// waitListening waits (at most 5 s, each ss run included) until
+// something listens on port (proto "t" for TCP, "u" for UDP) in the lab
+// namespace nsPath.
 func waitListening(t *testing.T, nsPath, proto string, port int) {
 	t.Helper()
-	for range 100 {
-		out, err := runIn(t, 5*time.Second, nsPath, "ss", "-Hln"+proto, "sport", "=", ":"+strconv.Itoa(port))
-		if err == nil && strings.TrimSpace(out) != "" {
-			return
+	const limit = 5 * time.Second
+	deadline := time.Now().Add(limit)
+	testutil.WaitFor(t, context.Background(), limit, 50*time.Millisecond, fmt.Sprintf("a listener on %s port %d in %s", proto, port, nsPath), func() string {
+		out, err := runIn(t, max(time.Until(deadline), time.Millisecond), nsPath, "ss", "-Hln"+proto, "sport", "=", ":"+strconv.Itoa(port))
+		switch {
+		case err != nil:
+			return err.Error()
+		case strings.TrimSpace(out) == "":
+			return "nothing listens"
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("nothing listens on %s port %d in %s", proto, port, nsPath)
+		return ""
+	})
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/netns"
 	meshprobe "github.com/meshperf/meshperf/agent/probe"
+	"github.com/meshperf/meshperf/deploy/fleet"
 	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -32,9 +33,6 @@ const (
 	// scalePeriods is how many whole report periods the measurement
 	// window spans.
 	scalePeriods = 3
-	// clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times (100
-	// on every Linux architecture Go supports).
-	clockTicks = 100
 )
 
 // scaleAddr is the i-th of the addresses TestProberScale1000 gives node-1's
@@ -149,14 +147,17 @@ func TestProberScale1000(t *testing.T) {
 		return nil
 	}
 	next()
-	ticks0, start := procTicks(t, pid), time.Now()
+	cpu0, start := cpuSeconds(t, pid), time.Now()
 	reps := make([]*agentv1.ProbeReport, scalePeriods)
 	for i := range reps {
 		reps[i] = next()
 	}
-	ticks1, wall := procTicks(t, pid), time.Since(start)
-	rss, hwm := procStatusKB(t, pid, "VmRSS"), procStatusKB(t, pid, "VmHWM")
-	cpu := float64(ticks1-ticks0) / clockTicks
+	cpu1, wall := cpuSeconds(t, pid), time.Since(start)
+	rss, hwm, err := fleet.RSS(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := cpu1 - cpu0
 
 	var sent, received, skipped uint64
 	lost := map[measurev1.ProbeKind]int{}
@@ -179,7 +180,7 @@ func TestProberScale1000(t *testing.T) {
 	t.Logf("agent pid %d, %d peers x ICMP+TCP every %v, window %v: %d reports, %d probes sent, %d answered, %d skipped",
 		pid, scalePeers, scaleInterval, wall.Round(time.Millisecond), len(reps), sent, received, skipped)
 	t.Logf("prober peers=%d rss_mb=%.1f rss_peak_mb=%.1f cpu_pct=%.2f (the agent process alone, from /proc/%d; target < 50 MB and < 5 %%)",
-		scalePeers, float64(rss)/1024, float64(hwm)/1024, 100*cpu/wall.Seconds(), pid)
+		scalePeers, rss, hwm, 100*cpu/wall.Seconds(), pid)
 	if want := uint64(scalePeriods * 2 * scalePeers); sent != want {
 		t.Errorf("%d probes reported in %d periods, want %d", sent, scalePeriods, want)
 	}
@@ -300,49 +301,12 @@ func (c *planCoordinator) Connect(s grpc.BidiStreamingServer[agentv1.ConnectRequ
 	}
 }
 
-// procTicks returns the user+system CPU time of process pid (every thread)
-// in clock ticks, from /proc/PID/stat.
-func procTicks(t *testing.T, pid int) int64 {
+// cpuSeconds is fleet.CPUSeconds, failing t on an error.
+func cpuSeconds(t *testing.T, pid int) float64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s, err := fleet.CPUSeconds(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Fields after the command name (in parentheses, which may hold
-	// spaces): state is field 3, utime 14, stime 15.
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		t.Fatalf("/proc/%d/stat: %q", pid, b)
-	}
-	var sum int64
-	for _, s := range f[11:13] {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatalf("/proc/%d/stat: %q: %v", pid, s, err)
-		}
-		sum += v
-	}
-	return sum
-}
-
-// procStatusKB returns the kB figure of a /proc/PID/status field (VmRSS,
-// VmHWM).
-func procStatusKB(t *testing.T, pid int, field string) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("%s: %q: %v", field, line, err)
-			}
-			return kb
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return s
 }

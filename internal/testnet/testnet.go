@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testskip"
 )
 
 // reservedPorts are the agents' default ports (iperf3, qperf, qperf's
@@ -143,11 +144,7 @@ func Need(t testing.TB, tools ...string) {
 // that short tests may run too. It registers no cleanup.
 func NeedTools(t testing.TB, tools ...string) {
 	t.Helper()
-	for _, n := range tools {
-		if _, err := exec.LookPath(n); err != nil {
-			t.Skipf("missing tool: %s", n)
-		}
-	}
+	testskip.Tools(t, "", tools...)
 }
 
 // Ctx returns a context that ends d after the call or when the test ends,
