@@ -54,7 +54,7 @@ func (g *gossipViews) whole(members []gossip.Member) *agentv1.ConnectRequest {
 	clear(g.sent)
 	v := &agentv1.GossipView{Members: make([]*agentv1.GossipMember, 0, len(members))}
 	for _, m := range members {
-		sm := sentMember{state: gossipState(m.State), addr: m.Addr.String()}
+		sm := sentMember{state: m.State, addr: m.Addr.String()}
 		g.sent[m.Name] = sm
 		v.Members = append(v.Members, &agentv1.GossipMember{NodeName: m.Name, State: sm.state, Address: sm.addr})
 	}
@@ -72,7 +72,7 @@ func (g *gossipViews) next(members []gossip.Member) *agentv1.ConnectRequest {
 	listed := make(map[string]bool, len(members))
 	for _, m := range members {
 		listed[m.Name] = true
-		sm := sentMember{state: gossipState(m.State), addr: m.Addr.String()}
+		sm := sentMember{state: m.State, addr: m.Addr.String()}
 		if old, ok := g.sent[m.Name]; ok && old == sm {
 			continue
 		}
@@ -91,17 +91,3 @@ func (g *gossipViews) next(members []gossip.Member) *agentv1.ConnectRequest {
 	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_GossipView{GossipView: v}}
 }
 
-// gossipState maps a member's state to the protocol's.
-func gossipState(s gossip.State) measurev1.GossipState {
-	switch s {
-	case gossip.StateAlive:
-		return measurev1.GossipState_GOSSIP_STATE_ALIVE
-	case gossip.StateSuspect:
-		return measurev1.GossipState_GOSSIP_STATE_SUSPECT
-	case gossip.StateDead:
-		return measurev1.GossipState_GOSSIP_STATE_DEAD
-	case gossip.StateLeft:
-		return measurev1.GossipState_GOSSIP_STATE_LEFT
-	}
-	return measurev1.GossipState_GOSSIP_STATE_UNSPECIFIED
-}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/meshperf/meshperf/internal/testspec"
 )
 
 // metaLeaving is the node metadata of a member about to leave. memberlist
@@ -64,7 +66,7 @@ func (e *events) set(n *memberlist.Node, s State) {
 	if seen && old == m {
 		return
 	}
-	e.log.Info("gossip member", "member", m.Name, "addr", m.Addr, "state", m.State.String())
+	e.log.Info("gossip member", "member", m.Name, "addr", m.Addr, "state", testspec.GossipStateName(m.State))
 	select {
 	case e.changed <- struct{}{}:
 	default: // a signal is pending already

@@ -15,38 +15,27 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// State is a member's state as this agent's memberlist last saw it.
-type State int
+// State is a member's state as this agent's memberlist last saw it: the
+// protocol's GossipState (which the agent reports to the coordinator as
+// is), one of the four below.
+type State = measurev1.GossipState
 
 // The states of a member.
 const (
 	// StateAlive: the member answers probes.
-	StateAlive State = iota + 1
+	StateAlive = measurev1.GossipState_GOSSIP_STATE_ALIVE
 	// StateSuspect: the member missed probes; it is dead unless it
 	// refutes the suspicion in time.
-	StateSuspect
+	StateSuspect = measurev1.GossipState_GOSSIP_STATE_SUSPECT
 	// StateDead: the pool declared the member dead.
-	StateDead
+	StateDead = measurev1.GossipState_GOSSIP_STATE_DEAD
 	// StateLeft: the member left the pool on purpose.
-	StateLeft
+	StateLeft = measurev1.GossipState_GOSSIP_STATE_LEFT
 )
-
-// String returns the state's name in lower case.
-func (s State) String() string {
-	switch s {
-	case StateAlive:
-		return "alive"
-	case StateSuspect:
-		return "suspect"
-	case StateDead:
-		return "dead"
-	case StateLeft:
-		return "left"
-	}
-	return fmt.Sprintf("State(%d)", int(s))
-}
 
 // Member is one member of the pool.
 type Member struct {

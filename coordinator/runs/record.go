@@ -35,9 +35,8 @@ const (
 // (started) is written by it too, so no header it wrote is overwritten
 // by an older one.
 type recorder struct {
-	m   *Manager
-	a   *active
-	ctx context.Context // the run's; its writes take its values, not its end
+	m *Manager
+	a *active
 
 	once atomic.Bool // started was called
 
@@ -58,8 +57,10 @@ type endedTest struct {
 // startRecorder starts a's recorder, whose writes have ctx's values;
 // stop it with stop once no record call is left.
 func (m *Manager) startRecorder(ctx context.Context, a *active) *recorder {
-	r := &recorder{m: m, a: a, ctx: ctx, wake: make(chan struct{}, 1), stopc: make(chan struct{}), donec: make(chan struct{})}
-	go r.loop() // owner: the run's goroutine (execute), which stops it
+	r := &recorder{m: m, a: a, wake: make(chan struct{}, 1), stopc: make(chan struct{}), donec: make(chan struct{})}
+	// The writes take the run's values, not its end: the results of a
+	// canceled run are stored too.
+	go r.loop(context.WithoutCancel(ctx)) // owner: the run's goroutine (execute), which stops it
 	return r
 }
 
@@ -105,25 +106,27 @@ func (r *recorder) stop() {
 	<-r.donec
 }
 
-func (r *recorder) loop() {
+// loop commits what is queued until stop; ctx gives the writes their
+// values (it never ends).
+func (r *recorder) loop(ctx context.Context) {
 	defer close(r.donec)
 	for {
 		select {
 		case <-r.wake:
 		case <-r.stopc:
-			for r.commit() {
+			for r.commit(ctx) {
 			}
 			return
 		}
-		for r.commit() {
+		for r.commit(ctx) {
 		}
 	}
 }
 
 // commit writes the next group of queued tests, or the header alone if
-// it changed and no test is queued; it reports false when there was
-// nothing to write.
-func (r *recorder) commit() bool {
+// it changed and no test is queued, each write bounded by recordTimeout
+// from ctx; it reports false when there was nothing to write.
+func (r *recorder) commit(ctx context.Context) bool {
 	r.mu.Lock()
 	group := queue.TakeFront(&r.queue, maxGroup)
 	dirty := r.dirty
@@ -132,7 +135,7 @@ func (r *recorder) commit() bool {
 	if len(group) == 0 && !dirty {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), recordTimeout)
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
 	if len(group) == 0 {
 		if err := r.m.cfg.Store.PutRun(ctx, r.header()); err != nil {
