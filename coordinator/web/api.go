@@ -291,7 +291,8 @@ func (u *UI) apiFindings(r *http.Request) (any, error) {
 	if len(runs) == 0 {
 		return map[string]any{"run_id": "", "findings": []diagnose.Finding{}}, nil
 	}
-	d, err := u.runData(r.Context(), runs[0])
+	// Findings are a list: a run of any number of nodes has them.
+	d, err := u.readRunData(r.Context(), runs[0])
 	if err != nil {
 		return nil, err
 	}

@@ -19,10 +19,10 @@ import (
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
-// TestMeshBounds: a run with more tests than MaxMeshResults, a run of
-// more than MaxMeshNodes nodes (a ring: few tests, a huge matrix) and a
-// probe period of more than MaxMeshNodes nodes are answered 422 naming the
-// bound, and nothing is read past it.
+// TestMeshBounds: a run with more tests than MaxMeshResults, the report
+// and compare of a run of more than MaxMeshNodes nodes (a ring: few
+// tests, a huge matrix) and a probe period of more than MaxMeshNodes
+// nodes are answered 422 naming the bound, and nothing is read past it.
 func TestMeshBounds(t *testing.T) {
 	var asked []int
 	probes := &Probes{Kinds: []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
@@ -46,7 +46,8 @@ func TestMeshBounds(t *testing.T) {
 		want string
 	}{
 		{"run too large", Config{Source: huge}, "/api/v1/mesh?test=ping&path=pod-pod", fmt.Sprintf("more than %d", MaxMeshResults)},
-		{"run of too many nodes: its mesh", Config{Source: ring}, "/api/v1/mesh?test=ping&path=pod-pod", fmt.Sprintf("has %d nodes, more than %d", MaxMeshNodes+1, MaxMeshNodes)},
+		// Its mesh shows its worst nodes: TestRunMeshOfManyNodes.
+		{"run of too many nodes: its compare", Config{Source: ring}, "/api/v1/compare?a=run-1&b=run-1", fmt.Sprintf("has %d nodes, more than %d", MaxMeshNodes+1, MaxMeshNodes)},
 		{"run of too many nodes: its report", Config{Source: ring}, "/api/v1/runs/run-1", fmt.Sprintf("has %d nodes, more than %d", MaxMeshNodes+1, MaxMeshNodes)},
 		{"probe period too large", Config{Source: meshSource([]string{"a", "b"}, ""), Probes: probes}, "/api/v1/mesh", fmt.Sprintf("more than %d pairs", MaxMeshNodes*(MaxMeshNodes-1))},
 	} {
@@ -245,6 +246,45 @@ func TestProbeMeshOfManyNodes(t *testing.T) {
 	}
 	if len(m.Nodes) != worstShown || m.TotalNodes != n || len(m.State) != worstShown*worstShown {
 		t.Fatalf("%d nodes shown of %d, %d cells; want %d of %d", len(m.Nodes), m.TotalNodes, len(m.State), worstShown, n)
+	}
+	if m.Nodes[0] != bad {
+		t.Errorf("first node %s, want the faulty %s", m.Nodes[0], bad)
+	}
+}
+
+// TestRunMeshOfManyNodes: a run of more than MaxMeshNodes nodes (a few
+// rounds of the mesh of a large fleet, each node in a few pairs) is drawn
+// as the matrix of the worstShown nodes with the most bad pairs, the
+// faulty one first, and says how many nodes the run has, rather than
+// refused.
+func TestRunMeshOfManyNodes(t *testing.T) {
+	const n, bad = 2000, "node-1234"
+	src := meshSource(nil, "")
+	runID := src.runs[0].GetRunId()
+	var results []*measurev1.Result
+	name := func(i int) string { return fmt.Sprintf("node-%d", i%n) }
+	for i := range n {
+		for _, step := range []int{1, 7} { // two rounds' worth: every node in 4 pairs
+			results = append(results, pairResults(runID, name(i), name(i+step), bad)...)
+		}
+	}
+	src.results[runID] = results
+	u, err := New(Config{Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := serve(t, u, "/api/v1/mesh?test=ping&path=pod-pod")
+	var m struct {
+		RunID      string   `json:"run_id"`
+		Nodes      []string `json:"nodes"`
+		TotalNodes int      `json:"total_nodes"`
+		State      string   `json:"state"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/v1/mesh: %d, %v", resp.StatusCode, err)
+	}
+	if m.RunID != runID || len(m.Nodes) != worstShown || m.TotalNodes != n || len(m.State) != worstShown*worstShown {
+		t.Fatalf("run %q: %d nodes shown of %d, %d cells; want run %q, %d of %d", m.RunID, len(m.Nodes), m.TotalNodes, len(m.State), runID, worstShown, n)
 	}
 	if m.Nodes[0] != bad {
 		t.Errorf("first node %s, want the faulty %s", m.Nodes[0], bad)

@@ -89,13 +89,7 @@ func meshSource(nodes []string, bad string) *fakeSource {
 			if src == dst {
 				continue
 			}
-			results = append(results, pingResult(runID, src, dst, measurev1.Path_PATH_HOST_TO_HOST, 100e-6))
-			r := pingResult(runID, src, dst, measurev1.Path_PATH_POD_TO_POD, 150e-6)
-			if src == bad || dst == bad {
-				r = &measurev1.Result{RunId: runID, SrcNode: src, DstNode: dst, Path: measurev1.Path_PATH_POD_TO_POD,
-					Status: measurev1.Status_STATUS_TIMEOUT, Message: "no reply", Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}}
-			}
-			results = append(results, r)
+			results = append(results, pairResults(runID, src, dst, bad)...)
 		}
 	}
 	agents := make([]*meshv1.Agent, 0, len(nodes))
@@ -103,4 +97,15 @@ func meshSource(nodes []string, bad string) *fakeSource {
 		agents = append(agents, &meshv1.Agent{NodeName: n, Connected: true, State: meshv1.NodeState_NODE_STATE_READY, AgentVersion: "v1"})
 	}
 	return &fakeSource{runs: []*measurev1.Run{run}, results: map[string][]*measurev1.Result{runID: results}, agents: agents}
+}
+
+// pairResults are a pair's ping results in run runID: host-host at 100 µs,
+// pod-pod at 150 µs, or timed out when src or dst is bad.
+func pairResults(runID, src, dst, bad string) []*measurev1.Result {
+	r := pingResult(runID, src, dst, measurev1.Path_PATH_POD_TO_POD, 150e-6)
+	if src == bad || dst == bad {
+		r = &measurev1.Result{RunId: runID, SrcNode: src, DstNode: dst, Path: measurev1.Path_PATH_POD_TO_POD,
+			Status: measurev1.Status_STATUS_TIMEOUT, Message: "no reply", Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}}
+	}
+	return []*measurev1.Result{pingResult(runID, src, dst, measurev1.Path_PATH_HOST_TO_HOST, 100e-6), r}
 }

@@ -33,8 +33,8 @@ const DegradedFloorSeconds = 200e-6
 
 // MaxMeshNodes bounds the nodes of a mesh the UI draws: 1,000 nodes are a
 // million cells, tens of MB of JSON and more than a browser lays out
-// well; beyond, the mesh API answers 422 and the per-node views
-// (agents, /metrics) are what to read.
+// well; beyond, the mesh shows the worstShown nodes with the most bad
+// pairs (worstNodes), and a run's report and compare answer 422.
 const MaxMeshNodes = 1000
 
 // MaxMeshResults bounds the results of a run the UI reads for its mesh,
@@ -192,10 +192,11 @@ func (u *UI) endedRuns(ctx context.Context) ([]*measurev1.Run, error) {
 	return other, nil
 }
 
-// runData reads an ended run's results (cached). A run of more than
-// MaxMeshNodes nodes is errMeshTooLarge: every view of it is a matrix of
-// nodes x nodes (a ring of 5,000 nodes has only 5,000 pairs, and its
-// matrices 25 million cells each).
+// runData reads an ended run's results (cached) for the views that are
+// matrices of all its nodes (report, compare): a run of more than
+// MaxMeshNodes nodes is errMeshTooLarge (a few mesh rounds of 5,000 nodes
+// have only tens of thousands of pairs, and their matrices 25 million
+// cells each). The mesh and the findings read readRunData.
 func (u *UI) runData(ctx context.Context, run *measurev1.Run) (*runData, error) {
 	d, err := u.readRunData(ctx, run)
 	if err != nil {
@@ -422,7 +423,8 @@ func (u *UI) runMesh(ctx context.Context, v *meshView, runs []*measurev1.Run, te
 	if chosen == nil {
 		return v, nil
 	}
-	d, err := u.runData(ctx, chosen)
+	// A run of more than MaxMeshNodes nodes shows its worst (fillMesh).
+	d, err := u.readRunData(ctx, chosen)
 	if err != nil {
 		return nil, err
 	}
@@ -466,53 +468,94 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 	}
 	median := stats.InterpolatedMedian(values)
 	v.Median = fig(median)
+	hib := testcell.HigherIsBetter(test)
+	v4 := measurev1.IPFamily_IP_FAMILY_IPV4 // the mesh shows IPv4
+	at := func(src, dst string) runCell {
+		return d.cell(testcell.CellKey{Src: src, Dst: dst, Path: path, Test: test, Params: params, Family: v4}, base, median, hib)
+	}
 	nodes := slices.Sorted(maps.Keys(nodeSet))
-	idx := make(map[string]int, len(nodes))
-	for i, n := range nodes {
-		idx[n] = i
+	v.TotalNodes = len(nodes)
+	if len(nodes) > MaxMeshNodes {
+		// A run of mesh rounds over thousands of nodes: the nodes with
+		// the most bad cells, counted over the cells the run has (not
+		// over the n x n matrix).
+		bad := make(map[string]int, len(nodes))
+		for k := range d.cells {
+			if k.Test == test && k.Params == params && k.Path == path && k.Family == v4 && testspec.KindOf(k.Path).InMesh() {
+				if c := at(k.Src, k.Dst); c.state != stateOK {
+					bad[k.Src]++
+					bad[k.Dst]++
+				}
+			}
+		}
+		nodes = worstNodes(nodes, bad)
 	}
 	n := len(nodes)
 	g := newGrid(n)
 	state, value, baseV, loss := g.state, g.value, g.base, g.loss
-	hib := testcell.HigherIsBetter(test)
 	for i, src := range nodes {
 		for j, dst := range nodes {
 			if i == j {
 				continue
 			}
-			at := i*n + j
-			v4 := measurev1.IPFamily_IP_FAMILY_IPV4 // the mesh shows IPv4
-			k := testcell.CellKey{Src: src, Dst: dst, Path: path, Test: test, Params: params, Family: v4}
-			c := d.cells[k]
-			ref := median
-			if path != base {
-				ref = math.NaN()
-				if bc := d.cells[testcell.CellKey{Src: src, Dst: dst, Path: base, Test: test, Params: params, Family: v4}]; bc != nil && len(bc.Samples) > 0 {
-					ref = bc.Stats.Median
-					baseV[at] = fig(ref)
-				}
+			c, at := at(src, dst), i*n+j
+			if c.hasBase {
+				baseV[at] = fig(c.ref)
 			}
-			l, hasLoss := d.loss[k]
-			if hasLoss {
-				loss[at] = fig(l)
+			if c.hasLoss {
+				loss[at] = fig(c.loss)
 			}
-			switch {
-			case c == nil:
-				state[at] = stateNone
+			state[at] = c.state
+			if c.state == stateNone {
 				continue
-			case len(c.Samples) == 0:
-				state[at] = stateFail
-			default:
-				value[at] = fig(c.Stats.Median)
-				state[at] = stateOK
-				if c.FailedCount() > 0 || (hasLoss && l > 0) || worse(c.Stats.Median, ref, hib) {
-					state[at] = stateDegraded
-				}
+			}
+			if c.state != stateFail {
+				value[at] = fig(c.value)
 			}
 			g.settle(i, j)
 		}
 	}
 	arrange(v, nodes, g)
+}
+
+// runCell is one cell of a run's matrix: its state, its figure, its
+// reference (the pair's baseline figure, when it has one) and loss.
+type runCell struct {
+	state            byte
+	value, ref, loss float64
+	hasBase, hasLoss bool
+}
+
+// cell is cell k of d against its reference: median, the mesh's, on the
+// baseline path base; off it, the pair's cell on base (none: no
+// reference). A missing cell is stateNone, one without samples
+// stateFail, one with failures, loss or a figure worse than its
+// reference stateDegraded.
+func (d *runData) cell(k testcell.CellKey, base measurev1.Path, median float64, higherIsBetter bool) runCell {
+	var rc runCell
+	rc.ref = median
+	if k.Path != base {
+		rc.ref = math.NaN()
+		bk := k
+		bk.Path = base
+		if bc := d.cells[bk]; bc != nil && len(bc.Samples) > 0 {
+			rc.ref, rc.hasBase = bc.Stats.Median, true
+		}
+	}
+	rc.loss, rc.hasLoss = d.loss[k]
+	c := d.cells[k]
+	switch {
+	case c == nil:
+		rc.state = stateNone
+	case len(c.Samples) == 0:
+		rc.state = stateFail
+	default:
+		rc.value, rc.state = c.Stats.Median, stateOK
+		if c.FailedCount() > 0 || (rc.hasLoss && rc.loss > 0) || worse(c.Stats.Median, rc.ref, higherIsBetter) {
+			rc.state = stateDegraded
+		}
+	}
+	return rc
 }
 
 // grid is a matrix over n nodes being filled, n*n row-major: each cell's

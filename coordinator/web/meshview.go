@@ -73,8 +73,8 @@ type meshView struct {
 	// Nodes are in display order: nodes with most bad cells first, then
 	// by name.
 	Nodes []string
-	// TotalNodes is how many nodes the probe period has: more than Nodes
-	// when it has more than MaxMeshNodes (worstNodes); 0 for a run.
+	// TotalNodes is how many nodes the probe period or the run has: more
+	// than Nodes when it has more than MaxMeshNodes (worstNodes).
 	TotalNodes int
 	// State is n*n bytes: o ok, d degraded, f fail, n none, s self.
 	State string

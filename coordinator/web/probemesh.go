@@ -220,7 +220,18 @@ func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
 	nodes := slices.Sorted(maps.Keys(nodeSet))
 	v.TotalNodes = len(nodes)
 	if len(nodes) > MaxMeshNodes {
-		nodes = worstNodes(nodes, cells, ref)
+		bad := make(map[string]int, len(nodes))
+		for pair, s := range cells {
+			if s.Sample.Sent == 0 {
+				continue
+			}
+			r, _ := ref(pair)
+			if st, _, _ := probeCell(s, r); st != stateOK {
+				bad[pair[0]]++
+				bad[pair[1]]++
+			}
+		}
+		nodes = worstNodes(nodes, bad)
 	}
 	n := len(nodes)
 	g := newGrid(n)
@@ -267,26 +278,15 @@ func probeCell(s store.LatestSample, r float64) (state byte, x, l float64) {
 	return stateOK, x, l
 }
 
-// worstShown is how many nodes the matrix of a probe period of more than
-// MaxMeshNodes shows (worstNodes): as many as stay readable.
+// worstShown is how many nodes the matrix of a probe period or a run of
+// more than MaxMeshNodes shows (worstNodes): as many as stay readable.
 const worstShown = 300
 
 // worstNodes are the worstShown of nodes (sorted) with the most failed or
-// degraded pairs, as source or destination, in cells, then by name: a
-// probe period of more nodes than a matrix can show shows those, so that
-// the faulty ones are still the cross in its corner.
-func worstNodes(nodes []string, cells map[[2]string]store.LatestSample, ref func([2]string) (float64, bool)) []string {
-	bad := make(map[string]int, len(nodes))
-	for pair, s := range cells {
-		if s.Sample.Sent == 0 {
-			continue
-		}
-		r, _ := ref(pair)
-		if st, _, _ := probeCell(s, r); st != stateOK {
-			bad[pair[0]]++
-			bad[pair[1]]++
-		}
-	}
+// degraded pairs, as source or destination (bad counts them), then by
+// name: a probe period or a run of more nodes than a matrix can show
+// shows those, so that the faulty ones are still the cross in its corner.
+func worstNodes(nodes []string, bad map[string]int) []string {
 	out := slices.Clone(nodes)
 	slices.SortStableFunc(out, func(a, b string) int { return bad[b] - bad[a] })
 	out = out[:min(len(out), worstShown)]

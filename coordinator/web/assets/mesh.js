@@ -156,13 +156,14 @@ export async function renderMesh(params) {
     const controls = el("div", { class: "controls" },
       select("test", "Test", m.tests.length ? m.tests : [m.test || ""], m.test, (v) => go(v, m.path)),
       select("path", "Path", m.paths.length ? m.paths : [m.path || ""], m.path, (v) => go(m.test, v)));
+    const nodes = m.total_nodes > m.nodes.length ? "the " + m.nodes.length + " of " + m.total_nodes + " nodes with the most bad pairs"
+      : m.nodes.length + " nodes";
     const about = !m.run_id && m.label === "continuous probes"
       ? el("p", { class: "about" }, "Continuous probes" + (m.end_time ? ", newest period ended " + m.end_time : ", no report yet") +
-        "; " + (m.total_nodes > m.nodes.length ? "the " + m.nodes.length + " of " + m.total_nodes + " nodes with the most bad pairs"
-          : m.nodes.length + " nodes") + "; updated every " + m.refresh_seconds + " s")
+        "; " + nodes + "; updated every " + m.refresh_seconds + " s")
       : m.run_id
       ? el("p", { class: "about" }, "Run ", el("a", { href: "/runs/" + encodeURIComponent(m.run_id) }, m.run_id),
-        " " + (m.label || "") + (m.end_time ? ", ended " + m.end_time : "") + (m.params ? ", " + m.params : "") + "; " + m.nodes.length + " nodes; updated every " + m.refresh_seconds + " s")
+        " " + (m.label || "") + (m.end_time ? ", ended " + m.end_time : "") + (m.params ? ", " + m.params : "") + "; " + nodes + "; updated every " + m.refresh_seconds + " s")
       : el("p", { class: "about" }, "No ended run yet.");
     replace(el("h1", {}, "Mesh"), el("section", {}, el("h2", {}, "Findings"), findings(m.findings)), controls, about, legend(m),
       el("div", { class: "scroll" }, table(m)));
