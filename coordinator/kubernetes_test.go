@@ -310,26 +310,10 @@ func exists(t *testing.T, api *fake.Clientset, gvr schema.GroupVersionResource, 
 	return err == nil
 }
 
-// waitRun polls the run until it ended.
+// waitRun waits (at most waitFor) until the run ended.
 func waitRun(t *testing.T, ctx context.Context, mesh meshv1.MeshServiceClient, runID string) *measurev1.Run {
 	t.Helper()
-	var run *measurev1.Run
-	ended := testutil.Within(waitFor, 10*time.Millisecond, func() bool {
-		resp, err := mesh.GetRun(ctx, &meshv1.GetRunRequest{RunId: runID})
-		if err != nil {
-			t.Fatalf("GetRun: %v", err)
-		}
-		run = resp.GetRun()
-		switch run.GetState() {
-		case measurev1.RunState_RUN_STATE_QUEUED, measurev1.RunState_RUN_STATE_RUNNING:
-			return false
-		}
-		return true
-	})
-	if !ended {
-		t.Fatalf("run %s still %v after %v", runID, run.GetState(), waitFor)
-	}
-	return run
+	return testutil.WaitRunEnded(t, ctx, mesh, runID, waitFor)
 }
 
 // calledByIdentity are the Role's grants that coordinator/identity calls

@@ -142,18 +142,13 @@ func clientDone(workID, testID string, result *measurev1.Result) *agentv1.Connec
 		Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{result}}}}}}
 }
 
-// runEnded waits until run runID ended and returns it.
+// runEnded waits until run runID ended (within ctx) and returns it.
 func runEnded(t *testing.T, ctx context.Context, s *stack, runID string) *measurev1.Run {
 	t.Helper()
-	var run *measurev1.Run
-	testutil.EventuallyCtx(t, ctx, 10*time.Millisecond, "the run's end", func() bool {
-		resp, err := s.mesh.GetRun(ctx, &meshv1.GetRunRequest{RunId: runID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		run = resp.GetRun()
-		return run.GetState() != measurev1.RunState_RUN_STATE_QUEUED && run.GetState() != measurev1.RunState_RUN_STATE_RUNNING
-	})
+	run, err := testutil.RunEnded(ctx, s.mesh, runID, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return run
 }
 

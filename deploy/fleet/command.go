@@ -19,6 +19,7 @@ func NewBenchScaleCommand() *cobra.Command {
 		interval, report, window time.Duration
 		plansOnly, gossip        bool
 		onDemand                 bool
+		meshRounds               uint32
 		joinOver                 time.Duration
 		kinds, paths             []string
 		verbose                  bool
@@ -47,7 +48,7 @@ interval. It prints one line per fleet size. No packet leaves loopback.`,
 				}
 				res, err := BenchScale(cmd.Context(), ScaleConfig{
 					Coordinator: filepath.Join(bin, "coordinator"), Nodes: n, Interval: interval, ReportInterval: report,
-					Kinds: kinds, Paths: paths, PlansOnly: plansOnly, Gossip: gossip, OnDemand: onDemand, JoinOver: joinOver, Window: window, Pprof: pprofAddr,
+					Kinds: kinds, Paths: paths, PlansOnly: plansOnly, Gossip: gossip, OnDemand: onDemand, MeshRounds: meshRounds, JoinOver: joinOver, Window: window, Pprof: pprofAddr,
 					StreamsPerConn: streamsPerConn, WorkDir: work, Logger: log,
 				})
 				if err != nil {
@@ -68,6 +69,7 @@ interval. It prints one line per fleet size. No packet leaves loopback.`,
 	f.BoolVar(&plansOnly, "plans-only", false, "agents hold their plans and report nothing")
 	f.BoolVar(&gossip, "gossip", true, "agents send whole gossip views at registration (the agents registered before) and every 10 minutes")
 	f.BoolVar(&onDemand, "on-demand", false, "also trigger an on-demand ping mesh (host-host) and print the dispatch time per test")
+	f.Uint32Var(&meshRounds, "mesh-rounds", 0, "with --on-demand: that many rounds of the full mesh, every node in that many pairs (0: the full mesh, refused past 316 nodes)")
 	f.DurationVar(&joinOver, "join-over", 0, "spread the registrations over this long")
 	f.StringSliceVar(&kinds, "kinds", nil, "probe kinds (default icmp,tcp)")
 	f.StringSliceVar(&paths, "paths", nil, "probe paths (default host-host,pod-pod)")

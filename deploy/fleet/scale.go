@@ -48,6 +48,10 @@ type ScaleConfig struct {
 	// sample per pair) once the window is over and measures the
 	// coordinator's dispatch per test against the fleet's instant answers.
 	OnDemand bool
+	// MeshRounds makes that on-demand mesh a run of this many rounds of
+	// the full mesh (RunSpec.mesh_rounds: every node in that many pairs);
+	// zero means the full mesh (refused past 316 nodes).
+	MeshRounds uint32
 	// Window is how long the coordinator is measured once every agent holds
 	// its plan and two report intervals went by; zero means two report
 	// intervals (at least 30 s).
@@ -108,6 +112,9 @@ type ScaleResult struct {
 	DispatchPerTest time.Duration
 	// OnDemandTests is how many tests that mesh had.
 	OnDemandTests int
+	// MeshRounds is how many rounds of the full mesh that mesh measured,
+	// of MeshRoundCount.
+	MeshRounds, MeshRoundCount uint32
 	// Diagnose is how long the coordinator took to judge its last report
 	// interval (meshperf_probe_judge_seconds).
 	Diagnose time.Duration
@@ -138,7 +145,8 @@ func (r ScaleResult) String() string {
 			float64(r.Diagnose.Microseconds())/1000)
 	}
 	if r.OnDemandTests > 0 {
-		line += fmt.Sprintf(" ondemand_ping_tests=%d dispatch_ms_per_test=%.2f", r.OnDemandTests, float64(r.DispatchPerTest.Microseconds())/1000)
+		line += fmt.Sprintf(" ondemand_ping_tests=%d ondemand_mesh_rounds=%d/%d dispatch_ms_per_test=%.2f", r.OnDemandTests, r.MeshRounds, r.MeshRoundCount,
+			float64(r.DispatchPerTest.Microseconds())/1000)
 	}
 	return line + fmt.Sprintf(" plans_refused=%d session_errors=%d", r.Fleet.PlanRefused, r.Fleet.SessionErrors)
 }
@@ -250,9 +258,11 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	res.FullPlanLatency = time.Duration(res.Fleet.PlanLatencyMaxSeconds * float64(time.Second))
 	res.Converge = time.Duration(res.Fleet.ConvergeSeconds * float64(time.Second))
 	if cfg.OnDemand {
-		if res.DispatchPerTest, res.OnDemandTests, err = onDemandPing(ctx, filepath.Join(cfg.WorkDir, "coordinator.sock")); err != nil {
+		var run *measurev1.Run
+		if res.DispatchPerTest, run, err = onDemandPing(ctx, filepath.Join(cfg.WorkDir, "coordinator.sock"), cfg.MeshRounds); err != nil {
 			return res, err
 		}
+		res.OnDemandTests, res.MeshRounds, res.MeshRoundCount = int(run.GetTestsPlanned()), run.GetMeshRounds(), run.GetMeshRoundCount()
 	}
 	if cfg.PlansOnly {
 		return res, nil
@@ -356,26 +366,26 @@ func queryP99(ctx context.Context, sock string, nodes, n int) (time.Duration, er
 	return times[len(times)*99/100], nil
 }
 
-// onDemandPing runs PingMesh and returns its wall time per test and its
-// number of tests.
-func onDemandPing(ctx context.Context, sock string) (time.Duration, int, error) {
+// onDemandPing runs PingMesh (of meshRounds rounds, 0: all) and returns
+// its wall time per test and the ended run.
+func onDemandPing(ctx context.Context, sock string, meshRounds uint32) (time.Duration, *measurev1.Run, error) {
 	start := time.Now()
-	run, err := PingMesh(ctx, sock, "bench-scale")
+	run, err := PingMesh(ctx, sock, "bench-scale", meshRounds)
 	if err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
-	n := int(run.GetTestsPlanned())
-	return time.Since(start) / time.Duration(n), n, nil
+	return time.Since(start) / time.Duration(run.GetTestsPlanned()), run, nil
 }
 
 // PingMesh triggers, through the coordinator's MeshService on the unix
 // socket sock, a ping mesh over host-host with one sample per pair and the
-// given label, and waits for it to end (10 minutes at most). It returns
+// given label, of meshRounds rounds of the full mesh (0: all of them), and
+// waits for it to end (10 minutes at most). It returns
 // the ended run (its planned tests too); an error if the run planned no
 // test or did not succeed, or the last state seen if it did not end in
 // time. Replies up to 64 MiB are taken (a full mesh of 300 nodes plans
 // 89,700 tests).
-func PingMesh(ctx context.Context, sock, label string) (*measurev1.Run, error) {
+func PingMesh(ctx context.Context, sock, label string, meshRounds uint32) (*measurev1.Run, error) {
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
@@ -384,7 +394,7 @@ func PingMesh(ctx context.Context, sock, label string) (*measurev1.Run, error) {
 	defer func() { _ = conn.Close() }()
 	mesh := meshv1.NewMeshServiceClient(conn)
 	spec := &measurev1.RunSpec{Label: label, Repeats: 1, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
-		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}
+		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}, MeshRounds: meshRounds}
 	trig, err := mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: spec})
 	if err != nil {
 		return nil, fmt.Errorf("trigger the ping mesh: %w", err)

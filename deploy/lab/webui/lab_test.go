@@ -16,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/deploy/lab/labtest"
 	"github.com/meshperf/meshperf/internal/testskip"
 	"github.com/meshperf/meshperf/internal/testspec"
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -114,19 +115,7 @@ func (e *labEnv) trigger(ctx context.Context, t *testing.T, label string, wait t
 func (e *labEnv) waitRun(ctx context.Context, id string, wait time.Duration) (*measurev1.Run, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		got, err := e.client.GetRun(ctx, &meshv1.GetRunRequest{RunId: id})
-		if err == nil && testspec.RunEnded(got.GetRun().GetState()) {
-			return got.GetRun(), nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("run %s not ended within %v (last: %v, %v)", id, wait, got.GetRun().GetState(), err) //nolint:errorlint // the last poll's error, nil when the poll succeeded, is context, not the cause
-		case <-tick.C:
-		}
-	}
+	return testutil.RunEnded(ctx, e.client, id, 200*time.Millisecond)
 }
 
 // monitorRunAfter waits (within wait) for a continuous run that started
