@@ -32,7 +32,8 @@ func RunEnded(ctx context.Context, client meshv1.MeshServiceClient, runID string
 		return "run " + runID + " " + testspec.RunStateName(run.GetState())
 	})
 	if err != nil {
-		return nil, fmt.Errorf("run %s not ended (last state %v, last GetRun error %v): %w", runID, run.GetState(), last, err)
+		// The last GetRun error (if any) is context, not the cause.
+		return nil, fmt.Errorf("run %s not ended (last state %v, last GetRun error %v): %w", runID, run.GetState(), last, err) //nolint:errorlint // see above
 	}
 	return run, nil
 }
