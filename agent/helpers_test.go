@@ -3,10 +3,8 @@ package agent_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -72,23 +70,10 @@ func (f *fakeCoordinator) Connect(s grpc.BidiStreamingServer[agentv1.ConnectRequ
 // returns the agents' target.
 func startFake(t *testing.T, connect func(grpc.BidiStreamingServer[agentv1.ConnectRequest, agentv1.ConnectResponse]) error, opts ...grpc.ServerOption) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "fake.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(opts...)
-	agentv1.RegisterAgentServiceServer(g, &fakeCoordinator{connect: connect})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = g.Serve(l)
-	}()
-	t.Cleanup(func() {
-		g.Stop()
-		<-done
-	})
-	return "unix://" + sock
+	target, _ := testutil.ServeGRPC(t, "unix", func(g *grpc.Server) {
+		agentv1.RegisterAgentServiceServer(g, &fakeCoordinator{connect: connect})
+	}, opts...)
+	return target
 }
 
 // baseConfig is an agent on 127.0.0.1 with fresh ports and a fast

@@ -3,13 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
 
+	"github.com/meshperf/meshperf/internal/testutil"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -76,14 +75,6 @@ func TestAgentsGossipColumnAndPartitions(t *testing.T) {
 // directory until the test ends, and returns the socket's path.
 func serveMesh(t *testing.T, srv meshv1.MeshServiceServer) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "c.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	meshv1.RegisterMeshServiceServer(g, srv)
-	go func() { _ = g.Serve(l) }()
-	t.Cleanup(g.Stop)
-	return sock
+	target, _ := testutil.ServeGRPC(t, "unix", func(g *grpc.Server) { meshv1.RegisterMeshServiceServer(g, srv) })
+	return strings.TrimPrefix(target, "unix://")
 }

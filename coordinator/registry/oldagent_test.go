@@ -3,14 +3,10 @@ package registry_test
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/runs"
@@ -64,26 +60,8 @@ func startStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(mgr.Close)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	server.New(server.Config{Registry: reg, Runs: mgr, Store: st}).Register(g)
-	served := make(chan struct{})
-	go func() { // owner: the cleanup below, whose Stop ends Serve
-		defer close(served)
-		_ = g.Serve(l)
-	}()
-	t.Cleanup(func() {
-		g.Stop()
-		<-served
-	})
-	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	target, _ := testutil.ServeGRPC(t, "tcp", server.New(server.Config{Registry: reg, Runs: mgr, Store: st}).Register)
+	conn := testutil.DialGRPC(t, target)
 	return &stack{agent: agentv1.NewAgentServiceClient(conn), mesh: meshv1.NewMeshServiceClient(conn)}
 }
 

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/server"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -94,19 +93,8 @@ func startAt(t *testing.T, path string, edit func(*registry.Config)) (c *coordin
 // it; the caller closes the connection and stops the server.
 func serveLoopback(t *testing.T, srv *server.Server) (*grpc.Server, *grpc.ClientConn) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	srv.Register(g)
-	go func() { _ = g.Serve(l) }()
-	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		g.Stop()
-		t.Fatal(err)
-	}
-	return g, conn
+	target, g := testutil.ServeGRPC(t, "tcp", srv.Register)
+	return g, testutil.DialGRPC(t, target)
 }
 
 func ctxT(t *testing.T) context.Context {

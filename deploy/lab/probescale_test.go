@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -222,24 +221,8 @@ type planCoordinator struct {
 // test ends.
 func startPlanCoordinator(t *testing.T, plan *agentv1.ProbePlan) *planCoordinator {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "coordinator.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &planCoordinator{plan: plan, target: "unix://" + sock,
-		acks: make(chan *agentv1.PlanAck, 16), reports: make(chan *agentv1.ProbeReport, 64)}
-	g := grpc.NewServer()
-	agentv1.RegisterAgentServiceServer(g, c)
-	done := make(chan struct{})
-	go func() { // owner: the test's cleanup
-		defer close(done)
-		_ = g.Serve(l)
-	}()
-	t.Cleanup(func() {
-		g.Stop()
-		<-done
-	})
+	c := &planCoordinator{plan: plan, acks: make(chan *agentv1.PlanAck, 16), reports: make(chan *agentv1.ProbeReport, 64)}
+	c.target, _ = testutil.ServeGRPC(t, "unix", func(g *grpc.Server) { agentv1.RegisterAgentServiceServer(g, c) })
 	return c
 }
 
