@@ -74,8 +74,9 @@ func Next(p config.Plan) time.Duration {
 // Tick triggers one run of p, unless a run is in progress (an on-demand
 // run, or the previous continuous one), and reports whether it started one.
 // A plan of mesh rounds (RunSpec.mesh_rounds) starts where its newest run
-// (the newest of its label) ended: its runs measure the mesh's rounds in
-// turn, and so every pair, across coordinator restarts too.
+// (the newest of its label) ended, or, if that run was interrupted or
+// canceled, at that run's rounds again: its runs measure the mesh's rounds
+// in turn, and so every pair, across coordinator restarts too.
 func Tick(ctx context.Context, p config.Plan, runs Runs, log *slog.Logger) bool {
 	active, err := runs.Runs(ctx, measurev1.RunState_RUN_STATE_QUEUED, measurev1.RunState_RUN_STATE_RUNNING)
 	if err != nil {
@@ -95,7 +96,15 @@ func Tick(ctx context.Context, p config.Plan, runs Runs, log *slog.Logger) bool 
 		}
 		if n := last.GetMeshRoundCount(); n > 0 {
 			spec = proto.CloneOf(spec)
-			spec.FirstMeshRound = (last.GetSpec().GetFirstMeshRound() + last.GetMeshRounds()) % n
+			spec.FirstMeshRound = last.GetSpec().GetFirstMeshRound() % n
+			switch last.GetState() {
+			case measurev1.RunState_RUN_STATE_SUCCEEDED, measurev1.RunState_RUN_STATE_FAILED:
+				// Measured: on to the next rounds.
+				spec.FirstMeshRound = (spec.FirstMeshRound + last.GetMeshRounds()) % n
+			default:
+				// Interrupted (a restart) or canceled: its rounds again,
+				// or they would wait a whole turn of the mesh.
+			}
 		}
 	}
 	run, err := runs.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_MONITOR)

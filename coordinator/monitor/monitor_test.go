@@ -3,8 +3,10 @@ package monitor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -115,7 +117,7 @@ func TestTickTurnsTheMeshRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := settings.Plans[0]
-	for i, want := range []uint32{0, 4, 8, 2} {
+	for i, want := range []uint32{0, 4, 8, 2, 6} {
 		// The runs' agents are not connected: each ends at once, its
 		// tests agent_unavailable.
 		testutil.Eventually(t, 20*time.Second, 10*time.Millisecond, "the previous run ends", func() bool { return len(mgr.Active()) == 0 })
@@ -130,5 +132,51 @@ func TestTickTurnsTheMeshRounds(t *testing.T) {
 			t.Errorf("run %d: rounds %d from %d of %d, %d tests; want 4 from %d of 10, 12 tests",
 				i, run.GetMeshRounds(), got, run.GetMeshRoundCount(), run.GetTestsPlanned(), want)
 		}
+	}
+}
+
+// TestTickRetriesInterruptedRounds: after a run of mesh rounds that was
+// interrupted (a coordinator restart) or canceled, the plan's next run
+// measures the same rounds again rather than leaving them for a whole
+// turn of the mesh.
+func TestTickRetriesInterruptedRounds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := newRuns(ctx, t, "a", "b", "c", "d", "e", "f")
+	settings, err := config.Parse([]byte(`monitor: {bandwidth: {interval: 1h, tests: [iperf3_tcp], paths: [host-host], mesh_rounds: 4}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := settings.Plans[0]
+	for i, state := range []measurev1.RunState{measurev1.RunState_RUN_STATE_INTERRUPTED, measurev1.RunState_RUN_STATE_CANCELED} {
+		id := fmt.Sprintf("7ZZSTOPPED%d", i) // after every ULID of today: the newest
+		stopped := &measurev1.Run{RunId: id, State: state, MeshRounds: 4, MeshRoundCount: 10,
+			Spec: &measurev1.RunSpec{Label: "monitor-bandwidth", MeshRounds: 4, FirstMeshRound: 8}}
+		if err := r.Store.CreateRun(ctx, stopped); err != nil {
+			t.Fatal(err)
+		}
+		before, err := r.Store.Runs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !Tick(ctx, plan, r, slog.New(slog.DiscardHandler)) {
+			t.Fatalf("%v: the tick started no run", state)
+		}
+		after, err := r.Store.Runs(ctx)
+		if err != nil || len(after) != len(before)+1 {
+			t.Fatalf("%d runs after the tick, %d before, %v", len(after), len(before), err)
+		}
+		// Runs are oldest first by ID; the tick's (a ULID of today) sorts
+		// before the stopped ones.
+		var started *measurev1.Run
+		for _, run := range after {
+			if !slices.ContainsFunc(before, func(b *measurev1.Run) bool { return b.GetRunId() == run.GetRunId() }) {
+				started = run
+			}
+		}
+		if got := started.GetSpec().GetFirstMeshRound(); got != 8 {
+			t.Errorf("after a run %v at rounds 8..11: the next starts at %d, want 8 again", state, got)
+		}
+		testutil.Eventually(t, 20*time.Second, 10*time.Millisecond, "the run ends", func() bool { return len(r.Manager.Active()) == 0 })
 	}
 }

@@ -33,14 +33,15 @@ type MeshWindow struct {
 }
 
 // meshPairs returns the ordered pairs of mesh (sorted node names) that
-// spec asks for, with the window they make up: every pair in
-// nested order (source, then destination) for a spec without
-// mesh_rounds, else the pairs of rounds first_mesh_round..+mesh_rounds
-// (modulo the mesh's rounds), round by round. cost(src, dst) is how many
-// tests a pair plans: rounds are taken while their tests stay within
-// budget, at least one. A full mesh of more tests than budget is refused
-// (ErrInvalid) before any pair is built: the full mesh of 5,000 nodes is
-// 25 million pairs.
+// spec asks for, with the window they make up: every pair in nested order
+// (source, then destination) for a spec without mesh_rounds, or with at
+// least as many as the mesh has when all of them fit budget; else the
+// pairs of rounds first_mesh_round..+mesh_rounds (modulo the mesh's
+// rounds, at most all of them), round by round. cost(src, dst) is how
+// many tests a pair plans: rounds are taken while their tests stay
+// within budget, at least one. A spec without mesh_rounds whose full mesh
+// is more than budget tests is refused (ErrInvalid) before any pair is
+// built: the full mesh of 5,000 nodes is 25 million pairs.
 func meshPairs(spec *measurev1.RunSpec, mesh []string, cost func(src, dst string) int, budget int) ([]*measurev1.NodePair, MeshWindow, error) {
 	n := len(mesh)
 	c := newCircle(n)
@@ -49,8 +50,23 @@ func meshPairs(spec *measurev1.RunSpec, mesh []string, cost func(src, dst string
 		return nil, MeshWindow{}, nil
 	}
 	k := int(spec.GetMeshRounds())
-	if k == 0 || k >= w.Count {
-		// A full mesh. Its cost is at least a test a pair.
+	full := func() bool { // the full mesh's cost, at least a test a pair, fits
+		if n*(n-1) > budget {
+			return false
+		}
+		tests := 0
+		for i, src := range mesh {
+			for j, dst := range mesh {
+				if i != j {
+					if tests += cost(src, dst); tests > budget {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	}
+	if k == 0 || k >= w.Count && full() {
 		if n*(n-1) > budget {
 			return nil, MeshWindow{}, fmt.Errorf("%w: the full mesh of %d nodes is %d pairs, more than %d tests; measure a few of its %d rounds at a time (mesh_rounds: trigger --mesh-rounds, a schedule's mesh_rounds), name pairs (trigger --pair), or watch a fleet this size with the continuous probes (the config's probes)",
 				ErrInvalid, n, n*(n-1), budget, w.Count)
@@ -66,6 +82,8 @@ func meshPairs(spec *measurev1.RunSpec, mesh []string, cost func(src, dst string
 		w.Rounds = w.Count
 		return out, w, nil
 	}
+	// Rounds of the mesh: all of them at most, as many as fit the budget.
+	k = min(k, w.Count)
 	w.First = int(spec.GetFirstMeshRound() % uint32(w.Count))
 	var out []*measurev1.NodePair
 	used := 0

@@ -139,6 +139,15 @@ func TestPlanMeshRoundsAtScale(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "mesh_rounds") {
 		t.Errorf("full mesh of 5,000 nodes: %v, want ErrInvalid naming mesh_rounds", err)
 	}
+	// 170 nodes: 338 rounds, whose 114,920 tests do not fit; asked for
+	// all of them (or more), a run takes the 294 rounds of 85 pairs that
+	// fit (99,960 tests).
+	for _, k := range []uint32{338, 1000} {
+		p, err := PlanRun(bandwidth(k, 0), all(named(170)))
+		if err != nil || p.Mesh.Rounds != 294 || p.Mesh.Count != 338 || len(p.Tests) != 99_960 {
+			t.Errorf("mesh_rounds %d of 170 nodes: %d rounds of %d, %d tests, %v; want 294 of 338, 99,960 tests", k, p.Mesh.Rounds, p.Mesh.Count, len(p.Tests), err)
+		}
+	}
 	spec := bandwidth(4, 0)
 	spec.Pairs = []*measurev1.NodePair{{SrcNode: nodes[0], DstNode: nodes[1]}}
 	if _, err := PlanRun(spec, all(nodes)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "mesh_rounds 4") {

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // NewBenchScaleCommand is `meshlab bench-scale`: BenchScale for each case
@@ -20,6 +23,7 @@ func NewBenchScaleCommand() *cobra.Command {
 		plansOnly, gossip        bool
 		onDemand                 bool
 		meshRounds               uint32
+		onDemandTest             string
 		joinOver                 time.Duration
 		kinds, paths             []string
 		verbose                  bool
@@ -41,6 +45,13 @@ interval. It prints one line per fleet size. No packet leaves loopback.`,
 				level = slog.LevelInfo
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			test := measurev1.Test_TEST_PING
+			if onDemandTest != "" {
+				var err error
+				if test, err = testspec.ParseTest(onDemandTest); err != nil {
+					return fmt.Errorf("--on-demand-test: %w", err)
+				}
+			}
 			for _, n := range nodes {
 				work, err := os.MkdirTemp("", "meshperf-scale-")
 				if err != nil {
@@ -48,7 +59,7 @@ interval. It prints one line per fleet size. No packet leaves loopback.`,
 				}
 				res, err := BenchScale(cmd.Context(), ScaleConfig{
 					Coordinator: filepath.Join(bin, "coordinator"), Nodes: n, Interval: interval, ReportInterval: report,
-					Kinds: kinds, Paths: paths, PlansOnly: plansOnly, Gossip: gossip, OnDemand: onDemand, MeshRounds: meshRounds, JoinOver: joinOver, Window: window, Pprof: pprofAddr,
+					Kinds: kinds, Paths: paths, PlansOnly: plansOnly, Gossip: gossip, OnDemand: onDemand, MeshRounds: meshRounds, OnDemandTest: test, JoinOver: joinOver, Window: window, Pprof: pprofAddr,
 					StreamsPerConn: streamsPerConn, WorkDir: work, Logger: log,
 				})
 				if err != nil {
@@ -68,7 +79,8 @@ interval. It prints one line per fleet size. No packet leaves loopback.`,
 	f.DurationVar(&window, "window", 0, "measuring window (0: two report intervals, at least 30s)")
 	f.BoolVar(&plansOnly, "plans-only", false, "agents hold their plans and report nothing")
 	f.BoolVar(&gossip, "gossip", true, "agents send whole gossip views at registration (the agents registered before) and every 10 minutes")
-	f.BoolVar(&onDemand, "on-demand", false, "also trigger an on-demand ping mesh (host-host) and print the dispatch time per test")
+	f.BoolVar(&onDemand, "on-demand", false, "also trigger an on-demand mesh (host-host; --on-demand-test) and print the dispatch time per test")
+	f.StringVar(&onDemandTest, "on-demand-test", "ping", "with --on-demand: the mesh's test, ping or a heavy one (iperf3_tcp: servers and clients in rounds)")
 	f.Uint32Var(&meshRounds, "mesh-rounds", 0, "with --on-demand: that many rounds of the full mesh, every node in that many pairs (0: the full mesh, refused past 316 nodes)")
 	f.DurationVar(&joinOver, "join-over", 0, "spread the registrations over this long")
 	f.StringSliceVar(&kinds, "kinds", nil, "probe kinds (default icmp,tcp)")

@@ -44,10 +44,13 @@ type ScaleConfig struct {
 	Gossip bool
 	// JoinOver spreads the registrations; zero means at once.
 	JoinOver time.Duration
-	// OnDemand also triggers an on-demand ping mesh (host-host, one
+	// OnDemand also triggers an on-demand mesh (OnDemandTest, host-host, one
 	// sample per pair) once the window is over and measures the
 	// coordinator's dispatch per test against the fleet's instant answers.
 	OnDemand bool
+	// OnDemandTest is that mesh's test: ping (the default) or a heavy one
+	// (iperf3_tcp: a server and a client per pair, in rounds).
+	OnDemandTest measurev1.Test
 	// MeshRounds makes that on-demand mesh a run of this many rounds of
 	// the full mesh (RunSpec.mesh_rounds: every node in that many pairs);
 	// zero means the full mesh (refused past 316 nodes).
@@ -112,6 +115,8 @@ type ScaleResult struct {
 	DispatchPerTest time.Duration
 	// OnDemandTests is how many tests that mesh had.
 	OnDemandTests int
+	// OnDemandTest is that mesh's test.
+	OnDemandTest measurev1.Test
 	// MeshRounds is how many rounds of the full mesh that mesh measured,
 	// of MeshRoundCount.
 	MeshRounds, MeshRoundCount uint32
@@ -145,7 +150,7 @@ func (r ScaleResult) String() string {
 			float64(r.Diagnose.Microseconds())/1000)
 	}
 	if r.OnDemandTests > 0 {
-		line += fmt.Sprintf(" ondemand_ping_tests=%d ondemand_mesh_rounds=%d/%d dispatch_ms_per_test=%.2f", r.OnDemandTests, r.MeshRounds, r.MeshRoundCount,
+		line += fmt.Sprintf(" ondemand_%s_tests=%d ondemand_mesh_rounds=%d/%d dispatch_ms_per_test=%.2f", testspec.Name(r.OnDemandTest), r.OnDemandTests, r.MeshRounds, r.MeshRoundCount,
 			float64(r.DispatchPerTest.Microseconds())/1000)
 	}
 	return line + fmt.Sprintf(" plans_refused=%d session_errors=%d", r.Fleet.PlanRefused, r.Fleet.SessionErrors)
@@ -259,10 +264,11 @@ func BenchScale(ctx context.Context, cfg ScaleConfig) (ScaleResult, error) {
 	res.Converge = time.Duration(res.Fleet.ConvergeSeconds * float64(time.Second))
 	if cfg.OnDemand {
 		var run *measurev1.Run
-		if res.DispatchPerTest, run, err = onDemandPing(ctx, filepath.Join(cfg.WorkDir, "coordinator.sock"), cfg.MeshRounds); err != nil {
+		if res.DispatchPerTest, run, err = onDemandMesh(ctx, filepath.Join(cfg.WorkDir, "coordinator.sock"), cfg.OnDemandTest, cfg.MeshRounds); err != nil {
 			return res, err
 		}
 		res.OnDemandTests, res.MeshRounds, res.MeshRoundCount = int(run.GetTestsPlanned()), run.GetMeshRounds(), run.GetMeshRoundCount()
+		res.OnDemandTest = run.GetSpec().GetTests()[0].GetTest()
 	}
 	if cfg.PlansOnly {
 		return res, nil
@@ -366,26 +372,29 @@ func queryP99(ctx context.Context, sock string, nodes, n int) (time.Duration, er
 	return times[len(times)*99/100], nil
 }
 
-// onDemandPing runs PingMesh (of meshRounds rounds, 0: all) and returns
-// its wall time per test and the ended run.
-func onDemandPing(ctx context.Context, sock string, meshRounds uint32) (time.Duration, *measurev1.Run, error) {
+// onDemandMesh runs MeshRun (test, 0: ping; of meshRounds rounds, 0: all)
+// and returns its wall time per test and the ended run.
+func onDemandMesh(ctx context.Context, sock string, test measurev1.Test, meshRounds uint32) (time.Duration, *measurev1.Run, error) {
 	start := time.Now()
-	run, err := PingMesh(ctx, sock, "bench-scale", meshRounds)
+	run, err := MeshRun(ctx, sock, "bench-scale", test, meshRounds)
 	if err != nil {
 		return 0, nil, err
 	}
 	return time.Since(start) / time.Duration(run.GetTestsPlanned()), run, nil
 }
 
-// PingMesh triggers, through the coordinator's MeshService on the unix
-// socket sock, a ping mesh over host-host with one sample per pair and the
-// given label, of meshRounds rounds of the full mesh (0: all of them), and
-// waits for it to end (10 minutes at most). It returns
+// MeshRun triggers, through the coordinator's MeshService on the unix
+// socket sock, a mesh of test (0: ping) over host-host with one sample
+// per pair and the given label, of meshRounds rounds of the full mesh (0:
+// all of them), and waits for it to end (10 minutes at most). It returns
 // the ended run (its planned tests too); an error if the run planned no
 // test or did not succeed, or the last state seen if it did not end in
 // time. Replies up to 64 MiB are taken (a full mesh of 300 nodes plans
 // 89,700 tests).
-func PingMesh(ctx context.Context, sock, label string, meshRounds uint32) (*measurev1.Run, error) {
+func MeshRun(ctx context.Context, sock, label string, test measurev1.Test, meshRounds uint32) (*measurev1.Run, error) {
+	if test == measurev1.Test_TEST_UNSPECIFIED {
+		test = measurev1.Test_TEST_PING
+	}
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
@@ -394,10 +403,10 @@ func PingMesh(ctx context.Context, sock, label string, meshRounds uint32) (*meas
 	defer func() { _ = conn.Close() }()
 	mesh := meshv1.NewMeshServiceClient(conn)
 	spec := &measurev1.RunSpec{Label: label, Repeats: 1, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
-		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}, MeshRounds: meshRounds}
+		Tests: []*measurev1.TestSpec{{Test: test}}, MeshRounds: meshRounds}
 	trig, err := mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: spec})
 	if err != nil {
-		return nil, fmt.Errorf("trigger the ping mesh: %w", err)
+		return nil, fmt.Errorf("trigger the %s mesh: %w", testspec.Name(test), err)
 	}
 	id := trig.GetRun().GetRunId()
 	var run *measurev1.Run
@@ -416,11 +425,11 @@ func PingMesh(ctx context.Context, sock, label string, meshRounds uint32) (*meas
 	})
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("ping mesh %s: %w", id, err)
+		return nil, fmt.Errorf("%s mesh %s: %w", testspec.Name(test), id, err)
 	case run.GetTestsPlanned() == 0:
-		return nil, fmt.Errorf("ping mesh %s planned no test", id)
+		return nil, fmt.Errorf("%s mesh %s planned no test", testspec.Name(test), id)
 	case run.GetState() != measurev1.RunState_RUN_STATE_SUCCEEDED:
-		return nil, fmt.Errorf("ping mesh %s ended %v: %s", id, run.GetState(), run.GetMessage())
+		return nil, fmt.Errorf("%s mesh %s ended %v: %s", testspec.Name(test), id, run.GetState(), run.GetMessage())
 	}
 	return run, nil
 }

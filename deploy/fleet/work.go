@@ -70,9 +70,9 @@ func answerWork(w *agentv1.Work, arrived, now time.Time) *agentv1.WorkResult {
 	return r
 }
 
-// clientResult is a plausible result of rc's client: a quick, clean ping
-// or HTTP test; any other test is refused as one the fleet does not
-// simulate.
+// clientResult is a plausible result of rc's client: a quick, clean ping,
+// HTTP or iperf3 TCP test; any other test is refused as one the fleet does
+// not simulate.
 func clientResult(rc *agentv1.RunClient) *measurev1.Result {
 	res := &measurev1.Result{Spec: rc.GetSpec(), Status: measurev1.Status_STATUS_OK, ToolVersion: "fleet",
 		StartTime: timestamppb.Now(), Elapsed: durationpb.New(time.Millisecond), TargetAddress: rc.GetTargetIp()}
@@ -84,8 +84,14 @@ func clientResult(rc *agentv1.RunClient) *measurev1.Result {
 	case measurev1.Test_TEST_HTTP:
 		res.Metrics = &measurev1.Result_Http{Http: &measurev1.HttpMetrics{HttpCode: 200, ConnectSeconds: 100e-6,
 			FirstByteSeconds: 300e-6, TotalSeconds: 400e-6, SizeDownloadBytes: 100}}
+	case measurev1.Test_TEST_IPERF3_TCP:
+		// 9.4 Gbit/s for 2 s, what a 10 GbE link carries: the server and
+		// client of a round, answered at once.
+		const bps, seconds = 9.4e9, 2
+		res.Metrics = &measurev1.Result_Iperf3{Iperf3: &measurev1.Iperf3Metrics{ThroughputBps: bps, SenderThroughputBps: bps,
+			BytesSent: bps * seconds / 8, BytesReceived: bps * seconds / 8, DurationSeconds: seconds, TcpMssBytes: 1448}}
 	default:
-		res.Status, res.Message = measurev1.Status_STATUS_INVALID, "the simulated fleet answers ping and HTTP only"
+		res.Status, res.Message = measurev1.Status_STATUS_INVALID, "the simulated fleet answers ping, HTTP and iperf3 TCP only"
 	}
 	return res
 }

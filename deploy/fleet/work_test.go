@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/coordinator/sanity"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -23,6 +24,7 @@ func TestAnswer(t *testing.T) {
 	stop := &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}
 	ping := &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_PING}, TargetIp: "127.1.0.2"}}
 	iperf := &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_IPERF3_TCP}, TargetIp: "127.1.0.2"}}
+	udp := &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{Spec: &measurev1.TestSpec{Test: measurev1.Test_TEST_IPERF3_UDP}, TargetIp: "127.1.0.2"}}
 	sec := durationpb.New(time.Second)
 	for _, tt := range []struct {
 		name    string
@@ -74,9 +76,12 @@ func TestAnswer(t *testing.T) {
 		{name: "no action", now: arrived,
 			work:   &agentv1.Work{WorkId: "r/13", Timeout: sec},
 			wantID: "r/13", want: measurev1.Status_STATUS_INVALID, wantMsg: "no action"},
+		{name: "iperf3 TCP", now: arrived,
+			work:   &agentv1.Work{WorkId: "r/15", Timeout: sec, Action: iperf},
+			wantID: "r/15", want: measurev1.Status_STATUS_OK},
 		{name: "a test the fleet does not simulate sums up as its result", now: arrived,
-			work:   &agentv1.Work{WorkId: "r/14", Timeout: sec, Action: iperf},
-			wantID: "r/14", want: measurev1.Status_STATUS_INVALID, wantMsg: "ping and HTTP only"},
+			work:   &agentv1.Work{WorkId: "r/14", Timeout: sec, Action: udp},
+			wantID: "r/14", want: measurev1.Status_STATUS_INVALID, wantMsg: "ping, HTTP and iperf3 TCP only"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := answer(tt.work, arrived, tt.now)
@@ -103,6 +108,14 @@ func TestAnswer(t *testing.T) {
 			}
 			if !kindOK {
 				t.Errorf("outcome %T for action %T", got.GetOutcome(), tt.work.GetAction())
+			}
+			// What the fleet claims passes the coordinator's checks.
+			for _, r := range got.GetClientDone().GetResults() {
+				if r.GetStatus() == measurev1.Status_STATUS_OK {
+					if err := sanity.CheckResult(r, sanity.Timeout(r.GetSpec())); err != nil {
+						t.Errorf("the simulated %v result: %v", r.GetSpec().GetTest(), err)
+					}
+				}
 			}
 		})
 	}

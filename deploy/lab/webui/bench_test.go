@@ -104,7 +104,7 @@ func BenchmarkMeshPaint300(b *testing.B) {
 	}
 	b.Logf("%d simulated agents registered in %.1fs", benchNodes, time.Since(t0).Seconds())
 	t1 := time.Now()
-	run, err := fleet.PingMesh(ctx, filepath.Join(work, "coordinator.sock"), "bench-web", 0)
+	run, err := fleet.MeshRun(ctx, filepath.Join(work, "coordinator.sock"), "bench-web", 0, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
