@@ -152,17 +152,17 @@ func TestTickRetriesInterruptedRounds(t *testing.T) {
 		id := fmt.Sprintf("7ZZSTOPPED%d", i) // after every ULID of today: the newest
 		stopped := &measurev1.Run{RunId: id, State: state, MeshRounds: 4, MeshRoundCount: 10,
 			Spec: &measurev1.RunSpec{Label: "monitor-bandwidth", MeshRounds: 4, FirstMeshRound: 8}}
-		if err := r.Store.CreateRun(ctx, stopped); err != nil {
+		if err := r.CreateRun(ctx, stopped); err != nil {
 			t.Fatal(err)
 		}
-		before, err := r.Store.Runs(ctx)
+		before, err := r.Runs(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !Tick(ctx, plan, r, slog.New(slog.DiscardHandler)) {
 			t.Fatalf("%v: the tick started no run", state)
 		}
-		after, err := r.Store.Runs(ctx)
+		after, err := r.Runs(ctx)
 		if err != nil || len(after) != len(before)+1 {
 			t.Fatalf("%d runs after the tick, %d before, %v", len(after), len(before), err)
 		}
@@ -177,6 +177,6 @@ func TestTickRetriesInterruptedRounds(t *testing.T) {
 		if got := started.GetSpec().GetFirstMeshRound(); got != 8 {
 			t.Errorf("after a run %v at rounds 8..11: the next starts at %d, want 8 again", state, got)
 		}
-		testutil.Eventually(t, 20*time.Second, 10*time.Millisecond, "the run ends", func() bool { return len(r.Manager.Active()) == 0 })
+		testutil.Eventually(t, 20*time.Second, 10*time.Millisecond, "the run ends", func() bool { return len(r.Active()) == 0 })
 	}
 }
