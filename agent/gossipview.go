@@ -90,4 +90,3 @@ func (g *gossipViews) next(members []gossip.Member) *agentv1.ConnectRequest {
 	}
 	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_GossipView{GossipView: v}}
 }
-

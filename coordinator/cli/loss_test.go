@@ -79,4 +79,18 @@ func TestMeshWindow(t *testing.T) {
 			t.Errorf("meshWindow(%v) = %q, want %q", tt.run, got, tt.want)
 		}
 	}
+	two := []*measurev1.PlannedTest{{TestId: "t00001"}, {TestId: "t00002"}}
+	for _, tt := range []struct {
+		run  *measurev1.Run
+		want string
+	}{
+		{&measurev1.Run{RunId: "R1", Planned: two}, "run R1: 2 test(s) planned"},
+		{&measurev1.Run{RunId: "R1", Planned: two, MeshRounds: 6, MeshRoundCount: 6}, "run R1: 2 test(s) planned"},
+		{&measurev1.Run{RunId: "R1", Planned: two, MeshRounds: 1, MeshRoundCount: 6, Spec: &measurev1.RunSpec{MeshRounds: 1, FirstMeshRound: 8}},
+			"run R1: 2 test(s) planned: 1 of the mesh's 6 rounds, from round 2"},
+	} {
+		if got := plannedLine(tt.run); got != tt.want {
+			t.Errorf("plannedLine = %q, want %q", got, tt.want)
+		}
+	}
 }

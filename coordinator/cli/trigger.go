@@ -99,7 +99,7 @@ func runTrigger(ctx context.Context, o *options, spec *measurev1.RunSpec, noWait
 			return err
 		}
 		run := resp.GetRun()
-		fmt.Fprintf(o.stderr, "run %s: %d test(s) planned\n", run.GetRunId(), len(run.GetPlanned()))
+		fmt.Fprintln(o.stderr, plannedLine(run))
 		warnDisconnected(ctx, o, client, run)
 		if noWait {
 			fmt.Fprintln(o.stdout, run.GetRunId())
@@ -117,6 +117,16 @@ func runTrigger(ctx context.Context, o *options, spec *measurev1.RunSpec, noWait
 		return printRun(ctx, o, client, run.GetRunId())
 	})
 
+}
+
+// plannedLine is trigger's first line: the run's ID, its planned tests
+// and, for a run of some of the mesh's rounds, which.
+func plannedLine(run *measurev1.Run) string {
+	line := fmt.Sprintf("run %s: %d test(s) planned", run.GetRunId(), len(run.GetPlanned()))
+	if k, n := run.GetMeshRounds(), run.GetMeshRoundCount(); k < n {
+		line += fmt.Sprintf(": %d of the mesh's %d rounds, from round %d", k, n, run.GetSpec().GetFirstMeshRound()%n)
+	}
+	return line
 }
 
 // warnDisconnected tells which nodes of the run have no connected agent:
