@@ -93,7 +93,7 @@ func checkNotHijacked(t *testing.T, ctx context.Context, mesh meshv1.MeshService
 	t.Helper()
 	for node, a := range agents {
 		select {
-		case <-a.done:
+		case <-a.Done():
 			t.Fatalf("%s's real session ended: a rogue registration replaced it; log:\n%s", node, logs)
 		default:
 		}
@@ -123,7 +123,7 @@ func checkNotHijacked(t *testing.T, ctx context.Context, mesh meshv1.MeshService
 		t.Fatalf("run ended %v, want SUCCEEDED: %v", r.GetState(), r)
 	}
 	for node, a := range agents {
-		clients := a.runClients()
+		clients := a.RunClients()
 		if len(clients) == 0 {
 			t.Errorf("%s's real agent received none of its tests", node)
 		}

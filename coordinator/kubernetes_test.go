@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +30,7 @@ import (
 	deploykube "github.com/meshperf/meshperf/deploy/kubernetes"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -143,7 +143,7 @@ func TestKubernetesWiring(t *testing.T) {
 			other = "node-1"
 		}
 		var got []string
-		for _, c := range agents[n.name].runClients() {
+		for _, c := range agents[n.name].RunClients() {
 			got = append(got, c.GetNetwork().String()+" -> "+c.GetTargetIp())
 		}
 		sort.Strings(got)
@@ -176,7 +176,7 @@ func TestKubernetesWiring(t *testing.T) {
 
 	// node-2's agent leaves; once the node departed, the prune deletes its
 	// objects, and those of the node that left before, but nothing else.
-	agents["node-2"].leave()
+	agents["node-2"].Stop()
 	if !testutil.Within(waitFor, 10*time.Millisecond, func() bool {
 		return !exists(t, api, servicesGVR, kube.Name("node-2")) && !exists(t, api, endpointSlicesGVR, kube.Name("node-2"))
 	}) {
@@ -376,64 +376,27 @@ func checkCallsMatchRole(t *testing.T, api *fake.Clientset, ns string) {
 	}
 }
 
-// kubeAgent is a fake agent on a real gRPC stream: it registers with a
-// host and a pod address, answers heartbeats, keeps the last Endpoints,
-// records its RunClient work and answers all work with canned successes.
+// kubeAgent is a fake agent on a real gRPC stream (fakeagent.Play): it
+// registers with a host and a pod address, keeps the last Endpoints and
+// its work, and answers all work with canned successes (kubeAnswer).
 type kubeAgent struct {
-	node  string
-	leave context.CancelFunc // ends the session
-	done  chan struct{}      // closed when the stream ended
-
-	mu        sync.Mutex
-	endpoints *agentv1.Endpoints
-	clients   []*agentv1.RunClient
+	*fakeagent.Agent
+	node string
 }
 
 func newKubeAgent(t *testing.T, ctx context.Context, conn *grpc.ClientConn, node, hostIP, podIP string) *kubeAgent {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	a := &kubeAgent{node: node, done: make(chan struct{})}
-	a.leave = func() {
-		cancel()
-		<-a.done
-	}
-	stream := connect(t, ctx, conn, &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "test",
+	reg := &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "test",
 		Addresses: []*measurev1.NetworkAddress{
 			{Network: measurev1.Network_NETWORK_HOST, Ip: hostIP},
 			{Network: measurev1.Network_NETWORK_POD, Ip: podIP},
-		}, HttpPort: 8080})
-	t.Cleanup(a.leave)
-	go a.serve(stream)
-	return a
+		}, HttpPort: 8080}
+	return &kubeAgent{Agent: fakeagent.Play(t, ctx, agentv1.NewAgentServiceClient(conn), reg, fakeagent.Config{Answer: kubeAnswer}), node: node}
 }
 
-// serve is the agent's only sender on stream; it ends with the stream.
-func (a *kubeAgent) serve(stream agentv1.AgentService_ConnectClient) {
-	defer close(a.done)
-	for {
-		m, err := stream.Recv()
-		if err != nil {
-			return
-		}
-		var reply *agentv1.ConnectRequest
-		switch {
-		case m.GetHeartbeat() != nil:
-			reply = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{}}}
-		case m.GetEndpoints() != nil:
-			a.mu.Lock()
-			a.endpoints = m.GetEndpoints()
-			a.mu.Unlock()
-		case m.GetWork() != nil:
-			reply = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: a.answer(m.GetWork())}}
-		}
-		if reply != nil && stream.Send(reply) != nil {
-			return
-		}
-	}
-}
-
-// answer is the canned success for w.
-func (a *kubeAgent) answer(w *agentv1.Work) *agentv1.WorkResult {
+// kubeAnswer is the canned success for w: servers on 8080, HTTP clients
+// of 1 ms.
+func kubeAnswer(w *agentv1.Work) *agentv1.WorkResult {
 	wr := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
 	switch w.GetAction().(type) {
 	case *agentv1.Work_StartServer:
@@ -441,22 +404,12 @@ func (a *kubeAgent) answer(w *agentv1.Work) *agentv1.WorkResult {
 	case *agentv1.Work_StopServer:
 		wr.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
 	case *agentv1.Work_RunClient:
-		rc := w.GetRunClient()
-		a.mu.Lock()
-		a.clients = append(a.clients, rc)
-		a.mu.Unlock()
 		wr.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{{
-			Spec: rc.GetSpec(), Status: measurev1.Status_STATUS_OK,
+			Spec: w.GetRunClient().GetSpec(), Status: measurev1.Status_STATUS_OK,
 			Metrics: &measurev1.Result_Http{Http: &measurev1.HttpMetrics{HttpCode: 200, TotalSeconds: 0.001}},
 		}}}}
 	}
 	return wr
-}
-
-func (a *kubeAgent) runClients() []*agentv1.RunClient {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.clients)
 }
 
 // waitEndpoints waits until the agent's last Endpoints name exactly the
@@ -469,11 +422,8 @@ func (a *kubeAgent) waitEndpoints(t *testing.T, serviceIPs, podIPs map[string]st
 	}
 	var got map[string]string
 	if !testutil.Within(waitFor, 10*time.Millisecond, func() bool {
-		a.mu.Lock()
-		ep := a.endpoints
-		a.mu.Unlock()
 		got = map[string]string{}
-		for _, n := range ep.GetNodes() {
+		for _, n := range a.Endpoints().GetNodes() {
 			pod := ""
 			for _, addr := range n.GetAddresses() {
 				if addr.GetNetwork() == measurev1.Network_NETWORK_POD {

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,18 +44,6 @@ func addrPolicyConfig() coordinator.Config {
 	}
 }
 
-// addrAgent is a fake agent: it registers reg, keeps the Endpoints it is
-// sent and the RunClients it is ordered, and answers StartServer with
-// serverPort's port and data port for the tool.
-type addrAgent struct {
-	serverPort func(measurev1.Tool) (port, dataPort uint32)
-	done       chan struct{}
-
-	mu        sync.Mutex
-	endpoints *agentv1.Endpoints
-	clients   []*agentv1.RunClient
-}
-
 // honestPorts are the ports of an agent that registered the defaults.
 func honestPorts(tool measurev1.Tool) (uint32, uint32) {
 	switch tool {
@@ -75,79 +62,36 @@ func addrRegister(node, host, pod string) *agentv1.Register {
 		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: host}, {Network: measurev1.Network_NETWORK_POD, Ip: pod}}}
 }
 
+// newAddrAgent plays a fake agent (fakeagent.Play): it registers reg,
+// keeps the Endpoints it is sent and the RunClients it is ordered, and
+// answers StartServer with serverPort's port and data port for the tool,
+// clients with plausible successes.
 func newAddrAgent(t *testing.T, ctx context.Context, conn *grpc.ClientConn, reg *agentv1.Register,
-	serverPort func(measurev1.Tool) (uint32, uint32)) *addrAgent {
+	serverPort func(measurev1.Tool) (uint32, uint32)) *fakeagent.Agent {
 	t.Helper()
-	a := &addrAgent{serverPort: serverPort, done: make(chan struct{})}
-	stream := connect(t, ctx, conn, reg)
-	go a.serve(stream) // owner: the test; ends with the stream (connect's ctx)
-	t.Cleanup(func() { _ = stream.CloseSend() })
-	return a
-}
-
-// serve is the agent's only sender on stream; it ends with the stream.
-func (a *addrAgent) serve(stream agentv1.AgentService_ConnectClient) {
-	defer close(a.done)
-	for {
-		m, err := stream.Recv()
-		if err != nil {
-			return
+	return fakeagent.Play(t, ctx, agentv1.NewAgentServiceClient(conn), reg, fakeagent.Config{Answer: func(w *agentv1.Work) *agentv1.WorkResult {
+		wr := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
+		switch act := w.GetAction().(type) {
+		case *agentv1.Work_StartServer:
+			port, data := serverPort(act.StartServer.GetTool())
+			wr.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: port, DataPort: data}}
+		case *agentv1.Work_StopServer:
+			wr.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
+		case *agentv1.Work_RunClient:
+			res := &measurev1.Result{Spec: act.RunClient.GetSpec(), Status: measurev1.Status_STATUS_OK}
+			switch act.RunClient.GetSpec().GetTest() {
+			case measurev1.Test_TEST_IPERF3_TCP:
+				res.Metrics = &measurev1.Result_Iperf3{Iperf3: &measurev1.Iperf3Metrics{ThroughputBps: 1e9}}
+			case measurev1.Test_TEST_HTTP:
+				res.Metrics = &measurev1.Result_Http{Http: &measurev1.HttpMetrics{TotalSeconds: 0.001, HttpCode: 200}}
+			default:
+				res.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{PacketsTransmitted: 1, PacketsReceived: 1,
+					RttMinSeconds: 1e-4, RttAvgSeconds: 1e-4, RttMaxSeconds: 1e-4}}
+			}
+			wr.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{res}}}
 		}
-		var reply *agentv1.ConnectRequest
-		switch {
-		case m.GetHeartbeat() != nil:
-			reply = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{}}}
-		case m.GetEndpoints() != nil:
-			a.mu.Lock()
-			a.endpoints = m.GetEndpoints()
-			a.mu.Unlock()
-		case m.GetWork() != nil:
-			reply = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: a.answer(m.GetWork())}}
-		}
-		if reply != nil && stream.Send(reply) != nil {
-			return
-		}
-	}
-}
-
-func (a *addrAgent) answer(w *agentv1.Work) *agentv1.WorkResult {
-	wr := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
-	switch act := w.GetAction().(type) {
-	case *agentv1.Work_StartServer:
-		port, data := a.serverPort(act.StartServer.GetTool())
-		wr.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: port, DataPort: data}}
-	case *agentv1.Work_StopServer:
-		wr.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
-	case *agentv1.Work_RunClient:
-		rc := act.RunClient
-		a.mu.Lock()
-		a.clients = append(a.clients, rc)
-		a.mu.Unlock()
-		res := &measurev1.Result{Spec: rc.GetSpec(), Status: measurev1.Status_STATUS_OK}
-		switch rc.GetSpec().GetTest() {
-		case measurev1.Test_TEST_IPERF3_TCP:
-			res.Metrics = &measurev1.Result_Iperf3{Iperf3: &measurev1.Iperf3Metrics{ThroughputBps: 1e9}}
-		case measurev1.Test_TEST_HTTP:
-			res.Metrics = &measurev1.Result_Http{Http: &measurev1.HttpMetrics{TotalSeconds: 0.001, HttpCode: 200}}
-		default:
-			res.Metrics = &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{PacketsTransmitted: 1, PacketsReceived: 1,
-				RttMinSeconds: 1e-4, RttAvgSeconds: 1e-4, RttMaxSeconds: 1e-4}}
-		}
-		wr.Outcome = &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{res}}}
-	}
-	return wr
-}
-
-func (a *addrAgent) runClients() []*agentv1.RunClient {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.clients)
-}
-
-func (a *addrAgent) lastEndpoints() *agentv1.Endpoints {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.endpoints
+		return wr
+	}})
 }
 
 // refusedRegistration opens a session with reg and returns the status
@@ -191,7 +135,7 @@ func TestRogueAddressRegistration(t *testing.T) {
 	mesh := meshv1.NewMeshServiceClient(conn)
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor*2)
 	defer cancel()
-	honest := map[string]*addrAgent{
+	honest := map[string]*fakeagent.Agent{
 		"node-1": newAddrAgent(t, ctx, conn, addrRegister("node-1", "192.0.2.1", "198.51.100.1"), honestPorts),
 		"node-2": newAddrAgent(t, ctx, conn, addrRegister("node-2", "192.0.2.2", "198.51.100.2"), honestPorts),
 	}
@@ -239,10 +183,10 @@ func TestRogueAddressRegistration(t *testing.T) {
 		t.Errorf("agents %v, want node-1 and node-2 alone", names)
 	}
 	for name, a := range honest {
-		if !testutil.Within(waitFor, 10*time.Millisecond, func() bool { return len(a.lastEndpoints().GetNodes()) == 2 }) {
-			t.Fatalf("%s: endpoints %v, want both honest nodes", name, a.lastEndpoints())
+		if !testutil.Within(waitFor, 10*time.Millisecond, func() bool { return len(a.Endpoints().GetNodes()) == 2 }) {
+			t.Fatalf("%s: endpoints %v, want both honest nodes", name, a.Endpoints())
 		}
-		for _, n := range a.lastEndpoints().GetNodes() {
+		for _, n := range a.Endpoints().GetNodes() {
 			if !strings.HasPrefix(n.GetNodeName(), "node-") {
 				t.Errorf("%s was told of endpoint %v", name, n)
 			}
@@ -260,7 +204,7 @@ func TestRogueAddressRegistration(t *testing.T) {
 		t.Errorf("run %v: want the two honest pairs, succeeded", got)
 	}
 	for name, a := range honest {
-		for _, rc := range a.runClients() {
+		for _, rc := range a.RunClients() {
 			for _, r := range rogues {
 				if slices.Contains(r.bad, rc.GetTargetIp()) {
 					t.Errorf("%s was ordered to contact rogue %s at %s", name, r.name, rc.GetTargetIp())
@@ -309,12 +253,12 @@ func TestRogueServerStartedPort(t *testing.T) {
 	}
 	waitRun(t, ctx, mesh, run.GetRun().GetRunId())
 
-	for _, rc := range honest.runClients() {
+	for _, rc := range honest.RunClients() {
 		if rc.GetTargetIp() != "192.0.2.2" {
 			t.Errorf("node-1 was ordered to contact %s:%d (the rogue is 192.0.2.66)", rc.GetTargetIp(), rc.GetPort())
 		}
 	}
-	if got := len(honest.runClients()); got != 2 {
+	if got := len(honest.RunClients()); got != 2 {
 		t.Errorf("node-1 ran %d clients, want 2 (iperf3 and HTTP to node-2)", got)
 	}
 	against := storedAgainst(t, ctx, mesh, "rogue")
@@ -413,7 +357,7 @@ func TestRogueKubeServiceIP(t *testing.T) {
 	newAddrAgent(t, ctx, conn, rogue, honestPorts)
 	var node2 *agentv1.NodeEndpoint
 	if !testutil.Within(waitFor, 10*time.Millisecond, func() bool {
-		for _, n := range honest.lastEndpoints().GetNodes() {
+		for _, n := range honest.Endpoints().GetNodes() {
 			if n.GetNodeName() == "node-2" {
 				node2 = n
 				return true
@@ -421,7 +365,7 @@ func TestRogueKubeServiceIP(t *testing.T) {
 		}
 		return false
 	}) {
-		t.Fatalf("node-1 was never sent node-2's endpoint; last Endpoints %v", honest.lastEndpoints())
+		t.Fatalf("node-1 was never sent node-2's endpoint; last Endpoints %v", honest.Endpoints())
 	}
 	if node2.GetServiceIp() != "" {
 		t.Errorf("node-1 is sent node-2's service IP %q, the rogue's; want none", node2.GetServiceIp())

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,59 +18,26 @@ import (
 	"github.com/meshperf/meshperf/coordinator/cli"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
-// boundsAgent is a fake agent on a real gRPC stream: it registers with a
-// host, a pod and a service address, answers heartbeats and answers its work with answer (nil:
-// canned successes; an answer of nil: never answered).
-type boundsAgent struct {
-	answer func(w *agentv1.Work) *agentv1.WorkResult
-	mu     sync.Mutex
-	works  int
-}
-
-func startBoundsAgent(t *testing.T, conn *grpc.ClientConn, node, hostIP string, answer func(*agentv1.Work) *agentv1.WorkResult) *boundsAgent {
+// startBoundsAgent plays a fake agent (fakeagent.Play) that registers
+// with a host, a pod and a service address and answers its work with
+// answer (nil: canned successes; an answer of nil: never answered).
+func startBoundsAgent(t *testing.T, conn *grpc.ClientConn, node, hostIP string, answer func(*agentv1.Work) *agentv1.WorkResult) {
 	t.Helper()
-	a := &boundsAgent{answer: answer}
-	if a.answer == nil {
-		a.answer = cannedAnswer
+	if answer == nil {
+		answer = cannedAnswer
 	}
 	// A pod endpoint and a service IP (documentation addresses: the
 	// agents are fakes, nothing is sent there) for every path.
 	i := hostIP[strings.LastIndexByte(hostIP, '.')+1:]
-	stream := connect(t, t.Context(), conn, &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "test",
+	fakeagent.Play(t, t.Context(), agentv1.NewAgentServiceClient(conn), &agentv1.Register{NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "test",
 		Addresses: []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: hostIP}, {Network: measurev1.Network_NETWORK_POD, Ip: "198.51.100." + i}},
-		ServiceIp: "203.0.113." + i, HttpPort: 8080})
-	done := make(chan struct{})
-	go func() { // the stream's only sender; ends with the stream
-		defer close(done)
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			var reply *agentv1.ConnectRequest
-			switch {
-			case m.GetHeartbeat() != nil:
-				reply = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{}}}
-			case m.GetWork() != nil:
-				a.mu.Lock()
-				a.works++
-				a.mu.Unlock()
-				if wr := a.answer(m.GetWork()); wr != nil {
-					reply = &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: wr}}
-				}
-			}
-			if reply != nil && stream.Send(reply) != nil {
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { <-done }) // connect's cleanup, which runs first, ends the stream
-	return a
+		ServiceIp: "203.0.113." + i, HttpPort: 8080}, fakeagent.Config{Answer: answer})
 }
 
 // cannedAnswer answers w with a success: a ping result of 1 ms for a

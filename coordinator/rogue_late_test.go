@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/internal/testnet"
@@ -39,8 +40,12 @@ func TestRogueLateResults(t *testing.T) {
 	mesh := meshv1.NewMeshServiceClient(c.socketConn(t))
 	// Five pings from node-1: the Gate lets four run on a node at once,
 	// so the fifth is never dispatched while the others are in flight.
+	// Their echoes 10 s apart give them a deadline of a minute: none
+	// ends (and frees a place for the fifth) while the test runs, however
+	// slow the machine.
+	slow := &measurev1.TestSpec_Ping{Ping: &measurev1.PingParams{Interval: durationpb.New(10 * time.Second)}}
 	trig, err := mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{
-		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
+		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING, Params: slow}}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST},
 		Pairs: []*measurev1.NodePair{{SrcNode: "node-1", DstNode: "node-2"}}, Repeats: 5,
 	}})
 	if err != nil {

@@ -93,7 +93,8 @@ type Agent struct {
 	answer     func(*agentv1.Work) *agentv1.WorkResult
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
-	muted      atomic.Bool // heartbeats skipped
+	muted      atomic.Bool   // heartbeats skipped
+	done       chan struct{} // closed when the stream ended
 
 	sendMu    sync.Mutex // serializes Send
 	mu        sync.Mutex // guards works, acks and endpoints
@@ -109,7 +110,7 @@ func Play(t testing.TB, ctx context.Context, client agentv1.AgentServiceClient, 
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	stream, registered := connect(t, ctx, client, reg)
-	a := &Agent{stream: stream, registered: registered, answer: cfg.Answer, cancel: cancel}
+	a := &Agent{stream: stream, registered: registered, answer: cfg.Answer, cancel: cancel, done: make(chan struct{})}
 	every := cfg.Heartbeat
 	if every <= 0 {
 		every = 200 * time.Millisecond
@@ -128,6 +129,7 @@ func Play(t testing.TB, ctx context.Context, client agentv1.AgentServiceClient, 
 	}()
 	go func() { // owner: Stop (the cleanup above); ends with the stream (ctx)
 		defer a.wg.Done()
+		defer close(a.done)
 		for {
 			m, err := a.stream.Recv()
 			if err != nil {
@@ -151,6 +153,10 @@ func (a *Agent) Stop() {
 	a.cancel()
 	a.wg.Wait()
 }
+
+// Done is closed once the session's stream ended: Stop, or the
+// coordinator ended it (a newer session of the node took over, say).
+func (a *Agent) Done() <-chan struct{} { return a.done }
 
 // Mute stops (true) or resumes (false) the heartbeats, the session kept
 // open: a hung agent.
@@ -207,6 +213,17 @@ func (a *Agent) ClientWork() []string {
 	for _, w := range a.Works() {
 		if w.GetRunClient() != nil {
 			out = append(out, w.GetTestId())
+		}
+	}
+	return out
+}
+
+// RunClients returns the run_client actions received so far, in order.
+func (a *Agent) RunClients() []*agentv1.RunClient {
+	var out []*agentv1.RunClient
+	for _, w := range a.Works() {
+		if rc := w.GetRunClient(); rc != nil {
+			out = append(out, rc)
 		}
 	}
 	return out
