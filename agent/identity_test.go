@@ -14,11 +14,11 @@ import (
 	"github.com/meshperf/meshperf/agent"
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/coordinator/identity"
-	"github.com/meshperf/meshperf/coordinator/identity/identitytest"
-	"github.com/meshperf/meshperf/coordinator/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/identitytest"
+	"github.com/meshperf/meshperf/internal/testutil/kubetest"
 )
 
 // TestIdentityTokenFile: an agent presents the token in

@@ -26,11 +26,11 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/coordinator/kube"
-	"github.com/meshperf/meshperf/coordinator/kube/kubetest"
 	deploykube "github.com/meshperf/meshperf/deploy/kubernetes"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
+	"github.com/meshperf/meshperf/internal/testutil/kubetest"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"

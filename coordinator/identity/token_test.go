@@ -19,9 +19,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshperf/meshperf/coordinator/identity"
-	"github.com/meshperf/meshperf/coordinator/identity/identitytest"
 	"github.com/meshperf/meshperf/coordinator/kube"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/identitytest"
 )
 
 const (

@@ -19,9 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/meshperf/meshperf/coordinator/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/kubetest"
 )
 
 // apiCalls counts the fake's actions by "verb resource", leaving out the

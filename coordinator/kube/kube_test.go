@@ -20,9 +20,9 @@ import (
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/meshperf/meshperf/coordinator/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/kubetest"
 )
 
 const ns = "mp-test"

@@ -21,8 +21,8 @@ import (
 	"github.com/meshperf/meshperf/deploy/kubernetes/monitoring"
 	"github.com/meshperf/meshperf/deploy/lab"
 	"github.com/meshperf/meshperf/deploy/lab/forward"
-	"github.com/meshperf/meshperf/deploy/lab/labtest"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/labtest"
 )
 
 // forFactor divides every rule's "for:" in the end-to-end test, and only

@@ -9,7 +9,7 @@ import (
 
 	"github.com/meshperf/meshperf/deploy/lab"
 	"github.com/meshperf/meshperf/deploy/lab/cluster"
-	"github.com/meshperf/meshperf/deploy/lab/labtest"
+	"github.com/meshperf/meshperf/internal/testutil/labtest"
 )
 
 // TestFaultScenarios runs every fault scenario of make demo-faults under a

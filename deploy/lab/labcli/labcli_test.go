@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/deploy/lab"
-	"github.com/meshperf/meshperf/deploy/lab/labtest"
+	"github.com/meshperf/meshperf/internal/testutil/labtest"
 )
 
 // execute runs the meshlab command line args and returns stdout, stderr and

@@ -14,8 +14,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/meshperf/meshperf/deploy/fleet"
-	"github.com/meshperf/meshperf/deploy/lab/labtest"
 	"github.com/meshperf/meshperf/internal/testutil"
+	"github.com/meshperf/meshperf/internal/testutil/labtest"
 )
 
 // benchNodes is the simulated fleet's size of BenchmarkMeshPaint300.
