@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshperf/meshperf/agent/netns"
+	"github.com/meshperf/meshperf/internal/testskip"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
@@ -106,9 +106,7 @@ func nodeSource(l *Lab, i int) netip.Addr {
 
 func TestPeerAddress(t *testing.T) {
 	requireLab(t)
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("missing tool: curl (deploy/lab/install-deps.sh installs it)")
-	}
+	testskip.Tools(t, "deploy/lab/install-deps.sh installs it", "curl")
 	t.Parallel()
 	for _, mode := range Modes {
 		t.Run(string(mode), func(t *testing.T) {

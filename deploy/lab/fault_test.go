@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/testskip"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
@@ -115,9 +115,7 @@ type faultProbe struct {
 
 func TestFaults(t *testing.T) {
 	requireLab(t)
-	if _, err := exec.LookPath("tc"); err != nil {
-		t.Skip("missing tool: tc (iproute2)")
-	}
+	testskip.Tools(t, "iproute2", "tc")
 	t.Parallel()
 	ok := func(Config) bool { return true }
 	p := func(name string, from func(*Lab) string, client []string, target func(*Lab) string, wantOK bool) faultProbe {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/meshperf/meshperf/agent/httptarget"
 	agentrunner "github.com/meshperf/meshperf/agent/runner"
+	"github.com/meshperf/meshperf/internal/testskip"
 	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -75,9 +75,7 @@ func serveHTTPLoad(spec string) error {
 // says 0), and a port nothing listens on is REFUSED.
 func TestHTTPLoad(t *testing.T) {
 	requireLab(t)
-	if _, err := exec.LookPath("ab"); err != nil {
-		t.Skip("missing tool: ab (apache2-utils; deploy/lab/install-deps.sh installs it)")
-	}
+	testskip.Tools(t, "apache2-utils; deploy/lab/install-deps.sh installs it", "ab")
 	l := upLab(t, Config{Prefix: testPrefix(t), Nodes: 2, Mode: ModeHostGW, Logger: testutil.StreamLogger(t)})
 	src, dst := l.Nodes[0], l.Nodes[1]
 	for _, ns := range []struct{ path, network string }{{dst.HostNetNSPath, "host"}, {dst.PodNetNSPath, "pod"}} {

@@ -21,6 +21,7 @@ import (
 	"github.com/meshperf/meshperf/deploy/kubernetes/monitoring"
 	"github.com/meshperf/meshperf/deploy/lab"
 	"github.com/meshperf/meshperf/deploy/lab/forward"
+	"github.com/meshperf/meshperf/internal/testskip"
 	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/internal/testutil/labtest"
 )
@@ -44,9 +45,7 @@ var e2eMonitorConfig = labtest.LightMeshConfig(1, 2*time.Second)
 // dashboard query, its variables set to the lab's nodes, must return at
 // least one series.
 func TestPrometheusAlertsOnLabFault(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: it builds a lab of network namespaces")
-	}
+	testskip.Root(t, "it builds a lab of network namespaces")
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Skip("missing tool: prometheus (make test-deps)")

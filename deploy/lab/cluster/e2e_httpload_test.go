@@ -2,12 +2,12 @@ package cluster_test
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/internal/testskip"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -18,9 +18,7 @@ import (
 // without a failure, and the results table shows requests per second,
 // percentiles and failures.
 func TestHTTPLoadRun(t *testing.T) {
-	if _, err := exec.LookPath("ab"); err != nil {
-		t.Skip("missing tool: ab (apache2-utils; deploy/lab/install-deps.sh installs it)")
-	}
+	testskip.Tools(t, "apache2-utils; deploy/lab/install-deps.sh installs it", "ab")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	e := startEnv(t, ctx, lab.Config{Nodes: 2, Mode: lab.ModeHostGW})

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshperf/meshperf/deploy/lab"
+	"github.com/meshperf/meshperf/internal/testskip"
 	"github.com/meshperf/meshperf/internal/testutil/labtest"
 )
 
@@ -119,12 +118,8 @@ func TestPrintLayout(t *testing.T) {
 
 // TestUpStatusDown drives a real lab through the command line (root only).
 func TestUpStatusDown(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the lab creates network namespaces")
-	}
-	if _, err := exec.LookPath("iptables-restore"); err != nil {
-		t.Skip("missing tool: iptables-restore")
-	}
+	testskip.Root(t, "the lab creates network namespaces")
+	testskip.Tools(t, "", "iptables-restore")
 	prefix := labtest.Prefix("lc")
 	labtest.DownOnCleanup(t, prefix)
 	steps := []struct {
