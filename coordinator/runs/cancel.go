@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -107,11 +106,17 @@ func (m *Manager) cancelClient(ctx context.Context, node, workID string, answere
 	}
 }
 
-// canceledResult is the result of a test the cancel of its run stopped
-// before its client ran.
-func canceledResult(pt *measurev1.PlannedTest, start time.Time, what string) []*measurev1.Result {
+// cutResult is the result of a test that the end of its run stopped
+// before its client ran (what says when): STATUS_INTERRUPTED if the
+// coordinator is stopping (Close), STATUS_CANCELED if the run was
+// canceled.
+func (m *Manager) cutResult(pt *measurev1.PlannedTest, start time.Time, what string) []*measurev1.Result {
+	status, msg := measurev1.Status_STATUS_CANCELED, "the run was canceled "+what
+	if m.closing() {
+		status, msg = measurev1.Status_STATUS_INTERRUPTED, "the coordinator stopped "+what
+	}
 	return []*measurev1.Result{{
-		Spec: pt.GetSpec(), Status: measurev1.Status_STATUS_CANCELED, Message: fmt.Sprintf("the run was canceled %s", what),
+		Spec: pt.GetSpec(), Status: status, Message: msg,
 		StartTime: timestamppb.New(start), Elapsed: durationpb.New(time.Since(start)),
 	}}
 }

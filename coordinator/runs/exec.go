@@ -126,7 +126,7 @@ func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.Plan
 	}
 	if ctx.Err() != nil && anyBusy(results) {
 		// Canceled between busy attempts: no sample, and no retry either.
-		results = canceledResult(pt, start, "while its server was busy")
+		results = m.cutResult(pt, start, "while its server was busy")
 	}
 	return m.checkFigures(pt, sanitize(runID, pt, results, start)), answered
 }
@@ -239,7 +239,7 @@ func (m *Manager) execNode(ctx context.Context, runID string, pt *measurev1.Plan
 				// The agent may have started the server after all.
 				defer m.stopServer(ctx, runID, pt)
 			}
-			return fail(statusOf(ctx, err), "start %s server on %s: %v", testspec.ToolName(tool), pt.GetDstNode(), err)
+			return fail(m.statusOf(ctx, err), "start %s server on %s: %v", testspec.ToolName(tool), pt.GetDstNode(), err)
 		}
 		if wr.GetStatus() != measurev1.Status_STATUS_OK {
 			status := wr.GetStatus()
@@ -282,7 +282,7 @@ func (m *Manager) runClient(ctx context.Context, runID string, pt *measurev1.Pla
 	}
 	budget := expected + clientSlack
 	if ctx.Err() != nil {
-		return canceledResult(pt, start, "before its client started"), false
+		return m.cutResult(pt, start, "before its client started"), false
 	}
 	// The record that this node has this test in flight comes first: it
 	// is what a late answer (after a restart) is checked against.
@@ -310,7 +310,7 @@ func (m *Manager) runClient(ctx context.Context, runID string, pt *measurev1.Pla
 			// coordinator, whose late handler replaces this placeholder.
 			return fail(measurev1.Status_STATUS_INTERRUPTED, "the coordinator stopped before the client on %s answered", pt.GetSrcNode())
 		}
-		return fail(statusOf(ctx, err), "run client on %s: %v", pt.GetSrcNode(), err)
+		return fail(m.statusOf(ctx, err), "run client on %s: %v", pt.GetSrcNode(), err)
 	}
 	return clientResults(pt, wr, start, time.Since(start)), true
 }
@@ -365,11 +365,14 @@ func (m *Manager) dispatch(ctx context.Context, node, testID string, timeout tim
 	return m.cfg.Agents.Dispatch(ctx, node, w)
 }
 
-// statusOf maps a dispatch error to a result status.
-func statusOf(ctx context.Context, err error) measurev1.Status {
+// statusOf maps a dispatch error to a result status: STATUS_INTERRUPTED
+// if the coordinator is stopping, STATUS_CANCELED if the run was.
+func (m *Manager) statusOf(ctx context.Context, err error) measurev1.Status {
 	switch {
 	case errors.Is(err, registry.ErrAgentUnavailable):
 		return measurev1.Status_STATUS_AGENT_UNAVAILABLE
+	case m.closing():
+		return measurev1.Status_STATUS_INTERRUPTED
 	case ctx.Err() != nil:
 		return measurev1.Status_STATUS_CANCELED
 	case errors.Is(err, context.DeadlineExceeded):

@@ -254,3 +254,75 @@ func TestCloseWaitsForRuns(t *testing.T) {
 	f.m.Close() // again: nothing left
 	goleak.VerifyNone(t, ignore)
 }
+
+// A test that gets its nodes in the Gate while Close is under way sends
+// no work: Close closes stopc a moment before the run's context ends, and
+// the Gate, woken by a release and by the end at once, may pick the free
+// place. Each case holds the nodes in the Gate, begins Close (stopc), then
+// gives them back; repeated, since the order of the Gate's wake-ups is
+// the scheduler's. The run ends interrupted, every test a
+// STATUS_INTERRUPTED placeholder, with no server started, no client sent
+// and no record of one in flight.
+func TestCloseSendsNoNewWork(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name  string
+		test  *measurev1.TestSpec
+		heavy bool
+	}{
+		{"heavy slot", iperf3Test, true},
+		{"light test", pingTest, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 10 {
+				f := newCancelFixture(t, ctx, 2)
+				holds := 1
+				if !tc.heavy {
+					holds = f.gate.MaxLight()
+				}
+				var releases []func()
+				for range holds {
+					release, ok := f.gate.TryAcquire(tc.heavy, "node-0000", "node-0001")
+					if !ok {
+						t.Fatal("the Gate refused the test's hold")
+					}
+					releases = append(releases, release)
+				}
+				run, err := f.m.Trigger(ctx, &measurev1.RunSpec{Repeats: 1, Paths: hostHost, Tests: []*measurev1.TestSpec{tc.test},
+					Pairs: []*measurev1.NodePair{{SrcNode: "node-0000", DstNode: "node-0001"}}}, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !tc.heavy {
+					// Past its jitter, the light test waits in the Gate
+					// (were it still in its jitter, the end would win).
+					time.Sleep(2 * lightJitter)
+				}
+				f.m.mu.Lock()
+				f.m.closed = true
+				close(f.m.stopc) // Close's first step
+				f.m.mu.Unlock()
+				for _, release := range releases {
+					release()
+				}
+				f.m.Close()
+
+				f.agents.mu.Lock()
+				sent := f.agents.starts + f.agents.iperf3 + f.agents.peak
+				f.agents.mu.Unlock()
+				rs, _, err := f.st.ListResults(ctx, store.Filter{RunID: run.GetRunId()}, 0, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _, inFlight, err := f.st.Dispatched(ctx, workID(run.GetRunId(), run.GetPlanned()[0]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sent != 0 || inFlight || len(rs) != 1 || rs[0].GetStatus() != measurev1.Status_STATUS_INTERRUPTED {
+					t.Fatalf("work sent after Close began: %d, record in flight %t; results %v, want one STATUS_INTERRUPTED", sent, inFlight, rs)
+				}
+			}
+		})
+	}
+}

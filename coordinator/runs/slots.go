@@ -96,12 +96,20 @@ func (m *Manager) runSlot(ctx context.Context, a *active, rec *recorder, slot sc
 	defer release()
 	rec.started()
 	for _, pt := range slot.Tests {
-		if ctx.Err() != nil {
+		if m.halted(ctx) {
 			return
 		}
 		results, answered := m.execTest(ctx, a.run.GetRunId(), pt)
 		m.store(a, rec, pt, results, answered)
 	}
+}
+
+// halted reports whether the run of ctx is to start no more tests: it was
+// canceled, or the coordinator is stopping (Close closes stopc a moment
+// before the run's context ends). A test it stops before its work was
+// sent has no result: the run's end gives it one (finish).
+func (m *Manager) halted(ctx context.Context) bool {
+	return ctx.Err() != nil || m.closing()
 }
 
 // runGated runs one test holding src and dst in the Gate (heavy or light;
@@ -112,6 +120,10 @@ func (m *Manager) runSlot(ctx context.Context, a *active, rec *recorder, slot sc
 func (m *Manager) runGated(ctx context.Context, a *active, rec *recorder, pt *measurev1.PlannedTest, heavy bool, src, dst string) bool {
 	release, err := m.cfg.Gate.Acquire(ctx, heavy, src, dst)
 	if err != nil {
+		return false
+	}
+	if m.halted(ctx) { // the Gate chose the free place over the end
+		release()
 		return false
 	}
 	rec.started()
