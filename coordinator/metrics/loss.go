@@ -39,7 +39,7 @@ func lossRatio(r *measurev1.Result) (float64, bool) {
 // changes, as Recorded does for the headline figures. Caller holds m.mu.
 func (m *Metrics) recordLosses(losses map[pairKey][]float64) {
 	for k, vs := range losses {
-		v := stats.InterpolatedMedian(vs)
+		v := stats.FiniteMedian(vs)
 		if m.cfg.PerPair {
 			m.pairLoss.WithLabelValues(k.src, k.dst, testspec.Name(k.test), testspec.PathName(k.path)).Set(v)
 		}

@@ -271,7 +271,7 @@ func (m *Metrics) Recorded(results []*measurev1.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, vs := range figures {
-		v := stats.InterpolatedMedian(vs)
+		v := stats.FiniteMedian(vs)
 		if m.cfg.PerPair {
 			m.pairGauge(k.test).WithLabelValues(k.src, k.dst, testspec.Name(k.test), testspec.PathName(k.path)).Set(v)
 		}
@@ -301,7 +301,7 @@ func setMedian(last map[nodeKey]map[string]float64, g *prometheus.GaugeVec, nk n
 	for _, x := range peers {
 		vs = append(vs, x)
 	}
-	g.WithLabelValues(nk.node, nk.role, testspec.Name(nk.test), testspec.PathName(nk.path)).Set(stats.InterpolatedMedian(vs))
+	g.WithLabelValues(nk.node, nk.role, testspec.Name(nk.test), testspec.PathName(nk.path)).Set(stats.FiniteMedian(vs))
 }
 
 // nodeGauge is the per-node gauge of test's unit.

@@ -5,19 +5,13 @@ import (
 	"slices"
 )
 
-// The medians of this package. Two formulas exist on purpose, each kept
-// for the figures it has always produced (stored results, goldens):
-//
-//   - Median, MedianSorted and MedianExcluding take the middle value of
-//     the sorted samples, or the mean of the two middle values, (a+b)/2:
-//     a ping result's median RTT, a report cell's figure, a chart point,
-//     a diagnosis reference, a remote-write node sample, an overhead.
-//   - InterpolatedMedian (and infer.Summary.Median, Quantile(xs, 0.5)) is the
-//     0.5 quantile by linear interpolation, a+(b-a)/2: the per-node
-//     gauges and the web mesh's reference.
-//
-// The two agree exactly when the two middle values are within a factor
-// of two of each other, and otherwise at most in the last bit.
+// The median of this package is one formula: the middle value of the
+// sorted samples, or the mean (a+b)/2 of the two middle values. Median,
+// MedianSorted, MedianExcluding and FiniteMedian compute it, and so does
+// QuantileSorted at q = 0.5: a ping result's median RTT, a report cell's
+// figure, a chart point, a diagnosis reference, a remote-write sample, an
+// overhead, the per-node gauges, the web mesh's reference and the median
+// of infer.Summary are one figure.
 
 // Median is the median of xs (in any order; not modified): the middle
 // value of the sorted values, or the mean (a+b)/2 of the two middle
@@ -81,19 +75,14 @@ func upper(xs []float64, x float64) int {
 	return i
 }
 
-// InterpolatedMedian is the 0.5 quantile of xs (in any order; not
-// modified) by linear interpolation between closest ranks, the formula of
-// infer.Summary.Median and Quantile: for two middle values a <= b, a+(b-a)/2.
-// It is NaN for no values and when any value is NaN or infinite.
-func InterpolatedMedian(xs []float64) float64 {
+// FiniteMedian is Median of xs (in any order; not modified), or NaN when
+// there are no values or any value is NaN or infinite: for figures that
+// must not pass a bad sample on as a number (gauges, the web's reference).
+func FiniteMedian(xs []float64) float64 {
 	for _, x := range xs {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return math.NaN()
 		}
 	}
-	v, err := Quantile(xs, 0.5)
-	if err != nil { // no values
-		return math.NaN()
-	}
-	return v
+	return Median(xs)
 }

@@ -50,22 +50,22 @@ func TestMedianExcluding(t *testing.T) {
 }
 
 // TestMedians pins the contract of the medians: NaN for none, the middle
-// value or the mean of the two middle values, input left alone, and the
-// two formulas' one difference (the last bit, when the middle values are
-// more than a factor of two apart).
+// value or the mean (a+b)/2 of the two middle values, input left alone;
+// FiniteMedian refuses a NaN or infinite value, and the 0.5 quantile is
+// the same figure to the last bit (a+(b-a)/2 would differ).
 func TestMedians(t *testing.T) {
 	nan := math.NaN()
 	tests := []struct {
 		name           string
 		xs             []float64
-		median, interp float64 // NaN: want NaN
+		median, finite float64 // NaN: want NaN
 	}{
 		{"none", nil, nan, nan},
 		{"one", []float64{3}, 3, 3},
 		{"odd, unsorted", []float64{5, 1, 3}, 3, 3},
 		{"even, unsorted", []float64{4, 1, 2, 3}, 2.5, 2.5},
-		{"(a+b)/2 against a+(b-a)/2", []float64{0.7, 0.1}, 0.39999999999999997, 0.4},
-		{"infinite: interpolated refuses", []float64{1, math.Inf(1), 2}, 2, nan},
+		{"(a+b)/2, not a+(b-a)/2", []float64{0.7, 0.1}, 0.39999999999999997, 0.39999999999999997},
+		{"infinite: finite refuses", []float64{1, math.Inf(1), 2}, 2, nan},
 	}
 	same := func(got, want float64) bool { return got == want || math.IsNaN(got) && math.IsNaN(want) }
 	for _, tt := range tests {
@@ -73,8 +73,11 @@ func TestMedians(t *testing.T) {
 		if got := Median(in); !same(got, tt.median) {
 			t.Errorf("%s: Median(%v) = %v, want %v", tt.name, tt.xs, got, tt.median)
 		}
-		if got := InterpolatedMedian(in); !same(got, tt.interp) {
-			t.Errorf("%s: InterpolatedMedian(%v) = %v, want %v", tt.name, tt.xs, got, tt.interp)
+		if got := FiniteMedian(in); !same(got, tt.finite) {
+			t.Errorf("%s: FiniteMedian(%v) = %v, want %v", tt.name, tt.xs, got, tt.finite)
+		}
+		if got, err := Quantile(in, 0.5); len(in) > 0 && (err != nil || !same(got, tt.median)) {
+			t.Errorf("%s: Quantile(%v, 0.5) = %v, %v; want %v", tt.name, tt.xs, got, err, tt.median)
 		}
 		if !slices.Equal(in, tt.xs) {
 			t.Errorf("%s: input changed to %v", tt.name, in)

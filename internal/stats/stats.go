@@ -1,7 +1,7 @@
 // Package stats owns meshperf's statistics that need no distribution
 // tables, for the coordinator and the agent alike: every median of the
-// project (Median, MedianSorted, MedianExcluding, InterpolatedMedian:
-// median.go says which formula is whose), quantiles by linear
+// project, one formula (Median, MedianSorted, MedianExcluding,
+// FiniteMedian; median.go), quantiles by linear
 // interpolation (Quantile, QuantileSorted) and the weighted quantile of
 // counted values (WeightedQuantile). The inference over repeated samples
 // of one cell (order statistics with the mean's confidence interval,
@@ -37,9 +37,13 @@ func Quantile(samples []float64, q float64) (float64, error) {
 
 // QuantileSorted is the q-quantile (0..1) of s, which must be sorted in
 // ascending order and not empty, by linear interpolation between closest
-// ranks (R's type 7, numpy's default). It does not check its arguments:
-// Quantile does.
+// ranks (R's type 7, numpy's default); at q = 0.5 it is MedianSorted,
+// whose (a+b)/2 the interpolation's a+(b-a)/2 matches up to the last bit.
+// It does not check its arguments: Quantile does.
 func QuantileSorted(s []float64, q float64) float64 {
+	if q == 0.5 {
+		return MedianSorted(s) // the package's one median
+	}
 	h := q * float64(len(s)-1)
 	lo := math.Floor(h)
 	i := int(lo)

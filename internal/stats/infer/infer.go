@@ -28,7 +28,7 @@ type Summary struct {
 	N int
 	// Min, Q1, Median, Q3 and Max are order statistics of the samples
 	// (quartiles by linear interpolation between closest ranks, as R's type
-	// 7 and numpy's default).
+	// 7 and numpy's default; the median is stats.Median's).
 	Min, Q1, Median, Q3, Max float64
 	// IQR is Q3 - Q1.
 	IQR float64
