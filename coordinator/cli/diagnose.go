@@ -104,7 +104,8 @@ func newestEnded(ctx context.Context, o *options, client meshv1.MeshServiceClien
 // not be judged: node faults in a run of fewer than 3 nodes, external
 // targets measured from fewer than diagnose.MinExternalSources nodes.
 func diagnoseSummary(findings []diagnose.Finding, results []*measurev1.Result) string {
-	n, extSources := nodesIn(results), externalSources(results)
+	_, target := testspec.Split(results)
+	n, extSources := nodesIn(results), externalSources(target)
 	if n >= 3 {
 		if len(findings) == 0 && extSources > 0 && extSources < diagnose.MinExternalSources {
 			return fmt.Sprintf("no fault found\nexternal targets not judged: measured from %d node(s), judging them needs %d or more", extSources, diagnose.MinExternalSources)
@@ -129,12 +130,12 @@ func diagnoseSummary(findings []diagnose.Finding, results []*measurev1.Result) s
 	return few + "\nno fault found towards the external targets"
 }
 
-// externalSources counts the distinct source nodes of the external paths'
-// results.
+// externalSources counts the distinct source nodes of results to
+// external targets.
 func externalSources(results []*measurev1.Result) int {
 	srcs := map[string]bool{}
 	for _, r := range results {
-		if !testspec.DestOf(r).InMesh() && r.GetSrcNode() != "" {
+		if r.GetSrcNode() != "" {
 			srcs[r.GetSrcNode()] = true
 		}
 	}

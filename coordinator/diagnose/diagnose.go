@@ -148,8 +148,9 @@ func (o observation) String() string {
 // the node findings, targets first, then nodes' egress, then partial
 // failures.
 func Diagnose(results []*measurev1.Result) []Finding {
-	findings := localise(observe(results))
-	return append(findings, diagnoseExternal(results, findings)...)
+	node, target := testspec.Split(results)
+	findings := localise(observe(node))
+	return append(findings, diagnoseExternal(target, findings)...)
 }
 
 // localise names the nodes that explain the bad pair-path-tests of obs,
@@ -320,9 +321,10 @@ func kindOf(bad, all []observation, node string) Kind {
 	return KindLatency
 }
 
-// observe turns results into one observation per pair, path and test
-// (results that do not name two different nodes, and results of the
-// external paths, whose destination is a target, are left out):
+// observe turns results to nodes (Diagnose keeps the external targets'
+// apart: a target's name would be a suspect, and a target that is down
+// would make every node one) into one observation per pair, path and
+// test (results that do not name two different nodes are left out):
 // failed when no result of it has a figure; degraded when its median is
 // far from the median of the other pairs on the same test, parameters and
 // path.
@@ -334,11 +336,6 @@ func observe(results []*measurev1.Result) []observation {
 		// the search before the real faults.
 		src, dst := r.GetSrcNode(), r.GetDstNode()
 		if src == "" || dst == "" || src == dst {
-			continue
-		}
-		// An external target is no node: its name would be a suspect, and
-		// a target that is down would make every node a suspect.
-		if !testspec.DestOf(r).InMesh() {
 			continue
 		}
 		if !unmeasured(r.GetStatus()) {

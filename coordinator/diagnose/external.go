@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/meshperf/meshperf/internal/testcell"
-	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -122,7 +121,7 @@ func diagnoseExternal(results []*measurev1.Result, nodeFindings []Finding) []Fin
 	return append(findings, partialTargets(obs, explained)...)
 }
 
-// observeExternal turns the external paths' results into one observation
+// observeExternal turns results to external targets into one observation
 // per source, target, path and test: failed when no result of it has a
 // figure. Busy and canceled results (unmeasured), results of sources in
 // aside, and observations whose results all say agent_unavailable are
@@ -131,7 +130,7 @@ func observeExternal(results []*measurev1.Result, aside map[string]bool) []obser
 	var ext []*measurev1.Result
 	for _, r := range results {
 		src, dst := r.GetSrcNode(), r.GetDstNode()
-		if src == "" || dst == "" || testspec.DestOf(r).InMesh() || aside[src] || unmeasured(r.GetStatus()) {
+		if src == "" || dst == "" || aside[src] || unmeasured(r.GetStatus()) {
 			continue
 		}
 		ext = append(ext, r)

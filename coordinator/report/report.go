@@ -41,6 +41,13 @@ type PairPath struct {
 	Planned map[measurev1.Test]int
 }
 
+// GetPath is p.Path, and GetDstNode p.Dst: a PairPath is a
+// testspec.Routed, whose destination testspec reads.
+func (p *PairPath) GetPath() measurev1.Path { return p.Path }
+
+// GetDstNode is p.Dst (see GetPath).
+func (p *PairPath) GetDstNode() string { return p.Dst }
+
 // OK reports whether every planned test of the row has all its results OK.
 func (p *PairPath) OK() bool { return len(p.Problems()) == 0 }
 
@@ -183,15 +190,11 @@ func SummaryLine(rows []*PairPath) string {
 // the node pairs run.
 func Columns(rows []*PairPath) []measurev1.Test {
 	var cols []measurev1.Test
-	for _, kind := range testspec.Kinds() {
-		for _, p := range rows {
-			if testspec.KindOf(p.Path) != kind {
-				continue
-			}
-			for _, t := range p.Tests {
-				if !slices.Contains(cols, t) {
-					cols = append(cols, t)
-				}
+	node, target := testspec.Split(rows)
+	for _, p := range slices.Concat(node, target) {
+		for _, t := range p.Tests {
+			if !slices.Contains(cols, t) {
+				cols = append(cols, t)
 			}
 		}
 	}

@@ -6,17 +6,18 @@ package web
 
 import (
 	"cmp"
+	"iter"
 	"maps"
 	"math"
 	"slices"
 
 	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testcell"
-	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// fillMesh fills v's matrix from d's cells of test and path.
+// fillMesh fills v's matrix from d's cells of test and path, a path to
+// a node (runMesh offers no other).
 func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path) {
 	run := d.run
 	v.RunID, v.Label = run.GetRunId(), run.GetSpec().GetLabel()
@@ -29,7 +30,7 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 	nodeSet := map[string]bool{}
 	var values []float64
 	for k, c := range d.cells {
-		if k.Test != test || k.Params != params || (k.Path != path && k.Path != base) || !testspec.KindOf(k.Path).InMesh() {
+		if k.Test != test || k.Params != params || (k.Path != path && k.Path != base) {
 			continue
 		}
 		nodeSet[k.Src], nodeSet[k.Dst] = true, true
@@ -38,51 +39,60 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 			values = append(values, c.Stats.Median)
 		}
 	}
-	median := stats.InterpolatedMedian(values)
+	median := stats.FiniteMedian(values)
 	v.Median = fig(median)
 	hib := testcell.HigherIsBetter(test)
 	v4 := measurev1.IPFamily_IP_FAMILY_IPV4 // the mesh shows IPv4
-	at := func(src, dst string) runCell {
+	at := func(src, dst string) meshCell {
 		return d.cell(testcell.CellKey{Src: src, Dst: dst, Path: path, Test: test, Params: params, Family: v4}, base, median, hib)
 	}
-	nodes := slices.Sorted(maps.Keys(nodeSet))
+	pairs := func(yield func(src, dst string) bool) {
+		for k := range d.cells {
+			if k.Test == test && k.Params == params && k.Path == path && k.Family == v4 && !yield(k.Src, k.Dst) {
+				return
+			}
+		}
+	}
+	fillGrid(v, slices.Sorted(maps.Keys(nodeSet)), pairs, at)
+}
+
+// fillGrid lays out the matrix of nodes (sorted) in v, each pair's cell
+// from cellAt (stateNone: the pair has none). Past MaxMeshNodes nodes (a
+// probe period, or a run of mesh rounds, over thousands of nodes) it
+// shows the worstNodes, their bad cells counted over pairs, the pairs
+// that have cells (not over the n x n matrix).
+func fillGrid(v *meshView, nodes []string, pairs iter.Seq2[string, string], cellAt func(src, dst string) meshCell) {
 	v.TotalNodes = len(nodes)
 	if len(nodes) > MaxMeshNodes {
-		// A run of mesh rounds over thousands of nodes: the nodes with
-		// the most bad cells, counted over the cells the run has (not
-		// over the n x n matrix).
 		bad := make(map[string]int, len(nodes))
-		for k := range d.cells {
-			if k.Test == test && k.Params == params && k.Path == path && k.Family == v4 && testspec.KindOf(k.Path).InMesh() {
-				if c := at(k.Src, k.Dst); c.state != stateOK {
-					bad[k.Src]++
-					bad[k.Dst]++
-				}
+		for src, dst := range pairs {
+			if st := cellAt(src, dst).state; st != stateOK && st != stateNone {
+				bad[src]++
+				bad[dst]++
 			}
 		}
 		nodes = worstNodes(nodes, bad)
 	}
 	n := len(nodes)
 	g := newGrid(n)
-	state, value, baseV, loss := g.state, g.value, g.base, g.loss
 	for i, src := range nodes {
 		for j, dst := range nodes {
 			if i == j {
 				continue
 			}
-			c, at := at(src, dst), i*n+j
+			c, at := cellAt(src, dst), i*n+j
 			if c.hasBase {
-				baseV[at] = fig(c.ref)
+				g.base[at] = fig(c.ref)
 			}
 			if c.hasLoss {
-				loss[at] = fig(c.loss)
+				g.loss[at] = fig(c.loss)
 			}
-			state[at] = c.state
+			g.state[at] = c.state
 			if c.state == stateNone {
 				continue
 			}
 			if c.state != stateFail {
-				value[at] = fig(c.value)
+				g.value[at] = fig(c.value)
 			}
 			g.settle(i, j)
 		}
@@ -90,9 +100,10 @@ func fillMesh(v *meshView, d *runData, test measurev1.Test, path measurev1.Path)
 	arrange(v, nodes, g)
 }
 
-// runCell is one cell of a run's matrix: its state, its figure, its
-// reference (the pair's baseline figure, when it has one) and loss.
-type runCell struct {
+// meshCell is one cell of a matrix: its state, its figure (none for
+// stateNone and stateFail), its reference (the pair's baseline figure,
+// when it has one) and loss.
+type meshCell struct {
 	state            byte
 	value, ref, loss float64
 	hasBase, hasLoss bool
@@ -103,8 +114,8 @@ type runCell struct {
 // reference). A missing cell is stateNone, one without samples
 // stateFail, one with failures, loss or a figure worse than its
 // reference stateDegraded.
-func (d *runData) cell(k testcell.CellKey, base measurev1.Path, median float64, higherIsBetter bool) runCell {
-	var rc runCell
+func (d *runData) cell(k testcell.CellKey, base measurev1.Path, median float64, higherIsBetter bool) meshCell {
+	var rc meshCell
 	rc.ref = median
 	if k.Path != base {
 		rc.ref = math.NaN()

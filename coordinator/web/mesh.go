@@ -240,8 +240,8 @@ func buildRunData(run *measurev1.Run, results []*measurev1.Result) *runData {
 	d.list = cells
 	nodes := map[string]bool{}
 	for _, c := range cells {
-		if testspec.KindOf(c.Path).InMesh() {
-			nodes[c.Src], nodes[c.Dst] = true, true
+		for _, n := range testspec.DestinationOf(c.Path, c.Dst).Nodes(c.Src) {
+			nodes[n] = true
 		}
 		d.cells[c.CellKey] = c
 		if _, ok := d.params[c.Test]; !ok {
@@ -396,8 +396,9 @@ func (u *UI) runMesh(ctx context.Context, v *meshView, runs []*measurev1.Run, te
 	u.listChoices(v, runs)
 	var chosen *measurev1.Run
 	for _, run := range runs {
-		ts, ps := specTests(run.GetSpec()), specPaths(run.GetSpec())
-		if chosen == nil && (test == 0 || slices.Contains(ts, test)) && (path == 0 || slices.Contains(ps, path)) {
+		ts := specTests(run.GetSpec())
+		ps, _ := testspec.SplitPaths(specPaths(run.GetSpec())) // the matrix has no targets
+		if chosen == nil && (test == 0 || slices.Contains(ts, test)) && (path == 0 && len(ps) > 0 || slices.Contains(ps, path)) {
 			chosen = run
 			if test == 0 && len(ts) > 0 {
 				test = ts[0]

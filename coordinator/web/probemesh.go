@@ -204,7 +204,7 @@ func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
 	if !end.IsZero() {
 		v.EndTime = end.UTC().Format("2006-01-02T15:04:05Z")
 	}
-	median := stats.InterpolatedMedian(values)
+	median := stats.FiniteMedian(values)
 	v.Median = fig(median)
 	// ref is a pair's reference: its host-host median, or the matrix's.
 	ref := func(pair [2]string) (float64, bool) {
@@ -217,65 +217,40 @@ func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
 		}
 		return rtt(b), true
 	}
-	nodes := slices.Sorted(maps.Keys(nodeSet))
-	v.TotalNodes = len(nodes)
-	if len(nodes) > MaxMeshNodes {
-		bad := make(map[string]int, len(nodes))
-		for pair, s := range cells {
-			if s.Sample.Sent == 0 {
-				continue
-			}
-			r, _ := ref(pair)
-			if st, _, _ := probeCell(s, r); st != stateOK {
-				bad[pair[0]]++
-				bad[pair[1]]++
+	cellAt := func(src, dst string) meshCell {
+		s, ok := cells[[2]string{src, dst}]
+		if !ok || s.Sample.Sent == 0 {
+			return meshCell{state: stateNone}
+		}
+		r, hasBase := ref([2]string{src, dst})
+		c := probeCell(s, r)
+		c.hasBase = hasBase
+		return c
+	}
+	pairs := func(yield func(src, dst string) bool) {
+		for pair := range cells {
+			if !yield(pair[0], pair[1]) {
+				return
 			}
 		}
-		nodes = worstNodes(nodes, bad)
 	}
-	n := len(nodes)
-	g := newGrid(n)
-	state, value, baseV, loss := g.state, g.value, g.base, g.loss
-	for i, src := range nodes {
-		for j, dst := range nodes {
-			if i == j {
-				continue
-			}
-			at := i*n + j
-			s, ok := cells[[2]string{src, dst}]
-			if !ok || s.Sample.Sent == 0 {
-				state[at] = stateNone
-				continue
-			}
-			r, hasBase := ref([2]string{src, dst})
-			if hasBase {
-				baseV[at] = fig(r)
-			}
-			var x, l float64
-			state[at], x, l = probeCell(s, r)
-			loss[at] = fig(l)
-			if !math.IsNaN(x) {
-				value[at] = fig(x)
-			}
-			g.settle(i, j)
-		}
-	}
-	arrange(v, nodes, g)
+	fillGrid(v, slices.Sorted(maps.Keys(nodeSet)), pairs, cellAt)
 }
 
 // probeCell classifies a pair's sample s (Sent > 0) against its
-// reference RTT r (seconds; NaN: none): its state, its RTT median x
-// (seconds; NaN when no probe was answered) and its loss l (0..1).
-func probeCell(s store.LatestSample, r float64) (state byte, x, l float64) {
-	l = 1 - float64(s.Sample.Received)/float64(s.Sample.Sent)
-	x = rtt(s)
+// reference RTT r (seconds; NaN: none): its state, its RTT median
+// (seconds; NaN when no probe was answered: stateFail) and its loss
+// (0..1).
+func probeCell(s store.LatestSample, r float64) meshCell {
+	c := meshCell{state: stateOK, value: rtt(s), ref: r, hasLoss: true,
+		loss: 1 - float64(s.Sample.Received)/float64(s.Sample.Sent)}
 	switch {
-	case math.IsNaN(x):
-		return stateFail, x, l
-	case l > 0 || s.Sample.Status != measurev1.Status_STATUS_OK || worse(x, r, false):
-		return stateDegraded, x, l
+	case math.IsNaN(c.value):
+		c.state = stateFail
+	case c.loss > 0 || s.Sample.Status != measurev1.Status_STATUS_OK || worse(c.value, r, false):
+		c.state = stateDegraded
 	}
-	return stateOK, x, l
+	return c
 }
 
 // worstShown is how many nodes the matrix of a probe period or a run of

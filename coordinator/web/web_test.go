@@ -260,7 +260,10 @@ func TestMeshPicksContinuousRun(t *testing.T) {
 		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}}
 	running := &measurev1.Run{RunId: "run-3", State: measurev1.RunState_RUN_STATE_RUNNING, Spec: &measurev1.RunSpec{Label: "monitor-light",
 		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}}}
-	src.runs = []*measurev1.Run{running, onDemand, cont} // newest first
+	// A run of external targets only has no matrix: passed over.
+	external := &measurev1.Run{RunId: "run-4", State: measurev1.RunState_RUN_STATE_SUCCEEDED, Spec: &measurev1.RunSpec{Label: "monitor-external",
+		Tests: []*measurev1.TestSpec{{Test: measurev1.Test_TEST_PING}}, Paths: []measurev1.Path{measurev1.Path_PATH_HOST_TO_EXTERNAL}}}
+	src.runs = []*measurev1.Run{external, running, onDemand, cont} // newest first
 	var m struct {
 		RunID        string `json:"run_id"`
 		Test, Path   string

@@ -22,9 +22,6 @@ const (
 	KindTarget
 )
 
-// Kinds returns every Kind in order: KindNode, then KindTarget.
-func Kinds() []Kind { return []Kind{KindNode, KindTarget} }
-
 // KindOf returns the kind of destination a test on path p goes to.
 func KindOf(p measurev1.Path) Kind {
 	if IsExternal(p) {
@@ -72,6 +69,20 @@ func SplitPaths(paths []measurev1.Path) (node, target []measurev1.Path) {
 			target = append(target, p)
 		} else {
 			node = append(node, p)
+		}
+	}
+	return node, target
+}
+
+// Split splits xs, keeping their order, into those to a node (KindNode)
+// and those to an external target (KindTarget), as DestOf reads them;
+// each is nil when it has none.
+func Split[T Routed](xs []T) (node, target []T) {
+	for _, x := range xs {
+		if DestOf(x).InMesh() {
+			node = append(node, x)
+		} else {
+			target = append(target, x)
 		}
 	}
 	return node, target

@@ -40,11 +40,10 @@ func TestKindOf(t *testing.T) {
 	if got := Kind(7).String(); got != "kind(7)" {
 		t.Errorf("Kind(7).String() = %q", got)
 	}
-	if got := Kinds(); !slices.Equal(got, []Kind{KindNode, KindTarget}) {
-		t.Errorf("Kinds() = %v", got)
-	}
 }
 
+// TestSplitPaths: SplitPaths and Split part paths, and results, into
+// those to nodes and those to targets, order kept.
 func TestSplitPaths(t *testing.T) {
 	ext, hh, pp, pe := measurev1.Path_PATH_HOST_TO_EXTERNAL, measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_POD_TO_POD, measurev1.Path_PATH_POD_TO_EXTERNAL
 	tests := []struct {
@@ -62,6 +61,21 @@ func TestSplitPaths(t *testing.T) {
 			node, target := SplitPaths(tt.paths)
 			if !slices.Equal(node, tt.node) || !slices.Equal(target, tt.target) || (node == nil) != (tt.node == nil) || (target == nil) != (tt.target == nil) {
 				t.Errorf("SplitPaths = %v, %v; want %v, %v", node, target, tt.node, tt.target)
+			}
+			// Split does the same for anything that names its path.
+			var results []*measurev1.Result
+			for _, p := range tt.paths {
+				results = append(results, &measurev1.Result{Path: p, DstNode: "b"})
+			}
+			paths := func(rs []*measurev1.Result) (ps []measurev1.Path) {
+				for _, r := range rs {
+					ps = append(ps, r.GetPath())
+				}
+				return ps
+			}
+			rn, rt := Split(results)
+			if !slices.Equal(paths(rn), tt.node) || !slices.Equal(paths(rt), tt.target) {
+				t.Errorf("Split = %v, %v; want %v, %v", paths(rn), paths(rt), tt.node, tt.target)
 			}
 		})
 	}
