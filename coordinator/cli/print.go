@@ -62,7 +62,7 @@ func printPairPaths(o *options, run *measurev1.Run, rows []*report.PairPath) {
 		head = append(head, "FAMILY")
 	}
 	for _, c := range cols {
-		head = append(head, report.ColumnTitle(c))
+		head = append(head, testcell.Title(c))
 	}
 	fmt.Fprintln(tw, strings.Join(append(head, "VERDICT"), "\t"))
 	for _, p := range rows {

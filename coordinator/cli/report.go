@@ -92,7 +92,7 @@ the cells with their statistics in base units.`,
 func printReport(o *options, run *measurev1.Run, cells []*testcell.Cell, showCells bool) {
 	fmt.Fprintf(o.stdout, "run %s  %s  %s\n", run.GetRunId(), labelOf(run), testspec.RunStateName(run.GetState()))
 	for _, m := range testcell.Matrices(cells) {
-		fmt.Fprintf(o.stdout, "\n%s (median of each pair%s)\n", m.Title(), unitNote(m.Test))
+		fmt.Fprintf(o.stdout, "\n%s (median of each pair, %s)\n", m.Title(), testcell.Meaning(m.Test))
 		tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "SRC \\ DST\t%s\t\n", strings.Join(m.Nodes, "\t"))
 		for _, src := range m.Nodes {
@@ -134,20 +134,6 @@ func labelOf(run *measurev1.Run) string {
 		return "[" + l + "]"
 	}
 	return ""
-}
-
-func unitNote(t measurev1.Test) string {
-	switch t {
-	case measurev1.Test_TEST_QPERF_TCP_LAT, measurev1.Test_TEST_QPERF_UDP_LAT:
-		return ", one-way latency"
-	case measurev1.Test_TEST_PING:
-		return ", median RTT"
-	case measurev1.Test_TEST_HTTP:
-		return ", total time"
-	case measurev1.Test_TEST_HTTP_LOAD:
-		return ", median time per request under load"
-	}
-	return ", throughput"
 }
 
 // matrixCell is a cell's median, or what went wrong with it.

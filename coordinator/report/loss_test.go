@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	"google.golang.org/protobuf/proto"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // TestPingCellShowsLoss: a ping cell shows its loss after the RTT when it

@@ -269,37 +269,13 @@ func LoadSummary(r *measurev1.Result) string {
 		FormatSeconds(m.GetLatencyP50Seconds()), FormatSeconds(m.GetLatencyP99Seconds()), m.GetFailedRequests(), m.GetRequests())
 }
 
-// FormatHeadline formats a Headline value of test t in human units.
+// FormatHeadline formats a Headline value of test t in human units:
+// bit/s for a throughput, seconds for a time (testcell.Unit).
 func FormatHeadline(t measurev1.Test, v float64) string {
-	if testcell.IsLatency(t) || t == measurev1.Test_TEST_PING || t == measurev1.Test_TEST_HTTP || t == measurev1.Test_TEST_HTTP_LOAD {
-		return FormatSeconds(v)
+	if testcell.HigherIsBetter(t) {
+		return FormatBitsPerSecond(v)
 	}
-	return FormatBitsPerSecond(v)
-}
-
-// ColumnTitle is a test's column header, with what its figure means.
-func ColumnTitle(t measurev1.Test) string {
-	switch t {
-	case measurev1.Test_TEST_PING:
-		return "PING RTT"
-	case measurev1.Test_TEST_QPERF_TCP_LAT:
-		return "QPERF TCP LAT (1-way)"
-	case measurev1.Test_TEST_QPERF_UDP_LAT:
-		return "QPERF UDP LAT (1-way)"
-	case measurev1.Test_TEST_QPERF_TCP_BW:
-		return "QPERF TCP BW"
-	case measurev1.Test_TEST_QPERF_UDP_BW:
-		return "QPERF UDP BW"
-	case measurev1.Test_TEST_IPERF3_TCP:
-		return "IPERF3 TCP"
-	case measurev1.Test_TEST_IPERF3_UDP:
-		return "IPERF3 UDP"
-	case measurev1.Test_TEST_HTTP:
-		return "HTTP TOTAL"
-	case measurev1.Test_TEST_HTTP_LOAD:
-		return "HTTP LOAD p50"
-	}
-	return strings.ToUpper(testspec.Name(t))
+	return FormatSeconds(v)
 }
 
 // Invalid is how a figure that is not a finite number shows.

@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshperf/meshperf/internal/testcell"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 func planned(id, src, dst string, path measurev1.Path, test measurev1.Test) *measurev1.PlannedTest {

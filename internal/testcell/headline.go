@@ -2,6 +2,9 @@ package testcell
 
 import (
 	"math"
+	"strings"
+
+	"github.com/meshperf/meshperf/internal/testspec"
 
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -111,6 +114,39 @@ func IsLatency(t measurev1.Test) bool {
 	return t == measurev1.Test_TEST_QPERF_TCP_LAT || t == measurev1.Test_TEST_QPERF_UDP_LAT
 }
 
+// headline says, for each test, what its Headline figure is: its column
+// title in tables, what the figure means, and whether it is a throughput
+// (bit/s, higher is better) or a time (s, lower is better). The one table
+// of it: Title, Meaning, Unit and HigherIsBetter read it.
+var headlines = map[measurev1.Test]struct {
+	title, meaning string
+	throughput     bool
+}{
+	measurev1.Test_TEST_PING:          {"PING RTT", "median RTT", false},
+	measurev1.Test_TEST_QPERF_TCP_LAT: {"QPERF TCP LAT (1-way)", "one-way latency", false},
+	measurev1.Test_TEST_QPERF_UDP_LAT: {"QPERF UDP LAT (1-way)", "one-way latency", false},
+	measurev1.Test_TEST_QPERF_TCP_BW:  {"QPERF TCP BW", "throughput", true},
+	measurev1.Test_TEST_QPERF_UDP_BW:  {"QPERF UDP BW", "throughput", true},
+	measurev1.Test_TEST_IPERF3_TCP:    {"IPERF3 TCP", "throughput", true},
+	measurev1.Test_TEST_IPERF3_UDP:    {"IPERF3 UDP", "throughput", true},
+	measurev1.Test_TEST_HTTP:          {"HTTP TOTAL", "total time", false},
+	measurev1.Test_TEST_HTTP_LOAD:     {"HTTP LOAD p50", "median time per request under load", false},
+}
+
+// Title is test's column title in tables, with what its headline figure
+// is ("PING RTT", "IPERF3 TCP"); the test's name in capitals for a test
+// without one.
+func Title(test measurev1.Test) string {
+	if h, ok := headlines[test]; ok {
+		return h.title
+	}
+	return strings.ToUpper(testspec.Name(test))
+}
+
+// Meaning is what test's headline figure is, in words ("median RTT",
+// "throughput"); "" for a test without one.
+func Meaning(test measurev1.Test) string { return headlines[test].meaning }
+
 // Unit is the base unit of a test's headline figure (Headline): "bit/s"
 // for throughput, "s" for latency and time.
 func Unit(test measurev1.Test) string {
@@ -122,10 +158,4 @@ func Unit(test measurev1.Test) string {
 
 // HigherIsBetter reports whether a larger headline figure of test is an
 // improvement (throughput) rather than a degradation (latency, time).
-func HigherIsBetter(test measurev1.Test) bool {
-	switch test {
-	case measurev1.Test_TEST_QPERF_TCP_BW, measurev1.Test_TEST_QPERF_UDP_BW, measurev1.Test_TEST_IPERF3_TCP, measurev1.Test_TEST_IPERF3_UDP:
-		return true
-	}
-	return false
-}
+func HigherIsBetter(test measurev1.Test) bool { return headlines[test].throughput }

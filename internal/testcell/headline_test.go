@@ -1,10 +1,13 @@
 package testcell
 
 import (
+	"strings"
 	"testing"
 
-	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/meshperf/meshperf/internal/testspec"
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 func TestPingHeadlineIsTheMedian(t *testing.T) {
@@ -42,5 +45,28 @@ func TestFormatBytes(t *testing.T) {
 		if got := FormatBytes(tt.n); got != tt.want {
 			t.Errorf("FormatBytes(%d) = %q, want %q", tt.n, got, tt.want)
 		}
+	}
+}
+
+// TestHeadlineTable: every test of the protocol has a headline title and
+// meaning, and its unit follows its tool (throughput for iperf3 and the
+// qperf bandwidth tests, time for the rest), so a test added to the
+// protocol without a row here fails.
+func TestHeadlineTable(t *testing.T) {
+	for v := range measurev1.Test_name {
+		test := measurev1.Test(v)
+		if test == measurev1.Test_TEST_UNSPECIFIED {
+			continue
+		}
+		throughput := testspec.Tool(test) == measurev1.Tool_TOOL_IPERF3 ||
+			testspec.Tool(test) == measurev1.Tool_TOOL_QPERF && !IsLatency(test)
+		wantUnit := map[bool]string{true: "bit/s", false: "s"}[throughput]
+		if Title(test) == strings.ToUpper(testspec.Name(test)) || Meaning(test) == "" || HigherIsBetter(test) != throughput || Unit(test) != wantUnit {
+			t.Errorf("%s: title %q, meaning %q, higher is better %t, unit %q; want a row of its own, throughput %t, unit %s",
+				testspec.Name(test), Title(test), Meaning(test), HigherIsBetter(test), Unit(test), throughput, wantUnit)
+		}
+	}
+	if got := Title(measurev1.Test(99)); got == "" {
+		t.Errorf("Title of an unknown test is empty")
 	}
 }
