@@ -19,8 +19,14 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-func ack(testIDs ...string) *agentv1.ConnectResponse {
-	return &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ResultAck{ResultAck: &agentv1.ResultAck{TestIds: testIDs}}}
+// ack acknowledges workIDs as the coordinator does; legacyAck as one of
+// the previous version did, in the deprecated test_ids alone.
+func ack(workIDs ...string) *agentv1.ConnectResponse {
+	return &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ResultAck{ResultAck: &agentv1.ResultAck{WorkIds: workIDs}}}
+}
+
+func legacyAck(workIDs ...string) *agentv1.ConnectResponse {
+	return &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ResultAck{ResultAck: &agentv1.ResultAck{TestIds: workIDs}}}
 }
 
 // slowPing is a ping that runs about a second.
@@ -114,6 +120,11 @@ func TestResultsOutliveTheSession(t *testing.T) {
 			fs.send(t, work("r/t2", 10*time.Second, runPing("127.0.0.1")))
 			fs.results(t, 2)
 			fs.send(t, ack("r/t1", "r/t2"))
+		}, false, nil, false, ""},
+		{"a previous coordinator's acknowledgement (test_ids) counts", func(t *testing.T, fs *fakeSession) {
+			fs.send(t, work("r/t1", 10*time.Second, runPing("127.0.0.1")))
+			fs.results(t, 1)
+			fs.send(t, legacyAck("r/t1"))
 		}, false, nil, false, ""},
 		{"unacknowledged results are sent again, oldest first", func(t *testing.T, fs *fakeSession) {
 			for _, id := range []string{"r/t1", "r/t2", "r/t3"} {

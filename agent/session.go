@@ -289,12 +289,15 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 			}
 			a.log.Debug("probe reports acknowledged", "seqs", len(msg.ReportAck.GetSeqs()), "removed", n)
 		case *agentv1.ConnectResponse_ResultAck:
-			ids := msg.ResultAck.GetTestIds()
+			ids := msg.ResultAck.GetWorkIds()
+			if len(ids) == 0 { // a coordinator of the previous version
+				ids = msg.ResultAck.GetTestIds()
+			}
 			n, err := a.spool.Ack(ids...)
 			if err != nil {
-				a.log.Error("forget acknowledged results; they will be sent again", "test_ids", len(ids), "err", err)
+				a.log.Error("forget acknowledged results; they will be sent again", "work_ids", len(ids), "err", err)
 			}
-			a.log.Debug("results acknowledged", "test_ids", len(ids), "removed", n, "spooled", a.spool.Len())
+			a.log.Debug("results acknowledged", "work_ids", len(ids), "removed", n, "spooled", a.spool.Len())
 		case *agentv1.ConnectResponse_GossipReporting:
 			queue.PutLatest(reporting, msg.GossipReporting.GetReport()) // only the latest matters
 			a.log.Info("gossip views", "report", msg.GossipReporting.GetReport())

@@ -554,14 +554,15 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 }
 
 // sendAcks sends every queued acknowledgement, in ResultAcks of at most
-// maxAckBatch test IDs.
+// maxAckBatch work IDs (each also in the deprecated test_ids, for agents
+// of the previous version).
 func sendAcks(s *session, send func(*agentv1.ConnectResponse) error) error {
 	for {
 		ids := s.takeAcks()
 		if len(ids) == 0 {
 			return nil
 		}
-		if err := send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ResultAck{ResultAck: &agentv1.ResultAck{TestIds: ids}}}); err != nil {
+		if err := send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ResultAck{ResultAck: &agentv1.ResultAck{WorkIds: ids, TestIds: ids}}}); err != nil {
 			return err
 		}
 	}

@@ -34,6 +34,8 @@ type blockingAgents struct {
 	started  map[string]bool          // servers up, by work ID
 	starts   int
 	canceled []string // work IDs that got a cancel_client
+	// onStart, if set, is called at each start_server before it answers.
+	onStart func()
 }
 
 func newBlockingAgents(n int) *blockingAgents {
@@ -53,7 +55,11 @@ func (a *blockingAgents) Dispatch(ctx context.Context, node string, w *agentv1.W
 		a.mu.Lock()
 		a.started[w.GetTestId()] = true
 		a.starts++
+		onStart := a.onStart
 		a.mu.Unlock()
+		if onStart != nil {
+			onStart()
+		}
 		res.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: protocol.DefaultIperf3Port}}
 		return res, nil
 	case *agentv1.Work_StopServer:

@@ -107,7 +107,7 @@ func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.Plan
 		// checked against.
 		start = time.Now()
 		results, answered = m.execOnce(ctx, runID, pt)
-		if attempt == policy.retries || !anyBusy(results) || ctx.Err() != nil {
+		if attempt == policy.retries || !anyBusy(results) || m.halted(ctx) {
 			break
 		}
 		backoff := policy.backoff(attempt)
@@ -124,7 +124,7 @@ func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.Plan
 		m.log.Info("server busy, retrying", "run_id", runID, "test_id", pt.GetTestId(), "attempt", attempt+1, "backoff", backoff)
 		_ = tick.Sleep(ctx, backoff) // canceled: the loop's check ends it
 	}
-	if ctx.Err() != nil && anyBusy(results) {
+	if m.halted(ctx) && anyBusy(results) {
 		// Canceled between busy attempts: no sample, and no retry either.
 		results = m.cutResult(pt, start, "while its server was busy")
 	}
@@ -235,7 +235,7 @@ func (m *Manager) execNode(ctx context.Context, runID string, pt *measurev1.Plan
 			&agentv1.Work{Action: &agentv1.Work_StartServer{StartServer: &agentv1.StartServer{Tool: tool, Network: rt.serverNet}}})
 		stopStart()
 		if err != nil {
-			if ctx.Err() != nil {
+			if m.halted(ctx) {
 				// The agent may have started the server after all.
 				defer m.stopServer(ctx, runID, pt)
 			}
@@ -281,7 +281,7 @@ func (m *Manager) runClient(ctx context.Context, runID string, pt *measurev1.Pla
 		}}, false
 	}
 	budget := expected + clientSlack
-	if ctx.Err() != nil {
+	if m.halted(ctx) {
 		return m.cutResult(pt, start, "before its client started"), false
 	}
 	// The record that this node has this test in flight comes first: it
@@ -290,11 +290,16 @@ func (m *Manager) runClient(ctx context.Context, runID string, pt *measurev1.Pla
 		m.log.Warn("record client work in flight; a late answer to it will be refused", "node", pt.GetSrcNode(), "test_id", workID(runID, pt), "err", err)
 	}
 	// A cancel of the run (ctx) stops the client on its agent, which
-	// answers it; only Close (untilClose) gives up the wait.
+	// answers it; only Close (untilClose) gives up the wait. Close (which
+	// ends ctx too) stops no client: the agent keeps its answer for the
+	// next coordinator, whose late handler stores it in place of the
+	// STATUS_INTERRUPTED placeholder.
 	answeredc, cancelDone := make(chan struct{}), make(chan struct{})
 	stopCancel := context.AfterFunc(ctx, func() { // owner: this call, which waits for it below
 		defer close(cancelDone)
-		m.cancelClient(ctx, pt.GetSrcNode(), workID(runID, pt), answeredc)
+		if !m.closing() {
+			m.cancelClient(ctx, pt.GetSrcNode(), workID(runID, pt), answeredc)
+		}
 	})
 	clientCtx, stopClient := m.untilClose(ctx)
 	wr, err := m.dispatch(clientCtx, pt.GetSrcNode(), workID(runID, pt), budget, &agentv1.Work{Action: &agentv1.Work_RunClient{RunClient: rc}})

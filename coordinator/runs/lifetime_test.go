@@ -326,3 +326,67 @@ func TestCloseSendsNoNewWork(t *testing.T) {
 		})
 	}
 }
+
+// Close cuts no client and sends none: a client running when Close begins
+// gets no cancel_client (its agent keeps the answer for the next
+// coordinator, whose late handler stores it), and a test whose server
+// start is answered as Close begins sends no client and stops its
+// server. Each test ends a STATUS_INTERRUPTED result.
+func TestCloseCutsNoClient(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec := &measurev1.RunSpec{Repeats: 1, Paths: hostHost, Tests: []*measurev1.TestSpec{iperf3Test},
+		Pairs: []*measurev1.NodePair{{SrcNode: "node-0000", DstNode: "node-0001"}}}
+	tests := []struct {
+		name string
+		// clients is how many clients the agents got; record whether the
+		// test's work is recorded in flight.
+		clients int
+		record  bool
+	}{
+		{"client running", 1, true},
+		{"server started as Close begins", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newCancelFixture(t, ctx, 2)
+			if tt.clients == 0 {
+				f.agents.onStart = func() { // Close's first step, before the start is answered
+					f.m.mu.Lock()
+					f.m.closed = true
+					close(f.m.stopc)
+					f.m.mu.Unlock()
+				}
+			}
+			run, err := f.m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.clients > 0 {
+				select {
+				case <-f.agents.running:
+				case <-ctx.Done():
+					t.Fatal("no iperf3 client started")
+				}
+			} else if !testutil.Within(30*time.Second, time.Millisecond, f.m.closing) {
+				t.Fatal("no server start")
+			}
+			f.m.Close()
+			f.agents.mu.Lock()
+			clients, canceled, up := f.agents.iperf3, slices.Clone(f.agents.canceled), len(f.agents.started)
+			f.agents.mu.Unlock()
+			rs, _, err := f.st.ListResults(ctx, store.Filter{RunID: run.GetRunId()}, 0, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, record, err := f.st.Dispatched(ctx, workID(run.GetRunId(), run.GetPlanned()[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if clients != tt.clients || len(canceled) > 0 || up > 0 || record != tt.record || len(rs) != 1 || rs[0].GetStatus() != measurev1.Status_STATUS_INTERRUPTED {
+				t.Errorf("clients %d (want %d), cancel_client to %v, %d servers up, recorded in flight %t (want %t); results %v, want one STATUS_INTERRUPTED",
+					clients, tt.clients, canceled, up, record, tt.record, rs)
+			}
+		})
+	}
+}

@@ -94,10 +94,12 @@ func (m *Manager) runSlot(ctx context.Context, a *active, rec *recorder, slot sc
 		return
 	}
 	defer release()
-	rec.started()
-	for _, pt := range slot.Tests {
+	for i, pt := range slot.Tests {
 		if m.halted(ctx) {
 			return
+		}
+		if i == 0 {
+			rec.started()
 		}
 		results, answered := m.execTest(ctx, a.run.GetRunId(), pt)
 		m.store(a, rec, pt, results, answered)

@@ -239,10 +239,11 @@ func buildRunData(run *measurev1.Run, results []*measurev1.Result) *runData {
 	cells := testcell.Cells(results)
 	d.list = cells
 	nodes := map[string]bool{}
+	meshCells, _ := testspec.Split(cells)
+	for _, c := range meshCells {
+		nodes[c.Src], nodes[c.Dst] = true, true
+	}
 	for _, c := range cells {
-		for _, n := range testspec.DestinationOf(c.Path, c.Dst).Nodes(c.Src) {
-			nodes[n] = true
-		}
 		d.cells[c.CellKey] = c
 		if _, ok := d.params[c.Test]; !ok {
 			d.params[c.Test] = c.Params

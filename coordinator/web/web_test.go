@@ -279,3 +279,16 @@ func TestMeshPicksContinuousRun(t *testing.T) {
 		t.Errorf("choices %v %v, want ping and host-host, pod-pod", m.Tests, m.Paths)
 	}
 }
+
+// The nodes of a run's matrix are those of its cells between nodes: a
+// node that measured only external targets is not one (a run of targets
+// only, from thousands of nodes, is no matrix too large to show).
+func TestRunDataCountsMeshNodes(t *testing.T) {
+	results := []*measurev1.Result{pingResult("r", "a", "b", measurev1.Path_PATH_HOST_TO_HOST, 1e-3)}
+	for _, src := range []string{"c", "d", "e"} {
+		results = append(results, pingResult("r", src, "dns", measurev1.Path_PATH_HOST_TO_EXTERNAL, 2e-3))
+	}
+	if d := buildRunData(&measurev1.Run{RunId: "r"}, results); d.nodes != 2 {
+		t.Errorf("run data of 1 node pair and 3 sources of external tests: %d nodes, want 2", d.nodes)
+	}
+}

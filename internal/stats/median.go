@@ -33,7 +33,9 @@ func MedianSorted(s []float64) float64 {
 	if n%2 == 1 {
 		return s[n/2]
 	}
-	return (s[n/2-1] + s[n/2]) / 2
+	// a/2 + b/2 is (a+b)/2 to the bit (halving is exact above the
+	// subnormals), without the overflow of a+b past MaxFloat64.
+	return s[n/2-1]/2 + s[n/2]/2
 }
 
 // MedianExcluding is the Median of the multiset all minus in, found by
@@ -61,7 +63,7 @@ func MedianExcluding(all, in []float64) float64 {
 	if m%2 == 1 {
 		return kth(m / 2)
 	}
-	return (kth(m/2-1) + kth(m/2)) / 2
+	return kth(m/2-1)/2 + kth(m/2)/2 // as MedianSorted
 }
 
 // upper counts the values of sorted xs at or below x.

@@ -66,6 +66,7 @@ func TestMedians(t *testing.T) {
 		{"even, unsorted", []float64{4, 1, 2, 3}, 2.5, 2.5},
 		{"(a+b)/2, not a+(b-a)/2", []float64{0.7, 0.1}, 0.39999999999999997, 0.39999999999999997},
 		{"infinite: finite refuses", []float64{1, math.Inf(1), 2}, 2, nan},
+		{"huge: no overflow", []float64{math.MaxFloat64, math.MaxFloat64}, math.MaxFloat64, math.MaxFloat64},
 	}
 	same := func(got, want float64) bool { return got == want || math.IsNaN(got) && math.IsNaN(want) }
 	for _, tt := range tests {

@@ -31,6 +31,13 @@ type CellKey struct {
 	Family measurev1.IPFamily
 }
 
+// GetPath is k.Path, and GetDstNode k.Dst: a CellKey (and a Cell) is a
+// testspec.Routed, whose destination testspec reads.
+func (k CellKey) GetPath() measurev1.Path { return k.Path }
+
+// GetDstNode is k.Dst (see GetPath).
+func (k CellKey) GetDstNode() string { return k.Dst }
+
 // Cell is the samples of one CellKey and their statistics.
 type Cell struct {
 	CellKey

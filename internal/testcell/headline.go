@@ -114,7 +114,7 @@ func IsLatency(t measurev1.Test) bool {
 	return t == measurev1.Test_TEST_QPERF_TCP_LAT || t == measurev1.Test_TEST_QPERF_UDP_LAT
 }
 
-// headline says, for each test, what its Headline figure is: its column
+// headlines says, for each test, what its Headline figure is: its column
 // title in tables, what the figure means, and whether it is a throughput
 // (bit/s, higher is better) or a time (s, lower is better). The one table
 // of it: Title, Meaning, Unit and HigherIsBetter read it.
@@ -144,8 +144,13 @@ func Title(test measurev1.Test) string {
 }
 
 // Meaning is what test's headline figure is, in words ("median RTT",
-// "throughput"); "" for a test without one.
-func Meaning(test measurev1.Test) string { return headlines[test].meaning }
+// "throughput"); "headline figure" for a test without a row.
+func Meaning(test measurev1.Test) string {
+	if h, ok := headlines[test]; ok {
+		return h.meaning
+	}
+	return "headline figure"
+}
 
 // Unit is the base unit of a test's headline figure (Headline): "bit/s"
 // for throughput, "s" for latency and time.

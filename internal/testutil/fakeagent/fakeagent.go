@@ -170,7 +170,7 @@ func (a *Agent) Registered() *agentv1.Registered { return a.registered }
 func (a *Agent) record(m *agentv1.ConnectResponse) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.acks = append(a.acks, m.GetResultAck().GetTestIds()...)
+	a.acks = append(a.acks, m.GetResultAck().GetWorkIds()...)
 	if ep := m.GetEndpoints(); ep != nil {
 		a.endpoints = ep
 	}

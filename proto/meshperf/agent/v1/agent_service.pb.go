@@ -427,13 +427,17 @@ func (x *GossipReporting) GetReport() bool {
 
 // ResultAck acknowledges WorkResults of run_client work: the coordinator
 // has stored them (or will never store them, e.g. because their run is
-// unknown), and the agent need not send them again. An ack for a test_id
+// unknown), and the agent need not send them again. An ack for a work_id
 // the agent does not keep is ignored.
 type ResultAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// test_ids are the acknowledged WorkResults' test_id ("RUN_ID/TEST_ID").
+	// test_ids is deprecated: use work_ids. It carries the same values,
+	// still sent for agents of the previous version, and is read only when
+	// work_ids is empty.
+	TestIds []string `protobuf:"bytes,1,rep,name=test_ids,json=testIds,proto3" json:"test_ids,omitempty"`
+	// work_ids are the acknowledged WorkResults' work_id ("RUN_ID/TEST_ID").
 	// The agent forgets every result it keeps under each of them.
-	TestIds       []string `protobuf:"bytes,1,rep,name=test_ids,json=testIds,proto3" json:"test_ids,omitempty"`
+	WorkIds       []string `protobuf:"bytes,2,rep,name=work_ids,json=workIds,proto3" json:"work_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -471,6 +475,13 @@ func (*ResultAck) Descriptor() ([]byte, []int) {
 func (x *ResultAck) GetTestIds() []string {
 	if x != nil {
 		return x.TestIds
+	}
+	return nil
+}
+
+func (x *ResultAck) GetWorkIds() []string {
+	if x != nil {
+		return x.WorkIds
 	}
 	return nil
 }
@@ -1848,9 +1859,10 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x10gossip_reporting\x18\b \x01(\v2\".meshperf.agent.v1.GossipReportingH\x00R\x0fgossipReportingB\x05\n" +
 	"\x03msg\")\n" +
 	"\x0fGossipReporting\x12\x16\n" +
-	"\x06report\x18\x01 \x01(\bR\x06report\"&\n" +
+	"\x06report\x18\x01 \x01(\bR\x06report\"A\n" +
 	"\tResultAck\x12\x19\n" +
-	"\btest_ids\x18\x01 \x03(\tR\atestIds\"\xf6\x03\n" +
+	"\btest_ids\x18\x01 \x03(\tR\atestIds\x12\x19\n" +
+	"\bwork_ids\x18\x02 \x03(\tR\aworkIds\"\xf6\x03\n" +
 	"\bRegister\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x12)\n" +

@@ -42,12 +42,12 @@ type AgentServiceClient interface {
 	// Registered.heartbeat_timeout.
 	//
 	// Results of run_client are never lost to a broken stream: the agent
-	// keeps each such WorkResult until a ResultAck names its test_id, and
+	// keeps each such WorkResult until a ResultAck names its work_id, and
 	// sends every one it still keeps, oldest first, right after the next
 	// Registered (on this or a later stream, to this or a restarted
 	// coordinator). The coordinator acknowledges a result once it is stored
 	// (or known to be of no use, e.g. of an unknown run), and deduplicates
-	// resent results by test_id. A coordinator that never sends ResultAck
+	// resent results by work_id. A coordinator that never sends ResultAck
 	// gets every result again after each reconnect.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
 }
@@ -90,12 +90,12 @@ type AgentServiceServer interface {
 	// Registered.heartbeat_timeout.
 	//
 	// Results of run_client are never lost to a broken stream: the agent
-	// keeps each such WorkResult until a ResultAck names its test_id, and
+	// keeps each such WorkResult until a ResultAck names its work_id, and
 	// sends every one it still keeps, oldest first, right after the next
 	// Registered (on this or a later stream, to this or a restarted
 	// coordinator). The coordinator acknowledges a result once it is stored
 	// (or known to be of no use, e.g. of an unknown run), and deduplicates
-	// resent results by test_id. A coordinator that never sends ResultAck
+	// resent results by work_id. A coordinator that never sends ResultAck
 	// gets every result again after each reconnect.
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
 	mustEmbedUnimplementedAgentServiceServer()
