@@ -181,7 +181,7 @@ func TestTLSListener(t *testing.T) {
 			if status.Code(err) != codes.Unavailable {
 				t.Errorf("ListAgents: %v, want Unavailable", err)
 			}
-			if !testutil.Within(5*time.Second, 10*time.Millisecond, func() bool { return strings.Contains(logs.String(), tt.wantLog) }) {
+			if !testutil.Within(30*time.Second, 10*time.Millisecond, func() bool { return strings.Contains(logs.String(), tt.wantLog) }) {
 				t.Errorf("coordinator log lacks %q:\n%s", tt.wantLog, logs)
 			}
 		})

@@ -130,7 +130,7 @@ func TestAlerter(t *testing.T) {
 			storeRun(t, ctx, st, runID, s.label, s.broken)
 			before, handled := pub.calls(), a.Handled()
 			a.RunEnded(runID, s.state)
-			if !testutil.Within(5*time.Second, 10*time.Millisecond, func() bool { return a.Handled() > handled }) {
+			if !testutil.Within(30*time.Second, 10*time.Millisecond, func() bool { return a.Handled() > handled }) {
 				t.Fatal("the alerter did not deal with the run")
 			}
 			if got := pub.calls() - before; got != b2i(s.diagnosed) {

@@ -123,7 +123,7 @@ func TestAlerterExternal(t *testing.T) {
 			storeExternal(t, ctx, st, runID, targets, s.ext)
 			before, handled, logged := pub.calls(), a.Handled(), len(logs.String())
 			a.RunEnded(runID, measurev1.RunState_RUN_STATE_SUCCEEDED)
-			if !testutil.Within(5*time.Second, 10*time.Millisecond, func() bool { return a.Handled() > handled }) {
+			if !testutil.Within(30*time.Second, 10*time.Millisecond, func() bool { return a.Handled() > handled }) {
 				t.Fatal("the alerter did not deal with the run")
 			}
 			if pub.calls() != before+1 {

@@ -10,13 +10,13 @@ import (
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
 
-// await waits for f.C and returns Next's plan, or fails after a second.
+// await waits for f.C and returns Next's plan, or fails after 30 s.
 func await(t *testing.T, f *Follower) *agentv1.ProbePlan {
 	t.Helper()
 	select {
 	case <-f.C():
 		return onWire(t, f.Next())
-	case <-time.After(time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("follower never ready")
 		return nil
 	}
