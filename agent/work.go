@@ -114,36 +114,49 @@ func serverStatus(err error) measurev1.Status {
 	return measurev1.Status_STATUS_SERVER_ERROR
 }
 
-// runClient checks the target and runs the client, at most MaxClients at
-// once. A client that names an external target runs against the address
-// its entry resolves to (see Agent.external), which needs to be no
-// registered endpoint; no ClusterIP wait applies to it.
+// runClient checks the client's destination (clientRun), then runs the
+// client, at most MaxClients at once.
 func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measurev1.Result {
 	refuse := func(st measurev1.Status, format string, args ...any) []*measurev1.Result {
 		return []*measurev1.Result{{Spec: rc.GetSpec(), Status: st, Message: fmt.Sprintf(format, args...), TargetAddress: rc.GetTargetIp()}}
 	}
+	run, st, msg := a.clientRun(ctx, rc)
+	if st != measurev1.Status_STATUS_OK {
+		return refuse(st, "%s", msg)
+	}
+	if !a.takeSlot(ctx) {
+		return refuse(slotStatus(ctx), "no free client slot before the deadline (%d of %d clients running)", len(a.clients), cap(a.clients))
+	}
+	defer func() { <-a.clients }()
+	return run(ctx)
+}
+
+// clientRun checks where rc's client goes and returns how to run it, or
+// a failure status and its message. A client that names an external
+// target runs against the address its entry resolves to (see
+// Agent.external), which needs to be no registered endpoint; no ClusterIP
+// wait applies to it. Any other goes to target_ip, which must be a
+// registered endpoint or allowlisted, on a port it serves.
+func (a *Agent) clientRun(ctx context.Context, rc *agentv1.RunClient) (run func(context.Context) []*measurev1.Result, st measurev1.Status, msg string) {
 	if rc.GetExternalTarget() != "" {
 		ext, st, msg := a.external(ctx, rc)
 		if st != measurev1.Status_STATUS_OK {
-			return refuse(st, "%s", msg)
+			return nil, st, msg
 		}
-		if !a.takeSlot(ctx) {
-			return refuse(slotStatus(ctx), "no free client slot before the deadline (%d of %d clients running)", len(a.clients), cap(a.clients))
-		}
-		defer func() { <-a.clients }()
-		return a.runner.RunExternal(ctx, rc, ext)
+		return func(ctx context.Context) []*measurev1.Result { return a.runner.RunExternal(ctx, rc, ext) }, st, ""
 	}
 	// No allowlist makes the unspecified, a multicast or the broadcast
 	// address a target.
 	target, err := protocol.ParseEndpointIP(rc.GetTargetIp())
 	if err != nil {
-		return refuse(measurev1.Status_STATUS_INVALID, "target_ip: %v", err)
+		return nil, measurev1.Status_STATUS_INVALID, fmt.Sprintf("target_ip: %v", err)
 	}
 	if !a.targets.allowed(target) {
-		return refuse(measurev1.Status_STATUS_INVALID, "target_ip %s refused: it is neither a registered endpoint nor in the allowlist; allowed: %s", target, a.targets)
+		return nil, measurev1.Status_STATUS_INVALID, fmt.Sprintf(
+			"target_ip %s refused: it is neither a registered endpoint nor in the allowlist; allowed: %s", target, a.targets)
 	}
 	if err := a.targets.checkPort(target, rc); err != nil {
-		return refuse(measurev1.Status_STATUS_INVALID, "%v", err)
+		return nil, measurev1.Status_STATUS_INVALID, err.Error()
 	}
 	if a.targets.isService(target) && rc.GetPort() != 0 && rc.GetPort() <= 65535 && probeSafe(rc.GetSpec().GetTest()) {
 		// A ClusterIP answers only once this node's kube-proxy has
@@ -155,11 +168,7 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 			a.log.Warn("service IP not connectable before the client; running it anyway", "target", ap, "err", err)
 		}
 	}
-	if !a.takeSlot(ctx) {
-		return refuse(slotStatus(ctx), "no free client slot before the deadline (%d of %d clients running)", len(a.clients), cap(a.clients))
-	}
-	defer func() { <-a.clients }()
-	return a.runner.Run(ctx, rc)
+	return func(ctx context.Context) []*measurev1.Result { return a.runner.Run(ctx, rc) }, measurev1.Status_STATUS_OK, ""
 }
 
 // takeSlot takes a client slot, waiting for one until ctx ends; false
