@@ -299,10 +299,7 @@ func TestCloseSendsNoNewWork(t *testing.T) {
 					// (were it still in its jitter, the end would win).
 					time.Sleep(2 * lightJitter)
 				}
-				f.m.mu.Lock()
-				f.m.closed = true
-				close(f.m.stopc) // Close's first step
-				f.m.mu.Unlock()
+				f.beginClose()
 				for _, release := range releases {
 					release()
 				}
@@ -311,14 +308,7 @@ func TestCloseSendsNoNewWork(t *testing.T) {
 				f.agents.mu.Lock()
 				sent := f.agents.starts + f.agents.iperf3 + f.agents.peak
 				f.agents.mu.Unlock()
-				rs, _, err := f.st.ListResults(ctx, store.Filter{RunID: run.GetRunId()}, 0, "")
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, _, inFlight, err := f.st.Dispatched(ctx, workID(run.GetRunId(), run.GetPlanned()[0]))
-				if err != nil {
-					t.Fatal(err)
-				}
+				rs, inFlight := f.onlyTest(t, ctx, run)
 				if sent != 0 || inFlight || len(rs) != 1 || rs[0].GetStatus() != measurev1.Status_STATUS_INTERRUPTED {
 					t.Fatalf("work sent after Close began: %d, record in flight %t; results %v, want one STATUS_INTERRUPTED", sent, inFlight, rs)
 				}
@@ -351,12 +341,7 @@ func TestCloseCutsNoClient(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newCancelFixture(t, ctx, 2)
 			if tt.clients == 0 {
-				f.agents.onStart = func() { // Close's first step, before the start is answered
-					f.m.mu.Lock()
-					f.m.closed = true
-					close(f.m.stopc)
-					f.m.mu.Unlock()
-				}
+				f.agents.onStart = f.beginClose // before the start is answered
 			}
 			run, err := f.m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 			if err != nil {
@@ -375,18 +360,35 @@ func TestCloseCutsNoClient(t *testing.T) {
 			f.agents.mu.Lock()
 			clients, canceled, up := f.agents.iperf3, slices.Clone(f.agents.canceled), len(f.agents.started)
 			f.agents.mu.Unlock()
-			rs, _, err := f.st.ListResults(ctx, store.Filter{RunID: run.GetRunId()}, 0, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _, record, err := f.st.Dispatched(ctx, workID(run.GetRunId(), run.GetPlanned()[0]))
-			if err != nil {
-				t.Fatal(err)
-			}
+			rs, record := f.onlyTest(t, ctx, run)
 			if clients != tt.clients || len(canceled) > 0 || up > 0 || record != tt.record || len(rs) != 1 || rs[0].GetStatus() != measurev1.Status_STATUS_INTERRUPTED {
 				t.Errorf("clients %d (want %d), cancel_client to %v, %d servers up, recorded in flight %t (want %t); results %v, want one STATUS_INTERRUPTED",
 					clients, tt.clients, canceled, up, record, tt.record, rs)
 			}
 		})
 	}
+}
+
+// beginClose is Close's first step, alone: stopc closed, the runs'
+// contexts not yet ended.
+func (f *cancelFixture) beginClose() {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	f.m.closed = true
+	close(f.m.stopc)
+}
+
+// onlyTest returns the stored results of run's one planned test and
+// whether its client work is recorded in flight.
+func (f *cancelFixture) onlyTest(t *testing.T, ctx context.Context, run *measurev1.Run) (rs []*measurev1.Result, inFlight bool) {
+	t.Helper()
+	rs, _, err := f.st.ListResults(ctx, store.Filter{RunID: run.GetRunId()}, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, inFlight, err = f.st.Dispatched(ctx, workID(run.GetRunId(), run.GetPlanned()[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs, inFlight
 }
