@@ -36,6 +36,9 @@ type blockingAgents struct {
 	canceled []string // work IDs that got a cancel_client
 	// onStart, if set, is called at each start_server before it answers.
 	onStart func()
+	// busy is how many start_servers, the first ones, answer
+	// STATUS_BUSY.
+	busy int
 }
 
 func newBlockingAgents(n int) *blockingAgents {
@@ -55,10 +58,17 @@ func (a *blockingAgents) Dispatch(ctx context.Context, node string, w *agentv1.W
 		a.mu.Lock()
 		a.started[w.GetTestId()] = true
 		a.starts++
-		onStart := a.onStart
+		onStart, busy := a.onStart, a.busy > 0
+		a.busy--
 		a.mu.Unlock()
 		if onStart != nil {
 			onStart()
+		}
+		if busy { // no server up
+			a.mu.Lock()
+			delete(a.started, w.GetTestId())
+			a.mu.Unlock()
+			return &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_BUSY, Message: "busy"}, nil
 		}
 		res.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: protocol.DefaultIperf3Port}}
 		return res, nil

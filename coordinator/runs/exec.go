@@ -122,7 +122,9 @@ func (m *Manager) execTest(ctx context.Context, runID string, pt *measurev1.Plan
 			m.cfg.Agents.Ack(pt.GetSrcNode(), workID(runID, pt))
 		}
 		m.log.Info("server busy, retrying", "run_id", runID, "test_id", pt.GetTestId(), "attempt", attempt+1, "backoff", backoff)
-		_ = tick.Sleep(ctx, backoff) // canceled: the loop's check ends it
+		if tick.Sleep(ctx, backoff) != nil || m.halted(ctx) {
+			break // canceled, or the coordinator stopping: no retry
+		}
 	}
 	if m.halted(ctx) && anyBusy(results) {
 		// Canceled between busy attempts: no sample, and no retry either.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,12 +337,22 @@ func TestCloseCutsNoClient(t *testing.T) {
 	}{
 		{"client running", 1, true},
 		{"server started as Close begins", 0, false},
+		{"server busy, Close in the backoff", 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newCancelFixture(t, ctx, 2)
-			if tt.clients == 0 {
+			var startsClosing atomic.Int32 // start_servers sent while Close was under way
+			switch tt.name {
+			case "server started as Close begins":
 				f.agents.onStart = f.beginClose // before the start is answered
+			case "server busy, Close in the backoff":
+				f.agents.busy = 1
+				f.agents.onStart = func() {
+					if f.m.closing() {
+						startsClosing.Add(1)
+					}
+				}
 			}
 			run, err := f.m.Trigger(ctx, spec, measurev1.RunOrigin_RUN_ORIGIN_CLIENT)
 			if err != nil {
@@ -353,6 +364,11 @@ func TestCloseCutsNoClient(t *testing.T) {
 				case <-ctx.Done():
 					t.Fatal("no iperf3 client started")
 				}
+			} else if tt.name == "server busy, Close in the backoff" {
+				if !testutil.Within(30*time.Second, time.Millisecond, func() bool { f.agents.mu.Lock(); defer f.agents.mu.Unlock(); return f.agents.starts > 0 }) {
+					t.Fatal("no server start")
+				}
+				f.beginClose() // within the retry's backoff (busyBackoff) at most times
 			} else if !testutil.Within(30*time.Second, time.Millisecond, f.m.closing) {
 				t.Fatal("no server start")
 			}
@@ -361,6 +377,9 @@ func TestCloseCutsNoClient(t *testing.T) {
 			clients, canceled, up := f.agents.iperf3, slices.Clone(f.agents.canceled), len(f.agents.started)
 			f.agents.mu.Unlock()
 			rs, record := f.onlyTest(t, ctx, run)
+			if n := startsClosing.Load(); n > 0 {
+				t.Errorf("%d start_server sent while Close was under way", n)
+			}
 			if clients != tt.clients || len(canceled) > 0 || up > 0 || record != tt.record || len(rs) != 1 || rs[0].GetStatus() != measurev1.Status_STATUS_INTERRUPTED {
 				t.Errorf("clients %d (want %d), cancel_client to %v, %d servers up, recorded in flight %t (want %t); results %v, want one STATUS_INTERRUPTED",
 					clients, tt.clients, canceled, up, record, tt.record, rs)
