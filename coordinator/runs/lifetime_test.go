@@ -358,18 +358,19 @@ func TestCloseCutsNoClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tt.clients > 0 {
+			switch {
+			case tt.clients > 0:
 				select {
 				case <-f.agents.running:
 				case <-ctx.Done():
 					t.Fatal("no iperf3 client started")
 				}
-			} else if tt.name == "server busy, Close in the backoff" {
+			case tt.name == "server busy, Close in the backoff":
 				if !testutil.Within(30*time.Second, time.Millisecond, func() bool { f.agents.mu.Lock(); defer f.agents.mu.Unlock(); return f.agents.starts > 0 }) {
 					t.Fatal("no server start")
 				}
 				f.beginClose() // within the retry's backoff (busyBackoff) at most times
-			} else if !testutil.Within(30*time.Second, time.Millisecond, f.m.closing) {
+			case !testutil.Within(30*time.Second, time.Millisecond, f.m.closing):
 				t.Fatal("no server start")
 			}
 			f.m.Close()
