@@ -131,20 +131,30 @@ func (a *Agent) runClient(ctx context.Context, rc *agentv1.RunClient) []*measure
 	return run(ctx)
 }
 
-// clientRun checks where rc's client goes and returns how to run it, or
-// a failure status and its message. A client that names an external
-// target runs against the address its entry resolves to (see
-// Agent.external), which needs to be no registered endpoint; no ClusterIP
-// wait applies to it. Any other goes to target_ip, which must be a
-// registered endpoint or allowlisted, on a port it serves.
+// clientRun checks where rc's client goes (endpointClient or
+// externalClient, as testspec.ClientDestination reads rc) and returns how
+// to run it, or a failure status and its message.
 func (a *Agent) clientRun(ctx context.Context, rc *agentv1.RunClient) (run func(context.Context) []*measurev1.Result, st measurev1.Status, msg string) {
-	if rc.GetExternalTarget() != "" {
-		ext, st, msg := a.external(ctx, rc)
-		if st != measurev1.Status_STATUS_OK {
-			return nil, st, msg
-		}
-		return func(ctx context.Context) []*measurev1.Result { return a.runner.RunExternal(ctx, rc, ext) }, st, ""
+	check := testspec.Pick(testspec.ClientDestination(rc.GetExternalTarget()), a.endpointClient, a.externalClient)
+	return check(ctx, rc)
+}
+
+// externalClient is clientRun for a client that names an external
+// target: it runs against the address the target's entry resolves to
+// (see Agent.external), which needs to be no registered endpoint; no
+// ClusterIP wait applies to it.
+func (a *Agent) externalClient(ctx context.Context, rc *agentv1.RunClient) (run func(context.Context) []*measurev1.Result, st measurev1.Status, msg string) {
+	ext, st, msg := a.external(ctx, rc)
+	if st != measurev1.Status_STATUS_OK {
+		return nil, st, msg
 	}
+	return func(ctx context.Context) []*measurev1.Result { return a.runner.RunExternal(ctx, rc, ext) }, st, ""
+}
+
+// endpointClient is clientRun for a client to a node: it goes to
+// target_ip, which must be a registered endpoint or allowlisted, on a
+// port it serves.
+func (a *Agent) endpointClient(ctx context.Context, rc *agentv1.RunClient) (run func(context.Context) []*measurev1.Result, st measurev1.Status, msg string) {
 	// No allowlist makes the unspecified, a multicast or the broadcast
 	// address a target.
 	target, err := protocol.ParseEndpointIP(rc.GetTargetIp())

@@ -138,8 +138,29 @@ func CheckExternal(req *agentv1.RunClient, e *measurev1.ExternalTarget) error {
 	}
 }
 
-// checkExternal checks a RunExternal request: see RunExternal.
-func checkExternal(req *agentv1.RunClient, ext *External) *Failure {
+// address is ext.IP: RunExternal sends to no other address.
+func (ext *External) address(*agentv1.RunClient) string { return ext.IP.String() }
+
+// command is spec's ping or iperf3 command to ext.IP, or its curl command
+// of ext.HTTPURL pinned to ext.IP (curlExternalCommand); ab does not run
+// to an external target (check refuses it).
+func (ext *External) command(req *agentv1.RunClient, spec *measurev1.TestSpec, netns string) (proc.Command, *Failure) {
+	switch testspec.Tool(spec.GetTest()) {
+	case measurev1.Tool_TOOL_PING:
+		return pingCommand(spec, ext.IP.String(), netns), nil
+	case measurev1.Tool_TOOL_IPERF3:
+		return iperf3Command(spec, ext.IP.String(), req.GetPort(), netns), nil
+	default:
+		cmd, err := curlExternalCommand(spec, ext.HTTPURL, ext.IP, netns)
+		if err != nil {
+			return cmd, fail(measurev1.Status_STATUS_INVALID, "%v", err)
+		}
+		return cmd, nil
+	}
+}
+
+// check checks a RunExternal request: see RunExternal.
+func (ext *External) check(req *agentv1.RunClient, _ *measurev1.TestSpec) *Failure {
 	if err := CheckExternal(req, ext.entry()); err != nil {
 		return asFailure(err)
 	}

@@ -142,16 +142,80 @@ func (r *Runner) toolInfo(ctx context.Context, tool measurev1.Tool) *measurev1.T
 // Run serves node targets only: a req that names an external_target is
 // INVALID (see RunExternal).
 func (r *Runner) Run(ctx context.Context, req *agentv1.RunClient) []*measurev1.Result {
-	return r.run(ctx, req, nil)
+	return r.run(ctx, req, endpoint{})
 }
 
-// run is Run, or RunExternal when ext is not nil.
-func (r *Runner) run(ctx context.Context, req *agentv1.RunClient, ext *External) (results []*measurev1.Result) {
-	start := time.Now()
-	targetAddress := req.GetTargetIp()
-	if ext != nil {
-		targetAddress = ext.IP.String()
+// destination is where a client run goes, with what differs between its
+// kinds: a node's endpoint (endpoint, for Run) or an external target
+// (*External, for RunExternal). run takes one and never asks which.
+type destination interface {
+	// address is the IP the tool sends to, as results record it
+	// (TargetAddress).
+	address(req *agentv1.RunClient) string
+	// check validates what testspec.Normalize does not see of req for this
+	// destination: a STATUS_INVALID *Failure names the field and value.
+	check(req *agentv1.RunClient, spec *measurev1.TestSpec) *Failure
+	// command is spec's ping, iperf3, curl or ab command to the
+	// destination in namespace netns (qperf runs per size: runQperf).
+	command(req *agentv1.RunClient, spec *measurev1.TestSpec, netns string) (proc.Command, *Failure)
+}
+
+// endpoint is a node's endpoint as Run's destination: RunClient.target_ip,
+// a registered endpoint the caller checked, on the ports req names.
+type endpoint struct{}
+
+func (endpoint) address(req *agentv1.RunClient) string { return req.GetTargetIp() }
+
+func (endpoint) check(req *agentv1.RunClient, spec *measurev1.TestSpec) *Failure {
+	invalid := func(format string, args ...any) *Failure {
+		return fail(measurev1.Status_STATUS_INVALID, format, args...)
 	}
+	if name := req.GetExternalTarget(); name != "" {
+		return invalid("external_target %q: this run is for a node target (target_ip), not an external one", name)
+	}
+	a, err := netip.ParseAddr(req.GetTargetIp())
+	if err != nil {
+		return invalid("target_ip: %q is not an IP address", req.GetTargetIp())
+	}
+	if f := req.GetIpFamily(); f != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED && f != protocol.FamilyOf(a) {
+		return invalid("ip_family: %v, but target_ip %s is %v", f, a, protocol.FamilyOf(a))
+	}
+	tool := testspec.Tool(spec.GetTest())
+	if tool == measurev1.Tool_TOOL_PING {
+		return nil
+	}
+	if p := req.GetPort(); p == 0 || p > 65535 {
+		return invalid("port: %d is not a port in 1..65535 (%s needs the server's port)", p, toolName(spec))
+	}
+	if tool == measurev1.Tool_TOOL_AB && a.Zone() != "" {
+		// ab 2.3 refuses a zone in its URL ("http://[fe80::1%25eth0]:80/").
+		return invalid("target_ip: %q has a zone, which ab cannot take in its URL", req.GetTargetIp())
+	}
+	if tool == measurev1.Tool_TOOL_QPERF {
+		if p := req.GetDataPort(); p == 0 || p > 65535 || p == req.GetPort() {
+			return invalid("data_port: %d is not a port in 1..65535 other than port %d (qperf pins its data port)", p, req.GetPort())
+		}
+	}
+	return nil
+}
+
+func (endpoint) command(req *agentv1.RunClient, spec *measurev1.TestSpec, netns string) (proc.Command, *Failure) {
+	switch testspec.Tool(spec.GetTest()) {
+	case measurev1.Tool_TOOL_PING:
+		return pingCommand(spec, req.GetTargetIp(), netns), nil
+	case measurev1.Tool_TOOL_IPERF3:
+		return iperf3Command(spec, req.GetTargetIp(), req.GetPort(), netns), nil
+	case measurev1.Tool_TOOL_AB:
+		return abCommand(spec, req.GetTargetIp(), req.GetPort(), netns), nil
+	default:
+		return curlCommand(spec, req.GetTargetIp(), req.GetPort(), netns), nil
+	}
+}
+
+// run is Run or RunExternal, to d.
+func (r *Runner) run(ctx context.Context, req *agentv1.RunClient, d destination) (results []*measurev1.Result) {
+	start := time.Now()
+	targetAddress := d.address(req)
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("runner panic", "panic", p)
@@ -175,7 +239,7 @@ func (r *Runner) run(ctx context.Context, req *agentv1.RunClient, ext *External)
 	if err != nil {
 		return []*measurev1.Result{failed(req.GetSpec(), 0, fail(measurev1.Status_STATUS_INVALID, "%v", err))}
 	}
-	netns, f := r.checkRequest(req, spec, ext)
+	netns, f := r.checkRequest(req, spec, d)
 	if f != nil {
 		return perSize(spec, f)
 	}
@@ -192,7 +256,7 @@ func (r *Runner) run(ctx context.Context, req *agentv1.RunClient, ext *External)
 		if testspec.Tool(spec.GetTest()) == measurev1.Tool_TOOL_QPERF {
 			results = r.runQperf(ctx, req, spec, netns, targetAddress)
 		} else {
-			results = r.runOnce(ctx, req, spec, netns, ext)
+			results = r.runOnce(ctx, req, spec, netns, d)
 		}
 	}
 	for _, res := range results {
@@ -201,72 +265,26 @@ func (r *Runner) run(ctx context.Context, req *agentv1.RunClient, ext *External)
 	return results
 }
 
-// checkRequest validates the parts of req that Normalize does not see and
-// returns the namespace path to run in; ext is RunExternal's target (nil
-// for Run).
-func (r *Runner) checkRequest(req *agentv1.RunClient, spec *measurev1.TestSpec, ext *External) (string, *Failure) {
-	invalid := func(format string, args ...any) (string, *Failure) {
-		return "", fail(measurev1.Status_STATUS_INVALID, format, args...)
-	}
-	if ext != nil {
-		if f := checkExternal(req, ext); f != nil {
-			return "", f
-		}
-	} else if name := req.GetExternalTarget(); name != "" {
-		return invalid("external_target %q: this run is for a node target (target_ip), not an external one", name)
-	} else if a, err := netip.ParseAddr(req.GetTargetIp()); err != nil {
-		return invalid("target_ip: %q is not an IP address", req.GetTargetIp())
-	} else if f := req.GetIpFamily(); f != measurev1.IPFamily_IP_FAMILY_UNSPECIFIED && f != protocol.FamilyOf(a) {
-		return invalid("ip_family: %v, but target_ip %s is %v", f, a, protocol.FamilyOf(a))
+// checkRequest validates the parts of req that Normalize does not see,
+// for d (destination.check) and for this agent (the network's namespace),
+// and returns the namespace path to run in.
+func (r *Runner) checkRequest(req *agentv1.RunClient, spec *measurev1.TestSpec, d destination) (string, *Failure) {
+	if f := d.check(req, spec); f != nil {
+		return "", f
 	}
 	netns, ok := r.netns[req.GetNetwork()]
 	if !ok {
-		return invalid("network: %v has no namespace on this agent", req.GetNetwork())
-	}
-	tool := testspec.Tool(spec.GetTest())
-	if ext != nil {
-		return netns, nil // checkExternal checked the ports: the allowlisted ones
-	}
-	if tool == measurev1.Tool_TOOL_PING {
-		return netns, nil
-	}
-	if p := req.GetPort(); p == 0 || p > 65535 {
-		return invalid("port: %d is not a port in 1..65535 (%s needs the server's port)", p, toolName(spec))
-	}
-	if a, _ := netip.ParseAddr(req.GetTargetIp()); tool == measurev1.Tool_TOOL_AB && a.Zone() != "" {
-		// ab 2.3 refuses a zone in its URL ("http://[fe80::1%25eth0]:80/").
-		return invalid("target_ip: %q has a zone, which ab cannot take in its URL", req.GetTargetIp())
-	}
-	if tool == measurev1.Tool_TOOL_QPERF {
-		if p := req.GetDataPort(); p == 0 || p > 65535 || p == req.GetPort() {
-			return invalid("data_port: %d is not a port in 1..65535 other than port %d (qperf pins its data port)", p, req.GetPort())
-		}
+		return "", fail(measurev1.Status_STATUS_INVALID, "network: %v has no namespace on this agent", req.GetNetwork())
 	}
 	return netns, nil
 }
 
-// runOnce runs ping, iperf3, curl or ab once, against ext if it is not nil
-// (checkRequest checked it).
-func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *measurev1.TestSpec, netns string, ext *External) []*measurev1.Result {
-	var cmd proc.Command
-	switch tool := testspec.Tool(spec.GetTest()); {
-	case ext != nil && tool == measurev1.Tool_TOOL_PING:
-		cmd = pingCommand(spec, ext.IP.String(), netns)
-	case ext != nil && tool == measurev1.Tool_TOOL_IPERF3:
-		cmd = iperf3Command(spec, ext.IP.String(), req.GetPort(), netns)
-	case ext != nil:
-		var err error
-		if cmd, err = curlExternalCommand(spec, ext.HTTPURL, ext.IP, netns); err != nil {
-			return []*measurev1.Result{failed(spec, 0, fail(measurev1.Status_STATUS_INVALID, "%v", err))}
-		}
-	case tool == measurev1.Tool_TOOL_PING:
-		cmd = pingCommand(spec, req.GetTargetIp(), netns)
-	case tool == measurev1.Tool_TOOL_IPERF3:
-		cmd = iperf3Command(spec, req.GetTargetIp(), req.GetPort(), netns)
-	case tool == measurev1.Tool_TOOL_AB:
-		cmd = abCommand(spec, req.GetTargetIp(), req.GetPort(), netns)
-	default:
-		cmd = curlCommand(spec, req.GetTargetIp(), req.GetPort(), netns)
+// runOnce runs ping, iperf3, curl or ab once, to d (checkRequest
+// checked req for it).
+func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *measurev1.TestSpec, netns string, d destination) []*measurev1.Result {
+	cmd, f := d.command(req, spec, netns)
+	if f != nil {
+		return []*measurev1.Result{failed(spec, 0, f)}
 	}
 	if f := ctxFailure(ctx, cmd.Name); f != nil {
 		return []*measurev1.Result{failed(spec, 0, f)}
@@ -275,8 +293,8 @@ func (r *Runner) runOnce(ctx context.Context, req *agentv1.RunClient, spec *meas
 	cmd.Name = r.toolPath(cmd.Name)
 	out, err := r.exec(ctx, cmd)
 	results, connectFailed := resultsOf(spec, out, err)
-	if connectFailed && ext == nil {
-		r.refineConnect(ctx, results[0], netns, net.JoinHostPort(req.GetTargetIp(), strconv.FormatUint(uint64(req.GetPort()), 10)))
+	if connectFailed {
+		r.refineConnect(ctx, results[0], netns, net.JoinHostPort(d.address(req), strconv.FormatUint(uint64(req.GetPort()), 10)))
 	}
 	r.logRun(cmd, out, results)
 	stamp(results, start, out.Elapsed)

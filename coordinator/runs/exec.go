@@ -192,12 +192,8 @@ func (m *Manager) execOnce(ctx context.Context, runID string, pt *measurev1.Plan
 			StartTime: timestamppb.New(start), Elapsed: durationpb.New(time.Since(start)),
 		}}, false
 	}
-	switch testspec.DestOf(pt).Kind() {
-	case testspec.KindTarget:
-		return m.execExternal(ctx, runID, pt, fail)
-	default:
-		return m.execNode(ctx, runID, pt, fail)
-	}
+	exec := testspec.Pick(testspec.DestOf(pt), m.execNode, m.execExternal)
+	return exec(ctx, runID, pt, fail)
 }
 
 // execNode runs one attempt of a test to a node: both agents must be

@@ -39,7 +39,7 @@ func (m *Manager) execExternal(ctx context.Context, runID string, pt *measurev1.
 		}
 	}
 	d := testspec.DestOf(pt)
-	if d.Target() == "" {
+	if d.Name() == "" {
 		return fail(measurev1.Status_STATUS_INVALID, "%s names no external target", testspec.PathName(pt.GetPath()))
 	}
 	target, ok := d.Entry(m.cfg.ExternalTargets)

@@ -66,8 +66,7 @@ func Arrange(planned []*measurev1.PlannedTest, circle []string) Arrangement {
 	var a Arrangement
 	queues := map[string]int{} // target -> index in a.External
 	byPair := map[Pair][]*measurev1.PlannedTest{}
-	var heavy []Pair             // byPair's keys in plan order
-	lightPairs := map[Pair]int{} // node pair -> its wave (its round's index)
+	var heavy []Pair // byPair's keys in plan order
 	index := map[string]int{}
 	for _, n := range circle {
 		index[n] = 0
@@ -89,9 +88,6 @@ func Arrange(planned []*measurev1.PlannedTest, circle []string) Arrangement {
 			a.External[q].Tests = append(a.External[q].Tests, pt)
 		case !testspec.IsHeavy(test):
 			a.Light = append(a.Light, pt)
-			if d.InMesh() {
-				lightPairs[p] = 0
-			}
 		default:
 			if _, ok := byPair[p]; !ok {
 				heavy = append(heavy, p)
@@ -105,9 +101,6 @@ func Arrange(planned []*measurev1.PlannedTest, circle []string) Arrangement {
 	}
 	c := newCircle(len(nodes))
 	at := func(p Pair) (round, slot int) { return c.roundOf(indexPair{index[p.Src], index[p.Dst]}) }
-	for p := range lightPairs {
-		lightPairs[p], _ = at(p)
-	}
 	type placed struct {
 		round, slot int
 		pair        Pair
@@ -124,14 +117,14 @@ func Arrange(planned []*measurev1.PlannedTest, circle []string) Arrangement {
 		}
 		a.Rounds[len(a.Rounds)-1] = append(a.Rounds[len(a.Rounds)-1], Slot{Pair: s.pair, Tests: byPair[s.pair]})
 	}
-	a.Light = inWaves(a.Light, lightPairs)
+	a.Light = inWaves(a.Light, at)
 	return a
 }
 
 // inWaves orders light tests by repeat, then wave: a node pair's wave is
-// its round (pairs), the n-th external target of a source in a repeat
-// is in wave n. Plan order is kept within a wave.
-func inWaves(light []*measurev1.PlannedTest, pairs map[Pair]int) []*measurev1.PlannedTest {
+// its round (at), the n-th external target of a source in a repeat is in
+// wave n. Plan order is kept within a wave.
+func inWaves(light []*measurev1.PlannedTest, at func(Pair) (round, slot int)) []*measurev1.PlannedTest {
 	type srcRepeat struct {
 		src    string
 		repeat uint32
@@ -141,27 +134,29 @@ func inWaves(light []*measurev1.PlannedTest, pairs map[Pair]int) []*measurev1.Pl
 		repeat uint32
 		wave   int
 	}
+	nodeWave := func(pt *measurev1.PlannedTest) int {
+		round, _ := at(Pair{Src: pt.GetSrcNode(), Dst: pt.GetDstNode()})
+		return round
+	}
 	targets := map[srcRepeat]map[string]int{} // a source's external targets per repeat, in plan order
+	targetWave := func(pt *measurev1.PlannedTest) int {
+		sr := srcRepeat{pt.GetSrcNode(), pt.GetRepeat()}
+		seen := targets[sr]
+		if seen == nil {
+			seen = map[string]int{}
+			targets[sr] = seen
+		}
+		n, ok := seen[pt.GetDstNode()]
+		if !ok {
+			n = len(seen)
+			seen[pt.GetDstNode()] = n
+		}
+		return n
+	}
 	tests := make([]waved, len(light))
 	for i, pt := range light {
-		w := waved{pt: pt, repeat: pt.GetRepeat()}
-		if d := testspec.DestOf(pt); d.InMesh() {
-			w.wave = pairs[Pair{Src: pt.GetSrcNode(), Dst: d.Node()}]
-		} else {
-			sr := srcRepeat{pt.GetSrcNode(), pt.GetRepeat()}
-			seen := targets[sr]
-			if seen == nil {
-				seen = map[string]int{}
-				targets[sr] = seen
-			}
-			n, ok := seen[d.Target()]
-			if !ok {
-				n = len(seen)
-				seen[d.Target()] = n
-			}
-			w.wave = n
-		}
-		tests[i] = w
+		wave := testspec.Pick(testspec.DestOf(pt), nodeWave, targetWave)
+		tests[i] = waved{pt: pt, repeat: pt.GetRepeat(), wave: wave(pt)}
 	}
 	slices.SortStableFunc(tests, func(x, y waved) int {
 		if c := cmp.Compare(x.repeat, y.repeat); c != 0 {

@@ -54,10 +54,7 @@ func (k Kind) InMesh() bool { return k == KindNode }
 // target (pod->external against it is the cost of leaving the cluster
 // from a pod).
 func (k Kind) Baseline() measurev1.Path {
-	if k == KindTarget {
-		return measurev1.Path_PATH_HOST_TO_EXTERNAL
-	}
-	return measurev1.Path_PATH_HOST_TO_HOST
+	return Pick(Destination{kind: k}, measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_EXTERNAL)
 }
 
 // SplitPaths splits paths, keeping their order, into those to a node
@@ -131,6 +128,17 @@ func DestinationOf(p measurev1.Path, dstNode string) Destination {
 	return Destination{kind: KindOf(p), name: dstNode}
 }
 
+// ClientDestination returns where an agent's client work (agent.v1
+// RunClient) goes, as its external_target field says: the external target
+// it names, or, when it names none (""), a node whose name the agent is
+// not told (the work carries its address, target_ip).
+func ClientDestination(externalTarget string) Destination {
+	if externalTarget != "" {
+		return Destination{kind: KindTarget, name: externalTarget}
+	}
+	return Destination{kind: KindNode}
+}
+
 // DestOf is DestinationOf(m.GetPath(), m.GetDstNode()).
 func DestOf(m Routed) Destination { return DestinationOf(m.GetPath(), m.GetDstNode()) }
 
@@ -164,6 +172,17 @@ func (d Destination) Target() string {
 // InMesh is d.Kind().InMesh(): node-pair statistics, the node-by-node
 // matrix and node fault localisation apply to a test to d.
 func (d Destination) InMesh() bool { return d.kind.InMesh() }
+
+// Pick returns node when d is a node and target when d is an external
+// target: what a caller does differently for the two kinds (a function, a
+// value) chosen in one place, so no caller branches on the kind. A kind
+// added to Destination changes Pick, and so every caller.
+func Pick[T any](d Destination, node, target T) T {
+	if d.kind == KindTarget {
+		return target
+	}
+	return node
+}
 
 // Roles of a node in a test, as metrics and remote-write label them.
 const (

@@ -137,6 +137,9 @@ func TestDestination(t *testing.T) {
 			if d.Kind() != KindOf(tt.path) || d.InMesh() != KindOf(tt.path).InMesh() {
 				t.Errorf("Kind = %v, InMesh = %v; want those of %v", d.Kind(), d.InMesh(), tt.path)
 			}
+			if got := Pick(d, "node", "target"); got != KindOf(tt.path).String() {
+				t.Errorf("Pick(node, target) = %q, want %q", got, KindOf(tt.path))
+			}
 			if got := d.Ends("a"); !slices.Equal(got, tt.ends) {
 				t.Errorf("Ends(a) = %+v, want %+v", got, tt.ends)
 			}
@@ -212,5 +215,23 @@ func TestDestinationEntry(t *testing.T) {
 	}
 	if got, ok := DestinationOf(measurev1.Path_PATH_HOST_TO_EXTERNAL, "lb").Entry(nil); got != nil || ok {
 		t.Errorf("Entry(nil) = %v, %v; want none", got, ok)
+	}
+}
+
+func TestClientDestination(t *testing.T) {
+	tests := []struct {
+		externalTarget string
+		kind           Kind
+		target         string
+	}{
+		{"", KindNode, ""},
+		{"lb", KindTarget, "lb"},
+	}
+	for _, tt := range tests {
+		d := ClientDestination(tt.externalTarget)
+		if d.Kind() != tt.kind || d.Target() != tt.target || d.Node() != "" {
+			t.Errorf("ClientDestination(%q) = %v, target %q, node %q; want %v, target %q, no node",
+				tt.externalTarget, d.Kind(), d.Target(), d.Node(), tt.kind, tt.target)
+		}
 	}
 }
