@@ -135,7 +135,7 @@ func TestResultsOutliveTheSession(t *testing.T) {
 		}, false, []string{"r/t1", "r/t3"}, true, ""},
 		{"a client running when the session drops goes on", func(t *testing.T, fs *fakeSession) {
 			fs.send(t, work("r/slow", 20*time.Second, slowPing("127.0.0.1")))
-		}, false, []string{"r/slow"}, true, `msg="result spooled until the next session with the coordinator" node=node-a test_id=r/slow`},
+		}, false, []string{"r/slow"}, true, `msg="result spooled until the next session with the coordinator" node=node-a work_id=r/slow`},
 		{"the next agent sends them again", func(t *testing.T, fs *fakeSession) {
 			fs.send(t, work("r/t1", 10*time.Second, runPing("127.0.0.1")))
 			fs.results(t, 1)
@@ -188,7 +188,7 @@ func TestResultsOutliveTheSession(t *testing.T) {
 				}
 			}
 			for _, id := range tt.want {
-				if !strings.Contains(logs.String(), `msg="result sent" node=node-a test_id=`+id) {
+				if !strings.Contains(logs.String(), `msg="result sent" node=node-a work_id=`+id) {
 					t.Errorf("the agent's log does not say it sent %s:\n%s", id, logs)
 				}
 			}

@@ -237,7 +237,7 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 				}
 				// With "result put in the spool", this tells a reader of the
 				// log (the lab's e2e tests) which client runs are over.
-				a.log.Debug("client run started", "test_id", id)
+				a.log.Debug("client run started", "work_id", id)
 				// Registered here, in the order of the stream, so that a
 				// cancel_client sent after it always finds it.
 				runCtx, forget := a.inFlight.start(agentCtx, id)
@@ -349,15 +349,15 @@ func (a *Agent) clientDone(r *agentv1.WorkResult) {
 	ob := a.current
 	a.outMu.Unlock()
 	if err != nil {
-		a.log.Error("result not spooled: lost if the coordinator does not store it", "test_id", r.GetTestId(), "err", err)
+		a.log.Error("result not spooled: lost if the coordinator does not store it", "work_id", protocol.ResultWorkID(r), "err", err)
 	} else {
-		a.log.Debug("result put in the spool", "test_id", r.GetTestId())
+		a.log.Debug("result put in the spool", "work_id", protocol.ResultWorkID(r))
 	}
 	if ob == nil {
 		if err != nil {
-			a.log.Error("result lost: no session with the coordinator, and no room in the spool", "test_id", r.GetTestId())
+			a.log.Error("result lost: no session with the coordinator, and no room in the spool", "work_id", protocol.ResultWorkID(r))
 		} else {
-			a.log.Info("result spooled until the next session with the coordinator", "test_id", r.GetTestId())
+			a.log.Info("result spooled until the next session with the coordinator", "work_id", protocol.ResultWorkID(r))
 		}
 		return
 	}
@@ -396,7 +396,7 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 			return
 		}
 		if r := m.GetWorkResult(); r != nil {
-			a.log.Info("result sent", "test_id", r.GetTestId(), "status", r.GetStatus(), "resent", true)
+			a.log.Info("result sent", "work_id", protocol.ResultWorkID(r), "status", r.GetStatus(), "resent", true)
 		}
 	}
 	var changes <-chan struct{}                   // nil without gossip views: never ready
@@ -473,7 +473,7 @@ func (a *Agent) sendLoop(ctx context.Context, stream grpc.BidiStreamingClient[ag
 			return
 		}
 		if r := m.GetWorkResult(); r.GetClientDone() != nil {
-			a.log.Info("result sent", "test_id", r.GetTestId(), "status", r.GetStatus(), "resent", false)
+			a.log.Info("result sent", "work_id", protocol.ResultWorkID(r), "status", r.GetStatus(), "resent", false)
 		}
 	}
 }

@@ -117,9 +117,9 @@ func TestRogueLateResults(t *testing.T) {
 	}
 	for _, w := range []string{
 		// The first of a kind per node is logged, in full.
-		`msg="late client result refused: from a node that is not its test's source; acknowledged, not stored" node=node-3 suppressed=0 test_id=` + inFlight[0],
-		`msg="late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored" node=node-1 suppressed=0 test_id=` + never,
-		`msg="late client result of an unknown run; acknowledged, not stored" node=node-3 suppressed=0 test_id=no-such-run/t1`,
+		`msg="late client result refused: from a node that is not its test's source; acknowledged, not stored" node=node-3 suppressed=0 work_id=` + inFlight[0],
+		`msg="late client result refused: the test was not in flight on this node (no dispatch record); acknowledged, not stored" node=node-1 suppressed=0 work_id=` + never,
+		`msg="late client result of an unknown run; acknowledged, not stored" node=node-3 suppressed=0 work_id=no-such-run/t1`,
 	} {
 		if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool { return strings.Contains(c.logs.String(), w) }) {
 			t.Errorf("log lacks %s\n%s", w, c.logs)
@@ -190,7 +190,7 @@ func TestRogueLateResults(t *testing.T) {
 	if err := src.Send(fakeagent.ClientDone("no-such-run/t2", answer(0.001))); err != nil {
 		t.Fatal(err)
 	}
-	w := `msg="late client result of an unknown run; acknowledged, not stored" node=node-1 suppressed=0 test_id=no-such-run/t2`
+	w := `msg="late client result of an unknown run; acknowledged, not stored" node=node-1 suppressed=0 work_id=no-such-run/t2`
 	if !testutil.Within(10*time.Second, 10*time.Millisecond, func() bool { return strings.Contains(c.logs.String(), w) }) {
 		t.Errorf("log lacks %s", w)
 	}

@@ -63,14 +63,14 @@ func (m *Manager) Linger() {
 	}
 	for _, e := range linger {
 		m.log.Info("server lingers after the session's end, for a client that may still use it",
-			"test_id", e.id, "pid", e.s.proc.Pid(), "until", e.until.Format(time.RFC3339), "idle_limit", m.cfg.LingerIdle)
+			"work_id", e.id, "pid", e.s.proc.Pid(), "until", e.until.Format(time.RFC3339), "idle_limit", m.cfg.LingerIdle)
 		go m.linger(e.id, e.s, e.until) // owner: Manager; ends when the server's process exits
 	}
 }
 
 // linger watches a lingering server until its process exits, and stops it
 // at until, or once it had no TCP connection on its ports for LingerIdle.
-func (m *Manager) linger(testID string, s *server, until time.Time) {
+func (m *Manager) linger(workID string, s *server, until time.Time) {
 	bound := time.NewTimer(time.Until(until))
 	defer bound.Stop()
 	tick := time.NewTicker(lingerPoll)
@@ -79,11 +79,11 @@ func (m *Manager) linger(testID string, s *server, until time.Time) {
 	for {
 		select {
 		case <-s.proc.Done():
-			m.log.Info("lingering server gone", "test_id", testID, "pid", s.proc.Pid())
+			m.log.Info("lingering server gone", "work_id", workID, "pid", s.proc.Pid())
 			return
 		case <-bound.C:
-			m.log.Info("lingering server stopped at its bound", "test_id", testID, "pid", s.proc.Pid())
-			_ = m.stop(testID, s)
+			m.log.Info("lingering server stopped at its bound", "work_id", workID, "pid", s.proc.Pid())
+			_ = m.stop(workID, s)
 			return
 		case now := <-tick.C:
 			if serving(s.proc.Pid(), s.key.port, s.dataPort) {
@@ -91,9 +91,9 @@ func (m *Manager) linger(testID string, s *server, until time.Time) {
 				continue
 			}
 			if now.Sub(idleSince) >= m.cfg.LingerIdle {
-				m.log.Info("lingering server stopped: no client connected", "test_id", testID, "pid", s.proc.Pid(),
+				m.log.Info("lingering server stopped: no client connected", "work_id", workID, "pid", s.proc.Pid(),
 					"idle_for", now.Sub(idleSince).Round(time.Millisecond))
-				_ = m.stop(testID, s)
+				_ = m.stop(workID, s)
 				return
 			}
 		}

@@ -34,13 +34,13 @@ func newLingerFixture(t *testing.T, lingerMax, lingerIdle time.Duration) *fixtur
 	return f
 }
 
-// start starts tool's server for testID on the host network, and returns
+// start starts tool's server for workID on the host network, and returns
 // its processes.
-func (f *fixture) start(t *testing.T, testID string, tool measurev1.Tool) []int {
+func (f *fixture) start(t *testing.T, workID string, tool measurev1.Tool) []int {
 	t.Helper()
 	before := f.serverPIDs()
-	if _, err := f.m.Start(testnet.Ctx(t, time.Minute), testID, tool, host); err != nil {
-		t.Fatalf("Start %s: %v", testID, err)
+	if _, err := f.m.Start(testnet.Ctx(t, time.Minute), workID, tool, host); err != nil {
+		t.Fatalf("Start %s: %v", workID, err)
 	}
 	var pids []int
 	for _, pid := range f.serverPIDs() {
@@ -49,7 +49,7 @@ func (f *fixture) start(t *testing.T, testID string, tool measurev1.Tool) []int 
 		}
 	}
 	if len(pids) == 0 {
-		t.Fatalf("Start %s: no server process", testID)
+		t.Fatalf("Start %s: no server process", workID)
 	}
 	return pids
 }

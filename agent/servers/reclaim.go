@@ -25,8 +25,8 @@ const reclaimWait = 5 * time.Second
 type Orphan struct {
 	// PID is the server's process ID.
 	PID int
-	// TestID is the test the server was started for.
-	TestID string
+	// WorkID is the work ID (RUN_ID/TEST_ID) the server was started for.
+	WorkID string
 	// Tool is "iperf3" or "qperf".
 	Tool string
 	// Port is the server's listen port.
@@ -88,7 +88,7 @@ func (m *Manager) Reclaim(ctx context.Context) []Orphan {
 		dying   []procInfo
 	)
 	for _, r := range recs {
-		log := m.log.With("pid", r.PID, "test_id", r.TestID, "tool", r.Tool, "port", r.Port, "network", r.Network)
+		log := m.log.With("pid", r.PID, "work_id", r.WorkID, "tool", r.Tool, "port", r.Port, "network", r.Network)
 		if err := r.check(); err != nil {
 			log.Warn("state file: bad entry ignored", "file", path, "err", err)
 			continue
@@ -101,7 +101,7 @@ func (m *Manager) Reclaim(ctx context.Context) []Orphan {
 			log.Info("recorded server not killed", "reason", why)
 			continue
 		}
-		o := Orphan{PID: r.PID, TestID: r.TestID, Tool: r.Tool, Port: r.Port, Network: r.Network}
+		o := Orphan{PID: r.PID, WorkID: r.WorkID, Tool: r.Tool, Port: r.Port, Network: r.Network}
 		for _, p := range procs {
 			switch err := kill(p); {
 			case errors.Is(err, os.ErrProcessDone):
@@ -217,14 +217,14 @@ func waitGone(ctx context.Context, procs []procInfo) []int {
 
 // recordOf returns the state file's entry for a server that listens, or
 // nil (logged) if its process cannot be read.
-func (m *Manager) recordOf(testID string, p *proc.Process, tool string, port uint32, network measurev1.Network) *record {
+func (m *Manager) recordOf(workID string, p *proc.Process, tool string, port uint32, network measurev1.Network) *record {
 	info, err := readProc(p.Pid())
 	if err != nil || !info.alive() {
-		m.log.Warn("server not recorded in the state file: its process cannot be read", "test_id", testID, "pid", p.Pid(), "err", err)
+		m.log.Warn("server not recorded in the state file: its process cannot be read", "work_id", workID, "pid", p.Pid(), "err", err)
 		return nil
 	}
 	return &record{
-		TestID: testID, PID: p.Pid(), StartTime: info.startTime,
+		WorkID: workID, PID: p.Pid(), StartTime: info.startTime,
 		Tool: tool, Port: port, Network: network.String(), NetNS: info.netns,
 	}
 }

@@ -47,7 +47,7 @@ import (
 var (
 	// ErrBusy: another test's server holds the port.
 	ErrBusy = errors.New("server busy")
-	// ErrUnknown: no server was started for that test ID.
+	// ErrUnknown: no server was started for that work ID.
 	ErrUnknown = errors.New("no server for this test")
 	// ErrNotReady: the server did not listen in time or exited first.
 	ErrNotReady = errors.New("server not ready")
@@ -115,7 +115,7 @@ type Manager struct {
 
 	mu     sync.Mutex
 	byTest map[string]*server
-	byPort map[portKey]string // -> test ID
+	byPort map[portKey]string // -> work ID
 
 	// stateMu serializes the state file's writes and Reclaim; it is taken
 	// before mu, never while holding it.
@@ -131,7 +131,7 @@ type portKey struct {
 	port    uint32
 }
 
-// server is a test's server from the moment Start reserved its test ID and
+// server is a test's server from the moment Start reserved its work ID and
 // port: while it starts (proc nil), then while it runs.
 type server struct {
 	key portKey
@@ -181,15 +181,15 @@ type Started struct {
 	Port, DataPort uint32
 }
 
-// Start starts tool's server for testID in network and returns once its
-// port listens (or ctx ends). The test ID and the port are reserved from
-// the start: a second Start for testID fails whatever its network or tool,
+// Start starts tool's server for workID in network and returns once its
+// port listens (or ctx ends). The work ID and the port are reserved from
+// the start: a second Start for workID fails whatever its network or tool,
 // and Stop or StopAll during the start cancels it. A lingering server (see
 // Linger) on the port is stopped first: it yields. Errors wrap ErrBusy (the
 // port is another running test's), ErrNotReady (with the tool's own message),
 // ErrStopped, proc.ErrNotFound, or say which argument was refused. A failed
 // Start leaves nothing running and nothing reserved.
-func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool, network measurev1.Network) (Started, error) {
+func (m *Manager) Start(ctx context.Context, workID string, tool measurev1.Tool, network measurev1.Network) (Started, error) {
 	ns, ok := m.cfg.NetNS[network]
 	if !ok {
 		return Started{}, fmt.Errorf("network %v is not served by this agent", network)
@@ -209,14 +209,14 @@ func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool,
 	}
 	key := portKey{network: network, port: st.Port}
 
-	// Reserve the test ID and the port before anything starts: a second
+	// Reserve the work ID and the port before anything starts: a second
 	// Start for the test (on any network) is refused, and a Stop that comes
 	// while this one waits for the port cancels it.
 	startCtx, abort := context.WithCancel(ctx)
 	defer abort()
 	s := &server{key: key, dataPort: st.DataPort, ready: make(chan struct{}), abort: abort}
 	defer close(s.ready)
-	if err := m.reserve(testID, s); err != nil {
+	if err := m.reserve(workID, s); err != nil {
 		return Started{}, err
 	}
 
@@ -233,17 +233,17 @@ func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool,
 	}
 	var rec *record
 	if err == nil && m.cfg.StateDir != "" {
-		rec = m.recordOf(testID, p, cmd.Name, st.Port, network)
+		rec = m.recordOf(workID, p, cmd.Name, st.Port, network)
 	}
 	m.mu.Lock()
 	if s.stopped {
-		err = fmt.Errorf("%w: test %q", ErrStopped, testID)
+		err = fmt.Errorf("%w: test %q", ErrStopped, workID)
 	}
 	if err == nil {
 		s.proc, s.cancel, s.rec = p, cancel, rec
 		m.mu.Unlock()
-		m.log.Info("server started", "test_id", testID, "cmd", cmd.String(), "pid", p.Pid())
-		go m.reap(testID, s) // owner: Manager; ends when the process exits
+		m.log.Info("server started", "work_id", workID, "cmd", cmd.String(), "pid", p.Pid())
+		go m.reap(workID, s) // owner: Manager; ends when the process exits
 		if rec != nil {
 			// On disk before the coordinator hears of the server.
 			m.saveState()
@@ -252,33 +252,33 @@ func (m *Manager) Start(ctx context.Context, testID string, tool measurev1.Tool,
 	}
 	m.mu.Unlock()
 	// Nothing of this start may outlive it: kill the process (and what it
-	// forked) before the test ID and the port are free again.
+	// forked) before the work ID and the port are free again.
 	if p != nil {
 		_ = p.Stop()
 	}
 	cancel()
-	m.forget(testID, s)
+	m.forget(workID, s)
 	return Started{}, err
 }
 
-// reserve reserves testID and s.key for s. A lingering server on the port
+// reserve reserves workID and s.key for s. A lingering server on the port
 // yields: it is stopped, and the reservation tried again (another Start may
 // take the port meanwhile: then this one is busy).
-func (m *Manager) reserve(testID string, s *server) error {
+func (m *Manager) reserve(workID string, s *server) error {
 	for {
 		m.mu.Lock()
-		if other, dup := m.byTest[testID]; dup {
+		if other, dup := m.byTest[workID]; dup {
 			m.mu.Unlock()
 			state := "running"
 			if other.proc == nil {
 				state = "starting"
 			}
-			return fmt.Errorf("test %q already has a server (%s on port %d in the %v network)", testID, state, other.key.port, other.key.network)
+			return fmt.Errorf("test %q already has a server (%s on port %d in the %v network)", workID, state, other.key.port, other.key.network)
 		}
 		owner, busy := m.byPort[s.key]
 		if !busy {
-			m.byTest[testID] = s
-			m.byPort[s.key] = testID
+			m.byTest[workID] = s
+			m.byPort[s.key] = workID
 			m.mu.Unlock()
 			return nil
 		}
@@ -288,7 +288,7 @@ func (m *Manager) reserve(testID string, s *server) error {
 			return fmt.Errorf("%w: port %d in the %v network serves test %q", ErrBusy, s.key.port, s.key.network, owner)
 		}
 		m.mu.Unlock()
-		m.log.Info("lingering server yields its port to a new test", "test_id", owner, "new_test_id", testID,
+		m.log.Info("lingering server yields its port to a new test", "work_id", owner, "new_test_id", workID,
 			"port", s.key.port, "network", s.key.network)
 		_ = m.stop(owner, o)
 	}
@@ -298,13 +298,13 @@ func (m *Manager) reserve(testID string, s *server) error {
 // the state file. Callers forget a server once its process is gone; when
 // two forget it at once (Stop and reap), both return once the file is
 // written.
-func (m *Manager) forget(testID string, s *server) {
+func (m *Manager) forget(workID string, s *server) {
 	m.stateMu.Lock()
 	defer m.stateMu.Unlock()
 	m.mu.Lock()
 	recorded := false
-	if m.byTest[testID] == s {
-		delete(m.byTest, testID)
+	if m.byTest[workID] == s {
+		delete(m.byTest, workID)
 		delete(m.byPort, s.key)
 		recorded = s.rec != nil
 	}
@@ -316,48 +316,48 @@ func (m *Manager) forget(testID string, s *server) {
 
 // reap forgets a server once its process has exited (iperf3 -1 exits after
 // one test; a lifetime's end kills it).
-func (m *Manager) reap(testID string, s *server) {
+func (m *Manager) reap(workID string, s *server) {
 	<-s.proc.Done()
 	s.cancel()
-	m.forget(testID, s)
+	m.forget(workID, s)
 }
 
-// Stop kills testID's server and its children and waits until they are
+// Stop kills workID's server and its children and waits until they are
 // gone. A server still starting is canceled (its Start fails with
 // ErrStopped) and Stop returns once nothing of it runs. A server that
 // already exited is fine; a test without a server (never started, or
 // already stopped or reaped) wraps ErrUnknown.
-func (m *Manager) Stop(testID string) error {
+func (m *Manager) Stop(workID string) error {
 	m.mu.Lock()
-	s, ok := m.byTest[testID]
+	s, ok := m.byTest[workID]
 	m.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("test %q: %w", testID, ErrUnknown)
+		return fmt.Errorf("test %q: %w", workID, ErrUnknown)
 	}
-	return m.stop(testID, s)
+	return m.stop(workID, s)
 }
 
-// stop is Stop of s, testID's server when the caller looked it up: if
-// testID has another server by now (or none), it does nothing.
-func (m *Manager) stop(testID string, s *server) error {
+// stop is Stop of s, workID's server when the caller looked it up: if
+// workID has another server by now (or none), it does nothing.
+func (m *Manager) stop(workID string, s *server) error {
 	m.mu.Lock()
-	if m.byTest[testID] != s {
+	if m.byTest[workID] != s {
 		m.mu.Unlock()
-		return fmt.Errorf("test %q: %w", testID, ErrUnknown)
+		return fmt.Errorf("test %q: %w", workID, ErrUnknown)
 	}
 	if s.proc == nil {
 		s.stopped = true
 		s.abort()
 		m.mu.Unlock()
 		<-s.ready // Start killed what it started and dropped the reservations
-		m.log.Info("server stopped while starting", "test_id", testID)
+		m.log.Info("server stopped while starting", "work_id", workID)
 		return nil
 	}
 	m.mu.Unlock()
 	err := s.proc.Stop()
 	s.cancel()
-	m.forget(testID, s)
-	m.log.Info("server stopped", "test_id", testID, "pid", s.proc.Pid())
+	m.forget(workID, s)
+	m.log.Info("server stopped", "work_id", workID, "pid", s.proc.Pid())
 	return err
 }
 

@@ -173,7 +173,7 @@ func TestStartBusyAndDuplicate(t *testing.T) {
 	ctx := testnet.Ctx(t, time.Minute)
 	steps := []struct {
 		name    string
-		testID  string
+		workID  string
 		tool    measurev1.Tool
 		network measurev1.Network
 		wantErr error  // nil: success; errAny: any error
@@ -182,25 +182,25 @@ func TestStartBusyAndDuplicate(t *testing.T) {
 		{"first", "a", qperf, host, nil, ""},
 		{"same port and network", "b", qperf, host, servers.ErrBusy, `"a"`},
 		{"same port, other network", "c", qperf, pod, nil, ""},
-		{"same test ID, other network", "a", qperf, pod, errAny, `"a" already has a server`},
-		{"same test ID, other tool", "a", iperf3, host, errAny, `"a" already has a server`},
+		{"same work ID, other network", "a", qperf, pod, errAny, `"a" already has a server`},
+		{"same work ID, other tool", "a", iperf3, host, errAny, `"a" already has a server`},
 		{"other tool on the busy network", "d", iperf3, host, nil, ""},
 		{"then busy too", "e", iperf3, host, servers.ErrBusy, `"d"`},
 	}
 	running := 0
 	for _, s := range steps {
-		_, err := f.m.Start(ctx, s.testID, s.tool, s.network)
+		_, err := f.m.Start(ctx, s.workID, s.tool, s.network)
 		switch {
 		case s.wantErr == nil && err != nil:
-			t.Fatalf("%s: Start(%s): %v", s.name, s.testID, err)
+			t.Fatalf("%s: Start(%s): %v", s.name, s.workID, err)
 		case s.wantErr == nil:
 			running++
 		case err == nil:
-			t.Fatalf("%s: Start(%s) succeeded, want an error", s.name, s.testID)
+			t.Fatalf("%s: Start(%s) succeeded, want an error", s.name, s.workID)
 		case s.wantErr != errAny && !errors.Is(err, s.wantErr): //nolint:errorlint // errAny is the table's marker, compared by identity
-			t.Errorf("%s: Start(%s) = %v, want %v", s.name, s.testID, err, s.wantErr)
+			t.Errorf("%s: Start(%s) = %v, want %v", s.name, s.workID, err, s.wantErr)
 		case s.wantErr == errAny && errors.Is(err, servers.ErrBusy): //nolint:errorlint // errAny is the table's marker, compared by identity
-			t.Errorf("%s: Start(%s) = %v, want a duplicate error, not busy", s.name, s.testID, err)
+			t.Errorf("%s: Start(%s) = %v, want a duplicate error, not busy", s.name, s.workID, err)
 		}
 		if err != nil && !strings.Contains(err.Error(), s.wantIn) {
 			t.Errorf("%s: error %q does not contain %s", s.name, err, s.wantIn)
@@ -293,7 +293,7 @@ func TestStartNotReady(t *testing.T) {
 			if pids := f.serverPIDs(); len(pids) != 0 {
 				t.Errorf("server processes %v left", pids)
 			}
-			// Neither the port nor the test ID stays reserved.
+			// Neither the port nor the work ID stays reserved.
 			if _, err := f.m.Start(testnet.Ctx(t, time.Minute), "t1", tt.tool, host); err != nil {
 				t.Fatalf("Start after the port was freed: %v", err)
 			}

@@ -16,7 +16,7 @@ import (
 
 // TestOrdersWhileStarting: what comes for a test whose server is still
 // starting (its process runs, its port does not listen yet) is not lost:
-// a second Start with the same test ID is refused whatever the network,
+// a second Start with the same work ID is refused whatever the network,
 // and a Stop or StopAll cancels the Start and leaves nothing running.
 func TestOrdersWhileStarting(t *testing.T) {
 	tests := []struct {
@@ -29,11 +29,11 @@ func TestOrdersWhileStarting(t *testing.T) {
 		// gone already (a Stop answers once nothing runs).
 		goneOnAct bool
 	}{
-		{"same test ID on the pod network", func(ctx context.Context, m *servers.Manager) error {
+		{"same work ID on the pod network", func(ctx context.Context, m *servers.Manager) error {
 			_, err := m.Start(ctx, "t1", qperf, pod)
 			return err
 		}, `"t1" already has a server`, nil, false},
-		{"same test ID, other tool", func(ctx context.Context, m *servers.Manager) error {
+		{"same work ID, other tool", func(ctx context.Context, m *servers.Manager) error {
 			_, err := m.Start(ctx, "t1", iperf3, host)
 			return err
 		}, `"t1" already has a server`, nil, false},
@@ -114,7 +114,7 @@ func TestOrdersWhileStarting(t *testing.T) {
 					_ = l.Close()
 				}
 			}
-			// The test ID is free again.
+			// The work ID is free again.
 			if _, err := f.m.Start(ctx, "t1", qperf, pod); err != nil {
 				t.Errorf("Start of t1 again: %v", err)
 			}

@@ -29,8 +29,10 @@ const stateVersion = 1
 // its process after the agent died, and to tell that process from another
 // that reused its PID.
 type record struct {
-	// TestID is the test the server was started for (for logs).
-	TestID string `json:"test_id"`
+	// WorkID is the work ID (RUN_ID/TEST_ID) of the start_server the
+	// server was started for (for logs); "test_id" in the file, as the
+	// first agents wrote it.
+	WorkID string `json:"test_id"`
 	// PID is the server's process ID, also its process group ID.
 	PID int `json:"pid"`
 	// StartTime is field 22 of /proc/PID/stat: when the process started,

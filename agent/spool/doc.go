@@ -3,7 +3,7 @@
 // killed mid-run loses one.
 //
 // The agent puts every answer to run_client work into the spool before it
-// sends it, removes it when a ResultAck names its test ID, and after each
+// sends it, removes it when a ResultAck names its work ID, and after each
 // registration sends again, oldest first, everything the spool still holds.
 // The spool is a bbolt file, FileName in the agent's state directory, so
 // that it also outlives the agent; with no directory it lives in memory

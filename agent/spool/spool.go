@@ -16,8 +16,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
-	"github.com/meshperf/meshperf/internal/statedir"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/statedir"
 
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 )
@@ -35,9 +37,9 @@ const DefaultMaxResults = 10000
 // lives in /var/run, memory on most nodes.
 const DefaultMaxResultBytes = 64 << 20
 
-// maxTestIDLength bounds the test IDs the spool indexes (bbolt keys are at
+// maxWorkIDLength bounds the work IDs the spool indexes (bbolt keys are at
 // most 32 KiB); the coordinator's are a few dozen bytes.
-const maxTestIDLength = 4096
+const maxWorkIDLength = 4096
 
 // Errors of the spool. Match them with errors.Is.
 var (
@@ -55,9 +57,10 @@ var (
 	// bucketResults maps seq (8 bytes, big-endian: key order is put order)
 	// -> agentv1.WorkResult (protobuf).
 	bucketResults = []byte("results")
-	// bucketByTest maps testID 0x00 seq -> nothing: the entries of a test
-	// ID. Rebuilt from bucketResults at every Open.
-	bucketByTest = []byte("by_test")
+	// bucketByWork maps workID 0x00 seq -> nothing: the entries of a work
+	// ID. Rebuilt from bucketResults at every Open (its name on disk is
+	// that of the first spools, which keyed results by test_id).
+	bucketByWork = []byte("by_test")
 	// bucketMeta holds keyDropped, keyReportsDropped and
 	// keyReportsSeqEpoch.
 	bucketMeta = []byte("meta")
@@ -109,7 +112,7 @@ type Spool struct {
 
 	mu      sync.Mutex
 	db      *bolt.DB // nil in memory
-	results lane     // agentv1.WorkResult, indexed by test ID (bucketByTest)
+	results lane     // agentv1.WorkResult, indexed by work ID (bucketByWork)
 	reports lane     // agentv1.ProbeReport
 	memSeq  uint64   // last report seq given, in memory
 	// seqEpoch is the epoch of the report seqs (SeqEpoch), set by Open.
@@ -137,9 +140,9 @@ type lane struct {
 }
 
 // memEntry is one entry of an in-memory spool: its encoded message and,
-// for a result, its test ID.
+// for a result, its work ID.
 type memEntry struct {
-	testID string
+	workID string
 	data   []byte
 }
 
@@ -193,7 +196,7 @@ func Open(cfg Config) (*Spool, error) {
 }
 
 // load opens the file, drops the entries that do not decode, rebuilds the
-// test ID index and counts the entries. A panic of bbolt on a damaged file
+// work ID index and counts the entries. A panic of bbolt on a damaged file
 // becomes errCorrupt.
 func (s *Spool) load(timeout time.Duration) (err error) {
 	var db *bolt.DB
@@ -244,12 +247,12 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 		if err := s.loadReports(tx); err != nil {
 			return err
 		}
-		if tx.Bucket(bucketByTest) != nil {
-			if err := tx.DeleteBucket(bucketByTest); err != nil {
+		if tx.Bucket(bucketByWork) != nil {
+			if err := tx.DeleteBucket(bucketByWork); err != nil {
 				return err
 			}
 		}
-		byTest, err := tx.CreateBucket(bucketByTest)
+		byWork, err := tx.CreateBucket(bucketByWork)
 		if err != nil {
 			return err
 		}
@@ -257,11 +260,11 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 		c := res.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			r := &agentv1.WorkResult{}
-			if len(k) != 8 || proto.Unmarshal(v, r) != nil || len(r.GetTestId()) > maxTestIDLength {
+			if len(k) != 8 || proto.Unmarshal(v, r) != nil || len(protocol.ResultWorkID(r)) > maxWorkIDLength {
 				badKeys = append(badKeys, bytes.Clone(k))
 				continue
 			}
-			if err := byTest.Put(testKey(r.GetTestId(), k), nil); err != nil {
+			if err := byWork.Put(workKey(protocol.ResultWorkID(r), k), nil); err != nil {
 				return err
 			}
 			n++
@@ -316,12 +319,12 @@ func resultsLane(bound, maxBytes int) lane {
 		unindex: func(tx *bolt.Tx, k, v []byte) error {
 			r := &agentv1.WorkResult{}
 			_ = proto.Unmarshal(v, r) // decoded at Open
-			return tx.Bucket(bucketByTest).Delete(testKey(r.GetTestId(), k))
+			return tx.Bucket(bucketByWork).Delete(workKey(protocol.ResultWorkID(r), k))
 		},
 		describe: func(v []byte) []any {
 			r := &agentv1.WorkResult{}
 			_ = proto.Unmarshal(v, r) // Put encoded it or Open decoded it
-			return []any{"test_id", r.GetTestId(), "max_results", bound}
+			return []any{"work_id", protocol.ResultWorkID(r), "max_results", bound}
 		}}
 }
 
@@ -336,10 +339,10 @@ func closeQuietly(db *bolt.DB) {
 	_ = db.Close()
 }
 
-// testKey is testID 0x00 seq.
-func testKey(testID string, seq []byte) []byte {
-	k := make([]byte, 0, len(testID)+1+len(seq))
-	k = append(k, testID...)
+// workKey is workID 0x00 seq.
+func workKey(workID string, seq []byte) []byte {
+	k := make([]byte, 0, len(workID)+1+len(seq))
+	k = append(k, workID...)
 	k = append(k, 0)
 	return append(k, seq...)
 }
@@ -362,15 +365,17 @@ func (s *Spool) Dropped() uint64 {
 	return s.results.dropped
 }
 
-// Put adds r, dropping the oldest result first if the spool is full; it
-// returns once r is on disk (for a file spool). r is copied.
+// Put adds r under its work ID (protocol.ResultWorkID), dropping the
+// oldest result first if the spool is full; it returns once r is on disk
+// (for a file spool). r is copied.
 func (s *Spool) Put(r *agentv1.WorkResult) error {
-	if len(r.GetTestId()) > maxTestIDLength {
-		return fmt.Errorf("spool: test ID of %d bytes, at most %d", len(r.GetTestId()), maxTestIDLength)
+	id := protocol.ResultWorkID(r)
+	if len(id) > maxWorkIDLength {
+		return fmt.Errorf("spool: work ID of %d bytes, at most %d", len(id), maxWorkIDLength)
 	}
 	v, err := proto.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("spool: encode result %q: %w", r.GetTestId(), err)
+		return fmt.Errorf("spool: encode result %q: %w", id, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -381,7 +386,7 @@ func (s *Spool) Put(r *agentv1.WorkResult) error {
 		return err
 	}
 	if s.db == nil {
-		s.results.mem = append(s.results.mem, memEntry{testID: r.GetTestId(), data: v})
+		s.results.mem = append(s.results.mem, memEntry{workID: id, data: v})
 		s.results.n++
 		s.results.bytes += len(v)
 		return nil
@@ -396,10 +401,10 @@ func (s *Spool) Put(r *agentv1.WorkResult) error {
 		if err := res.Put(k, v); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketByTest).Put(testKey(r.GetTestId(), k), nil)
+		return tx.Bucket(bucketByWork).Put(workKey(id, k), nil)
 	})
 	if err != nil {
-		return fmt.Errorf("spool: put %q: %w", r.GetTestId(), err)
+		return fmt.Errorf("spool: put %q: %w", id, err)
 	}
 	s.results.n++
 	s.results.bytes += len(v)
@@ -460,20 +465,20 @@ func (s *Spool) dropOldest(l *lane) error {
 	return nil
 }
 
-// Ack removes every result held under each of testIDs and returns how many
-// it removed; an unknown test ID is no error.
-func (s *Spool) Ack(testIDs ...string) (int, error) {
+// Ack removes every result held under each of workIDs and returns how many
+// it removed; an unknown work ID is no error.
+func (s *Spool) Ack(workIDs ...string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.remove(&s.results, func(e memEntry) bool { return slices.Contains(testIDs, e.testID) },
+	return s.remove(&s.results, func(e memEntry) bool { return slices.Contains(workIDs, e.workID) },
 		func(tx *bolt.Tx) [][]byte {
-			byTest := tx.Bucket(bucketByTest)
+			byWork := tx.Bucket(bucketByWork)
 			var keys [][]byte
-			for _, id := range testIDs {
-				prefix := testKey(id, nil)
-				c := byTest.Cursor()
+			for _, id := range workIDs {
+				prefix := workKey(id, nil)
+				c := byWork.Cursor()
 				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-					if len(k) == len(prefix)+8 { // not a longer test ID that starts with id 0x00
+					if len(k) == len(prefix)+8 { // not a longer work ID that starts with id 0x00
 						keys = append(keys, bytes.Clone(k[len(prefix):]))
 					}
 				}

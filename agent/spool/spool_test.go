@@ -16,20 +16,22 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/meshperf/meshperf/agent/spool"
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// result is a client answer for testID whose message tells entries with
-// the same test ID apart.
-func result(testID, msg string) *agentv1.WorkResult {
-	return &agentv1.WorkResult{TestId: testID, Status: measurev1.Status_STATUS_OK, Message: msg,
+// result is a client answer to work ID id, as an agent sends it (work_id
+// and the deprecated test_id both id), whose message tells entries with
+// the same ID apart.
+func result(id, msg string) *agentv1.WorkResult {
+	return &agentv1.WorkResult{WorkId: id, TestId: id, Status: measurev1.Status_STATUS_OK, Message: msg,
 		Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{{
 			Status: measurev1.Status_STATUS_OK, Message: strings.Repeat("x", 200)}}}}}
 }
 
-// pending is the spool's content as "testID:msg", oldest first.
+// pending is the spool's content as "workID:msg", oldest first.
 func pending(t *testing.T, s *spool.Spool) []string {
 	t.Helper()
 	rs, err := s.Pending()
@@ -38,7 +40,7 @@ func pending(t *testing.T, s *spool.Spool) []string {
 	}
 	out := []string{}
 	for _, r := range rs {
-		out = append(out, r.GetTestId()+":"+r.GetMessage())
+		out = append(out, protocol.ResultWorkID(r)+":"+r.GetMessage())
 	}
 	return out
 }
@@ -67,9 +69,13 @@ var backends = []struct {
 
 func TestPutAckPending(t *testing.T) {
 	type step struct {
-		put  []string // "testID:msg"
-		ack  []string
-		want []string // pending after the step
+		put []string // "workID:msg"
+		// putWork are results whose test_id is not their work ID
+		// ("workID:msg"; test_id "t"), putOld results of an agent older
+		// than work_id, with test_id alone ("testID:msg").
+		putWork, putOld []string
+		ack             []string
+		want            []string // pending after the step
 		// wantAcked is how many results the ack removed.
 		wantAcked int
 	}
@@ -92,6 +98,13 @@ func TestPutAckPending(t *testing.T) {
 		{"ack only matches whole test IDs", []step{
 			{put: []string{"r/t1:a", "r/t1\x00x:b", "r/t10:c"}, ack: []string{"r/t1"}, want: []string{"r/t1\x00x:b", "r/t10:c"}, wantAcked: 1},
 		}},
+		{"keyed by work_id, not test_id", []step{
+			{putWork: []string{"r/t1:a", "r/t2:b"}, ack: []string{"t"}, want: []string{"r/t1:a", "r/t2:b"}},
+			{ack: []string{"r/t2"}, want: []string{"r/t1:a"}, wantAcked: 1},
+		}},
+		{"an older agent's result, test_id alone, keyed by it", []step{
+			{putOld: []string{"r/t1:a"}, put: []string{"r/t2:b"}, ack: []string{"r/t1"}, want: []string{"r/t2:b"}, wantAcked: 1},
+		}},
 		{"several IDs at once, then more puts", []step{
 			{put: []string{"r/t1:a", "r/t2:b", "r/t3:c"}, ack: []string{"r/t3", "r/t1"}, want: []string{"r/t2:b"}, wantAcked: 2},
 			{put: []string{"r/t4:d"}, want: []string{"r/t2:b", "r/t4:d"}},
@@ -103,9 +116,25 @@ func TestPutAckPending(t *testing.T) {
 			t.Run(b.name+"/"+tt.name, func(t *testing.T) {
 				s, _ := open(t, spool.Config{Dir: b.dir(t)})
 				for i, st := range tt.steps {
+					var puts []*agentv1.WorkResult
+					for _, p := range st.putOld {
+						id, msg, _ := strings.Cut(p, ":")
+						r := result(id, msg)
+						r.WorkId = ""
+						puts = append(puts, r)
+					}
+					for _, p := range st.putWork {
+						id, msg, _ := strings.Cut(p, ":")
+						r := result(id, msg)
+						r.TestId = "t"
+						puts = append(puts, r)
+					}
 					for _, p := range st.put {
 						id, msg, _ := strings.Cut(p, ":")
-						if err := s.Put(result(id, msg)); err != nil {
+						puts = append(puts, result(id, msg))
+					}
+					for _, r := range puts {
+						if err := s.Put(r); err != nil {
 							t.Fatal(err)
 						}
 					}

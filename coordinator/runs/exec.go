@@ -285,7 +285,7 @@ func (m *Manager) runClient(ctx context.Context, runID string, pt *measurev1.Pla
 	// The record that this node has this test in flight comes first: it
 	// is what a late answer (after a restart) is checked against.
 	if err := m.cfg.Store.PutDispatched(ctx, workID(runID, pt), pt.GetSrcNode(), start); err != nil && ctx.Err() == nil {
-		m.log.Warn("record client work in flight; a late answer to it will be refused", "node", pt.GetSrcNode(), "test_id", workID(runID, pt), "err", err)
+		m.log.Warn("record client work in flight; a late answer to it will be refused", "node", pt.GetSrcNode(), "work_id", workID(runID, pt), "err", err)
 	}
 	// A cancel of the run (ctx) stops the client on its agent, which
 	// answers it; only Close (untilClose) gives up the wait. Close (which

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -14,7 +15,7 @@ const lateTimeout = 30 * time.Second
 
 // late is the registry's LateHandler: it takes the client answers that no
 // Dispatch waited for, mostly answers an agent kept while the coordinator
-// was gone and sends again after reconnecting. An answer whose test_id
+// was gone and sends again after reconnecting. An answer whose work ID
 // names a known run (RUN_ID/TEST_ID), a planned test of it and, as that
 // test's source, the node that sent it, and whose client work the store's
 // dispatch record (PutDispatched, kept across restarts) says went to that
@@ -37,19 +38,16 @@ func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.Work
 	var (
 		acks  []string
 		tests [][]*measurev1.Result
-		ids   []string // the test_id of each element of tests
+		ids   []string // the work ID of each element of tests
 	)
 	plans := map[string]*runPlan{} // by run ID; nil: no such run
 	for _, wr := range answers {
-		id := wr.GetWorkId()
-		if id == "" { // an agent of the previous version
-			id = wr.GetTestId()
-		}
-		log := m.log.With("node", node, "test_id", id)
+		id := protocol.ResultWorkID(wr)
+		log := m.log.With("node", node, "work_id", id)
 		// Refusals are the agent's doing, as many as it sends: at most one
 		// line a minute per node and kind, with a count of the others.
 		refuse := func(msg string, args ...any) {
-			m.warn.Warn(m.log, node, msg, append([]any{"test_id", id}, args...)...)
+			m.warn.Warn(m.log, node, msg, append([]any{"work_id", id}, args...)...)
 		}
 		runID, testID, ok := strings.Cut(id, "/")
 		if !ok || runID == "" || testID == "" {
@@ -114,12 +112,12 @@ func (m *Manager) late(ctx context.Context, node string, answers []*agentv1.Work
 		}
 		for i, ok := range replaced {
 			if ok {
-				m.log.Info("late client result replaces its interrupted placeholder", "node", node, "test_id", ids[i], "status", tests[i][0].GetStatus())
+				m.log.Info("late client result replaces its interrupted placeholder", "node", node, "work_id", ids[i], "status", tests[i][0].GetStatus())
 				if m.cfg.Observer != nil {
 					m.cfg.Observer.Recorded(tests[i])
 				}
 			} else {
-				m.log.Info("late client result not stored: its test has results already", "node", node, "test_id", ids[i])
+				m.log.Info("late client result not stored: its test has results already", "node", node, "work_id", ids[i])
 			}
 			acks = append(acks, ids[i])
 		}

@@ -146,7 +146,7 @@ func agentLines(t *testing.T, e *env, node string, offset int64, runID string) [
 		default:
 			continue
 		}
-		run, test, _ := strings.Cut(attrs["test_id"], "/")
+		run, test, _ := strings.Cut(attrs["work_id"], "/")
 		if runID != "" && run != runID {
 			continue
 		}
