@@ -44,7 +44,7 @@ func (m *Manager) Linger() {
 	bound := time.Now().Add(m.cfg.LingerMax)
 	var stop, linger []entry
 	m.mu.Lock()
-	for id, s := range m.byTest {
+	for id, s := range m.byWork {
 		switch {
 		case s.proc == nil:
 			stop = append(stop, entry{id: id, s: s})
@@ -105,7 +105,7 @@ func (m *Manager) Lingering() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
-	for _, s := range m.byTest {
+	for _, s := range m.byWork {
 		if s.lingering {
 			n++
 		}

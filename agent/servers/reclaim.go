@@ -233,7 +233,7 @@ func (m *Manager) recordOf(workID string, p *proc.Process, tool string, port uin
 // caller holds mu.
 func (m *Manager) recordsLocked() []record {
 	var recs []record
-	for _, s := range m.byTest {
+	for _, s := range m.byWork {
 		if s.rec != nil {
 			recs = append(recs, *s.rec)
 		}

@@ -473,16 +473,16 @@ func TestStateFile(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("state file has %d entries, want 2: %+v", len(got), got)
 	}
-	byTest := map[string]entry{}
+	byWork := map[string]entry{}
 	for _, e := range got {
-		byTest[e.TestID] = e
+		byWork[e.TestID] = e
 	}
 	for _, w := range []struct {
 		id, tool, network string
 		port              uint32
 		ns                string
 	}{{"run1/a", "iperf3", "NETWORK_HOST", ports.Iperf3, "/proc/self/ns/net"}, {"run1/b", "qperf", "NETWORK_POD", ports.Qperf, ns}} {
-		e, ok := byTest[w.id]
+		e, ok := byWork[w.id]
 		if !ok {
 			t.Errorf("no entry for %s: %+v", w.id, got)
 			continue

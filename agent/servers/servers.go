@@ -48,7 +48,7 @@ var (
 	// ErrBusy: another test's server holds the port.
 	ErrBusy = errors.New("server busy")
 	// ErrUnknown: no server was started for that work ID.
-	ErrUnknown = errors.New("no server for this test")
+	ErrUnknown = errors.New("no server for this work ID")
 	// ErrNotReady: the server did not listen in time or exited first.
 	ErrNotReady = errors.New("server not ready")
 	// ErrStopped: Stop or StopAll came for the test while its server was
@@ -114,7 +114,7 @@ type Manager struct {
 	log *slog.Logger
 
 	mu     sync.Mutex
-	byTest map[string]*server
+	byWork map[string]*server
 	byPort map[portKey]string // -> work ID
 
 	// stateMu serializes the state file's writes and Reclaim; it is taken
@@ -172,7 +172,7 @@ func New(cfg Config) *Manager {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, log: log, byTest: map[string]*server{}, byPort: map[portKey]string{}}
+	return &Manager{cfg: cfg, log: log, byWork: map[string]*server{}, byPort: map[portKey]string{}}
 }
 
 // Started describes a listening server.
@@ -237,7 +237,7 @@ func (m *Manager) Start(ctx context.Context, workID string, tool measurev1.Tool,
 	}
 	m.mu.Lock()
 	if s.stopped {
-		err = fmt.Errorf("%w: test %q", ErrStopped, workID)
+		err = fmt.Errorf("%w: work %q", ErrStopped, workID)
 	}
 	if err == nil {
 		s.proc, s.cancel, s.rec = p, cancel, rec
@@ -267,28 +267,28 @@ func (m *Manager) Start(ctx context.Context, workID string, tool measurev1.Tool,
 func (m *Manager) reserve(workID string, s *server) error {
 	for {
 		m.mu.Lock()
-		if other, dup := m.byTest[workID]; dup {
+		if other, dup := m.byWork[workID]; dup {
 			m.mu.Unlock()
 			state := "running"
 			if other.proc == nil {
 				state = "starting"
 			}
-			return fmt.Errorf("test %q already has a server (%s on port %d in the %v network)", workID, state, other.key.port, other.key.network)
+			return fmt.Errorf("work %q already has a server (%s on port %d in the %v network)", workID, state, other.key.port, other.key.network)
 		}
 		owner, busy := m.byPort[s.key]
 		if !busy {
-			m.byTest[workID] = s
+			m.byWork[workID] = s
 			m.byPort[s.key] = workID
 			m.mu.Unlock()
 			return nil
 		}
-		o := m.byTest[owner]
+		o := m.byWork[owner]
 		if !o.lingering {
 			m.mu.Unlock()
-			return fmt.Errorf("%w: port %d in the %v network serves test %q", ErrBusy, s.key.port, s.key.network, owner)
+			return fmt.Errorf("%w: port %d in the %v network serves work %q", ErrBusy, s.key.port, s.key.network, owner)
 		}
 		m.mu.Unlock()
-		m.log.Info("lingering server yields its port to a new test", "work_id", owner, "new_test_id", workID,
+		m.log.Info("lingering server yields its port to a new test", "work_id", owner, "new_work_id", workID,
 			"port", s.key.port, "network", s.key.network)
 		_ = m.stop(owner, o)
 	}
@@ -303,8 +303,8 @@ func (m *Manager) forget(workID string, s *server) {
 	defer m.stateMu.Unlock()
 	m.mu.Lock()
 	recorded := false
-	if m.byTest[workID] == s {
-		delete(m.byTest, workID)
+	if m.byWork[workID] == s {
+		delete(m.byWork, workID)
 		delete(m.byPort, s.key)
 		recorded = s.rec != nil
 	}
@@ -329,10 +329,10 @@ func (m *Manager) reap(workID string, s *server) {
 // already stopped or reaped) wraps ErrUnknown.
 func (m *Manager) Stop(workID string) error {
 	m.mu.Lock()
-	s, ok := m.byTest[workID]
+	s, ok := m.byWork[workID]
 	m.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("test %q: %w", workID, ErrUnknown)
+		return fmt.Errorf("work %q: %w", workID, ErrUnknown)
 	}
 	return m.stop(workID, s)
 }
@@ -341,9 +341,9 @@ func (m *Manager) Stop(workID string) error {
 // workID has another server by now (or none), it does nothing.
 func (m *Manager) stop(workID string, s *server) error {
 	m.mu.Lock()
-	if m.byTest[workID] != s {
+	if m.byWork[workID] != s {
 		m.mu.Unlock()
-		return fmt.Errorf("test %q: %w", workID, ErrUnknown)
+		return fmt.Errorf("work %q: %w", workID, ErrUnknown)
 	}
 	if s.proc == nil {
 		s.stopped = true
@@ -365,8 +365,8 @@ func (m *Manager) stop(workID string, s *server) error {
 // included.
 func (m *Manager) StopAll() {
 	m.mu.Lock()
-	ids := make([]string, 0, len(m.byTest))
-	for id := range m.byTest {
+	ids := make([]string, 0, len(m.byWork))
+	for id := range m.byWork {
 		ids = append(ids, id)
 	}
 	m.mu.Unlock()
@@ -392,7 +392,7 @@ func (m *Manager) Close() {
 func (m *Manager) Running() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.byTest)
+	return len(m.byWork)
 }
 
 // waitListening polls the server's own view of TCP sockets

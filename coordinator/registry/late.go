@@ -73,8 +73,9 @@ func (r *Registry) HandleLate(h LateHandler) {
 }
 
 // Ack tells node's agent that the answers to its run_client work workIDs
-// (each a Work's work_id, sent as ResultAck.test_ids) are stored, or never will be, so that it may
-// forget them. It never blocks. Acks queued before a Dispatch to the same
+// (each a Work's work_id, sent as ResultAck.work_ids and, for an agent of
+// the previous version, test_ids) are stored, or never will be, so that
+// it may forget them. It never blocks. Acks queued before a Dispatch to the same
 // node reach the agent before that Dispatch's work. Without a session for
 // node the ack is dropped: the agent sends those answers again when it
 // reconnects, and they are acknowledged then.
@@ -86,7 +87,7 @@ func (r *Registry) Ack(node string, workIDs ...string) {
 	s := r.sessions[node]
 	r.mu.Unlock()
 	if s == nil {
-		r.log.Debug("ack for a node without session dropped; its agent will send the results again", "node", node, "test_ids", len(workIDs))
+		r.log.Debug("ack for a node without session dropped; its agent will send the results again", "node", node, "work_ids", len(workIDs))
 		return
 	}
 	s.ack(workIDs)

@@ -98,10 +98,10 @@ func (m *Manager) cancelClient(ctx context.Context, node, workID string, answere
 		})
 		cancel()
 		if err != nil {
-			m.log.Warn("cancel a client", "node", node, "test_id", workID, "err", err)
+			m.log.Warn("cancel a client", "node", node, "work_id", workID, "err", err)
 			return // no session: the client's answer ends the wait anyway
 		}
-		m.log.Debug("cancel_client sent", "node", node, "test_id", workID, "attempt", i+1)
+		m.log.Debug("cancel_client sent", "node", node, "work_id", workID, "attempt", i+1)
 		t.Reset(cancelResend)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // sent: a record without work is harmless, work without a record would
 // lose its late answer.
 func (s *Store) PutDispatched(ctx context.Context, workID, node string, at time.Time) error {
-	if err := validID("test_id", workID); err != nil {
+	if err := validID("work_id", workID); err != nil {
 		return err
 	}
 	if err := validID("node", node); err != nil {
