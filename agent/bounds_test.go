@@ -27,7 +27,7 @@ func TestHandleBoundsAnswer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wr := a.handle(context.Background(), &agentv1.Work{TestId: tt.testID, Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}}, time.Now())
+			wr := a.handle(context.Background(), &agentv1.Work{WorkId: tt.testID, Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}}, time.Now())
 			m := wr.GetMessage()
 			if wr.GetStatus() != measurev1.Status_STATUS_INVALID || len(m) > tt.wantUnder || !strings.Contains(m, tt.wantIn) || strings.ContainsRune(m, 0x1b) {
 				t.Errorf("answer status %v, message of %d bytes %.80q...; want INVALID, at most %d bytes with %q", wr.GetStatus(), len(m), m, tt.wantUnder, tt.wantIn)

@@ -26,7 +26,9 @@ func ack(workIDs ...string) *agentv1.ConnectResponse {
 }
 
 func legacyAck(workIDs ...string) *agentv1.ConnectResponse {
-	return &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ResultAck{ResultAck: &agentv1.ResultAck{TestIds: workIDs}}}
+	ack := &agentv1.ResultAck{}
+	ack.TestIds = workIDs //nolint:staticcheck // SA1019: a coordinator of the previous version's ack
+	return &agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ResultAck{ResultAck: ack}}
 }
 
 // slowPing is a ping that runs about a second.
@@ -61,7 +63,7 @@ func (fs *fakeSession) results(t *testing.T, n int) []*agentv1.WorkResult {
 func ids(rs []*agentv1.WorkResult) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
-		out[i] = r.GetTestId()
+		out[i] = r.GetWorkId()
 	}
 	return out
 }
@@ -156,8 +158,8 @@ func TestResultsOutliveTheSession(t *testing.T) {
 			// The ack (if any) is read before the session ends: a marker
 			// work answered after it proves it.
 			fs.send(t, work("r/marker", 5*time.Second, &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}))
-			if r := fs.results(t, 1)[0]; r.GetTestId() != "r/marker" && !slices.Contains(tt.want, r.GetTestId()) {
-				t.Fatalf("unexpected result %q", r.GetTestId())
+			if r := fs.results(t, 1)[0]; r.GetWorkId() != "r/marker" && !slices.Contains(tt.want, r.GetWorkId()) {
+				t.Fatalf("unexpected result %q", r.GetWorkId())
 			}
 			if tt.restart {
 				stop()
@@ -181,10 +183,10 @@ func TestResultsOutliveTheSession(t *testing.T) {
 			}
 			for _, r := range got[:len(tt.want)] {
 				if tt.wantOK && r.GetStatus() != measurev1.Status_STATUS_OK {
-					t.Errorf("%s: status %v (%s), want OK", r.GetTestId(), r.GetStatus(), r.GetMessage())
+					t.Errorf("%s: status %v (%s), want OK", r.GetWorkId(), r.GetStatus(), r.GetMessage())
 				}
 				if _, ok := r.GetOutcome().(*agentv1.WorkResult_ClientDone); !ok || len(r.GetClientDone().GetResults()) == 0 {
-					t.Errorf("%s: resent without its results: %v", r.GetTestId(), r)
+					t.Errorf("%s: resent without its results: %v", r.GetWorkId(), r)
 				}
 			}
 			for _, id := range tt.want {

@@ -289,10 +289,7 @@ func (a *Agent) session(ctx context.Context, conn *grpc.ClientConn) (registered 
 			}
 			a.log.Debug("probe reports acknowledged", "seqs", len(msg.ReportAck.GetSeqs()), "removed", n)
 		case *agentv1.ConnectResponse_ResultAck:
-			ids := msg.ResultAck.GetWorkIds()
-			if len(ids) == 0 { // a coordinator of the previous version
-				ids = msg.ResultAck.GetTestIds()
-			}
+			ids := protocol.AckedWorkIDs(msg.ResultAck)
 			n, err := a.spool.Ack(ids...)
 			if err != nil {
 				a.log.Error("forget acknowledged results; they will be sent again", "work_ids", len(ids), "err", err)

@@ -110,10 +110,10 @@ func (fs *fakeSession) result(t *testing.T, testID string) *agentv1.WorkResult {
 			switch msg := m.GetMsg().(type) {
 			case *agentv1.ConnectRequest_Heartbeat:
 			case *agentv1.ConnectRequest_WorkResult:
-				if msg.WorkResult.GetTestId() == testID {
+				if msg.WorkResult.GetWorkId() == testID {
 					return msg.WorkResult
 				}
-				t.Errorf("unexpected answer to %q while waiting for %q", msg.WorkResult.GetTestId(), testID)
+				t.Errorf("unexpected answer to %q while waiting for %q", msg.WorkResult.GetWorkId(), testID)
 			default:
 				t.Errorf("unexpected message from the agent: %T", msg)
 			}

@@ -22,12 +22,16 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// work builds a Work; a zero timeout means no deadline, a negative one a
-// deadline in the past.
-func work(testID string, timeout time.Duration, action any) *agentv1.ConnectResponse {
-	w := &agentv1.Work{TestId: testID}
-	if timeout != 0 {
-		w.Deadline = timestamppb.New(time.Now().Add(timeout))
+// work builds a Work: a positive timeout is its timeout, a zero one means
+// none (a Work without timeout or deadline), a negative one a deadline in
+// the past, which only a coordinator of the previous version can send.
+func work(workID string, timeout time.Duration, action any) *agentv1.ConnectResponse {
+	w := &agentv1.Work{WorkId: workID}
+	switch {
+	case timeout > 0:
+		w.Timeout = durationpb.New(timeout)
+	case timeout < 0:
+		w.Deadline = timestamppb.New(time.Now().Add(timeout)) //nolint:staticcheck // SA1019: a past deadline comes only from a coordinator of the previous version
 	}
 	switch a := action.(type) {
 	case *agentv1.Work_StartServer:
@@ -323,7 +327,7 @@ func TestMaxClients(t *testing.T) {
 	done := fs.results(t, 4)
 	for _, r := range done {
 		if r.GetStatus() != measurev1.Status_STATUS_OK {
-			t.Errorf("%s: %v %q, want OK", r.GetTestId(), r.GetStatus(), r.GetMessage())
+			t.Errorf("%s: %v %q, want OK", r.GetWorkId(), r.GetStatus(), r.GetMessage())
 		}
 	}
 	if got := slices.Sorted(slices.Values(ids(done))); !slices.Equal(got, []string{"long", "queued-0", "queued-0", "queued-1"}) {

@@ -397,7 +397,7 @@ func newKubeAgent(t *testing.T, ctx context.Context, conn *grpc.ClientConn, node
 // kubeAnswer is the canned success for w: servers on 8080, HTTP clients
 // of 1 ms.
 func kubeAnswer(w *agentv1.Work) *agentv1.WorkResult {
-	wr := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
+	wr := &agentv1.WorkResult{WorkId: w.GetWorkId(), Status: measurev1.Status_STATUS_OK}
 	switch w.GetAction().(type) {
 	case *agentv1.Work_StartServer:
 		wr.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: 8080}}

@@ -51,7 +51,7 @@ func TestRemoteWriteMesh(t *testing.T) {
 			}
 			dst := net.ParseIP(rc.GetTargetIp()).To4()
 			rtt := pingRTT(i, int(dst[3]))
-			return fakeagent.ClientDone(w.GetTestId(), &measurev1.Result{Spec: rc.GetSpec(), Status: measurev1.Status_STATUS_OK, StartTime: timestamppb.Now(),
+			return fakeagent.ClientDone(w.GetWorkId(), &measurev1.Result{Spec: rc.GetSpec(), Status: measurev1.Status_STATUS_OK, StartTime: timestamppb.Now(),
 				Metrics: &measurev1.Result_Ping{Ping: &measurev1.PingMetrics{PacketsTransmitted: 3, PacketsReceived: 3,
 					RttMinSeconds: rtt, RttAvgSeconds: rtt, RttMaxSeconds: rtt, RttMedianSeconds: &rtt}}}).GetWorkResult()
 		})

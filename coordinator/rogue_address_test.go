@@ -70,7 +70,7 @@ func newAddrAgent(t *testing.T, ctx context.Context, conn *grpc.ClientConn, reg 
 	serverPort func(measurev1.Tool) (uint32, uint32)) *fakeagent.Agent {
 	t.Helper()
 	return fakeagent.Play(t, ctx, agentv1.NewAgentServiceClient(conn), reg, fakeagent.Config{Answer: func(w *agentv1.Work) *agentv1.WorkResult {
-		wr := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
+		wr := &agentv1.WorkResult{WorkId: w.GetWorkId(), Status: measurev1.Status_STATUS_OK}
 		switch act := w.GetAction().(type) {
 		case *agentv1.Work_StartServer:
 			port, data := serverPort(act.StartServer.GetTool())

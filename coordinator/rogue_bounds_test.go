@@ -43,7 +43,7 @@ func startBoundsAgent(t *testing.T, conn *grpc.ClientConn, node, hostIP string, 
 // cannedAnswer answers w with a success: a ping result of 1 ms for a
 // client.
 func cannedAnswer(w *agentv1.Work) *agentv1.WorkResult {
-	wr := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
+	wr := &agentv1.WorkResult{WorkId: w.GetWorkId(), Status: measurev1.Status_STATUS_OK}
 	switch w.GetAction().(type) {
 	case *agentv1.Work_StartServer:
 		// The ports the agent registered (the defaults; HTTP 8080).

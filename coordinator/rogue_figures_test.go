@@ -60,7 +60,7 @@ func TestRogueFigures(t *testing.T) {
 				ThroughputBps: 1e300, SenderThroughputBps: 1e300, DurationSeconds: 2}}}
 		}
 		r.Spec = rc.GetSpec()
-		return fakeagent.ClientDone(w.GetTestId(), r).GetWorkResult()
+		return fakeagent.ClientDone(w.GetWorkId(), r).GetWorkResult()
 	})
 	playAgent(t, ctx, agentConn, "node-2", "127.0.0.2", fakeagent.ServerAnswer)
 

@@ -62,7 +62,7 @@ func pingAnswer(bad bool, badIP string) func(*agentv1.Work) *agentv1.WorkResult 
 			r = &measurev1.Result{Status: measurev1.Status_STATUS_TIMEOUT, Message: "no reply"}
 		}
 		r.Spec = rc.GetSpec()
-		return fakeagent.ClientDone(w.GetTestId(), r).GetWorkResult()
+		return fakeagent.ClientDone(w.GetWorkId(), r).GetWorkResult()
 	}
 }
 

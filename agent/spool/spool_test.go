@@ -22,11 +22,10 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// result is a client answer to work ID id, as an agent sends it (work_id
-// and the deprecated test_id both id), whose message tells entries with
-// the same ID apart.
+// result is a client answer to work ID id (in work_id), whose message
+// tells entries with the same ID apart.
 func result(id, msg string) *agentv1.WorkResult {
-	return &agentv1.WorkResult{WorkId: id, TestId: id, Status: measurev1.Status_STATUS_OK, Message: msg,
+	return &agentv1.WorkResult{WorkId: id, Status: measurev1.Status_STATUS_OK, Message: msg,
 		Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{{
 			Status: measurev1.Status_STATUS_OK, Message: strings.Repeat("x", 200)}}}}}
 }
@@ -120,13 +119,13 @@ func TestPutAckPending(t *testing.T) {
 					for _, p := range st.putOld {
 						id, msg, _ := strings.Cut(p, ":")
 						r := result(id, msg)
-						r.WorkId = ""
+						r.WorkId, r.TestId = "", id //nolint:staticcheck // SA1019: an agent of the previous version's result
 						puts = append(puts, r)
 					}
 					for _, p := range st.putWork {
 						id, msg, _ := strings.Cut(p, ":")
 						r := result(id, msg)
-						r.TestId = "t"
+						r.TestId = "t" //nolint:staticcheck // SA1019: the deprecated field, set to another value
 						puts = append(puts, r)
 					}
 					for _, p := range st.put {
@@ -196,7 +195,7 @@ func TestDefaultBound(t *testing.T) {
 	}
 	s, _ := open(t, spool.Config{})
 	for i := range spool.DefaultMaxResults + 1 {
-		if err := s.Put(&agentv1.WorkResult{TestId: fmt.Sprintf("r/t%d", i)}); err != nil {
+		if err := s.Put(&agentv1.WorkResult{WorkId: fmt.Sprintf("r/t%d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -441,7 +440,7 @@ func TestOpenRefusesLinks(t *testing.T) {
 // oldest; in memory and in a file alike.
 func TestResultBytesBound(t *testing.T) {
 	big := func(id string) *agentv1.WorkResult {
-		return &agentv1.WorkResult{TestId: id, Message: strings.Repeat("x", 10_000)}
+		return &agentv1.WorkResult{WorkId: id, Message: strings.Repeat("x", 10_000)}
 	}
 	for _, dir := range []string{"", t.TempDir()} {
 		name := "memory"
@@ -463,10 +462,10 @@ func TestResultBytesBound(t *testing.T) {
 				t.Errorf("%d results held, %d dropped; want 4 and 6", sp.Len(), sp.Dropped())
 			}
 			pending, err := sp.Pending()
-			if err != nil || len(pending) != 4 || pending[0].GetTestId() != "t6" {
-				t.Errorf("pending %d, first %q, %v; want the newest 4 from t6", len(pending), pending[0].GetTestId(), err)
+			if err != nil || len(pending) != 4 || pending[0].GetWorkId() != "t6" {
+				t.Errorf("pending %d, first %q, %v; want the newest 4 from t6", len(pending), pending[0].GetWorkId(), err)
 			}
-			if err := sp.Put(&agentv1.WorkResult{TestId: "huge", Message: strings.Repeat("x", 60_000)}); err == nil || !strings.Contains(err.Error(), "more than the spool holds") {
+			if err := sp.Put(&agentv1.WorkResult{WorkId: "huge", Message: strings.Repeat("x", 60_000)}); err == nil || !strings.Contains(err.Error(), "more than the spool holds") {
 				t.Errorf("a result over the bound: %v, want refused", err)
 			}
 			if n, err := sp.Ack("t6", "t7"); err != nil || n != 2 {

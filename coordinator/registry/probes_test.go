@@ -101,7 +101,7 @@ func TestWorkAndPlans(t *testing.T) {
 						case *agentv1.ConnectResponse_Work:
 							workSeen <- msg.Work
 							st.in <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
-								TestId: msg.Work.GetTestId(), Status: measurev1.Status_STATUS_OK,
+								WorkId: msg.Work.GetWorkId(), Status: measurev1.Status_STATUS_OK,
 								Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}}}}
 						}
 					}
@@ -120,7 +120,7 @@ func TestWorkAndPlans(t *testing.T) {
 			}
 			dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
 			defer dcancel()
-			wr, err := r.Dispatch(dctx, "node-1", &agentv1.Work{TestId: "run/t1", Action: &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{}}})
+			wr, err := r.Dispatch(dctx, "node-1", &agentv1.Work{WorkId: "run/t1", Action: &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{}}})
 			if err != nil || wr.GetStatus() != measurev1.Status_STATUS_OK {
 				t.Fatalf("Dispatch = %v, %v; want the work answered", wr, err)
 			}
@@ -178,9 +178,9 @@ func TestHeldWorkNobodyAwaits(t *testing.T) {
 				case *agentv1.ConnectResponse_ProbePlan:
 					version, pending = msg.ProbePlan.GetVersion(), true
 				case *agentv1.ConnectResponse_Work:
-					works <- msg.Work.GetTestId()
+					works <- msg.Work.GetWorkId()
 					st.in <- &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
-						TestId: msg.Work.GetTestId(), Status: measurev1.Status_STATUS_OK,
+						WorkId: msg.Work.GetWorkId(), Status: measurev1.Status_STATUS_OK,
 						Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}}}}
 				}
 			}

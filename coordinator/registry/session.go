@@ -562,7 +562,7 @@ func sendAcks(s *session, send func(*agentv1.ConnectResponse) error) error {
 		if len(ids) == 0 {
 			return nil
 		}
-		if err := send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ResultAck{ResultAck: &agentv1.ResultAck{WorkIds: ids, TestIds: ids}}}); err != nil {
+		if err := send(&agentv1.ConnectResponse{Msg: &agentv1.ConnectResponse_ResultAck{ResultAck: protocol.NewResultAck(ids)}}); err != nil {
 			return err
 		}
 	}

@@ -190,7 +190,7 @@ func TestSessionReplaced(t *testing.T) {
 				done <- err
 			}()
 			w := second.next(t, "work", func(m *agentv1.ConnectResponse) bool { return m.GetWork() != nil }).GetWork()
-			second.send(clientDone(w.GetTestId()))
+			second.send(clientDone(w.GetWorkId()))
 			if err := <-done; err != nil {
 				t.Errorf("Dispatch to the second session = %v", err)
 			}
@@ -206,13 +206,13 @@ func TestSessionReplaced(t *testing.T) {
 
 // clientWork is a run_client Work with test ID id.
 func clientWork(id string) *agentv1.Work {
-	return &agentv1.Work{TestId: id, Action: &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{}}}
+	return &agentv1.Work{WorkId: id, Action: &agentv1.Work_RunClient{RunClient: &agentv1.RunClient{}}}
 }
 
 // clientDone is an agent's OK answer to clientWork(id).
 func clientDone(id string) *agentv1.ConnectRequest {
 	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
-		TestId: id, Status: measurev1.Status_STATUS_OK, Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}}}}
+		WorkId: id, Status: measurev1.Status_STATUS_OK, Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{}}}}}
 }
 
 // TestGossipReporters: registering agents that gossip get the others'
@@ -305,7 +305,7 @@ func TestEndpointAnnouncements(t *testing.T) {
 func TestDispatch(t *testing.T) {
 	serverStarted := func(id string) *agentv1.ConnectRequest {
 		return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
-			TestId: id, Status: measurev1.Status_STATUS_OK, Outcome: &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{}}}}}
+			WorkId: id, Status: measurev1.Status_STATUS_OK, Outcome: &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{}}}}}
 	}
 	tests := []struct {
 		name    string
@@ -316,14 +316,14 @@ func TestDispatch(t *testing.T) {
 		wantErr error                               // nil: answered
 		wantAny bool                                // any error will do (work refused before it is sent)
 	}{
-		{"answered", "node-1", clientWork("run/t1"), func(a *fakeAgent, w *agentv1.Work) { a.send(clientDone(w.GetTestId())) }, 0, nil, false},
+		{"answered", "node-1", clientWork("run/t1"), func(a *fakeAgent, w *agentv1.Work) { a.send(clientDone(w.GetWorkId())) }, 0, nil, false},
 		{"answer of another test, then its own", "node-1", clientWork("run/t2"), func(a *fakeAgent, w *agentv1.Work) {
 			a.send(clientDone("run/other"))
-			a.send(serverStarted(w.GetTestId())) // same ID, other kind
-			a.send(clientDone(w.GetTestId()))
+			a.send(serverStarted(w.GetWorkId())) // same ID, other kind
+			a.send(clientDone(w.GetWorkId()))
 		}, 0, nil, false},
 		{"unknown node", "node-9", clientWork("run/t3"), nil, 0, ErrAgentUnavailable, false},
-		{"no action", "node-1", &agentv1.Work{TestId: "run/t4"}, nil, 0, nil, true},
+		{"no action", "node-1", &agentv1.Work{WorkId: "run/t4"}, nil, 0, nil, true},
 		{"session ends", "node-1", clientWork("run/t5"), func(a *fakeAgent, _ *agentv1.Work) { a.cancel() }, 0, ErrAgentUnavailable, false},
 		{"caller gives up", "node-1", clientWork("run/t6"), func(*fakeAgent, *agentv1.Work) {}, 50 * time.Millisecond, context.DeadlineExceeded, false},
 	}
@@ -348,8 +348,8 @@ func TestDispatch(t *testing.T) {
 			}()
 			if tt.agent != nil {
 				w := a.next(t, "work", func(m *agentv1.ConnectResponse) bool { return m.GetWork() != nil }).GetWork()
-				if w.GetTestId() != tt.work.GetTestId() {
-					t.Fatalf("agent got work %q, want %q", w.GetTestId(), tt.work.GetTestId())
+				if w.GetWorkId() != tt.work.GetWorkId() {
+					t.Fatalf("agent got work %q, want %q", w.GetWorkId(), tt.work.GetWorkId())
 				}
 				tt.agent(a, w)
 			}
@@ -365,8 +365,8 @@ func TestDispatch(t *testing.T) {
 				}
 			case got.err != nil:
 				t.Errorf("Dispatch = %v", got.err)
-			case got.wr.GetTestId() != tt.work.GetTestId() || got.wr.GetClientDone() == nil:
-				t.Errorf("Dispatch = %v, want the client_done of %q", got.wr, tt.work.GetTestId())
+			case got.wr.GetWorkId() != tt.work.GetWorkId() || got.wr.GetClientDone() == nil:
+				t.Errorf("Dispatch = %v, want the client_done of %q", got.wr, tt.work.GetWorkId())
 			}
 		})
 	}
@@ -395,7 +395,7 @@ func TestSessionWarningsLimited(t *testing.T) {
 		done <- err
 	}()
 	w := a.next(t, "work", func(m *agentv1.ConnectResponse) bool { return m.GetWork() != nil }).GetWork()
-	a.send(clientDone(w.GetTestId()))
+	a.send(clientDone(w.GetWorkId()))
 	if err := <-done; err != nil {
 		t.Fatalf("Dispatch: %v", err)
 	}
@@ -448,7 +448,7 @@ func TestMaintenance(t *testing.T) {
 // takeLate made room for.
 func TestLateQueueBounded(t *testing.T) {
 	result := func(id string, payload int) *agentv1.WorkResult {
-		return &agentv1.WorkResult{TestId: id, Status: measurev1.Status_STATUS_TIMEOUT, Message: strings.Repeat("x", payload)}
+		return &agentv1.WorkResult{WorkId: id, Status: measurev1.Status_STATUS_TIMEOUT, Message: strings.Repeat("x", payload)}
 	}
 	for _, tt := range []struct {
 		name    string

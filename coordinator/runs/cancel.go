@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -91,11 +92,9 @@ func (m *Manager) cancelClient(ctx context.Context, node, workID string, answere
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelSendTimeout)
-		err := m.cfg.Agents.Send(ctx, node, &agentv1.Work{
-			WorkId: workID, TestId: workID,
-			Timeout: durationpb.New(cancelSendTimeout), Deadline: timestamppb.New(time.Now().Add(cancelSendTimeout)),
-			Action: &agentv1.Work_CancelClient{CancelClient: &agentv1.CancelClient{}},
-		})
+		w := &agentv1.Work{Action: &agentv1.Work_CancelClient{CancelClient: &agentv1.CancelClient{}}}
+		protocol.Stamp(w, workID, cancelSendTimeout, time.Now())
+		err := m.cfg.Agents.Send(ctx, node, w)
 		cancel()
 		if err != nil {
 			m.log.Warn("cancel a client", "node", node, "work_id", workID, "err", err)

@@ -52,11 +52,11 @@ func newBlockingAgents(n int) *blockingAgents {
 }
 
 func (a *blockingAgents) Dispatch(ctx context.Context, node string, w *agentv1.Work) (*agentv1.WorkResult, error) {
-	res := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
+	res := &agentv1.WorkResult{WorkId: w.GetWorkId(), Status: measurev1.Status_STATUS_OK}
 	switch act := w.GetAction().(type) {
 	case *agentv1.Work_StartServer:
 		a.mu.Lock()
-		a.started[w.GetTestId()] = true
+		a.started[w.GetWorkId()] = true
 		a.starts++
 		onStart, busy := a.onStart, a.busy > 0
 		a.busy--
@@ -66,15 +66,15 @@ func (a *blockingAgents) Dispatch(ctx context.Context, node string, w *agentv1.W
 		}
 		if busy { // no server up
 			a.mu.Lock()
-			delete(a.started, w.GetTestId())
+			delete(a.started, w.GetWorkId())
 			a.mu.Unlock()
-			return &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_BUSY, Message: "busy"}, nil
+			return &agentv1.WorkResult{WorkId: w.GetWorkId(), Status: measurev1.Status_STATUS_BUSY, Message: "busy"}, nil
 		}
 		res.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: protocol.DefaultIperf3Port}}
 		return res, nil
 	case *agentv1.Work_StopServer:
 		a.mu.Lock()
-		delete(a.started, w.GetTestId())
+		delete(a.started, w.GetWorkId())
 		a.mu.Unlock()
 		res.Outcome = &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}}
 		return res, nil
@@ -84,16 +84,16 @@ func (a *blockingAgents) Dispatch(ctx context.Context, node string, w *agentv1.W
 		}
 		stop := make(chan struct{})
 		a.mu.Lock()
-		a.clients[w.GetTestId()] = stop
+		a.clients[w.GetWorkId()] = stop
 		a.iperf3++
 		a.mu.Unlock()
-		a.running <- w.GetTestId()
+		a.running <- w.GetWorkId()
 		select {
 		case <-stop:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		return &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_CANCELED,
+		return &agentv1.WorkResult{WorkId: w.GetWorkId(), Status: measurev1.Status_STATUS_CANCELED,
 			Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{{
 				Spec: act.RunClient.GetSpec(), Status: measurev1.Status_STATUS_CANCELED, Message: "the run was canceled",
 				StartTime: timestamppb.Now(), Elapsed: durationpb.New(time.Millisecond), TargetAddress: act.RunClient.GetTargetIp(),
@@ -112,10 +112,10 @@ func (a *blockingAgents) Send(_ context.Context, _ string, w *agentv1.Work) erro
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.canceled = append(a.canceled, w.GetTestId())
-	if stop, ok := a.clients[w.GetTestId()]; ok {
+	a.canceled = append(a.canceled, w.GetWorkId())
+	if stop, ok := a.clients[w.GetWorkId()]; ok {
 		close(stop)
-		delete(a.clients, w.GetTestId())
+		delete(a.clients, w.GetWorkId())
 	}
 	return nil
 }

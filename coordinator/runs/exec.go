@@ -359,11 +359,10 @@ func workID(runID string, pt *measurev1.PlannedTest) string {
 // little longer than that for the answer, so the agent's own timeout
 // result wins.
 func (m *Manager) dispatch(ctx context.Context, node, testID string, timeout time.Duration, w *agentv1.Work) (*agentv1.WorkResult, error) {
-	deadline := time.Now().Add(timeout)
+	now := time.Now()
 	w = proto.CloneOf(w)
-	w.WorkId, w.TestId = testID, testID
-	w.Timeout, w.Deadline = durationpb.New(timeout), timestamppb.New(deadline)
-	ctx, cancel := context.WithDeadline(ctx, deadline.Add(3*time.Second))
+	protocol.Stamp(w, testID, timeout, now)
+	ctx, cancel := context.WithDeadline(ctx, now.Add(timeout+3*time.Second))
 	defer cancel()
 	return m.cfg.Agents.Dispatch(ctx, node, w)
 }

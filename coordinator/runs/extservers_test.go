@@ -61,11 +61,11 @@ func (a *serverAgents) Dispatch(ctx context.Context, node string, w *agentv1.Wor
 		if r.Elapsed == nil {
 			r.Elapsed = durationpb.New(0)
 		}
-		return &agentv1.WorkResult{TestId: w.GetTestId(), Status: r.GetStatus(),
+		return &agentv1.WorkResult{WorkId: w.GetWorkId(), Status: r.GetStatus(),
 			Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{r}}}}, nil
 	}
 	if target == nil {
-		a.note("%s: client work %s to no external target: %v", node, w.GetTestId(), rc)
+		a.note("%s: client work %s to no external target: %v", node, w.GetWorkId(), rc)
 		return answer(&measurev1.Result{Status: measurev1.Status_STATUS_INVALID})
 	}
 	if !testspec.IsHeavy(spec.GetTest()) {
@@ -78,12 +78,12 @@ func (a *serverAgents) Dispatch(ctx context.Context, node string, w *agentv1.Wor
 		wantPort, wantData = target.GetQperfPort(), target.GetQperfDataPort()
 	}
 	if rc.GetPort() != wantPort || rc.GetDataPort() != wantData || rc.GetTargetIp() != "" {
-		a.note("%s: %s to %s with port %d data_port %d target_ip %q, want %d %d", node, w.GetTestId(), target.GetName(),
+		a.note("%s: %s to %s with port %d data_port %d target_ip %q, want %d %d", node, w.GetWorkId(), target.GetName(),
 			rc.GetPort(), rc.GetDataPort(), rc.GetTargetIp(), wantPort, wantData)
 	}
 	a.mu.Lock()
-	a.attempts[w.GetTestId()]++
-	first := a.attempts[w.GetTestId()] == 1
+	a.attempts[w.GetWorkId()]++
+	first := a.attempts[w.GetWorkId()] == 1
 	busy := a.clients[target.GetName()] > 0
 	if busy {
 		a.overlaps++

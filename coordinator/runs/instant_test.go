@@ -73,7 +73,7 @@ func (a *instantAgents) Dispatch(ctx context.Context, node string, w *agentv1.Wo
 	ch := make(chan *agentv1.WorkResult, 1)
 	go func() {
 		med := 100e-6
-		ch <- &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK,
+		ch <- &agentv1.WorkResult{WorkId: w.GetWorkId(), Status: measurev1.Status_STATUS_OK,
 			Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{{
 				Spec: w.GetRunClient().GetSpec(), Status: measurev1.Status_STATUS_OK, StartTime: timestamppb.Now(),
 				Elapsed: durationpb.New(time.Millisecond), TargetAddress: w.GetRunClient().GetTargetIp(),

@@ -75,10 +75,10 @@ func TestCancelRunStopsTheClient(t *testing.T) {
 		t.Errorf("CancelRun returned run %q, want %q", resp.GetRun().GetRunId(), runID)
 	}
 	waitUntil(t, ctx, "cancel_client reaches node-1", func() bool {
-		return find(func(w *agentv1.Work) bool { return w.GetCancelClient() != nil && w.GetTestId() == client.GetTestId() }) != nil
-	}, func() string { return "no cancel_client for " + client.GetTestId() })
+		return find(func(w *agentv1.Work) bool { return w.GetCancelClient() != nil && w.GetWorkId() == client.GetWorkId() }) != nil
+	}, func() string { return "no cancel_client for " + client.GetWorkId() })
 	if err := src.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
-		TestId: client.GetTestId(), Status: measurev1.Status_STATUS_CANCELED,
+		WorkId: client.GetWorkId(), Status: measurev1.Status_STATUS_CANCELED,
 		Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: []*measurev1.Result{{
 			Spec: client.GetRunClient().GetSpec(), Status: measurev1.Status_STATUS_CANCELED, Message: "the run was canceled",
 			StartTime: timestamppb.Now(), Elapsed: durationpb.New(0), TargetAddress: client.GetRunClient().GetTargetIp(),

@@ -32,7 +32,7 @@ func withExternal(rc *registry.Config) { rc.ExternalTargets = allowlist }
 // target does (fakeagent.Config.Answer).
 func externalAnswer(w *agentv1.Work) *agentv1.WorkResult {
 	id := protocol.WorkID(w)
-	wr := &agentv1.WorkResult{TestId: id, WorkId: id, Status: measurev1.Status_STATUS_OK}
+	wr := &agentv1.WorkResult{WorkId: id, Status: measurev1.Status_STATUS_OK}
 	rc := w.GetRunClient()
 	if rc == nil {
 		wr.Status, wr.Message = measurev1.Status_STATUS_INVALID, "this fake only runs clients"
@@ -175,7 +175,7 @@ func TestExternalRun(t *testing.T) {
 			wantNet := map[measurev1.Path]measurev1.Network{
 				measurev1.Path_PATH_HOST_TO_EXTERNAL: measurev1.Network_NETWORK_HOST,
 				measurev1.Path_PATH_POD_TO_EXTERNAL:  measurev1.Network_NETWORK_POD,
-			}[pathOf[w.GetTestId()]]
+			}[pathOf[w.GetWorkId()]]
 			switch {
 			case rc == nil:
 				t.Errorf("%s: got %T work; an external test starts no server", name, w.GetAction())
@@ -184,7 +184,7 @@ func TestExternalRun(t *testing.T) {
 			case rc.GetTargetIp() != "" || rc.GetPort() != 0 || rc.GetDataPort() != 0:
 				t.Errorf("%s: RunClient to a target carries an address: %v", name, rc)
 			case rc.GetNetwork() != wantNet:
-				t.Errorf("%s: %s: network %v, want %v", name, w.GetTestId(), rc.GetNetwork(), wantNet)
+				t.Errorf("%s: %s: network %v, want %v", name, w.GetWorkId(), rc.GetNetwork(), wantNet)
 			}
 		}
 		// node-1: 6 tests; node-2: its 3 host-external ones.

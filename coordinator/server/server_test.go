@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/coordinator/runs"
@@ -213,19 +213,19 @@ func TestDispatchRoundTrip(t *testing.T) {
 			}
 			if w := m.GetWork(); w != nil {
 				_ = stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
-					TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK,
+					WorkId: w.GetWorkId(), Status: measurev1.Status_STATUS_OK,
 					Outcome: &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: 5201}},
 				}}})
 			}
 		}
 	}()
-	w := &agentv1.Work{TestId: "t00001", Deadline: timestamppb.New(time.Now().Add(time.Second)),
+	w := &agentv1.Work{WorkId: "t00001", Timeout: durationpb.New(time.Second),
 		Action: &agentv1.Work_StartServer{StartServer: &agentv1.StartServer{Tool: measurev1.Tool_TOOL_IPERF3, Network: measurev1.Network_NETWORK_HOST}}}
 	wr, err := c.reg.Dispatch(ctx, "node-1", w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wr.GetTestId() != "t00001" || wr.GetServerStarted().GetPort() != 5201 {
+	if wr.GetWorkId() != "t00001" || wr.GetServerStarted().GetPort() != 5201 {
 		t.Errorf("answer = %v, want test t00001 with port 5201", wr)
 	}
 	select {
@@ -269,7 +269,7 @@ func TestAgentLostWhileWorking(t *testing.T) {
 			}()
 			errc := make(chan error, 1)
 			go func() {
-				_, err := c.reg.Dispatch(ctx, "node-1", &agentv1.Work{TestId: "t1", Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}})
+				_, err := c.reg.Dispatch(ctx, "node-1", &agentv1.Work{WorkId: "t1", Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}})
 				errc <- err
 			}()
 			tt.lose(cancelAgent)
@@ -424,9 +424,9 @@ func TestDuplicateAnswersDoNotStallTheSession(t *testing.T) {
 			if w == nil {
 				continue
 			}
-			for _, id := range []string{w.GetTestId(), w.GetTestId(), w.GetTestId(), "never-sent"} {
+			for _, id := range []string{w.GetWorkId(), w.GetWorkId(), w.GetWorkId(), "never-sent"} {
 				_ = stream.Send(&agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
-					TestId: id, Status: measurev1.Status_STATUS_OK,
+					WorkId: id, Status: measurev1.Status_STATUS_OK,
 					Outcome: &agentv1.WorkResult_ServerStopped{ServerStopped: &agentv1.ServerStopped{}},
 				}}})
 			}
@@ -436,15 +436,15 @@ func TestDuplicateAnswersDoNotStallTheSession(t *testing.T) {
 	// duplicate of an earlier answer arriving while a later dispatch
 	// waits must not pass for that dispatch's answer.
 	for _, id := range []string{"t1", "t2", "t3"} {
-		w := &agentv1.Work{TestId: id, Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}}
+		w := &agentv1.Work{WorkId: id, Action: &agentv1.Work_StopServer{StopServer: &agentv1.StopServer{}}}
 		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		wr, err := c.reg.Dispatch(callCtx, "node-1", w)
 		cancel()
 		if err != nil {
 			t.Fatalf("dispatch %s: %v", id, err)
 		}
-		if wr.GetTestId() != id {
-			t.Errorf("dispatch %s got the answer to %s", id, wr.GetTestId())
+		if wr.GetWorkId() != id {
+			t.Errorf("dispatch %s got the answer to %s", id, wr.GetWorkId())
 		}
 	}
 	// Only the answering goroutine sends: end the session from the

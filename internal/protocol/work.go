@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -12,6 +15,11 @@ import (
 // is refused as absurd.
 const MaxWorkTimeout = 24 * time.Hour
 
+// This file is the one home of the agent protocol's deprecated fields
+// (Work.test_id and deadline, WorkResult.test_id, ResultAck.test_ids):
+// they are written and read here only, for a peer of the previous version,
+// so everywhere else staticcheck's SA1019 flags a use of them.
+
 // WorkID is the ID of one dispatch that w carries: its work_id, or its
 // test_id from a coordinator of the previous version, which sends no
 // work_id. Empty if w has neither.
@@ -19,7 +27,7 @@ func WorkID(w *agentv1.Work) string {
 	if id := w.GetWorkId(); id != "" {
 		return id
 	}
-	return w.GetTestId()
+	return w.GetTestId() //nolint:staticcheck // SA1019: a coordinator of the previous version sends test_id alone
 }
 
 // ResultWorkID is the ID of the dispatch r answers: its work_id, or its
@@ -28,7 +36,34 @@ func ResultWorkID(r *agentv1.WorkResult) string {
 	if id := r.GetWorkId(); id != "" {
 		return id
 	}
-	return r.GetTestId()
+	return r.GetTestId() //nolint:staticcheck // SA1019: an agent of the previous version sends test_id alone
+}
+
+// Stamp names w and bounds it: work_id workID and timeout, and for agents
+// of the previous version the same ID in test_id and the deadline
+// now+timeout (which they read on their own clock). timeout is what the
+// agent gets (see WorkDeadline for its bounds).
+func Stamp(w *agentv1.Work, workID string, timeout time.Duration, now time.Time) {
+	w.WorkId, w.Timeout = workID, durationpb.New(timeout)
+	w.TestId, w.Deadline = workID, timestamppb.New(now.Add(timeout)) //nolint:staticcheck // SA1019: read by agents of the previous version
+}
+
+// NewResultAck acknowledges workIDs: a ResultAck with them in work_ids
+// and, for agents of the previous version, in test_ids.
+func NewResultAck(workIDs []string) *agentv1.ResultAck {
+	ack := &agentv1.ResultAck{WorkIds: workIDs}
+	ack.TestIds = workIDs //nolint:staticcheck // SA1019: read by agents of the previous version
+	return ack
+}
+
+// AckedWorkIDs returns the work IDs ack acknowledges: its work_ids, or its
+// test_ids from a coordinator of the previous version, which sends no
+// work_ids.
+func AckedWorkIDs(ack *agentv1.ResultAck) []string {
+	if ids := ack.GetWorkIds(); len(ids) > 0 {
+		return ids
+	}
+	return ack.GetTestIds() //nolint:staticcheck // SA1019: a coordinator of the previous version sends test_ids alone
 }
 
 // WorkDeadline is when w, which arrived at arrived on the receiver's
@@ -48,10 +83,11 @@ func WorkDeadline(w *agentv1.Work, arrived time.Time) (time.Time, error) {
 		}
 		return arrived.Add(d), nil
 	}
-	if w.GetDeadline() == nil {
+	deadline := w.GetDeadline() //nolint:staticcheck // SA1019: a coordinator of the previous version sends deadline alone
+	if deadline == nil {
 		return time.Time{}, fmt.Errorf("work %q has no timeout and no deadline", WorkID(w))
 	}
-	return w.GetDeadline().AsTime(), nil
+	return deadline.AsTime(), nil
 }
 
 // Answer is the answer to one Work as it is being built (StartAnswer).
@@ -94,7 +130,8 @@ func (a Answer) Late(now time.Time, note string) (*agentv1.WorkResult, bool) {
 // STATUS_INVALID and a message naming the field and value.
 func StartAnswer(w *agentv1.Work, arrived time.Time) (a Answer, ok bool) {
 	a.ID = WorkID(w)
-	a.Result = &agentv1.WorkResult{TestId: a.ID, WorkId: a.ID}
+	a.Result = &agentv1.WorkResult{WorkId: a.ID}
+	a.Result.TestId = a.ID //nolint:staticcheck // SA1019: read by coordinators of the previous version
 	switch w.GetAction().(type) {
 	case *agentv1.Work_StartServer:
 		a.Result.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{}}

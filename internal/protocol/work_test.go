@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,44 @@ func TestWorkID(t *testing.T) {
 	for _, tt := range tests {
 		if got := WorkID(tt.w); got != tt.want {
 			t.Errorf("WorkID(%v) = %q, want %q", tt.w, got, tt.want)
+		}
+	}
+}
+
+// TestStampAndAcks: Stamp writes the ID and the timeout in the fields of
+// both versions (the deadline on the sender's clock), which WorkID and
+// WorkDeadline read back; NewResultAck writes both ack fields, which
+// AckedWorkIDs reads, preferring work_ids.
+func TestStampAndAcks(t *testing.T) {
+	now := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	w := &agentv1.Work{}
+	Stamp(w, "r/t1", 30*time.Second, now)
+	if w.GetWorkId() != "r/t1" || w.GetTestId() != "r/t1" || w.GetTimeout().AsDuration() != 30*time.Second || !w.GetDeadline().AsTime().Equal(now.Add(30*time.Second)) {
+		t.Errorf("Stamp: %v, want r/t1 in work_id and test_id, timeout 30s, deadline now+30s", w)
+	}
+	arrived := now.Add(time.Hour) // the agent's clock, an hour ahead
+	if got, err := WorkDeadline(w, arrived); err != nil || !got.Equal(arrived.Add(30*time.Second)) {
+		t.Errorf("WorkDeadline = %v, %v; want arrival+30s", got, err)
+	}
+	if old := (&agentv1.Work{TestId: w.GetTestId(), Deadline: w.GetDeadline()}); WorkID(old) != "r/t1" {
+		t.Errorf("a previous agent reads ID %q, want r/t1", WorkID(old))
+	}
+	ids := []string{"r/t1", "r/t2"}
+	ack := NewResultAck(ids)
+	if !slices.Equal(ack.GetWorkIds(), ids) || !slices.Equal(ack.GetTestIds(), ids) {
+		t.Errorf("NewResultAck = %v, want %q in work_ids and test_ids", ack, ids)
+	}
+	for _, tt := range []struct {
+		ack  *agentv1.ResultAck
+		want []string
+	}{
+		{ack, ids},
+		{&agentv1.ResultAck{WorkIds: []string{"r/a"}, TestIds: []string{"r/b"}}, []string{"r/a"}},
+		{&agentv1.ResultAck{TestIds: []string{"r/b"}}, []string{"r/b"}},
+		{&agentv1.ResultAck{}, nil},
+	} {
+		if got := AckedWorkIDs(tt.ack); !slices.Equal(got, tt.want) {
+			t.Errorf("AckedWorkIDs(%v) = %q, want %q", tt.ack, got, tt.want)
 		}
 	}
 }

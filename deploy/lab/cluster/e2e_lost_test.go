@@ -325,7 +325,7 @@ func killCoordinatorMidRun(t *testing.T, tt lostCase) {
 			t.Errorf("%s's spool: %v", n.Name, err)
 		}
 		for _, r := range pending {
-			t.Errorf("%s's spool still holds %s (%v) after the coordinator stored it", n.Name, r.GetTestId(), r.GetStatus())
+			t.Errorf("%s's spool still holds %s (%v) after the coordinator stored it", n.Name, r.GetWorkId(), r.GetStatus())
 		}
 		if d := sp.Dropped(); d > 0 {
 			t.Errorf("%s's spool dropped %d results", n.Name, d)

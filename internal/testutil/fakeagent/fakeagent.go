@@ -206,13 +206,13 @@ func (a *Agent) Works() []*agentv1.Work {
 	return slices.Clone(a.works)
 }
 
-// ClientWork returns the test IDs of the run_client Work received so
+// ClientWork returns the work IDs of the run_client Work received so
 // far, in order.
 func (a *Agent) ClientWork() []string {
 	var out []string
 	for _, w := range a.Works() {
 		if w.GetRunClient() != nil {
-			out = append(out, w.GetTestId())
+			out = append(out, w.GetWorkId())
 		}
 	}
 	return out
@@ -244,7 +244,7 @@ func (a *Agent) Acked(ids ...string) bool {
 // ServerAnswer answers StartServer (port 5201) and StopServer as an
 // agent whose servers start at once, and nothing else (nil).
 func ServerAnswer(w *agentv1.Work) *agentv1.WorkResult {
-	wr := &agentv1.WorkResult{TestId: w.GetTestId(), Status: measurev1.Status_STATUS_OK}
+	wr := &agentv1.WorkResult{WorkId: w.GetWorkId(), Status: measurev1.Status_STATUS_OK}
 	switch {
 	case w.GetStartServer() != nil:
 		wr.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: &agentv1.ServerStarted{Port: 5201}}
@@ -256,11 +256,11 @@ func ServerAnswer(w *agentv1.Work) *agentv1.WorkResult {
 	return wr
 }
 
-// ClientDone is the answer (in time or late) to the client Work testID
+// ClientDone is the answer (in time or late) to the client Work workID
 // with results.
-func ClientDone(testID string, results ...*measurev1.Result) *agentv1.ConnectRequest {
+func ClientDone(workID string, results ...*measurev1.Result) *agentv1.ConnectRequest {
 	return &agentv1.ConnectRequest{Msg: &agentv1.ConnectRequest_WorkResult{WorkResult: &agentv1.WorkResult{
-		TestId: testID, Status: measurev1.Status_STATUS_OK,
+		WorkId: workID, Status: measurev1.Status_STATUS_OK,
 		Outcome: &agentv1.WorkResult_ClientDone{ClientDone: &agentv1.ClientDone{Results: results}}}}}
 }
 

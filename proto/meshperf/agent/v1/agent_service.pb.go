@@ -434,6 +434,8 @@ type ResultAck struct {
 	// test_ids is deprecated: use work_ids. It carries the same values,
 	// still sent for agents of the previous version, and is read only when
 	// work_ids is empty.
+	//
+	// Deprecated: Marked as deprecated in meshperf/agent/v1/agent_service.proto.
 	TestIds []string `protobuf:"bytes,1,rep,name=test_ids,json=testIds,proto3" json:"test_ids,omitempty"`
 	// work_ids are the acknowledged WorkResults' work_id ("RUN_ID/TEST_ID").
 	// The agent forgets every result it keeps under each of them.
@@ -472,6 +474,7 @@ func (*ResultAck) Descriptor() ([]byte, []int) {
 	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{3}
 }
 
+// Deprecated: Marked as deprecated in meshperf/agent/v1/agent_service.proto.
 func (x *ResultAck) GetTestIds() []string {
 	if x != nil {
 		return x.TestIds
@@ -1141,11 +1144,15 @@ type Work struct {
 	// test_id is deprecated: use work_id. It carries the same value as
 	// work_id ("RUN_ID/TEST_ID", not a measure.v1 test_id) and is still sent
 	// for agents of the previous version, which match on it.
+	//
+	// Deprecated: Marked as deprecated in meshperf/agent/v1/agent_service.proto.
 	TestId string `protobuf:"bytes,1,opt,name=test_id,json=testId,proto3" json:"test_id,omitempty"`
 	// deadline is deprecated: use timeout. It is when the agent must give up
 	// and answer STATUS_TIMEOUT, read on the agent's clock (so clock skew
 	// between nodes moves it); still sent for agents of the previous version,
 	// and used by the agent only when timeout is unset.
+	//
+	// Deprecated: Marked as deprecated in meshperf/agent/v1/agent_service.proto.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// timeout is how long the agent has, counted from the Work's arrival,
 	// before it gives up and answers STATUS_TIMEOUT. When set it must be
@@ -1196,6 +1203,7 @@ func (*Work) Descriptor() ([]byte, []int) {
 	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
 }
 
+// Deprecated: Marked as deprecated in meshperf/agent/v1/agent_service.proto.
 func (x *Work) GetTestId() string {
 	if x != nil {
 		return x.TestId
@@ -1203,6 +1211,7 @@ func (x *Work) GetTestId() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in meshperf/agent/v1/agent_service.proto.
 func (x *Work) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
@@ -1543,6 +1552,8 @@ type WorkResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// test_id is deprecated: use work_id. It is the Work's test_id, still
 	// sent for coordinators of the previous version.
+	//
+	// Deprecated: Marked as deprecated in meshperf/agent/v1/agent_service.proto.
 	TestId string `protobuf:"bytes,1,opt,name=test_id,json=testId,proto3" json:"test_id,omitempty"`
 	// work_id is the Work's work_id (its test_id when the Work had none).
 	WorkId string `protobuf:"bytes,7,opt,name=work_id,json=workId,proto3" json:"work_id,omitempty"`
@@ -1593,6 +1604,7 @@ func (*WorkResult) Descriptor() ([]byte, []int) {
 	return file_meshperf_agent_v1_agent_service_proto_rawDescGZIP(), []int{16}
 }
 
+// Deprecated: Marked as deprecated in meshperf/agent/v1/agent_service.proto.
 func (x *WorkResult) GetTestId() string {
 	if x != nil {
 		return x.TestId
@@ -1859,9 +1871,9 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x10gossip_reporting\x18\b \x01(\v2\".meshperf.agent.v1.GossipReportingH\x00R\x0fgossipReportingB\x05\n" +
 	"\x03msg\")\n" +
 	"\x0fGossipReporting\x12\x16\n" +
-	"\x06report\x18\x01 \x01(\bR\x06report\"A\n" +
-	"\tResultAck\x12\x19\n" +
-	"\btest_ids\x18\x01 \x03(\tR\atestIds\x12\x19\n" +
+	"\x06report\x18\x01 \x01(\bR\x06report\"E\n" +
+	"\tResultAck\x12\x1d\n" +
+	"\btest_ids\x18\x01 \x03(\tB\x02\x18\x01R\atestIds\x12\x19\n" +
 	"\bwork_ids\x18\x02 \x03(\tR\aworkIds\"\xf6\x03\n" +
 	"\bRegister\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12#\n" +
@@ -1917,10 +1929,10 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"qperf_port\x18\x05 \x01(\rR\tqperfPort\x12&\n" +
 	"\x0fqperf_data_port\x18\x06 \x01(\rR\rqperfDataPort\x12\x1b\n" +
 	"\thttp_port\x18\a \x01(\rR\bhttpPort\x12!\n" +
-	"\fservice_ipv6\x18\b \x01(\tR\vserviceIpv6\"\xbd\x03\n" +
-	"\x04Work\x12\x17\n" +
-	"\atest_id\x18\x01 \x01(\tR\x06testId\x126\n" +
-	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x123\n" +
+	"\fservice_ipv6\x18\b \x01(\tR\vserviceIpv6\"\xc5\x03\n" +
+	"\x04Work\x12\x1b\n" +
+	"\atest_id\x18\x01 \x01(\tB\x02\x18\x01R\x06testId\x12:\n" +
+	"\bdeadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\bdeadline\x123\n" +
 	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x17\n" +
 	"\awork_id\x18\b \x01(\tR\x06workId\x12C\n" +
 	"\fstart_server\x18\x03 \x01(\v2\x1e.meshperf.agent.v1.StartServerH\x00R\vstartServer\x12=\n" +
@@ -1943,10 +1955,10 @@ const file_meshperf_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x04port\x18\x04 \x01(\rR\x04port\x12\x1b\n" +
 	"\tdata_port\x18\x05 \x01(\rR\bdataPort\x12'\n" +
 	"\x0fexternal_target\x18\x06 \x01(\tR\x0eexternalTarget\x12:\n" +
-	"\tip_family\x18\a \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"\xf0\x02\n" +
+	"\tip_family\x18\a \x01(\x0e2\x1d.meshperf.measure.v1.IPFamilyR\bipFamily\"\xf4\x02\n" +
 	"\n" +
-	"WorkResult\x12\x17\n" +
-	"\atest_id\x18\x01 \x01(\tR\x06testId\x12\x17\n" +
+	"WorkResult\x12\x1b\n" +
+	"\atest_id\x18\x01 \x01(\tB\x02\x18\x01R\x06testId\x12\x17\n" +
 	"\awork_id\x18\a \x01(\tR\x06workId\x123\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1b.meshperf.measure.v1.StatusR\x06status\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12I\n" +
