@@ -358,10 +358,10 @@ func workID(runID string, pt *measurev1.PlannedTest) string {
 // version, the deprecated deadline now+timeout and test_id) and waits a
 // little longer than that for the answer, so the agent's own timeout
 // result wins.
-func (m *Manager) dispatch(ctx context.Context, node, testID string, timeout time.Duration, w *agentv1.Work) (*agentv1.WorkResult, error) {
+func (m *Manager) dispatch(ctx context.Context, node, workID string, timeout time.Duration, w *agentv1.Work) (*agentv1.WorkResult, error) {
 	now := time.Now()
 	w = proto.CloneOf(w)
-	protocol.Stamp(w, testID, timeout, now)
+	protocol.Stamp(w, workID, timeout, now)
 	ctx, cancel := context.WithDeadline(ctx, now.Add(timeout+3*time.Second))
 	defer cancel()
 	return m.cfg.Agents.Dispatch(ctx, node, w)

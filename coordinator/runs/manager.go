@@ -50,9 +50,9 @@ type Agents interface {
 	// agent, after the work dispatched to it before.
 	Send(ctx context.Context, node string, w *agentv1.Work) error
 	// Ack tells a node's agent, without blocking, that the answers to its
-	// client work testIDs are stored (or never will be); acks queued
+	// client work workIDs are stored (or never will be); acks queued
 	// before a Dispatch to that node reach the agent before its work.
-	Ack(node string, testIDs ...string)
+	Ack(node string, workIDs ...string)
 	// HandleLate installs the handler of client answers no Dispatch waits
 	// for (see registry.LateHandler).
 	HandleLate(h registry.LateHandler)
