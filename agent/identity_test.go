@@ -56,10 +56,7 @@ func TestIdentityTokenFile(t *testing.T) {
 				c.Logger = slog.New(slog.NewTextHandler(coordLog, nil))
 			})
 			cfg := baseConfig(t, target, "node-1")
-			cfg.IdentityTokenFile = filepath.Join(t.TempDir(), "token")
-			if err := os.WriteFile(cfg.IdentityTokenFile, []byte(tt.token+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			cfg.IdentityTokenFile = testutil.TokenFile(t, tt.token)
 			agentLog := captureLogs(&cfg)
 			startAgent(t, cfg)
 			if tt.wantAgent == "" {

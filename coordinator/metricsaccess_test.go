@@ -14,13 +14,14 @@ import (
 	"github.com/meshperf/meshperf/coordinator"
 	"github.com/meshperf/meshperf/internal/mtls/mtlstest"
 	"github.com/meshperf/meshperf/internal/testnet"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // TestMetricsSecurityConfig: the metrics TLS and token flags are checked
 // before anything starts, with errors that name them.
 func TestMetricsSecurityConfig(t *testing.T) {
 	pki := mtlstest.New(t)
-	tok := writeToken(t, "t")
+	tok := testutil.TokenFile(t, "t")
 	for _, tt := range []struct {
 		name   string
 		cfg    coordinator.Config
@@ -32,7 +33,7 @@ func TestMetricsSecurityConfig(t *testing.T) {
 		{"no metrics listener", coordinator.Config{MetricsTLSCertFile: pki.Server.Cert, MetricsTLSKeyFile: pki.Server.Key}, "--metrics-listen is empty"},
 		{"unreadable certificate", coordinator.Config{MetricsAddress: "127.0.0.1:0", MetricsTLSCertFile: "/nonexistent.crt", MetricsTLSKeyFile: pki.Server.Key}, "/nonexistent.crt"},
 		{"empty token", coordinator.Config{MetricsAddress: "127.0.0.1:0", MetricsTLSCertFile: pki.Server.Cert, MetricsTLSKeyFile: pki.Server.Key,
-			MetricsTokenFile: writeToken(t, "")}, "is empty"},
+			MetricsTokenFile: testutil.TokenFile(t, "")}, "is empty"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -54,7 +55,7 @@ func TestMetricsOverTLS(t *testing.T) {
 	const token = "metrics-token"
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
 	_, _, logs := start(t, coordinator.Config{MetricsAddress: metricsAddr,
-		MetricsTLSCertFile: pki.Server.Cert, MetricsTLSKeyFile: pki.Server.Key, MetricsTokenFile: writeToken(t, token)})
+		MetricsTLSCertFile: pki.Server.Cert, MetricsTLSKeyFile: pki.Server.Key, MetricsTokenFile: testutil.TokenFile(t, token)})
 	pem, err := os.ReadFile(pki.CA.File)
 	if err != nil {
 		t.Fatal(err)

@@ -53,15 +53,6 @@ func start(t *testing.T, cfg coordinator.Config) (string, string, *testutil.Sync
 	return cfg.ListenAddress, cfg.SocketPath, logs
 }
 
-func writeToken(t *testing.T, token string) string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(f, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 func dial(t *testing.T, target string, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
@@ -89,7 +80,7 @@ func TestAPIToken(t *testing.T) {
 	const token = "s3cret-token"
 	addr, sock, logs := start(t, coordinator.Config{
 		TLSCertFile: pki.Server.Cert, TLSKeyFile: pki.Server.Key, TLSClientCAFile: pki.CA.File,
-		APITokenFile: writeToken(t, token),
+		APITokenFile: testutil.TokenFile(t, token),
 	})
 	tcp := dial(t, addr, clientCreds(t, pki.CA.File, pki.Client))
 	unix := dial(t, "unix://"+sock, insecure.NewCredentials())
@@ -220,8 +211,8 @@ func connect(t *testing.T, ctx context.Context, conn *grpc.ClientConn, reg *agen
 // each error names what is missing.
 func TestSecurityConfig(t *testing.T) {
 	pki := mtlstest.New(t)
-	tok := writeToken(t, "t")
-	empty := writeToken(t, "")
+	tok := testutil.TokenFile(t, "t")
+	empty := testutil.TokenFile(t, "")
 	tests := []struct {
 		name   string
 		cfg    coordinator.Config

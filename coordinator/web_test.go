@@ -281,7 +281,7 @@ func TestWebToken(t *testing.T) {
 	webAddr := fmt.Sprintf("127.0.0.1:%d", testnet.FreePort(t))
 	_, _, _ = start(t, coordinator.Config{
 		TLSCertFile: pki.Server.Cert, TLSKeyFile: pki.Server.Key, TLSClientCAFile: pki.CA.File,
-		APITokenFile: writeToken(t, token), WebAddress: webAddr, WebTLSCertFile: pki.Server.Cert, WebTLSKeyFile: pki.Server.Key,
+		APITokenFile: testutil.TokenFile(t, token), WebAddress: webAddr, WebTLSCertFile: pki.Server.Cert, WebTLSKeyFile: pki.Server.Key,
 	})
 	ca, err := os.ReadFile(pki.CA.File)
 	if err != nil {
@@ -361,7 +361,7 @@ func TestWebHosts(t *testing.T) {
 				if tc.token {
 					token = "t0ken"
 					cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile = pki.Server.Cert, pki.Server.Key, pki.CA.File
-					cfg.APITokenFile = writeToken(t, token)
+					cfg.APITokenFile = testutil.TokenFile(t, token)
 				}
 			}
 			_, _, _ = start(t, cfg)
@@ -392,7 +392,7 @@ func TestWebHosts(t *testing.T) {
 // TLS files without --web-listen; each error names the flag.
 func TestWebConfig(t *testing.T) {
 	pki := mtlstest.New(t)
-	tok := writeToken(t, "t")
+	tok := testutil.TokenFile(t, "t")
 	sec := coordinator.Config{TLSCertFile: pki.Server.Cert, TLSKeyFile: pki.Server.Key, TLSClientCAFile: pki.CA.File, APITokenFile: tok}
 	with := func(f func(*coordinator.Config)) coordinator.Config { c := sec; f(&c); return c }
 	tests := []struct {

@@ -372,7 +372,7 @@ func abRates(s abFigures, m *measurev1.HttpLoadMetrics, spec *measurev1.TestSpec
 	expected, _ := testspec.ExpectedDuration(spec)
 	if bound := expected + abDurationSlack; m.DurationSeconds > bound.Seconds() {
 		return fail(measurev1.Status_STATUS_PARSE_ERROR, "ab's Time taken for tests %s s is far beyond its -t %s and -s: not a measurement",
-			s["Time taken for tests"], seconds(timeout))
+			s["Time taken for tests"], testspec.Seconds(timeout))
 	}
 	if m.RequestsPerSecond, err = s.decimal("Requests per second", "[#/sec]", 0, 1); err != nil {
 		return err
@@ -396,11 +396,6 @@ func abRates(s abFigures, m *measurev1.HttpLoadMetrics, spec *measurev1.TestSpec
 		return fail(measurev1.Status_STATUS_PARSE_ERROR, "ab's Time per request %s is above 1 hour, not a measurement", abbrev(s["Time per request"]))
 	}
 	return nil
-}
-
-// seconds formats d as "30s".
-func seconds(d time.Duration) string {
-	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 
 // abLatencies fills m's percentiles from ab's table (ms, in order, at

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -240,24 +239,6 @@ func TestTokenAPIDown(t *testing.T) {
 	}
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // TestTokenCache: a positive verdict is kept for CacheTTL, never past the
 // token's expiry (then the expired token is refused with no review); a
 // refusal is never kept.
@@ -284,7 +265,7 @@ func TestTokenCache(t *testing.T) {
 				tok = cl.Issue(identitytest.Token{Namespace: ns, ServiceAccount: sa, Pod: "agent-a", PodUID: "uid-a",
 					Audiences: []string{identity.Audience}, Expires: tt.expires})
 			}
-			clock := &fakeClock{now: start}
+			clock := testutil.NewClock(start)
 			v, err := identity.NewToken(identity.TokenConfig{Client: cl.Clientset, Namespace: ns, CacheTTL: 2 * time.Minute, Now: clock.Now})
 			if err != nil {
 				t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/internal/testutil/kubetest"
 )
@@ -43,7 +44,7 @@ func apiCalls(actions []k8stesting.Action) map[string]int {
 // since) is done again from a fresh read, and ends right.
 func TestEnsureFromCache(t *testing.T) {
 	const nodes = 100
-	ctx := testContext(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	c := newFake(t)
 	podIP := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 244, byte(i), 2}) }
 	before := newServices(t, c)
@@ -137,7 +138,7 @@ func hasPort(ports []corev1.ServicePort, port int32) bool {
 // the whole prune; and the objects it creates, listed by no prune, stay.
 func TestPruneLetsEnsureIn(t *testing.T) {
 	const departed = 100 // 200 objects, 13 chunks
-	ctx := testContext(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	c := newFake(t)
 	s := newServices(t, c)
 	for i := range departed {
@@ -273,7 +274,7 @@ func BenchmarkEnsureRestartWave(b *testing.B) {
 // another's new ports writes them, where the stale cache would have shown
 // both as right and nothing would be written.
 func TestEnsureAfterItsOwnWrites(t *testing.T) {
-	ctx := testContext(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	c := newFake(t)
 	pod := netip.MustParseAddr("10.244.1.2")
 	if _, err := newServices(t, c).Ensure(ctx, "node-1", pod, agentPorts); err != nil {

@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/internal/testutil/kubetest"
 )
@@ -48,15 +49,9 @@ func newServices(t *testing.T, c *fake.Clientset) *Services {
 	return s
 }
 
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func getService(t *testing.T, c *fake.Clientset, name string) *corev1.Service {
 	t.Helper()
-	svc, err := c.CoreV1().Services(ns).Get(testContext(t), name, metav1.GetOptions{})
+	svc, err := c.CoreV1().Services(ns).Get(testnet.Ctx(t, 10*time.Second), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get Service %s: %v", name, err)
 	}
@@ -65,7 +60,7 @@ func getService(t *testing.T, c *fake.Clientset, name string) *corev1.Service {
 
 func getSlice(t *testing.T, c *fake.Clientset, name string) *discoveryv1.EndpointSlice {
 	t.Helper()
-	sl, err := c.DiscoveryV1().EndpointSlices(ns).Get(testContext(t), name, metav1.GetOptions{})
+	sl, err := c.DiscoveryV1().EndpointSlices(ns).Get(testnet.Ctx(t, 10*time.Second), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get EndpointSlice %s: %v", name, err)
 	}
@@ -75,7 +70,7 @@ func getSlice(t *testing.T, c *fake.Clientset, name string) *discoveryv1.Endpoin
 // objectNames returns the names of the Services and EndpointSlices in ns.
 func objectNames(t *testing.T, c *fake.Clientset) (svcs, sls []string) {
 	t.Helper()
-	ctx := testContext(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	sl, err := c.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +106,7 @@ func TestEnsureCreates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newFake(t)
 			s := newServices(t, c)
-			got, err := s.Ensure(testContext(t), tt.node, tt.podIP, agentPorts)
+			got, err := s.Ensure(testnet.Ctx(t, 10*time.Second), tt.node, tt.podIP, agentPorts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +187,7 @@ func ensureNode1(t *testing.T) (*fake.Clientset, *Services, netip.Addr) {
 	t.Helper()
 	c := newFake(t)
 	s := newServices(t, c)
-	ip, err := s.Ensure(testContext(t), "node-1", node1PodIP, agentPorts)
+	ip, err := s.Ensure(testnet.Ctx(t, 10*time.Second), "node-1", node1PodIP, agentPorts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +224,7 @@ func TestEnsureIdempotentAndPodIPChange(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newFake(t)
 			s := newServices(t, c)
-			ctx := testContext(t)
+			ctx := testnet.Ctx(t, 10*time.Second)
 			first, err := s.Ensure(ctx, "node-1", ip1, agentPorts)
 			if err != nil {
 				t.Fatal(err)
@@ -280,7 +275,7 @@ func TestEnsureRepairs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, s, first := ensureNode1(t)
-			ctx, ip := testContext(t), node1PodIP
+			ctx, ip := testnet.Ctx(t, 10*time.Second), node1PodIP
 			tt.spoil(c)
 			second, err := s.Ensure(ctx, "node-1", ip, agentPorts)
 			if err != nil {
@@ -303,7 +298,7 @@ func TestEnsureRepairs(t *testing.T) {
 func TestRemove(t *testing.T) {
 	c := newFake(t)
 	s := newServices(t, c)
-	ctx := testContext(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	for i, node := range []string{"node-1", "node-2"} {
 		if _, err := s.Ensure(ctx, node, netip.AddrFrom4([4]byte{10, 244, byte(i), 2}), agentPorts); err != nil {
 			t.Fatal(err)
@@ -345,7 +340,7 @@ func TestPrune(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newFake(t, foreign("meshperf-ep-other")...)
 			s := newServices(t, c)
-			ctx := testContext(t)
+			ctx := testnet.Ctx(t, 10*time.Second)
 			for i, node := range []string{"node-1", "node-2", "node-3"} {
 				if _, err := s.Ensure(ctx, node, netip.AddrFrom4([4]byte{10, 244, byte(i), 2}), agentPorts); err != nil {
 					t.Fatal(err)
@@ -372,11 +367,11 @@ func TestPrune(t *testing.T) {
 func TestEnsureRefusesForeignObjects(t *testing.T) {
 	c := newFake(t, foreign("meshperf-ep-node-1")...)
 	s := newServices(t, c)
-	_, err := s.Ensure(testContext(t), "node-1", netip.MustParseAddr("10.244.1.2"), agentPorts)
+	_, err := s.Ensure(testnet.Ctx(t, 10*time.Second), "node-1", netip.MustParseAddr("10.244.1.2"), agentPorts)
 	if !errors.Is(err, ErrNotManaged) || !strings.Contains(err.Error(), "Service "+ns+"/meshperf-ep-node-1") {
 		t.Errorf("err %v, want ErrNotManaged naming the Service", err)
 	}
-	if err := s.Remove(testContext(t), "node-1"); err != nil {
+	if err := s.Remove(testnet.Ctx(t, 10*time.Second), "node-1"); err != nil {
 		t.Fatal(err)
 	}
 	if svcs, sls := objectNames(t, c); len(svcs) != 1 || len(sls) != 1 {
@@ -407,7 +402,7 @@ func TestAPIErrorsAreWrappedAndNameTheObject(t *testing.T) {
 			c := newFake(t)
 			boom := apierrors.NewForbidden(corev1.Resource(tt.resource), "x", errors.New("RBAC says no"))
 			c.PrependReactor(tt.verb, tt.resource, func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, boom })
-			err := tt.op(newServices(t, c), testContext(t))
+			err := tt.op(newServices(t, c), testnet.Ctx(t, 10*time.Second))
 			if !apierrors.IsForbidden(err) {
 				t.Errorf("err %v does not wrap the API's Forbidden", err)
 			}

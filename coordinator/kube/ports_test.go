@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testnet"
 )
 
 // portStrings renders ports as "name port/protocol".
@@ -67,7 +69,7 @@ func TestServicePorts(t *testing.T) {
 // write.
 func TestEnsureFollowsAgentPorts(t *testing.T) {
 	c, s, first := ensureNode1(t)
-	ctx, ip := testContext(t), node1PodIP
+	ctx, ip := testnet.Ctx(t, 10*time.Second), node1PodIP
 	moved := protocol.ServerPorts{Iperf3: 15201, Qperf: protocol.DefaultQperfPort, QperfData: protocol.DefaultQperfDataPort, Probe: 17947}
 	writes := countWrites(c)
 	second, err := s.Ensure(ctx, "node-1", ip, moved)

@@ -71,7 +71,7 @@ func (t *Tracker) UpdateMembers(reporter string, changed Members) error {
 		}
 		st := measurev1.GossipState(old.oddSt[i])
 		odd = append(odd, uint64(x)<<8|uint64(st))
-		if x != r && gone(st) {
+		if x != r && StateGone(st) {
 			t.count(x, st, old.at, -1)
 			t.count(x, st, now, +1)
 		}
@@ -84,7 +84,7 @@ func (t *Tracker) UpdateMembers(reporter string, changed Members) error {
 		}
 		t.mark[x] = 0
 		was := old.state(x)
-		if x != r && (was != is || gone(was)) {
+		if x != r && (was != is || StateGone(was)) {
 			t.count(x, was, old.at, -1)
 			t.count(x, is, now, +1)
 		}

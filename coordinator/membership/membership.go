@@ -69,7 +69,7 @@ func (v Verdict) DeadCount() int { return len(v.DeadBy) + v.MoreDead }
 
 // Gone reports whether gossip declares the node dead or left: a quorum of
 // the reporters that know it says so.
-func (v Verdict) Gone() bool { return gone(v.State) }
+func (v Verdict) Gone() bool { return StateGone(v.State) }
 
 // Unconfirmed reports whether some reporters declare the node dead or left
 // but not a quorum of them: their word is ignored.
@@ -87,8 +87,10 @@ const MinQuorum = 2
 // declared gone by gossip: its only source's word is not enough.
 func Quorum(gone, known int) bool { return gone >= MinQuorum && 2*gone > known }
 
-// gone reports whether s is dead or left.
-func gone(s measurev1.GossipState) bool {
+// StateGone reports whether s, a node's gossip state, is dead or left:
+// the states a quorum of reporters must agree on before gossip takes the
+// node out of the mesh (Verdict.Gone).
+func StateGone(s measurev1.GossipState) bool {
 	return s == measurev1.GossipState_GOSSIP_STATE_DEAD || s == measurev1.GossipState_GOSSIP_STATE_LEFT
 }
 
@@ -160,7 +162,7 @@ func Disagreement(node string, connected bool, v Verdict) string {
 // disagrees is whether a node the coordinator is connected to or not and
 // gossip's verdict state s disagree (see Disagreement).
 func disagrees(connected bool, s measurev1.GossipState) bool {
-	return connected && gone(s) || !connected && s == measurev1.GossipState_GOSSIP_STATE_ALIVE
+	return connected && StateGone(s) || !connected && s == measurev1.GossipState_GOSSIP_STATE_ALIVE
 }
 
 // names lists reporters: "n1, n2" or "n1, n2 and 3 more".

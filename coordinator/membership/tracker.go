@@ -153,7 +153,7 @@ func (t *Tracker) SetMembers(reporter string, members Members) {
 				}
 				t.mark[x] = 0 // done
 			}
-			if x != r && (was != is || gone(was)) { // a gone may count now that the view is newer
+			if x != r && (was != is || StateGone(was)) { // a gone may count now that the view is newer
 				t.count(x, was, old.at, -1)
 				t.count(x, is, now, +1)
 			}
@@ -240,7 +240,7 @@ func (t *Tracker) Joined(node string) {
 	n.dead, n.left = 0, 0
 	for _, r := range t.reporters {
 		if v := t.nodes[r].view; r != x {
-			if st := v.state(x); gone(st) {
+			if st := v.state(x); StateGone(st) {
 				t.count(x, st, v.at, +1)
 			}
 		}

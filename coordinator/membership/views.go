@@ -110,7 +110,7 @@ func (n *node) state() measurev1.GossipState {
 
 // unconfirmed reports whether some reporters declare the node dead or
 // left without a quorum (Verdict.Unconfirmed).
-func (n *node) unconfirmed() bool { return n.dead+n.left > 0 && !gone(n.state()) }
+func (n *node) unconfirmed() bool { return n.dead+n.left > 0 && !StateGone(n.state()) }
 
 // intern returns name's ID, allocating one if needed; t.mu is held.
 func (t *Tracker) intern(name string) nodeID {

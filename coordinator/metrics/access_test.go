@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,15 +48,6 @@ func serveAccess(t *testing.T, access func(*mtlstest.PKI) metrics.Access, pki *m
 	return l.Addr().String(), logs
 }
 
-func tokenFile(t *testing.T, token string) string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(f, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 // httpsClient trusts pki's CA and presents pair, if set.
 func httpsClient(t *testing.T, pki *mtlstest.PKI, pair *mtlstest.Pair) *http.Client {
 	t.Helper()
@@ -92,7 +82,7 @@ func TestMetricsAccess(t *testing.T) {
 		return f.HTTPServerConfig()
 	}
 	tokenOnly := func(p *mtlstest.PKI) metrics.Access {
-		return metrics.Access{TLS: serverFiles(p, ""), TokenFile: tokenFile(t, token)}
+		return metrics.Access{TLS: serverFiles(p, ""), TokenFile: testutil.TokenFile(t, token)}
 	}
 	clientCA := func(p *mtlstest.PKI) metrics.Access {
 		return metrics.Access{TLS: serverFiles(p, p.CA.File), RequireClientCert: true}
@@ -178,7 +168,7 @@ func TestMetricsAccess(t *testing.T) {
 func TestMetricsTokenRotation(t *testing.T) {
 	ctx := testnet.Ctx(t, 30*time.Second)
 	pki := mtlstest.New(t)
-	file := tokenFile(t, "old-token")
+	file := testutil.TokenFile(t, "old-token")
 	addr, logs := serveAccess(t, func(p *mtlstest.PKI) metrics.Access {
 		f, err := mtls.LoadServer(mtls.Config{CertFile: p.Server.Cert, KeyFile: p.Server.Key})
 		if err != nil {
@@ -232,9 +222,9 @@ func TestSetAccessRefuses(t *testing.T) {
 		access  metrics.Access
 		wantErr string
 	}{
-		{"token without TLS", metrics.Access{TokenFile: tokenFile(t, "x")}, "without TLS the token would cross the network in clear"},
+		{"token without TLS", metrics.Access{TokenFile: testutil.TokenFile(t, "x")}, "without TLS the token would cross the network in clear"},
 		{"client certificate without TLS", metrics.Access{RequireClientCert: true}, "--metrics-tls-client-ca needs"},
-		{"empty token", metrics.Access{TLS: f.HTTPServerConfig(), TokenFile: tokenFile(t, " ")}, "is empty"},
+		{"empty token", metrics.Access{TLS: f.HTTPServerConfig(), TokenFile: testutil.TokenFile(t, " ")}, "is empty"},
 		{"missing token file", metrics.Access{TLS: f.HTTPServerConfig(), TokenFile: "/nonexistent/token"}, "--metrics-token-file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -259,7 +249,7 @@ func TestRefusedScrapesLogBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return metrics.Access{TLS: f.HTTPServerConfig(), TokenFile: tokenFile(t, "s3cret")}
+		return metrics.Access{TLS: f.HTTPServerConfig(), TokenFile: testutil.TokenFile(t, "s3cret")}
 	}, pki)
 	client := httpsClient(t, pki, nil)
 	const n = 100

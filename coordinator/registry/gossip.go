@@ -30,7 +30,7 @@ const maxGossipMembers = 5000
 // out of the mesh. Such a node gets no work: its tests fail at once as
 // agent_unavailable. It costs O(1) unless the node is gone.
 func (r *Registry) GossipGone(node string) (deadBy []string, gone bool) {
-	if !gossipGone(r.gossip.State(node)) {
+	if !membership.StateGone(r.gossip.State(node)) {
 		return nil, false
 	}
 	r.mu.Lock()
@@ -54,11 +54,6 @@ const recentHeartbeats = 3
 // alone does not make such a node unavailable.
 func liveSession(s *session, now time.Time) bool {
 	return s != nil && now.Sub(s.lastSeen()) <= recentHeartbeats*s.heartbeat().interval
-}
-
-// gossipGone reports whether a gossip state is dead or left.
-func gossipGone(s measurev1.GossipState) bool {
-	return s == measurev1.GossipState_GOSSIP_STATE_DEAD || s == measurev1.GossipState_GOSSIP_STATE_LEFT
 }
 
 // gossipSeeds returns the gossip addresses of up to maxGossipSeeds of the

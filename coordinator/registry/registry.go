@@ -393,7 +393,7 @@ func (r *Registry) SetMaintenance(ctx context.Context, name string, on bool) (*m
 		rec.Maintenance = on
 		r.known[name] = rec
 		a = protoconv.APIAgent(rec)
-		a.State = r.state(rec, time.Now(), gossipGone(r.gossip.State(name)))
+		a.State = r.state(rec, time.Now(), membership.StateGone(r.gossip.State(name)))
 	}
 	r.mu.Unlock()
 	if !ok {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 func TestParseURL(t *testing.T) {
@@ -74,10 +76,7 @@ func TestNewRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := testutil.TokenFile(t, "s3cret")
 	const u = "http://127.0.0.1:1/api/v1/write"
 	for _, tc := range []struct {
 		name    string

@@ -3,8 +3,6 @@ package remotewrite
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -53,10 +51,7 @@ func runWriter(t *testing.T, w *Writer) (stop func()) {
 
 func TestWriterSendsResultsAndProbes(t *testing.T) {
 	rcv := newReceiver(t)
-	token := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	token := testutil.TokenFile(t, "s3cret")
 	cfg := fastConfig(rcv.url)
 	cfg.BearerTokenFile = token
 	w, err := New(cfg)

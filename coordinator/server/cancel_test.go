@@ -3,12 +3,14 @@ package server_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -17,7 +19,7 @@ import (
 // CancelRun refuses an empty or unknown run ID.
 func TestCancelRunRefused(t *testing.T) {
 	c := start(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	tests := []struct {
 		name  string
 		runID string
@@ -40,7 +42,7 @@ func TestCancelRunRefused(t *testing.T) {
 // saying who canceled it, and a second cancel returns it unchanged.
 func TestCancelRunStopsTheClient(t *testing.T) {
 	c := start(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	src := startLiveAgent(t, ctx, c, register("node-1"))
 	dst := register("node-2")
 	dst.Addresses = []*measurev1.NetworkAddress{{Network: measurev1.Network_NETWORK_HOST, Ip: "127.0.0.3"}, {Network: measurev1.Network_NETWORK_POD, Ip: "127.0.0.4"}}

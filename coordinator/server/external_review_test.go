@@ -3,10 +3,12 @@ package server_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -19,7 +21,7 @@ import (
 // be refused while the node is known.
 func TestNodeNamedLikeExternalTarget(t *testing.T) {
 	c := startWith(t, withExternal)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	stream, err := c.agent.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +44,7 @@ func TestNodeNamedLikeExternalTarget(t *testing.T) {
 // refused with a bounded message.
 func TestExternalRunHugeSpec(t *testing.T) {
 	c := startWith(t, withExternal)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	playExternal(t, ctx, c, register("node-1"))
 	many := make([]string, 100_000)
 	for i := range many {

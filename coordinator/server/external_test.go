@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testspec"
 	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -67,7 +69,7 @@ func TestListExternalTargets(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := startWith(t, tt.edit)
-			resp, err := c.mesh.ListExternalTargets(ctxT(t), &meshv1.ListExternalTargetsRequest{})
+			resp, err := c.mesh.ListExternalTargets(testnet.Ctx(t, 10*time.Second), &meshv1.ListExternalTargetsRequest{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +93,7 @@ func TestListExternalTargets(t *testing.T) {
 // pod endpoint; every agent got the allowlist in its Endpoints.
 func TestExternalRun(t *testing.T) {
 	c := startWith(t, withExternal)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	agents := map[string]*fakeagent.Agent{}
 	hostOnly := register("node-2")
 	hostOnly.Addresses = hostOnly.Addresses[:1]
@@ -196,7 +198,7 @@ func TestExternalRun(t *testing.T) {
 
 func TestExternalRunRefused(t *testing.T) {
 	c := startWith(t, withExternal)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	playExternal(t, ctx, c, register("node-1"))
 	for _, tt := range []struct {
 		name     string
@@ -229,7 +231,7 @@ func TestExternalRunRefused(t *testing.T) {
 // clear every fault it did not look at).
 func TestTriggerRunMonitorLabel(t *testing.T) {
 	c := startWith(t, withExternal)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	playExternal(t, ctx, c, register("node-1"))
 	for _, label := range []string{"monitor-light", "monitor-made-up"} {
 		_, err := c.mesh.TriggerRun(ctx, &meshv1.TriggerRunRequest{Spec: &measurev1.RunSpec{Label: label, ExternalTargets: []string{"zeta"}}})

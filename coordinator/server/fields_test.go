@@ -3,11 +3,13 @@ package server_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/internal/testnet"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -18,7 +20,7 @@ import (
 // reach past its field (another pair's rollups, a raw key in an error).
 func TestRequestFieldsRefused(t *testing.T) {
 	_, c := storeOnly(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	huge := strings.Repeat("x", 1<<20)
 	badTime := &timestamppb.Timestamp{Seconds: 1, Nanos: -5}
 	calls := []struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/internal/testutil/fakeagent"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
@@ -81,7 +82,7 @@ func TestGossip(t *testing.T) {
 		rc.PartitionGrace, rc.GossipSettle = -1, -1 // partitions at once; views count at once
 		rc.HeartbeatTimeout = time.Minute           // a muted agent stays connected
 	})
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	n1 := startLiveAgent(t, ctx, c, registerAt("node-1", "127.0.0.1", "127.0.0.2", 7946))
 	n2 := startLiveAgent(t, ctx, c, registerAt("node-2", "127.0.0.3", "127.0.0.4", 7947))
 	n3 := startLiveAgent(t, ctx, c, registerAt("node-3", "127.0.0.5", "127.0.0.6", 0))

@@ -16,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/server"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/testnet"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -130,7 +131,7 @@ func TestListRunsPages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st, c := storeOnly(t)
-			ctx := ctxT(t)
+			ctx := testnet.Ctx(t, 10*time.Second)
 			createRuns(t, ctx, st, runIDs(tt.runs, 0))
 			var between func(int)
 			if tt.between != nil {
@@ -146,7 +147,7 @@ func TestListRunsPages(t *testing.T) {
 // The deprecated limit still sizes a page, and a page_size wins over it.
 func TestListRunsLimit(t *testing.T) {
 	st, c := storeOnly(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	createRuns(t, ctx, st, runIDs(30, 0))
 	for _, tt := range []struct {
 		req  *meshv1.ListRunsRequest
@@ -239,7 +240,7 @@ func TestListRollupsPages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st, c := storeOnly(t)
-			ctx := ctxT(t)
+			ctx := testnet.Ctx(t, 10*time.Second)
 			rollUp(t, ctx, st, seed)
 			var between func(int)
 			if tt.between != nil {
@@ -258,7 +259,7 @@ func TestListRollupsPages(t *testing.T) {
 
 func TestListResultsPagesOverGRPC(t *testing.T) {
 	st, c := storeOnly(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	if err := st.AddResults(ctx, slices.Concat(hourlies("a", "b", 0, 1, 2, 3), hourlies("b", "a", 0))); err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func TestListResultsPagesOverGRPC(t *testing.T) {
 
 func TestListProbeSeriesPages(t *testing.T) {
 	st, c := storeOnly(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	start := time.Now().Add(-time.Hour).Truncate(time.Second)
 	const period = 10 * time.Second
 	report := func(i int) series.Report {
@@ -378,7 +379,7 @@ func TestListProbeSeriesPages(t *testing.T) {
 // field, for every listing.
 func TestListingsRefuseBadPages(t *testing.T) {
 	st, c := storeOnly(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	createRuns(t, ctx, st, runIDs(3, 0))
 	if err := st.AddResults(ctx, slices.Concat(hourlies("a", "b", 0, 1, 2), hourlies("b", "a", 0))); err != nil {
 		t.Fatal(err)

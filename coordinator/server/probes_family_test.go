@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/coordinator/series"
+	"github.com/meshperf/meshperf/internal/testnet"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -16,7 +17,7 @@ import (
 // IPv4's), and an unknown family is refused.
 func TestListProbeSeriesFamily(t *testing.T) {
 	st, c := storeOnly(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	start := time.Now().Add(-time.Hour).Truncate(time.Second)
 	r := series.Report{Src: "node-a", Seq: 1, Start: start, Period: 10 * time.Second}
 	for _, f := range []struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/coordinator/store"
+	"github.com/meshperf/meshperf/internal/testnet"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -17,7 +18,7 @@ import (
 // before the raw samples of the same range.
 func TestListProbeSeriesRollups(t *testing.T) {
 	st, c := storeOnly(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	block := time.Now().Add(-30 * time.Hour).Truncate(store.SeriesBlock)
 	const period = 10 * time.Second
 	var rs []series.Report

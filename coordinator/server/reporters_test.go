@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/registry"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testnet"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -21,7 +22,7 @@ func TestGossipReporters(t *testing.T) {
 	// promotion comes from the registry's bookkeeping, not from a session
 	// that went silent.
 	c := startWith(t, func(rc *registry.Config) { rc.GossipReporters, rc.HeartbeatInterval = 2, time.Minute })
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	type agent struct {
 		stream agentv1.AgentService_ConnectClient
 		end    context.CancelFunc

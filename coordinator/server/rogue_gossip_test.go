@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/meshperf/meshperf/coordinator/registry"
+	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -59,7 +60,7 @@ func TestRogueGossipDeadOfConnectedNode(t *testing.T) {
 				rc.PartitionGrace, rc.GossipSettle, rc.GossipEvaluateInterval = -1, -1, 10*time.Millisecond
 				rc.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			})
-			ctx := ctxT(t)
+			ctx := testnet.Ctx(t, 10*time.Second)
 			victim := startLiveAgent(t, ctx, c, registerAt("victim", "127.0.2.1", "127.0.2.2", 0))
 			startLiveAgent(t, ctx, c, registerAt("peer", "127.0.2.3", "127.0.2.4", 0))
 			for _, reg := range tt.rogues {

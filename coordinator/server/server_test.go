@@ -20,6 +20,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/server"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testnet"
 	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -97,12 +98,6 @@ func serveLoopback(t *testing.T, srv *server.Server) (*grpc.Server, *grpc.Client
 	return g, testutil.DialGRPC(t, target)
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func register(node string) *agentv1.Register {
 	return &agentv1.Register{
 		NodeName: node, ProtocolVersion: protocol.Version, AgentVersion: "test",
@@ -169,7 +164,7 @@ func TestRegistrationRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := register("node-1")
 			tt.reg(reg)
-			_, err := fakeAgent(t, ctxT(t), c, reg)
+			_, err := fakeAgent(t, testnet.Ctx(t, 10*time.Second), c, reg)
 			if status.Code(err) != tt.wantCode || !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("err = %v, want code %v with %q", err, tt.wantCode, tt.wantMsg)
 			}
@@ -182,7 +177,7 @@ func TestRegistrationRefused(t *testing.T) {
 
 func TestFirstMessageMustRegister(t *testing.T) {
 	c := start(t)
-	stream, err := c.agent.Connect(ctxT(t))
+	stream, err := c.agent.Connect(testnet.Ctx(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +191,7 @@ func TestFirstMessageMustRegister(t *testing.T) {
 
 func TestDispatchRoundTrip(t *testing.T) {
 	c := start(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	stream, err := fakeAgent(t, ctx, c, register("node-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +248,7 @@ func TestAgentLostWhileWorking(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := start(t)
-			ctx := ctxT(t)
+			ctx := testnet.Ctx(t, 10*time.Second)
 			agentCtx, cancelAgent := context.WithCancel(ctx)
 			defer cancelAgent()
 			stream, err := fakeAgent(t, agentCtx, c, register("node-1"))
@@ -286,7 +281,7 @@ func TestAgentLostWhileWorking(t *testing.T) {
 
 func TestNewerSessionReplacesOlder(t *testing.T) {
 	c := start(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	old, err := fakeAgent(t, ctx, c, register("node-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +306,7 @@ func TestNewerSessionReplacesOlder(t *testing.T) {
 
 func TestUserAPIErrors(t *testing.T) {
 	c := start(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	tests := []struct {
 		name string
 		call func() error
@@ -361,7 +356,7 @@ func TestUserAPIErrors(t *testing.T) {
 // reconnect), and free once node-1 is gone.
 func TestAddressConflictRefused(t *testing.T) {
 	c := start(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	sctx, endNode1 := context.WithCancel(ctx)
 	if _, err := fakeAgent(t, sctx, c, register("node-1")); err != nil {
 		t.Fatal(err)
@@ -407,7 +402,7 @@ func TestAddressConflictRefused(t *testing.T) {
 // stall its session: the next work still gets through.
 func TestDuplicateAnswersDoNotStallTheSession(t *testing.T) {
 	c := start(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	stream, err := fakeAgent(t, ctx, c, register("node-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -456,7 +451,7 @@ func TestDuplicateAnswersDoNotStallTheSession(t *testing.T) {
 
 func TestNodeStates(t *testing.T) {
 	c := start(t)
-	ctx := ctxT(t)
+	ctx := testnet.Ctx(t, 10*time.Second)
 	stateOf := func(node string) meshv1.NodeState {
 		t.Helper()
 		resp, err := c.mesh.ListAgents(ctx, &meshv1.ListAgentsRequest{})

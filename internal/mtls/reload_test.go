@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,33 +24,21 @@ import (
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
-// clock is a Config.Now that moves only when told.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
+// newClock returns a clock for Config.Now; tick moves it past the check
+// interval.
+func newClock() *testutil.Clock {
+	return testutil.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
-func newClock() *clock { return &clock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// tick moves the clock past the check interval.
-func (c *clock) tick() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(mtls.DefaultCheckInterval)
-}
+// tick moves clk past the check interval.
+func tick(clk *testutil.Clock) { clk.Add(mtls.DefaultCheckInterval) }
 
 // debugLogger logs to logs at debug level.
 func debugLogger(logs *testutil.SyncBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func load(t *testing.T, pair mtlstest.Pair, ca string, clk *clock, logs *testutil.SyncBuffer) *mtls.Files {
+func load(t *testing.T, pair mtlstest.Pair, ca string, clk *testutil.Clock, logs *testutil.SyncBuffer) *mtls.Files {
 	t.Helper()
 	cfg := mtls.Config{CertFile: pair.Cert, KeyFile: pair.Key, CAFile: ca}
 	if clk != nil {
@@ -164,7 +151,7 @@ func TestReloadServerCertificate(t *testing.T) {
 	renewed := pki.CA.Issue(t, "server-renewed", true, now.Add(-time.Hour), now.Add(2*time.Hour))
 	mtlstest.ReplacePair(t, live, renewed)
 	wantSerials(t, addr, creds, pki.Server.Cert, pki.Client.Cert) // within the interval: not looked at yet
-	clk.tick()
+	tick(clk)
 	wantSerials(t, addr, creds, renewed.Cert, pki.Client.Cert)
 	if s, _, err := check(t, open); err != nil || s.Cmp(mtlstest.Serial(t, pki.Server.Cert)) != 0 {
 		t.Errorf("the connection open before the renewal: serial %v, %v; want it alive with the old certificate", s, err)
@@ -204,8 +191,8 @@ func TestReloadCA(t *testing.T) {
 	mtlstest.Replace(t, srvCA, ca2.File)
 	mtlstest.ReplacePair(t, cli, cli2)
 	mtlstest.Replace(t, cliCA, ca2.File)
-	sclk.tick()
-	cclk.tick()
+	tick(sclk)
+	tick(cclk)
 	wantSerials(t, addr, creds, srv2.Cert, cli2.Cert)
 	if _, _, err := check(t, open); err != nil {
 		t.Errorf("the connection open before the rotation: %v", err)
@@ -227,7 +214,7 @@ func TestReloadCA(t *testing.T) {
 		}
 	}
 	mtlstest.ReplacePair(t, cli, expired2)
-	cclk.tick()
+	tick(cclk)
 	if _, _, err := check(t, conn(t, addr, creds)); err == nil {
 		t.Error("client rotated to an expired certificate: accepted")
 	}
@@ -276,8 +263,8 @@ func TestReloadKeepsLastGood(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			seen := len(logs.String())
 			st.change()
-			sclk.tick()
-			cclk.tick()
+			tick(sclk)
+			tick(cclk)
 			wantSerials(t, addr, creds, pki.Server.Cert, pki.Client.Cert)
 			warnings := warningsOn(logs.String()[seen:], st.file)
 			if len(warnings) != 1 || !strings.Contains(warnings[0], st.reason) {
@@ -286,8 +273,8 @@ func TestReloadKeepsLastGood(t *testing.T) {
 		})
 	}
 	before := strings.Count(logs.String(), "level=WARN")
-	sclk.tick()
-	cclk.tick()
+	tick(sclk)
+	tick(cclk)
 	wantSerials(t, addr, creds, pki.Server.Cert, pki.Client.Cert)
 	if after := strings.Count(logs.String(), "level=WARN"); after != before {
 		t.Errorf("unchanged bad files warned again (%d warnings, then %d):\n%s", before, after, logs)
@@ -295,8 +282,8 @@ func TestReloadKeepsLastGood(t *testing.T) {
 	mtlstest.Replace(t, srv.Key, renewed.Key)
 	mtlstest.Replace(t, srvCA, pki.CA.File)
 	mtlstest.Replace(t, cliCA, pki.CA.File)
-	sclk.tick()
-	cclk.tick()
+	tick(sclk)
+	tick(cclk)
 	wantSerials(t, addr, creds, renewed.Cert, pki.Client.Cert)
 }
 

@@ -70,43 +70,9 @@ func TestCtx(t *testing.T) {
 	}
 }
 
-// skipRecorder is a testing.TB whose Skip and Skipf record the reason and
-// stop the helper (as the real ones do, by not returning) without
-// skipping the test: a deliberate skip here would be a skip for a
-// missing tool in `make test`'s list, which CI=true refuses.
-type skipRecorder struct {
-	testing.TB
-	reason string
-}
-
-func (r *skipRecorder) Helper() {}
-func (r *skipRecorder) Skip(args ...any) {
-	r.reason = fmt.Sprint(args...)
-	panic(r)
-}
-func (r *skipRecorder) Skipf(format string, args ...any) {
-	r.reason = fmt.Sprintf(format, args...)
-	panic(r)
-}
-
-// skipReason calls f with a skipRecorder; ok is false if f did not skip.
-func skipReason(f func(testing.TB)) (reason string, ok bool) {
-	r := &skipRecorder{}
-	defer func() {
-		if p := recover(); p != nil {
-			if p != r {
-				panic(p)
-			}
-			reason, ok = r.reason, true
-		}
-	}()
-	f(r)
-	return "", false
-}
-
 func TestNeedSkipsMissingTool(t *testing.T) {
 	for name, need := range map[string]func(testing.TB, ...string){"Need": testnet.Need, "NeedTools": testnet.NeedTools} {
-		reason, skipped := skipReason(func(tb testing.TB) { need(tb, "meshperf-no-such-tool") })
+		reason, skipped := testskip.Reason(func(tb testing.TB) { need(tb, "meshperf-no-such-tool") })
 		if !skipped {
 			t.Errorf("%s did not skip for a missing tool", name)
 		}

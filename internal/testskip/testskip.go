@@ -8,11 +8,13 @@
 //
 // Tools, Root and Lab (both) skip with those prefixes; a test that finds out some
 // other way (a raw socket that would not open) skips with the prefix
-// itself: t.Skipf(testskip.RootPrefix+"raw ICMP sockets: %v", err). Only
-// test files import this package.
+// itself: t.Skipf(testskip.RootPrefix+"raw ICMP sockets: %v", err).
+// Reason tells what a skipping helper says without skipping the test
+// that asks. Only test files import this package.
 package testskip
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -68,4 +70,43 @@ func Lab(tb testing.TB, hint string, tools ...string) {
 // skip CI must not accept, since CI runs as root with every tool.
 func Environmental(reason string) bool {
 	return strings.HasPrefix(reason, ToolPrefix) || strings.HasPrefix(reason, RootPrefix)
+}
+
+// Reason calls f with a testing.TB whose Skip and Skipf record the reason
+// and stop f (as the real ones do, by not returning), without skipping
+// the calling test: how a test checks what a skipping helper (Tools,
+// Root, Lab, testnet.Need) says. skipped is false, and reason "", when f
+// returned without skipping. Any other panic of f goes on; every other
+// testing.TB method is not implemented and panics.
+func Reason(f func(testing.TB)) (reason string, skipped bool) {
+	r := &recorder{}
+	defer func() {
+		if p := recover(); p != nil {
+			if p != r {
+				panic(p)
+			}
+			reason, skipped = r.reason, true
+		}
+	}()
+	f(r)
+	return "", false
+}
+
+// recorder is Reason's testing.TB: its Skip and Skipf panic with the
+// recorder itself, which Reason recovers.
+type recorder struct {
+	testing.TB
+	reason string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Skip(args ...any) {
+	r.reason = fmt.Sprint(args...)
+	panic(r)
+}
+
+func (r *recorder) Skipf(format string, args ...any) {
+	r.reason = fmt.Sprintf(format, args...)
+	panic(r)
 }

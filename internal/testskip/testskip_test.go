@@ -1,7 +1,6 @@
 package testskip_test
 
 import (
-	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -15,34 +14,10 @@ import (
 	"github.com/meshperf/meshperf/internal/testskip"
 )
 
-// recorder is a testing.TB whose Skip records its reason and stops the
-// helper (as the real Skip does, by not returning).
-type recorder struct {
-	testing.TB
-	reason string
-}
-
-type skipped struct{}
-
-func (r *recorder) Helper() {}
-func (r *recorder) Skip(args ...any) {
-	r.reason = fmt.Sprint(args...)
-	panic(skipped{})
-}
-
-// run calls f with a recorder and returns the skip's reason ("" if none).
-func run(f func(testing.TB)) (reason string) {
-	r := &recorder{}
-	defer func() {
-		if p := recover(); p != nil {
-			if _, ok := p.(skipped); !ok {
-				panic(p)
-			}
-			reason = r.reason
-		}
-	}()
-	f(r)
-	return ""
+// run calls f through Reason and returns the skip's reason ("" if none).
+func run(f func(testing.TB)) string {
+	reason, _ := testskip.Reason(f)
+	return reason
 }
 
 func TestTools(t *testing.T) {
@@ -193,4 +168,34 @@ func TestSkipsHaveTheirShape(t *testing.T) {
 	if n < 20 {
 		t.Errorf("found only %d skips with a literal reason under %s: the walk is broken", n, root)
 	}
+}
+
+// TestReason: Skip and Skipf are recorded and stop f, a return is no
+// skip, and another panic of f is not swallowed.
+func TestReason(t *testing.T) {
+	tests := []struct {
+		name        string
+		f           func(testing.TB)
+		want        string
+		wantSkipped bool
+	}{
+		{"skip", func(tb testing.TB) { tb.Skip("missing tool: ", "tc"); panic("Skip returned") }, "missing tool: tc", true},
+		{"skipf", func(tb testing.TB) { tb.Skipf("needs root: %s", "raw sockets"); panic("Skipf returned") }, "needs root: raw sockets", true},
+		{"no skip", func(tb testing.TB) { tb.Helper() }, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, skipped := testskip.Reason(tt.f)
+			if got != tt.want || skipped != tt.wantSkipped {
+				t.Errorf("Reason = %q, %v; want %q, %v", got, skipped, tt.want, tt.wantSkipped)
+			}
+		})
+	}
+	defer func() {
+		if p := recover(); p != "boom" {
+			t.Errorf("panic %v went through Reason as %v, want it passed on", "boom", p)
+		}
+	}()
+	testskip.Reason(func(testing.TB) { panic("boom") })
+	t.Error("Reason swallowed f's panic")
 }

@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"time"
 
-	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // ErrInvalid is wrapped by every validation error of this package.
@@ -156,7 +157,7 @@ func Normalize(spec *measurev1.TestSpec) (*measurev1.TestSpec, error) {
 	}
 	if d := expectedDuration(out); d > MaxExpectedDuration {
 		return nil, invalid(durationFields(out), "%s = %s expected, longer than the %s a test may last (a test server lives at most %d minutes)",
-			durationTerms(out), seconds(d), seconds(MaxExpectedDuration), MaxExpectedDuration/time.Minute)
+			durationTerms(out), Seconds(d), Seconds(MaxExpectedDuration), MaxExpectedDuration/time.Minute)
 	}
 	return out, nil
 }
@@ -184,17 +185,17 @@ func durationTerms(n *measurev1.TestSpec) string {
 	switch Tool(n.GetTest()) {
 	case measurev1.Tool_TOOL_PING:
 		p := n.GetPing()
-		return fmt.Sprintf("%d x %s + %s", p.GetCount(), seconds(p.GetInterval().AsDuration()), seconds(pingLinger))
+		return fmt.Sprintf("%d x %s + %s", p.GetCount(), Seconds(p.GetInterval().AsDuration()), Seconds(pingLinger))
 	case measurev1.Tool_TOOL_QPERF:
 		p := n.GetQperf()
-		return fmt.Sprintf("%d sizes x (%s + %s)", len(p.GetMsgSizeBytes()), seconds(p.GetDuration().AsDuration()), seconds(qperfOverhead))
+		return fmt.Sprintf("%d sizes x (%s + %s)", len(p.GetMsgSizeBytes()), Seconds(p.GetDuration().AsDuration()), Seconds(qperfOverhead))
 	case measurev1.Tool_TOOL_IPERF3:
-		return fmt.Sprintf("%s + %s", seconds(n.GetIperf3().GetDuration().AsDuration()), seconds(iperf3Overhead))
+		return fmt.Sprintf("%s + %s", Seconds(n.GetIperf3().GetDuration().AsDuration()), Seconds(iperf3Overhead))
 	case measurev1.Tool_TOOL_AB:
 		t := n.GetHttpLoad().GetTimeout().AsDuration()
-		return fmt.Sprintf("%s + %s + %s", seconds(t), seconds(LoadSocketTimeout(t)), seconds(abOverhead))
+		return fmt.Sprintf("%s + %s + %s", Seconds(t), Seconds(LoadSocketTimeout(t)), Seconds(abOverhead))
 	default:
-		return seconds(n.GetHttp().GetTimeout().AsDuration())
+		return Seconds(n.GetHttp().GetTimeout().AsDuration())
 	}
 }
 
@@ -258,7 +259,7 @@ func normalizePing(p *measurev1.PingParams) error {
 	}
 	if total := time.Duration(p.Count) * iv.AsDuration(); total > maxRun {
 		return invalid("ping", "count %d x interval %s = %s is longer than %s",
-			p.Count, seconds(iv.AsDuration()), seconds(total), seconds(maxRun))
+			p.Count, Seconds(iv.AsDuration()), Seconds(total), Seconds(maxRun))
 	}
 	return nil
 }
@@ -399,12 +400,12 @@ func durationField(field string, d *durationpb.Duration, def, lo, hi time.Durati
 	v := d.AsDuration()
 	if whole {
 		if v%time.Second != 0 || v < lo || v > hi {
-			return nil, invalid(field, "%s is not a whole number of seconds in %d..%d", seconds(v), lo/time.Second, hi/time.Second)
+			return nil, invalid(field, "%s is not a whole number of seconds in %d..%d", Seconds(v), lo/time.Second, hi/time.Second)
 		}
 		return d, nil
 	}
 	if v < lo || v > hi {
-		return nil, invalid(field, "%s is not in %s..%s", seconds(v), seconds(lo), seconds(hi))
+		return nil, invalid(field, "%s is not in %s..%s", Seconds(v), Seconds(lo), Seconds(hi))
 	}
 	return d, nil
 }
@@ -418,8 +419,9 @@ func productString(a, b uint64) string {
 	return new(big.Int).Mul(new(big.Int).SetUint64(a), new(big.Int).SetUint64(b)).String()
 }
 
-// seconds formats d as decimal seconds: "0.5s", "300s".
-func seconds(d time.Duration) string {
+// Seconds formats d as decimal seconds, the way the specs' errors and the
+// tools' flags write a duration: "0.5s", "300s" (never "5m0s").
+func Seconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 

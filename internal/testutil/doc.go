@@ -12,7 +12,8 @@
 // ends (Run); the module's root (ModuleRoot); a
 // stand-in that holds a tool in its start until the test releases it
 // (ToolGate); comparing floats (Near) and microseconds (Micros); and the
-// mesh state of a cut-off first node (MeshStateFirstBad).
+// mesh state of a cut-off first node (MeshStateFirstBad); a clock that
+// moves only when told (Clock); and a bearer token in a file (TokenFile).
 //
 // Only _test.go files import this package; its own test checks that no
 // production file does. A helper that needs a test's testing.TB fails or

@@ -446,3 +446,65 @@ func TestWaitGoneAndLogger(t *testing.T) {
 	}
 	Logger(t).Debug("kept", "k", 1) // must not panic, nor print
 }
+
+// TestClock: Now stands still until Add moves it, by exactly what was
+// added, back as well as forward, from several goroutines at once.
+func TestClock(t *testing.T) {
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name  string
+		adds  []time.Duration
+		tasks int
+		want  time.Time
+	}{
+		{"still", nil, 1, start},
+		{"forward", []time.Duration{time.Second, time.Minute}, 1, start.Add(61 * time.Second)},
+		{"back", []time.Duration{-time.Hour}, 1, start.Add(-time.Hour)},
+		{"concurrent", []time.Duration{time.Millisecond}, 50, start.Add(50 * time.Millisecond)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewClock(start)
+			if got := c.Now(); !got.Equal(start) {
+				t.Fatalf("Now = %v before any Add, want %v", got, start)
+			}
+			var wg sync.WaitGroup
+			for range tt.tasks {
+				wg.Go(func() {
+					for _, d := range tt.adds {
+						c.Add(d)
+						_ = c.Now()
+					}
+				})
+			}
+			wg.Wait()
+			if got := c.Now(); !got.Equal(tt.want) {
+				t.Errorf("Now = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTokenFile: the file holds the token and a newline, is readable by
+// its owner only, and each call gets a file of its own.
+func TestTokenFile(t *testing.T) {
+	a, b := TokenFile(t, "s3cret"), TokenFile(t, "other")
+	if a == b {
+		t.Fatalf("two calls share %s", a)
+	}
+	for f, want := range map[string]string{a: "s3cret\n", b: "other\n"} {
+		got, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("%s holds %q, want %q", f, got, want)
+		}
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := st.Mode().Perm(); mode != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", f, mode)
+		}
+	}
+}
