@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -40,8 +41,8 @@ func BenchmarkProberLoopback(b *testing.B) {
 	s.ReportInterval = durationpb.New(time.Second)
 	s.Kinds = []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_ICMP_MTU, measurev1.ProbeKind_PROBE_KIND_TCP}
 	s.Paths = []measurev1.Path{measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_SERVICE}
-	s.MaxInFlight = MaxInFlight
-	s.MaxPacketsPerSecond = MaxPacketsPerSecond
+	s.MaxInFlight = protocol.ProbeMaxInFlight
+	s.MaxPacketsPerSecond = protocol.ProbeMaxPacketsPerSecond
 	if _, err := p.Apply(&agentv1.ProbePlan{Version: 1, Settings: s, Upsert: peers}); err != nil {
 		b.Fatal(err)
 	}

@@ -134,8 +134,8 @@ func checkNetwork(n Network, want measurev1.Network) error {
 	if n.IPv6.IsValid() && (n.IPv6.Is4() || n.IPv6.Is4In6() || n.IPv6.IsUnspecified() || n.IPv6.IsMulticast() || n.IPv6.Zone() != "") {
 		return fmt.Errorf("IPv6 %s is not a usable IPv6 source address", n.IPv6)
 	}
-	if n.MTU != 0 && (n.MTU < minMTU || n.MTU > maxMTU+1) {
-		return fmt.Errorf("MTU %d is neither 0 nor %d..%d", n.MTU, minMTU, maxMTU+1)
+	if n.MTU != 0 && (n.MTU < protocol.MinMTUBytes || n.MTU > protocol.MaxMTUBytes+1) {
+		return fmt.Errorf("MTU %d is neither 0 nor %d..%d", n.MTU, protocol.MinMTUBytes, protocol.MaxMTUBytes+1)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -67,7 +68,7 @@ func TestTargetsFamilies(t *testing.T) {
 				if !tg.key.v6() {
 					k := tg.key
 					k.fam = 0
-					if phase("self", tg.key, MinInterval) != phase("self", k, MinInterval) {
+					if phase("self", tg.key, protocol.ProbeMinInterval) != phase("self", k, protocol.ProbeMinInterval) {
 						t.Errorf("%v: the IPv4 phase depends on the label", tg.key)
 					}
 				}

@@ -18,12 +18,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/meshperf/meshperf/agent/netns"
+	"github.com/meshperf/meshperf/internal/protocol"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 // payload is the bytes every echo carries (a prefix of it); read-only.
 var payload = func() []byte {
-	b := make([]byte, maxMTU)
+	b := make([]byte, protocol.MaxMTUBytes)
 	for i := range b {
 		b[i] = byte(i)
 	}

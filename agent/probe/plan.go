@@ -14,27 +14,6 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// Bounds a plan must keep; Apply refuses a plan outside them.
-const (
-	// MinInterval is the shortest ProbeSettings.interval.
-	MinInterval = time.Second
-	// MaxInterval is the longest ProbeSettings.interval.
-	MaxInterval = time.Hour
-	// MaxReportInterval is the longest ProbeSettings.report_interval.
-	MaxReportInterval = 24 * time.Hour
-	// MaxPayload is the largest ProbeSettings.payload_bytes.
-	MaxPayload = 65000
-	// MaxInFlight is the largest ProbeSettings.max_in_flight.
-	MaxInFlight = 4096
-	// MaxPacketsPerSecond is the largest ProbeSettings.max_packets_per_second.
-	MaxPacketsPerSecond = 100000
-	// MaxPeers is the most peers a plan may hold.
-	MaxPeers = 10000
-
-	minMTU = 576
-	maxMTU = 65535
-)
-
 // settings are validated ProbeSettings.
 type settings struct {
 	interval, reportInterval, timeout time.Duration
@@ -162,8 +141,8 @@ func (p *Prober) build(held *plan, pl *agentv1.ProbePlan) (*plan, error) {
 		}
 		seen[pe.name] = true
 		next.peers[pe.name] = pe
-		if len(next.peers) > MaxPeers {
-			return nil, fmt.Errorf("more than %d peers", MaxPeers)
+		if len(next.peers) > protocol.ProbeMaxPeers {
+			return nil, fmt.Errorf("more than %d peers", protocol.ProbeMaxPeers)
 		}
 	}
 	return next, nil
@@ -188,16 +167,16 @@ func duration(field string, d *durationpb.Duration, lo, hi time.Duration) (time.
 func checkSettings(in *agentv1.ProbeSettings) (*settings, error) {
 	s := &settings{src: in}
 	var err error
-	if s.interval, err = duration("interval", in.GetInterval(), MinInterval, MaxInterval); err != nil {
+	if s.interval, err = duration("interval", in.GetInterval(), protocol.ProbeMinInterval, protocol.ProbeMaxInterval); err != nil {
 		return nil, err
 	}
-	if s.reportInterval, err = duration("report_interval", in.GetReportInterval(), s.interval, MaxReportInterval); err != nil {
+	if s.reportInterval, err = duration("report_interval", in.GetReportInterval(), s.interval, protocol.ProbeMaxReportInterval); err != nil {
 		return nil, err
 	}
 	if s.reportInterval%s.interval != 0 {
 		return nil, fmt.Errorf("settings.report_interval %v is not a whole multiple of interval %v", s.reportInterval, s.interval)
 	}
-	if s.timeout, err = duration("timeout", in.GetTimeout(), time.Millisecond, s.interval-time.Nanosecond); err != nil {
+	if s.timeout, err = duration("timeout", in.GetTimeout(), protocol.ProbeMinTimeout, s.interval-time.Nanosecond); err != nil {
 		return nil, fmt.Errorf("%w (timeout must be under interval)", err)
 	}
 	if s.kinds, err = enumSet("kinds", in.GetKinds(), measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_HTTP, "a known probe kind"); err != nil {
@@ -207,24 +186,24 @@ func checkSettings(in *agentv1.ProbeSettings) (*settings, error) {
 		"a mesh path (host-host, host-pod, pod-pod, pod-service, host-service)"); err != nil {
 		return nil, err
 	}
-	if v := in.GetPayloadBytes(); v > MaxPayload {
-		return nil, fmt.Errorf("settings.payload_bytes %d is over %d", v, MaxPayload)
+	if v := in.GetPayloadBytes(); v > protocol.ProbeMaxPayloadBytes {
+		return nil, fmt.Errorf("settings.payload_bytes %d is over %d", v, protocol.ProbeMaxPayloadBytes)
 	}
 	s.payload = int(in.GetPayloadBytes())
-	if v := in.GetMaxInFlight(); v < 1 || v > MaxInFlight {
-		return nil, fmt.Errorf("settings.max_in_flight %d is not within 1..%d", v, MaxInFlight)
+	if v := in.GetMaxInFlight(); v < 1 || v > protocol.ProbeMaxInFlight {
+		return nil, fmt.Errorf("settings.max_in_flight %d is not within 1..%d", v, protocol.ProbeMaxInFlight)
 	}
 	s.maxInFlight = int(in.GetMaxInFlight())
-	if v := in.GetMaxPacketsPerSecond(); v < 1 || v > MaxPacketsPerSecond {
-		return nil, fmt.Errorf("settings.max_packets_per_second %d is not within 1..%d", v, MaxPacketsPerSecond)
+	if v := in.GetMaxPacketsPerSecond(); v < 1 || v > protocol.ProbeMaxPacketsPerSecond {
+		return nil, fmt.Errorf("settings.max_packets_per_second %d is not within 1..%d", v, protocol.ProbeMaxPacketsPerSecond)
 	}
 	s.maxPPS = int(in.GetMaxPacketsPerSecond())
-	if v := in.GetSubsetSize(); v > MaxPeers {
-		return nil, fmt.Errorf("settings.subset_size %d is over %d", v, MaxPeers)
+	if v := in.GetSubsetSize(); v > protocol.ProbeMaxPeers {
+		return nil, fmt.Errorf("settings.subset_size %d is over %d", v, protocol.ProbeMaxPeers)
 	}
 	s.subsetSize = int(in.GetSubsetSize())
 	if s.subsetSize > 0 {
-		if s.subsetRotation, err = duration("subset_rotation", in.GetSubsetRotation(), s.interval, MaxReportInterval); err != nil {
+		if s.subsetRotation, err = duration("subset_rotation", in.GetSubsetRotation(), s.interval, protocol.ProbeMaxReportInterval); err != nil {
 			return nil, fmt.Errorf("%w (with subset_size %d)", err, s.subsetSize)
 		}
 	} else if in.GetSubsetRotation() != nil {
@@ -314,8 +293,8 @@ func checkPort(v uint32) (uint16, error) {
 
 // checkMTU accepts 0 (unknown) or 576..65535.
 func checkMTU(v uint32) (int, error) {
-	if v != 0 && (v < minMTU || v > maxMTU) {
-		return 0, fmt.Errorf("%d is neither 0 nor %d..%d", v, minMTU, maxMTU)
+	if v != 0 && (v < protocol.MinMTUBytes || v > protocol.MaxMTUBytes) {
+		return 0, fmt.Errorf("%d is neither 0 nor %d..%d", v, protocol.MinMTUBytes, protocol.MaxMTUBytes)
 	}
 	return int(v), nil
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -170,19 +171,19 @@ func TestApplyDeltaWithoutPlan(t *testing.T) {
 	}
 }
 
-// TestApplyMaxPeers: a plan over MaxPeers is refused.
+// TestApplyMaxPeers: a plan over protocol.ProbeMaxPeers is refused.
 func TestApplyMaxPeers(t *testing.T) {
 	p := newTestProber(t, false)
 	pl := &agentv1.ProbePlan{Version: 1, Settings: testSettings()}
-	for i := range MaxPeers + 1 {
+	for i := range protocol.ProbeMaxPeers + 1 {
 		pl.Upsert = append(pl.Upsert, testPeer(fmt.Sprintf("n%d", i), fmt.Sprintf("10.%d.%d.1", i/256, i%256)))
 	}
 	if _, err := p.Apply(pl); err == nil || !strings.Contains(err.Error(), "more than 10000 peers") {
 		t.Fatalf("Apply: %v, want more than 10000 peers", err)
 	}
-	pl.Upsert = pl.Upsert[:MaxPeers]
+	pl.Upsert = pl.Upsert[:protocol.ProbeMaxPeers]
 	if _, err := p.Apply(pl); err != nil {
-		t.Fatalf("Apply of %d peers: %v", MaxPeers, err)
+		t.Fatalf("Apply of %d peers: %v", protocol.ProbeMaxPeers, err)
 	}
 }
 
@@ -216,10 +217,10 @@ func FuzzApply(f *testing.F) {
 				t.Fatalf("accepted host ip %v", pe.hostIP)
 			}
 		}
-		if s := held.settings; s != nil && (s.interval < MinInterval || s.timeout >= s.interval || s.reportInterval%s.interval != 0) {
+		if s := held.settings; s != nil && (s.interval < protocol.ProbeMinInterval || s.timeout >= s.interval || s.reportInterval%s.interval != 0) {
 			t.Fatalf("accepted settings %+v", s)
 		}
-		if len(held.peers) > MaxPeers {
+		if len(held.peers) > protocol.ProbeMaxPeers {
 			t.Fatalf("%d peers", len(held.peers))
 		}
 	})

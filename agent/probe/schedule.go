@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -116,9 +117,9 @@ func appendTargets(out []target, node string, nets []*Network, s *settings, n st
 					if service || (!v6 && !dst.Is4()) || own == 0 || peerMTU == 0 {
 						continue
 					}
-					t.size = min(own, peerMTU, maxMTU) - 28
+					t.size = min(own, peerMTU, protocol.MaxMTUBytes) - 28
 					if v6 {
-						t.size = min(own, peerMTU, maxMTU) - 48 // IPv6 header 40, ICMPv6 8
+						t.size = min(own, peerMTU, protocol.MaxMTUBytes) - 48 // IPv6 header 40, ICMPv6 8
 					}
 				case measurev1.ProbeKind_PROBE_KIND_TCP:
 					if t.port = pe.probePort; t.port == 0 {

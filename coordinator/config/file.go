@@ -115,7 +115,7 @@ type Probes struct {
 	// of Interval, at most 24h (a new failure is reported within one
 	// Interval).
 	ReportInterval string `json:"report_interval" type:"duration" default:"interval"`
-	// Timeout bounds one probe; it must be under Interval.
+	// Timeout bounds one probe; at least 1ms, and under Interval.
 	Timeout string `json:"timeout" type:"duration" default:"min(2s, interval / 2)"`
 	// Kinds are icmp, icmp_mtu, tcp and http; empty means all four.
 	Kinds []string `json:"kinds" type:"list of probe kinds" default:"icmp, icmp_mtu, tcp, http"`
@@ -133,10 +133,11 @@ type Probes struct {
 	// SubsetSize, if not 0, makes each agent probe only that many peers
 	// per interval, picked by rendezvous hashing and rotated every
 	// SubsetRotation, so that every pair is covered within
-	// ceil(peers/SubsetSize) rotations; 0 means the full mesh.
+	// ceil(peers/SubsetSize) rotations; 0 means the full mesh. At most
+	// 10000.
 	SubsetSize uint32 `json:"subset_size" unit:"peers" default:"0 (full mesh)"`
 	// SubsetRotation is how long one subset is kept: at least Interval,
-	// and only with SubsetSize.
+	// at most 24h, and only with SubsetSize.
 	SubsetRotation string `json:"subset_rotation" type:"duration" default:"10 x interval"`
 	// IPFamilies are the families probed, ipv4 and ipv6. Each peer is
 	// probed in each listed family it has an address of (on the path's

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -22,15 +23,6 @@ var probePaths = []measurev1.Path{
 	measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_POD, measurev1.Path_PATH_POD_TO_POD,
 	measurev1.Path_PATH_HOST_TO_SERVICE, measurev1.Path_PATH_POD_TO_SERVICE,
 }
-
-// Bounds of the probes section.
-const (
-	minProbeInterval = time.Second
-	maxProbeInterval = time.Hour
-	maxInFlightCap   = 4096
-	maxPPSCap        = 100000
-	maxPayloadBytes  = 65000
-)
 
 // settings checks the section and turns it into the ProbeSettings every
 // agent's plan carries; errors name the field (under "probes.") and value.
@@ -49,34 +41,37 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 	if err != nil {
 		return nil, err
 	}
-	if interval < minProbeInterval || interval > maxProbeInterval {
-		return nil, fmt.Errorf("interval %q: want %v to %v", p.Interval, minProbeInterval, maxProbeInterval)
+	if interval < protocol.ProbeMinInterval || interval > protocol.ProbeMaxInterval {
+		return nil, fmt.Errorf("interval %q: want %v to %v", p.Interval, protocol.ProbeMinInterval, protocol.ProbeMaxInterval)
 	}
 	report, err := dur("report_interval", p.ReportInterval, interval)
 	if err != nil {
 		return nil, err
 	}
-	if report < interval || report%interval != 0 || report > 24*time.Hour {
-		return nil, fmt.Errorf("report_interval %q: want a whole multiple of the interval %v, at most 24h", p.ReportInterval, interval)
+	if report < interval || report%interval != 0 || report > protocol.ProbeMaxReportInterval {
+		return nil, fmt.Errorf("report_interval %q: want a whole multiple of the interval %v, at most %v", p.ReportInterval, interval, protocol.ProbeMaxReportInterval)
 	}
 	timeout, err := dur("timeout", p.Timeout, min(2*time.Second, interval/2))
 	if err != nil {
 		return nil, err
 	}
-	if timeout <= 0 || timeout >= interval {
-		return nil, fmt.Errorf("timeout %q: want more than 0 and less than the interval %v", p.Timeout, interval)
+	if timeout < protocol.ProbeMinTimeout || timeout >= interval {
+		return nil, fmt.Errorf("timeout %q: want %v or more, and less than the interval %v", p.Timeout, protocol.ProbeMinTimeout, interval)
 	}
 	rotation, err := dur("subset_rotation", p.SubsetRotation, 10*interval)
 	if err != nil {
 		return nil, err
 	}
-	if rotation < interval {
-		return nil, fmt.Errorf("subset_rotation %q: want at least the interval %v", p.SubsetRotation, interval)
+	if rotation < interval || rotation > protocol.ProbeMaxReportInterval {
+		return nil, fmt.Errorf("subset_rotation %q: want at least the interval %v, at most %v", p.SubsetRotation, interval, protocol.ProbeMaxReportInterval)
 	}
 	s := &agentv1.ProbeSettings{
 		Interval: durationpb.New(interval), ReportInterval: durationpb.New(report), Timeout: durationpb.New(timeout),
 		PayloadBytes: p.PayloadBytes, MaxInFlight: p.MaxInFlight, MaxPacketsPerSecond: p.MaxPacketsPerSecond,
 		SubsetSize: p.SubsetSize,
+	}
+	if p.SubsetSize > protocol.ProbeMaxPeers {
+		return nil, fmt.Errorf("subset_size %d: at most %d", p.SubsetSize, protocol.ProbeMaxPeers)
 	}
 	if p.SubsetSize > 0 { // a rotation without a subset is refused by the agents
 		s.SubsetRotation = durationpb.New(rotation)
@@ -127,20 +122,20 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 	if s.PayloadBytes == 0 {
 		s.PayloadBytes = 56
 	}
-	if s.PayloadBytes > maxPayloadBytes {
-		return nil, fmt.Errorf("payload_bytes %d: at most %d", s.PayloadBytes, maxPayloadBytes)
+	if s.PayloadBytes > protocol.ProbeMaxPayloadBytes {
+		return nil, fmt.Errorf("payload_bytes %d: at most %d", s.PayloadBytes, protocol.ProbeMaxPayloadBytes)
 	}
 	if s.MaxInFlight == 0 {
 		s.MaxInFlight = 256
 	}
-	if s.MaxInFlight > maxInFlightCap {
-		return nil, fmt.Errorf("max_in_flight %d: at most %d", s.MaxInFlight, maxInFlightCap)
+	if s.MaxInFlight > protocol.ProbeMaxInFlight {
+		return nil, fmt.Errorf("max_in_flight %d: at most %d", s.MaxInFlight, protocol.ProbeMaxInFlight)
 	}
 	if s.MaxPacketsPerSecond == 0 {
 		s.MaxPacketsPerSecond = 2000
 	}
-	if s.MaxPacketsPerSecond > maxPPSCap {
-		return nil, fmt.Errorf("max_packets_per_second %d: at most %d", s.MaxPacketsPerSecond, maxPPSCap)
+	if s.MaxPacketsPerSecond > protocol.ProbeMaxPacketsPerSecond {
+		return nil, fmt.Errorf("max_packets_per_second %d: at most %d", s.MaxPacketsPerSecond, protocol.ProbeMaxPacketsPerSecond)
 	}
 	return s, nil
 }

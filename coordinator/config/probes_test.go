@@ -70,6 +70,12 @@ func TestParseProbes(t *testing.T) {
 		{"pps", `probes: {max_packets_per_second: 1000000}`, nil, `probes.max_packets_per_second 1000000`},
 		{"rotation", `probes: {interval: 10s, subset_size: 5, subset_rotation: 1s}`, nil, `probes.subset_rotation "1s"`},
 		{"rotation without subset", `probes: {subset_rotation: 1m}`, nil, `probes.subset_rotation "1m": needs subset_size`},
+		{"rotation over a day", `probes: {subset_size: 5, subset_rotation: 25h}`, nil, `probes.subset_rotation "25h"`},
+		{"subset over the plan's peers", `probes: {subset_size: 10001}`, nil, `probes.subset_size 10001: at most 10000`},
+		{"timeout under a millisecond", `probes: {timeout: 500us}`, nil, `probes.timeout "500us"`},
+		{"interval too long", `probes: {interval: 61m}`, nil, `probes.interval "61m"`},
+		{"report over a day", `probes: {interval: 1h, report_interval: 25h}`, nil, `probes.report_interval "25h"`},
+		{"in flight", `probes: {max_in_flight: 4097}`, nil, `probes.max_in_flight 4097`},
 		{"typo", `probes: {intervall: 10s}`, nil, `unknown field "intervall"`},
 		{"bad duration", `probes: {interval: ten}`, nil, `probes.interval "ten"`},
 	}
@@ -94,14 +100,19 @@ func TestParseProbes(t *testing.T) {
 }
 
 // TestProbeSettingsTakenByAgents checks that what the config makes of the
-// probes section, the example config's and the defaults, is a plan an
-// agent's prober accepts.
+// probes section, the example config's, the defaults and every bound at
+// its limit, is a plan an agent's prober accepts (TestParseProbes has
+// the config refuse each bound's next value).
 func TestProbeSettingsTakenByAgents(t *testing.T) {
 	example, err := Load(filepath.Join("..", "..", "deploy", "config", "coordinator.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, y := range []string{`probes: {}`, `probes: {interval: 1s}`, `probes: {report_interval: 60s, subset_size: 10}`, ""} {
+	for _, y := range []string{`probes: {}`, `probes: {interval: 1s}`, `probes: {report_interval: 60s, subset_size: 10}`, "",
+		`probes: {interval: 1h, report_interval: 24h, timeout: 1ms}`, `probes: {interval: 1s, timeout: 999ms}`,
+		`probes: {subset_size: 10000, subset_rotation: 24h}`, `probes: {interval: 1h, subset_size: 1, subset_rotation: 1h}`,
+		`probes: {payload_bytes: 65000, max_in_flight: 4096, max_packets_per_second: 100000}`,
+		`probes: {payload_bytes: 1, max_in_flight: 1, max_packets_per_second: 1}`} {
 		settings := example.Probes
 		if y != "" {
 			s, err := Parse([]byte(y))

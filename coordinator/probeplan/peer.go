@@ -46,13 +46,6 @@ import (
 // errors.Is.
 var ErrInvalid = errors.New("invalid peer")
 
-// MTU bounds: a known MTU is at least the IPv4 minimum datagram size and
-// fits an IP total-length field.
-const (
-	MinMTU = 576
-	MaxMTU = 65535
-)
-
 // Peer is one plannable node as other agents see it: the Go form of
 // agentv1.ProbePeer. It is comparable; Upsert compares whole values to
 // decide whether anything changed.
@@ -76,7 +69,7 @@ type Peer struct {
 	// HTTPPort is its HTTP target's port, 0 (unknown) or 1..65535.
 	HTTPPort uint32
 	// HostMTU and PodMTU are its interfaces' MTUs in bytes per network: 0
-	// (unknown) or MinMTU..MaxMTU.
+	// (unknown) or protocol.MinMTUBytes..MaxMTU.
 	HostMTU, PodMTU uint32
 	// Maintenance says the node is cordoned: agents do not probe it, but it
 	// stays in their plans as a registered endpoint.
@@ -120,8 +113,8 @@ func (p Peer) Validate() error {
 		field string
 		v     uint32
 	}{{"host_mtu_bytes", p.HostMTU}, {"pod_mtu_bytes", p.PodMTU}} {
-		if m.v != 0 && (m.v < MinMTU || m.v > MaxMTU) {
-			return bad(m.field, m.v, fmt.Sprintf("want 0 (unknown) or %d..%d", MinMTU, MaxMTU))
+		if m.v != 0 && (m.v < protocol.MinMTUBytes || m.v > protocol.MaxMTUBytes) {
+			return bad(m.field, m.v, fmt.Sprintf("want 0 (unknown) or %d..%d", protocol.MinMTUBytes, protocol.MaxMTUBytes))
 		}
 	}
 	return nil

@@ -240,8 +240,8 @@ func checkProbeRegistration(reg *agentv1.Register, n *Node) error {
 	}
 	for i, a := range reg.GetAddresses() {
 		m := a.GetMtuBytes()
-		if m != 0 && (m < probeplan.MinMTU || m > probeplan.MaxMTU) {
-			return fmt.Errorf("addresses[%d].mtu_bytes %d: want 0 (unknown) or %d to %d", i, m, probeplan.MinMTU, probeplan.MaxMTU)
+		if m != 0 && (m < protocol.MinMTUBytes || m > protocol.MaxMTUBytes) {
+			return fmt.Errorf("addresses[%d].mtu_bytes %d: want 0 (unknown) or %d to %d", i, m, protocol.MinMTUBytes, protocol.MaxMTUBytes)
 		}
 		ip, _ := netip.ParseAddr(a.GetIp())
 		switch ip {
