@@ -5,11 +5,13 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -179,11 +181,11 @@ func checkSettings(in *agentv1.ProbeSettings) (*settings, error) {
 	if s.timeout, err = duration("timeout", in.GetTimeout(), protocol.ProbeMinTimeout, s.interval-time.Nanosecond); err != nil {
 		return nil, fmt.Errorf("%w (timeout must be under interval)", err)
 	}
-	if s.kinds, err = enumSet("kinds", in.GetKinds(), measurev1.ProbeKind_PROBE_KIND_ICMP, measurev1.ProbeKind_PROBE_KIND_HTTP, "a known probe kind"); err != nil {
+	if s.kinds, err = enumSet("kinds", in.GetKinds(), func(k measurev1.ProbeKind) bool { return slices.Contains(testspec.ProbeKinds(), k) }, "a known probe kind"); err != nil {
 		return nil, err
 	}
-	if s.paths, err = enumSet("paths", in.GetPaths(), measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_SERVICE,
-		"a mesh path (host-host, host-pod, pod-pod, pod-service, host-service)"); err != nil {
+	if s.paths, err = enumSet("paths", in.GetPaths(), testspec.IsProbePath,
+		"a mesh path ("+strings.Join(testspec.PathNamesOf(testspec.ProbePaths()), ", ")+")"); err != nil {
 		return nil, err
 	}
 	if v := in.GetPayloadBytes(); v > protocol.ProbeMaxPayloadBytes {
@@ -300,16 +302,16 @@ func checkMTU(v uint32) (int, error) {
 }
 
 // enumSet checks the settings' list field of enum values: not empty,
-// each within lo..hi (what says what that range is), none twice. It
+// each valid (what says what valid is), none twice. It
 // returns the values in their order; the error names the field, the
 // index and the value.
-func enumSet[E ~int32](field string, in []E, lo, hi E, what string) ([]E, error) {
+func enumSet[E ~int32](field string, in []E, valid func(E) bool, what string) ([]E, error) {
 	if len(in) == 0 {
 		return nil, fmt.Errorf("settings.%s is empty", field)
 	}
 	out := make([]E, 0, len(in))
 	for i, v := range in {
-		if v < lo || v > hi {
+		if !valid(v) {
 			return nil, fmt.Errorf("settings.%s[%d] %v is not %s", field, i, v, what)
 		}
 		if slices.Contains(out, v) {

@@ -10,18 +10,14 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshperf/meshperf/internal/safetext"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-const (
-	// maxSamples bounds the round trips a series keeps per period; min
-	// and max stay exact beyond it, median and p90 are over the first
-	// maxSamples.
-	maxSamples = 512
-	// maxMessage bounds a summary's message, in bytes.
-	maxMessage = 256
-)
+// maxSamples bounds the round trips a series keeps per period; min and
+// max stay exact beyond it, median and p90 are over the first maxSamples.
+const maxSamples = 512
 
 // result is one finished probe.
 type result struct {
@@ -102,14 +98,14 @@ func (s *series) summary(k seriesKey) *agentv1.ProbeSummary {
 }
 
 // cleanMessage makes words fit a summary: printable runes only (others
-// become '?'), at most maxMessage bytes, cut on a rune boundary.
+// become '?'), at most safetext.MaxProbeMessageBytes bytes, cut on a rune boundary.
 func cleanMessage(m string) string {
 	var b strings.Builder
 	for _, r := range m {
 		if r == utf8.RuneError || !unicode.IsPrint(r) {
 			r = '?'
 		}
-		if b.Len()+utf8.RuneLen(r) > maxMessage {
+		if b.Len()+utf8.RuneLen(r) > safetext.MaxProbeMessageBytes {
 			break
 		}
 		b.WriteRune(r)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/safetext"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -82,7 +83,7 @@ func TestSummaryBounded(t *testing.T) {
 func TestCleanMessage(t *testing.T) {
 	long := strings.Repeat("é", 200) // 400 bytes
 	got := cleanMessage(long)
-	if len(got) > maxMessage || len(got) != 256 || !strings.HasPrefix(long, got) {
+	if len(got) > safetext.MaxProbeMessageBytes || len(got) != 256 || !strings.HasPrefix(long, got) {
 		t.Errorf("cleanMessage of 400 bytes: %d bytes", len(got))
 	}
 	if got := cleanMessage("a\tb\xffc\u200bd"); got != "a?b?c?d" {

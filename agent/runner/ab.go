@@ -164,10 +164,6 @@ var abBreakdownRE = regexp.MustCompile(`^\(Connect: ([0-9]{1,19}), Receive: ([0-
 // abPercents are the rows of ab's percentile table, in order.
 var abPercents = [...]int{50, 66, 75, 80, 90, 95, 98, 99, 100}
 
-// abDurationSlack is how far past testspec.ExpectedDuration ab's "Time
-// taken for tests" may be: 10 s, the coordinator's own slack.
-const abDurationSlack = 10 * time.Second
-
 // abDoneRE is what ab prints on stdout when it aborts after some
 // requests: "Total of 45 requests completed".
 var abDoneRE = regexp.MustCompile(`Total of ([0-9]+) requests completed`)
@@ -324,7 +320,7 @@ func ParseAb(out proc.Output, spec *measurev1.TestSpec) (m *measurev1.HttpLoadMe
 		return nil, "", false, err
 	}
 	expected, _ := testspec.ExpectedDuration(spec)
-	if err := abLatencies(percent, total, m, (expected+abDurationSlack).Seconds()*1000); err != nil {
+	if err := abLatencies(percent, total, m, (expected+testspec.ClientSlack).Seconds()*1000); err != nil {
 		return nil, "", false, err
 	}
 	bad := failedAb + m.Non_2XxResponses
@@ -368,9 +364,9 @@ func abRates(s abFigures, m *measurev1.HttpLoadMetrics, spec *measurev1.TestSpec
 	timeout := spec.GetHttpLoad().GetTimeout().AsDuration()
 	// ab stops starting requests at -t and waits up to -s for those in
 	// flight: ExpectedDuration; the slack is the coordinator's
-	// (sanity.DeadlineSlack), which checks the same bound.
+	// (testspec.ClientSlack), which checks the same bound.
 	expected, _ := testspec.ExpectedDuration(spec)
-	if bound := expected + abDurationSlack; m.DurationSeconds > bound.Seconds() {
+	if bound := expected + testspec.ClientSlack; m.DurationSeconds > bound.Seconds() {
 		return fail(measurev1.Status_STATUS_PARSE_ERROR, "ab's Time taken for tests %s s is far beyond its -t %s and -s: not a measurement",
 			s["Time taken for tests"], testspec.Seconds(timeout))
 	}

@@ -4,17 +4,22 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testspec"
 )
 
-// Defaults of Config.LingerMax and Config.LingerIdle.
+// Defaults of Config.MaxLifetime, Config.LingerMax and Config.LingerIdle.
 const (
-	// DefaultLingerMax is twice the longest test a server may serve
-	// (testspec.MaxExpectedDuration, 10 min) plus the coordinator's
-	// client slack (10 s): a client in flight at the session's end cannot
-	// need its server longer. A server's lifetime (Config.MaxLifetime, 10
-	// min from its start) ends it before that: in practice the lifetime is
-	// the bound, and LingerMax is there for a shorter setting.
-	DefaultLingerMax = 2*10*time.Minute + 10*time.Second
+	// DefaultMaxLifetime is the longest test a server may serve
+	// (testspec.MaxExpectedDuration, 10 min), from the server's start.
+	DefaultMaxLifetime = testspec.MaxExpectedDuration
+	// DefaultLingerMax is twice the longest test a server may serve plus
+	// the coordinator's client slack (testspec.ClientSlack): a client in
+	// flight at the session's end cannot need its server longer. A
+	// server's lifetime (Config.MaxLifetime) ends it before that: in
+	// practice the lifetime is the bound, and LingerMax is there for a
+	// shorter setting.
+	DefaultLingerMax = 2*testspec.MaxExpectedDuration + testspec.ClientSlack
 	// DefaultLingerIdle covers what may pass without a connection while a
 	// client still needs the server: the gap between the runs of a qperf
 	// test with several message sizes, and a client ordered just before the

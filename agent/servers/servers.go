@@ -87,7 +87,8 @@ type Config struct {
 	NetNS map[measurev1.Network]string
 	// Ports are the pinned ports.
 	Ports Ports
-	// MaxLifetime kills a server nobody stopped; zero means 10 min.
+	// MaxLifetime kills a server nobody stopped; zero means
+	// DefaultMaxLifetime.
 	MaxLifetime time.Duration
 	// LingerMax bounds how long a server runs on after Linger; zero means
 	// DefaultLingerMax. Its lifetime (MaxLifetime) still ends it first.
@@ -160,7 +161,7 @@ type server struct {
 func New(cfg Config) *Manager {
 	cfg.Ports.SetDefaults()
 	if cfg.MaxLifetime == 0 {
-		cfg.MaxLifetime = 10 * time.Minute
+		cfg.MaxLifetime = DefaultMaxLifetime
 	}
 	if cfg.LingerMax == 0 {
 		cfg.LingerMax = DefaultLingerMax

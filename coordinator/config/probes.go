@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -16,12 +17,6 @@ import (
 // probeFamilyNames are the config file's names of the probed families.
 var probeFamilyNames = map[string]measurev1.IPFamily{
 	"ipv4": measurev1.IPFamily_IP_FAMILY_IPV4, "ipv6": measurev1.IPFamily_IP_FAMILY_IPV6,
-}
-
-// probePaths are the paths the continuous probes can take.
-var probePaths = []measurev1.Path{
-	measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_POD, measurev1.Path_PATH_POD_TO_POD,
-	measurev1.Path_PATH_HOST_TO_SERVICE, measurev1.Path_PATH_POD_TO_SERVICE,
 }
 
 // settings checks the section and turns it into the ProbeSettings every
@@ -100,8 +95,8 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 		if err != nil {
 			return path, fmt.Errorf("paths[%d]: %w", i, err)
 		}
-		if !slices.Contains(probePaths, path) {
-			return path, fmt.Errorf("paths[%d] %q: the probes take host-host, host-pod, pod-pod, host-service and pod-service", i, name)
+		if !testspec.IsProbePath(path) {
+			return path, fmt.Errorf("paths[%d] %q: the probes take %s", i, name, strings.Join(testspec.PathNamesOf(testspec.ProbePaths()), ", "))
 		}
 		return path, nil
 	}); err != nil {

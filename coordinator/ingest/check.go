@@ -10,6 +10,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/sanity"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/safetext"
+	"github.com/meshperf/meshperf/internal/testspec"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -59,9 +60,6 @@ func Family(s *agentv1.ProbeSummary) measurev1.IPFamily {
 	}
 	return measurev1.IPFamily_IP_FAMILY_IPV4
 }
-
-// maxMessageBytes bounds a summary's message.
-const maxMessageBytes = 256
 
 // Invalid is a summary whose figures failed the checks: Check made it a
 // failed summary (sanity.InvalidSummary) rather than a sample.
@@ -148,7 +146,7 @@ func Check(r *agentv1.ProbeReport, l Limits, now time.Time) (dropped []string, i
 			continue
 		}
 		if err := sanity.CheckSummary(s, timeout, maxSent); err != nil {
-			sanity.InvalidSummary(s, err, maxMessageBytes)
+			sanity.InvalidSummary(s, err, safetext.MaxProbeMessageBytes)
 			invalid = append(invalid, Invalid{Index: i, Err: fmt.Errorf("summaries[%d] (dst %s %v %v): %w", i, s.GetNode(), s.GetPath(), s.GetKind(), err)})
 		}
 		kept = append(kept, s)
@@ -175,10 +173,7 @@ func checkSummary(s *agentv1.ProbeSummary, l Limits) string {
 	if l.IsPeer != nil && !l.IsPeer(node.Node) {
 		return fmt.Sprintf("dst.node %q is not a peer of the agent's plan", node.Node)
 	}
-	switch s.GetPath() {
-	case measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_POD, measurev1.Path_PATH_POD_TO_POD,
-		measurev1.Path_PATH_HOST_TO_SERVICE, measurev1.Path_PATH_POD_TO_SERVICE:
-	default:
+	if !testspec.IsProbePath(s.GetPath()) {
 		return fmt.Sprintf("path %v is not a probe path", s.GetPath())
 	}
 	if _, ok := measurev1.ProbeKind_name[int32(s.GetKind())]; !ok || s.GetKind() == measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED {
@@ -190,8 +185,8 @@ func checkSummary(s *agentv1.ProbeSummary, l Limits) string {
 	if why := checkFamily(s, node.Node, l); why != "" {
 		return why
 	}
-	if m := s.GetMessage(); len(m) > maxMessageBytes {
-		return fmt.Sprintf("message of %d bytes, at most %d", len(m), maxMessageBytes)
+	if m := s.GetMessage(); len(m) > safetext.MaxProbeMessageBytes {
+		return fmt.Sprintf("message of %d bytes, at most %d", len(m), safetext.MaxProbeMessageBytes)
 	}
 	for _, c := range s.GetMessage() {
 		if safetext.NeedsEscape(c) { // controls, bidi overrides, invalid UTF-8

@@ -16,9 +16,12 @@ import (
 // Limits of a registration, so that one agent cannot bloat the
 // coordinator's memory, store or answers.
 const (
-	maxAddresses  = 4
-	maxTools      = 16
-	maxTextLength = 256
+	maxAddresses = 4
+	maxTools     = 16
+	// maxTextLength bounds the agent's version and each tool's version
+	// and error; the agent cuts the tools' texts to it
+	// (protocol.BoundToolInfo).
+	maxTextLength = safetext.MaxToolVersionBytes
 )
 
 // validateRegister checks an agent's Register message and turns it into a

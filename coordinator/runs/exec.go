@@ -27,8 +27,6 @@ const (
 	serverStartTimeout = 10 * time.Second
 	// serverStopTimeout bounds a StopServer round trip.
 	serverStopTimeout = 5 * time.Second
-	// clientSlack is added to a client's expected run time for its deadline.
-	clientSlack = 10 * time.Second
 	// busyRetries and busyBackoff bound the retries of a test whose server
 	// answered busy; a busy answer is never a sample.
 	busyRetries = 3
@@ -278,7 +276,7 @@ func (m *Manager) runClient(ctx context.Context, runID string, pt *measurev1.Pla
 			StartTime: timestamppb.New(start), Elapsed: durationpb.New(time.Since(start)),
 		}}, false
 	}
-	budget := expected + clientSlack
+	budget := expected + testspec.ClientSlack
 	if m.halted(ctx) {
 		return m.cutResult(pt, start, "before its client started"), false
 	}

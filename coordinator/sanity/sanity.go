@@ -61,10 +61,6 @@ const (
 	MaxCPURatio = 4096
 	// MaxHTTPCode bounds an HTTP status code.
 	MaxHTTPCode = 999
-	// DeadlineSlack is added to a test's expected duration for the
-	// longest time figure it may report: the run manager's own deadline
-	// slack.
-	DeadlineSlack = 10 * time.Second
 	// ProbeSlack is added to the probe plan's timeout for the longest
 	// round trip a summary may report: an answer read just as its timer
 	// fired.
@@ -168,14 +164,14 @@ func inconsistent(field, value, format string, args ...any) error {
 
 // Timeout is the longest any time figure of a result of spec may be: the
 // client's deadline, its expected duration (testspec.ExpectedDuration)
-// plus DeadlineSlack. A spec that does not normalize gets
+// plus testspec.ClientSlack. A spec that does not normalize gets
 // testspec.MaxExpectedDuration's bound.
 func Timeout(spec *measurev1.TestSpec) time.Duration {
 	d, err := testspec.ExpectedDuration(spec)
 	if err != nil {
 		d = testspec.MaxExpectedDuration
 	}
-	return d + DeadlineSlack
+	return d + testspec.ClientSlack
 }
 
 // CheckResult checks every figure of r against timeout (Timeout of its

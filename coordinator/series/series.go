@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/safetext"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -29,8 +30,9 @@ const (
 	// MaxPeriod is the longest report period accepted (agents report
 	// every 10 s to 60 s, less when a failure ends a period early).
 	MaxPeriod = time.Hour
-	// MaxMessageBytes bounds a sample's failure message.
-	MaxMessageBytes = 256
+	// MaxMessageBytes bounds a sample's failure message: what an agent
+	// may send (safetext.MaxProbeMessageBytes).
+	MaxMessageBytes = safetext.MaxProbeMessageBytes
 	// MaxNodeBytes bounds a node name.
 	MaxNodeBytes = 253
 )

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"math"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/protocol"
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
@@ -24,11 +26,8 @@ func (s *Server) ListProbeSeries(ctx context.Context, req *meshv1.ListProbeSerie
 			return nil, status.Errorf(codes.InvalidArgument, "%s: %v", f.field, err)
 		}
 	}
-	switch req.GetPath() {
-	case measurev1.Path_PATH_HOST_TO_HOST, measurev1.Path_PATH_HOST_TO_POD, measurev1.Path_PATH_POD_TO_POD,
-		measurev1.Path_PATH_HOST_TO_SERVICE, measurev1.Path_PATH_POD_TO_SERVICE:
-	default:
-		return nil, status.Errorf(codes.InvalidArgument, "path %v: want a probe path (host-host, host-pod, pod-pod, host-service, pod-service)", req.GetPath())
+	if !testspec.IsProbePath(req.GetPath()) {
+		return nil, status.Errorf(codes.InvalidArgument, "path %v: want a probe path (%s)", req.GetPath(), strings.Join(testspec.PathNamesOf(testspec.ProbePaths()), ", "))
 	}
 	if _, ok := measurev1.ProbeKind_name[int32(req.GetKind())]; !ok || req.GetKind() == measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED {
 		return nil, status.Errorf(codes.InvalidArgument, "kind %d: want a probe kind", req.GetKind())

@@ -18,7 +18,9 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshperf/meshperf/internal/grpcbuf"
+	"github.com/meshperf/meshperf/internal/protocol"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -166,7 +169,7 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	members := make([][]byte, cfg.Nodes)
 	for i := range members {
-		m, err := proto.Marshal(&agentv1.GossipMember{NodeName: NodeName(i), State: measurev1.GossipState_GOSSIP_STATE_ALIVE, Address: hostIP(i) + ":7946"})
+		m, err := proto.Marshal(&agentv1.GossipMember{NodeName: NodeName(i), State: measurev1.GossipState_GOSSIP_STATE_ALIVE, Address: net.JoinHostPort(hostIP(i), strconv.Itoa(protocol.DefaultGossipPort))})
 		if err != nil {
 			return nil, fmt.Errorf("fleet: gossip member %d: %w", i, err)
 		}

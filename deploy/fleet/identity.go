@@ -48,10 +48,10 @@ func (a *simAgent) register() *agentv1.Register {
 			{Network: measurev1.Network_NETWORK_HOST, Ip: hostIP(a.i), MtuBytes: 1500},
 			{Network: measurev1.Network_NETWORK_POD, Ip: podIP(a.i), MtuBytes: 1450},
 		},
-		ProbePort: 7947, HttpPort: 8080,
+		ProbePort: protocol.DefaultProbePort, HttpPort: protocol.DefaultHTTPPort,
 	}
 	if a.f.cfg.Gossip {
-		reg.GossipPort = 7946
+		reg.GossipPort = protocol.DefaultGossipPort
 	}
 	return reg
 }

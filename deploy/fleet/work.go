@@ -55,7 +55,7 @@ func answerWork(w *agentv1.Work, arrived, now time.Time) *agentv1.WorkResult {
 		case measurev1.Tool_TOOL_QPERF:
 			st.Port, st.DataPort = protocol.DefaultQperfPort, protocol.DefaultQperfDataPort
 		case measurev1.Tool_TOOL_CURL, measurev1.Tool_TOOL_AB:
-			st.Port = 8080
+			st.Port = protocol.DefaultHTTPPort
 		}
 		r.Outcome = &agentv1.WorkResult_ServerStarted{ServerStarted: st}
 	case *agentv1.Work_RunClient:

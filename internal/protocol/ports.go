@@ -20,6 +20,9 @@ const (
 	// DefaultProbePort is the TCP echo responder's port, the target of the
 	// tcp probes of the continuous mesh.
 	DefaultProbePort = 7947
+	// DefaultGossipPort is the agents' memberlist gossip port (UDP and
+	// TCP) on their host IPs, memberlist's own default.
+	DefaultGossipPort = 7946
 )
 
 // ServerPorts are the ports of one agent's test servers, the same on its

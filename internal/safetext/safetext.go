@@ -24,6 +24,10 @@ const (
 	// MaxAddressBytes bounds a result's target address (an IP address is
 	// at most 45 bytes long).
 	MaxAddressBytes = 64
+	// MaxProbeMessageBytes bounds a continuous probe summary's message:
+	// the agent cuts it to this, the coordinator refuses a longer one and
+	// stores at most this much per sample.
+	MaxProbeMessageBytes = 256
 )
 
 // NeedsEscape reports whether r must not reach a terminal as it is: a C0

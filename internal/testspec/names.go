@@ -44,6 +44,20 @@ func IsExternal(p measurev1.Path) bool {
 	return p == measurev1.Path_PATH_HOST_TO_EXTERNAL || p == measurev1.Path_PATH_POD_TO_EXTERNAL
 }
 
+// ProbePaths returns the paths the continuous probes take, every path
+// to a node, in enum order: host-host, host-pod, pod-pod, pod-service,
+// host-service (no external path). A new slice each call.
+func ProbePaths() []measurev1.Path {
+	node, _ := SplitPaths(Paths())
+	return node
+}
+
+// IsProbePath reports whether p is one of ProbePaths.
+func IsProbePath(p measurev1.Path) bool {
+	_, ok := paths[p]
+	return ok && !IsExternal(p)
+}
+
 // Tests returns every valid Test in enum order.
 func Tests() []measurev1.Test { return slices.Sorted(maps.Keys(tests)) }
 

@@ -2,6 +2,7 @@ package testspec
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -125,6 +126,33 @@ func TestQperfTestName(t *testing.T) {
 	for _, test := range Tests() {
 		if got := QperfTestName(test); got != want[test] {
 			t.Errorf("QperfTestName(%v) = %q, want %q", test, got, want[test])
+		}
+	}
+}
+
+// TestProbePaths: the probes take every path to a node and no other, in
+// enum order, and IsProbePath agrees with the list on every path value.
+func TestProbePaths(t *testing.T) {
+	if got, want := PathNamesOf(ProbePaths()), []string{"host-host", "host-pod", "pod-pod", "pod-service", "host-service"}; !slices.Equal(got, want) {
+		t.Errorf("ProbePaths = %v, want %v", got, want)
+	}
+	for _, tt := range []struct {
+		path measurev1.Path
+		want bool
+	}{
+		{measurev1.Path_PATH_HOST_TO_HOST, true},
+		{measurev1.Path_PATH_POD_TO_SERVICE, true},
+		{measurev1.Path_PATH_HOST_TO_SERVICE, true},
+		{measurev1.Path_PATH_HOST_TO_EXTERNAL, false},
+		{measurev1.Path_PATH_POD_TO_EXTERNAL, false},
+		{measurev1.Path_PATH_UNSPECIFIED, false},
+		{measurev1.Path(99), false},
+	} {
+		if got := IsProbePath(tt.path); got != tt.want {
+			t.Errorf("IsProbePath(%v) = %v, want %v", tt.path, got, tt.want)
+		}
+		if got := slices.Contains(ProbePaths(), tt.path); got != tt.want {
+			t.Errorf("ProbePaths holds %v: %v, want %v", tt.path, got, tt.want)
 		}
 	}
 }

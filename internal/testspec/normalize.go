@@ -86,6 +86,11 @@ const (
 	// the agent caps any work at 15 minutes, so a longer client could not
 	// finish.
 	MaxExpectedDuration = 10 * time.Minute
+	// ClientSlack is added to a test's ExpectedDuration for its client's
+	// deadline: the coordinator's deadline for the run (runs), the
+	// longest time figure a result may report (sanity.Timeout), and how
+	// far ab's "Time taken for tests" may run past its -t (the runner).
+	ClientSlack = 10 * time.Second
 )
 
 // Normalize returns a copy of spec with every default filled in, or an
