@@ -1,8 +1,10 @@
-// Package apitoken owns the coordinator's API token check: reading the
-// token file (--api-token-file) and comparing the bearer token a request
-// carries with it in constant time. The gRPC interceptors of MeshService
-// (package coordinator) and the web UI's JSON API (coordinator/web) use
-// the same Checker, so that what one accepts the other accepts.
+// Package apitoken owns meshperf's bearer tokens: reading a token file
+// (the coordinator's --api-token-file and --metrics-token-file, the CLI's
+// --token-file, remote write's bearer token) by one rule, and comparing
+// the bearer token a request carries with the coordinator's in constant
+// time. The gRPC interceptors of MeshService (package coordinator), the
+// web UI's JSON API (coordinator/web) and /metrics (coordinator/metrics)
+// use the same Checker, so that what one accepts the others accept.
 package apitoken
 
 import (
@@ -27,20 +29,31 @@ var (
 	ErrWrong = errors.New("wrong API token")
 )
 
-// Read reads the API token from file: its content without the
-// surrounding white space (a trailing newline), which must not be empty
-// nor hold white space inside.
-func Read(file string) ([]byte, error) {
+// Read reads the API token from file (--api-token-file): ReadFile.
+func Read(file string) ([]byte, error) { return ReadFile("API token (--api-token-file)", file) }
+
+// ReadFile reads a bearer token from file: its content without the
+// surrounding white space (a trailing newline, as a mounted Secret has
+// it), which must not be empty nor hold white space inside (a bearer
+// token is one word). what names the token and its flag in the errors,
+// e.g. "metrics token (--metrics-token-file)".
+func ReadFile(what, file string) ([]byte, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("API token (--api-token-file): %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	return Parse(what, file, b)
+}
+
+// Parse is ReadFile's rule applied to b, the content of file already
+// read (by a caller that keeps it, to notice when the file changes).
+func Parse(what, file string, b []byte) ([]byte, error) {
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return nil, fmt.Errorf("API token (--api-token-file) %s is empty", file)
+		return nil, fmt.Errorf("%s %s is empty", what, file)
 	}
 	if strings.ContainsAny(tok, " \t\r\n") {
-		return nil, fmt.Errorf("API token (--api-token-file) %s holds white space inside the token: want one line", file)
+		return nil, fmt.Errorf("%s %s holds white space inside the token: want one line", what, file)
 	}
 	return []byte(tok), nil
 }

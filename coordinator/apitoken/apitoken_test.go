@@ -60,3 +60,47 @@ func TestRead(t *testing.T) {
 		}
 	}
 }
+
+// TestReadFile: every token file is read by one rule, its errors naming
+// the caller's token and flag: Parse on the bytes agrees with ReadFile on
+// the file.
+func TestReadFile(t *testing.T) {
+	const what = "metrics token (--metrics-token-file)"
+	for _, tt := range []struct {
+		name, content, want, wantErr string
+	}{
+		{"secret's newline", "s3cret\n", "s3cret", ""},
+		{"white space around", " \ts3cret \r\n", "s3cret", ""},
+		{"empty", " \n", "", what + " FILE is empty"},
+		{"space inside", "two words\n", "", what + " FILE holds white space inside the token"},
+		{"two lines", "one\ntwo\n", "", what + " FILE holds white space inside the token"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "token")
+			if err := os.WriteFile(f, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			wantErr := strings.ReplaceAll(tt.wantErr, "FILE", f)
+			got, err := ReadFile(what, f)
+			parsed, perr := Parse(what, f, []byte(tt.content))
+			for _, r := range []struct {
+				fn  string
+				got []byte
+				err error
+			}{{"ReadFile", got, err}, {"Parse", parsed, perr}} {
+				if tt.wantErr != "" {
+					if r.err == nil || !strings.HasPrefix(r.err.Error(), wantErr) {
+						t.Errorf("%s: %q, %v; want an error starting %q", r.fn, r.got, r.err, wantErr)
+					}
+					continue
+				}
+				if r.err != nil || string(r.got) != tt.want {
+					t.Errorf("%s: %q, %v; want %q", r.fn, r.got, r.err, tt.want)
+				}
+			}
+		})
+	}
+	if _, err := ReadFile(what, filepath.Join(t.TempDir(), "missing")); err == nil || !strings.HasPrefix(err.Error(), what+": ") {
+		t.Errorf("missing file: %v, want an error starting %q", err, what+": ")
+	}
+}

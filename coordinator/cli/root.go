@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshperf/meshperf/coordinator/apitoken"
 	"github.com/meshperf/meshperf/internal/mtls"
 	"github.com/meshperf/meshperf/internal/safetext"
 	"github.com/meshperf/meshperf/internal/version"
@@ -156,13 +157,11 @@ func (o *options) security(unix bool) ([]grpc.DialOption, error) {
 	var token string
 	switch {
 	case o.tokenFile != "":
-		b, err := os.ReadFile(o.tokenFile)
+		b, err := apitoken.ReadFile("--token-file", o.tokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
+			return nil, err
 		}
-		if token = strings.TrimSpace(string(b)); token == "" {
-			return nil, fmt.Errorf("--token-file %s is empty", o.tokenFile)
-		}
+		token = string(b)
 	default:
 		token = strings.TrimSpace(os.Getenv(TokenEnv))
 	}

@@ -1,17 +1,15 @@
 package metrics
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/meshperf/meshperf/coordinator/apitoken"
 	"github.com/meshperf/meshperf/internal/safetext"
 )
 
@@ -55,11 +53,15 @@ func (m *Metrics) SetAccess(a Access) error {
 	}
 	var tok *metricsToken
 	if a.TokenFile != "" {
-		sum, raw, err := readMetricsToken(a.TokenFile)
+		raw, err := os.ReadFile(a.TokenFile)
+		if err != nil {
+			return fmt.Errorf("%s: %w", metricsTokenWhat, err)
+		}
+		check, err := parseMetricsToken(a.TokenFile, raw)
 		if err != nil {
 			return err
 		}
-		tok = &metricsToken{file: a.TokenFile, every: a.TokenCheckInterval, sum: sum, raw: raw, checked: time.Now()}
+		tok = &metricsToken{file: a.TokenFile, every: a.TokenCheckInterval, check: check, raw: raw, checked: time.Now()}
 	}
 	m.accessMu.Lock()
 	m.access, m.token = a, tok
@@ -67,22 +69,17 @@ func (m *Metrics) SetAccess(a Access) error {
 	return nil
 }
 
-// readMetricsToken reads the token file: the SHA-256 of its content
-// without surrounding white space, which must be one non-empty word, and
-// the raw content.
-func readMetricsToken(file string) ([sha256.Size]byte, []byte, error) {
-	b, err := os.ReadFile(file)
+// metricsTokenWhat names the metrics token in errors.
+const metricsTokenWhat = "metrics token (--metrics-token-file)"
+
+// parseMetricsToken is a Checker of the token file's content raw, by the
+// rule of every token file (apitoken.Parse).
+func parseMetricsToken(file string, raw []byte) (*apitoken.Checker, error) {
+	tok, err := apitoken.Parse(metricsTokenWhat, file, raw)
 	if err != nil {
-		return [sha256.Size]byte{}, nil, fmt.Errorf("metrics token (--metrics-token-file): %w", err)
+		return nil, err
 	}
-	tok := strings.TrimSpace(string(b))
-	switch {
-	case tok == "":
-		return [sha256.Size]byte{}, nil, fmt.Errorf("metrics token (--metrics-token-file) %s is empty", file)
-	case strings.ContainsAny(tok, " \t\r\n"):
-		return [sha256.Size]byte{}, nil, fmt.Errorf("metrics token (--metrics-token-file) %s holds white space inside the token: want one line", file)
-	}
-	return sha256.Sum256([]byte(tok)), b, nil
+	return apitoken.New(tok), nil
 }
 
 // metricsToken is the bearer token /metrics requires, kept current with
@@ -92,25 +89,29 @@ type metricsToken struct {
 	every time.Duration
 
 	mu      sync.Mutex
-	sum     [sha256.Size]byte // of the token in use
+	check   *apitoken.Checker // of the token in use
 	raw     []byte            // the file's content when last read
 	checked time.Time
 }
 
-// current is the token's hash, after reading the file again if the check
-// interval has passed; a file that changed and is bad keeps the old token
-// (warned once per content).
-func (t *metricsToken) current(m *Metrics) [sha256.Size]byte {
+// current is the token's Checker, after reading the file again if the
+// check interval has passed; a file that changed and is bad keeps the old
+// token (warned once per content).
+func (t *metricsToken) current(m *Metrics) *apitoken.Checker {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if now := time.Now(); now.Sub(t.checked) >= t.every || now.Before(t.checked) {
 		t.checked = now
 		b, err := os.ReadFile(t.file)
 		if err != nil || string(b) != string(t.raw) {
-			sum, _, perr := readMetricsToken(t.file)
+			var check *apitoken.Checker
+			var perr error
+			if err == nil {
+				check, perr = parseMetricsToken(t.file, b)
+			}
 			switch {
 			case err == nil && perr == nil:
-				t.sum = sum
+				t.check = check
 				m.log.Info("metrics token reloaded", "file", t.file)
 			case err != nil:
 				m.log.Warn("metrics token file cannot be read; keeping the token in use", "file", t.file, "err", err)
@@ -122,7 +123,7 @@ func (t *metricsToken) current(m *Metrics) [sha256.Size]byte {
 			}
 		}
 	}
-	return t.sum
+	return t.check
 }
 
 // guard is next behind the checks Access asks for.
@@ -142,7 +143,6 @@ func (m *Metrics) guard(next http.Handler) http.Handler {
 			return
 		}
 		if tok != nil {
-			want := tok.current(m)
 			bearer := func(errCode string) {
 				v := `Bearer realm="meshperf metrics"`
 				if errCode != "" {
@@ -150,22 +150,19 @@ func (m *Metrics) guard(next http.Handler) http.Handler {
 				}
 				w.Header().Set("WWW-Authenticate", v)
 			}
-			vals := r.Header.Values("Authorization")
-			if len(vals) == 0 {
+			switch err := tok.current(m).Check(r.Header.Values("Authorization")); {
+			case err == nil:
+			case errors.Is(err, apitoken.ErrMissing):
 				bearer("")
 				refuse(http.StatusUnauthorized, "no bearer token")
 				return
-			}
-			scheme, got, ok := strings.Cut(vals[0], " ")
-			if len(vals) > 1 || !ok || !strings.EqualFold(scheme, "Bearer") {
-				bearer("invalid_request")
-				refuse(http.StatusUnauthorized, "authorization is not one bearer token")
-				return
-			}
-			sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
-			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			case errors.Is(err, apitoken.ErrWrong):
 				bearer("invalid_token")
 				refuse(http.StatusUnauthorized, "wrong bearer token")
+				return
+			default: // ErrMany, ErrScheme
+				bearer("invalid_request")
+				refuse(http.StatusUnauthorized, "authorization is not one bearer token")
 				return
 			}
 		}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meshperf/meshperf/coordinator/apitoken"
 )
 
 // Defaults of Config's zero fields.
@@ -119,13 +121,11 @@ func (cfg *Config) client() (*http.Client, error) {
 	}
 	var token string
 	if cfg.BearerTokenFile != "" {
-		b, err := os.ReadFile(cfg.BearerTokenFile)
+		b, err := apitoken.ReadFile("remote write bearer token (--remote-write-bearer-token-file)", cfg.BearerTokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("--remote-write-bearer-token-file %q: %w", cfg.BearerTokenFile, err)
+			return nil, err
 		}
-		if token = strings.TrimSpace(string(b)); token == "" || strings.ContainsAny(token, "\r\n") {
-			return nil, fmt.Errorf("--remote-write-bearer-token-file %q: empty, or more than one line", cfg.BearerTokenFile)
-		}
+		token = string(b)
 	}
 	if token != "" {
 		if u, err := url.Parse(cfg.URL); err == nil && u.Scheme == "http" && !loopbackHost(u.Hostname()) {
