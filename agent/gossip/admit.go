@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/meshperf/meshperf/internal/protocol"
 )
 
 // ErrRefusedMember is wrapped by every refusal of a member (Config's
@@ -17,13 +19,6 @@ import (
 // carry it are demoted to debug: admission logs refusals itself, at most
 // once a second.
 var ErrRefusedMember = errors.New("gossip: refused member")
-
-// metadataAddrs are the cloud metadata services, never a member.
-var metadataAddrs = []netip.Addr{
-	netip.MustParseAddr("169.254.169.254"),
-	netip.MustParseAddr("fd00:ec2::254"),
-	netip.MustParseAddr("100.100.100.200"),
-}
 
 // checkAddrClass returns nil if ip may be a member's address: not
 // unspecified, multicast, a cloud metadata address, loopback (unless
@@ -38,10 +33,8 @@ func checkAddrClass(ip netip.Addr, loopback, linkLocal bool) error {
 	case ip.IsMulticast():
 		return errors.New("is multicast")
 	}
-	for _, m := range metadataAddrs {
-		if ip == m {
-			return errors.New("is a cloud metadata address")
-		}
+	if protocol.IsMetadataService(ip) {
+		return errors.New("is a cloud metadata address")
 	}
 	switch {
 	case ip.IsLoopback() && !loopback:

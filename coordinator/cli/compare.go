@@ -138,17 +138,12 @@ func deltaColumns(d testcell.Delta) (med func(*testcell.Cell) string, change, p,
 	if !math.IsNaN(d.MedianChange) {
 		change = fmt.Sprintf("%+.1f%%", 100*d.MedianChange)
 	}
-	verdict = "not tested"
 	if d.Tested {
 		p = fmt.Sprintf("%.3g", d.Test.P)
-		switch {
-		case d.Worse:
-			verdict = "WORSE"
-		case d.Better:
-			verdict = "better"
-		default:
-			verdict = "same"
-		}
+	}
+	verdict = d.Verdict()
+	if d.Tested && d.Worse {
+		verdict = strings.ToUpper(verdict) // the table's eye-catcher
 	}
 	return med, change, p, verdict
 }
@@ -249,15 +244,7 @@ func printDeltasCSV(o *options, deltas []testcell.Delta) error {
 		if d.B != nil {
 			bn, bm = d.B.Stats.N, csvFloat(d.B.Stats.Median, d.B.Stats.N > 0)
 		}
-		verdict := "same"
-		switch {
-		case !d.Tested:
-			verdict = "not tested"
-		case d.Worse:
-			verdict = "worse"
-		case d.Better:
-			verdict = "better"
-		}
+		verdict := d.Verdict()
 		_ = w.Write([]string{testspec.Name(d.Key.Test), d.Key.Params, testspec.PathName(d.Key.Path), d.Key.Src, d.Key.Dst, testcell.Unit(d.Key.Test),
 			strconv.Itoa(an), am, strconv.Itoa(bn), bm, csvFloat(d.MedianChange, true), csvFloat(d.Test.P, d.Tested),
 			strconv.FormatBool(d.Tested && d.Test.Significant), verdict})

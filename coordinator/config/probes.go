@@ -14,11 +14,6 @@ import (
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
-// probeFamilyNames are the config file's names of the probed families.
-var probeFamilyNames = map[string]measurev1.IPFamily{
-	"ipv4": measurev1.IPFamily_IP_FAMILY_IPV4, "ipv6": measurev1.IPFamily_IP_FAMILY_IPV6,
-}
-
 // settings checks the section and turns it into the ProbeSettings every
 // agent's plan carries; errors name the field (under "probes.") and value.
 func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
@@ -103,7 +98,7 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 		return nil, err
 	}
 	if s.IpFamilies, err = parseNames("ip_families", p.IPFamilies, func(i int, name string) (measurev1.IPFamily, error) {
-		f, ok := probeFamilyNames[name]
+		f, ok := protocol.ParseFamilyName(name)
 		if !ok {
 			return f, fmt.Errorf("ip_families[%d] %q: not an IP family (ipv4, ipv6)", i, name)
 		}

@@ -260,17 +260,16 @@ func (u *UI) apiCompare(r *http.Request) (any, error) {
 			title += " " + d.Label
 		}
 		v := deltaView{Test: title, Path: testspec.PathName(d.Key.Path), Src: d.Key.Src, Dst: d.Key.Dst, Unit: testcell.Unit(d.Key.Test),
-			A: med(d.A), B: med(d.B), Change: fig(d.MedianChange), P: none, Verdict: "not tested"}
+			A: med(d.A), B: med(d.B), Change: fig(d.MedianChange), P: none, Verdict: d.Verdict()}
 		if d.Tested {
 			v.P = fig(d.Test.P)
-			switch {
-			case d.Worse:
-				v.Verdict, worse = "worse", worse+1
-			case d.Better:
-				v.Verdict, better = "better", better+1
-			default:
-				v.Verdict = "same"
-			}
+		}
+		switch {
+		case !d.Tested:
+		case d.Worse:
+			worse++
+		case d.Better:
+			better++
 		}
 		if math.IsNaN(d.MedianChange) {
 			v.Change = none

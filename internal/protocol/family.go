@@ -50,6 +50,17 @@ func FamilyName(f measurev1.IPFamily) string {
 // Families lists the known families, IPv4 first.
 var Families = []measurev1.IPFamily{measurev1.IPFamily_IP_FAMILY_IPV4, measurev1.IPFamily_IP_FAMILY_IPV6}
 
+// ParseFamilyName is FamilyName's inverse for Families: exactly "ipv4" or
+// "ipv6" (the config file's names); ok is false for anything else.
+func ParseFamilyName(name string) (f measurev1.IPFamily, ok bool) {
+	for _, f := range Families {
+		if FamilyName(f) == name {
+			return f, true
+		}
+	}
+	return measurev1.IPFamily_IP_FAMILY_UNSPECIFIED, false
+}
+
 // ParseFamilies parses a --ip-family value: "ipv4", "ipv6", "dual" (both)
 // or "" and "all" (none listed: every family the nodes have). The error
 // names the value.

@@ -64,3 +64,18 @@ func FuzzParseFamilies(f *testing.F) {
 		}
 	})
 }
+
+// TestParseFamilyName: the inverse of FamilyName for the known families,
+// exact names only.
+func TestParseFamilyName(t *testing.T) {
+	for _, f := range Families {
+		if got, ok := ParseFamilyName(FamilyName(f)); !ok || got != f {
+			t.Errorf("ParseFamilyName(%q) = %v, %v; want %v", FamilyName(f), got, ok, f)
+		}
+	}
+	for _, name := range []string{"", "IPv4", "ipv5", "dual", "4", "family(0)"} {
+		if got, ok := ParseFamilyName(name); ok {
+			t.Errorf("ParseFamilyName(%q) = %v, want none", name, got)
+		}
+	}
+}

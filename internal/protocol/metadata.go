@@ -10,3 +10,16 @@ import "net/netip"
 func MetadataService(ip netip.Addr) string {
 	return metadataIPs[ip.Unmap()]
 }
+
+// linkLocalMetadataIP is the metadata service of most clouds (AWS, GCP,
+// Azure, OpenStack), a link-local address.
+var linkLocalMetadataIP = netip.MustParseAddr("169.254.169.254")
+
+// IsMetadataService reports whether ip is a cloud metadata service:
+// 169.254.169.254 or one that MetadataService names. A caller that
+// admits some link-local addresses (gossip between link-local nodes)
+// still refuses these.
+func IsMetadataService(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return ip == linkLocalMetadataIP || metadataIPs[ip] != ""
+}

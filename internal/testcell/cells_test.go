@@ -149,3 +149,22 @@ func TestByPath(t *testing.T) {
 		t.Errorf("%d worse cells, want 1 (iperf3 pod-pod)", worse)
 	}
 }
+
+// TestDeltaVerdict: too few samples is "not tested" whatever else is
+// set; otherwise worse, better or same.
+func TestDeltaVerdict(t *testing.T) {
+	for _, tt := range []struct {
+		d    Delta
+		want string
+	}{
+		{Delta{}, "not tested"},
+		{Delta{Worse: true}, "not tested"},
+		{Delta{Tested: true}, "same"},
+		{Delta{Tested: true, Worse: true}, "worse"},
+		{Delta{Tested: true, Better: true}, "better"},
+	} {
+		if got := tt.d.Verdict(); got != tt.want {
+			t.Errorf("Verdict of tested=%v worse=%v better=%v = %q, want %q", tt.d.Tested, tt.d.Worse, tt.d.Better, got, tt.want)
+		}
+	}
+}

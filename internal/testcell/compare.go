@@ -32,6 +32,22 @@ type Delta struct {
 	Worse, Better bool
 }
 
+// Verdict names what the comparison found: "not tested" (too few
+// samples on a side), "worse", "better" or "same" (no significant
+// change). The web UI, the CLI's table and its CSV say it this way; the
+// table writes "worse" in capitals.
+func (d Delta) Verdict() string {
+	switch {
+	case !d.Tested:
+		return "not tested"
+	case d.Worse:
+		return "worse"
+	case d.Better:
+		return "better"
+	}
+	return "same"
+}
+
 // Compare matches the cells of two runs and compares each pair, sorted as
 // Cells sorts. Cells present in one run only are listed with the other side
 // nil.

@@ -91,7 +91,7 @@ func (d *faultsDemo) firstAfter(ctx context.Context, t0 time.Time) (*measurev1.R
 	}
 	var first *measurev1.Run
 	for _, r := range runs.GetRuns() { // newest first
-		if strings.HasPrefix(r.GetSpec().GetLabel(), "monitor-") && r.GetCreateTime().AsTime().After(t0) {
+		if testspec.IsContinuous(r.GetSpec().GetLabel()) && r.GetCreateTime().AsTime().After(t0) {
 			first = r
 		}
 	}
