@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -61,11 +60,7 @@ func loopback(addr string) bool {
 	if err != nil {
 		return false
 	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	return mtls.LoopbackHost(host)
 }
 
 // webRefresh is how often the UI's live pages poll: the shortest monitor

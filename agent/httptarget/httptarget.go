@@ -6,14 +6,16 @@ package httptarget
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"golang.org/x/net/netutil"
+
+	"github.com/meshperf/meshperf/internal/httpserve"
 )
 
 // MaxBodyBytes bounds the body size a client may ask for with ?bytes=N:
@@ -76,24 +78,8 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
 // serve is Serve with its limits.
 func serve(ctx context.Context, l net.Listener, h http.Handler, writeTimeout time.Duration, maxConns int) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: writeTimeout, IdleTimeout: 30 * time.Second}
-	addr := l.Addr()
-	l = netutil.LimitListener(l, maxConns)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("http target %s: %w", addr, err)
-	case <-ctx.Done():
-	}
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil {
-		// The grace period is over: cut the requests still in flight (a
-		// client that stopped reading would hold its handler forever).
-		_ = srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http target %s: %w", addr, err)
-	}
-	return nil
+	// After a 2 s grace the requests still in flight are cut (a client
+	// that stopped reading would hold its handler forever); that is
+	// expected here, not worth a warning.
+	return httpserve.Serve(ctx, srv, netutil.LimitListener(l, maxConns), 2*time.Second, "http target", slog.New(slog.DiscardHandler))
 }

@@ -7,23 +7,21 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"syscall"
 	"time"
 
+	"github.com/meshperf/meshperf/agent/netns"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
-	"golang.org/x/sys/unix"
 )
 
 // probeTimeout bounds the TCP probe that follows qperf's "failed to connect".
 const probeTimeout = 3 * time.Second
 
 // probeTCP opens one TCP connection to addr ("IP:port") from the network
-// namespace at netns ("" = the agent's own) and closes it at once. It
+// namespace at ns ("" = the agent's own) and closes it at once. It
 // returns nil if the connection was accepted, else the dial error. The
-// namespace is entered on a locked OS thread that is restored before it is
-// unlocked (or left locked, and so thrown away, if it cannot be restored).
-func probeTCP(ctx context.Context, netns, addr string) error {
+// namespace is entered with netns.Do, on a goroutine of its own.
+func probeTCP(ctx context.Context, ns, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	dial := func() error {
@@ -34,37 +32,13 @@ func probeTCP(ctx context.Context, netns, addr string) error {
 		}
 		return c.Close()
 	}
-	if netns == "" {
+	if ns == "" {
 		return dial()
 	}
+	// A goroutine of its own: if its thread cannot return to the agent's
+	// namespace, netns.Do leaves it locked and it dies with the goroutine.
 	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("open own network namespace: %w", err)
-			return
-		}
-		defer func() { _ = orig.Close() }()
-		target, err := os.Open(netns)
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("open network namespace: %w", err)
-			return
-		}
-		defer func() { _ = target.Close() }()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("enter network namespace %s: %w", netns, err)
-			return
-		}
-		err = dial()
-		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		done <- err
-	}()
+	go func() { done <- netns.Do(ns, dial) }()
 	return <-done
 }
 

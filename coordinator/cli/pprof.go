@@ -2,13 +2,14 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/httpserve"
 )
 
 // servePprof serves Go's runtime profiles (net/http/pprof: /debug/pprof/
@@ -28,16 +29,10 @@ func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	go func() { // ends with ctx
+		if err := httpserve.Serve(ctx, srv, l, 2*time.Second, "pprof", log); err != nil {
 			log.Warn("pprof server ended", "err", err)
 		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
 	}()
 	log.Info("serving pprof", "address", l.Addr().String())
 	return nil

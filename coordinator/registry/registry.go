@@ -1,7 +1,7 @@
 // Package registry owns the coordinator's live view of its agents: it runs
 // each agent's session on its gRPC stream (registration, heartbeats, work
 // and results), hands work to a node's agent and waits for the answer with
-// the same test ID, and tells every agent which endpoints exist. It sends
+// the same work ID, and tells every agent which endpoints exist. It sends
 // the agents ResultAcks for the client results the coordinator stored, and
 // passes client results nobody waits for (late, or sent again after a
 // reconnect) to a LateHandler. It also keeps the agents' gossip views
@@ -429,7 +429,7 @@ func (r *Registry) Node(name string) (Node, bool) {
 }
 
 // Dispatch sends w to node's agent and waits for the WorkResult with the
-// same test ID and action. It fails with ErrAgentUnavailable (wrapped) if
+// same work ID and action. It fails with ErrAgentUnavailable (wrapped) if
 // the node has no session or the session ends first, and with ctx's error if
 // ctx ends first.
 func (r *Registry) Dispatch(ctx context.Context, node string, w *agentv1.Work) (*agentv1.WorkResult, error) {

@@ -23,7 +23,7 @@ import (
 // Bounds of a session's queues of acknowledgements and held work (the
 // late results' are in late.go).
 const (
-	// maxAckBatch is the most test IDs one ResultAck carries.
+	// maxAckBatch is the most work IDs one ResultAck carries.
 	maxAckBatch = 1000
 	// maxHeld is the most work, all of it with callers still waiting,
 	// that a session holds while its agent's probe plan is in flight;
@@ -66,7 +66,7 @@ type session struct {
 	reportAcks []uint64 // report seqs to acknowledge
 	pending    map[pendingKey]chan *agentv1.WorkResult
 	seen       time.Time
-	acks       []string              // test IDs to acknowledge
+	acks       []string              // work IDs to acknowledge
 	late       []*agentv1.WorkResult // client answers nobody waited for
 	lateBytes  int                   // the encoded size of late
 }
@@ -79,7 +79,7 @@ func newSession(node Node) *session {
 	}
 }
 
-// ack queues test IDs for the next ResultAck; it never blocks.
+// ack queues work IDs for the next ResultAck; it never blocks.
 func (s *session) ack(testIDs []string) {
 	s.mu.Lock()
 	s.acks = append(s.acks, testIDs...)
@@ -87,7 +87,7 @@ func (s *session) ack(testIDs []string) {
 	signal(s.acksDirty)
 }
 
-// takeAcks returns up to maxAckBatch queued test IDs, oldest first.
+// takeAcks returns up to maxAckBatch queued work IDs, oldest first.
 func (s *session) takeAcks() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -401,7 +401,7 @@ func (r *Registry) loop(ctx context.Context, stream Stream, s *session, recvC <-
 	sendWork := func(w *agentv1.Work) error {
 		// Acknowledgements queued before this work go before it: an ack
 		// of an earlier answer must not reach the agent after the new
-		// answer with the same test ID (a retry) exists.
+		// answer with the same work ID (a retry) exists.
 		if err := sendAcks(s, send); err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/apitoken"
+	"github.com/meshperf/meshperf/internal/mtls"
 )
 
 // Defaults of Config's zero fields.
@@ -128,7 +128,7 @@ func (cfg *Config) client() (*http.Client, error) {
 		token = string(b)
 	}
 	if token != "" {
-		if u, err := url.Parse(cfg.URL); err == nil && u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+		if u, err := url.Parse(cfg.URL); err == nil && u.Scheme == "http" && !mtls.LoopbackHost(u.Hostname()) {
 			return nil, fmt.Errorf("--remote-write %q with --remote-write-bearer-token-file: the token would cross the network in clear; use https (http only to a loopback receiver)", cfg.URL)
 		}
 	}
@@ -149,15 +149,6 @@ func retryAfter(v string) time.Duration {
 		return time.Until(d)
 	}
 	return 0
-}
-
-// loopbackHost reports whether host is "localhost" or a loopback IP.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // maxErrorBody bounds how much of a receiver's answer is read: the

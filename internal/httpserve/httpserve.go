@@ -1,7 +1,8 @@
-// Package httpserve owns the lifetime of the coordinator's HTTP servers
-// (the metrics endpoint and the web UI): serve on a listener until the
-// context ends, then shut down gracefully within a timeout; and the
-// liveness answer both give (Healthz).
+// Package httpserve owns the lifetime of meshperf's HTTP servers (the
+// coordinator's metrics endpoint, web UI and pprof, the agent's HTTP
+// target): serve on a listener until the context ends, then shut down
+// gracefully within a timeout; and the liveness answer the coordinator's
+// give (Healthz).
 package httpserve
 
 import (

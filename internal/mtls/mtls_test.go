@@ -136,3 +136,16 @@ func TestHandshake(t *testing.T) {
 		})
 	}
 }
+
+// TestLoopbackHost: localhost and every loopback IP, nothing else; names
+// other than "localhost" are not resolved.
+func TestLoopbackHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"localhost": true, "127.0.0.1": true, "127.255.0.9": true, "::1": true, "::ffff:127.0.0.1": true,
+		"": false, "LOCALHOST.example": false, "10.0.0.1": false, "0.0.0.0": false, "::": false, "fd00::1": false, "[::1]": false,
+	} {
+		if got := mtls.LoopbackHost(host); got != want {
+			t.Errorf("LoopbackHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}

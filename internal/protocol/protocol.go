@@ -1,6 +1,10 @@
 // Package protocol holds what both ends of the agent<->coordinator stream
-// must agree on beyond the generated types: the protocol version and the
-// rules for node names.
+// must agree on beyond the generated types: the protocol version, the
+// rules for node names and addresses, work IDs and their deadlines
+// (work.go), heartbeats, the servers' default ports, the continuous
+// probes' bounds, IP families, external targets and the cloud metadata
+// addresses they may not be, and the bounds of the texts an answer
+// carries.
 package protocol
 
 import (
