@@ -111,6 +111,27 @@ type pairKey struct {
 
 var _ runs.Observer = (*Metrics)(nil)
 
+// Names of the metric families that remote write (coordinator/remotewrite)
+// sends too, under the same names and labels, so that a dashboard reads
+// either source alike.
+const (
+	// PairLatency is a pair's latency or time figure, in seconds.
+	PairLatency = "meshperf_pair_latency_seconds"
+	// PairThroughput is a pair's throughput figure, in bits per second.
+	PairThroughput = "meshperf_pair_throughput_bps"
+	// PairLoss is a pair's packet loss, a ratio 0..1.
+	PairLoss = "meshperf_pair_loss_ratio"
+	// NodeLatency is the median of a node's pairs' latency figures.
+	NodeLatency = "meshperf_node_latency_seconds"
+	// NodeThroughput is the median of a node's pairs' throughput figures.
+	NodeThroughput = "meshperf_node_throughput_bps"
+	// Fault is 1 per fault a continuous run localises to a node.
+	Fault = "meshperf_fault"
+	// ExternalFault is 1 per fault a continuous run finds of an external
+	// target.
+	ExternalFault = "meshperf_external_fault"
+)
+
 // New returns Metrics with a registry of their own holding every collector
 // described in the package comment.
 func New(cfg Config) (*Metrics, error) {
@@ -122,10 +143,10 @@ func New(cfg Config) (*Metrics, error) {
 	pairLabels := []string{"src", "dst", "test", "path"}
 	m := &Metrics{
 		cfg: cfg, log: log, reg: prometheus.NewRegistry(),
-		nodeLatency: gaugeVec("meshperf_node_latency_seconds",
+		nodeLatency: gaugeVec(NodeLatency,
 			"Median over the node's peers (as source or destination) of each pair's last latency or time figure, in seconds: ping median RTT, qperf one-way latency, HTTP total time.",
 			nodeLabels),
-		nodeThroughput: gaugeVec("meshperf_node_throughput_bps",
+		nodeThroughput: gaugeVec(NodeThroughput,
 			"Median over the node's peers (as source or destination) of each pair's last throughput figure, in bits per second: qperf tcp_bw/udp_bw, iperf3 receiver throughput.",
 			nodeLabels),
 		nodeResults: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -135,10 +156,10 @@ func New(cfg Config) (*Metrics, error) {
 		nodeLoss: gaugeVec("meshperf_node_loss_ratio",
 			"Median over the node's peers (as source or destination) of each pair's last packet loss, a ratio 0..1: ping's lost echoes, iperf3 UDP's lost datagrams.",
 			nodeLabels),
-		faults: gaugeVec("meshperf_fault",
+		faults: gaugeVec(Fault,
 			"1 for each fault the newest continuous run localises: the node its bad pairs have in common and the kind (pod-network, mtu-blackhole, icmp-blocked, bandwidth-degraded, latency-degraded, unreachable, agent-gone), or a node that cannot reach the external targets others reach (egress-broken, pod-egress-broken); no series when there is none.",
 			[]string{"node", "kind"}),
-		externalFaults: gaugeVec("meshperf_external_fault",
+		externalFaults: gaugeVec(ExternalFault,
 			"1 for each fault of an external target the newest continuous run finds: the target's name and the kind (external-down, external-http-down, external-icmp-blocked, external-partial); no series when there is none.",
 			[]string{"target", "kind"}),
 		runsActive: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -168,13 +189,13 @@ func New(cfg Config) (*Metrics, error) {
 		cs = append(cs, invalidCollector{cfg.Invalid})
 	}
 	if cfg.PerPair {
-		m.pairLatency = gaugeVec("meshperf_pair_latency_seconds",
+		m.pairLatency = gaugeVec(PairLatency,
 			"The pair's last latency or time figure, in seconds: ping median RTT, qperf one-way latency, HTTP total time.",
 			pairLabels)
-		m.pairThroughput = gaugeVec("meshperf_pair_throughput_bps",
+		m.pairThroughput = gaugeVec(PairThroughput,
 			"The pair's last throughput figure, in bits per second: qperf tcp_bw/udp_bw, iperf3 receiver throughput.",
 			pairLabels)
-		m.pairLoss = gaugeVec("meshperf_pair_loss_ratio",
+		m.pairLoss = gaugeVec(PairLoss,
 			"The pair's last packet loss, a ratio 0..1: ping's lost echoes, iperf3 UDP's lost datagrams.",
 			pairLabels)
 		cs = append(cs, m.pairLatency, m.pairThroughput, m.pairLoss)

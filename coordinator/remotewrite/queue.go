@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshperf/meshperf/coordinator/metrics"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -29,13 +30,13 @@ var families = [numFamilies]struct {
 	name, a, b string
 	testPath   bool
 }{
-	famPairLatency:    {"meshperf_pair_latency_seconds", "src", "dst", true},
-	famPairThroughput: {"meshperf_pair_throughput_bps", "src", "dst", true},
-	famPairLoss:       {"meshperf_pair_loss_ratio", "src", "dst", true},
-	famNodeLatency:    {"meshperf_node_latency_seconds", "node", "role", true},
-	famNodeThroughput: {"meshperf_node_throughput_bps", "node", "role", true},
-	famFault:          {"meshperf_fault", "node", "kind", false},
-	famExternalFault:  {"meshperf_external_fault", "target", "kind", false},
+	famPairLatency:    {metrics.PairLatency, "src", "dst", true},
+	famPairThroughput: {metrics.PairThroughput, "src", "dst", true},
+	famPairLoss:       {metrics.PairLoss, "src", "dst", true},
+	famNodeLatency:    {metrics.NodeLatency, "node", "role", true},
+	famNodeThroughput: {metrics.NodeThroughput, "node", "role", true},
+	famFault:          {metrics.Fault, "node", "kind", false},
+	famExternalFault:  {metrics.ExternalFault, "target", "kind", false},
 }
 
 // quantile values of sample.quantile (0: no quantile label).
@@ -109,7 +110,7 @@ func labelNames() []string {
 		out = append(out, testspec.Name(measurev1.Test(v)))
 	}
 	for v := range measurev1.ProbeKind_name {
-		out = append(out, "probe_"+testspec.ProbeKindName(measurev1.ProbeKind(v)))
+		out = append(out, testspec.ProbeTestName(measurev1.ProbeKind(v)))
 	}
 	for v := range measurev1.Path_name {
 		out = append(out, testspec.PathName(measurev1.Path(v)))

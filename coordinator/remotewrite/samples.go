@@ -144,7 +144,7 @@ func (w *Writer) Reports(reports []series.Report) {
 				if s.Sent == 0 || s.Status == measurev1.Status_STATUS_INVALID || s.Received > s.Sent {
 					continue
 				}
-				base := sample{ts: ts, a: src, b: q.intern(s.Dst), test: q.intern16("probe_" + testspec.ProbeKindName(s.Kind)),
+				base := sample{ts: ts, a: src, b: q.intern(s.Dst), test: q.intern16(testspec.ProbeTestName(s.Kind)),
 					path: q.intern16(testspec.PathName(s.Path))}
 				loss := base
 				loss.fam, loss.v = famPairLoss, float64(s.Sent-s.Received)/float64(s.Sent)

@@ -323,10 +323,10 @@ func (u *UI) mesh(ctx context.Context, test measurev1.Test, kind measurev1.Probe
 	}
 	probes := u.cfg.Probes
 	if kind != 0 && !probes.on() {
-		return nil, &paramError{name: "test", value: probeTestName(kind), want: "no continuous probes are configured"}
+		return nil, &paramError{name: "test", value: testspec.ProbeTestName(kind), want: "no continuous probes are configured"}
 	}
 	if kind != 0 && !slices.Contains(probes.Kinds, kind) {
-		return nil, &paramError{name: "test", value: probeTestName(kind), want: "a probe kind the config probes"}
+		return nil, &paramError{name: "test", value: testspec.ProbeTestName(kind), want: "a probe kind the config probes"}
 	}
 	if test == 0 && probes.on() && (kind != 0 || path == 0 || slices.Contains(probes.Paths, path)) {
 		pv := *v
@@ -364,7 +364,7 @@ func (u *UI) listChoices(v *meshView, runs []*measurev1.Run) {
 	var paths []measurev1.Path
 	if p := u.cfg.Probes; p.on() {
 		for _, k := range p.Kinds {
-			v.Tests = append(v.Tests, probeTestName(k))
+			v.Tests = append(v.Tests, testspec.ProbeTestName(k))
 		}
 		paths = append(paths, p.Paths...)
 	}

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,11 +16,6 @@ import (
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
-
-// probeTestPrefix starts the mesh's test name of a continuous probe kind:
-// "probe_icmp", "probe_icmp_mtu", "probe_tcp", "probe_http" (the names
-// remote write gives the same series).
-const probeTestPrefix = "probe_"
 
 // Probes is the continuous mesh the UI shows: the agents' in-process
 // probes, one report per node per report interval.
@@ -46,24 +40,6 @@ type Probes struct {
 // on reports whether p has probes to show.
 func (p *Probes) on() bool {
 	return p != nil && p.Latest != nil && len(p.Kinds) > 0 && len(p.Paths) > 0
-}
-
-// probeTestName is the mesh's test name of kind.
-func probeTestName(k measurev1.ProbeKind) string { return probeTestPrefix + testspec.ProbeKindName(k) }
-
-// parseProbeTest is the probe kind a mesh test name names; false if it
-// names none.
-func parseProbeTest(name string) (measurev1.ProbeKind, bool) {
-	rest, ok := strings.CutPrefix(name, probeTestPrefix)
-	if !ok {
-		return 0, false
-	}
-	for _, v := range measurev1.ProbeKind_value {
-		if k := measurev1.ProbeKind(v); k != measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED && testspec.ProbeKindName(k) == rest {
-			return k, true
-		}
-	}
-	return 0, false
 }
 
 // probeCache keeps the newest probe meshes a short while: every open
@@ -147,7 +123,7 @@ func (u *UI) buildProbeMesh(ctx context.Context, view meshView, kind measurev1.P
 			return nil, err
 		}
 	}
-	v.Test, v.Params, v.Unit, v.HigherIsBetter = probeTestName(kind), "", "s", false
+	v.Test, v.Params, v.Unit, v.HigherIsBetter = testspec.ProbeTestName(kind), "", "s", false
 	v.Path, v.Baseline = testspec.PathName(path), testspec.PathName(baseline)
 	v.Label = "continuous probes"
 	v.RefreshSeconds = ri.Seconds()

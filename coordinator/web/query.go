@@ -66,7 +66,7 @@ func parseQuery(raw string, allowed ...string) (query, error) {
 			if v == "" {
 				continue
 			}
-			if k, ok := parseProbeTest(v); ok {
+			if k, ok := testspec.ParseProbeTestName(v); ok {
 				q.kind = k
 				continue
 			}

@@ -94,6 +94,25 @@ func ProbeKinds() []measurev1.ProbeKind {
 	}
 }
 
+// probeTestPrefix starts a probe kind's test name (ProbeTestName).
+const probeTestPrefix = "probe_"
+
+// ProbeTestName is the name the continuous probes' series of kind k go by
+// where they stand beside the tests' (the web UI's mesh, remote write's
+// test label): "probe_" and ProbeKindName, e.g. "probe_icmp".
+// ParseProbeTestName is its inverse.
+func ProbeTestName(k measurev1.ProbeKind) string { return probeTestPrefix + ProbeKindName(k) }
+
+// ParseProbeTestName is the inverse of ProbeTestName for the kinds of
+// ProbeKinds; ok is false for any other name.
+func ParseProbeTestName(name string) (k measurev1.ProbeKind, ok bool) {
+	rest, ok := strings.CutPrefix(name, probeTestPrefix)
+	if !ok {
+		return measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED, false
+	}
+	return ParseProbeKind(rest)
+}
+
 // ParseProbeKind is the inverse of ProbeKindName for the kinds of
 // ProbeKinds: the exact short name ("icmp_mtu"), case included. ok is
 // false for any other string, "unspecified" too.

@@ -149,3 +149,26 @@ func TestOriginName(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeTestName: every probe kind's test name parses back to it;
+// a test's name, a bare kind, an unknown kind and the wrong case do not.
+func TestProbeTestName(t *testing.T) {
+	want := map[measurev1.ProbeKind]string{
+		measurev1.ProbeKind_PROBE_KIND_ICMP: "probe_icmp", measurev1.ProbeKind_PROBE_KIND_ICMP_MTU: "probe_icmp_mtu",
+		measurev1.ProbeKind_PROBE_KIND_TCP: "probe_tcp", measurev1.ProbeKind_PROBE_KIND_HTTP: "probe_http",
+	}
+	for _, k := range ProbeKinds() {
+		name := ProbeTestName(k)
+		if name != want[k] {
+			t.Errorf("ProbeTestName(%v) = %q, want %q", k, name, want[k])
+		}
+		if got, ok := ParseProbeTestName(name); !ok || got != k {
+			t.Errorf("ParseProbeTestName(%q) = %v, %v; want %v", name, got, ok, k)
+		}
+	}
+	for _, name := range []string{"ping", "icmp", "probe_", "probe_udp", "PROBE_ICMP", "probe_unspecified", ""} {
+		if k, ok := ParseProbeTestName(name); ok {
+			t.Errorf("ParseProbeTestName(%q) = %v, want none", name, k)
+		}
+	}
+}
