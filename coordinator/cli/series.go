@@ -14,6 +14,7 @@ import (
 	"github.com/meshperf/meshperf/coordinator/report"
 	"github.com/meshperf/meshperf/coordinator/store"
 	"github.com/meshperf/meshperf/internal/safetext"
+	"github.com/meshperf/meshperf/internal/stats"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
@@ -97,7 +98,7 @@ with the last failure's status. They are kept for
 					if sent == 0 {
 						return "-"
 					}
-					return fmt.Sprintf("%.1f%%", 100*float64(sent-received)/float64(sent))
+					return fmt.Sprintf("%.1f%%", 100*stats.LossRatio(sent, received))
 				}
 				rtt := func(received uint64, mark string, v float64) string {
 					if received == 0 {

@@ -147,7 +147,7 @@ func (w *Writer) Reports(reports []series.Report) {
 				base := sample{ts: ts, a: src, b: q.intern(s.Dst), test: q.intern16(testspec.ProbeTestName(s.Kind)),
 					path: q.intern16(testspec.PathName(s.Path))}
 				loss := base
-				loss.fam, loss.v = famPairLoss, float64(s.Sent-s.Received)/float64(s.Sent)
+				loss.fam, loss.v = famPairLoss, stats.LossRatio(uint64(s.Sent), uint64(s.Received))
 				push(loss)
 				if s.Received == 0 {
 					continue

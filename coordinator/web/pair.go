@@ -124,7 +124,7 @@ func mergeSeries(path measurev1.Path, in []pointIn, start time.Time, step time.D
 		b := buckets[k]
 		loss := none
 		if b.sent > 0 {
-			loss = fig(1 - float64(b.received)/float64(b.sent))
+			loss = fig(stats.LossRatio(b.sent, b.received))
 		}
 		v.T = append(v.T, start.Add(time.Duration(k)*step).Unix())
 		v.Median = append(v.Median, fig(stats.WeightedQuantile(b.medians, 0.5)))

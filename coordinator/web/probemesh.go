@@ -219,7 +219,7 @@ func fillProbeMesh(v *meshView, cells, base map[[2]string]store.LatestSample) {
 // (0..1).
 func probeCell(s store.LatestSample, r float64) meshCell {
 	c := meshCell{state: stateOK, value: rtt(s), ref: r, hasLoss: true,
-		loss: 1 - float64(s.Sample.Received)/float64(s.Sample.Sent)}
+		loss: stats.LossRatio(uint64(s.Sample.Sent), uint64(s.Sample.Received))}
 	switch {
 	case math.IsNaN(c.value):
 		c.state = stateFail

@@ -52,3 +52,14 @@ func QuantileSorted(s []float64, q float64) float64 {
 	}
 	return s[i] + (h-lo)*(s[i+1]-s[i])
 }
+
+// LossRatio is the share of what was sent (probes, echo requests,
+// datagrams) that got no answer: (sent - received) / sent, in 0..1. It is
+// NaN when nothing was sent, or when received is above sent, counts no
+// loss can be read from (sanity refuses them where they arrive).
+func LossRatio(sent, received uint64) float64 {
+	if sent == 0 || received > sent {
+		return math.NaN()
+	}
+	return float64(sent-received) / float64(sent)
+}

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/testutil"
@@ -25,5 +26,22 @@ func TestQuantileRefuses(t *testing.T) {
 	}
 	if _, err := Quantile([]float64{1}, 1.5); err == nil {
 		t.Error("q 1.5 accepted")
+	}
+}
+
+// TestLossRatio: the lost share, exact for whole percentages; NaN where
+// no loss can be read.
+func TestLossRatio(t *testing.T) {
+	for _, tt := range []struct {
+		sent, received uint64
+		want           float64
+	}{
+		{10, 10, 0}, {10, 0, 1}, {4, 3, 0.25}, {1000, 999, 0.001}, {3, 1, 2.0 / 3},
+		{0, 0, math.NaN()}, {5, 6, math.NaN()},
+	} {
+		got := LossRatio(tt.sent, tt.received)
+		if got != tt.want && !(math.IsNaN(got) && math.IsNaN(tt.want)) {
+			t.Errorf("LossRatio(%d, %d) = %v, want %v", tt.sent, tt.received, got, tt.want)
+		}
 	}
 }

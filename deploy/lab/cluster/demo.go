@@ -105,11 +105,7 @@ func Demo(ctx context.Context, cfg DemoConfig) error {
 // many failed), then the web UI's address; with KeepUI it then waits
 // until ctx ends.
 func (d *demo) finish(ctx context.Context, ui string) {
-	line := fmt.Sprintf("%d/%d pair-paths OK", d.ok, d.total)
-	if d.ok != d.total {
-		line += fmt.Sprintf(", %d failed", d.total-d.ok)
-	}
-	fmt.Fprintln(d.cfg.Stdout, line)
+	fmt.Fprintln(d.cfg.Stdout, report.VerdictLine(d.ok, d.total))
 	if !d.cfg.KeepUI {
 		fmt.Fprintf(d.cfg.Stdout, "web UI: http://%s/ (closed with the lab; make demo UI=1 keeps it up until Ctrl-C)\n", ui)
 		return
