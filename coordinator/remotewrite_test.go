@@ -161,8 +161,8 @@ func TestServeRemoteWriteFlags(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{[]string{"--remote-write", "ftp://127.0.0.1/x"}, `--remote-write "ftp://127.0.0.1/x": scheme "ftp" is not http or https`},
-		{[]string{"--remote-write", "http:///api/v1/write"}, `--remote-write "http:///api/v1/write": no host`},
+		{[]string{"--remote-write", "ftp://127.0.0.1/x"}, `--remote-write "ftp://127.0.0.1/x": scheme "ftp": want http or https`},
+		{[]string{"--remote-write", "http:///api/v1/write"}, `--remote-write "http:///api/v1/write": not an absolute URL with a host`},
 		{[]string{"--remote-write", "127.0.0.1:8428"}, `--remote-write "127.0.0.1:8428"`},
 		{[]string{"--remote-write", "http://127.0.0.1:1/api/v1/write", "--remote-write-queue-samples", "0"}, "--remote-write-queue-samples 0"},
 		{[]string{"--remote-write-queue-samples", "10"}, "--remote-write-queue-samples needs --remote-write"},

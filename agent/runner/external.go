@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/meshperf/meshperf/agent/proc"
@@ -234,30 +233,12 @@ func curlPin(rawURL string, ip netip.Addr) (string, error) {
 		}
 		return bad("%v", err)
 	}
-	var port string
-	switch u.Scheme {
-	case "http":
-		port = "80"
-	case "https":
-		port = "443"
-	default:
-		return bad("scheme %q: want http or https", u.Scheme)
+	if err := protocol.CheckHTTPURL(u, rawURL); err != nil {
+		return bad("%v", err)
 	}
-	host := u.Hostname()
-	switch {
-	case u.Opaque != "" || host == "":
-		return bad("not an absolute URL with a host")
-	case u.User != nil:
-		return bad("user information is not allowed")
-	}
-	if p := u.Port(); p != "" {
-		n, err := strconv.ParseUint(p, 10, 16)
-		if err != nil || n == 0 || strconv.FormatUint(n, 10) != p {
-			return bad("port %q: want 1..65535", p)
-		}
-		port = p
-	} else if strings.HasSuffix(u.Host, ":") {
-		return bad("empty port")
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
 	if !ip.IsValid() || ip.Zone() != "" {
 		return bad("resolved address %q is not a plain IP address", ip)

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+
+	"github.com/meshperf/meshperf/internal/protocol"
 )
 
 // namePrefix starts the name of every Service and EndpointSlice the
@@ -26,7 +28,7 @@ const hashLength = 10
 // Service.
 func Name(node string) string {
 	plain := namePrefix + node
-	if len(plain) <= maxNameLength && isLabel(node) {
+	if len(plain) <= maxNameLength && protocol.ValidateLabel(node) == nil {
 		return plain
 	}
 	sum := sha256.Sum256([]byte(node))
@@ -48,22 +50,6 @@ func Name(node string) string {
 		return namePrefix + suffix[1:]
 	}
 	return namePrefix + body + suffix
-}
-
-// isLabel reports whether s is made of a-z, 0-9 and '-' only and neither
-// starts nor ends with '-' (the prefix supplies the leading letter that
-// DNS-1035 wants).
-func isLabel(s string) bool {
-	if s == "" || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // nodeLabelValue is the value of the meshperf.io/node label for node: the

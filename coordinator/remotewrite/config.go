@@ -9,11 +9,11 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/meshperf/meshperf/coordinator/apitoken"
 	"github.com/meshperf/meshperf/internal/mtls"
+	"github.com/meshperf/meshperf/internal/protocol"
 )
 
 // Defaults of Config's zero fields.
@@ -38,29 +38,20 @@ const (
 	DefaultFlushTimeout = 10 * time.Second
 )
 
-// ParseURL checks a receiver's URL as given to the flag named flag: http
-// or https, a host, no user info, no fragment. The error names the flag
-// and the value.
+// ParseURL checks a receiver's URL as given to the flag named flag, by
+// the rule of every http URL meshperf takes (protocol.CheckHTTPURL): http
+// or https, a host, no user info, no fragment, a valid port. The error
+// names the flag and the value.
 func ParseURL(flag, raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("--%s %q: %w", flag, raw, err)
 	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("--%s %q: scheme %q is not http or https", flag, raw, u.Scheme)
-	case u.Host == "" || u.Hostname() == "":
-		return nil, fmt.Errorf("--%s %q: no host", flag, raw)
-	case u.User != nil:
+	if u.User != nil {
 		return nil, fmt.Errorf("--%s %q: user info in the URL; use --remote-write-bearer-token-file", flag, raw)
-	case u.Fragment != "" || strings.Contains(raw, "#"):
-		return nil, fmt.Errorf("--%s %q: a fragment has no meaning here", flag, raw)
 	}
-	if p := u.Port(); p != "" {
-		var n int
-		if _, err := fmt.Sscanf(p, "%d", &n); err != nil || n < 1 || n > 65535 || fmt.Sprint(n) != p {
-			return nil, fmt.Errorf("--%s %q: port %q is not 1 to 65535", flag, raw, p)
-		}
+	if err := protocol.CheckHTTPURL(u, raw); err != nil {
+		return nil, fmt.Errorf("--%s %q: %w", flag, raw, err)
 	}
 	return u, nil
 }

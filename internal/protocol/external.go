@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -42,7 +43,7 @@ var metadataIPs = map[netip.Addr]string{
 // value.
 func ValidateExternalTarget(t *measurev1.ExternalTarget) error {
 	name := t.GetName()
-	if err := validateLabel(name); err != nil {
+	if err := ValidateLabel(name); err != nil {
 		return fmt.Errorf("external target name %q: %w", name, err)
 	}
 	if _, err := ParseExternalAddress(t.GetAddress()); err != nil {
@@ -206,7 +207,11 @@ var (
 	sixToFour   = netip.MustParsePrefix("2002::/16")
 )
 
-func validateLabel(s string) error {
+// ValidateLabel checks that s is a DNS-1123 label: 1..63 lower-case
+// alphanumerics and '-', an alphanumeric at both ends (an external
+// target's name, each label of a DNS name, a Kubernetes object name's
+// part). The error says what is wrong, without s.
+func ValidateLabel(s string) error {
 	if s == "" || len(s) > 63 {
 		return errors.New("must be 1..63 characters")
 	}
@@ -227,7 +232,7 @@ func validateDNSName(s string) error {
 	}
 	labels := strings.Split(s, ".")
 	for _, l := range labels {
-		if err := validateLabel(strings.ToLower(l)); err != nil {
+		if err := ValidateLabel(strings.ToLower(l)); err != nil {
 			return fmt.Errorf("label %q: %w", l, err)
 		}
 	}
@@ -284,23 +289,39 @@ func validateExternalURL(raw, address string) error {
 		return fmt.Errorf("character %+q at byte %d: want printable ASCII (percent-encode the rest)", r, i)
 	}
 	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
+	}
+	if err := CheckHTTPURL(u, raw); err != nil {
+		return err
+	}
+	if !asciiEqualFold(u.Hostname(), strings.TrimSuffix(address, ".")) && !asciiEqualFold(u.Hostname(), address) {
+		return fmt.Errorf("host %q is not the target's address %q", u.Hostname(), address)
+	}
+	return nil
+}
+
+// CheckHTTPURL checks what every http URL meshperf takes must be (an
+// external target's http_url on both ends, remote write's receiver): the
+// scheme http or https; absolute with a host (not an opaque URL, the host
+// not empty); no user information; no fragment; a port, if written, of
+// 1..65535 in plain decimal, and no empty one ("host:/"). u is raw as
+// url.Parse read it. The error says what is wrong; the caller names the
+// field and the value.
+func CheckHTTPURL(u *url.URL, raw string) error {
+	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Errorf("scheme %q: want http or https", u.Scheme)
-	case u.Opaque != "":
+	case u.Opaque != "" || u.Hostname() == "":
 		return errors.New("not an absolute URL with a host")
 	case u.User != nil:
 		return errors.New("user information is not allowed")
 	case u.Fragment != "" || strings.Contains(raw, "#"):
 		return errors.New("a fragment is not allowed")
-	case !asciiEqualFold(u.Hostname(), strings.TrimSuffix(address, ".")) && !asciiEqualFold(u.Hostname(), address):
-		return fmt.Errorf("host %q is not the target's address %q", u.Hostname(), address)
 	}
 	if p := u.Port(); p != "" {
-		var n int
-		if _, err := fmt.Sscanf(p, "%d", &n); err != nil || n < 1 || n > 65535 || fmt.Sprint(n) != p {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 || strconv.FormatUint(n, 10) != p {
 			return fmt.Errorf("port %q: want 1..65535", p)
 		}
 	} else if strings.HasSuffix(u.Host, ":") {

@@ -30,7 +30,7 @@ const (
 	// minPingPayload: iputils ping times a reply only when the payload
 	// holds its timestamp (16 bytes); below that it prints no rtt line.
 	minPingPayload = 16
-	maxPingPayload = 65507
+	maxPingPayload = maxIPv4Payload
 	// maxRun bounds a tool's run (qperf -t, iperf3 -t, a ping's count x
 	// interval).
 	maxRun = 300 * time.Second
@@ -41,9 +41,11 @@ const (
 	// inside the agent's memory limit (the DaemonSet's 256 MiB); a 1 GiB
 	// message would have the kernel kill the tool, or the agent.
 	maxQperfMsgSize = 64 << 20
-	// maxUDPPayload is the largest UDP payload over IPv4; qperf udp_* with a
-	// larger message gets send errors and reports a latency of 0 ns.
-	maxUDPPayload = 65507
+	// maxIPv4Payload is the largest payload of a UDP datagram or an ICMP
+	// echo over IPv4: 65535 - 20 (IP header) - 8 (UDP or ICMP header).
+	// qperf udp_* with a larger message gets send errors and reports a
+	// latency of 0 ns; ping and iperf3 refuse it.
+	maxIPv4Payload = 65507
 
 	defaultIperf3Duration = 2 * time.Second
 	maxIperf3Streams      = 128
@@ -56,7 +58,7 @@ const (
 	maxIperf3Buffer       = 64 << 20
 	defaultIperf3TCPBlock = 128 << 10
 	minIperf3UDPBlock     = 16
-	maxIperf3UDPBlock     = 65507
+	maxIperf3UDPBlock     = maxIPv4Payload
 	defaultIperf3UDPBps   = 1_000_000_000
 	// maxIperf3UDPLoad bounds udp_target_bps x parallel_streams: iperf3
 	// applies -b to each stream, so that product is the load offered.
@@ -290,7 +292,7 @@ func normalizeQperf(test measurev1.Test, p *measurev1.QperfParams) error {
 	}
 	limit := uint64(maxQperfMsgSize)
 	if IsUDP(test) {
-		limit = maxUDPPayload
+		limit = maxIPv4Payload
 	}
 	seen := make(map[uint64]int, len(p.MsgSizeBytes))
 	for i, size := range p.MsgSizeBytes {
