@@ -106,10 +106,10 @@ func (m *Manager) Reclaim(ctx context.Context) []Orphan {
 			switch err := kill(p); {
 			case errors.Is(err, os.ErrProcessDone):
 			case err != nil:
-				log.Error("could not kill a server left running by the agent's previous life", "process", p.pid, "err", err)
+				log.Error("could not kill a server left running by the agent's previous life", "process", p.PID, "err", err)
 			default:
-				log.Warn("killed a server left running by the agent's previous life", "process", p.pid, "cmd", strings.Join(p.argv, " "))
-				o.Killed = append(o.Killed, p.pid)
+				log.Warn("killed a server left running by the agent's previous life", "process", p.PID, "cmd", strings.Join(p.argv, " "))
+				o.Killed = append(o.Killed, p.PID)
 				dying = append(dying, p)
 			}
 		}
@@ -130,11 +130,11 @@ func (m *Manager) Reclaim(ctx context.Context) []Orphan {
 // and when there are none, why.
 func victims(r record) ([]procInfo, string) {
 	leader, err := readProc(r.PID)
-	leaderAlive := err == nil && leader.alive()
+	leaderAlive := err == nil && leader.Alive()
 	if leaderAlive {
 		switch {
-		case leader.startTime != r.StartTime:
-			return nil, fmt.Sprintf("gone; its PID now belongs to another process (started at tick %d, the server at %d)", leader.startTime, r.StartTime)
+		case leader.StartTime != r.StartTime:
+			return nil, fmt.Sprintf("gone; its PID now belongs to another process (started at tick %d, the server at %d)", leader.StartTime, r.StartTime)
 		case !leader.serves(r.Tool, r.Port):
 			return nil, fmt.Sprintf("its PID runs %q, not %s's server on port %d", strings.Join(leader.argv, " "), r.Tool, r.Port)
 		case r.NetNS != "" && leader.netns != r.NetNS:
@@ -157,7 +157,7 @@ func victims(r record) ([]procInfo, string) {
 			continue
 		}
 		p, err := readProc(pid)
-		if err != nil || p.pgrp != r.PID || !p.alive() || p.startTime < r.StartTime || !p.serves(r.Tool, r.Port) {
+		if err != nil || p.PGRP != r.PID || !p.Alive() || p.StartTime < r.StartTime || !p.serves(r.Tool, r.Port) {
 			continue
 		}
 		if r.NetNS != "" && p.netns != r.NetNS {
@@ -175,12 +175,12 @@ func victims(r record) ([]procInfo, string) {
 // handle (a pidfd on Linux) pins a process before the check, so a PID
 // reused in between is never signaled. os.ErrProcessDone means p is gone.
 func kill(p procInfo) error {
-	h, err := os.FindProcess(p.pid)
+	h, err := os.FindProcess(p.PID)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = h.Release() }()
-	if now, err := readProc(p.pid); err != nil || !now.sameAs(p) {
+	if now, err := readProc(p.PID); err != nil || !now.sameAs(p) {
 		return os.ErrProcessDone
 	}
 	return h.Signal(syscall.SIGKILL) // os.ErrProcessDone if it exited meanwhile
@@ -200,8 +200,8 @@ func waitGone(ctx context.Context, procs []procInfo) []int {
 	for {
 		var left []int
 		for _, p := range procs {
-			if now, err := readProc(p.pid); err == nil && now.sameAs(p) {
-				left = append(left, p.pid)
+			if now, err := readProc(p.PID); err == nil && now.sameAs(p) {
+				left = append(left, p.PID)
 			}
 		}
 		if len(left) == 0 {
@@ -219,12 +219,12 @@ func waitGone(ctx context.Context, procs []procInfo) []int {
 // nil (logged) if its process cannot be read.
 func (m *Manager) recordOf(workID string, p *proc.Process, tool string, port uint32, network measurev1.Network) *record {
 	info, err := readProc(p.Pid())
-	if err != nil || !info.alive() {
+	if err != nil || !info.Alive() {
 		m.log.Warn("server not recorded in the state file: its process cannot be read", "work_id", workID, "pid", p.Pid(), "err", err)
 		return nil
 	}
 	return &record{
-		WorkID: workID, PID: p.Pid(), StartTime: info.startTime,
+		WorkID: workID, PID: p.Pid(), StartTime: info.StartTime,
 		Tool: tool, Port: port, Network: network.String(), NetNS: info.netns,
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/renameio/v2"
 
+	"github.com/meshperf/meshperf/internal/procstat"
 	"github.com/meshperf/meshperf/internal/statedir"
 )
 
@@ -148,51 +149,29 @@ func lockDir(dir string) (*os.File, error) {
 
 var errLocked = errors.New("locked by another live agent")
 
-// procInfo is what Reclaim reads of a process in /proc.
+// procInfo is what Reclaim reads of a process in /proc: its stat, its
+// command line and its network namespace.
 type procInfo struct {
-	pid       int
-	state     byte // R, S, D, Z, ...
-	pgrp      int
-	startTime uint64
-	argv      []string
-	netns     string
+	procstat.Stat
+	argv  []string
+	netns string
 }
 
 // readProc reads pid's stat, cmdline and network namespace. The error
 // wraps fs.ErrNotExist when there is no such process.
 func readProc(pid int) (procInfo, error) {
-	dir := "/proc/" + strconv.Itoa(pid)
-	b, err := os.ReadFile(dir + "/stat")
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return procInfo{}, err
 	}
-	// pid (comm) state ppid pgrp ... : comm may hold spaces and
-	// parentheses, so the fields start after the last ')'. Field 3 (state)
-	// is f[0], field 5 (pgrp) f[2], field 22 (starttime) f[19].
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return procInfo{}, fmt.Errorf("%s/stat: no ')'", dir)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 || len(f[0]) != 1 {
-		return procInfo{}, fmt.Errorf("%s/stat: %d fields", dir, len(f)+2)
-	}
-	p := procInfo{pid: pid, state: f[0][0]}
-	if p.pgrp, err = strconv.Atoi(f[2]); err != nil {
-		return procInfo{}, fmt.Errorf("%s/stat: pgrp: %w", dir, err)
-	}
-	if p.startTime, err = strconv.ParseUint(f[19], 10, 64); err != nil {
-		return procInfo{}, fmt.Errorf("%s/stat: starttime: %w", dir, err)
-	}
+	dir := "/proc/" + strconv.Itoa(pid)
+	p := procInfo{Stat: st}
 	if b, err := os.ReadFile(dir + "/cmdline"); err == nil && len(b) > 0 {
 		p.argv = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	}
 	p.netns, _ = os.Readlink(dir + "/ns/net") // a zombie has none
 	return p, nil
 }
-
-// alive reports whether the process runs: a zombie has exited.
-func (p procInfo) alive() bool { return p.state != 'Z' && p.state != 'X' }
 
 // serves reports whether p's command line is tool's server on port:
 // iperf3 with "-p PORT", qperf with "-lp PORT" (the flags
@@ -219,7 +198,7 @@ func (p procInfo) serves(tool string, port uint32) bool {
 // sameAs reports whether p is still the process q was read from: same PID
 // and start time, and not exited.
 func (p procInfo) sameAs(q procInfo) bool {
-	return p.pid == q.pid && p.startTime == q.startTime && p.alive()
+	return p.PID == q.PID && p.StartTime == q.StartTime && p.Alive()
 }
 
 // procPIDs lists the numeric entries of /proc.

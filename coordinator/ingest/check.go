@@ -120,10 +120,6 @@ func Check(r *agentv1.ProbeReport, l Limits, now time.Time) (dropped []string, i
 	if l.Interval > 0 {
 		maxSent = uint32(min(int64(period/l.Interval)+2, math.MaxUint32))
 	}
-	timeout := l.Timeout
-	if timeout <= 0 {
-		timeout = maxRTT
-	}
 	type key struct {
 		dst  string
 		path measurev1.Path
@@ -145,7 +141,8 @@ func Check(r *agentv1.ProbeReport, l Limits, now time.Time) (dropped []string, i
 			dropped = append(dropped, fmt.Sprintf("summaries[%d]: %s", i, why))
 			continue
 		}
-		if err := sanity.CheckSummary(s, timeout, maxSent); err != nil {
+		// A Timeout of 0 bounds round trips by sanity's one minute.
+		if err := sanity.CheckSummary(s, l.Timeout, maxSent); err != nil {
 			sanity.InvalidSummary(s, err, safetext.MaxProbeMessageBytes)
 			invalid = append(invalid, Invalid{Index: i, Err: fmt.Errorf("summaries[%d] (dst %s %v %v): %w", i, s.GetNode(), s.GetPath(), s.GetKind(), err)})
 		}
@@ -155,10 +152,6 @@ func Check(r *agentv1.ProbeReport, l Limits, now time.Time) (dropped []string, i
 	r.Summaries = kept
 	return dropped, invalid, nil
 }
-
-// maxRTT bounds any round trip a summary may give when Limits.Timeout is
-// not set.
-const maxRTT = time.Minute
 
 // checkSummary says what is wrong with s's destination, path, kind,
 // status or message (what it names and says, not its figures), or "".

@@ -3,7 +3,6 @@ package fleet
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/meshperf/meshperf/internal/procstat"
 	"github.com/meshperf/meshperf/internal/tick"
 )
 
@@ -88,34 +88,15 @@ func (c *Coordinator) end(sig syscall.Signal) {
 	_ = c.log.Close()
 }
 
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's times (100 on
-// Linux).
-const clockTicks = 100
-
 // CPUSeconds is a process's user + system CPU time (every thread), in
 // seconds, from /proc/PID/stat (utime and stime, fields 14 and 15, in
 // clock ticks). The error names the file.
 func CPUSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s, err := procstat.Read(pid)
 	if err != nil {
 		return 0, err
 	}
-	// Fields after the command (which may hold spaces) start after ") ".
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command", pid)
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
-	}
-	utime, err1 := strconv.ParseUint(fields[11], 10, 64)
-	stime, err2 := strconv.ParseUint(fields[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return float64(utime+stime) / clockTicks, nil
+	return s.CPUSeconds(), nil
 }
 
 // RSS is a process's resident memory now and at its peak (VmRSS and

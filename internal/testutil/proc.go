@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,62 +12,21 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/agent/netns"
+	"github.com/meshperf/meshperf/internal/procstat"
 )
 
 // procRoot is the proc file system the helpers read.
 const procRoot = "/proc"
 
-// ProcStat is what /proc/PID/stat says of one process.
-type ProcStat struct {
-	// PID is the process ID.
-	PID int
-	// State is the state letter: R, S, D, T, Z (zombie), X (dead), ...
-	State byte
-	// PPID is the parent's process ID.
-	PPID int
-	// PGRP is the process group ID.
-	PGRP int
-	// StartTime is when the process started, in clock ticks after boot
-	// (field 22); with PID it names one process across PID reuse.
-	StartTime uint64
-}
-
-// Alive reports whether the process runs: a zombie (ended, not yet
-// reaped) or a dead process does not.
-func (s ProcStat) Alive() bool { return s.State != 'Z' && s.State != 'X' }
+// ProcStat is what /proc/PID/stat says of one process (procstat.Stat).
+type ProcStat = procstat.Stat
 
 // ReadProcStat reads /proc/PID/stat; ok is false if pid does not exist or
 // its stat cannot be parsed.
 func ReadProcStat(pid int) (ProcStat, bool) {
-	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return ProcStat{}, false
-	}
-	return parseStat(pid, b)
+	s, err := procstat.Read(pid)
+	return s, err == nil
 }
-
-// parseStat parses the text of /proc/PID/stat: "pid (comm) state ppid
-// pgrp ...", where comm may hold spaces and parentheses.
-func parseStat(pid int, b []byte) (ProcStat, bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return ProcStat{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 || len(f[0]) != 1 || !isLetter(f[0][0]) {
-		return ProcStat{}, false
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	pgrp, err2 := strconv.Atoi(f[2])
-	start, err3 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return ProcStat{}, false
-	}
-	return ProcStat{PID: pid, State: f[0][0], PPID: ppid, PGRP: pgrp, StartTime: start}, true
-}
-
-// isLetter reports whether c is an ASCII letter, as every state is.
-func isLetter(c byte) bool { return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') }
 
 // ProcAlive reports whether pid runs; a zombie or a process that does not
 // exist does not.

@@ -97,45 +97,6 @@ func TestWithin(t *testing.T) {
 	}
 }
 
-// TestParseStat: the fields after a comm with spaces and parentheses.
-func TestParseStat(t *testing.T) {
-	// Fields 6 to 21 (tty, flags, faults, times, priority, ...), then
-	// field 22, the start time.
-	rest := strings.Repeat(" 0", 16) + " 12345 0 0"
-	for _, tt := range []struct {
-		name   string
-		text   string
-		want   ProcStat
-		wantOK bool
-	}{
-		{"plain", "42 (sleep) S 1 42" + rest, ProcStat{PID: 42, State: 'S', PPID: 1, PGRP: 42, StartTime: 12345}, true},
-		{"comm with ) and spaces", "7 (a) b (c) Z 3 5" + rest, ProcStat{PID: 7, State: 'Z', PPID: 3, PGRP: 5, StartTime: 12345}, true},
-		{"truncated", "42 (sleep) S 1 42", ProcStat{}, false},
-		{"no comm", "42 sleep S 1 42" + rest, ProcStat{}, false},
-		{"bad ppid", "42 (sleep) S x 42" + rest, ProcStat{}, false},
-		{"state not a letter", "42 (sleep) 7 1 42" + rest, ProcStat{}, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			pid, _ := strconv.Atoi(strings.Fields(tt.text)[0])
-			got, ok := parseStat(pid, []byte(tt.text))
-			if got != tt.want || ok != tt.wantOK {
-				t.Errorf("parseStat = %+v, %v; want %+v, %v", got, ok, tt.want, tt.wantOK)
-			}
-		})
-	}
-}
-
-func FuzzParseStat(f *testing.F) {
-	f.Add([]byte("42 (sleep) S 1 42 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 12345"))
-	f.Add([]byte("1 ())) R 0 1"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		s, ok := parseStat(1, b)
-		if ok && (s.PID != 1 || !isLetter(s.State)) {
-			t.Errorf("parseStat(%q) = %+v, true", b, s)
-		}
-	})
-}
-
 // TestProcs: what /proc says of this process and of a child that ran,
 // ended and was reaped, or ended and was not (a zombie).
 func TestProcs(t *testing.T) {
