@@ -3,10 +3,13 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/meshperf/meshperf/agent/proc"
+	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
@@ -51,4 +54,38 @@ func ServerCommand(tool measurev1.Tool, port, dataPort uint32, netns string) (pr
 		}, NetNS: netns}, nil
 	}
 	return proc.Command{}, fmt.Errorf("%w: %v", ErrNoServer, tool)
+}
+
+// ServerPort reads a process's argument vector back as ServerCommand
+// writes it: an iperf3 server ("iperf3 ... -s ... -p PORT") or a qperf
+// server ("qperf ... -lp PORT"), the program by its base name, whatever
+// else the command carries. ok is false for any other command (an iperf3
+// client too), or a port that is not 1..65535 in plain decimal.
+func ServerPort(argv []string) (tool measurev1.Tool, port uint32, ok bool) {
+	if len(argv) == 0 {
+		return measurev1.Tool_TOOL_UNSPECIFIED, 0, false
+	}
+	var flag string
+	switch filepath.Base(argv[0]) {
+	case testspec.ToolProgram(measurev1.Tool_TOOL_IPERF3):
+		if !slices.Contains(argv[1:], "-s") {
+			return measurev1.Tool_TOOL_UNSPECIFIED, 0, false
+		}
+		tool, flag = measurev1.Tool_TOOL_IPERF3, "-p"
+	case testspec.ToolProgram(measurev1.Tool_TOOL_QPERF):
+		tool, flag = measurev1.Tool_TOOL_QPERF, "-lp"
+	default:
+		return measurev1.Tool_TOOL_UNSPECIFIED, 0, false
+	}
+	for i := 1; i+1 < len(argv); i++ {
+		if argv[i] != flag {
+			continue
+		}
+		n, err := strconv.ParseUint(argv[i+1], 10, 16)
+		if err != nil || n == 0 || strconv.FormatUint(n, 10) != argv[i+1] {
+			return measurev1.Tool_TOOL_UNSPECIFIED, 0, false
+		}
+		return tool, uint32(n), true
+	}
+	return measurev1.Tool_TOOL_UNSPECIFIED, 0, false
 }

@@ -8,15 +8,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/google/renameio/v2"
 
+	"github.com/meshperf/meshperf/agent/runner"
 	"github.com/meshperf/meshperf/internal/procstat"
 	"github.com/meshperf/meshperf/internal/statedir"
+	"github.com/meshperf/meshperf/internal/testspec"
 )
 
 // StateFile is the name of the state file in Config.StateDir.
@@ -173,26 +174,12 @@ func readProc(pid int) (procInfo, error) {
 	return p, nil
 }
 
-// serves reports whether p's command line is tool's server on port:
-// iperf3 with "-p PORT", qperf with "-lp PORT" (the flags
-// runner.ServerCommand gives them), whatever else it carries.
+// serves reports whether p's command line is the server of tool (its
+// program name, "iperf3" or "qperf") on port, as runner.ServerCommand
+// writes it (runner.ServerPort).
 func (p procInfo) serves(tool string, port uint32) bool {
-	if len(p.argv) == 0 || filepath.Base(p.argv[0]) != tool {
-		return false
-	}
-	flag := "-p"
-	if tool == "qperf" {
-		flag = "-lp"
-	} else if !slices.Contains(p.argv, "-s") {
-		return false
-	}
-	want := strconv.FormatUint(uint64(port), 10)
-	for i := 1; i+1 < len(p.argv); i++ {
-		if p.argv[i] == flag && p.argv[i+1] == want {
-			return true
-		}
-	}
-	return false
+	t, got, ok := runner.ServerPort(p.argv)
+	return ok && testspec.ToolProgram(t) == tool && got == port
 }
 
 // sameAs reports whether p is still the process q was read from: same PID
