@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshperf/meshperf/internal/boltfile"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/statedir"
 
@@ -196,94 +196,70 @@ func Open(cfg Config) (*Spool, error) {
 }
 
 // load opens the file, drops the entries that do not decode, rebuilds the
-// work ID index and counts the entries. A panic of bbolt on a damaged file
-// becomes errCorrupt.
-func (s *Spool) load(timeout time.Duration) (err error) {
-	var db *bolt.DB
-	// Reading past the end of a truncated file's mapping faults: make that
-	// a panic, which the recover below turns into errCorrupt.
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if p := recover(); p != nil {
-			if db != nil {
-				closeQuietly(db)
-			}
-			err = fmt.Errorf("%w: %v", errCorrupt, p)
-		}
-	}()
-	db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: timeout})
+// work ID index and counts the entries. A damaged file, and a panic of
+// bbolt on one, give an error wrapping errCorrupt (boltfile).
+func (s *Spool) load(timeout time.Duration) error {
+	db, err := boltfile.Open(s.path, &bolt.Options{Timeout: timeout}, errCorrupt)
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
 		return fmt.Errorf("open %s: %w (waited %v; another agent with the same state directory?)", s.path, ErrLocked, timeout)
-	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
-		return fmt.Errorf("open %s: %w: %w", s.path, errCorrupt, err)
 	case err != nil:
 		return fmt.Errorf("open %s: %w", s.path, err)
 	}
 	var n, bad, size int
 	var dropped uint64
-	if fi, serr := os.Stat(s.path); serr == nil {
-		err = db.View(func(tx *bolt.Tx) error {
-			if need := tx.Size(); fi.Size() < need {
-				return fmt.Errorf("%w: %d bytes, its pages need %d (truncated?)", errCorrupt, fi.Size(), need)
+	err = boltfile.Guard(errCorrupt, func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			n, bad, dropped, size = 0, 0, 0, 0
+			res, err := tx.CreateBucketIfNotExists(bucketResults)
+			if err != nil {
+				return err
+			}
+			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+			if err != nil {
+				return err
+			}
+			if err := s.loadReports(tx); err != nil {
+				return err
+			}
+			if tx.Bucket(bucketByWork) != nil {
+				if err := tx.DeleteBucket(bucketByWork); err != nil {
+					return err
+				}
+			}
+			byWork, err := tx.CreateBucket(bucketByWork)
+			if err != nil {
+				return err
+			}
+			var badKeys [][]byte
+			c := res.Cursor()
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				r := &agentv1.WorkResult{}
+				if len(k) != 8 || proto.Unmarshal(v, r) != nil || len(protocol.ResultWorkID(r)) > maxWorkIDLength {
+					badKeys = append(badKeys, bytes.Clone(k))
+					continue
+				}
+				if err := byWork.Put(workKey(protocol.ResultWorkID(r), k), nil); err != nil {
+					return err
+				}
+				n++
+				size += len(v)
+			}
+			for _, k := range badKeys {
+				if err := res.Delete(k); err != nil {
+					return err
+				}
+			}
+			bad = len(badKeys)
+			if v := meta.Get(keyDropped); len(v) == 8 {
+				dropped = binary.BigEndian.Uint64(v)
+			}
+			if bad > 0 {
+				dropped += uint64(bad)
+				return putUint64(meta, keyDropped, dropped)
 			}
 			return nil
 		})
-		if err != nil {
-			closeQuietly(db)
-			return fmt.Errorf("load %s: %w", s.path, err)
-		}
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		n, bad, dropped, size = 0, 0, 0, 0
-		res, err := tx.CreateBucketIfNotExists(bucketResults)
-		if err != nil {
-			return err
-		}
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		if err := s.loadReports(tx); err != nil {
-			return err
-		}
-		if tx.Bucket(bucketByWork) != nil {
-			if err := tx.DeleteBucket(bucketByWork); err != nil {
-				return err
-			}
-		}
-		byWork, err := tx.CreateBucket(bucketByWork)
-		if err != nil {
-			return err
-		}
-		var badKeys [][]byte
-		c := res.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			r := &agentv1.WorkResult{}
-			if len(k) != 8 || proto.Unmarshal(v, r) != nil || len(protocol.ResultWorkID(r)) > maxWorkIDLength {
-				badKeys = append(badKeys, bytes.Clone(k))
-				continue
-			}
-			if err := byWork.Put(workKey(protocol.ResultWorkID(r), k), nil); err != nil {
-				return err
-			}
-			n++
-			size += len(v)
-		}
-		for _, k := range badKeys {
-			if err := res.Delete(k); err != nil {
-				return err
-			}
-		}
-		bad = len(badKeys)
-		if v := meta.Get(keyDropped); len(v) == 8 {
-			dropped = binary.BigEndian.Uint64(v)
-		}
-		if bad > 0 {
-			dropped += uint64(bad)
-			return putUint64(meta, keyDropped, dropped)
-		}
-		return nil
 	})
 	if err != nil {
 		closeQuietly(db)
@@ -296,7 +272,7 @@ func (s *Spool) load(timeout time.Duration) (err error) {
 	// A spool bounded lower than before drops its oldest now.
 	for _, l := range []*lane{&s.results, &s.reports} {
 		for l.n > l.max || l.maxBytes > 0 && l.bytes > l.maxBytes {
-			if err := s.dropOldest(l); err != nil {
+			if err := boltfile.Guard(errCorrupt, func() error { return s.dropOldest(l) }); err != nil {
 				closeQuietly(db)
 				s.db = nil
 				return err
@@ -334,10 +310,7 @@ func putUint64(meta *bolt.Bucket, key []byte, n uint64) error {
 	return meta.Put(key, binary.BigEndian.AppendUint64(nil, n))
 }
 
-func closeQuietly(db *bolt.DB) {
-	defer func() { _ = recover() }()
-	_ = db.Close()
-}
+func closeQuietly(db *bolt.DB) { boltfile.CloseQuietly(db) }
 
 // workKey is workID 0x00 seq.
 func workKey(workID string, seq []byte) []byte {

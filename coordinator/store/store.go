@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshperf/meshperf/internal/boltfile"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	storev1 "github.com/meshperf/meshperf/proto/meshperf/store/v1"
@@ -102,7 +102,7 @@ func Open(cfg Config) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("store directory: %w", err)
 	}
-	db, err := openBolt(cfg.Path, timeout)
+	db, err := boltfile.Open(cfg.Path, boltOptions(timeout), ErrCorrupt)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("open store %s: %w: another process (a second coordinator?) holds its lock; waited %v",
 			cfg.Path, ErrLocked, timeout)
@@ -111,26 +111,28 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Path, err)
 	}
 	if err := os.Chmod(cfg.Path, 0o600); err != nil {
-		_ = db.Close()
+		boltfile.CloseQuietly(db)
 		return nil, fmt.Errorf("chmod store %s: %w", cfg.Path, err)
 	}
 	indexed := 0
-	err = initBolt(db, func(tx *bolt.Tx) error {
-		newIndex := tx.Bucket(bucketTestResults) == nil
-		for _, b := range allBuckets {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return fmt.Errorf("create bucket %s: %w", b, err)
+	err = boltfile.Guard(ErrCorrupt, func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			newIndex := tx.Bucket(bucketTestResults) == nil
+			for _, b := range allBuckets {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return fmt.Errorf("create bucket %s: %w", b, err)
+				}
 			}
-		}
-		if !newIndex {
-			return nil
-		}
-		var err error
-		indexed, err = buildTestIndex(tx)
-		return err
+			if !newIndex {
+				return nil
+			}
+			var err error
+			indexed, err = buildTestIndex(tx)
+			return err
+		})
 	})
 	if err != nil {
-		_ = db.Close()
+		boltfile.CloseQuietly(db)
 		return nil, fmt.Errorf("init store %s: %w", cfg.Path, err)
 	}
 	if indexed > 0 {
@@ -142,33 +144,6 @@ func Open(cfg Config) (*Store, error) {
 		maxScan = DefaultMaxScanKeys
 	}
 	return &Store{db: db, log: log, maxScan: maxScan}, nil
-}
-
-// initBolt checks that the file holds every page its meta page counts (a
-// truncated file does not: reading past its end would fault) and runs
-// init in a write transaction. A damaged file's panics, and the memory
-// faults of reading its mapping, become an error wrapping ErrCorrupt.
-func initBolt(db *bolt.DB, init func(*bolt.Tx) error) (err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %v", ErrCorrupt, p)
-		}
-	}()
-	fi, err := os.Stat(db.Path())
-	if err != nil {
-		return err
-	}
-	err = db.View(func(tx *bolt.Tx) error {
-		if need := tx.Size(); fi.Size() < need {
-			return fmt.Errorf("%w: the file has %d bytes, its pages need %d (truncated?)", ErrCorrupt, fi.Size(), need)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return db.Update(init)
 }
 
 // boltOptions are the store's bbolt options, as etcd sets them for the
@@ -184,22 +159,6 @@ func boltOptions(timeout time.Duration) *bolt.Options {
 
 // initialMmapBytes is the size of the store's first map of its file: 1 GiB.
 const initialMmapBytes = 1 << 30
-
-// openBolt opens the file, turning bbolt's panics on a damaged file into
-// an error wrapping ErrCorrupt.
-func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if p := recover(); p != nil {
-			db, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, p)
-		}
-	}()
-	db, err = bolt.Open(path, 0o600, boltOptions(timeout))
-	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
-		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	return db, err
-}
 
 // Close flushes pending batches and closes the file.
 func (s *Store) Close() error {
