@@ -253,6 +253,7 @@ func TestRefusedScrapesLogBounded(t *testing.T) {
 	}, pki)
 	client := httpsClient(t, pki, nil)
 	const n = 100
+	start := time.Now()
 	for range n {
 		resp, err := client.Get("https://" + addr + "/metrics")
 		if err != nil {
@@ -263,7 +264,11 @@ func TestRefusedScrapesLogBounded(t *testing.T) {
 			t.Fatalf("status %d, want 401", resp.StatusCode)
 		}
 	}
-	if got := strings.Count(logs.String(), `msg="metrics scrape refused"`); got != lograte.Burst {
-		t.Errorf("%d refusals logged for %d scrapes, want the burst of %d:\n%s", got, n, lograte.Burst, logs)
+	// The bucket refills one warning per lograte.Interval: a slow machine
+	// (the race detector, a loaded CI) may see a few more than the burst,
+	// never one per scrape.
+	refills := int(time.Since(start)/lograte.Interval) + 1
+	if got := strings.Count(logs.String(), `msg="metrics scrape refused"`); got < lograte.Burst || got > lograte.Burst+refills || got >= n {
+		t.Errorf("%d refusals logged for %d scrapes, want the burst of %d (plus at most %d refills):\n%s", got, n, lograte.Burst, refills, logs)
 	}
 }
