@@ -386,15 +386,15 @@ func (p *probeSink) logPeriod(per diagnose.ProbePeriod) {
 				verdicts[i] += "(unsettled)"
 			}
 		}
-		p.log.Debug("probe period judged", "period_start", start, "period_end", end, "complete", per.Complete,
+		p.log.Debug(diagnose.LogPeriodJudged, "period_start", start, "period_end", end, "complete", per.Complete,
 			"sources", per.Sources, "reports", per.Reports, "summaries", per.Summaries, "bad", per.Bad,
 			"verdicts", strings.Join(verdicts, ","), "dump", strings.Join(per.Dump, "; "))
 	}
 	for _, f := range per.Raised {
-		p.log.Warn("probe fault localised", "node", f.Node, "kind", f.Kind, "period_start", start, "period_end", end,
+		p.log.Warn(diagnose.LogFaultLocalised, "node", f.Node, "kind", f.Kind, "period_start", start, "period_end", end,
 			"of", f.Of, "e.g.", strings.Join(f.Bad, "; ")) //nolint:sloglint // "e.g." is the key operators read and grep for
 	}
 	for _, f := range per.Cleared {
-		p.log.Info("probe fault cleared", "node", f.Node, "kind", f.Kind, "period_start", start, "period_end", end)
+		p.log.Info(diagnose.LogFaultCleared, "node", f.Node, "kind", f.Kind, "period_start", start, "period_end", end)
 	}
 }

@@ -53,6 +53,19 @@ type ProbeJudgeConfig struct {
 	Grace time.Duration
 }
 
+// The log messages of the probe judge's verdicts (the coordinator logs
+// them, with the node, the kind and the period): operators grep for them,
+// and the lab's fault demo (deploy/lab/cluster) reads them back.
+const (
+	// LogPeriodJudged: a report period was judged (debug level, with its
+	// verdicts and bad summaries).
+	LogPeriodJudged = "probe period judged"
+	// LogFaultLocalised: a fault was raised (warning level).
+	LogFaultLocalised = "probe fault localised"
+	// LogFaultCleared: a raised fault cleared (info level).
+	LogFaultCleared = "probe fault cleared"
+)
+
 // ProbeJudge localises faults in the continuous mesh's reports, one
 // report period at a time. AddReport counts a report's summaries in the
 // window of its period (windows are Slot long and end on the wall clock's

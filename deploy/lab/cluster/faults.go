@@ -456,7 +456,7 @@ func (d *faultsDemo) scenario(ctx context.Context, s faultScenario) (detected, l
 	}
 	if d.cfg.Verbose {
 		for _, e := range evs {
-			if e.msg == "probe period judged" && !strings.Contains(e.line, " bad=0 ") {
+			if e.msg == diagnose.LogPeriodJudged && !strings.Contains(e.line, " bad=0 ") {
 				fmt.Fprintf(d.cfg.Stdout, "      %s\n", e.line)
 			}
 		}

@@ -30,7 +30,7 @@ type judgeEvent struct {
 }
 
 // judgeMsgs are the probe judge's messages the demo reads.
-var judgeMsgs = []string{"probe period judged", "probe fault localised", "probe fault cleared"}
+var judgeMsgs = []string{diagnose.LogPeriodJudged, diagnose.LogFaultLocalised, diagnose.LogFaultCleared}
 
 // judgeLog returns the probe judge's lines of the coordinator's log
 // logged at or after from, in order.
@@ -98,7 +98,7 @@ func (d *faultsDemo) waitJudged(ctx context.Context, from, end time.Time) ([]jud
 			return nil, err
 		}
 		for _, e := range evs {
-			if e.msg == "probe period judged" && !e.end.Before(end) {
+			if e.msg == diagnose.LogPeriodJudged && !e.end.Before(end) {
 				return evs, nil
 			}
 		}
@@ -122,9 +122,9 @@ func published(evs []judgeEvent) map[string]diagnose.Kind {
 	out := map[string]diagnose.Kind{}
 	for _, e := range evs {
 		switch e.msg {
-		case "probe fault localised":
+		case diagnose.LogFaultLocalised:
 			out[e.node] = e.kind
-		case "probe fault cleared":
+		case diagnose.LogFaultCleared:
 			delete(out, e.node)
 		}
 	}
@@ -146,7 +146,7 @@ func (d *faultsDemo) waitQuiet(ctx context.Context, from, cleared time.Time) (bo
 		}
 		judged := false
 		for _, e := range evs {
-			judged = judged || e.msg == "probe period judged" && !e.end.Before(first)
+			judged = judged || e.msg == diagnose.LogPeriodJudged && !e.end.Before(first)
 		}
 		if judged && len(published(evs)) == 0 {
 			return true, evs, nil
@@ -178,7 +178,7 @@ type probeVerdict struct {
 func judgeScenario(evs []judgeEvent, s faultScenario, t0, deadline time.Time, quiet bool) probeVerdict {
 	var v probeVerdict
 	for _, e := range evs {
-		if e.msg != "probe fault localised" {
+		if e.msg != diagnose.LogFaultLocalised {
 			continue
 		}
 		right := s.node != "" && e.node == s.node
