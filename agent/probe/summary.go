@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshperf/meshperf/internal/safetext"
+	"github.com/meshperf/meshperf/internal/stats"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
@@ -33,7 +34,7 @@ type result struct {
 type series struct {
 	sent, received uint32
 	min, max       time.Duration
-	rtts           []time.Duration
+	rtts           []float64        // seconds, the first maxSamples
 	status         measurev1.Status // last failure's, or STATUS_OK
 	msg            string
 }
@@ -52,27 +53,14 @@ func (s *series) add(r result) {
 	}
 	s.received++
 	if len(s.rtts) < maxSamples {
-		s.rtts = append(s.rtts, r.rtt)
+		s.rtts = append(s.rtts, r.rtt.Seconds())
 	}
 }
 
-// nearestRank returns the p-quantile (0 < p <= 1) of sorted by the
-// nearest-rank method: the smallest value with at least p of the values
-// at or below it (sorted[ceil(p*n)-1]); the median of an even count is
-// thus the lower middle value.
-func nearestRank(sorted []time.Duration, p float64) time.Duration {
-	n := len(sorted)
-	if n == 0 {
-		return 0
-	}
-	// ceil(p*n) in integers for p given in hundredths.
-	h := int(p*100 + 0.5)
-	r := (h*n + 99) / 100
-	r = max(1, min(r, n))
-	return sorted[r-1]
-}
-
-// summary sums the series up. It sorts s.rtts in place.
+// summary sums the series up: the median and p90 are the project's
+// (stats.MedianSorted, stats.QuantileSorted: linear interpolation, the
+// mean of the two middle round trips for an even count). It sorts s.rtts
+// in place.
 func (s *series) summary(k seriesKey) *agentv1.ProbeSummary {
 	out := &agentv1.ProbeSummary{
 		Dst:      &agentv1.ProbeSummary_Node{Node: k.peer},
@@ -86,8 +74,8 @@ func (s *series) summary(k seriesKey) *agentv1.ProbeSummary {
 	if s.received > 0 {
 		slices.Sort(s.rtts)
 		out.RttMinSeconds = s.min.Seconds()
-		out.RttMedianSeconds = nearestRank(s.rtts, 0.5).Seconds()
-		out.RttP90Seconds = nearestRank(s.rtts, 0.9).Seconds()
+		out.RttMedianSeconds = stats.MedianSorted(s.rtts)
+		out.RttP90Seconds = stats.QuantileSorted(s.rtts, 0.9)
 		out.RttMaxSeconds = s.max.Seconds()
 	}
 	if s.received < s.sent {
@@ -125,7 +113,7 @@ type period struct {
 	// rather than allocated one by one: a period holds one series per
 	// probe target, each with a few round trips.
 	slab []series
-	rtts []time.Duration
+	rtts []float64
 }
 
 // seriesChunk is how many series newSeries allocates at once.
@@ -142,7 +130,7 @@ func (p *period) newSeries(samples int) *series {
 		s.rtts = p.rtts[n : n : n+samples] // appends past samples reallocate this series' own
 		p.rtts = p.rtts[:n+samples]
 	} else {
-		p.rtts = make([]time.Duration, samples, seriesChunk*samples)
+		p.rtts = make([]float64, samples, seriesChunk*samples)
 		s.rtts = p.rtts[0:0:samples]
 	}
 	return s

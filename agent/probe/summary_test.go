@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/safetext"
+	"github.com/meshperf/meshperf/internal/testutil"
 	agentv1 "github.com/meshperf/meshperf/proto/meshperf/agent/v1"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 )
 
 const ms = time.Millisecond
 
-// TestSummary: the period's figures by nearest rank, status and message.
+// TestSummary: the period's figures (median and p90 interpolated, as
+// stats computes every median and quantile), status and message.
 func TestSummary(t *testing.T) {
 	ok := func(d time.Duration) result { return result{rtt: d, status: measurev1.Status_STATUS_OK} }
 	fail := func(st measurev1.Status, m string) result { return result{status: st, msg: m} }
@@ -25,12 +27,14 @@ func TestSummary(t *testing.T) {
 		msg                   string
 	}{
 		{name: "one", in: []result{ok(3 * ms)}, sent: 1, received: 1, min: 3 * ms, median: 3 * ms, p90: 3 * ms, max: 3 * ms, status: measurev1.Status_STATUS_OK},
-		{name: "even count: lower median", in: []result{ok(4 * ms), ok(1 * ms), ok(3 * ms), ok(2 * ms)}, sent: 4, received: 4,
-			min: 1 * ms, median: 2 * ms, p90: 4 * ms, max: 4 * ms, status: measurev1.Status_STATUS_OK},
+		// p90 of 1..4 ms: rank 0.9 x 3 = 2.7, 3 ms + 0.7 x 1 ms.
+		{name: "even count: mean of the middle two", in: []result{ok(4 * ms), ok(1 * ms), ok(3 * ms), ok(2 * ms)}, sent: 4, received: 4,
+			min: 1 * ms, median: 2500 * time.Microsecond, p90: 3700 * time.Microsecond, max: 4 * ms, status: measurev1.Status_STATUS_OK},
 		{name: "ten", in: []result{ok(10 * ms), ok(9 * ms), ok(8 * ms), ok(7 * ms), ok(6 * ms), ok(5 * ms), ok(4 * ms), ok(3 * ms), ok(2 * ms), ok(1 * ms)},
-			sent: 10, received: 10, min: 1 * ms, median: 5 * ms, p90: 9 * ms, max: 10 * ms, status: measurev1.Status_STATUS_OK},
+			// p90 of 1..10 ms: rank 0.9 x 9 = 8.1, 9 ms + 0.1 x 1 ms.
+			sent: 10, received: 10, min: 1 * ms, median: 5500 * time.Microsecond, p90: 9100 * time.Microsecond, max: 10 * ms, status: measurev1.Status_STATUS_OK},
 		{name: "loss then refusal: last failure", in: []result{ok(2 * ms), fail(measurev1.Status_STATUS_TIMEOUT, "lost"), fail(measurev1.Status_STATUS_REFUSED, "refused"), ok(4 * ms)},
-			sent: 4, received: 2, min: 2 * ms, median: 2 * ms, p90: 4 * ms, max: 4 * ms, status: measurev1.Status_STATUS_REFUSED, msg: "refused"},
+			sent: 4, received: 2, min: 2 * ms, median: 3 * ms, p90: 3800 * time.Microsecond, max: 4 * ms, status: measurev1.Status_STATUS_REFUSED, msg: "refused"},
 		{name: "all lost", in: []result{fail(measurev1.Status_STATUS_TIMEOUT, "no reply\x00\n")}, sent: 1, status: measurev1.Status_STATUS_TIMEOUT, msg: "no reply??"},
 	}
 	for _, tt := range tests {
@@ -52,7 +56,7 @@ func TestSummary(t *testing.T) {
 				got, want float64
 			}{{"min", got.RttMinSeconds, tt.min.Seconds()}, {"median", got.RttMedianSeconds, tt.median.Seconds()},
 				{"p90", got.RttP90Seconds, tt.p90.Seconds()}, {"max", got.RttMaxSeconds, tt.max.Seconds()}} {
-				if f.got != f.want {
+				if !testutil.Near(f.got, f.want, 1e-12) {
 					t.Errorf("%s %v s, want %v s", f.name, f.got, f.want)
 				}
 			}
