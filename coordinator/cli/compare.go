@@ -160,16 +160,8 @@ func printDeltas(o *options, a, b *measurev1.Run, deltas []testcell.Delta) {
 	} else {
 		fmt.Fprintln(tw, "TEST\tPATH\tSRC\tDST\tA MEDIAN\tB MEDIAN\tCHANGE\tP\tVERDICT")
 	}
-	worse, better := 0, 0
 	for _, d := range deltas {
 		med, change, p, verdict := deltaColumns(d)
-		switch {
-		case !d.Tested:
-		case d.Worse:
-			worse++
-		case d.Better:
-			better++
-		}
 		path := testspec.PathName(d.Key.Path)
 		if v6 {
 			path += "\t" + protocol.FamilyName(d.Key.Family)
@@ -178,6 +170,7 @@ func printDeltas(o *options, a, b *measurev1.Run, deltas []testcell.Delta) {
 			med(d.A), med(d.B), change, p, verdict)
 	}
 	_ = tw.Flush()
+	worse, better := testcell.Tally(deltas)
 	fmt.Fprintf(o.stdout, "\n%d cells: %d significantly worse, %d significantly better (Welch's t-test, 95%%)\n", len(deltas), worse, better)
 }
 

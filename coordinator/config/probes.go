@@ -68,17 +68,16 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 	} else if p.SubsetRotation != "" {
 		return nil, fmt.Errorf("subset_rotation %q: needs subset_size", p.SubsetRotation)
 	}
+	allKinds := testspec.ProbeKinds()
+	kindNames := make([]string, len(allKinds))
+	for i, k := range allKinds {
+		kindNames[i] = testspec.ProbeKindName(k)
+	}
 	kinds := p.Kinds
 	if len(kinds) == 0 {
-		kinds = []string{"icmp", "icmp_mtu", "tcp", "http"}
+		kinds = kindNames
 	}
-	if s.Kinds, err = parseNames("kinds", kinds, func(i int, name string) (measurev1.ProbeKind, error) {
-		k, ok := testspec.ParseProbeKind(name)
-		if !ok {
-			return k, fmt.Errorf("kinds[%d] %q: not a probe kind (icmp, icmp_mtu, tcp, http)", i, name)
-		}
-		return k, nil
-	}); err != nil {
+	if s.Kinds, err = parseNames("kinds", kinds, known("kinds", testspec.ParseProbeKind, "a probe kind ("+strings.Join(kindNames, ", ")+")")); err != nil {
 		return nil, err
 	}
 	paths := p.Paths
@@ -97,13 +96,11 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if s.IpFamilies, err = parseNames("ip_families", p.IPFamilies, func(i int, name string) (measurev1.IPFamily, error) {
-		f, ok := protocol.ParseFamilyName(name)
-		if !ok {
-			return f, fmt.Errorf("ip_families[%d] %q: not an IP family (ipv4, ipv6)", i, name)
-		}
-		return f, nil
-	}); err != nil {
+	familyNames := make([]string, len(protocol.Families))
+	for i, f := range protocol.Families {
+		familyNames[i] = protocol.FamilyName(f)
+	}
+	if s.IpFamilies, err = parseNames("ip_families", p.IPFamilies, known("ip_families", protocol.ParseFamilyName, "an IP family ("+strings.Join(familyNames, ", ")+")")); err != nil {
 		return nil, err
 	}
 	if len(s.IpFamilies) == 1 && s.IpFamilies[0] == measurev1.IPFamily_IP_FAMILY_IPV4 {
@@ -128,6 +125,19 @@ func (p *Probes) settings() (*agentv1.ProbeSettings, error) {
 		return nil, fmt.Errorf("max_packets_per_second %d: at most %d", s.MaxPacketsPerSecond, protocol.ProbeMaxPacketsPerSecond)
 	}
 	return s, nil
+}
+
+// known is a parseNames parse of the names parse knows (a name table's
+// inverse); any other name is refused as not want, e.g. "a probe kind
+// (icmp, ...)", with the field, the index and the name.
+func known[T any](field string, parse func(string) (T, bool), want string) func(int, string) (T, error) {
+	return func(i int, name string) (T, error) {
+		v, ok := parse(name)
+		if !ok {
+			return v, fmt.Errorf("%s[%d] %q: not %s", field, i, name, want)
+		}
+		return v, nil
+	}
 }
 
 // parseNames turns the names of the list field field into values with

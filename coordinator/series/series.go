@@ -14,6 +14,7 @@ package series
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/safetext"
@@ -150,19 +151,27 @@ type Report struct {
 	Summaries []Summary
 }
 
-// ValidNode checks a node name (src or dst): non-empty, at most
-// MaxNodeBytes, no NUL byte. The error wraps ErrInvalid and names field.
+// ValidNode checks a node name (src or dst) with CheckKey. The error
+// wraps ErrInvalid and names field.
 func ValidNode(field, name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: %s is empty", ErrInvalid, field)
-	case len(name) > MaxNodeBytes:
-		return fmt.Errorf("%w: %s %.20q... is longer than %d bytes", ErrInvalid, field, name, MaxNodeBytes)
+	if err := CheckKey(field, name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	for i := 0; i < len(name); i++ {
-		if name[i] == 0 {
-			return fmt.Errorf("%w: %s %q contains a NUL byte", ErrInvalid, field, name)
-		}
+	return nil
+}
+
+// CheckKey checks a name or ID that goes into a store key (a node name, a
+// run or work ID): non-empty, at most MaxNodeBytes, no NUL byte (the
+// keys' separator). The error names field and the value (cut); callers
+// wrap it with their own sentinel.
+func CheckKey(field, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%s is empty", field)
+	case len(s) > MaxNodeBytes:
+		return fmt.Errorf("%s %.20q... is longer than %d bytes", field, s, MaxNodeBytes)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%s %q contains a NUL byte", field, s)
 	}
 	return nil
 }

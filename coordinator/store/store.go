@@ -22,6 +22,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/boltfile"
 	"github.com/meshperf/meshperf/internal/testspec"
 	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
@@ -322,19 +323,11 @@ func (s *Store) batch(ctx context.Context, fn func(*bolt.Tx) error) error {
 	return nil
 }
 
-// validID checks that an ID is usable in a key: non-empty, at most 253
-// bytes, no 0x00.
+// validID checks that an ID is usable in a key (series.CheckKey); the
+// error wraps ErrInvalid.
 func validID(field, id string) error {
-	switch {
-	case id == "":
-		return fmt.Errorf("%w: %s is empty", ErrInvalid, field)
-	case len(id) > 253:
-		return fmt.Errorf("%w: %s %.20q... is longer than 253 bytes", ErrInvalid, field, id)
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] == sep {
-			return fmt.Errorf("%w: %s %q contains a NUL byte", ErrInvalid, field, id)
-		}
+	if err := series.CheckKey(field, id); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }

@@ -247,8 +247,8 @@ func (u *UI) apiCompare(r *http.Request) (any, error) {
 		sides[i] = d.sorted()
 	}
 	out := []deltaView{}
-	worse, better := 0, 0
-	for _, d := range testcell.Compare(sides[0], sides[1]) {
+	deltas := testcell.Compare(sides[0], sides[1])
+	for _, d := range deltas {
 		med := func(c *testcell.Cell) fig {
 			if c == nil || len(c.Samples) == 0 {
 				return none
@@ -264,18 +264,12 @@ func (u *UI) apiCompare(r *http.Request) (any, error) {
 		if d.Tested {
 			v.P = fig(d.Test.P)
 		}
-		switch {
-		case !d.Tested:
-		case d.Worse:
-			worse++
-		case d.Better:
-			better++
-		}
 		if math.IsNaN(d.MedianChange) {
 			v.Change = none
 		}
 		out = append(out, v)
 	}
+	worse, better := testcell.Tally(deltas)
 	return map[string]any{"a": heads[0], "b": heads[1], "cells": out, "worse": worse, "better": better}, nil
 }
 

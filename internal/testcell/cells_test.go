@@ -167,4 +167,8 @@ func TestDeltaVerdict(t *testing.T) {
 			t.Errorf("Verdict of tested=%v worse=%v better=%v = %q, want %q", tt.d.Tested, tt.d.Worse, tt.d.Better, got, tt.want)
 		}
 	}
+	ds := []Delta{{Worse: true}, {Tested: true, Worse: true}, {Tested: true, Worse: true}, {Tested: true, Better: true}, {Tested: true}}
+	if worse, better := Tally(ds); worse != 2 || better != 1 {
+		t.Errorf("Tally = %d worse, %d better; want 2, 1 (an untested cell counts in neither)", worse, better)
+	}
 }

@@ -48,6 +48,19 @@ func (d Delta) Verdict() string {
 	return "same"
 }
 
+// Tally counts the deltas whose verdict is worse and better.
+func Tally(deltas []Delta) (worse, better int) {
+	for _, d := range deltas {
+		switch d.Verdict() {
+		case "worse":
+			worse++
+		case "better":
+			better++
+		}
+	}
+	return worse, better
+}
+
 // Compare matches the cells of two runs and compares each pair, sorted as
 // Cells sorts. Cells present in one run only are listed with the other side
 // nil.
