@@ -69,7 +69,7 @@ type Peer struct {
 	// HTTPPort is its HTTP target's port, 0 (unknown) or 1..65535.
 	HTTPPort uint32
 	// HostMTU and PodMTU are its interfaces' MTUs in bytes per network: 0
-	// (unknown) or protocol.MinMTUBytes..MaxMTU.
+	// (unknown) or protocol.MinMTUBytes..protocol.MaxMTUBytes.
 	HostMTU, PodMTU uint32
 	// Maintenance says the node is cordoned: agents do not probe it, but it
 	// stays in their plans as a registered endpoint.
