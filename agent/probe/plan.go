@@ -181,7 +181,7 @@ func checkSettings(in *agentv1.ProbeSettings) (*settings, error) {
 	if s.timeout, err = duration("timeout", in.GetTimeout(), protocol.ProbeMinTimeout, s.interval-time.Nanosecond); err != nil {
 		return nil, fmt.Errorf("%w (timeout must be under interval)", err)
 	}
-	if s.kinds, err = enumSet("kinds", in.GetKinds(), func(k measurev1.ProbeKind) bool { return slices.Contains(testspec.ProbeKinds(), k) }, "a known probe kind"); err != nil {
+	if s.kinds, err = enumSet("kinds", in.GetKinds(), testspec.IsProbeKind, "a known probe kind"); err != nil {
 		return nil, err
 	}
 	if s.paths, err = enumSet("paths", in.GetPaths(), testspec.IsProbePath,

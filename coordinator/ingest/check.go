@@ -169,7 +169,7 @@ func checkSummary(s *agentv1.ProbeSummary, l Limits) string {
 	if !testspec.IsProbePath(s.GetPath()) {
 		return fmt.Sprintf("path %v is not a probe path", s.GetPath())
 	}
-	if _, ok := measurev1.ProbeKind_name[int32(s.GetKind())]; !ok || s.GetKind() == measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED {
+	if !testspec.IsProbeKind(s.GetKind()) {
 		return fmt.Sprintf("kind %d is not a probe kind", s.GetKind())
 	}
 	if _, ok := measurev1.Status_name[int32(s.GetStatus())]; !ok || s.GetStatus() == measurev1.Status_STATUS_UNSPECIFIED {

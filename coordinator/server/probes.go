@@ -14,7 +14,6 @@ import (
 	"github.com/meshperf/meshperf/coordinator/series"
 	"github.com/meshperf/meshperf/internal/protocol"
 	"github.com/meshperf/meshperf/internal/testspec"
-	measurev1 "github.com/meshperf/meshperf/proto/meshperf/measure/v1"
 	meshv1 "github.com/meshperf/meshperf/proto/meshperf/mesh/v1"
 )
 
@@ -29,7 +28,7 @@ func (s *Server) ListProbeSeries(ctx context.Context, req *meshv1.ListProbeSerie
 	if !testspec.IsProbePath(req.GetPath()) {
 		return nil, status.Errorf(codes.InvalidArgument, "path %v: want a probe path (%s)", req.GetPath(), strings.Join(testspec.PathNamesOf(testspec.ProbePaths()), ", "))
 	}
-	if _, ok := measurev1.ProbeKind_name[int32(req.GetKind())]; !ok || req.GetKind() == measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED {
+	if !testspec.IsProbeKind(req.GetKind()) {
 		return nil, status.Errorf(codes.InvalidArgument, "kind %d: want a probe kind", req.GetKind())
 	}
 	since, until, err := timeRange(req.GetStartTime(), req.GetEndTime())

@@ -113,6 +113,13 @@ func ParseProbeTestName(name string) (k measurev1.ProbeKind, ok bool) {
 	return ParseProbeKind(rest)
 }
 
+// IsProbeKind reports whether k is one of ProbeKinds (not unspecified,
+// not a value the enum does not define).
+func IsProbeKind(k measurev1.ProbeKind) bool {
+	_, ok := measurev1.ProbeKind_name[int32(k)]
+	return ok && k != measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED
+}
+
 // ParseProbeKind is the inverse of ProbeKindName for the kinds of
 // ProbeKinds: the exact short name ("icmp_mtu"), case included. ok is
 // false for any other string, "unspecified" too.

@@ -3,6 +3,7 @@ package testspec
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -164,6 +165,16 @@ func TestProbeTestName(t *testing.T) {
 		}
 		if got, ok := ParseProbeTestName(name); !ok || got != k {
 			t.Errorf("ParseProbeTestName(%q) = %v, %v; want %v", name, got, ok, k)
+		}
+	}
+	for _, k := range []measurev1.ProbeKind{measurev1.ProbeKind_PROBE_KIND_UNSPECIFIED, measurev1.ProbeKind(99), measurev1.ProbeKind(-1)} {
+		if IsProbeKind(k) || slices.Contains(ProbeKinds(), k) {
+			t.Errorf("IsProbeKind(%v) = %v, ProbeKinds holds it %v; want neither", k, IsProbeKind(k), slices.Contains(ProbeKinds(), k))
+		}
+	}
+	for _, k := range ProbeKinds() {
+		if !IsProbeKind(k) {
+			t.Errorf("IsProbeKind(%v) = false for a kind of ProbeKinds", k)
 		}
 	}
 	for _, name := range []string{"ping", "icmp", "probe_", "probe_udp", "PROBE_ICMP", "probe_unspecified", ""} {
